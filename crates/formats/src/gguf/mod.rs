@@ -1,0 +1,19 @@
+//! GGUF, llama.cpp's model file format: reading (memory-mapped, zero-copy) and writing.
+//!
+//! Versions 2 and 3, little-endian. The layout is: magic `GGUF`, version, tensor count,
+//! metadata count, the metadata entries, the tensor infos, padding to the alignment, then the
+//! tensor data, each tensor at an aligned offset from the start of the data section.
+
+mod cursor;
+mod file;
+mod header;
+mod metadata;
+mod tensor_info;
+mod writer;
+
+pub use crate::error::GgufError;
+pub use file::GgufFile;
+pub use header::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufHeader, MAX_DIMS};
+pub use metadata::{Metadata, MetadataValue, ValueType};
+pub use tensor_info::{TensorInfo, TensorView};
+pub use writer::GgufWriter;

@@ -1,0 +1,108 @@
+//! Property: whatever the writer writes, the reader reads back unchanged.
+
+use proptest::prelude::*;
+use rinfer_formats::GgmlType;
+use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue, ValueType};
+
+fn scalar() -> impl Strategy<Value = MetadataValue> {
+    prop_oneof![
+        any::<u8>().prop_map(MetadataValue::U8),
+        any::<i8>().prop_map(MetadataValue::I8),
+        any::<u16>().prop_map(MetadataValue::U16),
+        any::<i16>().prop_map(MetadataValue::I16),
+        any::<u32>().prop_map(MetadataValue::U32),
+        any::<i32>().prop_map(MetadataValue::I32),
+        any::<u64>().prop_map(MetadataValue::U64),
+        any::<i64>().prop_map(MetadataValue::I64),
+        (-1e30f32..1e30).prop_map(MetadataValue::F32),
+        (-1e300f64..1e300).prop_map(MetadataValue::F64),
+        any::<bool>().prop_map(MetadataValue::Bool),
+        ".{0,12}".prop_map(MetadataValue::String),
+    ]
+}
+
+fn value() -> impl Strategy<Value = MetadataValue> {
+    scalar().prop_recursive(3, 24, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(any::<u32>(), 0..6).prop_map(|v| MetadataValue::Array {
+                element: ValueType::U32,
+                items: v.into_iter().map(MetadataValue::U32).collect(),
+            }),
+            prop::collection::vec(".{0,6}", 0..6).prop_map(|v| MetadataValue::Array {
+                element: ValueType::String,
+                items: v.into_iter().map(MetadataValue::String).collect(),
+            }),
+            // Nested: an array of arrays, every inner array of the same element type.
+            prop::collection::vec(inner, 0..3).prop_map(|v| MetadataValue::Array {
+                element: ValueType::Array,
+                items: v
+                    .into_iter()
+                    .map(|item| MetadataValue::Array {
+                        element: item.value_type(),
+                        items: vec![item],
+                    })
+                    .collect(),
+            }),
+        ]
+    })
+}
+
+fn tensor() -> impl Strategy<Value = (GgmlType, Vec<u64>)> {
+    let ty = prop::sample::select(vec![
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+    ]);
+    (ty, 1u64..3, prop::collection::vec(1u64..4, 0..3)).prop_map(|(ty, blocks, rest)| {
+        let mut dims = vec![blocks * ty.block_size() as u64];
+        dims.extend(rest);
+        (ty, dims)
+    })
+}
+
+proptest! {
+    #[test]
+    fn write_then_read_gives_back_everything(
+        entries in prop::collection::btree_map("[a-z.]{1,16}", value(), 0..8),
+        tensors in prop::collection::vec((tensor(), any::<u8>()), 0..5),
+        alignment in prop::sample::select(vec![None, Some(1u32), Some(8), Some(64)]),
+    ) {
+        let mut writer = GgufWriter::new();
+        if let Some(a) = alignment {
+            writer.add_metadata("general.alignment", MetadataValue::U32(a)).unwrap();
+        }
+        for (k, v) in &entries {
+            writer.add_metadata(&format!("x.{k}"), v.clone()).unwrap();
+        }
+        let mut expected = Vec::new();
+        for (i, ((ty, dims), fill)) in tensors.iter().enumerate() {
+            let bytes = ty.row_bytes(dims[0]).unwrap() * dims[1..].iter().product::<u64>();
+            let data = vec![*fill; bytes as usize];
+            writer.add_tensor(&format!("t{i}"), *ty, dims, data.clone()).unwrap();
+            expected.push((format!("t{i}"), *ty, dims.clone(), data));
+        }
+        let file = GgufFile::from_bytes(writer.to_bytes()).unwrap();
+        for (k, v) in &entries {
+            prop_assert_eq!(file.metadata().get(&format!("x.{k}")), Some(v));
+        }
+        prop_assert_eq!(file.tensors().len(), expected.len());
+        for (name, ty, dims, data) in &expected {
+            let t = file.tensor(name).unwrap();
+            prop_assert_eq!(t.ty(), *ty);
+            prop_assert_eq!(t.dims(), &dims[..]);
+            prop_assert_eq!(t.data, &data[..]);
+            prop_assert_eq!(t.info.offset % file.header().alignment, 0);
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let mut framed = b"GGUF\x03\0\0\0".to_vec();
+        framed.extend_from_slice(&bytes);
+        let _ = GgufFile::from_bytes(framed);
+        let _ = GgufFile::from_bytes(bytes);
+    }
+}
