@@ -132,7 +132,7 @@ impl GgmlType {
     /// number of blocks or the size overflows.
     pub fn row_bytes(self, elements: u64) -> Option<u64> {
         let block = self.block_size() as u64;
-        if elements % block != 0 {
+        if !elements.is_multiple_of(block) {
             return None;
         }
         (elements / block).checked_mul(self.type_size() as u64)

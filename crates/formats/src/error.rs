@@ -10,11 +10,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum GgufError {
     /// The file could not be opened, mapped or written.
-    #[error("{path}: {source}")]
+    #[error("cannot access {path}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The operating system's error.
+        #[source]
         source: std::io::Error,
     },
     /// The file ends before a value that must be there.

@@ -8,7 +8,11 @@
 pub mod dtype;
 mod error;
 pub mod gguf;
+pub mod hf_config;
 mod mmap;
+pub mod safetensors;
 
 pub use dtype::{GgmlType, QK_K};
 pub use error::GgufError;
+pub use hf_config::{HfConfig, HfError, HfModelDir};
+pub use safetensors::{SafetensorView, SafetensorsError, SafetensorsModel};

@@ -32,7 +32,8 @@ fn minimal_valid_file_parses() {
 
 #[test]
 fn each_broken_file_gets_its_own_error() {
-    let cases: &[(&str, fn(&GgufError) -> bool)] = &[
+    type Expectation = fn(&GgufError) -> bool;
+    let cases: &[(&str, Expectation)] = &[
         ("bad_magic.gguf", |e| {
             matches!(e, GgufError::BadMagic { .. })
         }),

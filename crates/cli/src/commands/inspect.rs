@@ -1,0 +1,170 @@
+//! `rinfer inspect`: what a model file holds, as text or one JSON object.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use rinfer_formats::gguf::{GgufError, GgufFile, MetadataValue};
+use serde_json::{Value, json};
+
+/// Arrays longer than this are summarised: their length and first items.
+const ARRAY_SHOWN_IN_FULL: usize = 32;
+/// Items shown from a summarised array.
+const ARRAY_HEAD: usize = 8;
+
+/// Prints the format, version, architecture, parameter count, bytes per tensor type, metadata
+/// and (with `tensors`, or always in JSON) the tensor table of the model at `path`.
+pub fn run(path: &Path, json: bool, tensors: bool) -> Result<()> {
+    let file = match GgufFile::open(path) {
+        Err(e @ GgufError::Io { .. }) => return Err(e.into()),
+        opened => {
+            opened.with_context(|| format!("{} is not a usable GGUF file", path.display()))?
+        }
+    };
+    let report = Report::of(&file);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json(&file))?);
+    } else {
+        report.print(&file, tensors);
+    }
+    Ok(())
+}
+
+struct Report {
+    parameters: u64,
+    /// Per type name: (tensor count, bytes).
+    by_type: BTreeMap<&'static str, (usize, u64)>,
+}
+
+impl Report {
+    fn of(file: &GgufFile) -> Self {
+        let mut by_type = BTreeMap::new();
+        let mut parameters = 0;
+        for t in file.tensors() {
+            parameters += t.info.element_count();
+            let entry = by_type.entry(t.ty().name()).or_insert((0, 0));
+            entry.0 += 1;
+            entry.1 += t.info.size;
+        }
+        Self {
+            parameters,
+            by_type,
+        }
+    }
+
+    fn to_json(&self, file: &GgufFile) -> Value {
+        let header = file.header();
+        let metadata: serde_json::Map<String, Value> = file
+            .metadata()
+            .iter()
+            .map(|(k, v)| (k.to_string(), value_json(v)))
+            .collect();
+        let tensors: Vec<Value> = file
+            .tensors()
+            .map(|t| {
+                json!({
+                    "name": t.name(),
+                    "type": t.ty().name(),
+                    "shape": t.dims(),
+                    "offset": header.data_offset + t.info.offset,
+                    "bytes": t.info.size,
+                })
+            })
+            .collect();
+        let types: serde_json::Map<String, Value> = self
+            .by_type
+            .iter()
+            .map(|(ty, (count, bytes))| (ty.to_string(), json!({"tensors": count, "bytes": bytes})))
+            .collect();
+        json!({
+            "format": "gguf",
+            "version": header.version,
+            "architecture": header.architecture(),
+            "parameters": self.parameters,
+            "tensor_count": header.tensors.len(),
+            "tensor_types": types,
+            "metadata": metadata,
+            "tensors": tensors,
+        })
+    }
+
+    fn print(&self, file: &GgufFile, tensors: bool) {
+        let header = file.header();
+        println!("format:       GGUF v{}", header.version);
+        println!(
+            "architecture: {}",
+            header.architecture().unwrap_or("(none)")
+        );
+        println!(
+            "parameters:   {} ({:.1} M)",
+            self.parameters,
+            self.parameters as f64 / 1e6
+        );
+        println!("tensors:      {}", header.tensors.len());
+        for (ty, (count, bytes)) in &self.by_type {
+            println!(
+                "  {ty:<8} {count:>5} tensors {:>12.2} MiB",
+                *bytes as f64 / (1 << 20) as f64
+            );
+        }
+        println!("metadata:     {} entries", file.metadata().len());
+        for (key, value) in file.metadata().iter() {
+            println!("  {key} = {}", value_text(value));
+        }
+        if tensors {
+            println!(
+                "{:<48} {:<8} {:<24} {:>12}",
+                "tensor", "type", "shape", "offset"
+            );
+            for t in file.tensors() {
+                let shape = format!("{:?}", t.dims());
+                println!(
+                    "{:<48} {:<8} {:<24} {:>12}",
+                    t.name(),
+                    t.ty().name(),
+                    shape,
+                    header.data_offset + t.info.offset
+                );
+            }
+        }
+    }
+}
+
+fn value_json(value: &MetadataValue) -> Value {
+    match value {
+        MetadataValue::Array { element, items } if items.len() > ARRAY_SHOWN_IN_FULL => json!({
+            "array_of": element.name(),
+            "len": items.len(),
+            "first": items.iter().take(ARRAY_HEAD).map(value_json).collect::<Vec<_>>(),
+        }),
+        MetadataValue::Array { items, .. } => Value::Array(items.iter().map(value_json).collect()),
+        MetadataValue::String(s) => Value::String(s.clone()),
+        MetadataValue::Bool(b) => Value::Bool(*b),
+        MetadataValue::F32(f) => json!(f),
+        MetadataValue::F64(f) => json!(f),
+        other => match other.as_i128() {
+            Some(i) if i >= 0 => json!(i as u64),
+            Some(i) => json!(i as i64),
+            None => Value::Null,
+        },
+    }
+}
+
+fn value_text(value: &MetadataValue) -> String {
+    match value {
+        MetadataValue::Array { element, items } if items.len() > ARRAY_SHOWN_IN_FULL => {
+            let head: Vec<String> = items.iter().take(ARRAY_HEAD).map(value_text).collect();
+            format!(
+                "[{} × {}: {}, …]",
+                items.len(),
+                element.name(),
+                head.join(", ")
+            )
+        }
+        MetadataValue::String(s) if s.len() > 120 => {
+            let cut: String = s.chars().take(100).collect();
+            format!("{cut:?}… ({} bytes)", s.len())
+        }
+        _ => value_json(value).to_string(),
+    }
+}

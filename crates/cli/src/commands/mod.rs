@@ -1,0 +1,4 @@
+//! One module per subcommand, each with a `run` entry point.
+
+pub mod fetch;
+pub mod inspect;

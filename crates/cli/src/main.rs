@@ -1,0 +1,38 @@
+//! `rinfer`, the command-line front end: parses options once, resolves the model (fetching the
+//! default one on first use) and hands off to a command. It holds no inference logic of its own.
+
+mod commands;
+mod model_cache;
+mod options;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser;
+
+use crate::commands::fetch::default_model_path_or_fetch;
+use crate::options::{CommandOptions, Options};
+
+fn main() -> ExitCode {
+    match run(Options::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // `{:#}` joins the whole context chain with ": " on one line.
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(options: Options) -> Result<()> {
+    match options.command {
+        CommandOptions::Fetch => commands::fetch::run(),
+        CommandOptions::Inspect(inspect) => {
+            let path = match inspect.path {
+                Some(path) => path,
+                None => default_model_path_or_fetch()?,
+            };
+            commands::inspect::run(&path, inspect.json, inspect.tensors)
+        }
+    }
+}
