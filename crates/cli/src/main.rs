@@ -2,6 +2,7 @@
 //! default one on first use) and hands off to a command. It holds no inference logic of its own.
 
 mod commands;
+mod engine;
 mod model_cache;
 mod options;
 
@@ -34,5 +35,9 @@ fn run(options: Options) -> Result<()> {
             };
             commands::inspect::run(&path, inspect.json, inspect.tensors)
         }
+        CommandOptions::Run(run) => commands::run::run(&run),
+        CommandOptions::Chat(chat) => commands::chat::run(&chat),
+        CommandOptions::Tokenize(tokenize) => commands::tokenize::run(&tokenize),
+        CommandOptions::Logits(logits) => commands::logits::run(&logits),
     }
 }

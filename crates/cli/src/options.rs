@@ -20,6 +20,116 @@ pub enum CommandOptions {
     Fetch,
     /// Show what a model file holds: header, metadata and tensors.
     Inspect(InspectOptions),
+    /// Continue a prompt, streaming the text to stdout and timings to stderr.
+    Run(RunOptions),
+    /// Talk to the model interactively, with its chat template.
+    Chat(ChatOptions),
+    /// Print the token ids of a text (BOS as the model adds it).
+    Tokenize(TokenizeOptions),
+    /// Print the logits of every position of a prompt, evaluated in one batched pass, as JSON.
+    Logits(LogitsOptions),
+}
+
+/// The model and how to run it, shared by the commands that compute.
+#[derive(Args, Clone)]
+pub struct EngineOptions {
+    /// A GGUF model file; the default model (fetched on first use) when left out.
+    #[arg(long, short = 'm')]
+    pub model: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long, short = 't')]
+    pub threads: Option<usize>,
+    /// Context size in tokens (default: the model's, at most 4096).
+    #[arg(long)]
+    pub ctx: Option<usize>,
+}
+
+/// How to choose tokens.
+#[derive(Args, Clone)]
+pub struct SamplingOptions {
+    /// Softmax temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.8)]
+    pub temperature: f32,
+    /// Keep only the K most likely tokens (0: all).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Keep the most likely tokens up to this total probability.
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Drop tokens less likely than this fraction of the most likely one.
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Penalise recently seen tokens (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Seed of the random draw: the same seed gives the same text.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Options of `rinfer run`.
+#[derive(Args)]
+pub struct RunOptions {
+    /// The prompt.
+    #[arg(conflicts_with = "file", required_unless_present = "file")]
+    pub prompt: Option<String>,
+    /// Read the prompt from this file.
+    #[arg(long, short = 'f')]
+    pub file: Option<PathBuf>,
+    /// Tokens to generate.
+    #[arg(short = 'n', long = "max-tokens", default_value_t = 128)]
+    pub max_tokens: usize,
+    /// Print one JSON object (prompt tokens, generated tokens, text, timings) at the end.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineOptions,
+    #[command(flatten)]
+    pub sampling: SamplingOptions,
+}
+
+/// Options of `rinfer chat`.
+#[derive(Args)]
+pub struct ChatOptions {
+    /// Most tokens per answer.
+    #[arg(short = 'n', long = "max-tokens", default_value_t = 512)]
+    pub max_tokens: usize,
+    /// A system prompt.
+    #[arg(long)]
+    pub system: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineOptions,
+    #[command(flatten)]
+    pub sampling: SamplingOptions,
+}
+
+/// Options of `rinfer tokenize`.
+#[derive(Args)]
+pub struct TokenizeOptions {
+    /// The text.
+    pub text: String,
+    /// A GGUF model or vocabulary-only file; the default model when left out.
+    #[arg(long, short = 'm')]
+    pub model: Option<PathBuf>,
+    /// Print `{"tokens": [...]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `rinfer logits`.
+#[derive(Args)]
+pub struct LogitsOptions {
+    /// The prompt, tokenized as the model does (with BOS if it adds one).
+    #[arg(long, conflicts_with = "tokens", required_unless_present = "tokens")]
+    pub prompt: Option<String>,
+    /// Token ids, comma-separated, used as given.
+    #[arg(long, value_delimiter = ',')]
+    pub tokens: Option<Vec<u32>>,
+    /// How many of the largest logits to list per position.
+    #[arg(long, default_value_t = 10)]
+    pub top_k: usize,
+    #[command(flatten)]
+    pub engine: EngineOptions,
 }
 
 /// Options of `rinfer inspect`.

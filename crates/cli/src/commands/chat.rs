@@ -1,0 +1,62 @@
+//! `rinfer chat`: an interactive conversation rendered with the model's chat template.
+
+use std::io::{BufRead, Write};
+
+use anyhow::{Result, bail};
+use rinfer_model::chat_template::ChatMessage;
+use rinfer_model::{GenerateRequest, generate};
+
+use crate::engine::{Engine, sampling_params};
+use crate::options::ChatOptions;
+
+/// Runs the command until end of input or `/exit`.
+pub fn run(options: &ChatOptions) -> Result<()> {
+    let engine = Engine::start(&options.engine)?;
+    let loaded = &engine.loaded;
+    let Some(template) = &loaded.chat_template else {
+        bail!("this model has no chat template; use `rinfer run` instead");
+    };
+    let (mut cache, mut scratch) = engine.buffers();
+    let mut messages: Vec<ChatMessage> = options.system.iter().map(ChatMessage::system).collect();
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout();
+    eprintln!("chat with the model; an empty line or /exit ends the session");
+    loop {
+        eprint!("> ");
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            break;
+        }
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.is_empty() || line == "/exit" {
+            break;
+        }
+        messages.push(ChatMessage::user(line));
+        let prompt = template.render(&messages, true)?;
+        // The template writes BOS itself where the model wants it.
+        let tokens = loaded.tokenizer.encode(&prompt, false, true);
+        let max_tokens = options
+            .max_tokens
+            .min(engine.context.saturating_sub(tokens.len()));
+        let request = GenerateRequest {
+            prompt: tokens,
+            max_tokens,
+            sampling: sampling_params(&options.sampling),
+            stop: Vec::new(),
+        };
+        let out = generate(
+            &loaded.model,
+            &loaded.tokenizer,
+            &request,
+            &mut cache,
+            &mut scratch,
+            |text| {
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+            },
+        )?;
+        writeln!(stdout)?;
+        messages.push(ChatMessage::assistant(out.text));
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! `rinfer logits`: the logits of every position of a prompt, from one batched pass, as JSON.
+//! This is how rinfer is checked against other engines.
+
+use anyhow::{Result, bail};
+use rinfer_model::{KvCache, Logits, Scratch};
+use serde_json::json;
+
+use crate::engine::Engine;
+use crate::options::LogitsOptions;
+
+/// Runs the command.
+pub fn run(options: &LogitsOptions) -> Result<()> {
+    let engine = Engine::start(&options.engine)?;
+    let loaded = &engine.loaded;
+    let tokens = match (&options.prompt, &options.tokens) {
+        (Some(prompt), _) => loaded.tokenizer.encode(prompt, true, false),
+        (None, Some(tokens)) => tokens.clone(),
+        (None, None) => unreachable!("clap requires a prompt or tokens"),
+    };
+    if tokens.is_empty() {
+        bail!("no tokens to evaluate");
+    }
+    let config = &loaded.model.config;
+    let n = tokens.len();
+    if n > engine.context {
+        bail!("{n} tokens exceed the context of {} tokens", engine.context);
+    }
+    let mut cache = KvCache::new(config, n, n);
+    let mut scratch = Scratch::new(config, n);
+    let logits = loaded
+        .model
+        .forward(&tokens, &mut cache, &mut scratch, Logits::All)?;
+    let positions: Vec<_> = logits
+        .chunks_exact(config.vocab_size)
+        .map(|row| position_json(row, options.top_k))
+        .collect();
+    println!("{}", json!({ "tokens": tokens, "positions": positions }));
+    Ok(())
+}
+
+fn position_json(row: &[f32], top_k: usize) -> serde_json::Value {
+    let mut order: Vec<u32> = (0..row.len() as u32).collect();
+    let by_logit = |a: &u32, b: &u32| row[*b as usize].total_cmp(&row[*a as usize]).then(a.cmp(b));
+    let k = top_k.clamp(1, row.len());
+    order.select_nth_unstable_by(k - 1, by_logit);
+    order.truncate(k);
+    order.sort_unstable_by(by_logit);
+    let max = row[order[0] as usize] as f64;
+    let lse = max
+        + row
+            .iter()
+            .map(|&l| (l as f64 - max).exp())
+            .sum::<f64>()
+            .ln();
+    let top: Vec<_> = order
+        .iter()
+        .map(|&id| json!([id, row[id as usize]]))
+        .collect();
+    json!({ "argmax": order[0], "lse": lse, "top": top })
+}

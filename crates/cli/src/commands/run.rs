@@ -1,0 +1,74 @@
+//! `rinfer run`: continue a prompt, streaming text to stdout and timings to stderr.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use rinfer_model::{GenerateRequest, generate};
+use serde_json::json;
+
+use crate::engine::{Engine, sampling_params};
+use crate::options::RunOptions;
+
+/// Runs the command.
+pub fn run(options: &RunOptions) -> Result<()> {
+    let prompt = match (&options.prompt, &options.file) {
+        (Some(prompt), _) => prompt.clone(),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the prompt file {}", file.display()))?,
+        (None, None) => unreachable!("clap requires a prompt or a file"),
+    };
+    let engine = Engine::start(&options.engine)?;
+    let loaded = &engine.loaded;
+    let request = GenerateRequest {
+        prompt: loaded.tokenizer.encode(&prompt, true, false),
+        max_tokens: options.max_tokens,
+        sampling: sampling_params(&options.sampling),
+        stop: Vec::new(),
+    };
+    let (mut cache, mut scratch) = engine.buffers();
+    let mut stdout = std::io::stdout().lock();
+    let stream = !options.json;
+    let out = generate(
+        &loaded.model,
+        &loaded.tokenizer,
+        &request,
+        &mut cache,
+        &mut scratch,
+        |text| {
+            if stream {
+                // A closed stdout (e.g. `| head`) ends output, not the program with a panic.
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+            }
+        },
+    )?;
+    let t = out.timings;
+    if options.json {
+        let report = json!({
+            "prompt_tokens": t.prompt_tokens,
+            "tokens": out.tokens,
+            "text": out.text,
+            "finish_reason": match out.finish {
+                rinfer_model::FinishReason::Stop => "stop",
+                rinfer_model::FinishReason::Length => "length",
+            },
+            "timings": {
+                "load_s": engine.load_s,
+                "prefill_tok_s": t.prefill_tok_s(),
+                "decode_tok_s": t.decode_tok_s(),
+            },
+        });
+        writeln!(stdout, "{report}")?;
+    } else {
+        writeln!(stdout)?;
+    }
+    eprintln!(
+        "load {:.2} s | prefill {} tokens at {:.1} tok/s | decode {} tokens at {:.1} tok/s",
+        engine.load_s,
+        t.prompt_tokens,
+        t.prefill_tok_s(),
+        t.generated_tokens,
+        t.decode_tok_s()
+    );
+    Ok(())
+}

@@ -1,0 +1,26 @@
+//! `rinfer tokenize`: the token ids of a text, from a model or vocabulary-only GGUF.
+
+use anyhow::{Context, Result};
+use rinfer_formats::gguf::GgufFile;
+use rinfer_model::Tokenizer;
+use serde_json::json;
+
+use crate::engine::model_path;
+use crate::options::TokenizeOptions;
+
+/// Runs the command.
+pub fn run(options: &TokenizeOptions) -> Result<()> {
+    let path = model_path(&options.model)?;
+    let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
+    let tokenizer = Tokenizer::from_gguf(file.metadata())?;
+    let tokens = tokenizer.encode(&options.text, true, true);
+    if options.json {
+        println!("{}", json!({ "tokens": tokens }));
+    } else {
+        for id in tokens {
+            let piece = tokenizer.token_piece(id).unwrap_or_default();
+            println!("{id:>8} {:?}", String::from_utf8_lossy(piece));
+        }
+    }
+    Ok(())
+}

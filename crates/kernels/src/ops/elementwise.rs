@@ -1,0 +1,40 @@
+//! Elementwise arithmetic on rows.
+
+/// `out = a + b`.
+pub fn add(a: &[f32], b: &[f32], out: &mut [f32]) {
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a.len(), out.len());
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = x + y;
+    }
+}
+
+/// `x += y` (residual connections).
+pub fn add_inplace(x: &mut [f32], y: &[f32]) {
+    assert_eq!(x.len(), y.len());
+    for (x, &y) in x.iter_mut().zip(y) {
+        *x += y;
+    }
+}
+
+/// `x *= y` elementwise.
+pub fn mul_inplace(x: &mut [f32], y: &[f32]) {
+    assert_eq!(x.len(), y.len());
+    for (x, &y) in x.iter_mut().zip(y) {
+        *x *= y;
+    }
+}
+
+/// `x *= s`.
+pub fn scale(x: &mut [f32], s: f32) {
+    for v in x {
+        *v *= s;
+    }
+}
+
+/// Soft capping, `x = cap * tanh(x / cap)` (Gemma 2 logits and attention scores).
+pub fn softcap(x: &mut [f32], cap: f32) {
+    for v in x {
+        *v = cap * (*v / cap).tanh();
+    }
+}

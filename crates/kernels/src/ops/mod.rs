@@ -1,0 +1,22 @@
+//! Elementwise and row-wise operations of transformer blocks, written to follow ggml's CPU
+//! arithmetic (accumulation precision, evaluation order) so logits can be compared closely.
+//!
+//! Slices passed together must have equal lengths; the functions panic otherwise (a caller bug,
+//! not a data error).
+
+mod activation;
+mod elementwise;
+mod norm;
+mod rope;
+mod softmax;
+
+pub use activation::{
+    Activation, apply, gated, gated_inplace, gelu_erf, gelu_tanh, gelu_tanh_f16, silu,
+};
+pub use elementwise::{add, add_inplace, mul_inplace, scale, softcap};
+pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};
+pub use rope::{RopeParams, RopeStyle, rope};
+pub use softmax::softmax;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+//! AVX2 dot products of F32, F16 and BF16 rows with f32 activations: four 8-lane FMA
+//! accumulators, then a scalar tail.
+
+use std::arch::x86_64::*;
+
+use half::{bf16, f16};
+
+use crate::quant::x86::hsum_float_8;
+
+/// Loads 8 floats.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load_f32x8(x: &[f32; 8]) -> __m256 {
+    // SAFETY: reads exactly the 8 floats `x` borrows; unaligned loads are allowed.
+    unsafe { _mm256_loadu_ps(x.as_ptr()) }
+}
+
+/// Loads 8 halves as floats.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load_f16x8(x: &[f16; 8]) -> __m256 {
+    // SAFETY: reads exactly the 16 bytes `x` borrows; unaligned loads are allowed.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(x.as_ptr().cast()) })
+}
+
+/// Loads 8 bfloat16 values as floats.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load_bf16x8(x: &[bf16; 8]) -> __m256 {
+    // SAFETY: reads exactly the 16 bytes `x` borrows; unaligned loads are allowed.
+    let raw = unsafe { _mm_loadu_si128(x.as_ptr().cast()) };
+    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(raw)))
+}
+
+macro_rules! float_dot {
+    ($(#[$doc:meta])* $name:ident, $t:ty, $load:ident, $to_f32:expr) => {
+        $(#[$doc])*
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(crate) fn $name(w: &[$t], a: &[f32]) -> f32 {
+            let (wc, wt) = w.as_chunks::<32>();
+            let (ac, at) = a[..w.len()].as_chunks::<32>();
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (x, y) in wc.iter().zip(ac) {
+                let (x8, _) = x.as_chunks::<8>();
+                let (y8, _) = y.as_chunks::<8>();
+                for k in 0..4 {
+                    acc[k] = _mm256_fmadd_ps($load(&x8[k]), load_f32x8(&y8[k]), acc[k]);
+                }
+            }
+            let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            let to_f32 = $to_f32;
+            wt.iter().zip(at).fold(hsum_float_8(sum), |s, (x, y)| s + to_f32(*x) * y)
+        }
+    };
+}
+
+float_dot!(
+    /// AVX2 version of `f32`'s `vec_dot`.
+    vec_dot_f32, f32, load_f32x8, |x: f32| x
+);
+float_dot!(
+    /// AVX2 version of `f16`'s `vec_dot`.
+    vec_dot_f16, f16, load_f16x8, |x: f16| x.to_f32()
+);
+float_dot!(
+    /// AVX2 version of `bf16`'s `vec_dot`.
+    vec_dot_bf16, bf16, load_bf16x8, |x: bf16| f32::from_bits((x.to_bits() as u32) << 16)
+);

@@ -1,0 +1,59 @@
+//! IQ4_NL: 32 values per block, 4-bit indices into a fixed non-linear table and one f16 scale:
+//! `x = d * KVALUES[q]`. Codes are packed as in Q4_0.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+use rinfer_formats::GgmlType;
+
+use super::q8_0::BlockQ8_0;
+use super::{BlockFormat, VecDot};
+
+#[cfg(test)]
+mod tests;
+
+/// The 16 code values of IQ4_NL and IQ4_XS (ggml's `kvalues_iq4nl`).
+pub const KVALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// One IQ4_NL block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct BlockIq4Nl {
+    /// Scale.
+    pub d: f16,
+    /// Packed table indices.
+    pub qs: [u8; 16],
+}
+
+const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
+
+impl BlockFormat for BlockIq4Nl {
+    const TYPE: GgmlType = GgmlType::Iq4Nl;
+    const ELEMS: usize = 32;
+
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
+        for (j, &q) in self.qs.iter().enumerate() {
+            out[j] = d * KVALUES[(q & 0xF) as usize] as f32;
+            out[j + 16] = d * KVALUES[(q >> 4) as usize] as f32;
+        }
+    }
+}
+
+impl VecDot for BlockIq4Nl {
+    type Activation = BlockQ8_0;
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
+        let mut sumf = 0.0f32;
+        for (x, y) in w.iter().zip(a) {
+            let mut sumi = 0i32;
+            for (j, &q) in x.qs.iter().enumerate() {
+                sumi += KVALUES[(q & 0xF) as usize] as i32 * y.qs[j] as i32;
+                sumi += KVALUES[(q >> 4) as usize] as i32 * y.qs[j + 16] as i32;
+            }
+            sumf += (x.d.to_f32() * y.d.to_f32()) * sumi as f32;
+        }
+        sumf
+    }
+}

@@ -1,0 +1,80 @@
+//! Q4_0: 32 values per block, 4-bit codes and one f16 scale: `x = d * (q - 8)`.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+use rinfer_formats::GgmlType;
+
+use super::q8_0::BlockQ8_0;
+use super::{BlockFormat, Quantize, VecDot};
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+#[cfg(test)]
+mod tests;
+
+/// One Q4_0 block: element `j` in the low nibble of `qs[j]`, element `j + 16` in the high one.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct BlockQ4_0 {
+    /// Scale.
+    pub d: f16,
+    /// Packed codes.
+    pub qs: [u8; 16],
+}
+
+const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+
+impl BlockFormat for BlockQ4_0 {
+    const TYPE: GgmlType = GgmlType::Q4_0;
+    const ELEMS: usize = 32;
+
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
+        for (j, &q) in self.qs.iter().enumerate() {
+            out[j] = ((q & 0xF) as i32 - 8) as f32 * d;
+            out[j + 16] = ((q >> 4) as i32 - 8) as f32 * d;
+        }
+    }
+}
+
+impl Quantize for BlockQ4_0 {
+    fn quantize(x: &[f32]) -> Self {
+        let (mut amax, mut max) = (0.0f32, 0.0f32);
+        for &v in x {
+            if amax < v.abs() {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        let d = max / -8.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let code = |v: f32| ((v * id + 8.5) as i32).min(15) as u8;
+        let mut qs = [0u8; 16];
+        for (j, q) in qs.iter_mut().enumerate() {
+            *q = code(x[j]) | (code(x[j + 16]) << 4);
+        }
+        BlockQ4_0 {
+            d: f16::from_f32(d),
+            qs,
+        }
+    }
+}
+
+impl VecDot for BlockQ4_0 {
+    type Activation = BlockQ8_0;
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
+        let mut sumf = 0.0f32;
+        for (x, y) in w.iter().zip(a) {
+            let mut sumi = 0i32;
+            for (j, &q) in x.qs.iter().enumerate() {
+                sumi += ((q & 0xF) as i32 - 8) * y.qs[j] as i32;
+                sumi += ((q >> 4) as i32 - 8) * y.qs[j + 16] as i32;
+            }
+            sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
+        }
+        sumf
+    }
+}

@@ -1,0 +1,79 @@
+//! Q4_1: 32 values per block, 4-bit codes, f16 scale and min: `x = d * q + m`.
+//!
+//! Dots run against Q8_1 activations, whose stored sum `s` carries the min term, as in ggml.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+use rinfer_formats::GgmlType;
+
+use super::q8_1::BlockQ8_1;
+use super::{BlockFormat, Quantize, VecDot};
+
+#[cfg(test)]
+mod tests;
+
+/// One Q4_1 block, codes packed as in Q4_0.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct BlockQ4_1 {
+    /// Scale.
+    pub d: f16,
+    /// Min (added).
+    pub m: f16,
+    /// Packed codes.
+    pub qs: [u8; 16],
+}
+
+const _: () = assert!(size_of::<BlockQ4_1>() == 20);
+
+impl BlockFormat for BlockQ4_1 {
+    const TYPE: GgmlType = GgmlType::Q4_1;
+    const ELEMS: usize = 32;
+
+    fn dequantize(&self, out: &mut [f32]) {
+        let (d, m) = (self.d.to_f32(), self.m.to_f32());
+        for (j, &q) in self.qs.iter().enumerate() {
+            out[j] = (q & 0xF) as f32 * d + m;
+            out[j + 16] = (q >> 4) as f32 * d + m;
+        }
+    }
+}
+
+impl Quantize for BlockQ4_1 {
+    fn quantize(x: &[f32]) -> Self {
+        let (mut min, mut max) = (f32::MAX, -f32::MAX);
+        for &v in x {
+            min = if v < min { v } else { min };
+            max = if v > max { v } else { max };
+        }
+        let d = (max - min) / 15.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let code = |v: f32| (((v - min) * id + 0.5) as i32).min(15) as u8;
+        let mut qs = [0u8; 16];
+        for (j, q) in qs.iter_mut().enumerate() {
+            *q = code(x[j]) | (code(x[j + 16]) << 4);
+        }
+        BlockQ4_1 {
+            d: f16::from_f32(d),
+            m: f16::from_f32(min),
+            qs,
+        }
+    }
+}
+
+impl VecDot for BlockQ4_1 {
+    type Activation = BlockQ8_1;
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
+        let mut sumf = 0.0f32;
+        for (x, y) in w.iter().zip(a) {
+            let mut sumi = 0i32;
+            for (j, &q) in x.qs.iter().enumerate() {
+                sumi += (q & 0xF) as i32 * y.qs[j] as i32 + (q >> 4) as i32 * y.qs[j + 16] as i32;
+            }
+            sumf += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
+        }
+        sumf
+    }
+}

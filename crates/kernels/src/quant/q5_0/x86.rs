@@ -1,0 +1,26 @@
+//! AVX2 Q5_0 × Q8_0 dot product.
+
+use std::arch::x86_64::*;
+
+use super::BlockQ5_0;
+use crate::quant::q8_0::BlockQ8_0;
+use crate::quant::x86::{
+    bytes_from_bits_32, bytes_from_nibbles_32, hsum_float_8, load_i8x32, mul_sum_i8_pairs_float,
+};
+
+/// AVX2 version of [`BlockQ5_0`]'s `vec_dot`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn vec_dot(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    for (x, y) in w.iter().zip(a) {
+        let d = _mm256_set1_ps(x.d.to_f32() * y.d.to_f32());
+        let lo = bytes_from_nibbles_32(&x.qs);
+        // A clear fifth bit means q - 16 is negative: set the high nibble to make it so.
+        let hi = bytes_from_bits_32(u32::from_le_bytes(x.qh));
+        let hi = _mm256_andnot_si256(hi, _mm256_set1_epi8(0xF0u8 as i8));
+        let qx = _mm256_or_si256(lo, hi);
+        let q = mul_sum_i8_pairs_float(qx, load_i8x32(&y.qs));
+        acc = _mm256_fmadd_ps(d, q, acc);
+    }
+    hsum_float_8(acc)
+}

@@ -1,0 +1,169 @@
+//! Scalar helpers shared by the reference quantizers, written to round exactly as ggml does.
+
+/// Rounds to the nearest integer, ties to even, exactly like ggml's `nearest_int`
+/// (valid for `|x| <= 4194303`).
+#[inline]
+pub(crate) fn nearest_int(x: f32) -> i32 {
+    let v = x + 12_582_912.0;
+    (v.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
+}
+
+/// C's `roundf`: to nearest, ties away from zero.
+#[inline]
+pub(crate) fn round_away(x: f32) -> f32 {
+    x.round()
+}
+
+/// Values below this magnitude count as an all-zero group (ggml's `GROUP_MAX_EPS`).
+pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// The 6-bit scale and min of sub-block `j` of a Q4_K/Q5_K super-block.
+#[inline]
+pub(crate) fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// Affine quantization of one sub-block to `0..=nmax` with a grid search over the scale
+/// (ggml's `make_qkx2_quants`). Writes codes to `l` and returns `(scale, -min)`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn make_qkx2_quants(
+    nmax: i32,
+    x: &[f32],
+    weights: &[f32],
+    l: &mut [u8],
+    rmin: f32,
+    rdelta: f32,
+    nstep: i32,
+    use_mad: bool,
+) -> (f32, f32) {
+    let n = x.len();
+    let mut laux = [0u8; 32];
+    let mut min = x[0];
+    let mut max = x[0];
+    let mut sum_w = weights[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..n {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        let w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max == min {
+        l[..n].fill(0);
+        return (0.0, -min);
+    }
+    let err = |d: f32| if use_mad { d.abs() } else { d * d };
+    let mut iscale = nmax as f32 / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_error = 0.0f32;
+    for i in 0..n {
+        let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+        l[i] = q as u8;
+        let diff = scale * l[i] as f32 + min - x[i];
+        best_error += weights[i] * err(diff);
+    }
+    if nstep < 1 {
+        return (scale, -min);
+    }
+    for is in 0..=nstep {
+        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
+        for i in 0..n {
+            let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+            laux[i] = q as u8;
+            let w = weights[i];
+            let q = q as f32;
+            sum_l += w * q;
+            sum_l2 += w * q * q;
+            sum_xl += w * q * x[i];
+        }
+        let det = sum_w * sum_l2 - sum_l * sum_l;
+        if det > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut cur_error = 0.0f32;
+            for i in 0..n {
+                let diff = this_scale * laux[i] as f32 + this_min - x[i];
+                cur_error += weights[i] * err(diff);
+            }
+            if cur_error < best_error {
+                l[..n].copy_from_slice(&laux[..n]);
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
+/// Symmetric quantization of one sub-block to `-nmax..nmax` with an error-weighted scale search
+/// (ggml's `make_qx_quants` with `rmse_type == 1` and no importance weights). Writes codes
+/// offset by `nmax` to `l` and returns the scale.
+pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
+    let n = x.len();
+    let mut max = 0.0f32;
+    let mut amax = 0.0f32;
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l[..n].fill(0);
+        return 0.0;
+    }
+    let code = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
+    let mut iscale = -(nmax as f32) / max;
+    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+    for i in 0..n {
+        let q = code(iscale, x[i]);
+        l[i] = (q + nmax) as i8;
+        let w = x[i] * x[i];
+        sumlx += w * x[i] * q as f32;
+        suml2 += w * q as f32 * q as f32;
+    }
+    let mut scale = sumlx / suml2;
+    let mut best = scale * sumlx;
+    for is in -9..=9 {
+        if is == 0 {
+            continue;
+        }
+        iscale = -(nmax as f32 + 0.1 * is as f32) / max;
+        let (mut slx, mut sl2) = (0.0f32, 0.0f32);
+        for &v in x {
+            let q = code(iscale, v);
+            let w = v * v;
+            slx += w * v * q as f32;
+            sl2 += w * q as f32 * q as f32;
+        }
+        if sl2 > 0.0 && slx * slx > best * sl2 {
+            for i in 0..n {
+                l[i] = (code(iscale, x[i]) + nmax) as i8;
+            }
+            scale = slx / sl2;
+            best = scale * slx;
+        }
+    }
+    scale
+}

@@ -1,0 +1,206 @@
+//! The architecture registry: each architecture maps GGUF metadata to a [`ModelConfig`].
+//!
+//! An `arch/<name>.rs` file only reads that architecture's hyperparameters and sets features;
+//! the decoder block is shared. An architecture not listed here is an error, never a fallback.
+
+mod gemma;
+mod gpt2;
+mod llama;
+mod phi;
+mod qwen;
+
+use rinfer_formats::gguf::Metadata;
+
+use crate::config::{ModelConfig, NormKind, Positional, Rope, RopeStyle};
+use crate::error::ModelError;
+
+/// An architecture's mapping from metadata to configuration.
+type ConfigFn = fn(&Hparams<'_>) -> Result<ModelConfig, ModelError>;
+
+/// Every architecture rinfer runs, by its GGUF name.
+const ARCHITECTURES: &[(&str, ConfigFn)] = &[
+    ("llama", llama::config),
+    ("qwen2", qwen::qwen2),
+    ("qwen3", qwen::qwen3),
+    ("gemma2", gemma::gemma2),
+    ("gemma3", gemma::gemma3),
+    ("phi2", phi::phi2),
+    ("phi3", phi::phi3),
+    ("gpt2", gpt2::config),
+];
+
+/// The names of the supported architectures.
+pub fn supported() -> impl Iterator<Item = &'static str> {
+    ARCHITECTURES.iter().map(|(name, _)| *name)
+}
+
+/// Reads the configuration of the model described by `metadata`, whose embedding table has
+/// `vocab_size` rows.
+pub fn config_from_metadata(
+    metadata: &Metadata,
+    vocab_size: usize,
+) -> Result<ModelConfig, ModelError> {
+    let arch = metadata.get_str("general.architecture")?;
+    let Some((_, config)) = ARCHITECTURES.iter().find(|(name, _)| *name == arch) else {
+        return Err(ModelError::UnknownArchitecture {
+            name: arch.into(),
+            supported: supported().collect::<Vec<_>>().join(", "),
+        });
+    };
+    let hp = Hparams {
+        metadata,
+        arch,
+        vocab_size,
+    };
+    let config = config(&hp)?;
+    validate(&config)?;
+    Ok(config)
+}
+
+/// Metadata reads shared by the architectures, with `{arch}.` prefixed to keys.
+pub(crate) struct Hparams<'a> {
+    metadata: &'a Metadata,
+    arch: &'a str,
+    vocab_size: usize,
+}
+
+impl Hparams<'_> {
+    fn key(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.arch)
+    }
+
+    fn usize(&self, suffix: &str) -> Result<usize, ModelError> {
+        Ok(self.metadata.get_u32(&self.key(suffix))? as usize)
+    }
+
+    fn usize_or(&self, suffix: &str, default: usize) -> Result<usize, ModelError> {
+        match self.metadata.get(&self.key(suffix)) {
+            None => Ok(default),
+            Some(_) => self.usize(suffix),
+        }
+    }
+
+    fn f32_or(&self, suffix: &str, default: f32) -> Result<f32, ModelError> {
+        match self.metadata.get(&self.key(suffix)) {
+            None => Ok(default),
+            Some(_) => Ok(self.metadata.get_f32(&self.key(suffix))?),
+        }
+    }
+
+    fn f32_opt(&self, suffix: &str) -> Result<Option<f32>, ModelError> {
+        match self.metadata.get(&self.key(suffix)) {
+            None => Ok(None),
+            Some(_) => Ok(Some(self.metadata.get_f32(&self.key(suffix))?)),
+        }
+    }
+
+    /// The configuration fields every architecture shares, with llama-like defaults: RMSNorm,
+    /// SwiGLU, interleaved RoPE over the whole head, no extras.
+    fn base(&self, norm: NormKind) -> Result<ModelConfig, ModelError> {
+        let hidden = self.usize("embedding_length")?;
+        let heads = self.usize("attention.head_count")?;
+        if heads == 0
+            || hidden % heads != 0
+                && self
+                    .metadata
+                    .get(&self.key("attention.key_length"))
+                    .is_none()
+        {
+            return Err(ModelError::InvalidConfig(format!(
+                "{} heads do not divide the hidden size {hidden}",
+                heads
+            )));
+        }
+        let head_dim = self.usize_or("attention.key_length", hidden / heads)?;
+        let value_dim = self.usize_or("attention.value_length", head_dim)?;
+        if value_dim != head_dim {
+            return Err(ModelError::InvalidConfig(format!(
+                "key length {head_dim} differs from value length {value_dim}"
+            )));
+        }
+        let eps_key = match norm {
+            NormKind::Rms => "attention.layer_norm_rms_epsilon",
+            NormKind::Layer => "attention.layer_norm_epsilon",
+        };
+        let base = self.f32_or("rope.freq_base", 10_000.0)?;
+        Ok(ModelConfig {
+            arch: self.arch.into(),
+            vocab_size: self.vocab_size,
+            hidden,
+            layers: self.usize("block_count")?,
+            heads,
+            kv_heads: self.usize_or("attention.head_count_kv", heads)?,
+            head_dim,
+            ffn_dim: self.usize("feed_forward_length")?,
+            context_length: self.usize("context_length")?,
+            norm,
+            norm_eps: self.metadata.get_f32(&self.key(eps_key))?,
+            ffn: crate::config::Ffn::SiluGated,
+            positional: Positional::Rope(Rope {
+                style: RopeStyle::Interleaved,
+                dims: self.usize_or("rope.dimension_count", head_dim)?,
+                base,
+                base_local: base,
+                linear_scale: 1.0,
+            }),
+            qk_norm: false,
+            parallel_block: false,
+            post_norms: false,
+            embedding_scale: None,
+            attention_scale: 1.0 / (head_dim as f32).sqrt(),
+            attn_softcap: None,
+            final_softcap: None,
+            sliding_window: None,
+        })
+    }
+
+    /// Linear RoPE scaling from `rope.scaling.type` = `linear` and `rope.scaling.factor`.
+    fn linear_rope_scale(&self) -> Result<f32, ModelError> {
+        let kind = self.metadata.get(&self.key("rope.scaling.type"));
+        match kind.and_then(|v| v.as_str()) {
+            None | Some("none") => Ok(1.0),
+            Some("linear") => self.f32_or("rope.scaling.factor", 1.0),
+            Some("yarn") | Some("longrope") => Err(ModelError::InvalidConfig(format!(
+                "RoPE scaling {:?} is not supported yet",
+                kind.and_then(|v| v.as_str()).unwrap_or_default()
+            ))),
+            Some(_) => Ok(1.0),
+        }
+    }
+}
+
+/// Sets the RoPE style of `config`.
+fn with_rope_style(mut config: ModelConfig, style: RopeStyle) -> ModelConfig {
+    if let Positional::Rope(rope) = &mut config.positional {
+        rope.style = style;
+    }
+    config
+}
+
+fn validate(c: &ModelConfig) -> Result<(), ModelError> {
+    let bad = |msg: String| Err(ModelError::InvalidConfig(msg));
+    if c.hidden == 0 || c.layers == 0 || c.head_dim == 0 || c.ffn_dim == 0 || c.vocab_size == 0 {
+        return bad(format!(
+            "zero-sized dimension (hidden {}, layers {}, head_dim {}, ffn {}, vocab {})",
+            c.hidden, c.layers, c.head_dim, c.ffn_dim, c.vocab_size
+        ));
+    }
+    if c.kv_heads == 0 || !c.heads.is_multiple_of(c.kv_heads) {
+        return bad(format!(
+            "{} query heads are not a multiple of {} kv heads",
+            c.heads, c.kv_heads
+        ));
+    }
+    if let Positional::Rope(rope) = c.positional
+        && (rope.dims > c.head_dim || rope.dims % 2 != 0)
+    {
+        return bad(format!(
+            "rope dimension {} does not fit head size {}",
+            rope.dims, c.head_dim
+        ));
+    }
+    if c.context_length == 0 {
+        return bad("context length is zero".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The model's calls into the kernels, in the shapes the forward pass uses.
+
+use rinfer_kernels::ops::{self, Activation, RopeParams};
+use rinfer_kernels::{ActivationBuffer, Kernels, WeightMatrix};
+
+use crate::config::{Rope, RopeStyle};
+use crate::error::ModelError;
+use crate::weights::{Linear, Matrix};
+
+/// The kernel view of a weight matrix.
+pub(crate) fn weight_matrix(m: &Matrix) -> Result<WeightMatrix<'_>, ModelError> {
+    Ok(WeightMatrix::new(m.ty, m.rows, m.cols, m.data())?)
+}
+
+/// Row `row` of `m` as f32 into `out`.
+pub(crate) fn dequantize(m: &Matrix, row: usize, out: &mut [f32]) -> Result<(), ModelError> {
+    Ok(rinfer_kernels::dequantize_row(m.ty, m.row(row), out)?)
+}
+
+/// `out[i] = W · x[i]` for the `n` rows of `x`.
+pub(crate) fn matmul(
+    w: &Matrix,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+    act: &mut ActivationBuffer,
+) -> Result<(), ModelError> {
+    let wm = weight_matrix(w)?;
+    let (x, y) = (&x[..n * w.cols], &mut out[..n * w.rows]);
+    Ok(rinfer_kernels::matmul(
+        Kernels::detected(),
+        &wm,
+        x,
+        n,
+        act,
+        y,
+    )?)
+}
+
+/// `out[i] = W · x[i] + b`.
+pub(crate) fn linear(
+    l: &Linear,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+    act: &mut ActivationBuffer,
+) -> Result<(), ModelError> {
+    matmul(&l.weight, x, n, out, act)?;
+    if let Some(bias) = &l.bias {
+        for row in out[..n * l.weight.rows].chunks_exact_mut(l.weight.rows) {
+            ops::add_inplace(row, bias);
+        }
+    }
+    Ok(())
+}
+
+/// A dot product of two f32 vectors, summed front to back.
+#[inline]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// The activation the FFN applies: GELU is the tanh form every GELU model here uses.
+pub(crate) const GELU: Activation = Activation::GeluTanh;
+
+/// Rotates every head of `x` at `pos`.
+pub(crate) fn rope(
+    x: &mut [f32],
+    head_dim: usize,
+    pos: usize,
+    rope: &Rope,
+    base: f32,
+    freq_factors: Option<&[f32]>,
+) {
+    let params = RopeParams {
+        n_rot: rope.dims,
+        freq_base: base,
+        freq_scale: 1.0 / rope.linear_scale,
+        style: match rope.style {
+            RopeStyle::Interleaved => ops::RopeStyle::Norm,
+            RopeStyle::Neox => ops::RopeStyle::Neox,
+        },
+    };
+    ops::rope(x, head_dim, pos, &params, freq_factors);
+}

@@ -1,0 +1,81 @@
+//! Errors of loading and running models.
+
+use rinfer_formats::GgufError;
+
+/// Why a model could not be loaded or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The file itself is unreadable or malformed.
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    /// `general.architecture` names an architecture rinfer does not implement.
+    #[error("unknown architecture {name:?}; rinfer supports: {supported}")]
+    UnknownArchitecture {
+        /// The name in the file.
+        name: String,
+        /// The names rinfer knows.
+        supported: String,
+    },
+    /// A hyperparameter is out of range or inconsistent with another.
+    #[error("invalid model configuration: {0}")]
+    InvalidConfig(String),
+    /// A tensor the architecture requires is absent.
+    #[error("required tensor {name:?} is missing")]
+    MissingTensor {
+        /// The tensor.
+        name: String,
+    },
+    /// A tensor the architecture does not use is present: the file is not what its metadata says.
+    #[error("unexpected tensor {name:?} for architecture {arch}")]
+    UnexpectedTensor {
+        /// The tensor.
+        name: String,
+        /// The architecture.
+        arch: String,
+    },
+    /// A tensor has the wrong shape.
+    #[error("tensor {name:?} has shape {found:?}, expected {expected:?}")]
+    TensorShape {
+        /// The tensor.
+        name: String,
+        /// The shape the configuration implies (ggml order).
+        expected: Vec<u64>,
+        /// The shape in the file.
+        found: Vec<u64>,
+    },
+    /// A tensor type without a CPU kernel.
+    #[error("tensor {name:?} has type {ty}, which rinfer cannot compute with yet")]
+    UnsupportedTensorType {
+        /// The tensor.
+        name: String,
+        /// The type's name.
+        ty: &'static str,
+    },
+    /// The prompt plus the requested tokens do not fit in the context.
+    #[error(
+        "prompt of {prompt} tokens plus {requested} new tokens exceeds the context of {context} tokens"
+    )]
+    ContextOverflow {
+        /// Prompt tokens.
+        prompt: usize,
+        /// Tokens asked for.
+        requested: usize,
+        /// The context size.
+        context: usize,
+    },
+    /// The tokenizer could not be built from the file.
+    #[error(transparent)]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    /// A kernel refused its operands (a weight whose layout the loader did not catch).
+    #[error(transparent)]
+    Kernel(#[from] rinfer_kernels::KernelError),
+    /// A token id outside the vocabulary.
+    #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
+    TokenOutOfRange {
+        /// The id.
+        id: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+}

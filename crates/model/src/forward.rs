@@ -1,0 +1,336 @@
+//! The one forward pass: tokens at positions, a KV cache and scratch buffers in, logits out.
+//!
+//! Prefill and decode differ only in the batch size. Every reduction runs in a fixed order per
+//! output element, so the logits of a position do not depend on the batch it was computed in
+//! nor on the number of threads.
+
+use rayon::prelude::*;
+
+use rinfer_kernels::ops::{self, Activation};
+
+use crate::compute::{self, linear};
+use crate::config::{Ffn, ModelConfig, NormKind, Positional, Rope};
+use crate::error::ModelError;
+use crate::kv_cache::KvCache;
+use crate::scratch::Scratch;
+use crate::weights::{FfnUp, LayerWeights, NormWeights, Qkv, Weights};
+
+/// Which positions of a batch get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token (generation).
+    Last,
+    /// Every token (scoring, `rinfer logits`); the batch must fit in the scratch buffers.
+    All,
+}
+
+/// A loaded model: its configuration and weights.
+pub struct Model {
+    /// Dimensions and features.
+    pub config: ModelConfig,
+    /// The weights.
+    pub weights: Weights,
+}
+
+impl Model {
+    /// Runs `tokens` at the positions following those in `cache`, appends their keys and values
+    /// to it, and returns the logits asked for: `[vocab]` for [`Logits::Last`], `[n, vocab]` for
+    /// [`Logits::All`].
+    pub fn forward<'s>(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        scratch: &'s mut Scratch,
+        wanted: Logits,
+    ) -> Result<&'s [f32], ModelError> {
+        let c = &self.config;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(ModelError::TokenOutOfRange {
+                id,
+                vocab: c.vocab_size,
+            });
+        }
+        if cache.len() + tokens.len() > cache.context() {
+            return Err(ModelError::ContextOverflow {
+                prompt: cache.len(),
+                requested: tokens.len(),
+                context: cache.context(),
+            });
+        }
+        if wanted == Logits::All && tokens.len() > scratch.max_batch {
+            return Err(ModelError::InvalidConfig(format!(
+                "logits for all {} positions need a batch of that size (scratch holds {})",
+                tokens.len(),
+                scratch.max_batch
+            )));
+        }
+        if tokens.is_empty() {
+            return Ok(&scratch.logits[..0]);
+        }
+        let mut rows_out = 0;
+        for chunk in tokens.chunks(scratch.max_batch) {
+            self.embed(chunk, cache.len(), scratch)?;
+            for (layer, weights) in self.weights.layers.iter().enumerate() {
+                self.block(layer, weights, chunk.len(), cache, scratch)?;
+            }
+            cache.advance(chunk.len());
+            rows_out = match wanted {
+                Logits::All => chunk.len(),
+                Logits::Last => 1,
+            };
+            let first = chunk.len() - rows_out;
+            self.head(first, rows_out, scratch)?;
+        }
+        Ok(&scratch.logits[..rows_out * c.vocab_size])
+    }
+
+    fn embed(&self, tokens: &[u32], pos0: usize, s: &mut Scratch) -> Result<(), ModelError> {
+        let c = &self.config;
+        let w = &self.weights;
+        for (i, &tok) in tokens.iter().enumerate() {
+            let row = &mut s.x[i * c.hidden..(i + 1) * c.hidden];
+            compute::dequantize(&w.token_embd, tok as usize, row)?;
+            if let Some(scale) = c.embedding_scale {
+                ops::scale(row, scale);
+            }
+            if let Some(pos_embd) = &w.position_embd {
+                let position = &mut s.h[..c.hidden];
+                compute::dequantize(pos_embd, pos0 + i, position)?;
+                ops::add_inplace(row, position);
+            }
+        }
+        Ok(())
+    }
+
+    fn norm(&self, weights: &NormWeights, x: &[f32], out: &mut [f32], n: usize) {
+        let d = weights.weight.len();
+        for (xr, or) in x[..n * d]
+            .chunks_exact(d)
+            .zip(out[..n * d].chunks_exact_mut(d))
+        {
+            match self.config.norm {
+                NormKind::Rms => ops::rms_norm(xr, &weights.weight, self.config.norm_eps, or),
+                NormKind::Layer => ops::layer_norm(
+                    xr,
+                    &weights.weight,
+                    weights.bias.as_deref(),
+                    self.config.norm_eps,
+                    or,
+                ),
+            }
+        }
+    }
+
+    fn norm_in_place(&self, weights: &NormWeights, x: &mut [f32], n: usize) {
+        let d = weights.weight.len();
+        for row in x[..n * d].chunks_exact_mut(d) {
+            match self.config.norm {
+                NormKind::Rms => ops::rms_norm_inplace(row, &weights.weight, self.config.norm_eps),
+                NormKind::Layer => ops::layer_norm_inplace(
+                    row,
+                    &weights.weight,
+                    weights.bias.as_deref(),
+                    self.config.norm_eps,
+                ),
+            }
+        }
+    }
+
+    fn block(
+        &self,
+        layer: usize,
+        w: &LayerWeights,
+        n: usize,
+        cache: &mut KvCache,
+        s: &mut Scratch,
+    ) -> Result<(), ModelError> {
+        let c = &self.config;
+        let (hidden, q_dim, kv_dim) = (c.hidden, c.q_dim(), c.kv_dim());
+        let pos0 = cache.len();
+        self.norm(&w.attn_norm, &s.x, &mut s.h, n);
+
+        match &w.qkv {
+            Qkv::Separate { q, k, v } => {
+                linear(q, &s.h, n, &mut s.q, &mut s.act)?;
+                linear(k, &s.h, n, &mut s.k, &mut s.act)?;
+                linear(v, &s.h, n, &mut s.v, &mut s.act)?;
+            }
+            Qkv::Fused(qkv) => {
+                let width = q_dim + 2 * kv_dim;
+                linear(qkv, &s.h, n, &mut s.fused, &mut s.act)?;
+                for i in 0..n {
+                    let row = &s.fused[i * width..(i + 1) * width];
+                    s.q[i * q_dim..(i + 1) * q_dim].copy_from_slice(&row[..q_dim]);
+                    s.k[i * kv_dim..(i + 1) * kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
+                    s.v[i * kv_dim..(i + 1) * kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+                }
+            }
+        }
+        if let Some((q_norm, k_norm)) = &w.qk_norm {
+            for head in s.q[..n * q_dim].chunks_exact_mut(c.head_dim) {
+                ops::rms_norm_inplace(head, q_norm, c.norm_eps);
+            }
+            for head in s.k[..n * kv_dim].chunks_exact_mut(c.head_dim) {
+                ops::rms_norm_inplace(head, k_norm, c.norm_eps);
+            }
+        }
+        if let Positional::Rope(rope) = c.positional {
+            let base = if c.window_of(layer).is_some() {
+                rope.base_local
+            } else {
+                rope.base
+            };
+            for i in 0..n {
+                let pos = pos0 + i;
+                self.rope(&rope, base, pos, &mut s.q[i * q_dim..(i + 1) * q_dim]);
+                self.rope(&rope, base, pos, &mut s.k[i * kv_dim..(i + 1) * kv_dim]);
+            }
+        }
+        for i in 0..n {
+            cache.store(
+                layer,
+                pos0 + i,
+                &s.k[i * kv_dim..(i + 1) * kv_dim],
+                &s.v[i * kv_dim..(i + 1) * kv_dim],
+            );
+        }
+        self.attention(layer, n, pos0, cache, &s.q, &mut s.attn);
+        linear(&w.attn_output, &s.attn, n, &mut s.out, &mut s.act)?;
+        if let Some(post) = &w.post_attn_norm {
+            self.norm_in_place(post, &mut s.out, n);
+        }
+
+        if c.parallel_block {
+            // Attention and FFN both read `h`; the FFN result lands in `h` once it is consumed.
+            self.ffn(w, n, s)?;
+            for ((x, a), f) in s.x[..n * hidden]
+                .iter_mut()
+                .zip(&s.out[..n * hidden])
+                .zip(&s.h[..n * hidden])
+            {
+                *x += a + f;
+            }
+            return Ok(());
+        }
+        ops::add_inplace(&mut s.x[..n * hidden], &s.out[..n * hidden]);
+        if let Some(ffn_norm) = &w.ffn_norm {
+            self.norm(ffn_norm, &s.x, &mut s.h, n);
+        }
+        self.ffn(w, n, s)?;
+        if let Some(post) = &w.post_ffn_norm {
+            self.norm_in_place(post, &mut s.h, n);
+        }
+        ops::add_inplace(&mut s.x[..n * hidden], &s.h[..n * hidden]);
+        Ok(())
+    }
+
+    /// The feed-forward block from `s.h`; its output overwrites `s.h`.
+    fn ffn(&self, w: &LayerWeights, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
+        let c = &self.config;
+        let f = c.ffn_dim;
+        match &w.ffn_up {
+            FfnUp::Gated { gate, up } => {
+                linear(gate, &s.h, n, &mut s.gate, &mut s.act)?;
+                linear(up, &s.h, n, &mut s.up, &mut s.act)?;
+            }
+            FfnUp::FusedGated(gate_up) => {
+                linear(gate_up, &s.h, n, &mut s.fused, &mut s.act)?;
+                for i in 0..n {
+                    let row = &s.fused[i * 2 * f..(i + 1) * 2 * f];
+                    s.gate[i * f..(i + 1) * f].copy_from_slice(&row[..f]);
+                    s.up[i * f..(i + 1) * f].copy_from_slice(&row[f..]);
+                }
+            }
+            FfnUp::Plain(up) => {
+                linear(up, &s.h, n, &mut s.gate, &mut s.act)?;
+            }
+        }
+        let gate = &mut s.gate[..n * f];
+        match c.ffn {
+            Ffn::SiluGated => ops::gated_inplace(Activation::Silu, gate, &s.up[..n * f]),
+            Ffn::GeluGated => ops::gated_inplace(compute::GELU, gate, &s.up[..n * f]),
+            Ffn::Gelu => ops::apply(compute::GELU, gate),
+        }
+        linear(&w.ffn_down, &s.gate, n, &mut s.h, &mut s.act)
+    }
+
+    fn rope(&self, rope: &Rope, base: f32, pos: usize, x: &mut [f32]) {
+        let freqs = self.weights.rope_freqs.as_deref();
+        compute::rope(x, self.config.head_dim, pos, rope, base, freqs);
+    }
+
+    /// Causal (and, on sliding-window layers, windowed) attention of the `n` new queries over
+    /// the cache, into `out` `[n, q_dim]`. One task per (token, head), each summing its keys in
+    /// position order with an online softmax.
+    fn attention(
+        &self,
+        layer: usize,
+        n: usize,
+        pos0: usize,
+        cache: &KvCache,
+        q: &[f32],
+        out: &mut [f32],
+    ) {
+        let c = &self.config;
+        let (hd, heads) = (c.head_dim, c.heads);
+        let group = heads / c.kv_heads;
+        let window = c.window_of(layer);
+        out[..n * c.q_dim()]
+            .par_chunks_mut(hd)
+            .enumerate()
+            .for_each(|(job, acc)| {
+                let (i, h) = (job / heads, job % heads);
+                let pos = pos0 + i;
+                let kv = (h / group) * hd;
+                let query = &q[i * c.q_dim() + h * hd..i * c.q_dim() + (h + 1) * hd];
+                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                acc.fill(0.0);
+                let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+                for j in first..=pos {
+                    let (keys, values) = cache.get(layer, j);
+                    let mut score = compute::dot(query, &keys[kv..kv + hd]) * c.attention_scale;
+                    if let Some(cap) = c.attn_softcap {
+                        score = cap * (score / cap).tanh();
+                    }
+                    if score > max {
+                        let rescale = (max - score).exp();
+                        sum *= rescale;
+                        acc.iter_mut().for_each(|a| *a *= rescale);
+                        max = score;
+                    }
+                    let weight = (score - max).exp();
+                    sum += weight;
+                    for (a, v) in acc.iter_mut().zip(&values[kv..kv + hd]) {
+                        *a += weight * v;
+                    }
+                }
+                let inv = 1.0 / sum;
+                acc.iter_mut().for_each(|a| *a *= inv);
+            });
+    }
+
+    /// Final norm and LM head for rows `first..first + rows` of the batch, into `s.logits`.
+    fn head(&self, first: usize, rows: usize, s: &mut Scratch) -> Result<(), ModelError> {
+        let c = &self.config;
+        let d = c.hidden;
+        let src = &s.x[first * d..(first + rows) * d];
+        self.norm(&self.weights.output_norm, src, &mut s.h, rows);
+        compute::matmul(
+            self.weights.lm_head(),
+            &s.h,
+            rows,
+            &mut s.logits,
+            &mut s.act,
+        )?;
+        let logits = &mut s.logits[..rows * c.vocab_size];
+        if let Some(bias) = &self.weights.output_bias {
+            for row in logits.chunks_exact_mut(c.vocab_size) {
+                ops::add_inplace(row, bias);
+            }
+        }
+        if let Some(cap) = c.final_softcap {
+            ops::softcap(logits, cap);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,93 @@
+//! The key/value cache of one sequence, allocated once.
+
+use crate::config::ModelConfig;
+
+/// Keys and values of one layer: `[slots, kv_dim]` each. Sliding-window layers keep a ring of
+/// `window + max_batch` slots; full layers keep one slot per context position.
+struct LayerCache {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    slots: usize,
+}
+
+/// The KV cache of one sequence.
+pub struct KvCache {
+    layers: Vec<LayerCache>,
+    kv_dim: usize,
+    context: usize,
+    len: usize,
+}
+
+impl KvCache {
+    /// A cache for `context` positions, fed in batches of at most `max_batch` tokens.
+    pub fn new(config: &ModelConfig, context: usize, max_batch: usize) -> Self {
+        let kv_dim = config.kv_dim();
+        let layers = (0..config.layers)
+            .map(|layer| {
+                let slots = match config.window_of(layer) {
+                    Some(window) => (window + max_batch).min(context),
+                    None => context,
+                };
+                LayerCache {
+                    keys: vec![0.0; slots * kv_dim],
+                    values: vec![0.0; slots * kv_dim],
+                    slots,
+                }
+            })
+            .collect();
+        Self {
+            layers,
+            kv_dim,
+            context,
+            len: 0,
+        }
+    }
+
+    /// Positions stored so far (the position of the next token).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The most positions this cache holds.
+    pub fn context(&self) -> usize {
+        self.context
+    }
+
+    /// Forgets everything (the buffers are kept).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Forgets positions from `len` on.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.len += n;
+    }
+
+    /// Stores the key and value rows of position `pos` in `layer`.
+    pub(crate) fn store(&mut self, layer: usize, pos: usize, key: &[f32], value: &[f32]) {
+        let cache = &mut self.layers[layer];
+        let slot = (pos % cache.slots) * self.kv_dim;
+        cache.keys[slot..slot + self.kv_dim].copy_from_slice(key);
+        cache.values[slot..slot + self.kv_dim].copy_from_slice(value);
+    }
+
+    /// The key and value rows (all kv heads) of position `pos` in `layer`.
+    #[inline]
+    pub(crate) fn get(&self, layer: usize, pos: usize) -> (&[f32], &[f32]) {
+        let cache = &self.layers[layer];
+        let slot = (pos % cache.slots) * self.kv_dim;
+        (
+            &cache.keys[slot..slot + self.kv_dim],
+            &cache.values[slot..slot + self.kv_dim],
+        )
+    }
+}

@@ -1,0 +1,264 @@
+//! Loading GGUF weights into [`Weights`]: every tensor checked against the configuration, every
+//! tensor in the file accounted for.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use rinfer_formats::GgmlType;
+use rinfer_formats::gguf::{GgufFile, TensorView};
+
+use crate::config::{Ffn, ModelConfig, NormKind, Positional};
+use crate::error::ModelError;
+use crate::weights::{ByteSource, FfnUp, LayerWeights, Linear, Matrix, NormWeights, Qkv, Weights};
+
+/// Tensor types the CPU kernels can multiply with.
+fn supported_matrix_type(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(
+        ty,
+        F32 | F16
+            | BF16
+            | Q4_0
+            | Q4_1
+            | Q5_0
+            | Q5_1
+            | Q8_0
+            | Q2K
+            | Q3K
+            | Q4K
+            | Q5K
+            | Q6K
+            | Iq4Nl
+            | Iq4Xs
+    )
+}
+
+struct Loader<'a> {
+    file: &'a Arc<GgufFile>,
+    config: &'a ModelConfig,
+    used: HashSet<String>,
+}
+
+impl<'a> Loader<'a> {
+    fn view(&mut self, name: &str) -> Option<TensorView<'a>> {
+        let view = self.file.tensor(name)?;
+        self.used.insert(name.to_string());
+        Some(view)
+    }
+
+    fn require(&mut self, name: &str) -> Result<TensorView<'a>, ModelError> {
+        self.view(name)
+            .ok_or_else(|| ModelError::MissingTensor { name: name.into() })
+    }
+
+    fn check_shape(view: &TensorView<'_>, expected: &[u64]) -> Result<(), ModelError> {
+        if view.dims() != expected {
+            return Err(ModelError::TensorShape {
+                name: view.name().into(),
+                expected: expected.to_vec(),
+                found: view.dims().to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    fn matrix_view(
+        &self,
+        view: TensorView<'_>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Matrix, ModelError> {
+        Self::check_shape(&view, &[cols as u64, rows as u64])?;
+        if !supported_matrix_type(view.ty()) {
+            return Err(ModelError::UnsupportedTensorType {
+                name: view.name().into(),
+                ty: view.ty().name(),
+            });
+        }
+        let start = view.data.as_ptr() as usize - self.file.bytes().as_ptr() as usize;
+        let source: Arc<dyn ByteSource> = self.file.clone();
+        Ok(Matrix::new(
+            view.ty(),
+            rows,
+            cols,
+            source,
+            start..start + view.data.len(),
+        ))
+    }
+
+    fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
+        let view = self.require(name)?;
+        self.matrix_view(view, rows, cols)
+    }
+
+    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+        let view = self.require(name)?;
+        Self::check_shape(&view, &[len as u64])?;
+        to_f32(&view)
+    }
+
+    fn optional_vector(&mut self, name: &str, len: usize) -> Result<Option<Vec<f32>>, ModelError> {
+        if self.file.tensor(name).is_none() {
+            return Ok(None);
+        }
+        self.vector(name, len).map(Some)
+    }
+
+    fn norm(&mut self, prefix: &str, len: usize) -> Result<NormWeights, ModelError> {
+        let weight = self.vector(&format!("{prefix}.weight"), len)?;
+        let bias = match self.config.norm {
+            NormKind::Layer => Some(self.vector(&format!("{prefix}.bias"), len)?),
+            NormKind::Rms => None,
+        };
+        Ok(NormWeights { weight, bias })
+    }
+
+    fn linear(&mut self, prefix: &str, rows: usize, cols: usize) -> Result<Linear, ModelError> {
+        Ok(Linear {
+            weight: self.matrix(&format!("{prefix}.weight"), rows, cols)?,
+            bias: self.optional_vector(&format!("{prefix}.bias"), rows)?,
+        })
+    }
+
+    fn layer(&mut self, i: usize) -> Result<LayerWeights, ModelError> {
+        let c = self.config;
+        let p = format!("blk.{i}");
+        let (hidden, q_dim, kv_dim) = (c.hidden, c.q_dim(), c.kv_dim());
+        let attn_norm = self.norm(&format!("{p}.attn_norm"), hidden)?;
+        let qkv = if self.file.tensor(&format!("{p}.attn_qkv.weight")).is_some() {
+            Qkv::Fused(self.linear(&format!("{p}.attn_qkv"), q_dim + 2 * kv_dim, hidden)?)
+        } else {
+            Qkv::Separate {
+                q: self.linear(&format!("{p}.attn_q"), q_dim, hidden)?,
+                k: self.linear(&format!("{p}.attn_k"), kv_dim, hidden)?,
+                v: self.linear(&format!("{p}.attn_v"), kv_dim, hidden)?,
+            }
+        };
+        let qk_norm = if c.qk_norm {
+            Some((
+                self.vector(&format!("{p}.attn_q_norm.weight"), c.head_dim)?,
+                self.vector(&format!("{p}.attn_k_norm.weight"), c.head_dim)?,
+            ))
+        } else {
+            None
+        };
+        let attn_output = self.linear(&format!("{p}.attn_output"), hidden, q_dim)?;
+        let post_attn_norm = if c.post_norms {
+            Some(self.norm(&format!("{p}.post_attention_norm"), hidden)?)
+        } else {
+            None
+        };
+        let ffn_norm = if c.parallel_block {
+            None
+        } else {
+            Some(self.norm(&format!("{p}.ffn_norm"), hidden)?)
+        };
+        let ffn_up = match c.ffn {
+            Ffn::Gelu => FfnUp::Plain(self.linear(&format!("{p}.ffn_up"), c.ffn_dim, hidden)?),
+            Ffn::SiluGated | Ffn::GeluGated => {
+                if self.file.tensor(&format!("{p}.ffn_gate.weight")).is_some() {
+                    FfnUp::Gated {
+                        gate: self.linear(&format!("{p}.ffn_gate"), c.ffn_dim, hidden)?,
+                        up: self.linear(&format!("{p}.ffn_up"), c.ffn_dim, hidden)?,
+                    }
+                } else {
+                    FfnUp::FusedGated(self.linear(&format!("{p}.ffn_up"), 2 * c.ffn_dim, hidden)?)
+                }
+            }
+        };
+        let ffn_down = self.linear(&format!("{p}.ffn_down"), hidden, c.ffn_dim)?;
+        let post_ffn_norm = if c.post_norms {
+            Some(self.norm(&format!("{p}.post_ffw_norm"), hidden)?)
+        } else {
+            None
+        };
+        Ok(LayerWeights {
+            attn_norm,
+            qkv,
+            qk_norm,
+            attn_output,
+            post_attn_norm,
+            ffn_norm,
+            ffn_up,
+            ffn_down,
+            post_ffn_norm,
+        })
+    }
+}
+
+/// The number of rows of `token_embd.weight`, which fixes the vocabulary size.
+pub(crate) fn vocab_rows(file: &GgufFile) -> Result<usize, ModelError> {
+    let embd = file
+        .tensor("token_embd.weight")
+        .ok_or_else(|| ModelError::MissingTensor {
+            name: "token_embd.weight".into(),
+        })?;
+    match embd.dims() {
+        [_, rows] => Ok(*rows as usize),
+        dims => Err(ModelError::TensorShape {
+            name: "token_embd.weight".into(),
+            expected: vec![0, 0],
+            found: dims.to_vec(),
+        }),
+    }
+}
+
+/// Builds the weights of the model in `file`, described by `config`.
+pub(crate) fn load(file: &Arc<GgufFile>, config: &ModelConfig) -> Result<Weights, ModelError> {
+    let mut l = Loader {
+        file,
+        config,
+        used: HashSet::new(),
+    };
+    let c = config;
+    let token_embd = l.matrix("token_embd.weight", c.vocab_size, c.hidden)?;
+    let position_embd = match c.positional {
+        Positional::Learned => {
+            let view = l.require("position_embd.weight")?;
+            let rows = view.dims().get(1).copied().unwrap_or(0) as usize;
+            Some(l.matrix_view(view, rows, c.hidden)?)
+        }
+        Positional::Rope(_) => None,
+    };
+    let rope_freqs = match c.positional {
+        Positional::Rope(rope) => l.optional_vector("rope_freqs.weight", rope.dims / 2)?,
+        Positional::Learned => None,
+    };
+    let layers = (0..c.layers)
+        .map(|i| l.layer(i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let output_norm = l.norm("output_norm", c.hidden)?;
+    let output = match file.tensor("output.weight") {
+        Some(_) => Some(l.matrix("output.weight", c.vocab_size, c.hidden)?),
+        None => None,
+    };
+    let output_bias = l.optional_vector("output.bias", c.vocab_size)?;
+    if let Some(extra) = file.tensors().find(|t| !l.used.contains(t.name())) {
+        return Err(ModelError::UnexpectedTensor {
+            name: extra.name().into(),
+            arch: c.arch.clone(),
+        });
+    }
+    Ok(Weights {
+        token_embd,
+        position_embd,
+        rope_freqs,
+        layers,
+        output_norm,
+        output,
+        output_bias,
+    })
+}
+
+/// A 1-D tensor as f32 values.
+fn to_f32(view: &TensorView<'_>) -> Result<Vec<f32>, ModelError> {
+    let n = view.info.element_count() as usize;
+    let mut out = vec![0.0; n];
+    rinfer_kernels::dequantize_row(view.ty(), view.data, &mut out).map_err(|_| {
+        ModelError::UnsupportedTensorType {
+            name: view.name().into(),
+            ty: view.ty().name(),
+        }
+    })?;
+    Ok(out)
+}

@@ -1,0 +1,60 @@
+//! Activation buffers for one forward call, sized once for the largest batch.
+
+use crate::config::ModelConfig;
+
+/// Every intermediate of the forward pass; rows are tokens of the batch.
+pub struct Scratch {
+    /// Largest batch these buffers hold.
+    pub(crate) max_batch: usize,
+    /// Residual stream `[n, hidden]`.
+    pub(crate) x: Vec<f32>,
+    /// Normed input `[n, hidden]`.
+    pub(crate) h: Vec<f32>,
+    /// Queries `[n, q_dim]`.
+    pub(crate) q: Vec<f32>,
+    /// Keys `[n, kv_dim]`.
+    pub(crate) k: Vec<f32>,
+    /// Values `[n, kv_dim]`.
+    pub(crate) v: Vec<f32>,
+    /// Fused projection output `[n, max(q+2kv, 2ffn)]`.
+    pub(crate) fused: Vec<f32>,
+    /// Attention output `[n, q_dim]`.
+    pub(crate) attn: Vec<f32>,
+    /// Block output `[n, hidden]`.
+    pub(crate) out: Vec<f32>,
+    /// FFN gate `[n, ffn]`.
+    pub(crate) gate: Vec<f32>,
+    /// FFN up `[n, ffn]`.
+    pub(crate) up: Vec<f32>,
+    /// Logits `[n, vocab]`.
+    pub(crate) logits: Vec<f32>,
+    /// The quantized-activation buffer of the matmul kernels.
+    pub(crate) act: rinfer_kernels::ActivationBuffer,
+}
+
+impl Scratch {
+    /// Buffers for batches of up to `max_batch` tokens of `config`'s model.
+    pub fn new(config: &ModelConfig, max_batch: usize) -> Self {
+        let n = max_batch.max(1);
+        let fused = (config.q_dim() + 2 * config.kv_dim()).max(2 * config.ffn_dim);
+        Self {
+            max_batch: n,
+            x: vec![0.0; n * config.hidden],
+            h: vec![0.0; n * config.hidden],
+            q: vec![0.0; n * config.q_dim()],
+            k: vec![0.0; n * config.kv_dim()],
+            v: vec![0.0; n * config.kv_dim()],
+            fused: vec![0.0; n * fused],
+            attn: vec![0.0; n * config.q_dim()],
+            out: vec![0.0; n * config.hidden],
+            gate: vec![0.0; n * config.ffn_dim],
+            up: vec![0.0; n * config.ffn_dim],
+            logits: vec![0.0; n * config.vocab_size],
+            act: rinfer_kernels::ActivationBuffer::for_matmul(
+                n,
+                config.hidden.max(config.ffn_dim).max(config.q_dim()),
+                config.vocab_size.max(fused),
+            ),
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! The vocabulary as llama.cpp's `llama_vocab` loads it from `tokenizer.ggml.*` metadata: token
+//! texts, scores and types, the special ids, the end-of-generation set and the per-type flags
+//! (`add_bos`, `add_space_prefix`, `clean_spaces`, ...).
+//!
+//! llama.cpp adjusts token types after loading (end-of-generation tokens become control tokens,
+//! phi-3's special tokens strip the spaces to their right). Those adjustments change how text is
+//! split, so they are reproduced here, in the same order.
+
+use std::collections::{BTreeSet, HashMap};
+
+use rinfer_formats::gguf::{Metadata, MetadataValue};
+
+use super::TokenizerError;
+
+/// What a token is, from `tokenizer.ggml.token_type` (llama.cpp's `llama_token_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenType {
+    /// An ordinary piece of text.
+    Normal,
+    /// The unknown token (`<unk>`); matched in text only with `parse_special`.
+    Unknown,
+    /// A control token such as `<bos>` or `<|im_end|>`; matched in text only with
+    /// `parse_special`, and printed as nothing by [`super::Tokenizer::decode`].
+    Control,
+    /// A token added by the model's authors; always matched whole in text, before splitting.
+    UserDefined,
+    /// A reserved, unused slot.
+    Unused,
+    /// A byte-fallback token `<0xAB>`.
+    Byte,
+    /// A type value llama.cpp does not know.
+    Undefined,
+}
+
+impl TokenType {
+    fn from_gguf(v: i128) -> Self {
+        match v {
+            1 => TokenType::Normal,
+            2 => TokenType::Unknown,
+            3 => TokenType::Control,
+            4 => TokenType::UserDefined,
+            5 => TokenType::Unused,
+            6 => TokenType::Byte,
+            _ => TokenType::Undefined,
+        }
+    }
+}
+
+/// Which tokenization algorithm the vocabulary uses (`tokenizer.ggml.model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VocabKind {
+    /// `llama`: SentencePiece-style score-driven merges with byte fallback.
+    Spm,
+    /// `gpt2`: byte-level BPE with ranked merges and a regex pre-tokenizer.
+    Bpe,
+}
+
+/// One vocabulary entry.
+#[derive(Clone, Debug)]
+pub(crate) struct TokenData {
+    pub text: String,
+    pub score: f32,
+    pub ty: TokenType,
+    /// Strip whitespace to the left of this token when it is matched in text.
+    pub lstrip: bool,
+    /// Strip whitespace to the right of this token when it is matched in text.
+    pub rstrip: bool,
+}
+
+/// The loaded vocabulary.
+#[derive(Clone, Debug)]
+pub(crate) struct Vocab {
+    pub kind: VocabKind,
+    /// `tokenizer.ggml.pre`, or `"default"` when absent.
+    pub pre: String,
+    pub tokens: Vec<TokenData>,
+    /// Text → id; a text listed twice maps to its last id, as in llama.cpp.
+    pub token_to_id: HashMap<String, u32>,
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+    pub eot: Option<u32>,
+    pub eog: BTreeSet<u32>,
+    pub add_bos: bool,
+    pub add_eos: bool,
+    pub add_space_prefix: bool,
+    pub clean_spaces: bool,
+    /// Control, user-defined and unknown tokens, longest text first: the tokens that
+    /// [`super::special::partition`] looks for in raw text.
+    pub special_tokens: Vec<u32>,
+}
+
+/// Token texts that llama.cpp treats as end-of-turn when `tokenizer.ggml.eot_token_id` is absent.
+const EOT_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<EOT>",
+    "_<EOT>",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+];
+
+/// Token texts that llama.cpp adds to the end-of-generation set.
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+];
+
+fn int(meta: &Metadata, key: &str) -> Result<Option<i128>, TokenizerError> {
+    match meta.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_i128()
+            .map(Some)
+            .ok_or_else(|| TokenizerError::WrongType {
+                key: key.into(),
+                expected: "an integer",
+            }),
+    }
+}
+
+fn flag(meta: &Metadata, key: &str) -> Result<Option<bool>, TokenizerError> {
+    match meta.get(key) {
+        None => Ok(None),
+        Some(MetadataValue::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(TokenizerError::WrongType {
+            key: key.into(),
+            expected: "a bool",
+        }),
+    }
+}
+
+fn array<'a>(meta: &'a Metadata, key: &str) -> Result<Option<&'a [MetadataValue]>, TokenizerError> {
+    match meta.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_array()
+            .map(Some)
+            .ok_or_else(|| TokenizerError::WrongType {
+                key: key.into(),
+                expected: "an array",
+            }),
+    }
+}
+
+/// Finds end-of-turn and end-of-generation tokens by their text and makes them control tokens,
+/// as llama.cpp does; returns the end-of-turn id and the end-of-generation set. Ids are visited
+/// in order so the result is deterministic (llama.cpp walks a hash map; only the end-of-turn id
+/// can differ from it, when several of the texts are present).
+pub(crate) fn detect_eog(
+    tokens: &mut [TokenData],
+    eos: Option<u32>,
+    mut eot: Option<u32>,
+    eom: Option<u32>,
+) -> (Option<u32>, BTreeSet<u32>) {
+    let mut eog = BTreeSet::new();
+    for (id, token) in tokens.iter_mut().enumerate() {
+        let text = token.text.as_str();
+        if eot.is_none() && EOT_TEXTS.contains(&text) {
+            eot = Some(id as u32);
+            token.ty = TokenType::Control;
+        }
+        if EOG_TEXTS.contains(&text) {
+            eog.insert(id as u32);
+            token.ty = TokenType::Control;
+        }
+    }
+    eog.extend(eos);
+    eog.extend(eot);
+    eog.extend(eom);
+    (eot, eog)
+}
+
+/// Control, user-defined and unknown tokens, longest text first (ties in id order).
+pub(crate) fn special_tokens_by_length(tokens: &[TokenData]) -> Vec<u32> {
+    let mut ids: Vec<u32> = (0..tokens.len() as u32)
+        .filter(|&id| {
+            matches!(
+                tokens[id as usize].ty,
+                TokenType::Control | TokenType::UserDefined | TokenType::Unknown
+            )
+        })
+        .collect();
+    ids.sort_by_key(|&id| std::cmp::Reverse(tokens[id as usize].text.len()));
+    ids
+}
+
+impl Vocab {
+    /// Loads the vocabulary the way `llama_vocab::impl::load` does.
+    pub fn from_gguf(meta: &Metadata) -> Result<Self, TokenizerError> {
+        const MODEL: &str = "tokenizer.ggml.model";
+        let model = match meta.get(MODEL) {
+            None => return Err(TokenizerError::MissingKey { key: MODEL.into() }),
+            Some(v) => v.as_str().ok_or_else(|| TokenizerError::WrongType {
+                key: MODEL.into(),
+                expected: "a string",
+            })?,
+        };
+        let kind = match model {
+            "llama" => VocabKind::Spm,
+            "gpt2" => VocabKind::Bpe,
+            other => return Err(TokenizerError::UnsupportedModel(other.into())),
+        };
+        let pre = match meta.get("tokenizer.ggml.pre") {
+            Some(v) => v
+                .as_str()
+                .ok_or_else(|| TokenizerError::WrongType {
+                    key: "tokenizer.ggml.pre".into(),
+                    expected: "a string",
+                })?
+                .to_owned(),
+            None => "default".to_owned(),
+        };
+
+        const TOKENS: &str = "tokenizer.ggml.tokens";
+        let texts = array(meta, TOKENS)?
+            .ok_or_else(|| TokenizerError::MissingKey { key: TOKENS.into() })?;
+        let scores = array(meta, "tokenizer.ggml.scores")?;
+        let types = array(meta, "tokenizer.ggml.token_type")?;
+        for (key, arr) in [
+            ("tokenizer.ggml.scores", scores),
+            ("tokenizer.ggml.token_type", types),
+        ] {
+            if let Some(a) = arr
+                && a.len() != texts.len()
+            {
+                return Err(TokenizerError::LengthMismatch {
+                    key: key.into(),
+                    len: a.len(),
+                    n_tokens: texts.len(),
+                });
+            }
+        }
+        if texts.is_empty() || texts.len() > u32::MAX as usize {
+            return Err(TokenizerError::Invalid(format!(
+                "{TOKENS} holds {} tokens",
+                texts.len()
+            )));
+        }
+
+        let mut tokens = Vec::with_capacity(texts.len());
+        let mut token_to_id = HashMap::with_capacity(texts.len());
+        for (i, t) in texts.iter().enumerate() {
+            let text = t.as_str().ok_or_else(|| TokenizerError::WrongType {
+                key: TOKENS.into(),
+                expected: "an array of strings",
+            })?;
+            let score = scores.and_then(|s| s[i].as_f64()).map_or(0.0, |f| f as f32);
+            let ty = types
+                .and_then(|s| s[i].as_i128())
+                .map_or(TokenType::Normal, TokenType::from_gguf);
+            token_to_id.insert(text.to_owned(), i as u32);
+            tokens.push(TokenData {
+                text: text.to_owned(),
+                score,
+                ty,
+                lstrip: false,
+                rstrip: false,
+            });
+        }
+        let n_tokens = tokens.len();
+
+        // Per-type defaults, then the metadata overrides them.
+        let (mut bos, mut eos, mut add_bos, mut add_space_prefix, mut clean_spaces) = match kind {
+            VocabKind::Spm => (Some(1), Some(2), true, true, false),
+            VocabKind::Bpe => (None, None, false, false, true),
+        };
+        if kind == VocabKind::Bpe {
+            match pre.as_str() {
+                "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => add_bos = true,
+                "qwen2" | "deepseek-r1-qwen" | "deepseek-llm" => clean_spaces = false,
+                _ => {}
+            }
+        }
+        let mut add_eos = false;
+        if let Some(v) = flag(meta, "tokenizer.ggml.add_space_prefix")? {
+            add_space_prefix = v;
+        }
+        if let Some(v) = flag(meta, "tokenizer.ggml.add_bos_token")? {
+            add_bos = v;
+        }
+        if let Some(v) = flag(meta, "tokenizer.ggml.add_eos_token")? {
+            add_eos = v;
+        }
+
+        let id_key = |key: &str| -> Result<Option<u32>, TokenizerError> {
+            match int(meta, key)? {
+                None => Ok(None),
+                Some(id) if id >= 0 && (id as u128) < n_tokens as u128 => Ok(Some(id as u32)),
+                Some(id) => Err(TokenizerError::IdOutOfRange {
+                    key: key.into(),
+                    id,
+                    n_tokens,
+                }),
+            }
+        };
+        if let Some(id) = id_key("tokenizer.ggml.bos_token_id")? {
+            bos = Some(id);
+        }
+        if let Some(id) = id_key("tokenizer.ggml.eos_token_id")? {
+            eos = Some(id);
+        }
+        let eot = id_key("tokenizer.ggml.eot_token_id")?;
+        let eom = id_key("tokenizer.ggml.eom_token_id")?;
+        if add_bos && bos.is_none() {
+            return Err(TokenizerError::MissingKey {
+                key: "tokenizer.ggml.bos_token_id (tokenizer.ggml.add_bos_token is set)".into(),
+            });
+        }
+        if add_eos && eos.is_none() {
+            return Err(TokenizerError::MissingKey {
+                key: "tokenizer.ggml.eos_token_id (tokenizer.ggml.add_eos_token is set)".into(),
+            });
+        }
+
+        let (eot, eog) = detect_eog(&mut tokens, eos, eot, eom);
+
+        let special_tokens = special_tokens_by_length(&tokens);
+
+        // llama.cpp: phi-3's special tokens eat the whitespace to their right, except these.
+        let name = match meta.get("general.name") {
+            Some(v) => v.as_str().unwrap_or("").to_lowercase(),
+            None => String::new(),
+        };
+        if name.contains("phi-3") || name.contains("phi3") {
+            for &id in &special_tokens {
+                tokens[id as usize].rstrip = true;
+            }
+            let mut set = |text: &str, value: bool| {
+                if let Some(&id) = token_to_id.get(text) {
+                    tokens[id as usize].rstrip = value;
+                }
+            };
+            set("</s>", true);
+            for text in ["<unk>", "<s>", "<|endoftext|>"] {
+                set(text, false);
+            }
+        }
+
+        Ok(Vocab {
+            kind,
+            pre,
+            tokens,
+            token_to_id,
+            bos,
+            eos,
+            eot,
+            eog,
+            add_bos,
+            add_eos,
+            add_space_prefix,
+            clean_spaces,
+            special_tokens,
+        })
+    }
+
+    /// The id of a token text.
+    pub fn text_to_token(&self, text: &str) -> Option<u32> {
+        self.token_to_id.get(text).copied()
+    }
+
+    /// The byte-fallback token of an SPM vocabulary: `<0xAB>`, or else the byte itself.
+    pub fn byte_to_token(&self, byte: u8) -> Option<u32> {
+        self.text_to_token(&format!("<0x{byte:02X}>")).or_else(|| {
+            let s = [byte];
+            std::str::from_utf8(&s)
+                .ok()
+                .and_then(|s| self.text_to_token(s))
+        })
+    }
+}

@@ -1,0 +1,179 @@
+//! The neutral weights every format loads into: matrices stay in their stored block format,
+//! borrowed from the memory-mapped file; norms and biases are small f32 vectors.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rinfer_formats::GgmlType;
+
+/// Something that owns the bytes matrices borrow: a memory-mapped file or a buffer.
+pub trait ByteSource: Send + Sync {
+    /// All the bytes.
+    fn bytes(&self) -> &[u8];
+}
+
+impl ByteSource for rinfer_formats::gguf::GgufFile {
+    fn bytes(&self) -> &[u8] {
+        rinfer_formats::gguf::GgufFile::bytes(self)
+    }
+}
+
+impl ByteSource for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+/// A 2-D weight matrix of `rows` rows of `cols` elements, each row stored in `ty`'s blocks.
+#[derive(Clone)]
+pub struct Matrix {
+    /// Block format of every row.
+    pub ty: GgmlType,
+    /// Output features.
+    pub rows: usize,
+    /// Input features (elements per row).
+    pub cols: usize,
+    source: Arc<dyn ByteSource>,
+    range: Range<usize>,
+}
+
+impl Matrix {
+    /// A matrix over `source.bytes()[range]`, which must hold exactly `rows` rows of `cols` `ty`
+    /// elements (checked by the loader).
+    pub(crate) fn new(
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        source: Arc<dyn ByteSource>,
+        range: Range<usize>,
+    ) -> Self {
+        Self {
+            ty,
+            rows,
+            cols,
+            source,
+            range,
+        }
+    }
+
+    /// A matrix owning `data`.
+    pub fn from_owned(ty: GgmlType, rows: usize, cols: usize, data: Vec<u8>) -> Self {
+        let len = data.len();
+        Self::new(ty, rows, cols, Arc::new(data), 0..len)
+    }
+
+    /// All rows' bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.source.bytes()[self.range.clone()]
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_size() * self.ty.type_size()
+    }
+
+    /// The bytes of row `r`.
+    pub fn row(&self, r: usize) -> &[u8] {
+        let n = self.row_bytes();
+        &self.data()[r * n..(r + 1) * n]
+    }
+}
+
+/// A norm's scale and, for LayerNorm, its bias.
+#[derive(Clone, Debug)]
+pub struct NormWeights {
+    /// Scale, `[hidden]`.
+    pub weight: Vec<f32>,
+    /// Bias, `[hidden]` (LayerNorm only).
+    pub bias: Option<Vec<f32>>,
+}
+
+/// A linear layer `y = W·x + b`.
+#[derive(Clone)]
+pub struct Linear {
+    /// `[out, in]`.
+    pub weight: Matrix,
+    /// `[out]`.
+    pub bias: Option<Vec<f32>>,
+}
+
+/// How q, k and v are projected.
+#[derive(Clone)]
+pub enum Qkv {
+    /// Three matrices.
+    Separate {
+        /// `[q_dim, hidden]`.
+        q: Linear,
+        /// `[kv_dim, hidden]`.
+        k: Linear,
+        /// `[kv_dim, hidden]`.
+        v: Linear,
+    },
+    /// One matrix `[q_dim + 2·kv_dim, hidden]`, output split as q | k | v.
+    Fused(Linear),
+}
+
+/// How the FFN's first projection is stored.
+#[derive(Clone)]
+pub enum FfnUp {
+    /// Separate gate and up matrices, `[ffn, hidden]` each.
+    Gated {
+        /// Gate projection.
+        gate: Linear,
+        /// Up projection.
+        up: Linear,
+    },
+    /// One matrix `[2·ffn, hidden]`, output split as gate | up (phi3).
+    FusedGated(Linear),
+    /// Up projection only (GELU MLP).
+    Plain(Linear),
+}
+
+/// One decoder block's weights.
+#[derive(Clone)]
+pub struct LayerWeights {
+    /// Norm before attention (and before the FFN in parallel blocks).
+    pub attn_norm: NormWeights,
+    /// q, k, v projections.
+    pub qkv: Qkv,
+    /// Per-head RMSNorm scales of q and k, `[head_dim]`.
+    pub qk_norm: Option<(Vec<f32>, Vec<f32>)>,
+    /// `[hidden, q_dim]`.
+    pub attn_output: Linear,
+    /// Norm of the attention output before the residual add (gemma).
+    pub post_attn_norm: Option<NormWeights>,
+    /// Norm before the FFN (absent in parallel blocks).
+    pub ffn_norm: Option<NormWeights>,
+    /// The FFN's first projection(s).
+    pub ffn_up: FfnUp,
+    /// `[hidden, ffn]`.
+    pub ffn_down: Linear,
+    /// Norm of the FFN output before the residual add (gemma).
+    pub post_ffn_norm: Option<NormWeights>,
+}
+
+/// All weights of a model.
+#[derive(Clone)]
+pub struct Weights {
+    /// `[vocab, hidden]`.
+    pub token_embd: Matrix,
+    /// `[positions, hidden]` (learned positions only).
+    pub position_embd: Option<Matrix>,
+    /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling).
+    pub rope_freqs: Option<Vec<f32>>,
+    /// The decoder blocks.
+    pub layers: Vec<LayerWeights>,
+    /// Final norm.
+    pub output_norm: NormWeights,
+    /// `[vocab, hidden]`; `None` when tied to `token_embd`.
+    pub output: Option<Matrix>,
+    /// `[vocab]`.
+    pub output_bias: Option<Vec<f32>>,
+}
+
+impl Weights {
+    /// The matrix that produces logits.
+    pub fn lm_head(&self) -> &Matrix {
+        self.output.as_ref().unwrap_or(&self.token_embd)
+    }
+}

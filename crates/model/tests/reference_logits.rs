@@ -1,0 +1,145 @@
+//! Logits of every fixture model against llama.cpp's, within the fixtures' stated tolerances.
+
+use rinfer_model::{KvCache, Logits, Model, Scratch};
+use serde_json::Value;
+
+fn fixtures() -> String {
+    format!("{}/../../tests/fixtures", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Tolerances of the fixtures README §3.4 for one model class.
+struct Tolerance {
+    max_abs: f64,
+    mean_abs: f64,
+    argmax_margin: f64,
+}
+
+const F32_GELU: Tolerance = Tolerance {
+    max_abs: 1e-2,
+    mean_abs: 2e-3,
+    argmax_margin: 1e-2,
+};
+/// Quantized weights, activations quantized as ggml does (README §3.4).
+const QUANTIZED: Tolerance = Tolerance {
+    max_abs: 0.5,
+    mean_abs: 0.06,
+    argmax_margin: 0.5,
+};
+
+fn log_sum_exp(row: &[f32]) -> f64 {
+    let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+    max + row
+        .iter()
+        .map(|&l| (l as f64 - max).exp())
+        .sum::<f64>()
+        .ln()
+}
+
+fn check_model(name: &str, tol: &Tolerance) {
+    let refs: Value =
+        serde_json::from_slice(&std::fs::read(format!("{}/refs/{name}.json", fixtures())).unwrap())
+            .unwrap();
+    let (model, _file) = Model::open_gguf(format!("{}/models/{name}.gguf", fixtures())).unwrap();
+    let vocab = model.config.vocab_size;
+    for case in refs["cases"].as_array().unwrap() {
+        let tokens: Vec<u32> = case["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_u64().unwrap() as u32)
+            .collect();
+        let n = tokens.len();
+        let mut cache = KvCache::new(&model.config, n, n);
+        let mut scratch = Scratch::new(&model.config, n);
+        let logits = model
+            .forward(&tokens, &mut cache, &mut scratch, Logits::All)
+            .unwrap();
+        let (mut max_abs, mut sum_abs, mut count) = (0f64, 0f64, 0usize);
+        for i in 0..n {
+            let row = &logits[i * vocab..(i + 1) * vocab];
+            let ids = case["top_ids"][i].as_array().unwrap();
+            let expected = case["top_logits"][i].as_array().unwrap();
+            for (id, want) in ids.iter().zip(expected) {
+                let got = row[id.as_u64().unwrap() as usize] as f64;
+                let diff = (got - want.as_f64().unwrap()).abs();
+                max_abs = max_abs.max(diff);
+                sum_abs += diff;
+                count += 1;
+            }
+            let lse = case["logsumexp"][i].as_f64().unwrap();
+            assert!(
+                (log_sum_exp(row) - lse).abs() <= tol.max_abs,
+                "{name} {} pos {i}: logsumexp {} vs {lse}",
+                case["case"],
+                log_sum_exp(row)
+            );
+            let margin = case["top2_margin"][i].as_f64().unwrap();
+            if margin > tol.argmax_margin {
+                let argmax = (0..vocab)
+                    .max_by(|&a, &b| row[a].total_cmp(&row[b]).then(b.cmp(&a)))
+                    .unwrap();
+                assert_eq!(
+                    argmax as u64,
+                    case["argmax"][i].as_u64().unwrap(),
+                    "{name} {} pos {i}: argmax (margin {margin})",
+                    case["case"]
+                );
+            }
+        }
+        let mean_abs = sum_abs / count as f64;
+        eprintln!(
+            "{name} {}: max abs {max_abs:.2e} mean abs {mean_abs:.2e}",
+            case["case"]
+        );
+        assert!(
+            max_abs <= tol.max_abs,
+            "{name} {}: max abs {max_abs}",
+            case["case"]
+        );
+        assert!(
+            mean_abs <= tol.mean_abs,
+            "{name} {}: mean abs {mean_abs}",
+            case["case"]
+        );
+    }
+}
+
+#[test]
+fn gemma3_f32_matches_llama_cpp() {
+    check_model("gemma3-tiny-f32", &F32_GELU);
+}
+
+#[test]
+fn gemma3_q4_k_m_matches_llama_cpp() {
+    check_model("gemma3-tiny-q4_k_m", &QUANTIZED);
+}
+
+#[test]
+fn qwen2_q4_k_m_matches_llama_cpp() {
+    check_model("qwen2-tiny-q4_k_m", &QUANTIZED);
+}
+
+#[test]
+fn qwen3_q5_k_m_matches_llama_cpp() {
+    check_model("qwen3-tiny-q5_k_m", &QUANTIZED);
+}
+
+#[test]
+fn phi2_q3_k_m_matches_llama_cpp() {
+    check_model("phi2-tiny-q3_k_m", &QUANTIZED);
+}
+
+#[test]
+fn gpt2_q2_k_matches_llama_cpp() {
+    check_model("gpt2-tiny-q2_k", &QUANTIZED);
+}
+
+#[test]
+fn llama_q8_0_matches_llama_cpp() {
+    check_model("llama-tiny-q8_0", &QUANTIZED);
+}
+
+#[test]
+fn llama_q4_k_matches_llama_cpp() {
+    check_model("llama-tiny-q4_k", &QUANTIZED);
+}
