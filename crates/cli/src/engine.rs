@@ -34,13 +34,15 @@ pub struct Engine {
 
 impl Engine {
     /// Sets up the thread pool and loads the model.
+    ///
+    /// The calling thread joins the pool as one of its workers, so the forward passes it starts
+    /// queue their jobs in its own deque (no hand-off to another thread, no allocation).
     pub fn start(options: &EngineOptions) -> Result<Self> {
-        if let Some(threads) = options.threads {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads.max(1))
-                .build_global()
-                .context("cannot start the thread pool")?;
-        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads.unwrap_or(0))
+            .use_current_thread()
+            .build_global()
+            .context("cannot start the thread pool")?;
         let path = model_path(&options.model)?;
         let start = Instant::now();
         let loaded =

@@ -64,6 +64,16 @@ pub enum ModelError {
         /// The context size.
         context: usize,
     },
+    /// More rows in one forward pass than the scratch buffers were sized for.
+    #[error(
+        "a batch of {rows} tokens does not fit scratch buffers sized for {max_batch}; run it in smaller batches or size the scratch larger"
+    )]
+    BatchTooLarge {
+        /// Rows asked for.
+        rows: usize,
+        /// Rows the scratch holds.
+        max_batch: usize,
+    },
     /// The tokenizer could not be built from the file.
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenizer::TokenizerError),

@@ -32,10 +32,28 @@ pub struct Model {
     pub weights: Weights,
 }
 
+/// One sequence's share of a batched forward pass.
+pub struct SeqBatch<'a> {
+    /// Tokens to run, at the positions following those already in `cache`.
+    pub tokens: &'a [u32],
+    /// The sequence's KV cache; the tokens' keys and values are appended to it.
+    pub cache: &'a mut KvCache,
+    /// Which of these tokens get logits.
+    pub logits: Logits,
+}
+
+/// Where one row of a batch comes from: its sequence and position.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RowSource {
+    pub(crate) seq: usize,
+    pub(crate) pos: usize,
+}
+
 impl Model {
     /// Runs `tokens` at the positions following those in `cache`, appends their keys and values
     /// to it, and returns the logits asked for: `[vocab]` for [`Logits::Last`], `[n, vocab]` for
-    /// [`Logits::All`].
+    /// [`Logits::All`]. Prompts longer than the scratch's batch run in several passes (only with
+    /// [`Logits::Last`]).
     pub fn forward<'s>(
         &self,
         tokens: &[u32],
@@ -43,6 +61,72 @@ impl Model {
         scratch: &'s mut Scratch,
         wanted: Logits,
     ) -> Result<&'s [f32], ModelError> {
+        if wanted == Logits::All && tokens.len() > scratch.max_batch {
+            return Err(ModelError::BatchTooLarge {
+                rows: tokens.len(),
+                max_batch: scratch.max_batch,
+            });
+        }
+        self.check(tokens, cache)?;
+        let mut rows = 0;
+        for chunk in tokens.chunks(scratch.max_batch) {
+            let mut seq = [SeqBatch {
+                tokens: chunk,
+                cache: &mut *cache,
+                logits: wanted,
+            }];
+            rows = self.forward_batch(&mut seq, scratch)?.len();
+        }
+        Ok(&scratch.logits[..rows])
+    }
+
+    /// Runs every sequence's tokens in one pass, so each weight is read once for all rows, and
+    /// returns the logits rows concatenated in the order of `seqs`: one row for
+    /// [`Logits::Last`], one per token for [`Logits::All`]. The rows of all sequences together
+    /// must fit the scratch's batch. A sequence's logits do not depend on what runs beside it.
+    ///
+    /// Every sequence is checked before any work, so an error leaves every cache unchanged.
+    pub fn forward_batch<'s>(
+        &self,
+        seqs: &mut [SeqBatch<'_>],
+        scratch: &'s mut Scratch,
+    ) -> Result<&'s [f32], ModelError> {
+        let total: usize = seqs.iter().map(|s| s.tokens.len()).sum();
+        if total > scratch.max_batch {
+            return Err(ModelError::BatchTooLarge {
+                rows: total,
+                max_batch: scratch.max_batch,
+            });
+        }
+        for seq in seqs.iter() {
+            self.check(seq.tokens, seq.cache)?;
+        }
+        scratch.sources.clear();
+        for (index, seq) in seqs.iter().enumerate() {
+            let pos0 = seq.cache.len();
+            scratch
+                .sources
+                .extend((0..seq.tokens.len()).map(|i| RowSource {
+                    seq: index,
+                    pos: pos0 + i,
+                }));
+        }
+        if total == 0 {
+            return Ok(&scratch.logits[..0]);
+        }
+        self.embed(seqs, scratch)?;
+        for (layer, weights) in self.weights.layers.iter().enumerate() {
+            self.block(layer, weights, total, seqs, scratch)?;
+        }
+        for seq in seqs.iter_mut() {
+            seq.cache.advance(seq.tokens.len());
+        }
+        let rows = self.head(seqs, scratch)?;
+        Ok(&scratch.logits[..rows * self.config.vocab_size])
+    }
+
+    /// Rejects tokens outside the vocabulary and a cache too small for them.
+    fn check(&self, tokens: &[u32], cache: &KvCache) -> Result<(), ModelError> {
         let c = &self.config;
         if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
             return Err(ModelError::TokenOutOfRange {
@@ -57,37 +141,14 @@ impl Model {
                 context: cache.context(),
             });
         }
-        if wanted == Logits::All && tokens.len() > scratch.max_batch {
-            return Err(ModelError::InvalidConfig(format!(
-                "logits for all {} positions need a batch of that size (scratch holds {})",
-                tokens.len(),
-                scratch.max_batch
-            )));
-        }
-        if tokens.is_empty() {
-            return Ok(&scratch.logits[..0]);
-        }
-        let mut rows_out = 0;
-        for chunk in tokens.chunks(scratch.max_batch) {
-            self.embed(chunk, cache.len(), scratch)?;
-            for (layer, weights) in self.weights.layers.iter().enumerate() {
-                self.block(layer, weights, chunk.len(), cache, scratch)?;
-            }
-            cache.advance(chunk.len());
-            rows_out = match wanted {
-                Logits::All => chunk.len(),
-                Logits::Last => 1,
-            };
-            let first = chunk.len() - rows_out;
-            self.head(first, rows_out, scratch)?;
-        }
-        Ok(&scratch.logits[..rows_out * c.vocab_size])
+        Ok(())
     }
 
-    fn embed(&self, tokens: &[u32], pos0: usize, s: &mut Scratch) -> Result<(), ModelError> {
+    fn embed(&self, seqs: &[SeqBatch<'_>], s: &mut Scratch) -> Result<(), ModelError> {
         let c = &self.config;
         let w = &self.weights;
-        for (i, &tok) in tokens.iter().enumerate() {
+        let tokens = seqs.iter().flat_map(|seq| seq.tokens.iter());
+        for (i, (&tok, source)) in tokens.zip(&s.sources).enumerate() {
             let row = &mut s.x[i * c.hidden..(i + 1) * c.hidden];
             compute::dequantize(&w.token_embd, tok as usize, row)?;
             if let Some(scale) = c.embedding_scale {
@@ -95,7 +156,7 @@ impl Model {
             }
             if let Some(pos_embd) = &w.position_embd {
                 let position = &mut s.h[..c.hidden];
-                compute::dequantize(pos_embd, pos0 + i, position)?;
+                compute::dequantize(pos_embd, source.pos, position)?;
                 ops::add_inplace(row, position);
             }
         }
@@ -141,12 +202,11 @@ impl Model {
         layer: usize,
         w: &LayerWeights,
         n: usize,
-        cache: &mut KvCache,
+        seqs: &mut [SeqBatch<'_>],
         s: &mut Scratch,
     ) -> Result<(), ModelError> {
         let c = &self.config;
         let (hidden, q_dim, kv_dim) = (c.hidden, c.q_dim(), c.kv_dim());
-        let pos0 = cache.len();
         self.norm(&w.attn_norm, &s.x, &mut s.h, n);
 
         match &w.qkv {
@@ -180,21 +240,30 @@ impl Model {
             } else {
                 rope.base
             };
-            for i in 0..n {
-                let pos = pos0 + i;
-                self.rope(&rope, base, pos, &mut s.q[i * q_dim..(i + 1) * q_dim]);
-                self.rope(&rope, base, pos, &mut s.k[i * kv_dim..(i + 1) * kv_dim]);
+            for (i, source) in s.sources.iter().enumerate() {
+                self.rope(
+                    &rope,
+                    base,
+                    source.pos,
+                    &mut s.q[i * q_dim..(i + 1) * q_dim],
+                );
+                self.rope(
+                    &rope,
+                    base,
+                    source.pos,
+                    &mut s.k[i * kv_dim..(i + 1) * kv_dim],
+                );
             }
         }
-        for i in 0..n {
-            cache.store(
+        for (i, source) in s.sources.iter().enumerate() {
+            seqs[source.seq].cache.store(
                 layer,
-                pos0 + i,
+                source.pos,
                 &s.k[i * kv_dim..(i + 1) * kv_dim],
                 &s.v[i * kv_dim..(i + 1) * kv_dim],
             );
         }
-        self.attention(layer, n, pos0, cache, &s.q, &mut s.attn);
+        self.attention(layer, n, seqs, &s.sources, &s.q, &mut s.attn);
         linear(&w.attn_output, &s.attn, n, &mut s.out, &mut s.act)?;
         if let Some(post) = &w.post_attn_norm {
             self.norm_in_place(post, &mut s.out, n);
@@ -266,8 +335,8 @@ impl Model {
         &self,
         layer: usize,
         n: usize,
-        pos0: usize,
-        cache: &KvCache,
+        seqs: &[SeqBatch<'_>],
+        sources: &[RowSource],
         q: &[f32],
         out: &mut [f32],
     ) {
@@ -280,7 +349,8 @@ impl Model {
             .enumerate()
             .for_each(|(job, acc)| {
                 let (i, h) = (job / heads, job % heads);
-                let pos = pos0 + i;
+                let RowSource { seq, pos } = sources[i];
+                let cache: &KvCache = seqs[seq].cache;
                 let kv = (h / group) * hd;
                 let query = &q[i * c.q_dim() + h * hd..i * c.q_dim() + (h + 1) * hd];
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
@@ -309,12 +379,27 @@ impl Model {
             });
     }
 
-    /// Final norm and LM head for rows `first..first + rows` of the batch, into `s.logits`.
-    fn head(&self, first: usize, rows: usize, s: &mut Scratch) -> Result<(), ModelError> {
+    /// Final norm and LM head for the rows each sequence wants, into `s.logits`; returns the
+    /// number of logits rows.
+    fn head(&self, seqs: &[SeqBatch<'_>], s: &mut Scratch) -> Result<usize, ModelError> {
         let c = &self.config;
         let d = c.hidden;
-        let src = &s.x[first * d..(first + rows) * d];
-        self.norm(&self.weights.output_norm, src, &mut s.h, rows);
+        let mut rows = 0;
+        let mut first = 0;
+        for seq in seqs {
+            let n = seq.tokens.len();
+            let wanted = match seq.logits {
+                Logits::All => first..first + n,
+                Logits::Last if n > 0 => first + n - 1..first + n,
+                Logits::Last => first..first,
+            };
+            for row in wanted {
+                let src = &s.x[row * d..(row + 1) * d];
+                self.norm(&self.weights.output_norm, src, &mut s.h[rows * d..], 1);
+                rows += 1;
+            }
+            first += n;
+        }
         compute::matmul(
             self.weights.lm_head(),
             &s.h,
@@ -331,6 +416,6 @@ impl Model {
         if let Some(cap) = c.final_softcap {
             ops::softcap(logits, cap);
         }
-        Ok(())
+        Ok(rows)
     }
 }

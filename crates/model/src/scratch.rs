@@ -28,6 +28,8 @@ pub struct Scratch {
     pub(crate) up: Vec<f32>,
     /// Logits `[n, vocab]`.
     pub(crate) logits: Vec<f32>,
+    /// Sequence and position of every row of the batch.
+    pub(crate) sources: Vec<crate::forward::RowSource>,
     /// The quantized-activation buffer of the matmul kernels.
     pub(crate) act: rinfer_kernels::ActivationBuffer,
 }
@@ -50,6 +52,7 @@ impl Scratch {
             gate: vec![0.0; n * config.ffn_dim],
             up: vec![0.0; n * config.ffn_dim],
             logits: vec![0.0; n * config.vocab_size],
+            sources: Vec::with_capacity(n),
             act: rinfer_kernels::ActivationBuffer::for_matmul(
                 n,
                 config.hidden.max(config.ffn_dim).max(config.q_dim()),

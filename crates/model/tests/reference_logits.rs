@@ -12,19 +12,39 @@ struct Tolerance {
     max_abs: f64,
     mean_abs: f64,
     argmax_margin: f64,
+    /// Least cosine similarity of the full-vocabulary logits at the last position.
+    min_cosine: f64,
 }
 
 const F32_GELU: Tolerance = Tolerance {
     max_abs: 1e-2,
     mean_abs: 2e-3,
     argmax_margin: 1e-2,
+    min_cosine: 0.99999,
 };
 /// Quantized weights, activations quantized as ggml does (README §3.4).
 const QUANTIZED: Tolerance = Tolerance {
     max_abs: 0.5,
     mean_abs: 0.06,
     argmax_margin: 0.5,
+    min_cosine: 0.995,
 };
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+    let norm = |v: &[f32]| v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+/// The reference's full-vocabulary logits at the last position of a case.
+fn last_logits(case: &Value) -> Vec<f32> {
+    let file = case["last_logits_file"].as_str().unwrap();
+    let bytes = std::fs::read(format!("{}/{file}", fixtures())).unwrap();
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
 
 fn log_sum_exp(row: &[f32]) -> f64 {
     let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
@@ -87,8 +107,14 @@ fn check_model(name: &str, tol: &Tolerance) {
             }
         }
         let mean_abs = sum_abs / count as f64;
+        let cos = cosine(&logits[(n - 1) * vocab..n * vocab], &last_logits(case));
         eprintln!(
-            "{name} {}: max abs {max_abs:.2e} mean abs {mean_abs:.2e}",
+            "{name} {}: max abs {max_abs:.2e} mean abs {mean_abs:.2e} last cosine {cos:.6}",
+            case["case"]
+        );
+        assert!(
+            cos >= tol.min_cosine,
+            "{name} {}: last-position cosine {cos}",
             case["case"]
         );
         assert!(
