@@ -11,11 +11,13 @@ pub mod config;
 mod error;
 mod forward;
 pub mod generate;
+mod hf_checkpoint;
 pub mod kv_cache;
-mod load_gguf;
+mod load;
 mod loaded;
 pub mod sampling;
 pub mod scratch;
+mod tensor_store;
 pub mod tokenizer;
 pub mod weights;
 
