@@ -30,6 +30,8 @@ pub struct Engine {
     pub load_s: f64,
     /// The context size in tokens.
     pub context: usize,
+    /// Whether to print the memory plan.
+    verbose: bool,
 }
 
 impl Engine {
@@ -54,6 +56,7 @@ impl Engine {
             loaded,
             load_s,
             context,
+            verbose: options.verbose,
         })
     }
 
@@ -61,10 +64,34 @@ impl Engine {
     pub fn buffers(&self) -> (KvCache, Scratch) {
         let config = &self.loaded.model.config;
         let batch = PREFILL_BATCH.min(self.context);
-        (
+        let (cache, scratch) = (
             KvCache::new(config, self.context, batch),
-            Scratch::new(config, batch),
-        )
+            Scratch::with_logit_rows(config, batch, 1),
+        );
+        if self.verbose {
+            self.print_memory_plan(&cache, &scratch);
+        }
+        (cache, scratch)
+    }
+
+    fn print_memory_plan(&self, cache: &KvCache, scratch: &Scratch) {
+        let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
+        let weights = self.loaded.model.weights.bytes_by_type();
+        let total: usize = weights.iter().map(|(_, b)| b).sum();
+        eprintln!("memory plan:");
+        eprintln!(
+            "  weights (memory-mapped, not copied): {:.1} MiB",
+            mib(total)
+        );
+        for (ty, bytes) in weights {
+            eprintln!("    {:<8} {:>10.1} MiB", ty.name(), mib(bytes));
+        }
+        eprintln!(
+            "  KV cache (f32, {} positions): {:.1} MiB",
+            self.context,
+            mib(cache.bytes())
+        );
+        eprintln!("  scratch buffers: {:.1} MiB", mib(scratch.bytes()));
     }
 }
 

@@ -33,9 +33,13 @@ pub enum CommandOptions {
 /// The model and how to run it, shared by the commands that compute.
 #[derive(Args, Clone)]
 pub struct EngineOptions {
-    /// A GGUF model file; the default model (fetched on first use) when left out.
+    /// A GGUF model file or a Hugging Face model directory; the default model (fetched on
+    /// first use) when left out.
     #[arg(long, short = 'm')]
     pub model: Option<PathBuf>,
+    /// Print the memory plan (weights per type, KV cache, scratch) to stderr.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Worker threads (default: all cores).
     #[arg(long, short = 't')]
     pub threads: Option<usize>,

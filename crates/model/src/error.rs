@@ -66,7 +66,7 @@ pub enum ModelError {
     },
     /// More rows in one forward pass than the scratch buffers were sized for.
     #[error(
-        "a batch of {rows} tokens does not fit scratch buffers sized for {max_batch}; run it in smaller batches or size the scratch larger"
+        "a pass of {rows} rows (tokens, or rows of logits) does not fit scratch buffers sized for {max_batch}; run smaller batches or size the scratch larger"
     )]
     BatchTooLarge {
         /// Rows asked for.

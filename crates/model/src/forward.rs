@@ -61,10 +61,10 @@ impl Model {
         scratch: &'s mut Scratch,
         wanted: Logits,
     ) -> Result<&'s [f32], ModelError> {
-        if wanted == Logits::All && tokens.len() > scratch.max_batch {
+        if wanted == Logits::All && tokens.len() > scratch.max_logit_rows {
             return Err(ModelError::BatchTooLarge {
                 rows: tokens.len(),
-                max_batch: scratch.max_batch,
+                max_batch: scratch.max_logit_rows,
             });
         }
         self.check(tokens, cache)?;
@@ -82,8 +82,9 @@ impl Model {
 
     /// Runs every sequence's tokens in one pass, so each weight is read once for all rows, and
     /// returns the logits rows concatenated in the order of `seqs`: one row for
-    /// [`Logits::Last`], one per token for [`Logits::All`]. The rows of all sequences together
-    /// must fit the scratch's batch. A sequence's logits do not depend on what runs beside it.
+    /// [`Logits::Last`] (none for a sequence without tokens), one per token for [`Logits::All`].
+    /// The tokens of all sequences together must fit the scratch's batch, and the logits rows
+    /// its logits rows. A sequence's logits do not depend on what runs beside it.
     ///
     /// Every sequence is checked before any work, so an error leaves every cache unchanged.
     pub fn forward_batch<'s>(
@@ -96,6 +97,19 @@ impl Model {
             return Err(ModelError::BatchTooLarge {
                 rows: total,
                 max_batch: scratch.max_batch,
+            });
+        }
+        let logit_rows: usize = seqs
+            .iter()
+            .map(|s| match s.logits {
+                Logits::All => s.tokens.len(),
+                Logits::Last => usize::from(!s.tokens.is_empty()),
+            })
+            .sum();
+        if logit_rows > scratch.max_logit_rows {
+            return Err(ModelError::BatchTooLarge {
+                rows: logit_rows,
+                max_batch: scratch.max_logit_rows,
             });
         }
         for seq in seqs.iter() {
