@@ -202,7 +202,7 @@ impl Weights {
                 None => totals.push((m.ty, m.data().len())),
             }
         }
-        totals.sort_by(|a, b| b.1.cmp(&a.1));
+        totals.sort_by_key(|&(_, bytes)| std::cmp::Reverse(bytes));
         totals
     }
 
