@@ -60,7 +60,7 @@ fn hf_error(e: impl std::fmt::Display) -> ModelError {
 /// use rinfer_model::{GenerateRequest, KvCache, LoadedModel, SamplingParams, Scratch, generate};
 ///
 /// let loaded = LoadedModel::open("gemma-3-270m-q4_k_m.gguf")?;
-/// let prompt = loaded.tokenizer.encode("The capital of France is", true, false);
+/// let prompt = loaded.tokenizer.encode("The capital of France is", true, false)?;
 /// let request = GenerateRequest {
 ///     prompt,
 ///     max_tokens: 16,

@@ -34,7 +34,7 @@ pub fn run(options: &ChatOptions) -> Result<()> {
         messages.push(ChatMessage::user(line));
         let prompt = template.render(&messages, true)?;
         // The template writes BOS itself where the model wants it.
-        let tokens = loaded.tokenizer.encode(&prompt, false, true);
+        let tokens = loaded.tokenizer.encode(&prompt, false, true)?;
         let max_tokens = options
             .max_tokens
             .min(engine.context.saturating_sub(tokens.len()));

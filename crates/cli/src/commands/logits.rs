@@ -13,7 +13,7 @@ pub fn run(options: &LogitsOptions) -> Result<()> {
     let engine = Engine::start(&options.engine)?;
     let loaded = &engine.loaded;
     let tokens = match (&options.prompt, &options.tokens) {
-        (Some(prompt), _) => loaded.tokenizer.encode(prompt, true, false),
+        (Some(prompt), _) => loaded.tokenizer.encode(prompt, true, false)?,
         (None, Some(tokens)) => tokens.clone(),
         (None, None) => unreachable!("clap requires a prompt or tokens"),
     };

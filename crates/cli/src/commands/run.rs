@@ -20,7 +20,7 @@ pub fn run(options: &RunOptions) -> Result<()> {
     let engine = Engine::start(&options.engine)?;
     let loaded = &engine.loaded;
     let request = GenerateRequest {
-        prompt: loaded.tokenizer.encode(&prompt, true, false),
+        prompt: loaded.tokenizer.encode(&prompt, true, false)?,
         max_tokens: options.max_tokens,
         sampling: sampling_params(&options.sampling),
         stop: Vec::new(),
