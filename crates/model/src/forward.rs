@@ -42,6 +42,9 @@ pub struct SeqBatch<'a> {
     pub logits: Logits,
 }
 
+/// Keys scored together before the values they weight are summed.
+const KEY_BLOCK: usize = 32;
+
 /// Where one row of a batch comes from: its sequence and position.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct RowSource {
@@ -277,7 +280,7 @@ impl Model {
                 &s.v[i * kv_dim..(i + 1) * kv_dim],
             );
         }
-        self.attention(layer, n, seqs, &s.sources, &s.q, &mut s.attn);
+        self.attention(layer, n, seqs, &s.sources, &s.q, &mut s.attn)?;
         linear(&w.attn_output, &s.attn, n, &mut s.out, &mut s.act)?;
         if let Some(post) = &w.post_attn_norm {
             self.norm_in_place(post, &mut s.out, n);
@@ -343,8 +346,9 @@ impl Model {
     }
 
     /// Causal (and, on sliding-window layers, windowed) attention of the `n` new queries over
-    /// the cache, into `out` `[n, q_dim]`. One task per (token, head), each summing its keys in
-    /// position order with an online softmax.
+    /// their sequences' caches, into `out` `[n, q_dim]`. One task per (row, head); keys are taken
+    /// in position order, [`KEY_BLOCK`] at a time: their scores, then one rescale of the running
+    /// sum if the maximum grew, then the weighted values. The order never depends on threads.
     fn attention(
         &self,
         layer: usize,
@@ -353,11 +357,12 @@ impl Model {
         sources: &[RowSource],
         q: &[f32],
         out: &mut [f32],
-    ) {
+    ) -> Result<(), ModelError> {
         let c = &self.config;
         let (hd, heads) = (c.head_dim, c.heads);
         let group = heads / c.kv_heads;
         let window = c.window_of(layer);
+        let dot = compute::f32_dot()?;
         out[..n * c.q_dim()]
             .par_chunks_mut(hd)
             .enumerate()
@@ -370,27 +375,39 @@ impl Model {
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
                 acc.fill(0.0);
                 let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
-                for j in first..=pos {
-                    let (keys, values) = cache.get(layer, j);
-                    let mut score = compute::dot(query, &keys[kv..kv + hd]) * c.attention_scale;
-                    if let Some(cap) = c.attn_softcap {
-                        score = cap * (score / cap).tanh();
+                let mut scores = [0.0f32; KEY_BLOCK];
+                for start in (first..=pos).step_by(KEY_BLOCK) {
+                    let end = (start + KEY_BLOCK).min(pos + 1);
+                    let scores = &mut scores[..end - start];
+                    let mut block_max = f32::NEG_INFINITY;
+                    for (score, j) in scores.iter_mut().zip(start..end) {
+                        let (keys, _) = cache.get(layer, j);
+                        let mut s = dot(query, &keys[kv..kv + hd]) * c.attention_scale;
+                        if let Some(cap) = c.attn_softcap {
+                            s = cap * (s / cap).tanh();
+                        }
+                        *score = s;
+                        block_max = block_max.max(s);
                     }
-                    if score > max {
-                        let rescale = (max - score).exp();
+                    if block_max > max {
+                        let rescale = (max - block_max).exp();
                         sum *= rescale;
                         acc.iter_mut().for_each(|a| *a *= rescale);
-                        max = score;
+                        max = block_max;
                     }
-                    let weight = (score - max).exp();
-                    sum += weight;
-                    for (a, v) in acc.iter_mut().zip(&values[kv..kv + hd]) {
-                        *a += weight * v;
+                    for (&score, j) in scores.iter().zip(start..end) {
+                        let (_, values) = cache.get(layer, j);
+                        let weight = (score - max).exp();
+                        sum += weight;
+                        for (a, v) in acc.iter_mut().zip(&values[kv..kv + hd]) {
+                            *a += weight * v;
+                        }
                     }
                 }
                 let inv = 1.0 / sum;
                 acc.iter_mut().for_each(|a| *a *= inv);
             });
+        Ok(())
     }
 
     /// Final norm and LM head for the rows each sequence wants, into `s.logits`; returns the
