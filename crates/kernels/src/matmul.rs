@@ -1,8 +1,9 @@
 //! `Y = W·X` for a batch of activation rows (prefill), parallel over output rows.
 //!
 //! Each weight row is read once per tile of [`TOKEN_TILE`] tokens and dotted with all of them
-//! while it is hot in cache. Every output is the same [`crate::TypeKernels::vec_dot`] call that
-//! [`crate::matvec()`] makes, so each token's outputs are bit-identical to a matvec of that token.
+//! ([`crate::TypeKernels::vec_dot_tile`], which decodes each weight block once where the type
+//! has a tile kernel). Every output is bit-identical to the [`crate::TypeKernels::vec_dot`] call
+//! that [`crate::matvec()`] makes, so each token's outputs equal a matvec of that token.
 
 use rayon::prelude::*;
 
@@ -59,11 +60,7 @@ pub fn matmul(
                 .with_min_len(MIN_ROWS_PER_TASK)
                 .enumerate()
                 .for_each(|(r, out)| {
-                    let wr = w.row(r);
-                    for (t, o) in out.iter_mut().enumerate() {
-                        let at = &a[(t0 + t) * a_row..(t0 + t + 1) * a_row];
-                        *o = k.vec_dot(wr, at);
-                    }
+                    k.vec_dot_tile(w.row(r), &a[t0 * a_row..(t0 + nt) * a_row], out);
                 });
             y[t0 * rows..(t0 + nt) * rows]
                 .par_chunks_mut(rows)
