@@ -97,7 +97,7 @@ impl TypeKernels {
     /// As [`TypeKernels::vec_dot`], or if `a` does not split into `out.len()` equal rows.
     #[inline]
     pub fn vec_dot_tile(&self, w: &[u8], a: &[u8], out: &mut [f32]) {
-        assert!(out.len() <= crate::matmul::TOKEN_TILE && a.len() % out.len().max(1) == 0);
+        assert!(out.len() <= crate::matmul::TOKEN_TILE && a.len().is_multiple_of(out.len().max(1)));
         match self.vec_dot_tile {
             // SAFETY: as for `vec_dot`: only selected for an instruction set the CPU supports.
             Some(tile) => unsafe { tile(w, a, out) },
