@@ -469,7 +469,7 @@ fn max_tokens(
         (None, Endpoint::Completions) => DEFAULT_COMPLETION_TOKENS.min(context - prompt) as u64,
         (None, Endpoint::Chat) => (context - prompt) as u64,
     };
-    if prompt as u64 + asked > context as u64 {
+    if (prompt as u64).saturating_add(asked) > context as u64 {
         return Err(ApiError::invalid(
             param,
             format!(
