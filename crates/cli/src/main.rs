@@ -39,5 +39,6 @@ fn run(options: Options) -> Result<()> {
         CommandOptions::Chat(chat) => commands::chat::run(&chat),
         CommandOptions::Tokenize(tokenize) => commands::tokenize::run(&tokenize),
         CommandOptions::Logits(logits) => commands::logits::run(&logits),
+        CommandOptions::Serve(serve) => commands::serve::run(&serve),
     }
 }

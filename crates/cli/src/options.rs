@@ -28,6 +28,8 @@ pub enum CommandOptions {
     Tokenize(TokenizeOptions),
     /// Print the logits of every position of a prompt, evaluated in one batched pass, as JSON.
     Logits(LogitsOptions),
+    /// Serve the model over an OpenAI-compatible HTTP API, batching concurrent requests.
+    Serve(ServeOptions),
 }
 
 /// The model and how to run it, shared by the commands that compute.
@@ -147,4 +149,30 @@ pub struct InspectOptions {
     /// List every tensor (always included in JSON).
     #[arg(long)]
     pub tensors: bool,
+}
+
+/// Options of `rinfer serve`.
+#[derive(Args)]
+pub struct ServeOptions {
+    /// A GGUF model file or a Hugging Face model directory; the default model when left out.
+    #[arg(long, short = 'm')]
+    pub model: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+    /// Port to listen on (0: any free port, printed at start).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Context size of each sequence in tokens (default: the model's, at most 4096).
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Sequences decoded together, each with its own KV cache.
+    #[arg(long, default_value_t = 4)]
+    pub parallel: usize,
+    /// Requests that may wait for a free sequence; more get 503 with Retry-After.
+    #[arg(long, default_value_t = 64)]
+    pub queue: usize,
+    /// Compute threads (default: all cores).
+    #[arg(long, short = 't')]
+    pub threads: Option<usize>,
 }

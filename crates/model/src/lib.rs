@@ -24,7 +24,7 @@ pub mod weights;
 pub use config::ModelConfig;
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};
-pub use generate::{FinishReason, GenerateRequest, Generation, Timings, generate};
+pub use generate::{FinishReason, GenerateRequest, Generation, StopMatcher, Timings, generate};
 pub use kv_cache::KvCache;
 pub use loaded::LoadedModel;
 pub use sampling::{Sampler, SamplingParams};
