@@ -1,0 +1,260 @@
+//! [`GpuModel`]: a model resident on one GPU, and its forward pass.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
+
+use crate::Logits;
+use crate::device::GpuInfo;
+use crate::error::CudaError;
+use crate::graph_policy::{DecodeGraph, StepPlan};
+use crate::host::{GpuConfig, HostModel};
+use crate::plan::UploadPlan;
+use crate::runtime::buffers::{GpuKvCache, Workspace};
+use crate::runtime::driver::{driver, open};
+use crate::runtime::kernels::Kernels;
+use crate::runtime::weights::{DeviceWeights, upload};
+
+/// A model whose weights, KV caches and buffers live on one GPU.
+pub struct GpuModel {
+    pub(crate) config: GpuConfig,
+    pub(crate) plan: UploadPlan,
+    pub(crate) info: GpuInfo,
+    pub(crate) kernels: Kernels,
+    pub(crate) weights: DeviceWeights,
+    pub(crate) work: Workspace,
+    pub(crate) graph: DecodeGraph<CudaGraph>,
+    pub(crate) host_logits: Vec<f32>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) ctx: Arc<CudaContext>,
+}
+
+impl GpuModel {
+    /// Uploads `model` to GPU `ordinal` for caches of `context` positions fed in batches of at
+    /// most `max_batch` tokens: checks it against the kernels and the free memory, compiles
+    /// the kernels for the device, uploads every weight and allocates the buffers.
+    pub fn load(
+        model: &HostModel<'_>,
+        ordinal: usize,
+        context: usize,
+        max_batch: usize,
+    ) -> Result<Self, CudaError> {
+        let plan = UploadPlan::new(model, context, max_batch)?;
+        if let Some(pos) = &model.position_embd
+            && pos.rows < context
+        {
+            return Err(CudaError::Unsupported(format!(
+                "a context of {context} exceeds the {} learned positions",
+                pos.rows
+            )));
+        }
+        let (ctx, info) = open(ordinal)?;
+        let (free, _total) = ctx.mem_get_info().map_err(driver("memory query"))?;
+        plan.check_fits(free as u64)?;
+        let stream = ctx.new_stream().map_err(driver("stream creation"))?;
+        let kernels = Kernels::load(&ctx, info.compute_capability)?;
+        let weights = upload(model, &stream, &kernels)?;
+        let work = Workspace::new(&stream, &plan.buffers)?;
+        stream.synchronize().map_err(driver("upload"))?;
+        Ok(Self {
+            config: model.config.clone(),
+            host_logits: vec![0.0; plan.buffers.logits],
+            plan,
+            info,
+            kernels,
+            weights,
+            work,
+            graph: DecodeGraph::default(),
+            stream,
+            ctx,
+        })
+    }
+
+    /// The device the model is on.
+    pub fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    /// What was uploaded and allocated.
+    pub fn plan(&self) -> &UploadPlan {
+        &self.plan
+    }
+
+    /// Why decode steps run without a CUDA graph, if they do.
+    pub fn graph_disabled_reason(&self) -> Option<&str> {
+        self.graph.disabled_reason()
+    }
+
+    /// A KV cache for one sequence, sized by the load's context and batch.
+    pub fn new_cache(&self) -> Result<GpuKvCache, CudaError> {
+        let cache = GpuKvCache::new(&self.stream, &self.plan, self.config.kv_dim())?;
+        self.stream.synchronize().map_err(driver("cache allocation"))?;
+        Ok(cache)
+    }
+
+    /// Runs `tokens` at the positions following those in `cache`, appends their keys and
+    /// values, and returns the logits asked for (`[vocab]` or `[n, vocab]`), as the CPU
+    /// `Model::forward` does.
+    pub fn forward(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut GpuKvCache,
+        wanted: Logits,
+    ) -> Result<&[f32], CudaError> {
+        let rows = self.run(tokens, cache, wanted)?;
+        let len = rows * self.config.vocab_size;
+        let logits = self.work.logits.slice.slice(..len);
+        self.stream
+            .memcpy_dtoh(&logits, &mut self.host_logits[..len])
+            .map_err(driver("logits copy"))?;
+        self.stream.synchronize().map_err(driver("forward"))?;
+        Ok(&self.host_logits[..len])
+    }
+
+    /// Runs `tokens` like [`forward`](Self::forward) and returns only the argmax of the last
+    /// position's logits, computed on the device (greedy decoding without copying logits).
+    pub fn forward_argmax(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut GpuKvCache,
+    ) -> Result<u32, CudaError> {
+        self.run(tokens, cache, Logits::Last)?;
+        if tokens.len() > 1 {
+            // A single-token step (graph or not) ends with the argmax; a batch does not.
+            self.launch_argmax()?;
+        }
+        let mut out = [0i32];
+        self.stream
+            .memcpy_dtoh(&self.work.argmax.slice, &mut out)
+            .map_err(driver("argmax copy"))?;
+        self.stream.synchronize().map_err(driver("forward"))?;
+        Ok(out[0].max(0) as u32)
+    }
+
+    /// Validates, then runs every chunk of `tokens`; returns the logit rows left in the
+    /// logits buffer.
+    fn run(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut GpuKvCache,
+        wanted: Logits,
+    ) -> Result<usize, CudaError> {
+        let c = &self.config;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(CudaError::TokenOutOfRange {
+                id,
+                vocab: c.vocab_size,
+            });
+        }
+        if cache.layers.len() != self.plan.kv_slots.len()
+            || cache
+                .layers
+                .iter()
+                .zip(&self.plan.kv_slots)
+                .any(|(l, &s)| l.slots != s)
+        {
+            return Err(CudaError::ForeignCache);
+        }
+        if cache.len + tokens.len() > cache.context {
+            return Err(CudaError::ContextOverflow {
+                cached: cache.len,
+                requested: tokens.len(),
+                context: cache.context,
+            });
+        }
+        let max_batch = self.plan.max_batch;
+        if wanted == Logits::All && tokens.len() > max_batch {
+            return Err(CudaError::BatchTooLarge {
+                requested: tokens.len(),
+                max: max_batch,
+            });
+        }
+        self.ctx.bind_to_thread().map_err(driver("context binding"))?;
+        let mut rows = 0;
+        for chunk in tokens.chunks(max_batch) {
+            let n = chunk.len();
+            rows = match wanted {
+                Logits::All => n,
+                Logits::Last => 1,
+            };
+            let result = if n == 1 {
+                self.decode_step(chunk[0], cache)
+            } else {
+                self.upload_ids(chunk, cache.len)
+                    .and_then(|()| self.launch_step(n, cache, n - rows, rows))
+            };
+            if let Err(error) = result {
+                self.graph.invalidate();
+                return Err(error);
+            }
+            cache.len += n;
+        }
+        Ok(rows)
+    }
+
+    fn upload_ids(&mut self, tokens: &[u32], pos0: usize) -> Result<(), CudaError> {
+        let n = tokens.len();
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        let positions: Vec<i32> = (pos0..pos0 + n).map(|p| p as i32).collect();
+        let mut dst = self.work.tokens.slice.slice_mut(..n);
+        self.stream
+            .memcpy_htod(&ids, &mut dst)
+            .map_err(driver("token upload"))?;
+        let mut dst = self.work.positions.slice.slice_mut(..n);
+        self.stream
+            .memcpy_htod(&positions, &mut dst)
+            .map_err(driver("token upload"))
+    }
+
+    /// One token: replays the decode graph, capturing it first if needed, or launches the
+    /// kernels when graphs are off.
+    fn decode_step(&mut self, token: u32, cache: &GpuKvCache) -> Result<(), CudaError> {
+        self.upload_ids(&[token], cache.len)?;
+        match self.graph.plan(cache.id) {
+            StepPlan::Launch => self.launch_decode(cache),
+            StepPlan::Replay => self.replay(),
+            StepPlan::Capture => {
+                match self.capture(cache) {
+                    Ok(graph) => self.graph.captured(graph, cache.id),
+                    Err(error) => {
+                        self.graph.capture_failed(error.to_string());
+                        return self.launch_decode(cache);
+                    }
+                }
+                self.replay()
+            }
+        }
+    }
+
+    fn launch_decode(&mut self, cache: &GpuKvCache) -> Result<(), CudaError> {
+        self.launch_step(1, cache, 0, 1)?;
+        self.launch_argmax()
+    }
+
+    fn replay(&mut self) -> Result<(), CudaError> {
+        let graph = self.graph.graph().ok_or_else(|| CudaError::Driver {
+            op: "graph replay",
+            message: "no graph was captured".into(),
+        })?;
+        graph.launch().map_err(driver("graph replay"))
+    }
+
+    /// Records the decode step (kernels only: the token and position are read from device
+    /// buffers written before each replay) into a graph.
+    fn capture(&mut self, cache: &GpuKvCache) -> Result<CudaGraph, CudaError> {
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(driver("graph capture"))?;
+        let recorded = self.launch_decode(cache);
+        // Capture always ends, even after a failed launch, so the stream is usable again.
+        let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
+        recorded?;
+        ended
+            .map_err(driver("graph capture"))?
+            .ok_or_else(|| CudaError::Driver {
+                op: "graph capture",
+                message: "the capture recorded nothing".into(),
+            })
+    }
+}
