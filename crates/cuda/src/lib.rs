@@ -48,8 +48,8 @@ mod unavailable;
 pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
 pub use error::CudaError;
 pub use host::{
-    FfnKind, GpuConfig, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm,
-    HostQkv, Norm, RopeConfig, Window,
+    FfnKind, GpuConfig, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
+    Norm, RopeConfig, Window,
 };
 pub use plan::{BufferSizes, PlannedMatrix, UploadPlan, layer_slots};
 #[cfg(feature = "cuda")]

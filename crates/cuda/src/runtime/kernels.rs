@@ -34,11 +34,7 @@ impl Kernels {
         let module = ctx
             .load_module(Ptx::from_binary(cubin))
             .map_err(driver("module load"))?;
-        let function = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(driver("kernel lookup"))
-        };
+        let function = |name: &str| module.load_function(name).map_err(driver("kernel lookup"));
         let mut fixed = HashMap::new();
         for &name in FIXED_KERNELS {
             fixed.insert(name, function(name)?);

@@ -89,7 +89,9 @@ impl GpuModel {
     /// A KV cache for one sequence, sized by the load's context and batch.
     pub fn new_cache(&self) -> Result<GpuKvCache, CudaError> {
         let cache = GpuKvCache::new(&self.stream, &self.plan, self.config.kv_dim())?;
-        self.stream.synchronize().map_err(driver("cache allocation"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver("cache allocation"))?;
         Ok(cache)
     }
 
@@ -170,7 +172,9 @@ impl GpuModel {
                 max: max_batch,
             });
         }
-        self.ctx.bind_to_thread().map_err(driver("context binding"))?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("context binding"))?;
         let mut rows = 0;
         for chunk in tokens.chunks(max_batch) {
             let n = chunk.len();

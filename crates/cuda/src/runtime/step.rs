@@ -250,7 +250,14 @@ impl GpuModel {
             ],
         )?;
         self.attention(layer, n, cache)?;
-        self.linear(&w.attn_output, work.attn.ptr, q_dim, work.out.ptr, hidden, n)?;
+        self.linear(
+            &w.attn_output,
+            work.attn.ptr,
+            q_dim,
+            work.out.ptr,
+            hidden,
+            n,
+        )?;
         if let Some(post) = &w.post_attn_norm {
             self.norm(post, work.out.ptr, work.out.ptr, n)?;
         }
