@@ -104,7 +104,10 @@ pub enum CudaError {
         context: usize,
     },
     /// Logits of every position were asked for a batch larger than the buffers.
-    #[error("logits for all {requested} positions need a batch of that size (buffers hold {max})")]
+    #[error(
+        "logits for all {requested} positions need buffers of that many rows (these hold {max}; \
+         load with all_logits and a max_batch that large)"
+    )]
     BatchTooLarge {
         /// Tokens given.
         requested: usize,

@@ -109,10 +109,10 @@ impl GpuConfig {
 }
 
 /// A weight matrix `[rows, cols]`, each row stored in `ty`'s blocks.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct HostMatrix<'a> {
     /// The tensor's name, for messages.
-    pub name: &'a str,
+    pub name: String,
     /// Block format.
     pub ty: GgmlType,
     /// Output features.
@@ -124,7 +124,7 @@ pub struct HostMatrix<'a> {
 }
 
 /// `y = W·x + b`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct HostLinear<'a> {
     /// The matrix.
     pub weight: HostMatrix<'a>,
@@ -142,7 +142,7 @@ pub struct HostNorm<'a> {
 }
 
 /// How q, k and v are projected.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum HostQkv<'a> {
     /// Three matrices.
     Separate {
@@ -158,7 +158,7 @@ pub enum HostQkv<'a> {
 }
 
 /// The FFN's first projection(s).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum HostFfnUp<'a> {
     /// Separate gate and up.
     Gated {

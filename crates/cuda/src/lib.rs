@@ -19,12 +19,13 @@
 //! been executed on hardware. See the crate's README section in `docs/ARCHITECTURE.md`.
 //!
 //! ```
-//! use rinfer_cuda::{DeviceRequest, GpuModel, Resolved, resolve};
+//! use rinfer_cuda::{DeviceRequest, GpuModel, LoadOptions, Resolved, resolve};
 //!
 //! # fn host_model() -> rinfer_cuda::HostModel<'static> { unimplemented!() }
 //! # fn run() -> Result<(), rinfer_cuda::CudaError> {
 //! let model = host_model();
-//! match resolve(DeviceRequest::Auto, || GpuModel::load(&model, 0, 4096, 512))? {
+//! let options = LoadOptions { ordinal: 0, context: 4096, max_batch: 512, all_logits: false };
+//! match resolve(DeviceRequest::Auto, || GpuModel::load(&model, &options))? {
 //!     Resolved::Cuda(gpu) => println!("running on {}", gpu.info()),
 //!     Resolved::Cpu { reason } => println!("running on the CPU: {reason}"),
 //! }
@@ -51,7 +52,7 @@ pub use host::{
     FfnKind, GpuConfig, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
     Norm, RopeConfig, Window,
 };
-pub use plan::{BufferSizes, PlannedMatrix, UploadPlan, layer_slots};
+pub use plan::{BufferSizes, LoadOptions, PlannedMatrix, UploadPlan, layer_slots};
 #[cfg(feature = "cuda")]
 pub use runtime::{GpuKvCache, GpuModel, compile_kernels, probe};
 #[cfg(not(feature = "cuda"))]

@@ -8,6 +8,20 @@ use crate::host::{GpuConfig, HostFfnUp, HostLinear, HostMatrix, HostModel, HostN
 use crate::kernels::GpuType;
 use crate::launch::{self, DecodeSplits, MAX_HEAD_DIM};
 
+/// How a model is loaded onto the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The GPU's ordinal.
+    pub ordinal: usize,
+    /// Positions each KV cache holds.
+    pub context: usize,
+    /// Largest batch per forward call (prefill chunk).
+    pub max_batch: usize,
+    /// Whether [`Logits::All`](crate::Logits::All) is wanted: the logits buffer then holds
+    /// `max_batch` rows instead of one (`[512, 262144]` f32 is 512 MiB for Gemma 3).
+    pub all_logits: bool,
+}
+
 /// One weight matrix as it will sit in device memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedMatrix {
@@ -38,7 +52,7 @@ pub struct BufferSizes {
     pub out: usize,
     /// gate | up `[batch, 2 ffn]`.
     pub gate_up: usize,
-    /// Logits `[batch, vocab]`.
+    /// Logits `[batch, vocab]` (or `[1, vocab]` when only the last row is wanted).
     pub logits: usize,
     /// Decode-attention partials `[heads, splits, head_dim + 2]`.
     pub partials: usize,
@@ -47,8 +61,9 @@ pub struct BufferSizes {
 }
 
 impl BufferSizes {
-    fn new(c: &GpuConfig, max_batch: usize, splits: &DecodeSplits) -> Self {
-        let b = max_batch;
+    fn new(c: &GpuConfig, options: &LoadOptions, splits: &DecodeSplits) -> Self {
+        let b = options.max_batch;
+        let logit_rows = if options.all_logits { b } else { 1 };
         Self {
             x: b * c.hidden,
             h: b * c.hidden,
@@ -56,7 +71,7 @@ impl BufferSizes {
             attn: b * c.q_dim(),
             out: b * c.hidden,
             gate_up: b * 2 * c.ffn_dim,
-            logits: b * c.vocab_size,
+            logits: logit_rows * c.vocab_size,
             partials: c.heads * splits.splits * (c.head_dim + 2),
             ids: b,
         }
@@ -94,16 +109,14 @@ pub struct UploadPlan {
     pub buffers: BufferSizes,
     /// Decode attention's split of the keys.
     pub splits: DecodeSplits,
-    /// Positions the cache holds.
-    pub context: usize,
-    /// Largest batch per forward call.
-    pub max_batch: usize,
+    /// What the plan was made for.
+    pub options: LoadOptions,
 }
 
 impl UploadPlan {
-    /// Validates `model` for the GPU kernels and sizes everything for a cache of `context`
-    /// positions fed in batches of at most `max_batch` tokens.
-    pub fn new(model: &HostModel<'_>, context: usize, max_batch: usize) -> Result<Self, CudaError> {
+    /// Validates `model` for the GPU kernels and sizes everything for `options`.
+    pub fn new(model: &HostModel<'_>, options: &LoadOptions) -> Result<Self, CudaError> {
+        let (context, max_batch) = (options.context, options.max_batch);
         let c = &model.config;
         check_config(c, context, max_batch)?;
         let mut matrices = Vec::new();
@@ -137,7 +150,7 @@ impl UploadPlan {
                 check_rows(&linear.weight, rows)?;
                 add(&linear.weight)?;
                 if let Some(bias) = linear.bias {
-                    check_len(linear.weight.name, "bias", bias.len(), rows)?;
+                    check_len(&linear.weight.name, "bias", bias.len(), rows)?;
                     vectors += bias.len();
                 }
             }
@@ -183,6 +196,14 @@ impl UploadPlan {
             )));
         }
         check_rows(&model.token_embd, c.vocab_size)?;
+        if let Some(pos) = &model.position_embd
+            && pos.rows < context
+        {
+            return Err(CudaError::Unsupported(format!(
+                "a context of {context} exceeds the {} learned positions",
+                pos.rows
+            )));
+        }
 
         let kv_slots: Vec<usize> = (0..c.layers)
             .map(|layer| layer_slots(c, layer, context, max_batch))
@@ -199,10 +220,9 @@ impl UploadPlan {
             tied_lm_head,
             kv_slots,
             kv_bytes,
-            buffers: BufferSizes::new(c, max_batch, &splits),
+            buffers: BufferSizes::new(c, options, &splits),
             splits,
-            context,
-            max_batch,
+            options: *options,
         })
     }
 
@@ -294,7 +314,7 @@ fn check_config(c: &GpuConfig, context: usize, max_batch: usize) -> Result<(), C
 
 fn plan_matrix(m: &HostMatrix<'_>) -> Result<PlannedMatrix, CudaError> {
     let ty = GpuType::of(m.ty).ok_or_else(|| CudaError::UnsupportedType {
-        tensor: m.name.into(),
+        tensor: m.name.clone(),
         ty: m.ty.name(),
     })?;
     let block = m.ty.block_size();
@@ -318,7 +338,7 @@ fn plan_matrix(m: &HostMatrix<'_>) -> Result<PlannedMatrix, CudaError> {
         )));
     };
     Ok(PlannedMatrix {
-        name: m.name.into(),
+        name: m.name.clone(),
         ty,
         rows: m.rows,
         cols: m.cols,

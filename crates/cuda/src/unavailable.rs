@@ -6,8 +6,8 @@ use std::convert::Infallible;
 use crate::Logits;
 use crate::device::GpuInfo;
 use crate::error::CudaError;
-use crate::host::HostModel;
-use crate::plan::UploadPlan;
+use crate::host::{GpuConfig, HostModel};
+use crate::plan::{LoadOptions, UploadPlan};
 
 /// A model on a GPU; in this build it cannot be made.
 pub struct GpuModel {
@@ -31,18 +31,18 @@ pub fn compile_kernels(_arch: (u32, u32)) -> Result<Vec<u8>, CudaError> {
 
 impl GpuModel {
     /// Validates `model` like the GPU build does, then reports [`CudaError::NotBuilt`].
-    pub fn load(
-        model: &HostModel<'_>,
-        _ordinal: usize,
-        context: usize,
-        max_batch: usize,
-    ) -> Result<Self, CudaError> {
-        UploadPlan::new(model, context, max_batch)?;
+    pub fn load(model: &HostModel<'_>, options: &LoadOptions) -> Result<Self, CudaError> {
+        UploadPlan::new(model, options)?;
         Err(CudaError::NotBuilt)
     }
 
     /// The device the model is on.
     pub fn info(&self) -> &GpuInfo {
+        match self.never {}
+    }
+
+    /// The configuration the model was loaded with.
+    pub fn config(&self) -> &GpuConfig {
         match self.never {}
     }
 

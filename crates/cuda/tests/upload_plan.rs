@@ -5,14 +5,14 @@
 mod common;
 
 use common::*;
-use rinfer_cuda::{CudaError, GpuModel, HostQkv, UploadPlan};
+use rinfer_cuda::{CudaError, GpuModel, HostQkv, LoadOptions, UploadPlan};
 use rinfer_formats::GgmlType;
 
 #[test]
 fn weights_are_uploaded_in_their_stored_bytes_and_a_tied_head_once() {
     let s = Storage::new();
     let model = model(&s);
-    let plan = UploadPlan::new(&model, 64, 8).unwrap();
+    let plan = UploadPlan::new(&model, &options(64, 8)).unwrap();
     let q8 = |rows, cols| matrix_bytes(GgmlType::Q8_0, rows, cols);
     let per_layer = q8(HEADS * HEAD_DIM, HIDDEN)
         + 2 * q8(KV_HEADS * HEAD_DIM, HIDDEN)
@@ -31,12 +31,18 @@ fn weights_are_uploaded_in_their_stored_bytes_and_a_tied_head_once() {
 #[test]
 fn the_kv_cache_keeps_a_ring_on_sliding_window_layers() {
     let s = Storage::new();
-    let plan = UploadPlan::new(&model(&s), 64, 8).unwrap();
+    let plan = UploadPlan::new(&model(&s), &options(64, 8)).unwrap();
     // Window 16, pattern 3: layers 0 and 1 slide (16 + 8 slots), layer 2 is global (64).
     assert_eq!(plan.kv_slots, vec![24, 24, 64]);
     let kv_dim = KV_HEADS * HEAD_DIM;
     assert_eq!(plan.kv_bytes, 2 * 4 * kv_dim * (24 + 24 + 64));
     assert_eq!(plan.buffers.logits, 8 * VOCAB);
+    let last_only = LoadOptions {
+        all_logits: false,
+        ..options(64, 8)
+    };
+    let lean = UploadPlan::new(&model(&s), &last_only).unwrap();
+    assert_eq!(lean.buffers.logits, VOCAB);
     assert_eq!(plan.buffers.qkv, 8 * (HEADS + 2 * KV_HEADS) * HEAD_DIM);
     assert_eq!(
         plan.total_bytes(),
@@ -59,7 +65,7 @@ fn an_unsupported_block_format_is_refused_naming_the_tensor() {
             HIDDEN,
         );
     }
-    let error = UploadPlan::new(&model, 64, 8).unwrap_err();
+    let error = UploadPlan::new(&model, &options(64, 8)).unwrap_err();
     assert!(
         matches!(error, CudaError::UnsupportedType { .. }),
         "{error}"
@@ -74,24 +80,26 @@ fn shapes_the_kernels_cannot_take_are_refused() {
     let s = Storage::new();
     let mut wide = model(&s);
     wide.config.head_dim = 512;
-    assert!(UploadPlan::new(&wide, 64, 8).is_err());
+    assert!(UploadPlan::new(&wide, &options(64, 8)).is_err());
 
     let mut short = model(&s);
     short.token_embd.data = &s.bytes[..10];
-    let message = UploadPlan::new(&short, 64, 8).unwrap_err().to_string();
+    let message = UploadPlan::new(&short, &options(64, 8))
+        .unwrap_err()
+        .to_string();
     assert!(message.contains("token_embd"), "{message}");
 
     let mut odd = model(&s);
     odd.config.hidden = 48;
-    assert!(UploadPlan::new(&odd, 64, 8).is_err());
+    assert!(UploadPlan::new(&odd, &options(64, 8)).is_err());
 
-    assert!(UploadPlan::new(&model(&s), 0, 8).is_err());
+    assert!(UploadPlan::new(&model(&s), &options(0, 8)).is_err());
 }
 
 #[test]
 fn a_model_too_large_for_the_free_memory_names_the_sizes() {
     let s = Storage::new();
-    let plan = UploadPlan::new(&model(&s), 64, 8).unwrap();
+    let plan = UploadPlan::new(&model(&s), &options(64, 8)).unwrap();
     assert!(plan.check_fits(8 << 30).is_ok());
     let message = plan.check_fits(100 << 20).unwrap_err().to_string();
     assert!(message.contains("100 MiB are free"), "{message}");
@@ -103,7 +111,7 @@ fn loading_without_a_gpu_is_an_error_not_a_panic() {
     let s = Storage::new();
     // This machine (and CI) has no CUDA driver: a build without the feature says so, a build
     // with it finds no libcuda. On a GPU machine the load succeeds.
-    match GpuModel::load(&model(&s), 0, 64, 8) {
+    match GpuModel::load(&model(&s), &options(64, 8)) {
         Ok(gpu) => assert!(!gpu.info().name.is_empty()),
         Err(CudaError::NotBuilt) if !rinfer_cuda::BUILT_WITH_CUDA => {}
         Err(CudaError::NoDriver { searched }) if rinfer_cuda::BUILT_WITH_CUDA => {
@@ -118,6 +126,17 @@ fn an_invalid_model_is_refused_before_the_device_is_touched() {
     let s = Storage::new();
     let mut model = model(&s);
     model.config.kv_heads = 3;
-    let error = GpuModel::load(&model, 0, 64, 8).err().expect("an error");
+    let error = GpuModel::load(&model, &options(64, 8))
+        .err()
+        .expect("an error");
     assert!(matches!(error, CudaError::Unsupported(_)), "{error}");
+}
+
+fn options(context: usize, max_batch: usize) -> LoadOptions {
+    LoadOptions {
+        ordinal: 0,
+        context,
+        max_batch,
+        all_logits: true,
+    }
 }

@@ -148,17 +148,17 @@ pub fn generate(
 }
 
 /// Finds stop strings in streamed text, holding back any tail that could start one.
-struct StopMatcher<'a> {
+pub(crate) struct StopMatcher<'a> {
     stops: &'a [String],
     /// All text so far (cut at a stop string once found).
-    text: String,
+    pub(crate) text: String,
     /// Bytes of `text` already handed out.
     emitted: usize,
-    stopped: bool,
+    pub(crate) stopped: bool,
 }
 
 impl<'a> StopMatcher<'a> {
-    fn new(stops: &'a [String]) -> Self {
+    pub(crate) fn new(stops: &'a [String]) -> Self {
         Self {
             stops,
             text: String::new(),
@@ -168,7 +168,7 @@ impl<'a> StopMatcher<'a> {
     }
 
     /// Adds `piece`; hands out what is safe; returns whether a stop string was found.
-    fn push(&mut self, piece: &str, on_text: &mut impl FnMut(&str)) -> bool {
+    pub(crate) fn push(&mut self, piece: &str, on_text: &mut impl FnMut(&str)) -> bool {
         let search_from = self.emitted;
         self.text.push_str(piece);
         let found = self
@@ -201,7 +201,7 @@ impl<'a> StopMatcher<'a> {
         false
     }
 
-    fn flush(&mut self, on_text: &mut impl FnMut(&str)) {
+    pub(crate) fn flush(&mut self, on_text: &mut impl FnMut(&str)) {
         if self.text.len() > self.emitted {
             on_text(&self.text[self.emitted..]);
             self.emitted = self.text.len();

@@ -11,6 +11,7 @@ pub mod config;
 mod error;
 mod forward;
 pub mod generate;
+pub mod gpu;
 pub mod kv_cache;
 mod load_gguf;
 mod loaded;

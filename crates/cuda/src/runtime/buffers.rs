@@ -98,7 +98,7 @@ impl GpuKvCache {
             layers,
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             len: 0,
-            context: plan.context,
+            context: plan.options.context,
         })
     }
 

@@ -10,7 +10,7 @@ use crate::device::GpuInfo;
 use crate::error::CudaError;
 use crate::graph_policy::{DecodeGraph, StepPlan};
 use crate::host::{GpuConfig, HostModel};
-use crate::plan::UploadPlan;
+use crate::plan::{LoadOptions, UploadPlan};
 use crate::runtime::buffers::{GpuKvCache, Workspace};
 use crate::runtime::driver::{driver, open};
 use crate::runtime::kernels::Kernels;
@@ -31,25 +31,12 @@ pub struct GpuModel {
 }
 
 impl GpuModel {
-    /// Uploads `model` to GPU `ordinal` for caches of `context` positions fed in batches of at
-    /// most `max_batch` tokens: checks it against the kernels and the free memory, compiles
-    /// the kernels for the device, uploads every weight and allocates the buffers.
-    pub fn load(
-        model: &HostModel<'_>,
-        ordinal: usize,
-        context: usize,
-        max_batch: usize,
-    ) -> Result<Self, CudaError> {
-        let plan = UploadPlan::new(model, context, max_batch)?;
-        if let Some(pos) = &model.position_embd
-            && pos.rows < context
-        {
-            return Err(CudaError::Unsupported(format!(
-                "a context of {context} exceeds the {} learned positions",
-                pos.rows
-            )));
-        }
-        let (ctx, info) = open(ordinal)?;
+    /// Uploads `model` to a GPU as `options` say: checks it against the kernels and the free
+    /// memory, compiles the kernels for the device, uploads every weight and allocates the
+    /// buffers.
+    pub fn load(model: &HostModel<'_>, options: &LoadOptions) -> Result<Self, CudaError> {
+        let plan = UploadPlan::new(model, options)?;
+        let (ctx, info) = open(options.ordinal)?;
         let (free, _total) = ctx.mem_get_info().map_err(driver("memory query"))?;
         plan.check_fits(free as u64)?;
         let stream = ctx.new_stream().map_err(driver("stream creation"))?;
@@ -74,6 +61,11 @@ impl GpuModel {
     /// The device the model is on.
     pub fn info(&self) -> &GpuInfo {
         &self.info
+    }
+
+    /// The configuration the model was loaded with.
+    pub fn config(&self) -> &GpuConfig {
+        &self.config
     }
 
     /// What was uploaded and allocated.
@@ -165,11 +157,12 @@ impl GpuModel {
                 context: cache.context,
             });
         }
-        let max_batch = self.plan.max_batch;
-        if wanted == Logits::All && tokens.len() > max_batch {
+        let max_batch = self.plan.options.max_batch;
+        let logit_rows = self.plan.buffers.logits / c.vocab_size;
+        if wanted == Logits::All && tokens.len() > logit_rows {
             return Err(CudaError::BatchTooLarge {
                 requested: tokens.len(),
-                max: max_batch,
+                max: logit_rows,
             });
         }
         self.ctx

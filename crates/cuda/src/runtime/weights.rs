@@ -81,7 +81,7 @@ impl Uploader<'_> {
     fn matrix(&self, m: &HostMatrix<'_>) -> Result<DeviceMatrix, CudaError> {
         // The upload plan has checked the type, so this never fails for a planned model.
         let ty = GpuType::of(m.ty).ok_or_else(|| CudaError::UnsupportedType {
-            tensor: m.name.into(),
+            tensor: m.name.clone(),
             ty: m.ty.name(),
         })?;
         let buffer = self

@@ -67,13 +67,13 @@ pub fn matrix_bytes(ty: GgmlType, rows: usize, cols: usize) -> usize {
 
 pub fn matrix<'a>(
     s: &'a Storage,
-    name: &'a str,
+    name: &str,
     ty: GgmlType,
     rows: usize,
     cols: usize,
 ) -> HostMatrix<'a> {
     HostMatrix {
-        name,
+        name: name.into(),
         ty,
         rows,
         cols,
@@ -81,7 +81,7 @@ pub fn matrix<'a>(
     }
 }
 
-fn linear<'a>(s: &'a Storage, name: &'a str, rows: usize, cols: usize) -> HostLinear<'a> {
+fn linear<'a>(s: &'a Storage, name: &str, rows: usize, cols: usize) -> HostLinear<'a> {
     HostLinear {
         weight: matrix(s, name, GgmlType::Q8_0, rows, cols),
         bias: None,
@@ -118,7 +118,7 @@ pub fn model(s: &Storage) -> HostModel<'_> {
     let embd = matrix(s, "token_embd", GgmlType::Q8_0, VOCAB, HIDDEN);
     HostModel {
         config: config(),
-        token_embd: embd,
+        token_embd: embd.clone(),
         position_embd: None,
         rope_freqs: None,
         layers: (0..LAYERS).map(|_| layer()).collect(),
