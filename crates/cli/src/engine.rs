@@ -4,7 +4,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use rinfer_model::{KvCache, LoadedModel, SamplingParams, Scratch};
+use rinfer_cuda::{DeviceReport, DeviceRequest};
+use rinfer_model::{LoadedModel, SamplingParams};
+
+use crate::backend::Backend;
 
 use crate::commands::fetch::default_model_path_or_fetch;
 use crate::options::{EngineOptions, SamplingOptions};
@@ -30,6 +33,8 @@ pub struct Engine {
     pub load_s: f64,
     /// The context size in tokens.
     pub context: usize,
+    /// The device `--device` asked for.
+    pub device: DeviceRequest,
 }
 
 impl Engine {
@@ -52,17 +57,14 @@ impl Engine {
             loaded,
             load_s,
             context,
+            device: options.device,
         })
     }
 
-    /// A KV cache and scratch buffers for one sequence.
-    pub fn buffers(&self) -> (KvCache, Scratch) {
-        let config = &self.loaded.model.config;
+    /// The compute state of one sequence on the device `--device` chose, and that device.
+    pub fn backend(&self) -> Result<(Backend, DeviceReport)> {
         let batch = PREFILL_BATCH.min(self.context);
-        (
-            KvCache::new(config, self.context, batch),
-            Scratch::new(config, batch),
-        )
+        Backend::start(self, self.context, batch, false)
     }
 }
 

@@ -18,8 +18,17 @@ pub(crate) fn driver(op: &'static str) -> impl FnOnce(DriverError) -> CudaError 
     }
 }
 
+/// The library file names cudarc tries for `name`, without duplicates and, on Unix, without
+/// the Windows-style `name64_*` spellings.
 fn searched(name: &str) -> String {
-    cudarc::get_lib_name_candidates(name).join(", ")
+    let mut names: Vec<String> = Vec::new();
+    for candidate in cudarc::get_lib_name_candidates(name) {
+        let windows_style = candidate.contains(&format!("{name}64"));
+        if !(cfg!(unix) && windows_style) && !names.contains(&candidate) {
+            names.push(candidate);
+        }
+    }
+    names.join(", ")
 }
 
 /// Opens device `ordinal`, failing with an error (never a panic) when the driver library is
