@@ -23,8 +23,8 @@ pub(crate) fn driver(op: &'static str) -> impl FnOnce(DriverError) -> CudaError 
 fn searched(name: &str) -> String {
     let mut names: Vec<String> = Vec::new();
     for candidate in cudarc::get_lib_name_candidates(name) {
-        let windows_style = candidate.contains(&format!("{name}64"));
-        if !(cfg!(unix) && windows_style) && !names.contains(&candidate) {
+        let skip = cfg!(unix) && candidate.contains(&format!("{name}64"));
+        if !skip && !names.contains(&candidate) {
             names.push(candidate);
         }
     }

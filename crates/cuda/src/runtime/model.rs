@@ -190,24 +190,29 @@ impl GpuModel {
         Ok(rows)
     }
 
+    /// Writes the batch's token ids and positions to their device buffers.
     fn upload_ids(&mut self, tokens: &[u32], pos0: usize) -> Result<(), CudaError> {
-        let n = tokens.len();
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
-        let positions: Vec<i32> = (pos0..pos0 + n).map(|p| p as i32).collect();
+        let positions: Vec<i32> = (pos0..pos0 + tokens.len()).map(|p| p as i32).collect();
+        self.write_ids(&ids, &positions)
+    }
+
+    fn write_ids(&mut self, ids: &[i32], positions: &[i32]) -> Result<(), CudaError> {
+        let n = ids.len();
         let mut dst = self.work.tokens.slice.slice_mut(..n);
         self.stream
-            .memcpy_htod(&ids, &mut dst)
+            .memcpy_htod(ids, &mut dst)
             .map_err(driver("token upload"))?;
         let mut dst = self.work.positions.slice.slice_mut(..n);
         self.stream
-            .memcpy_htod(&positions, &mut dst)
+            .memcpy_htod(positions, &mut dst)
             .map_err(driver("token upload"))
     }
 
     /// One token: replays the decode graph, capturing it first if needed, or launches the
     /// kernels when graphs are off.
     fn decode_step(&mut self, token: u32, cache: &GpuKvCache) -> Result<(), CudaError> {
-        self.upload_ids(&[token], cache.len)?;
+        self.write_ids(&[token as i32], &[cache.len as i32])?;
         match self.graph.plan(cache.id) {
             StepPlan::Launch => self.launch_decode(cache),
             StepPlan::Replay => self.replay(),
