@@ -7,6 +7,10 @@ pub const MATMUL_WARPS: u32 = 4;
 pub const MATMUL_TOKENS: u32 = 8;
 /// Warps per block of the attention kernels (`ATTN_WARPS`).
 pub const ATTN_WARPS: u32 = 4;
+/// Warps (queries) per block of prefill attention (`PREFILL_WARPS`).
+pub const PREFILL_WARPS: u32 = 8;
+/// Keys per shared-memory tile of prefill attention (`PREFILL_TILE`).
+pub const PREFILL_TILE: u32 = 16;
 /// The widest head the attention kernels hold in registers (`MAX_HEAD_DIM`).
 pub const MAX_HEAD_DIM: usize = 256;
 /// Threads per block of the elementwise kernels.
@@ -120,7 +124,10 @@ pub fn attention_combine(heads: usize, head_dim: usize) -> LaunchShape {
 
 /// Prefill attention: grid (query groups, heads).
 pub fn attention_prefill(n: usize, heads: usize) -> LaunchShape {
-    LaunchShape::new((n.div_ceil(ATTN_WARPS as usize), heads), ATTN_WARPS * 32)
+    LaunchShape::new(
+        (n.div_ceil(PREFILL_WARPS as usize), heads),
+        PREFILL_WARPS * 32,
+    )
 }
 
 /// Argmax over the vocabulary: one block.

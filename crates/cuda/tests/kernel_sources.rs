@@ -2,7 +2,9 @@
 //! launch constants equal the sources' `#define`s.
 
 use rinfer_cuda::kernels::{self, GpuType, program_source};
-use rinfer_cuda::launch::{self, ATTN_WARPS, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM};
+use rinfer_cuda::launch::{
+    self, ATTN_WARPS, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, PREFILL_TILE, PREFILL_WARPS,
+};
 
 fn define(name: &str) -> u64 {
     let source = program_source();
@@ -41,6 +43,8 @@ fn launch_constants_match_the_sources() {
     assert_eq!(define("MATMUL_TOKENS"), u64::from(MATMUL_TOKENS));
     assert_eq!(define("ATTN_WARPS"), u64::from(ATTN_WARPS));
     assert_eq!(define("MAX_HEAD_DIM"), MAX_HEAD_DIM as u64);
+    assert_eq!(define("PREFILL_WARPS"), u64::from(PREFILL_WARPS));
+    assert_eq!(define("PREFILL_TILE"), u64::from(PREFILL_TILE));
 }
 
 #[test]
@@ -54,7 +58,7 @@ fn launch_shapes_cover_their_work() {
     assert_eq!(launch::rope(5, 8, 128).block, (64, 1, 1));
     assert_eq!(launch::rope(5, 8, 20).block, (32, 1, 1));
     assert_eq!(launch::elementwise(257).grid, (2, 1, 1));
-    assert_eq!(launch::attention_prefill(9, 4).grid, (3, 4, 1));
+    assert_eq!(launch::attention_prefill(17, 4).grid, (3, 4, 1));
     for keys in [1, 63, 64, 65, 512, 4096, 32_768, 131_072] {
         let s = launch::decode_splits(keys);
         assert!(s.splits * s.split_len >= keys, "{keys}: {s:?}");

@@ -140,23 +140,84 @@ extern "C" __global__ void attention_decode_combine(const float* part, int split
     }
 }
 
-// Prefill: causal (and windowed) attention of n tokens over the cache. grid (ceil(n /
-// ATTN_WARPS), heads); each warp takes one query, the block's warps consecutive queries of one
-// head, so they walk the same keys at nearly the same time and share them through the caches.
-// out is [n, heads * head_dim].
-extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_prefill(
+// Prefill: causal (and windowed) attention of n tokens over the cache, tiled. grid
+// (ceil(n / PREFILL_WARPS), heads); each warp owns one query, the block's warps consecutive
+// queries of one head. The block walks the union of its queries' key ranges in tiles of
+// PREFILL_TILE keys staged in shared memory, so each key and value is read from global memory
+// once per block instead of once per query; each warp skips the keys outside its own causal
+// window. out is [n, heads * head_dim].
+#define PREFILL_WARPS 8
+#define PREFILL_TILE 16
+
+extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefill(
     const float* qkv, int ld, int q_off, const float* keys, const float* values, int slots,
     int kv_dim, int head_dim, int group, const int* positions, int n, int window, float scale,
     float softcap, float* out, int heads) {
+    __shared__ float tile_k[PREFILL_TILE][MAX_HEAD_DIM];
+    __shared__ float tile_v[PREFILL_TILE][MAX_HEAD_DIM];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int i = blockIdx.x * ATTN_WARPS + warp;
+    const int first_query = blockIdx.x * PREFILL_WARPS;
+    const int last_query = min(n - 1, first_query + PREFILL_WARPS - 1);
+    const int i = first_query + warp;
     const int h = blockIdx.y;
-    if (i >= n) return;
-    const int pos = positions[i];
+    const bool active = i < n;
+    const int pos = active ? positions[i] : 0;
     const int first = window > 0 ? max(0, pos + 1 - window) : 0;
-    float m, s, acc[DIMS_PER_LANE];
-    attend(qkv + (size_t)i * ld + q_off + h * head_dim, keys, values, slots, kv_dim,
-           (h / group) * head_dim, head_dim, first, pos + 1, 1, scale, softcap, &m, &s, acc);
+    const int low = positions[first_query];
+    const int begin = window > 0 ? max(0, low + 1 - window) : 0;
+    const int end = positions[last_query] + 1;
+    const int kv = (h / group) * head_dim;
+
+    const float* q = qkv + (size_t)(active ? i : 0) * ld + q_off + h * head_dim;
+    float qr[DIMS_PER_LANE], acc[DIMS_PER_LANE];
+#pragma unroll
+    for (int k = 0; k < DIMS_PER_LANE; k++) {
+        const int d = lane + 32 * k;
+        qr[k] = d < head_dim ? q[d] : 0.0f;
+        acc[k] = 0.0f;
+    }
+    float m = -INFINITY, s = 0.0f;
+    for (int t0 = begin; t0 < end; t0 += PREFILL_TILE) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < PREFILL_TILE * head_dim; e += blockDim.x) {
+            const int r = e / head_dim, d = e % head_dim;
+            const int j = t0 + r;
+            if (j < end) {
+                const size_t slot = (size_t)(j % slots) * kv_dim + kv;
+                tile_k[r][d] = keys[slot + d];
+                tile_v[r][d] = values[slot + d];
+            }
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (int r = 0; r < PREFILL_TILE; r++) {
+            const int j = t0 + r;
+            if (j < first || j > pos) continue;
+            float dot = 0.0f;
+#pragma unroll
+            for (int k = 0; k < DIMS_PER_LANE; k++) {
+                const int d = lane + 32 * k;
+                if (d < head_dim) dot += qr[k] * tile_k[r][d];
+            }
+            float score = warp_sum(dot) * scale;
+            if (softcap > 0.0f) score = softcap * tanhf(score / softcap);
+            if (score > m) {
+                const float rescale = expf(m - score);
+                s *= rescale;
+#pragma unroll
+                for (int k = 0; k < DIMS_PER_LANE; k++) acc[k] *= rescale;
+                m = score;
+            }
+            const float weight = expf(score - m);
+            s += weight;
+#pragma unroll
+            for (int k = 0; k < DIMS_PER_LANE; k++) {
+                const int d = lane + 32 * k;
+                if (d < head_dim) acc[k] += weight * tile_v[r][d];
+            }
+        }
+    }
+    if (!active) return;
     const float inv = 1.0f / s;
     float* o = out + (size_t)i * heads * head_dim + h * head_dim;
 #pragma unroll
