@@ -16,7 +16,7 @@
 //!
 //! Not yet run on a GPU: the kernels compile with NVRTC and their dequantization is checked
 //! against the CPU reference on the host, but the forward pass, graph replay and speed have not
-//! been executed on hardware. See the crate's README section in `docs/ARCHITECTURE.md`.
+//! been executed on hardware. `crates/cuda/README.md` lists exactly what is unverified.
 //!
 //! ```
 //! use rinfer_cuda::{DeviceRequest, GpuModel, LoadOptions, Resolved, resolve};
