@@ -40,6 +40,7 @@ mod host;
 pub mod kernels;
 pub mod launch;
 mod plan;
+pub mod program;
 
 #[cfg(feature = "cuda")]
 mod runtime;

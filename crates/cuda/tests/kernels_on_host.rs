@@ -18,7 +18,7 @@ fn cuda_kernels_match_naive_references_under_host_emulation() {
     let exe = dir.join("kernel_checks");
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host/kernel_checks.cpp");
     let status = Command::new("c++")
-        .args(["-std=c++20", "-O1", "-pthread", "-w", "-o"])
+        .args(["-std=c++20", "-O1", "-w", "-o"])
         .arg(&exe)
         .arg(&source)
         .status()

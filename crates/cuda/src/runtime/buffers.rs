@@ -7,6 +7,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 
 use crate::error::CudaError;
 use crate::plan::{BufferSizes, UploadPlan};
+use crate::program::{CacheAddresses, WorkAddresses};
 use crate::runtime::driver::driver;
 use crate::runtime::weights::address;
 
@@ -42,6 +43,23 @@ pub(crate) struct Workspace {
 }
 
 impl Workspace {
+    /// Where each buffer is.
+    pub fn addresses(&self) -> WorkAddresses {
+        WorkAddresses {
+            x: self.x.ptr,
+            h: self.h.ptr,
+            qkv: self.qkv.ptr,
+            attn: self.attn.ptr,
+            out: self.out.ptr,
+            gate_up: self.gate_up.ptr,
+            logits: self.logits.ptr,
+            partials: self.partials.ptr,
+            tokens: self.tokens.ptr,
+            positions: self.positions.ptr,
+            argmax: self.argmax.ptr,
+        }
+    }
+
     pub fn new(stream: &Arc<CudaStream>, s: &BufferSizes) -> Result<Self, CudaError> {
         Ok(Self {
             x: Buffer::new(stream, s.x)?,
@@ -100,6 +118,17 @@ impl GpuKvCache {
             len: 0,
             context: plan.options.context,
         })
+    }
+
+    /// Where each layer's keys and values are.
+    pub(crate) fn addresses(&self) -> CacheAddresses {
+        CacheAddresses {
+            layers: self
+                .layers
+                .iter()
+                .map(|l| (l.keys.ptr, l.values.ptr, l.slots))
+                .collect(),
+        }
     }
 
     /// Positions stored so far.

@@ -8,17 +8,18 @@ use cudarc::nvrtc::Ptx;
 
 use crate::error::CudaError;
 use crate::kernels::{FIXED_KERNELS, GpuType};
+use crate::program::KernelRef;
 use crate::runtime::driver::{compile_kernels, driver};
 
 /// The kernels of one weight format.
-#[derive(Clone, Debug)]
-pub(crate) struct WeightKernels {
+#[derive(Debug)]
+struct WeightKernels {
     /// One token.
-    pub matvec: CudaFunction,
+    matvec: CudaFunction,
     /// Several tokens.
-    pub matmul: CudaFunction,
+    matmul: CudaFunction,
     /// Embedding lookup.
-    pub get_rows: CudaFunction,
+    get_rows: CudaFunction,
 }
 
 /// Every kernel, by name.
@@ -53,13 +54,14 @@ impl Kernels {
         Ok(Self { fixed, weights })
     }
 
-    /// A format-independent kernel (the name is one of [`FIXED_KERNELS`]).
-    pub fn get(&self, name: &'static str) -> &CudaFunction {
-        &self.fixed[name]
-    }
-
-    /// The kernels of a weight format.
-    pub fn weights(&self, ty: GpuType) -> &WeightKernels {
-        &self.weights[&ty]
+    /// The function of a kernel reference. Every [`KernelRef`] the step builder makes names
+    /// a loaded kernel (fixed names are checked against the sources by the tests).
+    pub fn resolve(&self, kernel: KernelRef) -> &CudaFunction {
+        match kernel {
+            KernelRef::Fixed(name) => &self.fixed[name],
+            KernelRef::Matvec(ty) => &self.weights[&ty].matvec,
+            KernelRef::Matmul(ty) => &self.weights[&ty].matmul,
+            KernelRef::GetRows(ty) => &self.weights[&ty].get_rows,
+        }
     }
 }

@@ -6,7 +6,6 @@ mod driver;
 mod kernels;
 mod launcher;
 mod model;
-mod step;
 mod weights;
 
 pub use buffers::GpuKvCache;

@@ -11,9 +11,11 @@ use crate::error::CudaError;
 use crate::graph_policy::{DecodeGraph, StepPlan};
 use crate::host::{GpuConfig, HostModel};
 use crate::plan::{LoadOptions, UploadPlan};
+use crate::program::{Launch, StepBuilder, WorkAddresses};
 use crate::runtime::buffers::{GpuKvCache, Workspace};
 use crate::runtime::driver::{driver, open};
 use crate::runtime::kernels::Kernels;
+use crate::runtime::launcher::launch;
 use crate::runtime::weights::{DeviceWeights, upload};
 
 /// A model whose weights, KV caches and buffers live on one GPU.
@@ -24,8 +26,11 @@ pub struct GpuModel {
     pub(crate) kernels: Kernels,
     pub(crate) weights: DeviceWeights,
     pub(crate) work: Workspace,
+    work_addresses: WorkAddresses,
     pub(crate) graph: DecodeGraph<CudaGraph>,
     pub(crate) host_logits: Vec<f32>,
+    /// The launches of the step being run (reused, so steps do not allocate).
+    launches: Vec<Launch>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) ctx: Arc<CudaContext>,
 }
@@ -41,8 +46,9 @@ impl GpuModel {
         plan.check_fits(free as u64)?;
         let stream = ctx.new_stream().map_err(driver("stream creation"))?;
         let kernels = Kernels::load(&ctx, info.compute_capability)?;
-        let weights = upload(model, &stream, &kernels)?;
+        let weights = upload(model, &stream)?;
         let work = Workspace::new(&stream, &plan.buffers)?;
+        let work_addresses = work.addresses();
         stream.synchronize().map_err(driver("upload"))?;
         Ok(Self {
             config: model.config.clone(),
@@ -52,7 +58,9 @@ impl GpuModel {
             kernels,
             weights,
             work,
+            work_addresses,
             graph: DecodeGraph::default(),
+            launches: Vec::new(),
             stream,
             ctx,
         })
@@ -116,7 +124,8 @@ impl GpuModel {
         self.run(tokens, cache, Logits::Last)?;
         if tokens.len() > 1 {
             // A single-token step (graph or not) ends with the argmax; a batch does not.
-            self.launch_argmax()?;
+            let argmax = self.builder().argmax();
+            self.execute(std::slice::from_ref(&argmax))?;
         }
         let mut out = [0i32];
         self.stream
@@ -214,14 +223,14 @@ impl GpuModel {
     fn decode_step(&mut self, token: u32, cache: &GpuKvCache) -> Result<(), CudaError> {
         self.write_ids(&[token as i32], &[cache.len as i32])?;
         match self.graph.plan(cache.id) {
-            StepPlan::Launch => self.launch_decode(cache),
+            StepPlan::Launch => self.launch_step(1, cache, 0, 1),
             StepPlan::Replay => self.replay(),
             StepPlan::Capture => {
                 match self.capture(cache) {
                     Ok(graph) => self.graph.captured(graph, cache.id),
                     Err(error) => {
                         self.graph.capture_failed(error.to_string());
-                        return self.launch_decode(cache);
+                        return self.launch_step(1, cache, 0, 1);
                     }
                 }
                 self.replay()
@@ -229,9 +238,42 @@ impl GpuModel {
         }
     }
 
-    fn launch_decode(&mut self, cache: &GpuKvCache) -> Result<(), CudaError> {
-        self.launch_step(1, cache, 0, 1)?;
-        self.launch_argmax()
+    fn builder(&self) -> StepBuilder<'_> {
+        StepBuilder {
+            config: &self.config,
+            weights: &self.weights.addresses,
+            work: &self.work_addresses,
+            splits: self.plan.splits,
+        }
+    }
+
+    /// Builds and launches one step (see [`StepBuilder::step`]).
+    fn launch_step(
+        &mut self,
+        n: usize,
+        cache: &GpuKvCache,
+        first: usize,
+        rows: usize,
+    ) -> Result<(), CudaError> {
+        let mut launches = std::mem::take(&mut self.launches);
+        launches.clear();
+        self.builder()
+            .step(n, &cache.addresses(), first, rows, &mut launches);
+        let result = self.execute(&launches);
+        self.launches = launches;
+        result
+    }
+
+    fn execute(&self, launches: &[Launch]) -> Result<(), CudaError> {
+        for l in launches {
+            launch(
+                &self.stream,
+                self.kernels.resolve(l.kernel),
+                l.shape,
+                l.args(),
+            )?;
+        }
+        Ok(())
     }
 
     fn replay(&mut self) -> Result<(), CudaError> {
@@ -248,7 +290,7 @@ impl GpuModel {
         self.stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(driver("graph capture"))?;
-        let recorded = self.launch_decode(cache);
+        let recorded = self.launch_step(1, cache, 0, 1);
         // Capture always ends, even after a failed launch, so the stream is usable again.
         let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
         recorded?;
