@@ -14,9 +14,10 @@
 //! and sits below `rinfer-model`: it knows nothing of architectures, only the configuration
 //! fields in [`GpuConfig`].
 //!
-//! Not yet run on a GPU: the kernels compile with NVRTC and their dequantization is checked
-//! against the CPU reference on the host, but the forward pass, graph replay and speed have not
-//! been executed on hardware. `crates/cuda/README.md` lists exactly what is unverified.
+//! Not yet run on a GPU. The step's launch list ([`program`]) is executed on the host under a
+//! CUDA emulation in the tests and matches the CPU forward pass, and the kernels compile with
+//! NVRTC, but the cudarc runtime, graph replay and speed have not been exercised on hardware.
+//! `crates/cuda/README.md` lists exactly what is unverified.
 //!
 //! ```
 //! use rinfer_cuda::{DeviceRequest, GpuModel, LoadOptions, Resolved, resolve};
