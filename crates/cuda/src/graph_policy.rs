@@ -2,14 +2,18 @@
 //! runs as plain launches. Kept apart from the driver calls so the rules are tested without a
 //! GPU.
 //!
-//! A graph bakes in the buffers it was captured with, so it belongs to one KV cache. Any
-//! failure drops it: the next step captures a fresh one, so an error in one request never
-//! leaves a broken graph for the next. Capture failing [`MAX_CAPTURE_FAILURES`] times in a row
-//! (a driver that cannot capture) turns graphs off for the model's lifetime; steps then run as
-//! plain launches, which compute the same thing.
+//! A graph bakes in the buffers it was captured with, so it belongs to one KV cache; graphs of
+//! the [`MAX_GRAPHS`] most recently used caches are kept, so sequences that take turns do not
+//! recapture. Any failure drops the failing cache's graph: its next step captures a fresh one,
+//! so an error in one request never leaves a broken graph for the next. Capture failing
+//! [`MAX_CAPTURE_FAILURES`] times in a row (a driver that cannot capture) turns graphs off for
+//! the model's lifetime; steps then run as plain launches, which compute the same thing.
 
 /// Consecutive capture failures after which graphs are no longer tried.
 pub const MAX_CAPTURE_FAILURES: u32 = 3;
+
+/// Graphs kept, one per KV cache, least recently used dropped first.
+pub const MAX_GRAPHS: usize = 8;
 
 /// What the next decode step should do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,10 +26,11 @@ pub enum StepPlan {
     Launch,
 }
 
-/// The decode graph of one model, generic over the graph handle.
+/// The decode graphs of one model, generic over the graph handle.
 #[derive(Debug)]
 pub struct DecodeGraph<G> {
-    graph: Option<(G, u64)>,
+    /// `(graph, cache id)`, most recently used last.
+    graphs: Vec<(G, u64)>,
     capture_failures: u32,
     disabled: Option<String>,
 }
@@ -33,7 +38,7 @@ pub struct DecodeGraph<G> {
 impl<G> Default for DecodeGraph<G> {
     fn default() -> Self {
         Self {
-            graph: None,
+            graphs: Vec::new(),
             capture_failures: 0,
             disabled: None,
         }
@@ -43,36 +48,57 @@ impl<G> Default for DecodeGraph<G> {
 impl<G> DecodeGraph<G> {
     /// The plan for a decode step on the cache with id `cache`.
     pub fn plan(&self, cache: u64) -> StepPlan {
-        match (&self.graph, &self.disabled) {
-            (_, Some(_)) => StepPlan::Launch,
-            (Some((_, owner)), None) if *owner == cache => StepPlan::Replay,
-            _ => StepPlan::Capture,
+        if self.disabled.is_some() {
+            StepPlan::Launch
+        } else if self.graphs.iter().any(|(_, owner)| *owner == cache) {
+            StepPlan::Replay
+        } else {
+            StepPlan::Capture
         }
     }
 
-    /// The graph to replay, if [`plan`](Self::plan) said so.
-    pub fn graph(&self) -> Option<&G> {
-        self.graph.as_ref().map(|(g, _)| g)
+    /// The graph of cache `cache`, marked most recently used.
+    pub fn graph(&mut self, cache: u64) -> Option<&G> {
+        let at = self.graphs.iter().position(|(_, owner)| *owner == cache)?;
+        let entry = self.graphs.remove(at);
+        self.graphs.push(entry);
+        self.graphs.last().map(|(g, _)| g)
     }
 
     /// A capture for cache `cache` succeeded.
     pub fn captured(&mut self, graph: G, cache: u64) {
-        self.graph = Some((graph, cache));
+        self.invalidate(cache);
+        if self.graphs.len() == MAX_GRAPHS {
+            self.graphs.remove(0);
+        }
+        self.graphs.push((graph, cache));
         self.capture_failures = 0;
     }
 
-    /// A capture failed with `reason`; the step must still run as plain launches.
-    pub fn capture_failed(&mut self, reason: String) {
-        self.graph = None;
+    /// A capture for cache `cache` failed with `reason`; the step must still run as plain
+    /// launches.
+    pub fn capture_failed(&mut self, cache: u64, reason: String) {
+        self.invalidate(cache);
         self.capture_failures += 1;
         if self.capture_failures >= MAX_CAPTURE_FAILURES {
+            self.graphs.clear();
             self.disabled = Some(reason);
         }
     }
 
-    /// A replay (or anything else in the step) failed: forget the graph.
-    pub fn invalidate(&mut self) {
-        self.graph = None;
+    /// A step on cache `cache` failed: forget its graph.
+    pub fn invalidate(&mut self, cache: u64) {
+        self.graphs.retain(|(_, owner)| *owner != cache);
+    }
+
+    /// How many graphs are kept.
+    pub fn len(&self) -> usize {
+        self.graphs.len()
+    }
+
+    /// Whether no graph is kept.
+    pub fn is_empty(&self) -> bool {
+        self.graphs.is_empty()
     }
 
     /// Why graphs are off, if they are.

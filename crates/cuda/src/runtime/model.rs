@@ -191,7 +191,7 @@ impl GpuModel {
                     .and_then(|()| self.launch_step(n, cache, n - rows, rows))
             };
             if let Err(error) = result {
-                self.graph.invalidate();
+                self.graph.invalidate(cache.id);
                 return Err(error);
             }
             cache.len += n;
@@ -224,16 +224,16 @@ impl GpuModel {
         self.write_ids(&[token as i32], &[cache.len as i32])?;
         match self.graph.plan(cache.id) {
             StepPlan::Launch => self.launch_step(1, cache, 0, 1),
-            StepPlan::Replay => self.replay(),
+            StepPlan::Replay => self.replay(cache.id),
             StepPlan::Capture => {
                 match self.capture(cache) {
                     Ok(graph) => self.graph.captured(graph, cache.id),
                     Err(error) => {
-                        self.graph.capture_failed(error.to_string());
+                        self.graph.capture_failed(cache.id, error.to_string());
                         return self.launch_step(1, cache, 0, 1);
                     }
                 }
-                self.replay()
+                self.replay(cache.id)
             }
         }
     }
@@ -276,8 +276,8 @@ impl GpuModel {
         Ok(())
     }
 
-    fn replay(&mut self) -> Result<(), CudaError> {
-        let graph = self.graph.graph().ok_or_else(|| CudaError::Driver {
+    fn replay(&mut self, cache: u64) -> Result<(), CudaError> {
+        let graph = self.graph.graph(cache).ok_or_else(|| CudaError::Driver {
             op: "graph replay",
             message: "no graph was captured".into(),
         })?;
