@@ -4,7 +4,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use rinfer_cuda::{DeviceReport, DeviceRequest};
 use rinfer_model::{KvCache, LoadedModel, SamplingParams, Scratch};
+
+use crate::backend::Backend;
 
 use crate::commands::fetch::default_model_path_or_fetch;
 use crate::options::{EngineOptions, SamplingOptions};
@@ -30,6 +33,8 @@ pub struct Engine {
     pub load_s: f64,
     /// The context size in tokens.
     pub context: usize,
+    /// The device `--device` asked for.
+    pub device: DeviceRequest,
     /// Whether to print the memory plan.
     verbose: bool,
 }
@@ -56,17 +61,25 @@ impl Engine {
             loaded,
             load_s,
             context,
+            device: options.device,
             verbose: options.verbose,
         })
     }
 
-    /// A KV cache and scratch buffers for one sequence.
-    pub fn buffers(&self) -> (KvCache, Scratch) {
-        let config = &self.loaded.model.config;
+    /// The compute state of one sequence on the device `--device` chose, and that device.
+    pub fn backend(&self) -> Result<(Backend, DeviceReport)> {
         let batch = PREFILL_BATCH.min(self.context);
+        Backend::start(self, self.context, batch, false)
+    }
+
+    /// A CPU KV cache and scratch buffers for one sequence, fed `batch` tokens at a time;
+    /// `all_logits`: every position's logits are wanted, else only the last one's.
+    pub fn cpu_buffers(&self, context: usize, batch: usize, all_logits: bool) -> (KvCache, Scratch) {
+        let config = &self.loaded.model.config;
+        let logit_rows = if all_logits { batch } else { 1 };
         let (cache, scratch) = (
-            KvCache::new(config, self.context, batch),
-            Scratch::with_logit_rows(config, batch, 1),
+            KvCache::new(config, context, batch),
+            Scratch::with_logit_rows(config, batch, logit_rows),
         );
         if self.verbose {
             self.print_memory_plan(&cache, &scratch);
@@ -79,16 +92,13 @@ impl Engine {
         let weights = self.loaded.model.weights.bytes_by_type();
         let total: usize = weights.iter().map(|(_, b)| b).sum();
         eprintln!("memory plan:");
-        eprintln!(
-            "  weights (memory-mapped, not copied): {:.1} MiB",
-            mib(total)
-        );
+        eprintln!("  weights (memory-mapped, not copied): {:.1} MiB", mib(total));
         for (ty, bytes) in weights {
             eprintln!("    {:<8} {:>10.1} MiB", ty.name(), mib(bytes));
         }
         eprintln!(
             "  KV cache (f32, {} positions): {:.1} MiB",
-            self.context,
+            cache.context(),
             mib(cache.bytes())
         );
         eprintln!("  scratch buffers: {:.1} MiB", mib(scratch.bytes()));

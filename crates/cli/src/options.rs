@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use rinfer_cuda::DeviceRequest;
 
 /// Everything given on the command line (`about` comes from the crate description).
 #[derive(Parser)]
@@ -48,6 +49,10 @@ pub struct EngineOptions {
     /// Context size in tokens (default: the model's, at most 4096).
     #[arg(long)]
     pub ctx: Option<usize>,
+    /// Where to compute: `cpu`, `cuda` (GPU 0; an error if unusable) or `auto` (the GPU when
+    /// one is usable, else the CPU with the reason printed).
+    #[arg(long, default_value_t = DeviceRequest::Auto)]
+    pub device: DeviceRequest,
 }
 
 /// How to choose tokens.

@@ -80,6 +80,9 @@ pub enum ModelError {
     /// A kernel refused its operands (a weight whose layout the loader did not catch).
     #[error(transparent)]
     Kernel(#[from] rinfer_kernels::KernelError),
+    /// The CUDA backend failed (see `rinfer-cuda`).
+    #[error(transparent)]
+    Cuda(#[from] rinfer_cuda::CudaError),
     /// A token id outside the vocabulary.
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange {

@@ -162,10 +162,10 @@ pub fn generate(
 pub struct StopMatcher {
     stops: Vec<String>,
     /// All text so far (cut at a stop string once found).
-    text: String,
+    pub(crate) text: String,
     /// Bytes of `text` already handed out.
     emitted: usize,
-    stopped: bool,
+    pub(crate) stopped: bool,
 }
 
 impl StopMatcher {

@@ -11,6 +11,7 @@ pub mod config;
 mod error;
 mod forward;
 pub mod generate;
+pub mod gpu;
 mod hf_checkpoint;
 pub mod kv_cache;
 mod load;
