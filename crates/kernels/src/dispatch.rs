@@ -185,10 +185,17 @@ fn simd_vec_dot(isa: Isa, ty: GgmlType) -> Option<VecDotFn> {
         GgmlType::F16 => avx2::f16,
         GgmlType::BF16 => avx2::bf16,
         GgmlType::Q4_0 => avx2::q4_0,
+        GgmlType::Q4_1 => avx2::q4_1,
         GgmlType::Q5_0 => avx2::q5_0,
+        GgmlType::Q5_1 => avx2::q5_1,
         GgmlType::Q8_0 => avx2::q8_0,
+        GgmlType::Q2K => avx2::q2_k,
+        GgmlType::Q3K => avx2::q3_k,
         GgmlType::Q4K => avx2::q4_k,
+        GgmlType::Q5K => avx2::q5_k,
         GgmlType::Q6K => avx2::q6_k,
+        GgmlType::Iq4Nl => avx2::iq4_nl,
+        GgmlType::Iq4Xs => avx2::iq4_xs,
         _ => return None,
     })
 }
@@ -201,7 +208,10 @@ fn simd_vec_dot(_isa: Isa, _ty: GgmlType) -> Option<VecDotFn> {
 /// Byte-level entry points of the AVX2 kernels.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use crate::quant::{BlockFormat, float, q4_0, q4_k, q5_0, q6_k, q8_0, q8_k};
+    use crate::quant::{
+        BlockFormat, float, iq4_nl, iq4_xs, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k,
+        q8_0, q8_1, q8_k,
+    };
 
     macro_rules! entry {
         ($name:ident, $kernel:path, $w:ty, $a:ty) => {
@@ -224,8 +234,25 @@ mod avx2 {
     entry!(f16, float::x86::vec_dot_f16, half::f16, f32);
     entry!(bf16, float::x86::vec_dot_bf16, half::bf16, f32);
     entry!(q4_0, q4_0::x86::vec_dot, q4_0::BlockQ4_0, q8_0::BlockQ8_0);
+    entry!(q4_1, q4_1::x86::vec_dot, q4_1::BlockQ4_1, q8_1::BlockQ8_1);
     entry!(q5_0, q5_0::x86::vec_dot, q5_0::BlockQ5_0, q8_0::BlockQ8_0);
+    entry!(q5_1, q5_1::x86::vec_dot, q5_1::BlockQ5_1, q8_1::BlockQ8_1);
     entry!(q8_0, q8_0::x86::vec_dot, q8_0::BlockQ8_0, q8_0::BlockQ8_0);
+    entry!(q2_k, q2_k::x86::vec_dot, q2_k::BlockQ2K, q8_k::BlockQ8K);
+    entry!(q3_k, q3_k::x86::vec_dot, q3_k::BlockQ3K, q8_k::BlockQ8K);
     entry!(q4_k, q4_k::x86::vec_dot, q4_k::BlockQ4K, q8_k::BlockQ8K);
+    entry!(q5_k, q5_k::x86::vec_dot, q5_k::BlockQ5K, q8_k::BlockQ8K);
     entry!(q6_k, q6_k::x86::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K);
+    entry!(
+        iq4_nl,
+        iq4_nl::x86::vec_dot,
+        iq4_nl::BlockIq4Nl,
+        q8_0::BlockQ8_0
+    );
+    entry!(
+        iq4_xs,
+        iq4_xs::x86::vec_dot,
+        iq4_xs::BlockIq4Xs,
+        q8_k::BlockQ8K
+    );
 }

@@ -6,7 +6,7 @@ use std::arch::x86_64::*;
 use super::BlockQ4K;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::util::scale_min_k4;
-use crate::quant::x86::{hsum_float_8, load_i8x32, load_u8x32};
+use crate::quant::x86::{f16_to_f32, hsum_float_8, load_i8x32, load_u8x32};
 
 /// AVX2 version of [`BlockQ4K`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -22,7 +22,7 @@ pub(crate) fn vec_dot(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
             *s = scale as i16;
             sum_mins += min as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
         }
-        acc_m += y.d * x.dmin.to_f32() * sum_mins as f32;
+        acc_m += y.d * f16_to_f32(x.dmin) * sum_mins as f32;
 
         let (qx, _) = x.qs.as_chunks::<32>();
         let (qy, _) = y.qs.as_chunks::<32>();
@@ -40,7 +40,7 @@ pub(crate) fn vec_dot(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
             );
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
         }
-        let d = _mm256_set1_ps(y.d * x.d.to_f32());
+        let d = _mm256_set1_ps(y.d * f16_to_f32(x.d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
     hsum_float_8(acc) - acc_m

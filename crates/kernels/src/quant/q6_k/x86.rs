@@ -5,7 +5,7 @@ use std::arch::x86_64::*;
 
 use super::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::{hsum_float_8, load_i8x32, load_u8x32};
+use crate::quant::x86::{f16_to_f32, hsum_float_8, load_i8x32, load_u8x32};
 
 /// AVX2 version of [`BlockQ6K`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -52,7 +52,7 @@ pub(crate) fn vec_dot(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale, p));
             }
         }
-        let d = _mm256_set1_ps(y.d * x.d.to_f32());
+        let d = _mm256_set1_ps(y.d * f16_to_f32(x.d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
     hsum_float_8(acc)
