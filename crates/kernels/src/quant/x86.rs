@@ -7,12 +7,41 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-/// Converts an f16 to f32 with F16C. (`half`'s conversion checks the CPU on every call, which
-/// costs more than the rest of a 32-value block's dot product.)
+use super::q8_k::BlockQ8K;
+
+/// Converts two f16 values to f32, in lanes 0 and 1, with F16C.
+///
+/// Both are moved in from one general register. (`half`'s conversion checks the CPU on every
+/// call, and converting a single value compiles to an insert into whatever vector register is
+/// at hand, often the loop's accumulator, which chains every block to the previous one.)
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn f16_to_f32(h: f16) -> f32 {
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32)))
+pub(crate) fn f16x2_to_f32(a: f16, b: f16) -> __m128 {
+    let bits = a.to_bits() as u32 | (b.to_bits() as u32) << 16;
+    _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))
+}
+
+/// An f16 converted to f32 in all 8 lanes (all of them used, so the conversion cannot be
+/// narrowed into a merge with an unrelated register; see [`f16x2_to_f32`]).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_broadcast_8(h: f16) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16(h.to_bits() as i16))
+}
+
+/// The product of two f16 values in f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_product(a: f16, b: f16) -> f32 {
+    let v = f16x2_to_f32(a, b);
+    _mm_cvtss_f32(_mm_mul_ss(v, _mm_movehdup_ps(v)))
+}
+
+/// The product of two f16 scales, broadcast to 8 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_product_8(a: f16, b: f16) -> __m256 {
+    _mm256_set1_ps(f16_product(a, b))
 }
 
 /// Loads 32 bytes.
@@ -37,6 +66,48 @@ pub(crate) fn load_i8x32(b: &[i8; 32]) -> __m256i {
 pub(crate) fn load_u8x16(b: &[u8; 16]) -> __m128i {
     // SAFETY: reads exactly the 16 bytes `b` borrows; unaligned loads are allowed.
     unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
+}
+
+/// Loads 16 bytes of scales or sums.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_bytes_16(b: &[u8; 16]) -> __m128i {
+    // SAFETY: reads exactly the 16 bytes `b` borrows; unaligned loads are allowed.
+    unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
+}
+
+/// The sum of each 32 codes of a Q8_K block (8 i16 lanes), from its sums of 16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn q8k_sums_32(y: &BlockQ8K) -> __m128i {
+    // SAFETY: reads exactly the 32 bytes of the 16 sums; unaligned loads are allowed.
+    let b = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+    _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b))
+}
+
+/// Horizontal sum of 4 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum_i32_4(x: __m128i) -> i32 {
+    let x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
+    let x = _mm_add_epi32(x, _mm_shuffle_epi32::<0b01>(x));
+    _mm_cvtsi128_si32(x)
+}
+
+/// A `pshufb` control that copies i16 lane `i` of each 128-bit half to all its lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn i16_broadcast_control(i: usize) -> __m256i {
+    i16_pair_broadcast_control(i, i)
+}
+
+/// A `pshufb` control that copies i16 lane `lo` of the low 128-bit half to all its lanes and
+/// lane `hi` of the high half to all of its.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn i16_pair_broadcast_control(lo: usize, hi: usize) -> __m256i {
+    let word = |i: usize| (((2 * i + 1) << 8) | (2 * i)) as i16;
+    _mm256_set_m128i(_mm_set1_epi16(word(hi)), _mm_set1_epi16(word(lo)))
 }
 
 /// Horizontal sum of 8 floats.

@@ -7,7 +7,7 @@ use super::BlockIq4Xs;
 use crate::quant::iq4_nl::KVALUES;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::{
-    f16_to_f32, hsum_float_8, load_i8x32, lookup_nibbles_32, mul_add_i8_pairs,
+    f16_broadcast_8, hsum_float_8, load_i8x32, lookup_nibbles_32, mul_add_i8_pairs,
 };
 
 /// AVX2 version of [`BlockIq4Xs`]'s `vec_dot`.
@@ -25,7 +25,7 @@ pub(crate) fn vec_dot(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
             let scale = _mm256_set1_epi16(x.scale(j) as i16);
             sumi[j % 2] = _mm256_add_epi32(sumi[j % 2], _mm256_madd_epi16(scale, p));
         }
-        let d = _mm256_set1_ps(f16_to_f32(x.d) * y.d);
+        let d = _mm256_mul_ps(f16_broadcast_8(x.d), _mm256_set1_ps(y.d));
         let sumi = _mm256_add_epi32(sumi[0], sumi[1]);
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }

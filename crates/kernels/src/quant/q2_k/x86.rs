@@ -5,7 +5,7 @@ use std::arch::x86_64::*;
 
 use super::BlockQ2K;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::{f16_to_f32, hsum_float_8, load_i8x32, load_u8x32, scale_pair};
+use crate::quant::x86::{f16x2_to_f32, hsum_float_8, load_i8x32, load_u8x32, scale_pair};
 
 /// AVX2 version of [`BlockQ2K`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -25,7 +25,9 @@ pub(crate) fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
             _mm_set1_epi8(0xF),
         ));
         let prod = _mm256_madd_epi16(mins, bsums);
-        let dmin = _mm256_set1_ps(-y.d * f16_to_f32(x.dmin));
+        // [y.d * d, y.d * dmin]
+        let scales = _mm_mul_ps(_mm_set1_ps(y.d), f16x2_to_f32(x.d, x.dmin));
+        let dmin = _mm256_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(scales)));
         acc = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), acc);
 
         let (qx, _) = x.qs.as_chunks::<32>();
@@ -47,7 +49,7 @@ pub(crate) fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale, p));
             }
         }
-        let d = _mm256_set1_ps(y.d * f16_to_f32(x.d));
+        let d = _mm256_broadcastss_ps(scales);
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
     hsum_float_8(acc)

@@ -6,7 +6,7 @@ use std::arch::x86_64::*;
 
 use super::BlockQ3K;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::{f16_to_f32, hsum_float_8, load_i8x32, load_u8x32, scale_pair};
+use crate::quant::x86::{f16_broadcast_8, hsum_float_8, load_i8x32, load_u8x32, scale_pair};
 
 /// AVX2 version of [`BlockQ3K`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -42,7 +42,7 @@ pub(crate) fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale, p));
             }
         }
-        let d = _mm256_set1_ps(y.d * f16_to_f32(x.d));
+        let d = _mm256_mul_ps(_mm256_set1_ps(y.d), f16_broadcast_8(x.d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
     hsum_float_8(acc)

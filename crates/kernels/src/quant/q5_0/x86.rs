@@ -5,7 +5,7 @@ use std::arch::x86_64::*;
 use super::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::x86::{
-    bytes_from_bits_32, bytes_from_nibbles_32, f16_to_f32, hsum_float_8, load_i8x32,
+    bytes_from_bits_32, bytes_from_nibbles_32, f16_product_8, hsum_float_8, load_i8x32,
     mul_sum_i8_pairs_float,
 };
 
@@ -14,7 +14,7 @@ use crate::quant::x86::{
 pub(crate) fn vec_dot(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
-        let d = _mm256_set1_ps(f16_to_f32(x.d) * f16_to_f32(y.d));
+        let d = f16_product_8(x.d, y.d);
         let lo = bytes_from_nibbles_32(&x.qs);
         // A clear fifth bit means q - 16 is negative: set the high nibble to make it so.
         let hi = bytes_from_bits_32(u32::from_le_bytes(x.qh));
