@@ -180,6 +180,16 @@ fn simd_vec_dot(isa: Isa, ty: GgmlType) -> Option<VecDotFn> {
     if isa < Isa::Avx2 {
         return None;
     }
+    if isa >= Isa::Avx512 {
+        // AVX-512 variants exist where they beat AVX2 in `cargo xtask bench kernels`.
+        match ty {
+            GgmlType::Q5_0 => return Some(avx512::q5_0),
+            GgmlType::Q8_0 => return Some(avx512::q8_0),
+            GgmlType::Q4K => return Some(avx512::q4_k),
+            GgmlType::Q6K => return Some(avx512::q6_k),
+            _ => {}
+        }
+    }
     Some(match ty {
         GgmlType::F32 => avx2::f32,
         GgmlType::F16 => avx2::f16,
@@ -205,6 +215,40 @@ fn simd_vec_dot(_isa: Isa, _ty: GgmlType) -> Option<VecDotFn> {
     None
 }
 
+/// Defines, for each `name: kernel, weight block, activation block;`, an
+/// `unsafe fn name(w: &[u8], a: &[u8]) -> f32` that casts the raw rows to blocks and runs the
+/// SIMD kernel, which needs the CPU features the first argument names.
+#[cfg(target_arch = "x86_64")]
+macro_rules! entries {
+    ($features:literal; $($name:ident: $kernel:path, $w:ty, $a:ty;)*) => {$(
+        #[doc = concat!("# Safety\nThe CPU must support ", $features, ".")]
+        pub(super) unsafe fn $name(w: &[u8], a: &[u8]) -> f32 {
+            let w: &[$w] = bytemuck::cast_slice(w);
+            let a: &[$a] = bytemuck::cast_slice(a);
+            assert_eq!(
+                w.len() * <$w as BlockFormat>::ELEMS,
+                a.len() * <$a as BlockFormat>::ELEMS
+            );
+            // SAFETY: the caller guarantees the CPU features the kernel is compiled for.
+            unsafe { $kernel(w, a) }
+        }
+    )*};
+}
+
+/// Byte-level entry points of the AVX-512 kernels.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use crate::quant::{BlockFormat, q4_k, q5_0, q6_k, q8_0, q8_k};
+
+    entries! {
+        "AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C";
+        q5_0: q5_0::avx512::vec_dot, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
+        q8_0: q8_0::avx512::vec_dot, q8_0::BlockQ8_0, q8_0::BlockQ8_0;
+        q4_k: q4_k::avx512::vec_dot, q4_k::BlockQ4K, q8_k::BlockQ8K;
+        q6_k: q6_k::avx512::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K;
+    }
+}
+
 /// Byte-level entry points of the AVX2 kernels.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
@@ -213,46 +257,22 @@ mod avx2 {
         q8_0, q8_1, q8_k,
     };
 
-    macro_rules! entry {
-        ($name:ident, $kernel:path, $w:ty, $a:ty) => {
-            /// # Safety
-            /// The CPU must support AVX2, FMA and F16C.
-            pub(super) unsafe fn $name(w: &[u8], a: &[u8]) -> f32 {
-                let w: &[$w] = bytemuck::cast_slice(w);
-                let a: &[$a] = bytemuck::cast_slice(a);
-                assert_eq!(
-                    w.len() * <$w as BlockFormat>::ELEMS,
-                    a.len() * <$a as BlockFormat>::ELEMS
-                );
-                // SAFETY: the caller guarantees the CPU features the kernel is compiled for.
-                unsafe { $kernel(w, a) }
-            }
-        };
+    entries! {
+        "AVX2, FMA and F16C";
+        f32: float::x86::vec_dot_f32, f32, f32;
+        f16: float::x86::vec_dot_f16, half::f16, f32;
+        bf16: float::x86::vec_dot_bf16, half::bf16, f32;
+        q4_0: q4_0::x86::vec_dot, q4_0::BlockQ4_0, q8_0::BlockQ8_0;
+        q4_1: q4_1::x86::vec_dot, q4_1::BlockQ4_1, q8_1::BlockQ8_1;
+        q5_0: q5_0::x86::vec_dot, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
+        q5_1: q5_1::x86::vec_dot, q5_1::BlockQ5_1, q8_1::BlockQ8_1;
+        q8_0: q8_0::x86::vec_dot, q8_0::BlockQ8_0, q8_0::BlockQ8_0;
+        q2_k: q2_k::x86::vec_dot, q2_k::BlockQ2K, q8_k::BlockQ8K;
+        q3_k: q3_k::x86::vec_dot, q3_k::BlockQ3K, q8_k::BlockQ8K;
+        q4_k: q4_k::x86::vec_dot, q4_k::BlockQ4K, q8_k::BlockQ8K;
+        q5_k: q5_k::x86::vec_dot, q5_k::BlockQ5K, q8_k::BlockQ8K;
+        q6_k: q6_k::x86::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K;
+        iq4_nl: iq4_nl::x86::vec_dot, iq4_nl::BlockIq4Nl, q8_0::BlockQ8_0;
+        iq4_xs: iq4_xs::x86::vec_dot, iq4_xs::BlockIq4Xs, q8_k::BlockQ8K;
     }
-
-    entry!(f32, float::x86::vec_dot_f32, f32, f32);
-    entry!(f16, float::x86::vec_dot_f16, half::f16, f32);
-    entry!(bf16, float::x86::vec_dot_bf16, half::bf16, f32);
-    entry!(q4_0, q4_0::x86::vec_dot, q4_0::BlockQ4_0, q8_0::BlockQ8_0);
-    entry!(q4_1, q4_1::x86::vec_dot, q4_1::BlockQ4_1, q8_1::BlockQ8_1);
-    entry!(q5_0, q5_0::x86::vec_dot, q5_0::BlockQ5_0, q8_0::BlockQ8_0);
-    entry!(q5_1, q5_1::x86::vec_dot, q5_1::BlockQ5_1, q8_1::BlockQ8_1);
-    entry!(q8_0, q8_0::x86::vec_dot, q8_0::BlockQ8_0, q8_0::BlockQ8_0);
-    entry!(q2_k, q2_k::x86::vec_dot, q2_k::BlockQ2K, q8_k::BlockQ8K);
-    entry!(q3_k, q3_k::x86::vec_dot, q3_k::BlockQ3K, q8_k::BlockQ8K);
-    entry!(q4_k, q4_k::x86::vec_dot, q4_k::BlockQ4K, q8_k::BlockQ8K);
-    entry!(q5_k, q5_k::x86::vec_dot, q5_k::BlockQ5K, q8_k::BlockQ8K);
-    entry!(q6_k, q6_k::x86::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K);
-    entry!(
-        iq4_nl,
-        iq4_nl::x86::vec_dot,
-        iq4_nl::BlockIq4Nl,
-        q8_0::BlockQ8_0
-    );
-    entry!(
-        iq4_xs,
-        iq4_xs::x86::vec_dot,
-        iq4_xs::BlockIq4Xs,
-        q8_k::BlockQ8K
-    );
 }

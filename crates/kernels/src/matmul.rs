@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use crate::dispatch::Kernels;
 use crate::error::KernelError;
-use crate::matvec::{ActivationBuffer, MIN_ROWS_PER_TASK, WeightMatrix, quantize_activations};
+use crate::matvec::{ActivationBuffer, WeightMatrix, quantize_activations, rows_per_task};
 
 /// Tokens dotted with one weight row before moving to the next row.
 pub const TOKEN_TILE: usize = 8;
@@ -55,16 +55,20 @@ pub fn matmul(
         for t0 in (0..n_tokens).step_by(TOKEN_TILE) {
             let nt = TOKEN_TILE.min(n_tokens - t0);
             let tile = &mut tile[..rows * nt];
-            tile.par_chunks_mut(nt)
-                .with_min_len(MIN_ROWS_PER_TASK)
-                .enumerate()
-                .for_each(|(r, out)| {
+            let chunk = rows_per_task(rows, w.row_bytes() * nt);
+            let dot_rows = |first: usize, out: &mut [f32]| {
+                for (r, out) in (first..).zip(out.chunks_exact_mut(nt)) {
                     let wr = w.row(r);
                     for (t, o) in out.iter_mut().enumerate() {
                         let at = &a[(t0 + t) * a_row..(t0 + t + 1) * a_row];
                         *o = k.vec_dot(wr, at);
                     }
-                });
+                }
+            };
+            tile.par_chunks_mut(chunk * nt)
+                .with_max_len(1)
+                .enumerate()
+                .for_each(|(i, out)| dot_rows(i * chunk, out));
             y[t0 * rows..(t0 + nt) * rows]
                 .par_chunks_mut(rows)
                 .enumerate()

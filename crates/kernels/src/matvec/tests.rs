@@ -111,15 +111,35 @@ fn matvec_is_bit_identical_on_one_and_two_threads() {
             .build()
             .expect("pool")
     };
+    // Large enough that two threads split the rows into several tasks for every type.
+    let (rows, cols) = (1003, 1024);
     for ty in TYPES {
-        let one = pool(1).install(|| run_matvec(Kernels::detected(), ty, 301, 512));
-        let two = pool(2).install(|| run_matvec(Kernels::detected(), ty, 301, 512));
+        let row_bytes = cols / ty.block_size() * ty.type_size();
+        assert!(pool(2).install(|| rows_per_task(rows, row_bytes)) < rows / 2);
+        let one = pool(1).install(|| run_matvec(Kernels::detected(), ty, rows, cols));
+        let two = pool(2).install(|| run_matvec(Kernels::detected(), ty, rows, cols));
         assert_eq!(
             bytemuck::cast_slice::<f32, u32>(&one),
             bytemuck::cast_slice::<f32, u32>(&two),
             "{ty}"
         );
     }
+}
+
+#[test]
+fn row_split_is_a_few_tasks_per_thread_and_none_for_small_matrices() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("pool");
+    pool.install(|| {
+        // 640 x 640 Q4_0: 230 KB, a few tasks; 256 x 640 Q4_0: 92 KB, one task.
+        assert_eq!(rows_per_task(640, 360), 640usize.div_ceil(3));
+        assert_eq!(rows_per_task(256, 360), 256);
+        // 262144 rows: at most TASKS_PER_THREAD tasks per thread.
+        assert_eq!(rows_per_task(262_144, 680), 262_144 / (2 * TASKS_PER_THREAD));
+        assert_eq!(rows_per_task(0, 680), 1);
+    });
 }
 
 #[test]

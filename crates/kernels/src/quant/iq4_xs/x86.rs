@@ -7,7 +7,7 @@ use super::BlockIq4Xs;
 use crate::quant::iq4_nl::KVALUES;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::{
-    f16_broadcast_8, hsum_float_8, load_i8x32, lookup_nibbles_32, mul_add_i8_pairs,
+    f16_broadcast_8, hsum_float_8, load_i8x32, lookup_nibbles_32, mul_add_i8_pairs, prefetch_ahead,
 };
 
 /// AVX2 version of [`BlockIq4Xs`]'s `vec_dot`.
@@ -17,6 +17,7 @@ pub(crate) fn vec_dot(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
     let table = unsafe { _mm_loadu_si128(KVALUES.as_ptr().cast()) };
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
+        prefetch_ahead(x);
         let (qx, _) = x.qs.as_chunks::<16>();
         let (qy, _) = y.qs.as_chunks::<32>();
         let mut sumi = [_mm256_setzero_si256(); 2];

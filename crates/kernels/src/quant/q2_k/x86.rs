@@ -5,7 +5,9 @@ use std::arch::x86_64::*;
 
 use super::BlockQ2K;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::{f16x2_to_f32, hsum_float_8, load_i8x32, load_u8x32, scale_pair};
+use crate::quant::x86::{
+    f16x2_to_f32, hsum_float_8, load_i8x32, load_u8x32, prefetch_ahead, scale_pair,
+};
 
 /// AVX2 version of [`BlockQ2K`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -13,6 +15,7 @@ pub(crate) fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
     let m3 = _mm256_set1_epi8(3);
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
+        prefetch_ahead(x);
         // SAFETY: reads exactly the 16 scale bytes and the 32 bytes of the 16 block sums.
         let (scales_mins, bsums) = unsafe {
             (

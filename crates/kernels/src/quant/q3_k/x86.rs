@@ -6,7 +6,9 @@ use std::arch::x86_64::*;
 
 use super::BlockQ3K;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::{f16_broadcast_8, hsum_float_8, load_i8x32, load_u8x32, scale_pair};
+use crate::quant::x86::{
+    f16_broadcast_8, hsum_float_8, load_i8x32, load_u8x32, prefetch_ahead, scale_pair,
+};
 
 /// AVX2 version of [`BlockQ3K`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -15,6 +17,7 @@ pub(crate) fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
     let m4 = _mm256_set1_epi8(4);
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
+        prefetch_ahead(x);
         let scales = x.group_scales();
         let (qx, _) = x.qs.as_chunks::<32>();
         let (qy, _) = y.qs.as_chunks::<32>();

@@ -6,6 +6,7 @@ use super::BlockQ4_0;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::x86::{
     bytes_from_nibbles_32, f16_product_8, hsum_float_8, load_i8x32, mul_sum_i8_pairs_float,
+    prefetch_ahead,
 };
 
 /// AVX2 version of [`BlockQ4_0`]'s `vec_dot`.
@@ -13,6 +14,7 @@ use crate::quant::x86::{
 pub(crate) fn vec_dot(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
+        prefetch_ahead(x);
         let d = f16_product_8(x.d, y.d);
         let qx = _mm256_sub_epi8(bytes_from_nibbles_32(&x.qs), _mm256_set1_epi8(8));
         let q = mul_sum_i8_pairs_float(qx, load_i8x32(&y.qs));

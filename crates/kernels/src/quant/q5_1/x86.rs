@@ -7,7 +7,7 @@ use super::BlockQ5_1;
 use crate::quant::q8_1::BlockQ8_1;
 use crate::quant::x86::{
     bytes_from_bits_32, bytes_from_nibbles_32, f16_product, f16_product_8, hsum_float_8,
-    load_i8x32, mul_sum_us8_pairs_float,
+    load_i8x32, mul_sum_us8_pairs_float, prefetch_ahead,
 };
 
 /// AVX2 version of [`BlockQ5_1`]'s `vec_dot`.
@@ -16,6 +16,7 @@ pub(crate) fn vec_dot(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut summs = 0.0f32;
     for (x, y) in w.iter().zip(a) {
+        prefetch_ahead(x);
         summs += f16_product(x.m, y.s);
         let d = f16_product_8(x.d, y.d);
         let hi = bytes_from_bits_32(u32::from_le_bytes(x.qh));

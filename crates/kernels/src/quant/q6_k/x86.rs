@@ -8,6 +8,7 @@ use super::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::{
     f16_broadcast_8, hsum_float_8, i16_pair_broadcast_control, load_i8x32, load_u8x32,
+    prefetch_ahead,
 };
 
 /// AVX2 version of [`BlockQ6K`]'s `vec_dot`.
@@ -17,6 +18,7 @@ pub(crate) fn vec_dot(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     let m2 = _mm256_set1_epi8(3);
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
+        prefetch_ahead(x);
         // SAFETY: reads exactly the 16 group scales and the 32 bytes of the 16 block sums.
         let (scales, bsums) = unsafe {
             (
