@@ -184,8 +184,6 @@ fn simd_vec_dot(isa: Isa, ty: GgmlType) -> Option<VecDotFn> {
         // AVX-512 variants exist where they beat AVX2 in `cargo xtask bench kernels`.
         match ty {
             GgmlType::Q5_0 => return Some(avx512::q5_0),
-            GgmlType::Q8_0 => return Some(avx512::q8_0),
-            GgmlType::Q4K => return Some(avx512::q4_k),
             GgmlType::Q6K => return Some(avx512::q6_k),
             _ => {}
         }
@@ -238,13 +236,11 @@ macro_rules! entries {
 /// Byte-level entry points of the AVX-512 kernels.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use crate::quant::{BlockFormat, q4_k, q5_0, q6_k, q8_0, q8_k};
+    use crate::quant::{BlockFormat, q5_0, q6_k, q8_0, q8_k};
 
     entries! {
         "AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C";
         q5_0: q5_0::avx512::vec_dot, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
-        q8_0: q8_0::avx512::vec_dot, q8_0::BlockQ8_0, q8_0::BlockQ8_0;
-        q4_k: q4_k::avx512::vec_dot, q4_k::BlockQ4K, q8_k::BlockQ8K;
         q6_k: q6_k::avx512::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K;
     }
 }

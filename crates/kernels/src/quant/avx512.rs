@@ -51,14 +51,3 @@ pub(crate) fn f16_products_2x8(a0: f16, b0: f16, a1: f16, b1: f16) -> __m512 {
     let index = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     _mm512_permutexvar_ps(index, _mm512_castps128_ps512(d))
 }
-
-/// A `pshufb` control that copies i16 lane `lo` of each 128-bit quarter of the low half to
-/// all of that quarter's lanes, and lane `hi` likewise in the high half.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn i16_pair_broadcast_control_512(lo: usize, hi: usize) -> __m512i {
-    let word = |i: usize| (((2 * i + 1) << 8) | (2 * i)) as i16;
-    let lo = _mm256_set1_epi16(word(lo));
-    let hi = _mm256_set1_epi16(word(hi));
-    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
-}

@@ -10,8 +10,6 @@ use super::util::{make_qkx2_quants, nearest_int, scale_min_k4};
 use super::{BlockFormat, Quantize, VecDot};
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512;
-#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 #[cfg(test)]

@@ -10,8 +10,6 @@ use super::util::round_away;
 use super::{BlockFormat, Quantize, VecDot};
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512;
-#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 #[cfg(test)]
