@@ -10,9 +10,9 @@ use rinfer_formats::GgmlType;
 use crate::dispatch::{Kernels, TypeKernels};
 use crate::error::KernelError;
 
-/// Weight bytes below which a task is not worth handing to another thread: waking one and
-/// joining it costs a few microseconds, the time to stream this much.
-const MIN_TASK_BYTES: usize = 64 << 10;
+/// Weight bytes below which a task is not worth handing to another thread: handing it over
+/// and joining it costs about a microsecond, the time to stream this much.
+const MIN_TASK_BYTES: usize = 16 << 10;
 
 /// Tasks per thread of the pool: contiguous row ranges, few enough that scheduling costs
 /// nothing, several so that a thread the OS delays does not hold up the whole product.

@@ -133,14 +133,11 @@ fn row_split_is_a_few_tasks_per_thread_and_none_for_small_matrices() {
         .build()
         .expect("pool");
     pool.install(|| {
-        // 640 x 640 Q4_0: 230 KB, a few tasks; 256 x 640 Q4_0: 92 KB, one task.
-        assert_eq!(rows_per_task(640, 360), 640usize.div_ceil(3));
-        assert_eq!(rows_per_task(256, 360), 256);
+        // 256 x 640 Q4_0: 90 KiB, five tasks; 32 x 640 Q4_0: 11 KiB, one task.
+        assert_eq!(rows_per_task(256, 360), 256usize.div_ceil(5));
+        assert_eq!(rows_per_task(32, 360), 32);
         // 262144 rows: at most TASKS_PER_THREAD tasks per thread.
-        assert_eq!(
-            rows_per_task(262_144, 680),
-            262_144 / (2 * TASKS_PER_THREAD)
-        );
+        assert_eq!(rows_per_task(262_144, 680), 262_144 / (2 * TASKS_PER_THREAD));
         assert_eq!(rows_per_task(0, 680), 1);
     });
 }
