@@ -84,6 +84,7 @@ fn main() {
     let types = TYPES
         .into_iter()
         .filter(|ty| only.is_empty() || only.iter().any(|name| *name == ty.name()));
+    let load_before = report::load_average();
     let kernels = Kernels::detected();
     let pools: Vec<(usize, ThreadPool)> = THREADS
         .iter()
@@ -103,6 +104,7 @@ fn main() {
     ));
     let bandwidth = bandwidth::measure(&pools);
     let mut report = Report::new(kernels.isa().name(), &pools, &bandwidth);
+    report.load[0] = load_before;
 
     for ty in types {
         progress(&format!("{ty}"));
@@ -139,6 +141,7 @@ fn main() {
             }
         }
     }
+    report.load[1] = report::load_average();
     if json {
         println!("{}", report.json());
     } else {

@@ -31,6 +31,9 @@ pub struct MatmulRow {
 /// Everything one run measured.
 pub struct Report {
     isa: &'static str,
+    /// The 1-minute load average before and after the run, where the OS reports it: other
+    /// work on the machine lowers every figure.
+    pub load: [Option<f64>; 2],
     /// `(threads, GB/s)` of the streaming-sum read bandwidth.
     bandwidth: Vec<(usize, f64)>,
     pub matvec: Vec<MatvecRow>,
@@ -51,6 +54,7 @@ impl Report {
     pub fn new(isa: &'static str, pools: &[(usize, ThreadPool)], bandwidth: &[f64]) -> Self {
         Report {
             isa,
+            load: [None, None],
             bandwidth: pools
                 .iter()
                 .map(|p| p.0)
@@ -72,6 +76,14 @@ impl Report {
             .map(|(t, g)| format!("{g:.1} GB/s on {t} thread(s)"))
             .collect();
         let _ = writeln!(w, "read bandwidth: {}", bw.join(", "));
+        let load = self
+            .load
+            .map(|l| l.map_or("unknown".into(), |l| format!("{l:.2}")));
+        let _ = writeln!(
+            w,
+            "machine load (1-minute average): {} before, {} after",
+            load[0], load[1]
+        );
         for note in NOTES {
             let _ = writeln!(w, "note: {note}");
         }
@@ -169,16 +181,27 @@ impl Report {
             })
             .collect();
         let notes: Vec<String> = NOTES.iter().map(|n| format!("\"{n}\"")).collect();
+        let load = self
+            .load
+            .map(|l| l.map_or("null".into(), |l| format!("{l:.2}")));
         format!(
-            "{{\"isa\":\"{}\",\"bandwidth_gbs\":{{{}}},\"matvec\":[{}],\"matmul\":[{}],\
-             \"notes\":[{}]}}",
+            "{{\"isa\":\"{}\",\"load_avg\":[{},{}],\"bandwidth_gbs\":{{{}}},\"matvec\":[{}],\
+             \"matmul\":[{}],\"notes\":[{}]}}",
             self.isa,
+            load[0],
+            load[1],
             bandwidth.join(","),
             matvec.join(","),
             matmul.join(","),
             notes.join(",")
         )
     }
+}
+
+/// The 1-minute load average, on systems with `/proc/loadavg`.
+pub fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 fn shape(rows: usize, cols: usize) -> String {

@@ -137,7 +137,10 @@ fn row_split_is_a_few_tasks_per_thread_and_none_for_small_matrices() {
         assert_eq!(rows_per_task(256, 360), 256usize.div_ceil(5));
         assert_eq!(rows_per_task(32, 360), 32);
         // 262144 rows: at most TASKS_PER_THREAD tasks per thread.
-        assert_eq!(rows_per_task(262_144, 680), 262_144 / (2 * TASKS_PER_THREAD));
+        assert_eq!(
+            rows_per_task(262_144, 680),
+            262_144 / (2 * TASKS_PER_THREAD)
+        );
         assert_eq!(rows_per_task(0, 680), 1);
     });
 }
