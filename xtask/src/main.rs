@@ -2,6 +2,7 @@
 //! model and the tidy checks that guard the crate layering. Each task shells out to cargo or to
 //! the `rinfer` CLI so that no logic exists twice.
 
+mod bench;
 mod fetch_model;
 mod test;
 mod tidy;
@@ -25,12 +26,13 @@ fn main() -> ExitCode {
         ["test"] => test::run(),
         ["fetch-model"] => fetch_model::run(),
         ["tidy"] => tidy::run(),
+        ["bench", ref rest @ ..] => bench::run(rest),
         ["help" | "--help" | "-h"] => {
-            println!("{USAGE}");
+            println!("{USAGE}\n{}", bench::USAGE);
             Ok(())
         }
         _ => {
-            eprintln!("{USAGE}");
+            eprintln!("{USAGE}\n{}", bench::USAGE);
             return ExitCode::from(2);
         }
     };

@@ -74,7 +74,12 @@ impl Engine {
 
     /// A CPU KV cache and scratch buffers for one sequence, fed `batch` tokens at a time;
     /// `all_logits`: every position's logits are wanted, else only the last one's.
-    pub fn cpu_buffers(&self, context: usize, batch: usize, all_logits: bool) -> (KvCache, Scratch) {
+    pub fn cpu_buffers(
+        &self,
+        context: usize,
+        batch: usize,
+        all_logits: bool,
+    ) -> (KvCache, Scratch) {
         let config = &self.loaded.model.config;
         let logit_rows = if all_logits { batch } else { 1 };
         let (cache, scratch) = (
@@ -92,7 +97,10 @@ impl Engine {
         let weights = self.loaded.model.weights.bytes_by_type();
         let total: usize = weights.iter().map(|(_, b)| b).sum();
         eprintln!("memory plan:");
-        eprintln!("  weights (memory-mapped, not copied): {:.1} MiB", mib(total));
+        eprintln!(
+            "  weights (memory-mapped, not copied): {:.1} MiB",
+            mib(total)
+        );
         for (ty, bytes) in weights {
             eprintln!("    {:<8} {:>10.1} MiB", ty.name(), mib(bytes));
         }

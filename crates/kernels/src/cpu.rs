@@ -9,14 +9,17 @@ pub enum Isa {
     Scalar,
     /// x86-64 with AVX2, FMA and F16C.
     Avx2,
+    /// x86-64 with AVX-512 F, BW, VL and VNNI on top of [`Isa::Avx2`].
+    Avx512,
 }
 
 impl Isa {
-    /// The name shown in logs (`"scalar"`, `"avx2"`).
+    /// The name shown in logs (`"scalar"`, `"avx2"`, `"avx512"`).
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
         }
     }
 }
@@ -29,13 +32,13 @@ pub fn detected() -> Isa {
 
 #[cfg(target_arch = "x86_64")]
 fn detect() -> Isa {
-    if std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
-        && std::is_x86_feature_detected!("f16c")
-    {
-        Isa::Avx2
-    } else {
-        Isa::Scalar
+    use std::is_x86_feature_detected as has;
+    let avx2 = has!("avx2") && has!("fma") && has!("f16c");
+    let avx512 = has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni");
+    match (avx2, avx512) {
+        (true, true) => Isa::Avx512,
+        (true, false) => Isa::Avx2,
+        _ => Isa::Scalar,
     }
 }
 

@@ -209,15 +209,30 @@ fn simd_vec_dot(isa: Isa, ty: GgmlType) -> Option<VecDotFn> {
     if isa < Isa::Avx2 {
         return None;
     }
+    if isa >= Isa::Avx512 {
+        // AVX-512 variants exist where they beat AVX2 in `cargo xtask bench kernels`.
+        match ty {
+            GgmlType::Q5_0 => return Some(avx512::q5_0),
+            GgmlType::Q6K => return Some(avx512::q6_k),
+            _ => {}
+        }
+    }
     Some(match ty {
         GgmlType::F32 => avx2::f32,
         GgmlType::F16 => avx2::f16,
         GgmlType::BF16 => avx2::bf16,
         GgmlType::Q4_0 => avx2::q4_0,
+        GgmlType::Q4_1 => avx2::q4_1,
         GgmlType::Q5_0 => avx2::q5_0,
+        GgmlType::Q5_1 => avx2::q5_1,
         GgmlType::Q8_0 => avx2::q8_0,
+        GgmlType::Q2K => avx2::q2_k,
+        GgmlType::Q3K => avx2::q3_k,
         GgmlType::Q4K => avx2::q4_k,
+        GgmlType::Q5K => avx2::q5_k,
         GgmlType::Q6K => avx2::q6_k,
+        GgmlType::Iq4Nl => avx2::iq4_nl,
+        GgmlType::Iq4Xs => avx2::iq4_xs,
         _ => return None,
     })
 }
@@ -227,15 +242,14 @@ fn simd_vec_dot(_isa: Isa, _ty: GgmlType) -> Option<VecDotFn> {
     None
 }
 
-/// Tile kernels exist for the types whose weight decoding dominates prefill; each matches the
-/// instruction set of the `simd_vec_dot` entry it accompanies.
+/// Tile kernels for the types whose weight decoding dominates prefill, each the twin of the
+/// `simd_vec_dot` entry chosen under the same conditions (`matmul_rows_are_bit_identical_to_matvec`
+/// checks the pairing).
 #[cfg(target_arch = "x86_64")]
 fn simd_vec_dot_tile(isa: Isa, ty: GgmlType) -> Option<VecDotTileFn> {
-    if isa < Isa::Avx2 {
-        return None;
-    }
     match ty {
-        GgmlType::Q5_0 => Some(avx2::q5_0_tile),
+        GgmlType::Q5_0 if isa >= Isa::Avx512 => Some(avx512::q5_0_tile),
+        GgmlType::Q5_0 if isa >= Isa::Avx2 => Some(avx2::q5_0_tile),
         _ => None,
     }
 }
@@ -245,58 +259,92 @@ fn simd_vec_dot_tile(_isa: Isa, _ty: GgmlType) -> Option<VecDotTileFn> {
     None
 }
 
+/// Defines, for each `name: kernel, weight block, activation block;`, an
+/// `unsafe fn name(w: &[u8], a: &[u8]) -> f32` that casts the raw rows to blocks and runs the
+/// SIMD kernel, which needs the CPU features the first argument names.
+#[cfg(target_arch = "x86_64")]
+macro_rules! entries {
+    ($features:literal; $($name:ident: $kernel:path, $w:ty, $a:ty;)*) => {$(
+        #[doc = concat!("# Safety\nThe CPU must support ", $features, ".")]
+        pub(super) unsafe fn $name(w: &[u8], a: &[u8]) -> f32 {
+            let w: &[$w] = bytemuck::cast_slice(w);
+            let a: &[$a] = bytemuck::cast_slice(a);
+            assert_eq!(
+                w.len() * <$w as BlockFormat>::ELEMS,
+                a.len() * <$a as BlockFormat>::ELEMS
+            );
+            // SAFETY: the caller guarantees the CPU features the kernel is compiled for.
+            unsafe { $kernel(w, a) }
+        }
+    )*};
+}
+
+/// Defines, for each `name: kernel, weight block, activation block;`, an
+/// `unsafe fn name(w: &[u8], a: &[u8], out: &mut [f32])` for a tile kernel: one weight row against
+/// `out.len()` activation rows stored one after the other.
+#[cfg(target_arch = "x86_64")]
+macro_rules! tile_entries {
+    ($features:literal; $($name:ident: $kernel:path, $w:ty, $a:ty;)*) => {$(
+        #[doc = concat!("# Safety\nThe CPU must support ", $features, ".")]
+        pub(super) unsafe fn $name(w: &[u8], a: &[u8], out: &mut [f32]) {
+            let w: &[$w] = bytemuck::cast_slice(w);
+            let a: &[$a] = bytemuck::cast_slice(a);
+            assert_eq!(
+                w.len() * <$w as BlockFormat>::ELEMS * out.len(),
+                a.len() * <$a as BlockFormat>::ELEMS
+            );
+            // SAFETY: the caller guarantees the CPU features the kernel is compiled for.
+            unsafe { $kernel(w, a, out) }
+        }
+    )*};
+}
+
+/// Byte-level entry points of the AVX-512 kernels.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use crate::quant::{BlockFormat, q5_0, q6_k, q8_0, q8_k};
+
+    entries! {
+        "AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C";
+        q5_0: q5_0::avx512::vec_dot, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
+        q6_k: q6_k::avx512::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K;
+    }
+
+    tile_entries! {
+        "AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C";
+        q5_0_tile: q5_0::avx512::vec_dot_tile, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
+    }
+}
+
 /// Byte-level entry points of the AVX2 kernels.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use crate::quant::{BlockFormat, float, q4_0, q4_k, q5_0, q6_k, q8_0, q8_k};
+    use crate::quant::{
+        BlockFormat, float, iq4_nl, iq4_xs, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k,
+        q8_0, q8_1, q8_k,
+    };
 
-    macro_rules! entry {
-        ($name:ident, $kernel:path, $w:ty, $a:ty) => {
-            /// # Safety
-            /// The CPU must support AVX2, FMA and F16C.
-            pub(super) unsafe fn $name(w: &[u8], a: &[u8]) -> f32 {
-                let w: &[$w] = bytemuck::cast_slice(w);
-                let a: &[$a] = bytemuck::cast_slice(a);
-                assert_eq!(
-                    w.len() * <$w as BlockFormat>::ELEMS,
-                    a.len() * <$a as BlockFormat>::ELEMS
-                );
-                // SAFETY: the caller guarantees the CPU features the kernel is compiled for.
-                unsafe { $kernel(w, a) }
-            }
-        };
+    entries! {
+        "AVX2, FMA and F16C";
+        f32: float::x86::vec_dot_f32, f32, f32;
+        f16: float::x86::vec_dot_f16, half::f16, f32;
+        bf16: float::x86::vec_dot_bf16, half::bf16, f32;
+        q4_0: q4_0::x86::vec_dot, q4_0::BlockQ4_0, q8_0::BlockQ8_0;
+        q4_1: q4_1::x86::vec_dot, q4_1::BlockQ4_1, q8_1::BlockQ8_1;
+        q5_0: q5_0::x86::vec_dot, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
+        q5_1: q5_1::x86::vec_dot, q5_1::BlockQ5_1, q8_1::BlockQ8_1;
+        q8_0: q8_0::x86::vec_dot, q8_0::BlockQ8_0, q8_0::BlockQ8_0;
+        q2_k: q2_k::x86::vec_dot, q2_k::BlockQ2K, q8_k::BlockQ8K;
+        q3_k: q3_k::x86::vec_dot, q3_k::BlockQ3K, q8_k::BlockQ8K;
+        q4_k: q4_k::x86::vec_dot, q4_k::BlockQ4K, q8_k::BlockQ8K;
+        q5_k: q5_k::x86::vec_dot, q5_k::BlockQ5K, q8_k::BlockQ8K;
+        q6_k: q6_k::x86::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K;
+        iq4_nl: iq4_nl::x86::vec_dot, iq4_nl::BlockIq4Nl, q8_0::BlockQ8_0;
+        iq4_xs: iq4_xs::x86::vec_dot, iq4_xs::BlockIq4Xs, q8_k::BlockQ8K;
     }
 
-    entry!(f32, float::x86::vec_dot_f32, f32, f32);
-    entry!(f16, float::x86::vec_dot_f16, half::f16, f32);
-    entry!(bf16, float::x86::vec_dot_bf16, half::bf16, f32);
-    entry!(q4_0, q4_0::x86::vec_dot, q4_0::BlockQ4_0, q8_0::BlockQ8_0);
-    entry!(q5_0, q5_0::x86::vec_dot, q5_0::BlockQ5_0, q8_0::BlockQ8_0);
-    entry!(q8_0, q8_0::x86::vec_dot, q8_0::BlockQ8_0, q8_0::BlockQ8_0);
-
-    macro_rules! tile_entry {
-        ($name:ident, $kernel:path, $w:ty, $a:ty) => {
-            /// # Safety
-            /// The CPU must support AVX2, FMA and F16C.
-            pub(super) unsafe fn $name(w: &[u8], a: &[u8], out: &mut [f32]) {
-                let w: &[$w] = bytemuck::cast_slice(w);
-                let a: &[$a] = bytemuck::cast_slice(a);
-                assert_eq!(
-                    w.len() * <$w as BlockFormat>::ELEMS * out.len(),
-                    a.len() * <$a as BlockFormat>::ELEMS
-                );
-                // SAFETY: the caller guarantees the CPU features the kernel is compiled for.
-                unsafe { $kernel(w, a, out) }
-            }
-        };
+    tile_entries! {
+        "AVX2, FMA and F16C";
+        q5_0_tile: q5_0::x86::vec_dot_tile, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
     }
-
-    tile_entry!(
-        q5_0_tile,
-        q5_0::x86::vec_dot_tile,
-        q5_0::BlockQ5_0,
-        q8_0::BlockQ8_0
-    );
-    entry!(q4_k, q4_k::x86::vec_dot, q4_k::BlockQ4K, q8_k::BlockQ8K);
-    entry!(q6_k, q6_k::x86::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K);
 }

@@ -1,15 +1,16 @@
 //! `Y = W·X` for a batch of activation rows (prefill), parallel over output rows.
 //!
 //! Each weight row is read once per tile of [`TOKEN_TILE`] tokens and dotted with all of them
-//! ([`crate::TypeKernels::vec_dot_tile`], which decodes each weight block once where the type
-//! has a tile kernel). Every output is bit-identical to the [`crate::TypeKernels::vec_dot`] call
-//! that [`crate::matvec()`] makes, so each token's outputs equal a matvec of that token.
+//! while it is hot in cache; [`crate::TypeKernels::vec_dot_tile`] decodes each weight block once
+//! for the whole tile where the type has a tile kernel. Every output equals the
+//! [`crate::TypeKernels::vec_dot`] call that [`crate::matvec()`] makes, so each token's outputs
+//! are bit-identical to a matvec of that token.
 
 use rayon::prelude::*;
 
 use crate::dispatch::Kernels;
 use crate::error::KernelError;
-use crate::matvec::{ActivationBuffer, MIN_ROWS_PER_TASK, WeightMatrix, quantize_activations};
+use crate::matvec::{ActivationBuffer, WeightMatrix, quantize_activations, rows_per_task};
 
 /// Tokens dotted with one weight row before moving to the next row.
 pub const TOKEN_TILE: usize = 8;
@@ -56,12 +57,17 @@ pub fn matmul(
         for t0 in (0..n_tokens).step_by(TOKEN_TILE) {
             let nt = TOKEN_TILE.min(n_tokens - t0);
             let tile = &mut tile[..rows * nt];
-            tile.par_chunks_mut(nt)
-                .with_min_len(MIN_ROWS_PER_TASK)
+            let chunk = rows_per_task(rows, w.row_bytes() * nt);
+            let acts = &a[t0 * a_row..(t0 + nt) * a_row];
+            let dot_rows = |first: usize, out: &mut [f32]| {
+                for (r, out) in (first..).zip(out.chunks_exact_mut(nt)) {
+                    k.vec_dot_tile(w.row(r), acts, out);
+                }
+            };
+            tile.par_chunks_mut(chunk * nt)
+                .with_max_len(1)
                 .enumerate()
-                .for_each(|(r, out)| {
-                    k.vec_dot_tile(w.row(r), &a[t0 * a_row..(t0 + nt) * a_row], out);
-                });
+                .for_each(|(i, out)| dot_rows(i * chunk, out));
             y[t0 * rows..(t0 + nt) * rows]
                 .par_chunks_mut(rows)
                 .enumerate()

@@ -10,8 +10,21 @@ use rinfer_formats::GgmlType;
 use crate::dispatch::{Kernels, TypeKernels};
 use crate::error::KernelError;
 
-/// Output rows handed to a rayon task at a time: enough work to amortize scheduling.
-pub(crate) const MIN_ROWS_PER_TASK: usize = 16;
+/// Weight bytes below which a task is not worth handing to another thread: handing it over
+/// and joining it costs about a microsecond, the time to stream this much.
+const MIN_TASK_BYTES: usize = 16 << 10;
+
+/// Tasks per thread of the pool: contiguous row ranges, few enough that scheduling costs
+/// nothing, several so that a thread the OS delays does not hold up the whole product.
+const TASKS_PER_THREAD: usize = 4;
+
+/// Rows per task when `rows` outputs each cost `bytes_per_row` weight bytes, or `rows` when the
+/// whole product should run on the calling thread.
+pub(crate) fn rows_per_task(rows: usize, bytes_per_row: usize) -> usize {
+    let by_size = rows * bytes_per_row / MIN_TASK_BYTES;
+    let tasks = by_size.min(rayon::current_num_threads() * TASKS_PER_THREAD);
+    rows.div_ceil(tasks.max(1)).max(1)
+}
 
 /// A row-major weight matrix of `rows × cols` values of one type, checked once on creation.
 #[derive(Clone, Copy, Debug)]
@@ -73,6 +86,11 @@ impl<'a> WeightMatrix<'a> {
     /// Number of columns (inputs).
     pub fn cols(&self) -> usize {
         self.cols
+    }
+
+    /// Bytes of one row.
+    pub(crate) fn row_bytes(&self) -> usize {
+        self.row_bytes
     }
 
     /// The raw bytes of row `r`.
@@ -175,7 +193,8 @@ pub(crate) fn quantize_activations<'b>(
 }
 
 /// `y = W·x`: quantizes `x` once into `act`, then one fused dot product per output row, rows
-/// spread over the current rayon pool.
+/// spread over the current rayon pool in a few contiguous ranges per thread (on the calling
+/// thread alone when the matrix is small).
 ///
 /// # Errors
 /// When `W`'s type has no dot product, `x.len() != W.cols()`, `y.len() != W.rows()`, the
@@ -197,10 +216,17 @@ pub fn matvec(
         });
     }
     let a = quantize_activations(k, w, x, 1, act)?;
-    y.par_iter_mut()
-        .with_min_len(MIN_ROWS_PER_TASK)
+    let dot_rows = |first: usize, ys: &mut [f32]| {
+        for (r, y) in (first..).zip(ys) {
+            *y = k.vec_dot(w.row(r), a);
+        }
+    };
+    // One chunk (a small matrix) runs on the calling thread without involving the pool.
+    let chunk = rows_per_task(w.rows, w.row_bytes);
+    y.par_chunks_mut(chunk)
+        .with_max_len(1)
         .enumerate()
-        .for_each(|(r, y)| *y = k.vec_dot(w.row(r), a));
+        .for_each(|(i, ys)| dot_rows(i * chunk, ys));
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 use rinfer_formats::GgmlType;
 
 use super::*;
+use crate::cpu::Isa;
 use crate::matmul::matmul;
 
 /// Deterministic values in `-1..1` (a small LCG; tests need variety, not quality).
@@ -111,9 +112,13 @@ fn matvec_is_bit_identical_on_one_and_two_threads() {
             .build()
             .expect("pool")
     };
+    // Large enough that two threads split the rows into several tasks for every type.
+    let (rows, cols) = (1003, 1024);
     for ty in TYPES {
-        let one = pool(1).install(|| run_matvec(Kernels::detected(), ty, 301, 512));
-        let two = pool(2).install(|| run_matvec(Kernels::detected(), ty, 301, 512));
+        let row_bytes = cols / ty.block_size() * ty.type_size();
+        assert!(pool(2).install(|| rows_per_task(rows, row_bytes)) < rows / 2);
+        let one = pool(1).install(|| run_matvec(Kernels::detected(), ty, rows, cols));
+        let two = pool(2).install(|| run_matvec(Kernels::detected(), ty, rows, cols));
         assert_eq!(
             bytemuck::cast_slice::<f32, u32>(&one),
             bytemuck::cast_slice::<f32, u32>(&two),
@@ -123,7 +128,33 @@ fn matvec_is_bit_identical_on_one_and_two_threads() {
 }
 
 #[test]
+fn row_split_is_a_few_tasks_per_thread_and_none_for_small_matrices() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("pool");
+    pool.install(|| {
+        // 256 x 640 Q4_0: 90 KiB, five tasks; 32 x 640 Q4_0: 11 KiB, one task.
+        assert_eq!(rows_per_task(256, 360), 256usize.div_ceil(5));
+        assert_eq!(rows_per_task(32, 360), 32);
+        // 262144 rows: at most TASKS_PER_THREAD tasks per thread.
+        assert_eq!(
+            rows_per_task(262_144, 680),
+            262_144 / (2 * TASKS_PER_THREAD)
+        );
+        assert_eq!(rows_per_task(0, 680), 1);
+    });
+}
+
+#[test]
 fn matmul_rows_are_bit_identical_to_matvec() {
+    // Every instruction set this CPU has, so each tile kernel meets the dot it must equal.
+    for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+        matmul_matches_matvec(&Kernels::with_isa(isa));
+    }
+}
+
+fn matmul_matches_matvec(k: &Kernels) {
     let (rows, cols, n_tokens) = (45, 512, 11);
     for ty in TYPES {
         let data = matrix(ty, rows, cols);
@@ -131,7 +162,6 @@ fn matmul_rows_are_bit_identical_to_matvec() {
         let x = values(n_tokens * cols, 3);
         let mut act = ActivationBuffer::for_matmul(n_tokens, cols, rows);
         let mut y = vec![0.0; n_tokens * rows];
-        let k = Kernels::detected();
         matmul(k, &w, &x, n_tokens, &mut act, &mut y).expect("matmul");
         let mut yt = vec![0.0; rows];
         for t in 0..n_tokens {
@@ -140,7 +170,8 @@ fn matmul_rows_are_bit_identical_to_matvec() {
             assert_eq!(
                 bytemuck::cast_slice::<f32, u32>(got),
                 bytemuck::cast_slice::<f32, u32>(&yt),
-                "{ty} token {t}"
+                "{ty} token {t} on {:?}",
+                k.isa()
             );
         }
     }

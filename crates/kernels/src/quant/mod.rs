@@ -1,5 +1,6 @@
 //! Block formats: one module per tensor type, each holding its `#[repr(C)]` block struct, the
-//! scalar reference dequantizer / quantizer / dot product and, beside it, SIMD variants.
+//! scalar reference dequantizer / quantizer / dot product and, beside it, SIMD variants
+//! (`x86`: AVX2; `avx512`: AVX-512 with VNNI, for the types where it beats AVX2).
 //!
 //! The traits here describe a format; [`crate::dispatch`] turns them into a table of function
 //! pointers so the matvec/matmul drivers never switch on the type.
@@ -25,6 +26,8 @@ pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod util;
 #[cfg(target_arch = "x86_64")]
 mod x86;

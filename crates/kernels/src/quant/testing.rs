@@ -135,15 +135,18 @@ pub(crate) fn raw_blocks(bytes: usize, n_blocks: usize) -> impl Strategy<Value =
     ]
 }
 
-/// Activation rows of `n` values: random at several magnitudes, all zero, or one spike.
+/// Activation rows of `n` values (`n` may be 0): random at several magnitudes, all zero, or
+/// one spike.
 pub(crate) fn activations(n: usize) -> impl Strategy<Value = Vec<f32>> {
     prop_oneof![
         4 => (prop::collection::vec(-1.0f32..1.0, n), prop_oneof![Just(1e-6f32), Just(1.0f32), Just(1e4f32)])
             .prop_map(|(v, s)| v.into_iter().map(|x| x * s).collect()),
         1 => Just(vec![0.0f32; n]),
-        1 => (0..n, -1e3f32..1e3).prop_map(move |(i, v)| {
+        1 => (0..n.max(1), -1e3f32..1e3).prop_map(move |(i, v)| {
             let mut x = vec![0.0f32; n];
-            x[i] = v;
+            if let Some(slot) = x.get_mut(i) {
+                *slot = v;
+            }
             x
         }),
     ]
@@ -197,5 +200,10 @@ pub(crate) fn dot_case<W: VecDot + std::fmt::Debug>(
 
 /// Whether the AVX2 kernels can run here.
 pub(crate) fn has_avx2() -> bool {
-    crate::cpu::detected() == crate::cpu::Isa::Avx2
+    crate::cpu::detected() >= crate::cpu::Isa::Avx2
+}
+
+/// Whether the AVX-512 kernels can run here.
+pub(crate) fn has_avx512() -> bool {
+    crate::cpu::detected() >= crate::cpu::Isa::Avx512
 }

@@ -30,6 +30,24 @@ pub(crate) fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     }
 }
 
+/// All eight 6-bit scales, then all eight 6-bit mins, of a Q4_K/Q5_K super-block: ggml's
+/// word-wise unpacking, equal to [`scale_min_k4`] for each sub-block.
+#[inline]
+pub(crate) fn scales_mins_k4(q: &[u8; 12]) -> [u8; 16] {
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let (words, _) = q.as_chunks::<4>();
+    let [u0, u1, u2] = [0, 1, 2].map(|k| u32::from_le_bytes(words[k]));
+    let out = [
+        u0 & LOW6,
+        (u2 & LOW4) | (((u0 >> 6) & LOW2) << 4),
+        u1 & LOW6,
+        ((u2 >> 4) & LOW4) | (((u1 >> 6) & LOW2) << 4),
+    ];
+    bytemuck::cast(out.map(u32::to_le))
+}
+
 /// Affine quantization of one sub-block to `0..=nmax` with a grid search over the scale
 /// (ggml's `make_qkx2_quants`). Writes codes to `l` and returns `(scale, -min)`.
 #[allow(clippy::too_many_arguments)]

@@ -5,6 +5,65 @@
 
 use std::arch::x86_64::*;
 
+use half::f16;
+
+use super::q8_k::BlockQ8K;
+
+/// How far ahead of the weights being read the kernels prefetch: enough bytes in flight to
+/// cover memory latency at full bandwidth. At the end of a row this reaches into the next one,
+/// which is what the drivers read next. (The hardware prefetchers alone leave the dot products
+/// well below the streaming bandwidth: each load comes with ten or more arithmetic
+/// instructions, so few are in flight at a time.)
+pub(crate) const PREFETCH_BYTES: usize = 2048;
+
+/// Prefetches into L1 the cache lines [`PREFETCH_BYTES`] ahead of each 64 bytes of `block`.
+#[inline(always)]
+pub(crate) fn prefetch_ahead<T>(block: &T) {
+    let p = (block as *const T)
+        .cast::<i8>()
+        .wrapping_add(PREFETCH_BYTES);
+    for offset in (0..size_of::<T>()).step_by(64) {
+        // SAFETY: a prefetch is a hint: it never faults and reads nothing the program observes,
+        // so any address, even past the end of the weights, is allowed.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(offset)) };
+    }
+}
+
+/// Converts two f16 values to f32, in lanes 0 and 1, with F16C.
+///
+/// Both are moved in from one general register. (`half`'s conversion checks the CPU on every
+/// call, and converting a single value compiles to an insert into whatever vector register is
+/// at hand, often the loop's accumulator, which chains every block to the previous one.)
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16x2_to_f32(a: f16, b: f16) -> __m128 {
+    let bits = a.to_bits() as u32 | (b.to_bits() as u32) << 16;
+    _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))
+}
+
+/// An f16 converted to f32 in all 8 lanes (all of them used, so the conversion cannot be
+/// narrowed into a merge with an unrelated register; see [`f16x2_to_f32`]).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_broadcast_8(h: f16) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16(h.to_bits() as i16))
+}
+
+/// The product of two f16 values in f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_product(a: f16, b: f16) -> f32 {
+    let v = f16x2_to_f32(a, b);
+    _mm_cvtss_f32(_mm_mul_ss(v, _mm_movehdup_ps(v)))
+}
+
+/// The product of two f16 scales, broadcast to 8 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_product_8(a: f16, b: f16) -> __m256 {
+    _mm256_set1_ps(f16_product(a, b))
+}
+
 /// Loads 32 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -29,6 +88,48 @@ pub(crate) fn load_u8x16(b: &[u8; 16]) -> __m128i {
     unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
 }
 
+/// Loads 16 bytes of scales or sums.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_bytes_16(b: &[u8; 16]) -> __m128i {
+    // SAFETY: reads exactly the 16 bytes `b` borrows; unaligned loads are allowed.
+    unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
+}
+
+/// The sum of each 32 codes of a Q8_K block (8 i16 lanes), from its sums of 16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn q8k_sums_32(y: &BlockQ8K) -> __m128i {
+    // SAFETY: reads exactly the 32 bytes of the 16 sums; unaligned loads are allowed.
+    let b = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+    _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b))
+}
+
+/// Horizontal sum of 4 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum_i32_4(x: __m128i) -> i32 {
+    let x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
+    let x = _mm_add_epi32(x, _mm_shuffle_epi32::<0b01>(x));
+    _mm_cvtsi128_si32(x)
+}
+
+/// A `pshufb` control that copies i16 lane `i` of each 128-bit half to all its lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn i16_broadcast_control(i: usize) -> __m256i {
+    i16_pair_broadcast_control(i, i)
+}
+
+/// A `pshufb` control that copies i16 lane `lo` of the low 128-bit half to all its lanes and
+/// lane `hi` of the high half to all of its.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn i16_pair_broadcast_control(lo: usize, hi: usize) -> __m256i {
+    let word = |i: usize| (((2 * i + 1) << 8) | (2 * i)) as i16;
+    _mm256_set_m128i(_mm_set1_epi16(word(hi)), _mm_set1_epi16(word(lo)))
+}
+
 /// Horizontal sum of 8 floats.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -47,13 +148,47 @@ pub(crate) fn sum_i16_pairs_float(x: __m256i) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), x))
 }
 
+/// Dot products of groups of 4 unsigned bytes `ax` with signed bytes `sy`, as 8 float lanes.
+/// Exact while each pair's sum of products fits an i16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn mul_sum_us8_pairs_float(ax: __m256i, sy: __m256i) -> __m256 {
+    sum_i16_pairs_float(_mm256_maddubs_epi16(ax, sy))
+}
+
+/// Pairwise products of signed bytes summed into i16 lanes: `x[2i]*y[2i] + x[2i+1]*y[2i+1]`.
+/// Exact while `y` avoids -128.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn mul_add_i8_pairs(x: __m256i, y: __m256i) -> __m256i {
+    _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
+}
+
 /// Dot products of groups of 4 signed bytes, as 8 float lanes. Exact while `y` avoids -128.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
-    let ax = _mm256_sign_epi8(x, x);
-    let sy = _mm256_sign_epi8(y, x);
-    sum_i16_pairs_float(_mm256_maddubs_epi16(ax, sy))
+    sum_i16_pairs_float(mul_add_i8_pairs(x, y))
+}
+
+/// Looks up 32 table values: byte `j` of the result is `table[j' & 0xF]` where `j'` is the low
+/// nibble of `q[j]` for `j < 16` and the high nibble of `q[j - 16]` after (the Q4_0 packing).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn lookup_nibbles_32(table: __m128i, q: &[u8; 16]) -> __m256i {
+    let bits = load_u8x16(q);
+    let m4 = _mm_set1_epi8(0xF);
+    let lo = _mm_shuffle_epi8(table, _mm_and_si128(bits, m4));
+    let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16::<4>(bits), m4));
+    _mm256_set_m128i(hi, lo)
+}
+
+/// Two i16 scales as 16 lanes: `lo` in the low eight, `hi` in the high eight (for the groups of
+/// 16 values that the two halves of a 32-byte register hold).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn scale_pair(lo: i16, hi: i16) -> __m256i {
+    _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo))
 }
 
 /// Unpacks 32 nibbles: element `j` from the low nibble of `q[j]`, element `j + 16` from the high.

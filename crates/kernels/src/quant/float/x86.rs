@@ -5,7 +5,7 @@ use std::arch::x86_64::*;
 
 use half::{bf16, f16};
 
-use crate::quant::x86::hsum_float_8;
+use crate::quant::x86::{hsum_float_8, prefetch_ahead};
 
 /// Loads 8 floats.
 #[inline]
@@ -41,6 +41,7 @@ macro_rules! float_dot {
             let (ac, at) = a[..w.len()].as_chunks::<32>();
             let mut acc = [_mm256_setzero_ps(); 4];
             for (x, y) in wc.iter().zip(ac) {
+                prefetch_ahead(x);
                 let (x8, _) = x.as_chunks::<8>();
                 let (y8, _) = y.as_chunks::<8>();
                 for k in 0..4 {

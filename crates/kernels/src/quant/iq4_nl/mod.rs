@@ -8,6 +8,9 @@ use rinfer_formats::GgmlType;
 use super::q8_0::BlockQ8_0;
 use super::{BlockFormat, VecDot};
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
 #[cfg(test)]
 mod tests;
 

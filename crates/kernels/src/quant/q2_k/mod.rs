@@ -8,6 +8,9 @@ use rinfer_formats::{GgmlType, QK_K};
 use super::q8_k::BlockQ8K;
 use super::{BlockFormat, VecDot};
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
 #[cfg(test)]
 mod tests;
 

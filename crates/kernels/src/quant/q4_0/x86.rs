@@ -4,14 +4,18 @@ use std::arch::x86_64::*;
 
 use super::BlockQ4_0;
 use crate::quant::q8_0::BlockQ8_0;
-use crate::quant::x86::{bytes_from_nibbles_32, hsum_float_8, load_i8x32, mul_sum_i8_pairs_float};
+use crate::quant::x86::{
+    bytes_from_nibbles_32, f16_product_8, hsum_float_8, load_i8x32, mul_sum_i8_pairs_float,
+    prefetch_ahead,
+};
 
 /// AVX2 version of [`BlockQ4_0`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
-        let d = _mm256_set1_ps(x.d.to_f32() * y.d.to_f32());
+        prefetch_ahead(x);
+        let d = f16_product_8(x.d, y.d);
         let qx = _mm256_sub_epi8(bytes_from_nibbles_32(&x.qs), _mm256_set1_epi8(8));
         let q = mul_sum_i8_pairs_float(qx, load_i8x32(&y.qs));
         acc = _mm256_fmadd_ps(d, q, acc);

@@ -38,6 +38,14 @@ fn case() -> impl Strategy<Value = (Vec<BlockQ4K>, Vec<f32>)> {
 
 proptest! {
     #[test]
+    fn word_wise_scale_unpacking_matches_per_sub_block_decoding(q in any::<[u8; 12]>()) {
+        let all = crate::quant::util::scales_mins_k4(&q);
+        for j in 0..8 {
+            prop_assert_eq!((all[j], all[8 + j]), crate::quant::util::scale_min_k4(j, &q));
+        }
+    }
+
+    #[test]
     fn reference_dot_matches_dequantized_dot((w, x) in case()) {
         let a = quantize::<BlockQ8K>(&x);
         assert_reference_dot(&w, &a, min_magnitude(&w, &a));

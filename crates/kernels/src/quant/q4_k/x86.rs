@@ -5,8 +5,11 @@ use std::arch::x86_64::*;
 
 use super::BlockQ4K;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::util::scale_min_k4;
-use crate::quant::x86::{hsum_float_8, load_i8x32, load_u8x32};
+use crate::quant::util::scales_mins_k4;
+use crate::quant::x86::{
+    f16x2_to_f32, hsum_float_8, hsum_i32_4, i16_broadcast_control, load_bytes_16, load_i8x32,
+    load_u8x32, prefetch_ahead, q8k_sums_32,
+};
 
 /// AVX2 version of [`BlockQ4K`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -15,15 +18,16 @@ pub(crate) fn vec_dot(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut acc_m = 0.0f32;
     for (x, y) in w.iter().zip(a) {
-        let mut sc = [0i16; 8];
-        let mut sum_mins = 0i32;
-        for (j, s) in sc.iter_mut().enumerate() {
-            let (scale, min) = scale_min_k4(j, &x.scales);
-            *s = scale as i16;
-            sum_mins += min as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
-        }
-        acc_m += y.d * x.dmin.to_f32() * sum_mins as f32;
+        prefetch_ahead(x);
+        // Lanes 0..8: sub-block scales; 8..16: sub-block mins.
+        let scales_mins = _mm256_cvtepu8_epi16(load_bytes_16(&scales_mins_k4(&x.scales)));
+        let mins = _mm256_extracti128_si256::<1>(scales_mins);
+        let sum_mins = hsum_i32_4(_mm_madd_epi16(mins, q8k_sums_32(y)));
+        // [y.d * d, y.d * dmin]
+        let d = _mm_mul_ps(_mm_set1_ps(y.d), f16x2_to_f32(x.d, x.dmin));
+        acc_m += _mm_cvtss_f32(_mm_movehdup_ps(d)) * sum_mins as f32;
 
+        let scales = _mm256_permute2x128_si256::<0>(scales_mins, scales_mins);
         let (qx, _) = x.qs.as_chunks::<32>();
         let (qy, _) = y.qs.as_chunks::<32>();
         let mut sumi = _mm256_setzero_si256();
@@ -31,17 +35,13 @@ pub(crate) fn vec_dot(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
             let bits = load_u8x32(&qx[c]);
             let lo = _mm256_and_si256(bits, m4);
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
-            let q8l = load_i8x32(&qy[2 * c]);
-            let q8h = load_i8x32(&qy[2 * c + 1]);
-            let pl = _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), _mm256_maddubs_epi16(lo, q8l));
-            let ph = _mm256_madd_epi16(
-                _mm256_set1_epi16(sc[2 * c + 1]),
-                _mm256_maddubs_epi16(hi, q8h),
-            );
+            let sl = _mm256_shuffle_epi8(scales, i16_broadcast_control(2 * c));
+            let sh = _mm256_shuffle_epi8(scales, i16_broadcast_control(2 * c + 1));
+            let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(lo, load_i8x32(&qy[2 * c])));
+            let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(hi, load_i8x32(&qy[2 * c + 1])));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
         }
-        let d = _mm256_set1_ps(y.d * x.d.to_f32());
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     hsum_float_8(acc) - acc_m
 }

@@ -5,7 +5,8 @@ use std::arch::x86_64::*;
 use super::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::x86::{
-    bytes_from_bits_32, bytes_from_nibbles_32, hsum_float_8, load_i8x32, mul_sum_i8_pairs_float,
+    bytes_from_bits_32, bytes_from_nibbles_32, f16_product_8, hsum_float_8, load_i8x32,
+    mul_sum_i8_pairs_float, prefetch_ahead,
 };
 
 /// AVX2 version of [`BlockQ5_0`]'s `vec_dot`.
@@ -13,7 +14,8 @@ use crate::quant::x86::{
 pub(crate) fn vec_dot(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
-        let d = _mm256_set1_ps(x.d.to_f32() * y.d.to_f32());
+        prefetch_ahead(x);
+        let d = f16_product_8(x.d, y.d);
         let lo = bytes_from_nibbles_32(&x.qs);
         // A clear fifth bit means q - 16 is negative: set the high nibble to make it so.
         let hi = bytes_from_bits_32(u32::from_le_bytes(x.qh));
@@ -34,14 +36,14 @@ pub(crate) fn vec_dot_tile(w: &[BlockQ5_0], a: &[BlockQ8_0], out: &mut [f32]) {
     let mut acc = [_mm256_setzero_ps(); TILE];
     let acc = &mut acc[..out.len()];
     for (i, x) in w.iter().enumerate() {
-        let xd = x.d.to_f32();
+        prefetch_ahead(x);
         let lo = bytes_from_nibbles_32(&x.qs);
         let hi = bytes_from_bits_32(u32::from_le_bytes(x.qh));
         let hi = _mm256_andnot_si256(hi, _mm256_set1_epi8(0xF0u8 as i8));
         let qx = _mm256_or_si256(lo, hi);
         for (t, acc) in acc.iter_mut().enumerate() {
             let y = &a[t * nb + i];
-            let d = _mm256_set1_ps(xd * y.d.to_f32());
+            let d = f16_product_8(x.d, y.d);
             let q = mul_sum_i8_pairs_float(qx, load_i8x32(&y.qs));
             *acc = _mm256_fmadd_ps(d, q, *acc);
         }
@@ -52,4 +54,4 @@ pub(crate) fn vec_dot_tile(w: &[BlockQ5_0], a: &[BlockQ8_0], out: &mut [f32]) {
 }
 
 /// The most activation rows [`vec_dot_tile`] takes at once.
-pub(crate) const TILE: usize = crate::matmul::TOKEN_TILE;
+const TILE: usize = crate::matmul::TOKEN_TILE;

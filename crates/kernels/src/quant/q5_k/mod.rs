@@ -9,6 +9,9 @@ use super::q8_k::BlockQ8K;
 use super::util::{make_qkx2_quants, nearest_int, scale_min_k4};
 use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
 #[cfg(test)]
 mod tests;
 

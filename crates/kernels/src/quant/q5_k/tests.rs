@@ -42,4 +42,16 @@ proptest! {
         let a = quantize::<BlockQ8K>(&x);
         assert_reference_dot(&w, &a, min_magnitude(&w, &a));
     }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_dot_matches_reference((w, x) in case()) {
+        if has_avx2() {
+            let a = quantize::<BlockQ8K>(&x);
+            // SAFETY: AVX2, FMA and F16C were detected just above.
+            let simd = unsafe { x86::vec_dot(&w, &a) };
+            let magnitude = dot_magnitude(&w, &a) + 2.0 * min_magnitude(&w, &a);
+            assert_dot_close(simd, BlockQ5K::vec_dot(&w, &a), magnitude);
+        }
+    }
 }

@@ -1,0 +1,112 @@
+//! Random weight matrices of every benchmarked type, built from a small pool of distinct rows.
+
+use half::f16;
+use rinfer_formats::GgmlType;
+use rinfer_kernels::quant::{iq4_nl, iq4_xs, q2_k, q3_k};
+
+/// Distinct rows quantized per matrix; the matrix repeats them. Row content does not change
+/// the speed of branch-free kernels, and quantizing hundreds of millions of values would take
+/// longer than the benchmark itself.
+const POOL_ROWS: usize = 64;
+
+/// Deterministic pseudo-random numbers (a 64-bit LCG; the benchmark needs variety, not quality).
+pub struct Lcg(u64);
+
+impl Lcg {
+    pub fn new(seed: u64) -> Self {
+        Lcg(seed.wrapping_mul(6_364_136_223_846_793_005) ^ 0x9E37_79B9_7F4A_7C15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0
+    }
+
+    /// Uniform in `-1..1`.
+    pub fn next_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// `n` values in `-1..1`.
+    pub fn values(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.next_f32()).collect()
+    }
+}
+
+/// `POOL_ROWS` (or fewer) distinct rows of `cols` values of `ty`, concatenated.
+fn pool(ty: GgmlType, rows: usize, cols: usize, rng: &mut Lcg) -> Vec<u8> {
+    let row_bytes = cols / ty.block_size() * ty.type_size();
+    let n = rows.min(POOL_ROWS);
+    let mut out = vec![0u8; n * row_bytes];
+    for row in out.chunks_exact_mut(row_bytes) {
+        let x: Vec<f32> = rng.values(cols).iter().map(|v| v * 0.05).collect();
+        if rinfer_kernels::quantize_row(ty, &x, row).is_err() {
+            random_blocks(ty, row, rng);
+        }
+    }
+    out
+}
+
+/// Fills `row` with random codes and sane scales, for types without a quantizer.
+fn random_blocks(ty: GgmlType, row: &mut [u8], rng: &mut Lcg) {
+    for b in row.iter_mut() {
+        *b = rng.next_u64() as u8;
+    }
+    let scale = || f16::from_f32(1e-3);
+    match ty {
+        GgmlType::Q2K => patch::<q2_k::BlockQ2K>(row, |b| (b.d, b.dmin) = (scale(), scale())),
+        GgmlType::Q3K => patch::<q3_k::BlockQ3K>(row, |b| b.d = scale()),
+        GgmlType::Iq4Nl => patch::<iq4_nl::BlockIq4Nl>(row, |b| b.d = scale()),
+        GgmlType::Iq4Xs => patch::<iq4_xs::BlockIq4Xs>(row, |b| b.d = scale()),
+        _ => panic!("{ty} has neither a quantizer nor a random block generator"),
+    }
+}
+
+/// Applies `f` to each block of `row` (which may be unaligned).
+fn patch<B: bytemuck::Pod>(row: &mut [u8], f: impl Fn(&mut B)) {
+    for chunk in row.chunks_exact_mut(size_of::<B>()) {
+        let mut b: B = bytemuck::pod_read_unaligned(chunk);
+        f(&mut b);
+        chunk.copy_from_slice(bytemuck::bytes_of(&b));
+    }
+}
+
+/// `copies` back-to-back copies of one random `rows × cols` matrix of `ty`, in `u64` storage so
+/// every copy is aligned for its blocks.
+pub struct Matrices {
+    words: Vec<u64>,
+    /// Bytes of one matrix.
+    pub bytes: usize,
+    pub copies: usize,
+}
+
+impl Matrices {
+    pub fn new(ty: GgmlType, rows: usize, cols: usize, copies: usize, seed: u64) -> Self {
+        let row_bytes = cols / ty.block_size() * ty.type_size();
+        let bytes = rows * row_bytes;
+        let pool = pool(ty, rows, cols, &mut Lcg::new(seed));
+        let mut words = vec![0u64; (bytes * copies).div_ceil(8)];
+        let all: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        for (i, row) in all[..bytes * copies]
+            .chunks_exact_mut(row_bytes)
+            .enumerate()
+        {
+            let p = i % rows % (pool.len() / row_bytes);
+            row.copy_from_slice(&pool[p * row_bytes..(p + 1) * row_bytes]);
+        }
+        Matrices {
+            words,
+            bytes,
+            copies,
+        }
+    }
+
+    /// The bytes of copy `i`.
+    pub fn copy(&self, i: usize) -> &[u8] {
+        let all: &[u8] = bytemuck::cast_slice(&self.words);
+        &all[i * self.bytes..(i + 1) * self.bytes]
+    }
+}
