@@ -1,7 +1,8 @@
-//! Project automation, run as `cargo xtask <task>`: the full test gate, fetching the default
-//! model and the tidy checks that guard the crate layering. Each task shells out to cargo or to
+//! Project automation, run as `cargo xtask <task>`: the full test gate, benchmarks, fetching the
+//! default model and the tidy checks that guard the crate layering. Each task shells out to cargo or to
 //! the `rinfer` CLI so that no logic exists twice.
 
+mod bench;
 mod fetch_model;
 mod test;
 mod tidy;
@@ -16,6 +17,8 @@ usage: cargo xtask <task>
 
 tasks:
   test          fetch the model, then cargo fmt --check, clippy -D warnings and cargo test --workspace
+  bench         measure rinfer on a model (pp128, pp512, tg128, load-to-first-token, peak RSS);
+                --vs-llama-cpp measures llama.cpp beside it; `cargo xtask bench --help` for more
   fetch-model   download and verify the default model (runs `rinfer fetch`)
   tidy          check that crates depend only on crates below them";
 
@@ -23,6 +26,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["test"] => test::run(),
+        ["bench", ..] => bench::run(&args[1..]),
         ["fetch-model"] => fetch_model::run(),
         ["tidy"] => tidy::run(),
         ["help" | "--help" | "-h"] => {

@@ -1,0 +1,28 @@
+//! `cargo xtask bench [what]`: benchmarks, dispatched on the first argument.
+//!
+//! `model` (the default) measures prompt processing, generation, load-to-first-token and peak
+//! memory of the `rinfer` binary, and with `--vs-llama-cpp` llama.cpp beside it in the same run;
+//! `make-model` writes the synthetic llama-shaped model the model bench can also run.
+
+mod cache;
+mod child;
+mod llama_cpp;
+mod measure;
+mod model;
+mod options;
+mod report;
+mod rinfer;
+mod stats;
+mod synthetic_model;
+mod synthetic_vocab;
+
+use anyhow::Result;
+
+/// Runs the benchmark the first argument names, handing it the remaining arguments.
+pub fn run(args: &[String]) -> Result<()> {
+    match args.first().map(String::as_str) {
+        Some("model") => model::run(&args[1..]),
+        Some("make-model") => synthetic_model::run(&args[1..]),
+        _ => model::run(args),
+    }
+}
