@@ -17,6 +17,24 @@ use super::measure::{FIRST_TOKEN_CONTEXT, FIRST_TOKEN_PROMPT, Sample, Test};
 /// The `llama-cpp-python` release whose vendored llama.cpp is measured.
 pub const VERSION: &str = "0.3.36";
 
+/// How llama.cpp is built: CPU only, optimised for this machine's instruction set, static.
+///
+/// AMX is left out: ggml's AMX matmul dies with SIGSEGV on `ldtilecfg` on virtual machines that
+/// list AMX in cpuid without enabling it (as on the machine in docs/BENCHMARKS.md), and rinfer
+/// has no AMX path either, so both engines run AVX-512/AVX2 code. (`-mno-amx-*` wins over
+/// `-march=native` whatever their order.)
+const CMAKE_OPTIONS: &[&str] = &[
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=ON",
+    "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+    "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+];
+
 /// The built llama.cpp tools.
 pub struct LlamaCpp {
     bench: PathBuf,
@@ -24,16 +42,21 @@ pub struct LlamaCpp {
 }
 
 impl LlamaCpp {
-    /// The tools under `cache/llama.cpp/<VERSION>`, fetched and built first if missing.
+    /// The tools under `cache/llama.cpp/<VERSION>`, fetched and built first if missing or
+    /// built with other settings than [`CMAKE_OPTIONS`].
     pub fn obtain(cache: &Path) -> Result<Self> {
         let root = cache.join("llama.cpp");
         let dir = root.join(VERSION);
-        let bin = dir.join("build").join("bin");
+        let build = dir.join("build");
+        let bin = build.join("bin");
         let tools = Self {
             bench: bin.join("llama-bench"),
             completion: bin.join("llama-completion"),
         };
-        if tools.bench.is_file() && tools.completion.is_file() {
+        let stamp = build.join("rinfer-cmake-options.txt");
+        let options = CMAKE_OPTIONS.join(" ");
+        let built_with = std::fs::read_to_string(&stamp).unwrap_or_default();
+        if tools.bench.is_file() && tools.completion.is_file() && built_with == options {
             return Ok(tools);
         }
         let source = dir.join("src");
@@ -43,22 +66,12 @@ impl LlamaCpp {
         let venv = root.join("venv");
         let cmake = tool_in_venv(&venv, "cmake")?;
         let ninja = tool_in_venv(&venv, "ninja")?;
-        let build = dir.join("build");
         let mut configure = Command::new(&cmake);
         configure.arg("-S").arg(&source).arg("-B").arg(&build);
         configure
             .args(["-G", "Ninja"])
             .arg(format!("-DCMAKE_MAKE_PROGRAM={}", ninja.display()));
-        configure.args([
-            "-DCMAKE_BUILD_TYPE=Release",
-            "-DGGML_NATIVE=ON",
-            "-DBUILD_SHARED_LIBS=OFF",
-            "-DLLAMA_BUILD_TESTS=OFF",
-            "-DLLAMA_BUILD_SERVER=OFF",
-            "-DLLAMA_BUILD_APP=OFF",
-            "-DLLAMA_OPENSSL=OFF",
-        ]);
-        run_shown(&mut configure)?;
+        run_shown(configure.args(CMAKE_OPTIONS))?;
         let mut compile = Command::new(&cmake);
         compile
             .arg("--build")
@@ -71,6 +84,8 @@ impl LlamaCpp {
             tools.bench.display(),
             tools.completion.display()
         );
+        std::fs::write(&stamp, options)
+            .with_context(|| format!("cannot write {}", stamp.display()))?;
         Ok(tools)
     }
 
