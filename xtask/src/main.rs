@@ -19,6 +19,8 @@ tasks:
   test          fetch the model, then cargo fmt --check, clippy -D warnings and cargo test --workspace
   bench         measure rinfer on a model (pp128, pp512, tg128, load-to-first-token, peak RSS);
                 --vs-llama-cpp measures llama.cpp beside it; `cargo xtask bench --help` for more
+  bench make-model [PATH]
+                write the synthetic llama 1B Q4_K_M model (default: into the models cache)
   fetch-model   download and verify the default model (runs `rinfer fetch`)
   tidy          check that crates depend only on crates below them";
 

@@ -183,11 +183,13 @@ fn tool_in_venv(venv: &Path, name: &str) -> Result<PathBuf> {
     Ok(tool)
 }
 
-/// Prints and runs `command` with inherited output, failing unless it succeeds.
+/// Prints and runs `command` with its output on stderr (stdout carries the report), failing
+/// unless it succeeds.
 fn run_shown(command: &mut Command) -> Result<()> {
     let shown = format!("{command:?}");
     eprintln!("==> {shown}");
     let status = command
+        .stdout(std::io::stderr())
         .status()
         .with_context(|| format!("cannot run {shown}"))?;
     if !status.success() {

@@ -9,7 +9,7 @@ use anyhow::{Result, ensure};
 use super::llama_cpp::{self, LlamaCpp};
 use super::measure::TESTS;
 use super::options::{BenchOptions, ModelChoice, USAGE};
-use super::report::{Report, Row};
+use super::report::{self, Report, Row};
 use super::rinfer::Rinfer;
 use super::{cache, synthetic_model};
 
@@ -31,6 +31,7 @@ pub fn run(args: &[String]) -> Result<()> {
         false => None,
     };
     let prompts = rinfer.prepare_prompts(&model, &TESTS)?;
+    let load_before = report::load_average();
     let mut rows: Vec<Row> = TESTS
         .iter()
         .flat_map(|&test| {
@@ -84,6 +85,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let report = Report {
         model,
         reps: options.reps,
+        load_average: (load_before, report::load_average()),
         llama_cpp: llama_cpp.map(|_| {
             format!(
                 "vendored in the llama-cpp-python {} source distribution",

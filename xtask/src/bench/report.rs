@@ -28,6 +28,9 @@ pub struct Report {
     pub reps: usize,
     /// The llama.cpp measured beside rinfer, if any.
     pub llama_cpp: Option<String>,
+    /// The system's 1-minute load average before and after the measurements: other work on
+    /// the machine slows both engines.
+    pub load_average: (f64, f64),
     /// The results.
     pub rows: Vec<Row>,
 }
@@ -42,6 +45,15 @@ fn rss(samples: &[Sample]) -> Option<Summary> {
 
 fn ratio(a: Option<Summary>, b: Option<Summary>) -> Option<f64> {
     Some(a?.median / b?.median)
+}
+
+/// The system's 1-minute load average (0 where the system does not say).
+pub fn load_average() -> f64 {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace()
+        .next()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// The CPU's model name and the cores this process may use.
@@ -62,7 +74,11 @@ impl Report {
         let compared = self.llama_cpp.is_some();
         let mut out = String::new();
         let _ = writeln!(out, "model: {}", self.model.display());
-        let _ = writeln!(out, "machine: {cpu}, {cores} cores");
+        let (before, after) = self.load_average;
+        let _ = writeln!(
+            out,
+            "machine: {cpu}, {cores} cores; load average {before:.2} before, {after:.2} after"
+        );
         if let Some(llama_cpp) = &self.llama_cpp {
             let _ = writeln!(out, "llama.cpp: {llama_cpp}");
         }
@@ -138,7 +154,12 @@ impl Report {
             .collect();
         json!({
             "model": self.model.display().to_string(),
-            "machine": { "cpu": cpu, "cores": cores },
+            "machine": {
+                "cpu": cpu,
+                "cores": cores,
+                "load_average_before": self.load_average.0,
+                "load_average_after": self.load_average.1,
+            },
             "reps": self.reps,
             "llama_cpp": self.llama_cpp,
             "results": results,
@@ -166,6 +187,7 @@ mod tests {
             model: "m.gguf".into(),
             reps: 2,
             llama_cpp: compared.then(|| "llama.cpp 1".to_string()),
+            load_average: (0.5, 1.0),
             rows: vec![
                 Row {
                     test: Test::Prompt(128),
