@@ -31,7 +31,7 @@ pub fn run(args: &[String]) -> Result<()> {
         false => None,
     };
     let prompts = rinfer.prepare_prompts(&model, &TESTS)?;
-    let load_before = report::load_average();
+    let mut load_average = Vec::new();
     let mut rows: Vec<Row> = TESTS
         .iter()
         .flat_map(|&test| {
@@ -54,6 +54,7 @@ pub fn run(args: &[String]) -> Result<()> {
             // Alternate which engine goes first, so neither always runs on a machine the
             // other has just warmed or heated.
             let rinfer_first = rep % 2 == 1;
+            load_average.push(report::load_average());
             if rinfer_first {
                 row.rinfer
                     .push(rinfer.measure(&model, &prompts, row.test, row.threads)?);
@@ -85,7 +86,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let report = Report {
         model,
         reps: options.reps,
-        load_average: (load_before, report::load_average()),
+        load_average,
         llama_cpp: llama_cpp.map(|_| {
             format!(
                 "vendored in the llama-cpp-python {} source distribution",

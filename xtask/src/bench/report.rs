@@ -28,9 +28,9 @@ pub struct Report {
     pub reps: usize,
     /// The llama.cpp measured beside rinfer, if any.
     pub llama_cpp: Option<String>,
-    /// The system's 1-minute load average before and after the measurements: other work on
-    /// the machine slows both engines.
-    pub load_average: (f64, f64),
+    /// The system's 1-minute load average, read before each measurement: other work on the
+    /// machine slows both engines.
+    pub load_average: Vec<f64>,
     /// The results.
     pub rows: Vec<Row>,
 }
@@ -74,10 +74,10 @@ impl Report {
         let compared = self.llama_cpp.is_some();
         let mut out = String::new();
         let _ = writeln!(out, "model: {}", self.model.display());
-        let (before, after) = self.load_average;
+        let load = Summary::of(&self.load_average).map_or("–".into(), |l| l.show(2));
         let _ = writeln!(
             out,
-            "machine: {cpu}, {cores} cores; load average {before:.2} before, {after:.2} after"
+            "machine: {cpu}, {cores} cores; 1-minute load average during the run {load}"
         );
         if let Some(llama_cpp) = &self.llama_cpp {
             let _ = writeln!(out, "llama.cpp: {llama_cpp}");
@@ -157,8 +157,7 @@ impl Report {
             "machine": {
                 "cpu": cpu,
                 "cores": cores,
-                "load_average_before": self.load_average.0,
-                "load_average_after": self.load_average.1,
+                "load_average": Summary::of(&self.load_average).map(Summary::to_json),
             },
             "reps": self.reps,
             "llama_cpp": self.llama_cpp,
@@ -187,7 +186,7 @@ mod tests {
             model: "m.gguf".into(),
             reps: 2,
             llama_cpp: compared.then(|| "llama.cpp 1".to_string()),
-            load_average: (0.5, 1.0),
+            load_average: vec![0.5, 1.0],
             rows: vec![
                 Row {
                     test: Test::Prompt(128),
