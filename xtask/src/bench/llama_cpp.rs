@@ -105,10 +105,7 @@ impl LlamaCpp {
                 command.args(["-n", "1", "-t", &threads, "--temp", "0", "-no-cnv"]);
                 command.args(["--no-warmup", "-c", &FIRST_TOKEN_CONTEXT.to_string()]);
                 let done = child::run(&mut command)?;
-                return Ok(Sample {
-                    value: done.wall_s,
-                    peak_rss_mib: done.peak_rss_mib,
-                });
+                return Ok(Sample::of(done.wall_s, &done));
             }
         };
         command
@@ -117,10 +114,8 @@ impl LlamaCpp {
             .args(["-r", "1", "-o", "json", "-t", &threads]);
         command.args(["-p", &prompt.to_string(), "-n", &generate.to_string()]);
         let done = child::run(&mut command)?;
-        Ok(Sample {
-            value: tokens_per_second(&done.stdout, prompt, generate)?,
-            peak_rss_mib: done.peak_rss_mib,
-        })
+        let value = tokens_per_second(&done.stdout, prompt, generate)?;
+        Ok(Sample::of(value, &done))
     }
 }
 

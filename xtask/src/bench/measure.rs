@@ -56,4 +56,17 @@ pub struct Sample {
     pub value: f64,
     /// Peak resident set size of the process, MiB.
     pub peak_rss_mib: f64,
+    /// The share of the machine's CPU that other processes used meanwhile, 0 to 1.
+    pub busy_elsewhere: f64,
+}
+
+impl Sample {
+    /// A measurement of `value` made by the process `done`.
+    pub fn of(value: f64, done: &super::child::Finished) -> Self {
+        Self {
+            value,
+            peak_rss_mib: done.peak_rss_mib,
+            busy_elsewhere: done.busy_elsewhere,
+        }
+    }
 }

@@ -9,7 +9,7 @@ use anyhow::{Result, ensure};
 use super::llama_cpp::{self, LlamaCpp};
 use super::measure::TESTS;
 use super::options::{BenchOptions, ModelChoice, USAGE};
-use super::report::{self, Report, Row};
+use super::report::{Report, Row};
 use super::rinfer::Rinfer;
 use super::{cache, synthetic_model};
 
@@ -31,7 +31,6 @@ pub fn run(args: &[String]) -> Result<()> {
         false => None,
     };
     let prompts = rinfer.prepare_prompts(&model, &TESTS)?;
-    let mut load_average = Vec::new();
     let mut rows: Vec<Row> = TESTS
         .iter()
         .flat_map(|&test| {
@@ -54,7 +53,6 @@ pub fn run(args: &[String]) -> Result<()> {
             // Alternate which engine goes first, so neither always runs on a machine the
             // other has just warmed or heated.
             let rinfer_first = rep % 2 == 1;
-            load_average.push(report::load_average());
             if rinfer_first {
                 row.rinfer
                     .push(rinfer.measure(&model, &prompts, row.test, row.threads)?);
@@ -86,7 +84,6 @@ pub fn run(args: &[String]) -> Result<()> {
     let report = Report {
         model,
         reps: options.reps,
-        load_average,
         llama_cpp: llama_cpp.map(|_| {
             format!(
                 "vendored in the llama-cpp-python {} source distribution",

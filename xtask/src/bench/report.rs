@@ -28,9 +28,6 @@ pub struct Report {
     pub reps: usize,
     /// The llama.cpp measured beside rinfer, if any.
     pub llama_cpp: Option<String>,
-    /// The system's 1-minute load average, read before each measurement: other work on the
-    /// machine slows both engines.
-    pub load_average: Vec<f64>,
     /// The results.
     pub rows: Vec<Row>,
 }
@@ -47,15 +44,6 @@ fn ratio(a: Option<Summary>, b: Option<Summary>) -> Option<f64> {
     Some(a?.median / b?.median)
 }
 
-/// The system's 1-minute load average (0 where the system does not say).
-pub fn load_average() -> f64 {
-    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    text.split_whitespace()
-        .next()
-        .and_then(|l| l.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// The CPU's model name and the cores this process may use.
 fn machine() -> (String, usize) {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -68,17 +56,29 @@ fn machine() -> (String, usize) {
 }
 
 impl Report {
+    /// The share of the machine other processes used during the measurements.
+    fn busy_elsewhere(&self) -> Option<Summary> {
+        let rows = self.rows.iter();
+        let samples = rows.flat_map(|r| r.rinfer.iter().chain(&r.llama_cpp));
+        Summary::of(&samples.map(|s| s.busy_elsewhere).collect::<Vec<_>>())
+    }
+
     /// Markdown: a speed table and a peak memory table.
     pub fn to_markdown(&self) -> String {
         let (cpu, cores) = machine();
         let compared = self.llama_cpp.is_some();
         let mut out = String::new();
         let _ = writeln!(out, "model: {}", self.model.display());
-        let load = Summary::of(&self.load_average).map_or("–".into(), |l| l.show(2));
-        let _ = writeln!(
-            out,
-            "machine: {cpu}, {cores} cores; 1-minute load average during the run {load}"
-        );
+        let _ = writeln!(out, "machine: {cpu}, {cores} cores");
+        if let Some(busy) = self.busy_elsewhere() {
+            let _ = writeln!(
+                out,
+                "CPU used by other processes during the measurements: {:.0}% ({:.0}–{:.0}%)",
+                busy.median * 100.0,
+                busy.min * 100.0,
+                busy.max * 100.0
+            );
+        }
         if let Some(llama_cpp) = &self.llama_cpp {
             let _ = writeln!(out, "llama.cpp: {llama_cpp}");
         }
@@ -157,7 +157,7 @@ impl Report {
             "machine": {
                 "cpu": cpu,
                 "cores": cores,
-                "load_average": Summary::of(&self.load_average).map(Summary::to_json),
+                "busy_elsewhere": self.busy_elsewhere().map(Summary::to_json),
             },
             "reps": self.reps,
             "llama_cpp": self.llama_cpp,
@@ -174,6 +174,7 @@ mod tests {
         let sample = |value, peak_rss_mib| Sample {
             value,
             peak_rss_mib,
+            busy_elsewhere: 0.25,
         };
         let llama = |v| {
             if compared {
@@ -186,7 +187,6 @@ mod tests {
             model: "m.gguf".into(),
             reps: 2,
             llama_cpp: compared.then(|| "llama.cpp 1".to_string()),
-            load_average: vec![0.5, 1.0],
             rows: vec![
                 Row {
                     test: Test::Prompt(128),
@@ -221,6 +221,7 @@ mod tests {
             text.contains("| pp128 | 2 | 110 (100–120) | 200 (200–200) | 0.55 |"),
             "{text}"
         );
+        assert!(text.contains("other processes during the measurements: 25% (25–25%)"));
         assert!(!report(false).to_markdown().contains("llama.cpp |"));
     }
 

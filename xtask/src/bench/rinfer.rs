@@ -130,10 +130,7 @@ impl Rinfer {
             }
             Test::FirstToken => done.wall_s,
         };
-        Ok(Sample {
-            value,
-            peak_rss_mib: done.peak_rss_mib,
-        })
+        Ok(Sample::of(value, &done))
     }
 
     /// Tokens of `text` as `rinfer run` sees it (BOS included when the model adds one).
