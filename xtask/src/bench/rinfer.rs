@@ -147,42 +147,45 @@ impl Rinfer {
             .context("`rinfer tokenize --json` printed no token list")
     }
 
-    /// Prose that `model` tokenizes into exactly `tokens` tokens: the word count is corrected
-    /// by the difference until it fits, then a one-character tail closes a gap of one.
+    /// Prose that `model` tokenizes into exactly `tokens` tokens: the longest run of words
+    /// below the count, found by bisection, then closed with one-character words.
     fn prompt_of(&self, model: &Path, tokens: usize) -> Result<String> {
         let text = |words: usize| -> String {
             let words: Vec<&str> = PROSE.split_whitespace().cycle().take(words).collect();
             words.join(" ")
         };
-        let mut counts = BTreeMap::new();
-        let mut words = tokens.saturating_sub(1);
-        while !counts.contains_key(&words) && counts.len() < 32 {
-            let count = self.count_tokens(model, &text(words))?;
-            if count == tokens {
-                return Ok(text(words));
-            }
-            counts.insert(words, count);
-            let corrected = (words + tokens).saturating_sub(count);
-            words = if counts.contains_key(&corrected) {
-                if count < tokens {
-                    words + 1
-                } else {
-                    words.saturating_sub(1)
+        let count = |text: &str| self.count_tokens(model, text);
+        // Invariant: `lo` words make fewer tokens than wanted, `hi` words at least as many.
+        // Every word is at least one token, so `tokens - 1` words and BOS are enough.
+        let (mut lo, mut lo_count) = (0, count("")?);
+        let (mut hi, mut hi_count) = (0, lo_count);
+        if lo_count < tokens {
+            hi = tokens - 1;
+            hi_count = count(&text(hi))?;
+            ensure!(hi_count >= tokens, "{hi} words make only {hi_count} tokens");
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                match count(&text(mid))? {
+                    c if c >= tokens => (hi, hi_count) = (mid, c),
+                    c => (lo, lo_count) = (mid, c),
                 }
-            } else {
-                corrected
-            };
+            }
         }
-        if let Some((&words, _)) = counts.iter().rev().find(|&(_, &c)| c + 1 == tokens) {
-            for tail in [".", ",", " a", " I", "!"] {
-                let padded = text(words) + tail;
-                if self.count_tokens(model, &padded)? == tokens {
+        if hi_count == tokens {
+            return Ok(text(hi));
+        }
+        if lo_count < tokens {
+            let gap = tokens - lo_count;
+            for tail in [" a", " I", " 1", ".", ","] {
+                let padded = text(lo) + &tail.repeat(gap);
+                if count(&padded)? == tokens {
                     return Ok(padded);
                 }
             }
         }
         bail!(
-            "cannot make a prompt of exactly {tokens} tokens for {} (words → tokens tried: {counts:?})",
+            "cannot make a prompt of exactly {tokens} tokens for {}: {lo} words make {lo_count}, \
+             {hi} words {hi_count}",
             model.display()
         )
     }
