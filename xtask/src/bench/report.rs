@@ -87,16 +87,20 @@ impl Report {
             "{} repetitions, each in a fresh process: median (min–max)\n",
             self.reps
         );
-        let header = |out: &mut String, what: &str| {
+        // The speed table ends with the CPU share other processes took during the row's
+        // measurements, in percent: interference explains outliers.
+        let header = |out: &mut String, what: &str, others: bool| {
+            let _ = write!(out, "| {what} | threads | rinfer |");
+            let mut rule = String::from("|---|--:|--:|");
             if compared {
-                let _ = writeln!(
-                    out,
-                    "| {what} | threads | rinfer | llama.cpp | rinfer/llama.cpp |\n\
-                     |---|--:|--:|--:|--:|"
-                );
-            } else {
-                let _ = writeln!(out, "| {what} | threads | rinfer |\n|---|--:|--:|");
+                out.push_str(" llama.cpp | rinfer/llama.cpp |");
+                rule.push_str("--:|--:|");
             }
+            if others {
+                out.push_str(" others' CPU % |");
+                rule.push_str("--:|");
+            }
+            let _ = writeln!(out, "\n{rule}");
         };
         let line = |out: &mut String, name: String, row: &Row, a: Option<Summary>, b, d| {
             let show = |s: Option<Summary>| s.map_or("–".into(), |s| s.show(d));
@@ -105,20 +109,24 @@ impl Report {
                 let r = ratio(a, b).map_or("–".into(), |r| format!("{r:.2}"));
                 let _ = write!(out, " {} | {r} |", show(b));
             }
-            out.push('\n');
         };
-        header(&mut out, "test");
+        header(&mut out, "test", true);
         for row in &self.rows {
             let name = format!("{} ({})", row.test.name(), row.test.unit());
             let decimals = if row.test.unit() == "s" { 3 } else { 1 };
             let (a, b) = (values(&row.rinfer), values(&row.llama_cpp));
             line(&mut out, name, row, a, b, decimals);
+            let busy = row.rinfer.iter().chain(&row.llama_cpp);
+            let busy: Vec<f64> = busy.map(|s| s.busy_elsewhere * 100.0).collect();
+            let busy = Summary::of(&busy).map_or("–".into(), |s| s.show(0));
+            let _ = writeln!(out, " {busy} |");
         }
         out.push('\n');
-        header(&mut out, "peak RSS (MiB) of");
+        header(&mut out, "peak RSS (MiB) of", false);
         for row in &self.rows {
             let (a, b) = (rss(&row.rinfer), rss(&row.llama_cpp));
             line(&mut out, row.test.name(), row, a, b, 0);
+            out.push('\n');
         }
         out
     }
