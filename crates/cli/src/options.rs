@@ -93,6 +93,13 @@ pub struct RunOptions {
     /// Print one JSON object (prompt tokens, generated tokens, text, timings) at the end.
     #[arg(long)]
     pub json: bool,
+    /// Never stop at an end-of-generation token: always generate `-n` tokens (for benchmarks).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Run one untimed token through the model first, so that the timings leave out
+    /// first-touch costs such as page faults of the mapped weights (as llama.cpp's warmup does).
+    #[arg(long)]
+    pub warmup: bool,
     #[command(flatten)]
     pub engine: EngineOptions,
     #[command(flatten)]

@@ -19,13 +19,30 @@ pub fn run(options: &RunOptions) -> Result<()> {
     };
     let engine = Engine::start(&options.engine)?;
     let loaded = &engine.loaded;
+    let mut sampling = sampling_params(&options.sampling);
+    if options.ignore_eos {
+        let eog = loaded.tokenizer.eog_ids().iter();
+        sampling
+            .logit_bias
+            .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
+    }
     let request = GenerateRequest {
         prompt: loaded.tokenizer.encode(&prompt, true, false)?,
         max_tokens: options.max_tokens,
-        sampling: sampling_params(&options.sampling),
+        sampling,
         stop: Vec::new(),
     };
     let (mut backend, device) = engine.backend()?;
+    if options.warmup
+        && let Some(&first) = request.prompt.first()
+    {
+        let warmup = GenerateRequest {
+            prompt: vec![first],
+            max_tokens: 1,
+            ..request.clone()
+        };
+        backend.generate(loaded, &warmup, |_| {})?;
+    }
     let mut stdout = std::io::stdout().lock();
     let stream = !options.json;
     let out = backend.generate(loaded, &request, |text| {
