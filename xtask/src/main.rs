@@ -2,6 +2,7 @@
 //! model and the tidy checks that guard the crate layering. Each task shells out to cargo or to
 //! the `rinfer` CLI so that no logic exists twice.
 
+mod bench;
 mod fetch_model;
 mod test;
 mod tidy;
@@ -11,26 +12,29 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "\
+const USAGE_HEAD: &str = "\
 usage: cargo xtask <task>
 
 tasks:
   test          fetch the model, then cargo fmt --check, clippy -D warnings and cargo test --workspace
   fetch-model   download and verify the default model (runs `rinfer fetch`)
-  tidy          check that crates depend only on crates below them";
+  tidy          check that crates depend only on crates below them
+";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match args[..] {
         ["test"] => test::run(),
         ["fetch-model"] => fetch_model::run(),
         ["tidy"] => tidy::run(),
+        ["bench", ref rest @ ..] => bench::run(rest),
         ["help" | "--help" | "-h"] => {
-            println!("{USAGE}");
+            println!("{USAGE_HEAD}{}", bench::USAGE);
             Ok(())
         }
         _ => {
-            eprintln!("{USAGE}");
+            eprintln!("{USAGE_HEAD}{}", bench::USAGE);
             return ExitCode::from(2);
         }
     };
