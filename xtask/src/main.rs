@@ -25,6 +25,9 @@ tasks:
   bench kernels [--json] [TYPE...]
                 matvec GB/s (1 and 2 threads, vs measured read bandwidth) and matmul GFLOP/s of
                 every weight type (or the named ones) at real model shapes
+  bench serve [--streams 1,4,16] [--max-tokens N]
+                aggregate generated tok/s and p50/p99 inter-token latency of `rinfer serve` on
+                the default model at several concurrent streams
   fetch-model   download and verify the default model (runs `rinfer fetch`)
   tidy          check that crates depend only on crates below them";
 

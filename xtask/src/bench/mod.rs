@@ -3,7 +3,8 @@
 //! `model` (the default) measures prompt processing, generation, load-to-first-token and peak
 //! memory of the `rinfer` binary, and with `--vs-llama-cpp` llama.cpp beside it in the same run;
 //! `make-model` writes the synthetic llama-shaped model the model bench can also run;
-//! `kernels` measures matvec and matmul of every weight type against the machine's bandwidth.
+//! `kernels` measures matvec and matmul of every weight type against the machine's bandwidth;
+//! `serve` measures `rinfer serve` at several concurrent streams.
 
 mod cache;
 mod child;
@@ -14,6 +15,7 @@ mod model;
 mod options;
 mod report;
 mod rinfer;
+mod serve;
 mod stats;
 mod synthetic_model;
 mod synthetic_vocab;
@@ -28,6 +30,10 @@ pub fn run(args: &[String]) -> Result<()> {
         Some("kernels") => {
             let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
             kernels::run(&rest)
+        }
+        Some("serve") => {
+            let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+            serve::run(&rest)
         }
         _ => model::run(args),
     }
