@@ -13,9 +13,20 @@ use serve_support::{Server, request, send_head, tiny_model};
 
 fn server(extra: &[&str]) -> Server {
     let model = tiny_model();
-    let mut args = vec!["--model", model.as_str(), "--ctx", "512", "--threads", "2"];
+    let mut args = vec!["--model", model.as_str(), "--threads", "2"];
+    if !extra.contains(&"--ctx") {
+        args.extend(["--ctx", "512"]);
+    }
     args.extend_from_slice(extra);
     Server::start(&args)
+}
+
+/// A request that runs for seconds on the tiny model (4000 tokens; its end-of-generation
+/// tokens banned), for tests that need one in flight. Needs `--ctx 4096`.
+fn long_request(stream: bool) -> String {
+    json!({"prompt": "a", "max_tokens": 4000, "stream": stream,
+           "logit_bias": {"1": -100, "106": -100}})
+    .to_string()
 }
 
 #[test]
@@ -344,15 +355,15 @@ fn malformed_requests_get_400_with_an_error_object_naming_the_field() {
 
 #[test]
 fn limits_are_refused_with_the_right_status() {
-    let s = server(&["--parallel", "1", "--queue", "1"]);
-    // Prompt plus max_tokens beyond the 512-token context: 400, never truncation.
-    let long: String = (0..600).map(|i| format!("w{i} ")).collect();
+    let s = server(&["--parallel", "1", "--queue", "1", "--ctx", "4096"]);
+    // Prompt plus max_tokens beyond the context: 400, never truncation.
+    let long: String = (0..5000).map(|i| format!("w{i} ")).collect();
     let r = s.post("/v1/completions", &json!({"prompt": long, "max_tokens": 4}));
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["code"], "context_length_exceeded");
     let r = s.post(
         "/v1/completions",
-        &json!({"prompt": "a", "max_tokens": 511}),
+        &json!({"prompt": "a", "max_tokens": 4095}),
     );
     assert_eq!(r.status, 400);
     assert_eq!(r.error_param().as_deref(), Some("max_tokens"));
@@ -364,7 +375,7 @@ fn limits_are_refused_with_the_right_status() {
     r.error_param();
 
     // One running, one queued, the next one: 503 with Retry-After.
-    let slow = json!({"prompt": "a", "max_tokens": 500, "stream": true}).to_string();
+    let slow = long_request(true);
     let mut running = open_stream(s.addr, &slow);
     wait_for(|| s.metric("rinfer_running_sequences") == 1.0);
     let mut queued = open_stream(s.addr, &slow);
@@ -403,8 +414,8 @@ fn wait_for(mut condition: impl FnMut() -> bool) {
 
 #[test]
 fn a_client_that_disconnects_mid_stream_frees_its_slot() {
-    let s = server(&["--parallel", "1"]);
-    let body = json!({"prompt": "a", "max_tokens": 500, "stream": true}).to_string();
+    let s = server(&["--parallel", "1", "--ctx", "4096"]);
+    let body = long_request(true);
     let mut stream = open_stream(s.addr, &body);
     // Read until the first generated chunk arrives.
     let mut line = String::new();
@@ -418,15 +429,23 @@ fn a_client_that_disconnects_mid_stream_frees_its_slot() {
     wait_for(|| s.metric("rinfer_running_sequences") == 0.0);
     assert_eq!(s.metric("rinfer_cancelled_total"), 1.0);
     assert_eq!(s.metric("rinfer_kv_cache_used_positions"), 0.0);
-    // Fewer than 500 tokens were generated: the generation stopped, it did not run out.
-    assert!(s.metric("rinfer_generated_tokens_total") < 500.0);
+    // Fewer than 4000 tokens were generated: the generation stopped, it did not run out.
+    assert!(s.metric("rinfer_generated_tokens_total") < 4000.0);
     // The only slot serves the next request.
     let r = s.post("/v1/completions", &json!({"prompt": "a", "max_tokens": 3}));
     assert_eq!(r.status, 200);
 
-    // The same for a non-streaming request whose client gives up.
-    let body = json!({"prompt": "a", "max_tokens": 500}).to_string();
-    let mut waiting = open_stream(s.addr, &body);
+    // The same for a non-streaming request whose client gives up (on a keep-alive connection,
+    // as HTTP clients use: the server watches it for the next request and sees it close).
+    let body = long_request(false);
+    let mut waiting = TcpStream::connect(s.addr).unwrap();
+    write!(
+        waiting,
+        "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut waiting = BufReader::new(waiting);
     wait_for(|| s.metric("rinfer_running_sequences") == 1.0);
     drop_stream(&mut waiting);
     wait_for(|| s.metric("rinfer_running_sequences") == 0.0);
@@ -473,11 +492,12 @@ fn tokenize_models_health_and_metrics() {
 
 #[test]
 fn sigterm_finishes_streams_in_flight_then_exits() {
-    let mut s = server(&[]);
-    let body = json!({"prompt": "a", "max_tokens": 200, "stream": true}).to_string();
-    let mut stream = open_stream(s.addr, &body);
+    let mut s = server(&["--ctx", "4096"]);
+    let mut stream = open_stream(s.addr, &long_request(true));
     wait_for(|| s.metric("rinfer_running_sequences") == 1.0);
     s.terminate();
+    // New connections are refused at once, while the stream in flight goes on.
+    wait_for(|| TcpStream::connect(s.addr).is_err());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stream, &mut rest).unwrap();
     assert!(rest.contains("data: [DONE]"), "the stream was cut: {rest}");

@@ -21,6 +21,18 @@ fn nginx() -> Option<String> {
     (out.status.success() && !path.is_empty()).then_some(path)
 }
 
+/// The nginx master process; stopped with SIGTERM (which also ends its workers) when dropped.
+struct Nginx(std::process::Child);
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -54,21 +66,22 @@ fn replicas_behind_nginx_share_the_load() {
         .output()
         .is_ok_and(|o| o.stdout.starts_with(b"0"));
     let globals = format!(
-        "daemon off; pid {}; error_log stderr;{}",
+        "daemon off; pid {}; error_log {};{}",
         dir.join("nginx.pid").display(),
+        dir.join("logs/error.log").display(),
         if root { " user root;" } else { "" }
     );
-    let mut proxy = Command::new(nginx)
-        .args([
-            "-p",
-            &dir.display().to_string(),
-            "-c",
-            &conf.display().to_string(),
-        ])
-        .args(["-g", &globals])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("nginx starts");
+    let dir_arg = dir.display().to_string();
+    let conf_arg = conf.display().to_string();
+    let _proxy = Nginx(
+        Command::new(nginx)
+            .args(["-p", &dir_arg, "-c", &conf_arg, "-g", &globals])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nginx starts"),
+    );
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let start = Instant::now();
     while !try_request(addr, "GET", "/health", b"").is_ok_and(|r| r.status == 200) {
@@ -93,8 +106,6 @@ fn replicas_behind_nginx_share_the_load() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let _ = proxy.kill();
-    let _ = proxy.wait();
     assert!(
         results
             .iter()

@@ -58,6 +58,18 @@ impl AppState {
 }
 
 /// Serves `config` until SIGTERM or Ctrl-C (then drains) or until the model fails to load.
+/// Blocks the calling thread; starts its own async runtime and engine thread.
+///
+/// ```no_run
+/// use rinfer_serve::{ServeConfig, serve};
+///
+/// let config = ServeConfig {
+///     parallel: 8,
+///     ..ServeConfig::new("gemma-3-270m-q4_k_m.gguf".into(), "gemma-3-270m-q4_k_m".into())
+/// };
+/// serve(config)?;
+/// # Ok::<(), rinfer_serve::ServeError>(())
+/// ```
 pub fn serve(config: ServeConfig) -> Result<(), ServeError> {
     if config.parallel == 0 || config.queue == 0 {
         return Err(ServeError::Config(

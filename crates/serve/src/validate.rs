@@ -42,6 +42,8 @@ pub struct Validated {
 
 /// Most stop strings, as OpenAI allows.
 const MAX_STOPS: usize = 4;
+/// Longest stop string in bytes (matching costs grow with it on every token).
+const MAX_STOP_BYTES: usize = 512;
 /// Most alternatives per token.
 const MAX_TOP_LOGPROBS: u64 = 20;
 /// Tokens `/v1/completions` generates when `max_tokens` is left out (OpenAI's default).
@@ -242,6 +244,12 @@ fn stop(value: Option<&Value>) -> Result<Vec<String>, ApiError> {
         return Err(ApiError::invalid(
             "stop",
             "`stop` strings must not be empty",
+        ));
+    }
+    if stops.iter().any(|s| s.len() > MAX_STOP_BYTES) {
+        return Err(ApiError::invalid(
+            "stop",
+            format!("`stop` strings must be at most {MAX_STOP_BYTES} bytes"),
         ));
     }
     Ok(stops)

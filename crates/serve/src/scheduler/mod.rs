@@ -14,7 +14,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use rinfer_model::{KvCache, LoadedModel, Logits, Scratch, SeqBatch};
@@ -162,6 +162,7 @@ fn step(
         });
     }
     let model = &loaded.model;
+    let started = Instant::now();
     // The batch borrows the running sequences; it is consumed here so they are free again.
     let result = std::panic::catch_unwind(AssertUnwindSafe(move || {
         let scratch = scratch;
@@ -186,10 +187,18 @@ fn step(
             to_sample.push((seq, logits_row));
         }
     }
+    let forwarded = Instant::now();
     let reports: Vec<StepReport> = to_sample
         .par_iter_mut()
         .map(|(seq, row)| seq.sample(row))
         .collect();
+    tracing::debug!(
+        rows = fed.iter().sum::<usize>(),
+        sampled = reports.len(),
+        forward_ms = (forwarded - started).as_secs_f64() * 1e3,
+        sample_ms = forwarded.elapsed().as_secs_f64() * 1e3,
+        "step"
+    );
     metrics
         .generated_tokens
         .fetch_add(reports.len() as u64, Ordering::Relaxed);
@@ -268,7 +277,7 @@ const DEFAULT_CONTEXT: usize = 4096;
 /// Most token rows in one forward pass.
 const MAX_BATCH: usize = 512;
 /// Most prompt tokens per step while other sequences decode.
-const PREFILL_CHUNK: usize = 64;
+const PREFILL_CHUNK: usize = 32;
 
 impl Ready {
     fn load(config: &crate::ServeConfig) -> Result<Self, crate::ServeError> {
