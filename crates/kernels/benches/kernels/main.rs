@@ -106,6 +106,7 @@ fn main() {
     let mut report = Report::new(kernels.isa().name(), &pools, &bandwidth);
     report.load[0] = load_before;
 
+    let mut storage = Vec::new();
     for ty in types {
         progress(&format!("{ty}"));
         for (seed, &(rows, cols)) in SHAPES.iter().enumerate() {
@@ -113,8 +114,11 @@ fn main() {
                 continue;
             }
             let seed = seed as u64 * 64 + ty.id() as u64;
+            let row_bytes = cols / ty.block_size() * ty.type_size();
+            let copies = MATVEC_FOOTPRINT.div_ceil(rows * row_bytes);
+            let matrices = Matrices::new_in(storage, ty, rows, cols, copies, seed);
             for (i, (threads, pool)) in pools.iter().enumerate() {
-                let gbs = pool.install(|| matvec_gbs(kernels, ty, rows, cols, seed));
+                let gbs = pool.install(|| matvec_gbs(kernels, &matrices, ty, rows, cols, seed));
                 report.matvec.push(MatvecRow {
                     ty,
                     rows,
@@ -124,6 +128,7 @@ fn main() {
                     pct_of_bandwidth: 100.0 * gbs / bandwidth[i],
                 });
             }
+            storage = matrices.into_words();
             let (threads, pool) = pools.last().expect("at least one pool");
             for n in MATMUL_TOKENS {
                 let rows_measured = rows.min((MATMUL_MAX_MACS / (cols * n)).max(64));
@@ -149,11 +154,16 @@ fn main() {
     }
 }
 
-/// GB/s of weight bytes streamed by `matvec` on `rows × cols` of `ty` in the current pool.
-fn matvec_gbs(kernels: &Kernels, ty: GgmlType, rows: usize, cols: usize, seed: u64) -> f64 {
-    let row_bytes = cols / ty.block_size() * ty.type_size();
-    let copies = MATVEC_FOOTPRINT.div_ceil(rows * row_bytes);
-    let m = Matrices::new(ty, rows, cols, copies, seed);
+/// GB/s of weight bytes streamed by `matvec` on the copies of one `rows × cols` matrix of `ty`
+/// in `m`, in the current pool.
+fn matvec_gbs(
+    kernels: &Kernels,
+    m: &Matrices,
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    seed: u64,
+) -> f64 {
     let views: Vec<WeightMatrix<'_>> = (0..m.copies)
         .map(|i| WeightMatrix::new(ty, rows, cols, m.copy(i)).expect("valid matrix"))
         .collect();

@@ -85,10 +85,26 @@ pub struct Matrices {
 
 impl Matrices {
     pub fn new(ty: GgmlType, rows: usize, cols: usize, copies: usize, seed: u64) -> Self {
+        Self::new_in(Vec::new(), ty, rows, cols, copies, seed)
+    }
+
+    /// As [`Matrices::new`], reusing `words` (from [`Matrices::into_words`]): refilling memory
+    /// that is already mapped is much faster than mapping a fresh gigabyte.
+    pub fn new_in(
+        mut words: Vec<u64>,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        copies: usize,
+        seed: u64,
+    ) -> Self {
         let row_bytes = cols / ty.block_size() * ty.type_size();
         let bytes = rows * row_bytes;
         let pool = pool(ty, rows, cols, &mut Lcg::new(seed));
-        let mut words = vec![0u64; (bytes * copies).div_ceil(8)];
+        let needed = (bytes * copies).div_ceil(8);
+        if words.len() < needed {
+            words.resize(needed, 0);
+        }
         let all: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
         for (i, row) in all[..bytes * copies]
             .chunks_exact_mut(row_bytes)
@@ -102,6 +118,11 @@ impl Matrices {
             bytes,
             copies,
         }
+    }
+
+    /// The storage, for reuse by [`Matrices::new_in`].
+    pub fn into_words(self) -> Vec<u64> {
+        self.words
     }
 
     /// The bytes of copy `i`.
