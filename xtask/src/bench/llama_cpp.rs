@@ -2,8 +2,8 @@
 //!
 //! On first use its source is fetched with pip as the `llama-cpp-python` source distribution
 //! (which vendors llama.cpp) at a pinned version, and `llama-bench` and `llama-completion` are
-//! built with cmake (from a venv when needed) for this CPU, all under
-//! `<cache>/llama.cpp/<version>/`; later runs reuse the binaries.
+//! built for this CPU with cmake and ninja, which pip installs into a venv beside them, all under
+//! `<cache>/llama.cpp/`; later runs reuse the binaries.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,22 +18,33 @@ use super::measure::{FIRST_TOKEN_CONTEXT, FIRST_TOKEN_PROMPT, Sample, Test};
 pub const VERSION: &str = "0.3.36";
 
 /// How llama.cpp is built: CPU only, optimised for this machine's instruction set, static.
-///
-/// AMX is left out: ggml's AMX matmul dies with SIGSEGV on `ldtilecfg` on virtual machines that
-/// list AMX in cpuid without enabling it (as on the machine in docs/BENCHMARKS.md), and rinfer
-/// has no AMX path either, so both engines run AVX-512/AVX2 code. (`-mno-amx-*` wins over
-/// `-march=native` whatever their order.)
 const CMAKE_OPTIONS: &[&str] = &[
     "-DCMAKE_BUILD_TYPE=Release",
     "-DGGML_NATIVE=ON",
-    "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
-    "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
     "-DBUILD_SHARED_LIBS=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_SERVER=OFF",
     "-DLLAMA_BUILD_APP=OFF",
     "-DLLAMA_OPENSSL=OFF",
 ];
+
+/// On x86-64, AMX is left out: ggml's AMX matmul dies with SIGSEGV on `ldtilecfg` on virtual
+/// machines that list AMX in cpuid without enabling it (as on the machine in
+/// docs/BENCHMARKS.md), and rinfer has no AMX path either, so both engines run AVX-512/AVX2
+/// code. (`-mno-amx-*` wins over `-march=native` whatever their order.)
+const X86_64_OPTIONS: &[&str] = &[
+    "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+    "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+];
+
+/// The cmake options for this machine.
+fn cmake_options() -> Vec<&'static str> {
+    let mut options = CMAKE_OPTIONS.to_vec();
+    if cfg!(target_arch = "x86_64") {
+        options.extend(X86_64_OPTIONS);
+    }
+    options
+}
 
 /// The built llama.cpp tools.
 pub struct LlamaCpp {
@@ -43,7 +54,7 @@ pub struct LlamaCpp {
 
 impl LlamaCpp {
     /// The tools under `cache/llama.cpp/<VERSION>`, fetched and built first if missing or
-    /// built with other settings than [`CMAKE_OPTIONS`].
+    /// built with other settings than [`cmake_options`].
     pub fn obtain(cache: &Path) -> Result<Self> {
         let root = cache.join("llama.cpp");
         let dir = root.join(VERSION);
@@ -54,9 +65,10 @@ impl LlamaCpp {
             completion: bin.join("llama-completion"),
         };
         let stamp = build.join("rinfer-cmake-options.txt");
-        let options = CMAKE_OPTIONS.join(" ");
+        let options = cmake_options();
+        let options_text = options.join(" ");
         let built_with = std::fs::read_to_string(&stamp).unwrap_or_default();
-        if tools.bench.is_file() && tools.completion.is_file() && built_with == options {
+        if tools.bench.is_file() && tools.completion.is_file() && built_with == options_text {
             return Ok(tools);
         }
         let source = dir.join("src");
@@ -71,7 +83,7 @@ impl LlamaCpp {
         configure
             .args(["-G", "Ninja"])
             .arg(format!("-DCMAKE_MAKE_PROGRAM={}", ninja.display()));
-        run_shown(configure.args(CMAKE_OPTIONS))?;
+        run_shown(configure.args(&options))?;
         let mut compile = Command::new(&cmake);
         compile
             .arg("--build")
@@ -84,7 +96,7 @@ impl LlamaCpp {
             tools.bench.display(),
             tools.completion.display()
         );
-        std::fs::write(&stamp, options)
+        std::fs::write(&stamp, options_text)
             .with_context(|| format!("cannot write {}", stamp.display()))?;
         Ok(tools)
     }
