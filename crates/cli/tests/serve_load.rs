@@ -121,8 +121,8 @@ fn many_concurrent_clients_get_no_errors_and_memory_stays_flat() {
         "RSS grew from {warm} KiB to {after} KiB over {} requests",
         2 * CLIENTS * REQUESTS_PER_CLIENT
     );
-    assert_eq!(s.metric("rinfer_running_sequences"), 0.0);
-    assert_eq!(s.metric("rinfer_queue_depth"), 0.0);
+    assert_eq!(s.settled_metric("rinfer_running_sequences", 0.0), 0.0);
+    assert_eq!(s.settled_metric("rinfer_queue_depth", 0.0), 0.0);
     let total = 3 * CLIENTS * REQUESTS_PER_CLIENT;
     let metrics = s.get("/metrics").text();
     let count = |status: &str| -> f64 {

@@ -100,6 +100,19 @@ impl Server {
             .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
     }
 
+    /// Waits (up to 5 s) for a gauge to reach `value`: the engine retires a finished sequence on
+    /// its next step, which may come just after the client has its last byte.
+    pub fn settled_metric(&self, name: &str, value: f64) -> f64 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let got = self.metric(name);
+            if got == value || std::time::Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Resident memory of the server process in KiB.
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
