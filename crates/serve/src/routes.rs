@@ -333,6 +333,8 @@ async fn models(State(state): State<Arc<AppState>>) -> Result<Response, ApiError
 async fn health(State(state): State<Arc<AppState>>) -> Response {
     let (status, text) = if state.draining.load(Ordering::Relaxed) {
         (StatusCode::SERVICE_UNAVAILABLE, "draining")
+    } else if state.engine_stopped() {
+        (StatusCode::SERVICE_UNAVAILABLE, "engine stopped")
     } else if state.served.get().is_some() {
         (StatusCode::OK, "ok")
     } else {

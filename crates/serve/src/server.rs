@@ -3,7 +3,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::net::TcpListener;
@@ -43,6 +44,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Set when a shutdown signal arrived: no new generations, `/health` says 503.
     pub draining: AtomicBool,
+    /// The engine thread (taken at shutdown to join it).
+    pub engine: Mutex<Option<JoinHandle<()>>>,
     /// Unix seconds the server started.
     pub started: u64,
 }
@@ -54,6 +57,15 @@ impl AppState {
             .get()
             .cloned()
             .ok_or_else(|| ApiError::unavailable("the model is still loading", 2))
+    }
+
+    /// Whether the engine thread has ended (it only does at shutdown, or if it failed).
+    pub fn engine_stopped(&self) -> bool {
+        self.engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(JoinHandle::is_finished)
     }
 }
 
@@ -110,6 +122,7 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
         jobs,
         metrics,
         draining: AtomicBool::new(false),
+        engine: Mutex::new(Some(engine)),
         started: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
@@ -160,12 +173,17 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
         () = deadline => tracing::warn!("requests still running after {DRAIN_TIMEOUT:?}; stopping anyway"),
     }
     stop.store(true, Ordering::Relaxed);
+    let engine = state
+        .engine
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
     drop(state);
     if let Ok(error) = load_error_rx.try_recv() {
         return Err(error);
     }
-    let engine_result = tokio::task::spawn_blocking(move || engine.join()).await;
-    if !matches!(engine_result, Ok(Ok(()))) {
+    let engine_result = tokio::task::spawn_blocking(move || engine.map(JoinHandle::join)).await;
+    if !matches!(engine_result, Ok(Some(Ok(())))) {
         return Err(ServeError::EngineStopped);
     }
     tracing::info!("stopped");
