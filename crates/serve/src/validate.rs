@@ -64,13 +64,14 @@ pub fn validate(
             format!("n = {n} is not supported: rinfer returns one choice per request (n = 1)"),
         ));
     }
-    let foreign = match endpoint {
-        Endpoint::Completions => [
+    // Fields of the other endpoint: (name, present).
+    let foreign: &[(&str, bool)] = match endpoint {
+        Endpoint::Completions => &[
             ("messages", req.messages.is_some()),
             ("max_completion_tokens", req.max_completion_tokens.is_some()),
             ("top_logprobs", req.top_logprobs.is_some()),
         ],
-        Endpoint::Chat => [("prompt", req.prompt.is_some()), ("", false), ("", false)],
+        Endpoint::Chat => &[("prompt", req.prompt.is_some())],
     };
     if let Some((field, _)) = foreign.iter().find(|(_, present)| *present) {
         return Err(ApiError::invalid(
