@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["test"] => test::run(),
         ["bench", ..] => bench::run(&args[1..]),
-        ["fetch-model"] => fetch_model::run(),
+        ["fetch-model"] => fetch_model::run().map(drop),
         ["tidy"] => tidy::run(),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
@@ -67,9 +67,14 @@ fn workspace_root() -> PathBuf {
 /// Prints `cargo <args>`, runs it in the workspace root with inherited output, and fails unless
 /// it succeeds.
 fn cargo(args: &[&str]) -> Result<()> {
+    cargo_command(args, Command::new("cargo"))
+}
+
+/// [`cargo`] with `command` already set up (environment, captured output).
+fn cargo_command(args: &[&str], mut command: Command) -> Result<()> {
     let shown = format!("cargo {}", args.join(" "));
     eprintln!("==> {shown}");
-    let status = Command::new("cargo")
+    let status = command
         .args(args)
         .current_dir(workspace_root())
         .status()

@@ -1,11 +1,17 @@
 //! `cargo xtask test`: the whole gate CI runs, stopping at the first step that fails.
 
+use std::process::Command;
+
 use anyhow::Result;
+
+/// Where the tests that need the default model find its path: the CLI resolves the cache once
+/// (`rinfer fetch`) and hands the result down.
+const TEST_MODEL_VAR: &str = "RINFER_TEST_MODEL";
 
 /// Fetches the model the tests need, then checks formatting, lints (with and without the `cuda`
 /// feature) and runs every test.
 pub fn run() -> Result<()> {
-    crate::fetch_model::run()?;
+    let model = crate::fetch_model::run()?;
     crate::cargo(&["fmt", "--all", "--", "--check"])?;
     crate::cargo(&[
         "clippy",
@@ -32,7 +38,9 @@ pub fn run() -> Result<()> {
         "warnings",
     ])?;
     // `--workspace` because default-members leaves xtask out, and its tidy test must run.
-    crate::cargo(&["test", "--workspace"])?;
+    let mut test = Command::new("cargo");
+    test.env(TEST_MODEL_VAR, &model);
+    crate::cargo_command(&["test", "--workspace"], test)?;
     crate::cargo(&["test", "-p", "rinfer-cuda", "--features", "cuda"])?;
     eprintln!("==> all checks passed");
     Ok(())

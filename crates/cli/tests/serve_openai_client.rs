@@ -13,18 +13,11 @@ use std::process::Command;
 use serve_support::Server;
 
 fn default_model() -> PathBuf {
-    let home = std::env::var_os("RINFER_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/rinfer")
-        });
-    let path = home.join("models/gemma-3-270m-q4_k_m.gguf");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo xtask fetch-model` first (`cargo xtask test` does)",
-        path.display()
+    // `cargo xtask test` resolves the model through `rinfer fetch` and passes its path down.
+    let path = std::env::var_os("RINFER_TEST_MODEL").map(PathBuf::from).expect(
+        "RINFER_TEST_MODEL is unset: run the tests with `cargo xtask test`, or set it to the path `rinfer fetch` prints",
     );
+    assert!(path.is_file(), "{} is not a model file", path.display());
     path
 }
 

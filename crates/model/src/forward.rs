@@ -55,7 +55,7 @@ pub(crate) struct RowSource {
 impl Model {
     /// Runs `tokens` at the positions following those in `cache`, appends their keys and values
     /// to it, and returns the logits asked for: `[vocab]` for [`Logits::Last`], `[n, vocab]` for
-    /// [`Logits::All`]. Prompts longer than the scratch's batch run in several passes (only with
+    /// [`Logits::All`]; they are the scratch's own buffer, so a sampler may modify them in place. Prompts longer than the scratch's batch run in several passes (only with
     /// [`Logits::Last`]).
     pub fn forward<'s>(
         &self,
@@ -63,7 +63,7 @@ impl Model {
         cache: &mut KvCache,
         scratch: &'s mut Scratch,
         wanted: Logits,
-    ) -> Result<&'s [f32], ModelError> {
+    ) -> Result<&'s mut [f32], ModelError> {
         if wanted == Logits::All && tokens.len() > scratch.max_logit_rows {
             return Err(ModelError::BatchTooLarge {
                 rows: tokens.len(),
@@ -80,7 +80,7 @@ impl Model {
             }];
             rows = self.forward_batch(&mut seq, scratch)?.len();
         }
-        Ok(&scratch.logits[..rows])
+        Ok(&mut scratch.logits[..rows])
     }
 
     /// Runs every sequence's tokens in one pass, so each weight is read once for all rows, and
@@ -94,7 +94,7 @@ impl Model {
         &self,
         seqs: &mut [SeqBatch<'_>],
         scratch: &'s mut Scratch,
-    ) -> Result<&'s [f32], ModelError> {
+    ) -> Result<&'s mut [f32], ModelError> {
         let total: usize = seqs.iter().map(|s| s.tokens.len()).sum();
         if total > scratch.max_batch {
             return Err(ModelError::BatchTooLarge {
@@ -129,7 +129,7 @@ impl Model {
                 }));
         }
         if total == 0 {
-            return Ok(&scratch.logits[..0]);
+            return Ok(&mut scratch.logits[..0]);
         }
         self.embed(seqs, scratch)?;
         for (layer, weights) in self.weights.layers.iter().enumerate() {
@@ -139,7 +139,7 @@ impl Model {
             seq.cache.advance(seq.tokens.len());
         }
         let rows = self.head(seqs, scratch)?;
-        Ok(&scratch.logits[..rows * self.config.vocab_size])
+        Ok(&mut scratch.logits[..rows * self.config.vocab_size])
     }
 
     /// Rejects tokens outside the vocabulary and a cache too small for them.

@@ -79,21 +79,46 @@ pub fn generate(
     request: &GenerateRequest,
     cache: &mut KvCache,
     scratch: &mut Scratch,
+    on_text: impl FnMut(&str),
+) -> Result<Generation, ModelError> {
+    let context = cache.context();
+    cache.clear();
+    let step = |tokens: &[u32], sampler: &mut Sampler| {
+        Ok(sampler.sample(model.forward(tokens, cache, scratch, Logits::Last)?))
+    };
+    generate_with(
+        tokenizer,
+        request,
+        model.config.vocab_size,
+        context,
+        step,
+        on_text,
+    )
+}
+
+/// The generation loop of every backend: `step` runs tokens through the model (whose cache the
+/// caller has cleared) and picks the next token with the sampler; this function does the
+/// checks, streaming, stopping and timing.
+pub(crate) fn generate_with(
+    tokenizer: &Tokenizer,
+    request: &GenerateRequest,
+    vocab_size: usize,
+    context: usize,
+    mut step: impl FnMut(&[u32], &mut Sampler) -> Result<u32, ModelError>,
     mut on_text: impl FnMut(&str),
 ) -> Result<Generation, ModelError> {
     let prompt = &request.prompt;
     if prompt.is_empty() {
         return Err(ModelError::InvalidConfig("the prompt is empty".into()));
     }
-    if prompt.len() + request.max_tokens > cache.context() {
+    if prompt.len() + request.max_tokens > context {
         return Err(ModelError::ContextOverflow {
             prompt: prompt.len(),
             requested: request.max_tokens,
-            context: cache.context(),
+            context,
         });
     }
-    cache.clear();
-    let mut sampler = Sampler::new(request.sampling.clone(), model.config.vocab_size);
+    let mut sampler = Sampler::new(request.sampling.clone(), vocab_size);
     prompt.iter().for_each(|&t| sampler.accept(t));
     let mut stream = tokenizer.stream_decoder();
     let mut stops = StopMatcher::new(request.stop.clone());
@@ -103,8 +128,7 @@ pub fn generate(
     };
 
     let start = Instant::now();
-    let logits = model.forward(prompt, cache, scratch, Logits::Last)?;
-    let mut next = sampler.sample(&mut logits.to_vec());
+    let mut next = step(prompt, &mut sampler)?;
     timings.prefill_s = start.elapsed().as_secs_f64();
 
     let decode_start = Instant::now();
@@ -126,8 +150,7 @@ pub fn generate(
         if tokens.len() == request.max_tokens {
             break;
         }
-        let logits = model.forward(&[next], cache, scratch, Logits::Last)?;
-        next = sampler.sample(&mut logits.to_vec());
+        next = step(&[next], &mut sampler)?;
     }
     if finish == FinishReason::Length
         && let Some(rest) = stream.finish()

@@ -2,8 +2,6 @@
 //! the GPU forward pass. `rinfer-cuda` sits below this crate, so this is where the model's own
 //! configuration and weights are handed to it.
 
-use std::time::Instant;
-
 use rinfer_cuda::{
     FfnKind, GpuConfig, GpuKvCache, GpuModel, HostFfnUp, HostLayer, HostLinear, HostMatrix,
     HostModel, HostNorm, HostQkv, Norm, RopeConfig, Window,
@@ -12,7 +10,7 @@ use rinfer_cuda::{
 use crate::config::{Ffn, ModelConfig, NormKind, Positional, RopeStyle};
 use crate::error::ModelError;
 use crate::forward::Model;
-use crate::generate::{FinishReason, GenerateRequest, Generation, StopMatcher, Timings};
+use crate::generate::{GenerateRequest, Generation, generate_with};
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{FfnUp, Linear, Matrix, NormWeights, Qkv};
@@ -163,29 +161,13 @@ pub fn generate_on_gpu(
     tokenizer: &Tokenizer,
     request: &GenerateRequest,
     cache: &mut GpuKvCache,
-    mut on_text: impl FnMut(&str),
+    on_text: impl FnMut(&str),
 ) -> Result<Generation, ModelError> {
-    let prompt = &request.prompt;
-    if prompt.is_empty() {
-        return Err(ModelError::InvalidConfig("the prompt is empty".into()));
-    }
-    if prompt.len() + request.max_tokens > cache.context() {
-        return Err(ModelError::ContextOverflow {
-            prompt: prompt.len(),
-            requested: request.max_tokens,
-            context: cache.context(),
-        });
-    }
+    let (vocab, context) = (gpu.config().vocab_size, cache.context());
     cache.clear();
-    let mut sampler = Sampler::new(request.sampling.clone(), gpu.config().vocab_size);
-    prompt.iter().for_each(|&t| sampler.accept(t));
     let greedy = is_plain_greedy(&request.sampling);
     let mut logits = Vec::new();
-    let mut step = |gpu: &mut GpuModel,
-                    cache: &mut GpuKvCache,
-                    sampler: &mut Sampler,
-                    tokens: &[u32]|
-     -> Result<u32, ModelError> {
+    let step = |tokens: &[u32], sampler: &mut Sampler| -> Result<u32, ModelError> {
         if greedy {
             return Ok(gpu.forward_argmax(tokens, cache)?);
         }
@@ -193,52 +175,5 @@ pub fn generate_on_gpu(
         logits.extend_from_slice(gpu.forward(tokens, cache, rinfer_cuda::Logits::Last)?);
         Ok(sampler.sample(&mut logits))
     };
-    let mut stream = tokenizer.stream_decoder();
-    let mut stops = StopMatcher::new(request.stop.clone());
-    let mut timings = Timings {
-        prompt_tokens: prompt.len(),
-        ..Timings::default()
-    };
-
-    let start = Instant::now();
-    let mut next = step(gpu, cache, &mut sampler, prompt)?;
-    timings.prefill_s = start.elapsed().as_secs_f64();
-
-    let decode_start = Instant::now();
-    let mut tokens = Vec::with_capacity(request.max_tokens);
-    let mut finish = FinishReason::Length;
-    while tokens.len() < request.max_tokens {
-        tokens.push(next);
-        sampler.accept(next);
-        if tokenizer.is_eog(next) {
-            finish = FinishReason::Stop;
-            break;
-        }
-        if let Some(piece) = stream.push(next)
-            && stops.push(&piece, &mut on_text)
-        {
-            finish = FinishReason::Stop;
-            break;
-        }
-        if tokens.len() == request.max_tokens {
-            break;
-        }
-        next = step(gpu, cache, &mut sampler, &[next])?;
-    }
-    if finish == FinishReason::Length
-        && let Some(rest) = stream.finish()
-    {
-        stops.push(&rest, &mut on_text);
-    }
-    if finish == FinishReason::Length || !stops.stopped {
-        stops.flush(&mut on_text);
-    }
-    timings.decode_s = decode_start.elapsed().as_secs_f64();
-    timings.generated_tokens = tokens.len();
-    Ok(Generation {
-        tokens,
-        text: stops.text,
-        finish,
-        timings,
-    })
+    generate_with(tokenizer, request, vocab, context, step, on_text)
 }

@@ -1,7 +1,7 @@
 //! The default model (gemma-3-270m Q4_K_M) against llama.cpp: prompt logits within the fixtures'
 //! tolerances, greedy continuations equal where the reference is decisive.
 //!
-//! Needs the model fetched (`cargo xtask fetch-model`; `cargo xtask test` does it first).
+//! Needs the model: `cargo xtask test` fetches it and passes its path in `RINFER_TEST_MODEL`.
 
 mod common;
 

@@ -1,21 +1,24 @@
-//! rinfer's cache directory, as the CLI finds it: `$RINFER_HOME`, by default `~/.cache/rinfer`.
+//! rinfer's cache directory, as the CLI reports it: the default model lives in
+//! `<cache>/models/`, and `rinfer fetch` prints its path.
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result};
+
+/// Where models are kept (fetching the default model first if needed).
+pub fn models_dir() -> Result<PathBuf> {
+    let model = crate::fetch_model::run()?;
+    model
+        .parent()
+        .map(PathBuf::from)
+        .with_context(|| format!("{} has no parent directory", model.display()))
+}
 
 /// The cache root.
 pub fn root() -> Result<PathBuf> {
-    if let Some(home) = std::env::var_os("RINFER_HOME").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(home));
-    }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home).join(".cache").join("rinfer")),
-        None => bail!("neither RINFER_HOME nor HOME is set: cannot find rinfer's cache"),
-    }
-}
-
-/// Where models are kept.
-pub fn models_dir() -> Result<PathBuf> {
-    Ok(root()?.join("models"))
+    let models = models_dir()?;
+    models
+        .parent()
+        .map(PathBuf::from)
+        .with_context(|| format!("{} has no parent directory", models.display()))
 }

@@ -23,23 +23,16 @@ pub const FIXTURE_MODELS: [&str; 8] = [
     "qwen3-tiny-q5_k_m",
 ];
 
-/// The default model as `rinfer fetch` / `cargo xtask fetch-model` caches it.
+/// The default model, whose path `cargo xtask test` passes in `RINFER_TEST_MODEL`.
 ///
 /// # Panics
-/// When it has not been fetched, naming the command that fetches it.
+/// When the variable is unset or names no file, saying how to run the tests.
 pub fn default_model() -> PathBuf {
-    let home = std::env::var_os("RINFER_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/rinfer")
-        });
-    let path = home.join("models/gemma-3-270m-q4_k_m.gguf");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo xtask fetch-model` first (`cargo xtask test` does)",
-        path.display()
+    // `cargo xtask test` resolves the model through `rinfer fetch` and passes its path down.
+    let path = std::env::var_os("RINFER_TEST_MODEL").map(PathBuf::from).expect(
+        "RINFER_TEST_MODEL is unset: run the tests with `cargo xtask test`, or set it to the path `rinfer fetch` prints",
     );
+    assert!(path.is_file(), "{} is not a model file", path.display());
     path
 }
 
