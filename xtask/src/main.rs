@@ -1,5 +1,5 @@
-//! Project automation, run as `cargo xtask <task>`: the full test gate, fetching the default
-//! model and the tidy checks that guard the crate layering. Each task shells out to cargo or to
+//! Project automation, run as `cargo xtask <task>`: the full test gate, benchmarks, fetching the
+//! default model and the tidy checks that guard the crate layering. Each task shells out to cargo or to
 //! the `rinfer` CLI so that no logic exists twice.
 
 mod bench;
@@ -16,7 +16,18 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  test          fetch the model, then cargo fmt --check, clippy -D warnings and cargo test --workspace
+  test          fetch the model, then cargo fmt --check, clippy -D warnings (also with the cuda
+                feature), cargo test --workspace and the cuda feature's host-side tests
+  bench         measure rinfer on a model (pp128, pp512, tg128, load-to-first-token, peak RSS);
+                --vs-llama-cpp measures llama.cpp beside it; `cargo xtask bench --help` for more
+  bench make-model [PATH]
+                write the synthetic llama 1B Q4_K_M model (default: into the models cache)
+  bench kernels [--json] [TYPE...]
+                matvec GB/s (1 and 2 threads, vs measured read bandwidth) and matmul GFLOP/s of
+                every weight type (or the named ones) at real model shapes
+  bench serve [--streams 1,4,16] [--max-tokens N]
+                aggregate generated tok/s and p50/p99 inter-token latency of `rinfer serve` on
+                the default model at several concurrent streams
   fetch-model   download and verify the default model (runs `rinfer fetch`)
   tidy          check that crates depend only on crates below them";
 
@@ -24,15 +35,15 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["test"] => test::run(),
+        ["bench", ..] => bench::run(&args[1..]),
         ["fetch-model"] => fetch_model::run(),
         ["tidy"] => tidy::run(),
-        ["bench", ref rest @ ..] => bench::run(rest),
         ["help" | "--help" | "-h"] => {
-            println!("{USAGE}\n{}", bench::USAGE);
+            println!("{USAGE}");
             Ok(())
         }
         _ => {
-            eprintln!("{USAGE}\n{}", bench::USAGE);
+            eprintln!("{USAGE}");
             return ExitCode::from(2);
         }
     };

@@ -1,6 +1,7 @@
 //! `rinfer`, the command-line front end: parses options once, resolves the model (fetching the
 //! default one on first use) and hands off to a command. It holds no inference logic of its own.
 
+mod backend;
 mod commands;
 mod engine;
 mod model_cache;
@@ -39,5 +40,6 @@ fn run(options: Options) -> Result<()> {
         CommandOptions::Chat(chat) => commands::chat::run(&chat),
         CommandOptions::Tokenize(tokenize) => commands::tokenize::run(&tokenize),
         CommandOptions::Logits(logits) => commands::logits::run(&logits),
+        CommandOptions::Serve(serve) => commands::serve::run(&serve),
     }
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use rinfer_cuda::DeviceRequest;
 
 /// Everything given on the command line (`about` comes from the crate description).
 #[derive(Parser)]
@@ -28,20 +29,30 @@ pub enum CommandOptions {
     Tokenize(TokenizeOptions),
     /// Print the logits of every position of a prompt, evaluated in one batched pass, as JSON.
     Logits(LogitsOptions),
+    /// Serve the model over an OpenAI-compatible HTTP API, batching concurrent requests.
+    Serve(ServeOptions),
 }
 
 /// The model and how to run it, shared by the commands that compute.
 #[derive(Args, Clone)]
 pub struct EngineOptions {
-    /// A GGUF model file; the default model (fetched on first use) when left out.
+    /// A GGUF model file or a Hugging Face model directory; the default model (fetched on
+    /// first use) when left out.
     #[arg(long, short = 'm')]
     pub model: Option<PathBuf>,
+    /// Print the memory plan (weights per type, KV cache, scratch) to stderr.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Worker threads (default: all cores).
     #[arg(long, short = 't')]
     pub threads: Option<usize>,
     /// Context size in tokens (default: the model's, at most 4096).
     #[arg(long)]
     pub ctx: Option<usize>,
+    /// Where to compute: `cpu`, `cuda` (GPU 0; an error if unusable) or `auto` (the GPU when
+    /// one is usable, else the CPU with the reason printed).
+    #[arg(long, default_value_t = DeviceRequest::Auto)]
+    pub device: DeviceRequest,
 }
 
 /// How to choose tokens.
@@ -82,6 +93,13 @@ pub struct RunOptions {
     /// Print one JSON object (prompt tokens, generated tokens, text, timings) at the end.
     #[arg(long)]
     pub json: bool,
+    /// Never stop at an end-of-generation token: always generate `-n` tokens (for benchmarks).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Run one untimed token through the model first, so that the timings leave out
+    /// first-touch costs such as page faults of the mapped weights (as llama.cpp's warmup does).
+    #[arg(long)]
+    pub warmup: bool,
     #[command(flatten)]
     pub engine: EngineOptions,
     #[command(flatten)]
@@ -143,4 +161,30 @@ pub struct InspectOptions {
     /// List every tensor (always included in JSON).
     #[arg(long)]
     pub tensors: bool,
+}
+
+/// Options of `rinfer serve`.
+#[derive(Args)]
+pub struct ServeOptions {
+    /// A GGUF model file or a Hugging Face model directory; the default model when left out.
+    #[arg(long, short = 'm')]
+    pub model: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+    /// Port to listen on (0: any free port, printed at start).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Context size of each sequence in tokens (default: the model's, at most 4096).
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Sequences decoded together, each with its own KV cache.
+    #[arg(long, default_value_t = 4)]
+    pub parallel: usize,
+    /// Requests that may wait for a free sequence; more get 503 with Retry-After.
+    #[arg(long, default_value_t = 64)]
+    pub queue: usize,
+    /// Compute threads (default: all cores).
+    #[arg(long, short = 't')]
+    pub threads: Option<usize>,
 }

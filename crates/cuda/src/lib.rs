@@ -1,5 +1,73 @@
-//! NVIDIA GPU backend for rinfer through `cudarc`: weights preloaded in their quantized block
-//! formats, GPU-resident layers and KV cache, and the backend's own kernels.
+//! NVIDIA GPU backend for rinfer through `cudarc`: the whole decode step on the GPU, weights
+//! uploaded once in their GGUF block formats (no dequantized copies), a device-resident KV
+//! cache, buffers allocated once, kernels compiled by NVRTC for the device at load, and the
+//! decode step replayed as a CUDA graph.
 //!
-//! Nothing is implemented here yet; the crate exists so the layering is fixed from the start.
-//! It must never be required to build or test the workspace on a machine without CUDA.
+//! The GPU runtime is behind the `cuda` cargo feature. Without it this crate still provides
+//! device selection ([`resolve`]), the model view the backend takes ([`HostModel`]), the upload
+//! plan ([`UploadPlan`]: what goes to the GPU and how much memory it needs), launch shapes and
+//! the graph policy, and a [`GpuModel`] whose `load` reports that CUDA was not built in. With
+//! the feature, `libcuda` and `libnvrtc` are loaded at run time; a machine without them gets
+//! [`CudaError::NoDriver`] / [`CudaError::NoNvrtc`], never a panic.
+//!
+//! This crate must never be needed to build or test the workspace on a machine without CUDA,
+//! and sits below `rinfer-model`: it knows nothing of architectures, only the configuration
+//! fields in [`GpuConfig`].
+//!
+//! Not yet run on a GPU. The step's launch list ([`program`]) is executed on the host under a
+//! CUDA emulation in the tests and matches the CPU forward pass, and the kernels compile with
+//! NVRTC, but the cudarc runtime, graph replay and speed have not been exercised on hardware.
+//! `crates/cuda/README.md` lists exactly what is unverified.
+//!
+//! ```
+//! use rinfer_cuda::{DeviceRequest, GpuModel, LoadOptions, Resolved, resolve};
+//!
+//! # fn host_model() -> rinfer_cuda::HostModel<'static> { unimplemented!() }
+//! # fn run() -> Result<(), rinfer_cuda::CudaError> {
+//! let model = host_model();
+//! let options = LoadOptions { ordinal: 0, context: 4096, max_batch: 512, all_logits: false };
+//! match resolve(DeviceRequest::Auto, || GpuModel::load(&model, &options))? {
+//!     Resolved::Cuda(gpu) => println!("running on {}", gpu.info()),
+//!     Resolved::Cpu { reason } => println!("running on the CPU: {reason}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod device;
+mod error;
+pub mod graph_policy;
+mod host;
+pub mod kernels;
+pub mod launch;
+mod plan;
+pub mod program;
+
+#[cfg(feature = "cuda")]
+mod runtime;
+#[cfg(not(feature = "cuda"))]
+mod unavailable;
+
+pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
+pub use error::CudaError;
+pub use host::{
+    FfnKind, GpuConfig, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
+    Norm, RopeConfig, Window,
+};
+pub use plan::{BufferSizes, LoadOptions, PlannedMatrix, UploadPlan, layer_slots};
+#[cfg(feature = "cuda")]
+pub use runtime::{GpuKvCache, GpuModel, compile_kernels, probe};
+#[cfg(not(feature = "cuda"))]
+pub use unavailable::{GpuKvCache, GpuModel, compile_kernels, probe};
+
+/// Which positions of a batch get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token.
+    Last,
+    /// Every token (the batch must fit in the buffers).
+    All,
+}
+
+/// Whether this build has the GPU runtime.
+pub const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");

@@ -20,6 +20,10 @@ use crate::quant::{
 /// [`Kernels`] builds tables, after checking it.
 type VecDotFn = unsafe fn(&[u8], &[u8]) -> f32;
 
+/// One weight row against several activation rows stored one after the other, one output per
+/// activation row; bit-identical to a [`VecDotFn`] call per row.
+type VecDotTileFn = unsafe fn(&[u8], &[u8], &mut [f32]);
+
 /// The kernels of one weight type.
 #[derive(Clone, Copy)]
 pub struct TypeKernels {
@@ -28,6 +32,7 @@ pub struct TypeKernels {
     align: usize,
     act_align: usize,
     vec_dot: VecDotFn,
+    vec_dot_tile: Option<VecDotTileFn>,
     quantize_activation: quant::QuantizeBytesFn,
     dequantize: quant::DequantizeBytesFn,
 }
@@ -40,6 +45,7 @@ impl TypeKernels {
             align: align_of::<W>(),
             act_align: align_of::<W::Activation>(),
             vec_dot: dot_bytes::<W>,
+            vec_dot_tile: None,
             quantize_activation: quant::quantize_bytes::<W::Activation>,
             dequantize: quant::dequantize_bytes::<W>,
         }
@@ -80,6 +86,28 @@ impl TypeKernels {
         // SAFETY: a `TypeKernels` is only built by `Kernels::with_isa`, which selects SIMD
         // entries only for an instruction set the running CPU was detected to support.
         unsafe { (self.vec_dot)(w, a) }
+    }
+
+    /// [`TypeKernels::vec_dot`] of weight row `w` with each of the `out.len()` activation rows
+    /// that `a` holds one after the other (at most [`crate::matmul::TOKEN_TILE`]), decoding each
+    /// weight block once where the type has a tile kernel. Bit-identical to one `vec_dot` per
+    /// row.
+    ///
+    /// # Panics
+    /// As [`TypeKernels::vec_dot`], or if `a` does not split into `out.len()` equal rows.
+    #[inline]
+    pub fn vec_dot_tile(&self, w: &[u8], a: &[u8], out: &mut [f32]) {
+        assert!(out.len() <= crate::matmul::TOKEN_TILE && a.len().is_multiple_of(out.len().max(1)));
+        match self.vec_dot_tile {
+            // SAFETY: as for `vec_dot`: only selected for an instruction set the CPU supports.
+            Some(tile) => unsafe { tile(w, a, out) },
+            None => {
+                let a_row = a.len() / out.len().max(1);
+                for (o, at) in out.iter_mut().zip(a.chunks_exact(a_row.max(1))) {
+                    *o = self.vec_dot(w, at);
+                }
+            }
+        }
     }
 
     /// Quantizes `x` into `out` in the activation format.
@@ -152,6 +180,7 @@ impl Kernels {
             let mut k = k;
             if let Some(simd) = simd_vec_dot(isa, k.ty) {
                 k.vec_dot = simd;
+                k.vec_dot_tile = simd_vec_dot_tile(isa, k.ty);
             }
             table[k.ty.id() as usize] = Some(k);
         }
@@ -213,6 +242,23 @@ fn simd_vec_dot(_isa: Isa, _ty: GgmlType) -> Option<VecDotFn> {
     None
 }
 
+/// Tile kernels for the types whose weight decoding dominates prefill, each the twin of the
+/// `simd_vec_dot` entry chosen under the same conditions (`matmul_rows_are_bit_identical_to_matvec`
+/// checks the pairing).
+#[cfg(target_arch = "x86_64")]
+fn simd_vec_dot_tile(isa: Isa, ty: GgmlType) -> Option<VecDotTileFn> {
+    match ty {
+        GgmlType::Q5_0 if isa >= Isa::Avx512 => Some(avx512::q5_0_tile),
+        GgmlType::Q5_0 if isa >= Isa::Avx2 => Some(avx2::q5_0_tile),
+        _ => None,
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn simd_vec_dot_tile(_isa: Isa, _ty: GgmlType) -> Option<VecDotTileFn> {
+    None
+}
+
 /// Defines, for each `name: kernel, weight block, activation block;`, an
 /// `unsafe fn name(w: &[u8], a: &[u8]) -> f32` that casts the raw rows to blocks and runs the
 /// SIMD kernel, which needs the CPU features the first argument names.
@@ -233,6 +279,26 @@ macro_rules! entries {
     )*};
 }
 
+/// Defines, for each `name: kernel, weight block, activation block;`, an
+/// `unsafe fn name(w: &[u8], a: &[u8], out: &mut [f32])` for a tile kernel: one weight row against
+/// `out.len()` activation rows stored one after the other.
+#[cfg(target_arch = "x86_64")]
+macro_rules! tile_entries {
+    ($features:literal; $($name:ident: $kernel:path, $w:ty, $a:ty;)*) => {$(
+        #[doc = concat!("# Safety\nThe CPU must support ", $features, ".")]
+        pub(super) unsafe fn $name(w: &[u8], a: &[u8], out: &mut [f32]) {
+            let w: &[$w] = bytemuck::cast_slice(w);
+            let a: &[$a] = bytemuck::cast_slice(a);
+            assert_eq!(
+                w.len() * <$w as BlockFormat>::ELEMS * out.len(),
+                a.len() * <$a as BlockFormat>::ELEMS
+            );
+            // SAFETY: the caller guarantees the CPU features the kernel is compiled for.
+            unsafe { $kernel(w, a, out) }
+        }
+    )*};
+}
+
 /// Byte-level entry points of the AVX-512 kernels.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
@@ -242,6 +308,11 @@ mod avx512 {
         "AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C";
         q5_0: q5_0::avx512::vec_dot, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
         q6_k: q6_k::avx512::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K;
+    }
+
+    tile_entries! {
+        "AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C";
+        q5_0_tile: q5_0::avx512::vec_dot_tile, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
     }
 }
 
@@ -270,5 +341,10 @@ mod avx2 {
         q6_k: q6_k::x86::vec_dot, q6_k::BlockQ6K, q8_k::BlockQ8K;
         iq4_nl: iq4_nl::x86::vec_dot, iq4_nl::BlockIq4Nl, q8_0::BlockQ8_0;
         iq4_xs: iq4_xs::x86::vec_dot, iq4_xs::BlockIq4Xs, q8_k::BlockQ8K;
+    }
+
+    tile_entries! {
+        "AVX2, FMA and F16C";
+        q5_0_tile: q5_0::x86::vec_dot_tile, q5_0::BlockQ5_0, q8_0::BlockQ8_0;
     }
 }

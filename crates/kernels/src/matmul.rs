@@ -1,8 +1,10 @@
 //! `Y = W·X` for a batch of activation rows (prefill), parallel over output rows.
 //!
 //! Each weight row is read once per tile of [`TOKEN_TILE`] tokens and dotted with all of them
-//! while it is hot in cache. Every output is the same [`crate::TypeKernels::vec_dot`] call that
-//! [`crate::matvec()`] makes, so each token's outputs are bit-identical to a matvec of that token.
+//! while it is hot in cache; [`crate::TypeKernels::vec_dot_tile`] decodes each weight block once
+//! for the whole tile where the type has a tile kernel. Every output equals the
+//! [`crate::TypeKernels::vec_dot`] call that [`crate::matvec()`] makes, so each token's outputs
+//! are bit-identical to a matvec of that token.
 
 use rayon::prelude::*;
 
@@ -56,13 +58,10 @@ pub fn matmul(
             let nt = TOKEN_TILE.min(n_tokens - t0);
             let tile = &mut tile[..rows * nt];
             let chunk = rows_per_task(rows, w.row_bytes() * nt);
+            let acts = &a[t0 * a_row..(t0 + nt) * a_row];
             let dot_rows = |first: usize, out: &mut [f32]| {
                 for (r, out) in (first..).zip(out.chunks_exact_mut(nt)) {
-                    let wr = w.row(r);
-                    for (t, o) in out.iter_mut().enumerate() {
-                        let at = &a[(t0 + t) * a_row..(t0 + t + 1) * a_row];
-                        *o = k.vec_dot(wr, at);
-                    }
+                    k.vec_dot_tile(w.row(r), acts, out);
                 }
             };
             tile.par_chunks_mut(chunk * nt)

@@ -35,6 +35,10 @@ pub enum ChatTemplateError {
     /// The metadata holds something other than a string under `tokenizer.chat_template`.
     #[error("GGUF metadata key `{CHAT_TEMPLATE_KEY}` should hold a string")]
     NotAString,
+    /// `tokenizer_config.json` is not JSON, or its `chat_template` is neither a string nor a
+    /// list of named templates.
+    #[error("tokenizer_config.json: {0}")]
+    TokenizerConfig(String),
 }
 
 /// One message of a conversation.
@@ -152,6 +156,38 @@ impl ChatTemplate {
         let bos = token_text("tokenizer.ggml.bos_token_id");
         let eos = token_text("tokenizer.ggml.eos_token_id");
         Self::new(source, bos, eos).map(Some)
+    }
+
+    /// The template of a Hugging Face `tokenizer_config.json` (its text): `chat_template` as a
+    /// string, or the one named `default` in a list of named templates; BOS/EOS texts from
+    /// `bos_token` / `eos_token`. `Ok(None)` when it has no template.
+    pub fn from_tokenizer_config(json: &str) -> Result<Option<Self>, ChatTemplateError> {
+        let bad = |msg: String| ChatTemplateError::TokenizerConfig(msg);
+        let config: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+        let source = match config.get("chat_template") {
+            None | Some(serde_json::Value::Null) => return Ok(None),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Array(named)) => named
+                .iter()
+                .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+                .and_then(|t| t.get("template")?.as_str())
+                .ok_or_else(|| bad("no template named \"default\" in chat_template".into()))?
+                .to_owned(),
+            Some(_) => return Err(bad("chat_template is neither a string nor a list".into())),
+        };
+        let token_text = |key: &str| -> String {
+            match config.get(key) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(v) => v
+                    .get("content")
+                    .and_then(|c| c.as_str())
+                    .unwrap_or("")
+                    .to_owned(),
+                None => String::new(),
+            }
+        };
+        Self::new(source, token_text("bos_token"), token_text("eos_token")).map(Some)
     }
 
     /// Renders a conversation; `add_generation_prompt` asks the template to open the

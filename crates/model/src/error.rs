@@ -64,12 +64,25 @@ pub enum ModelError {
         /// The context size.
         context: usize,
     },
+    /// More rows in one forward pass than the scratch buffers were sized for.
+    #[error(
+        "a pass of {rows} rows (tokens, or rows of logits) does not fit scratch buffers sized for {max_batch}; run smaller batches or size the scratch larger"
+    )]
+    BatchTooLarge {
+        /// Rows asked for.
+        rows: usize,
+        /// Rows the scratch holds.
+        max_batch: usize,
+    },
     /// The tokenizer could not be built from the file.
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
     /// A kernel refused its operands (a weight whose layout the loader did not catch).
     #[error(transparent)]
     Kernel(#[from] rinfer_kernels::KernelError),
+    /// The CUDA backend failed (see `rinfer-cuda`).
+    #[error(transparent)]
+    Cuda(#[from] rinfer_cuda::CudaError),
     /// A token id outside the vocabulary.
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange {

@@ -32,10 +32,31 @@ pub struct Model {
     pub weights: Weights,
 }
 
+/// One sequence's share of a batched forward pass.
+pub struct SeqBatch<'a> {
+    /// Tokens to run, at the positions following those already in `cache`.
+    pub tokens: &'a [u32],
+    /// The sequence's KV cache; the tokens' keys and values are appended to it.
+    pub cache: &'a mut KvCache,
+    /// Which of these tokens get logits.
+    pub logits: Logits,
+}
+
+/// Keys scored together before the values they weight are summed.
+const KEY_BLOCK: usize = 32;
+
+/// Where one row of a batch comes from: its sequence and position.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RowSource {
+    pub(crate) seq: usize,
+    pub(crate) pos: usize,
+}
+
 impl Model {
     /// Runs `tokens` at the positions following those in `cache`, appends their keys and values
     /// to it, and returns the logits asked for: `[vocab]` for [`Logits::Last`], `[n, vocab]` for
-    /// [`Logits::All`].
+    /// [`Logits::All`]. Prompts longer than the scratch's batch run in several passes (only with
+    /// [`Logits::Last`]).
     pub fn forward<'s>(
         &self,
         tokens: &[u32],
@@ -43,6 +64,86 @@ impl Model {
         scratch: &'s mut Scratch,
         wanted: Logits,
     ) -> Result<&'s [f32], ModelError> {
+        if wanted == Logits::All && tokens.len() > scratch.max_logit_rows {
+            return Err(ModelError::BatchTooLarge {
+                rows: tokens.len(),
+                max_batch: scratch.max_logit_rows,
+            });
+        }
+        self.check(tokens, cache)?;
+        let mut rows = 0;
+        for chunk in tokens.chunks(scratch.max_batch) {
+            let mut seq = [SeqBatch {
+                tokens: chunk,
+                cache: &mut *cache,
+                logits: wanted,
+            }];
+            rows = self.forward_batch(&mut seq, scratch)?.len();
+        }
+        Ok(&scratch.logits[..rows])
+    }
+
+    /// Runs every sequence's tokens in one pass, so each weight is read once for all rows, and
+    /// returns the logits rows concatenated in the order of `seqs`: one row for
+    /// [`Logits::Last`] (none for a sequence without tokens), one per token for [`Logits::All`].
+    /// The tokens of all sequences together must fit the scratch's batch, and the logits rows
+    /// its logits rows. A sequence's logits do not depend on what runs beside it.
+    ///
+    /// Every sequence is checked before any work, so an error leaves every cache unchanged.
+    pub fn forward_batch<'s>(
+        &self,
+        seqs: &mut [SeqBatch<'_>],
+        scratch: &'s mut Scratch,
+    ) -> Result<&'s [f32], ModelError> {
+        let total: usize = seqs.iter().map(|s| s.tokens.len()).sum();
+        if total > scratch.max_batch {
+            return Err(ModelError::BatchTooLarge {
+                rows: total,
+                max_batch: scratch.max_batch,
+            });
+        }
+        let logit_rows: usize = seqs
+            .iter()
+            .map(|s| match s.logits {
+                Logits::All => s.tokens.len(),
+                Logits::Last => usize::from(!s.tokens.is_empty()),
+            })
+            .sum();
+        if logit_rows > scratch.max_logit_rows {
+            return Err(ModelError::BatchTooLarge {
+                rows: logit_rows,
+                max_batch: scratch.max_logit_rows,
+            });
+        }
+        for seq in seqs.iter() {
+            self.check(seq.tokens, seq.cache)?;
+        }
+        scratch.sources.clear();
+        for (index, seq) in seqs.iter().enumerate() {
+            let pos0 = seq.cache.len();
+            scratch
+                .sources
+                .extend((0..seq.tokens.len()).map(|i| RowSource {
+                    seq: index,
+                    pos: pos0 + i,
+                }));
+        }
+        if total == 0 {
+            return Ok(&scratch.logits[..0]);
+        }
+        self.embed(seqs, scratch)?;
+        for (layer, weights) in self.weights.layers.iter().enumerate() {
+            self.block(layer, weights, total, seqs, scratch)?;
+        }
+        for seq in seqs.iter_mut() {
+            seq.cache.advance(seq.tokens.len());
+        }
+        let rows = self.head(seqs, scratch)?;
+        Ok(&scratch.logits[..rows * self.config.vocab_size])
+    }
+
+    /// Rejects tokens outside the vocabulary and a cache too small for them.
+    fn check(&self, tokens: &[u32], cache: &KvCache) -> Result<(), ModelError> {
         let c = &self.config;
         if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
             return Err(ModelError::TokenOutOfRange {
@@ -57,37 +158,14 @@ impl Model {
                 context: cache.context(),
             });
         }
-        if wanted == Logits::All && tokens.len() > scratch.max_batch {
-            return Err(ModelError::InvalidConfig(format!(
-                "logits for all {} positions need a batch of that size (scratch holds {})",
-                tokens.len(),
-                scratch.max_batch
-            )));
-        }
-        if tokens.is_empty() {
-            return Ok(&scratch.logits[..0]);
-        }
-        let mut rows_out = 0;
-        for chunk in tokens.chunks(scratch.max_batch) {
-            self.embed(chunk, cache.len(), scratch)?;
-            for (layer, weights) in self.weights.layers.iter().enumerate() {
-                self.block(layer, weights, chunk.len(), cache, scratch)?;
-            }
-            cache.advance(chunk.len());
-            rows_out = match wanted {
-                Logits::All => chunk.len(),
-                Logits::Last => 1,
-            };
-            let first = chunk.len() - rows_out;
-            self.head(first, rows_out, scratch)?;
-        }
-        Ok(&scratch.logits[..rows_out * c.vocab_size])
+        Ok(())
     }
 
-    fn embed(&self, tokens: &[u32], pos0: usize, s: &mut Scratch) -> Result<(), ModelError> {
+    fn embed(&self, seqs: &[SeqBatch<'_>], s: &mut Scratch) -> Result<(), ModelError> {
         let c = &self.config;
         let w = &self.weights;
-        for (i, &tok) in tokens.iter().enumerate() {
+        let tokens = seqs.iter().flat_map(|seq| seq.tokens.iter());
+        for (i, (&tok, source)) in tokens.zip(&s.sources).enumerate() {
             let row = &mut s.x[i * c.hidden..(i + 1) * c.hidden];
             compute::dequantize(&w.token_embd, tok as usize, row)?;
             if let Some(scale) = c.embedding_scale {
@@ -95,7 +173,7 @@ impl Model {
             }
             if let Some(pos_embd) = &w.position_embd {
                 let position = &mut s.h[..c.hidden];
-                compute::dequantize(pos_embd, pos0 + i, position)?;
+                compute::dequantize(pos_embd, source.pos, position)?;
                 ops::add_inplace(row, position);
             }
         }
@@ -141,12 +219,11 @@ impl Model {
         layer: usize,
         w: &LayerWeights,
         n: usize,
-        cache: &mut KvCache,
+        seqs: &mut [SeqBatch<'_>],
         s: &mut Scratch,
     ) -> Result<(), ModelError> {
         let c = &self.config;
         let (hidden, q_dim, kv_dim) = (c.hidden, c.q_dim(), c.kv_dim());
-        let pos0 = cache.len();
         self.norm(&w.attn_norm, &s.x, &mut s.h, n);
 
         match &w.qkv {
@@ -180,21 +257,30 @@ impl Model {
             } else {
                 rope.base
             };
-            for i in 0..n {
-                let pos = pos0 + i;
-                self.rope(&rope, base, pos, &mut s.q[i * q_dim..(i + 1) * q_dim]);
-                self.rope(&rope, base, pos, &mut s.k[i * kv_dim..(i + 1) * kv_dim]);
+            for (i, source) in s.sources.iter().enumerate() {
+                self.rope(
+                    &rope,
+                    base,
+                    source.pos,
+                    &mut s.q[i * q_dim..(i + 1) * q_dim],
+                );
+                self.rope(
+                    &rope,
+                    base,
+                    source.pos,
+                    &mut s.k[i * kv_dim..(i + 1) * kv_dim],
+                );
             }
         }
-        for i in 0..n {
-            cache.store(
+        for (i, source) in s.sources.iter().enumerate() {
+            seqs[source.seq].cache.store(
                 layer,
-                pos0 + i,
+                source.pos,
                 &s.k[i * kv_dim..(i + 1) * kv_dim],
                 &s.v[i * kv_dim..(i + 1) * kv_dim],
             );
         }
-        self.attention(layer, n, pos0, cache, &s.q, &mut s.attn);
+        self.attention(layer, n, seqs, &s.sources, &s.q, &mut s.attn)?;
         linear(&w.attn_output, &s.attn, n, &mut s.out, &mut s.act)?;
         if let Some(post) = &w.post_attn_norm {
             self.norm_in_place(post, &mut s.out, n);
@@ -260,61 +346,91 @@ impl Model {
     }
 
     /// Causal (and, on sliding-window layers, windowed) attention of the `n` new queries over
-    /// the cache, into `out` `[n, q_dim]`. One task per (token, head), each summing its keys in
-    /// position order with an online softmax.
+    /// their sequences' caches, into `out` `[n, q_dim]`. One task per (row, head); keys are taken
+    /// in position order, [`KEY_BLOCK`] at a time: their scores, then one rescale of the running
+    /// sum if the maximum grew, then the weighted values. The order never depends on threads.
     fn attention(
         &self,
         layer: usize,
         n: usize,
-        pos0: usize,
-        cache: &KvCache,
+        seqs: &[SeqBatch<'_>],
+        sources: &[RowSource],
         q: &[f32],
         out: &mut [f32],
-    ) {
+    ) -> Result<(), ModelError> {
         let c = &self.config;
         let (hd, heads) = (c.head_dim, c.heads);
         let group = heads / c.kv_heads;
         let window = c.window_of(layer);
+        let dot = compute::f32_dot()?;
         out[..n * c.q_dim()]
             .par_chunks_mut(hd)
             .enumerate()
             .for_each(|(job, acc)| {
                 let (i, h) = (job / heads, job % heads);
-                let pos = pos0 + i;
+                let RowSource { seq, pos } = sources[i];
+                let cache: &KvCache = seqs[seq].cache;
                 let kv = (h / group) * hd;
                 let query = &q[i * c.q_dim() + h * hd..i * c.q_dim() + (h + 1) * hd];
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
                 acc.fill(0.0);
                 let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
-                for j in first..=pos {
-                    let (keys, values) = cache.get(layer, j);
-                    let mut score = compute::dot(query, &keys[kv..kv + hd]) * c.attention_scale;
-                    if let Some(cap) = c.attn_softcap {
-                        score = cap * (score / cap).tanh();
+                let mut scores = [0.0f32; KEY_BLOCK];
+                for start in (first..=pos).step_by(KEY_BLOCK) {
+                    let end = (start + KEY_BLOCK).min(pos + 1);
+                    let scores = &mut scores[..end - start];
+                    let mut block_max = f32::NEG_INFINITY;
+                    for (score, j) in scores.iter_mut().zip(start..end) {
+                        let (keys, _) = cache.get(layer, j);
+                        let mut s = dot(query, &keys[kv..kv + hd]) * c.attention_scale;
+                        if let Some(cap) = c.attn_softcap {
+                            s = cap * (s / cap).tanh();
+                        }
+                        *score = s;
+                        block_max = block_max.max(s);
                     }
-                    if score > max {
-                        let rescale = (max - score).exp();
+                    if block_max > max {
+                        let rescale = (max - block_max).exp();
                         sum *= rescale;
                         acc.iter_mut().for_each(|a| *a *= rescale);
-                        max = score;
+                        max = block_max;
                     }
-                    let weight = (score - max).exp();
-                    sum += weight;
-                    for (a, v) in acc.iter_mut().zip(&values[kv..kv + hd]) {
-                        *a += weight * v;
+                    for (&score, j) in scores.iter().zip(start..end) {
+                        let (_, values) = cache.get(layer, j);
+                        let weight = (score - max).exp();
+                        sum += weight;
+                        for (a, v) in acc.iter_mut().zip(&values[kv..kv + hd]) {
+                            *a += weight * v;
+                        }
                     }
                 }
                 let inv = 1.0 / sum;
                 acc.iter_mut().for_each(|a| *a *= inv);
             });
+        Ok(())
     }
 
-    /// Final norm and LM head for rows `first..first + rows` of the batch, into `s.logits`.
-    fn head(&self, first: usize, rows: usize, s: &mut Scratch) -> Result<(), ModelError> {
+    /// Final norm and LM head for the rows each sequence wants, into `s.logits`; returns the
+    /// number of logits rows.
+    fn head(&self, seqs: &[SeqBatch<'_>], s: &mut Scratch) -> Result<usize, ModelError> {
         let c = &self.config;
         let d = c.hidden;
-        let src = &s.x[first * d..(first + rows) * d];
-        self.norm(&self.weights.output_norm, src, &mut s.h, rows);
+        let mut rows = 0;
+        let mut first = 0;
+        for seq in seqs {
+            let n = seq.tokens.len();
+            let wanted = match seq.logits {
+                Logits::All => first..first + n,
+                Logits::Last if n > 0 => first + n - 1..first + n,
+                Logits::Last => first..first,
+            };
+            for row in wanted {
+                let src = &s.x[row * d..(row + 1) * d];
+                self.norm(&self.weights.output_norm, src, &mut s.h[rows * d..], 1);
+                rows += 1;
+            }
+            first += n;
+        }
         compute::matmul(
             self.weights.lm_head(),
             &s.h,
@@ -331,6 +447,6 @@ impl Model {
         if let Some(cap) = c.final_softcap {
             ops::softcap(logits, cap);
         }
-        Ok(())
+        Ok(rows)
     }
 }

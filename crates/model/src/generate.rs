@@ -96,7 +96,7 @@ pub fn generate(
     let mut sampler = Sampler::new(request.sampling.clone(), model.config.vocab_size);
     prompt.iter().for_each(|&t| sampler.accept(t));
     let mut stream = tokenizer.stream_decoder();
-    let mut stops = StopMatcher::new(&request.stop);
+    let mut stops = StopMatcher::new(request.stop.clone());
     let mut timings = Timings {
         prompt_tokens: prompt.len(),
         ..Timings::default()
@@ -148,17 +148,29 @@ pub fn generate(
 }
 
 /// Finds stop strings in streamed text, holding back any tail that could start one.
-struct StopMatcher<'a> {
-    stops: &'a [String],
+///
+/// ```
+/// use rinfer_model::generate::StopMatcher;
+///
+/// let mut stops = StopMatcher::new(vec!["END".into()]);
+/// let mut out = String::new();
+/// assert!(!stops.push("a E", &mut |t| out.push_str(t)));
+/// assert_eq!(out, "a ");
+/// assert!(stops.push("ND b", &mut |t| out.push_str(t)));
+/// assert_eq!(out, "a ");
+/// ```
+pub struct StopMatcher {
+    stops: Vec<String>,
     /// All text so far (cut at a stop string once found).
-    text: String,
+    pub(crate) text: String,
     /// Bytes of `text` already handed out.
     emitted: usize,
-    stopped: bool,
+    pub(crate) stopped: bool,
 }
 
-impl<'a> StopMatcher<'a> {
-    fn new(stops: &'a [String]) -> Self {
+impl StopMatcher {
+    /// A matcher for `stops` (empty strings never match).
+    pub fn new(stops: Vec<String>) -> Self {
         Self {
             stops,
             text: String::new(),
@@ -168,7 +180,7 @@ impl<'a> StopMatcher<'a> {
     }
 
     /// Adds `piece`; hands out what is safe; returns whether a stop string was found.
-    fn push(&mut self, piece: &str, on_text: &mut impl FnMut(&str)) -> bool {
+    pub fn push(&mut self, piece: &str, on_text: &mut impl FnMut(&str)) -> bool {
         let search_from = self.emitted;
         self.text.push_str(piece);
         let found = self
@@ -201,7 +213,8 @@ impl<'a> StopMatcher<'a> {
         false
     }
 
-    fn flush(&mut self, on_text: &mut impl FnMut(&str)) {
+    /// Hands out the text held back (at the end of a generation that did not stop on a string).
+    pub fn flush(&mut self, on_text: &mut impl FnMut(&str)) {
         if self.text.len() > self.emitted {
             on_text(&self.text[self.emitted..]);
             self.emitted = self.text.len();
@@ -230,7 +243,7 @@ mod tests {
 
     fn run(stops: &[&str], pieces: &[&str]) -> (String, String, bool) {
         let stops: Vec<String> = stops.iter().map(|s| s.to_string()).collect();
-        let mut m = StopMatcher::new(&stops);
+        let mut m = StopMatcher::new(stops);
         let mut out = String::new();
         let mut stopped = false;
         for p in pieces {

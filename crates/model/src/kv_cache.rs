@@ -58,6 +58,14 @@ impl KvCache {
         self.context
     }
 
+    /// Bytes the cache holds, allocated once.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| (l.keys.len() + l.values.len()) * std::mem::size_of::<f32>())
+            .sum()
+    }
+
     /// Forgets everything (the buffers are kept).
     pub fn clear(&mut self) {
         self.len = 0;

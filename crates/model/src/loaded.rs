@@ -3,13 +3,16 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use rinfer_formats::HfModelDir;
 use rinfer_formats::gguf::GgufFile;
 
 use crate::arch::config_from_metadata;
 use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
 use crate::forward::Model;
-use crate::load_gguf;
+use crate::hf_checkpoint::{config_from_hf, gguf_arch};
+use crate::load;
+use crate::tensor_store::{GgufStore, SafetensorsStore};
 use crate::tokenizer::Tokenizer;
 
 impl Model {
@@ -22,20 +25,42 @@ impl Model {
 
     /// Builds a model over an opened GGUF file (the weights borrow its memory map).
     pub fn from_gguf(file: &Arc<GgufFile>) -> Result<Self, ModelError> {
-        let vocab = load_gguf::vocab_rows(file)?;
+        let store = GgufStore::new(file);
+        let vocab = load::vocab_rows(&store)?;
         let config = config_from_metadata(file.metadata(), vocab)?;
-        let weights = load_gguf::load(file, &config)?;
+        let weights = load::load(&store, &config)?;
+        Ok(Self { config, weights })
+    }
+
+    /// Opens a Hugging Face model directory (`config.json` and safetensors weights in F32,
+    /// F16 or BF16; llama, mistral, qwen2 and qwen3). The weights stay memory-mapped.
+    pub fn open_safetensors(dir: impl AsRef<Path>) -> Result<Self, ModelError> {
+        let hf = HfModelDir::discover(dir.as_ref()).map_err(hf_error)?;
+        Self::from_hf_dir(&hf)
+    }
+
+    fn from_hf_dir(hf: &HfModelDir) -> Result<Self, ModelError> {
+        let arch = gguf_arch(&hf.config)?;
+        let weights = hf.open_weights().map_err(hf_error)?;
+        let store = SafetensorsStore::new(weights, arch)?;
+        let vocab = load::vocab_rows(&store)?;
+        let config = config_from_hf(&hf.config, vocab)?;
+        let weights = load::load(&store, &config)?;
         Ok(Self { config, weights })
     }
 }
 
-/// A model with its tokenizer and chat template, as one GGUF file holds them.
+fn hf_error(e: impl std::fmt::Display) -> ModelError {
+    ModelError::InvalidConfig(e.to_string())
+}
+
+/// A model with its tokenizer and chat template: one GGUF file, or a Hugging Face directory.
 ///
 /// ```no_run
 /// use rinfer_model::{GenerateRequest, KvCache, LoadedModel, SamplingParams, Scratch, generate};
 ///
 /// let loaded = LoadedModel::open("gemma-3-270m-q4_k_m.gguf")?;
-/// let prompt = loaded.tokenizer.encode("The capital of France is", true, false);
+/// let prompt = loaded.tokenizer.encode("The capital of France is", true, false)?;
 /// let request = GenerateRequest {
 ///     prompt,
 ///     max_tokens: 16,
@@ -57,13 +82,16 @@ pub struct LoadedModel {
     pub tokenizer: Tokenizer,
     /// Its chat template, if the file has one.
     pub chat_template: Option<ChatTemplate>,
-    /// The mapped file the weights borrow from.
-    pub file: Arc<GgufFile>,
 }
 
 impl LoadedModel {
-    /// Opens a GGUF model with its tokenizer and chat template.
+    /// Opens a GGUF model file, or a Hugging Face model directory (`config.json`,
+    /// `tokenizer.json` and safetensors weights), with its tokenizer and chat template.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ModelError> {
+        let path = path.as_ref();
+        if path.is_dir() {
+            return Self::open_hf_dir(path);
+        }
         let (model, file) = Model::open_gguf(path)?;
         let tokenizer = Tokenizer::from_gguf(file.metadata())?;
         let chat_template = ChatTemplate::from_metadata(file.metadata())
@@ -72,7 +100,30 @@ impl LoadedModel {
             model,
             tokenizer,
             chat_template,
-            file,
+        })
+    }
+
+    fn open_hf_dir(dir: &Path) -> Result<Self, ModelError> {
+        let hf = HfModelDir::discover(dir).map_err(hf_error)?;
+        let model = Model::from_hf_dir(&hf)?;
+        let tokenizer_path = hf.tokenizer.as_ref().ok_or_else(|| {
+            ModelError::InvalidConfig(format!("{} has no tokenizer.json", dir.display()))
+        })?;
+        let tokenizer = Tokenizer::from_hf_json(tokenizer_path)?;
+        let chat_template = match &hf.tokenizer_config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ModelError::InvalidConfig(format!("cannot read {}: {e}", path.display()))
+                })?;
+                ChatTemplate::from_tokenizer_config(&text)
+                    .map_err(|e| ModelError::InvalidConfig(format!("chat template: {e}")))?
+            }
+            None => None,
+        };
+        Ok(Self {
+            model,
+            tokenizer,
+            chat_template,
         })
     }
 }

@@ -6,6 +6,8 @@ use crate::config::ModelConfig;
 pub struct Scratch {
     /// Largest batch these buffers hold.
     pub(crate) max_batch: usize,
+    /// Most rows of logits one pass may produce.
+    pub(crate) max_logit_rows: usize,
     /// Residual stream `[n, hidden]`.
     pub(crate) x: Vec<f32>,
     /// Normed input `[n, hidden]`.
@@ -28,17 +30,47 @@ pub struct Scratch {
     pub(crate) up: Vec<f32>,
     /// Logits `[n, vocab]`.
     pub(crate) logits: Vec<f32>,
+    /// Sequence and position of every row of the batch.
+    pub(crate) sources: Vec<crate::forward::RowSource>,
     /// The quantized-activation buffer of the matmul kernels.
     pub(crate) act: rinfer_kernels::ActivationBuffer,
 }
 
 impl Scratch {
-    /// Buffers for batches of up to `max_batch` tokens of `config`'s model.
+    /// Bytes of the f32 buffers (the quantized-activation buffer aside).
+    pub fn bytes(&self) -> usize {
+        let buffers = [
+            &self.x,
+            &self.h,
+            &self.q,
+            &self.k,
+            &self.v,
+            &self.fused,
+            &self.attn,
+            &self.out,
+            &self.gate,
+            &self.up,
+            &self.logits,
+        ];
+        buffers.iter().map(|b| b.len() * 4).sum()
+    }
+
+    /// Buffers for batches of up to `max_batch` tokens of `config`'s model, every one of which
+    /// may ask for logits.
     pub fn new(config: &ModelConfig, max_batch: usize) -> Self {
+        Self::with_logit_rows(config, max_batch, max_batch)
+    }
+
+    /// Buffers for batches of up to `max_batch` tokens of which at most `max_logit_rows` ask for
+    /// logits: generation needs one row per sequence, and a row of a large vocabulary is big
+    /// (1 MiB for 262144 tokens).
+    pub fn with_logit_rows(config: &ModelConfig, max_batch: usize, max_logit_rows: usize) -> Self {
         let n = max_batch.max(1);
+        let logit_rows = max_logit_rows.clamp(1, n);
         let fused = (config.q_dim() + 2 * config.kv_dim()).max(2 * config.ffn_dim);
         Self {
             max_batch: n,
+            max_logit_rows: logit_rows,
             x: vec![0.0; n * config.hidden],
             h: vec![0.0; n * config.hidden],
             q: vec![0.0; n * config.q_dim()],
@@ -49,11 +81,12 @@ impl Scratch {
             out: vec![0.0; n * config.hidden],
             gate: vec![0.0; n * config.ffn_dim],
             up: vec![0.0; n * config.ffn_dim],
-            logits: vec![0.0; n * config.vocab_size],
+            logits: vec![0.0; logit_rows * config.vocab_size],
+            sources: Vec::with_capacity(n),
             act: rinfer_kernels::ActivationBuffer::for_matmul(
                 n,
                 config.hidden.max(config.ffn_dim).max(config.q_dim()),
-                config.vocab_size.max(fused),
+                config.vocab_size.max(fused).max(config.hidden),
             ),
         }
     }

@@ -172,6 +172,40 @@ pub struct Weights {
 }
 
 impl Weights {
+    /// Every matrix, each once (a tied LM head is the embedding table).
+    pub fn matrices(&self) -> Vec<&Matrix> {
+        let mut all = vec![&self.token_embd];
+        all.extend(&self.position_embd);
+        for layer in &self.layers {
+            match &layer.qkv {
+                Qkv::Separate { q, k, v } => all.extend([&q.weight, &k.weight, &v.weight]),
+                Qkv::Fused(qkv) => all.push(&qkv.weight),
+            }
+            all.push(&layer.attn_output.weight);
+            match &layer.ffn_up {
+                FfnUp::Gated { gate, up } => all.extend([&gate.weight, &up.weight]),
+                FfnUp::FusedGated(l) | FfnUp::Plain(l) => all.push(&l.weight),
+            }
+            all.push(&layer.ffn_down.weight);
+        }
+        all.extend(&self.output);
+        all
+    }
+
+    /// Bytes of the matrices per block format, largest first. They stay in the file's memory
+    /// map; only norms and biases are copied (as f32).
+    pub fn bytes_by_type(&self) -> Vec<(GgmlType, usize)> {
+        let mut totals: Vec<(GgmlType, usize)> = Vec::new();
+        for m in self.matrices() {
+            match totals.iter_mut().find(|(ty, _)| *ty == m.ty) {
+                Some((_, bytes)) => *bytes += m.data().len(),
+                None => totals.push((m.ty, m.data().len())),
+            }
+        }
+        totals.sort_by_key(|&(_, bytes)| std::cmp::Reverse(bytes));
+        totals
+    }
+
     /// The matrix that produces logits.
     pub fn lm_head(&self) -> &Matrix {
         self.output.as_ref().unwrap_or(&self.token_embd)

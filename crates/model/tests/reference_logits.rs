@@ -12,19 +12,46 @@ struct Tolerance {
     max_abs: f64,
     mean_abs: f64,
     argmax_margin: f64,
+    /// Least cosine similarity of the full-vocabulary logits at the last position.
+    min_cosine: f64,
 }
 
+/// F32 weights, RMSNorm and SwiGLU (README §3.4).
+const F32_RMS: Tolerance = Tolerance {
+    max_abs: 1e-3,
+    mean_abs: 1e-4,
+    argmax_margin: 0.0,
+    min_cosine: 0.99999,
+};
 const F32_GELU: Tolerance = Tolerance {
     max_abs: 1e-2,
     mean_abs: 2e-3,
     argmax_margin: 1e-2,
+    min_cosine: 0.99999,
 };
 /// Quantized weights, activations quantized as ggml does (README §3.4).
 const QUANTIZED: Tolerance = Tolerance {
     max_abs: 0.5,
     mean_abs: 0.06,
     argmax_margin: 0.5,
+    min_cosine: 0.995,
 };
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+    let norm = |v: &[f32]| v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+/// The reference's full-vocabulary logits at the last position of a case.
+fn last_logits(case: &Value) -> Vec<f32> {
+    let file = case["last_logits_file"].as_str().unwrap();
+    let bytes = std::fs::read(format!("{}/{file}", fixtures())).unwrap();
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
 
 fn log_sum_exp(row: &[f32]) -> f64 {
     let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
@@ -36,10 +63,15 @@ fn log_sum_exp(row: &[f32]) -> f64 {
 }
 
 fn check_model(name: &str, tol: &Tolerance) {
+    let (model, _file) = Model::open_gguf(format!("{}/models/{name}.gguf", fixtures())).unwrap();
+    check_against_refs(&model, name, tol);
+}
+
+/// Checks `model` against the llama.cpp references of the fixture model `name`.
+fn check_against_refs(model: &Model, name: &str, tol: &Tolerance) {
     let refs: Value =
         serde_json::from_slice(&std::fs::read(format!("{}/refs/{name}.json", fixtures())).unwrap())
             .unwrap();
-    let (model, _file) = Model::open_gguf(format!("{}/models/{name}.gguf", fixtures())).unwrap();
     let vocab = model.config.vocab_size;
     for case in refs["cases"].as_array().unwrap() {
         let tokens: Vec<u32> = case["tokens"]
@@ -87,8 +119,14 @@ fn check_model(name: &str, tol: &Tolerance) {
             }
         }
         let mean_abs = sum_abs / count as f64;
+        let cos = cosine(&logits[(n - 1) * vocab..n * vocab], &last_logits(case));
         eprintln!(
-            "{name} {}: max abs {max_abs:.2e} mean abs {mean_abs:.2e}",
+            "{name} {}: max abs {max_abs:.2e} mean abs {mean_abs:.2e} last cosine {cos:.6}",
+            case["case"]
+        );
+        assert!(
+            cos >= tol.min_cosine,
+            "{name} {}: last-position cosine {cos}",
             case["case"]
         );
         assert!(
@@ -142,4 +180,34 @@ fn llama_q8_0_matches_llama_cpp() {
 #[test]
 fn llama_q4_k_matches_llama_cpp() {
     check_model("llama-tiny-q4_k", &QUANTIZED);
+}
+
+/// The Hugging Face safetensors twin of llama3bpe-tiny (unpermuted q/k, rotate-half RoPE) gives
+/// the logits llama.cpp computed from its GGUF twin.
+#[test]
+fn safetensors_twin_matches_its_gguf_twin() {
+    let model = Model::open_safetensors(format!("{}/llama3bpe-tiny-hf", fixtures())).unwrap();
+    check_against_refs(&model, "llama3bpe-tiny-f32", &F32_RMS);
+}
+
+/// A checkpoint of a `model_type` rinfer does not load is refused by name.
+#[test]
+fn safetensors_checkpoint_of_an_unknown_model_type_is_refused() {
+    let dir = std::env::temp_dir().join(format!("rinfer-unknown-arch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let twin = format!("{}/llama3bpe-tiny-hf", fixtures());
+    let config = std::fs::read_to_string(format!("{twin}/config.json")).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        config.replace("\"llama\"", "\"gpt_neox\""),
+    )
+    .unwrap();
+    std::fs::copy(
+        format!("{twin}/model.safetensors"),
+        dir.join("model.safetensors"),
+    )
+    .unwrap();
+    let err = Model::open_safetensors(&dir).err().unwrap().to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(err.contains("gpt_neox"), "{err}");
 }

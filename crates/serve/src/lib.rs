@@ -1,3 +1,32 @@
 //! OpenAI-compatible HTTP serving for rinfer, with a continuous-batching scheduler.
 //!
-//! Nothing is implemented here yet. The engine must never run on the async runtime's threads.
+//! [`serve`] binds the address at once (so `/health` answers 503 while the model loads), loads
+//! the model on a dedicated engine thread, and answers `/v1/completions`,
+//! `/v1/chat/completions`, `/v1/models`, `/health`, `/metrics`, `/tokenize` and `/detokenize`
+//! until SIGTERM or Ctrl-C, then drains the requests in flight and returns.
+//!
+//! The engine thread owns the model, the scratch buffers and a pool of KV caches (one per
+//! parallel sequence) and runs one batched forward pass per step over every running sequence
+//! plus a chunk of a waiting prompt. It must never run on the async runtime's threads, and the
+//! HTTP side must never block on it: requests reach it through a bounded queue, tokens come back
+//! through unbounded channels whose closing cancels the sequence.
+//!
+//! Every request is validated before it reaches the engine; anything rinfer does not implement
+//! is refused with a 400 that names the field, never ignored.
+
+#![forbid(unsafe_code)]
+
+mod chat;
+mod config;
+mod error;
+mod metrics;
+mod request;
+mod response;
+mod routes;
+mod scheduler;
+mod server;
+mod validate;
+
+pub use config::ServeConfig;
+pub use error::ServeError;
+pub use server::serve;

@@ -1,20 +1,40 @@
-//! `cargo xtask bench <what> [options]`: dispatches on the first argument to one benchmark.
+//! `cargo xtask bench [what]`: benchmarks, dispatched on the first argument.
+//!
+//! `model` (the default) measures prompt processing, generation, load-to-first-token and peak
+//! memory of the `rinfer` binary, and with `--vs-llama-cpp` llama.cpp beside it in the same run;
+//! `make-model` writes the synthetic llama-shaped model the model bench can also run;
+//! `kernels` measures matvec and matmul of every weight type against the machine's bandwidth;
+//! `serve` measures `rinfer serve` at several concurrent streams.
 
+mod cache;
+mod child;
 mod kernels;
+mod llama_cpp;
+mod measure;
+mod model;
+mod options;
+mod report;
+mod rinfer;
+mod serve;
+mod stats;
+mod synthetic_model;
+mod synthetic_vocab;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-/// The benchmarks, as listed in the usage text.
-pub const USAGE: &str = "\
-  bench kernels [--json] [TYPE...]
-                matvec GB/s (1 and 2 threads, vs measured read bandwidth) and matmul GFLOP/s of
-                every weight type (or the named ones) at real model shapes";
-
-/// Runs the benchmark named by `args[0]` with the remaining arguments.
-pub fn run(args: &[&str]) -> Result<()> {
-    match args {
-        ["kernels", rest @ ..] => kernels::run(rest),
-        [] => bail!("which benchmark? expected one of:\n{USAGE}"),
-        [other, ..] => bail!("unknown benchmark `{other}`; expected one of:\n{USAGE}"),
+/// Runs the benchmark the first argument names, handing it the remaining arguments.
+pub fn run(args: &[String]) -> Result<()> {
+    match args.first().map(String::as_str) {
+        Some("model") => model::run(&args[1..]),
+        Some("make-model") => synthetic_model::run(&args[1..]),
+        Some("kernels") => {
+            let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+            kernels::run(&rest)
+        }
+        Some("serve") => {
+            let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+            serve::run(&rest)
+        }
+        _ => model::run(args),
     }
 }

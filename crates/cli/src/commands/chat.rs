@@ -3,8 +3,8 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{Result, bail};
+use rinfer_model::GenerateRequest;
 use rinfer_model::chat_template::ChatMessage;
-use rinfer_model::{GenerateRequest, generate};
 
 use crate::engine::{Engine, sampling_params};
 use crate::options::ChatOptions;
@@ -16,7 +16,7 @@ pub fn run(options: &ChatOptions) -> Result<()> {
     let Some(template) = &loaded.chat_template else {
         bail!("this model has no chat template; use `rinfer run` instead");
     };
-    let (mut cache, mut scratch) = engine.buffers();
+    let (mut backend, _device) = engine.backend()?;
     let mut messages: Vec<ChatMessage> = options.system.iter().map(ChatMessage::system).collect();
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
@@ -34,7 +34,7 @@ pub fn run(options: &ChatOptions) -> Result<()> {
         messages.push(ChatMessage::user(line));
         let prompt = template.render(&messages, true)?;
         // The template writes BOS itself where the model wants it.
-        let tokens = loaded.tokenizer.encode(&prompt, false, true);
+        let tokens = loaded.tokenizer.encode(&prompt, false, true)?;
         let max_tokens = options
             .max_tokens
             .min(engine.context.saturating_sub(tokens.len()));
@@ -44,17 +44,10 @@ pub fn run(options: &ChatOptions) -> Result<()> {
             sampling: sampling_params(&options.sampling),
             stop: Vec::new(),
         };
-        let out = generate(
-            &loaded.model,
-            &loaded.tokenizer,
-            &request,
-            &mut cache,
-            &mut scratch,
-            |text| {
-                let _ = stdout.write_all(text.as_bytes());
-                let _ = stdout.flush();
-            },
-        )?;
+        let out = backend.generate(loaded, &request, |text| {
+            let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.flush();
+        })?;
         writeln!(stdout)?;
         messages.push(ChatMessage::assistant(out.text));
     }

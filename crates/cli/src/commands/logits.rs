@@ -2,9 +2,9 @@
 //! This is how rinfer is checked against other engines.
 
 use anyhow::{Result, bail};
-use rinfer_model::{KvCache, Logits, Scratch};
 use serde_json::json;
 
+use crate::backend::Backend;
 use crate::engine::Engine;
 use crate::options::LogitsOptions;
 
@@ -13,7 +13,7 @@ pub fn run(options: &LogitsOptions) -> Result<()> {
     let engine = Engine::start(&options.engine)?;
     let loaded = &engine.loaded;
     let tokens = match (&options.prompt, &options.tokens) {
-        (Some(prompt), _) => loaded.tokenizer.encode(prompt, true, false),
+        (Some(prompt), _) => loaded.tokenizer.encode(prompt, true, false)?,
         (None, Some(tokens)) => tokens.clone(),
         (None, None) => unreachable!("clap requires a prompt or tokens"),
     };
@@ -25,16 +25,19 @@ pub fn run(options: &LogitsOptions) -> Result<()> {
     if n > engine.context {
         bail!("{n} tokens exceed the context of {} tokens", engine.context);
     }
-    let mut cache = KvCache::new(config, n, n);
-    let mut scratch = Scratch::new(config, n);
-    let logits = loaded
-        .model
-        .forward(&tokens, &mut cache, &mut scratch, Logits::All)?;
+    let (mut backend, device) = Backend::start(&engine, n, n, true)?;
+    let logits = backend.logits(loaded, &tokens)?;
     let positions: Vec<_> = logits
         .chunks_exact(config.vocab_size)
         .map(|row| position_json(row, options.top_k))
         .collect();
-    println!("{}", json!({ "tokens": tokens, "positions": positions }));
+    let report = json!({
+        "device": device.kind(),
+        "device_detail": device.to_string(),
+        "tokens": tokens,
+        "positions": positions,
+    });
+    println!("{report}");
     Ok(())
 }
 

@@ -5,4 +5,5 @@ pub mod fetch;
 pub mod inspect;
 pub mod logits;
 pub mod run;
+pub mod serve;
 pub mod tokenize;

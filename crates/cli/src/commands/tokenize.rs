@@ -13,7 +13,7 @@ pub fn run(options: &TokenizeOptions) -> Result<()> {
     let path = model_path(&options.model)?;
     let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
     let tokenizer = Tokenizer::from_gguf(file.metadata())?;
-    let tokens = tokenizer.encode(&options.text, true, true);
+    let tokens = tokenizer.encode(&options.text, true, true)?;
     if options.json {
         println!("{}", json!({ "tokens": tokens }));
     } else {

@@ -1,6 +1,7 @@
 use rinfer_formats::GgmlType;
 
 use super::*;
+use crate::cpu::Isa;
 use crate::matmul::matmul;
 
 /// Deterministic values in `-1..1` (a small LCG; tests need variety, not quality).
@@ -147,6 +148,13 @@ fn row_split_is_a_few_tasks_per_thread_and_none_for_small_matrices() {
 
 #[test]
 fn matmul_rows_are_bit_identical_to_matvec() {
+    // Every instruction set this CPU has, so each tile kernel meets the dot it must equal.
+    for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+        matmul_matches_matvec(&Kernels::with_isa(isa));
+    }
+}
+
+fn matmul_matches_matvec(k: &Kernels) {
     let (rows, cols, n_tokens) = (45, 512, 11);
     for ty in TYPES {
         let data = matrix(ty, rows, cols);
@@ -154,7 +162,6 @@ fn matmul_rows_are_bit_identical_to_matvec() {
         let x = values(n_tokens * cols, 3);
         let mut act = ActivationBuffer::for_matmul(n_tokens, cols, rows);
         let mut y = vec![0.0; n_tokens * rows];
-        let k = Kernels::detected();
         matmul(k, &w, &x, n_tokens, &mut act, &mut y).expect("matmul");
         let mut yt = vec![0.0; rows];
         for t in 0..n_tokens {
@@ -163,7 +170,8 @@ fn matmul_rows_are_bit_identical_to_matvec() {
             assert_eq!(
                 bytemuck::cast_slice::<f32, u32>(got),
                 bytemuck::cast_slice::<f32, u32>(&yt),
-                "{ty} token {t}"
+                "{ty} token {t} on {:?}",
+                k.isa()
             );
         }
     }

@@ -34,6 +34,10 @@ use vocab::{Vocab, VocabKind};
 /// Why a tokenizer could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
+    /// The tokenizer's own pipeline rejected the text (a `tokenizer.json` whose model cannot
+    /// represent some piece of it).
+    #[error("the tokenizer cannot encode this text: {0}")]
+    Encode(String),
     /// A metadata key the tokenizer needs is absent.
     #[error("GGUF metadata key `{key}` is missing; the file has no usable tokenizer")]
     MissingKey {
@@ -119,7 +123,7 @@ enum Backend {
 /// let file = GgufFile::open("model.gguf")?;
 /// let tok = Tokenizer::from_gguf(file.metadata())?;
 /// // Add BOS as the model expects; keep "<start_of_turn>" in the text as plain text.
-/// let ids = tok.encode("Hello world", true, false);
+/// let ids = tok.encode("Hello world", true, false)?;
 /// assert_eq!(Some(ids[0]), tok.bos());
 /// let text = tok.decode(&ids);
 /// assert_eq!(text, "Hello world");
@@ -247,15 +251,20 @@ impl Tokenizer {
     /// written in the text (`<start_of_turn>`, `<|im_end|>`) become their ids; without it they
     /// are tokenized as plain text. User-defined tokens are always matched whole.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// Only for a `tokenizer.json` whose own pipeline fails (a model that needs an unknown
-    /// token it does not define); GGUF vocabularies never fail.
-    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+    /// [`TokenizerError::Encode`] when the tokenizer pipeline itself fails (a `tokenizer.json`
+    /// model that needs a token it does not define); GGUF vocabularies encode any text.
+    pub fn encode(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
         if let Backend::Hf(hf) = &self.backend {
             return hf
                 .encode(text, add_special, parse_special)
-                .unwrap_or_else(|e| panic!("tokenizer.json failed to encode: {e}"));
+                .map_err(|e| TokenizerError::Encode(e.to_string()));
         }
         let v = &self.vocab;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
@@ -282,11 +291,10 @@ impl Tokenizer {
                         prev_special = false;
                     }
                     Backend::Bpe(tk) => {
-                        // The pipeline has no normalizer and no added tokens; it cannot fail
-                        // on valid UTF-8 text, and every byte has a token.
-                        if let Ok(enc) = tk.encode(t, false) {
-                            out.extend_from_slice(enc.get_ids());
-                        }
+                        let enc = tk
+                            .encode(t, false)
+                            .map_err(|e| TokenizerError::Encode(e.to_string()))?;
+                        out.extend_from_slice(enc.get_ids());
                     }
                     Backend::Hf(_) => unreachable!("handled above"),
                 },
@@ -295,7 +303,7 @@ impl Tokenizer {
         if add_special && v.add_eos {
             out.extend(v.eos);
         }
-        out
+        Ok(out)
     }
 
     /// Token ids to text, as `llama_detokenize(ids, remove_special = false,

@@ -26,3 +26,32 @@ pub(crate) fn vec_dot(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     }
     hsum_float_8(acc)
 }
+
+/// [`vec_dot`] of one weight row against `out.len()` activation rows (stored one after the
+/// other in `a`), decoding each weight block once for all of them. Every output goes through
+/// exactly the operations [`vec_dot`] performs, so it is bit-identical to it.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn vec_dot_tile(w: &[BlockQ5_0], a: &[BlockQ8_0], out: &mut [f32]) {
+    let nb = w.len();
+    let mut acc = [_mm256_setzero_ps(); TILE];
+    let acc = &mut acc[..out.len()];
+    for (i, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let lo = bytes_from_nibbles_32(&x.qs);
+        let hi = bytes_from_bits_32(u32::from_le_bytes(x.qh));
+        let hi = _mm256_andnot_si256(hi, _mm256_set1_epi8(0xF0u8 as i8));
+        let qx = _mm256_or_si256(lo, hi);
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let y = &a[t * nb + i];
+            let d = f16_product_8(x.d, y.d);
+            let q = mul_sum_i8_pairs_float(qx, load_i8x32(&y.qs));
+            *acc = _mm256_fmadd_ps(d, q, *acc);
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(acc.iter()) {
+        *o = hsum_float_8(*acc);
+    }
+}
+
+/// The most activation rows [`vec_dot_tile`] takes at once.
+const TILE: usize = crate::matmul::TOKEN_TILE;

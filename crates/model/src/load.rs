@@ -1,15 +1,14 @@
-//! Loading GGUF weights into [`Weights`]: every tensor checked against the configuration, every
-//! tensor in the file accounted for.
+//! Loading weights into [`Weights`] from any [`TensorStore`]: every tensor checked against the
+//! configuration, every tensor in the store accounted for.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use rinfer_formats::GgmlType;
-use rinfer_formats::gguf::{GgufFile, TensorView};
 
 use crate::config::{Ffn, ModelConfig, NormKind, Positional};
 use crate::error::ModelError;
-use crate::weights::{ByteSource, FfnUp, LayerWeights, Linear, Matrix, NormWeights, Qkv, Weights};
+use crate::tensor_store::{StoredTensor, TensorStore};
+use crate::weights::{FfnUp, LayerWeights, Linear, Matrix, NormWeights, Qkv, Weights};
 
 /// Tensor types the CPU kernels can multiply with.
 fn supported_matrix_type(ty: GgmlType) -> bool {
@@ -34,29 +33,31 @@ fn supported_matrix_type(ty: GgmlType) -> bool {
 }
 
 struct Loader<'a> {
-    file: &'a Arc<GgufFile>,
+    store: &'a dyn TensorStore,
     config: &'a ModelConfig,
     used: HashSet<String>,
 }
 
-impl<'a> Loader<'a> {
-    fn view(&mut self, name: &str) -> Option<TensorView<'a>> {
-        let view = self.file.tensor(name)?;
-        self.used.insert(name.to_string());
-        Some(view)
+impl Loader<'_> {
+    fn view(&mut self, name: &str) -> Result<Option<StoredTensor>, ModelError> {
+        let tensor = self.store.tensor(name)?;
+        if tensor.is_some() {
+            self.used.insert(name.to_string());
+        }
+        Ok(tensor)
     }
 
-    fn require(&mut self, name: &str) -> Result<TensorView<'a>, ModelError> {
-        self.view(name)
+    fn require(&mut self, name: &str) -> Result<StoredTensor, ModelError> {
+        self.view(name)?
             .ok_or_else(|| ModelError::MissingTensor { name: name.into() })
     }
 
-    fn check_shape(view: &TensorView<'_>, expected: &[u64]) -> Result<(), ModelError> {
-        if view.dims() != expected {
+    fn check_shape(tensor: &StoredTensor, expected: &[u64]) -> Result<(), ModelError> {
+        if tensor.dims != expected {
             return Err(ModelError::TensorShape {
-                name: view.name().into(),
+                name: tensor.name.clone(),
                 expected: expected.to_vec(),
-                found: view.dims().to_vec(),
+                found: tensor.dims.clone(),
             });
         }
         Ok(())
@@ -64,25 +65,23 @@ impl<'a> Loader<'a> {
 
     fn matrix_view(
         &self,
-        view: TensorView<'_>,
+        tensor: StoredTensor,
         rows: usize,
         cols: usize,
     ) -> Result<Matrix, ModelError> {
-        Self::check_shape(&view, &[cols as u64, rows as u64])?;
-        if !supported_matrix_type(view.ty()) {
+        Self::check_shape(&tensor, &[cols as u64, rows as u64])?;
+        if !supported_matrix_type(tensor.ty) {
             return Err(ModelError::UnsupportedTensorType {
-                name: view.name().into(),
-                ty: view.ty().name(),
+                name: tensor.name,
+                ty: tensor.ty.name(),
             });
         }
-        let start = view.data.as_ptr() as usize - self.file.bytes().as_ptr() as usize;
-        let source: Arc<dyn ByteSource> = self.file.clone();
         Ok(Matrix::new(
-            view.ty(),
+            tensor.ty,
             rows,
             cols,
-            source,
-            start..start + view.data.len(),
+            tensor.source,
+            tensor.range,
         ))
     }
 
@@ -98,7 +97,7 @@ impl<'a> Loader<'a> {
     }
 
     fn optional_vector(&mut self, name: &str, len: usize) -> Result<Option<Vec<f32>>, ModelError> {
-        if self.file.tensor(name).is_none() {
+        if !self.store.contains(name) {
             return Ok(None);
         }
         self.vector(name, len).map(Some)
@@ -125,7 +124,7 @@ impl<'a> Loader<'a> {
         let p = format!("blk.{i}");
         let (hidden, q_dim, kv_dim) = (c.hidden, c.q_dim(), c.kv_dim());
         let attn_norm = self.norm(&format!("{p}.attn_norm"), hidden)?;
-        let qkv = if self.file.tensor(&format!("{p}.attn_qkv.weight")).is_some() {
+        let qkv = if self.store.contains(&format!("{p}.attn_qkv.weight")) {
             Qkv::Fused(self.linear(&format!("{p}.attn_qkv"), q_dim + 2 * kv_dim, hidden)?)
         } else {
             Qkv::Separate {
@@ -156,7 +155,7 @@ impl<'a> Loader<'a> {
         let ffn_up = match c.ffn {
             Ffn::Gelu => FfnUp::Plain(self.linear(&format!("{p}.ffn_up"), c.ffn_dim, hidden)?),
             Ffn::SiluGated | Ffn::GeluGated => {
-                if self.file.tensor(&format!("{p}.ffn_gate.weight")).is_some() {
+                if self.store.contains(&format!("{p}.ffn_gate.weight")) {
                     FfnUp::Gated {
                         gate: self.linear(&format!("{p}.ffn_gate"), c.ffn_dim, hidden)?,
                         up: self.linear(&format!("{p}.ffn_up"), c.ffn_dim, hidden)?,
@@ -187,26 +186,26 @@ impl<'a> Loader<'a> {
 }
 
 /// The number of rows of `token_embd.weight`, which fixes the vocabulary size.
-pub(crate) fn vocab_rows(file: &GgufFile) -> Result<usize, ModelError> {
-    let embd = file
-        .tensor("token_embd.weight")
+pub(crate) fn vocab_rows(store: &dyn TensorStore) -> Result<usize, ModelError> {
+    let embd = store
+        .tensor("token_embd.weight")?
         .ok_or_else(|| ModelError::MissingTensor {
             name: "token_embd.weight".into(),
         })?;
-    match embd.dims() {
-        [_, rows] => Ok(*rows as usize),
-        dims => Err(ModelError::TensorShape {
+    match embd.dims[..] {
+        [_, rows] => Ok(rows as usize),
+        _ => Err(ModelError::TensorShape {
             name: "token_embd.weight".into(),
             expected: vec![0, 0],
-            found: dims.to_vec(),
+            found: embd.dims.clone(),
         }),
     }
 }
 
-/// Builds the weights of the model in `file`, described by `config`.
-pub(crate) fn load(file: &Arc<GgufFile>, config: &ModelConfig) -> Result<Weights, ModelError> {
+/// Builds the weights of the model in `store`, described by `config`.
+pub(crate) fn load(store: &dyn TensorStore, config: &ModelConfig) -> Result<Weights, ModelError> {
     let mut l = Loader {
-        file,
+        store,
         config,
         used: HashSet::new(),
     };
@@ -215,7 +214,7 @@ pub(crate) fn load(file: &Arc<GgufFile>, config: &ModelConfig) -> Result<Weights
     let position_embd = match c.positional {
         Positional::Learned => {
             let view = l.require("position_embd.weight")?;
-            let rows = view.dims().get(1).copied().unwrap_or(0) as usize;
+            let rows = view.dims.get(1).copied().unwrap_or(0) as usize;
             Some(l.matrix_view(view, rows, c.hidden)?)
         }
         Positional::Rope(_) => None,
@@ -228,14 +227,18 @@ pub(crate) fn load(file: &Arc<GgufFile>, config: &ModelConfig) -> Result<Weights
         .map(|i| l.layer(i))
         .collect::<Result<Vec<_>, _>>()?;
     let output_norm = l.norm("output_norm", c.hidden)?;
-    let output = match file.tensor("output.weight") {
-        Some(_) => Some(l.matrix("output.weight", c.vocab_size, c.hidden)?),
-        None => None,
+    let output = match store.contains("output.weight") {
+        true => Some(l.matrix("output.weight", c.vocab_size, c.hidden)?),
+        false => None,
     };
     let output_bias = l.optional_vector("output.bias", c.vocab_size)?;
-    if let Some(extra) = file.tensors().find(|t| !l.used.contains(t.name())) {
+    if let Some(extra) = store
+        .names()
+        .into_iter()
+        .find(|name| !l.used.contains(name))
+    {
         return Err(ModelError::UnexpectedTensor {
-            name: extra.name().into(),
+            name: extra,
             arch: c.arch.clone(),
         });
     }
@@ -251,13 +254,13 @@ pub(crate) fn load(file: &Arc<GgufFile>, config: &ModelConfig) -> Result<Weights
 }
 
 /// A 1-D tensor as f32 values.
-fn to_f32(view: &TensorView<'_>) -> Result<Vec<f32>, ModelError> {
-    let n = view.info.element_count() as usize;
+fn to_f32(tensor: &StoredTensor) -> Result<Vec<f32>, ModelError> {
+    let n = tensor.dims.iter().product::<u64>() as usize;
     let mut out = vec![0.0; n];
-    rinfer_kernels::dequantize_row(view.ty(), view.data, &mut out).map_err(|_| {
+    rinfer_kernels::dequantize_row(tensor.ty, tensor.bytes(), &mut out).map_err(|_| {
         ModelError::UnsupportedTensorType {
-            name: view.name().into(),
-            ty: view.ty().name(),
+            name: tensor.name.clone(),
+            ty: tensor.ty.name(),
         }
     })?;
     Ok(out)

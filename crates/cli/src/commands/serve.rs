@@ -1,0 +1,32 @@
+//! `rinfer serve`: the OpenAI-compatible HTTP server of `rinfer-serve`, with logs on stderr.
+
+use std::net::SocketAddr;
+
+use anyhow::Result;
+use rinfer_serve::ServeConfig;
+
+use crate::engine::model_path;
+use crate::options::ServeOptions;
+
+/// Serves until SIGTERM or Ctrl-C, then drains the requests in flight.
+pub fn run(options: &ServeOptions) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let path = model_path(&options.model)?;
+    let model_id = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let config = ServeConfig {
+        address: SocketAddr::new(options.host, options.port),
+        context: options.ctx,
+        parallel: options.parallel,
+        queue: options.queue,
+        threads: options.threads,
+        ..ServeConfig::new(path, model_id)
+    };
+    rinfer_serve::serve(config)?;
+    Ok(())
+}

@@ -1,0 +1,278 @@
+//! A real `rinfer serve` process on loopback and a minimal HTTP/1.1 client for it, shared by
+//! the serve tests. The client is written out (no HTTP crate) so that tests can also send
+//! bytes no well-behaved client would.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A fixture model: tiny, random weights, a Gemma 3 tokenizer.
+pub fn tiny_model() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/models/gemma3-tiny-q4_k_m.gguf")
+        .display()
+        .to_string()
+}
+
+/// A running `rinfer serve`, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Starts `rinfer serve --port 0 ARGS` and waits until `/health` says it is ready.
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
+            .arg("serve")
+            .args(["--port", "0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("rinfer serve starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let log_writer = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on http://").nth(1) {
+                    let addr: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+                    let _ = addr_tx.send(addr);
+                }
+                log_writer.lock().unwrap().push(line);
+            }
+        });
+        let addr = match addr_rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(addr) => addr.parse().expect("a socket address"),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("rinfer serve did not start: {:?}", log.lock().unwrap());
+            }
+        };
+        let server = Self { child, addr, log };
+        server.wait_healthy(Duration::from_secs(120));
+        server
+    }
+
+    /// Waits for `/health` to answer 200.
+    pub fn wait_healthy(&self, timeout: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Ok(r) = try_request(self.addr, "GET", "/health", b"")
+                && r.status == 200
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "rinfer serve never became healthy: {:?}",
+            self.log.lock().unwrap()
+        );
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        request(self.addr, "GET", path, b"")
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Response {
+        request(self.addr, "POST", path, body.to_string().as_bytes())
+    }
+
+    /// A metric's value from `/metrics` (the first sample whose line starts with `name`).
+    pub fn metric(&self, name: &str) -> f64 {
+        let text = self.get("/metrics").text();
+        text.lines()
+            .find(|l| l.starts_with(name) && !l.starts_with('#'))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    }
+
+    /// Waits (up to 5 s) for a gauge to reach `value`: the engine retires a finished sequence on
+    /// its next step, which may come just after the client has its last byte.
+    pub fn settled_metric(&self, name: &str, value: f64) -> f64 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let got = self.metric(name);
+            if got == value || std::time::Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Resident memory of the server process in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server process is alive");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status")
+    }
+
+    /// Sends SIGTERM to the server.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, returning whether it exited with success.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Some(status) = self.child.try_wait().expect("wait works") {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("rinfer serve did not exit within {timeout:?}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP response.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The `data:` payloads of a server-sent-event body, `[DONE]` included.
+    pub fn events(&self) -> Vec<String> {
+        self.text()
+            .split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The OpenAI error object's `param`, asserting the error shape.
+    pub fn error_param(&self) -> Option<String> {
+        let body = self.json();
+        let error = &body["error"];
+        assert!(error["message"].is_string(), "no error object: {body}");
+        assert!(error["type"].is_string(), "no error type: {body}");
+        error["param"].as_str().map(str::to_string)
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`).
+pub fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> Response {
+    try_request(addr, method, path, body).unwrap_or_else(|e| panic!("{method} {path} failed: {e}"))
+}
+
+pub fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<Response> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(300)))?;
+    send_head(&mut stream, method, path, body.len())?;
+    stream.write_all(body)?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    parse_response(&raw)
+}
+
+/// Writes a request head with a JSON content type and `Connection: close`.
+pub fn send_head(
+    stream: &mut TcpStream,
+    method: &str,
+    path: &str,
+    len: usize,
+) -> std::io::Result<()> {
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {len}\r\nConnection: close\r\n\r\n"
+    )
+}
+
+fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| bad("no end of headers"))?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("no status line"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
+    });
+    if chunked {
+        body = dechunk(&body).ok_or_else(|| bad("bad chunked body"))?;
+    }
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = std::str::from_utf8(&data[..line_end]).ok()?;
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        data = &data[line_end + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(data.get(..size)?);
+        data = data.get(size + 2..)?;
+    }
+}

@@ -1,0 +1,228 @@
+// KV-cache writes and attention. The cache of a layer is [slots, kv_dim] for keys and for
+// values; position p lives in slot p % slots (sliding-window layers keep a ring). Scores are
+// q·k * scale, optionally soft-capped, with an online softmax in position order per warp.
+
+#define ATTN_WARPS 4
+#define MAX_HEAD_DIM 256
+#define DIMS_PER_LANE (MAX_HEAD_DIM / 32)
+
+// Copies the k and v sections of each token's qkv row into its cache slot. grid (tokens).
+extern "C" __global__ void kv_store(const float* qkv, int ld, int k_off, int v_off, float* keys,
+                                    float* values, int kv_dim, const int* positions, int slots) {
+    const float* row = qkv + (size_t)blockIdx.x * ld;
+    const size_t slot = (size_t)(positions[blockIdx.x] % slots) * kv_dim;
+    for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+        keys[slot + i] = row[k_off + i];
+        values[slot + i] = row[v_off + i];
+    }
+}
+
+// One warp's online-softmax pass over keys begin, begin + stride, ... < end.
+__device__ __forceinline__ void attend(const float* q, const float* keys, const float* values,
+                                       int slots, int kv_dim, int kv, int head_dim, int begin,
+                                       int end, int stride, float scale, float softcap,
+                                       float* max_out, float* sum_out, float* acc) {
+    const int lane = threadIdx.x & 31;
+    float qr[DIMS_PER_LANE];
+#pragma unroll
+    for (int k = 0; k < DIMS_PER_LANE; k++) {
+        const int d = lane + 32 * k;
+        qr[k] = d < head_dim ? q[d] : 0.0f;
+        acc[k] = 0.0f;
+    }
+    float m = -INFINITY, s = 0.0f;
+    for (int j = begin; j < end; j += stride) {
+        const size_t slot = (size_t)(j % slots) * kv_dim + kv;
+        const float* key = keys + slot;
+        float dot = 0.0f;
+#pragma unroll
+        for (int k = 0; k < DIMS_PER_LANE; k++) {
+            const int d = lane + 32 * k;
+            if (d < head_dim) dot += qr[k] * key[d];
+        }
+        float score = warp_sum(dot) * scale;
+        if (softcap > 0.0f) score = softcap * tanhf(score / softcap);
+        if (score > m) {
+            const float rescale = expf(m - score);
+            s *= rescale;
+#pragma unroll
+            for (int k = 0; k < DIMS_PER_LANE; k++) acc[k] *= rescale;
+            m = score;
+        }
+        const float weight = expf(score - m);
+        s += weight;
+        const float* value = values + slot;
+#pragma unroll
+        for (int k = 0; k < DIMS_PER_LANE; k++) {
+            const int d = lane + 32 * k;
+            if (d < head_dim) acc[k] += weight * value[d];
+        }
+    }
+    *max_out = m;
+    *sum_out = s;
+}
+
+// Decode (one token, position positions[0]), split-K: grid (heads, splits), ATTN_WARPS warps.
+// Split s covers keys [first + s * split_len, ...) of the token's window; its warps interleave
+// over those keys and merge in shared memory. Writes part[head, split] = (max, sum, acc[head_dim]);
+// an empty split writes sum 0. The grid is sized for the longest window so that one CUDA graph
+// serves every position.
+extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode(
+    const float* qkv, int q_off, const float* keys, const float* values, int slots, int kv_dim,
+    int head_dim, int group, const int* positions, int window, float scale, float softcap,
+    int split_len, float* part) {
+    __shared__ float sm_max[ATTN_WARPS], sm_sum[ATTN_WARPS];
+    __shared__ float sm_acc[ATTN_WARPS][MAX_HEAD_DIM];
+    const int h = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int pos = positions[0];
+    const int first = window > 0 ? max(0, pos + 1 - window) : 0;
+    const int begin = first + split * split_len;
+    const int end = min(begin + split_len, pos + 1);
+    float m, s, acc[DIMS_PER_LANE];
+    attend(qkv + q_off + h * head_dim, keys, values, slots, kv_dim, (h / group) * head_dim,
+           head_dim, begin + warp, end, ATTN_WARPS, scale, softcap, &m, &s, acc);
+    if (lane == 0) {
+        sm_max[warp] = m;
+        sm_sum[warp] = s;
+    }
+#pragma unroll
+    for (int k = 0; k < DIMS_PER_LANE; k++) {
+        const int d = lane + 32 * k;
+        if (d < head_dim) sm_acc[warp][d] = acc[k];
+    }
+    __syncthreads();
+    float total_max = -INFINITY;
+    for (int w = 0; w < ATTN_WARPS; w++) {
+        if (sm_sum[w] > 0.0f) total_max = fmaxf(total_max, sm_max[w]);
+    }
+    float* out = part + ((size_t)h * splits + split) * (head_dim + 2);
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float a = 0.0f;
+        for (int w = 0; w < ATTN_WARPS; w++) {
+            if (sm_sum[w] > 0.0f) a += expf(sm_max[w] - total_max) * sm_acc[w][d];
+        }
+        out[2 + d] = a;
+    }
+    if (threadIdx.x == 0) {
+        float total = 0.0f;
+        for (int w = 0; w < ATTN_WARPS; w++) {
+            if (sm_sum[w] > 0.0f) total += expf(sm_max[w] - total_max) * sm_sum[w];
+        }
+        out[0] = total_max;
+        out[1] = total;
+    }
+}
+
+// Merges the splits of attention_decode into out[head * head_dim + d]. grid (heads).
+extern "C" __global__ void attention_decode_combine(const float* part, int splits, int head_dim,
+                                                    float* out) {
+    const int h = blockIdx.x;
+    const float* p = part + (size_t)h * splits * (head_dim + 2);
+    float total_max = -INFINITY;
+    for (int s = 0; s < splits; s++) {
+        const float* ps = p + (size_t)s * (head_dim + 2);
+        if (ps[1] > 0.0f) total_max = fmaxf(total_max, ps[0]);
+    }
+    float total = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        const float* ps = p + (size_t)s * (head_dim + 2);
+        if (ps[1] > 0.0f) total += expf(ps[0] - total_max) * ps[1];
+    }
+    const float inv = 1.0f / total;
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float a = 0.0f;
+        for (int s = 0; s < splits; s++) {
+            const float* ps = p + (size_t)s * (head_dim + 2);
+            if (ps[1] > 0.0f) a += expf(ps[0] - total_max) * ps[2 + d];
+        }
+        out[(size_t)h * head_dim + d] = a * inv;
+    }
+}
+
+// Prefill: causal (and windowed) attention of n tokens over the cache, tiled. grid
+// (ceil(n / PREFILL_WARPS), heads); each warp owns one query, the block's warps consecutive
+// queries of one head. The block walks the union of its queries' key ranges in tiles of
+// PREFILL_TILE keys staged in shared memory, so each key and value is read from global memory
+// once per block instead of once per query; each warp skips the keys outside its own causal
+// window. out is [n, heads * head_dim].
+#define PREFILL_WARPS 8
+#define PREFILL_TILE 16
+
+extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefill(
+    const float* qkv, int ld, int q_off, const float* keys, const float* values, int slots,
+    int kv_dim, int head_dim, int group, const int* positions, int n, int window, float scale,
+    float softcap, float* out, int heads) {
+    __shared__ float tile_k[PREFILL_TILE][MAX_HEAD_DIM];
+    __shared__ float tile_v[PREFILL_TILE][MAX_HEAD_DIM];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int first_query = blockIdx.x * PREFILL_WARPS;
+    const int last_query = min(n - 1, first_query + PREFILL_WARPS - 1);
+    const int i = first_query + warp;
+    const int h = blockIdx.y;
+    const bool active = i < n;
+    const int pos = active ? positions[i] : 0;
+    const int first = window > 0 ? max(0, pos + 1 - window) : 0;
+    const int low = positions[first_query];
+    const int begin = window > 0 ? max(0, low + 1 - window) : 0;
+    const int end = positions[last_query] + 1;
+    const int kv = (h / group) * head_dim;
+
+    const float* q = qkv + (size_t)(active ? i : 0) * ld + q_off + h * head_dim;
+    float qr[DIMS_PER_LANE], acc[DIMS_PER_LANE];
+#pragma unroll
+    for (int k = 0; k < DIMS_PER_LANE; k++) {
+        const int d = lane + 32 * k;
+        qr[k] = d < head_dim ? q[d] : 0.0f;
+        acc[k] = 0.0f;
+    }
+    float m = -INFINITY, s = 0.0f;
+    for (int t0 = begin; t0 < end; t0 += PREFILL_TILE) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < PREFILL_TILE * head_dim; e += blockDim.x) {
+            const int r = e / head_dim, d = e % head_dim;
+            const int j = t0 + r;
+            if (j < end) {
+                const size_t slot = (size_t)(j % slots) * kv_dim + kv;
+                tile_k[r][d] = keys[slot + d];
+                tile_v[r][d] = values[slot + d];
+            }
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (int r = 0; r < PREFILL_TILE; r++) {
+            const int j = t0 + r;
+            if (j < first || j > pos) continue;
+            float dot = 0.0f;
+#pragma unroll
+            for (int k = 0; k < DIMS_PER_LANE; k++) {
+                const int d = lane + 32 * k;
+                if (d < head_dim) dot += qr[k] * tile_k[r][d];
+            }
+            float score = warp_sum(dot) * scale;
+            if (softcap > 0.0f) score = softcap * tanhf(score / softcap);
+            if (score > m) {
+                const float rescale = expf(m - score);
+                s *= rescale;
+#pragma unroll
+                for (int k = 0; k < DIMS_PER_LANE; k++) acc[k] *= rescale;
+                m = score;
+            }
+            const float weight = expf(score - m);
+            s += weight;
+#pragma unroll
+            for (int k = 0; k < DIMS_PER_LANE; k++) {
+                const int d = lane + 32 * k;
+                if (d < head_dim) acc[k] += weight * tile_v[r][d];
+            }
+        }
+    }
+    if (!active) return;
+    const float inv = 1.0f / s;
+    float* o = out + (size_t)i * heads * head_dim + h * head_dim;
+#pragma unroll
+    for (int k = 0; k < DIMS_PER_LANE; k++) {
+        const int d = lane + 32 * k;
+        if (d < head_dim) o[d] = acc[k] * inv;
+    }
+}

@@ -1,0 +1,40 @@
+// Fixed-width types and float conversions shared by every kernel. No CUDA headers are
+// included: NVRTC compiles this without a toolkit's include folder.
+
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
+// Little-endian loads from byte pointers of any alignment (GGUF blocks are 2-byte aligned).
+__device__ __forceinline__ u16 load_u16(const u8* p) {
+    return (u16)(p[0] | (p[1] << 8));
+}
+
+__device__ __forceinline__ u32 load_u32(const u8* p) {
+    return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
+}
+
+// IEEE half to float, exact for every input (subnormals, infinities, NaN).
+__device__ __forceinline__ float half_to_float(u16 h) {
+    const u32 sign = (u32)(h & 0x8000u) << 16;
+    const u32 exponent = (h >> 10) & 0x1fu;
+    const u32 mantissa = h & 0x3ffu;
+    if (exponent == 0) {
+        // Zero or subnormal: mantissa * 2^-24, exact in f32.
+        const float magnitude = (float)mantissa * 5.9604644775390625e-8f;
+        return sign ? -magnitude : magnitude;
+    }
+    if (exponent == 31) {
+        return __uint_as_float(sign | 0x7f800000u | (mantissa << 13));
+    }
+    return __uint_as_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+__device__ __forceinline__ float bf16_to_float(u16 b) {
+    return __uint_as_float((u32)b << 16);
+}

@@ -1,0 +1,246 @@
+// Dequantization of one "chunk" (32 consecutive elements) of a weight row, per block format.
+// Each format is a struct with its block size QK (elements), block bytes BYTES and deq32;
+// the matmul and embedding kernels are templates over these structs. The layouts and the
+// order of floating-point operations follow ggml's dequantize_row_* so that results match the
+// CPU reference bit for bit.
+
+struct fmt_f32 {
+    static const int QK = 1;
+    static const int BYTES = 4;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* p = row + chunk * 128;
+        for (int i = 0; i < 32; i++) v[i] = __uint_as_float(load_u32(p + 4 * i));
+    }
+};
+
+struct fmt_f16 {
+    static const int QK = 1;
+    static const int BYTES = 2;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* p = row + chunk * 64;
+        for (int i = 0; i < 32; i++) v[i] = half_to_float(load_u16(p + 2 * i));
+    }
+};
+
+struct fmt_bf16 {
+    static const int QK = 1;
+    static const int BYTES = 2;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* p = row + chunk * 64;
+        for (int i = 0; i < 32; i++) v[i] = bf16_to_float(load_u16(p + 2 * i));
+    }
+};
+
+// Q4_0: f16 d, 16 bytes of nibbles; x = (q - 8) * d.
+struct fmt_q4_0 {
+    static const int QK = 32;
+    static const int BYTES = 18;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + chunk * BYTES;
+        const float d = half_to_float(load_u16(b));
+        const u8* qs = b + 2;
+        for (int j = 0; j < 16; j++) {
+            v[j] = (float)((int)(qs[j] & 0x0f) - 8) * d;
+            v[j + 16] = (float)((int)(qs[j] >> 4) - 8) * d;
+        }
+    }
+};
+
+// Q4_1: f16 d, f16 m, 16 bytes of nibbles; x = q * d + m.
+struct fmt_q4_1 {
+    static const int QK = 32;
+    static const int BYTES = 20;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + chunk * BYTES;
+        const float d = half_to_float(load_u16(b));
+        const float m = half_to_float(load_u16(b + 2));
+        const u8* qs = b + 4;
+        for (int j = 0; j < 16; j++) {
+            v[j] = (float)(qs[j] & 0x0f) * d + m;
+            v[j + 16] = (float)(qs[j] >> 4) * d + m;
+        }
+    }
+};
+
+// Q5_0: f16 d, 32 high bits, 16 bytes of nibbles; x = (q - 16) * d.
+struct fmt_q5_0 {
+    static const int QK = 32;
+    static const int BYTES = 22;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + chunk * BYTES;
+        const float d = half_to_float(load_u16(b));
+        const u32 qh = load_u32(b + 2);
+        const u8* qs = b + 6;
+        for (int j = 0; j < 16; j++) {
+            const int h0 = ((qh >> j) << 4) & 0x10;
+            const int h1 = (qh >> (j + 12)) & 0x10;
+            v[j] = (float)(((qs[j] & 0x0f) | h0) - 16) * d;
+            v[j + 16] = (float)(((qs[j] >> 4) | h1) - 16) * d;
+        }
+    }
+};
+
+// Q5_1: f16 d, f16 m, 32 high bits, 16 bytes of nibbles; x = q * d + m.
+struct fmt_q5_1 {
+    static const int QK = 32;
+    static const int BYTES = 24;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + chunk * BYTES;
+        const float d = half_to_float(load_u16(b));
+        const float m = half_to_float(load_u16(b + 2));
+        const u32 qh = load_u32(b + 4);
+        const u8* qs = b + 8;
+        for (int j = 0; j < 16; j++) {
+            const int h0 = ((qh >> j) << 4) & 0x10;
+            const int h1 = (qh >> (j + 12)) & 0x10;
+            v[j] = (float)((qs[j] & 0x0f) | h0) * d + m;
+            v[j + 16] = (float)((qs[j] >> 4) | h1) * d + m;
+        }
+    }
+};
+
+// Q8_0: f16 d, 32 signed bytes; x = q * d.
+struct fmt_q8_0 {
+    static const int QK = 32;
+    static const int BYTES = 34;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + chunk * BYTES;
+        const float d = half_to_float(load_u16(b));
+        for (int j = 0; j < 32; j++) v[j] = (float)(i8)b[2 + j] * d;
+    }
+};
+
+// Q2_K: 16 scale/min bytes, 64 bytes of 2-bit codes, f16 d, f16 dmin.
+struct fmt_q2_k {
+    static const int QK = 256;
+    static const int BYTES = 84;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + (chunk >> 3) * BYTES;
+        const int sub = chunk & 7;
+        const u8* scales = b;
+        const float d = half_to_float(load_u16(b + 80));
+        const float dmin = half_to_float(load_u16(b + 82));
+        const int half = sub >> 2, j = sub & 3;
+        const u8* q = b + 16 + 32 * half;
+        const int shift = 2 * j;
+        const int is = 8 * half + 2 * j;
+        for (int part = 0; part < 2; part++) {
+            const u8 sc = scales[is + part];
+            const float dl = d * (float)(sc & 0x0f);
+            const float ml = dmin * (float)(sc >> 4);
+            for (int l = 0; l < 16; l++) {
+                v[16 * part + l] = dl * (float)((q[16 * part + l] >> shift) & 3) - ml;
+            }
+        }
+    }
+};
+
+// Q3_K: 32 bytes of high bits, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales, f16 d.
+struct fmt_q3_k {
+    static const int QK = 256;
+    static const int BYTES = 110;
+    // The k-th 6-bit scale (0..15), unpacked as ggml's kmask dance does.
+    __device__ static int scale(const u8* s, int k) {
+        const int low = k < 8 ? (s[k] & 0x0f) : (s[k - 8] >> 4);
+        const int high = (s[8 + (k & 3)] >> (2 * (k >> 2))) & 3;
+        return (low | (high << 4)) - 32;
+    }
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + (chunk >> 3) * BYTES;
+        const int sub = chunk & 7;
+        const u8* hmask = b;
+        const u8* scales = b + 96;
+        const float d = half_to_float(load_u16(b + 108));
+        const int half = sub >> 2, j = sub & 3;
+        const u8* q = b + 32 + 32 * half;
+        const int shift = 2 * j;
+        const u8 m = (u8)(1u << (4 * half + j));
+        const int is = 8 * half + 2 * j;
+        for (int part = 0; part < 2; part++) {
+            const float dl = d * (float)scale(scales, is + part);
+            for (int l = 0; l < 16; l++) {
+                const int idx = 16 * part + l;
+                const int code = (int)((q[idx] >> shift) & 3) - ((hmask[idx] & m) ? 0 : 4);
+                v[idx] = dl * (float)code;
+            }
+        }
+    }
+};
+
+// The 6-bit scale and min of sub-block j of a Q4_K/Q5_K super-block.
+__device__ __forceinline__ void scale_min_k4(int j, const u8* q, int* sc, int* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Q4_K: f16 d, f16 dmin, 12 bytes of scales, 128 bytes of nibbles.
+struct fmt_q4_k {
+    static const int QK = 256;
+    static const int BYTES = 144;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + (chunk >> 3) * BYTES;
+        const int sub = chunk & 7;
+        const float d = half_to_float(load_u16(b));
+        const float dmin = half_to_float(load_u16(b + 2));
+        const int pair = sub >> 1, high = sub & 1;
+        int sc, m;
+        scale_min_k4(2 * pair + high, b + 4, &sc, &m);
+        const float d1 = d * (float)sc;
+        const float m1 = dmin * (float)m;
+        const u8* q = b + 16 + 32 * pair;
+        for (int l = 0; l < 32; l++) {
+            const int code = high ? (q[l] >> 4) : (q[l] & 0x0f);
+            v[l] = d1 * (float)code - m1;
+        }
+    }
+};
+
+// Q5_K: f16 d, f16 dmin, 12 bytes of scales, 32 bytes of high bits, 128 bytes of nibbles.
+struct fmt_q5_k {
+    static const int QK = 256;
+    static const int BYTES = 176;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + (chunk >> 3) * BYTES;
+        const int sub = chunk & 7;
+        const float d = half_to_float(load_u16(b));
+        const float dmin = half_to_float(load_u16(b + 2));
+        const int pair = sub >> 1, high = sub & 1;
+        int sc, m;
+        scale_min_k4(2 * pair + high, b + 4, &sc, &m);
+        const float d1 = d * (float)sc;
+        const float m1 = dmin * (float)m;
+        const u8* qh = b + 16;
+        const u8* ql = b + 48 + 32 * pair;
+        const u8 bit = (u8)(1u << sub);
+        for (int l = 0; l < 32; l++) {
+            const int code = (high ? (ql[l] >> 4) : (ql[l] & 0x0f)) + ((qh[l] & bit) ? 16 : 0);
+            v[l] = d1 * (float)code - m1;
+        }
+    }
+};
+
+// Q6_K: 128 bytes of low nibbles, 64 bytes of high 2 bits, 16 signed scales, f16 d.
+struct fmt_q6_k {
+    static const int QK = 256;
+    static const int BYTES = 210;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* b = row + (chunk >> 3) * BYTES;
+        const int sub = chunk & 7;
+        const float d = half_to_float(load_u16(b + 208));
+        const int half = sub >> 2, group = sub & 3;
+        const u8* ql = b + 64 * half;
+        const u8* qh = b + 128 + 32 * half;
+        const i8* sc = (const i8*)(b + 192) + 8 * half;
+        for (int l = 0; l < 32; l++) {
+            const u8 low = (group & 1) ? ql[l + 32] : ql[l];
+            const int nibble = (group >= 2) ? (low >> 4) : (low & 0x0f);
+            const int code = (nibble | (((qh[l] >> (2 * group)) & 3) << 4)) - 32;
+            v[l] = d * (float)sc[l / 16 + 2 * group] * (float)code;
+        }
+    }
+};

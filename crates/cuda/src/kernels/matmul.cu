@@ -1,0 +1,99 @@
+// y[t, r] = W[r] · x[t] + b[r]: one warp per weight row, lanes striding over 32-element
+// chunks, the weights dequantized in registers once and dotted with up to NT token rows.
+// matvec_* (NT = 1) is the decode kernel; matmul_* (NT = MATMUL_TOKENS) serves prefill, with
+// grid.y covering the tokens in groups of NT. Activations stay f32 (no activation quantization),
+// so every weight format needs only its deq32.
+
+#define MATMUL_WARPS 4
+#define MATMUL_TOKENS 8
+
+template <typename F, int NT>
+__device__ __forceinline__ void matmul_rows(
+    const u8* __restrict__ w, long long row_bytes, const float* __restrict__ x, int ldx,
+    float* __restrict__ y, int ldy, const float* __restrict__ bias, int rows, int cols, int n) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r = blockIdx.x * MATMUL_WARPS + warp;
+    if (r >= rows) return;
+    const int t0 = blockIdx.y * NT;
+    const int nt = min(NT, n - t0);
+    const u8* row = w + (size_t)r * (size_t)row_bytes;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    const int chunks = cols >> 5;
+    for (int c = lane; c < chunks; c += 32) {
+        float v[32];
+        F::deq32(row, c, v);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < nt) {
+                const float4* xp = (const float4*)(x + (size_t)(t0 + t) * ldx + c * 32);
+                float s = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    const float4 xv = xp[i];
+                    s += v[4 * i] * xv.x + v[4 * i + 1] * xv.y + v[4 * i + 2] * xv.z +
+                         v[4 * i + 3] * xv.w;
+                }
+                acc[t] += s;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
+    if (lane == 0) {
+        const float b = bias ? bias[r] : 0.0f;
+        for (int t = 0; t < nt; t++) y[(size_t)(t0 + t) * ldy + r] = acc[t] + b;
+    }
+}
+
+// out[i] = scale * W[ids[i]] (accumulate: out[i] += W[ids[i]]); one block per row.
+template <typename F>
+__device__ __forceinline__ void get_rows(
+    const u8* __restrict__ w, long long row_bytes, const int* __restrict__ ids, int cols,
+    float* __restrict__ out, int ldo, float scale, int accumulate) {
+    const u8* row = w + (size_t)ids[blockIdx.x] * (size_t)row_bytes;
+    float* o = out + (size_t)blockIdx.x * ldo;
+    for (int c = threadIdx.x; c < (cols >> 5); c += blockDim.x) {
+        float v[32];
+        F::deq32(row, c, v);
+        for (int i = 0; i < 32; i++) {
+            if (accumulate) {
+                o[c * 32 + i] += v[i];
+            } else {
+                o[c * 32 + i] = scale == 1.0f ? v[i] : v[i] * scale;
+            }
+        }
+    }
+}
+
+#define DEFINE_WEIGHT_KERNELS(name, F)                                                         \
+    extern "C" __global__ void __launch_bounds__(MATMUL_WARPS * 32) matvec_##name(             \
+        const u8* w, long long row_bytes, const float* x, int ldx, float* y, int ldy,          \
+        const float* bias, int rows, int cols, int n) {                                        \
+        matmul_rows<F, 1>(w, row_bytes, x, ldx, y, ldy, bias, rows, cols, n);                  \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MATMUL_WARPS * 32) matmul_##name(             \
+        const u8* w, long long row_bytes, const float* x, int ldx, float* y, int ldy,          \
+        const float* bias, int rows, int cols, int n) {                                        \
+        matmul_rows<F, MATMUL_TOKENS>(w, row_bytes, x, ldx, y, ldy, bias, rows, cols, n);      \
+    }                                                                                          \
+    extern "C" __global__ void get_rows_##name(const u8* w, long long row_bytes,               \
+                                               const int* ids, int cols, float* out, int ldo,  \
+                                               float scale, int accumulate) {                  \
+        get_rows<F>(w, row_bytes, ids, cols, out, ldo, scale, accumulate);                     \
+    }
+
+DEFINE_WEIGHT_KERNELS(f32, fmt_f32)
+DEFINE_WEIGHT_KERNELS(f16, fmt_f16)
+DEFINE_WEIGHT_KERNELS(bf16, fmt_bf16)
+DEFINE_WEIGHT_KERNELS(q4_0, fmt_q4_0)
+DEFINE_WEIGHT_KERNELS(q4_1, fmt_q4_1)
+DEFINE_WEIGHT_KERNELS(q5_0, fmt_q5_0)
+DEFINE_WEIGHT_KERNELS(q5_1, fmt_q5_1)
+DEFINE_WEIGHT_KERNELS(q8_0, fmt_q8_0)
+DEFINE_WEIGHT_KERNELS(q2_k, fmt_q2_k)
+DEFINE_WEIGHT_KERNELS(q3_k, fmt_q3_k)
+DEFINE_WEIGHT_KERNELS(q4_k, fmt_q4_k)
+DEFINE_WEIGHT_KERNELS(q5_k, fmt_q5_k)
+DEFINE_WEIGHT_KERNELS(q6_k, fmt_q6_k)

@@ -1,0 +1,43 @@
+// Row norms, one block per row. x and y may alias (in-place norms).
+
+extern "C" __global__ void rms_norm(const float* x, float* y, const float* w, int d, float eps) {
+    const float* xr = x + (size_t)blockIdx.x * d;
+    float* yr = y + (size_t)blockIdx.x * d;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) sum += xr[i] * xr[i];
+    sum = block_sum(sum);
+    const float scale = 1.0f / sqrtf(sum / (float)d + eps);
+    for (int i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
+}
+
+// (x - mean) / sqrt(var + eps) * w + b; b may be null.
+extern "C" __global__ void layer_norm(const float* x, float* y, const float* w, const float* b,
+                                      int d, float eps) {
+    const float* xr = x + (size_t)blockIdx.x * d;
+    float* yr = y + (size_t)blockIdx.x * d;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) sum += xr[i];
+    const float mean = block_sum(sum) / (float)d;
+    float sum2 = 0.0f;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        const float c = xr[i] - mean;
+        sum2 += c * c;
+    }
+    const float scale = 1.0f / sqrtf(block_sum(sum2) / (float)d + eps);
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        const float v = (xr[i] - mean) * scale * w[i];
+        yr[i] = b ? v + b[i] : v;
+    }
+}
+
+// In-place RMSNorm of every head of the q (or k) section of a fused qkv buffer.
+// grid (tokens, heads), one warp per head.
+extern "C" __global__ void head_rms_norm(float* base, int ld, int offset, const float* w,
+                                         int head_dim, float eps) {
+    float* h = base + (size_t)blockIdx.x * ld + offset + (size_t)blockIdx.y * head_dim;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < head_dim; i += 32) sum += h[i] * h[i];
+    sum = warp_sum(sum);
+    const float scale = 1.0f / sqrtf(sum / (float)head_dim + eps);
+    for (int i = threadIdx.x; i < head_dim; i += 32) h[i] = h[i] * scale * w[i];
+}

@@ -1,0 +1,136 @@
+//! Grid and block shapes of every kernel, computed on the host. The constants mirror the
+//! `#define`s of the CUDA sources (a test checks that they agree).
+
+/// Warps (rows) per block of the matvec/matmul kernels (`MATMUL_WARPS`).
+pub const MATMUL_WARPS: u32 = 4;
+/// Tokens per warp of the batched matmul kernel (`MATMUL_TOKENS`).
+pub const MATMUL_TOKENS: u32 = 8;
+/// Warps per block of the attention kernels (`ATTN_WARPS`).
+pub const ATTN_WARPS: u32 = 4;
+/// Warps (queries) per block of prefill attention (`PREFILL_WARPS`).
+pub const PREFILL_WARPS: u32 = 8;
+/// Keys per shared-memory tile of prefill attention (`PREFILL_TILE`).
+pub const PREFILL_TILE: u32 = 16;
+/// The widest head the attention kernels hold in registers (`MAX_HEAD_DIM`).
+pub const MAX_HEAD_DIM: usize = 256;
+/// Threads per block of the elementwise kernels.
+pub const ELEMENTWISE_THREADS: u32 = 256;
+/// The most splits decode attention uses for one head.
+pub const MAX_DECODE_SPLITS: usize = 64;
+/// The fewest keys one decode split covers.
+pub const MIN_SPLIT_KEYS: usize = 64;
+
+/// A kernel launch shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    /// Blocks in x, y, z.
+    pub grid: (u32, u32, u32),
+    /// Threads in x, y, z.
+    pub block: (u32, u32, u32),
+}
+
+impl LaunchShape {
+    fn new(grid: (usize, usize), threads: u32) -> Self {
+        Self {
+            grid: (to_u32(grid.0), to_u32(grid.1), 1),
+            block: (threads, 1, 1),
+        }
+    }
+}
+
+fn to_u32(v: usize) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+/// `y = W x` for `rows` weight rows and `n` tokens: the decode kernel for one token, the
+/// batched one (tokens in groups of [`MATMUL_TOKENS`]) otherwise.
+pub fn matmul(rows: usize, n: usize) -> LaunchShape {
+    let groups = if n <= 1 {
+        1
+    } else {
+        n.div_ceil(MATMUL_TOKENS as usize)
+    };
+    LaunchShape::new(
+        (rows.div_ceil(MATMUL_WARPS as usize), groups),
+        MATMUL_WARPS * 32,
+    )
+}
+
+/// One block per row of width `d`: a whole number of warps, at most 1024 threads.
+pub fn per_row(rows: usize, d: usize) -> LaunchShape {
+    let threads = d.div_ceil(32).clamp(1, 32) as u32 * 32;
+    LaunchShape::new((rows, 1), threads)
+}
+
+/// Embedding lookup of `n` rows of `cols` elements (a thread per 32-element chunk).
+pub fn get_rows(n: usize, cols: usize) -> LaunchShape {
+    let threads = (cols / 32).div_ceil(32).clamp(1, 8) as u32 * 32;
+    LaunchShape::new((n, 1), threads)
+}
+
+/// Per-head kernels (head norm): one warp per (token, head).
+pub fn per_head(n: usize, heads: usize) -> LaunchShape {
+    LaunchShape::new((n, heads), 32)
+}
+
+/// RoPE: one thread per rotated pair of each (token, head).
+pub fn rope(n: usize, heads: usize, rope_dims: usize) -> LaunchShape {
+    let threads = (rope_dims / 2).div_ceil(32).max(1) as u32 * 32;
+    LaunchShape::new((n, heads), threads)
+}
+
+/// One thread per element.
+pub fn elementwise(len: usize) -> LaunchShape {
+    LaunchShape::new(
+        (len.div_ceil(ELEMENTWISE_THREADS as usize).max(1), 1),
+        ELEMENTWISE_THREADS,
+    )
+}
+
+/// How decode attention splits the keys of one head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeSplits {
+    /// Keys per split.
+    pub split_len: usize,
+    /// Splits per head (grid.y), fixed for the longest window so one graph serves every
+    /// position.
+    pub splits: usize,
+}
+
+/// The split of `max_keys` (the longest any layer attends: the context, or the window on a
+/// model whose every layer slides) into at most [`MAX_DECODE_SPLITS`] splits of at least
+/// [`MIN_SPLIT_KEYS`] keys.
+pub fn decode_splits(max_keys: usize) -> DecodeSplits {
+    let max_keys = max_keys.max(1);
+    let split_len = max_keys
+        .div_ceil(MAX_DECODE_SPLITS)
+        .max(MIN_SPLIT_KEYS)
+        .next_multiple_of(32);
+    DecodeSplits {
+        split_len,
+        splits: max_keys.div_ceil(split_len),
+    }
+}
+
+/// Decode attention: grid (heads, splits).
+pub fn attention_decode(heads: usize, splits: &DecodeSplits) -> LaunchShape {
+    LaunchShape::new((heads, splits.splits), ATTN_WARPS * 32)
+}
+
+/// The merge of decode splits: one block per head.
+pub fn attention_combine(heads: usize, head_dim: usize) -> LaunchShape {
+    LaunchShape::new((heads, 1), (head_dim.div_ceil(32).clamp(1, 8) as u32) * 32)
+}
+
+/// Prefill attention: grid (query groups, heads).
+pub fn attention_prefill(n: usize, heads: usize) -> LaunchShape {
+    LaunchShape::new(
+        (n.div_ceil(PREFILL_WARPS as usize), heads),
+        PREFILL_WARPS * 32,
+    )
+}
+
+/// Argmax over the vocabulary: one block.
+pub fn argmax() -> LaunchShape {
+    LaunchShape::new((1, 1), 1024)
+}

@@ -1,0 +1,374 @@
+//! What loading a model puts on the GPU: every weight in its stored block format, norms and
+//! biases as f32, the KV cache and the activation buffers, with their sizes. Everything is
+//! validated here, before any device memory is touched, so the kernels never see a shape they
+//! cannot handle.
+
+use crate::error::CudaError;
+use crate::host::{GpuConfig, HostFfnUp, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
+use crate::kernels::GpuType;
+use crate::launch::{self, DecodeSplits, MAX_HEAD_DIM};
+
+/// How a model is loaded onto the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The GPU's ordinal.
+    pub ordinal: usize,
+    /// Positions each KV cache holds.
+    pub context: usize,
+    /// Largest batch per forward call (prefill chunk).
+    pub max_batch: usize,
+    /// Whether [`Logits::All`](crate::Logits::All) is wanted: the logits buffer then holds
+    /// `max_batch` rows instead of one (`[512, 262144]` f32 is 512 MiB for Gemma 3).
+    pub all_logits: bool,
+}
+
+/// One weight matrix as it will sit in device memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedMatrix {
+    /// The tensor's name.
+    pub name: String,
+    /// Its format.
+    pub ty: GpuType,
+    /// Output features.
+    pub rows: usize,
+    /// Input features.
+    pub cols: usize,
+    /// Bytes (exactly the stored bytes: no dequantized copy).
+    pub bytes: usize,
+}
+
+/// Element counts of the activation buffers, for batches of up to `max_batch` tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferSizes {
+    /// Residual stream `[batch, hidden]`.
+    pub x: usize,
+    /// Normed input, then FFN output `[batch, hidden]`.
+    pub h: usize,
+    /// q | k | v `[batch, q_dim + 2 kv_dim]`.
+    pub qkv: usize,
+    /// Attention output `[batch, q_dim]`.
+    pub attn: usize,
+    /// Attention projection `[batch, hidden]`.
+    pub out: usize,
+    /// gate | up `[batch, 2 ffn]`.
+    pub gate_up: usize,
+    /// Logits `[batch, vocab]` (or `[1, vocab]` when only the last row is wanted).
+    pub logits: usize,
+    /// Decode-attention partials `[heads, splits, head_dim + 2]`.
+    pub partials: usize,
+    /// Token ids and positions `[batch]` each (i32).
+    pub ids: usize,
+}
+
+impl BufferSizes {
+    fn new(c: &GpuConfig, options: &LoadOptions, splits: &DecodeSplits) -> Self {
+        let b = options.max_batch;
+        let logit_rows = if options.all_logits { b } else { 1 };
+        Self {
+            x: b * c.hidden,
+            h: b * c.hidden,
+            qkv: b * (c.q_dim() + 2 * c.kv_dim()),
+            attn: b * c.q_dim(),
+            out: b * c.hidden,
+            gate_up: b * 2 * c.ffn_dim,
+            logits: logit_rows * c.vocab_size,
+            partials: c.heads * splits.splits * (c.head_dim + 2),
+            ids: b,
+        }
+    }
+
+    /// Bytes of all buffers together (f32 and i32 elements are 4 bytes).
+    pub fn bytes(&self) -> usize {
+        4 * (self.x
+            + self.h
+            + self.qkv
+            + self.attn
+            + self.out
+            + self.gate_up
+            + self.logits
+            + self.partials
+            + 2 * self.ids
+            + 1)
+    }
+}
+
+/// The device memory a model needs, and the checks that it can run on the GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadPlan {
+    /// Every matrix, in upload order (the tied LM head appears once, as `token_embd`).
+    pub matrices: Vec<PlannedMatrix>,
+    /// Bytes of the f32 vectors (norms, biases, q/k norms, RoPE factors).
+    pub vector_bytes: usize,
+    /// Whether the LM head is the token embedding.
+    pub tied_lm_head: bool,
+    /// KV-cache slots of each layer.
+    pub kv_slots: Vec<usize>,
+    /// Bytes of the KV cache (keys and values, f32).
+    pub kv_bytes: usize,
+    /// Activation buffers.
+    pub buffers: BufferSizes,
+    /// Decode attention's split of the keys.
+    pub splits: DecodeSplits,
+    /// What the plan was made for.
+    pub options: LoadOptions,
+}
+
+impl UploadPlan {
+    /// Validates `model` for the GPU kernels and sizes everything for `options`.
+    pub fn new(model: &HostModel<'_>, options: &LoadOptions) -> Result<Self, CudaError> {
+        let (context, max_batch) = (options.context, options.max_batch);
+        let c = &model.config;
+        check_config(c, context, max_batch)?;
+        let mut matrices = Vec::new();
+        let mut vectors = 0usize;
+        let mut add = |m: &HostMatrix<'_>| -> Result<(), CudaError> {
+            matrices.push(plan_matrix(m)?);
+            Ok(())
+        };
+        add(&model.token_embd)?;
+        if let Some(pos) = &model.position_embd {
+            add(pos)?;
+        }
+        for layer in &model.layers {
+            let mut linears: Vec<(&HostLinear<'_>, usize)> = Vec::new();
+            match &layer.qkv {
+                HostQkv::Separate { q, k, v } => {
+                    linears.extend([(q, c.q_dim()), (k, c.kv_dim()), (v, c.kv_dim())]);
+                }
+                HostQkv::Fused(qkv) => linears.push((qkv, c.q_dim() + 2 * c.kv_dim())),
+            }
+            linears.push((&layer.attn_output, c.hidden));
+            match &layer.ffn_up {
+                HostFfnUp::Gated { gate, up } => {
+                    linears.extend([(gate, c.ffn_dim), (up, c.ffn_dim)]);
+                }
+                HostFfnUp::FusedGated(gate_up) => linears.push((gate_up, 2 * c.ffn_dim)),
+                HostFfnUp::Plain(up) => linears.push((up, c.ffn_dim)),
+            }
+            linears.push((&layer.ffn_down, c.hidden));
+            for (linear, rows) in linears {
+                check_rows(&linear.weight, rows)?;
+                add(&linear.weight)?;
+                if let Some(bias) = linear.bias {
+                    check_len(&linear.weight.name, "bias", bias.len(), rows)?;
+                    vectors += bias.len();
+                }
+            }
+            let norms = [
+                Some(&layer.attn_norm),
+                layer.post_attn_norm.as_ref(),
+                layer.ffn_norm.as_ref(),
+                layer.post_ffn_norm.as_ref(),
+            ];
+            for norm in norms.into_iter().flatten() {
+                vectors += check_norm(norm, c.hidden)?;
+            }
+            if layer.ffn_norm.is_none() && !c.parallel_block {
+                return Err(CudaError::Unsupported(
+                    "a sequential block without an FFN norm".into(),
+                ));
+            }
+            if let Some((q_norm, k_norm)) = layer.qk_norm {
+                check_len("attn_q_norm", "weight", q_norm.len(), c.head_dim)?;
+                check_len("attn_k_norm", "weight", k_norm.len(), c.head_dim)?;
+                vectors += 2 * c.head_dim;
+            }
+        }
+        vectors += check_norm(&model.output_norm, c.hidden)?;
+        check_rows(&model.lm_head, c.vocab_size)?;
+        let tied_lm_head = std::ptr::eq(model.lm_head.data, model.token_embd.data);
+        if !tied_lm_head {
+            add(&model.lm_head)?;
+        }
+        if let Some(bias) = model.output_bias {
+            check_len("output", "bias", bias.len(), c.vocab_size)?;
+            vectors += bias.len();
+        }
+        if let (Some(freqs), Some(rope)) = (model.rope_freqs, c.rope) {
+            check_len("rope_freqs", "weight", freqs.len(), rope.dims / 2)?;
+            vectors += freqs.len();
+        }
+        if model.layers.len() != c.layers {
+            return Err(CudaError::Unsupported(format!(
+                "{} layers of weights for {} layers in the configuration",
+                model.layers.len(),
+                c.layers
+            )));
+        }
+        check_rows(&model.token_embd, c.vocab_size)?;
+        if let Some(pos) = &model.position_embd
+            && pos.rows < context
+        {
+            return Err(CudaError::Unsupported(format!(
+                "a context of {context} exceeds the {} learned positions",
+                pos.rows
+            )));
+        }
+
+        let kv_slots: Vec<usize> = (0..c.layers)
+            .map(|layer| layer_slots(c, layer, context, max_batch))
+            .collect();
+        let kv_bytes = kv_slots.iter().map(|s| 2 * 4 * s * c.kv_dim()).sum();
+        let longest = (0..c.layers)
+            .map(|layer| c.window_of(layer).unwrap_or(context).min(context))
+            .max()
+            .unwrap_or(context);
+        let splits = launch::decode_splits(longest);
+        Ok(Self {
+            matrices,
+            vector_bytes: 4 * vectors,
+            tied_lm_head,
+            kv_slots,
+            kv_bytes,
+            buffers: BufferSizes::new(c, options, &splits),
+            splits,
+            options: *options,
+        })
+    }
+
+    /// Bytes of all weights (matrices and vectors).
+    pub fn weight_bytes(&self) -> usize {
+        self.matrices.iter().map(|m| m.bytes).sum::<usize>() + self.vector_bytes
+    }
+
+    /// Everything together.
+    pub fn total_bytes(&self) -> usize {
+        self.weight_bytes() + self.kv_bytes + self.buffers.bytes()
+    }
+
+    /// An error naming the sizes when the plan does not fit in `free` bytes (with 5% and
+    /// 256 MiB kept for the CUDA context, module and graph).
+    pub fn check_fits(&self, free: u64) -> Result<(), CudaError> {
+        let reserve = (free / 20).max(256 << 20);
+        let needed = self.total_bytes() as u64;
+        if needed + reserve > free {
+            let mib = |b: usize| (b as u64) >> 20;
+            return Err(CudaError::OutOfMemory {
+                needed_mib: (needed + reserve) >> 20,
+                weights_mib: mib(self.weight_bytes()),
+                kv_mib: mib(self.kv_bytes),
+                buffers_mib: mib(self.buffers.bytes()),
+                free_mib: free >> 20,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// KV slots of `layer`: a ring of `window + max_batch` on sliding-window layers, one per
+/// position otherwise (the CPU cache's rule).
+pub fn layer_slots(c: &GpuConfig, layer: usize, context: usize, max_batch: usize) -> usize {
+    match c.window_of(layer) {
+        Some(window) => (window + max_batch).min(context),
+        None => context,
+    }
+}
+
+fn check_config(c: &GpuConfig, context: usize, max_batch: usize) -> Result<(), CudaError> {
+    let bad = |msg: String| Err(CudaError::Unsupported(msg));
+    if context == 0 || max_batch == 0 {
+        return bad(format!(
+            "a context of {context} and batches of {max_batch} tokens"
+        ));
+    }
+    if c.head_dim == 0 || c.head_dim > MAX_HEAD_DIM {
+        return bad(format!(
+            "head size {} (the attention kernels take 1 to {MAX_HEAD_DIM})",
+            c.head_dim
+        ));
+    }
+    if c.kv_heads == 0 || !c.heads.is_multiple_of(c.kv_heads) {
+        return bad(format!(
+            "{} query heads over {} kv heads",
+            c.heads, c.kv_heads
+        ));
+    }
+    for (what, width) in [
+        ("hidden size", c.hidden),
+        ("query width", c.q_dim()),
+        ("FFN width", c.ffn_dim),
+    ] {
+        if width == 0 || !width.is_multiple_of(32) {
+            return bad(format!(
+                "{what} {width} (the matmul kernels need a multiple of 32)"
+            ));
+        }
+    }
+    if let Some(rope) = c.rope
+        && (rope.dims > c.head_dim || !rope.dims.is_multiple_of(2))
+    {
+        return bad(format!(
+            "RoPE over {} of {} head dimensions",
+            rope.dims, c.head_dim
+        ));
+    }
+    let largest = [context, max_batch, c.vocab_size, c.hidden, c.ffn_dim * 2]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+    if i32::try_from(largest).is_err() {
+        return bad(format!("a dimension of {largest} (kernels index with i32)"));
+    }
+    Ok(())
+}
+
+fn plan_matrix(m: &HostMatrix<'_>) -> Result<PlannedMatrix, CudaError> {
+    let ty = GpuType::of(m.ty).ok_or_else(|| CudaError::UnsupportedType {
+        tensor: m.name.clone(),
+        ty: m.ty.name(),
+    })?;
+    let block = m.ty.block_size();
+    if m.cols == 0 || !m.cols.is_multiple_of(32) || !m.cols.is_multiple_of(block) {
+        return Err(CudaError::Unsupported(format!(
+            "tensor {:?} has rows of {} elements (the kernels need a multiple of 32 and of \
+             the {} block of {block})",
+            m.name,
+            m.cols,
+            m.ty.name()
+        )));
+    }
+    let row_bytes = m.cols / block * m.ty.type_size();
+    let bytes = row_bytes.checked_mul(m.rows).filter(|&b| b == m.data.len());
+    let Some(bytes) = bytes else {
+        return Err(CudaError::Unsupported(format!(
+            "tensor {:?} holds {} bytes, not {} rows of {row_bytes}",
+            m.name,
+            m.data.len(),
+            m.rows
+        )));
+    };
+    Ok(PlannedMatrix {
+        name: m.name.clone(),
+        ty,
+        rows: m.rows,
+        cols: m.cols,
+        bytes,
+    })
+}
+
+fn check_rows(m: &HostMatrix<'_>, rows: usize) -> Result<(), CudaError> {
+    if m.rows != rows {
+        return Err(CudaError::Unsupported(format!(
+            "tensor {:?} has {} rows, the configuration implies {rows}",
+            m.name, m.rows
+        )));
+    }
+    Ok(())
+}
+
+fn check_len(tensor: &str, what: &str, len: usize, expected: usize) -> Result<(), CudaError> {
+    if len != expected {
+        return Err(CudaError::Unsupported(format!(
+            "{tensor} {what} has {len} values, expected {expected}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_norm(norm: &HostNorm<'_>, width: usize) -> Result<usize, CudaError> {
+    check_len("norm", "weight", norm.weight.len(), width)?;
+    if let Some(bias) = norm.bias {
+        check_len("norm", "bias", bias.len(), width)?;
+    }
+    Ok(norm.weight.len() + norm.bias.map_or(0, <[f32]>::len))
+}

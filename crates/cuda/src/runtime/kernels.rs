@@ -1,0 +1,67 @@
+//! The compiled kernel module and its functions, looked up once at load.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction};
+use cudarc::nvrtc::Ptx;
+
+use crate::error::CudaError;
+use crate::kernels::{FIXED_KERNELS, GpuType};
+use crate::program::KernelRef;
+use crate::runtime::driver::{compile_kernels, driver};
+
+/// The kernels of one weight format.
+#[derive(Debug)]
+struct WeightKernels {
+    /// One token.
+    matvec: CudaFunction,
+    /// Several tokens.
+    matmul: CudaFunction,
+    /// Embedding lookup.
+    get_rows: CudaFunction,
+}
+
+/// Every kernel, by name.
+pub(crate) struct Kernels {
+    fixed: HashMap<&'static str, CudaFunction>,
+    weights: HashMap<GpuType, WeightKernels>,
+}
+
+impl Kernels {
+    /// Compiles the program for the device's architecture and loads every kernel.
+    pub fn load(ctx: &Arc<CudaContext>, arch: (u32, u32)) -> Result<Self, CudaError> {
+        let cubin = compile_kernels(arch)?;
+        let module = ctx
+            .load_module(Ptx::from_binary(cubin))
+            .map_err(driver("module load"))?;
+        let function = |name: &str| module.load_function(name).map_err(driver("kernel lookup"));
+        let mut fixed = HashMap::new();
+        for &name in FIXED_KERNELS {
+            fixed.insert(name, function(name)?);
+        }
+        let mut weights = HashMap::new();
+        for ty in GpuType::ALL {
+            weights.insert(
+                ty,
+                WeightKernels {
+                    matvec: function(&ty.matvec_kernel())?,
+                    matmul: function(&ty.matmul_kernel())?,
+                    get_rows: function(&ty.get_rows_kernel())?,
+                },
+            );
+        }
+        Ok(Self { fixed, weights })
+    }
+
+    /// The function of a kernel reference. Every [`KernelRef`] the step builder makes names
+    /// a loaded kernel (fixed names are checked against the sources by the tests).
+    pub fn resolve(&self, kernel: KernelRef) -> &CudaFunction {
+        match kernel {
+            KernelRef::Fixed(name) => &self.fixed[name],
+            KernelRef::Matvec(ty) => &self.weights[&ty].matvec,
+            KernelRef::Matmul(ty) => &self.weights[&ty].matmul,
+            KernelRef::GetRows(ty) => &self.weights[&ty].get_rows,
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The GPU runtime over cudarc (feature `cuda`): opening the device, compiling and loading the
+//! kernels, uploading weights, the forward step and its CUDA graph.
+
+mod buffers;
+mod driver;
+mod kernels;
+mod launcher;
+mod model;
+mod weights;
+
+pub use buffers::GpuKvCache;
+pub use driver::{compile_kernels, probe};
+pub use model::GpuModel;

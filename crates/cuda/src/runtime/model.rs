@@ -1,0 +1,304 @@
+//! [`GpuModel`]: a model resident on one GPU, and its forward pass.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
+
+use crate::Logits;
+use crate::device::GpuInfo;
+use crate::error::CudaError;
+use crate::graph_policy::{DecodeGraph, StepPlan};
+use crate::host::{GpuConfig, HostModel};
+use crate::plan::{LoadOptions, UploadPlan};
+use crate::program::{Launch, StepBuilder, WorkAddresses};
+use crate::runtime::buffers::{GpuKvCache, Workspace};
+use crate::runtime::driver::{driver, open};
+use crate::runtime::kernels::Kernels;
+use crate::runtime::launcher::launch;
+use crate::runtime::weights::{DeviceWeights, upload};
+
+/// A model whose weights, KV caches and buffers live on one GPU.
+pub struct GpuModel {
+    pub(crate) config: GpuConfig,
+    pub(crate) plan: UploadPlan,
+    pub(crate) info: GpuInfo,
+    pub(crate) kernels: Kernels,
+    pub(crate) weights: DeviceWeights,
+    pub(crate) work: Workspace,
+    work_addresses: WorkAddresses,
+    pub(crate) graph: DecodeGraph<CudaGraph>,
+    pub(crate) host_logits: Vec<f32>,
+    /// The launches of the step being run (reused, so steps do not allocate).
+    launches: Vec<Launch>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) ctx: Arc<CudaContext>,
+}
+
+impl GpuModel {
+    /// Uploads `model` to a GPU as `options` say: checks it against the kernels and the free
+    /// memory, compiles the kernels for the device, uploads every weight and allocates the
+    /// buffers.
+    pub fn load(model: &HostModel<'_>, options: &LoadOptions) -> Result<Self, CudaError> {
+        let plan = UploadPlan::new(model, options)?;
+        let (ctx, info) = open(options.ordinal)?;
+        let (free, _total) = ctx.mem_get_info().map_err(driver("memory query"))?;
+        plan.check_fits(free as u64)?;
+        let stream = ctx.new_stream().map_err(driver("stream creation"))?;
+        let kernels = Kernels::load(&ctx, info.compute_capability)?;
+        let weights = upload(model, &stream)?;
+        let work = Workspace::new(&stream, &plan.buffers)?;
+        let work_addresses = work.addresses();
+        stream.synchronize().map_err(driver("upload"))?;
+        Ok(Self {
+            config: model.config.clone(),
+            host_logits: vec![0.0; plan.buffers.logits],
+            plan,
+            info,
+            kernels,
+            weights,
+            work,
+            work_addresses,
+            graph: DecodeGraph::default(),
+            launches: Vec::new(),
+            stream,
+            ctx,
+        })
+    }
+
+    /// The device the model is on.
+    pub fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    /// The configuration the model was loaded with.
+    pub fn config(&self) -> &GpuConfig {
+        &self.config
+    }
+
+    /// What was uploaded and allocated.
+    pub fn plan(&self) -> &UploadPlan {
+        &self.plan
+    }
+
+    /// Why decode steps run without a CUDA graph, if they do.
+    pub fn graph_disabled_reason(&self) -> Option<&str> {
+        self.graph.disabled_reason()
+    }
+
+    /// A KV cache for one sequence, sized by the load's context and batch.
+    pub fn new_cache(&self) -> Result<GpuKvCache, CudaError> {
+        let cache = GpuKvCache::new(&self.stream, &self.plan, self.config.kv_dim())?;
+        self.stream
+            .synchronize()
+            .map_err(driver("cache allocation"))?;
+        Ok(cache)
+    }
+
+    /// Runs `tokens` at the positions following those in `cache`, appends their keys and
+    /// values, and returns the logits asked for (`[vocab]` or `[n, vocab]`), as the CPU
+    /// `Model::forward` does.
+    pub fn forward(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut GpuKvCache,
+        wanted: Logits,
+    ) -> Result<&[f32], CudaError> {
+        let rows = self.run(tokens, cache, wanted)?;
+        let len = rows * self.config.vocab_size;
+        let logits = self.work.logits.slice.slice(..len);
+        self.stream
+            .memcpy_dtoh(&logits, &mut self.host_logits[..len])
+            .map_err(driver("logits copy"))?;
+        self.stream.synchronize().map_err(driver("forward"))?;
+        Ok(&self.host_logits[..len])
+    }
+
+    /// Runs `tokens` like [`forward`](Self::forward) and returns only the argmax of the last
+    /// position's logits, computed on the device (greedy decoding without copying logits).
+    pub fn forward_argmax(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut GpuKvCache,
+    ) -> Result<u32, CudaError> {
+        self.run(tokens, cache, Logits::Last)?;
+        if tokens.len() > 1 {
+            // A single-token step (graph or not) ends with the argmax; a batch does not.
+            let argmax = self.builder().argmax();
+            self.execute(std::slice::from_ref(&argmax))?;
+        }
+        let mut out = [0i32];
+        self.stream
+            .memcpy_dtoh(&self.work.argmax.slice, &mut out)
+            .map_err(driver("argmax copy"))?;
+        self.stream.synchronize().map_err(driver("forward"))?;
+        Ok(out[0].max(0) as u32)
+    }
+
+    /// Validates, then runs every chunk of `tokens`; returns the logit rows left in the
+    /// logits buffer.
+    fn run(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut GpuKvCache,
+        wanted: Logits,
+    ) -> Result<usize, CudaError> {
+        let c = &self.config;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(CudaError::TokenOutOfRange {
+                id,
+                vocab: c.vocab_size,
+            });
+        }
+        if cache.layers.len() != self.plan.kv_slots.len()
+            || cache
+                .layers
+                .iter()
+                .zip(&self.plan.kv_slots)
+                .any(|(l, &s)| l.slots != s)
+        {
+            return Err(CudaError::ForeignCache);
+        }
+        if cache.len + tokens.len() > cache.context {
+            return Err(CudaError::ContextOverflow {
+                cached: cache.len,
+                requested: tokens.len(),
+                context: cache.context,
+            });
+        }
+        let max_batch = self.plan.options.max_batch;
+        let logit_rows = self.plan.buffers.logits / c.vocab_size;
+        if wanted == Logits::All && tokens.len() > logit_rows {
+            return Err(CudaError::BatchTooLarge {
+                requested: tokens.len(),
+                max: logit_rows,
+            });
+        }
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("context binding"))?;
+        let mut rows = 0;
+        for chunk in tokens.chunks(max_batch) {
+            let n = chunk.len();
+            rows = match wanted {
+                Logits::All => n,
+                Logits::Last => 1,
+            };
+            let result = if n == 1 {
+                self.decode_step(chunk[0], cache)
+            } else {
+                self.upload_ids(chunk, cache.len)
+                    .and_then(|()| self.launch_step(n, cache, n - rows, rows))
+            };
+            if let Err(error) = result {
+                self.graph.invalidate(cache.id);
+                return Err(error);
+            }
+            cache.len += n;
+        }
+        Ok(rows)
+    }
+
+    /// Writes the batch's token ids and positions to their device buffers.
+    fn upload_ids(&mut self, tokens: &[u32], pos0: usize) -> Result<(), CudaError> {
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        let positions: Vec<i32> = (pos0..pos0 + tokens.len()).map(|p| p as i32).collect();
+        self.write_ids(&ids, &positions)
+    }
+
+    fn write_ids(&mut self, ids: &[i32], positions: &[i32]) -> Result<(), CudaError> {
+        let n = ids.len();
+        let mut dst = self.work.tokens.slice.slice_mut(..n);
+        self.stream
+            .memcpy_htod(ids, &mut dst)
+            .map_err(driver("token upload"))?;
+        let mut dst = self.work.positions.slice.slice_mut(..n);
+        self.stream
+            .memcpy_htod(positions, &mut dst)
+            .map_err(driver("token upload"))
+    }
+
+    /// One token: replays the decode graph, capturing it first if needed, or launches the
+    /// kernels when graphs are off.
+    fn decode_step(&mut self, token: u32, cache: &GpuKvCache) -> Result<(), CudaError> {
+        self.write_ids(&[token as i32], &[cache.len as i32])?;
+        match self.graph.plan(cache.id) {
+            StepPlan::Launch => self.launch_step(1, cache, 0, 1),
+            StepPlan::Replay => self.replay(cache.id),
+            StepPlan::Capture => {
+                match self.capture(cache) {
+                    Ok(graph) => self.graph.captured(graph, cache.id),
+                    Err(error) => {
+                        self.graph.capture_failed(cache.id, error.to_string());
+                        return self.launch_step(1, cache, 0, 1);
+                    }
+                }
+                self.replay(cache.id)
+            }
+        }
+    }
+
+    fn builder(&self) -> StepBuilder<'_> {
+        StepBuilder {
+            config: &self.config,
+            weights: &self.weights.addresses,
+            work: &self.work_addresses,
+            splits: self.plan.splits,
+        }
+    }
+
+    /// Builds and launches one step (see [`StepBuilder::step`]).
+    fn launch_step(
+        &mut self,
+        n: usize,
+        cache: &GpuKvCache,
+        first: usize,
+        rows: usize,
+    ) -> Result<(), CudaError> {
+        let mut launches = std::mem::take(&mut self.launches);
+        launches.clear();
+        self.builder()
+            .step(n, &cache.addresses(), first, rows, &mut launches);
+        let result = self.execute(&launches);
+        self.launches = launches;
+        result
+    }
+
+    fn execute(&self, launches: &[Launch]) -> Result<(), CudaError> {
+        for l in launches {
+            launch(
+                &self.stream,
+                self.kernels.resolve(l.kernel),
+                l.shape,
+                l.args(),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn replay(&mut self, cache: u64) -> Result<(), CudaError> {
+        let graph = self.graph.graph(cache).ok_or_else(|| CudaError::Driver {
+            op: "graph replay",
+            message: "no graph was captured".into(),
+        })?;
+        graph.launch().map_err(driver("graph replay"))
+    }
+
+    /// Records the decode step (kernels only: the token and position are read from device
+    /// buffers written before each replay) into a graph.
+    fn capture(&mut self, cache: &GpuKvCache) -> Result<CudaGraph, CudaError> {
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(driver("graph capture"))?;
+        let recorded = self.launch_step(1, cache, 0, 1);
+        // Capture always ends, even after a failed launch, so the stream is usable again.
+        let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
+        recorded?;
+        ended
+            .map_err(driver("graph capture"))?
+            .ok_or_else(|| CudaError::Driver {
+                op: "graph capture",
+                message: "the capture recorded nothing".into(),
+            })
+    }
+}

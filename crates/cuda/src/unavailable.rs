@@ -1,0 +1,109 @@
+//! The GPU API of a build without the `cuda` feature: the same names, where loading reports
+//! [`CudaError::NotBuilt`], so callers need no feature switches of their own.
+
+use std::convert::Infallible;
+
+use crate::Logits;
+use crate::device::GpuInfo;
+use crate::error::CudaError;
+use crate::host::{GpuConfig, HostModel};
+use crate::plan::{LoadOptions, UploadPlan};
+
+/// A model on a GPU; in this build it cannot be made.
+pub struct GpuModel {
+    never: Infallible,
+}
+
+/// A device-resident KV cache; in this build it cannot be made.
+pub struct GpuKvCache {
+    never: Infallible,
+}
+
+/// Always [`CudaError::NotBuilt`].
+pub fn probe(_ordinal: usize) -> Result<GpuInfo, CudaError> {
+    Err(CudaError::NotBuilt)
+}
+
+/// Always [`CudaError::NotBuilt`].
+pub fn compile_kernels(_arch: (u32, u32)) -> Result<Vec<u8>, CudaError> {
+    Err(CudaError::NotBuilt)
+}
+
+impl GpuModel {
+    /// Validates `model` like the GPU build does, then reports [`CudaError::NotBuilt`].
+    pub fn load(model: &HostModel<'_>, options: &LoadOptions) -> Result<Self, CudaError> {
+        UploadPlan::new(model, options)?;
+        Err(CudaError::NotBuilt)
+    }
+
+    /// The device the model is on.
+    pub fn info(&self) -> &GpuInfo {
+        match self.never {}
+    }
+
+    /// The configuration the model was loaded with.
+    pub fn config(&self) -> &GpuConfig {
+        match self.never {}
+    }
+
+    /// What was uploaded and allocated.
+    pub fn plan(&self) -> &UploadPlan {
+        match self.never {}
+    }
+
+    /// Why decode steps run without a CUDA graph, if they do.
+    pub fn graph_disabled_reason(&self) -> Option<&str> {
+        match self.never {}
+    }
+
+    /// A KV cache for one sequence.
+    pub fn new_cache(&self) -> Result<GpuKvCache, CudaError> {
+        match self.never {}
+    }
+
+    /// The forward pass.
+    pub fn forward(
+        &mut self,
+        _tokens: &[u32],
+        _cache: &mut GpuKvCache,
+        _wanted: Logits,
+    ) -> Result<&[f32], CudaError> {
+        match self.never {}
+    }
+
+    /// The forward pass, returning the greedy token.
+    pub fn forward_argmax(
+        &mut self,
+        _tokens: &[u32],
+        _cache: &mut GpuKvCache,
+    ) -> Result<u32, CudaError> {
+        match self.never {}
+    }
+}
+
+impl GpuKvCache {
+    /// Positions stored so far.
+    pub fn len(&self) -> usize {
+        match self.never {}
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        match self.never {}
+    }
+
+    /// The most positions this cache holds.
+    pub fn context(&self) -> usize {
+        match self.never {}
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        match self.never {}
+    }
+
+    /// Forgets positions from `len` on.
+    pub fn truncate(&mut self, _len: usize) {
+        match self.never {}
+    }
+}

@@ -1,0 +1,129 @@
+//! A synthetic model for the host-side tests: llama-shaped, with Q8_0 matrices of zero bytes.
+
+use rinfer_cuda::{
+    FfnKind, GpuConfig, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
+    Norm, RopeConfig, Window,
+};
+use rinfer_formats::GgmlType;
+
+pub const HIDDEN: usize = 64;
+pub const HEADS: usize = 2;
+pub const KV_HEADS: usize = 1;
+pub const HEAD_DIM: usize = 32;
+pub const FFN: usize = 128;
+pub const VOCAB: usize = 100;
+pub const LAYERS: usize = 3;
+
+/// Owned bytes the views borrow.
+pub struct Storage {
+    pub bytes: Vec<u8>,
+    pub ones: Vec<f32>,
+}
+
+impl Storage {
+    pub fn new() -> Self {
+        Self {
+            bytes: vec![0; 1 << 20],
+            ones: vec![1.0; 4096],
+        }
+    }
+}
+
+pub fn config() -> GpuConfig {
+    GpuConfig {
+        vocab_size: VOCAB,
+        hidden: HIDDEN,
+        layers: LAYERS,
+        heads: HEADS,
+        kv_heads: KV_HEADS,
+        head_dim: HEAD_DIM,
+        ffn_dim: FFN,
+        norm: Norm::Rms,
+        norm_eps: 1e-6,
+        ffn: FfnKind::SiluGated,
+        rope: Some(RopeConfig {
+            neox: false,
+            dims: HEAD_DIM,
+            base: 10_000.0,
+            base_local: 10_000.0,
+            linear_scale: 1.0,
+        }),
+        parallel_block: false,
+        embedding_scale: None,
+        attention_scale: 1.0 / (HEAD_DIM as f32).sqrt(),
+        attn_softcap: None,
+        final_softcap: None,
+        sliding_window: Some(Window {
+            size: 16,
+            pattern: 3,
+        }),
+    }
+}
+
+/// Bytes of a `[rows, cols]` matrix of `ty`.
+pub fn matrix_bytes(ty: GgmlType, rows: usize, cols: usize) -> usize {
+    rows * cols / ty.block_size() * ty.type_size()
+}
+
+pub fn matrix<'a>(
+    s: &'a Storage,
+    name: &str,
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+) -> HostMatrix<'a> {
+    HostMatrix {
+        name: name.into(),
+        ty,
+        rows,
+        cols,
+        data: &s.bytes[..matrix_bytes(ty, rows, cols)],
+    }
+}
+
+fn linear<'a>(s: &'a Storage, name: &str, rows: usize, cols: usize) -> HostLinear<'a> {
+    HostLinear {
+        weight: matrix(s, name, GgmlType::Q8_0, rows, cols),
+        bias: None,
+    }
+}
+
+pub fn norm(s: &Storage) -> HostNorm<'_> {
+    HostNorm {
+        weight: &s.ones[..HIDDEN],
+        bias: None,
+    }
+}
+
+/// A tied-embedding model of [`LAYERS`] blocks.
+pub fn model(s: &Storage) -> HostModel<'_> {
+    let layer = || HostLayer {
+        attn_norm: norm(s),
+        qkv: HostQkv::Separate {
+            q: linear(s, "attn_q", HEADS * HEAD_DIM, HIDDEN),
+            k: linear(s, "attn_k", KV_HEADS * HEAD_DIM, HIDDEN),
+            v: linear(s, "attn_v", KV_HEADS * HEAD_DIM, HIDDEN),
+        },
+        qk_norm: None,
+        attn_output: linear(s, "attn_output", HIDDEN, HEADS * HEAD_DIM),
+        post_attn_norm: None,
+        ffn_norm: Some(norm(s)),
+        ffn_up: HostFfnUp::Gated {
+            gate: linear(s, "ffn_gate", FFN, HIDDEN),
+            up: linear(s, "ffn_up", FFN, HIDDEN),
+        },
+        ffn_down: linear(s, "ffn_down", HIDDEN, FFN),
+        post_ffn_norm: None,
+    };
+    let embd = matrix(s, "token_embd", GgmlType::Q8_0, VOCAB, HIDDEN);
+    HostModel {
+        config: config(),
+        token_embd: embd.clone(),
+        position_embd: None,
+        rope_freqs: None,
+        layers: (0..LAYERS).map(|_| layer()).collect(),
+        output_norm: norm(s),
+        lm_head: embd,
+        output_bias: None,
+    }
+}

@@ -1,0 +1,391 @@
+// Runs every CUDA kernel under the host emulation (cuda_emulation.h) on small random inputs and
+// compares it with a naive double-precision reference written here. Prints
+// "N passed, M failed" and exits non-zero on any failure.
+#include "cuda_emulation.h"
+
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "../../src/kernels/common.cuh"
+#include "../../src/kernels/dequant.cuh"
+#include "../../src/kernels/reduce.cuh"
+#include "../../src/kernels/matmul.cu"
+#include "../../src/kernels/norm.cu"
+#include "../../src/kernels/rope.cu"
+#include "../../src/kernels/attention.cu"
+#include "../../src/kernels/elementwise.cu"
+
+static int passed = 0, failed = 0;
+static std::mt19937 rng(1234);
+
+static float uniform(float lo, float hi) {
+    return std::uniform_real_distribution<float>(lo, hi)(rng);
+}
+
+static std::vector<float> random_vector(size_t n, float scale = 1.0f) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = uniform(-scale, scale);
+    return v;
+}
+
+static void check(const std::string& what, const std::vector<float>& got,
+                  const std::vector<double>& want, double tolerance) {
+    double worst = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        const double err = std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i]));
+        if (!(err <= worst)) {
+            worst = err;
+            at = i;
+        }
+    }
+    if (worst <= tolerance && got.size() >= want.size()) {
+        passed++;
+    } else {
+        failed++;
+        std::printf("FAILED %s: element %zu got %g want %g (error %g)\n", what.c_str(), at,
+                    (double)got[at], want[at], worst);
+    }
+}
+
+static unsigned threads_for(size_t d) { return (unsigned)std::clamp<size_t>((d + 31) / 32, 1, 32) * 32; }
+
+// ---- weight kernels -------------------------------------------------------------------------
+
+struct Format {
+    const char* name;
+    int qk, bytes;
+    std::vector<int> half_fields;  // byte offsets of f16 scales within a block
+};
+
+template <typename F>
+static std::vector<float> dequantize(const std::vector<u8>& w, int rows, int cols) {
+    std::vector<float> out((size_t)rows * cols);
+    const size_t row_bytes = (size_t)cols / F::QK * F::BYTES;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols / 32; c++)
+            F::deq32(w.data() + r * row_bytes, c, out.data() + (size_t)r * cols + c * 32);
+    return out;
+}
+
+template <typename F>
+static std::vector<u8> random_weights(const Format& f, int rows, int cols) {
+    const size_t row_bytes = (size_t)cols / F::QK * F::BYTES;
+    std::vector<u8> w(row_bytes * rows);
+    for (auto& b : w) b = (u8)(rng() & 0xff);
+    if (f.qk == 1) {
+        // Float formats: fill with sane values instead of random bit patterns.
+        for (size_t i = 0; i < w.size() / F::BYTES; i++) {
+            const float v = uniform(-1, 1);
+            u32 bits;
+            std::memcpy(&bits, &v, 4);
+            if (F::BYTES == 4) std::memcpy(&w[4 * i], &bits, 4);
+            else {
+                const u16 h = std::string(f.name) == "bf16"
+                                  ? (u16)(bits >> 16)
+                                  : (u16)(((bits >> 16) & 0x8000) | ((((bits >> 23) & 0xff) - 112) << 10) |
+                                          ((bits >> 13) & 0x3ff));
+                std::memcpy(&w[2 * i], &h, 2);
+            }
+        }
+        return w;
+    }
+    for (size_t block = 0; block < w.size() / F::BYTES; block++)
+        for (int off : f.half_fields) {
+            const u16 h = (u16)(0x2000 + (rng() & 0x3ff));  // about 0.008 to 0.016
+            std::memcpy(&w[block * F::BYTES + off], &h, 2);
+        }
+    return w;
+}
+
+template <typename F>
+static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long long, const float*, int, float*, int, const float*, int, int, int),
+                                 void (*matmul)(const u8*, long long, const float*, int, float*, int, const float*, int, int, int),
+                                 void (*get_rows_kernel)(const u8*, long long, const int*, int, float*, int, float, int)) {
+    const int rows = 13, cols = 512, n = 9, out_offset = 5, ldy = rows + 9;
+    const auto w = random_weights<F>(f, rows, cols);
+    const auto dense = dequantize<F>(w, rows, cols);
+    const long long row_bytes = cols / F::QK * F::BYTES;
+    const auto x = random_vector((size_t)n * cols);
+    const auto bias = random_vector(rows);
+    for (int tokens : {1, n}) {
+        std::vector<float> y((size_t)tokens * ldy, 0.0f);
+        std::vector<double> want((size_t)tokens * ldy, 0.0);
+        for (int t = 0; t < tokens; t++)
+            for (int r = 0; r < rows; r++) {
+                double s = bias[r];
+                for (int c = 0; c < cols; c++) s += (double)dense[(size_t)r * cols + c] * x[(size_t)t * cols + c];
+                want[(size_t)t * ldy + out_offset + r] = s;
+            }
+        const dim3 grid{(unsigned)((rows + MATMUL_WARPS - 1) / MATMUL_WARPS),
+                        tokens == 1 ? 1u : (unsigned)((tokens + MATMUL_TOKENS - 1) / MATMUL_TOKENS)};
+        launch(tokens == 1 ? matvec : matmul, grid, dim3{MATMUL_WARPS * 32}, w.data(), row_bytes,
+               x.data(), cols, y.data() + out_offset, ldy, bias.data(), rows, cols, tokens);
+        check(std::string(tokens == 1 ? "matvec_" : "matmul_") + f.name, y, want, 2e-4);
+    }
+    // Embedding lookup, scaled, then a second table accumulated.
+    const std::vector<int> ids = {3, 0, 12, 3};
+    std::vector<float> out(ids.size() * cols, 0.0f);
+    std::vector<double> want(out.size());
+    for (size_t i = 0; i < ids.size(); i++)
+        for (int c = 0; c < cols; c++)
+            want[i * cols + c] = (double)(dense[(size_t)ids[i] * cols + c] * 2.5f) + dense[(size_t)ids[ids.size() - 1 - i] * cols + c];
+    const unsigned threads = (unsigned)std::clamp((cols / 32 + 31) / 32, 1, 8) * 32;
+    launch(get_rows_kernel, dim3{(unsigned)ids.size()}, dim3{threads}, w.data(), row_bytes, ids.data(), cols, out.data(), cols, 2.5f, 0);
+    std::vector<int> reversed(ids.rbegin(), ids.rend());
+    launch(get_rows_kernel, dim3{(unsigned)ids.size()}, dim3{threads}, w.data(), row_bytes, reversed.data(), cols, out.data(), cols, 1.0f, 1);
+    check(std::string("get_rows_") + f.name, out, want, 1e-6);
+}
+
+#define CHECK_FORMAT(suffix, ...) \
+    check_weight_kernels<fmt_##suffix>(Format{#suffix, fmt_##suffix::QK, fmt_##suffix::BYTES, __VA_ARGS__}, \
+                                       matvec_##suffix, matmul_##suffix, get_rows_##suffix)
+
+// ---- norms, rope ------------------------------------------------------------------------------
+
+static void check_norms() {
+    const int n = 3, d = 640;
+    const auto x = random_vector(n * d, 3.0f), w = random_vector(d), b = random_vector(d);
+    std::vector<float> y(n * d);
+    std::vector<double> want(n * d);
+    for (int i = 0; i < n; i++) {
+        double ss = 0;
+        for (int j = 0; j < d; j++) ss += (double)x[i * d + j] * x[i * d + j];
+        const double scale = 1.0 / std::sqrt(ss / d + 1e-6);
+        for (int j = 0; j < d; j++) want[i * d + j] = x[i * d + j] * scale * w[j];
+    }
+    launch(rms_norm, dim3{n}, dim3{threads_for(d)}, x.data(), y.data(), w.data(), d, 1e-6f);
+    check("rms_norm", y, want, 1e-5);
+
+    for (int i = 0; i < n; i++) {
+        double mean = 0, var = 0;
+        for (int j = 0; j < d; j++) mean += x[i * d + j];
+        mean /= d;
+        for (int j = 0; j < d; j++) var += (x[i * d + j] - mean) * (x[i * d + j] - mean);
+        const double scale = 1.0 / std::sqrt(var / d + 1e-5);
+        for (int j = 0; j < d; j++) want[i * d + j] = (x[i * d + j] - mean) * scale * w[j] + b[j];
+    }
+    launch(layer_norm, dim3{n}, dim3{threads_for(d)}, x.data(), y.data(), w.data(), b.data(), d, 1e-5f);
+    check("layer_norm", y, want, 1e-5);
+
+    // Per-head RMSNorm of the k section of a qkv buffer, in place.
+    const int heads = 2, head_dim = 80, ld = 7 * head_dim, offset = 4 * head_dim;
+    auto qkv = random_vector(n * ld);
+    const auto hw = random_vector(head_dim);
+    std::vector<double> expect(qkv.begin(), qkv.end());
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < heads; h++) {
+            const int base = t * ld + offset + h * head_dim;
+            double ss = 0;
+            for (int j = 0; j < head_dim; j++) ss += (double)qkv[base + j] * qkv[base + j];
+            const double scale = 1.0 / std::sqrt(ss / head_dim + 1e-6);
+            for (int j = 0; j < head_dim; j++) expect[base + j] = qkv[base + j] * scale * hw[j];
+        }
+    launch(head_rms_norm, dim3{n, heads}, dim3{32}, qkv.data(), ld, offset, hw.data(), head_dim, 1e-6f);
+    check("head_rms_norm", qkv, expect, 1e-5);
+}
+
+static void check_rope() {
+    const int n = 4, heads = 3, head_dim = 64, ld = 5 * head_dim, offset = head_dim;
+    const std::vector<int> positions = {0, 1, 17, 300};
+    for (int neox = 0; neox < 2; neox++)
+        for (int n_rot : {64, 32}) {
+            auto x = random_vector(n * ld);
+            const auto factors = std::vector<float>{1, 1, 2, 4, 8, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+            const float base = 10000.0f, freq_scale = 0.5f;
+            const float theta_scale = std::pow(base, -2.0f / n_rot);
+            std::vector<double> want(x.begin(), x.end());
+            for (int t = 0; t < n; t++)
+                for (int h = 0; h < heads; h++) {
+                    const int b0 = t * ld + offset + h * head_dim;
+                    float theta = (float)positions[t];
+                    for (int i = 0; i < n_rot / 2; i++) {
+                        const double angle = (double)(freq_scale * theta / factors[i]);
+                        const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
+                        want[b0 + a] = x[b0 + a] * std::cos(angle) - x[b0 + b] * std::sin(angle);
+                        want[b0 + b] = x[b0 + a] * std::sin(angle) + x[b0 + b] * std::cos(angle);
+                        theta *= theta_scale;
+                    }
+                }
+            const unsigned threads = (unsigned)std::max(1, (n_rot / 2 + 31) / 32) * 32;
+            launch(rope, dim3{n, heads}, dim3{threads}, x.data(), ld, offset, head_dim, n_rot,
+                   positions.data(), theta_scale, freq_scale, factors.data(), neox);
+            check("rope neox=" + std::to_string(neox) + " n_rot=" + std::to_string(n_rot), x, want, 1e-5);
+        }
+}
+
+// ---- attention --------------------------------------------------------------------------------
+
+struct AttentionCase {
+    int heads, kv_heads, head_dim, window, slots;
+    float softcap;
+};
+
+// Naive causal attention of the query at `pos` over keys stored by position.
+static std::vector<double> reference_attention(const AttentionCase& a, const float* q, int pos,
+                                               const std::vector<float>& keys_by_pos,
+                                               const std::vector<float>& values_by_pos, float scale) {
+    const int kv_dim = a.kv_heads * a.head_dim, group = a.heads / a.kv_heads;
+    std::vector<double> out(a.heads * a.head_dim);
+    const int first = a.window > 0 ? std::max(0, pos + 1 - a.window) : 0;
+    for (int h = 0; h < a.heads; h++) {
+        const int kv = (h / group) * a.head_dim;
+        std::vector<double> scores;
+        double mx = -1e300;
+        for (int j = first; j <= pos; j++) {
+            double s = 0;
+            for (int d = 0; d < a.head_dim; d++) s += (double)q[h * a.head_dim + d] * keys_by_pos[(size_t)j * kv_dim + kv + d];
+            s *= scale;
+            if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
+            scores.push_back(s);
+            mx = std::max(mx, s);
+        }
+        double sum = 0;
+        for (auto& s : scores) sum += (s = std::exp(s - mx));
+        for (int d = 0; d < a.head_dim; d++) {
+            double acc = 0;
+            for (int j = first; j <= pos; j++) acc += scores[j - first] * values_by_pos[(size_t)j * kv_dim + kv + d];
+            out[h * a.head_dim + d] = acc / sum;
+        }
+    }
+    return out;
+}
+
+static void check_attention(const AttentionCase& a) {
+    const std::string label = "heads=" + std::to_string(a.heads) + "/" + std::to_string(a.kv_heads) +
+                              " hd=" + std::to_string(a.head_dim) + " window=" + std::to_string(a.window) +
+                              " softcap=" + std::to_string((int)a.softcap);
+    const int q_dim = a.heads * a.head_dim, kv_dim = a.kv_heads * a.head_dim;
+    const int width = q_dim + 2 * kv_dim, group = a.heads / a.kv_heads;
+    const float scale = 1.0f / std::sqrt((float)a.head_dim);
+    const int context = 100, prefill = 11;
+    // Every position's q | k | v row, stored through kv_store as the forward pass does.
+    const auto rows = random_vector((size_t)context * width);
+    std::vector<float> keys_by_pos((size_t)context * kv_dim), values_by_pos((size_t)context * kv_dim);
+    for (int p = 0; p < context; p++)
+        for (int i = 0; i < kv_dim; i++) {
+            keys_by_pos[(size_t)p * kv_dim + i] = rows[(size_t)p * width + q_dim + i];
+            values_by_pos[(size_t)p * kv_dim + i] = rows[(size_t)p * width + q_dim + kv_dim + i];
+        }
+    std::vector<float> keys((size_t)a.slots * kv_dim), values((size_t)a.slots * kv_dim);
+    // Prefill in batches of `prefill` as the forward pass does (keys stored, then attention),
+    // checking every query of the first batch and of the last one, then decode token by token
+    // with split-K, checking the first and last steps. Unchecked batches only store their keys.
+    const int decode_from = context - 5;
+    const int batches = decode_from / prefill;
+    for (int batch_index = 0; batch_index < batches; batch_index++) {
+        const int pos0 = batch_index * prefill;
+        std::vector<int> positions(prefill);
+        for (int i = 0; i < prefill; i++) positions[i] = pos0 + i;
+        const float* batch = rows.data() + (size_t)pos0 * width;
+        if (batch_index != 0 && batch_index != batches - 1) {
+            // Unchecked batches: store their keys and values on the host.
+            for (int i = 0; i < prefill; i++) {
+                const size_t slot = (size_t)((pos0 + i) % a.slots) * kv_dim;
+                std::memcpy(&keys[slot], &keys_by_pos[(size_t)(pos0 + i) * kv_dim], 4 * kv_dim);
+                std::memcpy(&values[slot], &values_by_pos[(size_t)(pos0 + i) * kv_dim], 4 * kv_dim);
+            }
+            continue;
+        }
+        launch(kv_store, dim3{(unsigned)prefill}, dim3{threads_for(kv_dim)}, batch, width, q_dim, q_dim + kv_dim,
+               keys.data(), values.data(), kv_dim, positions.data(), a.slots);
+        std::vector<float> out((size_t)prefill * q_dim);
+        launch(attention_prefill, dim3{(unsigned)((prefill + PREFILL_WARPS - 1) / PREFILL_WARPS), (unsigned)a.heads},
+               dim3{PREFILL_WARPS * 32}, batch, width, 0, keys.data(), values.data(), a.slots, kv_dim, a.head_dim,
+               group, positions.data(), prefill, a.window, scale, a.softcap, out.data(), a.heads);
+        std::vector<double> want;
+        for (int i = 0; i < prefill; i++) {
+            auto one = reference_attention(a, batch + (size_t)i * width, pos0 + i, keys_by_pos, values_by_pos, scale);
+            want.insert(want.end(), one.begin(), one.end());
+        }
+        check("attention_prefill " + label + " at " + std::to_string(pos0), out, want, 1e-5);
+    }
+    const int longest = a.window > 0 ? std::min(a.window, context) : context;
+    const int split_len = 64, splits = (longest + split_len - 1) / split_len;
+    std::vector<float> partials((size_t)a.heads * splits * (a.head_dim + 2));
+    for (int pos = batches * prefill; pos < context; pos++) {
+        const int positions[1] = {pos};
+        const float* row = rows.data() + (size_t)pos * width;
+        launch(kv_store, dim3{1}, dim3{threads_for(kv_dim)}, row, width, q_dim, q_dim + kv_dim, keys.data(),
+               values.data(), kv_dim, positions, a.slots);
+        if (pos != batches * prefill && pos != context - 1) continue;
+        launch(attention_decode, dim3{(unsigned)a.heads, (unsigned)splits}, dim3{ATTN_WARPS * 32}, row, 0,
+               keys.data(), values.data(), a.slots, kv_dim, a.head_dim, group, positions, a.window, scale,
+               a.softcap, split_len, partials.data());
+        std::vector<float> out(q_dim);
+        launch(attention_decode_combine, dim3{(unsigned)a.heads},
+               dim3{(unsigned)std::clamp((a.head_dim + 31) / 32, 1, 8) * 32}, partials.data(), splits, a.head_dim,
+               out.data());
+        check("attention_decode " + label + " at " + std::to_string(pos), out,
+              reference_attention(a, row, pos, keys_by_pos, values_by_pos, scale), 1e-5);
+    }
+}
+
+// ---- elementwise ------------------------------------------------------------------------------
+
+static void check_elementwise() {
+    const int n = 3, f = 70, ld = 2 * f;
+    for (int kind = 0; kind < 3; kind++) {
+        auto gu = random_vector(n * ld, 4.0f);
+        std::vector<double> want(gu.begin(), gu.end());
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < f; j++) {
+                const double g = gu[i * ld + j], u = gu[i * ld + f + j];
+                const double gelu = 0.5 * g * (1 + std::tanh(0.7978846 * g * (1 + 0.044715 * g * g)));
+                const double silu = g / (1 + std::exp(-g));
+                want[i * ld + j] = kind == 0 ? silu * u : kind == 1 ? gelu * u : gelu;
+            }
+        launch(gated_activation, dim3{(unsigned)((n * f + 255) / 256)}, dim3{256}, gu.data(), f, ld, n, kind);
+        check("gated_activation kind " + std::to_string(kind), gu, want, 1e-5);
+    }
+    const long long len = 1000;
+    auto x = random_vector(len), a = random_vector(len), b = random_vector(len);
+    std::vector<double> want(len);
+    for (int i = 0; i < len; i++) want[i] = (double)x[i] + a[i] + (a[i] + b[i]);
+    launch(add_inplace, dim3{4}, dim3{256}, x.data(), (const float*)a.data(), len);
+    launch(add2_inplace, dim3{4}, dim3{256}, x.data(), (const float*)a.data(), (const float*)b.data(), len);
+    check("add_inplace, add2_inplace", x, want, 1e-5);
+    for (int i = 0; i < len; i++) want[i] = 30.0 * std::tanh(x[i] * 40.0 / 30.0);
+    for (auto& v : x) v *= 40.0f;
+    launch(softcap, dim3{4}, dim3{256}, x.data(), len, 30.0f);
+    check("softcap", x, want, 1e-5);
+
+    for (int vocab : {1, 5, 3001}) {
+        auto logits = random_vector(vocab);
+        int best = 0;
+        for (int i = 0; i < vocab; i++)
+            if (logits[i] > logits[best]) best = i;
+        if (vocab > 100) logits[vocab - 7] = logits[best];  // a tie: the smaller index wins
+        int out = -1;
+        launch(argmax, dim3{1}, dim3{1024}, (const float*)logits.data(), vocab, &out);
+        check("argmax vocab " + std::to_string(vocab), {(float)out}, {(double)best}, 0);
+    }
+}
+
+int main() {
+    CHECK_FORMAT(f32, {});
+    CHECK_FORMAT(f16, {});
+    CHECK_FORMAT(bf16, {});
+    CHECK_FORMAT(q4_0, {0});
+    CHECK_FORMAT(q4_1, {0, 2});
+    CHECK_FORMAT(q5_0, {0});
+    CHECK_FORMAT(q5_1, {0, 2});
+    CHECK_FORMAT(q8_0, {0});
+    CHECK_FORMAT(q2_k, {80, 82});
+    CHECK_FORMAT(q3_k, {108});
+    CHECK_FORMAT(q4_k, {0, 2});
+    CHECK_FORMAT(q5_k, {0, 2});
+    CHECK_FORMAT(q6_k, {208});
+    check_norms();
+    check_rope();
+    // GQA, a sliding window over a ring of window + batch slots, soft-capping, MQA with wide
+    // heads, and a head size that is not a multiple of 32.
+    check_attention({4, 2, 64, 0, 100, 0.0f});
+    check_attention({4, 1, 128, 40, 40 + 11, 50.0f});
+    check_attention({2, 2, 256, 0, 100, 0.0f});
+    check_attention({3, 1, 80, 20, 20 + 11, 0.0f});
+    check_elementwise();
+    std::printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,68 @@
+//! The host and the CUDA sources agree: every kernel the runtime loads is defined, and the
+//! launch constants equal the sources' `#define`s.
+
+use rinfer_cuda::kernels::{self, GpuType, program_source};
+use rinfer_cuda::launch::{
+    self, ATTN_WARPS, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, PREFILL_TILE, PREFILL_WARPS,
+};
+
+fn define(name: &str) -> u64 {
+    let source = program_source();
+    let line = source
+        .lines()
+        .find(|l| l.starts_with(&format!("#define {name} ")))
+        .unwrap_or_else(|| panic!("#define {name} not found"));
+    line.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+#[test]
+fn every_loaded_kernel_is_defined_in_the_sources() {
+    let source = program_source();
+    for name in kernels::FIXED_KERNELS {
+        let found = source.contains(&format!(" {name}(")) && source.contains("extern \"C\"");
+        assert!(found, "kernel {name} is not defined");
+    }
+    for ty in GpuType::ALL {
+        let fmt = format!(
+            "DEFINE_WEIGHT_KERNELS({}, fmt_{})",
+            ty.suffix(),
+            ty.suffix()
+        );
+        assert!(source.contains(&fmt), "no kernels for {ty:?}");
+        assert_eq!(GpuType::of(ty.ggml()), Some(ty));
+    }
+    assert_eq!(
+        kernels::all_kernel_names().len(),
+        kernels::FIXED_KERNELS.len() + 3 * GpuType::ALL.len()
+    );
+}
+
+#[test]
+fn launch_constants_match_the_sources() {
+    assert_eq!(define("MATMUL_WARPS"), u64::from(MATMUL_WARPS));
+    assert_eq!(define("MATMUL_TOKENS"), u64::from(MATMUL_TOKENS));
+    assert_eq!(define("ATTN_WARPS"), u64::from(ATTN_WARPS));
+    assert_eq!(define("MAX_HEAD_DIM"), MAX_HEAD_DIM as u64);
+    assert_eq!(define("PREFILL_WARPS"), u64::from(PREFILL_WARPS));
+    assert_eq!(define("PREFILL_TILE"), u64::from(PREFILL_TILE));
+}
+
+#[test]
+fn launch_shapes_cover_their_work() {
+    let decode = launch::matmul(1000, 1);
+    assert_eq!(decode.grid, (250, 1, 1));
+    assert_eq!(decode.block, (128, 1, 1));
+    assert_eq!(launch::matmul(1001, 17).grid, (251, 3, 1));
+    assert_eq!(launch::per_row(3, 640).block, (640, 1, 1));
+    assert_eq!(launch::per_row(3, 8192).block, (1024, 1, 1));
+    assert_eq!(launch::rope(5, 8, 128).block, (64, 1, 1));
+    assert_eq!(launch::rope(5, 8, 20).block, (32, 1, 1));
+    assert_eq!(launch::elementwise(257).grid, (2, 1, 1));
+    assert_eq!(launch::attention_prefill(17, 4).grid, (3, 4, 1));
+    for keys in [1, 63, 64, 65, 512, 4096, 32_768, 131_072] {
+        let s = launch::decode_splits(keys);
+        assert!(s.splits * s.split_len >= keys, "{keys}: {s:?}");
+        assert!(s.splits <= launch::MAX_DECODE_SPLITS, "{keys}: {s:?}");
+        assert!(s.split_len >= launch::MIN_SPLIT_KEYS);
+    }
+}

@@ -1,0 +1,142 @@
+//! The upload plan: every weight goes to the GPU in its stored format (sizes are exactly the
+//! stored bytes), the KV cache and buffers are sized like the CPU's, and models the kernels
+//! cannot run are refused at load with an error naming the tensor.
+
+mod common;
+
+use common::*;
+use rinfer_cuda::{CudaError, GpuModel, HostQkv, LoadOptions, UploadPlan};
+use rinfer_formats::GgmlType;
+
+#[test]
+fn weights_are_uploaded_in_their_stored_bytes_and_a_tied_head_once() {
+    let s = Storage::new();
+    let model = model(&s);
+    let plan = UploadPlan::new(&model, &options(64, 8)).unwrap();
+    let q8 = |rows, cols| matrix_bytes(GgmlType::Q8_0, rows, cols);
+    let per_layer = q8(HEADS * HEAD_DIM, HIDDEN)
+        + 2 * q8(KV_HEADS * HEAD_DIM, HIDDEN)
+        + q8(HIDDEN, HEADS * HEAD_DIM)
+        + 2 * q8(FFN, HIDDEN)
+        + q8(HIDDEN, FFN);
+    let matrices: usize = plan.matrices.iter().map(|m| m.bytes).sum();
+    assert_eq!(matrices, q8(VOCAB, HIDDEN) + LAYERS * per_layer);
+    assert!(plan.tied_lm_head);
+    assert_eq!(plan.matrices.len(), 1 + LAYERS * 7);
+    // Two norms per layer plus the output norm, f32.
+    assert_eq!(plan.vector_bytes, 4 * HIDDEN * (2 * LAYERS + 1));
+    assert_eq!(plan.weight_bytes(), matrices + plan.vector_bytes);
+}
+
+#[test]
+fn the_kv_cache_keeps_a_ring_on_sliding_window_layers() {
+    let s = Storage::new();
+    let plan = UploadPlan::new(&model(&s), &options(64, 8)).unwrap();
+    // Window 16, pattern 3: layers 0 and 1 slide (16 + 8 slots), layer 2 is global (64).
+    assert_eq!(plan.kv_slots, vec![24, 24, 64]);
+    let kv_dim = KV_HEADS * HEAD_DIM;
+    assert_eq!(plan.kv_bytes, 2 * 4 * kv_dim * (24 + 24 + 64));
+    assert_eq!(plan.buffers.logits, 8 * VOCAB);
+    let last_only = LoadOptions {
+        all_logits: false,
+        ..options(64, 8)
+    };
+    let lean = UploadPlan::new(&model(&s), &last_only).unwrap();
+    assert_eq!(lean.buffers.logits, VOCAB);
+    assert_eq!(plan.buffers.qkv, 8 * (HEADS + 2 * KV_HEADS) * HEAD_DIM);
+    assert_eq!(
+        plan.total_bytes(),
+        plan.weight_bytes() + plan.kv_bytes + plan.buffers.bytes()
+    );
+    // Decode attention is split for the longest span any layer attends: the context.
+    assert!(plan.splits.splits * plan.splits.split_len >= 64);
+}
+
+#[test]
+fn an_unsupported_block_format_is_refused_naming_the_tensor() {
+    let s = Storage::new();
+    let mut model = model(&s);
+    if let HostQkv::Separate { k, .. } = &mut model.layers[1].qkv {
+        k.weight = matrix(
+            &s,
+            "blk.1.attn_k.weight",
+            GgmlType::Iq4Nl,
+            k.weight.rows,
+            HIDDEN,
+        );
+    }
+    let error = UploadPlan::new(&model, &options(64, 8)).unwrap_err();
+    assert!(
+        matches!(error, CudaError::UnsupportedType { .. }),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("blk.1.attn_k.weight") && message.contains("IQ4_NL"));
+    assert!(message.contains("--device cpu"), "{message}");
+}
+
+#[test]
+fn shapes_the_kernels_cannot_take_are_refused() {
+    let s = Storage::new();
+    let mut wide = model(&s);
+    wide.config.head_dim = 512;
+    assert!(UploadPlan::new(&wide, &options(64, 8)).is_err());
+
+    let mut short = model(&s);
+    short.token_embd.data = &s.bytes[..10];
+    let message = UploadPlan::new(&short, &options(64, 8))
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("token_embd"), "{message}");
+
+    let mut odd = model(&s);
+    odd.config.hidden = 48;
+    assert!(UploadPlan::new(&odd, &options(64, 8)).is_err());
+
+    assert!(UploadPlan::new(&model(&s), &options(0, 8)).is_err());
+}
+
+#[test]
+fn a_model_too_large_for_the_free_memory_names_the_sizes() {
+    let s = Storage::new();
+    let plan = UploadPlan::new(&model(&s), &options(64, 8)).unwrap();
+    assert!(plan.check_fits(8 << 30).is_ok());
+    let message = plan.check_fits(100 << 20).unwrap_err().to_string();
+    assert!(message.contains("100 MiB are free"), "{message}");
+    assert!(message.contains("--ctx"), "{message}");
+}
+
+#[test]
+fn loading_without_a_gpu_is_an_error_not_a_panic() {
+    let s = Storage::new();
+    // This machine (and CI) has no CUDA driver: a build without the feature says so, a build
+    // with it finds no libcuda. On a GPU machine the load succeeds.
+    match GpuModel::load(&model(&s), &options(64, 8)) {
+        Ok(gpu) => assert!(!gpu.info().name.is_empty()),
+        Err(CudaError::NotBuilt) if !rinfer_cuda::BUILT_WITH_CUDA => {}
+        Err(CudaError::NoDriver { searched }) if rinfer_cuda::BUILT_WITH_CUDA => {
+            assert!(searched.contains("libcuda"), "{searched}");
+        }
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
+#[test]
+fn an_invalid_model_is_refused_before_the_device_is_touched() {
+    let s = Storage::new();
+    let mut model = model(&s);
+    model.config.kv_heads = 3;
+    let error = GpuModel::load(&model, &options(64, 8))
+        .err()
+        .expect("an error");
+    assert!(matches!(error, CudaError::Unsupported(_)), "{error}");
+}
+
+fn options(context: usize, max_batch: usize) -> LoadOptions {
+    LoadOptions {
+        ordinal: 0,
+        context,
+        max_batch,
+        all_logits: true,
+    }
+}

@@ -1,0 +1,189 @@
+//! The tensors of a Hugging Face safetensors checkpoint under their GGUF names.
+//!
+//! Tensors stay in the memory map when their bytes are aligned for their element type (as every
+//! common writer leaves them); a misaligned one is copied once into an aligned buffer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rinfer_formats::GgmlType;
+use rinfer_formats::safetensors::{Dtype, SafetensorsModel};
+
+use super::{StoredTensor, TensorStore};
+use crate::error::ModelError;
+use crate::weights::ByteSource;
+
+/// Hugging Face names of the per-layer tensors of llama-family checkpoints, with their GGUF
+/// names (both after `model.layers.{i}.` / `blk.{i}.`).
+const LAYER_NAMES: &[(&str, &str)] = &[
+    ("input_layernorm", "attn_norm"),
+    ("self_attn.q_proj", "attn_q"),
+    ("self_attn.k_proj", "attn_k"),
+    ("self_attn.v_proj", "attn_v"),
+    ("self_attn.o_proj", "attn_output"),
+    ("self_attn.q_norm", "attn_q_norm"),
+    ("self_attn.k_norm", "attn_k_norm"),
+    ("post_attention_layernorm", "ffn_norm"),
+    ("mlp.gate_proj", "ffn_gate"),
+    ("mlp.up_proj", "ffn_up"),
+    ("mlp.down_proj", "ffn_down"),
+];
+
+/// Model-level tensors.
+const MODEL_NAMES: &[(&str, &str)] = &[
+    ("model.embed_tokens", "token_embd"),
+    ("model.norm", "output_norm"),
+    ("lm_head", "output"),
+];
+
+/// Buffers that need no tensor: RoPE frequencies some checkpoints store.
+fn is_derived_buffer(hf_name: &str) -> bool {
+    hf_name.ends_with("rotary_emb.inv_freq")
+}
+
+/// The GGUF name of a Hugging Face tensor name, if it is one rinfer knows.
+fn gguf_name(hf_name: &str) -> Option<String> {
+    let (stem, suffix) = hf_name.rsplit_once('.')?;
+    if let Some((_, gguf)) = MODEL_NAMES.iter().find(|(hf, _)| *hf == stem) {
+        return Some(format!("{gguf}.{suffix}"));
+    }
+    let rest = stem.strip_prefix("model.layers.")?;
+    let (layer, part) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let (_, gguf) = LAYER_NAMES.iter().find(|(hf, _)| *hf == part)?;
+    Some(format!("blk.{layer}.{gguf}.{suffix}"))
+}
+
+/// A safetensors checkpoint's tensors, renamed.
+pub(crate) struct SafetensorsStore {
+    model: Arc<SafetensorsModel>,
+    /// GGUF name → Hugging Face name.
+    names: HashMap<String, String>,
+}
+
+impl SafetensorsStore {
+    /// Maps every tensor of `model`; a tensor rinfer does not know is an error naming it.
+    pub fn new(model: SafetensorsModel, arch: &str) -> Result<Self, ModelError> {
+        let mut names = HashMap::new();
+        for hf_name in model.tensor_names() {
+            if is_derived_buffer(hf_name) {
+                continue;
+            }
+            let gguf = gguf_name(hf_name).ok_or_else(|| ModelError::UnexpectedTensor {
+                name: hf_name.into(),
+                arch: arch.into(),
+            })?;
+            names.insert(gguf, hf_name.to_string());
+        }
+        Ok(Self {
+            model: Arc::new(model),
+            names,
+        })
+    }
+}
+
+/// One tensor of a shared checkpoint, found by name on every access (a map lookup).
+struct MappedTensor {
+    model: Arc<SafetensorsModel>,
+    name: String,
+}
+
+impl ByteSource for MappedTensor {
+    fn bytes(&self) -> &[u8] {
+        // The name was looked up successfully when the store handed this tensor out, and the
+        // checkpoint is immutable, so the lookup cannot fail; an empty slice would fail the
+        // loader's size checks rather than panic.
+        self.model.tensor(&self.name).map_or(&[], |view| view.bytes)
+    }
+}
+
+/// A tensor copied into 8-byte-aligned storage.
+struct AlignedCopy {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl ByteSource for AlignedCopy {
+    fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+}
+
+fn ggml_type(dtype: Dtype) -> Option<GgmlType> {
+    match dtype {
+        Dtype::F32 => Some(GgmlType::F32),
+        Dtype::F16 => Some(GgmlType::F16),
+        Dtype::BF16 => Some(GgmlType::BF16),
+        _ => None,
+    }
+}
+
+impl TensorStore for SafetensorsStore {
+    fn tensor(&self, name: &str) -> Result<Option<StoredTensor>, ModelError> {
+        let Some(hf_name) = self.names.get(name) else {
+            return Ok(None);
+        };
+        let view = self
+            .model
+            .tensor(hf_name)
+            .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
+        let ty = ggml_type(view.dtype).ok_or_else(|| ModelError::UnsupportedTensorType {
+            name: hf_name.clone(),
+            ty: view.dtype.name(),
+        })?;
+        let len = view.bytes.len();
+        let source: Arc<dyn ByteSource> =
+            if (view.bytes.as_ptr() as usize).is_multiple_of(ty.type_size()) {
+                Arc::new(MappedTensor {
+                    model: self.model.clone(),
+                    name: hf_name.clone(),
+                })
+            } else {
+                let mut words = vec![0u64; len.div_ceil(8)];
+                bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..len].copy_from_slice(view.bytes);
+                Arc::new(AlignedCopy { words, len })
+            };
+        Ok(Some(StoredTensor {
+            name: name.into(),
+            ty,
+            dims: view.shape.iter().rev().map(|&d| d as u64).collect(),
+            source,
+            range: 0..len,
+        }))
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.names.contains_key(name)
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.names.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gguf_name;
+
+    #[test]
+    fn hugging_face_names_map_to_gguf_names() {
+        assert_eq!(
+            gguf_name("model.layers.3.self_attn.k_proj.weight").as_deref(),
+            Some("blk.3.attn_k.weight")
+        );
+        assert_eq!(
+            gguf_name("model.layers.0.self_attn.q_proj.bias").as_deref(),
+            Some("blk.0.attn_q.bias")
+        );
+        assert_eq!(
+            gguf_name("model.embed_tokens.weight").as_deref(),
+            Some("token_embd.weight")
+        );
+        assert_eq!(
+            gguf_name("lm_head.weight").as_deref(),
+            Some("output.weight")
+        );
+        assert_eq!(gguf_name("model.layers.x.mlp.up_proj.weight"), None);
+        assert_eq!(gguf_name("vision_tower.patch.weight"), None);
+    }
+}

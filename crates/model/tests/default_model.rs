@@ -1,0 +1,177 @@
+//! The default model (gemma-3-270m Q4_K_M) against llama.cpp: prompt logits within the fixtures'
+//! tolerances, greedy continuations equal where the reference is decisive.
+//!
+//! Needs the model fetched (`cargo xtask fetch-model`; `cargo xtask test` does it first).
+
+mod common;
+
+use common::{batched_logits, default_model, fixtures};
+use rinfer_model::sampling::argmax;
+use rinfer_model::{KvCache, Logits, Model, Scratch};
+use serde_json::Value;
+
+/// Tolerances of the fixtures README §3.4 for gemma3-270m.
+const MAX_ABS: f64 = 3.0;
+const MEAN_ABS: f64 = 0.35;
+const ARGMAX_MARGIN: f64 = 1.0;
+const ARGMAX_AGREEMENT: f64 = 0.85;
+const MIN_COSINE: f64 = 0.99;
+/// Greedy continuations must agree up to the first step whose reference margin is below this.
+const GREEDY_MARGIN: f64 = 0.5;
+
+fn refs() -> Value {
+    serde_json::from_slice(&std::fs::read(fixtures().join("refs/gemma3-270m.json")).unwrap())
+        .unwrap()
+}
+
+fn ids(value: &Value) -> Vec<u32> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn floats(value: &Value) -> Vec<f64> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_f64().unwrap())
+        .collect()
+}
+
+fn log_sum_exp(row: &[f32]) -> f64 {
+    let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+    max + row
+        .iter()
+        .map(|&l| (l as f64 - max).exp())
+        .sum::<f64>()
+        .ln()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+    let norm = |v: &[f32]| v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+fn open() -> Model {
+    Model::open_gguf(default_model()).unwrap().0
+}
+
+#[test]
+fn prompt_logits_match_llama_cpp() {
+    let model = open();
+    let vocab = model.config.vocab_size;
+    let (mut agree, mut decisive) = (0usize, 0usize);
+    for case in refs()["cases"].as_array().unwrap() {
+        let name = &case["case"];
+        let tokens = ids(&case["tokens"]);
+        let logits = batched_logits(&model, &tokens);
+        let (mut max_abs, mut sum_abs, mut count) = (0f64, 0f64, 0usize);
+        for (i, row) in logits.chunks_exact(vocab).enumerate() {
+            for (id, want) in ids(&case["top_ids"][i])
+                .iter()
+                .zip(floats(&case["top_logits"][i]))
+            {
+                let diff = (row[*id as usize] as f64 - want).abs();
+                max_abs = max_abs.max(diff);
+                sum_abs += diff;
+                count += 1;
+            }
+            let lse = case["logsumexp"][i].as_f64().unwrap();
+            assert!(
+                (log_sum_exp(row) - lse).abs() <= MAX_ABS,
+                "{name} pos {i}: logsumexp {} vs {lse}",
+                log_sum_exp(row)
+            );
+            if case["top2_margin"][i].as_f64().unwrap() > ARGMAX_MARGIN {
+                decisive += 1;
+                agree += usize::from(argmax(row) as u64 == case["argmax"][i].as_u64().unwrap());
+            }
+        }
+        let mean_abs = sum_abs / count as f64;
+        let file = case["last_logits_file"].as_str().unwrap();
+        let reference: Vec<f32> = std::fs::read(fixtures().join(file))
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let cos = cosine(&logits[logits.len() - vocab..], &reference);
+        eprintln!("{name}: max abs {max_abs:.3} mean abs {mean_abs:.3} last cosine {cos:.5}");
+        assert!(max_abs <= MAX_ABS, "{name}: max abs {max_abs}");
+        assert!(mean_abs <= MEAN_ABS, "{name}: mean abs {mean_abs}");
+        assert!(cos >= MIN_COSINE, "{name}: last-position cosine {cos}");
+    }
+    let share = agree as f64 / decisive as f64;
+    eprintln!("argmax agrees at {agree} of {decisive} decisive positions");
+    assert!(share >= ARGMAX_AGREEMENT, "argmax agreement {share}");
+}
+
+#[test]
+fn greedy_continuations_match_llama_cpp() {
+    let model = open();
+    for case in refs()["cases"].as_array().unwrap() {
+        let name = &case["case"];
+        let prompt = ids(&case["tokens"]);
+        let greedy = &case["greedy"];
+        let expected = ids(&greedy["ids"]);
+        let margins = floats(&greedy["top2_margin"]);
+        let mut cache = KvCache::new(&model.config, prompt.len() + expected.len(), prompt.len());
+        let mut scratch = Scratch::new(&model.config, prompt.len());
+        let mut next = argmax(
+            model
+                .forward(&prompt, &mut cache, &mut scratch, Logits::Last)
+                .unwrap(),
+        );
+        let decisive = margins
+            .iter()
+            .position(|&m| m < GREEDY_MARGIN)
+            .unwrap_or(margins.len());
+        for (step, &want) in expected.iter().enumerate().take(decisive) {
+            assert_eq!(next, want, "{name}: greedy token {step}");
+            let logits = model
+                .forward(&[next], &mut cache, &mut scratch, Logits::Last)
+                .unwrap();
+            next = argmax(logits);
+        }
+        eprintln!("{name}: {decisive} greedy tokens equal to llama.cpp's");
+    }
+}
+
+#[test]
+fn teacher_forced_steps_agree_where_the_reference_is_decisive() {
+    let model = open();
+    for case in refs()["cases"].as_array().unwrap() {
+        let name = &case["case"];
+        let prompt = ids(&case["tokens"]);
+        let greedy = &case["greedy"];
+        let expected = ids(&greedy["ids"]);
+        let margins = floats(&greedy["top2_margin"]);
+        let mut cache = KvCache::new(&model.config, prompt.len() + expected.len(), prompt.len());
+        let mut scratch = Scratch::new(&model.config, prompt.len());
+        let mut logits = model
+            .forward(&prompt, &mut cache, &mut scratch, Logits::Last)
+            .unwrap()
+            .to_vec();
+        for (step, &want) in expected.iter().enumerate() {
+            let top5 = ids(&greedy["top5_ids"][step]);
+            let got = argmax(&logits);
+            assert!(
+                top5.contains(&got),
+                "{name} step {step}: argmax {got} not in llama.cpp's top 5 {top5:?}"
+            );
+            if margins[step] > ARGMAX_MARGIN {
+                assert_eq!(got, want, "{name} step {step}");
+            }
+            let lse = greedy["logsumexp"][step].as_f64().unwrap();
+            assert!((log_sum_exp(&logits) - lse).abs() <= MAX_ABS);
+            logits = model
+                .forward(&[want], &mut cache, &mut scratch, Logits::Last)
+                .unwrap()
+                .to_vec();
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The GPU forward pass, run on the host: the exact launch sequence the CUDA runtime executes
+//! (`rinfer_cuda::program::StepBuilder`), every kernel compiled from the CUDA sources for the
+//! host and run under the CUDA emulation of `crates/cuda/tests/host`, with host addresses in
+//! place of device ones. Prefill (batched kernels, tiled attention) and decode (matvec, split-K
+//! attention, device argmax) must give the CPU forward pass's logits on every fixture
+//! architecture, within the fixtures' tolerances (the CPU quantizes activations for quantized
+//! weights, the GPU kernels do not).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rinfer_cuda::program::{CacheAddresses, Launch, StepBuilder, WeightAddresses, WorkAddresses};
+use rinfer_cuda::{LoadOptions, UploadPlan};
+use rinfer_formats::GgmlType;
+use rinfer_model::weights::{FfnUp, Linear, Matrix, Qkv};
+use rinfer_model::{KvCache, Logits, Model, Scratch};
+
+type EmulateLaunch =
+    unsafe extern "C" fn(*const u8, *const u32, *const u32, *const u64, i32) -> i32;
+
+/// The kernels built for the host as a shared library.
+fn emulator() -> libloading::Library {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda_emulator");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("librinfer_cuda_emulator.so");
+    let source: PathBuf = [
+        env!("CARGO_MANIFEST_DIR"),
+        "../cuda/tests/host/emulator.cpp",
+    ]
+    .iter()
+    .collect();
+    let status = Command::new("c++")
+        .args(["-std=c++20", "-O2", "-w", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&source)
+        .status()
+        .expect("a host C++ compiler (`c++`) is needed to emulate the CUDA kernels");
+    assert!(status.success(), "compiling {} failed", source.display());
+    // SAFETY: the library was just built from the emulator source; loading it runs no
+    // initialisers beyond the C++ runtime's.
+    unsafe { libloading::Library::new(&lib) }.expect("load the emulator")
+}
+
+fn run(emulate: &EmulateLaunch, launches: &[Launch]) {
+    for l in launches {
+        let name = format!("{}\0", l.kernel.name());
+        let grid = [l.shape.grid.0, l.shape.grid.1, l.shape.grid.2];
+        let block = [l.shape.block.0, l.shape.block.1, l.shape.block.2];
+        let slots: Vec<u64> = l.args().iter().map(|a| a.to_slot()).collect();
+        // SAFETY: the slots hold the kernel's arguments in its declared order, every pointer a
+        // live host buffer of this test (or a weight of the mapped model) of the size the
+        // upload plan computed; the emulator only reads the arrays passed for this call.
+        let status = unsafe {
+            emulate(
+                name.as_ptr(),
+                grid.as_ptr(),
+                block.as_ptr(),
+                slots.as_ptr(),
+                slots.len() as i32,
+            )
+        };
+        assert_eq!(status, 0, "launch of {} failed ({status})", l.kernel.name());
+    }
+}
+
+/// Host buffers standing in for the GPU's, and their addresses.
+struct HostBuffers {
+    f32s: Vec<Vec<f32>>,
+    tokens: Vec<i32>,
+    positions: Vec<i32>,
+    argmax: Vec<i32>,
+    cache: Vec<(Vec<f32>, Vec<f32>, usize)>,
+}
+
+impl HostBuffers {
+    fn new(plan: &UploadPlan, kv_dim: usize) -> Self {
+        let b = &plan.buffers;
+        let sizes = [
+            b.x, b.h, b.qkv, b.attn, b.out, b.gate_up, b.logits, b.partials,
+        ];
+        Self {
+            f32s: sizes.iter().map(|&n| vec![0.0; n]).collect(),
+            tokens: vec![0; b.ids],
+            positions: vec![0; b.ids],
+            argmax: vec![0],
+            cache: plan
+                .kv_slots
+                .iter()
+                .map(|&s| (vec![0.0; s * kv_dim], vec![0.0; s * kv_dim], s))
+                .collect(),
+        }
+    }
+
+    fn work(&mut self) -> WorkAddresses {
+        let a: Vec<u64> = self
+            .f32s
+            .iter_mut()
+            .map(|v| v.as_mut_ptr() as u64)
+            .collect();
+        WorkAddresses {
+            x: a[0],
+            h: a[1],
+            qkv: a[2],
+            attn: a[3],
+            out: a[4],
+            gate_up: a[5],
+            logits: a[6],
+            partials: a[7],
+            tokens: self.tokens.as_mut_ptr() as u64,
+            positions: self.positions.as_mut_ptr() as u64,
+            argmax: self.argmax.as_mut_ptr() as u64,
+        }
+    }
+
+    fn cache(&mut self) -> CacheAddresses {
+        CacheAddresses {
+            layers: self
+                .cache
+                .iter_mut()
+                .map(|(k, v, s)| (k.as_mut_ptr() as u64, v.as_mut_ptr() as u64, *s))
+                .collect(),
+        }
+    }
+
+    fn logits(&self) -> &[f32] {
+        &self.f32s[6]
+    }
+}
+
+/// `m` with every row dequantized to F32.
+fn to_f32(m: &Matrix) -> Matrix {
+    let mut values = vec![0.0f32; m.rows * m.cols];
+    for (r, row) in values.chunks_exact_mut(m.cols).enumerate() {
+        rinfer_kernels::dequantize_row(m.ty, m.row(r), row).unwrap();
+    }
+    let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    Matrix::from_owned(GgmlType::F32, m.rows, m.cols, bytes)
+}
+
+fn linear_to_f32(l: &mut Linear) {
+    l.weight = to_f32(&l.weight);
+}
+
+/// The model with every matrix in F32, so the CPU forward pass keeps activations in f32.
+fn dequantized(model: &Model) -> Model {
+    let mut weights = model.weights.clone();
+    weights.token_embd = to_f32(&weights.token_embd);
+    weights.position_embd = weights.position_embd.as_ref().map(to_f32);
+    weights.output = weights.output.as_ref().map(to_f32);
+    for layer in &mut weights.layers {
+        match &mut layer.qkv {
+            Qkv::Separate { q, k, v } => [q, k, v].into_iter().for_each(linear_to_f32),
+            Qkv::Fused(qkv) => linear_to_f32(qkv),
+        }
+        match &mut layer.ffn_up {
+            FfnUp::Gated { gate, up } => [gate, up].into_iter().for_each(linear_to_f32),
+            FfnUp::FusedGated(l) | FfnUp::Plain(l) => linear_to_f32(l),
+        }
+        linear_to_f32(&mut layer.attn_output);
+        linear_to_f32(&mut layer.ffn_down);
+    }
+    Model {
+        config: model.config.clone(),
+        weights,
+    }
+}
+
+fn compare(name: &str, what: &str, gpu: &[f32], cpu: &[f32]) {
+    let (max_allowed, mean_allowed) = (1e-4, 1e-5);
+    let diffs: Vec<f64> = gpu
+        .iter()
+        .zip(cpu)
+        .map(|(&g, &c)| (g as f64 - c as f64).abs())
+        .collect();
+    let max = diffs.iter().cloned().fold(0.0, f64::max);
+    let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
+    assert!(
+        max <= max_allowed && mean <= mean_allowed,
+        "{name} {what}: max |gpu - cpu| {max}, mean {mean}"
+    );
+}
+
+fn check_fixture(emulate: &EmulateLaunch, name: &str) {
+    let path = format!(
+        "{}/../../tests/fixtures/models/{name}.gguf",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (model, _file) = Model::open_gguf(&path).unwrap();
+    let reference = dequantized(&model);
+    let vocab = model.config.vocab_size;
+    let prompt: Vec<u32> = (0..9).map(|i| (i * 37 + 5) % vocab as u32).collect();
+    let decoded = [7u32 % vocab as u32, 123 % vocab as u32];
+    let context = prompt.len() + decoded.len();
+
+    // CPU reference: every prompt position, then one decode step per token.
+    let mut cache = KvCache::new(&model.config, context, prompt.len());
+    let mut scratch = Scratch::new(&model.config, prompt.len());
+    let cpu_prompt = reference
+        .forward(&prompt, &mut cache, &mut scratch, Logits::All)
+        .unwrap()
+        .to_vec();
+    let cpu_decode: Vec<Vec<f32>> = decoded
+        .iter()
+        .map(|&t| {
+            reference
+                .forward(&[t], &mut cache, &mut scratch, Logits::Last)
+                .unwrap()
+                .to_vec()
+        })
+        .collect();
+
+    // The GPU program on host buffers.
+    let view = model.gpu_view();
+    let options = LoadOptions {
+        ordinal: 0,
+        context,
+        max_batch: prompt.len(),
+        all_logits: true,
+    };
+    let plan = UploadPlan::new(&view, &options).unwrap();
+    let weights = WeightAddresses::place(
+        &view,
+        |bytes| Ok(bytes.as_ptr() as u64),
+        |floats| Ok(floats.as_ptr() as u64),
+    )
+    .unwrap();
+    let mut buffers = HostBuffers::new(&plan, view.config.kv_dim());
+    let work = buffers.work();
+    let cache = buffers.cache();
+    let builder = StepBuilder {
+        config: &view.config,
+        weights: &weights,
+        work: &work,
+        splits: plan.splits,
+    };
+    let mut launches = Vec::new();
+
+    for (i, &t) in prompt.iter().enumerate() {
+        buffers.tokens[i] = t as i32;
+        buffers.positions[i] = i as i32;
+    }
+    builder.step(prompt.len(), &cache, 0, prompt.len(), &mut launches);
+    run(emulate, &launches);
+    compare(
+        name,
+        "prefill",
+        &buffers.logits()[..prompt.len() * vocab],
+        &cpu_prompt,
+    );
+
+    for (step, (&t, cpu)) in decoded.iter().zip(&cpu_decode).enumerate() {
+        buffers.tokens[0] = t as i32;
+        buffers.positions[0] = (prompt.len() + step) as i32;
+        launches.clear();
+        builder.step(1, &cache, 0, 1, &mut launches);
+        run(emulate, &launches);
+        compare(name, "decode", &buffers.logits()[..vocab], cpu);
+        let best = (0..vocab)
+            .max_by(|&a, &b| cpu[a].total_cmp(&cpu[b]).then(b.cmp(&a)))
+            .unwrap();
+        let margin = cpu
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != best)
+            .map(|(_, &l)| cpu[best] - l)
+            .fold(f32::INFINITY, f32::min);
+        if margin > 1e-4 {
+            assert_eq!(buffers.argmax[0] as usize, best, "{name}: device argmax");
+        }
+    }
+}
+
+#[test]
+fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
+    let library = emulator();
+    // SAFETY: the symbol has this signature in emulator.cpp.
+    let emulate: libloading::Symbol<'_, EmulateLaunch> =
+        unsafe { library.get(b"rinfer_emulate_launch\0") }.expect("the emulator entry point");
+    for name in [
+        "llama-tiny-q8_0",
+        "qwen2-tiny-q4_k_m",
+        "qwen3-tiny-q5_k_m",
+        "gemma3-tiny-q4_k_m",
+        "phi2-tiny-q3_k_m",
+        "gpt2-tiny-q2_k",
+    ] {
+        check_fixture(&emulate, name);
+    }
+}

@@ -1,0 +1,206 @@
+//! The JSON OpenAI clients expect back: whole responses, streamed chunks, usage.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rinfer_model::FinishReason;
+use serde_json::{Value, json};
+
+use crate::scheduler::job::TokenLogprob;
+use crate::validate::Endpoint;
+
+/// What every response and chunk of one request repeats.
+pub struct ResponseMeta {
+    /// `cmpl-…` or `chatcmpl-…`.
+    pub id: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// The model id.
+    pub model: String,
+    /// Which endpoint answers.
+    pub endpoint: Endpoint,
+}
+
+impl ResponseMeta {
+    /// A fresh id for a request to `endpoint`.
+    pub fn new(endpoint: Endpoint, model: &str) -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let created = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let prefix = match endpoint {
+            Endpoint::Completions => "cmpl",
+            Endpoint::Chat => "chatcmpl",
+        };
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Self {
+            id: format!("{prefix}-{created:x}{n:08x}"),
+            created,
+            model: model.to_string(),
+            endpoint,
+        }
+    }
+
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.endpoint, chunk) {
+            (Endpoint::Completions, _) => "text_completion",
+            (Endpoint::Chat, false) => "chat.completion",
+            (Endpoint::Chat, true) => "chat.completion.chunk",
+        }
+    }
+
+    fn envelope(&self, chunk: bool, choices: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": self.object(chunk),
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        })
+    }
+}
+
+/// Token counts of one request.
+#[derive(Clone, Copy, Debug)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt: usize,
+    /// Generated tokens.
+    pub completion: usize,
+}
+
+impl Usage {
+    fn json(self) -> Value {
+        json!({
+            "prompt_tokens": self.prompt,
+            "completion_tokens": self.completion,
+            "total_tokens": self.prompt + self.completion,
+        })
+    }
+}
+
+/// OpenAI's name for a finish reason.
+pub fn finish_name(finish: FinishReason) -> &'static str {
+    match finish {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+    }
+}
+
+/// Log-probabilities in the endpoint's shape. `offset` is the byte offset of the first token
+/// in the generated text (completions' `text_offset`) and is advanced past them.
+pub fn logprobs_json(endpoint: Endpoint, entries: &[TokenLogprob], offset: &mut usize) -> Value {
+    // JSON has no -inf; OpenAI reports impossible tokens at -9999.
+    let lp = |l: f32| {
+        if l.is_finite() {
+            l.max(-9999.0)
+        } else {
+            -9999.0
+        }
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match endpoint {
+        Endpoint::Chat => {
+            let content: Vec<Value> = entries
+                .iter()
+                .map(|e| {
+                    json!({
+                        "token": text(&e.bytes),
+                        "logprob": lp(e.logprob),
+                        "bytes": e.bytes,
+                        "top_logprobs": e.top.iter().map(|(b, l)| json!({
+                            "token": text(b),
+                            "logprob": lp(*l),
+                            "bytes": b,
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            json!({ "content": content })
+        }
+        Endpoint::Completions => {
+            let mut offsets = Vec::with_capacity(entries.len());
+            for e in entries {
+                offsets.push(*offset);
+                *offset += e.bytes.len();
+            }
+            json!({
+                "tokens": entries.iter().map(|e| text(&e.bytes)).collect::<Vec<_>>(),
+                "token_logprobs": entries.iter().map(|e| lp(e.logprob)).collect::<Vec<_>>(),
+                "top_logprobs": entries.iter().map(|e| {
+                    e.top.iter().map(|(b, l)| (text(b), json!(lp(*l)))).collect::<serde_json::Map<_, _>>()
+                }).collect::<Vec<_>>(),
+                "text_offset": offsets,
+            })
+        }
+    }
+}
+
+/// A whole (non-streamed) response.
+pub fn full(
+    meta: &ResponseMeta,
+    text: &str,
+    finish: FinishReason,
+    usage: Usage,
+    logprobs: Option<Value>,
+) -> Value {
+    let choice = match meta.endpoint {
+        Endpoint::Completions => json!({
+            "index": 0,
+            "text": text,
+            "logprobs": logprobs,
+            "finish_reason": finish_name(finish),
+        }),
+        Endpoint::Chat => json!({
+            "index": 0,
+            "message": { "role": "assistant", "content": text },
+            "logprobs": logprobs,
+            "finish_reason": finish_name(finish),
+        }),
+    };
+    let mut body = meta.envelope(false, json!([choice]));
+    body["usage"] = usage.json();
+    body
+}
+
+/// One streamed chunk. `role` opens a chat stream (the first chunk names the assistant).
+pub fn chunk(
+    meta: &ResponseMeta,
+    text: Option<&str>,
+    role: bool,
+    logprobs: Option<Value>,
+    finish: Option<FinishReason>,
+) -> Value {
+    let finish = finish.map(finish_name);
+    let choice = match meta.endpoint {
+        Endpoint::Completions => json!({
+            "index": 0,
+            "text": text.unwrap_or(""),
+            "logprobs": logprobs,
+            "finish_reason": finish,
+        }),
+        Endpoint::Chat => {
+            let mut delta = serde_json::Map::new();
+            if role {
+                delta.insert("role".into(), json!("assistant"));
+            }
+            if let Some(text) = text {
+                delta.insert("content".into(), json!(text));
+            }
+            json!({
+                "index": 0,
+                "delta": delta,
+                "logprobs": logprobs,
+                "finish_reason": finish,
+            })
+        }
+    };
+    meta.envelope(true, json!([choice]))
+}
+
+/// The last chunk of a stream with `include_usage`: no choices, only the counts.
+pub fn usage_chunk(meta: &ResponseMeta, usage: Usage) -> Value {
+    let mut body = meta.envelope(true, json!([]));
+    body["usage"] = usage.json();
+    body
+}

@@ -1,0 +1,402 @@
+//! The HTTP endpoints. Handlers never block: tokenizing runs on the blocking pool, generation
+//! on the engine thread, and every failure is an OpenAI error object.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::TrySendError;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+use crate::error::ApiError;
+use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest};
+use crate::response::{self, ResponseMeta, Usage};
+use crate::scheduler::job::{Event, Job};
+use crate::server::{AppState, Served};
+use crate::validate::{self, Endpoint, Validated};
+
+/// Every route, with the request counter around them.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            count_responses,
+        ))
+        .with_state(state)
+}
+
+async fn count_responses(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let endpoint = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let response = next.run(req).await;
+    state
+        .metrics
+        .record_request(&endpoint, response.status().as_u16());
+    response
+}
+
+async fn not_found() -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        ..ApiError::bad_request("no such endpoint")
+    }
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        ..ApiError::bad_request("method not allowed on this endpoint")
+    }
+}
+
+/// Reads a whole body, refusing one over the limit with 413.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            ..ApiError::bad_request(format!(
+                "the request body is over the limit of {limit} bytes"
+            ))
+        })
+}
+
+/// Parses and validates on the blocking pool (tokenizing a long prompt takes a while).
+async fn parse_blocking<T, F>(served: &Arc<Served>, body: Bytes, f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Bytes, &Served) -> Result<T, ApiError> + Send + 'static,
+{
+    let served = Arc::clone(served);
+    tokio::task::spawn_blocking(move || f(&body, &served))
+        .await
+        .map_err(|_| ApiError::internal("request validation failed unexpectedly"))?
+}
+
+async fn completions(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
+    generate(state, body, Endpoint::Completions).await
+}
+
+async fn chat_completions(
+    State(state): State<Arc<AppState>>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    generate(state, body, Endpoint::Chat).await
+}
+
+async fn generate(
+    state: Arc<AppState>,
+    body: Body,
+    endpoint: Endpoint,
+) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
+    let served = state.served()?;
+    let bytes = read_body(body, state.config.max_body_bytes).await?;
+    let request = parse_blocking(&served, bytes, move |bytes, served| {
+        let req: GenerationRequest = request::parse(bytes)?;
+        validate::validate(req, endpoint, served)
+    })
+    .await?;
+    let Validated {
+        prompt,
+        max_tokens,
+        sampling,
+        stop,
+        logprobs,
+        stream,
+        include_usage,
+    } = request;
+    let (events, receiver) = unbounded_channel();
+    let job = Job {
+        prompt,
+        max_tokens,
+        sampling,
+        stop,
+        logprobs,
+        events,
+        arrived,
+    };
+    submit(&state, job)?;
+    let meta = ResponseMeta::new(endpoint, &served.model_id);
+    if stream {
+        Ok(stream_response(
+            meta,
+            receiver,
+            include_usage,
+            logprobs.is_some(),
+        ))
+    } else {
+        collect_response(meta, receiver, logprobs.is_some()).await
+    }
+}
+
+/// Queues a job for the engine, or answers 503 when the queue is full.
+fn submit(state: &AppState, job: Job) -> Result<(), ApiError> {
+    if state.draining.load(Ordering::Relaxed) {
+        return Err(ApiError::unavailable("the server is shutting down", 5));
+    }
+    state.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
+    match state.jobs.try_send(job) {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            state.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+            Err(match error {
+                TrySendError::Full(_) => ApiError::unavailable(
+                    "the server is busy: every sequence is running and the queue is full",
+                    1,
+                ),
+                TrySendError::Disconnected(_) => {
+                    ApiError::unavailable("the engine is not running", 5)
+                }
+            })
+        }
+    }
+}
+
+async fn collect_response(
+    meta: ResponseMeta,
+    mut receiver: UnboundedReceiver<Event>,
+    logprobs: bool,
+) -> Result<Response, ApiError> {
+    let mut text = String::new();
+    let mut entries = Vec::new();
+    while let Some(event) = receiver.recv().await {
+        match event {
+            Event::Delta {
+                text: piece,
+                logprobs,
+            } => {
+                text.push_str(&piece);
+                entries.extend(logprobs);
+            }
+            Event::Done {
+                finish,
+                prompt_tokens,
+                completion_tokens,
+            } => {
+                let logprobs =
+                    logprobs.then(|| response::logprobs_json(meta.endpoint, &entries, &mut 0));
+                let usage = Usage {
+                    prompt: prompt_tokens,
+                    completion: completion_tokens,
+                };
+                let body = response::full(&meta, &text, finish, usage, logprobs);
+                return Ok(axum::Json(body).into_response());
+            }
+            Event::Failed(message) => return Err(ApiError::internal(message)),
+        }
+    }
+    Err(ApiError::internal(
+        "the engine stopped before the generation ended",
+    ))
+}
+
+/// Where a stream is.
+struct StreamState {
+    meta: ResponseMeta,
+    receiver: UnboundedReceiver<Event>,
+    include_usage: bool,
+    logprobs: bool,
+    /// The chat role chunk is still to be sent.
+    opening: bool,
+    /// Completions' `text_offset` of the next token.
+    offset: usize,
+    done: bool,
+}
+
+fn sse(value: &Value) -> String {
+    format!("data: {value}\n\n")
+}
+
+fn stream_response(
+    meta: ResponseMeta,
+    receiver: UnboundedReceiver<Event>,
+    include_usage: bool,
+    logprobs: bool,
+) -> Response {
+    let opening = meta.endpoint == Endpoint::Chat;
+    let state = StreamState {
+        meta,
+        receiver,
+        include_usage,
+        logprobs,
+        opening,
+        offset: 0,
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        if s.done {
+            return None;
+        }
+        let mut out = String::new();
+        if s.opening {
+            s.opening = false;
+            out.push_str(&sse(&response::chunk(&s.meta, Some(""), true, None, None)));
+        }
+        match s.receiver.recv().await {
+            Some(Event::Delta { text, logprobs }) => {
+                let logprobs = s
+                    .logprobs
+                    .then(|| response::logprobs_json(s.meta.endpoint, &logprobs, &mut s.offset));
+                out.push_str(&sse(&response::chunk(
+                    &s.meta,
+                    Some(&text),
+                    false,
+                    logprobs,
+                    None,
+                )));
+            }
+            Some(Event::Done {
+                finish,
+                prompt_tokens,
+                completion_tokens,
+            }) => {
+                let text = (s.meta.endpoint == Endpoint::Completions).then_some("");
+                out.push_str(&sse(&response::chunk(
+                    &s.meta,
+                    text,
+                    false,
+                    None,
+                    Some(finish),
+                )));
+                if s.include_usage {
+                    let usage = Usage {
+                        prompt: prompt_tokens,
+                        completion: completion_tokens,
+                    };
+                    out.push_str(&sse(&response::usage_chunk(&s.meta, usage)));
+                }
+                out.push_str("data: [DONE]\n\n");
+                s.done = true;
+            }
+            Some(Event::Failed(message)) => {
+                out.push_str(&sse(&ApiError::internal(message).body()));
+                out.push_str("data: [DONE]\n\n");
+                s.done = true;
+            }
+            None => {
+                let error = ApiError::internal("the engine stopped before the generation ended");
+                out.push_str(&sse(&error.body()));
+                out.push_str("data: [DONE]\n\n");
+                s.done = true;
+            }
+        }
+        Some((Ok::<_, Infallible>(Bytes::from(out)), s))
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        // Tells nginx not to buffer the stream.
+        .header("x-accel-buffering", "no")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| ApiError::internal("cannot build the stream").into_response())
+}
+
+async fn models(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    let served = state.served()?;
+    let settings = served.ready.settings;
+    Ok(axum::Json(json!({
+        "object": "list",
+        "data": [{
+            "id": served.model_id,
+            "object": "model",
+            "created": state.started,
+            "owned_by": "rinfer",
+            "context_length": settings.context,
+            "parallel": settings.parallel,
+            "chat_template": served.chat.source,
+        }],
+    }))
+    .into_response())
+}
+
+async fn health(State(state): State<Arc<AppState>>) -> Response {
+    let (status, text) = if state.draining.load(Ordering::Relaxed) {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining")
+    } else if state.engine_stopped() {
+        (StatusCode::SERVICE_UNAVAILABLE, "engine stopped")
+    } else if state.served.get().is_some() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "loading")
+    };
+    (status, axum::Json(json!({ "status": text }))).into_response()
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
+    let served = state.served()?;
+    let bytes = read_body(body, state.config.max_body_bytes).await?;
+    let tokens = parse_blocking(&served, bytes, |bytes, served| {
+        let req: TokenizeRequest = request::parse(bytes)?;
+        validate::check_model(req.model.as_deref(), served)?;
+        served
+            .ready
+            .loaded
+            .tokenizer
+            .encode(
+                &req.content,
+                req.add_special.unwrap_or(true),
+                req.parse_special.unwrap_or(true),
+            )
+            .map_err(|e| ApiError::invalid("content", e.to_string()))
+    })
+    .await?;
+    Ok(axum::Json(json!({ "tokens": tokens })).into_response())
+}
+
+async fn detokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
+    let served = state.served()?;
+    let bytes = read_body(body, state.config.max_body_bytes).await?;
+    let content = parse_blocking(&served, bytes, |bytes, served| {
+        let req: DetokenizeRequest = request::parse(bytes)?;
+        validate::check_model(req.model.as_deref(), served)?;
+        let tokenizer = &served.ready.loaded.tokenizer;
+        let vocab = tokenizer.vocab_size();
+        let ids = req
+            .tokens
+            .iter()
+            .map(|&id| {
+                u32::try_from(id)
+                    .ok()
+                    .filter(|&id| (id as usize) < vocab)
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                            "tokens",
+                            format!("token id {id} is outside the vocabulary of {vocab} tokens"),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<u32>, _>>()?;
+        Ok(tokenizer.decode(&ids))
+    })
+    .await?;
+    Ok(axum::Json(json!({ "content": content })).into_response())
+}

@@ -1,0 +1,58 @@
+//! What the HTTP side hands the engine, and what comes back.
+
+use std::time::Instant;
+
+use rinfer_model::{FinishReason, SamplingParams};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// A validated generation request.
+pub struct Job {
+    /// Prompt token ids (never empty; each inside the vocabulary).
+    pub prompt: Vec<u32>,
+    /// The most tokens to generate; `prompt.len() + max_tokens` fits the context.
+    pub max_tokens: usize,
+    /// How to choose tokens.
+    pub sampling: SamplingParams,
+    /// Generation stops before any of these strings.
+    pub stop: Vec<String>,
+    /// Report each generated token's log-probability with this many alternatives.
+    pub logprobs: Option<usize>,
+    /// Where events go; when the receiver is dropped the generation is cancelled.
+    pub events: UnboundedSender<Event>,
+    /// When the request arrived (for the time to first token).
+    pub arrived: Instant,
+}
+
+/// The log-probability of one generated token and of the most likely alternatives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprob {
+    /// The token's bytes.
+    pub bytes: Vec<u8>,
+    /// Its natural-log probability under the model.
+    pub logprob: f32,
+    /// The most likely tokens at this position, most likely first: bytes and log-probability.
+    pub top: Vec<(Vec<u8>, f32)>,
+}
+
+/// What the engine reports about one request.
+#[derive(Debug)]
+pub enum Event {
+    /// New text (possibly empty when only log-probabilities are new).
+    Delta {
+        /// Text, never half a character, never part of a stop string.
+        text: String,
+        /// One entry per token generated since the last event, when asked for.
+        logprobs: Vec<TokenLogprob>,
+    },
+    /// The generation ended.
+    Done {
+        /// Why.
+        finish: FinishReason,
+        /// Prompt tokens.
+        prompt_tokens: usize,
+        /// Generated tokens.
+        completion_tokens: usize,
+    },
+    /// The engine failed on this request (never the request's fault: that is refused earlier).
+    Failed(String),
+}

@@ -1,0 +1,492 @@
+//! Turning a parsed request into what the engine runs: every field checked against its range
+//! and against the model, the prompt tokenized, the context respected. Nothing is clamped or
+//! truncated silently; what cannot be honoured is a 400 naming the field.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rinfer_model::SamplingParams;
+use rinfer_model::chat_template::{ChatMessage, ChatTemplateError};
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::request::{ChatMessageIn, GenerationRequest};
+use crate::server::Served;
+
+/// Which OpenAI endpoint a request came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/v1/completions`.
+    Completions,
+    /// `/v1/chat/completions`.
+    Chat,
+}
+
+/// A request the engine can run.
+#[derive(Debug)]
+pub struct Validated {
+    /// Prompt token ids.
+    pub prompt: Vec<u32>,
+    /// Tokens to generate at most.
+    pub max_tokens: usize,
+    /// Sampling.
+    pub sampling: SamplingParams,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Alternatives per token when log-probabilities are wanted.
+    pub logprobs: Option<usize>,
+    /// Stream as server-sent events.
+    pub stream: bool,
+    /// Send a last chunk with the usage (streaming only).
+    pub include_usage: bool,
+}
+
+/// Most stop strings, as OpenAI allows.
+const MAX_STOPS: usize = 4;
+/// Longest stop string in bytes (matching costs grow with it on every token).
+const MAX_STOP_BYTES: usize = 512;
+/// Most alternatives per token.
+const MAX_TOP_LOGPROBS: u64 = 20;
+/// Tokens `/v1/completions` generates when `max_tokens` is left out (OpenAI's default).
+const DEFAULT_COMPLETION_TOKENS: usize = 16;
+
+/// Checks `req` for `endpoint` and builds what the engine runs (tokenizing the prompt).
+pub fn validate(
+    req: GenerationRequest,
+    endpoint: Endpoint,
+    served: &Served,
+) -> Result<Validated, ApiError> {
+    check_model(req.model.as_deref(), served)?;
+    if let Some(n) = req.n
+        && n != 1
+    {
+        return Err(ApiError::invalid(
+            "n",
+            format!("n = {n} is not supported: rinfer returns one choice per request (n = 1)"),
+        ));
+    }
+    // Fields of the other endpoint: (name, present).
+    let foreign: &[(&str, bool)] = match endpoint {
+        Endpoint::Completions => &[
+            ("messages", req.messages.is_some()),
+            ("max_completion_tokens", req.max_completion_tokens.is_some()),
+            ("top_logprobs", req.top_logprobs.is_some()),
+        ],
+        Endpoint::Chat => &[("prompt", req.prompt.is_some())],
+    };
+    if let Some((field, _)) = foreign.iter().find(|(_, present)| *present) {
+        return Err(ApiError::invalid(
+            *field,
+            format!("unsupported field `{field}` for this endpoint"),
+        ));
+    }
+    let vocab = served.ready.loaded.model.config.vocab_size;
+    let sampling = sampling(&req, vocab)?;
+    let stop = stop(req.stop.as_ref())?;
+    let logprobs = logprobs(&req, endpoint)?;
+    let stream = req.stream.unwrap_or(false);
+    let include_usage = match &req.stream_options {
+        Some(_) if !stream => {
+            return Err(ApiError::invalid(
+                "stream_options",
+                "`stream_options` is only allowed when `stream` is true",
+            ));
+        }
+        Some(options) => options.include_usage.unwrap_or(false),
+        None => false,
+    };
+    let prompt = match endpoint {
+        Endpoint::Completions => completion_prompt(req.prompt.as_ref(), served)?,
+        Endpoint::Chat => chat_prompt(req.messages.as_deref(), served)?,
+    };
+    if prompt.is_empty() {
+        return Err(ApiError::invalid(
+            prompt_field(endpoint),
+            "the prompt is empty",
+        ));
+    }
+    let max_tokens = max_tokens(&req, endpoint, prompt.len(), served.ready.settings.context)?;
+    Ok(Validated {
+        prompt,
+        max_tokens,
+        sampling,
+        stop,
+        logprobs,
+        stream,
+        include_usage,
+    })
+}
+
+/// A request naming another model than the one served is refused.
+pub fn check_model(model: Option<&str>, served: &Served) -> Result<(), ApiError> {
+    match model {
+        Some(m) if m != served.model_id => Err(ApiError::invalid(
+            "model",
+            format!(
+                "the model `{m}` is not served here; this server serves `{}`",
+                served.model_id
+            ),
+        )
+        .with_code("model_not_found")),
+        _ => Ok(()),
+    }
+}
+
+fn prompt_field(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Completions => "prompt",
+        Endpoint::Chat => "messages",
+    }
+}
+
+fn in_range(param: &str, value: Option<f32>, lo: f32, hi: f32) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !(lo..=hi).contains(&v) => Err(ApiError::invalid(
+            param,
+            format!("`{param}` = {v} is outside [{lo}, {hi}]"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn sampling(req: &GenerationRequest, vocab: usize) -> Result<SamplingParams, ApiError> {
+    in_range("temperature", req.temperature, 0.0, 2.0)?;
+    in_range("top_p", req.top_p, 0.0, 1.0)?;
+    in_range("min_p", req.min_p, 0.0, 1.0)?;
+    in_range("presence_penalty", req.presence_penalty, -2.0, 2.0)?;
+    in_range("frequency_penalty", req.frequency_penalty, -2.0, 2.0)?;
+    if req.top_p == Some(0.0) {
+        return Err(ApiError::invalid("top_p", "`top_p` must be greater than 0"));
+    }
+    let defaults = SamplingParams::default();
+    let top_k = match req.top_k {
+        Some(k) if k > vocab as u64 => {
+            return Err(ApiError::invalid(
+                "top_k",
+                format!("`top_k` = {k} exceeds the vocabulary of {vocab} tokens"),
+            ));
+        }
+        Some(k) => k as usize,
+        None => defaults.top_k,
+    };
+    let mut logit_bias = Vec::new();
+    for (key, &bias) in req.logit_bias.iter().flatten() {
+        let id = key
+            .parse::<u32>()
+            .ok()
+            .filter(|&id| (id as usize) < vocab)
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "logit_bias",
+                    format!("`logit_bias` key {key:?} is not a token id below {vocab}"),
+                )
+            })?;
+        if !(-100.0..=100.0).contains(&bias) {
+            return Err(ApiError::invalid(
+                "logit_bias",
+                format!("`logit_bias` value {bias} for token {id} is outside [-100, 100]"),
+            ));
+        }
+        logit_bias.push((id, bias));
+    }
+    Ok(SamplingParams {
+        temperature: req.temperature.unwrap_or(defaults.temperature),
+        top_k,
+        top_p: req.top_p.unwrap_or(defaults.top_p),
+        min_p: req.min_p.unwrap_or(defaults.min_p),
+        repeat_penalty: 1.0,
+        frequency_penalty: req.frequency_penalty.unwrap_or(0.0),
+        presence_penalty: req.presence_penalty.unwrap_or(0.0),
+        penalty_last_n: defaults.penalty_last_n,
+        logit_bias,
+        seed: req.seed.map_or_else(random_seed, |s| s as u64),
+    })
+}
+
+/// A seed for a request that gave none: different requests sample differently.
+fn random_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    // SplitMix64 of the two, so that close clocks and counters give unrelated seeds.
+    let mut z = nanos ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn stop(value: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let stops = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                ApiError::invalid("stop", "`stop` must be a string or an array of strings")
+            })?,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "stop",
+                "`stop` must be a string or an array of strings",
+            ));
+        }
+    };
+    if stops.len() > MAX_STOPS {
+        return Err(ApiError::invalid(
+            "stop",
+            format!("`stop` has {} strings; at most {MAX_STOPS}", stops.len()),
+        ));
+    }
+    if stops.iter().any(String::is_empty) {
+        return Err(ApiError::invalid(
+            "stop",
+            "`stop` strings must not be empty",
+        ));
+    }
+    if stops.iter().any(|s| s.len() > MAX_STOP_BYTES) {
+        return Err(ApiError::invalid(
+            "stop",
+            format!("`stop` strings must be at most {MAX_STOP_BYTES} bytes"),
+        ));
+    }
+    Ok(stops)
+}
+
+fn logprobs(req: &GenerationRequest, endpoint: Endpoint) -> Result<Option<usize>, ApiError> {
+    let top_range = |param: &str, n: u64| {
+        if n > MAX_TOP_LOGPROBS {
+            Err(ApiError::invalid(
+                param,
+                format!("`{param}` = {n} exceeds the maximum of {MAX_TOP_LOGPROBS}"),
+            ))
+        } else {
+            Ok(n as usize)
+        }
+    };
+    match endpoint {
+        Endpoint::Completions => match &req.logprobs {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) if n.as_u64().is_some() => {
+                top_range("logprobs", n.as_u64().unwrap_or_default()).map(Some)
+            }
+            Some(_) => Err(ApiError::invalid(
+                "logprobs",
+                "`logprobs` must be a non-negative integer on /v1/completions",
+            )),
+        },
+        Endpoint::Chat => {
+            let wanted = match &req.logprobs {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => {
+                    return Err(ApiError::invalid(
+                        "logprobs",
+                        "`logprobs` must be a boolean on /v1/chat/completions",
+                    ));
+                }
+            };
+            match (wanted, req.top_logprobs) {
+                (false, Some(_)) => Err(ApiError::invalid(
+                    "top_logprobs",
+                    "`top_logprobs` needs `logprobs` set to true",
+                )),
+                (false, None) => Ok(None),
+                (true, top) => top_range("top_logprobs", top.unwrap_or(0)).map(Some),
+            }
+        }
+    }
+}
+
+fn completion_prompt(prompt: Option<&Value>, served: &Served) -> Result<Vec<u32>, ApiError> {
+    let tokenizer = &served.ready.loaded.tokenizer;
+    let vocab = served.ready.loaded.model.config.vocab_size;
+    let shape_error = || {
+        ApiError::invalid(
+            "prompt",
+            "`prompt` must be a string, an array of one string, or an array of token ids",
+        )
+    };
+    let encode = |text: &str| {
+        tokenizer
+            .encode(text, true, true)
+            .map_err(|e| ApiError::invalid("prompt", e.to_string()))
+    };
+    let ids = |items: &[Value]| -> Result<Vec<u32>, ApiError> {
+        items
+            .iter()
+            .map(|v| {
+                let id = v.as_u64().ok_or_else(shape_error)?;
+                if id as usize >= vocab || id > u64::from(u32::MAX) {
+                    return Err(ApiError::invalid(
+                        "prompt",
+                        format!("token id {id} is outside the vocabulary of {vocab} tokens"),
+                    ));
+                }
+                Ok(id as u32)
+            })
+            .collect()
+    };
+    match prompt {
+        None | Some(Value::Null) => Err(ApiError::invalid("prompt", "`prompt` is required")),
+        Some(Value::String(text)) => encode(text),
+        Some(Value::Array(items)) => match items.as_slice() {
+            [] => Err(ApiError::invalid("prompt", "the prompt is empty")),
+            [Value::String(text)] => encode(text),
+            [Value::Array(inner)] => ids(inner),
+            [Value::Number(_), ..] => ids(items),
+            [_, _, ..] if items.iter().all(|v| v.is_string() || v.is_array()) => {
+                Err(ApiError::invalid(
+                    "prompt",
+                    "only one prompt per request is supported; send one request per prompt",
+                ))
+            }
+            _ => Err(shape_error()),
+        },
+        Some(_) => Err(shape_error()),
+    }
+}
+
+fn chat_prompt(messages: Option<&[ChatMessageIn]>, served: &Served) -> Result<Vec<u32>, ApiError> {
+    let messages = match messages {
+        None => return Err(ApiError::invalid("messages", "`messages` is required")),
+        Some([]) => return Err(ApiError::invalid("messages", "`messages` is empty")),
+        Some(m) => m,
+    };
+    let converted = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| chat_message(i, m))
+        .collect::<Result<Vec<_>, _>>()?;
+    let text = served
+        .chat
+        .render(&served.ready.loaded, &converted)
+        .map_err(|e| match e {
+            ChatTemplateError::Rejected(message) => ApiError::invalid(
+                "messages",
+                format!("the chat template rejected the conversation: {message}"),
+            ),
+            other => ApiError::internal(other.to_string()),
+        })?;
+    // The template writes BOS itself where the model wants it.
+    served
+        .ready
+        .loaded
+        .tokenizer
+        .encode(&text, false, true)
+        .map_err(|e| ApiError::invalid("messages", e.to_string()))
+}
+
+fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
+    let role = match m.role.as_str() {
+        "system" | "developer" => "system",
+        "user" => "user",
+        "assistant" => "assistant",
+        other => {
+            return Err(ApiError::invalid(
+                format!("messages[{i}].role"),
+                format!("role {other:?} is not supported (system, developer, user, assistant are)"),
+            ));
+        }
+    };
+    let param = format!("messages[{i}].content");
+    let content = match &m.content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => {
+            let mut text = String::new();
+            for (j, part) in parts.iter().enumerate() {
+                let part_param = format!("{param}[{j}]");
+                let object = part.as_object().ok_or_else(|| {
+                    ApiError::invalid(part_param.clone(), "a content part must be an object")
+                })?;
+                match object.get("type").and_then(Value::as_str) {
+                    Some("text") => {}
+                    Some(other) => {
+                        return Err(ApiError::invalid(
+                            part_param,
+                            format!(
+                                "content parts of type {other:?} are not supported; only \"text\" is"
+                            ),
+                        ));
+                    }
+                    None => {
+                        return Err(ApiError::invalid(
+                            part_param,
+                            "a content part needs a `type`",
+                        ));
+                    }
+                }
+                if let Some(key) = object.keys().find(|k| *k != "type" && *k != "text") {
+                    return Err(ApiError::invalid(
+                        format!("{part_param}.{key}"),
+                        format!("unsupported field `{key}` in a text content part"),
+                    ));
+                }
+                let piece = object.get("text").and_then(Value::as_str).ok_or_else(|| {
+                    ApiError::invalid(part_param, "a text content part needs a string `text`")
+                })?;
+                text.push_str(piece);
+            }
+            text
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                param,
+                "`content` must be a string or an array of text parts",
+            ));
+        }
+    };
+    Ok(ChatMessage::new(role, content))
+}
+
+fn max_tokens(
+    req: &GenerationRequest,
+    endpoint: Endpoint,
+    prompt: usize,
+    context: usize,
+) -> Result<usize, ApiError> {
+    let (param, asked) = match (req.max_completion_tokens, req.max_tokens) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(ApiError::invalid(
+                "max_completion_tokens",
+                "`max_tokens` and `max_completion_tokens` disagree; send one of them",
+            ));
+        }
+        (Some(a), _) => ("max_completion_tokens", Some(a)),
+        (None, b) => ("max_tokens", b),
+    };
+    if prompt >= context {
+        return Err(ApiError::invalid(
+            prompt_field(endpoint),
+            format!(
+                "the prompt has {prompt} tokens, which leaves no room in the context of {context} tokens"
+            ),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    let asked = match (asked, endpoint) {
+        (Some(0), _) => {
+            return Err(ApiError::invalid(
+                param,
+                format!("`{param}` must be at least 1"),
+            ));
+        }
+        (Some(n), _) => n,
+        (None, Endpoint::Completions) => DEFAULT_COMPLETION_TOKENS.min(context - prompt) as u64,
+        (None, Endpoint::Chat) => (context - prompt) as u64,
+    };
+    if (prompt as u64).saturating_add(asked) > context as u64 {
+        return Err(ApiError::invalid(
+            param,
+            format!(
+                "the prompt ({prompt} tokens) plus `{param}` ({asked}) exceeds the context of {context} tokens; \
+                 lower `{param}` or shorten the prompt"
+            ),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    Ok(asked as usize)
+}

@@ -1,0 +1,279 @@
+//! `cargo xtask bench serve`: `rinfer serve` (release build, default model) under 1, 4 and 16
+//! concurrent streaming clients. Reports aggregate generated tokens per second, its ratio to
+//! the single-stream rate, and p50/p99 inter-token latency as clients see it (gaps between
+//! consecutive SSE chunks of one stream).
+//!
+//! End-of-generation tokens get a `logit_bias` of -100 so that every request generates exactly
+//! `--max-tokens`; sampling is greedy. Each level runs `ROUNDS` requests per client back to back
+//! after one warm-up request per client.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// Requests per client at each level, after the warm-up.
+const ROUNDS: usize = 2;
+/// The prompt every client sends (about 40 tokens).
+const PROMPT: &str = "Write a long story about a lighthouse keeper who finds a message in a \
+                      bottle. Describe the sea, the weather, the keeper's daily routine and \
+                      what the message says.";
+/// End-of-generation ids of the default model (`<eos>`, `<end_of_turn>`), kept from ending early.
+const EOG_IDS: [u32; 2] = [1, 106];
+
+struct Options {
+    streams: Vec<usize>,
+    max_tokens: usize,
+}
+
+fn parse(args: &[&str]) -> Result<Options> {
+    let mut options = Options {
+        streams: vec![1, 4, 16],
+        max_tokens: 64,
+    };
+    let mut args = args.iter();
+    while let Some(&arg) = args.next() {
+        let value = args
+            .next()
+            .with_context(|| format!("{arg} needs a value"))?;
+        match arg {
+            "--streams" => {
+                options.streams = value
+                    .split(',')
+                    .map(|s| s.parse().with_context(|| format!("bad stream count {s:?}")))
+                    .collect::<Result<_>>()?;
+            }
+            "--max-tokens" => options.max_tokens = value.parse().context("bad --max-tokens")?,
+            other => bail!("unknown option {other}; see `cargo xtask help`"),
+        }
+    }
+    if options.streams.is_empty() || options.streams.contains(&0) {
+        bail!("--streams needs positive counts");
+    }
+    Ok(options)
+}
+
+/// Runs the benchmark and prints a Markdown table.
+pub fn run(args: &[&str]) -> Result<()> {
+    let options = parse(args)?;
+    crate::fetch_model::run()?;
+    crate::cargo(&["build", "--release", "-p", "rinfer-cli"])?;
+    let most = options.streams.iter().copied().max().unwrap_or(1);
+    let mut server = Server::start(most, options.max_tokens)?;
+    let mut rows = Vec::new();
+    for &streams in &options.streams {
+        let level = measure(server.addr, streams, options.max_tokens)?;
+        eprintln!(
+            "{streams:>3} streams: {:.1} tok/s, inter-token p50 {:.1} ms, p99 {:.1} ms",
+            level.tok_s,
+            level.p50 * 1e3,
+            level.p99 * 1e3
+        );
+        rows.push((streams, level));
+    }
+    server.stop();
+    let single = rows
+        .iter()
+        .find(|(s, _)| *s == 1)
+        .map(|(_, l)| l.tok_s)
+        .unwrap_or(rows[0].1.tok_s);
+    println!(
+        "| streams | generated tok/s | vs 1 stream | inter-token p50 | inter-token p99 |\n\
+         |---:|---:|---:|---:|---:|"
+    );
+    for (streams, level) in rows {
+        println!(
+            "| {streams} | {:.1} | {:.2}× | {:.1} ms | {:.1} ms |",
+            level.tok_s,
+            level.tok_s / single,
+            level.p50 * 1e3,
+            level.p99 * 1e3
+        );
+    }
+    println!(
+        "\n`rinfer serve --parallel {most}`, default model, {} tokens per request, greedy, {} \
+         requests per stream after a warm-up; {} cores.",
+        options.max_tokens,
+        ROUNDS,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    Ok(())
+}
+
+/// A `rinfer serve` child process.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(parallel: usize, max_tokens: usize) -> Result<Self> {
+        let binary = crate::workspace_root().join("target/release/rinfer");
+        let mut child = Command::new(&binary)
+            .args(["serve", "--port", "0", "--parallel", &parallel.to_string()])
+            .args(["--ctx", &(256 + max_tokens).to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.display()))?;
+        let stderr = child.stderr.take().context("stderr is piped")?;
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            let Some(line) = lines.next() else {
+                let _ = child.wait();
+                bail!("rinfer serve exited before listening");
+            };
+            let line = line?;
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let addr: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+                break addr.parse().context("the listening address")?;
+            }
+        };
+        // Keep draining its log so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let start = Instant::now();
+        while !get(addr, "/health").is_ok_and(|status| status == 200) {
+            if start.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                bail!("rinfer serve never became healthy");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(Self { child, addr })
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn get(addr: SocketAddr, path: &str) -> Result<u16> {
+    let mut stream = TcpStream::connect(addr)?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut status = String::new();
+    BufReader::new(stream).read_line(&mut status)?;
+    status
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("no status line")
+}
+
+/// One level's results.
+struct Level {
+    tok_s: f64,
+    p50: f64,
+    p99: f64,
+}
+
+/// One streamed request: tokens generated and the gaps between its chunks (seconds).
+fn stream_once(addr: SocketAddr, max_tokens: usize) -> Result<(usize, Vec<f64>)> {
+    let bias: String = EOG_IDS
+        .iter()
+        .map(|id| format!("\"{id}\": -100"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let body = format!(
+        "{{\"prompt\": \"{PROMPT}\", \"max_tokens\": {max_tokens}, \"temperature\": 0, \
+         \"stream\": true, \"logit_bias\": {{{bias}}}}}"
+    );
+    let mut stream = TcpStream::connect(addr)?;
+    write!(
+        stream,
+        "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let reader = BufReader::new(stream);
+    let mut gaps = Vec::with_capacity(max_tokens);
+    let mut last: Option<Instant> = None;
+    let mut chunks = 0;
+    let mut status_ok = false;
+    for line in reader.lines() {
+        let line = line?;
+        if line.starts_with("HTTP/1.1 ") {
+            status_ok = line.contains(" 200 ");
+        }
+        // Every chunk with text is one token (no stop strings, no logprobs).
+        if line.starts_with("data: {") && line.contains("\"finish_reason\":null") {
+            let now = Instant::now();
+            if let Some(previous) = last.replace(now) {
+                gaps.push((now - previous).as_secs_f64());
+            }
+            chunks += 1;
+        }
+        if line.starts_with("data: [DONE]") {
+            break;
+        }
+    }
+    if !status_ok {
+        bail!("a benchmark request failed");
+    }
+    Ok((chunks, gaps))
+}
+
+fn measure(addr: SocketAddr, streams: usize, max_tokens: usize) -> Result<Level> {
+    let run_clients = |rounds: usize| -> Result<(usize, Vec<f64>, f64)> {
+        let start = Instant::now();
+        let results: Vec<Result<(usize, Vec<f64>)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..streams)
+                .map(|_| {
+                    scope.spawn(move || {
+                        let mut tokens = 0;
+                        let mut gaps = Vec::new();
+                        for _ in 0..rounds {
+                            let (t, g) = stream_once(addr, max_tokens)?;
+                            tokens += t;
+                            gaps.extend(g);
+                        }
+                        Ok((tokens, gaps))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| bail!("a client thread panicked"))
+                })
+                .collect()
+        });
+        let elapsed = start.elapsed().as_secs_f64();
+        let mut tokens = 0;
+        let mut gaps = Vec::new();
+        for result in results {
+            let (t, g) = result?;
+            tokens += t;
+            gaps.extend(g);
+        }
+        Ok((tokens, gaps, elapsed))
+    };
+    run_clients(1)?;
+    let (tokens, mut gaps, elapsed) = run_clients(ROUNDS)?;
+    if tokens != streams * ROUNDS * max_tokens {
+        bail!(
+            "expected {} generated tokens, counted {tokens}",
+            streams * ROUNDS * max_tokens
+        );
+    }
+    gaps.sort_by(f64::total_cmp);
+    let quantile = |q: f64| gaps[((gaps.len() - 1) as f64 * q).round() as usize];
+    Ok(Level {
+        tok_s: tokens as f64 / elapsed,
+        p50: quantile(0.5),
+        p99: quantile(0.99),
+    })
+}
