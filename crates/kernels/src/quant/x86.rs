@@ -16,7 +16,8 @@ use super::q8_k::BlockQ8K;
 /// instructions, so few are in flight at a time.)
 pub(crate) const PREFETCH_BYTES: usize = 2048;
 
-/// Prefetches into L1 the cache lines [`PREFETCH_BYTES`] ahead of each 64 bytes of `block`.
+/// Prefetches into L2 the cache lines [`PREFETCH_BYTES`] ahead of each 64 bytes of `block`
+/// (into L2 rather than L1: L2 can track more misses in flight, and measured faster).
 #[inline(always)]
 pub(crate) fn prefetch_ahead<T>(block: &T) {
     let p = (block as *const T)
@@ -25,7 +26,7 @@ pub(crate) fn prefetch_ahead<T>(block: &T) {
     for offset in (0..size_of::<T>()).step_by(64) {
         // SAFETY: a prefetch is a hint: it never faults and reads nothing the program observes,
         // so any address, even past the end of the weights, is allowed.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(offset)) };
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(offset)) };
     }
 }
 
