@@ -24,6 +24,7 @@ mod error;
 pub mod matmul;
 pub mod matvec;
 pub mod ops;
+pub mod packed;
 pub mod quant;
 
 pub use cpu::Isa;
@@ -31,4 +32,5 @@ pub use dispatch::{Kernels, TypeKernels};
 pub use error::KernelError;
 pub use matmul::matmul;
 pub use matvec::{ActivationBuffer, WeightMatrix, matvec};
+pub use packed::PackedMatrix;
 pub use quant::{BlockFormat, Quantize, VecDot, dequantize_row, quantize_row};

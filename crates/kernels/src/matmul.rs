@@ -1,14 +1,15 @@
 //! `Y = W·X` for a batch of activation rows (prefill), parallel over output rows.
 //!
-//! Each weight row is read once per tile of [`TOKEN_TILE`] tokens and dotted with all of them
-//! while it is hot in cache; [`crate::TypeKernels::vec_dot_tile`] decodes each weight block once
+//! Each task owns a contiguous range of weight rows for every token (one parallel region per
+//! product) and dots each row with a tile of [`TOKEN_TILE`] tokens at a time while it is hot in
+//! cache; [`crate::TypeKernels::vec_dot_tile`] decodes each weight block once
 //! for the whole tile where the type has a tile kernel. Every output equals the
 //! [`crate::TypeKernels::vec_dot`] call that [`crate::matvec()`] makes, so each token's outputs
 //! are bit-identical to a matvec of that token.
 
 use rayon::prelude::*;
 
-use crate::dispatch::Kernels;
+use crate::dispatch::{Kernels, TypeKernels};
 use crate::error::KernelError;
 use crate::matvec::{ActivationBuffer, WeightMatrix, quantize_activations, rows_per_task};
 
@@ -43,6 +44,8 @@ pub fn matmul(
             actual: y.len(),
         });
     }
+    // The tile holds at least one token tile for every row; groups of as many tokens as fit
+    // each run as one parallel region (the whole batch, except for very tall matrices).
     let tile_needed = rows * TOKEN_TILE.min(n_tokens);
     if act.tile.len() < tile_needed {
         return Err(KernelError::ScratchTooSmall {
@@ -51,33 +54,77 @@ pub fn matmul(
             capacity: act.tile.len(),
         });
     }
+    let group = (act.tile.len() / rows / TOKEN_TILE * TOKEN_TILE).max(TOKEN_TILE);
     let mut tile = std::mem::take(&mut act.tile);
     let result = quantize_activations(k, w, x, n_tokens, act).map(|a| {
         let a_row = k.activation_row_bytes(w.cols());
-        for t0 in (0..n_tokens).step_by(TOKEN_TILE) {
-            let nt = TOKEN_TILE.min(n_tokens - t0);
-            let tile = &mut tile[..rows * nt];
-            let chunk = rows_per_task(rows, w.row_bytes() * nt);
-            let acts = &a[t0 * a_row..(t0 + nt) * a_row];
-            let dot_rows = |first: usize, out: &mut [f32]| {
-                for (r, out) in (first..).zip(out.chunks_exact_mut(nt)) {
-                    k.vec_dot_tile(w.row(r), acts, out);
-                }
-            };
-            tile.par_chunks_mut(chunk * nt)
-                .with_max_len(1)
-                .enumerate()
-                .for_each(|(i, out)| dot_rows(i * chunk, out));
-            y[t0 * rows..(t0 + nt) * rows]
-                .par_chunks_mut(rows)
-                .enumerate()
-                .for_each(|(t, yt)| {
-                    for (r, v) in yt.iter_mut().enumerate() {
-                        *v = tile[r * nt + t];
-                    }
-                });
+        for g0 in (0..n_tokens).step_by(group) {
+            let n = group.min(n_tokens - g0);
+            let acts = &a[g0 * a_row..(g0 + n) * a_row];
+            let out = &mut y[g0 * rows..(g0 + n) * rows];
+            matmul_group(k, w, acts, n, &mut tile, out);
         }
     });
     act.tile = tile;
     result
+}
+
+/// [`matmul`] of `n` quantized activation rows `a` in one parallel region.
+fn matmul_group(
+    k: &TypeKernels,
+    w: &WeightMatrix<'_>,
+    a: &[u8],
+    n: usize,
+    tile: &mut [f32],
+    y: &mut [f32],
+) {
+    let a_row = a.len() / n;
+    let chunk = rows_per_task(w.rows(), w.row_bytes() * n);
+    for_row_ranges(n, chunk, tile, y, |first, out| {
+        let len = out.len() / n;
+        let mut dots = [0.0; TOKEN_TILE];
+        for t0 in (0..n).step_by(TOKEN_TILE) {
+            let nt = TOKEN_TILE.min(n - t0);
+            let acts = &a[t0 * a_row..(t0 + nt) * a_row];
+            for i in 0..len {
+                k.vec_dot_tile(w.row(first + i), acts, &mut dots[..nt]);
+                for (t, &d) in dots[..nt].iter().enumerate() {
+                    out[(t0 + t) * len + i] = d;
+                }
+            }
+        }
+    });
+}
+
+/// Runs `dot(first, out)` in parallel over ranges of `chunk` consecutive output rows, where
+/// `out` receives `[token][row of the range]` for `n` tokens, then gathers the ranges into `y`
+/// (`[token][row]`, `y.len() / n` rows). `tile` holds the ranges while `n > 1`; with one token
+/// they are `y`'s own.
+pub(crate) fn for_row_ranges(
+    n: usize,
+    chunk: usize,
+    tile: &mut [f32],
+    y: &mut [f32],
+    dot: impl Fn(usize, &mut [f32]) + Sync,
+) {
+    if n == 1 {
+        y.par_chunks_mut(chunk)
+            .with_max_len(1)
+            .enumerate()
+            .for_each(|(i, out)| dot(i * chunk, out));
+        return;
+    }
+    let rows = y.len() / n;
+    let tile = &mut tile[..rows * n];
+    tile.par_chunks_mut(chunk * n)
+        .with_max_len(1)
+        .enumerate()
+        .for_each(|(i, out)| dot(i * chunk, out));
+    let tile = &*tile;
+    y.par_chunks_mut(rows).enumerate().for_each(|(t, yt)| {
+        for (c, yc) in yt.chunks_mut(chunk).enumerate() {
+            let start = c * chunk * n + t * yc.len();
+            yc.copy_from_slice(&tile[start..start + yc.len()]);
+        }
+    });
 }

@@ -9,6 +9,7 @@ use rinfer_formats::GgmlType;
 
 use crate::dispatch::{Kernels, TypeKernels};
 use crate::error::KernelError;
+use crate::packed::BlockSummary;
 
 /// Weight bytes below which a task is not worth handing to another thread: handing it over
 /// and joining it costs about a microsecond, the time to stream this much.
@@ -112,12 +113,14 @@ impl<'a> WeightMatrix<'a> {
 }
 
 /// Caller-owned scratch of the drivers: the quantized activation rows and, for
-/// [`crate::matmul()`], one tile of transposed outputs. Sized once; the drivers never allocate.
+/// [`crate::matmul()`], its outputs grouped by task. Sized once; the drivers never allocate.
 pub struct ActivationBuffer {
     /// Quantized activations; `u64` storage keeps every activation format aligned.
     words: Vec<u64>,
-    /// `[rows][tokens of one tile]` outputs of one matmul tile.
+    /// [`crate::matmul()`]'s outputs, `[row range of a task][token][row]`.
     pub(crate) tile: Vec<f32>,
+    /// Scale and code sum of each quantized activation block, for packed weights.
+    pub(crate) summaries: Vec<BlockSummary>,
 }
 
 impl ActivationBuffer {
@@ -139,7 +142,41 @@ impl ActivationBuffer {
         ActivationBuffer {
             words: vec![0; bytes.div_ceil(8)],
             tile: vec![0.0; tile],
+            summaries: vec![BlockSummary::default(); max_tokens * max_cols / 32],
         }
+    }
+
+    /// The first `bytes` bytes of activation storage, `blocks` block summaries and at least
+    /// `tile` values of output tile (all the tile there is), borrowed together.
+    ///
+    /// # Errors
+    /// [`KernelError::ScratchTooSmall`] when the buffer holds less.
+    pub(crate) fn parts(
+        &mut self,
+        bytes: usize,
+        blocks: usize,
+        tile: usize,
+    ) -> Result<(&mut [u8], &mut [BlockSummary], &mut [f32]), KernelError> {
+        let too_small = |what, needed, capacity| KernelError::ScratchTooSmall {
+            what,
+            needed,
+            capacity,
+        };
+        let words: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
+        let capacity = words.len();
+        let words = words
+            .get_mut(..bytes)
+            .ok_or(too_small("activations", bytes, capacity))?;
+        let capacity = self.summaries.len();
+        let summaries = self.summaries.get_mut(..blocks).ok_or(too_small(
+            "activation block summaries",
+            blocks,
+            capacity,
+        ))?;
+        if self.tile.len() < tile {
+            return Err(too_small("matmul tile", tile, self.tile.len()));
+        }
+        Ok((words, summaries, &mut self.tile))
     }
 
     /// The first `len` bytes of activation storage.

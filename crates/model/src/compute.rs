@@ -26,8 +26,11 @@ pub(crate) fn matmul(
     out: &mut [f32],
     act: &mut ActivationBuffer,
 ) -> Result<(), ModelError> {
-    let wm = weight_matrix(w)?;
     let (x, y) = (&x[..n * w.cols], &mut out[..n * w.rows]);
+    if let Some(packed) = w.packed() {
+        return Ok(rinfer_kernels::packed::matmul_packed(packed, x, n, act, y)?);
+    }
+    let wm = weight_matrix(w)?;
     Ok(rinfer_kernels::matmul(
         Kernels::detected(),
         &wm,

@@ -113,8 +113,10 @@ impl Loader<'_> {
     }
 
     fn linear(&mut self, prefix: &str, rows: usize, cols: usize) -> Result<Linear, ModelError> {
+        let mut weight = self.matrix(&format!("{prefix}.weight"), rows, cols)?;
+        weight.pack()?;
         Ok(Linear {
-            weight: self.matrix(&format!("{prefix}.weight"), rows, cols)?,
+            weight,
             bias: self.optional_vector(&format!("{prefix}.bias"), rows)?,
         })
     }

@@ -5,6 +5,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use rinfer_formats::GgmlType;
+use rinfer_kernels::{PackedMatrix, WeightMatrix};
 
 /// Something that owns the bytes matrices borrow: a memory-mapped file or a buffer.
 pub trait ByteSource: Send + Sync {
@@ -35,6 +36,8 @@ pub struct Matrix {
     pub cols: usize,
     source: Arc<dyn ByteSource>,
     range: Range<usize>,
+    /// The rows repacked for this CPU's fastest kernel, where it has one for `ty`.
+    packed: Option<Arc<PackedMatrix>>,
 }
 
 impl Matrix {
@@ -53,6 +56,7 @@ impl Matrix {
             cols,
             source,
             range,
+            packed: None,
         }
     }
 
@@ -65,6 +69,19 @@ impl Matrix {
     /// All rows' bytes.
     pub fn data(&self) -> &[u8] {
         &self.source.bytes()[self.range.clone()]
+    }
+
+    /// Repacks the rows for this CPU's fastest kernel if it has one for this type; the
+    /// products then use it (the stored rows stay for everything else).
+    pub(crate) fn pack(&mut self) -> Result<(), rinfer_kernels::KernelError> {
+        let view = WeightMatrix::new(self.ty, self.rows, self.cols, self.data())?;
+        self.packed = PackedMatrix::pack(&view).map(Arc::new);
+        Ok(())
+    }
+
+    /// The repacked rows, if [`Matrix::pack`] made them.
+    pub(crate) fn packed(&self) -> Option<&PackedMatrix> {
+        self.packed.as_deref()
     }
 
     /// Bytes of one row.

@@ -30,7 +30,7 @@ pub mod q8_k;
 mod avx512;
 mod util;
 #[cfg(target_arch = "x86_64")]
-mod x86;
+pub(crate) mod x86;
 
 #[cfg(test)]
 pub(crate) mod testing;

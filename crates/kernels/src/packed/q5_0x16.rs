@@ -1,0 +1,104 @@
+//! Q5_0 repacked sixteen rows at a time for the integer dot products of AVX-512 VNNI.
+//!
+//! A [`BlockQ5_0x16`] holds one 32-value block of each of sixteen consecutive rows, arranged so
+//! that each 64-byte vector gives every row (one 32-bit lane per row) four consecutive codes:
+//! `vpdpbusd` against four activation bytes broadcast to every lane then dots sixteen rows at
+//! once, and no horizontal sum is ever needed.
+//!
+//! The arithmetic, which the SIMD kernel reproduces bit for bit: per row and block, the exact
+//! integer `Σ q·a − 16·Σa` (codes `q` in `0..32`, so the products fit `vpdpbusd`'s unsigned
+//! operand), converted to f32, times `d_w · d_a`, added to the running sum with one fused
+//! multiply-add, blocks in order. It never depends on how many tokens or rows a call takes.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::quant::q5_0::BlockQ5_0;
+use crate::quant::q8_0::BlockQ8_0;
+
+/// Rows per packed block.
+pub(crate) const ROWS: usize = 16;
+
+/// One 32-value block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockQ5_0x16 {
+    /// Each row's f16 scale (bits).
+    pub(crate) d: [u16; ROWS],
+    /// Low four bits: in vector `k`, byte `4i + j` holds row `i`'s code `8k + j` in its low
+    /// nibble and code `8k + 4 + j` in its high nibble.
+    pub(crate) qs: [[u8; 64]; 4],
+    /// Fifth bits: byte `4i + j`, bit `g` is the fifth bit of row `i`'s code `4g + j`.
+    pub(crate) qh: [u8; 64],
+}
+
+const _: () = assert!(size_of::<BlockQ5_0x16>() == ROWS * size_of::<BlockQ5_0>());
+
+impl BlockQ5_0x16 {
+    /// Packs one block of each of up to sixteen rows; missing rows are zero.
+    pub(crate) fn pack(rows: &[BlockQ5_0]) -> Self {
+        let mut out = Self::zeroed();
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            out.d[i] = block.d.to_bits();
+            for (j, q) in block.codes().into_iter().enumerate() {
+                let (g, jj) = (j / 4, j % 4);
+                out.qs[g / 2][4 * i + jj] |= ((q & 0xF) as u8) << (4 * (g % 2));
+                out.qh[4 * i + jj] |= ((q >> 4) as u8) << g;
+            }
+        }
+        out
+    }
+
+    /// Row `i`'s code `j` (`0..32`).
+    #[cfg(test)]
+    pub(crate) fn code(&self, i: usize, j: usize) -> i32 {
+        let (g, jj) = (j / 4, j % 4);
+        let low = (self.qs[g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF;
+        let high = (self.qh[4 * i + jj] >> g) & 1;
+        (low | high << 4) as i32
+    }
+}
+
+/// The f32 scale and the code sum of each activation block, computed once per product.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct BlockSummary {
+    /// The block's scale.
+    pub(crate) d: f32,
+    /// The sum of its 32 codes.
+    pub(crate) sum: i32,
+}
+
+impl BlockSummary {
+    /// The summary of `block`.
+    pub(crate) fn of(block: &BlockQ8_0) -> Self {
+        BlockSummary {
+            d: block.d.to_f32(),
+            sum: block.qs.iter().map(|&q| q as i32).sum(),
+        }
+    }
+}
+
+/// Scalar reference (tests only: where no packed SIMD kernel exists, weights stay row-major):
+/// the sixteen rows of `w` (one row group, `nb` blocks) against each of the
+/// `out.len()` tokens of `a` (`nb` blocks each, summaries in `s`).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockQ5_0x16],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (t, out) in out.iter_mut().enumerate() {
+        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[t * nb..(t + 1) * nb]);
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for ((x, y), s) in w.iter().zip(a).zip(s) {
+                let dot: i32 = (0..32).map(|j| x.code(i, j) * y.qs[j] as i32).sum();
+                let isum = dot - 16 * s.sum;
+                let d = half::f16::from_bits(x.d[i]).to_f32() * s.d;
+                acc = d.mul_add(isum as f32, acc);
+            }
+            *o = acc;
+        }
+    }
+}

@@ -1,0 +1,212 @@
+use proptest::prelude::*;
+
+use super::q5_0x16::{self, BlockQ5_0x16, BlockSummary, ROWS};
+use super::*;
+use crate::quant::q5_0::BlockQ5_0;
+use crate::quant::testing::*;
+
+/// The scalar reference as a kernel-table entry.
+unsafe fn reference_entry(
+    w: &[BlockQ5_0x16],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    q5_0x16::dot_group(w, a, s, out)
+}
+
+/// `rows` random rows of `nb` Q5_0 blocks (codes random, all-zero or all-ones; scales from
+/// [`f16_scale`]).
+fn q5_0_rows(rows: usize, nb: usize) -> impl Strategy<Value = Vec<BlockQ5_0>> {
+    (
+        raw_blocks(size_of::<BlockQ5_0>(), rows * nb),
+        prop::collection::vec(f16_scale(), rows * nb),
+    )
+        .prop_map(|(raw, d)| {
+            let mut b: Vec<BlockQ5_0> = blocks(&raw);
+            b.iter_mut().zip(d).for_each(|(b, d)| b.d = d);
+            b
+        })
+}
+
+/// `tokens` activation rows of `nb` blocks quantized to Q8_0, with their summaries.
+fn q8_0_tokens(
+    tokens: usize,
+    nb: usize,
+) -> impl Strategy<Value = (Vec<BlockQ8_0>, Vec<BlockSummary>)> {
+    prop::collection::vec(activations(nb * 32), tokens).prop_map(|rows| {
+        let a: Vec<BlockQ8_0> = rows.iter().flat_map(|x| quantize::<BlockQ8_0>(x)).collect();
+        let s = a.iter().map(BlockSummary::of).collect();
+        (a, s)
+    })
+}
+
+fn group_case() -> impl Strategy<Value = (Vec<BlockQ5_0>, usize, Vec<BlockQ8_0>, Vec<BlockSummary>)>
+{
+    (1usize..=ROWS, 1usize..6, 1usize..12).prop_flat_map(|(rows, nb, tokens)| {
+        (q5_0_rows(rows, nb), Just(nb), q8_0_tokens(tokens, nb))
+            .prop_map(|(w, nb, (a, s))| (w, nb, a, s))
+    })
+}
+
+/// Packs row-major `w` (`nb` blocks per row) into one row group per sixteen rows.
+fn pack_rows(w: &[BlockQ5_0], nb: usize) -> Vec<BlockQ5_0x16> {
+    let rows: Vec<&[BlockQ5_0]> = w.chunks(nb).collect();
+    rows.chunks(ROWS)
+        .flat_map(|group| {
+            (0..nb).map(move |b| {
+                let column: Vec<BlockQ5_0> = group.iter().map(|r| r[b]).collect();
+                BlockQ5_0x16::pack(&column)
+            })
+        })
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn packing_keeps_every_code_and_scale((w, nb, _, _) in group_case()) {
+        let packed = pack_rows(&w, nb);
+        for (i, row) in w.chunks(nb).enumerate() {
+            for (b, block) in row.iter().enumerate() {
+                prop_assert_eq!(packed[b].d[i], block.d.to_bits());
+                let codes: Vec<i32> = (0..32).map(|j| packed[b].code(i, j)).collect();
+                prop_assert_eq!(codes, block.codes().to_vec());
+            }
+        }
+        let rows = w.len() / nb;
+        for (b, p) in packed.iter().enumerate() {
+            for i in rows..ROWS {
+                prop_assert_eq!(p.d[i], 0, "padding row {} of block {}", i, b);
+                prop_assert!((0..32).all(|j| p.code(i, j) == 0));
+            }
+        }
+    }
+
+    #[test]
+    fn reference_matches_dequantized_dot((w, nb, a, s) in group_case()) {
+        let packed = pack_rows(&w, nb);
+        let tokens = a.len() / nb;
+        let mut out = vec![[0.0; ROWS]; tokens];
+        q5_0x16::dot_group(&packed, &a, &s, &mut out);
+        for (t, out) in out.iter().enumerate() {
+            for (i, row) in w.chunks(nb).enumerate() {
+                let at = &a[t * nb..(t + 1) * nb];
+                let magnitude = dot_magnitude(row, at) as f64;
+                let (dw, da) = (dequantize(row), dequantize(at));
+                let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
+                prop_assert!(
+                    (out[i] as f64 - exact).abs() <= 1e-4 * magnitude + 1e-30,
+                    "row {} token {}: {} vs {}", i, t, out[i], exact
+                );
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_matches_reference_bit_exact((w, nb, a, s) in group_case()) {
+        if has_avx512() {
+            let packed = pack_rows(&w, nb);
+            let tokens = a.len() / nb;
+            let mut want = vec![[0.0; ROWS]; tokens];
+            q5_0x16::dot_group(&packed, &a, &s, &mut want);
+            let mut got = vec![[0.0; ROWS]; tokens];
+            // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above.
+            unsafe { q5_0x16_avx512::dot_group(&packed, &a, &s, &mut got) };
+            for (g, w) in got.iter().zip(&want) {
+                assert_bits_eq(g, w, "packed Q5_0 AVX-512 vs reference");
+            }
+        }
+    }
+}
+
+/// A deterministic `rows × cols` Q5_0 matrix and `tokens` activation rows.
+fn matrix_case(rows: usize, cols: usize, tokens: usize) -> (Vec<u8>, Vec<f32>) {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let x: Vec<f32> = (0..rows * cols)
+        .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
+        .collect();
+    let w = quantize::<BlockQ5_0>(&x);
+    let acts = (0..tokens * cols)
+        .map(|_| (next() % 2001) as f32 / 100.0 - 10.0)
+        .collect();
+    (bytemuck::cast_slice(&w).to_vec(), acts)
+}
+
+/// Every kernel the tests can run here: the reference, and the SIMD one where the CPU has it.
+fn kernels_here() -> Vec<(&'static str, GroupDotFn)> {
+    let mut kernels: Vec<(&'static str, GroupDotFn)> = vec![("reference", reference_entry)];
+    if let Some(k) = packed_kernel(cpu::detected(), GgmlType::Q5_0) {
+        kernels.push(("simd", k));
+    }
+    kernels
+}
+
+#[test]
+fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
+    let (rows, cols, tokens) = (200, 320, 21);
+    let (data, x) = matrix_case(rows, cols, tokens);
+    let w = WeightMatrix::new(GgmlType::Q5_0, rows, cols, &data).unwrap();
+    for (name, kernel) in kernels_here() {
+        let packed = PackedMatrix::pack_with(&w, kernel);
+        let run = |threads: usize, x: &[f32], n: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut act = ActivationBuffer::for_matmul(n, cols, rows);
+            let mut y = vec![0.0; n * rows];
+            pool.install(|| matmul_packed(&packed, x, n, &mut act, &mut y))
+                .unwrap();
+            y
+        };
+        let batched = run(1, &x, tokens);
+        for threads in [2, 3] {
+            assert_bits_eq(&run(threads, &x, tokens), &batched, name);
+        }
+        let one_by_one: Vec<f32> = x.chunks(cols).flat_map(|x| run(2, x, 1)).collect();
+        assert_bits_eq(&one_by_one, &batched, name);
+        let mut act = ActivationBuffer::for_matmul(tokens, cols, rows);
+        let mut row_major = vec![0.0; tokens * rows];
+        crate::matmul(
+            Kernels::detected(),
+            &w,
+            &x,
+            tokens,
+            &mut act,
+            &mut row_major,
+        )
+        .unwrap();
+        for (p, r) in batched.iter().zip(&row_major) {
+            assert!(
+                (p - r).abs() <= 1e-3 * r.abs().max(1.0),
+                "{name}: packed {p} vs row-major {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn matmul_packed_checks_lengths_and_scratch() {
+    let (data, x) = matrix_case(32, 64, 2);
+    let w = WeightMatrix::new(GgmlType::Q5_0, 32, 64, &data).unwrap();
+    let packed = PackedMatrix::pack_with(&w, reference_entry);
+    let mut y = vec![0.0; 64];
+    let mut small = ActivationBuffer::for_matvec(64);
+    assert!(matches!(
+        matmul_packed(&packed, &x, 2, &mut small, &mut y),
+        Err(KernelError::ScratchTooSmall { .. })
+    ));
+    let mut act = ActivationBuffer::for_matmul(2, 64, 32);
+    assert!(matches!(
+        matmul_packed(&packed, &x[..10], 2, &mut act, &mut y),
+        Err(KernelError::LengthMismatch { .. })
+    ));
+    assert!(matmul_packed(&packed, &x, 2, &mut act, &mut y).is_ok());
+}
