@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use rinfer_kernels::ops::{self, Activation};
+use rinfer_kernels::ops::{self, Activation, VectorKernels};
 
 use crate::compute::{self, linear};
 use crate::config::{Ffn, ModelConfig, NormKind, Positional, Rope};
@@ -332,9 +332,15 @@ impl Model {
             }
         }
         let gate = &mut s.gate[..n * f];
+        let gated = |act: Activation, gate: &mut [f32], up: &[f32]| {
+            let vector = VectorKernels::detected();
+            gate.par_chunks_mut(f)
+                .zip(up.par_chunks(f))
+                .for_each(|(g, u)| vector.gated_inplace(act, g, u));
+        };
         match c.ffn {
-            Ffn::SiluGated => ops::gated_inplace(Activation::Silu, gate, &s.up[..n * f]),
-            Ffn::GeluGated => ops::gated_inplace(compute::GELU, gate, &s.up[..n * f]),
+            Ffn::SiluGated => gated(Activation::Silu, gate, &s.up[..n * f]),
+            Ffn::GeluGated => gated(compute::GELU, gate, &s.up[..n * f]),
             Ffn::Gelu => ops::apply(compute::GELU, gate),
         }
         linear(&w.ffn_down, &s.gate, n, &mut s.h, &mut s.act)
@@ -363,6 +369,7 @@ impl Model {
         let group = heads / c.kv_heads;
         let window = c.window_of(layer);
         let dot = compute::f32_dot()?;
+        let vector = VectorKernels::detected();
         out[..n * c.q_dim()]
             .par_chunks_mut(hd)
             .enumerate()
@@ -399,9 +406,7 @@ impl Model {
                         let (_, values) = cache.get(layer, j);
                         let weight = (score - max).exp();
                         sum += weight;
-                        for (a, v) in acc.iter_mut().zip(&values[kv..kv + hd]) {
-                            *a += weight * v;
-                        }
+                        vector.axpy(weight, &values[kv..kv + hd], acc);
                     }
                 }
                 let inv = 1.0 / sum;
