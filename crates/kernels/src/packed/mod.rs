@@ -1,11 +1,12 @@
 //! Weights repacked once at load time into the layout a faster kernel reads: an explicit
 //! transform with its own type, [`PackedMatrix`].
 //!
-//! Q5_0 is packed sixteen rows at a time for AVX-512 VNNI (see `q5_0x16`): one instruction dots
-//! four codes of sixteen rows, each weight block is decoded once for up to eight tokens, and no
-//! horizontal sum is needed. Decode and prefill both use the packed kernel, so a token's outputs
+//! Q5_0 and Q4_K are packed sixteen rows at a time for AVX-512 VNNI (see `q5_0x16` and
+//! `q4_kx16`): one instruction dots four codes of sixteen rows, each weight block is decoded
+//! once for several tokens, and no horizontal sum is needed. Decode and prefill both use the packed kernel, so a token's outputs
 //! are the same whether it is multiplied alone or in a batch, and on any number of threads.
 
+use bytemuck::Pod;
 use rayon::prelude::*;
 use rinfer_formats::GgmlType;
 
@@ -14,23 +15,85 @@ use crate::dispatch::Kernels;
 use crate::error::KernelError;
 use crate::matmul::{TOKEN_TILE, for_row_ranges};
 use crate::matvec::{ActivationBuffer, WeightMatrix, rows_per_task};
+use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
+use crate::quant::q8_k::BlockQ8K;
 
+mod q4_kx16;
+#[cfg(target_arch = "x86_64")]
+mod q4_kx16_avx512;
 mod q5_0x16;
 #[cfg(target_arch = "x86_64")]
 mod q5_0x16_avx512;
 #[cfg(test)]
 mod tests;
 
+use q4_kx16::BlockQ4Kx16;
 pub(crate) use q5_0x16::BlockSummary;
 use q5_0x16::{BlockQ5_0x16, ROWS};
+
+/// A packed block format: sixteen rows of one block column, packed from the stored blocks,
+/// multiplied against activations quantized to `Act` and summarized per 32 values.
+trait PackedFormat: Pod + Send + Sync {
+    /// The stored block it is packed from.
+    type Source: Pod;
+    /// The activation block format.
+    type Act: Pod + Sync;
+    /// The type of [`Self::Source`], whose kernels quantize the activations.
+    const SOURCE_TYPE: GgmlType;
+    /// Values per block.
+    const COLS: usize;
+    /// Packs one block of each of up to sixteen rows.
+    fn pack(rows: &[Self::Source]) -> Self;
+    /// The summaries of the 32-value groups of one activation block.
+    fn summarize(a: &Self::Act, out: &mut [BlockSummary]);
+}
+
+impl PackedFormat for BlockQ5_0x16 {
+    type Source = BlockQ5_0;
+    type Act = BlockQ8_0;
+    const SOURCE_TYPE: GgmlType = GgmlType::Q5_0;
+    const COLS: usize = 32;
+    fn pack(rows: &[BlockQ5_0]) -> Self {
+        BlockQ5_0x16::pack(rows)
+    }
+    fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
+        out[0] = BlockSummary::of(a);
+    }
+}
+
+impl PackedFormat for BlockQ4Kx16 {
+    type Source = BlockQ4K;
+    type Act = BlockQ8K;
+    const SOURCE_TYPE: GgmlType = GgmlType::Q4K;
+    const COLS: usize = 256;
+    fn pack(rows: &[BlockQ4K]) -> Self {
+        BlockQ4Kx16::pack(rows)
+    }
+    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
+        q4_kx16::summarize_q8k(a.d, &a.bsums, out);
+    }
+}
 
 /// A packed kernel: the sixteen rows of one row group against several tokens.
 ///
 /// `unsafe` because SIMD entries need the instruction set they were selected for; only
 /// [`PackedMatrix::pack`] picks one, after checking it.
-type GroupDotFn = unsafe fn(&[BlockQ5_0x16], &[BlockQ8_0], &[BlockSummary], &mut [[f32; ROWS]]);
+type GroupDotFn<P> =
+    unsafe fn(&[P], &[<P as PackedFormat>::Act], &[BlockSummary], &mut [[f32; ROWS]]);
+
+/// The packed blocks, `[row group][block column]`, and their kernel.
+struct PackedRows<P: PackedFormat> {
+    blocks: Vec<P>,
+    dot: GroupDotFn<P>,
+}
+
+/// The packed data of each format.
+enum PackedData {
+    Q5_0(PackedRows<BlockQ5_0x16>),
+    Q4K(PackedRows<BlockQ4Kx16>),
+}
 
 /// A weight matrix repacked for this CPU's fastest kernel; multiply with [`matmul_packed`].
 ///
@@ -47,11 +110,10 @@ type GroupDotFn = unsafe fn(&[BlockQ5_0x16], &[BlockQ8_0], &[BlockSummary], &mut
 /// # Ok::<(), rinfer_kernels::KernelError>(())
 /// ```
 pub struct PackedMatrix {
+    ty: GgmlType,
     rows: usize,
     cols: usize,
-    /// `[row group][block]`.
-    blocks: Vec<BlockQ5_0x16>,
-    dot: GroupDotFn,
+    data: PackedData,
 }
 
 impl std::fmt::Debug for PackedMatrix {
@@ -67,40 +129,32 @@ impl PackedMatrix {
     /// Repacks `w` when this CPU has a packed kernel for its type, else `None` (the row-major
     /// kernels are then the fastest there are).
     pub fn pack(w: &WeightMatrix<'_>) -> Option<Self> {
-        let dot = packed_kernel(cpu::detected(), w.ty())?;
-        Some(Self::pack_with(w, dot))
+        let data = match (cpu::detected(), w.ty()) {
+            #[cfg(target_arch = "x86_64")]
+            (isa, GgmlType::Q5_0) if isa >= Isa::Avx512 => {
+                PackedData::Q5_0(pack_rows(w, avx512_q5_0x16))
+            }
+            #[cfg(target_arch = "x86_64")]
+            (isa, GgmlType::Q4K) if isa >= Isa::Avx512 => {
+                PackedData::Q4K(pack_rows(w, avx512_q4_kx16))
+            }
+            _ => return None,
+        };
+        Some(Self::new(w, data))
     }
 
-    /// Repacks a Q5_0 `w` for the kernel `dot`.
-    fn pack_with(w: &WeightMatrix<'_>, dot: GroupDotFn) -> Self {
-        let nb = w.cols() / 32;
-        let groups = w.rows().div_ceil(ROWS);
-        let mut blocks = vec![BlockQ5_0x16::zeroed(); groups * nb];
-        blocks
-            .par_chunks_mut(nb.max(1))
-            .enumerate()
-            .for_each(|(g, out)| {
-                let rows: Vec<&[u8]> = (g * ROWS..((g + 1) * ROWS).min(w.rows()))
-                    .map(|r| w.row(r))
-                    .collect();
-                for (b, out) in out.iter_mut().enumerate() {
-                    let bytes =
-                        |row: &&[u8]| bytemuck::pod_read_unaligned(&row[b * 22..b * 22 + 22]);
-                    let column: Vec<BlockQ5_0> = rows.iter().map(bytes).collect();
-                    *out = BlockQ5_0x16::pack(&column);
-                }
-            });
+    fn new(w: &WeightMatrix<'_>, data: PackedData) -> Self {
         PackedMatrix {
+            ty: w.ty(),
             rows: w.rows(),
             cols: w.cols(),
-            blocks,
-            dot,
+            data,
         }
     }
 
     /// The type the matrix was packed from.
     pub fn ty(&self) -> GgmlType {
-        GgmlType::Q5_0
+        self.ty
     }
 
     /// Number of rows (outputs).
@@ -115,19 +169,33 @@ impl PackedMatrix {
 
     /// Bytes the packed weights occupy.
     pub fn size_bytes(&self) -> usize {
-        size_of_val(self.blocks.as_slice())
+        match &self.data {
+            PackedData::Q5_0(p) => size_of_val(p.blocks.as_slice()),
+            PackedData::Q4K(p) => size_of_val(p.blocks.as_slice()),
+        }
     }
 }
 
-use bytemuck::Zeroable;
-
-/// The packed kernel for `ty` at `isa`, if there is one.
-fn packed_kernel(isa: Isa, ty: GgmlType) -> Option<GroupDotFn> {
-    match ty {
-        #[cfg(target_arch = "x86_64")]
-        GgmlType::Q5_0 if isa >= Isa::Avx512 => Some(avx512_q5_0x16),
-        _ => None,
-    }
+/// Packs `w` (whose type is `P::Source`'s) for the kernel `dot`, row groups in parallel.
+fn pack_rows<P: PackedFormat>(w: &WeightMatrix<'_>, dot: GroupDotFn<P>) -> PackedRows<P> {
+    let nb = w.cols() / P::COLS;
+    let size = size_of::<P::Source>();
+    let mut blocks = vec![P::zeroed(); w.rows().div_ceil(ROWS) * nb];
+    blocks
+        .par_chunks_mut(nb.max(1))
+        .enumerate()
+        .for_each(|(g, out)| {
+            let rows = g * ROWS..((g + 1) * ROWS).min(w.rows());
+            let mut column = Vec::with_capacity(ROWS);
+            for (b, out) in out.iter_mut().enumerate() {
+                column.clear();
+                column.extend(rows.clone().map(|r| {
+                    bytemuck::pod_read_unaligned::<P::Source>(&w.row(r)[b * size..(b + 1) * size])
+                }));
+                *out = P::pack(&column);
+            }
+        });
+    PackedRows { blocks, dot }
 }
 
 /// The AVX-512 entry of the kernel table.
@@ -145,6 +213,21 @@ unsafe fn avx512_q5_0x16(
     unsafe { q5_0x16_avx512::dot_group(w, a, s, out) }
 }
 
+/// The AVX-512 entry of the Q4_K kernel.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+unsafe fn avx512_q4_kx16(
+    w: &[BlockQ4Kx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    // SAFETY: the caller checked the CPU features (the table is built after detection).
+    unsafe { q4_kx16_avx512::dot_group(w, a, s, out) }
+}
+
 /// `Y = W·X` for packed `w`: `x` holds `n_tokens` rows of `w.cols()` values, `y` receives
 /// `n_tokens` rows of `w.rows()` values (one token is a matvec). Activations are quantized to
 /// Q8_0 once into `act`.
@@ -159,10 +242,9 @@ pub fn matmul_packed(
     act: &mut ActivationBuffer,
     y: &mut [f32],
 ) -> Result<(), KernelError> {
-    let (rows, cols, nb) = (w.rows, w.cols, w.cols / 32);
     for (what, expected, actual) in [
-        ("activations", n_tokens * cols, x.len()),
-        ("output", n_tokens * rows, y.len()),
+        ("activations", n_tokens * w.cols, x.len()),
+        ("output", n_tokens * w.rows, y.len()),
     ] {
         if expected != actual {
             return Err(KernelError::LengthMismatch {
@@ -175,46 +257,65 @@ pub fn matmul_packed(
     if n_tokens == 0 {
         return Ok(());
     }
-    let q8 = Kernels::detected().get(GgmlType::Q8_0)?;
-    let row_bytes = nb * size_of::<BlockQ8_0>();
+    match &w.data {
+        PackedData::Q5_0(p) => matmul_rows(p, w.rows, w.cols, x, n_tokens, act, y),
+        PackedData::Q4K(p) => matmul_rows(p, w.rows, w.cols, x, n_tokens, act, y),
+    }
+}
+
+/// [`matmul_packed`] for one packed format.
+fn matmul_rows<P: PackedFormat>(
+    p: &PackedRows<P>,
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    n_tokens: usize,
+    act: &mut ActivationBuffer,
+    y: &mut [f32],
+) -> Result<(), KernelError> {
+    let nb = cols / P::COLS;
+    let per_block = P::COLS / 32;
+    let quantizer = Kernels::detected().get(P::SOURCE_TYPE)?;
+    let row_bytes = nb * size_of::<P::Act>();
     let tile_needed = if n_tokens > 1 {
         rows * TOKEN_TILE.min(n_tokens)
     } else {
         0
     };
-    let (bytes, summaries, tile) = act.parts(n_tokens * row_bytes, n_tokens * nb, tile_needed)?;
+    let (bytes, summaries, tile) =
+        act.parts(n_tokens * row_bytes, n_tokens * cols / 32, tile_needed)?;
     bytes
         .par_chunks_mut(row_bytes)
         .zip(x.par_chunks(cols))
-        .for_each(|(out, x)| q8.quantize_activation(x, out));
-    let blocks: &[BlockQ8_0] = bytemuck::cast_slice(bytes);
+        .for_each(|(out, x)| quantizer.quantize_activation(x, out));
+    let blocks: &[P::Act] = bytemuck::cast_slice(bytes);
     summaries
-        .par_chunks_mut(nb)
+        .par_chunks_mut(cols / 32)
         .zip(blocks.par_chunks(nb))
         .for_each(|(s, b)| {
-            s.iter_mut()
-                .zip(b)
-                .for_each(|(s, b)| *s = BlockSummary::of(b))
+            for (s, b) in s.chunks_mut(per_block).zip(b) {
+                P::summarize(b, s);
+            }
         });
     let group = (tile.len() / rows.max(1) / TOKEN_TILE * TOKEN_TILE).max(TOKEN_TILE);
+    let bytes_per_row = nb * size_of::<P>() / ROWS;
     for g0 in (0..n_tokens).step_by(group) {
         let n = group.min(n_tokens - g0);
-        let (a, s) = (
-            &blocks[g0 * nb..(g0 + n) * nb],
-            &summaries[g0 * nb..(g0 + n) * nb],
-        );
-        let chunk = rows_per_task(rows, w.size_bytes() / rows.max(1) * n).next_multiple_of(ROWS);
+        let a = &blocks[g0 * nb..(g0 + n) * nb];
+        let s = &summaries[g0 * nb * per_block..(g0 + n) * nb * per_block];
+        let chunk = rows_per_task(rows, bytes_per_row * n).next_multiple_of(ROWS);
         let dot = |first: usize, out: &mut [f32]| {
             let len = out.len() / n;
             let mut dots = [[0.0; ROWS]; TOKEN_TILE];
             for r0 in (first..first + len).step_by(ROWS) {
-                let wg = &w.blocks[r0 / ROWS * nb..(r0 / ROWS + 1) * nb];
+                let wg = &p.blocks[r0 / ROWS * nb..(r0 / ROWS + 1) * nb];
                 let valid = ROWS.min(first + len - r0);
                 for t0 in (0..n).step_by(TOKEN_TILE) {
                     let nt = TOKEN_TILE.min(n - t0);
                     let dots = &mut dots[..nt];
-                    // SAFETY: `w.dot` was chosen for this CPU by `PackedMatrix::pack`.
-                    unsafe { (w.dot)(wg, &a[t0 * nb..], &s[t0 * nb..], dots) };
+                    let (a, s) = (&a[t0 * nb..], &s[t0 * nb * per_block..]);
+                    // SAFETY: `p.dot` was chosen for this CPU by `PackedMatrix::pack`.
+                    unsafe { (p.dot)(wg, a, s, dots) };
                     for (t, d) in dots.iter().enumerate() {
                         let at = (t0 + t) * len + r0 - first;
                         out[at..at + valid].copy_from_slice(&d[..valid]);

@@ -1,8 +1,8 @@
 use proptest::prelude::*;
 
+use super::q4_kx16::{self, BlockQ4Kx16};
 use super::q5_0x16::{self, BlockQ5_0x16, BlockSummary, ROWS};
 use super::*;
-use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::testing::*;
 
 /// The scalar reference as a kernel-table entry.
@@ -13,6 +13,16 @@ unsafe fn reference_entry(
     out: &mut [[f32; ROWS]],
 ) {
     q5_0x16::dot_group(w, a, s, out)
+}
+
+/// The Q4_K scalar reference as a kernel-table entry.
+unsafe fn reference_entry_q4k(
+    w: &[BlockQ4Kx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    q4_kx16::dot_group(w, a, s, out)
 }
 
 /// `rows` random rows of `nb` Q5_0 blocks (codes random, all-zero or all-ones; scales from
@@ -50,7 +60,7 @@ fn group_case() -> impl Strategy<Value = (Vec<BlockQ5_0>, usize, Vec<BlockQ8_0>,
 }
 
 /// Packs row-major `w` (`nb` blocks per row) into one row group per sixteen rows.
-fn pack_rows(w: &[BlockQ5_0], nb: usize) -> Vec<BlockQ5_0x16> {
+fn pack_q5_0_rows(w: &[BlockQ5_0], nb: usize) -> Vec<BlockQ5_0x16> {
     let rows: Vec<&[BlockQ5_0]> = w.chunks(nb).collect();
     rows.chunks(ROWS)
         .flat_map(|group| {
@@ -65,7 +75,7 @@ fn pack_rows(w: &[BlockQ5_0], nb: usize) -> Vec<BlockQ5_0x16> {
 proptest! {
     #[test]
     fn packing_keeps_every_code_and_scale((w, nb, _, _) in group_case()) {
-        let packed = pack_rows(&w, nb);
+        let packed = pack_q5_0_rows(&w, nb);
         for (i, row) in w.chunks(nb).enumerate() {
             for (b, block) in row.iter().enumerate() {
                 prop_assert_eq!(packed[b].d[i], block.d.to_bits());
@@ -84,7 +94,7 @@ proptest! {
 
     #[test]
     fn reference_matches_dequantized_dot((w, nb, a, s) in group_case()) {
-        let packed = pack_rows(&w, nb);
+        let packed = pack_q5_0_rows(&w, nb);
         let tokens = a.len() / nb;
         let mut out = vec![[0.0; ROWS]; tokens];
         q5_0x16::dot_group(&packed, &a, &s, &mut out);
@@ -106,7 +116,7 @@ proptest! {
     #[test]
     fn avx512_matches_reference_bit_exact((w, nb, a, s) in group_case()) {
         if has_avx512() {
-            let packed = pack_rows(&w, nb);
+            let packed = pack_q5_0_rows(&w, nb);
             let tokens = a.len() / nb;
             let mut want = vec![[0.0; ROWS]; tokens];
             q5_0x16::dot_group(&packed, &a, &s, &mut want);
@@ -120,8 +130,8 @@ proptest! {
     }
 }
 
-/// A deterministic `rows × cols` Q5_0 matrix and `tokens` activation rows.
-fn matrix_case(rows: usize, cols: usize, tokens: usize) -> (Vec<u8>, Vec<f32>) {
+/// A deterministic `rows × cols` matrix of `ty` and `tokens` activation rows.
+fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8>, Vec<f32>) {
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         state ^= state << 13;
@@ -132,29 +142,41 @@ fn matrix_case(rows: usize, cols: usize, tokens: usize) -> (Vec<u8>, Vec<f32>) {
     let x: Vec<f32> = (0..rows * cols)
         .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
         .collect();
-    let w = quantize::<BlockQ5_0>(&x);
+    let w = match ty {
+        GgmlType::Q5_0 => bytemuck::cast_slice(&quantize::<BlockQ5_0>(&x)).to_vec(),
+        _ => bytemuck::cast_slice(&quantize::<BlockQ4K>(&x)).to_vec(),
+    };
     let acts = (0..tokens * cols)
         .map(|_| (next() % 2001) as f32 / 100.0 - 10.0)
         .collect();
-    (bytemuck::cast_slice(&w).to_vec(), acts)
+    (w, acts)
 }
 
-/// Every kernel the tests can run here: the reference, and the SIMD one where the CPU has it.
-fn kernels_here() -> Vec<(&'static str, GroupDotFn)> {
-    let mut kernels: Vec<(&'static str, GroupDotFn)> = vec![("reference", reference_entry)];
-    if let Some(k) = packed_kernel(cpu::detected(), GgmlType::Q5_0) {
-        kernels.push(("simd", k));
+/// `w` packed with the scalar reference kernel, and with this CPU's kernel where it has one.
+fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
+    let reference = match w.ty() {
+        GgmlType::Q5_0 => PackedData::Q5_0(pack_rows(w, reference_entry)),
+        _ => PackedData::Q4K(pack_rows(w, reference_entry_q4k)),
+    };
+    let mut packings = vec![("reference", PackedMatrix::new(w, reference))];
+    if let Some(simd) = PackedMatrix::pack(w) {
+        packings.push(("simd", simd));
     }
-    kernels
+    packings
 }
 
 #[test]
 fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
-    let (rows, cols, tokens) = (200, 320, 21);
-    let (data, x) = matrix_case(rows, cols, tokens);
-    let w = WeightMatrix::new(GgmlType::Q5_0, rows, cols, &data).unwrap();
-    for (name, kernel) in kernels_here() {
-        let packed = PackedMatrix::pack_with(&w, kernel);
+    for ty in [GgmlType::Q5_0, GgmlType::Q4K] {
+        check_batch_and_thread_invariance(ty);
+    }
+}
+
+fn check_batch_and_thread_invariance(ty: GgmlType) {
+    let (rows, cols, tokens) = (200, 512, 21);
+    let (data, x) = matrix_case(ty, rows, cols, tokens);
+    let w = WeightMatrix::new(ty, rows, cols, &data).unwrap();
+    for (name, packed) in packings_here(&w) {
         let run = |threads: usize, x: &[f32], n: usize| {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -194,9 +216,9 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
 
 #[test]
 fn matmul_packed_checks_lengths_and_scratch() {
-    let (data, x) = matrix_case(32, 64, 2);
+    let (data, x) = matrix_case(GgmlType::Q5_0, 32, 64, 2);
     let w = WeightMatrix::new(GgmlType::Q5_0, 32, 64, &data).unwrap();
-    let packed = PackedMatrix::pack_with(&w, reference_entry);
+    let packed = PackedMatrix::new(&w, PackedData::Q5_0(pack_rows(&w, reference_entry)));
     let mut y = vec![0.0; 64];
     let mut small = ActivationBuffer::for_matvec(64);
     assert!(matches!(
@@ -209,4 +231,115 @@ fn matmul_packed_checks_lengths_and_scratch() {
         Err(KernelError::LengthMismatch { .. })
     ));
     assert!(matmul_packed(&packed, &x, 2, &mut act, &mut y).is_ok());
+}
+
+/// `rows` random rows of `nb` Q4_K super-blocks (codes and scales random, all-zero or
+/// all-ones; scales from [`f16_scale`]).
+fn q4_k_rows(rows: usize, nb: usize) -> impl Strategy<Value = Vec<BlockQ4K>> {
+    (
+        raw_blocks(size_of::<BlockQ4K>(), rows * nb),
+        prop::collection::vec((f16_scale(), f16_scale()), rows * nb),
+    )
+        .prop_map(|(raw, d)| {
+            let mut b: Vec<BlockQ4K> = blocks(&raw);
+            b.iter_mut()
+                .zip(d)
+                .for_each(|(b, (d, m))| (b.d, b.dmin) = (d, m));
+            b
+        })
+}
+
+/// `tokens` activation rows of `nb` super-blocks quantized to Q8_K, with their summaries.
+fn q8_k_tokens(
+    tokens: usize,
+    nb: usize,
+) -> impl Strategy<Value = (Vec<BlockQ8K>, Vec<BlockSummary>)> {
+    prop::collection::vec(activations(nb * 256), tokens).prop_map(|rows| {
+        let a: Vec<BlockQ8K> = rows.iter().flat_map(|x| quantize::<BlockQ8K>(x)).collect();
+        let mut s = vec![BlockSummary::default(); a.len() * 8];
+        for (a, s) in a.iter().zip(s.chunks_mut(8)) {
+            q4_kx16::summarize_q8k(a.d, &a.bsums, s);
+        }
+        (a, s)
+    })
+}
+
+fn q4k_case() -> impl Strategy<Value = (Vec<BlockQ4K>, usize, Vec<BlockQ8K>, Vec<BlockSummary>)> {
+    (1usize..=ROWS, 1usize..3, 1usize..7).prop_flat_map(|(rows, nb, tokens)| {
+        (q4_k_rows(rows, nb), Just(nb), q8_k_tokens(tokens, nb))
+            .prop_map(|(w, nb, (a, s))| (w, nb, a, s))
+    })
+}
+
+/// Packs row-major Q4_K `w` (`nb` super-blocks per row, at most sixteen rows).
+fn pack_q4k_rows(w: &[BlockQ4K], nb: usize) -> Vec<BlockQ4Kx16> {
+    let rows: Vec<&[BlockQ4K]> = w.chunks(nb).collect();
+    (0..nb)
+        .map(|b| {
+            let column: Vec<BlockQ4K> = rows.iter().map(|r| r[b]).collect();
+            BlockQ4Kx16::pack(&column)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn q4k_packing_keeps_every_code_scale_and_min((w, nb, _, _) in q4k_case()) {
+        let packed = pack_q4k_rows(&w, nb);
+        for (i, row) in w.chunks(nb).enumerate() {
+            for (b, block) in row.iter().enumerate() {
+                let deq = dequantize(std::slice::from_ref(block));
+                let p = &packed[b];
+                let (d, dmin) = (block.d.to_f32(), block.dmin.to_f32());
+                for j in 0..8 {
+                    for l in 0..32 {
+                        let want = deq[32 * j + l];
+                        let got = d * p.sc[j][i] as f32 * p.code(i, j, l) as f32
+                            - dmin * p.m[j / 2][2 * i + j % 2] as f32;
+                        prop_assert!(got == want || (got - want).abs() <= 1e-6 * want.abs());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn q4k_reference_matches_dequantized_dot((w, nb, a, s) in q4k_case()) {
+        let packed = pack_q4k_rows(&w, nb);
+        let tokens = a.len() / nb;
+        let mut out = vec![[0.0; ROWS]; tokens];
+        q4_kx16::dot_group(&packed, &a, &s, &mut out);
+        for (t, out) in out.iter().enumerate() {
+            for (i, row) in w.chunks(nb).enumerate() {
+                let at = &a[t * nb..(t + 1) * nb];
+                let (dw, da) = (dequantize(row), dequantize(at));
+                let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
+                let magnitude: f64 = dw.iter().zip(&da).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum::<f64>()
+                    + row.iter().map(|b| b.dmin.to_f32().abs() as f64 * 63.0 * 8.0 * 4064.0).sum::<f64>() * at[0].d.abs() as f64;
+                prop_assert!(
+                    (out[i] as f64 - exact).abs() <= 1e-4 * magnitude + 1e-30,
+                    "row {} token {}: {} vs {}", i, t, out[i], exact
+                );
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn q4k_avx512_matches_reference_bit_exact((w, nb, a, s) in q4k_case()) {
+        if has_avx512() {
+            let packed = pack_q4k_rows(&w, nb);
+            let tokens = a.len() / nb;
+            let mut want = vec![[0.0; ROWS]; tokens];
+            q4_kx16::dot_group(&packed, &a, &s, &mut want);
+            let mut got = vec![[0.0; ROWS]; tokens];
+            // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above.
+            unsafe { q4_kx16_avx512::dot_group(&packed, &a, &s, &mut got) };
+            for (g, w) in got.iter().zip(&want) {
+                assert_bits_eq(g, w, "packed Q4_K AVX-512 vs reference");
+            }
+        }
+    }
 }

@@ -28,7 +28,7 @@ pub mod q8_k;
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
-mod util;
+pub(crate) mod util;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -1,0 +1,109 @@
+//! Q4_K repacked sixteen rows at a time for AVX-512 VNNI, like `q5_0x16`.
+//!
+//! A [`BlockQ4Kx16`] holds one 256-value super-block of each of sixteen rows: per 32-value
+//! sub-block, four 64-byte vectors give every row (one 32-bit lane each) four consecutive
+//! codes per nibble half; the 6-bit scales are unpacked to bytes and the mins to i16 pairs
+//! (`vpdpwssd` against the activation block sums).
+//!
+//! The arithmetic, which the SIMD kernel reproduces bit for bit: per row and super-block, the
+//! exact integers `S = Σ_j sc_j · Σ q·a` and `M = Σ_j m_j · Σ a` over the sub-blocks `j`, then
+//! `acc = fma(d_w·d_a, S, acc)` and `acc = fma(−(dmin_w·d_a), M, acc)`, super-blocks in order.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::q5_0x16::{BlockSummary, ROWS};
+use crate::quant::q4_k::BlockQ4K;
+#[cfg(test)]
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::util::scale_min_k4;
+
+/// One super-block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockQ4Kx16 {
+    /// Each row's f16 super-block scale (bits).
+    pub(crate) d: [u16; ROWS],
+    /// Each row's f16 super-block min scale (bits).
+    pub(crate) dmin: [u16; ROWS],
+    /// `sc[j][i]`: row `i`'s 6-bit scale of sub-block `j`.
+    pub(crate) sc: [[u8; ROWS]; 8],
+    /// `m[k][2i + h]`: row `i`'s 6-bit min of sub-block `2k + h`.
+    pub(crate) m: [[i16; 2 * ROWS]; 4],
+    /// Codes: vector `4j + v`, byte `4i + jj` holds row `i`'s code `32j + 8v + jj` in its low
+    /// nibble and code `32j + 8v + 4 + jj` in its high nibble.
+    pub(crate) qs: [[u8; 64]; 32],
+}
+
+impl BlockQ4Kx16 {
+    /// Packs one super-block of each of up to sixteen rows; missing rows are zero.
+    pub(crate) fn pack(rows: &[BlockQ4K]) -> Self {
+        let mut out = Self::zeroed();
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            out.d[i] = block.d.to_bits();
+            out.dmin[i] = block.dmin.to_bits();
+            for j in 0..8 {
+                let (sc, m) = scale_min_k4(j, &block.scales);
+                out.sc[j][i] = sc;
+                out.m[j / 2][2 * i + j % 2] = m as i16;
+                for l in 0..32 {
+                    let q = (block.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF;
+                    let (g, jj) = (l / 4, l % 4);
+                    out.qs[4 * j + g / 2][4 * i + jj] |= q << (4 * (g % 2));
+                }
+            }
+        }
+        out
+    }
+
+    /// Row `i`'s code `l` of sub-block `j` (`0..16`).
+    #[cfg(test)]
+    pub(crate) fn code(&self, i: usize, j: usize, l: usize) -> i32 {
+        let (g, jj) = (l / 4, l % 4);
+        ((self.qs[4 * j + g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF) as i32
+    }
+}
+
+/// The summaries of the eight 32-value sub-blocks of a Q8_K block: its scale and each
+/// sub-block's code sum.
+pub(crate) fn summarize_q8k(d: f32, bsums: &[i16; 16], out: &mut [BlockSummary]) {
+    for (j, out) in out.iter_mut().enumerate().take(8) {
+        *out = BlockSummary {
+            d,
+            sum: bsums[2 * j] as i32 + bsums[2 * j + 1] as i32,
+        };
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
+/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each, eight summaries per
+/// block in `s`).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockQ4Kx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (t, out) in out.iter_mut().enumerate() {
+        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[8 * t * nb..8 * (t + 1) * nb]);
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for (b, (x, y)) in w.iter().zip(a).enumerate() {
+                let (mut sumi, mut summ) = (0i32, 0i32);
+                for j in 0..8 {
+                    let dot: i32 = (0..32)
+                        .map(|l| x.code(i, j, l) * y.qs[32 * j + l] as i32)
+                        .sum();
+                    sumi += x.sc[j][i] as i32 * dot;
+                    summ += x.m[j / 2][2 * i + j % 2] as i32 * s[8 * b + j].sum;
+                }
+                let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+                let dmin = half::f16::from_bits(x.dmin[i]).to_f32() * y.d;
+                acc = d.mul_add(sumi as f32, acc);
+                acc = (-dmin).mul_add(summ as f32, acc);
+            }
+            *o = acc;
+        }
+    }
+}

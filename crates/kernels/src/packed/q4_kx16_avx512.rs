@@ -1,0 +1,123 @@
+//! AVX-512 VNNI kernel of [`BlockQ4Kx16`]: each sub-block's codes are decoded once and dotted
+//! with every token of the call, sixteen rows per instruction.
+
+use std::arch::x86_64::*;
+
+use super::q4_kx16::BlockQ4Kx16;
+use super::q5_0x16::{BlockSummary, ROWS};
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::x86::prefetch_ahead;
+
+/// Tokens one pass over the weights takes (their accumulators stay in registers).
+const TOKENS: usize = 4;
+
+/// AVX-512 version of [`super::q4_kx16::dot_group`]; bit-identical to it.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn dot_group(
+    w: &[BlockQ4Kx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
+        let first = c * TOKENS * nb;
+        let (a, s) = (&a[first..], &s[8 * first..]);
+        match out.len() {
+            1 => dot_tokens::<1>(w, a, s, out),
+            2 => dot_tokens::<2>(w, a, s, out),
+            3 => dot_tokens::<3>(w, a, s, out),
+            _ => dot_tokens::<4>(w, a, s, out),
+        }
+    }
+}
+
+/// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
+    let q = &q[4 * g..4 * g + 4];
+    _mm512_set1_epi32(i32::from_le_bytes([
+        q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8,
+    ]))
+}
+
+/// `Σ q·a` of one sub-block for sixteen rows: `codes` from [`sub_block_codes`], `q` the
+/// sub-block's 32 activation codes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn sub_block_dot(codes: &[__m512i; 8], q: &[i8]) -> __m512i {
+    let zero = _mm512_setzero_si512();
+    let mut even = _mm512_dpbusd_epi32(zero, codes[0], broadcast_quad(q, 0));
+    let mut odd = _mm512_dpbusd_epi32(zero, codes[1], broadcast_quad(q, 1));
+    for g in (2..8).step_by(2) {
+        even = _mm512_dpbusd_epi32(even, codes[g], broadcast_quad(q, g));
+        odd = _mm512_dpbusd_epi32(odd, codes[g + 1], broadcast_quad(q, g + 1));
+    }
+    _mm512_add_epi32(even, odd)
+}
+
+/// The eight code vectors of sub-block `j`: vector `g` gives each row its codes `4g..4g + 4`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn sub_block_codes(x: &BlockQ4Kx16, j: usize) -> [__m512i; 8] {
+    let m4 = _mm512_set1_epi8(0xF);
+    let mut codes = [_mm512_setzero_si512(); 8];
+    for v in 0..4 {
+        // SAFETY: reads exactly the 64 bytes of one code vector; unaligned is allowed.
+        let bits = unsafe { _mm512_loadu_si512(x.qs[4 * j + v].as_ptr().cast()) };
+        codes[2 * v] = _mm512_and_si512(bits, m4);
+        codes[2 * v + 1] = _mm512_and_si512(_mm512_srli_epi16::<4>(bits), m4);
+    }
+    codes
+}
+
+/// [`dot_group`] for exactly `N` tokens.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn dot_tokens<const N: usize>(
+    w: &[BlockQ4Kx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let mut sumi = [_mm512_setzero_si512(); N];
+        for j in 0..8 {
+            let codes = sub_block_codes(x, j);
+            // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
+            let sc = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
+            for (t, sumi) in sumi.iter_mut().enumerate() {
+                let q = &a[t * nb + b].qs[32 * j..32 * j + 32];
+                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(sub_block_dot(&codes, q), sc));
+            }
+        }
+        // SAFETY: each load reads exactly the 32 bytes of one f16 array or the 64 bytes of one
+        // min-pair vector; unaligned is allowed.
+        let (dw, dmin, m) = unsafe {
+            (
+                _mm512_cvtph_ps(_mm256_loadu_si256(x.d.as_ptr().cast())),
+                _mm512_cvtph_ps(_mm256_loadu_si256(x.dmin.as_ptr().cast())),
+                x.m.map(|m| _mm512_loadu_si512(m.as_ptr().cast())),
+            )
+        };
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let sums = &s[8 * (t * nb + b)..8 * (t * nb + b) + 8];
+            let mut summ = _mm512_setzero_si512();
+            for (k, m) in m.iter().enumerate() {
+                let pair = (sums[2 * k].sum as u16 as u32) | (sums[2 * k + 1].sum as u32) << 16;
+                summ = _mm512_dpwssd_epi32(summ, *m, _mm512_set1_epi32(pair as i32));
+            }
+            let da = _mm512_set1_ps(a[t * nb + b].d);
+            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
+            *acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(summ), *acc);
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}
