@@ -16,3 +16,25 @@ pub(crate) fn map_file(path: &Path) -> std::io::Result<Mmap> {
     // llama.cpp we document it rather than copy multi-gigabyte weights into memory.
     unsafe { Mmap::map(&file) }
 }
+
+/// Drops the whole pages inside `range` of `map` from this process's resident memory.
+///
+/// A hint: failures (an unsupported platform, a page size above 4 KiB that makes the start
+/// unaligned) leave the pages resident, which is only less thrifty.
+pub(crate) fn release_pages(map: &Mmap, range: std::ops::Range<usize>) {
+    const PAGE: usize = 4096;
+    let start = range.start.next_multiple_of(PAGE);
+    let end = range.end.min(map.len()) / PAGE * PAGE;
+    if end <= start {
+        return;
+    }
+    #[cfg(unix)]
+    {
+        // SAFETY: the map is a private read-only mapping of a file we never write through, so
+        // it has no copy-on-write pages: after MADV_DONTNEED any read of these bytes faults the
+        // same file contents back in, and the slices borrowed from the map keep their values.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
+    }
+}

@@ -11,11 +11,19 @@ use rinfer_kernels::{PackedMatrix, WeightMatrix};
 pub trait ByteSource: Send + Sync {
     /// All the bytes.
     fn bytes(&self) -> &[u8];
+
+    /// Hints that `range` will not be read again soon, so its memory may be given back (a
+    /// mapped file's pages are read back in if it is).
+    fn release(&self, _range: Range<usize>) {}
 }
 
 impl ByteSource for rinfer_formats::gguf::GgufFile {
     fn bytes(&self) -> &[u8] {
         rinfer_formats::gguf::GgufFile::bytes(self)
+    }
+
+    fn release(&self, range: Range<usize>) {
+        self.release_pages(range);
     }
 }
 
@@ -76,6 +84,11 @@ impl Matrix {
     pub(crate) fn pack(&mut self) -> Result<(), rinfer_kernels::KernelError> {
         let view = WeightMatrix::new(self.ty, self.rows, self.cols, self.data())?;
         self.packed = PackedMatrix::pack(&view).map(Arc::new);
+        if self.packed.is_some() {
+            // The products read the packed copy; the stored rows are read again only by a GPU
+            // upload, which maps them back in.
+            self.source.release(self.range.clone());
+        }
         Ok(())
     }
 

@@ -87,6 +87,16 @@ impl GgufFile {
         self.storage.bytes()
     }
 
+    /// Hints that `range` of the file's bytes will not be read again soon (say, after the
+    /// tensor there was copied into another layout): the whole pages inside it leave this
+    /// process's resident memory, and are read back from the file if they are touched again.
+    /// Files held in memory ([`GgufFile::from_bytes`]) are unaffected.
+    pub fn release_pages(&self, range: std::ops::Range<usize>) {
+        if let Storage::Mapped(map) = &self.storage {
+            crate::mmap::release_pages(map, range);
+        }
+    }
+
     fn view<'a>(&'a self, info: &'a TensorInfo) -> TensorView<'a> {
         // In bounds: `GgufHeader::parse` checked every tensor against the file length.
         let start = (self.header.data_offset + info.offset) as usize;
