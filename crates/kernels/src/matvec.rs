@@ -156,7 +156,7 @@ impl ActivationBuffer {
         bytes: usize,
         blocks: usize,
         tile: usize,
-    ) -> Result<(&mut [u8], &mut [BlockSummary], &mut [f32]), KernelError> {
+    ) -> Result<ScratchParts<'_>, KernelError> {
         let too_small = |what, needed, capacity| KernelError::ScratchTooSmall {
             what,
             needed,
@@ -176,7 +176,11 @@ impl ActivationBuffer {
         if self.tile.len() < tile {
             return Err(too_small("matmul tile", tile, self.tile.len()));
         }
-        Ok((words, summaries, &mut self.tile))
+        Ok(ScratchParts {
+            bytes: words,
+            summaries,
+            tile: &mut self.tile,
+        })
     }
 
     /// The first `len` bytes of activation storage.
@@ -192,6 +196,16 @@ impl ActivationBuffer {
             capacity,
         })
     }
+}
+
+/// The pieces of an [`ActivationBuffer`] a packed product borrows at once.
+pub(crate) struct ScratchParts<'a> {
+    /// Quantized activation storage.
+    pub(crate) bytes: &'a mut [u8],
+    /// Activation block summaries.
+    pub(crate) summaries: &'a mut [BlockSummary],
+    /// The whole output tile.
+    pub(crate) tile: &'a mut [f32],
 }
 
 /// Checks `x` against the matrix and quantizes it into `act`; returns the quantized row.

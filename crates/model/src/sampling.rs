@@ -172,12 +172,17 @@ impl Sampler {
             let keep = c.iter().take_while(|&&(_, prob)| prob >= threshold).count();
             c.truncate(keep.max(1));
         }
-        // Temperature on the survivors: p^(1/T), renormalised by the draw below.
+        // Temperature on the survivors: (p / p_max)^(1/T), renormalised by the draw below. The
+        // most likely keeps weight 1, so a tiny temperature (1/T overflowing) is greedy.
         let inv_t = 1.0 / p.temperature;
+        let top = c[0].1;
         let mut total = 0.0;
         for (_, prob) in c.iter_mut() {
-            *prob = prob.powf(inv_t);
+            *prob = (*prob / top).powf(inv_t);
             total += *prob;
+        }
+        if !total.is_finite() {
+            return c[0].0;
         }
         let mut target = self.rng.random::<f32>() * total;
         for &(id, prob) in c.iter() {
@@ -204,6 +209,24 @@ pub fn argmax(logits: &[f32]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tiny_temperature_is_greedy() {
+        for temperature in [1e-30, 1e-45, f32::MIN_POSITIVE] {
+            let params = SamplingParams {
+                temperature,
+                ..SamplingParams::default()
+            };
+            let mut s = Sampler::new(params, 5);
+            for _ in 0..20 {
+                assert_eq!(
+                    s.sample(&mut [0.0, 2.0, 3.0, 2.9, 1.0]),
+                    2,
+                    "T = {temperature}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn greedy_takes_the_first_maximum() {

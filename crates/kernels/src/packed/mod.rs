@@ -14,7 +14,7 @@ use crate::cpu::{self, Isa};
 use crate::dispatch::Kernels;
 use crate::error::KernelError;
 use crate::matmul::{TOKEN_TILE, for_row_ranges};
-use crate::matvec::{ActivationBuffer, WeightMatrix, rows_per_task};
+use crate::matvec::{ActivationBuffer, ScratchParts, WeightMatrix, rows_per_task};
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
@@ -282,8 +282,11 @@ fn matmul_rows<P: PackedFormat>(
     } else {
         0
     };
-    let (bytes, summaries, tile) =
-        act.parts(n_tokens * row_bytes, n_tokens * cols / 32, tile_needed)?;
+    let ScratchParts {
+        bytes,
+        summaries,
+        tile,
+    } = act.parts(n_tokens * row_bytes, n_tokens * cols / 32, tile_needed)?;
     bytes
         .par_chunks_mut(row_bytes)
         .zip(x.par_chunks(cols))
