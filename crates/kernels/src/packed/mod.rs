@@ -1,8 +1,8 @@
 //! Weights repacked once at load time into the layout a faster kernel reads: an explicit
 //! transform with its own type, [`PackedMatrix`].
 //!
-//! Q5_0 and Q4_K are packed sixteen rows at a time for AVX-512 VNNI (see `q5_0x16` and
-//! `q4_kx16`): one instruction dots four codes of sixteen rows, each weight block is decoded
+//! Q5_0, Q4_K and Q6_K are packed sixteen rows at a time for AVX-512 VNNI (see `q5_0x16`,
+//! `q4_kx16` and `q6_kx16`): one instruction dots four codes of sixteen rows, each weight block is decoded
 //! once for several tokens, and no horizontal sum is needed. Decode and prefill both use the packed kernel, so a token's outputs
 //! are the same whether it is multiplied alone or in a batch, and on any number of threads.
 
@@ -17,6 +17,7 @@ use crate::matmul::{TOKEN_TILE, for_row_ranges};
 use crate::matvec::{ActivationBuffer, ScratchParts, WeightMatrix, rows_per_task};
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_0::BlockQ5_0;
+use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::q8_k::BlockQ8K;
 
@@ -26,12 +27,16 @@ mod q4_kx16_avx512;
 mod q5_0x16;
 #[cfg(target_arch = "x86_64")]
 mod q5_0x16_avx512;
+mod q6_kx16;
+#[cfg(target_arch = "x86_64")]
+mod q6_kx16_avx512;
 #[cfg(test)]
 mod tests;
 
 use q4_kx16::BlockQ4Kx16;
 pub(crate) use q5_0x16::BlockSummary;
 use q5_0x16::{BlockQ5_0x16, ROWS};
+use q6_kx16::BlockQ6Kx16;
 
 /// A packed block format: sixteen rows of one block column, packed from the stored blocks,
 /// multiplied against activations quantized to `Act` and summarized per 32 values.
@@ -76,6 +81,19 @@ impl PackedFormat for BlockQ4Kx16 {
     }
 }
 
+impl PackedFormat for BlockQ6Kx16 {
+    type Source = BlockQ6K;
+    type Act = BlockQ8K;
+    const SOURCE_TYPE: GgmlType = GgmlType::Q6K;
+    const COLS: usize = 256;
+    fn pack(rows: &[BlockQ6K]) -> Self {
+        BlockQ6Kx16::pack(rows)
+    }
+    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
+        q4_kx16::summarize_q8k(a.d, &a.bsums, out);
+    }
+}
+
 /// A packed kernel: the sixteen rows of one row group against several tokens.
 ///
 /// `unsafe` because SIMD entries need the instruction set they were selected for; only
@@ -93,6 +111,7 @@ struct PackedRows<P: PackedFormat> {
 enum PackedData {
     Q5_0(PackedRows<BlockQ5_0x16>),
     Q4K(PackedRows<BlockQ4Kx16>),
+    Q6K(PackedRows<BlockQ6Kx16>),
 }
 
 /// A weight matrix repacked for this CPU's fastest kernel; multiply with [`matmul_packed`].
@@ -138,6 +157,10 @@ impl PackedMatrix {
             (isa, GgmlType::Q4K) if isa >= Isa::Avx512 => {
                 PackedData::Q4K(pack_rows(w, avx512_q4_kx16))
             }
+            #[cfg(target_arch = "x86_64")]
+            (isa, GgmlType::Q6K) if isa >= Isa::Avx512 => {
+                PackedData::Q6K(pack_rows(w, avx512_q6_kx16))
+            }
             _ => return None,
         };
         Some(Self::new(w, data))
@@ -172,6 +195,7 @@ impl PackedMatrix {
         match &self.data {
             PackedData::Q5_0(p) => size_of_val(p.blocks.as_slice()),
             PackedData::Q4K(p) => size_of_val(p.blocks.as_slice()),
+            PackedData::Q6K(p) => size_of_val(p.blocks.as_slice()),
         }
     }
 }
@@ -228,6 +252,21 @@ unsafe fn avx512_q4_kx16(
     unsafe { q4_kx16_avx512::dot_group(w, a, s, out) }
 }
 
+/// The AVX-512 entry of the Q6_K kernel.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+unsafe fn avx512_q6_kx16(
+    w: &[BlockQ6Kx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    // SAFETY: the caller checked the CPU features (the table is built after detection).
+    unsafe { q6_kx16_avx512::dot_group(w, a, s, out) }
+}
+
 /// `Y = W·X` for packed `w`: `x` holds `n_tokens` rows of `w.cols()` values, `y` receives
 /// `n_tokens` rows of `w.rows()` values (one token is a matvec). Activations are quantized to
 /// Q8_0 once into `act`.
@@ -260,6 +299,7 @@ pub fn matmul_packed(
     match &w.data {
         PackedData::Q5_0(p) => matmul_rows(p, w.rows, w.cols, x, n_tokens, act, y),
         PackedData::Q4K(p) => matmul_rows(p, w.rows, w.cols, x, n_tokens, act, y),
+        PackedData::Q6K(p) => matmul_rows(p, w.rows, w.cols, x, n_tokens, act, y),
     }
 }
 

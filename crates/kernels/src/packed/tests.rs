@@ -2,6 +2,7 @@ use proptest::prelude::*;
 
 use super::q4_kx16::{self, BlockQ4Kx16};
 use super::q5_0x16::{self, BlockQ5_0x16, BlockSummary, ROWS};
+use super::q6_kx16::{self, BlockQ6Kx16};
 use super::*;
 use crate::quant::testing::*;
 
@@ -23,6 +24,16 @@ unsafe fn reference_entry_q4k(
     out: &mut [[f32; ROWS]],
 ) {
     q4_kx16::dot_group(w, a, s, out)
+}
+
+/// The Q6_K scalar reference as a kernel-table entry.
+unsafe fn reference_entry_q6k(
+    w: &[BlockQ6Kx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    q6_kx16::dot_group(w, a, s, out)
 }
 
 /// `rows` random rows of `nb` Q5_0 blocks (codes random, all-zero or all-ones; scales from
@@ -144,7 +155,8 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         .collect();
     let w = match ty {
         GgmlType::Q5_0 => bytemuck::cast_slice(&quantize::<BlockQ5_0>(&x)).to_vec(),
-        _ => bytemuck::cast_slice(&quantize::<BlockQ4K>(&x)).to_vec(),
+        GgmlType::Q4K => bytemuck::cast_slice(&quantize::<BlockQ4K>(&x)).to_vec(),
+        _ => bytemuck::cast_slice(&quantize::<BlockQ6K>(&x)).to_vec(),
     };
     let acts = (0..tokens * cols)
         .map(|_| (next() % 2001) as f32 / 100.0 - 10.0)
@@ -156,7 +168,8 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
 fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
     let reference = match w.ty() {
         GgmlType::Q5_0 => PackedData::Q5_0(pack_rows(w, reference_entry)),
-        _ => PackedData::Q4K(pack_rows(w, reference_entry_q4k)),
+        GgmlType::Q4K => PackedData::Q4K(pack_rows(w, reference_entry_q4k)),
+        _ => PackedData::Q6K(pack_rows(w, reference_entry_q6k)),
     };
     let mut packings = vec![("reference", PackedMatrix::new(w, reference))];
     if let Some(simd) = PackedMatrix::pack(w) {
@@ -167,7 +180,7 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
 
 #[test]
 fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
-    for ty in [GgmlType::Q5_0, GgmlType::Q4K] {
+    for ty in [GgmlType::Q5_0, GgmlType::Q4K, GgmlType::Q6K] {
         check_batch_and_thread_invariance(ty);
     }
 }
@@ -339,6 +352,95 @@ proptest! {
             unsafe { q4_kx16_avx512::dot_group(&packed, &a, &s, &mut got) };
             for (g, w) in got.iter().zip(&want) {
                 assert_bits_eq(g, w, "packed Q4_K AVX-512 vs reference");
+            }
+        }
+    }
+}
+
+/// `rows` random rows of `nb` Q6_K super-blocks (codes and group scales random, all-zero or
+/// all-ones; super-scales from [`f16_scale`]).
+fn q6_k_rows(rows: usize, nb: usize) -> impl Strategy<Value = Vec<BlockQ6K>> {
+    (
+        raw_blocks(size_of::<BlockQ6K>(), rows * nb),
+        prop::collection::vec(f16_scale(), rows * nb),
+    )
+        .prop_map(|(raw, d)| {
+            let mut b: Vec<BlockQ6K> = blocks(&raw);
+            b.iter_mut().zip(d).for_each(|(b, d)| b.d = d);
+            b
+        })
+}
+
+fn q6k_case() -> impl Strategy<Value = (Vec<BlockQ6K>, usize, Vec<BlockQ8K>, Vec<BlockSummary>)> {
+    (1usize..=ROWS, 1usize..3, 1usize..7).prop_flat_map(|(rows, nb, tokens)| {
+        (q6_k_rows(rows, nb), Just(nb), q8_k_tokens(tokens, nb))
+            .prop_map(|(w, nb, (a, s))| (w, nb, a, s))
+    })
+}
+
+/// Packs row-major Q6_K `w` (`nb` super-blocks per row, at most sixteen rows).
+fn pack_q6k_rows(w: &[BlockQ6K], nb: usize) -> Vec<BlockQ6Kx16> {
+    let rows: Vec<&[BlockQ6K]> = w.chunks(nb).collect();
+    (0..nb)
+        .map(|b| {
+            let column: Vec<BlockQ6K> = rows.iter().map(|r| r[b]).collect();
+            BlockQ6Kx16::pack(&column)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn q6k_packing_keeps_every_code_and_scale((w, nb, _, _) in q6k_case()) {
+        let packed = pack_q6k_rows(&w, nb);
+        for (i, row) in w.chunks(nb).enumerate() {
+            for (b, block) in row.iter().enumerate() {
+                prop_assert_eq!(packed[b].d[i], block.d.to_bits());
+                for (g, &sc) in block.scales.iter().enumerate() {
+                    prop_assert_eq!(packed[b].sc[g][i], sc);
+                }
+                let codes: Vec<i32> = (0..256).map(|c| packed[b].code(i, c) - 32).collect();
+                let want: Vec<i32> = block.codes().iter().map(|&q| q as i32).collect();
+                prop_assert_eq!(codes, want);
+            }
+        }
+    }
+
+    #[test]
+    fn q6k_reference_matches_dequantized_dot((w, nb, a, s) in q6k_case()) {
+        let packed = pack_q6k_rows(&w, nb);
+        let tokens = a.len() / nb;
+        let mut out = vec![[0.0; ROWS]; tokens];
+        q6_kx16::dot_group(&packed, &a, &s, &mut out);
+        for (t, out) in out.iter().enumerate() {
+            for (i, row) in w.chunks(nb).enumerate() {
+                let at = &a[t * nb..(t + 1) * nb];
+                let magnitude = dot_magnitude(row, at) as f64;
+                let (dw, da) = (dequantize(row), dequantize(at));
+                let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
+                prop_assert!(
+                    (out[i] as f64 - exact).abs() <= 1e-4 * magnitude + 1e-30,
+                    "row {} token {}: {} vs {}", i, t, out[i], exact
+                );
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn q6k_avx512_matches_reference_bit_exact((w, nb, a, s) in q6k_case()) {
+        if has_avx512() {
+            let packed = pack_q6k_rows(&w, nb);
+            let tokens = a.len() / nb;
+            let mut want = vec![[0.0; ROWS]; tokens];
+            q6_kx16::dot_group(&packed, &a, &s, &mut want);
+            let mut got = vec![[0.0; ROWS]; tokens];
+            // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above.
+            unsafe { q6_kx16_avx512::dot_group(&packed, &a, &s, &mut got) };
+            for (g, w) in got.iter().zip(&want) {
+                assert_bits_eq(g, w, "packed Q6_K AVX-512 vs reference");
             }
         }
     }

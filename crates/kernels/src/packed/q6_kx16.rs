@@ -1,0 +1,99 @@
+//! Q6_K repacked sixteen rows at a time for AVX-512 VNNI, like `q4_kx16`.
+//!
+//! A [`BlockQ6Kx16`] holds one 256-value super-block of each of sixteen rows. The low four bits
+//! of the codes are arranged as in `q4_kx16`; the high two bits of each 32-value sub-block come
+//! in two 64-byte vectors, four bit pairs per byte, so one shift and one bitwise select complete
+//! the 6-bit codes (`0..64`) for `vpdpbusd`. Group scales stay signed bytes.
+//!
+//! The arithmetic, which the SIMD kernel reproduces bit for bit: per row and super-block the
+//! exact integer `S = Σ_g sc_g · (Σ q·a − 32·Σ a)` over the sixteen 16-value groups `g`, then
+//! `acc = fma(d_w·d_a, S, acc)`, super-blocks in order.
+
+use bytemuck::{Pod, Zeroable};
+
+#[cfg(test)]
+use super::q5_0x16::BlockSummary;
+use super::q5_0x16::ROWS;
+use crate::quant::q6_k::BlockQ6K;
+#[cfg(test)]
+use crate::quant::q8_k::BlockQ8K;
+
+/// One super-block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockQ6Kx16 {
+    /// Each row's f16 super-block scale (bits).
+    pub(crate) d: [u16; ROWS],
+    /// `sc[g][i]`: row `i`'s scale of 16-value group `g`.
+    pub(crate) sc: [[i8; ROWS]; 16],
+    /// Low four bits: vector `4j + v`, byte `4i + jj` holds those of row `i`'s code
+    /// `32j + 8v + jj` in its low nibble and of code `32j + 8v + 4 + jj` in its high nibble.
+    pub(crate) ql: [[u8; 64]; 32],
+    /// High two bits: vector `2j + h`, byte `4i + jj`, bits `2k..2k + 2` hold those of row `i`'s
+    /// code `32j + 4(4h + k) + jj`.
+    pub(crate) qh: [[u8; 64]; 16],
+}
+
+const _: () = assert!(size_of::<BlockQ6Kx16>() == ROWS * size_of::<BlockQ6K>());
+
+impl BlockQ6Kx16 {
+    /// Packs one super-block of each of up to sixteen rows; missing rows are zero.
+    pub(crate) fn pack(rows: &[BlockQ6K]) -> Self {
+        let mut out = Self::zeroed();
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            out.d[i] = block.d.to_bits();
+            for (g, &sc) in block.scales.iter().enumerate() {
+                out.sc[g][i] = sc;
+            }
+            for (c, q) in block.codes().into_iter().enumerate() {
+                let q = (q + 32) as u8;
+                let (j, l) = (c / 32, c % 32);
+                let (g, jj) = (l / 4, l % 4);
+                out.ql[4 * j + g / 2][4 * i + jj] |= (q & 0xF) << (4 * (g % 2));
+                out.qh[2 * j + g / 4][4 * i + jj] |= (q >> 4) << (2 * (g % 4));
+            }
+        }
+        out
+    }
+
+    /// Row `i`'s code `c` (`0..64`).
+    #[cfg(test)]
+    pub(crate) fn code(&self, i: usize, c: usize) -> i32 {
+        let (j, l) = (c / 32, c % 32);
+        let (g, jj) = (l / 4, l % 4);
+        let low = (self.ql[4 * j + g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF;
+        let high = (self.qh[2 * j + g / 4][4 * i + jj] >> (2 * (g % 4))) & 3;
+        (low | high << 4) as i32
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
+/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each; the summaries are not
+/// needed: the blocks carry their 16-value sums).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockQ6Kx16],
+    a: &[BlockQ8K],
+    _s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (t, out) in out.iter_mut().enumerate() {
+        let a = &a[t * nb..(t + 1) * nb];
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for (x, y) in w.iter().zip(a) {
+                let mut sumi = 0i32;
+                for g in 0..16 {
+                    let dot: i32 = (16 * g..16 * g + 16)
+                        .map(|c| x.code(i, c) * y.qs[c] as i32)
+                        .sum();
+                    sumi += x.sc[g][i] as i32 * (dot - 32 * y.bsums[g] as i32);
+                }
+                let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+                acc = d.mul_add(sumi as f32, acc);
+            }
+            *o = acc;
+        }
+    }
+}

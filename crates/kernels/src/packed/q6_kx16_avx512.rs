@@ -1,0 +1,140 @@
+//! AVX-512 VNNI kernel of [`BlockQ6Kx16`]: each sub-block's codes are decoded once and dotted
+//! with every token of the call, sixteen rows per instruction.
+
+use std::arch::x86_64::*;
+
+use super::q5_0x16::{BlockSummary, ROWS};
+use super::q6_kx16::BlockQ6Kx16;
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::x86::prefetch_ahead;
+
+/// Tokens one pass over the weights takes (their accumulators stay in registers).
+const TOKENS: usize = 4;
+
+/// AVX-512 version of [`super::q6_kx16::dot_group`]; bit-identical to it.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn dot_group(
+    w: &[BlockQ6Kx16],
+    a: &[BlockQ8K],
+    _s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
+        let a = &a[c * TOKENS * nb..];
+        match out.len() {
+            1 => dot_tokens::<1>(w, a, out),
+            2 => dot_tokens::<2>(w, a, out),
+            3 => dot_tokens::<3>(w, a, out),
+            _ => dot_tokens::<4>(w, a, out),
+        }
+    }
+}
+
+/// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
+    let q = &q[4 * g..4 * g + 4];
+    _mm512_set1_epi32(i32::from_le_bytes([
+        q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8,
+    ]))
+}
+
+/// `low | (high & 0x30)`, bytewise.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn with_high_bits(low: __m512i, high: __m512i) -> __m512i {
+    // Truth table of A | (B & C) with A = 0xF0, B = 0xCC, C = 0xAA.
+    _mm512_ternarylogic_epi32::<0xF8>(low, high, _mm512_set1_epi8(0x30))
+}
+
+/// The eight code vectors (`0..64`) of 32-value sub-block `j`: vector `g` gives each row its
+/// codes `32j + 4g..32j + 4g + 4`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn sub_block_codes(x: &BlockQ6Kx16, j: usize) -> [__m512i; 8] {
+    let m4 = _mm512_set1_epi8(0xF);
+    let mut codes = [_mm512_setzero_si512(); 8];
+    for h in 0..2 {
+        // SAFETY: each load reads exactly the 64 bytes of one code vector; unaligned is allowed.
+        let (lo, hi, bits) = unsafe {
+            (
+                _mm512_loadu_si512(x.ql[4 * j + 2 * h].as_ptr().cast()),
+                _mm512_loadu_si512(x.ql[4 * j + 2 * h + 1].as_ptr().cast()),
+                _mm512_loadu_si512(x.qh[2 * j + h].as_ptr().cast()),
+            )
+        };
+        // Bit pair k of each high-bit byte is moved to bits 4..6 (16-bit shifts: the
+        // neighbouring byte's bits only land outside them).
+        let g = 4 * h;
+        codes[g] = with_high_bits(_mm512_and_si512(lo, m4), _mm512_slli_epi16::<4>(bits));
+        codes[g + 1] = with_high_bits(
+            _mm512_and_si512(_mm512_srli_epi16::<4>(lo), m4),
+            _mm512_slli_epi16::<2>(bits),
+        );
+        codes[g + 2] = with_high_bits(_mm512_and_si512(hi, m4), bits);
+        codes[g + 3] = with_high_bits(
+            _mm512_and_si512(_mm512_srli_epi16::<4>(hi), m4),
+            _mm512_srli_epi16::<2>(bits),
+        );
+    }
+    codes
+}
+
+/// `Σ q·a − 32·Σ a` of one 16-value group for sixteen rows: `codes` its four code vectors, `q`
+/// its 16 activation codes, `sum` their sum.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn group_dot(codes: &[__m512i], q: &[i8], sum: i16) -> __m512i {
+    let zero = _mm512_setzero_si512();
+    let even = _mm512_dpbusd_epi32(zero, codes[0], broadcast_quad(q, 0));
+    let odd = _mm512_dpbusd_epi32(zero, codes[1], broadcast_quad(q, 1));
+    let even = _mm512_dpbusd_epi32(even, codes[2], broadcast_quad(q, 2));
+    let odd = _mm512_dpbusd_epi32(odd, codes[3], broadcast_quad(q, 3));
+    _mm512_sub_epi32(
+        _mm512_add_epi32(even, odd),
+        _mm512_set1_epi32(32 * sum as i32),
+    )
+}
+
+/// [`dot_group`] for exactly `N` tokens.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn dot_tokens<const N: usize>(w: &[BlockQ6Kx16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+    let nb = w.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let mut sumi = [_mm512_setzero_si512(); N];
+        for j in 0..8 {
+            let codes = sub_block_codes(x, j);
+            // SAFETY: each load reads exactly the 16 scale bytes of one group; unaligned is
+            // allowed.
+            let (sc0, sc1) = unsafe {
+                (
+                    _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j].as_ptr().cast())),
+                    _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j + 1].as_ptr().cast())),
+                )
+            };
+            for (t, sumi) in sumi.iter_mut().enumerate() {
+                let y = &a[t * nb + b];
+                let q = &y.qs[32 * j..32 * j + 32];
+                let first = group_dot(&codes[..4], &q[..16], y.bsums[2 * j]);
+                let second = group_dot(&codes[4..], &q[16..], y.bsums[2 * j + 1]);
+                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(first, sc0));
+                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(second, sc1));
+            }
+        }
+        // SAFETY: reads exactly the 32 bytes of `x.d`; unaligned is allowed.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let da = _mm512_set1_ps(a[t * nb + b].d);
+            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}
