@@ -1,6 +1,5 @@
 //! The model's calls into the kernels, in the shapes the forward pass uses.
 
-use rinfer_formats::GgmlType;
 use rinfer_kernels::ops::{self, Activation, RopeParams};
 use rinfer_kernels::{ActivationBuffer, Kernels, WeightMatrix};
 
@@ -56,14 +55,6 @@ pub(crate) fn linear(
         }
     }
     Ok(())
-}
-
-/// The f32 dot product of the detected instruction set (a fixed summation order per machine).
-pub(crate) fn f32_dot() -> Result<impl Fn(&[f32], &[f32]) -> f32 + Sync, ModelError> {
-    let kernels = Kernels::detected().get(GgmlType::F32)?;
-    Ok(move |a: &[f32], b: &[f32]| {
-        kernels.vec_dot(bytemuck::cast_slice(a), bytemuck::cast_slice(b))
-    })
 }
 
 /// The activation the FFN applies: GELU is the tanh form every GELU model here uses.

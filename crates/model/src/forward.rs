@@ -353,8 +353,9 @@ impl Model {
 
     /// Causal (and, on sliding-window layers, windowed) attention of the `n` new queries over
     /// their sequences' caches, into `out` `[n, q_dim]`. One task per (row, head); keys are taken
-    /// in position order, [`KEY_BLOCK`] at a time: their scores, then one rescale of the running
-    /// sum if the maximum grew, then the weighted values. The order never depends on threads.
+    /// in position order, [`KEY_BLOCK`] at a time: their scores (four keys per `dot4`), then one
+    /// rescale of the running sum if the maximum grew, then the weighted values. The order never
+    /// depends on threads.
     fn attention(
         &self,
         layer: usize,
@@ -368,7 +369,6 @@ impl Model {
         let (hd, heads) = (c.head_dim, c.heads);
         let group = heads / c.kv_heads;
         let window = c.window_of(layer);
-        let dot = compute::f32_dot()?;
         let vector = VectorKernels::detected();
         out[..n * c.q_dim()]
             .par_chunks_mut(hd)
@@ -383,30 +383,44 @@ impl Model {
                 acc.fill(0.0);
                 let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
                 let mut scores = [0.0f32; KEY_BLOCK];
+                let key = |j: usize| &cache.get(layer, j).0[kv..kv + hd];
+                let value = |j: usize| &cache.get(layer, j).1[kv..kv + hd];
                 for start in (first..=pos).step_by(KEY_BLOCK) {
                     let end = (start + KEY_BLOCK).min(pos + 1);
                     let scores = &mut scores[..end - start];
-                    let mut block_max = f32::NEG_INFINITY;
-                    for (score, j) in scores.iter_mut().zip(start..end) {
-                        let (keys, _) = cache.get(layer, j);
-                        let mut s = dot(query, &keys[kv..kv + hd]) * c.attention_scale;
-                        if let Some(cap) = c.attn_softcap {
-                            s = cap * (s / cap).tanh();
+                    // Four keys per call; a short last group repeats its last key.
+                    for (group, j0) in scores.chunks_mut(4).zip((start..).step_by(4)) {
+                        let last = j0 + group.len() - 1;
+                        let keys = [0, 1, 2, 3].map(|d| key((j0 + d).min(last)));
+                        for (score, dot) in group.iter_mut().zip(vector.dot4(query, keys)) {
+                            let mut s = dot * c.attention_scale;
+                            if let Some(cap) = c.attn_softcap {
+                                s = cap * (s / cap).tanh();
+                            }
+                            *score = s;
                         }
-                        *score = s;
-                        block_max = block_max.max(s);
                     }
+                    let block_max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
                     if block_max > max {
                         let rescale = (max - block_max).exp();
                         sum *= rescale;
                         acc.iter_mut().for_each(|a| *a *= rescale);
                         max = block_max;
                     }
-                    for (&score, j) in scores.iter().zip(start..end) {
-                        let (_, values) = cache.get(layer, j);
-                        let weight = (score - max).exp();
-                        sum += weight;
-                        vector.axpy(weight, &values[kv..kv + hd], acc);
+                    for (group, j0) in scores.chunks(4).zip((start..).step_by(4)) {
+                        let mut weights = [0.0f32; 4];
+                        for (w, &score) in weights.iter_mut().zip(group) {
+                            *w = (score - max).exp();
+                            sum += *w;
+                        }
+                        if group.len() == 4 {
+                            let values = [0, 1, 2, 3].map(|d| value(j0 + d));
+                            vector.axpy4(weights, values, acc);
+                        } else {
+                            for (d, &w) in weights[..group.len()].iter().enumerate() {
+                                vector.axpy(w, value(j0 + d), acc);
+                            }
+                        }
                     }
                 }
                 let inv = 1.0 / sum;

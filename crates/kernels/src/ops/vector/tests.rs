@@ -58,6 +58,42 @@ proptest! {
     }
 }
 
+fn rows4() -> impl Strategy<Value = (Vec<f32>, [Vec<f32>; 4])> {
+    (0usize..70).prop_flat_map(|n| (values(n), [values(n), values(n), values(n), values(n)]))
+}
+
+proptest! {
+    #[test]
+    fn dot4_is_the_same_on_every_instruction_set((q, k) in rows4()) {
+        let k = [&k[0][..], &k[1][..], &k[2][..], &k[3][..]];
+        let want = dot4_reference(&q, k);
+        let got = VectorKernels::detected().dot4(&q, k);
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()), "{} vs {}", g, w);
+        }
+        // And close to the exact dot product.
+        for (kk, w) in k.iter().zip(&want) {
+            let exact: f64 = q.iter().zip(*kk).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let magnitude: f64 = q.iter().zip(*kk).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+            prop_assert!((*w as f64 - exact).abs() <= 1e-5 * magnitude + 1e-30);
+        }
+    }
+
+    #[test]
+    fn axpy4_is_four_axpys((x, y) in rows4(), a in prop::array::uniform4(-10.0f32..10.0)) {
+        let k = VectorKernels::detected();
+        let y = &y[0];
+        let x = [&x[..], &y[..], &x[..], &y[..]];
+        let mut want = y.clone();
+        for (a, x) in a.into_iter().zip(x) {
+            k.axpy(a, x, &mut want);
+        }
+        let mut got = y.clone();
+        k.axpy4(a, x, &mut got);
+        prop_assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()));
+    }
+}
+
 #[test]
 fn scalar_table_is_the_reference() {
     let k = VectorKernels::for_isa(Isa::Scalar);

@@ -112,3 +112,58 @@ pub(super) fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
         *y = a.mul_add(x, *y);
     }
 }
+
+/// AVX2 four axpys in one pass: per element the same fused multiply-adds, in the same order, as
+/// four [`axpy`] calls.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn axpy4(a: [f32; 4], x: [&[f32]; 4], y: &mut [f32]) {
+    let full = y.len() / 8 * 8;
+    let av = a.map(|a| _mm256_set1_ps(a));
+    for c in (0..full).step_by(8) {
+        // SAFETY: every load and the store touch the eight floats at `c` of slices at least
+        // `full` long (the caller checked the lengths).
+        unsafe {
+            let mut v = _mm256_loadu_ps(y.as_ptr().add(c));
+            for (a, x) in av.iter().zip(&x) {
+                v = _mm256_fmadd_ps(*a, _mm256_loadu_ps(x.as_ptr().add(c)), v);
+            }
+            _mm256_storeu_ps(y.as_mut_ptr().add(c), v);
+        }
+    }
+    for (a, x) in a.into_iter().zip(x) {
+        for (y, &x) in y[full..].iter_mut().zip(&x[full..]) {
+            *y = a.mul_add(x, *y);
+        }
+    }
+}
+
+/// AVX2 [`super::VectorKernels::dot4`]: the query is loaded once for the four keys.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn dot4(q: &[f32], k: [&[f32]; 4]) -> [f32; 4] {
+    let full = q.len() / 8 * 8;
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for c in (0..full).step_by(8) {
+        // SAFETY: every load reads the eight floats at `c` of slices at least `full` long (the
+        // caller checked the lengths).
+        unsafe {
+            let qv = _mm256_loadu_ps(q.as_ptr().add(c));
+            for (acc, k) in acc.iter_mut().zip(&k) {
+                *acc = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k.as_ptr().add(c)), *acc);
+            }
+        }
+    }
+    // Per key: lanes (0+1, 2+3, 4+5, 6+7), then (01+23, 45+67), then the two halves.
+    let h01 = _mm256_hadd_ps(acc[0], acc[1]);
+    let h23 = _mm256_hadd_ps(acc[2], acc[3]);
+    let h = _mm256_hadd_ps(h01, h23);
+    let sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
+    let mut out = [0.0f32; 4];
+    // SAFETY: writes exactly the four floats of `out`.
+    unsafe { _mm_storeu_ps(out.as_mut_ptr(), sums) };
+    for (o, k) in out.iter_mut().zip(&k) {
+        for e in full..q.len() {
+            *o = q[e].mul_add(k[e], *o);
+        }
+    }
+    out
+}
