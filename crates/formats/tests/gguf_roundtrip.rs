@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use rinfer_formats::GgmlType;
-use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue, ValueType};
+use rinfer_formats::gguf::{GgufFile, GgufWriter, Metadata, MetadataValue, ValueType};
 
 fn scalar() -> impl Strategy<Value = MetadataValue> {
     prop_oneof![
@@ -105,4 +105,20 @@ proptest! {
         let _ = GgufFile::from_bytes(framed);
         let _ = GgufFile::from_bytes(bytes);
     }
+}
+
+#[test]
+fn removing_a_metadata_entry_keeps_the_others_reachable() {
+    let mut meta = Metadata::default();
+    for (i, key) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        meta.insert(key, MetadataValue::U32(i as u32)).unwrap();
+    }
+    assert!(matches!(meta.remove("b"), Some(MetadataValue::U32(1))));
+    assert!(meta.remove("b").is_none());
+    assert_eq!(meta.len(), 3);
+    for (key, want) in [("a", 0), ("c", 2), ("d", 3)] {
+        assert!(matches!(meta.get(key), Some(MetadataValue::U32(v)) if *v == want));
+    }
+    let keys: Vec<&str> = meta.iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["a", "c", "d"]);
 }

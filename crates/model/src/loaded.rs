@@ -84,6 +84,14 @@ pub struct LoadedModel {
     pub chat_template: Option<ChatTemplate>,
 }
 
+/// The per-token metadata arrays the tokenizer copies.
+const VOCABULARY_KEYS: [&str; 4] = [
+    "tokenizer.ggml.tokens",
+    "tokenizer.ggml.scores",
+    "tokenizer.ggml.token_type",
+    "tokenizer.ggml.merges",
+];
+
 impl LoadedModel {
     /// Opens a GGUF model file, or a Hugging Face model directory (`config.json`,
     /// `tokenizer.json` and safetensors weights), with its tokenizer and chat template.
@@ -92,10 +100,16 @@ impl LoadedModel {
         if path.is_dir() {
             return Self::open_hf_dir(path);
         }
-        let (model, file) = Model::open_gguf(path)?;
+        let mut file = GgufFile::open(path)?;
         let tokenizer = Tokenizer::from_gguf(file.metadata())?;
         let chat_template = ChatTemplate::from_metadata(file.metadata())
             .map_err(|e| ModelError::InvalidConfig(format!("chat template: {e}")))?;
+        // The tokenizer now holds the vocabulary: drop the metadata's copy of it, the largest
+        // values in the file (tens of megabytes for a 262 144-token vocabulary).
+        for key in VOCABULARY_KEYS {
+            file.metadata_mut().remove(key);
+        }
+        let model = Model::from_gguf(&Arc::new(file))?;
         Ok(Self {
             model,
             tokenizer,

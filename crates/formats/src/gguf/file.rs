@@ -82,6 +82,11 @@ impl GgufFile {
         &self.header.metadata
     }
 
+    /// The metadata, to remove entries once they are read (see [`Metadata::remove`]).
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.header.metadata
+    }
+
     /// The whole file's bytes.
     pub fn bytes(&self) -> &[u8] {
         self.storage.bytes()

@@ -288,6 +288,19 @@ impl Metadata {
         Ok(())
     }
 
+    /// Removes `key`'s entry and gives back its value, if present (to hand a large value, like a
+    /// vocabulary, to whatever keeps it instead of holding two copies).
+    pub fn remove(&mut self, key: &str) -> Option<MetadataValue> {
+        let i = self.index.remove(key)?;
+        let (_, value) = self.entries.remove(i);
+        for slot in self.index.values_mut() {
+            if *slot > i {
+                *slot -= 1;
+            }
+        }
+        Some(value)
+    }
+
     /// The entries in file order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &MetadataValue)> {
         self.entries.iter().map(|(k, v)| (k.as_str(), v))

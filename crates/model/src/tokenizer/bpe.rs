@@ -51,10 +51,10 @@ pub(crate) fn build(
     merges: &[&str],
 ) -> Result<tokenizers::Tokenizer, TokenizerError> {
     let (regexes, ignore_merges) = pre_tokenizer(&vocab.pre)?;
-    let map: tokenizers::models::bpe::Vocab = vocab
-        .token_to_id
-        .iter()
-        .map(|(k, &v)| (k.clone(), v))
+    // In id order, so that a text listed twice maps to its last id, as in llama.cpp.
+    let map: tokenizers::models::bpe::Vocab = (0u32..)
+        .zip(&vocab.tokens)
+        .map(|(id, t)| (t.text.clone(), id))
         .collect();
     let mut pairs = Vec::with_capacity(merges.len());
     for m in merges {

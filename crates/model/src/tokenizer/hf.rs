@@ -5,12 +5,12 @@
 //! added tokens user-defined), each token's bytes for streaming, BOS/EOS from
 //! `tokenizer_config.json`, and the end-of-generation set found as llama.cpp finds it.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 use super::TokenizerError;
 use super::bpe::ByteDecoder;
+use super::pieces::Pieces;
+use super::token_index::TokenIndex;
 use super::vocab::{TokenData, TokenType, Vocab, VocabKind, detect_eog, special_tokens_by_length};
 
 /// The two `tokenizers` pipelines of one file: one that matches special tokens in the text
@@ -55,7 +55,7 @@ fn config_token(config: &Value, key: &str) -> Option<String> {
 pub(crate) fn load(
     json: &str,
     config: Option<&str>,
-) -> Result<(Vocab, HfTokenizer, Vec<Vec<u8>>), TokenizerError> {
+) -> Result<(Vocab, HfTokenizer, Pieces), TokenizerError> {
     let invalid = |e: &dyn std::fmt::Display| TokenizerError::Invalid(e.to_string());
     let parse_special: tokenizers::Tokenizer = json.parse().map_err(|e| invalid(&e))?;
     let raw: Value = serde_json::from_str(json).map_err(|e| invalid(&e))?;
@@ -107,8 +107,8 @@ pub(crate) fn load(
             rstrip: false,
         });
     }
-    let token_to_id: HashMap<String, u32> = parse_special.get_vocab(true).into_iter().collect();
-    let lookup = |key: &str| config_token(&config, key).and_then(|t| token_to_id.get(&t).copied());
+    let token_to_id = TokenIndex::new(&tokens);
+    let lookup = |key: &str| config_token(&config, key).and_then(|t| token_to_id.get(&tokens, &t));
     let bos = lookup("bos_token");
     let eos = lookup("eos_token");
     let (eot, eog) = detect_eog(&mut tokens, eos, None, None);
@@ -149,6 +149,6 @@ pub(crate) fn load(
             parse_special,
             literal,
         },
-        pieces,
+        pieces.into_iter().collect(),
     ))
 }

@@ -16,9 +16,11 @@
 
 mod bpe;
 mod hf;
+mod pieces;
 mod special;
 mod spm;
 mod stream;
+mod token_index;
 mod vocab;
 
 use std::path::Path;
@@ -28,6 +30,7 @@ use rinfer_formats::gguf::Metadata;
 pub use stream::StreamDecoder;
 pub use vocab::TokenType;
 
+use pieces::Pieces;
 use special::Fragment;
 use vocab::{Vocab, VocabKind};
 
@@ -141,7 +144,7 @@ pub struct Tokenizer {
     vocab: Vocab,
     backend: Backend,
     /// Each token's bytes as `llama_token_to_piece(special = true)` gives them.
-    pieces: Vec<Vec<u8>>,
+    pieces: Pieces,
     /// End-of-generation ids, ascending.
     eog: Vec<u32>,
 }
@@ -234,7 +237,7 @@ impl Tokenizer {
         Ok(Self::assemble(vocab, Backend::Hf(Box::new(tk)), pieces))
     }
 
-    fn assemble(vocab: Vocab, backend: Backend, pieces: Vec<Vec<u8>>) -> Self {
+    fn assemble(vocab: Vocab, backend: Backend, pieces: Pieces) -> Self {
         let eog = vocab.eog.iter().copied().collect();
         Tokenizer {
             vocab,
@@ -337,7 +340,7 @@ impl Tokenizer {
     /// The bytes of one token as llama.cpp prints it with `special = true` (control tokens as
     /// their text, byte tokens as the raw byte, `▁` as a space); `None` outside the vocabulary.
     pub fn token_piece(&self, id: u32) -> Option<&[u8]> {
-        self.pieces.get(id as usize).map(Vec::as_slice)
+        self.pieces.get(id as usize)
     }
 
     /// The text of a token as stored in the vocabulary (`▁Hello`, `ĠHello`, `<0x0A>`).
@@ -360,7 +363,7 @@ impl Tokenizer {
     fn visible_piece(&self, id: u32) -> &[u8] {
         match self.vocab.tokens.get(id as usize) {
             Some(t) if matches!(t.ty, TokenType::Control | TokenType::Unknown) => &[],
-            Some(_) => &self.pieces[id as usize],
+            Some(_) => self.pieces.get(id as usize).unwrap_or_default(),
             None => &[],
         }
     }
@@ -416,7 +419,7 @@ impl Tokenizer {
 }
 
 /// Every token's piece as llama.cpp's `token_to_piece(special = true)` builds its cache.
-fn gguf_pieces(vocab: &Vocab) -> Vec<Vec<u8>> {
+fn gguf_pieces(vocab: &Vocab) -> Pieces {
     let byte_decoder = bpe::ByteDecoder::new();
     vocab
         .tokens

@@ -6,11 +6,12 @@
 //! phi-3's special tokens strip the spaces to their right). Those adjustments change how text is
 //! split, so they are reproduced here, in the same order.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use rinfer_formats::gguf::{Metadata, MetadataValue};
 
 use super::TokenizerError;
+use super::token_index::TokenIndex;
 
 /// What a token is, from `tokenizer.ggml.token_type` (llama.cpp's `llama_token_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +76,7 @@ pub(crate) struct Vocab {
     pub pre: String,
     pub tokens: Vec<TokenData>,
     /// Text → id; a text listed twice maps to its last id, as in llama.cpp.
-    pub token_to_id: HashMap<String, u32>,
+    pub token_to_id: TokenIndex,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub eot: Option<u32>,
@@ -251,7 +252,6 @@ impl Vocab {
         }
 
         let mut tokens = Vec::with_capacity(texts.len());
-        let mut token_to_id = HashMap::with_capacity(texts.len());
         for (i, t) in texts.iter().enumerate() {
             let text = t.as_str().ok_or_else(|| TokenizerError::WrongType {
                 key: TOKENS.into(),
@@ -261,7 +261,6 @@ impl Vocab {
             let ty = types
                 .and_then(|s| s[i].as_i128())
                 .map_or(TokenType::Normal, TokenType::from_gguf);
-            token_to_id.insert(text.to_owned(), i as u32);
             tokens.push(TokenData {
                 text: text.to_owned(),
                 score,
@@ -271,6 +270,7 @@ impl Vocab {
             });
         }
         let n_tokens = tokens.len();
+        let token_to_id = TokenIndex::new(&tokens);
 
         // Per-type defaults, then the metadata overrides them.
         let (mut bos, mut eos, mut add_bos, mut add_space_prefix, mut clean_spaces) = match kind {
@@ -339,7 +339,7 @@ impl Vocab {
                 tokens[id as usize].rstrip = true;
             }
             let mut set = |text: &str, value: bool| {
-                if let Some(&id) = token_to_id.get(text) {
+                if let Some(id) = token_to_id.get(&tokens, text) {
                     tokens[id as usize].rstrip = value;
                 }
             };
@@ -368,7 +368,7 @@ impl Vocab {
 
     /// The id of a token text.
     pub fn text_to_token(&self, text: &str) -> Option<u32> {
-        self.token_to_id.get(text).copied()
+        self.token_to_id.get(&self.tokens, text)
     }
 
     /// The byte-fallback token of an SPM vocabulary: `<0xAB>`, or else the byte itself.
