@@ -3,7 +3,8 @@
 //!
 //! Run it as `cargo xtask bench kernels [--json] [TYPE...]`, which builds it in release mode;
 //! naming types (`Q4_K Q8_0`) limits the run to them. Every figure is the median of several
-//! repetitions on random weights of each type.
+//! repetitions on random weights of each type, multiplied the way the model multiplies them:
+//! repacked into a [`PackedMatrix`] where this CPU has a packed kernel for the type.
 
 mod bandwidth;
 mod report;
@@ -12,7 +13,8 @@ mod weights;
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use rinfer_formats::GgmlType;
-use rinfer_kernels::{ActivationBuffer, Kernels, WeightMatrix, matmul, matvec};
+use rinfer_kernels::packed::matmul_packed;
+use rinfer_kernels::{ActivationBuffer, Kernels, PackedMatrix, WeightMatrix, matmul};
 
 use report::{MatmulRow, MatvecRow, Report};
 use weights::{Lcg, Matrices};
@@ -154,6 +156,33 @@ fn main() {
     }
 }
 
+/// A weight matrix as the model multiplies it.
+enum Product<'a> {
+    RowMajor(WeightMatrix<'a>),
+    Packed(PackedMatrix),
+}
+
+impl<'a> Product<'a> {
+    fn new(w: WeightMatrix<'a>) -> Self {
+        PackedMatrix::pack(&w).map_or(Product::RowMajor(w), Product::Packed)
+    }
+
+    /// `y = W·x` for the `n` rows of `x` (one row is a matvec).
+    fn run(
+        &self,
+        kernels: &Kernels,
+        x: &[f32],
+        n: usize,
+        act: &mut ActivationBuffer,
+        y: &mut [f32],
+    ) {
+        match self {
+            Product::RowMajor(w) => matmul(kernels, w, x, n, act, y).expect("matmul"),
+            Product::Packed(p) => matmul_packed(p, x, n, act, y).expect("packed matmul"),
+        }
+    }
+}
+
 /// GB/s of weight bytes streamed by `matvec` on the copies of one `rows × cols` matrix of `ty`
 /// in `m`, in the current pool.
 fn matvec_gbs(
@@ -164,15 +193,15 @@ fn matvec_gbs(
     cols: usize,
     seed: u64,
 ) -> f64 {
-    let views: Vec<WeightMatrix<'_>> = (0..m.copies)
-        .map(|i| WeightMatrix::new(ty, rows, cols, m.copy(i)).expect("valid matrix"))
+    let views: Vec<Product<'_>> = (0..m.copies)
+        .map(|i| Product::new(WeightMatrix::new(ty, rows, cols, m.copy(i)).expect("valid matrix")))
         .collect();
     let x = Lcg::new(seed ^ 1).values(cols);
     let mut act = ActivationBuffer::for_matvec(cols);
     let mut y = vec![0.0f32; rows];
     let secs = timing::median_secs(5, || {
         for w in &views {
-            matvec(kernels, w, &x, &mut act, &mut y).expect("matvec");
+            w.run(kernels, &x, 1, &mut act, &mut y);
         }
     });
     (m.bytes * m.copies) as f64 / secs / 1e9
@@ -188,12 +217,12 @@ fn matmul_gflops(
     seed: u64,
 ) -> f64 {
     let m = Matrices::new(ty, rows, cols, 1, seed);
-    let w = WeightMatrix::new(ty, rows, cols, m.copy(0)).expect("valid matrix");
+    let w = Product::new(WeightMatrix::new(ty, rows, cols, m.copy(0)).expect("valid matrix"));
     let x = Lcg::new(seed ^ 2).values(n * cols);
     let mut act = ActivationBuffer::for_matmul(n, cols, rows);
     let mut y = vec![0.0f32; n * rows];
     let secs = timing::median_secs(3, || {
-        matmul(kernels, &w, &x, n, &mut act, &mut y).expect("matmul");
+        w.run(kernels, &x, n, &mut act, &mut y);
     });
     2.0 * (rows * cols * n) as f64 / secs / 1e9
 }

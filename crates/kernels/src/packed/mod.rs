@@ -49,8 +49,8 @@ trait PackedFormat: Pod + Send + Sync {
     const SOURCE_TYPE: GgmlType;
     /// Values per block.
     const COLS: usize;
-    /// Packs one block of each of up to sixteen rows.
-    fn pack(rows: &[Self::Source]) -> Self;
+    /// Packs one block of each of up to sixteen rows into `self` (zeroed).
+    fn pack_into(&mut self, rows: &[Self::Source]);
     /// The summaries of the 32-value groups of one activation block.
     fn summarize(a: &Self::Act, out: &mut [BlockSummary]);
 }
@@ -60,8 +60,8 @@ impl PackedFormat for BlockQ5_0x16 {
     type Act = BlockQ8_0;
     const SOURCE_TYPE: GgmlType = GgmlType::Q5_0;
     const COLS: usize = 32;
-    fn pack(rows: &[BlockQ5_0]) -> Self {
-        BlockQ5_0x16::pack(rows)
+    fn pack_into(&mut self, rows: &[BlockQ5_0]) {
+        BlockQ5_0x16::pack_into(self, rows);
     }
     fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
         out[0] = BlockSummary::of(a);
@@ -73,8 +73,8 @@ impl PackedFormat for BlockQ4Kx16 {
     type Act = BlockQ8K;
     const SOURCE_TYPE: GgmlType = GgmlType::Q4K;
     const COLS: usize = 256;
-    fn pack(rows: &[BlockQ4K]) -> Self {
-        BlockQ4Kx16::pack(rows)
+    fn pack_into(&mut self, rows: &[BlockQ4K]) {
+        BlockQ4Kx16::pack_into(self, rows);
     }
     fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
         q4_kx16::summarize_q8k(a.d, &a.bsums, out);
@@ -86,8 +86,8 @@ impl PackedFormat for BlockQ6Kx16 {
     type Act = BlockQ8K;
     const SOURCE_TYPE: GgmlType = GgmlType::Q6K;
     const COLS: usize = 256;
-    fn pack(rows: &[BlockQ6K]) -> Self {
-        BlockQ6Kx16::pack(rows)
+    fn pack_into(&mut self, rows: &[BlockQ6K]) {
+        BlockQ6Kx16::pack_into(self, rows);
     }
     fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
         q4_kx16::summarize_q8k(a.d, &a.bsums, out);
@@ -216,7 +216,7 @@ fn pack_rows<P: PackedFormat>(w: &WeightMatrix<'_>, dot: GroupDotFn<P>) -> Packe
                 column.extend(rows.clone().map(|r| {
                     bytemuck::pod_read_unaligned::<P::Source>(&w.row(r)[b * size..(b + 1) * size])
                 }));
-                *out = P::pack(&column);
+                out.pack_into(&column);
             }
         });
     PackedRows { blocks, dot }

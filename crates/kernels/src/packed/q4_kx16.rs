@@ -15,7 +15,7 @@ use super::q5_0x16::{BlockSummary, ROWS};
 use crate::quant::q4_k::BlockQ4K;
 #[cfg(test)]
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::util::scale_min_k4;
+use crate::quant::util::scales_mins_k4;
 
 /// One super-block of sixteen rows.
 #[repr(C)]
@@ -35,24 +35,37 @@ pub(crate) struct BlockQ4Kx16 {
 }
 
 impl BlockQ4Kx16 {
-    /// Packs one super-block of each of up to sixteen rows; missing rows are zero.
+    /// [`Self::pack_into`] a zeroed block.
+    #[cfg(test)]
     pub(crate) fn pack(rows: &[BlockQ4K]) -> Self {
         let mut out = Self::zeroed();
+        out.pack_into(rows);
+        out
+    }
+
+    /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
+    /// (missing rows stay zero). Each packed
+    /// byte is gathered from its source bytes in one go (this runs over every weight at load).
+    pub(crate) fn pack_into(&mut self, rows: &[BlockQ4K]) {
+        let out = self;
         for (i, block) in rows.iter().enumerate().take(ROWS) {
             out.d[i] = block.d.to_bits();
             out.dmin[i] = block.dmin.to_bits();
+            let scales_mins = scales_mins_k4(&block.scales);
             for j in 0..8 {
-                let (sc, m) = scale_min_k4(j, &block.scales);
-                out.sc[j][i] = sc;
-                out.m[j / 2][2 * i + j % 2] = m as i16;
-                for l in 0..32 {
-                    let q = (block.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF;
-                    let (g, jj) = (l / 4, l % 4);
-                    out.qs[4 * j + g / 2][4 * i + jj] |= q << (4 * (g % 2));
+                out.sc[j][i] = scales_mins[j];
+                out.m[j / 2][2 * i + j % 2] = scales_mins[8 + j] as i16;
+                // Sub-block `j`'s codes are nibble `j % 2` of bytes `32 (j / 2)..`.
+                let (src, shift) = (&block.qs[32 * (j / 2)..32 * (j / 2) + 32], 4 * (j % 2));
+                for v in 0..4 {
+                    for jj in 0..4 {
+                        let lo = (src[8 * v + jj] >> shift) & 0xF;
+                        let hi = (src[8 * v + 4 + jj] >> shift) & 0xF;
+                        out.qs[4 * j + v][4 * i + jj] = lo | hi << 4;
+                    }
                 }
             }
         }
-        out
     }
 
     /// Row `i`'s code `l` of sub-block `j` (`0..16`).

@@ -34,18 +34,40 @@ pub(crate) struct BlockQ5_0x16 {
 const _: () = assert!(size_of::<BlockQ5_0x16>() == ROWS * size_of::<BlockQ5_0>());
 
 impl BlockQ5_0x16 {
-    /// Packs one block of each of up to sixteen rows; missing rows are zero.
+    /// [`Self::pack_into`] a zeroed block.
+    #[cfg(test)]
     pub(crate) fn pack(rows: &[BlockQ5_0]) -> Self {
         let mut out = Self::zeroed();
+        out.pack_into(rows);
+        out
+    }
+
+    /// Packs one block of each of up to sixteen rows into `self`, which must be zeroed (missing
+    /// rows stay zero). Each packed byte
+    /// is gathered from its source bytes in one go (this runs over every weight at load).
+    pub(crate) fn pack_into(&mut self, rows: &[BlockQ5_0]) {
+        let out = self;
         for (i, block) in rows.iter().enumerate().take(ROWS) {
             out.d[i] = block.d.to_bits();
-            for (j, q) in block.codes().into_iter().enumerate() {
-                let (g, jj) = (j / 4, j % 4);
-                out.qs[g / 2][4 * i + jj] |= ((q & 0xF) as u8) << (4 * (g % 2));
-                out.qh[4 * i + jj] |= ((q >> 4) as u8) << g;
+            let low = |c: usize| {
+                if c < 16 {
+                    block.qs[c] & 0xF
+                } else {
+                    block.qs[c - 16] >> 4
+                }
+            };
+            for (k, qs) in out.qs.iter_mut().enumerate() {
+                for jj in 0..4 {
+                    qs[4 * i + jj] = low(8 * k + jj) | low(8 * k + 4 + jj) << 4;
+                }
+            }
+            let high = u32::from_le_bytes(block.qh);
+            for jj in 0..4 {
+                out.qh[4 * i + jj] = (0..8)
+                    .map(|g| (((high >> (4 * g + jj)) & 1) as u8) << g)
+                    .fold(0, |a, b| a | b);
             }
         }
-        out
     }
 
     /// Row `i`'s code `j` (`0..32`).

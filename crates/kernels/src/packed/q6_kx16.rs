@@ -37,23 +37,42 @@ pub(crate) struct BlockQ6Kx16 {
 const _: () = assert!(size_of::<BlockQ6Kx16>() == ROWS * size_of::<BlockQ6K>());
 
 impl BlockQ6Kx16 {
-    /// Packs one super-block of each of up to sixteen rows; missing rows are zero.
+    /// [`Self::pack_into`] a zeroed block.
+    #[cfg(test)]
     pub(crate) fn pack(rows: &[BlockQ6K]) -> Self {
         let mut out = Self::zeroed();
+        out.pack_into(rows);
+        out
+    }
+
+    /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
+    /// (missing rows stay zero). Each packed
+    /// byte is gathered from the codes in one go (this runs over every weight at load).
+    pub(crate) fn pack_into(&mut self, rows: &[BlockQ6K]) {
+        let out = self;
         for (i, block) in rows.iter().enumerate().take(ROWS) {
             out.d[i] = block.d.to_bits();
             for (g, &sc) in block.scales.iter().enumerate() {
                 out.sc[g][i] = sc;
             }
-            for (c, q) in block.codes().into_iter().enumerate() {
-                let q = (q + 32) as u8;
-                let (j, l) = (c / 32, c % 32);
-                let (g, jj) = (l / 4, l % 4);
-                out.ql[4 * j + g / 2][4 * i + jj] |= (q & 0xF) << (4 * (g % 2));
-                out.qh[2 * j + g / 4][4 * i + jj] |= (q >> 4) << (2 * (g % 4));
+            let q = block.codes().map(|q| (q + 32) as u8);
+            for j in 0..8 {
+                let q = &q[32 * j..32 * j + 32];
+                for v in 0..4 {
+                    for jj in 0..4 {
+                        let (lo, hi) = (q[8 * v + jj] & 0xF, q[8 * v + 4 + jj] & 0xF);
+                        out.ql[4 * j + v][4 * i + jj] = lo | hi << 4;
+                    }
+                }
+                for h in 0..2 {
+                    for jj in 0..4 {
+                        out.qh[2 * j + h][4 * i + jj] = (0..4)
+                            .map(|k| (q[4 * (4 * h + k) + jj] >> 4) << (2 * k))
+                            .fold(0, |a, b| a | b);
+                    }
+                }
             }
         }
-        out
     }
 
     /// Row `i`'s code `c` (`0..64`).
