@@ -212,7 +212,7 @@ pub(crate) fn load(store: &dyn TensorStore, config: &ModelConfig) -> Result<Weig
         used: HashSet::new(),
     };
     let c = config;
-    let token_embd = l.matrix("token_embd.weight", c.vocab_size, c.hidden)?;
+    let mut token_embd = l.matrix("token_embd.weight", c.vocab_size, c.hidden)?;
     let position_embd = match c.positional {
         Positional::Learned => {
             let view = l.require("position_embd.weight")?;
@@ -229,10 +229,15 @@ pub(crate) fn load(store: &dyn TensorStore, config: &ModelConfig) -> Result<Weig
         .map(|i| l.layer(i))
         .collect::<Result<Vec<_>, _>>()?;
     let output_norm = l.norm("output_norm", c.hidden)?;
-    let output = match store.contains("output.weight") {
+    let mut output = match store.contains("output.weight") {
         true => Some(l.matrix("output.weight", c.vocab_size, c.hidden)?),
         false => None,
     };
+    // The output head is the largest product of a decode step: pack it like the layers.
+    match &mut output {
+        Some(output) => output.pack()?,
+        None => token_embd.pack()?,
+    }
     let output_bias = l.optional_vector("output.bias", c.vocab_size)?;
     if let Some(extra) = store
         .names()

@@ -83,12 +83,12 @@ impl Matrix {
     /// products then use it (the stored rows stay for everything else).
     pub(crate) fn pack(&mut self) -> Result<(), rinfer_kernels::KernelError> {
         let view = WeightMatrix::new(self.ty, self.rows, self.cols, self.data())?;
-        self.packed = PackedMatrix::pack(&view).map(Arc::new);
-        if self.packed.is_some() {
-            // The products read the packed copy; the stored rows are read again only by a GPU
-            // upload, which maps them back in.
-            self.source.release(self.range.clone());
-        }
+        // The products read the packed copy; the stored rows are read again only by embedding
+        // lookups and a GPU upload, which map the pages they need back in.
+        let start = self.range.start;
+        let release = |r: Range<usize>| self.source.release(start + r.start..start + r.end);
+        let packed = PackedMatrix::pack_releasing(&view, release).map(Arc::new);
+        self.packed = packed;
         Ok(())
     }
 

@@ -1,10 +1,13 @@
 //! Weights repacked once at load time into the layout a faster kernel reads: an explicit
 //! transform with its own type, [`PackedMatrix`].
 //!
-//! Q5_0, Q4_K and Q6_K are packed sixteen rows at a time for AVX-512 VNNI (see `q5_0x16`,
-//! `q4_kx16` and `q6_kx16`): one instruction dots four codes of sixteen rows, each weight block is decoded
+//! Q5_0, Q8_0, Q4_K and Q6_K are packed sixteen rows at a time for AVX-512 VNNI (see `q5_0x16`,
+//! `q8_0x16`, `q4_kx16` and `q6_kx16`): one instruction dots four codes of sixteen rows, each weight block is decoded
 //! once for several tokens, and no horizontal sum is needed. Decode and prefill both use the packed kernel, so a token's outputs
 //! are the same whether it is multiplied alone or in a batch, and on any number of threads.
+
+use std::borrow::Cow;
+use std::ops::Range;
 
 use bytemuck::Pod;
 use rayon::prelude::*;
@@ -30,6 +33,9 @@ mod q5_0x16_avx512;
 mod q6_kx16;
 #[cfg(target_arch = "x86_64")]
 mod q6_kx16_avx512;
+mod q8_0x16;
+#[cfg(target_arch = "x86_64")]
+mod q8_0x16_avx512;
 #[cfg(test)]
 mod tests;
 
@@ -37,6 +43,7 @@ use q4_kx16::BlockQ4Kx16;
 pub(crate) use q5_0x16::BlockSummary;
 use q5_0x16::{BlockQ5_0x16, ROWS};
 use q6_kx16::BlockQ6Kx16;
+use q8_0x16::BlockQ8_0x16;
 
 /// A packed block format: sixteen rows of one block column, packed from the stored blocks,
 /// multiplied against activations quantized to `Act` and summarized per 32 values.
@@ -50,7 +57,7 @@ trait PackedFormat: Pod + Send + Sync {
     /// Values per block.
     const COLS: usize;
     /// Packs one block of each of up to sixteen rows into `self` (zeroed).
-    fn pack_into(&mut self, rows: &[Self::Source]);
+    fn pack_into(&mut self, rows: &[&Self::Source]);
     /// The summaries of the 32-value groups of one activation block.
     fn summarize(a: &Self::Act, out: &mut [BlockSummary]);
 }
@@ -60,8 +67,21 @@ impl PackedFormat for BlockQ5_0x16 {
     type Act = BlockQ8_0;
     const SOURCE_TYPE: GgmlType = GgmlType::Q5_0;
     const COLS: usize = 32;
-    fn pack_into(&mut self, rows: &[BlockQ5_0]) {
+    fn pack_into(&mut self, rows: &[&BlockQ5_0]) {
         BlockQ5_0x16::pack_into(self, rows);
+    }
+    fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
+        out[0] = BlockSummary::of(a);
+    }
+}
+
+impl PackedFormat for BlockQ8_0x16 {
+    type Source = BlockQ8_0;
+    type Act = BlockQ8_0;
+    const SOURCE_TYPE: GgmlType = GgmlType::Q8_0;
+    const COLS: usize = 32;
+    fn pack_into(&mut self, rows: &[&BlockQ8_0]) {
+        BlockQ8_0x16::pack_into(self, rows);
     }
     fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
         out[0] = BlockSummary::of(a);
@@ -73,7 +93,7 @@ impl PackedFormat for BlockQ4Kx16 {
     type Act = BlockQ8K;
     const SOURCE_TYPE: GgmlType = GgmlType::Q4K;
     const COLS: usize = 256;
-    fn pack_into(&mut self, rows: &[BlockQ4K]) {
+    fn pack_into(&mut self, rows: &[&BlockQ4K]) {
         BlockQ4Kx16::pack_into(self, rows);
     }
     fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
@@ -86,7 +106,7 @@ impl PackedFormat for BlockQ6Kx16 {
     type Act = BlockQ8K;
     const SOURCE_TYPE: GgmlType = GgmlType::Q6K;
     const COLS: usize = 256;
-    fn pack_into(&mut self, rows: &[BlockQ6K]) {
+    fn pack_into(&mut self, rows: &[&BlockQ6K]) {
         BlockQ6Kx16::pack_into(self, rows);
     }
     fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
@@ -110,6 +130,7 @@ struct PackedRows<P: PackedFormat> {
 /// The packed data of each format.
 enum PackedData {
     Q5_0(PackedRows<BlockQ5_0x16>),
+    Q8_0(PackedRows<BlockQ8_0x16>),
     Q4K(PackedRows<BlockQ4Kx16>),
     Q6K(PackedRows<BlockQ6Kx16>),
 }
@@ -148,18 +169,32 @@ impl PackedMatrix {
     /// Repacks `w` when this CPU has a packed kernel for its type, else `None` (the row-major
     /// kernels are then the fastest there are).
     pub fn pack(w: &WeightMatrix<'_>) -> Option<Self> {
+        Self::pack_releasing(w, |_| {})
+    }
+
+    /// [`PackedMatrix::pack`], calling `release` with each byte range of `w`'s data as soon as
+    /// it is packed and will not be read again here (so that a caller can give a mapped file's
+    /// pages back while a large matrix is packed, instead of holding both copies at the end).
+    pub fn pack_releasing(
+        w: &WeightMatrix<'_>,
+        release: impl Fn(Range<usize>) + Sync,
+    ) -> Option<Self> {
         let data = match (cpu::detected(), w.ty()) {
             #[cfg(target_arch = "x86_64")]
             (isa, GgmlType::Q5_0) if isa >= Isa::Avx512 => {
-                PackedData::Q5_0(pack_rows(w, avx512_q5_0x16))
+                PackedData::Q5_0(pack_rows(w, avx512_q5_0x16, &release))
+            }
+            #[cfg(target_arch = "x86_64")]
+            (isa, GgmlType::Q8_0) if isa >= Isa::Avx512 => {
+                PackedData::Q8_0(pack_rows(w, avx512_q8_0x16, &release))
             }
             #[cfg(target_arch = "x86_64")]
             (isa, GgmlType::Q4K) if isa >= Isa::Avx512 => {
-                PackedData::Q4K(pack_rows(w, avx512_q4_kx16))
+                PackedData::Q4K(pack_rows(w, avx512_q4_kx16, &release))
             }
             #[cfg(target_arch = "x86_64")]
             (isa, GgmlType::Q6K) if isa >= Isa::Avx512 => {
-                PackedData::Q6K(pack_rows(w, avx512_q6_kx16))
+                PackedData::Q6K(pack_rows(w, avx512_q6_kx16, &release))
             }
             _ => return None,
         };
@@ -194,31 +229,56 @@ impl PackedMatrix {
     pub fn size_bytes(&self) -> usize {
         match &self.data {
             PackedData::Q5_0(p) => size_of_val(p.blocks.as_slice()),
+            PackedData::Q8_0(p) => size_of_val(p.blocks.as_slice()),
             PackedData::Q4K(p) => size_of_val(p.blocks.as_slice()),
             PackedData::Q6K(p) => size_of_val(p.blocks.as_slice()),
         }
     }
 }
 
-/// Packs `w` (whose type is `P::Source`'s) for the kernel `dot`, row groups in parallel.
-fn pack_rows<P: PackedFormat>(w: &WeightMatrix<'_>, dot: GroupDotFn<P>) -> PackedRows<P> {
+/// Rows packed between two calls of the release callback: about this many source bytes.
+const RELEASE_BYTES: usize = 4 << 20;
+
+/// Packs `w` (whose type is `P::Source`'s) for the kernel `dot`, row groups in parallel, in
+/// slabs of about [`RELEASE_BYTES`], each released once packed.
+fn pack_rows<P: PackedFormat>(
+    w: &WeightMatrix<'_>,
+    dot: GroupDotFn<P>,
+    release: &(impl Fn(Range<usize>) + Sync),
+) -> PackedRows<P> {
     let nb = w.cols() / P::COLS;
     let size = size_of::<P::Source>();
     let mut blocks = vec![P::zeroed(); w.rows().div_ceil(ROWS) * nb];
-    blocks
-        .par_chunks_mut(nb.max(1))
-        .enumerate()
-        .for_each(|(g, out)| {
-            let rows = g * ROWS..((g + 1) * ROWS).min(w.rows());
-            let mut column = Vec::with_capacity(ROWS);
-            for (b, out) in out.iter_mut().enumerate() {
-                column.clear();
-                column.extend(rows.clone().map(|r| {
-                    bytemuck::pod_read_unaligned::<P::Source>(&w.row(r)[b * size..(b + 1) * size])
-                }));
-                out.pack_into(&column);
-            }
-        });
+    let slab_groups = (RELEASE_BYTES / (ROWS * w.row_bytes()).max(1)).max(1);
+    for (s, slab) in blocks.chunks_mut((slab_groups * nb).max(1)).enumerate() {
+        let first_group = s * slab_groups;
+        slab.par_chunks_mut(nb.max(1))
+            .enumerate()
+            .for_each(|(g, out)| {
+                let g = first_group + g;
+                // Each row as blocks: borrowed where the data is aligned for them (a GGUF file's
+                // always is), copied otherwise.
+                let rows: Vec<Cow<'_, [P::Source]>> = (g * ROWS..((g + 1) * ROWS).min(w.rows()))
+                    .map(|r| match bytemuck::try_cast_slice(w.row(r)) {
+                        Ok(blocks) => Cow::Borrowed(blocks),
+                        Err(_) => Cow::Owned(
+                            w.row(r)
+                                .chunks_exact(size)
+                                .map(bytemuck::pod_read_unaligned)
+                                .collect(),
+                        ),
+                    })
+                    .collect();
+                let mut column = Vec::with_capacity(ROWS);
+                for (b, out) in out.iter_mut().enumerate() {
+                    column.clear();
+                    column.extend(rows.iter().map(|row| &row[b]));
+                    out.pack_into(&column);
+                }
+            });
+        let rows = first_group * ROWS..((first_group + slab_groups) * ROWS).min(w.rows());
+        release(rows.start * w.row_bytes()..rows.end * w.row_bytes());
+    }
     PackedRows { blocks, dot }
 }
 
@@ -235,6 +295,21 @@ unsafe fn avx512_q5_0x16(
 ) {
     // SAFETY: the caller checked the CPU features (the table is built after detection).
     unsafe { q5_0x16_avx512::dot_group(w, a, s, out) }
+}
+
+/// The AVX-512 entry of the Q8_0 kernel.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+unsafe fn avx512_q8_0x16(
+    w: &[BlockQ8_0x16],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    // SAFETY: the caller checked the CPU features (the table is built after detection).
+    unsafe { q8_0x16_avx512::dot_group(w, a, s, out) }
 }
 
 /// The AVX-512 entry of the Q4_K kernel.
@@ -298,6 +373,7 @@ pub fn matmul_packed(
     }
     match &w.data {
         PackedData::Q5_0(p) => matmul_rows(p, w.rows, w.cols, x, n_tokens, act, y),
+        PackedData::Q8_0(p) => matmul_rows(p, w.rows, w.cols, x, n_tokens, act, y),
         PackedData::Q4K(p) => matmul_rows(p, w.rows, w.cols, x, n_tokens, act, y),
         PackedData::Q6K(p) => matmul_rows(p, w.rows, w.cols, x, n_tokens, act, y),
     }

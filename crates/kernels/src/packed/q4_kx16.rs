@@ -39,14 +39,14 @@ impl BlockQ4Kx16 {
     #[cfg(test)]
     pub(crate) fn pack(rows: &[BlockQ4K]) -> Self {
         let mut out = Self::zeroed();
-        out.pack_into(rows);
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
         out
     }
 
     /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
     /// (missing rows stay zero). Each packed
     /// byte is gathered from its source bytes in one go (this runs over every weight at load).
-    pub(crate) fn pack_into(&mut self, rows: &[BlockQ4K]) {
+    pub(crate) fn pack_into(&mut self, rows: &[&BlockQ4K]) {
         let out = self;
         for (i, block) in rows.iter().enumerate().take(ROWS) {
             out.d[i] = block.d.to_bits();
@@ -55,14 +55,18 @@ impl BlockQ4Kx16 {
             for j in 0..8 {
                 out.sc[j][i] = scales_mins[j];
                 out.m[j / 2][2 * i + j % 2] = scales_mins[8 + j] as i16;
-                // Sub-block `j`'s codes are nibble `j % 2` of bytes `32 (j / 2)..`.
-                let (src, shift) = (&block.qs[32 * (j / 2)..32 * (j / 2) + 32], 4 * (j % 2));
+                // Sub-block `j`'s codes are nibble `j % 2` of bytes `32 (j / 2)..`; four bytes
+                // at a time.
+                let src = &block.qs[32 * (j / 2)..32 * (j / 2) + 32];
                 for v in 0..4 {
-                    for jj in 0..4 {
-                        let lo = (src[8 * v + jj] >> shift) & 0xF;
-                        let hi = (src[8 * v + 4 + jj] >> shift) & 0xF;
-                        out.qs[4 * j + v][4 * i + jj] = lo | hi << 4;
-                    }
+                    let a = word(&src[8 * v..]);
+                    let b = word(&src[8 * v + 4..]);
+                    let packed = if j % 2 == 0 {
+                        (a & LOW) | (b & LOW) << 4
+                    } else {
+                        (a >> 4 & LOW) | (b & !LOW)
+                    };
+                    out.qs[4 * j + v][4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
                 }
             }
         }
@@ -74,6 +78,14 @@ impl BlockQ4Kx16 {
         let (g, jj) = (l / 4, l % 4);
         ((self.qs[4 * j + g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF) as i32
     }
+}
+
+/// The low nibble of every byte of a word.
+const LOW: u32 = 0x0F0F_0F0F;
+
+/// The little-endian word at the start of `b`.
+fn word(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
 /// The summaries of the eight 32-value sub-blocks of a Q8_K block: its scale and each

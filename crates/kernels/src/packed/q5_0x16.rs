@@ -38,28 +38,32 @@ impl BlockQ5_0x16 {
     #[cfg(test)]
     pub(crate) fn pack(rows: &[BlockQ5_0]) -> Self {
         let mut out = Self::zeroed();
-        out.pack_into(rows);
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
         out
     }
 
     /// Packs one block of each of up to sixteen rows into `self`, which must be zeroed (missing
     /// rows stay zero). Each packed byte
     /// is gathered from its source bytes in one go (this runs over every weight at load).
-    pub(crate) fn pack_into(&mut self, rows: &[BlockQ5_0]) {
+    pub(crate) fn pack_into(&mut self, rows: &[&BlockQ5_0]) {
         let out = self;
         for (i, block) in rows.iter().enumerate().take(ROWS) {
             out.d[i] = block.d.to_bits();
-            let low = |c: usize| {
-                if c < 16 {
-                    block.qs[c] & 0xF
-                } else {
-                    block.qs[c - 16] >> 4
-                }
+            // Codes 0..16 are the low nibbles of `qs`, 16..32 the high ones; vector `k` takes
+            // codes 8k..8k + 4 (low nibbles) and 8k + 4..8k + 8 (high), four bytes at a time.
+            const LOW: u32 = 0x0F0F_0F0F;
+            let word = |at: usize| {
+                let b = &block.qs[at..at + 4];
+                u32::from_le_bytes([b[0], b[1], b[2], b[3]])
             };
             for (k, qs) in out.qs.iter_mut().enumerate() {
-                for jj in 0..4 {
-                    qs[4 * i + jj] = low(8 * k + jj) | low(8 * k + 4 + jj) << 4;
-                }
+                let (a, b) = (word(8 * (k % 2)), word(8 * (k % 2) + 4));
+                let packed = if k < 2 {
+                    (a & LOW) | (b & LOW) << 4
+                } else {
+                    (a >> 4 & LOW) | (b & !LOW)
+                };
+                qs[4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
             }
             let high = u32::from_le_bytes(block.qh);
             for jj in 0..4 {

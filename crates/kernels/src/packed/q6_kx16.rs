@@ -41,14 +41,14 @@ impl BlockQ6Kx16 {
     #[cfg(test)]
     pub(crate) fn pack(rows: &[BlockQ6K]) -> Self {
         let mut out = Self::zeroed();
-        out.pack_into(rows);
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
         out
     }
 
     /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
     /// (missing rows stay zero). Each packed
     /// byte is gathered from the codes in one go (this runs over every weight at load).
-    pub(crate) fn pack_into(&mut self, rows: &[BlockQ6K]) {
+    pub(crate) fn pack_into(&mut self, rows: &[&BlockQ6K]) {
         let out = self;
         for (i, block) in rows.iter().enumerate().take(ROWS) {
             out.d[i] = block.d.to_bits();
@@ -56,20 +56,19 @@ impl BlockQ6Kx16 {
                 out.sc[g][i] = sc;
             }
             let q = block.codes().map(|q| (q + 32) as u8);
+            let word = |at: usize| u32::from_le_bytes([q[at], q[at + 1], q[at + 2], q[at + 3]]);
+            const LOW: u32 = 0x0F0F_0F0F;
             for j in 0..8 {
-                let q = &q[32 * j..32 * j + 32];
                 for v in 0..4 {
-                    for jj in 0..4 {
-                        let (lo, hi) = (q[8 * v + jj] & 0xF, q[8 * v + 4 + jj] & 0xF);
-                        out.ql[4 * j + v][4 * i + jj] = lo | hi << 4;
-                    }
+                    let (a, b) = (word(32 * j + 8 * v), word(32 * j + 8 * v + 4));
+                    let packed = (a & LOW) | (b & LOW) << 4;
+                    out.ql[4 * j + v][4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
                 }
                 for h in 0..2 {
-                    for jj in 0..4 {
-                        out.qh[2 * j + h][4 * i + jj] = (0..4)
-                            .map(|k| (q[4 * (4 * h + k) + jj] >> 4) << (2 * k))
-                            .fold(0, |a, b| a | b);
-                    }
+                    let packed = (0..4)
+                        .map(|k| (word(32 * j + 16 * h + 4 * k) >> 4 & 0x0303_0303) << (2 * k))
+                        .fold(0, |a, b| a | b);
+                    out.qh[2 * j + h][4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
                 }
             }
         }

@@ -3,6 +3,7 @@ use proptest::prelude::*;
 use super::q4_kx16::{self, BlockQ4Kx16};
 use super::q5_0x16::{self, BlockQ5_0x16, BlockSummary, ROWS};
 use super::q6_kx16::{self, BlockQ6Kx16};
+use super::q8_0x16::{self, BlockQ8_0x16};
 use super::*;
 use crate::quant::testing::*;
 
@@ -34,6 +35,16 @@ unsafe fn reference_entry_q6k(
     out: &mut [[f32; ROWS]],
 ) {
     q6_kx16::dot_group(w, a, s, out)
+}
+
+/// The Q8_0 scalar reference as a kernel-table entry.
+unsafe fn reference_entry_q8_0(
+    w: &[BlockQ8_0x16],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    q8_0x16::dot_group(w, a, s, out)
 }
 
 /// `rows` random rows of `nb` Q5_0 blocks (codes random, all-zero or all-ones; scales from
@@ -155,6 +166,7 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         .collect();
     let w = match ty {
         GgmlType::Q5_0 => bytemuck::cast_slice(&quantize::<BlockQ5_0>(&x)).to_vec(),
+        GgmlType::Q8_0 => bytemuck::cast_slice(&quantize::<BlockQ8_0>(&x)).to_vec(),
         GgmlType::Q4K => bytemuck::cast_slice(&quantize::<BlockQ4K>(&x)).to_vec(),
         _ => bytemuck::cast_slice(&quantize::<BlockQ6K>(&x)).to_vec(),
     };
@@ -167,9 +179,10 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
 /// `w` packed with the scalar reference kernel, and with this CPU's kernel where it has one.
 fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
     let reference = match w.ty() {
-        GgmlType::Q5_0 => PackedData::Q5_0(pack_rows(w, reference_entry)),
-        GgmlType::Q4K => PackedData::Q4K(pack_rows(w, reference_entry_q4k)),
-        _ => PackedData::Q6K(pack_rows(w, reference_entry_q6k)),
+        GgmlType::Q5_0 => PackedData::Q5_0(pack_rows(w, reference_entry, &|_| {})),
+        GgmlType::Q8_0 => PackedData::Q8_0(pack_rows(w, reference_entry_q8_0, &|_| {})),
+        GgmlType::Q4K => PackedData::Q4K(pack_rows(w, reference_entry_q4k, &|_| {})),
+        _ => PackedData::Q6K(pack_rows(w, reference_entry_q6k, &|_| {})),
     };
     let mut packings = vec![("reference", PackedMatrix::new(w, reference))];
     if let Some(simd) = PackedMatrix::pack(w) {
@@ -180,7 +193,7 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
 
 #[test]
 fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
-    for ty in [GgmlType::Q5_0, GgmlType::Q4K, GgmlType::Q6K] {
+    for ty in [GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4K, GgmlType::Q6K] {
         check_batch_and_thread_invariance(ty);
     }
 }
@@ -231,7 +244,10 @@ fn check_batch_and_thread_invariance(ty: GgmlType) {
 fn matmul_packed_checks_lengths_and_scratch() {
     let (data, x) = matrix_case(GgmlType::Q5_0, 32, 64, 2);
     let w = WeightMatrix::new(GgmlType::Q5_0, 32, 64, &data).unwrap();
-    let packed = PackedMatrix::new(&w, PackedData::Q5_0(pack_rows(&w, reference_entry)));
+    let packed = PackedMatrix::new(
+        &w,
+        PackedData::Q5_0(pack_rows(&w, reference_entry, &|_| {})),
+    );
     let mut y = vec![0.0; 64];
     let mut small = ActivationBuffer::for_matvec(64);
     assert!(matches!(
@@ -444,4 +460,120 @@ proptest! {
             }
         }
     }
+}
+
+/// `rows` random rows of `nb` Q8_0 blocks (codes random, all-zero or all-ones, which is -1;
+/// scales from [`f16_scale`]).
+fn q8_0_rows(rows: usize, nb: usize) -> impl Strategy<Value = Vec<BlockQ8_0>> {
+    (
+        raw_blocks(size_of::<BlockQ8_0>(), rows * nb),
+        prop::collection::vec(f16_scale(), rows * nb),
+    )
+        .prop_map(|(raw, d)| {
+            let mut b: Vec<BlockQ8_0> = blocks(&raw);
+            b.iter_mut().zip(d).for_each(|(b, d)| b.d = d);
+            b
+        })
+}
+
+fn q8_0_case() -> impl Strategy<Value = (Vec<BlockQ8_0>, usize, Vec<BlockQ8_0>, Vec<BlockSummary>)>
+{
+    (1usize..=ROWS, 1usize..6, 1usize..12).prop_flat_map(|(rows, nb, tokens)| {
+        (q8_0_rows(rows, nb), Just(nb), q8_0_tokens(tokens, nb))
+            .prop_map(|(w, nb, (a, s))| (w, nb, a, s))
+    })
+}
+
+/// Packs row-major Q8_0 `w` (`nb` blocks per row, at most sixteen rows).
+fn pack_q8_0_rows(w: &[BlockQ8_0], nb: usize) -> Vec<BlockQ8_0x16> {
+    let rows: Vec<&[BlockQ8_0]> = w.chunks(nb).collect();
+    (0..nb)
+        .map(|b| {
+            let column: Vec<BlockQ8_0> = rows.iter().map(|r| r[b]).collect();
+            BlockQ8_0x16::pack(&column)
+        })
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn q8_0_packing_keeps_every_code_and_scale((w, nb, _, _) in q8_0_case()) {
+        let packed = pack_q8_0_rows(&w, nb);
+        for (i, row) in w.chunks(nb).enumerate() {
+            for (b, block) in row.iter().enumerate() {
+                prop_assert_eq!(packed[b].d[i], block.d.to_bits());
+                let codes: Vec<i32> = (0..32).map(|j| packed[b].code(i, j) - 128).collect();
+                let want: Vec<i32> = block.qs.iter().map(|&q| q as i32).collect();
+                prop_assert_eq!(codes, want);
+            }
+        }
+    }
+
+    #[test]
+    fn q8_0_reference_matches_dequantized_dot((w, nb, a, s) in q8_0_case()) {
+        let packed = pack_q8_0_rows(&w, nb);
+        let tokens = a.len() / nb;
+        let mut out = vec![[0.0; ROWS]; tokens];
+        q8_0x16::dot_group(&packed, &a, &s, &mut out);
+        for (t, out) in out.iter().enumerate() {
+            for (i, row) in w.chunks(nb).enumerate() {
+                let at = &a[t * nb..(t + 1) * nb];
+                let magnitude = dot_magnitude(row, at) as f64;
+                let (dw, da) = (dequantize(row), dequantize(at));
+                let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
+                prop_assert!(
+                    (out[i] as f64 - exact).abs() <= 1e-4 * magnitude + 1e-30,
+                    "row {} token {}: {} vs {}", i, t, out[i], exact
+                );
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn q8_0_avx512_matches_reference_bit_exact((w, nb, a, s) in q8_0_case()) {
+        if has_avx512() {
+            let packed = pack_q8_0_rows(&w, nb);
+            let tokens = a.len() / nb;
+            let mut want = vec![[0.0; ROWS]; tokens];
+            q8_0x16::dot_group(&packed, &a, &s, &mut want);
+            let mut got = vec![[0.0; ROWS]; tokens];
+            // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above.
+            unsafe { q8_0x16_avx512::dot_group(&packed, &a, &s, &mut got) };
+            for (g, w) in got.iter().zip(&want) {
+                assert_bits_eq(g, w, "packed Q8_0 AVX-512 vs reference");
+            }
+        }
+    }
+}
+
+#[test]
+fn packing_releases_every_source_byte_once() {
+    let (rows, cols) = (1000, 4096);
+    let (data, _) = matrix_case(GgmlType::Q8_0, rows, cols, 0);
+    let w = WeightMatrix::new(GgmlType::Q8_0, rows, cols, &data).unwrap();
+    let released = std::sync::Mutex::new(Vec::new());
+    let _ = pack_rows(&w, reference_entry_q8_0, &|r: Range<usize>| {
+        released.lock().unwrap().push(r)
+    });
+    let released = released.into_inner().unwrap();
+    assert!(released.len() > 1, "one release per slab: {released:?}");
+    for pair in released.windows(2) {
+        assert_eq!(pair[0].end, pair[1].start);
+    }
+    assert_eq!(released.first().map(|r| r.start), Some(0));
+    assert_eq!(released.last().map(|r| r.end), Some(data.len()));
+}
+
+#[test]
+fn misaligned_rows_pack_the_same() {
+    let (rows, cols) = (40, 512);
+    let (data, _) = matrix_case(GgmlType::Q4K, rows, cols, 0);
+    let mut shifted = vec![0u8; data.len() + 1];
+    shifted[1..].copy_from_slice(&data);
+    let aligned = WeightMatrix::new(GgmlType::Q4K, rows, cols, &data).unwrap();
+    let misaligned = WeightMatrix::new(GgmlType::Q4K, rows, cols, &shifted[1..]).unwrap();
+    let a = pack_rows(&aligned, reference_entry_q4k, &|_| {});
+    let b = pack_rows(&misaligned, reference_entry_q4k, &|_| {});
+    assert!(a.blocks == b.blocks);
 }

@@ -1,0 +1,82 @@
+//! Q8_0 repacked sixteen rows at a time for AVX-512 VNNI, like `q5_0x16`.
+//!
+//! A [`BlockQ8_0x16`] holds one 32-value block of each of sixteen rows: vector `g` gives every
+//! row (one 32-bit lane each) its codes `4g..4g + 4`, stored as `q + 128` so that they are the
+//! unsigned operand of `vpdpbusd`.
+//!
+//! The arithmetic, which the SIMD kernel reproduces bit for bit: per row and block, the exact
+//! integer `Σ (q + 128)·a − 128·Σa`, converted to f32, times `d_w · d_a`, added to the running
+//! sum with one fused multiply-add, blocks in order.
+
+use bytemuck::{Pod, Zeroable};
+
+#[cfg(test)]
+use super::q5_0x16::BlockSummary;
+use super::q5_0x16::ROWS;
+use crate::quant::q8_0::BlockQ8_0;
+
+/// One 32-value block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockQ8_0x16 {
+    /// Each row's f16 scale (bits).
+    pub(crate) d: [u16; ROWS],
+    /// Vector `g`, byte `4i + jj`: row `i`'s code `4g + jj`, plus 128.
+    pub(crate) qs: [[u8; 64]; 8],
+}
+
+const _: () = assert!(size_of::<BlockQ8_0x16>() == ROWS * size_of::<BlockQ8_0>());
+
+impl BlockQ8_0x16 {
+    /// [`Self::pack_into`] a zeroed block.
+    #[cfg(test)]
+    pub(crate) fn pack(rows: &[BlockQ8_0]) -> Self {
+        let mut out = Self::zeroed();
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
+        out
+    }
+
+    /// Packs one block of each of up to sixteen rows into `self`, which must be zeroed
+    /// (missing rows stay zero).
+    pub(crate) fn pack_into(&mut self, rows: &[&BlockQ8_0]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            self.d[i] = block.d.to_bits();
+            for (g, qs) in self.qs.iter_mut().enumerate() {
+                for jj in 0..4 {
+                    qs[4 * i + jj] = (block.qs[4 * g + jj] as u8) ^ 0x80;
+                }
+            }
+        }
+    }
+
+    /// Row `i`'s code `j`, plus 128.
+    #[cfg(test)]
+    pub(crate) fn code(&self, i: usize, j: usize) -> i32 {
+        self.qs[j / 4][4 * i + j % 4] as i32
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` blocks) against
+/// each of the `out.len()` tokens of `a` (`nb` blocks each, summaries in `s`).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockQ8_0x16],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (t, out) in out.iter_mut().enumerate() {
+        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[t * nb..(t + 1) * nb]);
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for ((x, y), s) in w.iter().zip(a).zip(s) {
+                let dot: i32 = (0..32).map(|j| x.code(i, j) * y.qs[j] as i32).sum();
+                let isum = dot - 128 * s.sum;
+                let d = half::f16::from_bits(x.d[i]).to_f32() * s.d;
+                acc = d.mul_add(isum as f32, acc);
+            }
+            *o = acc;
+        }
+    }
+}
