@@ -6,6 +6,7 @@ mod commands;
 mod engine;
 mod model_cache;
 mod options;
+mod stdout;
 
 use std::process::ExitCode;
 

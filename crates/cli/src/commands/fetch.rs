@@ -29,8 +29,7 @@ pub fn run() -> Result<()> {
         }
         None => fetch(&cache, &DEFAULT_MODEL)?,
     };
-    println!("{}", path.display());
-    Ok(())
+    crate::stdout::print(&format!("{}\n", path.display()))
 }
 
 /// The model to use when no `--model` is given: the cached default model, fetched first (with a

@@ -7,6 +7,14 @@ use anyhow::{Context, Result};
 use rinfer_formats::gguf::{GgufError, GgufFile, MetadataValue};
 use serde_json::{Value, json};
 
+/// `writeln!` into a `String`, which cannot fail.
+macro_rules! line {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
 /// Arrays longer than this are summarised: their length and first items.
 const ARRAY_SHOWN_IN_FULL: usize = 32;
 /// Items shown from a summarised array.
@@ -23,11 +31,11 @@ pub fn run(path: &Path, json: bool, tensors: bool) -> Result<()> {
     };
     let report = Report::of(&file);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json(&file))?);
+        let text = serde_json::to_string_pretty(&report.to_json(&file))?;
+        crate::stdout::print(&format!("{text}\n"))
     } else {
-        report.print(&file, tensors);
+        crate::stdout::print(&report.text(&file, tensors))
     }
-    Ok(())
 }
 
 struct Report {
@@ -88,37 +96,47 @@ impl Report {
         })
     }
 
-    fn print(&self, file: &GgufFile, tensors: bool) {
+    /// The text report: header, tensor types, metadata and (with `tensors`) the tensor table.
+    fn text(&self, file: &GgufFile, tensors: bool) -> String {
+        let mut out = String::new();
         let header = file.header();
-        println!("format:       GGUF v{}", header.version);
-        println!(
+        line!(out, "format:       GGUF v{}", header.version);
+        line!(
+            out,
             "architecture: {}",
             header.architecture().unwrap_or("(none)")
         );
-        println!(
+        line!(
+            out,
             "parameters:   {} ({:.1} M)",
             self.parameters,
             self.parameters as f64 / 1e6
         );
-        println!("tensors:      {}", header.tensors.len());
+        line!(out, "tensors:      {}", header.tensors.len());
         for (ty, (count, bytes)) in &self.by_type {
-            println!(
+            line!(
+                out,
                 "  {ty:<8} {count:>5} tensors {:>12.2} MiB",
                 *bytes as f64 / (1 << 20) as f64
             );
         }
-        println!("metadata:     {} entries", file.metadata().len());
+        line!(out, "metadata:     {} entries", file.metadata().len());
         for (key, value) in file.metadata().iter() {
-            println!("  {key} = {}", value_text(value));
+            line!(out, "  {key} = {}", value_text(value));
         }
         if tensors {
-            println!(
+            line!(
+                out,
                 "{:<48} {:<8} {:<24} {:>12}",
-                "tensor", "type", "shape", "offset"
+                "tensor",
+                "type",
+                "shape",
+                "offset"
             );
             for t in file.tensors() {
                 let shape = format!("{:?}", t.dims());
-                println!(
+                line!(
+                    out,
                     "{:<48} {:<8} {:<24} {:>12}",
                     t.name(),
                     t.ty().name(),
@@ -127,6 +145,7 @@ impl Report {
                 );
             }
         }
+        out
     }
 }
 

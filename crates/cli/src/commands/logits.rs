@@ -37,8 +37,7 @@ pub fn run(options: &LogitsOptions) -> Result<()> {
         "tokens": tokens,
         "positions": positions,
     });
-    println!("{report}");
-    Ok(())
+    crate::stdout::print(&format!("{report}\n"))
 }
 
 fn position_json(row: &[f32], top_k: usize) -> serde_json::Value {

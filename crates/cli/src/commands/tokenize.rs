@@ -14,13 +14,16 @@ pub fn run(options: &TokenizeOptions) -> Result<()> {
     let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
     let tokenizer = Tokenizer::from_gguf(file.metadata())?;
     let tokens = tokenizer.encode(&options.text, true, true)?;
-    if options.json {
-        println!("{}", json!({ "tokens": tokens }));
+    let text = if options.json {
+        format!("{}\n", json!({ "tokens": tokens }))
     } else {
-        for id in tokens {
-            let piece = tokenizer.token_piece(id).unwrap_or_default();
-            println!("{id:>8} {:?}", String::from_utf8_lossy(piece));
-        }
-    }
-    Ok(())
+        tokens
+            .iter()
+            .map(|&id| {
+                let piece = tokenizer.token_piece(id).unwrap_or_default();
+                format!("{id:>8} {:?}\n", String::from_utf8_lossy(piece))
+            })
+            .collect()
+    };
+    crate::stdout::print(&text)
 }
