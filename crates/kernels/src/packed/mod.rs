@@ -24,6 +24,8 @@ use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::q8_k::BlockQ8K;
 
+#[cfg(target_arch = "x86_64")]
+mod byte_codes_avx512;
 mod q4_kx16;
 #[cfg(target_arch = "x86_64")]
 mod q4_kx16_avx512;

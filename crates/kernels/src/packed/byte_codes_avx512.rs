@@ -1,0 +1,99 @@
+//! The AVX-512 VNNI kernel shared by the packed 32-value formats with one scale per row whose
+//! codes, decoded to bytes, are `vpdpbusd`'s unsigned operand (Q5_0 and Q8_0): only decoding a
+//! block's codes differs between them. Each block is decoded once and dotted with every token
+//! of the call, sixteen rows per instruction.
+
+use std::arch::x86_64::*;
+
+use super::q5_0x16::{BlockSummary, ROWS};
+use crate::quant::q8_0::BlockQ8_0;
+use crate::quant::x86::prefetch_ahead;
+
+/// Tokens one pass over the weights takes (their accumulators stay in registers).
+const TOKENS: usize = 8;
+
+/// A packed 32-value block of sixteen rows with one f16 scale per row.
+pub(super) trait ByteCodes {
+    /// How far the decoded codes lie above the signed values: `OFFSET · Σa` is subtracted.
+    const OFFSET: i32;
+    /// Each row's scale (f16 bits).
+    fn scales(&self) -> &[u16; ROWS];
+}
+
+/// The rows of `w` (one row group) against each token of `a`; `codes` decodes a block into
+/// eight vectors, vector `g` giving each row its codes `4g..4g + 4`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) fn dot_group<B: ByteCodes>(
+    w: &[B],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+    codes: impl Fn(&B) -> [__m512i; 8] + Copy,
+) {
+    let nb = w.len();
+    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
+        let first = c * TOKENS * nb;
+        let (a, s) = (&a[first..], &s[first..]);
+        match out.len() {
+            1 => dot_tokens::<B, 1>(w, a, s, out, codes),
+            2 => dot_tokens::<B, 2>(w, a, s, out, codes),
+            3 => dot_tokens::<B, 3>(w, a, s, out, codes),
+            4 => dot_tokens::<B, 4>(w, a, s, out, codes),
+            5 => dot_tokens::<B, 5>(w, a, s, out, codes),
+            6 => dot_tokens::<B, 6>(w, a, s, out, codes),
+            7 => dot_tokens::<B, 7>(w, a, s, out, codes),
+            _ => dot_tokens::<B, 8>(w, a, s, out, codes),
+        }
+    }
+}
+
+/// Activation bytes `4g..4g + 4` of `y` in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn broadcast_quad(y: &BlockQ8_0, g: usize) -> __m512i {
+    let q = &y.qs[4 * g..4 * g + 4];
+    _mm512_set1_epi32(i32::from_le_bytes([
+        q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8,
+    ]))
+}
+
+/// [`dot_group`] for exactly `N` tokens.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn dot_tokens<B: ByteCodes, const N: usize>(
+    w: &[B],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+    codes: impl Fn(&B) -> [__m512i; 8],
+) {
+    let nb = w.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let q = codes(x);
+        // SAFETY: reads exactly the 32 bytes of the scales; unaligned is allowed.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.scales().as_ptr().cast()) });
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let (y, sm) = (&a[t * nb + b], s[t * nb + b]);
+            let zero = _mm512_setzero_si512();
+            let mut even = _mm512_dpbusd_epi32(zero, q[0], broadcast_quad(y, 0));
+            let mut odd = _mm512_dpbusd_epi32(zero, q[1], broadcast_quad(y, 1));
+            even = _mm512_dpbusd_epi32(even, q[2], broadcast_quad(y, 2));
+            odd = _mm512_dpbusd_epi32(odd, q[3], broadcast_quad(y, 3));
+            even = _mm512_dpbusd_epi32(even, q[4], broadcast_quad(y, 4));
+            odd = _mm512_dpbusd_epi32(odd, q[5], broadcast_quad(y, 5));
+            even = _mm512_dpbusd_epi32(even, q[6], broadcast_quad(y, 6));
+            odd = _mm512_dpbusd_epi32(odd, q[7], broadcast_quad(y, 7));
+            let offset = _mm512_set1_epi32(B::OFFSET * sm.sum);
+            let isum = _mm512_sub_epi32(_mm512_add_epi32(even, odd), offset);
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(sm.d));
+            *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), *acc);
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}
