@@ -1,21 +1,17 @@
-//! Turning the shared engine options into a loaded model and a thread pool.
+//! Turning the shared engine options into a thread pool, a loaded model and the library's
+//! [`Engine`] on the chosen device.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use rinfer_cuda::{DeviceReport, DeviceRequest};
-use rinfer_model::{KvCache, LoadedModel, SamplingParams, Scratch};
-
-use crate::backend::Backend;
+use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel, SamplingParams};
 
 use crate::commands::fetch::default_model_path_or_fetch;
 use crate::options::{EngineOptions, SamplingOptions};
 
 /// The largest context used when the user gives none.
 const DEFAULT_CONTEXT: usize = 4096;
-/// Tokens per prefill batch.
-pub const PREFILL_BATCH: usize = 512;
 
 /// The model file named on the command line, or the default model.
 pub fn model_path(model: &Option<PathBuf>) -> Result<PathBuf> {
@@ -25,21 +21,18 @@ pub fn model_path(model: &Option<PathBuf>) -> Result<PathBuf> {
     }
 }
 
-/// A model ready to run, with its load time.
-pub struct Engine {
+/// A loaded model and how the command line wants it run.
+pub struct Session {
     /// The model, tokenizer and template.
     pub loaded: LoadedModel,
     /// Seconds spent loading.
     pub load_s: f64,
     /// The context size in tokens.
     pub context: usize,
-    /// The device `--device` asked for.
-    pub device: DeviceRequest,
-    /// Whether to print the memory plan.
-    verbose: bool,
+    options: EngineOptions,
 }
 
-impl Engine {
+impl Session {
     /// Sets up the thread pool and loads the model.
     ///
     /// The calling thread joins the pool as one of its workers, so the forward passes it starts
@@ -61,38 +54,33 @@ impl Engine {
             loaded,
             load_s,
             context,
-            device: options.device,
-            verbose: options.verbose,
+            options: options.clone(),
         })
     }
 
-    /// The compute state of one sequence on the device `--device` chose, and that device.
-    pub fn backend(&self) -> Result<(Backend, DeviceReport)> {
-        let batch = PREFILL_BATCH.min(self.context);
-        Backend::start(self, self.context, batch, false)
+    /// An engine for one sequence at a time over the whole context.
+    pub fn engine(&self) -> Result<Engine<'_>> {
+        self.engine_with(EngineSettings::single(self.context))
     }
 
-    /// A CPU KV cache and scratch buffers for one sequence, fed `batch` tokens at a time;
-    /// `all_logits`: every position's logits are wanted, else only the last one's.
-    pub fn cpu_buffers(
-        &self,
-        context: usize,
-        batch: usize,
-        all_logits: bool,
-    ) -> (KvCache, Scratch) {
-        let config = &self.loaded.model.config;
-        let logit_rows = if all_logits { batch } else { 1 };
-        let (cache, scratch) = (
-            KvCache::new(config, context, batch),
-            Scratch::with_logit_rows(config, batch, logit_rows),
-        );
-        if self.verbose {
-            self.print_memory_plan(&cache, &scratch);
+    /// An engine of the given sizes on the device `--device` chose. The device is reported on
+    /// stderr when a GPU was asked for or found, or with `--verbose`.
+    pub fn engine_with(&self, settings: EngineSettings) -> Result<Engine<'_>> {
+        let request = self.options.device.unwrap_or(DeviceRequest::Auto);
+        let engine = Engine::new(&self.loaded, settings, request).with_context(|| {
+            format!("cannot set up the engine on the requested device (--device {request})")
+        })?;
+        let on_gpu = engine.device().kind() == "cuda";
+        if self.options.verbose || self.options.device.is_some() || on_gpu {
+            eprintln!("device: {}", engine.device());
         }
-        (cache, scratch)
+        if self.options.verbose {
+            self.print_memory_plan(&engine);
+        }
+        Ok(engine)
     }
 
-    fn print_memory_plan(&self, cache: &KvCache, scratch: &Scratch) {
+    fn print_memory_plan(&self, engine: &Engine<'_>) {
         let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
         let weights = self.loaded.model.weights.bytes_by_type();
         let total: usize = weights.iter().map(|(_, b)| b).sum();
@@ -106,10 +94,10 @@ impl Engine {
         }
         eprintln!(
             "  KV cache (f32, {} positions): {:.1} MiB",
-            cache.context(),
-            mib(cache.bytes())
+            engine.settings().context,
+            mib(engine.kv_bytes())
         );
-        eprintln!("  scratch buffers: {:.1} MiB", mib(scratch.bytes()));
+        eprintln!("  scratch buffers: {:.1} MiB", mib(engine.scratch_bytes()));
     }
 }
 

@@ -1,7 +1,6 @@
 //! `rinfer`, the command-line front end: parses options once, resolves the model (fetching the
 //! default one on first use) and hands off to a command. It holds no inference logic of its own.
 
-mod backend;
 mod commands;
 mod engine;
 mod model_cache;

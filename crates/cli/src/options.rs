@@ -49,10 +49,11 @@ pub struct EngineOptions {
     /// Context size in tokens (default: the model's, at most 4096).
     #[arg(long)]
     pub ctx: Option<usize>,
-    /// Where to compute: `cpu`, `cuda` (GPU 0; an error if unusable) or `auto` (the GPU when
-    /// one is usable, else the CPU with the reason printed).
-    #[arg(long, default_value_t = DeviceRequest::Auto)]
-    pub device: DeviceRequest,
+    /// Where to compute: `cpu`, `cuda` (GPU 0; an error if unusable) or `auto`, the default
+    /// (the GPU when one is usable, else the CPU; the reason is printed when `auto` is given
+    /// explicitly or with `--verbose`).
+    #[arg(long)]
+    pub device: Option<DeviceRequest>,
 }
 
 /// How to choose tokens.
@@ -187,4 +188,8 @@ pub struct ServeOptions {
     /// Compute threads (default: all cores).
     #[arg(long, short = 't')]
     pub threads: Option<usize>,
+    /// Where to compute: `cpu`, `cuda` (GPU 0; an error if unusable) or `auto` (the GPU when
+    /// one is usable, else the CPU, with the reason logged).
+    #[arg(long, default_value_t = DeviceRequest::Auto)]
+    pub device: DeviceRequest,
 }

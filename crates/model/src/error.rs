@@ -91,4 +91,13 @@ pub enum ModelError {
         /// The vocabulary size.
         vocab: usize,
     },
+    /// The forward pass panicked (a bug); only the sequence that caused it was ended.
+    #[error("the forward pass panicked")]
+    ForwardPanicked,
+    /// Every sequence slot of the engine is taken.
+    #[error("all {0} sequences of the engine are busy; wait for one to finish")]
+    EngineFull(usize),
+    /// A request the engine cannot run.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
 }

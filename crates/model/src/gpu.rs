@@ -1,18 +1,13 @@
-//! The model on an NVIDIA GPU: the view the CUDA backend uploads from, and generation with
-//! the GPU forward pass. `rinfer-cuda` sits below this crate, so this is where the model's own
+//! The model on an NVIDIA GPU: the view the CUDA backend uploads from. `rinfer-cuda` sits below this crate, so this is where the model's own
 //! configuration and weights are handed to it.
 
 use rinfer_cuda::{
-    FfnKind, GpuConfig, GpuKvCache, GpuModel, HostFfnUp, HostLayer, HostLinear, HostMatrix,
-    HostModel, HostNorm, HostQkv, Norm, RopeConfig, Window,
+    FfnKind, GpuConfig, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
+    Norm, RopeConfig, Window,
 };
 
 use crate::config::{Ffn, ModelConfig, NormKind, Positional, RopeStyle};
-use crate::error::ModelError;
 use crate::forward::Model;
-use crate::generate::{GenerateRequest, Generation, generate_with};
-use crate::sampling::{Sampler, SamplingParams};
-use crate::tokenizer::Tokenizer;
 use crate::weights::{FfnUp, Linear, Matrix, NormWeights, Qkv};
 
 impl Model {
@@ -143,37 +138,4 @@ fn norm(n: &NormWeights) -> HostNorm<'_> {
         weight: &n.weight,
         bias: n.bias.as_deref(),
     }
-}
-
-/// Whether sampling with `p` is a plain argmax, which the GPU computes without copying logits.
-fn is_plain_greedy(p: &SamplingParams) -> bool {
-    p.temperature <= 0.0
-        && p.repeat_penalty == 1.0
-        && p.frequency_penalty == 0.0
-        && p.presence_penalty == 0.0
-        && p.logit_bias.is_empty()
-}
-
-/// [`generate`](crate::generate()) with the forward pass on `gpu` and the KV cache on the
-/// device: the same sampling, streaming and stopping.
-pub fn generate_on_gpu(
-    gpu: &mut GpuModel,
-    tokenizer: &Tokenizer,
-    request: &GenerateRequest,
-    cache: &mut GpuKvCache,
-    on_text: impl FnMut(&str),
-) -> Result<Generation, ModelError> {
-    let (vocab, context) = (gpu.config().vocab_size, cache.context());
-    cache.clear();
-    let greedy = is_plain_greedy(&request.sampling);
-    let mut logits = Vec::new();
-    let step = |tokens: &[u32], sampler: &mut Sampler| -> Result<u32, ModelError> {
-        if greedy {
-            return Ok(gpu.forward_argmax(tokens, cache)?);
-        }
-        logits.clear();
-        logits.extend_from_slice(gpu.forward(tokens, cache, rinfer_cuda::Logits::Last)?);
-        Ok(sampler.sample(&mut logits))
-    };
-    generate_with(tokenizer, request, vocab, context, step, on_text)
 }

@@ -1,5 +1,5 @@
 //! Transformer inference for rinfer: architectures described by data, neutral weights loaded
-//! from GGUF or safetensors, the forward pass, KV caches, tokenizer, sampling and generation.
+//! from GGUF or safetensors, the forward pass, KV caches, tokenizer, sampling, and the engine that generates.
 //!
 //! This crate reads model files only through `rinfer-formats` (a tokenizer.json aside), and holds no SIMD code (that
 //! lives in `rinfer-kernels`).
@@ -8,9 +8,9 @@ pub mod arch;
 pub mod chat_template;
 mod compute;
 pub mod config;
+pub mod engine;
 mod error;
 mod forward;
-pub mod generate;
 pub mod gpu;
 mod hf_checkpoint;
 pub mod kv_cache;
@@ -23,9 +23,12 @@ pub mod tokenizer;
 pub mod weights;
 
 pub use config::ModelConfig;
+pub use engine::{
+    DeviceReport, DeviceRequest, Engine, EngineSettings, Event, FinishReason, Generation, Request,
+    SeqId, StopMatcher, Timings, TokenLogprob,
+};
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};
-pub use generate::{FinishReason, GenerateRequest, Generation, StopMatcher, Timings, generate};
 pub use kv_cache::KvCache;
 pub use loaded::LoadedModel;
 pub use sampling::{Sampler, SamplingParams};

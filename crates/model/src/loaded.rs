@@ -57,21 +57,13 @@ fn hf_error(e: impl std::fmt::Display) -> ModelError {
 /// A model with its tokenizer and chat template: one GGUF file, or a Hugging Face directory.
 ///
 /// ```no_run
-/// use rinfer_model::{GenerateRequest, KvCache, LoadedModel, SamplingParams, Scratch, generate};
+/// use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel, Request, SamplingParams};
 ///
 /// let loaded = LoadedModel::open("gemma-3-270m-q4_k_m.gguf")?;
 /// let prompt = loaded.tokenizer.encode("The capital of France is", true, false)?;
-/// let request = GenerateRequest {
-///     prompt,
-///     max_tokens: 16,
-///     sampling: SamplingParams::greedy(),
-///     stop: vec![],
-/// };
-/// let mut cache = KvCache::new(&loaded.model.config, 256, 64);
-/// let mut scratch = Scratch::new(&loaded.model.config, 64);
-/// let out = generate(&loaded.model, &loaded.tokenizer, &request, &mut cache, &mut scratch, |text| {
-///     print!("{text}")
-/// })?;
+/// let mut engine = Engine::new(&loaded, EngineSettings::single(256), DeviceRequest::Cpu)?;
+/// let request = Request::new(prompt, 16).with_sampling(SamplingParams::greedy());
+/// let out = engine.generate(request, |text| print!("{text}"))?;
 /// println!("\n{} tokens", out.tokens.len());
 /// # Ok::<(), rinfer_model::ModelError>(())
 /// ```

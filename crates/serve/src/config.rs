@@ -22,6 +22,8 @@ pub struct ServeConfig {
     pub threads: Option<usize>,
     /// Largest request body accepted, in bytes; larger ones get 413.
     pub max_body_bytes: usize,
+    /// Where the engine computes (`Auto`: the GPU when one is usable, else the CPU).
+    pub device: rinfer_model::DeviceRequest,
 }
 
 impl ServeConfig {
@@ -37,6 +39,7 @@ impl ServeConfig {
             queue: 64,
             threads: None,
             max_body_bytes: 2 << 20,
+            device: rinfer_model::DeviceRequest::Auto,
         }
     }
 }

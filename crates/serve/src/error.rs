@@ -24,6 +24,9 @@ pub enum ServeError {
         /// Why.
         source: rinfer_model::ModelError,
     },
+    /// The engine could not be set up (for instance `--device cuda` without a usable GPU).
+    #[error("cannot start the engine: {0}")]
+    Engine(rinfer_model::ModelError),
     /// The configuration is unusable.
     #[error("invalid server configuration: {0}")]
     Config(String),

@@ -81,10 +81,7 @@ impl Usage {
 
 /// OpenAI's name for a finish reason.
 pub fn finish_name(finish: FinishReason) -> &'static str {
-    match finish {
-        FinishReason::Stop => "stop",
-        FinishReason::Length => "length",
-    }
+    finish.api_name()
 }
 
 /// Log-probabilities in the endpoint's shape. `offset` is the byte offset of the first token

@@ -323,7 +323,8 @@ async fn models(State(state): State<Arc<AppState>>) -> Result<Response, ApiError
             "created": state.started,
             "owned_by": "rinfer",
             "context_length": settings.context,
-            "parallel": settings.parallel,
+            "parallel": settings.max_sequences,
+            "device": served.device.kind(),
             "chat_template": served.chat.source,
         }],
     }))

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rinfer_model::DeviceReport;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -15,7 +16,7 @@ use crate::config::ServeConfig;
 use crate::error::{ApiError, ServeError};
 use crate::metrics::Metrics;
 use crate::scheduler::job::Job;
-use crate::scheduler::{self, Ready};
+use crate::scheduler::{self, Ready, Started};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -26,6 +27,8 @@ const RUNTIME_THREADS: usize = 2;
 pub struct Served {
     /// The model and engine sizes.
     pub ready: Arc<Ready>,
+    /// Where the engine computes, and why.
+    pub device: DeviceReport,
     /// How chat requests become prompts.
     pub chat: ChatFormat,
     /// The id clients name.
@@ -132,7 +135,7 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
     let loader_state = Arc::clone(&state);
     tokio::spawn(async move {
         let error = match loaded_rx.await {
-            Ok(Ok(ready)) => match served(&loader_state.config, ready) {
+            Ok(Ok(started)) => match served(&loader_state.config, started) {
                 Ok(served) => {
                     tracing::info!(
                         model = %served.model_id,
@@ -190,7 +193,8 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
     Ok(())
 }
 
-fn served(config: &ServeConfig, ready: Arc<Ready>) -> Result<Served, ServeError> {
+fn served(config: &ServeConfig, started: Started) -> Result<Served, ServeError> {
+    let Started { ready, device } = started;
     let tokenizer = &ready.loaded.tokenizer;
     let text = |id: Option<u32>| {
         id.and_then(|id| tokenizer.token_piece(id))
@@ -205,6 +209,7 @@ fn served(config: &ServeConfig, ready: Arc<Ready>) -> Result<Served, ServeError>
     .map_err(|e| ServeError::Config(format!("chat template: {e}")))?;
     Ok(Served {
         ready,
+        device,
         chat,
         model_id: config.model_id.clone(),
     })

@@ -292,24 +292,15 @@ mod tests {
             prompt.len() > 2 && prompt[1..].iter().all(|&t| t >= 259),
             "{prompt:?}"
         );
-        let request = rinfer_model::GenerateRequest {
-            prompt,
-            max_tokens: 2,
-            sampling: rinfer_model::SamplingParams::greedy(),
-            stop: vec![],
-        };
-        let config = &loaded.model.config;
-        let mut cache = rinfer_model::KvCache::new(config, 16, 8);
-        let mut scratch = rinfer_model::Scratch::new(config, 8);
-        let out = rinfer_model::generate(
-            &loaded.model,
-            &loaded.tokenizer,
-            &request,
-            &mut cache,
-            &mut scratch,
-            |_| {},
+        let request = rinfer_model::Request::new(prompt, 2)
+            .with_sampling(rinfer_model::SamplingParams::greedy());
+        let mut engine = rinfer_model::Engine::new(
+            &loaded,
+            rinfer_model::EngineSettings::single(16),
+            rinfer_model::DeviceRequest::Cpu,
         )
         .unwrap();
+        let out = engine.generate(request, |_| {}).unwrap();
         assert!(!out.tokens.is_empty());
     }
 }

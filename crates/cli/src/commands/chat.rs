@@ -3,20 +3,20 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{Result, bail};
-use rinfer_model::GenerateRequest;
+use rinfer_model::Request;
 use rinfer_model::chat_template::ChatMessage;
 
-use crate::engine::{Engine, sampling_params};
+use crate::engine::{Session, sampling_params};
 use crate::options::ChatOptions;
 
 /// Runs the command until end of input or `/exit`.
 pub fn run(options: &ChatOptions) -> Result<()> {
-    let engine = Engine::start(&options.engine)?;
-    let loaded = &engine.loaded;
+    let session = Session::start(&options.engine)?;
+    let loaded = &session.loaded;
     let Some(template) = &loaded.chat_template else {
         bail!("this model has no chat template; use `rinfer run` instead");
     };
-    let (mut backend, _device) = engine.backend()?;
+    let mut engine = session.engine()?;
     let mut messages: Vec<ChatMessage> = options.system.iter().map(ChatMessage::system).collect();
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
@@ -35,20 +35,22 @@ pub fn run(options: &ChatOptions) -> Result<()> {
         let prompt = template.render(&messages, true)?;
         // The template writes BOS itself where the model wants it.
         let tokens = loaded.tokenizer.encode(&prompt, false, true)?;
-        let max_tokens = options
-            .max_tokens
-            .min(engine.context.saturating_sub(tokens.len()));
-        let request = GenerateRequest {
-            prompt: tokens,
-            max_tokens,
-            sampling: sampling_params(&options.sampling),
-            stop: Vec::new(),
-        };
-        let out = backend.generate(loaded, &request, |text| {
+        let room = session.context.saturating_sub(tokens.len());
+        if room == 0 {
+            bail!(
+                "the conversation ({} tokens) fills the context of {} tokens; start a new one or \
+                 raise --ctx",
+                tokens.len(),
+                session.context
+            );
+        }
+        let request = Request::new(tokens, options.max_tokens.min(room))
+            .with_sampling(sampling_params(&options.sampling));
+        let out = engine.generate(request, |text| {
             let _ = stdout.write_all(text.as_bytes());
             let _ = stdout.flush();
         })?;
-        writeln!(stdout)?;
+        let _ = writeln!(stdout);
         messages.push(ChatMessage::assistant(out.text));
     }
     Ok(())

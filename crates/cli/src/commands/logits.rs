@@ -4,14 +4,15 @@
 use anyhow::{Result, bail};
 use serde_json::json;
 
-use crate::backend::Backend;
-use crate::engine::Engine;
+use rinfer_model::EngineSettings;
+
+use crate::engine::Session;
 use crate::options::LogitsOptions;
 
 /// Runs the command.
 pub fn run(options: &LogitsOptions) -> Result<()> {
-    let engine = Engine::start(&options.engine)?;
-    let loaded = &engine.loaded;
+    let session = Session::start(&options.engine)?;
+    let loaded = &session.loaded;
     let tokens = match (&options.prompt, &options.tokens) {
         (Some(prompt), _) => loaded.tokenizer.encode(prompt, true, false)?,
         (None, Some(tokens)) => tokens.clone(),
@@ -22,11 +23,20 @@ pub fn run(options: &LogitsOptions) -> Result<()> {
     }
     let config = &loaded.model.config;
     let n = tokens.len();
-    if n > engine.context {
-        bail!("{n} tokens exceed the context of {} tokens", engine.context);
+    if n > session.context {
+        bail!(
+            "{n} tokens exceed the context of {} tokens",
+            session.context
+        );
     }
-    let (mut backend, device) = Backend::start(&engine, n, n, true)?;
-    let logits = backend.logits(loaded, &tokens)?;
+    let mut engine = session.engine_with(EngineSettings {
+        max_batch: n,
+        prefill_chunk: n,
+        score: true,
+        ..EngineSettings::single(n)
+    })?;
+    let logits = engine.score(&tokens)?;
+    let device = engine.device();
     let positions: Vec<_> = logits
         .chunks_exact(config.vocab_size)
         .map(|row| position_json(row, options.top_k))

@@ -3,10 +3,10 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use rinfer_model::GenerateRequest;
+use rinfer_model::Request;
 use serde_json::json;
 
-use crate::engine::{Engine, sampling_params};
+use crate::engine::{Session, sampling_params};
 use crate::options::RunOptions;
 
 /// Runs the command.
@@ -17,8 +17,8 @@ pub fn run(options: &RunOptions) -> Result<()> {
             .with_context(|| format!("cannot read the prompt file {}", file.display()))?,
         (None, None) => unreachable!("clap requires a prompt or a file"),
     };
-    let engine = Engine::start(&options.engine)?;
-    let loaded = &engine.loaded;
+    let session = Session::start(&options.engine)?;
+    let loaded = &session.loaded;
     let mut sampling = sampling_params(&options.sampling);
     if options.ignore_eos {
         let eog = loaded.tokenizer.eog_ids().iter();
@@ -26,26 +26,17 @@ pub fn run(options: &RunOptions) -> Result<()> {
             .logit_bias
             .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
     }
-    let request = GenerateRequest {
-        prompt: loaded.tokenizer.encode(&prompt, true, false)?,
-        max_tokens: options.max_tokens,
-        sampling,
-        stop: Vec::new(),
-    };
-    let (mut backend, device) = engine.backend()?;
+    let prompt = loaded.tokenizer.encode(&prompt, true, false)?;
+    let request = Request::new(prompt, options.max_tokens).with_sampling(sampling);
+    let mut engine = session.engine()?;
     if options.warmup
         && let Some(&first) = request.prompt.first()
     {
-        let warmup = GenerateRequest {
-            prompt: vec![first],
-            max_tokens: 1,
-            ..request.clone()
-        };
-        backend.generate(loaded, &warmup, |_| {})?;
+        engine.generate(Request::new(vec![first], 1), |_| {})?;
     }
     let mut stdout = std::io::stdout().lock();
     let stream = !options.json;
-    let out = backend.generate(loaded, &request, |text| {
+    let out = engine.generate(request, |text| {
         if stream {
             // A closed stdout (e.g. `| head`) ends output, not the program with a panic.
             let _ = stdout.write_all(text.as_bytes());
@@ -53,35 +44,35 @@ pub fn run(options: &RunOptions) -> Result<()> {
         }
     })?;
     let t = out.timings;
+    let device = engine.device();
     if options.json {
         let report = json!({
             "prompt_tokens": t.prompt_tokens,
             "tokens": out.tokens,
             "text": out.text,
-            "finish_reason": match out.finish {
-                rinfer_model::FinishReason::Stop => "stop",
-                rinfer_model::FinishReason::Length => "length",
-            },
+            "finish_reason": out.finish.api_name(),
             "timings": {
                 "device": device.kind(),
                 "device_detail": device.to_string(),
-                "load_s": engine.load_s,
+                "load_s": session.load_s,
                 "prefill_tok_s": t.prefill_tok_s(),
-                "decode_tok_s": t.decode_tok_s(),
+                "decode_tok_s": t.decode_tok_s().unwrap_or(0.0),
             },
         });
-        writeln!(stdout, "{report}")?;
+        let _ = writeln!(stdout, "{report}");
     } else {
-        writeln!(stdout)?;
+        let _ = writeln!(stdout);
     }
-    eprintln!(
-        "{} | load {:.2} s | prefill {} tokens at {:.1} tok/s | decode {} tokens at {:.1} tok/s",
+    let mut summary = format!(
+        "{} | load {:.2} s | prefill {} tokens at {:.1} tok/s",
         device.kind(),
-        engine.load_s,
+        session.load_s,
         t.prompt_tokens,
         t.prefill_tok_s(),
-        t.generated_tokens,
-        t.decode_tok_s()
     );
+    if let Some(rate) = t.decode_tok_s() {
+        summary += &format!(" | decode {} tokens at {rate:.1} tok/s", t.decoded_tokens());
+    }
+    eprintln!("{summary}");
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+pub use rinfer_model::TokenLogprob;
 use rinfer_model::{FinishReason, SamplingParams};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -21,17 +22,6 @@ pub struct Job {
     pub events: UnboundedSender<Event>,
     /// When the request arrived (for the time to first token).
     pub arrived: Instant,
-}
-
-/// The log-probability of one generated token and of the most likely alternatives.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TokenLogprob {
-    /// The token's bytes.
-    pub bytes: Vec<u8>,
-    /// Its natural-log probability under the model.
-    pub logprob: f32,
-    /// The most likely tokens at this position, most likely first: bytes and log-probability.
-    pub top: Vec<(Vec<u8>, f32)>,
 }
 
 /// What the engine reports about one request.

@@ -1,8 +1,7 @@
 //! Log-probabilities of the model's distribution (before any sampling filter or penalty).
 
-use rinfer_model::Tokenizer;
-
-use super::job::TokenLogprob;
+use super::request::TokenLogprob;
+use crate::tokenizer::Tokenizer;
 
 /// Prepares the log-probabilities of one logits row: returns a function that, given the token
 /// actually chosen, gives its entry with the `top` most likely alternatives.

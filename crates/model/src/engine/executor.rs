@@ -1,0 +1,190 @@
+//! Where the forward pass runs: the device is chosen here, once, for every front end. The CPU
+//! runs every sequence of a step in one batched pass; the GPU runs them one after another on
+//! its device-resident caches.
+
+use rinfer_cuda::{DeviceReport, DeviceRequest, GpuKvCache, GpuModel, LoadOptions, Resolved};
+
+use crate::error::ModelError;
+use crate::forward::{Logits, Model, SeqBatch};
+use crate::kv_cache::KvCache;
+use crate::scratch::Scratch;
+
+/// One sequence's keys and values, on the device that computes.
+pub(super) enum SeqCache {
+    Cpu(KvCache),
+    Cuda(GpuKvCache),
+}
+
+impl SeqCache {
+    pub(super) fn clear(&mut self) {
+        match self {
+            Self::Cpu(c) => c.clear(),
+            Self::Cuda(c) => c.clear(),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Self::Cpu(c) => c.len(),
+            Self::Cuda(c) => c.len(),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Self::Cpu(c) => c.bytes(),
+            Self::Cuda(_) => 0,
+        }
+    }
+}
+
+/// The compute state of the chosen device.
+pub(super) enum Executor {
+    Cpu {
+        /// Activation buffers, sized for the largest step.
+        scratch: Box<Scratch>,
+    },
+    Cuda {
+        gpu: Box<GpuModel>,
+        /// The logits rows of one step, `[sequences, vocab]`.
+        logits: Vec<f32>,
+    },
+}
+
+/// How big the buffers of an engine are.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sizes {
+    pub(super) context: usize,
+    pub(super) max_batch: usize,
+    pub(super) sequences: usize,
+    pub(super) all_logits: bool,
+}
+
+impl Executor {
+    /// Sets up the device `request` asks for, with `sizes.sequences` KV caches.
+    pub(super) fn start(
+        model: &Model,
+        request: DeviceRequest,
+        sizes: Sizes,
+    ) -> Result<(Self, Vec<SeqCache>, DeviceReport), ModelError> {
+        let options = LoadOptions {
+            ordinal: 0,
+            context: sizes.context,
+            max_batch: sizes.max_batch,
+            all_logits: sizes.all_logits,
+        };
+        let resolved =
+            rinfer_cuda::resolve(request, || GpuModel::load(&model.gpu_view(), &options))?;
+        let config = &model.config;
+        Ok(match resolved {
+            Resolved::Cuda(gpu) => {
+                let report = DeviceReport::Cuda(gpu.info().clone());
+                let caches = (0..sizes.sequences)
+                    .map(|_| gpu.new_cache().map(SeqCache::Cuda))
+                    .collect::<Result<_, _>>()?;
+                let logits = vec![0.0; sizes.sequences * config.vocab_size];
+                let gpu = Box::new(gpu);
+                (Self::Cuda { gpu, logits }, caches, report)
+            }
+            Resolved::Cpu { reason } => {
+                let logit_rows = if sizes.all_logits {
+                    sizes.max_batch
+                } else {
+                    sizes.sequences
+                };
+                let scratch = Scratch::with_logit_rows(config, sizes.max_batch, logit_rows);
+                let caches = (0..sizes.sequences)
+                    .map(|_| SeqCache::Cpu(KvCache::new(config, sizes.context, sizes.max_batch)))
+                    .collect();
+                let executor = Self::Cpu {
+                    scratch: Box::new(scratch),
+                };
+                (executor, caches, DeviceReport::Cpu { reason })
+            }
+        })
+    }
+
+    /// Runs each `(tokens, cache)` pair at the positions following its cache and returns one
+    /// logits row per pair (its last token's), concatenated. On an error no cache has grown.
+    pub(super) fn forward(
+        &mut self,
+        model: &Model,
+        batch: Vec<(&[u32], &mut SeqCache)>,
+    ) -> Result<&mut [f32], ModelError> {
+        match self {
+            Self::Cpu { scratch } => {
+                let mut seqs = Vec::with_capacity(batch.len());
+                for (tokens, cache) in batch {
+                    let SeqCache::Cpu(cache) = cache else {
+                        return Err(wrong_device());
+                    };
+                    seqs.push(SeqBatch {
+                        tokens,
+                        cache,
+                        logits: Logits::Last,
+                    });
+                }
+                model.forward_batch(&mut seqs, scratch)
+            }
+            Self::Cuda { gpu, logits } => {
+                let vocab = model.config.vocab_size;
+                let rows = batch.len();
+                let mut done: Vec<(&mut GpuKvCache, usize)> = Vec::with_capacity(rows);
+                for (i, (tokens, cache)) in batch.into_iter().enumerate() {
+                    let SeqCache::Cuda(cache) = cache else {
+                        return Err(wrong_device());
+                    };
+                    let before = cache.len();
+                    match gpu.forward(tokens, cache, rinfer_cuda::Logits::Last) {
+                        Ok(row) => logits[i * vocab..(i + 1) * vocab].copy_from_slice(row),
+                        Err(error) => {
+                            // Each sequence ran in its own pass: undo the ones that succeeded.
+                            for (cache, len) in done {
+                                cache.truncate(len);
+                            }
+                            return Err(error.into());
+                        }
+                    }
+                    done.push((cache, before));
+                }
+                Ok(&mut logits[..rows * vocab])
+            }
+        }
+    }
+
+    /// The logits of every position of `tokens`, `[n, vocab]`, computed into an empty `cache`.
+    pub(super) fn score(
+        &mut self,
+        model: &Model,
+        tokens: &[u32],
+        cache: &mut SeqCache,
+    ) -> Result<Vec<f32>, ModelError> {
+        cache.clear();
+        Ok(match (self, cache) {
+            (Self::Cpu { scratch }, SeqCache::Cpu(cache)) => {
+                model.forward(tokens, cache, scratch, Logits::All)?.to_vec()
+            }
+            (Self::Cuda { gpu, .. }, SeqCache::Cuda(cache)) => gpu
+                .forward(tokens, cache, rinfer_cuda::Logits::All)?
+                .to_vec(),
+            _ => return Err(wrong_device()),
+        })
+    }
+
+    /// Host bytes of the activation and logits buffers.
+    pub(super) fn scratch_bytes(&self) -> usize {
+        match self {
+            Self::Cpu { scratch } => scratch.bytes(),
+            Self::Cuda { logits, .. } => logits.len() * 4,
+        }
+    }
+}
+
+/// Host memory of the KV caches.
+pub(super) fn cache_bytes(caches: &[SeqCache]) -> usize {
+    caches.iter().map(SeqCache::bytes).sum()
+}
+
+fn wrong_device() -> ModelError {
+    ModelError::InvalidConfig("a KV cache of another device reached this executor".into())
+}

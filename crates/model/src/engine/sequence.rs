@@ -1,0 +1,177 @@
+//! One sequence's state machine: prompt → chunked prefill → decode → a finish reason, with its
+//! sampler, stop-string matcher and incremental detokenizer.
+
+use std::time::Instant;
+
+use super::logprobs;
+use super::request::{Event, FinishReason, Request, SeqId, Timings, TokenLogprob};
+use super::stop::StopMatcher;
+use crate::sampling::Sampler;
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+
+/// A sequence being prefilled or decoded.
+pub(super) struct Sequence<'t> {
+    pub(super) id: SeqId,
+    /// The KV slot it holds.
+    pub(super) slot: usize,
+    prompt: Vec<u32>,
+    max_tokens: usize,
+    logprobs: Option<usize>,
+    /// Prompt tokens already in the cache.
+    prefilled: usize,
+    /// The last sampled token, fed at the next step.
+    last: [u32; 1],
+    /// Generated tokens.
+    generated: Vec<u32>,
+    sampler: Sampler,
+    tokenizer: &'t Tokenizer,
+    stream: Option<StreamDecoder<'t>>,
+    stops: StopMatcher,
+    /// A copy of the logits row for the log-probabilities (sampling modifies the row).
+    logits_copy: Vec<f32>,
+    admitted: Instant,
+    first_token: Option<Instant>,
+    pub(super) finish: Option<FinishReason>,
+    /// Whether the forward pass failed on it (it reports no `Finished`).
+    pub(super) failed: bool,
+}
+
+/// What sampling one token produced, to be reported in order after a parallel step.
+pub(super) struct Sampled {
+    token: u32,
+    text: String,
+    logprob: Option<TokenLogprob>,
+}
+
+impl<'t> Sequence<'t> {
+    /// Starts `request` in KV slot `slot` (whose cache the caller cleared).
+    pub(super) fn new(
+        id: SeqId,
+        slot: usize,
+        request: Request,
+        tokenizer: &'t Tokenizer,
+        vocab: usize,
+    ) -> Self {
+        let mut params = request.sampling;
+        if !request.penalize_prompt {
+            params.penalty_last_n = request.max_tokens;
+        }
+        let mut sampler = Sampler::new(params, vocab);
+        if request.penalize_prompt {
+            request.prompt.iter().for_each(|&t| sampler.accept(t));
+        }
+        Self {
+            id,
+            slot,
+            max_tokens: request.max_tokens,
+            logprobs: request.logprobs,
+            prefilled: 0,
+            last: [0],
+            generated: Vec::with_capacity(request.max_tokens.min(4096)),
+            sampler,
+            tokenizer,
+            stream: Some(tokenizer.stream_decoder()),
+            stops: StopMatcher::new(request.stop),
+            logits_copy: Vec::new(),
+            admitted: Instant::now(),
+            first_token: None,
+            finish: None,
+            failed: false,
+            prompt: request.prompt,
+        }
+    }
+
+    /// Prompt tokens not yet in the cache.
+    pub(super) fn prompt_left(&self) -> usize {
+        self.prompt.len() - self.prefilled
+    }
+
+    /// The tokens to run this step: a chunk of at most `budget` prompt tokens, or the last
+    /// sampled token.
+    pub(super) fn next_tokens(&self, budget: usize) -> &[u32] {
+        if self.prompt_left() > 0 {
+            let take = self.prompt_left().min(budget);
+            &self.prompt[self.prefilled..self.prefilled + take]
+        } else {
+            &self.last
+        }
+    }
+
+    /// Records that `n` tokens from [`Self::next_tokens`] ran; returns whether the logits row
+    /// that came out is for sampling (the prompt is complete).
+    pub(super) fn advance(&mut self, n: usize) -> bool {
+        if self.prompt_left() > 0 {
+            self.prefilled += n;
+        }
+        self.prompt_left() == 0
+    }
+
+    /// Samples the next token from this sequence's logits `row` (which sampling may modify),
+    /// decides whether the sequence is finished, and returns what to report.
+    pub(super) fn sample(&mut self, row: &mut [f32]) -> Sampled {
+        let logprob_of = self.logprobs.map(|top| {
+            self.logits_copy.clear();
+            self.logits_copy.extend_from_slice(row);
+            logprobs::of_row(&self.logits_copy, top, self.tokenizer)
+        });
+        let token = self.sampler.sample(row);
+        let logprob = logprob_of.map(|f| f(token));
+        self.sampler.accept(token);
+        self.last = [token];
+        self.generated.push(token);
+        self.first_token.get_or_insert_with(Instant::now);
+
+        let mut text = String::new();
+        let mut emit = |piece: &str| text.push_str(piece);
+        if self.tokenizer.is_eog(token) {
+            self.stops.flush(&mut emit);
+            self.finish = Some(FinishReason::EndOfGeneration);
+        } else if let Some(piece) = self.stream.as_mut().and_then(|s| s.push(token))
+            && self.stops.push(&piece, &mut emit)
+        {
+            self.finish = Some(FinishReason::StopString);
+        } else if self.generated.len() >= self.max_tokens {
+            if let Some(rest) = self.stream.take().and_then(StreamDecoder::finish)
+                && self.stops.push(&rest, &mut emit)
+            {
+                self.finish = Some(FinishReason::StopString);
+            } else {
+                self.stops.flush(&mut emit);
+                self.finish = Some(FinishReason::Length);
+            }
+        }
+        Sampled {
+            token,
+            text,
+            logprob,
+        }
+    }
+
+    /// The event reporting `sampled`.
+    pub(super) fn token_event(&self, sampled: Sampled) -> Event {
+        Event::Token {
+            id: self.id,
+            token: sampled.token,
+            text: sampled.text,
+            logprob: sampled.logprob,
+        }
+    }
+
+    /// The event reporting the end of this sequence (`reason` overrides its own, for a
+    /// cancellation).
+    pub(super) fn finished_event(self, reason: FinishReason) -> Event {
+        let now = Instant::now();
+        let first = self.first_token.unwrap_or(now);
+        Event::Finished {
+            id: self.id,
+            reason,
+            timings: Timings {
+                prefill_s: (first - self.admitted).as_secs_f64(),
+                decode_s: (now - first).as_secs_f64(),
+                prompt_tokens: self.prompt.len(),
+                generated_tokens: self.generated.len(),
+            },
+            tokens: self.generated,
+        }
+    }
+}
