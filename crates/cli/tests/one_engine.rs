@@ -73,7 +73,7 @@ fn run_the_library_engine_and_the_server_agree_greedy_and_seeded() {
         let response = server.post(
             "/v1/completions",
             &json!({
-                "model": "m",
+                "model": "gemma3-tiny-q4_k_m",
                 "prompt": PROMPT,
                 "max_tokens": MAX_TOKENS,
                 "temperature": temperature,

@@ -49,6 +49,10 @@ pub(super) enum Executor {
         /// The logits rows of one step, `[sequences, vocab]`.
         logits: Vec<f32>,
     },
+    /// Tests only: `inner`, except that a pass holding the token `poison` panics, as a bug in
+    /// a kernel would.
+    #[cfg(test)]
+    Faulty { inner: Box<Executor>, poison: u32 },
 }
 
 /// How big the buffers of an engine are.
@@ -149,6 +153,13 @@ impl Executor {
                 }
                 Ok(&mut logits[..rows * vocab])
             }
+            #[cfg(test)]
+            Self::Faulty { inner, poison } => {
+                if batch.iter().any(|(tokens, _)| tokens.contains(poison)) {
+                    panic!("a poisoned token reached the forward pass");
+                }
+                inner.forward(model, batch)
+            }
         }
     }
 
@@ -167,6 +178,8 @@ impl Executor {
             (Self::Cuda { gpu, .. }, SeqCache::Cuda(cache)) => gpu
                 .forward(tokens, cache, rinfer_cuda::Logits::All)?
                 .to_vec(),
+            #[cfg(test)]
+            (Self::Faulty { inner, .. }, cache) => inner.score(model, tokens, cache)?,
             _ => return Err(wrong_device()),
         })
     }
@@ -176,6 +189,8 @@ impl Executor {
         match self {
             Self::Cpu { scratch } => scratch.bytes(),
             Self::Cuda { logits, .. } => logits.len() * 4,
+            #[cfg(test)]
+            Self::Faulty { inner, .. } => inner.scratch_bytes(),
         }
     }
 }

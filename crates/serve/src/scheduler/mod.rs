@@ -68,23 +68,27 @@ pub fn run(engine: &mut Engine<'_>, jobs: &Receiver<Job>, metrics: &Metrics, sto
             admit(engine, job, &mut running, metrics);
         }
         cancel_abandoned(engine, &mut running, metrics);
-        if !engine.is_busy() {
-            continue;
+        if engine.is_busy() {
+            let started = Instant::now();
+            let rows = engine.step(|event| relay(event, &mut running, metrics));
+            tracing::debug!(
+                rows,
+                step_ms = started.elapsed().as_secs_f64() * 1e3,
+                "step"
+            );
         }
-        let started = Instant::now();
-        let rows = engine.step(|event| relay(event, &mut running, metrics));
-        tracing::debug!(
-            rows,
-            step_ms = started.elapsed().as_secs_f64() * 1e3,
-            "step"
-        );
-        metrics
-            .running
-            .store(engine.running() as i64, Ordering::Relaxed);
-        metrics
-            .kv_used
-            .store(engine.cached_positions() as i64, Ordering::Relaxed);
+        publish_occupancy(engine, metrics);
     }
+}
+
+/// Sets the gauges of running sequences and used KV positions.
+fn publish_occupancy(engine: &Engine<'_>, metrics: &Metrics) {
+    metrics
+        .running
+        .store(engine.running() as i64, Ordering::Relaxed);
+    metrics
+        .kv_used
+        .store(engine.cached_positions() as i64, Ordering::Relaxed);
 }
 
 /// Starts `job` in the engine, or answers it with the engine's refusal.
@@ -134,9 +138,7 @@ fn admit(
             let _ = events.send(Event::Failed(error.to_string()));
         }
     }
-    metrics
-        .running
-        .store(engine.running() as i64, Ordering::Relaxed);
+    publish_occupancy(engine, metrics);
 }
 
 /// Ends the sequences whose clients closed their channel.
