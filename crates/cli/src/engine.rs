@@ -57,6 +57,7 @@ impl Engine {
         let load_s = start.elapsed().as_secs_f64();
         let trained = loaded.model.config.context_length;
         let context = options.ctx.unwrap_or(trained.min(DEFAULT_CONTEXT)).max(1);
+        crate::limits::check_run_fits(&loaded.model, context, 1, PREFILL_BATCH.min(context), 1)?;
         Ok(Self {
             loaded,
             load_s,
@@ -115,13 +116,5 @@ impl Engine {
 
 /// The sampling parameters the options describe.
 pub fn sampling_params(options: &SamplingOptions) -> SamplingParams {
-    SamplingParams {
-        temperature: options.temperature,
-        top_k: options.top_k,
-        top_p: options.top_p,
-        min_p: options.min_p,
-        repeat_penalty: options.repeat_penalty,
-        seed: options.seed,
-        ..SamplingParams::default()
-    }
+    options.params()
 }

@@ -3,6 +3,13 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// The most sequences decoded together.
+pub const MAX_PARALLEL: usize = 1024;
+/// The most requests that may wait for a free sequence.
+pub const MAX_QUEUE: usize = 1 << 16;
+/// The most compute threads: more than this only adds contention.
+pub const MAX_THREADS: usize = 1024;
+
 /// How to serve a model.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -38,5 +45,24 @@ impl ServeConfig {
             threads: None,
             max_body_bytes: 2 << 20,
         }
+    }
+
+    /// Refuses sizes no server can hold, naming the option and its bound: `parallel` and
+    /// `queue` from 1, `context` from 1 to [`rinfer_model::MAX_CONTEXT`], `threads` from 1.
+    /// The memory the sizes need is checked against the machine once the model is loaded.
+    pub fn validate(&self) -> Result<(), String> {
+        let check = |name: &str, value: usize, max: usize| match (1..=max).contains(&value) {
+            true => Ok(()),
+            false => Err(format!("{name} {value} is outside 1..={max}")),
+        };
+        check("--parallel", self.parallel, MAX_PARALLEL)?;
+        check("--queue", self.queue, MAX_QUEUE)?;
+        if let Some(context) = self.context {
+            check("--ctx", context, rinfer_model::MAX_CONTEXT)?;
+        }
+        if let Some(threads) = self.threads {
+            check("--threads", threads, MAX_THREADS)?;
+        }
+        Ok(())
     }
 }

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use rinfer_model::GenerateRequest;
 use serde_json::json;
 
@@ -13,8 +13,7 @@ use crate::options::RunOptions;
 pub fn run(options: &RunOptions) -> Result<()> {
     let prompt = match (&options.prompt, &options.file) {
         (Some(prompt), _) => prompt.clone(),
-        (None, Some(file)) => std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the prompt file {}", file.display()))?,
+        (None, Some(file)) => crate::limits::read_prompt_file(file)?,
         (None, None) => unreachable!("clap requires a prompt or a file"),
     };
     let engine = Engine::start(&options.engine)?;
