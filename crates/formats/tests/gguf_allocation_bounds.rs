@@ -76,9 +76,7 @@ fn arrays_that_together_pass_the_value_limit_are_refused() {
         bytes.extend(u8_array_entry(&format!("array.{i}"), each));
         bytes.resize(bytes.len() + each as usize, 0);
     }
-    let err = GgufHeader::parse(&bytes)
-        .err()
-        .expect("the header is refused");
+    let err = GgufHeader::parse(&bytes).expect_err("the header is refused");
     assert!(over_limit(&err), "{err}");
 }
 
@@ -98,9 +96,7 @@ fn an_array_count_the_file_cannot_back_is_refused() {
     let mut bytes = header(0, 1);
     bytes.extend(u8_array_entry("array", 1000));
     bytes.resize(bytes.len() + 999, 0);
-    let err = GgufHeader::parse(&bytes)
-        .err()
-        .expect("the header is refused");
+    let err = GgufHeader::parse(&bytes).expect_err("the header is refused");
     assert!(
         matches!(err, GgufError::ImpossibleCount { count: 1000, .. }),
         "{err}"
