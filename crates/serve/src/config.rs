@@ -66,3 +66,55 @@ impl ServeConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_no_server_can_hold_are_refused_naming_the_option() {
+        let base = ServeConfig::new("m.gguf".into(), "m".into());
+        assert_eq!(base.validate(), Ok(()));
+        let cases = [
+            (
+                "--parallel",
+                ServeConfig {
+                    parallel: 100_000,
+                    ..base.clone()
+                },
+            ),
+            (
+                "--parallel",
+                ServeConfig {
+                    parallel: 0,
+                    ..base.clone()
+                },
+            ),
+            (
+                "--queue",
+                ServeConfig {
+                    queue: usize::MAX,
+                    ..base.clone()
+                },
+            ),
+            (
+                "--ctx",
+                ServeConfig {
+                    context: Some(1 << 62),
+                    ..base.clone()
+                },
+            ),
+            (
+                "--threads",
+                ServeConfig {
+                    threads: Some(1_000_000),
+                    ..base.clone()
+                },
+            ),
+        ];
+        for (option, config) in cases {
+            let err = config.validate().unwrap_err();
+            assert!(err.starts_with(option), "{err}");
+        }
+    }
+}
