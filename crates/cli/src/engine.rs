@@ -9,6 +9,7 @@ use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel, SamplingP
 
 use crate::commands::fetch::default_model_path_or_fetch;
 use crate::options::{EngineOptions, SamplingOptions};
+use crate::stderr::report;
 
 /// The largest context used when the user gives none.
 const DEFAULT_CONTEXT: usize = 4096;
@@ -68,11 +69,14 @@ impl Session {
     pub fn engine_with(&self, settings: EngineSettings) -> Result<Engine<'_>> {
         let request = self.options.device.unwrap_or(DeviceRequest::Auto);
         let engine = Engine::new(&self.loaded, settings, request).with_context(|| {
-            format!("cannot set up the engine on the requested device (--device {request})")
+            format!(
+                "cannot start the engine (--ctx {}, --device {request})",
+                settings.context
+            )
         })?;
         let on_gpu = engine.device().kind() == "cuda";
         if self.options.verbose || self.options.device.is_some() || on_gpu {
-            eprintln!("device: {}", engine.device());
+            report!("device: {}", engine.device());
         }
         if self.options.verbose {
             self.print_memory_plan(&engine);
@@ -84,32 +88,24 @@ impl Session {
         let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
         let weights = self.loaded.model.weights.bytes_by_type();
         let total: usize = weights.iter().map(|(_, b)| b).sum();
-        eprintln!("memory plan:");
-        eprintln!(
+        report!("memory plan:");
+        report!(
             "  weights (memory-mapped, not copied): {:.1} MiB",
             mib(total)
         );
         for (ty, bytes) in weights {
-            eprintln!("    {:<8} {:>10.1} MiB", ty.name(), mib(bytes));
+            report!("    {:<8} {:>10.1} MiB", ty.name(), mib(bytes));
         }
-        eprintln!(
+        report!(
             "  KV cache (f32, {} positions): {:.1} MiB",
             engine.settings().context,
             mib(engine.kv_bytes())
         );
-        eprintln!("  scratch buffers: {:.1} MiB", mib(engine.scratch_bytes()));
+        report!("  scratch buffers: {:.1} MiB", mib(engine.scratch_bytes()));
     }
 }
 
 /// The sampling parameters the options describe.
 pub fn sampling_params(options: &SamplingOptions) -> SamplingParams {
-    SamplingParams {
-        temperature: options.temperature,
-        top_k: options.top_k,
-        top_p: options.top_p,
-        min_p: options.min_p,
-        repeat_penalty: options.repeat_penalty,
-        seed: options.seed,
-        ..SamplingParams::default()
-    }
+    options.params()
 }

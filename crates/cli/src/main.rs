@@ -3,8 +3,10 @@
 
 mod commands;
 mod engine;
+mod limits;
 mod model_cache;
 mod options;
+mod stderr;
 mod stdout;
 
 use std::process::ExitCode;
@@ -14,19 +16,25 @@ use clap::Parser;
 
 use crate::commands::fetch::default_model_path_or_fetch;
 use crate::options::{CommandOptions, Options};
+use crate::stderr::report;
 
 fn main() -> ExitCode {
     match run(Options::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // `{:#}` joins the whole context chain with ": " on one line.
-            eprintln!("error: {error:#}");
+            report!("error: {error:#}");
             ExitCode::FAILURE
         }
     }
 }
 
 fn run(options: Options) -> Result<()> {
+    match &options.command {
+        CommandOptions::Run(run) => limits::check_sampling(&run.sampling.params())?,
+        CommandOptions::Chat(chat) => limits::check_sampling(&chat.sampling.params())?,
+        _ => {}
+    }
     match options.command {
         CommandOptions::Fetch => commands::fetch::run(),
         CommandOptions::Inspect(inspect) => {

@@ -4,6 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use rinfer_cuda::DeviceRequest;
+use rinfer_model::SamplingParams;
+
+use crate::limits;
 
 /// Everything given on the command line (`about` comes from the crate description).
 #[derive(Parser)]
@@ -38,16 +41,16 @@ pub enum CommandOptions {
 pub struct EngineOptions {
     /// A GGUF model file or a Hugging Face model directory; the default model (fetched on
     /// first use) when left out.
-    #[arg(long, short = 'm')]
+    #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
     pub model: Option<PathBuf>,
     /// Print the memory plan (weights per type, KV cache, scratch) to stderr.
     #[arg(long, short = 'v')]
     pub verbose: bool,
-    /// Worker threads (default: all cores).
-    #[arg(long, short = 't')]
+    /// Worker threads (default: all cores; at most 4 per core).
+    #[arg(long, short = 't', value_parser = limits::parse_threads)]
     pub threads: Option<usize>,
     /// Context size in tokens (default: the model's, at most 4096).
-    #[arg(long)]
+    #[arg(long, value_parser = limits::parse_context)]
     pub ctx: Option<usize>,
     /// Where to compute: `cpu`, `cuda` (GPU 0; an error if unusable) or `auto`, the default
     /// (the GPU when one is usable, else the CPU; the reason is printed when `auto` is given
@@ -79,17 +82,33 @@ pub struct SamplingOptions {
     pub seed: u64,
 }
 
+impl SamplingOptions {
+    /// The sampling parameters these options describe (not yet checked: see
+    /// [`limits::check_sampling`]).
+    pub fn params(&self) -> SamplingParams {
+        SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            seed: self.seed,
+            ..SamplingParams::default()
+        }
+    }
+}
+
 /// Options of `rinfer run`.
 #[derive(Args)]
 pub struct RunOptions {
     /// The prompt.
     #[arg(conflicts_with = "file", required_unless_present = "file")]
     pub prompt: Option<String>,
-    /// Read the prompt from this file.
-    #[arg(long, short = 'f')]
+    /// Read the prompt from this file (a regular file of at most 64 MiB).
+    #[arg(long, short = 'f', value_parser = limits::parse_prompt_file)]
     pub file: Option<PathBuf>,
     /// Tokens to generate.
-    #[arg(short = 'n', long = "max-tokens", default_value_t = 128)]
+    #[arg(short = 'n', long = "max-tokens", default_value_t = 128, value_parser = limits::parse_max_tokens)]
     pub max_tokens: usize,
     /// Print one JSON object (prompt tokens, generated tokens, text, timings) at the end.
     #[arg(long)]
@@ -111,7 +130,7 @@ pub struct RunOptions {
 #[derive(Args)]
 pub struct ChatOptions {
     /// Most tokens per answer.
-    #[arg(short = 'n', long = "max-tokens", default_value_t = 512)]
+    #[arg(short = 'n', long = "max-tokens", default_value_t = 512, value_parser = limits::parse_max_tokens)]
     pub max_tokens: usize,
     /// A system prompt.
     #[arg(long)]
@@ -128,7 +147,7 @@ pub struct TokenizeOptions {
     /// The text.
     pub text: String,
     /// A GGUF model or vocabulary-only file; the default model when left out.
-    #[arg(long, short = 'm')]
+    #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
     pub model: Option<PathBuf>,
     /// Print `{"tokens": [...]}`.
     #[arg(long)]
@@ -155,6 +174,7 @@ pub struct LogitsOptions {
 #[derive(Args)]
 pub struct InspectOptions {
     /// The model file; the default model (fetched on first use) when left out.
+    #[arg(value_parser = limits::parse_model_path)]
     pub path: Option<PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -168,7 +188,7 @@ pub struct InspectOptions {
 #[derive(Args)]
 pub struct ServeOptions {
     /// A GGUF model file or a Hugging Face model directory; the default model when left out.
-    #[arg(long, short = 'm')]
+    #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
     pub model: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
@@ -177,16 +197,16 @@ pub struct ServeOptions {
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// Context size of each sequence in tokens (default: the model's, at most 4096).
-    #[arg(long)]
+    #[arg(long, value_parser = limits::parse_context)]
     pub ctx: Option<usize>,
     /// Sequences decoded together, each with its own KV cache.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = limits::parse_parallel)]
     pub parallel: usize,
     /// Requests that may wait for a free sequence; more get 503 with Retry-After.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = limits::parse_queue)]
     pub queue: usize,
-    /// Compute threads (default: all cores).
-    #[arg(long, short = 't')]
+    /// Compute threads (default: all cores; at most 4 per core).
+    #[arg(long, short = 't', value_parser = limits::parse_threads)]
     pub threads: Option<usize>,
     /// Where to compute: `cpu`, `cuda` (GPU 0; an error if unusable) or `auto` (the GPU when
     /// one is usable, else the CPU, with the reason logged).

@@ -1,7 +1,9 @@
 //! The `rinfer` binary as users run it: exit codes, one-line errors, JSON outputs.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod serve_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -157,4 +159,235 @@ fn a_file_without_weights_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("token_embd.weight"), "{stderr}");
+}
+
+/// Runs `rinfer ARGS`, failing the test if it has not exited after `seconds` (a hang).
+fn rinfer_within(seconds: u64, args: &[&str]) -> Output {
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the rinfer binary runs");
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("rinfer {args:?} still runs after {seconds} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Asserts `out` failed with a clear message containing `expected`, without a panic.
+fn assert_refused(out: &Output, expected: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        matches!(out.status.code(), Some(1 | 2)),
+        "status {:?}: {stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains(expected),
+        "expected {expected:?} in: {stderr}"
+    );
+}
+
+/// The gpt2 fixture with its `gpt2.context_length` replaced, written into `dir`.
+fn gpt2_claiming_context(dir: &Path, context: u32) -> String {
+    use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue};
+    let file = GgufFile::open(fixtures().join("models/gpt2-tiny-q2_k.gguf")).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        let value = match key {
+            "gpt2.context_length" => MetadataValue::U32(context),
+            _ => value.clone(),
+        };
+        writer.add_metadata(key, value).unwrap();
+    }
+    for t in file.tensors() {
+        writer
+            .add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
+            .unwrap();
+    }
+    let path = dir.join("gpt2-claims-4096.gguf");
+    writer.write_file(&path).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_context_past_the_learned_position_table_is_refused_not_a_panic() {
+    let model = path("models/gpt2-tiny-q2_k.gguf");
+    let out = rinfer_within(
+        120,
+        &[
+            "run",
+            "-m",
+            &model,
+            "--ctx",
+            "1024",
+            "-n",
+            "700",
+            "--ignore-eos",
+            "hi",
+        ],
+    );
+    assert_refused(&out, "at most 512");
+}
+
+#[test]
+fn a_model_claiming_more_context_than_its_position_table_runs_within_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = gpt2_claiming_context(dir.path(), 4096);
+    let out = rinfer_within(120, &["run", "-m", &model, "-n", "8", "hi", "--json"]);
+    assert!(json_of(&out)["tokens"].is_array());
+    // The default context is the table's 512 positions: a longer generation is refused.
+    let out = rinfer_within(
+        120,
+        &["run", "-m", &model, "-n", "600", "--ignore-eos", "hi"],
+    );
+    assert_refused(&out, "context of 512 tokens");
+}
+
+#[test]
+fn numeric_options_beyond_their_limits_are_refused_naming_the_limit() {
+    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    let cases: &[&[&str]] = &[
+        &["run", "-m", &model, "--ctx", "1000000000", "hi"],
+        &["run", "-m", &model, "--ctx", "4611686018427387904", "hi"],
+        &["run", "-m", &model, "--ctx", "0", "hi"],
+        &["run", "-m", &model, "-t", "1000000", "hi"],
+        &["run", "-m", &model, "-n", "18446744073709551615", "hi"],
+        &["serve", "-m", &model, "--parallel", "100000"],
+        &["serve", "-m", &model, "--queue", "18446744073709551615"],
+    ];
+    for args in cases {
+        let out = rinfer_within(30, args);
+        assert_refused(&out, "is outside");
+    }
+}
+
+#[test]
+fn a_context_beyond_the_available_memory_is_refused_before_allocating() {
+    // qwen3-tiny keeps 4 KiB of keys and values per position: 2^24 positions need 64 GiB.
+    let needed: u64 = 64 << 30;
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m
+                .lines()
+                .find(|l| l.starts_with("MemAvailable:"))?
+                .to_string();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map(|kib| kib * 1024);
+    if available.is_none_or(|a| a >= needed) {
+        eprintln!("skipped: this machine has {available:?} bytes available");
+        return;
+    }
+    let model = path("models/qwen3-tiny-q5_k_m.gguf");
+    let out = rinfer_within(60, &["run", "-m", &model, "--ctx", "16777216", "hi"]);
+    assert_refused(&out, "MiB of memory is available");
+}
+
+#[test]
+fn sampling_options_out_of_range_are_refused_as_the_server_refuses_them() {
+    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    for (flag, value) in [
+        ("--temperature", "NaN"),
+        ("--temperature", "-1"),
+        ("--top-p", "0"),
+        ("--top-p", "NaN"),
+        ("--min-p", "2"),
+        ("--repeat-penalty", "-1"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let out = rinfer_within(30, &["run", "-m", &model, &arg, "hi"]);
+        assert_refused(&out, flag);
+    }
+}
+
+#[test]
+fn a_closed_stderr_does_not_turn_an_error_into_a_panic() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .args(["inspect", "/nonexistent/model.gguf"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end: the error message meets a broken pipe.
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{status:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_and_devices_are_refused_as_model_or_prompt_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let fifo = fifo.display().to_string();
+    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+
+    assert_refused(
+        &rinfer_within(30, &["run", "-m", &fifo, "hi"]),
+        "not a regular file",
+    );
+    assert_refused(
+        &rinfer_within(30, &["inspect", &fifo]),
+        "not a regular file",
+    );
+    for prompt in [fifo.as_str(), "/dev/zero"] {
+        let out = rinfer_within(30, &["run", "-m", &model, "-f", prompt]);
+        assert_refused(&out, "not a regular file");
+    }
+}
+
+#[test]
+fn a_prompt_file_over_the_size_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.txt");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len((64 << 20) + 1)
+        .unwrap();
+    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    let out = rinfer_within(30, &["run", "-m", &model, "-f", &big.display().to_string()]);
+    assert_refused(&out, "64 MiB");
+}
+
+#[test]
+fn an_error_names_its_cause_once() {
+    let out = rinfer_within(30, &["run", "-m", "/nonexistent/model.gguf", "hi"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
+    let out = rinfer_within(
+        30,
+        &["serve", "-m", "/nonexistent/model.gguf", "--port", "0"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("cannot access").count(), 1, "{stderr}");
+}
+
+#[test]
+fn serve_logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let server = serve_support::Server::start(&[
+        "--model",
+        &path("models/gemma3-tiny-q4_k_m.gguf"),
+        "--ctx",
+        "64",
+    ]);
+    let log = server.log.lock().unwrap().join("\n");
+    assert!(log.contains("listening on"), "{log}");
+    assert!(!log.contains('\u{1b}'), "{log:?}");
 }

@@ -68,6 +68,21 @@ pub enum GgufError {
         /// Bytes left after it.
         available: u64,
     },
+    /// A count that the file could hold but rinfer refuses, so that a small (or sparse) file
+    /// cannot make it allocate without bound.
+    #[error(
+        "{what} of {count} at offset {offset} is over rinfer's limit of {limit}; no model needs that many"
+    )]
+    CountOverLimit {
+        /// What was counted.
+        what: &'static str,
+        /// The count claimed by the file (for a total, the count reached so far).
+        count: u64,
+        /// Where the count is stored.
+        offset: u64,
+        /// The largest count accepted.
+        limit: u64,
+    },
     /// A string that is not UTF-8.
     #[error("{what} at offset {offset} is not valid UTF-8")]
     InvalidUtf8 {

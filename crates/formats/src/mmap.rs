@@ -10,7 +10,18 @@ use memmap2::Mmap;
 /// The map is private to this process; a model file changed underneath a running process is
 /// outside what rinfer supports, as in every mmap-based engine.
 pub(crate) fn map_file(path: &Path) -> std::io::Result<Mmap> {
+    // Opening a FIFO blocks until a writer comes, and a device has no end: refuse both before
+    // opening, and check again what was opened.
+    let regular = |meta: std::fs::Metadata| match meta.is_file() {
+        true => Ok(()),
+        false => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, device or directory cannot be mapped)",
+        )),
+    };
+    regular(std::fs::metadata(path)?)?;
     let file = File::open(path)?;
+    regular(file.metadata()?)?;
     // SAFETY: the map is read-only and we never hand out mutable access. Another process
     // truncating or rewriting the file while it is mapped is the one hazard, and like
     // llama.cpp we document it rather than copy multi-gigabyte weights into memory.

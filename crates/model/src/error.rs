@@ -83,6 +83,32 @@ pub enum ModelError {
     /// The CUDA backend failed (see `rinfer-cuda`).
     #[error(transparent)]
     Cuda(#[from] rinfer_cuda::CudaError),
+    /// More positions than a model with learned positions has rows in its position table.
+    #[error(
+        "{needed} positions exceed the {limit} this model learned (rows of position_embd.weight); use a context of at most {limit} tokens"
+    )]
+    PositionsExceeded {
+        /// Positions asked for.
+        needed: usize,
+        /// Rows of the position table.
+        limit: usize,
+    },
+    /// Buffers whose size overflows the address space.
+    #[error("{what} is too large to address")]
+    SizeOverflow {
+        /// The buffers and the sizes asked for.
+        what: String,
+    },
+    /// Buffers larger than the memory this machine has available.
+    #[error("{what} needs {needed_mib} MiB, but only {available_mib} MiB of memory is available")]
+    NotEnoughMemory {
+        /// The buffers and the sizes asked for.
+        what: String,
+        /// MiB they need.
+        needed_mib: u64,
+        /// MiB available (`MemAvailable` of /proc/meminfo).
+        available_mib: u64,
+    },
     /// A token id outside the vocabulary.
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange {

@@ -142,7 +142,8 @@ impl Model {
         Ok(&mut scratch.logits[..rows * self.config.vocab_size])
     }
 
-    /// Rejects tokens outside the vocabulary and a cache too small for them.
+    /// Rejects tokens outside the vocabulary, a cache too small for them, and positions past a
+    /// learned position table.
     fn check(&self, tokens: &[u32], cache: &KvCache) -> Result<(), ModelError> {
         let c = &self.config;
         if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
@@ -157,6 +158,12 @@ impl Model {
                 requested: tokens.len(),
                 context: cache.context(),
             });
+        }
+        let needed = cache.len() + tokens.len();
+        if let Some(limit) = self.position_limit()
+            && needed > limit
+        {
+            return Err(ModelError::PositionsExceeded { needed, limit });
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! The key/value cache of one sequence, allocated once.
 
 use crate::config::ModelConfig;
+use crate::error::ModelError;
 
 /// Keys and values of one layer: `[slots, kv_dim]` each. Sliding-window layers keep a ring of
 /// `window + max_batch` slots; full layers keep one slot per context position.
@@ -20,14 +21,29 @@ pub struct KvCache {
 
 impl KvCache {
     /// A cache for `context` positions, fed in batches of at most `max_batch` tokens.
+    ///
+    /// # Panics
+    ///
+    /// If the size overflows (see [`KvCache::try_new`], which returns that as an error).
     pub fn new(config: &ModelConfig, context: usize, max_batch: usize) -> Self {
+        Self::try_new(config, context, max_batch).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A cache for `context` positions, fed in batches of at most `max_batch` tokens, or an
+    /// error when its size overflows. It does not check the memory available: see
+    /// [`crate::MemoryPlan`] for that.
+    pub fn try_new(
+        config: &ModelConfig,
+        context: usize,
+        max_batch: usize,
+    ) -> Result<Self, ModelError> {
+        Self::bytes_for(config, context, max_batch).ok_or_else(|| ModelError::SizeOverflow {
+            what: format!("a KV cache of {context} positions"),
+        })?;
         let kv_dim = config.kv_dim();
         let layers = (0..config.layers)
             .map(|layer| {
-                let slots = match config.window_of(layer) {
-                    Some(window) => (window + max_batch).min(context),
-                    None => context,
-                };
+                let slots = Self::slots(config, layer, context, max_batch);
                 LayerCache {
                     keys: vec![0.0; slots * kv_dim],
                     values: vec![0.0; slots * kv_dim],
@@ -35,12 +51,35 @@ impl KvCache {
                 }
             })
             .collect();
-        Self {
+        Ok(Self {
             layers,
             kv_dim,
             context,
             len: 0,
+        })
+    }
+
+    /// Positions `layer` keeps: a ring of `window + max_batch` slots on sliding-window layers,
+    /// every position on the others.
+    fn slots(config: &ModelConfig, layer: usize, context: usize, max_batch: usize) -> usize {
+        match config.window_of(layer) {
+            Some(window) => window.saturating_add(max_batch).min(context),
+            None => context,
         }
+    }
+
+    /// Bytes a cache for `context` positions fed `max_batch` at a time holds, or `None` when
+    /// that overflows the address space (more than `isize::MAX` bytes).
+    pub fn bytes_for(config: &ModelConfig, context: usize, max_batch: usize) -> Option<usize> {
+        let row_bytes = config
+            .kv_dim()
+            .checked_mul(2 * std::mem::size_of::<f32>())?;
+        (0..config.layers)
+            .try_fold(0usize, |total, layer| {
+                let slots = Self::slots(config, layer, context, max_batch);
+                total.checked_add(slots.checked_mul(row_bytes)?)
+            })
+            .filter(|&bytes| bytes <= isize::MAX as usize)
     }
 
     /// Positions stored so far (the position of the next token).

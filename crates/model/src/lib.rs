@@ -14,6 +14,7 @@ mod forward;
 pub mod gpu;
 mod hf_checkpoint;
 pub mod kv_cache;
+mod limits;
 mod load;
 mod loaded;
 pub mod sampling;
@@ -30,7 +31,8 @@ pub use engine::{
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};
 pub use kv_cache::KvCache;
+pub use limits::{MAX_CONTEXT, MemoryPlan, available_memory_bytes};
 pub use loaded::LoadedModel;
-pub use sampling::{Sampler, SamplingParams};
+pub use sampling::{InvalidSamplingParam, Sampler, SamplingParams};
 pub use scratch::Scratch;
 pub use tokenizer::{StreamDecoder, Tokenizer, TokenizerError};

@@ -11,6 +11,7 @@ use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
 use crate::forward::Model;
 use crate::hf_checkpoint::{config_from_hf, gguf_arch};
+use crate::limits::fit_context_to_positions;
 use crate::load;
 use crate::tensor_store::{GgufStore, SafetensorsStore};
 use crate::tokenizer::Tokenizer;
@@ -27,8 +28,9 @@ impl Model {
     pub fn from_gguf(file: &Arc<GgufFile>) -> Result<Self, ModelError> {
         let store = GgufStore::new(file);
         let vocab = load::vocab_rows(&store)?;
-        let config = config_from_metadata(file.metadata(), vocab)?;
+        let mut config = config_from_metadata(file.metadata(), vocab)?;
         let weights = load::load(&store, &config)?;
+        fit_context_to_positions(&mut config, &weights)?;
         Ok(Self { config, weights })
     }
 
@@ -44,8 +46,9 @@ impl Model {
         let weights = hf.open_weights().map_err(hf_error)?;
         let store = SafetensorsStore::new(weights, arch)?;
         let vocab = load::vocab_rows(&store)?;
-        let config = config_from_hf(&hf.config, vocab)?;
+        let mut config = config_from_hf(&hf.config, vocab)?;
         let weights = load::load(&store, &config)?;
+        fit_context_to_positions(&mut config, &weights)?;
         Ok(Self { config, weights })
     }
 }

@@ -49,12 +49,73 @@ impl Default for SamplingParams {
     }
 }
 
+/// A sampling parameter outside its range, named as the HTTP API names it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("`{field}` = {value} is outside {range}")]
+pub struct InvalidSamplingParam {
+    /// The parameter (`temperature`, `top_p`, `min_p`, `repeat_penalty`, `frequency_penalty`,
+    /// `presence_penalty`, `logit_bias`).
+    pub field: &'static str,
+    /// The value given.
+    pub value: f32,
+    /// The values accepted, in interval notation.
+    pub range: &'static str,
+}
+
 impl SamplingParams {
     /// Always the most likely token.
     pub fn greedy() -> Self {
         Self {
             temperature: 0.0,
             ..Self::default()
+        }
+    }
+
+    /// Checks every parameter against its range, the one rule the command line and the HTTP
+    /// API share: NaN, a negative temperature or a `top_p` of 0 are refused, not clamped.
+    ///
+    /// ```
+    /// use rinfer_model::SamplingParams;
+    ///
+    /// assert!(SamplingParams::default().validate().is_ok());
+    /// let bad = SamplingParams { top_p: f32::NAN, ..SamplingParams::default() };
+    /// assert_eq!(bad.validate().unwrap_err().field, "top_p");
+    /// ```
+    pub fn validate(&self) -> Result<(), InvalidSamplingParam> {
+        let check = |field, value: f32, accepted: bool, range| match accepted {
+            true => Ok(()),
+            false => Err(InvalidSamplingParam {
+                field,
+                value,
+                range,
+            }),
+        };
+        let (t, p, m, r) = (
+            self.temperature,
+            self.top_p,
+            self.min_p,
+            self.repeat_penalty,
+        );
+        let (f, pr) = (self.frequency_penalty, self.presence_penalty);
+        check("temperature", t, (0.0..=2.0).contains(&t), "[0, 2]")?;
+        check("top_p", p, p > 0.0 && p <= 1.0, "(0, 1]")?;
+        check("min_p", m, (0.0..=1.0).contains(&m), "[0, 1]")?;
+        check("repeat_penalty", r, r > 0.0 && r.is_finite(), "(0, +inf)")?;
+        check("frequency_penalty", f, (-2.0..=2.0).contains(&f), "[-2, 2]")?;
+        check(
+            "presence_penalty",
+            pr,
+            (-2.0..=2.0).contains(&pr),
+            "[-2, 2]",
+        )?;
+        // A bias of -inf bans a token (`--ignore-eos` does that); NaN has no meaning.
+        match self.logit_bias.iter().find(|(_, bias)| bias.is_nan()) {
+            Some(&(_, value)) => Err(InvalidSamplingParam {
+                field: "logit_bias",
+                value,
+                range: "[-inf, +inf]",
+            }),
+            None => Ok(()),
         }
     }
 }

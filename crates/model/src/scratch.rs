@@ -55,6 +55,28 @@ impl Scratch {
         buffers.iter().map(|b| b.len() * 4).sum()
     }
 
+    /// Bytes of the f32 buffers [`Scratch::with_logit_rows`] allocates for these sizes, or `None`
+    /// when that overflows the address space.
+    pub fn bytes_for(
+        config: &ModelConfig,
+        max_batch: usize,
+        max_logit_rows: usize,
+    ) -> Option<usize> {
+        let n = max_batch.max(1);
+        let logit_rows = max_logit_rows.clamp(1, n);
+        let fused = (config.q_dim() + 2 * config.kv_dim()).max(2 * config.ffn_dim);
+        let per_row = 3 * config.hidden
+            + 2 * config.q_dim()
+            + 2 * config.kv_dim()
+            + fused
+            + 2 * config.ffn_dim;
+        let rows = n.checked_mul(per_row)?;
+        let logits = logit_rows.checked_mul(config.vocab_size)?;
+        rows.checked_add(logits)?
+            .checked_mul(std::mem::size_of::<f32>())
+            .filter(|&bytes| bytes <= isize::MAX as usize)
+    }
+
     /// Buffers for batches of up to `max_batch` tokens of `config`'s model, every one of which
     /// may ask for logits.
     pub fn new(config: &ModelConfig, max_batch: usize) -> Self {

@@ -3,6 +3,13 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// The most sequences decoded together.
+pub const MAX_PARALLEL: usize = 1024;
+/// The most requests that may wait for a free sequence.
+pub const MAX_QUEUE: usize = 1 << 16;
+/// The most compute threads: more than this only adds contention.
+pub const MAX_THREADS: usize = 1024;
+
 /// How to serve a model.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -40,6 +47,77 @@ impl ServeConfig {
             threads: None,
             max_body_bytes: 2 << 20,
             device: rinfer_model::DeviceRequest::Auto,
+        }
+    }
+
+    /// Refuses sizes no server can hold, naming the option and its bound: `parallel` and
+    /// `queue` from 1, `context` from 1 to [`rinfer_model::MAX_CONTEXT`], `threads` from 1.
+    /// The memory the sizes need is checked against the machine once the model is loaded.
+    pub fn validate(&self) -> Result<(), String> {
+        let check = |name: &str, value: usize, max: usize| match (1..=max).contains(&value) {
+            true => Ok(()),
+            false => Err(format!("{name} {value} is outside 1..={max}")),
+        };
+        check("--parallel", self.parallel, MAX_PARALLEL)?;
+        check("--queue", self.queue, MAX_QUEUE)?;
+        if let Some(context) = self.context {
+            check("--ctx", context, rinfer_model::MAX_CONTEXT)?;
+        }
+        if let Some(threads) = self.threads {
+            check("--threads", threads, MAX_THREADS)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_no_server_can_hold_are_refused_naming_the_option() {
+        let base = ServeConfig::new("m.gguf".into(), "m".into());
+        assert_eq!(base.validate(), Ok(()));
+        let cases = [
+            (
+                "--parallel",
+                ServeConfig {
+                    parallel: 100_000,
+                    ..base.clone()
+                },
+            ),
+            (
+                "--parallel",
+                ServeConfig {
+                    parallel: 0,
+                    ..base.clone()
+                },
+            ),
+            (
+                "--queue",
+                ServeConfig {
+                    queue: usize::MAX,
+                    ..base.clone()
+                },
+            ),
+            (
+                "--ctx",
+                ServeConfig {
+                    context: Some(1 << 62),
+                    ..base.clone()
+                },
+            ),
+            (
+                "--threads",
+                ServeConfig {
+                    threads: Some(1_000_000),
+                    ..base.clone()
+                },
+            ),
+        ];
+        for (option, config) in cases {
+            let err = config.validate().unwrap_err();
+            assert!(err.starts_with(option), "{err}");
         }
     }
 }

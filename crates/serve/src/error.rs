@@ -9,7 +9,7 @@ use serde_json::json;
 #[non_exhaustive]
 pub enum ServeError {
     /// The address could not be bound.
-    #[error("cannot listen on {address}: {source}")]
+    #[error("cannot listen on {address}")]
     Bind {
         /// The address.
         address: std::net::SocketAddr,
@@ -17,7 +17,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     /// The model could not be loaded.
-    #[error("cannot load {path}: {source}")]
+    #[error("cannot load {path}")]
     Load {
         /// The model path.
         path: String,
@@ -31,7 +31,7 @@ pub enum ServeError {
     #[error("invalid server configuration: {0}")]
     Config(String),
     /// The async runtime or a thread could not be started, or the server failed.
-    #[error("server failure: {0}")]
+    #[error("server failure")]
     Io(#[from] std::io::Error),
     /// The engine thread ended unexpectedly.
     #[error("the engine thread stopped unexpectedly")]

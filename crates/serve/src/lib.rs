@@ -27,6 +27,6 @@ mod scheduler;
 mod server;
 mod validate;
 
-pub use config::ServeConfig;
+pub use config::{MAX_PARALLEL, MAX_QUEUE, MAX_THREADS, ServeConfig};
 pub use error::ServeError;
 pub use server::serve;

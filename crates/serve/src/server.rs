@@ -86,11 +86,7 @@ impl AppState {
 /// # Ok::<(), rinfer_serve::ServeError>(())
 /// ```
 pub fn serve(config: ServeConfig) -> Result<(), ServeError> {
-    if config.parallel == 0 || config.queue == 0 {
-        return Err(ServeError::Config(
-            "--parallel and --queue must be at least 1".into(),
-        ));
-    }
+    config.validate().map_err(ServeError::Config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(RUNTIME_THREADS)
         .enable_all()

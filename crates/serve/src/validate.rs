@@ -138,25 +138,7 @@ fn prompt_field(endpoint: Endpoint) -> &'static str {
     }
 }
 
-fn in_range(param: &str, value: Option<f32>, lo: f32, hi: f32) -> Result<(), ApiError> {
-    match value {
-        Some(v) if !(lo..=hi).contains(&v) => Err(ApiError::invalid(
-            param,
-            format!("`{param}` = {v} is outside [{lo}, {hi}]"),
-        )),
-        _ => Ok(()),
-    }
-}
-
 fn sampling(req: &GenerationRequest, vocab: usize) -> Result<SamplingParams, ApiError> {
-    in_range("temperature", req.temperature, 0.0, 2.0)?;
-    in_range("top_p", req.top_p, 0.0, 1.0)?;
-    in_range("min_p", req.min_p, 0.0, 1.0)?;
-    in_range("presence_penalty", req.presence_penalty, -2.0, 2.0)?;
-    in_range("frequency_penalty", req.frequency_penalty, -2.0, 2.0)?;
-    if req.top_p == Some(0.0) {
-        return Err(ApiError::invalid("top_p", "`top_p` must be greater than 0"));
-    }
     let defaults = SamplingParams::default();
     let top_k = match req.top_k {
         Some(k) if k > vocab as u64 => {
@@ -188,7 +170,7 @@ fn sampling(req: &GenerationRequest, vocab: usize) -> Result<SamplingParams, Api
         }
         logit_bias.push((id, bias));
     }
-    Ok(SamplingParams {
+    let params = SamplingParams {
         temperature: req.temperature.unwrap_or(defaults.temperature),
         top_k,
         top_p: req.top_p.unwrap_or(defaults.top_p),
@@ -199,7 +181,12 @@ fn sampling(req: &GenerationRequest, vocab: usize) -> Result<SamplingParams, Api
         penalty_last_n: defaults.penalty_last_n,
         logit_bias,
         seed: req.seed.map_or_else(random_seed, |s| s as u64),
-    })
+    };
+    // The ranges the command line applies too.
+    params
+        .validate()
+        .map_err(|e| ApiError::invalid(e.field, e.to_string()))?;
+    Ok(params)
 }
 
 /// A seed for a request that gave none: different requests sample differently.

@@ -8,6 +8,7 @@ use rinfer_model::chat_template::ChatMessage;
 
 use crate::engine::{Session, sampling_params};
 use crate::options::ChatOptions;
+use crate::stderr::report;
 
 /// Runs the command until end of input or `/exit`.
 pub fn run(options: &ChatOptions) -> Result<()> {
@@ -20,9 +21,9 @@ pub fn run(options: &ChatOptions) -> Result<()> {
     let mut messages: Vec<ChatMessage> = options.system.iter().map(ChatMessage::system).collect();
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
-    eprintln!("chat with the model; an empty line or /exit ends the session");
+    report!("chat with the model; an empty line or /exit ends the session");
     loop {
-        eprint!("> ");
+        let _ = write!(std::io::stderr(), "> ");
         let mut line = String::new();
         if stdin.lock().read_line(&mut line)? == 0 {
             break;

@@ -24,7 +24,7 @@ pub fn run() -> Result<()> {
     let cache = ModelCache::locate()?;
     let path = match cache.verified(&DEFAULT_MODEL, Check::Rehash)? {
         Some(path) => {
-            eprintln!("{} is cached and verified", DEFAULT_MODEL.display_name);
+            crate::stderr::report!("{} is cached and verified", DEFAULT_MODEL.display_name);
             path
         }
         None => fetch(&cache, &DEFAULT_MODEL)?,
@@ -39,7 +39,7 @@ pub fn default_model_path_or_fetch() -> Result<PathBuf> {
     if let Some(path) = cache.verified(&DEFAULT_MODEL, Check::Marker)? {
         return Ok(path);
     }
-    eprintln!(
+    crate::stderr::report!(
         "no --model given: fetching the default model {} ({} MB) into {}",
         DEFAULT_MODEL.display_name,
         DEFAULT_MODEL.size / 1_000_000,
@@ -96,7 +96,7 @@ fn download_and_join(cache: &ModelCache, model: &KnownModel) -> Result<PathBuf> 
         .persist(&path)
         .with_context(|| format!("cannot move the model into {}", path.display()))?;
     cache.write_marker(model)?;
-    eprintln!("{} fetched and verified", model.display_name);
+    crate::stderr::report!("{} fetched and verified", model.display_name);
     Ok(path)
 }
 
@@ -292,7 +292,7 @@ impl Progress {
 
     fn stage(&self, message: String) {
         if self.bar.is_hidden() {
-            eprintln!("{message}");
+            crate::stderr::report!("{message}");
         }
         self.bar.set_message(message);
     }

@@ -2,19 +2,19 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use rinfer_model::Request;
 use serde_json::json;
 
 use crate::engine::{Session, sampling_params};
 use crate::options::RunOptions;
+use crate::stderr::report;
 
 /// Runs the command.
 pub fn run(options: &RunOptions) -> Result<()> {
     let prompt = match (&options.prompt, &options.file) {
         (Some(prompt), _) => prompt.clone(),
-        (None, Some(file)) => std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the prompt file {}", file.display()))?,
+        (None, Some(file)) => crate::limits::read_prompt_file(file)?,
         (None, None) => unreachable!("clap requires a prompt or a file"),
     };
     let session = Session::start(&options.engine)?;
@@ -73,6 +73,6 @@ pub fn run(options: &RunOptions) -> Result<()> {
     if let Some(rate) = t.decode_tok_s() {
         summary += &format!(" | decode {} tokens at {rate:.1} tok/s", t.decoded_tokens());
     }
-    eprintln!("{summary}");
+    report!("{summary}");
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `rinfer serve`: the OpenAI-compatible HTTP server of `rinfer-serve`, with logs on stderr.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 
 use anyhow::Result;
@@ -12,6 +13,7 @@ use crate::options::ServeOptions;
 pub fn run(options: &ServeOptions) -> Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
     let path = model_path(&options.model)?;

@@ -6,7 +6,7 @@ use crate::dtype::GgmlType;
 use crate::error::{GgufError, Result};
 
 use super::cursor::Cursor;
-use super::metadata::{Metadata, MetadataValue, read_value_type};
+use super::metadata::{Metadata, MetadataValue, ValueBudget, read_value_type};
 use super::tensor_info::TensorInfo;
 
 /// The four bytes every GGUF file starts with.
@@ -17,6 +17,11 @@ pub const DEFAULT_ALIGNMENT: u64 = 32;
 pub const ALIGNMENT_KEY: &str = "general.alignment";
 /// ggml's limit on tensor dimensions.
 pub const MAX_DIMS: u32 = 4;
+/// Most tensors one file may describe (the largest mixture-of-experts files hold a few
+/// thousand), so that a crafted count cannot make the reader allocate without bound.
+pub const MAX_TENSORS: u64 = 1 << 20;
+/// Tensor infos reserved up front; more grow the list as they are read.
+const TENSOR_RESERVE: u64 = 1024;
 
 /// Bytes a tensor info takes at least: name length, dims count, type, offset.
 const MIN_TENSOR_INFO_BYTES: u64 = 8 + 4 + 4 + 8;
@@ -54,19 +59,29 @@ impl GgufHeader {
         }
         let version = read_version(&mut cursor)?;
         let tensor_count = cursor.count("tensor count", MIN_TENSOR_INFO_BYTES)?;
+        if tensor_count > MAX_TENSORS {
+            return Err(GgufError::CountOverLimit {
+                what: "tensor count",
+                count: tensor_count,
+                offset: 8,
+                limit: MAX_TENSORS,
+            });
+        }
         let kv_count = cursor.count("metadata entry count", MIN_KV_BYTES)?;
 
         let mut metadata = Metadata::default();
+        let mut budget = ValueBudget::new();
         for _ in 0..kv_count {
             let key = cursor.string("metadata key")?;
             let ty = read_value_type(&mut cursor)?;
-            let value = MetadataValue::read(&mut cursor, ty, 0)?;
+            let value = MetadataValue::read(&mut cursor, ty, 0, &mut budget)?;
             metadata.insert(key, value)?;
         }
         let alignment = alignment_of(&metadata)?;
 
-        let mut tensors = Vec::with_capacity(tensor_count as usize);
-        let mut by_name = HashMap::with_capacity(tensor_count as usize);
+        let reserve = tensor_count.min(TENSOR_RESERVE) as usize;
+        let mut tensors = Vec::with_capacity(reserve);
+        let mut by_name = HashMap::with_capacity(reserve);
         for index in 0..tensor_count as usize {
             let info = read_tensor_info(&mut cursor)?;
             if by_name.insert(info.name.clone(), index).is_some() {

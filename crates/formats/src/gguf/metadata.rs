@@ -132,6 +132,46 @@ pub enum MetadataValue {
 /// How deep arrays may nest; GGUF files in the wild use one level.
 const MAX_NESTING: usize = 8;
 
+/// Most metadata values (array items included) one file may hold. The largest vocabularies in
+/// use (262 144 tokens with scores and types, or 128 256 tokens with 280 147 merges) need under
+/// a million; at most 32 bytes each in memory, the limit keeps a crafted file's metadata under
+/// 128 MiB however its bytes are spent.
+pub const MAX_METADATA_VALUES: u64 = 1 << 22;
+
+/// Items reserved up front for an array; longer arrays grow as their items are read.
+const ARRAY_RESERVE: u64 = 1024;
+
+/// The metadata values a file may still hold, charged as they are read.
+pub(crate) struct ValueBudget {
+    used: u64,
+}
+
+impl ValueBudget {
+    pub(crate) fn new() -> Self {
+        Self { used: 0 }
+    }
+
+    /// Fails if `count` more values would pass [`MAX_METADATA_VALUES`].
+    fn check_fits(&self, count: u64, offset: u64) -> Result<()> {
+        let total = self.used.saturating_add(count);
+        if total > MAX_METADATA_VALUES {
+            return Err(GgufError::CountOverLimit {
+                what: "metadata values (array items included)",
+                count: total,
+                offset,
+                limit: MAX_METADATA_VALUES,
+            });
+        }
+        Ok(())
+    }
+
+    fn charge(&mut self, count: u64, offset: u64) -> Result<()> {
+        self.check_fits(count, offset)?;
+        self.used += count;
+        Ok(())
+    }
+}
+
 impl MetadataValue {
     /// This value's type.
     pub fn value_type(&self) -> ValueType {
@@ -192,7 +232,14 @@ impl MetadataValue {
         }
     }
 
-    pub(crate) fn read(cursor: &mut Cursor<'_>, ty: ValueType, depth: usize) -> Result<Self> {
+    /// Reads a value of type `ty`, charging it and every array item to `budget`.
+    pub(crate) fn read(
+        cursor: &mut Cursor<'_>,
+        ty: ValueType,
+        depth: usize,
+        budget: &mut ValueBudget,
+    ) -> Result<Self> {
+        budget.charge(1, cursor.offset())?;
         Ok(match ty {
             ValueType::U8 => MetadataValue::U8(cursor.u8("u8 value")?),
             ValueType::I8 => MetadataValue::I8(cursor.u8("i8 value")? as i8),
@@ -222,10 +269,14 @@ impl MetadataValue {
                     });
                 }
                 let element = read_value_type(cursor)?;
+                let count_offset = cursor.offset();
                 let len = cursor.count("array length", element.min_bytes())?;
-                let mut items = Vec::with_capacity(len as usize);
+                budget.check_fits(len, count_offset)?;
+                // Items are stored as they are read: the vector grows with the bytes read, never
+                // ahead of them, whatever the count claims.
+                let mut items = Vec::with_capacity(len.min(ARRAY_RESERVE) as usize);
                 for _ in 0..len {
-                    items.push(MetadataValue::read(cursor, element, depth + 1)?);
+                    items.push(MetadataValue::read(cursor, element, depth + 1, budget)?);
                 }
                 MetadataValue::Array { element, items }
             }

@@ -13,7 +13,7 @@ mod writer;
 
 pub use crate::error::GgufError;
 pub use file::GgufFile;
-pub use header::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufHeader, MAX_DIMS};
-pub use metadata::{Metadata, MetadataValue, ValueType};
+pub use header::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufHeader, MAX_DIMS, MAX_TENSORS};
+pub use metadata::{MAX_METADATA_VALUES, Metadata, MetadataValue, ValueType};
 pub use tensor_info::{TensorInfo, TensorView};
 pub use writer::GgufWriter;

@@ -7,6 +7,7 @@ use rinfer_cuda::{DeviceReport, DeviceRequest, GpuKvCache, GpuModel, LoadOptions
 use crate::error::ModelError;
 use crate::forward::{Logits, Model, SeqBatch};
 use crate::kv_cache::KvCache;
+use crate::limits::MemoryPlan;
 use crate::scratch::Scratch;
 
 /// One sequence's keys and values, on the device that computes.
@@ -96,10 +97,20 @@ impl Executor {
                 } else {
                     sizes.sequences
                 };
+                let plan = MemoryPlan::new(
+                    config,
+                    sizes.context,
+                    sizes.sequences,
+                    sizes.max_batch,
+                    logit_rows,
+                )?;
+                plan.check_available()?;
                 let scratch = Scratch::with_logit_rows(config, sizes.max_batch, logit_rows);
                 let caches = (0..sizes.sequences)
-                    .map(|_| SeqCache::Cpu(KvCache::new(config, sizes.context, sizes.max_batch)))
-                    .collect();
+                    .map(|_| {
+                        KvCache::try_new(config, sizes.context, sizes.max_batch).map(SeqCache::Cpu)
+                    })
+                    .collect::<Result<_, _>>()?;
                 let executor = Self::Cpu {
                     scratch: Box::new(scratch),
                 };

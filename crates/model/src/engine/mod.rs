@@ -98,7 +98,8 @@ pub struct Engine<'m> {
 
 impl<'m> Engine<'m> {
     /// An engine for `loaded` on the device `device` asks for (`Auto` falls back to the CPU,
-    /// and [`Engine::device`] says why).
+    /// and [`Engine::device`] says why). Refuses a context longer than the model's positions
+    /// and, on the CPU, buffers larger than the memory available.
     pub fn new(
         loaded: &'m LoadedModel,
         settings: EngineSettings,
@@ -110,6 +111,7 @@ impl<'m> Engine<'m> {
                 settings.max_batch, settings.max_sequences, settings.prefill_chunk
             )));
         }
+        loaded.model.check_context(settings.context)?;
         let sizes = Sizes {
             context: settings.context,
             max_batch: settings.max_batch,

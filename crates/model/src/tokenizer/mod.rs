@@ -90,7 +90,7 @@ pub enum TokenizerError {
     #[error("invalid tokenizer: {0}")]
     Invalid(String),
     /// A tokenizer file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         /// The file.
         path: String,

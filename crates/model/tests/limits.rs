@@ -1,0 +1,174 @@
+//! Sizes a model or a machine cannot hold are errors before any work: positions past a learned
+//! position table, KV caches whose size overflows or exceeds the memory, sampling parameters
+//! out of range.
+
+mod common;
+
+use std::sync::Arc;
+
+use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue};
+use rinfer_model::{KvCache, Logits, MemoryPlan, Model, ModelError, SamplingParams, Scratch};
+
+use common::{fixture_model, fixtures};
+
+/// Rows of the gpt2 fixture's position table.
+const GPT2_POSITIONS: usize = 512;
+
+/// The gpt2 fixture with its `gpt2.context_length` replaced by `context`.
+fn gpt2_claiming_context(context: u32) -> Model {
+    let path = fixtures().join("models/gpt2-tiny-q2_k.gguf");
+    let file = GgufFile::open(path).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        let value = match key {
+            "gpt2.context_length" => MetadataValue::U32(context),
+            _ => value.clone(),
+        };
+        writer.add_metadata(key, value).unwrap();
+    }
+    for t in file.tensors() {
+        writer
+            .add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
+            .unwrap();
+    }
+    let file = GgufFile::from_bytes(writer.to_bytes()).unwrap();
+    Model::from_gguf(&Arc::new(file)).unwrap()
+}
+
+#[test]
+fn a_learned_position_table_bounds_the_trained_context() {
+    let model = gpt2_claiming_context(4096);
+    assert_eq!(model.position_limit(), Some(GPT2_POSITIONS));
+    assert_eq!(model.config.context_length, GPT2_POSITIONS);
+}
+
+#[test]
+fn a_context_longer_than_the_position_table_is_refused() {
+    let model = fixture_model("gpt2-tiny-q2_k");
+    assert!(model.check_context(GPT2_POSITIONS).is_ok());
+    let err = model.check_context(1024).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ModelError::PositionsExceeded {
+                needed: 1024,
+                limit: GPT2_POSITIONS
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("at most 512"), "{err}");
+    // Rotary positions have no table to run past.
+    let llama = fixture_model("llama-tiny-q8_0");
+    assert_eq!(llama.position_limit(), None);
+    assert!(llama.check_context(1 << 20).is_ok());
+}
+
+#[test]
+fn the_forward_pass_refuses_a_position_past_the_table_instead_of_panicking() {
+    // A cache larger than the table, as a caller that skipped `check_context` would make.
+    let model = gpt2_claiming_context(4096);
+    let mut cache = KvCache::new(&model.config, GPT2_POSITIONS + 8, 64);
+    let mut scratch = Scratch::new(&model.config, 64);
+    let tokens = vec![1u32; 64];
+    for _ in 0..GPT2_POSITIONS / 64 {
+        model
+            .forward(&tokens, &mut cache, &mut scratch, Logits::Last)
+            .unwrap();
+    }
+    let err = model
+        .forward(&[1], &mut cache, &mut scratch, Logits::Last)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ModelError::PositionsExceeded {
+                needed: 513,
+                limit: GPT2_POSITIONS
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        cache.len(),
+        GPT2_POSITIONS,
+        "the failed pass changed the cache"
+    );
+}
+
+#[test]
+fn a_kv_cache_whose_size_overflows_is_an_error_not_a_panic() {
+    let model = fixture_model("gemma3-tiny-q4_k_m");
+    let err = KvCache::try_new(&model.config, 1 << 62, 512).err().unwrap();
+    assert!(matches!(err, ModelError::SizeOverflow { .. }), "{err}");
+    assert_eq!(KvCache::bytes_for(&model.config, usize::MAX, 1), None);
+    let small = KvCache::try_new(&model.config, 64, 8).unwrap();
+    assert_eq!(
+        KvCache::bytes_for(&model.config, 64, 8),
+        Some(small.bytes())
+    );
+}
+
+#[test]
+fn the_memory_plan_matches_what_is_allocated() {
+    let model = fixture_model("gemma3-tiny-q4_k_m");
+    let c = &model.config;
+    let plan = MemoryPlan::new(c, 128, 3, 16, 3).unwrap();
+    let cache = KvCache::new(c, 128, 16);
+    let scratch = Scratch::with_logit_rows(c, 16, 3);
+    assert_eq!(plan.kv_cache_bytes, 3 * cache.bytes());
+    assert_eq!(plan.scratch_bytes, scratch.bytes());
+}
+
+#[test]
+fn a_plan_beyond_the_available_memory_names_both_sizes() {
+    let model = fixture_model("gemma3-tiny-q4_k_m");
+    let plan = MemoryPlan::new(&model.config, 1_000_000_000, 1, 512, 1).unwrap();
+    let err = plan.check_fits(8 << 30).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        matches!(err, ModelError::NotEnoughMemory { .. }),
+        "{message}"
+    );
+    assert!(message.contains("1000000000 positions"), "{message}");
+    assert!(message.contains("8192 MiB"), "{message}");
+    assert!(plan.check_fits(u64::MAX).is_ok());
+
+    let err = MemoryPlan::new(&model.config, 1 << 62, 100_000, 512, 100_000).unwrap_err();
+    assert!(matches!(err, ModelError::SizeOverflow { .. }), "{err}");
+}
+
+#[test]
+fn sampling_parameters_out_of_range_are_refused_by_name() {
+    let with = |f: fn(&mut SamplingParams)| {
+        let mut p = SamplingParams::default();
+        f(&mut p);
+        p.validate().err().map(|e| e.field)
+    };
+    assert_eq!(with(|_| {}), None);
+    assert_eq!(with(|p| p.temperature = f32::NAN), Some("temperature"));
+    assert_eq!(with(|p| p.temperature = -0.5), Some("temperature"));
+    assert_eq!(with(|p| p.temperature = 0.0), None);
+    assert_eq!(with(|p| p.top_p = 0.0), Some("top_p"));
+    assert_eq!(with(|p| p.top_p = 1.5), Some("top_p"));
+    assert_eq!(with(|p| p.min_p = -0.1), Some("min_p"));
+    assert_eq!(with(|p| p.min_p = f32::NAN), Some("min_p"));
+    assert_eq!(with(|p| p.repeat_penalty = -1.0), Some("repeat_penalty"));
+    assert_eq!(
+        with(|p| p.repeat_penalty = f32::INFINITY),
+        Some("repeat_penalty")
+    );
+    assert_eq!(
+        with(|p| p.frequency_penalty = 3.0),
+        Some("frequency_penalty")
+    );
+    assert_eq!(
+        with(|p| p.presence_penalty = f32::NAN),
+        Some("presence_penalty")
+    );
+    assert_eq!(
+        with(|p| p.logit_bias = vec![(1, f32::NAN)]),
+        Some("logit_bias")
+    );
+    assert_eq!(with(|p| p.logit_bias = vec![(1, f32::NEG_INFINITY)]), None);
+}
