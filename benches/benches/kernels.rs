@@ -8,7 +8,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use rinfer_benches::{PACKED_TYPES, matrix_bytes, random_matrix, values};
 use rinfer_formats::GgmlType;
 use rinfer_kernels::{
-    ActivationBuffer, Kernels, PackedMatrix, WeightMatrix, matmul, matmul_packed,
+    ActivationBuffer, Kernels, PackedMatrix, WeightMatrix, matmul, matmul_packed, matvec,
 };
 
 /// `rows × cols` of Gemma 3 270M: FFN gate/up, FFN down, attention q.
@@ -32,8 +32,10 @@ impl<'a> Product<'a> {
 
     /// `y = W·x` for the `n` rows of `x` (one row is a matvec).
     fn run(&self, x: &[f32], n: usize, act: &mut ActivationBuffer, y: &mut [f32]) {
+        let kernels = Kernels::detected();
         let result = match self {
-            Product::RowMajor(w) => matmul(Kernels::detected(), w, x, n, act, y),
+            Product::RowMajor(w) if n == 1 => matvec(kernels, w, x, act, y),
+            Product::RowMajor(w) => matmul(kernels, w, x, n, act, y),
             Product::Packed(p) => matmul_packed(p, x, n, act, y),
         };
         result.expect("the product's shapes fit");
