@@ -72,9 +72,6 @@ pub(crate) type PackFn = unsafe fn(&WeightMatrix<'_>, Release<'_>) -> PackedMatr
 
 /// The packed rows of one format and their kernel, behind one interface.
 trait PackedProduct: Send + Sync {
-    /// Bytes the packed weights occupy.
-    fn size_bytes(&self) -> usize;
-
     /// `y = W·x` for `n_tokens` rows of `x` (lengths already checked).
     fn matmul(
         &self,
@@ -135,11 +132,6 @@ impl PackedMatrix {
         }
     }
 
-    /// The type the matrix was packed from.
-    pub fn ty(&self) -> GgmlType {
-        self.ty
-    }
-
     /// Number of rows (outputs).
     pub fn rows(&self) -> usize {
         self.rows
@@ -148,11 +140,6 @@ impl PackedMatrix {
     /// Number of columns (inputs).
     pub fn cols(&self) -> usize {
         self.cols
-    }
-
-    /// Bytes the packed weights occupy.
-    pub fn size_bytes(&self) -> usize {
-        self.data.size_bytes()
     }
 }
 

@@ -64,10 +64,6 @@ pub(super) fn pack_rows<P: PackedFormat>(
 }
 
 impl<P: PackedFormat> PackedProduct for PackedRows<P> {
-    fn size_bytes(&self) -> usize {
-        size_of_val(self.blocks.as_slice())
-    }
-
     fn matmul(
         &self,
         rows: usize,
