@@ -1,5 +1,5 @@
 //! Project automation, run as `cargo xtask <task>`: the full test gate, benchmarks, fetching the
-//! default model and the tidy checks that guard the crate layering. Each task shells out to cargo or to
+//! default model and the tidy checks that guard the architecture. Each task shells out to cargo or to
 //! the `rinfer` CLI so that no logic exists twice.
 
 mod bench;
@@ -29,7 +29,9 @@ tasks:
                 aggregate generated tok/s and p50/p99 inter-token latency of `rinfer serve` on
                 the default model at several concurrent streams
   fetch-model   download and verify the default model (runs `rinfer fetch`)
-  tidy          check that crates depend only on crates below them";
+  tidy          check the crate layering (a crate depends only on crates below it), that no
+                crate's top-level modules import each other in a cycle, and that no source
+                file is over 800 lines";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

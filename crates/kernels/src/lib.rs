@@ -1,10 +1,25 @@
 //! CPU kernels for rinfer: quantized block formats, dequantization, fused quantized dot
-//! products, the parallel matvec (decode) and matmul (prefill) drivers, and the elementwise
-//! operations transformers need.
+//! products, the parallel matvec (decode) and matmul (prefill) drivers, weights repacked for
+//! faster kernels, and the elementwise operations transformers need.
 //!
 //! Every kernel has one scalar reference; SIMD variants are chosen once at runtime from CPU
 //! detection and tested against it. This crate does no file I/O and never allocates in its
 //! inner loops.
+//!
+//! The public API:
+//! - [`WeightMatrix`] views a row-major weight matrix; [`ActivationBuffer`] is the scratch the
+//!   products quantize activations into.
+//! - [`Kernels`] is the kernel table of one instruction set ([`Isa`]): [`matvec()`] and
+//!   [`matmul()`] multiply with it, and [`Kernels::pack`] repacks a matrix into a
+//!   [`PackedMatrix`] where the CPU has a faster packed kernel, multiplied by
+//!   [`matmul_packed()`].
+//! - [`dequantize_row`] and [`quantize_row`] convert whole rows.
+//! - [`ops`] holds the elementwise and row-wise operations.
+//!
+//! Inside, the modules depend in one direction: `operands` (shared driver types) and
+//! `parallel` (row splitting) below `quant` (block formats), below `packed` (packed layouts),
+//! below `registry` (the one table of types and kernels), below `dispatch` (the table of one
+//! instruction set), below the `matvec` and `matmul` drivers.
 //!
 //! ```
 //! use rinfer_formats::GgmlType;
@@ -18,19 +33,24 @@
 //! # Ok::<(), rinfer_kernels::KernelError>(())
 //! ```
 
-pub mod cpu;
-pub mod dispatch;
+mod convert;
+mod cpu;
+mod dispatch;
 mod error;
-pub mod matmul;
-pub mod matvec;
+mod matmul;
+mod matvec;
+mod operands;
 pub mod ops;
-pub mod packed;
-pub mod quant;
+mod packed;
+mod parallel;
+mod quant;
+mod registry;
 
+pub use convert::{dequantize_row, quantize_row};
 pub use cpu::Isa;
-pub use dispatch::{Kernels, TypeKernels};
+pub use dispatch::Kernels;
 pub use error::KernelError;
 pub use matmul::matmul;
-pub use matvec::{ActivationBuffer, WeightMatrix, matvec};
-pub use packed::PackedMatrix;
-pub use quant::{BlockFormat, Quantize, VecDot, dequantize_row, quantize_row};
+pub use matvec::matvec;
+pub use operands::{ActivationBuffer, WeightMatrix};
+pub use packed::{PackedMatrix, matmul_packed};

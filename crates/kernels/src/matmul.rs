@@ -2,19 +2,16 @@
 //!
 //! Each task owns a contiguous range of weight rows for every token (one parallel region per
 //! product) and dots each row with a tile of [`TOKEN_TILE`] tokens at a time while it is hot in
-//! cache; [`crate::TypeKernels::vec_dot_tile`] decodes each weight block once
-//! for the whole tile where the type has a tile kernel. Every output equals the
-//! [`crate::TypeKernels::vec_dot`] call that [`crate::matvec()`] makes, so each token's outputs
-//! are bit-identical to a matvec of that token.
-
-use rayon::prelude::*;
+//! cache; [`TypeKernels::vec_dot_tile`] decodes each weight block once for the whole tile where
+//! the type has a tile kernel. Every output equals the [`TypeKernels::vec_dot`] call that
+//! [`crate::matvec()`] makes, so each token's outputs are bit-identical to a matvec of that
+//! token.
 
 use crate::dispatch::{Kernels, TypeKernels};
 use crate::error::KernelError;
-use crate::matvec::{ActivationBuffer, WeightMatrix, quantize_activations, rows_per_task};
-
-/// Tokens dotted with one weight row before moving to the next row.
-pub const TOKEN_TILE: usize = 8;
+use crate::matvec::{matvec, quantize_activations};
+use crate::operands::{ActivationBuffer, TOKEN_TILE, WeightMatrix};
+use crate::parallel::{for_row_ranges, rows_per_task};
 
 /// `Y = W·X`: `x` holds `n_tokens` rows of `W.cols()` values, `y` receives `n_tokens` rows of
 /// `W.rows()` values. All tokens are quantized once into `act`.
@@ -31,10 +28,10 @@ pub fn matmul(
     y: &mut [f32],
 ) -> Result<(), KernelError> {
     if n_tokens == 1 {
-        return crate::matvec::matvec(kernels, w, x, act, y);
+        return matvec(kernels, w, x, act, y);
     }
     let k = kernels.get(w.ty())?;
-    w.check_align(k)?;
+    w.check_align(k.align())?;
     let rows = w.rows();
     let expected = n_tokens * rows;
     if y.len() != expected {
@@ -92,39 +89,6 @@ fn matmul_group(
                     out[(t0 + t) * len + i] = d;
                 }
             }
-        }
-    });
-}
-
-/// Runs `dot(first, out)` in parallel over ranges of `chunk` consecutive output rows, where
-/// `out` receives `[token][row of the range]` for `n` tokens, then gathers the ranges into `y`
-/// (`[token][row]`, `y.len() / n` rows). `tile` holds the ranges while `n > 1`; with one token
-/// they are `y`'s own.
-pub(crate) fn for_row_ranges(
-    n: usize,
-    chunk: usize,
-    tile: &mut [f32],
-    y: &mut [f32],
-    dot: impl Fn(usize, &mut [f32]) + Sync,
-) {
-    if n == 1 {
-        y.par_chunks_mut(chunk)
-            .with_max_len(1)
-            .enumerate()
-            .for_each(|(i, out)| dot(i * chunk, out));
-        return;
-    }
-    let rows = y.len() / n;
-    let tile = &mut tile[..rows * n];
-    tile.par_chunks_mut(chunk * n)
-        .with_max_len(1)
-        .enumerate()
-        .for_each(|(i, out)| dot(i * chunk, out));
-    let tile = &*tile;
-    y.par_chunks_mut(rows).enumerate().for_each(|(t, yt)| {
-        for (c, yc) in yt.chunks_mut(chunk).enumerate() {
-            let start = c * chunk * n + t * yc.len();
-            yc.copy_from_slice(&tile[start..start + yc.len()]);
         }
     });
 }

@@ -27,7 +27,7 @@ pub(crate) fn matmul(
 ) -> Result<(), ModelError> {
     let (x, y) = (&x[..n * w.cols], &mut out[..n * w.rows]);
     if let Some(packed) = w.packed() {
-        return Ok(rinfer_kernels::packed::matmul_packed(packed, x, n, act, y)?);
+        return Ok(rinfer_kernels::matmul_packed(packed, x, n, act, y)?);
     }
     let wm = weight_matrix(w)?;
     Ok(rinfer_kernels::matmul(

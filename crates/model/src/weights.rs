@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use rinfer_formats::GgmlType;
-use rinfer_kernels::{PackedMatrix, WeightMatrix};
+use rinfer_kernels::{Kernels, PackedMatrix, WeightMatrix};
 
 /// Something that owns the bytes matrices borrow: a memory-mapped file or a buffer.
 pub trait ByteSource: Send + Sync {
@@ -87,7 +87,9 @@ impl Matrix {
         // lookups and a GPU upload, which map the pages they need back in.
         let start = self.range.start;
         let release = |r: Range<usize>| self.source.release(start + r.start..start + r.end);
-        let packed = PackedMatrix::pack_releasing(&view, release).map(Arc::new);
+        let packed = Kernels::detected()
+            .pack_releasing(&view, release)
+            .map(Arc::new);
         self.packed = packed;
         Ok(())
     }

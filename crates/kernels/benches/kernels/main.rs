@@ -13,30 +13,12 @@ mod weights;
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use rinfer_formats::GgmlType;
-use rinfer_kernels::packed::matmul_packed;
-use rinfer_kernels::{ActivationBuffer, Kernels, PackedMatrix, WeightMatrix, matmul};
+use rinfer_kernels::{
+    ActivationBuffer, Kernels, PackedMatrix, WeightMatrix, matmul, matmul_packed,
+};
 
 use report::{MatmulRow, MatvecRow, Report};
 use weights::{Lcg, Matrices};
-
-/// Every weight type with a dot product.
-const TYPES: [GgmlType; 15] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2K,
-    GgmlType::Q3K,
-    GgmlType::Q4K,
-    GgmlType::Q5K,
-    GgmlType::Q6K,
-    GgmlType::Iq4Nl,
-    GgmlType::Iq4Xs,
-];
 
 /// `rows × cols` of real weights: Gemma 3 270M (FFN down, attention output, FFN gate/up,
 /// attention q, the tied 262144-token output head) and a Llama-3-8B-sized layer.
@@ -72,22 +54,24 @@ fn main() {
     let json = args.iter().any(|a| a == "--json");
     // `cargo bench` passes `--bench`; every other word names a type to measure.
     let only: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let kernels = Kernels::detected();
+    // Every weight type with a dot product.
+    let all: Vec<GgmlType> = kernels.weight_types().collect();
     if let Some(bad) = only
         .iter()
-        .find(|name| !TYPES.iter().any(|ty| ty.name() == **name))
+        .find(|name| !all.iter().any(|ty| ty.name() == **name))
     {
-        let known: Vec<&str> = TYPES.iter().map(|ty| ty.name()).collect();
+        let known: Vec<&str> = all.iter().map(|ty| ty.name()).collect();
         eprintln!(
             "bench kernels: unknown type `{bad}`; known: {}",
             known.join(" ")
         );
         std::process::exit(2);
     }
-    let types = TYPES
+    let types = all
         .into_iter()
         .filter(|ty| only.is_empty() || only.iter().any(|name| *name == ty.name()));
     let load_before = report::load_average();
-    let kernels = Kernels::detected();
     let pools: Vec<(usize, ThreadPool)> = THREADS
         .iter()
         .map(|&n| {
@@ -163,8 +147,10 @@ enum Product<'a> {
 }
 
 impl<'a> Product<'a> {
-    fn new(w: WeightMatrix<'a>) -> Self {
-        PackedMatrix::pack(&w).map_or(Product::RowMajor(w), Product::Packed)
+    fn new(kernels: &Kernels, w: WeightMatrix<'a>) -> Self {
+        kernels
+            .pack(&w)
+            .map_or(Product::RowMajor(w), Product::Packed)
     }
 
     /// `y = W·x` for the `n` rows of `x` (one row is a matvec).
@@ -194,7 +180,10 @@ fn matvec_gbs(
     seed: u64,
 ) -> f64 {
     let views: Vec<Product<'_>> = (0..m.copies)
-        .map(|i| Product::new(WeightMatrix::new(ty, rows, cols, m.copy(i)).expect("valid matrix")))
+        .map(|i| {
+            let w = WeightMatrix::new(ty, rows, cols, m.copy(i)).expect("valid matrix");
+            Product::new(kernels, w)
+        })
         .collect();
     let x = Lcg::new(seed ^ 1).values(cols);
     let mut act = ActivationBuffer::for_matvec(cols);
@@ -217,7 +206,8 @@ fn matmul_gflops(
     seed: u64,
 ) -> f64 {
     let m = Matrices::new(ty, rows, cols, 1, seed);
-    let w = Product::new(WeightMatrix::new(ty, rows, cols, m.copy(0)).expect("valid matrix"));
+    let w = WeightMatrix::new(ty, rows, cols, m.copy(0)).expect("valid matrix");
+    let w = Product::new(kernels, w);
     let x = Lcg::new(seed ^ 2).values(n * cols);
     let mut act = ActivationBuffer::for_matmul(n, cols, rows);
     let mut y = vec![0.0f32; n * rows];

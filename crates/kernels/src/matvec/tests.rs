@@ -3,6 +3,8 @@ use rinfer_formats::GgmlType;
 use super::*;
 use crate::cpu::Isa;
 use crate::matmul::matmul;
+use crate::parallel::rows_per_task;
+use crate::registry;
 
 /// Deterministic values in `-1..1` (a small LCG; tests need variety, not quality).
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -39,19 +41,26 @@ fn as_bytes(words: &[u64], ty: GgmlType, rows: usize, cols: usize) -> &[u8] {
 }
 
 /// Weight types with a quantizer, so the tests can build matrices of them.
-const TYPES: [GgmlType; 11] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q4K,
-    GgmlType::Q5K,
-    GgmlType::Q6K,
-];
+fn types() -> Vec<GgmlType> {
+    registry::all()
+        .filter(|t| t.weight.is_some() && t.quantize.is_some())
+        .map(|t| t.ty)
+        .collect()
+}
+
+#[test]
+fn the_tests_cover_the_float_and_quantized_weight_types() {
+    let types = types();
+    for ty in [
+        GgmlType::F32,
+        GgmlType::BF16,
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q6K,
+    ] {
+        assert!(types.contains(&ty), "{ty}");
+    }
+}
 
 fn run_matvec(kernels: &Kernels, ty: GgmlType, rows: usize, cols: usize) -> Vec<f32> {
     let data = matrix(ty, rows, cols);
@@ -65,7 +74,7 @@ fn run_matvec(kernels: &Kernels, ty: GgmlType, rows: usize, cols: usize) -> Vec<
 
 #[test]
 fn matvec_matches_dequantized_f64_product() {
-    for ty in TYPES {
+    for ty in types() {
         let (rows, cols) = (37, 512);
         let data = matrix(ty, rows, cols);
         let bytes = as_bytes(&data, ty, rows, cols);
@@ -95,7 +104,7 @@ fn matvec_matches_dequantized_f64_product() {
 
 #[test]
 fn detected_and_scalar_tables_agree() {
-    for ty in TYPES {
+    for ty in types() {
         let simd = run_matvec(Kernels::detected(), ty, 19, 768);
         let scalar = run_matvec(&Kernels::scalar(), ty, 19, 768);
         for (a, b) in simd.iter().zip(&scalar) {
@@ -114,7 +123,7 @@ fn matvec_is_bit_identical_on_one_and_two_threads() {
     };
     // Large enough that two threads split the rows into several tasks for every type.
     let (rows, cols) = (1003, 1024);
-    for ty in TYPES {
+    for ty in types() {
         let row_bytes = cols / ty.block_size() * ty.type_size();
         assert!(pool(2).install(|| rows_per_task(rows, row_bytes)) < rows / 2);
         let one = pool(1).install(|| run_matvec(Kernels::detected(), ty, rows, cols));
@@ -128,25 +137,6 @@ fn matvec_is_bit_identical_on_one_and_two_threads() {
 }
 
 #[test]
-fn row_split_is_a_few_tasks_per_thread_and_none_for_small_matrices() {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .expect("pool");
-    pool.install(|| {
-        // 256 x 640 Q4_0: 90 KiB, five tasks; 32 x 640 Q4_0: 11 KiB, one task.
-        assert_eq!(rows_per_task(256, 360), 256usize.div_ceil(5));
-        assert_eq!(rows_per_task(32, 360), 32);
-        // 262144 rows: at most TASKS_PER_THREAD tasks per thread.
-        assert_eq!(
-            rows_per_task(262_144, 680),
-            262_144 / (2 * TASKS_PER_THREAD)
-        );
-        assert_eq!(rows_per_task(0, 680), 1);
-    });
-}
-
-#[test]
 fn matmul_rows_are_bit_identical_to_matvec() {
     // Every instruction set this CPU has, so each tile kernel meets the dot it must equal.
     for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
@@ -156,7 +146,7 @@ fn matmul_rows_are_bit_identical_to_matvec() {
 
 fn matmul_matches_matvec(k: &Kernels) {
     let (rows, cols, n_tokens) = (45, 512, 11);
-    for ty in TYPES {
+    for ty in types() {
         let data = matrix(ty, rows, cols);
         let w = WeightMatrix::new(ty, rows, cols, as_bytes(&data, ty, rows, cols)).expect("matrix");
         let x = values(n_tokens * cols, 3);

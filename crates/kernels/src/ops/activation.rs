@@ -69,16 +69,8 @@ pub fn apply(act: Activation, x: &mut [f32]) {
     }
 }
 
-/// Gated product (SwiGLU, GeGLU): `out = act(gate) * up`.
-pub fn gated(act: Activation, gate: &[f32], up: &[f32], out: &mut [f32]) {
-    assert_eq!(gate.len(), up.len());
-    assert_eq!(gate.len(), out.len());
-    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-        *o = act.eval(g) * u;
-    }
-}
-
-/// [`gated`] writing into `gate`: `gate = act(gate) * up`.
+/// Gated product (SwiGLU, GeGLU) in place: `gate = act(gate) * up` (the scalar reference of
+/// [`super::VectorKernels`]' gated products).
 pub fn gated_inplace(act: Activation, gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len());
     for (g, &u) in gate.iter_mut().zip(up) {

@@ -1,27 +1,10 @@
 //! Elementwise arithmetic on rows.
 
-/// `out = a + b`.
-pub fn add(a: &[f32], b: &[f32], out: &mut [f32]) {
-    assert_eq!(a.len(), b.len());
-    assert_eq!(a.len(), out.len());
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        *o = x + y;
-    }
-}
-
 /// `x += y` (residual connections).
 pub fn add_inplace(x: &mut [f32], y: &[f32]) {
     assert_eq!(x.len(), y.len());
     for (x, &y) in x.iter_mut().zip(y) {
         *x += y;
-    }
-}
-
-/// `x *= y` elementwise.
-pub fn mul_inplace(x: &mut [f32], y: &[f32]) {
-    assert_eq!(x.len(), y.len());
-    for (x, &y) in x.iter_mut().zip(y) {
-        *x *= y;
     }
 }
 

@@ -8,16 +8,12 @@ mod activation;
 mod elementwise;
 mod norm;
 mod rope;
-mod softmax;
 mod vector;
 
-pub use activation::{
-    Activation, apply, gated, gated_inplace, gelu_erf, gelu_tanh, gelu_tanh_f16, silu,
-};
-pub use elementwise::{add, add_inplace, mul_inplace, scale, softcap};
+pub use activation::{Activation, apply};
+pub use elementwise::{add_inplace, scale, softcap};
 pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};
 pub use rope::{RopeParams, RopeStyle, rope};
-pub use softmax::softmax;
 pub use vector::VectorKernels;
 
 #[cfg(test)]

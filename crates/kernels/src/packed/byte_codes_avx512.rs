@@ -5,7 +5,8 @@
 
 use std::arch::x86_64::*;
 
-use super::q5_0x16::{BlockSummary, ROWS};
+use super::ROWS;
+use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::x86::prefetch_ahead;
 

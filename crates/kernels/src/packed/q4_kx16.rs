@@ -11,9 +11,9 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::q5_0x16::{BlockSummary, ROWS};
+use super::{PackedFormat, ROWS, summary};
+use crate::operands::BlockSummary;
 use crate::quant::q4_k::BlockQ4K;
-#[cfg(test)]
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::util::scales_mins_k4;
 
@@ -32,6 +32,17 @@ pub(crate) struct BlockQ4Kx16 {
     /// Codes: vector `4j + v`, byte `4i + jj` holds row `i`'s code `32j + 8v + jj` in its low
     /// nibble and code `32j + 8v + 4 + jj` in its high nibble.
     pub(crate) qs: [[u8; 64]; 32],
+}
+
+impl PackedFormat for BlockQ4Kx16 {
+    type Source = BlockQ4K;
+    type Act = BlockQ8K;
+    fn pack_into(&mut self, rows: &[&BlockQ4K]) {
+        BlockQ4Kx16::pack_into(self, rows);
+    }
+    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
+        summary::q8_k(a, out);
+    }
 }
 
 impl BlockQ4Kx16 {
@@ -86,17 +97,6 @@ const LOW: u32 = 0x0F0F_0F0F;
 /// The little-endian word at the start of `b`.
 fn word(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
-/// The summaries of the eight 32-value sub-blocks of a Q8_K block: its scale and each
-/// sub-block's code sum.
-pub(crate) fn summarize_q8k(d: f32, bsums: &[i16; 16], out: &mut [BlockSummary]) {
-    for (j, out) in out.iter_mut().enumerate().take(8) {
-        *out = BlockSummary {
-            d,
-            sum: bsums[2 * j] as i32 + bsums[2 * j + 1] as i32,
-        };
-    }
 }
 
 /// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)

@@ -4,7 +4,8 @@
 use std::arch::x86_64::*;
 
 use super::q4_kx16::BlockQ4Kx16;
-use super::q5_0x16::{BlockSummary, ROWS};
+use super::{PackedMatrix, ROWS, Release};
+use crate::operands::{BlockSummary, WeightMatrix};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
@@ -30,6 +31,15 @@ pub(crate) fn dot_group(
             _ => dot_tokens::<4>(w, a, s, out),
         }
     }
+}
+
+/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
+/// returned matrix run [`dot_group`].
+pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
+    PackedMatrix::pack_with::<BlockQ4Kx16>(w, dot_group, release)
 }
 
 /// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.

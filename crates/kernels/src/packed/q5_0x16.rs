@@ -12,11 +12,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::{PackedFormat, ROWS, summary};
+use crate::operands::BlockSummary;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
-
-/// Rows per packed block.
-pub(crate) const ROWS: usize = 16;
 
 /// One 32-value block of sixteen rows.
 #[repr(C)]
@@ -32,6 +31,17 @@ pub(crate) struct BlockQ5_0x16 {
 }
 
 const _: () = assert!(size_of::<BlockQ5_0x16>() == ROWS * size_of::<BlockQ5_0>());
+
+impl PackedFormat for BlockQ5_0x16 {
+    type Source = BlockQ5_0;
+    type Act = BlockQ8_0;
+    fn pack_into(&mut self, rows: &[&BlockQ5_0]) {
+        BlockQ5_0x16::pack_into(self, rows);
+    }
+    fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
+        out[0] = summary::q8_0(a);
+    }
+}
 
 impl BlockQ5_0x16 {
     /// [`Self::pack_into`] a zeroed block.
@@ -81,25 +91,6 @@ impl BlockQ5_0x16 {
         let low = (self.qs[g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF;
         let high = (self.qh[4 * i + jj] >> g) & 1;
         (low | high << 4) as i32
-    }
-}
-
-/// The f32 scale and the code sum of each activation block, computed once per product.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct BlockSummary {
-    /// The block's scale.
-    pub(crate) d: f32,
-    /// The sum of its 32 codes.
-    pub(crate) sum: i32,
-}
-
-impl BlockSummary {
-    /// The summary of `block`.
-    pub(crate) fn of(block: &BlockQ8_0) -> Self {
-        BlockSummary {
-            d: block.d.to_f32(),
-            sum: block.qs.iter().map(|&q| q as i32).sum(),
-        }
     }
 }
 

@@ -4,7 +4,9 @@
 use std::arch::x86_64::*;
 
 use super::byte_codes_avx512::{self, ByteCodes};
-use super::q5_0x16::{BlockQ5_0x16, BlockSummary, ROWS};
+use super::q5_0x16::BlockQ5_0x16;
+use super::{PackedMatrix, ROWS, Release};
+use crate::operands::{BlockSummary, WeightMatrix};
 use crate::quant::q8_0::BlockQ8_0;
 
 impl ByteCodes for BlockQ5_0x16 {
@@ -23,6 +25,15 @@ pub(crate) fn dot_group(
     out: &mut [[f32; ROWS]],
 ) {
     byte_codes_avx512::dot_group(w, a, s, out, |x| codes(x));
+}
+
+/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
+/// returned matrix run [`dot_group`].
+pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
+    PackedMatrix::pack_with::<BlockQ5_0x16>(w, dot_group, release)
 }
 
 /// `low | (fifth & 0x10)`, bytewise.

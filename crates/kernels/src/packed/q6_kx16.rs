@@ -11,11 +11,9 @@
 
 use bytemuck::{Pod, Zeroable};
 
-#[cfg(test)]
-use super::q5_0x16::BlockSummary;
-use super::q5_0x16::ROWS;
+use super::{PackedFormat, ROWS, summary};
+use crate::operands::BlockSummary;
 use crate::quant::q6_k::BlockQ6K;
-#[cfg(test)]
 use crate::quant::q8_k::BlockQ8K;
 
 /// One super-block of sixteen rows.
@@ -35,6 +33,17 @@ pub(crate) struct BlockQ6Kx16 {
 }
 
 const _: () = assert!(size_of::<BlockQ6Kx16>() == ROWS * size_of::<BlockQ6K>());
+
+impl PackedFormat for BlockQ6Kx16 {
+    type Source = BlockQ6K;
+    type Act = BlockQ8K;
+    fn pack_into(&mut self, rows: &[&BlockQ6K]) {
+        BlockQ6Kx16::pack_into(self, rows);
+    }
+    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
+        summary::q8_k(a, out);
+    }
+}
 
 impl BlockQ6Kx16 {
     /// [`Self::pack_into`] a zeroed block.

@@ -10,9 +10,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-#[cfg(test)]
-use super::q5_0x16::BlockSummary;
-use super::q5_0x16::ROWS;
+use super::{PackedFormat, ROWS, summary};
+use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 
 /// One 32-value block of sixteen rows.
@@ -26,6 +25,17 @@ pub(crate) struct BlockQ8_0x16 {
 }
 
 const _: () = assert!(size_of::<BlockQ8_0x16>() == ROWS * size_of::<BlockQ8_0>());
+
+impl PackedFormat for BlockQ8_0x16 {
+    type Source = BlockQ8_0;
+    type Act = BlockQ8_0;
+    fn pack_into(&mut self, rows: &[&BlockQ8_0]) {
+        BlockQ8_0x16::pack_into(self, rows);
+    }
+    fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
+        out[0] = summary::q8_0(a);
+    }
+}
 
 impl BlockQ8_0x16 {
     /// [`Self::pack_into`] a zeroed block.

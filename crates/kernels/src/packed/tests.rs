@@ -1,51 +1,18 @@
 use proptest::prelude::*;
 
 use super::q4_kx16::{self, BlockQ4Kx16};
-use super::q5_0x16::{self, BlockQ5_0x16, BlockSummary, ROWS};
+use super::q5_0x16::{self, BlockQ5_0x16};
 use super::q6_kx16::{self, BlockQ6Kx16};
 use super::q8_0x16::{self, BlockQ8_0x16};
+use super::rows::pack_rows;
 use super::*;
+use crate::dispatch::Kernels;
+use crate::quant::q4_k::BlockQ4K;
+use crate::quant::q5_0::BlockQ5_0;
+use crate::quant::q6_k::BlockQ6K;
+use crate::quant::q8_0::BlockQ8_0;
+use crate::quant::q8_k::BlockQ8K;
 use crate::quant::testing::*;
-
-/// The scalar reference as a kernel-table entry.
-unsafe fn reference_entry(
-    w: &[BlockQ5_0x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    q5_0x16::dot_group(w, a, s, out)
-}
-
-/// The Q4_K scalar reference as a kernel-table entry.
-unsafe fn reference_entry_q4k(
-    w: &[BlockQ4Kx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    q4_kx16::dot_group(w, a, s, out)
-}
-
-/// The Q6_K scalar reference as a kernel-table entry.
-unsafe fn reference_entry_q6k(
-    w: &[BlockQ6Kx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    q6_kx16::dot_group(w, a, s, out)
-}
-
-/// The Q8_0 scalar reference as a kernel-table entry.
-unsafe fn reference_entry_q8_0(
-    w: &[BlockQ8_0x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    q8_0x16::dot_group(w, a, s, out)
-}
 
 /// `rows` random rows of `nb` Q5_0 blocks (codes random, all-zero or all-ones; scales from
 /// [`f16_scale`]).
@@ -68,7 +35,7 @@ fn q8_0_tokens(
 ) -> impl Strategy<Value = (Vec<BlockQ8_0>, Vec<BlockSummary>)> {
     prop::collection::vec(activations(nb * 32), tokens).prop_map(|rows| {
         let a: Vec<BlockQ8_0> = rows.iter().flat_map(|x| quantize::<BlockQ8_0>(x)).collect();
-        let s = a.iter().map(BlockSummary::of).collect();
+        let s = a.iter().map(summary::q8_0).collect();
         (a, s)
     })
 }
@@ -179,13 +146,13 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
 /// `w` packed with the scalar reference kernel, and with this CPU's kernel where it has one.
 fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
     let reference = match w.ty() {
-        GgmlType::Q5_0 => PackedData::Q5_0(pack_rows(w, reference_entry, &|_| {})),
-        GgmlType::Q8_0 => PackedData::Q8_0(pack_rows(w, reference_entry_q8_0, &|_| {})),
-        GgmlType::Q4K => PackedData::Q4K(pack_rows(w, reference_entry_q4k, &|_| {})),
-        _ => PackedData::Q6K(pack_rows(w, reference_entry_q6k, &|_| {})),
+        GgmlType::Q5_0 => PackedMatrix::pack_with::<BlockQ5_0x16>(w, q5_0x16::dot_group, &|_| {}),
+        GgmlType::Q8_0 => PackedMatrix::pack_with::<BlockQ8_0x16>(w, q8_0x16::dot_group, &|_| {}),
+        GgmlType::Q4K => PackedMatrix::pack_with::<BlockQ4Kx16>(w, q4_kx16::dot_group, &|_| {}),
+        _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, q6_kx16::dot_group, &|_| {}),
     };
-    let mut packings = vec![("reference", PackedMatrix::new(w, reference))];
-    if let Some(simd) = PackedMatrix::pack(w) {
+    let mut packings = vec![("reference", reference)];
+    if let Some(simd) = Kernels::detected().pack(w) {
         packings.push(("simd", simd));
     }
     packings
@@ -244,10 +211,7 @@ fn check_batch_and_thread_invariance(ty: GgmlType) {
 fn matmul_packed_checks_lengths_and_scratch() {
     let (data, x) = matrix_case(GgmlType::Q5_0, 32, 64, 2);
     let w = WeightMatrix::new(GgmlType::Q5_0, 32, 64, &data).unwrap();
-    let packed = PackedMatrix::new(
-        &w,
-        PackedData::Q5_0(pack_rows(&w, reference_entry, &|_| {})),
-    );
+    let packed = PackedMatrix::pack_with::<BlockQ5_0x16>(&w, q5_0x16::dot_group, &|_| {});
     let mut y = vec![0.0; 64];
     let mut small = ActivationBuffer::for_matvec(64);
     assert!(matches!(
@@ -287,7 +251,7 @@ fn q8_k_tokens(
         let a: Vec<BlockQ8K> = rows.iter().flat_map(|x| quantize::<BlockQ8K>(x)).collect();
         let mut s = vec![BlockSummary::default(); a.len() * 8];
         for (a, s) in a.iter().zip(s.chunks_mut(8)) {
-            q4_kx16::summarize_q8k(a.d, &a.bsums, s);
+            summary::q8_k(a, s);
         }
         (a, s)
     })
@@ -553,7 +517,7 @@ fn packing_releases_every_source_byte_once() {
     let (data, _) = matrix_case(GgmlType::Q8_0, rows, cols, 0);
     let w = WeightMatrix::new(GgmlType::Q8_0, rows, cols, &data).unwrap();
     let released = std::sync::Mutex::new(Vec::new());
-    let _ = pack_rows(&w, reference_entry_q8_0, &|r: Range<usize>| {
+    let _ = pack_rows::<BlockQ8_0x16>(&w, q8_0x16::dot_group, &|r: Range<usize>| {
         released.lock().unwrap().push(r)
     });
     let released = released.into_inner().unwrap();
@@ -573,7 +537,7 @@ fn misaligned_rows_pack_the_same() {
     shifted[1..].copy_from_slice(&data);
     let aligned = WeightMatrix::new(GgmlType::Q4K, rows, cols, &data).unwrap();
     let misaligned = WeightMatrix::new(GgmlType::Q4K, rows, cols, &shifted[1..]).unwrap();
-    let a = pack_rows(&aligned, reference_entry_q4k, &|_| {});
-    let b = pack_rows(&misaligned, reference_entry_q4k, &|_| {});
+    let a = pack_rows::<BlockQ4Kx16>(&aligned, q4_kx16::dot_group, &|_| {});
+    let b = pack_rows::<BlockQ4Kx16>(&misaligned, q4_kx16::dot_group, &|_| {});
     assert!(a.blocks == b.blocks);
 }

@@ -1,14 +1,13 @@
 //! Block formats: one module per tensor type, each holding its `#[repr(C)]` block struct, the
-//! scalar reference dequantizer / quantizer / dot product and, beside it, SIMD variants
-//! (`x86`: AVX2; `avx512`: AVX-512 with VNNI, for the types where it beats AVX2).
+//! scalar reference dequantizer / quantizer / dot product and, beside it, its SIMD variant
+//! (`x86`: AVX2, FMA and F16C).
 //!
-//! The traits here describe a format; [`crate::dispatch`] turns them into a table of function
-//! pointers so the matvec/matmul drivers never switch on the type.
+//! The traits here describe a format; [`crate::registry`] lists every format with its kernels,
+//! and [`crate::dispatch`] turns that list into the function table of one instruction set, so
+//! the drivers never switch on the type.
 
 use bytemuck::Pod;
 use rinfer_formats::GgmlType;
-
-use crate::error::KernelError;
 
 pub mod float;
 pub mod iq4_nl;
@@ -26,8 +25,6 @@ pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
 
-#[cfg(target_arch = "x86_64")]
-mod avx512;
 pub(crate) mod util;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -66,108 +63,10 @@ pub trait VecDot: BlockFormat {
     fn vec_dot(w: &[Self], a: &[Self::Activation]) -> f32;
 }
 
-/// Decodes a row of `ty` (`bytes`) into `out`, which must hold exactly the row's elements.
-///
-/// Accepts any alignment of `bytes`.
-///
-/// # Errors
-/// [`KernelError::Unsupported`] for types without a dequantizer, [`KernelError::PartialBlock`]
-/// when `bytes` is not a whole number of blocks, and [`KernelError::LengthMismatch`] when `out`
-/// does not have one slot per element.
-pub fn dequantize_row(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
-    let f = dequantize_fn(ty).ok_or(KernelError::Unsupported {
-        ty,
-        op: "dequantize",
-    })?;
-    check_row(ty, bytes.len(), out.len())?;
-    f(bytes, out);
-    Ok(())
-}
-
-/// Encodes `x` as a row of `ty` into `out` with ggml's reference quantizer.
-///
-/// Accepts any alignment of `out`.
-///
-/// # Errors
-/// [`KernelError::Unsupported`] for types without a quantizer, [`KernelError::PartialBlock`]
-/// when `x` is not a whole number of blocks, and [`KernelError::LengthMismatch`] when `out`
-/// is not exactly the row's size in bytes.
-pub fn quantize_row(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
-    let f = quantize_fn(ty).ok_or(KernelError::Unsupported { ty, op: "quantize" })?;
-    check_row(ty, out.len(), x.len())?;
-    f(x, out);
-    Ok(())
-}
-
-fn check_row(ty: GgmlType, bytes: usize, elems: usize) -> Result<(), KernelError> {
-    if !bytes.is_multiple_of(ty.type_size()) {
-        return Err(KernelError::PartialBlock {
-            ty,
-            len: bytes,
-            unit: "bytes",
-        });
-    }
-    let expected = bytes / ty.type_size() * ty.block_size();
-    if elems != expected {
-        return Err(KernelError::LengthMismatch {
-            what: "f32 row",
-            expected,
-            actual: elems,
-        });
-    }
-    Ok(())
-}
-
 /// A row dequantizer working on raw bytes.
 pub(crate) type DequantizeBytesFn = fn(&[u8], &mut [f32]);
 /// A row quantizer writing raw bytes.
 pub(crate) type QuantizeBytesFn = fn(&[f32], &mut [u8]);
-
-/// The scalar row dequantizer of `ty`, if it has one.
-pub(crate) fn dequantize_fn(ty: GgmlType) -> Option<DequantizeBytesFn> {
-    use GgmlType as T;
-    Some(match ty {
-        T::F32 => dequantize_bytes::<f32>,
-        T::F16 => dequantize_bytes::<half::f16>,
-        T::BF16 => dequantize_bytes::<half::bf16>,
-        T::Q4_0 => dequantize_bytes::<q4_0::BlockQ4_0>,
-        T::Q4_1 => dequantize_bytes::<q4_1::BlockQ4_1>,
-        T::Q5_0 => dequantize_bytes::<q5_0::BlockQ5_0>,
-        T::Q5_1 => dequantize_bytes::<q5_1::BlockQ5_1>,
-        T::Q8_0 => dequantize_bytes::<q8_0::BlockQ8_0>,
-        T::Q8_1 => dequantize_bytes::<q8_1::BlockQ8_1>,
-        T::Q2K => dequantize_bytes::<q2_k::BlockQ2K>,
-        T::Q3K => dequantize_bytes::<q3_k::BlockQ3K>,
-        T::Q4K => dequantize_bytes::<q4_k::BlockQ4K>,
-        T::Q5K => dequantize_bytes::<q5_k::BlockQ5K>,
-        T::Q6K => dequantize_bytes::<q6_k::BlockQ6K>,
-        T::Q8K => dequantize_bytes::<q8_k::BlockQ8K>,
-        T::Iq4Nl => dequantize_bytes::<iq4_nl::BlockIq4Nl>,
-        T::Iq4Xs => dequantize_bytes::<iq4_xs::BlockIq4Xs>,
-        _ => return None,
-    })
-}
-
-/// The scalar reference row quantizer of `ty`, if it has one.
-pub(crate) fn quantize_fn(ty: GgmlType) -> Option<QuantizeBytesFn> {
-    use GgmlType as T;
-    Some(match ty {
-        T::F32 => quantize_bytes::<f32>,
-        T::F16 => quantize_bytes::<half::f16>,
-        T::BF16 => quantize_bytes::<half::bf16>,
-        T::Q4_0 => quantize_bytes::<q4_0::BlockQ4_0>,
-        T::Q4_1 => quantize_bytes::<q4_1::BlockQ4_1>,
-        T::Q5_0 => quantize_bytes::<q5_0::BlockQ5_0>,
-        T::Q5_1 => quantize_bytes::<q5_1::BlockQ5_1>,
-        T::Q8_0 => quantize_bytes::<q8_0::BlockQ8_0>,
-        T::Q8_1 => quantize_bytes::<q8_1::BlockQ8_1>,
-        T::Q4K => quantize_bytes::<q4_k::BlockQ4K>,
-        T::Q5K => quantize_bytes::<q5_k::BlockQ5K>,
-        T::Q6K => quantize_bytes::<q6_k::BlockQ6K>,
-        T::Q8K => quantize_bytes::<q8_k::BlockQ8K>,
-        _ => return None,
-    })
-}
 
 /// Dequantizes whole blocks; `out.len()` must be `bytes.len() / B::BYTES * B::ELEMS`.
 pub(crate) fn dequantize_bytes<B: BlockFormat>(bytes: &[u8], out: &mut [f32]) {

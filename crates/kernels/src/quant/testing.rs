@@ -62,7 +62,7 @@ pub(crate) fn check_dequant_fixtures<B: BlockFormat>(name: &str, with_quantize_s
             &format!("{name}.{set}"),
         );
         let mut via_row = vec![0.0; want.len()];
-        super::dequantize_row(B::TYPE, &raw, &mut via_row).expect("dequantize_row");
+        crate::dequantize_row(B::TYPE, &raw, &mut via_row).expect("dequantize_row");
         assert_bits_eq(&via_row, &want, &format!("{name}.{set} via dequantize_row"));
     }
 }
@@ -83,7 +83,7 @@ pub(crate) fn check_quantize_fixture<B: Quantize>(name: &str) {
         assert_eq!(g, w, "{name}: block {i} differs");
     }
     let mut via_row = vec![0u8; want.len()];
-    super::quantize_row(B::TYPE, &x, &mut via_row).expect("quantize_row");
+    crate::quantize_row(B::TYPE, &x, &mut via_row).expect("quantize_row");
     assert_eq!(via_row, want, "{name} via quantize_row");
 }
 

@@ -9,8 +9,6 @@ use super::q8_0::BlockQ8_0;
 use super::{BlockFormat, Quantize, VecDot};
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512;
-#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 #[cfg(test)]

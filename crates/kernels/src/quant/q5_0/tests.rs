@@ -33,15 +33,4 @@ proptest! {
             assert_dot_close(simd, BlockQ5_0::vec_dot(&w, &a), dot_magnitude(&w, &a));
         }
     }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn avx512_dot_matches_reference((w, x) in case()) {
-        if has_avx512() {
-            let a = quantize::<BlockQ8_0>(&x);
-            // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above.
-            let simd = unsafe { avx512::vec_dot(&w, &a) };
-            assert_dot_close(simd, BlockQ5_0::vec_dot(&w, &a), dot_magnitude(&w, &a));
-        }
-    }
 }

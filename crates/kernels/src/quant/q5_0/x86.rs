@@ -54,4 +54,4 @@ pub(crate) fn vec_dot_tile(w: &[BlockQ5_0], a: &[BlockQ8_0], out: &mut [f32]) {
 }
 
 /// The most activation rows [`vec_dot_tile`] takes at once.
-const TILE: usize = crate::matmul::TOKEN_TILE;
+const TILE: usize = crate::operands::TOKEN_TILE;

@@ -10,8 +10,6 @@ use super::util::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
 use super::{BlockFormat, Quantize, VecDot};
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512;
-#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 #[cfg(test)]

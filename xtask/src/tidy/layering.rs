@@ -1,9 +1,7 @@
-//! `cargo xtask tidy`: architecture invariants read from the manifests.
-//!
-//! The crates form layers, lowest first: formats, kernels, cuda, model, serve, cli. A crate may
-//! depend (in any dependency table, dev and build included) only on crates earlier in that list,
-//! so file parsing never learns about models, kernels never learn about serving, and the CLI
-//! stays a thin front end. The check also runs as an ordinary test under `cargo test --workspace`.
+//! Crate layering, read from the manifests: the crates form layers, lowest first (formats,
+//! kernels, cuda, model, serve, cli), and a crate may depend (in any dependency table, dev and
+//! build included) only on crates earlier in that list, so file parsing never learns about
+//! models, kernels never learn about serving, and the CLI stays a thin front end.
 
 use std::fs;
 use std::path::Path;
@@ -12,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use toml::{Table, Value};
 
 /// The rinfer crates, lowest layer first.
-const LAYERS: [&str; 6] = [
+pub const LAYERS: [&str; 6] = [
     "rinfer-formats",
     "rinfer-kernels",
     "rinfer-cuda",
@@ -21,26 +19,8 @@ const LAYERS: [&str; 6] = [
     "rinfer-cli",
 ];
 
-/// Checks every `crates/*/Cargo.toml` and fails naming each offending edge.
-pub fn run() -> Result<()> {
-    let violations = layering_violations(&crate::workspace_root())?;
-    if !violations.is_empty() {
-        for violation in &violations {
-            eprintln!("tidy: {violation}");
-        }
-        bail!(
-            "{} layering violation(s); the allowed order is {} and a crate may depend only on \
-             crates before it",
-            violations.len(),
-            LAYERS.join(" < ")
-        );
-    }
-    eprintln!("tidy: crate layering ok ({})", LAYERS.join(" < "));
-    Ok(())
-}
-
 /// Every forbidden dependency edge among the workspace's crates, one message each.
-fn layering_violations(root: &Path) -> Result<Vec<String>> {
+pub fn violations(root: &Path) -> Result<Vec<String>> {
     let crates_dir = root.join("crates");
     let mut manifests = Vec::new();
     for entry in fs::read_dir(&crates_dir)
@@ -129,12 +109,6 @@ fn layer_of(name: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn workspace_crates_depend_only_downward() {
-        let violations = layering_violations(&crate::workspace_root()).unwrap();
-        assert!(violations.is_empty(), "{}", violations.join("\n"));
-    }
 
     #[test]
     fn upward_and_sideways_edges_are_reported() {

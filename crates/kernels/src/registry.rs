@@ -1,0 +1,348 @@
+//! The registry: every tensor type this crate implements, with everything it has for it, in one
+//! table indexed by type id (ggml's type traits). A row gives the type's dequantizer and
+//! quantizer and, for weight types, the activation format, the scalar reference dot product,
+//! the SIMD dot product (and its tile twin) and the packed layout, each SIMD entry with the
+//! instruction set it needs.
+//!
+//! Every other per-type list derives from this table: the kernel table of an instruction set
+//! ([`crate::Kernels`]), what gets packed, [`crate::dequantize_row`] and [`crate::quantize_row`].
+//! Supporting a new type, or a new kernel of a type, is one row or one entry here.
+
+use half::{bf16, f16};
+use rinfer_formats::GgmlType;
+
+use crate::cpu::Isa;
+use crate::packed::{self, PackFn};
+#[cfg(target_arch = "x86_64")]
+use crate::quant::float;
+use crate::quant::{
+    BlockFormat, DequantizeBytesFn, Quantize, QuantizeBytesFn, VecDot, dequantize_bytes, iq4_nl,
+    iq4_xs, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k, quantize_bytes,
+};
+
+/// A dot product over raw bytes: one weight row against one quantized activation row.
+///
+/// `unsafe` because SIMD entries need the instruction set the registry lists beside them.
+pub(crate) type VecDotFn = unsafe fn(&[u8], &[u8]) -> f32;
+
+/// One weight row against several activation rows stored one after the other, one output per
+/// activation row; bit-identical to a [`VecDotFn`] call per row.
+pub(crate) type VecDotTileFn = unsafe fn(&[u8], &[u8], &mut [f32]);
+
+/// Everything this crate implements for one tensor type.
+#[derive(Clone, Copy)]
+pub(crate) struct TypeTraits {
+    /// The type.
+    pub(crate) ty: GgmlType,
+    /// The alignment of its block struct (what weight data of the type must start at).
+    pub(crate) align: usize,
+    /// Its scalar row dequantizer (any alignment).
+    pub(crate) dequantize: DequantizeBytesFn,
+    /// Its scalar row quantizer (ggml's reference), where it has one.
+    pub(crate) quantize: Option<QuantizeBytesFn>,
+    /// Its products, where it is a weight type.
+    pub(crate) weight: Option<WeightTraits>,
+}
+
+/// The products of one weight type.
+#[derive(Clone, Copy)]
+pub(crate) struct WeightTraits {
+    /// The format activations are quantized to before the dot product (ggml's `vec_dot_type`).
+    pub(crate) activation: GgmlType,
+    /// The scalar quantizer of the activation format.
+    pub(crate) quantize_activation: QuantizeBytesFn,
+    /// The scalar reference dot product (safe to call on any CPU).
+    pub(crate) reference: VecDotFn,
+    /// The row-major SIMD dot product, where one exists.
+    pub(crate) simd: Option<SimdDot>,
+    /// The packed layout and its kernel, where one exists.
+    pub(crate) packed: Option<PackedLayout>,
+}
+
+/// A SIMD dot product of one weight type and the instruction set it needs.
+#[derive(Clone, Copy)]
+pub(crate) struct SimdDot {
+    /// The least instruction set that runs it.
+    pub(crate) isa: Isa,
+    /// The dot product.
+    pub(crate) dot: VecDotFn,
+    /// Its tile twin, bit-identical to one `dot` per activation row, where one exists.
+    pub(crate) tile: Option<VecDotTileFn>,
+}
+
+/// A packed layout of one weight type and the instruction set its kernel needs.
+#[derive(Clone, Copy)]
+pub(crate) struct PackedLayout {
+    /// The least instruction set that runs its kernel.
+    pub(crate) isa: Isa,
+    /// Packs a matrix of the type into the layout.
+    pub(crate) pack: PackFn,
+}
+
+impl TypeTraits {
+    /// A format that is only decoded here.
+    const fn format<B: BlockFormat>() -> Self {
+        TypeTraits {
+            ty: B::TYPE,
+            align: align_of::<B>(),
+            dequantize: dequantize_bytes::<B>,
+            quantize: None,
+            weight: None,
+        }
+    }
+
+    /// An activation format: quantized to and decoded, never a weight here.
+    const fn activation<A: Quantize>() -> Self {
+        TypeTraits {
+            quantize: Some(quantize_bytes::<A>),
+            ..Self::format::<A>()
+        }
+    }
+
+    /// A weight type without a quantizer here (it is only read from files).
+    const fn weight<W: VecDot>() -> Self {
+        TypeTraits {
+            weight: Some(WeightTraits {
+                activation: <W::Activation as BlockFormat>::TYPE,
+                quantize_activation: quantize_bytes::<W::Activation>,
+                reference: dot_bytes::<W>,
+                simd: None,
+                packed: None,
+            }),
+            ..Self::format::<W>()
+        }
+    }
+
+    /// A weight type with a quantizer.
+    const fn quantized_weight<W: VecDot + Quantize>() -> Self {
+        TypeTraits {
+            quantize: Some(quantize_bytes::<W>),
+            ..Self::weight::<W>()
+        }
+    }
+
+    /// With the SIMD dot product `simd` (`None`: none on this architecture).
+    const fn simd(mut self, simd: Option<SimdDot>) -> Self {
+        if let Some(weight) = &mut self.weight {
+            weight.simd = simd;
+        }
+        self
+    }
+
+    /// With the packed layout `packed` (`None`: none on this architecture).
+    const fn packed(mut self, packed: Option<PackedLayout>) -> Self {
+        if let Some(weight) = &mut self.weight {
+            weight.packed = packed;
+        }
+        self
+    }
+}
+
+/// `Some(entry)` on x86-64; `None` elsewhere, where the kernels it names do not exist.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_64 {
+    ($entry:expr) => {
+        Some($entry)
+    };
+}
+
+/// `Some(entry)` on x86-64; `None` elsewhere, where the kernels it names do not exist.
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! x86_64 {
+    ($entry:expr) => {
+        None
+    };
+}
+
+/// The [`SimdDot`] of an AVX2 kernel (one that needs AVX2, FMA and F16C and nothing more) and,
+/// after `tile:`, its tile twin: byte-level entries that cast the rows to the kernels' blocks.
+macro_rules! avx2 {
+    ($dot:path $(, tile: $tile:path)?) => {
+        x86_64!(SimdDot {
+            isa: Isa::Avx2,
+            dot: {
+                /// # Safety
+                /// The CPU must support AVX2, FMA and F16C.
+                unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
+                    // SAFETY: the caller guarantees the features the kernel is compiled for.
+                    unsafe { dot_with($dot, w, a) }
+                }
+                entry
+            },
+            tile: avx2!(@tile $($tile)?),
+        })
+    };
+    (@tile) => {
+        None
+    };
+    (@tile $tile:path) => {
+        Some({
+            /// # Safety
+            /// The CPU must support AVX2, FMA and F16C.
+            unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
+                // SAFETY: the caller guarantees the features the kernel is compiled for.
+                unsafe { tile_with($tile, w, a, out) }
+            }
+            entry
+        })
+    };
+}
+
+/// The [`PackedLayout`] of a packer whose kernel needs AVX-512 F, BW, VL and VNNI (with AVX2,
+/// FMA and F16C).
+macro_rules! avx512_packed {
+    ($pack:path) => {
+        x86_64!(PackedLayout {
+            isa: Isa::Avx512,
+            pack: $pack,
+        })
+    };
+}
+
+/// Every type this crate implements, by GGUF id.
+static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
+    TypeTraits::quantized_weight::<f32>().simd(avx2!(float::x86::vec_dot_f32)),
+    TypeTraits::quantized_weight::<f16>().simd(avx2!(float::x86::vec_dot_f16)),
+    TypeTraits::quantized_weight::<bf16>().simd(avx2!(float::x86::vec_dot_bf16)),
+    TypeTraits::quantized_weight::<q4_0::BlockQ4_0>().simd(avx2!(q4_0::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q4_1::BlockQ4_1>().simd(avx2!(q4_1::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q5_0::BlockQ5_0>()
+        .simd(avx2!(q5_0::x86::vec_dot, tile: q5_0::x86::vec_dot_tile))
+        .packed(avx512_packed!(packed::q5_0x16_avx512::pack)),
+    TypeTraits::quantized_weight::<q5_1::BlockQ5_1>().simd(avx2!(q5_1::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q8_0::BlockQ8_0>()
+        .simd(avx2!(q8_0::x86::vec_dot))
+        .packed(avx512_packed!(packed::q8_0x16_avx512::pack)),
+    TypeTraits::activation::<q8_1::BlockQ8_1>(),
+    TypeTraits::weight::<q2_k::BlockQ2K>().simd(avx2!(q2_k::x86::vec_dot)),
+    TypeTraits::weight::<q3_k::BlockQ3K>().simd(avx2!(q3_k::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q4_k::BlockQ4K>()
+        .simd(avx2!(q4_k::x86::vec_dot))
+        .packed(avx512_packed!(packed::q4_kx16_avx512::pack)),
+    TypeTraits::quantized_weight::<q5_k::BlockQ5K>().simd(avx2!(q5_k::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q6_k::BlockQ6K>()
+        .simd(avx2!(q6_k::x86::vec_dot))
+        .packed(avx512_packed!(packed::q6_kx16_avx512::pack)),
+    TypeTraits::activation::<q8_k::BlockQ8K>(),
+    TypeTraits::weight::<iq4_nl::BlockIq4Nl>().simd(avx2!(iq4_nl::x86::vec_dot)),
+    TypeTraits::weight::<iq4_xs::BlockIq4Xs>().simd(avx2!(iq4_xs::x86::vec_dot)),
+]);
+
+/// Slots of a table indexed by type id: one past the largest id.
+pub(crate) const TABLE_LEN: usize = GgmlType::ALL[GgmlType::ALL.len() - 1] as usize + 1;
+
+/// Places each row at its type's id (and refuses to build when a type is listed twice).
+const fn by_id<const N: usize>(rows: [TypeTraits; N]) -> [Option<TypeTraits>; TABLE_LEN] {
+    let mut table = [None; TABLE_LEN];
+    let mut i = 0;
+    while i < N {
+        let id = rows[i].ty as usize;
+        assert!(
+            table[id].is_none(),
+            "a type is listed twice in the registry"
+        );
+        table[id] = Some(rows[i]);
+        i += 1;
+    }
+    table
+}
+
+/// What the registry has for `ty`.
+pub(crate) fn traits(ty: GgmlType) -> Option<&'static TypeTraits> {
+    REGISTRY[ty.id() as usize].as_ref()
+}
+
+/// Every type in the registry, by id.
+pub(crate) fn all() -> impl Iterator<Item = &'static TypeTraits> {
+    REGISTRY.iter().flatten()
+}
+
+/// Casts raw rows to blocks and runs the scalar reference dot product.
+fn dot_bytes<W: VecDot>(w: &[u8], a: &[u8]) -> f32 {
+    let w: &[W] = bytemuck::cast_slice(w);
+    let a: &[W::Activation] = bytemuck::cast_slice(a);
+    assert_eq!(
+        w.len() * W::ELEMS,
+        a.len() * <W::Activation as BlockFormat>::ELEMS
+    );
+    W::vec_dot(w, a)
+}
+
+/// Casts raw rows to the blocks of `kernel`, checks that both hold as many values, and runs it.
+///
+/// # Safety
+/// The CPU must support the features `kernel` is compiled for.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn dot_with<W: BlockFormat, A: BlockFormat>(
+    kernel: unsafe fn(&[W], &[A]) -> f32,
+    w: &[u8],
+    a: &[u8],
+) -> f32 {
+    let w: &[W] = bytemuck::cast_slice(w);
+    let a: &[A] = bytemuck::cast_slice(a);
+    assert_eq!(w.len() * W::ELEMS, a.len() * A::ELEMS);
+    // SAFETY: the caller guarantees the CPU features.
+    unsafe { kernel(w, a) }
+}
+
+/// As [`dot_with`] for a tile kernel: `a` holds `out.len()` rows of `w`'s length.
+///
+/// # Safety
+/// The CPU must support the features `kernel` is compiled for.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn tile_with<W: BlockFormat, A: BlockFormat>(
+    kernel: unsafe fn(&[W], &[A], &mut [f32]),
+    w: &[u8],
+    a: &[u8],
+    out: &mut [f32],
+) {
+    let w: &[W] = bytemuck::cast_slice(w);
+    let a: &[A] = bytemuck::cast_slice(a);
+    assert_eq!(w.len() * W::ELEMS * out.len(), a.len() * A::ELEMS);
+    // SAFETY: the caller guarantees the CPU features.
+    unsafe { kernel(w, a, out) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_sits_at_its_types_id() {
+        for (id, row) in REGISTRY.iter().enumerate() {
+            if let Some(row) = row {
+                assert_eq!(row.ty.id() as usize, id);
+            }
+        }
+    }
+
+    #[test]
+    fn every_activation_format_is_in_the_registry_and_quantizable() {
+        for row in all() {
+            if let Some(weight) = &row.weight {
+                let act = traits(weight.activation).expect("activation format listed");
+                assert!(act.quantize.is_some(), "{} activations", row.ty);
+            }
+        }
+    }
+
+    #[test]
+    fn row_major_simd_kernels_of_packed_types_serve_only_cpus_that_do_not_pack() {
+        // A CPU that runs the packed kernel multiplies packed weights only (the model packs
+        // every matrix it multiplies): a row-major kernel at or above the packed kernel's
+        // instruction set would be reached by no CPU.
+        for row in all() {
+            if let Some(WeightTraits {
+                packed: Some(packed),
+                simd,
+                ..
+            }) = &row.weight
+            {
+                let simd = simd.expect("row-major SIMD kernel");
+                assert!(simd.isa < packed.isa, "{}", row.ty);
+            }
+        }
+    }
+}
