@@ -18,6 +18,7 @@
 //! # Ok::<(), rinfer_kernels::KernelError>(())
 //! ```
 
+pub mod block;
 pub mod cpu;
 pub mod dispatch;
 mod error;

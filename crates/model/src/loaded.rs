@@ -29,7 +29,7 @@ impl Model {
         let vocab = load::vocab_rows(&store)?;
         let config = config_from_metadata(file.metadata(), vocab)?;
         let weights = load::load(&store, &config)?;
-        Ok(Self { config, weights })
+        Ok(Self::new(config, weights))
     }
 
     /// Opens a Hugging Face model directory (`config.json` and safetensors weights in F32,
@@ -46,7 +46,7 @@ impl Model {
         let vocab = load::vocab_rows(&store)?;
         let config = config_from_hf(&hf.config, vocab)?;
         let weights = load::load(&store, &config)?;
-        Ok(Self { config, weights })
+        Ok(Self::new(config, weights))
     }
 }
 

@@ -5,6 +5,7 @@
 //! not a data error).
 
 mod activation;
+mod attention;
 mod elementwise;
 mod norm;
 mod rope;
@@ -14,6 +15,7 @@ mod vector;
 pub use activation::{
     Activation, apply, gated, gated_inplace, gelu_erf, gelu_tanh, gelu_tanh_f16, silu,
 };
+pub use attention::{AttentionParams, AttentionShape, KEY_BLOCK, KeyValueRows, attend, attention};
 pub use elementwise::{add, add_inplace, mul_inplace, scale, softcap};
 pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};
 pub use rope::{RopeParams, RopeStyle, rope};
