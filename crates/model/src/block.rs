@@ -31,9 +31,12 @@ impl KeyValueRows for LayerRows<'_> {
     }
 }
 
-/// The error of a stage whose weights the layer lacks (weights loaded for another configuration).
-fn missing(layer: usize, what: &str) -> ModelError {
-    ModelError::InvalidConfig(format!("layer {layer} has no {what} weights"))
+/// The weights a stage of `layer` reads, or an error naming them (weights loaded for another
+/// configuration).
+fn required<'w, T>(weights: &'w Option<T>, layer: usize, what: &str) -> Result<&'w T, ModelError> {
+    weights
+        .as_ref()
+        .ok_or_else(|| ModelError::InvalidConfig(format!("layer {layer} has no {what} weights")))
 }
 
 impl Model {
@@ -52,40 +55,29 @@ impl Model {
                 Stage::AttentionNorm(norm) => Self::norm(norm, &w.attn_norm, &s.x, &mut s.h, n),
                 Stage::Qkv => self.qkv(w, n, s)?,
                 Stage::QkNorm { eps } => {
-                    let (q_norm, k_norm) = w
-                        .qk_norm
-                        .as_ref()
-                        .ok_or_else(|| missing(layer, "q/k norm"))?;
+                    let (q_norm, k_norm) = required(&w.qk_norm, layer, "q/k norm")?;
                     self.qk_norm(q_norm, k_norm, eps, n, s);
                 }
                 Stage::Rope(params) => self.rope(&params, s),
                 Stage::Attention(params) => {
-                    for (i, source) in s.sources.iter().enumerate() {
-                        let (k, v) = self.kv_rows(i, s);
-                        seqs[source.seq].cache.store(layer, source.pos, k, v);
-                    }
+                    self.store_kv(layer, seqs, s);
                     self.attention(layer, &params, n, seqs, s);
                 }
                 Stage::AttentionOutput => {
                     linear(&w.attn_output, &s.attn, n, &mut s.out, &mut s.act)?;
                 }
                 Stage::PostAttentionNorm(norm) => {
-                    let post = w.post_attn_norm.as_ref();
-                    let post = post.ok_or_else(|| missing(layer, "post-attention norm"))?;
+                    let post = required(&w.post_attn_norm, layer, "post-attention norm")?;
                     Self::norm_in_place(norm, post, &mut s.out, n);
                 }
                 Stage::AttentionResidual => ops::add_inplace(&mut s.x[..len], &s.out[..len]),
                 Stage::FfnNorm(norm) => {
-                    let ffn_norm = w
-                        .ffn_norm
-                        .as_ref()
-                        .ok_or_else(|| missing(layer, "FFN norm"))?;
+                    let ffn_norm = required(&w.ffn_norm, layer, "FFN norm")?;
                     Self::norm(norm, ffn_norm, &s.x, &mut s.h, n);
                 }
                 Stage::Ffn(ffn) => self.ffn(ffn, w, n, s)?,
                 Stage::PostFfnNorm(norm) => {
-                    let post = w.post_ffn_norm.as_ref();
-                    let post = post.ok_or_else(|| missing(layer, "post-FFN norm"))?;
+                    let post = required(&w.post_ffn_norm, layer, "post-FFN norm")?;
                     Self::norm_in_place(norm, post, &mut s.h, n);
                 }
                 Stage::FfnResidual => ops::add_inplace(&mut s.x[..len], &s.h[..len]),
@@ -99,11 +91,14 @@ impl Model {
         Ok(())
     }
 
-    /// Row `i`'s key and value.
-    fn kv_rows<'s>(&self, i: usize, s: &'s Scratch) -> (&'s [f32], &'s [f32]) {
+    /// Every row's key and value into its sequence's cache of `layer`, at its position.
+    fn store_kv(&self, layer: usize, seqs: &mut [SeqBatch<'_>], s: &Scratch) {
         let kv_dim = self.transformer().kv_dim();
-        let rows = i * kv_dim..(i + 1) * kv_dim;
-        (&s.k[rows.clone()], &s.v[rows])
+        for (i, source) in s.sources.iter().enumerate() {
+            let row = i * kv_dim..(i + 1) * kv_dim;
+            let (k, v) = (&s.k[row.clone()], &s.v[row]);
+            seqs[source.seq].cache.store(layer, source.pos, k, v);
+        }
     }
 
     /// `q`, `k` and `v` of the `n` rows of `s.h`.
