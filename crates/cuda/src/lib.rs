@@ -11,8 +11,9 @@
 //! [`CudaError::NoDriver`] / [`CudaError::NoNvrtc`], never a panic.
 //!
 //! This crate must never be needed to build or test the workspace on a machine without CUDA,
-//! and sits below `rinfer-model`: it knows nothing of architectures, only the configuration
-//! fields in [`GpuConfig`].
+//! and sits below `rinfer-model`: it knows nothing of architectures, only the [`Transformer`]
+//! (`rinfer_kernels::block`) whose stages the CPU forward pass runs too; the step builder
+//! ([`program::StepBuilder`]) walks those stages to emit its launches.
 //!
 //! Not yet run on a GPU. The step's launch list ([`program`]) is executed on the host under a
 //! CUDA emulation in the tests and matches the CPU forward pass, and the kernels compile with
@@ -50,11 +51,9 @@ mod unavailable;
 
 pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
 pub use error::CudaError;
-pub use host::{
-    FfnKind, GpuConfig, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
-    Norm, RopeConfig, Window,
-};
+pub use host::{HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
 pub use plan::{BufferSizes, LoadOptions, PlannedMatrix, UploadPlan, layer_slots};
+pub use rinfer_kernels::block::Transformer;
 #[cfg(feature = "cuda")]
 pub use runtime::{GpuKvCache, GpuModel, compile_kernels, probe};
 #[cfg(not(feature = "cuda"))]

@@ -3,8 +3,10 @@
 //! validated here, before any device memory is touched, so the kernels never see a shape they
 //! cannot handle.
 
+use rinfer_kernels::block::{Block, Stage, Transformer};
+
 use crate::error::CudaError;
-use crate::host::{GpuConfig, HostFfnUp, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
+use crate::host::{HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
 use crate::kernels::GpuType;
 use crate::launch::{self, DecodeSplits, MAX_HEAD_DIM};
 
@@ -61,7 +63,7 @@ pub struct BufferSizes {
 }
 
 impl BufferSizes {
-    fn new(c: &GpuConfig, options: &LoadOptions, splits: &DecodeSplits) -> Self {
+    fn new(c: &Transformer, options: &LoadOptions, splits: &DecodeSplits) -> Self {
         let b = options.max_batch;
         let logit_rows = if options.all_logits { b } else { 1 };
         Self {
@@ -129,7 +131,15 @@ impl UploadPlan {
         if let Some(pos) = &model.position_embd {
             add(pos)?;
         }
-        for layer in &model.layers {
+        if model.layers.len() != c.layers() {
+            return Err(CudaError::Unsupported(format!(
+                "{} layers of weights for {} blocks in the configuration",
+                model.layers.len(),
+                c.layers()
+            )));
+        }
+        for (index, (layer, block)) in model.layers.iter().zip(&c.blocks).enumerate() {
+            check_stages(index, block, layer)?;
             let mut linears: Vec<(&HostLinear<'_>, usize)> = Vec::new();
             match &layer.qkv {
                 HostQkv::Separate { q, k, v } => {
@@ -163,11 +173,6 @@ impl UploadPlan {
             for norm in norms.into_iter().flatten() {
                 vectors += check_norm(norm, c.hidden)?;
             }
-            if layer.ffn_norm.is_none() && !c.parallel_block {
-                return Err(CudaError::Unsupported(
-                    "a sequential block without an FFN norm".into(),
-                ));
-            }
             if let Some((q_norm, k_norm)) = layer.qk_norm {
                 check_len("attn_q_norm", "weight", q_norm.len(), c.head_dim)?;
                 check_len("attn_k_norm", "weight", k_norm.len(), c.head_dim)?;
@@ -184,16 +189,11 @@ impl UploadPlan {
             check_len("output", "bias", bias.len(), c.vocab_size)?;
             vectors += bias.len();
         }
-        if let (Some(freqs), Some(rope)) = (model.rope_freqs, c.rope) {
-            check_len("rope_freqs", "weight", freqs.len(), rope.dims / 2)?;
+        if let Some(freqs) = model.rope_freqs {
+            for rope in c.blocks.iter().filter_map(Block::rope) {
+                check_len("rope_freqs", "weight", freqs.len(), rope.n_rot / 2)?;
+            }
             vectors += freqs.len();
-        }
-        if model.layers.len() != c.layers {
-            return Err(CudaError::Unsupported(format!(
-                "{} layers of weights for {} layers in the configuration",
-                model.layers.len(),
-                c.layers
-            )));
         }
         check_rows(&model.token_embd, c.vocab_size)?;
         if let Some(pos) = &model.position_embd
@@ -205,11 +205,11 @@ impl UploadPlan {
             )));
         }
 
-        let kv_slots: Vec<usize> = (0..c.layers)
+        let kv_slots: Vec<usize> = (0..c.layers())
             .map(|layer| layer_slots(c, layer, context, max_batch))
             .collect();
         let kv_bytes = kv_slots.iter().map(|s| 2 * 4 * s * c.kv_dim()).sum();
-        let longest = (0..c.layers)
+        let longest = (0..c.layers())
             .map(|layer| c.window_of(layer).unwrap_or(context).min(context))
             .max()
             .unwrap_or(context);
@@ -257,14 +257,14 @@ impl UploadPlan {
 
 /// KV slots of `layer`: a ring of `window + max_batch` on sliding-window layers, one per
 /// position otherwise (the CPU cache's rule).
-pub fn layer_slots(c: &GpuConfig, layer: usize, context: usize, max_batch: usize) -> usize {
+pub fn layer_slots(c: &Transformer, layer: usize, context: usize, max_batch: usize) -> usize {
     match c.window_of(layer) {
         Some(window) => (window + max_batch).min(context),
         None => context,
     }
 }
 
-fn check_config(c: &GpuConfig, context: usize, max_batch: usize) -> Result<(), CudaError> {
+fn check_config(c: &Transformer, context: usize, max_batch: usize) -> Result<(), CudaError> {
     let bad = |msg: String| Err(CudaError::Unsupported(msg));
     if context == 0 || max_batch == 0 {
         return bad(format!(
@@ -294,13 +294,13 @@ fn check_config(c: &GpuConfig, context: usize, max_batch: usize) -> Result<(), C
             ));
         }
     }
-    if let Some(rope) = c.rope
-        && (rope.dims > c.head_dim || !rope.dims.is_multiple_of(2))
-    {
-        return bad(format!(
-            "RoPE over {} of {} head dimensions",
-            rope.dims, c.head_dim
-        ));
+    for rope in c.blocks.iter().filter_map(Block::rope) {
+        if rope.n_rot > c.head_dim || !rope.n_rot.is_multiple_of(2) {
+            return bad(format!(
+                "RoPE over {} of {} head dimensions",
+                rope.n_rot, c.head_dim
+            ));
+        }
     }
     let largest = [context, max_batch, c.vocab_size, c.hidden, c.ffn_dim * 2]
         .into_iter()
@@ -308,6 +308,25 @@ fn check_config(c: &GpuConfig, context: usize, max_batch: usize) -> Result<(), C
         .unwrap_or(0);
     if i32::try_from(largest).is_err() {
         return bad(format!("a dimension of {largest} (kernels index with i32)"));
+    }
+    Ok(())
+}
+
+/// Every stage of block `index` finds the weights it reads in `layer`.
+fn check_stages(index: usize, block: &Block, layer: &HostLayer<'_>) -> Result<(), CudaError> {
+    for stage in &block.stages {
+        let present = match stage {
+            Stage::QkNorm { .. } => layer.qk_norm.is_some(),
+            Stage::PostAttentionNorm(_) => layer.post_attn_norm.is_some(),
+            Stage::FfnNorm(_) => layer.ffn_norm.is_some(),
+            Stage::PostFfnNorm(_) => layer.post_ffn_norm.is_some(),
+            _ => true,
+        };
+        if !present {
+            return Err(CudaError::Unsupported(format!(
+                "layer {index} runs {stage:?} without its weights"
+            )));
+        }
     }
     Ok(())
 }

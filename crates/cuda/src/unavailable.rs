@@ -3,10 +3,12 @@
 
 use std::convert::Infallible;
 
+use rinfer_kernels::block::Transformer;
+
 use crate::Logits;
 use crate::device::GpuInfo;
 use crate::error::CudaError;
-use crate::host::{GpuConfig, HostModel};
+use crate::host::HostModel;
 use crate::plan::{LoadOptions, UploadPlan};
 
 /// A model on a GPU; in this build it cannot be made.
@@ -42,7 +44,7 @@ impl GpuModel {
     }
 
     /// The configuration the model was loaded with.
-    pub fn config(&self) -> &GpuConfig {
+    pub fn config(&self) -> &Transformer {
         match self.never {}
     }
 

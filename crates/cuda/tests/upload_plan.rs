@@ -97,6 +97,20 @@ fn shapes_the_kernels_cannot_take_are_refused() {
 }
 
 #[test]
+fn a_stage_without_its_weights_is_refused_naming_the_layer() {
+    let s = Storage::new();
+    let mut model = model(&s);
+    model.layers[2].ffn_norm = None;
+    let message = UploadPlan::new(&model, &options(64, 8))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("layer 2") && message.contains("FfnNorm"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_model_too_large_for_the_free_memory_names_the_sizes() {
     let s = Storage::new();
     let plan = UploadPlan::new(&model(&s), &options(64, 8)).unwrap();

@@ -33,6 +33,7 @@
 //! # Ok::<(), rinfer_kernels::KernelError>(())
 //! ```
 
+pub mod block;
 mod convert;
 mod cpu;
 mod dispatch;

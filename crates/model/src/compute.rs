@@ -1,9 +1,8 @@
 //! The model's calls into the kernels, in the shapes the forward pass uses.
 
-use rinfer_kernels::ops::{self, Activation, RopeParams};
+use rinfer_kernels::ops::{self, Activation};
 use rinfer_kernels::{ActivationBuffer, Kernels, WeightMatrix};
 
-use crate::config::{Rope, RopeStyle};
 use crate::error::ModelError;
 use crate::weights::{Linear, Matrix};
 
@@ -59,24 +58,3 @@ pub(crate) fn linear(
 
 /// The activation the FFN applies: GELU is the tanh form every GELU model here uses.
 pub(crate) const GELU: Activation = Activation::GeluTanh;
-
-/// Rotates every head of `x` at `pos`.
-pub(crate) fn rope(
-    x: &mut [f32],
-    head_dim: usize,
-    pos: usize,
-    rope: &Rope,
-    base: f32,
-    freq_factors: Option<&[f32]>,
-) {
-    let params = RopeParams {
-        n_rot: rope.dims,
-        freq_base: base,
-        freq_scale: 1.0 / rope.linear_scale,
-        style: match rope.style {
-            RopeStyle::Interleaved => ops::RopeStyle::Norm,
-            RopeStyle::Neox => ops::RopeStyle::Neox,
-        },
-    };
-    ops::rope(x, head_dim, pos, &params, freq_factors);
-}

@@ -1,27 +1,13 @@
 //! One description of a decoder-only transformer: dimensions plus typed features.
 //!
-//! Every architecture maps its GGUF metadata into a [`ModelConfig`]; the forward pass reads only
-//! this struct, never the architecture's name.
+//! Every architecture maps its GGUF metadata into a [`ModelConfig`]; at load the configuration
+//! produces the [`Transformer`] the forward passes run (see [`ModelConfig::transformer`]), so
+//! no executor ever reads the architecture's name.
 
-/// How hidden states are normalised.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum NormKind {
-    /// `x / rms(x) * w`.
-    Rms,
-    /// `(x - mean) / std * w + b`.
-    Layer,
-}
+use rinfer_kernels::block::{AttentionParams, Block, Norm, RopeParams, Stage, Transformer};
+use rinfer_kernels::ops;
 
-/// The feed-forward block's shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ffn {
-    /// `down(silu(gate(h)) * up(h))`.
-    SiluGated,
-    /// `down(gelu_tanh(gate(h)) * up(h))`.
-    GeluGated,
-    /// `down(gelu(up(h) + b) ) + b`, no gate.
-    Gelu,
-}
+pub use rinfer_kernels::block::{Ffn, NormKind};
 
 /// Which dimension pairs RoPE rotates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,5 +122,75 @@ impl ModelConfig {
         self.sliding_window
             .filter(|sw| sw.applies_to(layer))
             .map(|sw| sw.window)
+    }
+
+    /// The transformer this configuration describes: every layer's stages with their
+    /// parameters, built once at load and walked by the CPU and GPU forward passes.
+    pub fn transformer(&self) -> Transformer {
+        let norm = Norm {
+            kind: self.norm,
+            eps: self.norm_eps,
+        };
+        Transformer {
+            vocab_size: self.vocab_size,
+            hidden: self.hidden,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            ffn_dim: self.ffn_dim,
+            embedding_scale: self.embedding_scale,
+            blocks: (0..self.layers)
+                .map(|layer| self.block(layer, norm))
+                .collect(),
+            output_norm: norm,
+            final_softcap: self.final_softcap,
+        }
+    }
+
+    /// The stages of `layer`.
+    fn block(&self, layer: usize, norm: Norm) -> Block {
+        let window = self.window_of(layer);
+        let mut stages = vec![Stage::AttentionNorm(norm), Stage::Qkv];
+        if self.qk_norm {
+            stages.push(Stage::QkNorm { eps: self.norm_eps });
+        }
+        if let Positional::Rope(rope) = self.positional {
+            stages.push(Stage::Rope(RopeParams {
+                n_rot: rope.dims,
+                freq_base: if window.is_some() {
+                    rope.base_local
+                } else {
+                    rope.base
+                },
+                freq_scale: 1.0 / rope.linear_scale,
+                style: match rope.style {
+                    RopeStyle::Interleaved => ops::RopeStyle::Norm,
+                    RopeStyle::Neox => ops::RopeStyle::Neox,
+                },
+            }));
+        }
+        stages.push(Stage::Attention(AttentionParams {
+            scale: self.attention_scale,
+            softcap: self.attn_softcap,
+            window,
+        }));
+        stages.push(Stage::AttentionOutput);
+        if self.post_norms {
+            stages.push(Stage::PostAttentionNorm(norm));
+        }
+        if self.parallel_block {
+            stages.extend([Stage::Ffn(self.ffn), Stage::ParallelResidual]);
+            return Block { stages };
+        }
+        stages.extend([
+            Stage::AttentionResidual,
+            Stage::FfnNorm(norm),
+            Stage::Ffn(self.ffn),
+        ]);
+        if self.post_norms {
+            stages.push(Stage::PostFfnNorm(norm));
+        }
+        stages.push(Stage::FfnResidual);
+        Block { stages }
     }
 }

@@ -1,18 +1,15 @@
-//! The model on an NVIDIA GPU: the view the CUDA backend uploads from. `rinfer-cuda` sits below this crate, so this is where the model's own
-//! configuration and weights are handed to it.
+//! The model on an NVIDIA GPU: the view the CUDA backend uploads from. `rinfer-cuda` sits below
+//! this crate, so this is where the model's own configuration and weights are handed to it.
 
-use rinfer_cuda::{
-    FfnKind, GpuConfig, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
-    Norm, RopeConfig, Window,
-};
+use rinfer_cuda::{HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
 
-use crate::config::{Ffn, ModelConfig, NormKind, Positional, RopeStyle};
 use crate::forward::Model;
 use crate::weights::{FfnUp, Linear, Matrix, NormWeights, Qkv};
 
 impl Model {
-    /// The model as the CUDA backend takes it: its configuration and borrowed views of every
-    /// weight in its stored format.
+    /// The model as the CUDA backend takes it: its [`Transformer`](rinfer_cuda::Transformer)
+    /// (the same stages the CPU forward pass runs) and borrowed views of every weight in its
+    /// stored format.
     pub fn gpu_view(&self) -> HostModel<'_> {
         let w = &self.weights;
         let layers = w
@@ -59,7 +56,7 @@ impl Model {
             "token_embd.weight"
         };
         HostModel {
-            config: gpu_config(&self.config),
+            config: self.transformer().clone(),
             token_embd: matrix(&w.token_embd, "token_embd.weight".into()),
             position_embd: w
                 .position_embd
@@ -71,48 +68,6 @@ impl Model {
             lm_head: matrix(w.lm_head(), lm_head_name.into()),
             output_bias: w.output_bias.as_deref(),
         }
-    }
-}
-
-/// The fields of `c` the GPU forward pass reads.
-fn gpu_config(c: &ModelConfig) -> GpuConfig {
-    GpuConfig {
-        vocab_size: c.vocab_size,
-        hidden: c.hidden,
-        layers: c.layers,
-        heads: c.heads,
-        kv_heads: c.kv_heads,
-        head_dim: c.head_dim,
-        ffn_dim: c.ffn_dim,
-        norm: match c.norm {
-            NormKind::Rms => Norm::Rms,
-            NormKind::Layer => Norm::Layer,
-        },
-        norm_eps: c.norm_eps,
-        ffn: match c.ffn {
-            Ffn::SiluGated => FfnKind::SiluGated,
-            Ffn::GeluGated => FfnKind::GeluGated,
-            Ffn::Gelu => FfnKind::Gelu,
-        },
-        rope: match c.positional {
-            Positional::Rope(r) => Some(RopeConfig {
-                neox: r.style == RopeStyle::Neox,
-                dims: r.dims,
-                base: r.base,
-                base_local: r.base_local,
-                linear_scale: r.linear_scale,
-            }),
-            Positional::Learned => None,
-        },
-        parallel_block: c.parallel_block,
-        embedding_scale: c.embedding_scale,
-        attention_scale: c.attention_scale,
-        attn_softcap: c.attn_softcap,
-        final_softcap: c.final_softcap,
-        sliding_window: c.sliding_window.map(|w| Window {
-            size: w.window,
-            pattern: w.pattern,
-        }),
     }
 }
 

@@ -5,6 +5,7 @@
 //! lives in `rinfer-kernels`).
 
 pub mod arch;
+mod block;
 pub mod chat_template;
 mod compute;
 pub mod config;

@@ -31,7 +31,7 @@ impl Model {
         let mut config = config_from_metadata(file.metadata(), vocab)?;
         let weights = load::load(&store, &config)?;
         fit_context_to_positions(&mut config, &weights)?;
-        Ok(Self { config, weights })
+        Ok(Self::new(config, weights))
     }
 
     /// Opens a Hugging Face model directory (`config.json` and safetensors weights in F32,
@@ -49,7 +49,7 @@ impl Model {
         let mut config = config_from_hf(&hf.config, vocab)?;
         let weights = load::load(&store, &config)?;
         fit_context_to_positions(&mut config, &weights)?;
-        Ok(Self { config, weights })
+        Ok(Self::new(config, weights))
     }
 }
 

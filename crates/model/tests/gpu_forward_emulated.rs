@@ -159,10 +159,7 @@ fn dequantized(model: &Model) -> Model {
         linear_to_f32(&mut layer.attn_output);
         linear_to_f32(&mut layer.ffn_down);
     }
-    Model {
-        config: model.config.clone(),
-        weights,
-    }
+    Model::new(model.config.clone(), weights)
 }
 
 fn compare(name: &str, what: &str, gpu: &[f32], cpu: &[f32]) {

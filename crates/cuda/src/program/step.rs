@@ -1,7 +1,10 @@
-//! The kernel sequence of one forward step: the GPU twin of `rinfer_model`'s generic block,
-//! reading the same configuration fields in the same order.
+//! The kernel sequence of one forward step: walks the stages of every block of the
+//! [`Transformer`] (the description the CPU forward pass walks too) and emits their launches.
 
-use crate::host::{FfnKind, GpuConfig, Norm};
+use rinfer_kernels::block::{
+    AttentionParams, Ffn, Norm, NormKind, RopeParams, RopeStyle, Stage, Transformer,
+};
+
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
     Arg, CacheAddresses, KernelRef, Launch, LinearAddress, MatrixAddress, NormAddress,
@@ -19,8 +22,8 @@ fn opt(v: Option<u64>) -> Arg {
 
 /// Builds the launches of forward steps for one model.
 pub struct StepBuilder<'a> {
-    /// The configuration.
-    pub config: &'a GpuConfig,
+    /// What the step runs.
+    pub config: &'a Transformer,
     /// Where the weights are.
     pub weights: &'a WeightAddresses,
     /// Where the activation buffers are.
@@ -44,7 +47,7 @@ impl StepBuilder<'_> {
     ) {
         let mut s = Sequence { b: self, out, n };
         s.embed();
-        for layer in 0..self.config.layers {
+        for layer in 0..self.config.layers() {
             s.block(layer, cache);
         }
         s.head(first, rows);
@@ -115,32 +118,31 @@ impl Sequence<'_, '_> {
     }
 
     /// `out[rows, d] = norm(x[rows, d])` (`x` and `out` may be the same buffer).
-    fn norm(&mut self, norm: &NormAddress, x: u64, out: u64, rows: usize) {
-        let c = self.b.config;
-        let d = c.hidden;
+    fn norm(&mut self, norm: Norm, weights: &NormAddress, x: u64, out: u64, rows: usize) {
+        let d = self.b.config.hidden;
         let shape = launch::per_row(rows, d);
-        match c.norm {
-            Norm::Rms => self.fixed(
+        match norm.kind {
+            NormKind::Rms => self.fixed(
                 "rms_norm",
                 shape,
                 &[
                     Arg::Ptr(x),
                     Arg::Ptr(out),
-                    Arg::Ptr(norm.weight),
+                    Arg::Ptr(weights.weight),
                     Arg::I32(d as i32),
-                    Arg::F32(c.norm_eps),
+                    Arg::F32(norm.eps),
                 ],
             ),
-            Norm::Layer => self.fixed(
+            NormKind::Layer => self.fixed(
                 "layer_norm",
                 shape,
                 &[
                     Arg::Ptr(x),
                     Arg::Ptr(out),
-                    Arg::Ptr(norm.weight),
-                    opt(norm.bias),
+                    Arg::Ptr(weights.weight),
+                    opt(weights.bias),
                     Arg::I32(d as i32),
-                    Arg::F32(c.norm_eps),
+                    Arg::F32(norm.eps),
                 ],
             ),
         }
@@ -192,112 +194,146 @@ impl Sequence<'_, '_> {
         self.fixed(name, launch::elementwise(len), args);
     }
 
+    /// The launches of layer `layer`'s stages.
     fn block(&mut self, layer: usize, cache: &CacheAddresses) {
         let c = self.b.config;
         let w = &self.b.weights.layers[layer];
         let work = *self.b.work;
         let n = self.n;
-        let (hidden, q_dim, kv_dim) = (c.hidden, c.q_dim(), c.kv_dim());
-        let width = q_dim + 2 * kv_dim;
-        self.norm(&w.attn_norm, work.x, work.h, n);
-        for projection in &w.qkv {
-            self.linear(projection, work.h, hidden, work.qkv, width);
-        }
-        if let Some((q_norm, k_norm)) = w.qk_norm {
-            for (offset, heads, weight) in [(0, c.heads, q_norm), (q_dim, c.kv_heads, k_norm)] {
-                self.fixed(
-                    "head_rms_norm",
-                    launch::per_head(n, heads),
-                    &[
-                        Arg::Ptr(work.qkv),
-                        Arg::I32(width as i32),
-                        Arg::I32(offset as i32),
-                        Arg::Ptr(weight),
-                        Arg::I32(c.head_dim as i32),
-                        Arg::F32(c.norm_eps),
-                    ],
-                );
+        let len = n * c.hidden;
+        for stage in &c.blocks[layer].stages {
+            match *stage {
+                Stage::AttentionNorm(norm) => self.norm(norm, &w.attn_norm, work.x, work.h, n),
+                Stage::Qkv => {
+                    for projection in &w.qkv {
+                        self.linear(projection, work.h, c.hidden, work.qkv, self.qkv_width());
+                    }
+                }
+                Stage::QkNorm { eps } => {
+                    if let Some(weights) = w.qk_norm {
+                        self.qk_norm(weights, eps);
+                    }
+                }
+                Stage::Rope(rope) => self.rope(&rope),
+                Stage::Attention(params) => {
+                    self.kv_store(cache.layers[layer]);
+                    self.attention(&params, cache.layers[layer]);
+                }
+                Stage::AttentionOutput => {
+                    self.linear(&w.attn_output, work.attn, c.q_dim(), work.out, c.hidden);
+                }
+                Stage::PostAttentionNorm(norm) => {
+                    if let Some(post) = &w.post_attn_norm {
+                        self.norm(norm, post, work.out, work.out, n);
+                    }
+                }
+                Stage::AttentionResidual => self.add(&[work.x, work.out], len),
+                Stage::FfnNorm(norm) => {
+                    if let Some(ffn_norm) = &w.ffn_norm {
+                        self.norm(norm, ffn_norm, work.x, work.h, n);
+                    }
+                }
+                Stage::Ffn(ffn) => self.ffn(layer, ffn),
+                Stage::PostFfnNorm(norm) => {
+                    if let Some(post) = &w.post_ffn_norm {
+                        self.norm(norm, post, work.h, work.h, n);
+                    }
+                }
+                Stage::FfnResidual => self.add(&[work.x, work.h], len),
+                Stage::ParallelResidual => self.add(&[work.x, work.out, work.h], len),
             }
         }
-        let window = c.window_of(layer);
-        if let Some(rope) = c.rope {
-            let base = if window.is_some() {
-                rope.base_local
-            } else {
-                rope.base
-            };
-            let theta_scale = base.powf(-2.0 / rope.dims as f32);
-            for (offset, heads) in [(0, c.heads), (q_dim, c.kv_heads)] {
-                self.fixed(
-                    "rope",
-                    launch::rope(n, heads, rope.dims),
-                    &[
-                        Arg::Ptr(work.qkv),
-                        Arg::I32(width as i32),
-                        Arg::I32(offset as i32),
-                        Arg::I32(c.head_dim as i32),
-                        Arg::I32(rope.dims as i32),
-                        Arg::Ptr(work.positions),
-                        Arg::F32(theta_scale),
-                        Arg::F32(1.0 / rope.linear_scale),
-                        opt(self.b.weights.rope_freqs),
-                        Arg::I32(i32::from(rope.neox)),
-                    ],
-                );
-            }
+    }
+
+    /// Width of a row of the `qkv` buffer.
+    fn qkv_width(&self) -> usize {
+        let c = self.b.config;
+        c.q_dim() + 2 * c.kv_dim()
+    }
+
+    /// `buffers[0] += buffers[1]` (`+ buffers[2]`: the parallel block's `x += out + h`).
+    fn add(&mut self, buffers: &[u64], len: usize) {
+        let name = if buffers.len() == 3 {
+            "add2_inplace"
+        } else {
+            "add_inplace"
+        };
+        let mut args = [Arg::I64(0); 4];
+        for (arg, &buffer) in args.iter_mut().zip(buffers) {
+            *arg = Arg::Ptr(buffer);
         }
-        let (keys, values, slots) = cache.layers[layer];
+        args[buffers.len()] = Arg::I64(len as i64);
+        self.elementwise(name, &args[..=buffers.len()], len);
+    }
+
+    /// Every head of q and of k RMS-normed with its scales.
+    fn qk_norm(&mut self, (q_norm, k_norm): (u64, u64), eps: f32) {
+        let c = self.b.config;
+        let width = self.qkv_width();
+        for (offset, heads, weight) in [(0, c.heads, q_norm), (c.q_dim(), c.kv_heads, k_norm)] {
+            self.fixed(
+                "head_rms_norm",
+                launch::per_head(self.n, heads),
+                &[
+                    Arg::Ptr(self.b.work.qkv),
+                    Arg::I32(width as i32),
+                    Arg::I32(offset as i32),
+                    Arg::Ptr(weight),
+                    Arg::I32(c.head_dim as i32),
+                    Arg::F32(eps),
+                ],
+            );
+        }
+    }
+
+    /// q and k rotated at their positions.
+    fn rope(&mut self, rope: &RopeParams) {
+        let c = self.b.config;
+        let width = self.qkv_width();
+        let theta_scale = rope.freq_base.powf(-2.0 / rope.n_rot as f32);
+        for (offset, heads) in [(0, c.heads), (c.q_dim(), c.kv_heads)] {
+            self.fixed(
+                "rope",
+                launch::rope(self.n, heads, rope.n_rot),
+                &[
+                    Arg::Ptr(self.b.work.qkv),
+                    Arg::I32(width as i32),
+                    Arg::I32(offset as i32),
+                    Arg::I32(c.head_dim as i32),
+                    Arg::I32(rope.n_rot as i32),
+                    Arg::Ptr(self.b.work.positions),
+                    Arg::F32(theta_scale),
+                    Arg::F32(rope.freq_scale),
+                    opt(self.b.weights.rope_freqs),
+                    Arg::I32(i32::from(rope.style == RopeStyle::Neox)),
+                ],
+            );
+        }
+    }
+
+    /// The rows' keys and values into the layer's cache at their positions.
+    fn kv_store(&mut self, (keys, values, slots): (u64, u64, usize)) {
+        let c = self.b.config;
+        let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
         self.fixed(
             "kv_store",
-            launch::per_row(n, kv_dim),
+            launch::per_row(self.n, kv_dim),
             &[
-                Arg::Ptr(work.qkv),
-                Arg::I32(width as i32),
+                Arg::Ptr(self.b.work.qkv),
+                Arg::I32(self.qkv_width() as i32),
                 Arg::I32(q_dim as i32),
                 Arg::I32((q_dim + kv_dim) as i32),
                 Arg::Ptr(keys),
                 Arg::Ptr(values),
                 Arg::I32(kv_dim as i32),
-                Arg::Ptr(work.positions),
+                Arg::Ptr(self.b.work.positions),
                 Arg::I32(slots as i32),
             ],
         );
-        self.attention(layer, (keys, values, slots));
-        self.linear(&w.attn_output, work.attn, q_dim, work.out, hidden);
-        if let Some(post) = &w.post_attn_norm {
-            self.norm(post, work.out, work.out, n);
-        }
-        let len = n * hidden;
-        if c.parallel_block {
-            // Attention and FFN both read `h`; the FFN result lands in `h`.
-            self.ffn(layer);
-            self.elementwise(
-                "add2_inplace",
-                &[
-                    Arg::Ptr(work.x),
-                    Arg::Ptr(work.out),
-                    Arg::Ptr(work.h),
-                    Arg::I64(len as i64),
-                ],
-                len,
-            );
-            return;
-        }
-        let add = [Arg::Ptr(work.x), Arg::Ptr(work.out), Arg::I64(len as i64)];
-        self.elementwise("add_inplace", &add, len);
-        if let Some(ffn_norm) = &w.ffn_norm {
-            self.norm(ffn_norm, work.x, work.h, n);
-        }
-        self.ffn(layer);
-        if let Some(post) = &w.post_ffn_norm {
-            self.norm(post, work.h, work.h, n);
-        }
-        let add = [Arg::Ptr(work.x), Arg::Ptr(work.h), Arg::I64(len as i64)];
-        self.elementwise("add_inplace", &add, len);
     }
 
     /// The feed-forward block from `h`; its output overwrites `h`.
-    fn ffn(&mut self, layer: usize) {
+    fn ffn(&mut self, layer: usize, ffn: Ffn) {
         let c = self.b.config;
         let w = &self.b.weights.layers[layer];
         let work = *self.b.work;
@@ -305,10 +341,10 @@ impl Sequence<'_, '_> {
         for projection in &w.ffn_up {
             self.linear(projection, work.h, hidden, work.gate_up, 2 * f);
         }
-        let kind = match c.ffn {
-            FfnKind::SiluGated => 0,
-            FfnKind::GeluGated => 1,
-            FfnKind::Gelu => 2,
+        let kind = match ffn {
+            Ffn::SiluGated => 0,
+            Ffn::GeluGated => 1,
+            Ffn::Gelu => 2,
         };
         self.elementwise(
             "gated_activation",
@@ -325,14 +361,14 @@ impl Sequence<'_, '_> {
     }
 
     /// Attention of the `n` new queries over the cache into `attn` `[n, q_dim]`.
-    fn attention(&mut self, layer: usize, (keys, values, slots): (u64, u64, usize)) {
+    fn attention(&mut self, params: &AttentionParams, (keys, values, slots): (u64, u64, usize)) {
         let c = self.b.config;
         let work = *self.b.work;
         let n = self.n;
-        let width = c.q_dim() + 2 * c.kv_dim();
+        let width = self.qkv_width();
         let group = c.heads / c.kv_heads;
-        let window = c.window_of(layer).unwrap_or(0) as i32;
-        let softcap = c.attn_softcap.unwrap_or(0.0);
+        let window = params.window.unwrap_or(0) as i32;
+        let softcap = params.softcap.unwrap_or(0.0);
         if n == 1 {
             let splits = self.b.splits;
             self.fixed(
@@ -349,7 +385,7 @@ impl Sequence<'_, '_> {
                     Arg::I32(group as i32),
                     Arg::Ptr(work.positions),
                     Arg::I32(window),
-                    Arg::F32(c.attention_scale),
+                    Arg::F32(params.scale),
                     Arg::F32(softcap),
                     Arg::I32(splits.split_len as i32),
                     Arg::Ptr(work.partials),
@@ -383,7 +419,7 @@ impl Sequence<'_, '_> {
                 Arg::Ptr(work.positions),
                 Arg::I32(n as i32),
                 Arg::I32(window),
-                Arg::F32(c.attention_scale),
+                Arg::F32(params.scale),
                 Arg::F32(softcap),
                 Arg::Ptr(work.attn),
                 Arg::I32(c.heads as i32),
@@ -396,7 +432,8 @@ impl Sequence<'_, '_> {
         let c = self.b.config;
         let w = self.b.weights;
         let work = *self.b.work;
-        self.norm(&w.output_norm, at(work.x, first * c.hidden), work.h, rows);
+        let x = at(work.x, first * c.hidden);
+        self.norm(c.output_norm, &w.output_norm, x, work.h, rows);
         self.matmul(
             &w.lm_head,
             w.output_bias,

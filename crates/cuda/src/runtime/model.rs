@@ -5,11 +5,13 @@ use std::sync::Arc;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
 
+use rinfer_kernels::block::Transformer;
+
 use crate::Logits;
 use crate::device::GpuInfo;
 use crate::error::CudaError;
 use crate::graph_policy::{DecodeGraph, StepPlan};
-use crate::host::{GpuConfig, HostModel};
+use crate::host::HostModel;
 use crate::plan::{LoadOptions, UploadPlan};
 use crate::program::{Launch, StepBuilder, WorkAddresses};
 use crate::runtime::buffers::{GpuKvCache, Workspace};
@@ -20,7 +22,7 @@ use crate::runtime::weights::{DeviceWeights, upload};
 
 /// A model whose weights, KV caches and buffers live on one GPU.
 pub struct GpuModel {
-    pub(crate) config: GpuConfig,
+    pub(crate) config: Transformer,
     pub(crate) plan: UploadPlan,
     pub(crate) info: GpuInfo,
     pub(crate) kernels: Kernels,
@@ -72,7 +74,7 @@ impl GpuModel {
     }
 
     /// The configuration the model was loaded with.
-    pub fn config(&self) -> &GpuConfig {
+    pub fn config(&self) -> &Transformer {
         &self.config
     }
 

@@ -1,10 +1,12 @@
 //! A synthetic model for the host-side tests: llama-shaped, with Q8_0 matrices of zero bytes.
 
 use rinfer_cuda::{
-    FfnKind, GpuConfig, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
-    Norm, RopeConfig, Window,
+    HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv, Transformer,
 };
 use rinfer_formats::GgmlType;
+use rinfer_kernels::block::{
+    AttentionParams, Block, Ffn, Norm, NormKind, RopeParams, RopeStyle, Stage,
+};
 
 pub const HIDDEN: usize = 64;
 pub const HEADS: usize = 2;
@@ -29,34 +31,45 @@ impl Storage {
     }
 }
 
-pub fn config() -> GpuConfig {
-    GpuConfig {
+/// A llama-shaped block: layers 0 and 1 slide over a window of 16, layer 2 is global.
+pub fn config() -> Transformer {
+    let norm = Norm {
+        kind: NormKind::Rms,
+        eps: 1e-6,
+    };
+    let block = |layer: usize| Block {
+        stages: vec![
+            Stage::AttentionNorm(norm),
+            Stage::Qkv,
+            Stage::Rope(RopeParams {
+                n_rot: HEAD_DIM,
+                freq_base: 10_000.0,
+                freq_scale: 1.0,
+                style: RopeStyle::Norm,
+            }),
+            Stage::Attention(AttentionParams {
+                scale: 1.0 / (HEAD_DIM as f32).sqrt(),
+                softcap: None,
+                window: (layer % 3 < 2).then_some(16),
+            }),
+            Stage::AttentionOutput,
+            Stage::AttentionResidual,
+            Stage::FfnNorm(norm),
+            Stage::Ffn(Ffn::SiluGated),
+            Stage::FfnResidual,
+        ],
+    };
+    Transformer {
         vocab_size: VOCAB,
         hidden: HIDDEN,
-        layers: LAYERS,
         heads: HEADS,
         kv_heads: KV_HEADS,
         head_dim: HEAD_DIM,
         ffn_dim: FFN,
-        norm: Norm::Rms,
-        norm_eps: 1e-6,
-        ffn: FfnKind::SiluGated,
-        rope: Some(RopeConfig {
-            neox: false,
-            dims: HEAD_DIM,
-            base: 10_000.0,
-            base_local: 10_000.0,
-            linear_scale: 1.0,
-        }),
-        parallel_block: false,
         embedding_scale: None,
-        attention_scale: 1.0 / (HEAD_DIM as f32).sqrt(),
-        attn_softcap: None,
+        blocks: (0..LAYERS).map(block).collect(),
+        output_norm: norm,
         final_softcap: None,
-        sliding_window: Some(Window {
-            size: 16,
-            pattern: 3,
-        }),
     }
 }
 

@@ -5,12 +5,14 @@
 //! not a data error).
 
 mod activation;
+mod attention;
 mod elementwise;
 mod norm;
 mod rope;
 mod vector;
 
 pub use activation::{Activation, apply};
+pub use attention::{AttentionParams, AttentionShape, KEY_BLOCK, KeyValueRows, attend, attention};
 pub use elementwise::{add_inplace, scale, softcap};
 pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};
 pub use rope::{RopeParams, RopeStyle, rope};

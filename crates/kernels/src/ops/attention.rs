@@ -1,0 +1,326 @@
+//! Causal attention of query rows over cached keys and values: scores, online softmax and the
+//! weighted sum of values, in an order that never depends on threads or batch.
+
+use rayon::prelude::*;
+
+use super::VectorKernels;
+
+/// Keys scored together before the values they weight are summed.
+pub const KEY_BLOCK: usize = 32;
+
+/// How scores are formed and which keys a query sees.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionParams {
+    /// Scores are `q · k * scale` (usually `1 / sqrt(head_dim)`).
+    pub scale: f32,
+    /// Scores become `cap * tanh(score / cap)`.
+    pub softcap: Option<f32>,
+    /// A query at `pos` sees the keys `pos + 1 - window ..= pos`; without a window every key
+    /// from position 0.
+    pub window: Option<usize>,
+}
+
+impl AttentionParams {
+    /// The first key position a query at `pos` sees.
+    pub fn first_key(&self, pos: usize) -> usize {
+        self.window.map_or(0, |w| (pos + 1).saturating_sub(w))
+    }
+
+    /// The score of a raw dot product.
+    #[inline]
+    fn score(&self, dot: f32) -> f32 {
+        let s = dot * self.scale;
+        match self.softcap {
+            Some(cap) => cap * (s / cap).tanh(),
+            None => s,
+        }
+    }
+}
+
+/// Head counts and width: query head `h` reads kv head `h / (heads / kv_heads)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (`heads` must be a multiple).
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+}
+
+/// Where a query row finds the keys and values it attends over: rows of every kv head
+/// (`kv_heads * head_dim` values), by position.
+pub trait KeyValueRows {
+    /// The key row at `pos`.
+    fn key(&self, pos: usize) -> &[f32];
+    /// The value row at `pos`.
+    fn value(&self, pos: usize) -> &[f32];
+}
+
+/// Attention of `n` query rows `queries` `[n, heads * head_dim]` into `out` (same shape).
+/// `row(i)` gives query row `i`'s position and its key/value rows; it sees the keys of
+/// [`AttentionParams::first_key`]`..=` its position. One task per (row, head), each computed
+/// by [`attend`].
+///
+/// # Panics
+/// When `queries` and `out` differ in length or are not whole rows (a caller bug).
+pub fn attention<R: KeyValueRows>(
+    shape: &AttentionShape,
+    params: &AttentionParams,
+    queries: &[f32],
+    row: impl Fn(usize) -> (usize, R) + Sync,
+    out: &mut [f32],
+) {
+    let AttentionShape {
+        heads,
+        kv_heads,
+        head_dim: hd,
+    } = *shape;
+    assert_eq!(queries.len(), out.len());
+    assert!(queries.len().is_multiple_of(heads * hd));
+    let group = heads / kv_heads;
+    let vector = VectorKernels::detected();
+    out.par_chunks_mut(hd).enumerate().for_each(|(job, acc)| {
+        let (i, h) = (job / heads, job % heads);
+        let (pos, rows) = row(i);
+        let kv = (h / group) * hd;
+        let query = &queries[job * hd..(job + 1) * hd];
+        let key = |j: usize| &rows.key(j)[kv..kv + hd];
+        let value = |j: usize| &rows.value(j)[kv..kv + hd];
+        attend(vector, params, query, pos, key, value, acc);
+    });
+}
+
+/// One query head at `pos` over the keys `key(j)` and values `value(j)` it sees, into `out`.
+/// Keys are taken in position order, [`KEY_BLOCK`] at a time: their scores (four keys per
+/// `dot4`), then one rescale of the running sum if the maximum grew, then the weighted values.
+pub fn attend<'a>(
+    vector: &VectorKernels,
+    params: &AttentionParams,
+    query: &[f32],
+    pos: usize,
+    key: impl Fn(usize) -> &'a [f32],
+    value: impl Fn(usize) -> &'a [f32],
+    out: &mut [f32],
+) {
+    out.fill(0.0);
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+    let mut scores = [0.0f32; KEY_BLOCK];
+    for start in (params.first_key(pos)..=pos).step_by(KEY_BLOCK) {
+        let end = (start + KEY_BLOCK).min(pos + 1);
+        let scores = &mut scores[..end - start];
+        // Four keys per call; a short last group repeats its last key.
+        for (group, j0) in scores.chunks_mut(4).zip((start..).step_by(4)) {
+            let last = j0 + group.len() - 1;
+            let keys = [0, 1, 2, 3].map(|d| key((j0 + d).min(last)));
+            for (score, dot) in group.iter_mut().zip(vector.dot4(query, keys)) {
+                *score = params.score(dot);
+            }
+        }
+        let block_max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        if block_max > max {
+            let rescale = (max - block_max).exp();
+            sum *= rescale;
+            out.iter_mut().for_each(|a| *a *= rescale);
+            max = block_max;
+        }
+        for (group, j0) in scores.chunks(4).zip((start..).step_by(4)) {
+            let mut weights = [0.0f32; 4];
+            for (w, &score) in weights.iter_mut().zip(group) {
+                *w = (score - max).exp();
+                sum += *w;
+            }
+            if group.len() == 4 {
+                let values = [0, 1, 2, 3].map(|d| value(j0 + d));
+                vector.axpy4(weights, values, out);
+            } else {
+                for (d, &w) in weights[..group.len()].iter().enumerate() {
+                    vector.axpy(w, value(j0 + d), out);
+                }
+            }
+        }
+    }
+    let inv = 1.0 / sum;
+    out.iter_mut().for_each(|a| *a *= inv);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys and values of one sequence, `[positions, kv_heads * head_dim]` each.
+    struct Rows<'a> {
+        keys: &'a [f32],
+        values: &'a [f32],
+        width: usize,
+    }
+
+    impl KeyValueRows for Rows<'_> {
+        fn key(&self, pos: usize) -> &[f32] {
+            &self.keys[pos * self.width..(pos + 1) * self.width]
+        }
+        fn value(&self, pos: usize) -> &[f32] {
+            &self.values[pos * self.width..(pos + 1) * self.width]
+        }
+    }
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i + seed) * 37 % 101) as f32 - 50.0) / 23.0)
+            .collect()
+    }
+
+    /// The definition: `softmax(scores) · values` over the visible keys, in f64.
+    fn reference(
+        shape: &AttentionShape,
+        params: &AttentionParams,
+        query: &[f32],
+        pos: usize,
+        rows: &Rows<'_>,
+        out: &mut [f64],
+    ) {
+        let (hd, group) = (shape.head_dim, shape.heads / shape.kv_heads);
+        for h in 0..shape.heads {
+            let kv = (h / group) * hd;
+            let q = &query[h * hd..(h + 1) * hd];
+            let visible = params.first_key(pos)..=pos;
+            let scores: Vec<f64> = visible
+                .clone()
+                .map(|j| {
+                    let k = &rows.key(j)[kv..kv + hd];
+                    let dot: f64 = q.iter().zip(k).map(|(&a, &b)| a as f64 * b as f64).sum();
+                    let s = dot * params.scale as f64;
+                    params.softcap.map_or(s, |cap| {
+                        let cap = cap as f64;
+                        cap * (s / cap).tanh()
+                    })
+                })
+                .collect();
+            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            let o = &mut out[h * hd..(h + 1) * hd];
+            o.fill(0.0);
+            for (j, w) in visible.zip(&weights) {
+                for (o, &v) in o.iter_mut().zip(&rows.value(j)[kv..kv + hd]) {
+                    *o += w / total * v as f64;
+                }
+            }
+        }
+    }
+
+    fn check_against_reference(params: AttentionParams) {
+        let shape = AttentionShape {
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 40,
+        };
+        let positions = 75; // two full key blocks, then a short block ending in a short group
+        let width = shape.kv_heads * shape.head_dim;
+        let (keys, vals) = (values(positions * width, 1), values(positions * width, 2));
+        let rows = Rows {
+            keys: &keys,
+            values: &vals,
+            width,
+        };
+        let q_dim = shape.heads * shape.head_dim;
+        let queries = values(positions * q_dim, 3);
+        let mut out = vec![0.0f32; queries.len()];
+        let row = |i: usize| {
+            let rows = Rows {
+                keys: &keys,
+                values: &vals,
+                width,
+            };
+            (i, rows)
+        };
+        attention(&shape, &params, &queries, row, &mut out);
+        let mut want = vec![0.0f64; q_dim];
+        for pos in 0..positions {
+            let query = &queries[pos * q_dim..(pos + 1) * q_dim];
+            reference(&shape, &params, query, pos, &rows, &mut want);
+            for (&got, &want) in out[pos * q_dim..(pos + 1) * q_dim].iter().zip(&want) {
+                assert!(
+                    (got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                    "{params:?} at {pos}: got {got}, want {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn causal_attention_matches_the_softmax_definition() {
+        check_against_reference(AttentionParams {
+            scale: 0.125,
+            softcap: None,
+            window: None,
+        });
+    }
+
+    #[test]
+    fn soft_capped_scores_match_the_definition() {
+        check_against_reference(AttentionParams {
+            scale: 0.5,
+            softcap: Some(2.0),
+            window: None,
+        });
+    }
+
+    #[test]
+    fn a_sliding_window_sees_only_its_last_keys() {
+        check_against_reference(AttentionParams {
+            scale: 0.125,
+            softcap: None,
+            window: Some(37),
+        });
+        let params = AttentionParams {
+            scale: 1.0,
+            softcap: None,
+            window: Some(3),
+        };
+        assert_eq!(params.first_key(1), 0);
+        assert_eq!(params.first_key(10), 8);
+    }
+
+    #[test]
+    fn a_head_does_not_depend_on_the_rows_beside_it() {
+        let params = AttentionParams {
+            scale: 0.25,
+            softcap: None,
+            window: None,
+        };
+        let hd = 16;
+        let (keys, vals) = (values(50 * hd, 4), values(50 * hd, 5));
+        let query = values(hd, 6);
+        let key = |j: usize| &keys[j * hd..(j + 1) * hd];
+        let value = |j: usize| &vals[j * hd..(j + 1) * hd];
+        let mut alone = vec![0.0; hd];
+        attend(
+            VectorKernels::detected(),
+            &params,
+            &query,
+            49,
+            key,
+            value,
+            &mut alone,
+        );
+        let shape = AttentionShape {
+            heads: 1,
+            kv_heads: 1,
+            head_dim: hd,
+        };
+        let mut queries = values(3 * hd, 7);
+        queries[2 * hd..].copy_from_slice(&query);
+        let mut out = vec![0.0; 3 * hd];
+        let row = |i: usize| {
+            let rows = Rows {
+                keys: &keys,
+                values: &vals,
+                width: hd,
+            };
+            (47 + i, rows)
+        };
+        attention(&shape, &params, &queries, row, &mut out);
+        assert_eq!(&out[2 * hd..], &alone[..]);
+    }
+}

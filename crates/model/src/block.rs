@@ -1,0 +1,211 @@
+//! The CPU executor of a decoder block: walks the layer's [`Stage`]s over the scratch buffers.
+
+use rayon::prelude::*;
+
+use rinfer_kernels::block::{Ffn, Stage};
+use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape, KeyValueRows};
+use rinfer_kernels::ops::{RopeParams, VectorKernels};
+
+use crate::compute::{self, linear};
+use crate::error::ModelError;
+use crate::forward::{Model, RowSource, SeqBatch};
+use crate::kv_cache::KvCache;
+use crate::scratch::Scratch;
+use crate::weights::{FfnUp, LayerWeights, Qkv};
+
+/// The cached keys and values of one layer of one sequence.
+struct LayerRows<'c> {
+    cache: &'c KvCache,
+    layer: usize,
+}
+
+impl KeyValueRows for LayerRows<'_> {
+    #[inline]
+    fn key(&self, pos: usize) -> &[f32] {
+        self.cache.get(self.layer, pos).0
+    }
+
+    #[inline]
+    fn value(&self, pos: usize) -> &[f32] {
+        self.cache.get(self.layer, pos).1
+    }
+}
+
+/// The weights a stage of `layer` reads, or an error naming them (weights loaded for another
+/// configuration).
+fn required<'w, T>(weights: &'w Option<T>, layer: usize, what: &str) -> Result<&'w T, ModelError> {
+    weights
+        .as_ref()
+        .ok_or_else(|| ModelError::InvalidConfig(format!("layer {layer} has no {what} weights")))
+}
+
+impl Model {
+    /// Runs layer `layer` on the `n` rows of the batch: `s.x` in, `s.x` out.
+    pub(crate) fn block(
+        &self,
+        layer: usize,
+        n: usize,
+        seqs: &mut [SeqBatch<'_>],
+        s: &mut Scratch,
+    ) -> Result<(), ModelError> {
+        let w = &self.weights.layers[layer];
+        let len = n * self.transformer().hidden;
+        for stage in &self.transformer().blocks[layer].stages {
+            match *stage {
+                Stage::AttentionNorm(norm) => Self::norm(norm, &w.attn_norm, &s.x, &mut s.h, n),
+                Stage::Qkv => self.qkv(w, n, s)?,
+                Stage::QkNorm { eps } => {
+                    let (q_norm, k_norm) = required(&w.qk_norm, layer, "q/k norm")?;
+                    self.qk_norm(q_norm, k_norm, eps, n, s);
+                }
+                Stage::Rope(params) => self.rope(&params, s),
+                Stage::Attention(params) => {
+                    self.store_kv(layer, seqs, s);
+                    self.attention(layer, &params, n, seqs, s);
+                }
+                Stage::AttentionOutput => {
+                    linear(&w.attn_output, &s.attn, n, &mut s.out, &mut s.act)?;
+                }
+                Stage::PostAttentionNorm(norm) => {
+                    let post = required(&w.post_attn_norm, layer, "post-attention norm")?;
+                    Self::norm_in_place(norm, post, &mut s.out, n);
+                }
+                Stage::AttentionResidual => ops::add_inplace(&mut s.x[..len], &s.out[..len]),
+                Stage::FfnNorm(norm) => {
+                    let ffn_norm = required(&w.ffn_norm, layer, "FFN norm")?;
+                    Self::norm(norm, ffn_norm, &s.x, &mut s.h, n);
+                }
+                Stage::Ffn(ffn) => self.ffn(ffn, w, n, s)?,
+                Stage::PostFfnNorm(norm) => {
+                    let post = required(&w.post_ffn_norm, layer, "post-FFN norm")?;
+                    Self::norm_in_place(norm, post, &mut s.h, n);
+                }
+                Stage::FfnResidual => ops::add_inplace(&mut s.x[..len], &s.h[..len]),
+                Stage::ParallelResidual => {
+                    for ((x, a), f) in s.x[..len].iter_mut().zip(&s.out[..len]).zip(&s.h[..len]) {
+                        *x += a + f;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every row's key and value into its sequence's cache of `layer`, at its position.
+    fn store_kv(&self, layer: usize, seqs: &mut [SeqBatch<'_>], s: &Scratch) {
+        let kv_dim = self.transformer().kv_dim();
+        for (i, source) in s.sources.iter().enumerate() {
+            let row = i * kv_dim..(i + 1) * kv_dim;
+            let (k, v) = (&s.k[row.clone()], &s.v[row]);
+            seqs[source.seq].cache.store(layer, source.pos, k, v);
+        }
+    }
+
+    /// `q`, `k` and `v` of the `n` rows of `s.h`.
+    fn qkv(&self, w: &LayerWeights, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
+        let (q_dim, kv_dim) = (self.transformer().q_dim(), self.transformer().kv_dim());
+        match &w.qkv {
+            Qkv::Separate { q, k, v } => {
+                linear(q, &s.h, n, &mut s.q, &mut s.act)?;
+                linear(k, &s.h, n, &mut s.k, &mut s.act)?;
+                linear(v, &s.h, n, &mut s.v, &mut s.act)?;
+            }
+            Qkv::Fused(qkv) => {
+                let width = q_dim + 2 * kv_dim;
+                linear(qkv, &s.h, n, &mut s.fused, &mut s.act)?;
+                for i in 0..n {
+                    let row = &s.fused[i * width..(i + 1) * width];
+                    s.q[i * q_dim..(i + 1) * q_dim].copy_from_slice(&row[..q_dim]);
+                    s.k[i * kv_dim..(i + 1) * kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
+                    s.v[i * kv_dim..(i + 1) * kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every head of `q` and `k` RMS-normed with its scales.
+    fn qk_norm(&self, q_norm: &[f32], k_norm: &[f32], eps: f32, n: usize, s: &mut Scratch) {
+        let c = self.transformer();
+        for head in s.q[..n * c.q_dim()].chunks_exact_mut(c.head_dim) {
+            ops::rms_norm_inplace(head, q_norm, eps);
+        }
+        for head in s.k[..n * c.kv_dim()].chunks_exact_mut(c.head_dim) {
+            ops::rms_norm_inplace(head, k_norm, eps);
+        }
+    }
+
+    /// `q` and `k` of every row rotated at its position.
+    fn rope(&self, params: &RopeParams, s: &mut Scratch) {
+        let c = self.transformer();
+        let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
+        let freqs = self.weights.rope_freqs.as_deref();
+        for (i, source) in s.sources.iter().enumerate() {
+            let q = &mut s.q[i * q_dim..(i + 1) * q_dim];
+            ops::rope(q, c.head_dim, source.pos, params, freqs);
+            let k = &mut s.k[i * kv_dim..(i + 1) * kv_dim];
+            ops::rope(k, c.head_dim, source.pos, params, freqs);
+        }
+    }
+
+    /// Causal (and, with a window, sliding) attention of the `n` new queries over their
+    /// sequences' caches, into `s.attn`.
+    fn attention(
+        &self,
+        layer: usize,
+        params: &AttentionParams,
+        n: usize,
+        seqs: &[SeqBatch<'_>],
+        s: &mut Scratch,
+    ) {
+        let c = self.transformer();
+        let shape = AttentionShape {
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+        };
+        let sources = &s.sources;
+        let row = |i: usize| {
+            let RowSource { seq, pos } = sources[i];
+            let cache: &KvCache = seqs[seq].cache;
+            (pos, LayerRows { cache, layer })
+        };
+        let len = n * c.q_dim();
+        ops::attention(&shape, params, &s.q[..len], row, &mut s.attn[..len]);
+    }
+
+    /// The feed-forward block from `s.h`; its output overwrites `s.h`.
+    fn ffn(&self, ffn: Ffn, w: &LayerWeights, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
+        let f = self.transformer().ffn_dim;
+        match &w.ffn_up {
+            FfnUp::Gated { gate, up } => {
+                linear(gate, &s.h, n, &mut s.gate, &mut s.act)?;
+                linear(up, &s.h, n, &mut s.up, &mut s.act)?;
+            }
+            FfnUp::FusedGated(gate_up) => {
+                linear(gate_up, &s.h, n, &mut s.fused, &mut s.act)?;
+                for i in 0..n {
+                    let row = &s.fused[i * 2 * f..(i + 1) * 2 * f];
+                    s.gate[i * f..(i + 1) * f].copy_from_slice(&row[..f]);
+                    s.up[i * f..(i + 1) * f].copy_from_slice(&row[f..]);
+                }
+            }
+            FfnUp::Plain(up) => {
+                linear(up, &s.h, n, &mut s.gate, &mut s.act)?;
+            }
+        }
+        let gate = &mut s.gate[..n * f];
+        let gated = |act: Activation, gate: &mut [f32], up: &[f32]| {
+            let vector = VectorKernels::detected();
+            gate.par_chunks_mut(f)
+                .zip(up.par_chunks(f))
+                .for_each(|(g, u)| vector.gated_inplace(act, g, u));
+        };
+        match ffn {
+            Ffn::SiluGated => gated(Activation::Silu, gate, &s.up[..n * f]),
+            Ffn::GeluGated => gated(compute::GELU, gate, &s.up[..n * f]),
+            Ffn::Gelu => ops::apply(compute::GELU, gate),
+        }
+        linear(&w.ffn_down, &s.gate, n, &mut s.h, &mut s.act)
+    }
+}
