@@ -4,12 +4,13 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-/// Why the server could not start or had to stop.
+/// Why the server could not start or had to stop. A message never repeats its cause: the
+/// cause is the error's `source()`, which `anyhow`'s `{:#}` (and any chain printer) adds.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
     /// The address could not be bound.
-    #[error("cannot listen on {address}: {source}")]
+    #[error("cannot listen on {address}")]
     Bind {
         /// The address.
         address: std::net::SocketAddr,
@@ -17,7 +18,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     /// The model could not be loaded.
-    #[error("cannot load {path}: {source}")]
+    #[error("cannot load {path}")]
     Load {
         /// The model path.
         path: String,
@@ -28,7 +29,7 @@ pub enum ServeError {
     #[error("invalid server configuration: {0}")]
     Config(String),
     /// The async runtime or a thread could not be started, or the server failed.
-    #[error("server failure: {0}")]
+    #[error("server failure")]
     Io(#[from] std::io::Error),
     /// The engine thread ended unexpectedly.
     #[error("the engine thread stopped unexpectedly")]
@@ -49,6 +50,9 @@ pub struct ApiError {
     pub code: Option<&'static str>,
     /// Seconds a client should wait before retrying (503).
     pub retry_after: Option<u64>,
+    /// Close the connection after this answer (`Connection: close`): the request body may be
+    /// unread, or the server is shutting down.
+    pub close: bool,
 }
 
 impl ApiError {
@@ -60,6 +64,7 @@ impl ApiError {
             param: Some(param.into()),
             code: None,
             retry_after: None,
+            close: false,
         }
     }
 
@@ -71,6 +76,7 @@ impl ApiError {
             param: None,
             code: None,
             retry_after: None,
+            close: false,
         }
     }
 
@@ -82,6 +88,7 @@ impl ApiError {
             param: None,
             code: None,
             retry_after: Some(retry_after),
+            close: false,
         }
     }
 
@@ -93,6 +100,7 @@ impl ApiError {
             param: None,
             code: None,
             retry_after: None,
+            close: false,
         }
     }
 
@@ -102,10 +110,17 @@ impl ApiError {
         self
     }
 
+    /// Asks for the connection to be closed after the answer.
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self
+    }
+
     /// The OpenAI `type` of this error.
     fn kind(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 404 | 405 | 413 | 415 => "invalid_request_error",
+            400 | 404 | 405 | 408 | 413 | 415 => "invalid_request_error",
+            403 => "permission_error",
             503 => "server_overloaded",
             _ => "server_error",
         }
@@ -131,6 +146,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.close {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }

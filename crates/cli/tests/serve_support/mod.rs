@@ -231,6 +231,63 @@ pub fn send_head(
     )
 }
 
+/// Sends `raw` as it is on a fresh connection and reads the answer to the end.
+pub fn raw_request(addr: SocketAddr, raw: &[u8]) -> std::io::Result<Response> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    stream.write_all(raw)?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer)?;
+    parse_response(&answer)
+}
+
+/// A request in the shape browsers and proxies send: JSON body, the given `Host`, extra headers
+/// (`"Name: value"` lines), `Connection: close`.
+pub fn request_with_headers(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    host: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> Response {
+    let mut raw = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\n");
+    for header in headers {
+        raw.push_str(header);
+        raw.push_str("\r\n");
+    }
+    raw.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    let mut raw = raw.into_bytes();
+    raw.extend_from_slice(body);
+    raw_request(addr, &raw).unwrap_or_else(|e| panic!("{method} {path} failed: {e}"))
+}
+
+/// Reads one response (with a `Content-Length`) from a keep-alive connection.
+pub fn read_one_response(stream: &mut BufReader<TcpStream>) -> std::io::Result<Response> {
+    let mut head = Vec::new();
+    loop {
+        let mut line = String::new();
+        if stream.read_line(&mut line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        head.extend_from_slice(line.as_bytes());
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let partial = parse_response(&head)?;
+    let length: usize = partial
+        .header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body)?;
+    Ok(Response { body, ..partial })
+}
+
 fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
     let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
     let split = raw
