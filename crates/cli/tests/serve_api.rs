@@ -445,7 +445,8 @@ fn a_client_that_disconnects_mid_stream_frees_its_slot() {
     let mut waiting = TcpStream::connect(s.addr).unwrap();
     write!(
         waiting,
-        "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
