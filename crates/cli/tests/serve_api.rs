@@ -543,7 +543,10 @@ fn a_startup_error_names_its_cause_once() {
     let port = taken.local_addr().unwrap().port().to_string();
     let model = tiny_model();
     let line = startup_error(&["--model", &model, "--port", &port]);
-    assert!(line.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{line}");
+    assert!(
+        line.contains(&format!("cannot listen on 127.0.0.1:{port}")),
+        "{line}"
+    );
     let cause = line.rsplit(": ").next().unwrap();
     assert_eq!(line.matches(cause).count(), 1, "the cause repeats: {line}");
 

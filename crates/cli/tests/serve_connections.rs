@@ -54,7 +54,10 @@ fn a_client_that_dribbles_its_headers_is_cut_after_the_header_timeout() {
     }
     let elapsed = start.elapsed();
     assert!(cut, "a client dribbling headers was held for {elapsed:?}");
-    assert!(elapsed < Duration::from_secs(4), "cut only after {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "cut only after {elapsed:?}"
+    );
     // The server still answers.
     assert_eq!(s.get("/health").status, 200);
 }
@@ -100,7 +103,10 @@ fn past_the_connection_cap_new_connections_are_refused_while_open_ones_still_ans
         .unwrap();
     let mut answer = Vec::new();
     let _ = refused.read_to_end(&mut answer);
-    assert!(start.elapsed() < Duration::from_secs(2), "held past the cap");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "held past the cap"
+    );
     let answer = String::from_utf8_lossy(&answer);
     assert!(
         answer.is_empty() || answer.starts_with("HTTP/1.1 503"),
@@ -116,7 +122,10 @@ fn past_the_connection_cap_new_connections_are_refused_while_open_ones_still_ans
     loop {
         match serve_support::try_request(s.addr, "GET", "/health", b"") {
             Ok(r) if r.status == 200 => break,
-            _ => assert!(start.elapsed() < Duration::from_secs(5), "never served again"),
+            _ => assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "never served again"
+            ),
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -140,7 +149,10 @@ fn shutdown_during_half_sent_requests_completes_promptly() {
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
     s.terminate();
-    assert!(s.wait_exit(Duration::from_secs(30)), "exit status not success");
+    assert!(
+        s.wait_exit(Duration::from_secs(30)),
+        "exit status not success"
+    );
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "the drain waited {:?} for half-sent requests",

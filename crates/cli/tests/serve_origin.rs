@@ -34,7 +34,8 @@ fn a_post_body_not_declared_json_is_refused_with_415_and_generates_nothing() {
         let origin = ["Origin: http://localhost"];
         for extra in [&[][..], &origin[..]] {
             let all: Vec<&str> = headers.iter().chain(extra).copied().collect();
-            let r = request_with_headers(s.addr, "POST", "/v1/completions", "localhost", &all, body);
+            let r =
+                request_with_headers(s.addr, "POST", "/v1/completions", "localhost", &all, body);
             assert_eq!(r.status, 415, "{content_type:?}: {}", r.text());
             assert_eq!(r.json()["error"]["type"], "invalid_request_error");
         }
@@ -74,7 +75,11 @@ fn cors_preflights_are_answered_only_for_listed_origins() {
         r.header("access-control-allow-origin"),
         Some("https://app.example.com")
     );
-    assert!(r.header("access-control-allow-methods").unwrap().contains("POST"));
+    assert!(
+        r.header("access-control-allow-methods")
+            .unwrap()
+            .contains("POST")
+    );
     assert!(
         r.header("access-control-allow-headers")
             .unwrap()

@@ -69,7 +69,10 @@ fn bad_request(addr: SocketAddr, n: usize) -> Option<String> {
     let json = "Content-Type: application/json";
     let good_body = json!({"prompt": "a", "max_tokens": 2}).to_string();
     let (expected, r) = match n % 5 {
-        0 => (400, request(addr, "POST", "/v1/completions", b"{\"prompt\": [1,")),
+        0 => (
+            400,
+            request(addr, "POST", "/v1/completions", b"{\"prompt\": [1,"),
+        ),
         1 => (
             415,
             request_with_headers(
@@ -193,7 +196,7 @@ fn until_soak_ends(
 
 #[test]
 fn a_minute_of_good_bad_and_slow_clients_leaves_no_panic_no_growth_and_no_good_request_unanswered()
- {
+{
     let model = default_model();
     let timeout = TIMEOUT_SECS.to_string();
     let s = Server::start(&[
@@ -226,7 +229,9 @@ fn a_minute_of_good_bad_and_slow_clients_leaves_no_panic_no_growth_and_no_good_r
     let start = Instant::now();
     let (failures, good, bad, slow) = std::thread::scope(|scope| {
         let good: Vec<_> = (0..GOOD_CLIENTS)
-            .map(|c| scope.spawn(move || until_soak_ends(start, c * 100_000, |n| good_request(addr, n))))
+            .map(|c| {
+                scope.spawn(move || until_soak_ends(start, c * 100_000, |n| good_request(addr, n)))
+            })
             .collect();
         let bad = scope.spawn(move || until_soak_ends(start, 0, |n| bad_request(addr, n)));
         let slow = scope.spawn(move || until_soak_ends(start, 0, |n| slow_client(addr, n)));
@@ -238,16 +243,25 @@ fn a_minute_of_good_bad_and_slow_clients_leaves_no_panic_no_growth_and_no_good_r
             counts.push(count);
         }
         let good: usize = counts[..GOOD_CLIENTS].iter().sum();
-        (failures, good, counts[GOOD_CLIENTS], counts[GOOD_CLIENTS + 1])
+        (
+            failures,
+            good,
+            counts[GOOD_CLIENTS],
+            counts[GOOD_CLIENTS + 1],
+        )
     });
     assert!(failures.is_empty(), "{failures:#?}");
-    assert!(good >= 30 && bad >= 30 && slow >= 4, "too few requests: {good} good, {bad} bad, {slow} slow");
+    assert!(
+        good >= 30 && bad >= 30 && slow >= 4,
+        "too few requests: {good} good, {bad} bad, {slow} slow"
+    );
     assert_eq!(s.settled_metric("rinfer_running_sequences", 0.0), 0.0);
     let rss_end = s.rss_kib();
     assert!(
         rss_end <= rss_start + RSS_SLACK_KIB,
         "RSS grew from {rss_start} KiB to {rss_end} KiB over {good} good, {bad} bad and {slow} slow clients"
     );
+    println!("soak: {good} good, {bad} bad, {slow} slow clients; RSS {rss_start} -> {rss_end} KiB");
     // The server still answers, and its log shows no panic.
     assert_eq!(s.get("/health").status, 200);
     let log = s.log.lock().unwrap();

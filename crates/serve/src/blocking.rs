@@ -114,7 +114,10 @@ mod tests {
         let _ = tokio::time::timeout(Duration::from_millis(50), request).await;
         let start = Instant::now();
         while !stopped.load(Ordering::SeqCst) {
-            assert!(start.elapsed() < Duration::from_secs(2), "the job never stopped");
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "the job never stopped"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // Its slot is free again: the next job runs.
@@ -157,7 +160,10 @@ mod tests {
         first.abort();
         let _ = first.await;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!ran.load(Ordering::SeqCst), "a job of a dropped request ran");
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "a job of a dropped request ran"
+        );
         assert!(stopped.load(Ordering::SeqCst));
     }
 }

@@ -192,7 +192,12 @@ impl hyper::service::Service<Request<Incoming>> for RequestCounting {
         let mut router = self.router.clone();
         Box::pin(async move {
             let response = router.call(request.map(Body::new)).await?;
-            Ok(response.map(|body| Body::new(CountedBody { body, _guard: guard })))
+            Ok(response.map(|body| {
+                Body::new(CountedBody {
+                    body,
+                    _guard: guard,
+                })
+            }))
         })
     }
 }

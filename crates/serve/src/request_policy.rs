@@ -226,7 +226,11 @@ mod tests {
         ] {
             assert!(p.host_allowed(host), "{host}");
         }
-        for host in ["evil.example", "evil.example:8080", "localhost.evil.example"] {
+        for host in [
+            "evil.example",
+            "evil.example:8080",
+            "localhost.evil.example",
+        ] {
             assert!(!p.host_allowed(host), "{host}");
         }
         let p = policy([127, 0, 0, 1], &[], &[]);

@@ -102,7 +102,10 @@ async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
                 }
                 .closing())
             } else {
-                Err(ApiError::bad_request(format!("cannot read the request body: {error}")).closing())
+                Err(
+                    ApiError::bad_request(format!("cannot read the request body: {error}"))
+                        .closing(),
+                )
             }
         }
         Err(_) => Err(ApiError {
