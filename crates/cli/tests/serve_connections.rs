@@ -189,3 +189,43 @@ fn a_client_that_half_closes_after_its_request_gets_its_answer() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(r.json()["choices"][0]["text"].is_string());
 }
+
+#[test]
+fn under_a_low_open_file_limit_the_cap_shrinks_so_new_connections_are_still_answered() {
+    let model = tiny_model();
+    let s = Server::start_with_open_file_limit(
+        128,
+        &["--model", &model, "--threads", "2", "--ctx", "512"],
+    );
+    let warned = s
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("serving at most 64 connections"));
+    assert!(warned, "{:?}", s.log.lock().unwrap());
+    let mut kept = BufReader::new(TcpStream::connect(s.addr).unwrap());
+    let health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    kept.get_mut().write_all(health).unwrap();
+    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+    // More idle connections than the process has file descriptors left.
+    let idle: Vec<TcpStream> = (0..150)
+        .filter_map(|_| TcpStream::connect(s.addr).ok())
+        .collect();
+    assert!(idle.len() > 64);
+    // A new connection is answered at once (503) instead of waiting in the backlog, and the
+    // connection served before still gets its answers.
+    let start = Instant::now();
+    let mut refused = TcpStream::connect(s.addr).unwrap();
+    let _ = refused.write_all(health);
+    refused
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = refused.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    assert!(start.elapsed() < Duration::from_secs(2));
+    kept.get_mut().write_all(health).unwrap();
+    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+}

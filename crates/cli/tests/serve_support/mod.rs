@@ -31,10 +31,25 @@ pub struct Server {
 impl Server {
     /// Starts `rinfer serve --port 0 ARGS` and waits until `/health` says it is ready.
     pub fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-            .arg("serve")
-            .args(["--port", "0"])
-            .args(args)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rinfer"));
+        command.arg("serve").args(["--port", "0"]).args(args);
+        Self::start_command(command)
+    }
+
+    /// As [`Server::start`], with the process's open-file limit (`ulimit -n`) set to `limit`.
+    pub fn start_with_open_file_limit(limit: u32, args: &[&str]) -> Self {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "ulimit -n \"$0\" && exec \"$@\""])
+            .arg(limit.to_string())
+            .arg(env!("CARGO_BIN_EXE_rinfer"))
+            .args(["serve", "--port", "0"])
+            .args(args);
+        Self::start_command(command)
+    }
+
+    fn start_command(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
