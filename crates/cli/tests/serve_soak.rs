@@ -21,6 +21,9 @@ use serve_support::{Server, request, request_with_headers, send_head};
 const SOAK: Duration = Duration::from_secs(60);
 /// Good clients running at once (with the one streaming slow client: at most `--parallel`).
 const GOOD_CLIENTS: usize = 3;
+/// Pause between two bad requests, so that they come as often as the good ones, not as fast
+/// as refusals can be answered.
+const BAD_CLIENT_PAUSE: Duration = Duration::from_millis(20);
 /// The header and body timeouts the server is started with, in seconds.
 const TIMEOUT_SECS: u64 = 2;
 /// Growth of the resident memory allowed over the soak (allocator noise; a leak per request
@@ -227,14 +230,23 @@ fn a_minute_of_good_bad_and_slow_clients_leaves_no_panic_no_growth_and_no_good_r
     }
     let rss_start = s.rss_kib();
     let start = Instant::now();
-    let (failures, good, bad, slow) = std::thread::scope(|scope| {
+    let (failures, good, bad, slow, rss_half) = std::thread::scope(|scope| {
         let good: Vec<_> = (0..GOOD_CLIENTS)
             .map(|c| {
                 scope.spawn(move || until_soak_ends(start, c * 100_000, |n| good_request(addr, n)))
             })
             .collect();
-        let bad = scope.spawn(move || until_soak_ends(start, 0, |n| bad_request(addr, n)));
+        let bad = scope.spawn(move || {
+            until_soak_ends(start, 0, |n| {
+                std::thread::sleep(BAD_CLIENT_PAUSE);
+                bad_request(addr, n)
+            })
+        });
         let slow = scope.spawn(move || until_soak_ends(start, 0, |n| slow_client(addr, n)));
+        // Halfway, the memory the rest of the soak must not grow past (the blocking pool and
+        // the allocator's arenas have reached their size by then).
+        std::thread::sleep(SOAK / 2);
+        let rss_half = s.rss_kib();
         let mut failures = Vec::new();
         let mut counts = Vec::new();
         for handle in good.into_iter().chain([bad, slow]) {
@@ -248,6 +260,7 @@ fn a_minute_of_good_bad_and_slow_clients_leaves_no_panic_no_growth_and_no_good_r
             good,
             counts[GOOD_CLIENTS],
             counts[GOOD_CLIENTS + 1],
+            rss_half,
         )
     });
     assert!(failures.is_empty(), "{failures:#?}");
@@ -258,10 +271,16 @@ fn a_minute_of_good_bad_and_slow_clients_leaves_no_panic_no_growth_and_no_good_r
     assert_eq!(s.settled_metric("rinfer_running_sequences", 0.0), 0.0);
     let rss_end = s.rss_kib();
     assert!(
+        rss_end <= rss_half + RSS_SLACK_KIB / 3,
+        "RSS grew from {rss_half} KiB to {rss_end} KiB over the second half of the soak"
+    );
+    assert!(
         rss_end <= rss_start + RSS_SLACK_KIB,
         "RSS grew from {rss_start} KiB to {rss_end} KiB over {good} good, {bad} bad and {slow} slow clients"
     );
-    println!("soak: {good} good, {bad} bad, {slow} slow clients; RSS {rss_start} -> {rss_end} KiB");
+    println!(
+        "soak: {good} good, {bad} bad, {slow} slow clients; RSS {rss_start} -> {rss_half} -> {rss_end} KiB"
+    );
     // The server still answers, and its log shows no panic.
     assert_eq!(s.get("/health").status, 200);
     let log = s.log.lock().unwrap();
