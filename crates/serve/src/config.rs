@@ -31,8 +31,8 @@ pub struct ServeConfig {
     pub header_timeout: Duration,
     /// Time a client has to send a request's body once its headers arrived; slower ones get 408.
     pub body_timeout: Duration,
-    /// Browser origins (`https://app.example.com`) allowed to call the API cross-origin; a
-    /// request from any other origin gets 403.
+    /// Browser origins (`https://app.example.com`, or `*` for all) allowed to call the API
+    /// cross-origin; a cross-origin request from any other gets 403.
     pub cors_origins: Vec<String>,
     /// Host names (besides IP addresses, and `localhost` on a loopback address) that requests
     /// may name in `Host`; when empty, a server on a loopback address accepts only `localhost`

@@ -1,5 +1,6 @@
-//! The HTTP endpoints. Handlers never block: tokenizing runs on the blocking pool, generation
-//! on the engine thread, and every failure is an OpenAI error object.
+//! The HTTP endpoints. Handlers never block: tokenizing runs on the blocking pool (a job per
+//! core at most, stopped when its client leaves), generation on the engine thread, bodies are
+//! read within a deadline, and every failure is an OpenAI error object.
 
 use std::convert::Infallible;
 use std::sync::Arc;
