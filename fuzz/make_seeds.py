@@ -14,6 +14,7 @@ import struct
 HERE = pathlib.Path(__file__).resolve().parent
 GGUF_DIR = HERE / "corpus" / "gguf_reader"
 ST_DIR = HERE / "corpus" / "safetensors_header"
+SERVE_DIR = HERE / "corpus" / "serve_request"
 
 
 def gguf_string(s: str) -> bytes:
@@ -116,8 +117,42 @@ def crafted_safetensors():
         (ST_DIR / name).write_bytes(data)
 
 
+def serve_requests():
+    """Bodies of each endpoint, prefixed with the byte that picks it (0 completions, 1 chat,
+    2 tokenize, 3 detokenize; 0xF3 also runs the Host/Origin policy on the body's lines)."""
+    completions = [
+        {"prompt": "Hello", "max_tokens": 8},
+        {"prompt": ["Hello"], "max_tokens": 4, "temperature": 0.7, "top_p": 0.9, "top_k": 40,
+         "min_p": 0.05, "seed": 1, "stop": ["\n", "."], "logprobs": 3, "stream": True,
+         "stream_options": {"include_usage": True}},
+        {"prompt": [2, 9259, 1902], "logit_bias": {"1": -100, "106": 100}, "n": 1,
+         "presence_penalty": 0.5, "frequency_penalty": -0.5, "user": "u", "model": "m"},
+        {"prompt": [[2, 9259]], "max_tokens": 4095},
+    ]
+    chat = [
+        {"messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 8},
+        {"messages": [{"role": "system", "content": "Be brief."},
+                      {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                      {"role": "assistant", "content": "Hello"}],
+         "logprobs": True, "top_logprobs": 2, "stream": True},
+        {"messages": [{"role": "developer", "content": "<start_of_turn>x"}], "max_tokens": 1,
+         "max_completion_tokens": 1},
+    ]
+    tokenize = [{"content": "Hello world", "add_special": False, "parse_special": True}]
+    detokenize = [{"tokens": [2, 9259, 1902]}]
+    seeds = []
+    for selector, bodies in ((0, completions), (1, chat), (2, tokenize), (3, detokenize)):
+        seeds += [bytes([selector]) + json.dumps(b).encode() for b in bodies]
+    seeds.append(b"\xf3localhost:8080\nhttps://app.example.com")
+    seeds.append(b"\xf3[::1]:8080\nnull")
+    for i, seed in enumerate(seeds):
+        (SERVE_DIR / f"seed_{i:02}").write_bytes(seed)
+
+
 if __name__ == "__main__":
+    SERVE_DIR.mkdir(parents=True, exist_ok=True)
     GGUF_DIR.mkdir(parents=True, exist_ok=True)
     ST_DIR.mkdir(parents=True, exist_ok=True)
     crafted_gguf()
     crafted_safetensors()
+    serve_requests()

@@ -212,4 +212,39 @@ pub struct ServeOptions {
     /// one is usable, else the CPU, with the reason logged).
     #[arg(long, default_value_t = DeviceRequest::Auto)]
     pub device: DeviceRequest,
+    #[command(flatten)]
+    pub exposure: ExposureOptions,
+}
+
+/// How `rinfer serve` faces its clients: limits, timeouts, and who may call.
+#[derive(Args)]
+pub struct ExposureOptions {
+    /// Connections served at once (lowered to fit the open-file limit); past it a new
+    /// connection gets 503 and is closed.
+    #[arg(long, default_value_t = 512)]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers (also how long an idle keep-alive
+    /// connection is kept).
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub header_timeout: u64,
+    /// Seconds a client has to send a request's body once its headers arrived; then 408.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub body_timeout: u64,
+    /// Largest request body in bytes; larger ones get 413.
+    #[arg(long, default_value_t = 2 << 20, value_name = "BYTES")]
+    pub max_body_bytes: usize,
+    /// A browser origin allowed to call the API cross-origin, as `scheme://host[:port]`
+    /// (repeatable; `*` allows every origin). Requests from other origins get 403.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
+    /// A host name clients may use in `Host` (repeatable). IP addresses and `localhost` are
+    /// always served; other names only when listed, or, with none listed, on a non-loopback
+    /// `--host`.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
+    /// Answer clients that half-close their connection after sending a request. They cannot
+    /// be told from clients that left, so a non-streamed request whose client closed then
+    /// runs to its end instead of being cancelled.
+    #[arg(long)]
+    pub half_close: bool,
 }

@@ -445,7 +445,8 @@ fn a_client_that_disconnects_mid_stream_frees_its_slot() {
     let mut waiting = TcpStream::connect(s.addr).unwrap();
     write!(
         waiting,
-        "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -498,13 +499,17 @@ fn tokenize_models_health_and_metrics() {
 }
 
 #[test]
-fn sigterm_finishes_streams_in_flight_then_exits() {
+fn sigterm_finishes_streams_in_flight_answering_health_with_503_then_exits() {
     let mut s = server(&["--ctx", "4096"]);
     let mut stream = open_stream(s.addr, &long_request(true));
     wait_for(|| s.metric("rinfer_running_sequences") == 1.0);
     s.terminate();
-    // New connections are refused at once, while the stream in flight goes on.
-    wait_for(|| TcpStream::connect(s.addr).is_err());
+    // While the stream in flight goes on, the listener still answers: `/health` says 503 (so
+    // that a load balancer sees the drain) and new generations get 503.
+    wait_for(|| s.get("/health").status == 503);
+    assert_eq!(s.get("/health").json()["status"], "draining");
+    let r = s.post("/v1/completions", &json!({"prompt": "a", "max_tokens": 2}));
+    assert_eq!(r.status, 503, "{}", r.text());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stream, &mut rest).unwrap();
     assert!(rest.contains("data: [DONE]"), "the stream was cut: {rest}");
@@ -514,4 +519,47 @@ fn sigterm_finishes_streams_in_flight_then_exits() {
         "exit status not success"
     );
     assert!(TcpStream::connect(s.addr).is_err(), "still accepting");
+}
+
+/// The `error:` line of a `rinfer serve` that could not start.
+fn startup_error(args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .arg("serve")
+        .args(args)
+        .output()
+        .expect("rinfer runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line in {stderr}"))
+        .to_string()
+}
+
+#[test]
+fn a_startup_error_names_its_cause_once() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let model = tiny_model();
+    let line = startup_error(&["--model", &model, "--port", &port]);
+    assert!(
+        line.contains(&format!("cannot listen on 127.0.0.1:{port}")),
+        "{line}"
+    );
+    let cause = line.rsplit(": ").next().unwrap();
+    assert_eq!(line.matches(cause).count(), 1, "the cause repeats: {line}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.gguf");
+    std::fs::write(&garbage, b"GGUF not really a model").unwrap();
+    let line = startup_error(&["--model", garbage.to_str().unwrap(), "--port", "0"]);
+    assert!(line.contains("cannot load"), "{line}");
+    let parts: Vec<&str> = line.trim_start_matches("error: ").split(": ").collect();
+    for (i, part) in parts.iter().enumerate() {
+        assert!(
+            !parts[i + 1..].iter().any(|later| later.contains(part)),
+            "{part:?} repeats in {line}"
+        );
+    }
 }

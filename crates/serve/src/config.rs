@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The most sequences decoded together.
 pub const MAX_PARALLEL: usize = 1024;
@@ -31,11 +32,31 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// Where the engine computes (`Auto`: the GPU when one is usable, else the CPU).
     pub device: rinfer_model::DeviceRequest,
+    /// Connections served at once; past it a new connection gets a 503 and is closed. Lowered
+    /// at start to fit the process's open-file limit.
+    pub max_connections: usize,
+    /// Time a client has to send a request's headers (also how long an idle keep-alive
+    /// connection is kept); slower connections are closed.
+    pub header_timeout: Duration,
+    /// Time a client has to send a request's body once its headers arrived; slower ones get 408.
+    pub body_timeout: Duration,
+    /// Browser origins (`https://app.example.com`, or `*` for all) allowed to call the API
+    /// cross-origin; a cross-origin request from any other gets 403.
+    pub cors_origins: Vec<String>,
+    /// Host names (besides IP addresses, and `localhost` on a loopback address) that requests
+    /// may name in `Host`; when empty, a server on a loopback address accepts only `localhost`
+    /// and one on any other address accepts every name.
+    pub allowed_hosts: Vec<String>,
+    /// Answer clients that half-close their connection after the request. Such a client cannot
+    /// be told from one that left, so with this on, a non-streamed request whose client closed
+    /// runs to its end instead of being cancelled.
+    pub half_close: bool,
 }
 
 impl ServeConfig {
     /// Defaults for everything but the model: `127.0.0.1:8080`, 4 parallel sequences, a queue of
-    /// 64, 2 MiB bodies.
+    /// 64, 2 MiB bodies, 512 connections, 10 s for headers and 30 s for a body, no cross-origin
+    /// callers, no host names beyond the address's own.
     pub fn new(model_path: PathBuf, model_id: String) -> Self {
         Self {
             model_path,
@@ -46,6 +67,12 @@ impl ServeConfig {
             queue: 64,
             threads: None,
             max_body_bytes: 2 << 20,
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            cors_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            half_close: false,
             device: rinfer_model::DeviceRequest::Auto,
         }
     }

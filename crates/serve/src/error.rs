@@ -4,7 +4,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-/// Why the server could not start or had to stop.
+/// Why the server could not start or had to stop. A message never repeats its cause: the
+/// cause is the error's `source()`, which `anyhow`'s `{:#}` (and any chain printer) adds.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
@@ -52,6 +53,9 @@ pub struct ApiError {
     pub code: Option<&'static str>,
     /// Seconds a client should wait before retrying (503).
     pub retry_after: Option<u64>,
+    /// Close the connection after this answer (`Connection: close`): the request body may be
+    /// unread, or the server is shutting down.
+    pub close: bool,
 }
 
 impl ApiError {
@@ -63,6 +67,7 @@ impl ApiError {
             param: Some(param.into()),
             code: None,
             retry_after: None,
+            close: false,
         }
     }
 
@@ -74,6 +79,7 @@ impl ApiError {
             param: None,
             code: None,
             retry_after: None,
+            close: false,
         }
     }
 
@@ -85,6 +91,7 @@ impl ApiError {
             param: None,
             code: None,
             retry_after: Some(retry_after),
+            close: false,
         }
     }
 
@@ -96,6 +103,7 @@ impl ApiError {
             param: None,
             code: None,
             retry_after: None,
+            close: false,
         }
     }
 
@@ -105,10 +113,17 @@ impl ApiError {
         self
     }
 
+    /// Asks for the connection to be closed after the answer.
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self
+    }
+
     /// The OpenAI `type` of this error.
     fn kind(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 404 | 405 | 413 | 415 => "invalid_request_error",
+            400 | 404 | 405 | 408 | 413 | 415 => "invalid_request_error",
+            403 => "permission_error",
             503 => "server_overloaded",
             _ => "server_error",
         }
@@ -134,6 +149,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.close {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }

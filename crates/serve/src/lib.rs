@@ -13,19 +13,30 @@
 //!
 //! Every request is validated before it reaches the engine; anything rinfer does not implement
 //! is refused with a 400 that names the field, never ignored.
+//!
+//! Clients are not trusted: connections are capped and must send their headers and bodies
+//! within timeouts, bodies are bounded, the `Host` and `Origin` of a request are checked
+//! (against DNS rebinding and cross-site requests), and a request whose client leaves stops
+//! its tokenization.
 
 #![forbid(unsafe_code)]
 
+mod blocking;
 mod chat;
 mod config;
+mod connections;
 mod error;
 mod metrics;
 mod request;
+mod request_policy;
 mod response;
 mod routes;
 mod scheduler;
 mod server;
 mod validate;
+
+#[doc(hidden)]
+pub mod fuzzing;
 
 pub use config::{MAX_PARALLEL, MAX_QUEUE, MAX_THREADS, ServeConfig};
 pub use error::ServeError;

@@ -1,5 +1,6 @@
-//! The HTTP endpoints. Handlers never block: tokenizing runs on the blocking pool, generation
-//! on the engine thread, and every failure is an OpenAI error object.
+//! The HTTP endpoints. Handlers never block: tokenizing runs on the blocking pool (a job per
+//! core at most, stopped when its client leaves), generation on the engine thread, bodies are
+//! read within a deadline, and every failure is an OpenAI error object.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,18 +15,21 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use http_body_util::LengthLimitError;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use crate::blocking::CancelFlag;
 use crate::error::ApiError;
 use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest};
+use crate::request_policy::{self, RequestPolicy};
 use crate::response::{self, ResponseMeta, Usage};
 use crate::scheduler::job::{Event, Job};
 use crate::server::{AppState, Served};
 use crate::validate::{self, Endpoint, Validated};
 
-/// Every route, with the request counter around them.
-pub fn router(state: Arc<AppState>) -> Router {
+/// Every route, behind the host, origin and media-type checks and the request counter.
+pub fn router(state: Arc<AppState>, policy: Arc<RequestPolicy>) -> Router {
     Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
@@ -34,8 +38,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
+        .route_layer(middleware::from_fn(request_policy::require_json))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            policy,
+            request_policy::check_host_and_origin,
+        ))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
             count_responses,
@@ -69,28 +78,65 @@ async fn method_not_allowed() -> ApiError {
     }
 }
 
-/// Reads a whole body, refusing one over the limit with 413.
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| ApiError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
+/// Reads a whole body: 413 over the limit, 408 when it does not arrive within the body
+/// timeout, 503 when a drain starts meanwhile (a half-sent request does not hold the drain).
+async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
+    let limit = state.config.max_body_bytes;
+    let timeout = state.config.body_timeout;
+    let mut drain = state.drain.subscribe();
+    let read = tokio::select! {
+        read = tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)) => read,
+        _ = drain.wait_for(|draining| *draining) => {
+            return Err(ApiError::unavailable("the server is shutting down", 5).closing());
+        }
+    };
+    match read {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(error)) => {
+            let error = error.into_inner();
+            if error.is::<LengthLimitError>() {
+                Err(ApiError {
+                    status: StatusCode::PAYLOAD_TOO_LARGE,
+                    ..ApiError::bad_request(format!(
+                        "the request body is over the limit of {limit} bytes"
+                    ))
+                }
+                .closing())
+            } else {
+                Err(
+                    ApiError::bad_request(format!("cannot read the request body: {error}"))
+                        .closing(),
+                )
+            }
+        }
+        Err(_) => Err(ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
             ..ApiError::bad_request(format!(
-                "the request body is over the limit of {limit} bytes"
+                "the request body did not arrive within {} s",
+                timeout.as_secs_f64()
             ))
-        })
+        }
+        .closing()),
+    }
 }
 
-/// Parses and validates on the blocking pool (tokenizing a long prompt takes a while).
-async fn parse_blocking<T, F>(served: &Arc<Served>, body: Bytes, f: F) -> Result<T, ApiError>
+/// Parses and validates on the blocking pool (tokenizing a long prompt takes a while), bounded
+/// to a job per core and cancelled when the client leaves.
+async fn parse_blocking<T, F>(
+    state: &AppState,
+    served: &Arc<Served>,
+    body: Bytes,
+    f: F,
+) -> Result<T, ApiError>
 where
     T: Send + 'static,
-    F: FnOnce(&Bytes, &Served) -> Result<T, ApiError> + Send + 'static,
+    F: FnOnce(&Bytes, &Served, &CancelFlag) -> Result<T, ApiError> + Send + 'static,
 {
     let served = Arc::clone(served);
-    tokio::task::spawn_blocking(move || f(&body, &served))
+    state
+        .blocking
+        .run(move |cancel| f(&body, &served, cancel))
         .await
-        .map_err(|_| ApiError::internal("request validation failed unexpectedly"))?
 }
 
 async fn completions(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
@@ -111,10 +157,10 @@ async fn generate(
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     let served = state.served()?;
-    let bytes = read_body(body, state.config.max_body_bytes).await?;
-    let request = parse_blocking(&served, bytes, move |bytes, served| {
+    let bytes = read_body(&state, body).await?;
+    let request = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
         let req: GenerationRequest = request::parse(bytes)?;
-        validate::validate(req, endpoint, served)
+        validate::validate(req, endpoint, served, cancel)
     })
     .await?;
     let Validated {
@@ -152,8 +198,8 @@ async fn generate(
 
 /// Queues a job for the engine, or answers 503 when the queue is full.
 fn submit(state: &AppState, job: Job) -> Result<(), ApiError> {
-    if state.draining.load(Ordering::Relaxed) {
-        return Err(ApiError::unavailable("the server is shutting down", 5));
+    if state.draining() {
+        return Err(ApiError::unavailable("the server is shutting down", 5).closing());
     }
     state.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
     match state.jobs.try_send(job) {
@@ -332,7 +378,7 @@ async fn models(State(state): State<Arc<AppState>>) -> Result<Response, ApiError
 }
 
 async fn health(State(state): State<Arc<AppState>>) -> Response {
-    let (status, text) = if state.draining.load(Ordering::Relaxed) {
+    let (status, text) = if state.draining() {
         (StatusCode::SERVICE_UNAVAILABLE, "draining")
     } else if state.engine_stopped() {
         (StatusCode::SERVICE_UNAVAILABLE, "engine stopped")
@@ -354,20 +400,18 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 
 async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     let served = state.served()?;
-    let bytes = read_body(body, state.config.max_body_bytes).await?;
-    let tokens = parse_blocking(&served, bytes, |bytes, served| {
+    let bytes = read_body(&state, body).await?;
+    let tokens = parse_blocking(&state, &served, bytes, |bytes, served, cancel| {
         let req: TokenizeRequest = request::parse(bytes)?;
         validate::check_model(req.model.as_deref(), served)?;
-        served
-            .ready
-            .loaded
-            .tokenizer
-            .encode(
-                &req.content,
-                req.add_special.unwrap_or(true),
-                req.parse_special.unwrap_or(true),
-            )
-            .map_err(|e| ApiError::invalid("content", e.to_string()))
+        validate::encode(
+            served,
+            &req.content,
+            req.add_special.unwrap_or(true),
+            req.parse_special.unwrap_or(true),
+            "content",
+            cancel,
+        )
     })
     .await?;
     Ok(axum::Json(json!({ "tokens": tokens })).into_response())
@@ -375,8 +419,8 @@ async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Resp
 
 async fn detokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     let served = state.served()?;
-    let bytes = read_body(body, state.config.max_body_bytes).await?;
-    let content = parse_blocking(&served, bytes, |bytes, served| {
+    let bytes = read_body(&state, body).await?;
+    let content = parse_blocking(&state, &served, bytes, |bytes, served, _| {
         let req: DetokenizeRequest = request::parse(bytes)?;
         validate::check_model(req.model.as_deref(), served)?;
         let tokenizer = &served.ready.loaded.tokenizer;

@@ -1,5 +1,6 @@
 //! Starting, running and stopping the server: bind first, load on the engine thread, serve,
-//! and on SIGTERM or Ctrl-C stop accepting, finish the requests in flight, stop the engine.
+//! and on SIGTERM or Ctrl-C drain (finish the requests in flight while `/health` answers 503),
+//! stop accepting, stop the engine.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -9,12 +10,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rinfer_model::DeviceReport;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
+use crate::blocking::BlockingJobs;
 use crate::chat::ChatFormat;
 use crate::config::ServeConfig;
+use crate::connections::{self, ConnectionLimits};
 use crate::error::{ApiError, ServeError};
 use crate::metrics::Metrics;
+use crate::request_policy::RequestPolicy;
 use crate::scheduler::job::Job;
 use crate::scheduler::{self, Ready, Started};
 
@@ -22,6 +26,8 @@ use crate::scheduler::{self, Ready, Started};
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Threads of the async runtime: it only parses, tokenizes and relays; the engine computes.
 const RUNTIME_THREADS: usize = 2;
+/// How long blocking request work still running at exit may delay it.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The model as the HTTP side sees it once loaded.
 pub struct Served {
@@ -45,8 +51,11 @@ pub struct AppState {
     pub jobs: SyncSender<Job>,
     /// Counters for `/metrics`.
     pub metrics: Arc<Metrics>,
-    /// Set when a shutdown signal arrived: no new generations, `/health` says 503.
-    pub draining: AtomicBool,
+    /// Turns true when a shutdown signal arrived: no new generations, `/health` says 503,
+    /// bodies still arriving are cut.
+    pub drain: watch::Sender<bool>,
+    /// Where requests parse and tokenize.
+    pub blocking: BlockingJobs,
     /// The engine thread (taken at shutdown to join it).
     pub engine: Mutex<Option<JoinHandle<()>>>,
     /// Unix seconds the server started.
@@ -60,6 +69,11 @@ impl AppState {
             .get()
             .cloned()
             .ok_or_else(|| ApiError::unavailable("the model is still loading", 2))
+    }
+
+    /// Whether the server is draining.
+    pub fn draining(&self) -> bool {
+        *self.drain.borrow()
     }
 
     /// Whether the engine thread has ended (it only does at shutdown, or if it failed).
@@ -87,11 +101,24 @@ impl AppState {
 /// ```
 pub fn serve(config: ServeConfig) -> Result<(), ServeError> {
     config.validate().map_err(ServeError::Config)?;
+    if config.max_connections == 0 {
+        return Err(ServeError::Config(
+            "--max-connections must be at least 1".into(),
+        ));
+    }
+    if config.header_timeout.is_zero() || config.body_timeout.is_zero() {
+        return Err(ServeError::Config(
+            "--header-timeout and --body-timeout must be above 0".into(),
+        ));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(RUNTIME_THREADS)
         .enable_all()
         .build()?;
-    runtime.block_on(run(config))
+    let result = runtime.block_on(run(config));
+    // A tokenization whose client is gone may still be finishing on the blocking pool.
+    runtime.shutdown_timeout(EXIT_TIMEOUT);
+    result
 }
 
 async fn run(config: ServeConfig) -> Result<(), ServeError> {
@@ -120,7 +147,8 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
         served: OnceLock::new(),
         jobs,
         metrics,
-        draining: AtomicBool::new(false),
+        drain: watch::Sender::new(false),
+        blocking: BlockingJobs::per_core(),
         engine: Mutex::new(Some(engine)),
         started: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -149,26 +177,30 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
         let _ = failed_tx.send(error);
     });
 
-    let draining = Arc::new(tokio::sync::Notify::new());
-    let signal_state = Arc::clone(&state);
-    let signal_draining = Arc::clone(&draining);
     let (load_error_tx, mut load_error_rx) = oneshot::channel();
-    let shutdown = async move {
+    let signal_state = Arc::clone(&state);
+    tokio::spawn(async move {
         tokio::select! {
             () = shutdown_signal() => tracing::info!("shutdown signal: draining requests in flight"),
             Ok(error) = failed_rx => { let _ = load_error_tx.send(error); }
         }
-        signal_state.draining.store(true, Ordering::Relaxed);
-        signal_draining.notify_one();
+        signal_state.drain.send_replace(true);
+    });
+    let policy = Arc::new(RequestPolicy::new(&config, address));
+    let app = crate::routes::router(Arc::clone(&state), policy);
+    let limits = ConnectionLimits {
+        max_connections: connections::fit_open_file_limit(config.max_connections),
+        header_timeout: config.header_timeout,
+        half_close: config.half_close,
     };
-    let app = crate::routes::router(Arc::clone(&state));
-    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown);
+    let server = connections::serve(listener, app, limits, state.drain.subscribe());
+    let mut drain_started = state.drain.subscribe();
     let deadline = async {
-        draining.notified().await;
+        let _ = drain_started.wait_for(|draining| *draining).await;
         tokio::time::sleep(DRAIN_TIMEOUT).await;
     };
     tokio::select! {
-        result = server => result?,
+        () = server => {}
         () = deadline => tracing::warn!("requests still running after {DRAIN_TIMEOUT:?}; stopping anyway"),
     }
     stop.store(true, Ordering::Relaxed);

@@ -8,6 +8,7 @@ use rinfer_model::SamplingParams;
 use rinfer_model::chat_template::{ChatMessage, ChatTemplateError};
 use serde_json::Value;
 
+use crate::blocking::CancelFlag;
 use crate::error::ApiError;
 use crate::request::{ChatMessageIn, GenerationRequest};
 use crate::server::Served;
@@ -49,13 +50,75 @@ const MAX_TOP_LOGPROBS: u64 = 20;
 /// Tokens `/v1/completions` generates when `max_tokens` is left out (OpenAI's default).
 const DEFAULT_COMPLETION_TOKENS: usize = 16;
 
-/// Checks `req` for `endpoint` and builds what the engine runs (tokenizing the prompt).
+/// What a request asks for, checked without the model's tokenizer or chat template.
+#[derive(Debug)]
+pub struct Checked<'r> {
+    /// Sampling.
+    pub sampling: SamplingParams,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Alternatives per token when log-probabilities are wanted.
+    pub logprobs: Option<usize>,
+    /// Stream as server-sent events.
+    pub stream: bool,
+    /// Send a last chunk with the usage (streaming only).
+    pub include_usage: bool,
+    /// The prompt, still to tokenize or render.
+    pub prompt: PromptInput<'r>,
+}
+
+/// A prompt as the request gives it.
+#[derive(Debug)]
+pub enum PromptInput<'r> {
+    /// Completions text, tokenized with BOS.
+    Text(&'r str),
+    /// Completions token ids, checked against the vocabulary.
+    Ids(Vec<u32>),
+    /// A chat conversation, rendered with the chat template.
+    Chat(Vec<ChatMessage>),
+}
+
+/// Checks `req` for `endpoint` and builds what the engine runs (tokenizing the prompt unless
+/// `cancel` is set first).
 pub fn validate(
     req: GenerationRequest,
     endpoint: Endpoint,
     served: &Served,
+    cancel: &CancelFlag,
 ) -> Result<Validated, ApiError> {
     check_model(req.model.as_deref(), served)?;
+    let vocab = served.ready.loaded.model.config.vocab_size;
+    let checked = check(&req, endpoint, vocab)?;
+    let prompt = match checked.prompt {
+        PromptInput::Text(text) => encode(served, text, true, true, "prompt", cancel)?,
+        PromptInput::Ids(ids) => ids,
+        PromptInput::Chat(messages) => chat_prompt(&messages, served, cancel)?,
+    };
+    if prompt.is_empty() {
+        return Err(ApiError::invalid(
+            prompt_field(endpoint),
+            "the prompt is empty",
+        ));
+    }
+    let max_tokens = max_tokens(&req, endpoint, prompt.len(), served.ready.settings.context)?;
+    Ok(Validated {
+        prompt,
+        max_tokens,
+        sampling: checked.sampling,
+        stop: checked.stop,
+        logprobs: checked.logprobs,
+        stream: checked.stream,
+        include_usage: checked.include_usage,
+    })
+}
+
+/// Checks every field of `req` for `endpoint` but the model name, for a vocabulary of `vocab`
+/// tokens; the prompt is left to tokenize.
+pub fn check(
+    req: &GenerationRequest,
+    endpoint: Endpoint,
+    vocab: usize,
+) -> Result<Checked<'_>, ApiError> {
     if let Some(n) = req.n
         && n != 1
     {
@@ -79,10 +142,9 @@ pub fn validate(
             format!("unsupported field `{field}` for this endpoint"),
         ));
     }
-    let vocab = served.ready.loaded.model.config.vocab_size;
-    let sampling = sampling(&req, vocab)?;
+    let sampling = sampling(req, vocab)?;
     let stop = stop(req.stop.as_ref())?;
-    let logprobs = logprobs(&req, endpoint)?;
+    let logprobs = logprobs(req, endpoint)?;
     let stream = req.stream.unwrap_or(false);
     let include_usage = match &req.stream_options {
         Some(_) if !stream => {
@@ -95,24 +157,16 @@ pub fn validate(
         None => false,
     };
     let prompt = match endpoint {
-        Endpoint::Completions => completion_prompt(req.prompt.as_ref(), served)?,
-        Endpoint::Chat => chat_prompt(req.messages.as_deref(), served)?,
+        Endpoint::Completions => completion_input(req.prompt.as_ref(), vocab)?,
+        Endpoint::Chat => PromptInput::Chat(chat_messages(req.messages.as_deref())?),
     };
-    if prompt.is_empty() {
-        return Err(ApiError::invalid(
-            prompt_field(endpoint),
-            "the prompt is empty",
-        ));
-    }
-    let max_tokens = max_tokens(&req, endpoint, prompt.len(), served.ready.settings.context)?;
-    Ok(Validated {
-        prompt,
-        max_tokens,
+    Ok(Checked {
         sampling,
         stop,
         logprobs,
         stream,
         include_usage,
+        prompt,
     })
 }
 
@@ -288,21 +342,36 @@ fn logprobs(req: &GenerationRequest, endpoint: Endpoint) -> Result<Option<usize>
     }
 }
 
-fn completion_prompt(prompt: Option<&Value>, served: &Served) -> Result<Vec<u32>, ApiError> {
-    let tokenizer = &served.ready.loaded.tokenizer;
-    let vocab = served.ready.loaded.model.config.vocab_size;
+/// Tokenizes `text` for the request field `param`, unless the request is cancelled.
+///
+/// The tokenizer runs to the end of the text once started: the body limit bounds its work.
+pub fn encode(
+    served: &Served,
+    text: &str,
+    add_special: bool,
+    parse_special: bool,
+    param: &str,
+    cancel: &CancelFlag,
+) -> Result<Vec<u32>, ApiError> {
+    cancel.check()?;
+    let tokens = served
+        .ready
+        .loaded
+        .tokenizer
+        .encode(text, add_special, parse_special)
+        .map_err(|e| ApiError::invalid(param, e.to_string()))?;
+    cancel.check()?;
+    Ok(tokens)
+}
+
+fn completion_input(prompt: Option<&Value>, vocab: usize) -> Result<PromptInput<'_>, ApiError> {
     let shape_error = || {
         ApiError::invalid(
             "prompt",
             "`prompt` must be a string, an array of one string, or an array of token ids",
         )
     };
-    let encode = |text: &str| {
-        tokenizer
-            .encode(text, true, true)
-            .map_err(|e| ApiError::invalid("prompt", e.to_string()))
-    };
-    let ids = |items: &[Value]| -> Result<Vec<u32>, ApiError> {
+    let ids = |items: &[Value]| -> Result<PromptInput<'_>, ApiError> {
         items
             .iter()
             .map(|v| {
@@ -315,14 +384,15 @@ fn completion_prompt(prompt: Option<&Value>, served: &Served) -> Result<Vec<u32>
                 }
                 Ok(id as u32)
             })
-            .collect()
+            .collect::<Result<_, _>>()
+            .map(PromptInput::Ids)
     };
     match prompt {
         None | Some(Value::Null) => Err(ApiError::invalid("prompt", "`prompt` is required")),
-        Some(Value::String(text)) => encode(text),
+        Some(Value::String(text)) => Ok(PromptInput::Text(text)),
         Some(Value::Array(items)) => match items.as_slice() {
             [] => Err(ApiError::invalid("prompt", "the prompt is empty")),
-            [Value::String(text)] => encode(text),
+            [Value::String(text)] => Ok(PromptInput::Text(text)),
             [Value::Array(inner)] => ids(inner),
             [Value::Number(_), ..] => ids(items),
             [_, _, ..] if items.iter().all(|v| v.is_string() || v.is_array()) => {
@@ -337,20 +407,28 @@ fn completion_prompt(prompt: Option<&Value>, served: &Served) -> Result<Vec<u32>
     }
 }
 
-fn chat_prompt(messages: Option<&[ChatMessageIn]>, served: &Served) -> Result<Vec<u32>, ApiError> {
+fn chat_messages(messages: Option<&[ChatMessageIn]>) -> Result<Vec<ChatMessage>, ApiError> {
     let messages = match messages {
         None => return Err(ApiError::invalid("messages", "`messages` is required")),
         Some([]) => return Err(ApiError::invalid("messages", "`messages` is empty")),
         Some(m) => m,
     };
-    let converted = messages
+    messages
         .iter()
         .enumerate()
         .map(|(i, m)| chat_message(i, m))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect()
+}
+
+fn chat_prompt(
+    messages: &[ChatMessage],
+    served: &Served,
+    cancel: &CancelFlag,
+) -> Result<Vec<u32>, ApiError> {
+    cancel.check()?;
     let text = served
         .chat
-        .render(&served.ready.loaded, &converted)
+        .render(&served.ready.loaded, messages)
         .map_err(|e| match e {
             ChatTemplateError::Rejected(message) => ApiError::invalid(
                 "messages",
@@ -359,12 +437,7 @@ fn chat_prompt(messages: Option<&[ChatMessageIn]>, served: &Served) -> Result<Ve
             other => ApiError::internal(other.to_string()),
         })?;
     // The template writes BOS itself where the model wants it.
-    served
-        .ready
-        .loaded
-        .tokenizer
-        .encode(&text, false, true)
-        .map_err(|e| ApiError::invalid("messages", e.to_string()))
+    encode(served, &text, false, true, "messages", cancel)
 }
 
 fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
@@ -429,7 +502,9 @@ fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
     Ok(ChatMessage::new(role, content))
 }
 
-fn max_tokens(
+/// The tokens to generate: what the request asks (or the endpoint's default), refused when the
+/// prompt of `prompt` tokens and it do not fit the context.
+pub fn max_tokens(
     req: &GenerationRequest,
     endpoint: Endpoint,
     prompt: usize,

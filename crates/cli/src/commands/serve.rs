@@ -2,6 +2,7 @@
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::Result;
 use rinfer_serve::ServeConfig;
@@ -21,6 +22,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into());
+    let exposure = &options.exposure;
     let config = ServeConfig {
         address: SocketAddr::new(options.host, options.port),
         context: options.ctx,
@@ -28,6 +30,13 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         queue: options.queue,
         threads: options.threads,
         device: options.device,
+        max_body_bytes: exposure.max_body_bytes,
+        max_connections: exposure.max_connections,
+        header_timeout: Duration::from_secs(exposure.header_timeout),
+        body_timeout: Duration::from_secs(exposure.body_timeout),
+        cors_origins: exposure.cors_origins.clone(),
+        allowed_hosts: exposure.allowed_hosts.clone(),
+        half_close: exposure.half_close,
         ..ServeConfig::new(path, model_id)
     };
     rinfer_serve::serve(config)?;

@@ -31,10 +31,25 @@ pub struct Server {
 impl Server {
     /// Starts `rinfer serve --port 0 ARGS` and waits until `/health` says it is ready.
     pub fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-            .arg("serve")
-            .args(["--port", "0"])
-            .args(args)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rinfer"));
+        command.arg("serve").args(["--port", "0"]).args(args);
+        Self::start_command(command)
+    }
+
+    /// As [`Server::start`], with the process's open-file limit (`ulimit -n`) set to `limit`.
+    pub fn start_with_open_file_limit(limit: u32, args: &[&str]) -> Self {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "ulimit -n \"$0\" && exec \"$@\""])
+            .arg(limit.to_string())
+            .arg(env!("CARGO_BIN_EXE_rinfer"))
+            .args(["serve", "--port", "0"])
+            .args(args);
+        Self::start_command(command)
+    }
+
+    fn start_command(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -229,6 +244,63 @@ pub fn send_head(
         "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
          Content-Length: {len}\r\nConnection: close\r\n\r\n"
     )
+}
+
+/// Sends `raw` as it is on a fresh connection and reads the answer to the end.
+pub fn raw_request(addr: SocketAddr, raw: &[u8]) -> std::io::Result<Response> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    stream.write_all(raw)?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer)?;
+    parse_response(&answer)
+}
+
+/// A request in the shape browsers and proxies send: JSON body, the given `Host`, extra headers
+/// (`"Name: value"` lines), `Connection: close`.
+pub fn request_with_headers(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    host: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> Response {
+    let mut raw = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\n");
+    for header in headers {
+        raw.push_str(header);
+        raw.push_str("\r\n");
+    }
+    raw.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    let mut raw = raw.into_bytes();
+    raw.extend_from_slice(body);
+    raw_request(addr, &raw).unwrap_or_else(|e| panic!("{method} {path} failed: {e}"))
+}
+
+/// Reads one response (with a `Content-Length`) from a keep-alive connection.
+pub fn read_one_response(stream: &mut BufReader<TcpStream>) -> std::io::Result<Response> {
+    let mut head = Vec::new();
+    loop {
+        let mut line = String::new();
+        if stream.read_line(&mut line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        head.extend_from_slice(line.as_bytes());
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let partial = parse_response(&head)?;
+    let length: usize = partial
+        .header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body)?;
+    Ok(Response { body, ..partial })
 }
 
 fn parse_response(raw: &[u8]) -> std::io::Result<Response> {

@@ -1,0 +1,231 @@
+//! `rinfer serve` against clients that do not play along, on a tiny fixture model: headers or
+//! bodies sent byte by byte, more connections than allowed, requests half sent when SIGTERM
+//! comes, clients that half-close; the server cuts them on time and keeps answering the rest.
+
+mod serve_support;
+
+use std::io::{BufReader, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use serve_support::{Server, read_one_response, tiny_model};
+
+fn server(extra: &[&str]) -> Server {
+    let model = tiny_model();
+    let mut args = vec!["--model", model.as_str(), "--threads", "2", "--ctx", "512"];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+/// Whether the server has closed `stream` (EOF or reset); drops any data it sent.
+fn is_closed(stream: &mut TcpStream) -> bool {
+    stream.set_nonblocking(true).unwrap();
+    let mut buf = [0; 4096];
+    let closed = loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break false,
+            Err(_) => break true,
+        }
+    };
+    stream.set_nonblocking(false).unwrap();
+    closed
+}
+
+#[test]
+fn a_client_that_dribbles_its_headers_is_cut_after_the_header_timeout() {
+    let s = server(&["--header-timeout", "1"]);
+    let mut stream = TcpStream::connect(s.addr).unwrap();
+    let start = Instant::now();
+    stream
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n")
+        .unwrap();
+    // One byte of a header every 100 ms, for up to 10 s: the server must close before.
+    let header = b"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let mut cut = false;
+    for byte in header.iter().cycle().take(100) {
+        if stream.write_all(&[*byte]).is_err() || is_closed(&mut stream) {
+            cut = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let elapsed = start.elapsed();
+    assert!(cut, "a client dribbling headers was held for {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "cut only after {elapsed:?}"
+    );
+    // The server still answers.
+    assert_eq!(s.get("/health").status, 200);
+}
+
+#[test]
+fn a_client_that_dribbles_its_body_gets_408_after_the_body_timeout() {
+    let s = server(&["--body-timeout", "1"]);
+    let mut stream = TcpStream::connect(s.addr).unwrap();
+    let start = Instant::now();
+    stream
+        .write_all(
+            b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+              Content-Length: 100\r\n\r\n{\"prompt\":",
+        )
+        .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let r = read_one_response(&mut BufReader::new(stream)).expect("an answer");
+    assert_eq!(r.status, 408, "{}", r.text());
+    assert!(start.elapsed() < Duration::from_secs(4));
+    r.error_param();
+}
+
+#[test]
+fn past_the_connection_cap_new_connections_are_refused_while_open_ones_still_answer() {
+    let s = server(&["--max-connections", "3"]);
+    let mut kept = BufReader::new(TcpStream::connect(s.addr).unwrap());
+    let health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    kept.get_mut().write_all(health).unwrap();
+    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+    // Two idle connections fill the cap.
+    let idle: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(s.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // The next one is answered 503 and closed at once.
+    let start = Instant::now();
+    let mut refused = TcpStream::connect(s.addr).unwrap();
+    let _ = refused.write_all(health);
+    refused
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = refused.read_to_end(&mut answer);
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "held past the cap"
+    );
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 503"),
+        "{answer}"
+    );
+    // A connection served before still gets its answers.
+    kept.get_mut().write_all(health).unwrap();
+    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+    // Once connections close, new ones are served again.
+    drop(idle);
+    drop(kept);
+    let start = Instant::now();
+    loop {
+        match serve_support::try_request(s.addr, "GET", "/health", b"") {
+            Ok(r) if r.status == 200 => break,
+            _ => assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "never served again"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn shutdown_during_half_sent_requests_completes_promptly() {
+    let mut s = server(&[]);
+    // Headers cut in the middle, and a body cut in the middle (the default timeouts, 10 s and
+    // 30 s, must not hold the drain).
+    let mut headers = TcpStream::connect(s.addr).unwrap();
+    headers
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: loc")
+        .unwrap();
+    let mut body = TcpStream::connect(s.addr).unwrap();
+    body.write_all(
+        b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+          Content-Length: 100\r\n\r\n{\"prompt\":",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    s.terminate();
+    assert!(
+        s.wait_exit(Duration::from_secs(30)),
+        "exit status not success"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "the drain waited {:?} for half-sent requests",
+        start.elapsed()
+    );
+    // The half-sent body was answered 503 (or its connection closed), not left hanging.
+    body.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answer = Vec::new();
+    let _ = body.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 503"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn a_client_that_half_closes_after_its_request_gets_its_answer() {
+    let s = server(&["--half-close"]);
+    let body = json!({"prompt": "a", "max_tokens": 8}).to_string();
+    let mut stream = TcpStream::connect(s.addr).unwrap();
+    write!(
+        stream,
+        "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    stream.shutdown(Shutdown::Write).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let r = read_one_response(&mut BufReader::new(stream)).expect("an answer");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json()["choices"][0]["text"].is_string());
+}
+
+#[test]
+fn under_a_low_open_file_limit_the_cap_shrinks_so_new_connections_are_still_answered() {
+    let model = tiny_model();
+    let s = Server::start_with_open_file_limit(
+        128,
+        &["--model", &model, "--threads", "2", "--ctx", "512"],
+    );
+    let warned = s
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("serving at most 64 connections"));
+    assert!(warned, "{:?}", s.log.lock().unwrap());
+    let mut kept = BufReader::new(TcpStream::connect(s.addr).unwrap());
+    let health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    kept.get_mut().write_all(health).unwrap();
+    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+    // More idle connections than the process has file descriptors left.
+    let idle: Vec<TcpStream> = (0..150)
+        .filter_map(|_| TcpStream::connect(s.addr).ok())
+        .collect();
+    assert!(idle.len() > 64);
+    // A new connection is answered at once (503) instead of waiting in the backlog, and the
+    // connection served before still gets its answers.
+    let start = Instant::now();
+    let mut refused = TcpStream::connect(s.addr).unwrap();
+    let _ = refused.write_all(health);
+    refused
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = refused.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    assert!(start.elapsed() < Duration::from_secs(2));
+    kept.get_mut().write_all(health).unwrap();
+    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+}

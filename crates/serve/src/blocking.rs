@@ -1,0 +1,169 @@
+//! The blocking work of a request (parsing a body, rendering a chat template, tokenizing a
+//! prompt) on the blocking pool, bounded and cancellable: at most one job per core runs at
+//! once, and a job whose request was dropped (its client left) is told to stop through its
+//! [`CancelFlag`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Semaphore;
+
+use crate::error::ApiError;
+
+/// Set once the request that started a job is gone; the job checks it between its steps.
+#[derive(Clone, Debug, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    /// Whether the job should stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err` once cancelled, so that a job can stop with `?` between steps.
+    pub fn check(&self) -> Result<(), ApiError> {
+        if self.is_cancelled() {
+            return Err(ApiError::unavailable("the client left", 0));
+        }
+        Ok(())
+    }
+
+    fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Cancels its flag when dropped: held by the request's future, so that dropping the future
+/// (hyper does when the client disconnects) stops its job.
+struct CancelOnDrop(CancelFlag);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Runs request jobs on the blocking pool, at most `jobs` at once.
+#[derive(Debug)]
+pub struct BlockingJobs {
+    slots: Arc<Semaphore>,
+}
+
+impl BlockingJobs {
+    /// A pool running at most `jobs` (at least 1) jobs at once.
+    pub fn new(jobs: usize) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(jobs.max(1))),
+        }
+    }
+
+    /// One per core.
+    pub fn per_core() -> Self {
+        Self::new(std::thread::available_parallelism().map_or(1, usize::from))
+    }
+
+    /// Runs `job` once a slot is free; dropping the returned future cancels the job's flag
+    /// (and gives up the wait for a slot).
+    pub async fn run<T, F>(&self, job: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&CancelFlag) -> Result<T, ApiError> + Send + 'static,
+    {
+        let flag = CancelFlag::default();
+        let _cancel_on_drop = CancelOnDrop(flag.clone());
+        let slot = Arc::clone(&self.slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::internal("the request workers are shut down"))?;
+        tokio::task::spawn_blocking(move || {
+            // The slot is held until the job really ends, even if its request is gone.
+            let _slot = slot;
+            flag.check()?;
+            job(&flag)
+        })
+        .await
+        .map_err(|_| ApiError::internal("request validation failed unexpectedly"))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A job that spins until cancelled, recording that it stopped.
+    fn spinning(stopped: Arc<AtomicBool>) -> impl FnOnce(&CancelFlag) -> Result<(), ApiError> {
+        move |flag| {
+            let start = Instant::now();
+            while !flag.is_cancelled() && start.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            stopped.store(flag.is_cancelled(), Ordering::SeqCst);
+            flag.check()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_the_request_cancels_its_blocking_work() {
+        let jobs = BlockingJobs::new(1);
+        let stopped = Arc::new(AtomicBool::new(false));
+        let request = jobs.run(spinning(Arc::clone(&stopped)));
+        // The client leaves after 50 ms: hyper drops the request's future.
+        let _ = tokio::time::timeout(Duration::from_millis(50), request).await;
+        let start = Instant::now();
+        while !stopped.load(Ordering::SeqCst) {
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "the job never stopped"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Its slot is free again: the next job runs.
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&ran);
+        jobs.run(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn jobs_past_the_bound_wait_and_a_dropped_waiter_never_runs() {
+        let jobs = BlockingJobs::new(1);
+        let stopped = Arc::new(AtomicBool::new(false));
+        let first = tokio::spawn({
+            let jobs_slots = Arc::clone(&jobs.slots);
+            let stopped = Arc::clone(&stopped);
+            async move {
+                let jobs = BlockingJobs { slots: jobs_slots };
+                jobs.run(spinning(stopped)).await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&ran);
+        let waiting = jobs.run(move |_| {
+            flag.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), waiting)
+                .await
+                .is_err(),
+            "a second job ran beside the first"
+        );
+        first.abort();
+        let _ = first.await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "a job of a dropped request ran"
+        );
+        assert!(stopped.load(Ordering::SeqCst));
+    }
+}
