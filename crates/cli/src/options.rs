@@ -55,6 +55,15 @@ pub struct EngineOptions {
     pub device: DeviceRequest,
 }
 
+/// Which chat template turns a conversation into a prompt.
+#[derive(Args, Clone)]
+pub struct ChatTemplateOptions {
+    /// The chat template: a built-in format (gemma, llama3, chatml, phi3, llama2) or a Jinja
+    /// file (default: the model's own template, else its family's built-in format).
+    #[arg(long, value_name = "FILE|NAME")]
+    pub chat_template: Option<String>,
+}
+
 /// How to choose tokens.
 #[derive(Args, Clone)]
 pub struct SamplingOptions {
@@ -101,6 +110,8 @@ pub struct RunOptions {
     #[arg(long)]
     pub warmup: bool,
     #[command(flatten)]
+    pub template: ChatTemplateOptions,
+    #[command(flatten)]
     pub engine: EngineOptions,
     #[command(flatten)]
     pub sampling: SamplingOptions,
@@ -115,6 +126,8 @@ pub struct ChatOptions {
     /// A system prompt.
     #[arg(long)]
     pub system: Option<String>,
+    #[command(flatten)]
+    pub template: ChatTemplateOptions,
     #[command(flatten)]
     pub engine: EngineOptions,
     #[command(flatten)]
@@ -187,4 +200,6 @@ pub struct ServeOptions {
     /// Compute threads (default: all cores).
     #[arg(long, short = 't')]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub template: ChatTemplateOptions,
 }

@@ -22,6 +22,9 @@ pub struct ServeConfig {
     pub threads: Option<usize>,
     /// Largest request body accepted, in bytes; larger ones get 413.
     pub max_body_bytes: usize,
+    /// `--chat-template`: a built-in format's name or a Jinja file, used instead of the model's
+    /// own template (`None`: the model's, else its family's built-in format).
+    pub chat_template: Option<String>,
 }
 
 impl ServeConfig {
@@ -37,6 +40,7 @@ impl ServeConfig {
             queue: 64,
             threads: None,
             max_body_bytes: 2 << 20,
+            chat_template: None,
         }
     }
 }

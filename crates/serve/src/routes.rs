@@ -324,7 +324,7 @@ async fn models(State(state): State<Arc<AppState>>) -> Result<Response, ApiError
             "owned_by": "rinfer",
             "context_length": settings.context,
             "parallel": settings.parallel,
-            "chat_template": served.chat.source,
+            "chat_template": served.chat.source(),
         }],
     }))
     .into_response())

@@ -6,6 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rinfer_model::SamplingParams;
 use rinfer_model::chat_template::{ChatMessage, ChatTemplateError};
+
+use crate::chat::ChatError;
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -361,23 +363,20 @@ fn chat_prompt(messages: Option<&[ChatMessageIn]>, served: &Served) -> Result<Ve
         .enumerate()
         .map(|(i, m)| chat_message(i, m))
         .collect::<Result<Vec<_>, _>>()?;
-    let text = served
+    served
         .chat
-        .render(&served.ready.loaded, &converted)
+        .render_tokens(&served.ready.loaded, &converted)
         .map_err(|e| match e {
-            ChatTemplateError::Rejected(message) => ApiError::invalid(
+            ChatError::NoTemplate(message) => ApiError::invalid("messages", message),
+            ChatError::Template(ChatTemplateError::Rejected(message)) => ApiError::invalid(
                 "messages",
                 format!("the chat template rejected the conversation: {message}"),
             ),
-            other => ApiError::internal(other.to_string()),
-        })?;
-    // The template writes BOS itself where the model wants it.
-    served
-        .ready
-        .loaded
-        .tokenizer
-        .encode(&text, false, true)
-        .map_err(|e| ApiError::invalid("messages", e.to_string()))
+            ChatError::Template(ChatTemplateError::Tokenize(e)) => {
+                ApiError::invalid("messages", e.to_string())
+            }
+            ChatError::Template(other) => ApiError::internal(other.to_string()),
+        })
 }
 
 fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {

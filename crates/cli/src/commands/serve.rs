@@ -25,6 +25,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         parallel: options.parallel,
         queue: options.queue,
         threads: options.threads,
+        chat_template: options.template.chat_template.clone(),
         ..ServeConfig::new(path, model_id)
     };
     rinfer_serve::serve(config)?;
