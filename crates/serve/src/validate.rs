@@ -375,6 +375,9 @@ fn chat_prompt(messages: Option<&[ChatMessageIn]>, served: &Served) -> Result<Ve
             ChatError::Template(ChatTemplateError::Tokenize(e)) => {
                 ApiError::invalid("messages", e.to_string())
             }
+            ChatError::Template(e @ ChatTemplateError::Busy { .. }) => {
+                ApiError::unavailable(e.to_string(), 1)
+            }
             ChatError::Template(other) => ApiError::internal(other.to_string()),
         })
 }

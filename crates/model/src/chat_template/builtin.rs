@@ -55,9 +55,7 @@ pub fn by_name(name: &str) -> Option<&'static BuiltinFormat> {
 
 /// The format of a vocabulary: the first whose marker token `has_token` finds.
 pub fn for_vocabulary(has_token: impl Fn(&str) -> bool) -> Option<&'static BuiltinFormat> {
-    FORMATS
-        .iter()
-        .find(|f| f.marker.is_some_and(|m| has_token(m)))
+    FORMATS.iter().find(|f| f.marker.is_some_and(&has_token))
 }
 
 /// The names of every format, for messages.

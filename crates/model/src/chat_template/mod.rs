@@ -34,6 +34,7 @@ use crate::tokenizer::TokenizerError;
 pub use limits::RenderLimits;
 pub use resolve::{ResolvedChatTemplate, TemplateOrigin, resolve, resolve_with};
 pub use template::{CHAT_TEMPLATE_KEY, ChatTemplate};
+pub use worker::MAX_LIVE_WORKERS;
 
 /// Why a chat template could not be chosen, loaded or rendered.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +69,16 @@ pub enum ChatTemplateError {
     TimedOut {
         /// The deadline ([`RenderLimits::deadline`]).
         after: Duration,
+    },
+    /// Every render worker is busy ([`MAX_LIVE_WORKERS`] at once), most likely with templates
+    /// that do not finish.
+    #[error(
+        "{workers} chat templates are still rendering (templates that do not finish?); try again \
+         later"
+    )]
+    Busy {
+        /// The number of workers.
+        workers: usize,
     },
     /// The rendered prompt could not be tokenized (or tokenization was cancelled).
     #[error("the chat prompt cannot be tokenized: {0}")]

@@ -212,11 +212,11 @@ impl SpecialMatcher {
         // Candidate positions of each pattern, in priority order: at first, each position under
         // the longest allowed pattern that starts there.
         let mut candidates: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
-        for pos in 0..n {
+        for (pos, &byte) in bytes.iter().enumerate() {
             if pos % CANCEL_CHECK_EVERY == 0 && cancelled() {
                 return Err(Cancelled);
             }
-            if !self.first_bytes[usize::from(bytes[pos])] {
+            if !self.first_bytes[usize::from(byte)] {
                 continue;
             }
             let input = Input::new(text).range(pos..).anchored(Anchored::Yes);

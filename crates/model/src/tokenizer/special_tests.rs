@@ -170,8 +170,8 @@ fn literal_ranges_keep_control_tokens_as_text() {
     let special = special_tokens_by_length(&tokens);
     let matcher = SpecialMatcher::new(&tokens, &special).unwrap();
     let text = "<t><t>x<t><u>y<t><t>";
-    // Literal: "x<t><u>y<t>" (bytes 6..17).
-    let literal = [6..17];
+    // Literal: "x<t><u>" and "y<t>" (bytes 6..13 and 13..17), two messages side by side.
+    let literal = [6..13, 13..17];
     let got = matcher
         .partition(text, ControlTokens::OutsideOf(&literal), None)
         .unwrap();
