@@ -59,6 +59,16 @@ pub struct EngineOptions {
     pub device: Option<DeviceRequest>,
 }
 
+/// Which chat template turns a conversation into a prompt.
+#[derive(Args, Clone)]
+pub struct ChatTemplateOptions {
+    /// The chat template: a built-in format (gemma, llama3, chatml, phi3, llama2) or a Jinja
+    /// file (default: the model's own template, else its family's built-in format). Given to
+    /// `run`, it renders the prompt as one user turn.
+    #[arg(long, value_name = "FILE|NAME")]
+    pub chat_template: Option<String>,
+}
+
 /// How to choose tokens.
 #[derive(Args, Clone)]
 pub struct SamplingOptions {
@@ -121,6 +131,8 @@ pub struct RunOptions {
     #[arg(long)]
     pub warmup: bool,
     #[command(flatten)]
+    pub template: ChatTemplateOptions,
+    #[command(flatten)]
     pub engine: EngineOptions,
     #[command(flatten)]
     pub sampling: SamplingOptions,
@@ -135,6 +147,8 @@ pub struct ChatOptions {
     /// A system prompt.
     #[arg(long)]
     pub system: Option<String>,
+    #[command(flatten)]
+    pub template: ChatTemplateOptions,
     #[command(flatten)]
     pub engine: EngineOptions,
     #[command(flatten)]
@@ -214,6 +228,8 @@ pub struct ServeOptions {
     pub device: DeviceRequest,
     #[command(flatten)]
     pub exposure: ExposureOptions,
+    #[command(flatten)]
+    pub template: ChatTemplateOptions,
 }
 
 /// How `rinfer serve` faces its clients: limits, timeouts, and who may call.

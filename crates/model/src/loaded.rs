@@ -7,7 +7,7 @@ use rinfer_formats::HfModelDir;
 use rinfer_formats::gguf::GgufFile;
 
 use crate::arch::config_from_metadata;
-use crate::chat_template::ChatTemplate;
+use crate::chat_template::{ChatTemplate, ChatTemplateError};
 use crate::error::ModelError;
 use crate::forward::Model;
 use crate::hf_checkpoint::{config_from_hf, gguf_arch};
@@ -75,8 +75,22 @@ pub struct LoadedModel {
     pub model: Model,
     /// Its tokenizer.
     pub tokenizer: Tokenizer,
-    /// Its chat template, if the file has one.
-    pub chat_template: Option<ChatTemplate>,
+    /// Its own chat template, if the file has one that parses (choose the template to chat
+    /// with through [`crate::chat_template::resolve`], which also knows the built-in formats).
+    pub chat_template: Option<Arc<ChatTemplate>>,
+    /// Why the file's chat template cannot be used (it does not parse), when it has one. Loading
+    /// goes on without it: commands that do not chat never need it.
+    pub chat_template_error: Option<ChatTemplateError>,
+}
+
+/// A model's own template, or why it is unusable; `(None, None)` when it has none.
+fn own_template(
+    found: Result<Option<ChatTemplate>, ChatTemplateError>,
+) -> (Option<Arc<ChatTemplate>>, Option<ChatTemplateError>) {
+    match found {
+        Ok(template) => (template.map(Arc::new), None),
+        Err(e) => (None, Some(e)),
+    }
 }
 
 /// The per-token metadata arrays the tokenizer copies.
@@ -97,8 +111,8 @@ impl LoadedModel {
         }
         let mut file = GgufFile::open(path)?;
         let tokenizer = Tokenizer::from_gguf(file.metadata())?;
-        let chat_template = ChatTemplate::from_metadata(file.metadata())
-            .map_err(|e| ModelError::InvalidConfig(format!("chat template: {e}")))?;
+        let (chat_template, chat_template_error) =
+            own_template(ChatTemplate::from_metadata(file.metadata()));
         // The tokenizer now holds the vocabulary: drop the metadata's copy of it, the largest
         // values in the file (tens of megabytes for a 262 144-token vocabulary).
         for key in VOCABULARY_KEYS {
@@ -109,6 +123,7 @@ impl LoadedModel {
             model,
             tokenizer,
             chat_template,
+            chat_template_error,
         })
     }
 
@@ -119,20 +134,20 @@ impl LoadedModel {
             ModelError::InvalidConfig(format!("{} has no tokenizer.json", dir.display()))
         })?;
         let tokenizer = Tokenizer::from_hf_json(tokenizer_path)?;
-        let chat_template = match &hf.tokenizer_config {
+        let (chat_template, chat_template_error) = match &hf.tokenizer_config {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
                     ModelError::InvalidConfig(format!("cannot read {}: {e}", path.display()))
                 })?;
-                ChatTemplate::from_tokenizer_config(&text)
-                    .map_err(|e| ModelError::InvalidConfig(format!("chat template: {e}")))?
+                own_template(ChatTemplate::from_tokenizer_config(&text))
             }
-            None => None,
+            None => (None, None),
         };
         Ok(Self {
             model,
             tokenizer,
             chat_template,
+            chat_template_error,
         })
     }
 }

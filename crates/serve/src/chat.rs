@@ -1,57 +1,78 @@
-//! The chat template a server renders conversations with: the model's own, or, for a model
-//! file without one, the format of its family (Gemma's turns for Gemma models, ChatML
-//! otherwise, as llama.cpp does). The choice is logged at start and shown by `/v1/models`.
+//! The chat template a server renders conversations with, chosen as every front end chooses it
+//! ([`rinfer_model::chat_template::resolve`]): `--chat-template`, else the model's own, else the
+//! built-in format of its family. The choice is logged at start and shown by `/v1/models`.
 
 use rinfer_model::LoadedModel;
-use rinfer_model::chat_template::{ChatMessage, ChatTemplate, ChatTemplateError};
+use rinfer_model::chat_template::{ChatMessage, ChatTemplateError, ResolvedChatTemplate, resolve};
 
-/// Gemma's turn format (`<start_of_turn>user ... <end_of_turn>`), as in Gemma 3's own template.
-const GEMMA: &str = include_str!("templates/gemma.jinja");
-/// ChatML (`<|im_start|>user ... <|im_end|>`).
-const CHATML: &str = include_str!("templates/chatml.jinja");
-
-/// How conversations are turned into prompt text.
+/// How conversations are turned into prompt tokens.
 pub struct ChatFormat {
-    /// The built-in template, when the model has none.
-    builtin: Option<ChatTemplate>,
-    /// `model` when the model file carries the template, else the built-in one's name.
-    pub source: &'static str,
+    /// The template, or why there is none (chat requests then fail with it; completions work).
+    chosen: Result<ResolvedChatTemplate, String>,
 }
 
 impl ChatFormat {
-    /// The model's template, or the built-in one for its architecture; `bos` and `eos` are the
-    /// texts of those tokens.
+    /// The template for `loaded`: `choice` (`--chat-template FILE|NAME`), else the model's own,
+    /// else its family's built-in format. A warning about the choice is logged once.
+    ///
+    /// # Errors
+    ///
+    /// Only when `choice` is given and cannot be used; a model with no usable template still
+    /// serves completions, and its chat requests get the resolver's error.
     pub fn for_model(
         loaded: &LoadedModel,
-        bos: &str,
-        eos: &str,
+        choice: Option<&str>,
     ) -> Result<Self, ChatTemplateError> {
-        if loaded.chat_template.is_some() {
-            return Ok(Self {
-                builtin: None,
-                source: "model",
-            });
+        match resolve(choice, loaded) {
+            Ok(resolved) => {
+                if let Some(warning) = &resolved.warning {
+                    tracing::warn!("{warning}");
+                }
+                Ok(Self {
+                    chosen: Ok(resolved),
+                })
+            }
+            Err(e) if choice.is_some() => Err(e),
+            Err(e) => {
+                tracing::warn!("{e}; /v1/chat/completions will refuse requests");
+                Ok(Self {
+                    chosen: Err(e.to_string()),
+                })
+            }
         }
-        let (source, text) = if loaded.model.config.arch.starts_with("gemma") {
-            ("built-in gemma", GEMMA)
-        } else {
-            ("built-in chatml", CHATML)
-        };
-        Ok(Self {
-            builtin: Some(ChatTemplate::new(text, bos, eos)?),
-            source,
-        })
     }
 
-    /// Renders `messages` with the assistant's turn opened.
-    pub fn render(
+    /// Where the template came from: `model`, `built-in gemma`, `file PATH`, or `none`.
+    pub fn source(&self) -> String {
+        match &self.chosen {
+            Ok(resolved) => resolved.origin.to_string(),
+            Err(_) => "none".into(),
+        }
+    }
+
+    /// Renders `messages` with the assistant's turn opened, to token ids: the template's markup
+    /// as control tokens, the messages' text as text.
+    pub fn render_tokens(
         &self,
         loaded: &LoadedModel,
         messages: &[ChatMessage],
-    ) -> Result<String, ChatTemplateError> {
-        match self.builtin.as_ref().or(loaded.chat_template.as_ref()) {
-            Some(template) => template.render(messages, true),
-            None => Ok(String::new()),
-        }
+    ) -> Result<Vec<u32>, ChatError> {
+        let resolved = self
+            .chosen
+            .as_ref()
+            .map_err(|e| ChatError::NoTemplate(e.clone()))?;
+        resolved
+            .template
+            .render_tokens(messages, true, &loaded.tokenizer)
+            .map_err(ChatError::Template)
     }
+}
+
+/// Why a conversation could not become a prompt.
+#[derive(Debug)]
+pub enum ChatError {
+    /// The server has no chat template (the message names `--chat-template`).
+    NoTemplate(String),
+    /// The template failed on this conversation.
+    Template(ChatTemplateError),
 }

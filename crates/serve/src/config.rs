@@ -51,6 +51,9 @@ pub struct ServeConfig {
     /// be told from one that left, so with this on, a non-streamed request whose client closed
     /// runs to its end instead of being cancelled.
     pub half_close: bool,
+    /// `--chat-template`: a built-in format's name or a Jinja file, used instead of the model's
+    /// own template (`None`: the model's, else its family's built-in format).
+    pub chat_template: Option<String>,
 }
 
 impl ServeConfig {
@@ -67,6 +70,7 @@ impl ServeConfig {
             queue: 64,
             threads: None,
             max_body_bytes: 2 << 20,
+            chat_template: None,
             max_connections: 512,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),

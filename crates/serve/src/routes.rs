@@ -371,7 +371,7 @@ async fn models(State(state): State<Arc<AppState>>) -> Result<Response, ApiError
             "context_length": settings.context,
             "parallel": settings.max_sequences,
             "device": served.device.kind(),
-            "chat_template": served.chat.source,
+            "chat_template": served.chat.source(),
         }],
     }))
     .into_response())

@@ -163,7 +163,7 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
                 Ok(served) => {
                     tracing::info!(
                         model = %served.model_id,
-                        chat_template = served.chat.source,
+                        chat_template = %served.chat.source(),
                         "model loaded; ready"
                     );
                     let _ = loader_state.served.set(Arc::new(served));
@@ -223,18 +223,8 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
 
 fn served(config: &ServeConfig, started: Started) -> Result<Served, ServeError> {
     let Started { ready, device } = started;
-    let tokenizer = &ready.loaded.tokenizer;
-    let text = |id: Option<u32>| {
-        id.and_then(|id| tokenizer.token_piece(id))
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default()
-    };
-    let chat = ChatFormat::for_model(
-        &ready.loaded,
-        &text(tokenizer.bos()),
-        &text(tokenizer.eos()),
-    )
-    .map_err(|e| ServeError::Config(format!("chat template: {e}")))?;
+    let chat = ChatFormat::for_model(&ready.loaded, config.chat_template.as_deref())
+        .map_err(|e| ServeError::Config(e.to_string()))?;
     Ok(Served {
         ready,
         device,

@@ -6,6 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rinfer_model::SamplingParams;
 use rinfer_model::chat_template::{ChatMessage, ChatTemplateError};
+
+use crate::chat::ChatError;
 use serde_json::Value;
 
 use crate::blocking::CancelFlag;
@@ -426,18 +428,25 @@ fn chat_prompt(
     cancel: &CancelFlag,
 ) -> Result<Vec<u32>, ApiError> {
     cancel.check()?;
-    let text = served
+    let tokens = served
         .chat
-        .render(&served.ready.loaded, messages)
+        .render_tokens(&served.ready.loaded, messages)
         .map_err(|e| match e {
-            ChatTemplateError::Rejected(message) => ApiError::invalid(
+            ChatError::NoTemplate(message) => ApiError::invalid("messages", message),
+            ChatError::Template(ChatTemplateError::Rejected(message)) => ApiError::invalid(
                 "messages",
                 format!("the chat template rejected the conversation: {message}"),
             ),
-            other => ApiError::internal(other.to_string()),
+            ChatError::Template(ChatTemplateError::Tokenize(e)) => {
+                ApiError::invalid("messages", e.to_string())
+            }
+            ChatError::Template(e @ ChatTemplateError::Busy { .. }) => {
+                ApiError::unavailable(e.to_string(), 1)
+            }
+            ChatError::Template(other) => ApiError::internal(other.to_string()),
         })?;
-    // The template writes BOS itself where the model wants it.
-    encode(served, &text, false, true, "messages", cancel)
+    cancel.check()?;
+    Ok(tokens)
 }
 
 fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {

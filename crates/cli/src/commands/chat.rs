@@ -4,7 +4,7 @@ use std::io::{BufRead, Write};
 
 use anyhow::{Result, bail};
 use rinfer_model::Request;
-use rinfer_model::chat_template::ChatMessage;
+use rinfer_model::chat_template::{ChatMessage, resolve};
 
 use crate::engine::{Session, sampling_params};
 use crate::options::ChatOptions;
@@ -14,9 +14,10 @@ use crate::stderr::report;
 pub fn run(options: &ChatOptions) -> Result<()> {
     let session = Session::start(&options.engine)?;
     let loaded = &session.loaded;
-    let Some(template) = &loaded.chat_template else {
-        bail!("this model has no chat template; use `rinfer run` instead");
-    };
+    let chat = resolve(options.template.chat_template.as_deref(), loaded)?;
+    if let Some(warning) = &chat.warning {
+        report!("warning: {warning}");
+    }
     let mut engine = session.engine()?;
     let mut messages: Vec<ChatMessage> = options.system.iter().map(ChatMessage::system).collect();
     let stdin = std::io::stdin();
@@ -33,9 +34,10 @@ pub fn run(options: &ChatOptions) -> Result<()> {
             break;
         }
         messages.push(ChatMessage::user(line));
-        let prompt = template.render(&messages, true)?;
-        // The template writes BOS itself where the model wants it.
-        let tokens = loaded.tokenizer.encode(&prompt, false, true)?;
+        // The template writes BOS itself where the model wants it; message text stays text.
+        let tokens = chat
+            .template
+            .render_tokens(&messages, true, &loaded.tokenizer)?;
         let room = session.context.saturating_sub(tokens.len());
         if room == 0 {
             bail!(

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use rinfer_model::Request;
+use rinfer_model::chat_template::{ChatMessage, resolve};
 use serde_json::json;
 
 use crate::engine::{Session, sampling_params};
@@ -26,7 +27,15 @@ pub fn run(options: &RunOptions) -> Result<()> {
             .logit_bias
             .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
     }
-    let prompt = loaded.tokenizer.encode(&prompt, true, false)?;
+    let prompt = match &options.template.chat_template {
+        // With a template named, the prompt is one user turn of a conversation.
+        Some(choice) => {
+            let chat = resolve(Some(choice), loaded)?;
+            chat.template
+                .render_tokens(&[ChatMessage::user(prompt)], true, &loaded.tokenizer)?
+        }
+        None => loaded.tokenizer.encode(&prompt, true, false)?,
+    };
     let request = Request::new(prompt, options.max_tokens).with_sampling(sampling);
     let mut engine = session.engine()?;
     if options.warmup

@@ -37,6 +37,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         cors_origins: exposure.cors_origins.clone(),
         allowed_hosts: exposure.allowed_hosts.clone(),
         half_close: exposure.half_close,
+        chat_template: options.template.chat_template.clone(),
         ..ServeConfig::new(path, model_id)
     };
     rinfer_serve::serve(config)?;

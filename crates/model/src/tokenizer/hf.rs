@@ -10,8 +10,11 @@ use serde_json::Value;
 use super::TokenizerError;
 use super::bpe::ByteDecoder;
 use super::pieces::Pieces;
+use super::special::SpecialMatcher;
 use super::token_index::TokenIndex;
-use super::vocab::{TokenData, TokenType, Vocab, VocabKind, detect_eog, special_tokens_by_length};
+use super::vocab::{
+    TokenData, TokenType, Vocab, VocabKind, detect_eog, media_markers, special_tokens_by_length,
+};
 
 /// The two `tokenizers` pipelines of one file: one that matches special tokens in the text
 /// and one that treats them as plain text.
@@ -124,6 +127,8 @@ pub(crate) fn load(
             .is_ok_and(|e| e.get_ids().last() == Some(&b))
     });
     let special_tokens = special_tokens_by_length(&tokens);
+    let special = SpecialMatcher::new(&tokens, &special_tokens)?;
+    let media_markers = media_markers(&tokens);
     let vocab = Vocab {
         kind: if byte_level {
             VocabKind::Bpe
@@ -141,7 +146,8 @@ pub(crate) fn load(
         add_eos,
         add_space_prefix: false,
         clean_spaces: false,
-        special_tokens,
+        special,
+        media_markers,
     };
     Ok((
         vocab,

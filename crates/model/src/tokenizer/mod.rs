@@ -5,7 +5,7 @@
 //! ([`Tokenizer::from_hf_json`]).
 //!
 //! For GGUF vocabularies the pipeline is llama.cpp's `llama_tokenize`: special tokens are cut out
-//! of the text first (module `special`), then each remaining piece goes to the model:
+//! of the text first (module `special`, in one pass over the text), then each remaining piece goes to the model:
 //! - `llama` (SentencePiece): module `spm`, written out here because llama.cpp's score-driven
 //!   merge is not what the `tokenizers` crate implements;
 //! - `gpt2` (byte-level BPE): module `bpe`, a `tokenizers` BPE model rebuilt from the GGUF
@@ -18,12 +18,16 @@ mod bpe;
 mod hf;
 mod pieces;
 mod special;
+#[cfg(test)]
+mod special_tests;
 mod spm;
 mod stream;
 mod token_index;
 mod vocab;
 
+use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rinfer_formats::gguf::Metadata;
 
@@ -31,12 +35,15 @@ pub use stream::StreamDecoder;
 pub use vocab::TokenType;
 
 use pieces::Pieces;
-use special::Fragment;
+use special::{ControlTokens, Fragment};
 use vocab::{Vocab, VocabKind};
 
 /// Why a tokenizer could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
+    /// The caller raised its cancel flag ([`Tokenizer::encode_with_cancel`]).
+    #[error("tokenization was cancelled")]
+    Cancelled,
     /// The tokenizer's own pipeline rejected the text (a `tokenizer.json` whose model cannot
     /// represent some piece of it).
     #[error("the tokenizer cannot encode this text: {0}")]
@@ -264,10 +271,75 @@ impl Tokenizer {
         add_special: bool,
         parse_special: bool,
     ) -> Result<Vec<u32>, TokenizerError> {
+        let control = if parse_special {
+            ControlTokens::Parsed
+        } else {
+            ControlTokens::Literal
+        };
+        self.encode_with(text, add_special, control, None)
+    }
+
+    /// [`Tokenizer::encode`] that gives up as soon as `cancel` is raised (checked between
+    /// pieces of the work, at least every 64 KiB of text while special tokens are searched):
+    /// for a server whose client has left.
+    ///
+    /// ```
+    /// use std::sync::atomic::AtomicBool;
+    /// # use rinfer_model::tokenizer::{Tokenizer, TokenizerError};
+    /// # fn demo(tok: &Tokenizer) -> Result<(), TokenizerError> {
+    /// let cancel = AtomicBool::new(true);
+    /// let err = tok.encode_with_cancel("any text", true, true, &cancel).unwrap_err();
+    /// assert!(matches!(err, TokenizerError::Cancelled));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`TokenizerError::Cancelled`] when `cancel` was raised; otherwise as
+    /// [`Tokenizer::encode`].
+    pub fn encode_with_cancel(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        let control = if parse_special {
+            ControlTokens::Parsed
+        } else {
+            ControlTokens::Literal
+        };
+        self.encode_with(text, add_special, control, Some(cancel))
+    }
+
+    /// Encodes `text` with control tokens parsed everywhere except in `literal` (sorted byte
+    /// ranges that do not overlap): there, as in the whole text without `parse_special`, they
+    /// are plain text. A rendered chat prompt keeps the template's markup as control tokens and
+    /// the messages' own text as text this way.
+    pub(crate) fn encode_outside(
+        &self,
+        text: &str,
+        add_special: bool,
+        literal: &[Range<usize>],
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        self.encode_with(text, add_special, ControlTokens::OutsideOf(literal), cancel)
+    }
+
+    fn encode_with(
+        &self,
+        text: &str,
+        add_special: bool,
+        control: ControlTokens<'_>,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        let check = || match cancel {
+            Some(c) if c.load(Ordering::Relaxed) => Err(TokenizerError::Cancelled),
+            _ => Ok(()),
+        };
+        check()?;
         if let Backend::Hf(hf) = &self.backend {
-            return hf
-                .encode(text, add_special, parse_special)
-                .map_err(|e| TokenizerError::Encode(e.to_string()));
+            return self.encode_hf(hf, text, add_special, control, check);
         }
         let v = &self.vocab;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
@@ -276,7 +348,12 @@ impl Tokenizer {
         }
         // SPM: a space goes before the text and after every special token.
         let mut prev_special = true;
-        for fragment in special::partition(v, text, parse_special) {
+        let fragments = v
+            .special
+            .partition(text, control, cancel)
+            .map_err(|_| TokenizerError::Cancelled)?;
+        for fragment in fragments {
+            check()?;
             match fragment {
                 Fragment::Token(id) => {
                     out.push(id);
@@ -309,15 +386,64 @@ impl Tokenizer {
         Ok(out)
     }
 
+    /// A `tokenizer.json` pipeline: the whole text in one call, or, with literal ranges, each
+    /// stretch on its own (with BOS/EOS added around them as the vocabulary asks).
+    fn encode_hf(
+        &self,
+        hf: &hf::HfTokenizer,
+        text: &str,
+        add_special: bool,
+        control: ControlTokens<'_>,
+        check: impl Fn() -> Result<(), TokenizerError>,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        let encode = |t: &str, add: bool, parse: bool| {
+            hf.encode(t, add, parse)
+                .map_err(|e| TokenizerError::Encode(e.to_string()))
+        };
+        let literal = match control {
+            ControlTokens::Parsed => return encode(text, add_special, true),
+            ControlTokens::Literal => return encode(text, add_special, false),
+            ControlTokens::OutsideOf(literal) => literal,
+        };
+        let v = &self.vocab;
+        let mut out = Vec::new();
+        if add_special && v.add_bos {
+            out.extend(v.bos);
+        }
+        let mut cursor = 0;
+        for range in literal {
+            check()?;
+            if cursor < range.start {
+                out.extend(encode(&text[cursor..range.start], false, true)?);
+            }
+            out.extend(encode(&text[range.clone()], false, false)?);
+            cursor = range.end;
+        }
+        if cursor < text.len() {
+            out.extend(encode(&text[cursor..], false, true)?);
+        }
+        if add_special && v.add_eos {
+            out.extend(v.eos);
+        }
+        Ok(out)
+    }
+
     /// Token ids to text, as `llama_detokenize(ids, remove_special = false,
-    /// unparse_special = false)` does: control tokens print as nothing, the space that
+    /// unparse_special = false)` does: control tokens (and media markers such as
+    /// `<start_of_image>`, which are not text either) print as nothing, the space that
     /// SentencePiece put before the first word is removed, and byte-level BPE vocabularies
     /// that ask for it get llama.cpp's space clean-up (`" ,"` → `","`). A leading BOS counts as
     /// the first token, so the space after it stays, as in llama.cpp. Ids outside the
     /// vocabulary are skipped; bytes that are not valid UTF-8 become U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> String {
         if let Backend::Hf(hf) = &self.backend {
-            return hf.decode(ids);
+            let markers = &self.vocab.media_markers;
+            let ids: Vec<u32> = ids
+                .iter()
+                .copied()
+                .filter(|id| markers.binary_search(id).is_err())
+                .collect();
+            return hf.decode(&ids);
         }
         let mut bytes = Vec::new();
         let mut remove_space = self.vocab.add_space_prefix;
@@ -359,10 +485,11 @@ impl Tokenizer {
     }
 
     /// The piece of a token as [`Tokenizer::decode`] prints it: empty for control and unknown
-    /// tokens and for ids outside the vocabulary.
+    /// tokens, for media markers (`<start_of_image>`) and for ids outside the vocabulary.
     fn visible_piece(&self, id: u32) -> &[u8] {
         match self.vocab.tokens.get(id as usize) {
             Some(t) if matches!(t.ty, TokenType::Control | TokenType::Unknown) => &[],
+            Some(_) if self.vocab.media_markers.binary_search(&id).is_ok() => &[],
             Some(_) => self.pieces.get(id as usize).unwrap_or_default(),
             None => &[],
         }

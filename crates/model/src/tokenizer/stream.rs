@@ -6,8 +6,8 @@ use super::Tokenizer;
 ///
 /// A character can span several tokens (byte-fallback tokens `<0xE2> <0x82> <0xAC>` for `€`, or
 /// byte-level BPE tokens that end mid-character). Bytes are held back until the character is
-/// complete; bytes that can never become valid UTF-8 are emitted as U+FFFD. Control tokens print
-/// nothing, as in [`Tokenizer::decode`]; unlike `decode`, no leading space is removed and no
+/// complete; bytes that can never become valid UTF-8 are emitted as U+FFFD. Control tokens and media
+/// markers print nothing, as in [`Tokenizer::decode`]; unlike `decode`, no leading space is removed and no
 /// spaces are cleaned up, since a stream is usually the continuation of a prompt.
 #[derive(Debug)]
 pub struct StreamDecoder<'a> {

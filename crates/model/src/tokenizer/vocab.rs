@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use rinfer_formats::gguf::{Metadata, MetadataValue};
 
 use super::TokenizerError;
+use super::special::SpecialMatcher;
 use super::token_index::TokenIndex;
 
 /// What a token is, from `tokenizer.ggml.token_type` (llama.cpp's `llama_token_type`).
@@ -85,9 +86,11 @@ pub(crate) struct Vocab {
     pub add_eos: bool,
     pub add_space_prefix: bool,
     pub clean_spaces: bool,
-    /// Control, user-defined and unknown tokens, longest text first: the tokens that
-    /// [`super::special::partition`] looks for in raw text.
-    pub special_tokens: Vec<u32>,
+    /// Finds the control, user-defined and unknown tokens in raw text.
+    pub special: SpecialMatcher,
+    /// Tokens that mark where media goes (`<start_of_image>`), ascending: user-defined, so
+    /// matched in text, but never printed as generated text.
+    pub media_markers: Vec<u32>,
 }
 
 /// Token texts that llama.cpp treats as end-of-turn when `tokenizer.ggml.eot_token_id` is absent.
@@ -118,6 +121,33 @@ const EOG_TEXTS: &[&str] = &[
     "<|end_of_text|>",
     "<end_of_utterance>",
 ];
+
+/// Texts of user-defined tokens that stand for an image or other media in the model's input.
+/// They are not text the model writes: [`super::Tokenizer::decode`] prints them as nothing, like
+/// control tokens. (Gemma 3 declares its image markers user-defined, so llama.cpp prints them.)
+const MEDIA_MARKER_TEXTS: &[&str] = &[
+    "<start_of_image>",
+    "<end_of_image>",
+    "<image_soft_token>",
+    "[multimodal]",
+    "<|image|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<image>",
+    "</image>",
+];
+
+/// The ids of the tokens in [`MEDIA_MARKER_TEXTS`], ascending.
+pub(crate) fn media_markers(tokens: &[TokenData]) -> Vec<u32> {
+    (0u32..)
+        .zip(tokens)
+        .filter(|(_, t)| MEDIA_MARKER_TEXTS.contains(&t.text.as_str()))
+        .map(|(id, _)| id)
+        .collect()
+}
 
 fn int(meta: &Metadata, key: &str) -> Result<Option<i128>, TokenizerError> {
     match meta.get(key) {
@@ -348,6 +378,8 @@ impl Vocab {
                 set(text, false);
             }
         }
+        let special = SpecialMatcher::new(&tokens, &special_tokens)?;
+        let media_markers = media_markers(&tokens);
 
         Ok(Vocab {
             kind,
@@ -362,7 +394,8 @@ impl Vocab {
             add_eos,
             add_space_prefix,
             clean_spaces,
-            special_tokens,
+            special,
+            media_markers,
         })
     }
 

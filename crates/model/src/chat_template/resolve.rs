@@ -1,0 +1,160 @@
+//! Choosing the chat template, the same way for every front end (`rinfer chat`, `rinfer serve`):
+//! the user's `--chat-template FILE|NAME`, else the model's own template, else the built-in
+//! format of the model's family, else an error that names the flag.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{ChatTemplate, ChatTemplateError, builtin};
+use crate::LoadedModel;
+use crate::tokenizer::Tokenizer;
+
+/// Where the template in use came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TemplateOrigin {
+    /// A Jinja file the user gave.
+    File(PathBuf),
+    /// The model file's own template.
+    Model,
+    /// A built-in format, by name.
+    Builtin(&'static str),
+}
+
+impl fmt::Display for TemplateOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TemplateOrigin::File(path) => write!(f, "file {}", path.display()),
+            TemplateOrigin::Model => f.write_str("model"),
+            TemplateOrigin::Builtin(name) => write!(f, "built-in {name}"),
+        }
+    }
+}
+
+/// The template to chat with, where it came from, and what to tell the user about the choice.
+#[derive(Clone, Debug)]
+pub struct ResolvedChatTemplate {
+    /// The template (shared: rendering runs it on a worker thread).
+    pub template: Arc<ChatTemplate>,
+    /// Where it came from.
+    pub origin: TemplateOrigin,
+    /// One line to show once: why the model's own template is not the one used.
+    pub warning: Option<String>,
+}
+
+/// The chat template for `loaded`: `choice` (the `--chat-template` value: a built-in format's
+/// name, else a path to a Jinja file), else the model's own template, else the built-in format
+/// whose control tokens the vocabulary has.
+///
+/// A model template that does not parse does not stop anything: the built-in format replaces
+/// it, with [`ResolvedChatTemplate::warning`] saying so in one line.
+///
+/// ```no_run
+/// use rinfer_model::LoadedModel;
+/// use rinfer_model::chat_template::{ChatMessage, resolve};
+///
+/// let loaded = LoadedModel::open("gemma-3-270m-q4_k_m.gguf")?;
+/// let chat = resolve(None, &loaded)?;
+/// if let Some(warning) = &chat.warning {
+///     eprintln!("warning: {warning}");
+/// }
+/// eprintln!("chat template: {}", chat.origin);
+/// let prompt = chat
+///     .template
+///     .render_tokens(&[ChatMessage::user("Hi")], true, &loaded.tokenizer)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// [`ChatTemplateError::UnknownName`] for a `choice` that is neither a format nor a file,
+/// [`ChatTemplateError::Read`] / [`ChatTemplateError::Syntax`] for a file that cannot be read or
+/// does not parse, [`ChatTemplateError::NoTemplate`] (which names `--chat-template`) when
+/// nothing fits.
+pub fn resolve(
+    choice: Option<&str>,
+    loaded: &LoadedModel,
+) -> Result<ResolvedChatTemplate, ChatTemplateError> {
+    resolve_with(
+        choice,
+        loaded.chat_template.as_ref(),
+        loaded.chat_template_error.as_ref(),
+        &loaded.tokenizer,
+    )
+}
+
+/// [`resolve`] from the parts of a model: its own template, why it has none that can be used
+/// (when it carries one that does not parse), and its tokenizer (for the BOS/EOS texts and the
+/// family's control tokens).
+pub fn resolve_with(
+    choice: Option<&str>,
+    own: Option<&Arc<ChatTemplate>>,
+    own_error: Option<&ChatTemplateError>,
+    tokenizer: &Tokenizer,
+) -> Result<ResolvedChatTemplate, ChatTemplateError> {
+    let text = |id: Option<u32>| {
+        id.and_then(|id| tokenizer.token_text(id))
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (bos, eos) = (text(tokenizer.bos()), text(tokenizer.eos()));
+    let compiled = |source: &str| ChatTemplate::new(source, bos.clone(), eos.clone()).map(Arc::new);
+
+    if let Some(choice) = choice {
+        if let Some(format) = builtin::by_name(choice) {
+            return Ok(ResolvedChatTemplate {
+                template: compiled(format.source)?,
+                origin: TemplateOrigin::Builtin(format.name),
+                warning: None,
+            });
+        }
+        let path = Path::new(choice);
+        if !path.is_file() {
+            return Err(ChatTemplateError::UnknownName(choice.to_owned()));
+        }
+        let source = std::fs::read_to_string(path).map_err(|source| ChatTemplateError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        return Ok(ResolvedChatTemplate {
+            template: compiled(&source)?,
+            origin: TemplateOrigin::File(path.to_owned()),
+            warning: None,
+        });
+    }
+
+    if let Some(template) = own {
+        return Ok(ResolvedChatTemplate {
+            template: Arc::clone(template),
+            origin: TemplateOrigin::Model,
+            warning: None,
+        });
+    }
+    let family = builtin::for_vocabulary(|t| tokenizer.token_id(t).is_some());
+    match (family, own_error) {
+        (Some(format), error) => Ok(ResolvedChatTemplate {
+            template: compiled(format.source)?,
+            origin: TemplateOrigin::Builtin(format.name),
+            warning: error.map(|e| {
+                format!(
+                    "the model's chat template cannot be used ({}); using the built-in {} format",
+                    one_line(e),
+                    format.name
+                )
+            }),
+        }),
+        (None, error) => Err(ChatTemplateError::NoTemplate {
+            reason: error
+                .map(|e| format!(" that can be used ({})", one_line(e)))
+                .unwrap_or_default(),
+        }),
+    }
+}
+
+/// An error's message on one line.
+fn one_line(e: &ChatTemplateError) -> String {
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
