@@ -50,6 +50,13 @@ pub fn random_matrix(
     cols: usize,
     seed: u64,
 ) -> Result<Vec<u64>, KernelError> {
+    if !cols.is_multiple_of(ty.block_size()) {
+        return Err(KernelError::PartialBlock {
+            ty,
+            len: cols,
+            unit: "elements",
+        });
+    }
     let row_bytes = cols / ty.block_size() * ty.type_size();
     let mut words = vec![0u64; (rows * row_bytes).div_ceil(8)];
     let bytes = &mut bytemuck::cast_slice_mut(&mut words)[..rows * row_bytes];
@@ -88,5 +95,24 @@ pub fn default_model() -> Option<PathBuf> {
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_matrices_are_whole_blocks_of_their_type() {
+        assert!(matches!(
+            random_matrix(GgmlType::Q4K, 2, 640, 0),
+            Err(KernelError::PartialBlock { .. })
+        ));
+        let words = random_matrix(GgmlType::Q4K, 2, 512, 0).unwrap();
+        let bytes = matrix_bytes(&words, GgmlType::Q4K, 2, 512);
+        assert_eq!(bytes.len(), 2 * 2 * GgmlType::Q4K.type_size());
+        let mut row = vec![0.0; 512];
+        rinfer_kernels::dequantize_row(GgmlType::Q4K, &bytes[..bytes.len() / 2], &mut row).unwrap();
+        assert!(row.iter().any(|&v| v != 0.0) && row.iter().all(|v| v.abs() < 0.1));
     }
 }

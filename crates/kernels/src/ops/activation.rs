@@ -39,13 +39,14 @@ pub fn gelu_tanh_f16(x: f32) -> f32 {
 /// An activation function, as models name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activation {
-    /// [`silu`].
+    /// `x · sigmoid(x)`.
     Silu,
-    /// [`gelu_erf`].
+    /// Exact GELU, `0.5 x (1 + erf(x / √2))`.
     GeluErf,
-    /// [`gelu_tanh`].
+    /// GELU's tanh approximation with ggml's constants.
     GeluTanh,
-    /// [`gelu_tanh_f16`] (what llama.cpp's CPU backend runs for GELU).
+    /// The tanh approximation through an f16 table (input and result rounded to f16), what
+    /// llama.cpp's CPU backend runs for GELU.
     GeluTanhF16,
 }
 
