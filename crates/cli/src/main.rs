@@ -2,7 +2,6 @@
 //! default one on first use) and hands off to a command. It holds no inference logic of its own.
 
 mod commands;
-mod engine;
 mod limits;
 mod model_cache;
 mod options;

@@ -8,8 +8,9 @@ use rinfer_kernels::ops::{RopeParams, VectorKernels};
 
 use crate::compute::{self, linear};
 use crate::error::ModelError;
-use crate::forward::{Model, RowSource, SeqBatch};
+use crate::forward::{Model, SeqBatch};
 use crate::kv_cache::KvCache;
+use crate::scratch::RowSource;
 use crate::scratch::Scratch;
 use crate::weights::{FfnUp, LayerWeights, Qkv};
 

@@ -13,7 +13,7 @@ use crate::compute;
 use crate::config::ModelConfig;
 use crate::error::ModelError;
 use crate::kv_cache::KvCache;
-use crate::scratch::Scratch;
+use crate::scratch::{RowSource, Scratch};
 use crate::weights::{NormWeights, Weights};
 
 /// Which positions of a batch get logits.
@@ -43,13 +43,6 @@ pub struct SeqBatch<'a> {
     pub cache: &'a mut KvCache,
     /// Which of these tokens get logits.
     pub logits: Logits,
-}
-
-/// Where one row of a batch comes from: its sequence and position.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RowSource {
-    pub(crate) seq: usize,
-    pub(crate) pos: usize,
 }
 
 impl Model {

@@ -31,7 +31,7 @@ pub struct Scratch {
     /// Logits `[n, vocab]`.
     pub(crate) logits: Vec<f32>,
     /// Sequence and position of every row of the batch.
-    pub(crate) sources: Vec<crate::forward::RowSource>,
+    pub(crate) sources: Vec<RowSource>,
     /// The quantized-activation buffer of the matmul kernels.
     pub(crate) act: rinfer_kernels::ActivationBuffer,
 }
@@ -112,4 +112,11 @@ impl Scratch {
             ),
         }
     }
+}
+
+/// Where one row of a batch comes from: its sequence and position.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RowSource {
+    pub(crate) seq: usize,
+    pub(crate) pos: usize,
 }

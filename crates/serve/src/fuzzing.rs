@@ -4,9 +4,10 @@ use std::net::SocketAddr;
 
 use crate::config::ServeConfig;
 use crate::error::ApiError;
+use crate::request::Endpoint;
 use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest};
 use crate::request_policy::RequestPolicy;
-use crate::validate::{self, Endpoint, PromptInput};
+use crate::validate::{self, PromptInput};
 
 /// The endpoints that read a body.
 #[derive(Clone, Copy, Debug)]

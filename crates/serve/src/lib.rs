@@ -33,6 +33,7 @@ mod response;
 mod routes;
 mod scheduler;
 mod server;
+mod state;
 mod validate;
 
 #[doc(hidden)]

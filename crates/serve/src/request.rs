@@ -12,6 +12,15 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
+/// Which OpenAI endpoint a request came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/v1/completions`.
+    Completions,
+    /// `/v1/chat/completions`.
+    Chat,
+}
+
 /// The body of `/v1/completions` and `/v1/chat/completions` (one struct, so that both accept
 /// the same spelling of every shared field; `validate` refuses a field the endpoint lacks).
 #[derive(Debug, Default, Deserialize)]

@@ -5,8 +5,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rinfer_model::FinishReason;
 use serde_json::{Value, json};
 
+use crate::request::Endpoint;
 use crate::scheduler::job::TokenLogprob;
-use crate::validate::Endpoint;
 
 /// What every response and chunk of one request repeats.
 pub struct ResponseMeta {

@@ -21,12 +21,13 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
+use crate::request::Endpoint;
 use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest};
 use crate::request_policy::{self, RequestPolicy};
 use crate::response::{self, ResponseMeta, Usage};
 use crate::scheduler::job::{Event, Job};
-use crate::server::{AppState, Served};
-use crate::validate::{self, Endpoint, Validated};
+use crate::state::{AppState, Served};
+use crate::validate::{self, Validated};
 
 /// Every route, behind the host, origin and media-type checks and the request counter.
 pub fn router(state: Arc<AppState>, policy: Arc<RequestPolicy>) -> Router {

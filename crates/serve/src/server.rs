@@ -3,12 +3,10 @@
 //! stop accepting, stop the engine.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rinfer_model::DeviceReport;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
@@ -16,11 +14,11 @@ use crate::blocking::BlockingJobs;
 use crate::chat::ChatFormat;
 use crate::config::ServeConfig;
 use crate::connections::{self, ConnectionLimits};
-use crate::error::{ApiError, ServeError};
+use crate::error::ServeError;
 use crate::metrics::Metrics;
 use crate::request_policy::RequestPolicy;
-use crate::scheduler::job::Job;
-use crate::scheduler::{self, Ready, Started};
+use crate::scheduler::{self, Started};
+use crate::state::{AppState, Served};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,63 +26,6 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 const RUNTIME_THREADS: usize = 2;
 /// How long blocking request work still running at exit may delay it.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// The model as the HTTP side sees it once loaded.
-pub struct Served {
-    /// The model and engine sizes.
-    pub ready: Arc<Ready>,
-    /// Where the engine computes, and why.
-    pub device: DeviceReport,
-    /// How chat requests become prompts.
-    pub chat: ChatFormat,
-    /// The id clients name.
-    pub model_id: String,
-}
-
-/// What every handler shares.
-pub struct AppState {
-    /// The configuration.
-    pub config: ServeConfig,
-    /// Set once the engine has loaded the model.
-    pub served: OnceLock<Arc<Served>>,
-    /// The engine's bounded queue.
-    pub jobs: SyncSender<Job>,
-    /// Counters for `/metrics`.
-    pub metrics: Arc<Metrics>,
-    /// Turns true when a shutdown signal arrived: no new generations, `/health` says 503,
-    /// bodies still arriving are cut.
-    pub drain: watch::Sender<bool>,
-    /// Where requests parse and tokenize.
-    pub blocking: BlockingJobs,
-    /// The engine thread (taken at shutdown to join it).
-    pub engine: Mutex<Option<JoinHandle<()>>>,
-    /// Unix seconds the server started.
-    pub started: u64,
-}
-
-impl AppState {
-    /// The loaded model, or 503 while it loads.
-    pub fn served(&self) -> Result<Arc<Served>, ApiError> {
-        self.served
-            .get()
-            .cloned()
-            .ok_or_else(|| ApiError::unavailable("the model is still loading", 2))
-    }
-
-    /// Whether the server is draining.
-    pub fn draining(&self) -> bool {
-        *self.drain.borrow()
-    }
-
-    /// Whether the engine thread has ended (it only does at shutdown, or if it failed).
-    pub fn engine_stopped(&self) -> bool {
-        self.engine
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_none_or(JoinHandle::is_finished)
-    }
-}
 
 /// Serves `config` until SIGTERM or Ctrl-C (then drains) or until the model fails to load.
 /// Blocks the calling thread; starts its own async runtime and engine thread.

@@ -6,23 +6,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rinfer_model::SamplingParams;
 use rinfer_model::chat_template::{ChatMessage, ChatTemplateError};
-
-use crate::chat::ChatError;
 use serde_json::Value;
 
 use crate::blocking::CancelFlag;
+use crate::chat::ChatError;
 use crate::error::ApiError;
-use crate::request::{ChatMessageIn, GenerationRequest};
-use crate::server::Served;
-
-/// Which OpenAI endpoint a request came to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    /// `/v1/completions`.
-    Completions,
-    /// `/v1/chat/completions`.
-    Chat,
-}
+use crate::request::{ChatMessageIn, Endpoint, GenerationRequest};
+use crate::state::Served;
 
 /// A request the engine can run.
 #[derive(Debug)]

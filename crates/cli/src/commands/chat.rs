@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
 
-use crate::engine::{Session, sampling_params};
+use crate::commands::session::{Session, sampling_params};
 use crate::options::ChatOptions;
 use crate::stderr::report;
 

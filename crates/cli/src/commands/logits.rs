@@ -6,7 +6,7 @@ use serde_json::json;
 
 use rinfer_model::EngineSettings;
 
-use crate::engine::Session;
+use crate::commands::session::Session;
 use crate::options::LogitsOptions;
 
 /// Runs the command.

@@ -1,4 +1,5 @@
-//! One module per subcommand, each with a `run` entry point.
+//! One module per subcommand, each with a `run` entry point, and `session`: the model, thread
+//! pool and engine the computing subcommands share.
 
 pub mod chat;
 pub mod fetch;
@@ -6,4 +7,5 @@ pub mod inspect;
 pub mod logits;
 pub mod run;
 pub mod serve;
+pub mod session;
 pub mod tokenize;

@@ -7,7 +7,7 @@ use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
 use serde_json::json;
 
-use crate::engine::{Session, sampling_params};
+use crate::commands::session::{Session, sampling_params};
 use crate::options::RunOptions;
 use crate::stderr::report;
 

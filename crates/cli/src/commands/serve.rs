@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use rinfer_serve::ServeConfig;
 
-use crate::engine::model_path;
+use crate::commands::session::model_path;
 use crate::options::ServeOptions;
 
 /// Serves until SIGTERM or Ctrl-C, then drains the requests in flight.

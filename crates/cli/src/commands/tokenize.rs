@@ -5,7 +5,7 @@ use rinfer_formats::gguf::GgufFile;
 use rinfer_model::Tokenizer;
 use serde_json::json;
 
-use crate::engine::model_path;
+use crate::commands::session::model_path;
 use crate::options::TokenizeOptions;
 
 /// Runs the command.
