@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
 
-use crate::commands::session::{Session, sampling_params};
+use crate::commands::session::Session;
 use crate::options::ChatOptions;
 use crate::stderr::report;
 
@@ -48,7 +48,7 @@ pub fn run(options: &ChatOptions) -> Result<()> {
             );
         }
         let request = Request::new(tokens, options.max_tokens.min(room))
-            .with_sampling(sampling_params(&options.sampling));
+            .with_sampling(options.sampling.params());
         let out = engine.generate(request, |text| {
             let _ = stdout.write_all(text.as_bytes());
             let _ = stdout.flush();

@@ -7,7 +7,7 @@ use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
 use serde_json::json;
 
-use crate::commands::session::{Session, sampling_params};
+use crate::commands::session::Session;
 use crate::options::RunOptions;
 use crate::stderr::report;
 
@@ -20,7 +20,7 @@ pub fn run(options: &RunOptions) -> Result<()> {
     };
     let session = Session::start(&options.engine)?;
     let loaded = &session.loaded;
-    let mut sampling = sampling_params(&options.sampling);
+    let mut sampling = options.sampling.params();
     if options.ignore_eos {
         let eog = loaded.tokenizer.eog_ids().iter();
         sampling

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel, SamplingParams};
+use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel};
 
 use crate::commands::fetch::default_model_path_or_fetch;
-use crate::options::{EngineOptions, SamplingOptions};
+use crate::options::EngineOptions;
 use crate::stderr::report;
 
 /// The largest context used when the user gives none.
@@ -103,9 +103,4 @@ impl Session {
         );
         report!("  scratch buffers: {:.1} MiB", mib(engine.scratch_bytes()));
     }
-}
-
-/// The sampling parameters the options describe.
-pub fn sampling_params(options: &SamplingOptions) -> SamplingParams {
-    options.params()
 }
