@@ -165,21 +165,14 @@ async fn generate(
     })
     .await?;
     let Validated {
-        prompt,
-        max_tokens,
-        sampling,
-        stop,
-        logprobs,
+        request,
         stream,
         include_usage,
     } = request;
+    let logprobs = request.logprobs;
     let (events, receiver) = unbounded_channel();
     let job = Job {
-        prompt,
-        max_tokens,
-        sampling,
-        stop,
-        logprobs,
+        request,
         events,
         arrived,
     };

@@ -4,8 +4,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rinfer_model::SamplingParams;
 use rinfer_model::chat_template::{ChatMessage, ChatTemplateError};
+use rinfer_model::{Request, SamplingParams};
 use serde_json::Value;
 
 use crate::blocking::CancelFlag;
@@ -14,19 +14,11 @@ use crate::error::ApiError;
 use crate::request::{ChatMessageIn, Endpoint, GenerationRequest};
 use crate::state::Served;
 
-/// A request the engine can run.
+/// A request the engine can run, and how to answer it.
 #[derive(Debug)]
 pub struct Validated {
-    /// Prompt token ids.
-    pub prompt: Vec<u32>,
-    /// Tokens to generate at most.
-    pub max_tokens: usize,
-    /// Sampling.
-    pub sampling: SamplingParams,
-    /// Stop strings.
-    pub stop: Vec<String>,
-    /// Alternatives per token when log-probabilities are wanted.
-    pub logprobs: Option<usize>,
+    /// What to generate.
+    pub request: Request,
     /// Stream as server-sent events.
     pub stream: bool,
     /// Send a last chunk with the usage (streaming only).
@@ -94,11 +86,15 @@ pub fn validate(
     }
     let max_tokens = max_tokens(&req, endpoint, prompt.len(), served.ready.settings.context)?;
     Ok(Validated {
-        prompt,
-        max_tokens,
-        sampling: checked.sampling,
-        stop: checked.stop,
-        logprobs: checked.logprobs,
+        request: Request {
+            prompt,
+            max_tokens,
+            sampling: checked.sampling,
+            stop: checked.stop,
+            logprobs: checked.logprobs,
+            // OpenAI's penalties count every generated token, and only those.
+            penalize_prompt: false,
+        },
         stream: checked.stream,
         include_usage: checked.include_usage,
     })

@@ -3,21 +3,13 @@
 use std::time::Instant;
 
 pub use rinfer_model::TokenLogprob;
-use rinfer_model::{FinishReason, SamplingParams};
+use rinfer_model::{FinishReason, Request};
 use tokio::sync::mpsc::UnboundedSender;
 
-/// A validated generation request.
+/// A validated generation request on its way to the engine.
 pub struct Job {
-    /// Prompt token ids (never empty; each inside the vocabulary).
-    pub prompt: Vec<u32>,
-    /// The most tokens to generate; `prompt.len() + max_tokens` fits the context.
-    pub max_tokens: usize,
-    /// How to choose tokens.
-    pub sampling: SamplingParams,
-    /// Generation stops before any of these strings.
-    pub stop: Vec<String>,
-    /// Report each generated token's log-probability with this many alternatives.
-    pub logprobs: Option<usize>,
+    /// What to generate (the prompt within the vocabulary and, with `max_tokens`, the context).
+    pub request: Request,
     /// Where events go; when the receiver is dropped the generation is cancelled.
     pub events: UnboundedSender<Event>,
     /// When the request arrived (for the time to first token).

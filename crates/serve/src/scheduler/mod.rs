@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 use rinfer_model::{
-    DeviceReport, Engine, EngineSettings, Event as EngineEvent, LoadedModel, Request, SeqId,
+    DeviceReport, Engine, EngineSettings, Event as EngineEvent, LoadedModel, SeqId,
 };
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -103,26 +103,13 @@ fn admit(
         return;
     }
     let Job {
-        prompt,
-        max_tokens,
-        sampling,
-        stop,
-        logprobs,
+        request,
         events,
         arrived,
     } = job;
     metrics
         .prompt_tokens
-        .fetch_add(prompt.len() as u64, Ordering::Relaxed);
-    let request = Request {
-        prompt,
-        max_tokens,
-        sampling,
-        stop,
-        logprobs,
-        // OpenAI's penalties count every generated token, and only those.
-        penalize_prompt: false,
-    };
+        .fetch_add(request.prompt.len() as u64, Ordering::Relaxed);
     match engine.add(request) {
         Ok(id) => {
             running.insert(
