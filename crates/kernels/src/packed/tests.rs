@@ -1,4 +1,8 @@
+use std::fmt::Debug;
+
+use half::f16;
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseResult;
 
 use super::q4_kx16::{self, BlockQ4Kx16};
 use super::q5_0x16::{self, BlockQ5_0x16};
@@ -14,109 +18,295 @@ use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::testing::*;
 
-/// `rows` random rows of `nb` Q5_0 blocks (codes random, all-zero or all-ones; scales from
-/// [`f16_scale`]).
-fn q5_0_rows(rows: usize, nb: usize) -> impl Strategy<Value = Vec<BlockQ5_0>> {
-    (
-        raw_blocks(size_of::<BlockQ5_0>(), rows * nb),
-        prop::collection::vec(f16_scale(), rows * nb),
-    )
-        .prop_map(|(raw, d)| {
-            let mut b: Vec<BlockQ5_0> = blocks(&raw);
-            b.iter_mut().zip(d).for_each(|(b, d)| b.d = d);
-            b
-        })
+/// One row group: up to sixteen rows `w` of `nb` source blocks each, and token rows `a`
+/// (`nb` activation blocks each) with their summaries `s`.
+#[derive(Debug)]
+struct GroupCase<W, A> {
+    w: Vec<W>,
+    nb: usize,
+    a: Vec<A>,
+    s: Vec<BlockSummary>,
 }
 
-/// `tokens` activation rows of `nb` blocks quantized to Q8_0, with their summaries.
-fn q8_0_tokens(
+/// The [`GroupCase`] of packed format `P`.
+type CaseOf<P> = GroupCase<<P as PackedFormat>::Source, <P as PackedFormat>::Act>;
+
+/// A packed format's scalar reference kernel.
+type ReferenceFn<P> = fn(&[P], &[<P as PackedFormat>::Act], &[BlockSummary], &mut [[f32; ROWS]]);
+
+/// Checks row `i` of a packed block against the source block it was packed from (`None` for
+/// the padding rows past the last).
+type RowCheck<P> = fn(&P, usize, Option<&<P as PackedFormat>::Source>) -> TestCaseResult;
+
+/// The rounding scale of one row's dot product against one token.
+type Magnitude<P> = fn(&[<P as PackedFormat>::Source], &[<P as PackedFormat>::Act]) -> f64;
+
+/// Random [`GroupCase`]s of 1 to 16 rows, `blocks_per_row` blocks and `tokens` tokens: source
+/// blocks from [`blocks_with_scales`] (`scales` sets their scale fields), activations from
+/// [`activations`] quantized and summarized.
+fn group_case<P: PackedFormat>(
+    blocks_per_row: Range<usize>,
+    tokens: Range<usize>,
+    scales: fn(&mut P::Source, f16, f16),
+) -> impl Strategy<Value = CaseOf<P>>
+where
+    P::Source: Debug,
+    P::Act: Debug,
+{
+    (1usize..=ROWS, blocks_per_row, tokens).prop_flat_map(move |(rows, nb, tokens)| {
+        (
+            blocks_with_scales(rows * nb, scales),
+            Just(nb),
+            activation_rows::<P>(tokens, nb),
+        )
+            .prop_map(|(w, nb, (a, s))| GroupCase { w, nb, a, s })
+    })
+}
+
+/// `tokens` activation rows of `nb` blocks quantized to `P::Act`, with their summaries.
+fn activation_rows<P: PackedFormat>(
     tokens: usize,
     nb: usize,
-) -> impl Strategy<Value = (Vec<BlockQ8_0>, Vec<BlockSummary>)> {
-    prop::collection::vec(activations(nb * 32), tokens).prop_map(|rows| {
-        let a: Vec<BlockQ8_0> = rows.iter().flat_map(|x| quantize::<BlockQ8_0>(x)).collect();
-        let s = a.iter().map(summary::q8_0).collect();
+) -> impl Strategy<Value = (Vec<P::Act>, Vec<BlockSummary>)>
+where
+    P::Act: Debug,
+{
+    let elems = P::Source::ELEMS;
+    prop::collection::vec(activations(nb * elems), tokens).prop_map(move |rows| {
+        let a: Vec<P::Act> = rows.iter().flat_map(|x| quantize::<P::Act>(x)).collect();
+        let mut s = vec![BlockSummary::default(); a.len() * elems / 32];
+        for (a, s) in a.iter().zip(s.chunks_mut(elems / 32)) {
+            P::summarize(a, s);
+        }
         (a, s)
     })
 }
 
-fn group_case() -> impl Strategy<Value = (Vec<BlockQ5_0>, usize, Vec<BlockQ8_0>, Vec<BlockSummary>)>
-{
-    (1usize..=ROWS, 1usize..6, 1usize..12).prop_flat_map(|(rows, nb, tokens)| {
-        (q5_0_rows(rows, nb), Just(nb), q8_0_tokens(tokens, nb))
-            .prop_map(|(w, nb, (a, s))| (w, nb, a, s))
-    })
-}
-
-/// Packs row-major `w` (`nb` blocks per row) into one row group per sixteen rows.
-fn pack_q5_0_rows(w: &[BlockQ5_0], nb: usize) -> Vec<BlockQ5_0x16> {
-    let rows: Vec<&[BlockQ5_0]> = w.chunks(nb).collect();
-    rows.chunks(ROWS)
-        .flat_map(|group| {
-            (0..nb).map(move |b| {
-                let column: Vec<BlockQ5_0> = group.iter().map(|r| r[b]).collect();
-                BlockQ5_0x16::pack(&column)
-            })
+/// Packs the rows of `case` (at most sixteen) with `pack`, one packed block per column.
+fn pack_group<P: PackedFormat>(case: &CaseOf<P>, pack: fn(&[P::Source]) -> P) -> Vec<P> {
+    let rows: Vec<&[P::Source]> = case.w.chunks(case.nb).collect();
+    (0..case.nb)
+        .map(|b| {
+            let column: Vec<P::Source> = rows.iter().map(|r| r[b]).collect();
+            pack(&column)
         })
         .collect()
 }
 
-proptest! {
-    #[test]
-    fn packing_keeps_every_code_and_scale((w, nb, _, _) in group_case()) {
-        let packed = pack_q5_0_rows(&w, nb);
-        for (i, row) in w.chunks(nb).enumerate() {
-            for (b, block) in row.iter().enumerate() {
-                prop_assert_eq!(packed[b].d[i], block.d.to_bits());
-                let codes: Vec<i32> = (0..32).map(|j| packed[b].code(i, j)).collect();
-                prop_assert_eq!(codes, block.codes().to_vec());
-            }
-        }
-        let rows = w.len() / nb;
-        for (b, p) in packed.iter().enumerate() {
-            for i in rows..ROWS {
-                prop_assert_eq!(p.d[i], 0, "padding row {} of block {}", i, b);
-                prop_assert!((0..32).all(|j| p.code(i, j) == 0));
-            }
+/// Packing keeps every row of every block: `row_kept` holds for each row of each packed block.
+fn check_packing<P: PackedFormat>(
+    case: &CaseOf<P>,
+    pack: fn(&[P::Source]) -> P,
+    row_kept: RowCheck<P>,
+) -> TestCaseResult {
+    let packed = pack_group(case, pack);
+    let rows: Vec<&[P::Source]> = case.w.chunks(case.nb).collect();
+    for (b, p) in packed.iter().enumerate() {
+        for i in 0..ROWS {
+            row_kept(p, i, rows.get(i).map(|row| &row[b]))?;
         }
     }
+    Ok(())
+}
 
-    #[test]
-    fn reference_matches_dequantized_dot((w, nb, a, s) in group_case()) {
-        let packed = pack_q5_0_rows(&w, nb);
-        let tokens = a.len() / nb;
-        let mut out = vec![[0.0; ROWS]; tokens];
-        q5_0x16::dot_group(&packed, &a, &s, &mut out);
-        for (t, out) in out.iter().enumerate() {
-            for (i, row) in w.chunks(nb).enumerate() {
-                let at = &a[t * nb..(t + 1) * nb];
-                let magnitude = dot_magnitude(row, at) as f64;
-                let (dw, da) = (dequantize(row), dequantize(at));
-                let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
-                prop_assert!(
-                    (out[i] as f64 - exact).abs() <= 1e-4 * magnitude + 1e-30,
-                    "row {} token {}: {} vs {}", i, t, out[i], exact
-                );
-            }
+/// The reference kernel matches the f64 dot of the dequantized operands within `1e-4` of
+/// `magnitude`, for every row and token.
+fn check_reference_kernel<P: PackedFormat>(
+    case: &CaseOf<P>,
+    pack: fn(&[P::Source]) -> P,
+    reference: ReferenceFn<P>,
+    magnitude: Magnitude<P>,
+) -> TestCaseResult {
+    let (nb, packed) = (case.nb, pack_group(case, pack));
+    let mut out = vec![[0.0; ROWS]; case.a.len() / nb];
+    reference(&packed, &case.a, &case.s, &mut out);
+    for (t, out) in out.iter().enumerate() {
+        for (i, row) in case.w.chunks(nb).enumerate() {
+            let at = &case.a[t * nb..(t + 1) * nb];
+            let (dw, da) = (dequantize(row), dequantize(at));
+            let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
+            prop_assert!(
+                (out[i] as f64 - exact).abs() <= 1e-4 * magnitude(row, at) + 1e-30,
+                "row {} token {}: {} vs {}",
+                i,
+                t,
+                out[i],
+                exact
+            );
         }
     }
+    Ok(())
+}
 
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn avx512_matches_reference_bit_exact((w, nb, a, s) in group_case()) {
-        if has_avx512() {
-            let packed = pack_q5_0_rows(&w, nb);
-            let tokens = a.len() / nb;
-            let mut want = vec![[0.0; ROWS]; tokens];
-            q5_0x16::dot_group(&packed, &a, &s, &mut want);
-            let mut got = vec![[0.0; ROWS]; tokens];
-            // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above.
-            unsafe { q5_0x16_avx512::dot_group(&packed, &a, &s, &mut got) };
-            for (g, w) in got.iter().zip(&want) {
-                assert_bits_eq(g, w, "packed Q5_0 AVX-512 vs reference");
+/// Where AVX-512 runs, the kernel `avx512` matches the reference kernel bit for bit.
+#[cfg(target_arch = "x86_64")]
+fn check_avx512_kernel<P: PackedFormat>(
+    case: &CaseOf<P>,
+    pack: fn(&[P::Source]) -> P,
+    reference: ReferenceFn<P>,
+    avx512: GroupDotFn<P>,
+) {
+    if !has_avx512() {
+        return;
+    }
+    let packed = pack_group(case, pack);
+    let tokens = case.a.len() / case.nb;
+    let mut want = vec![[0.0; ROWS]; tokens];
+    reference(&packed, &case.a, &case.s, &mut want);
+    let mut got = vec![[0.0; ROWS]; tokens];
+    // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above, all a packed
+    // AVX-512 kernel needs.
+    unsafe { avx512(&packed, &case.a, &case.s, &mut got) };
+    let what = format!("packed {:?} AVX-512 vs reference", P::Source::TYPE);
+    for (g, w) in got.iter().zip(&want) {
+        assert_bits_eq(g, w, &what);
+    }
+}
+
+/// `sum |w_i| * |a_i|` over one row and token, the rounding scale of formats without mins.
+fn dequantized_magnitude<W: VecDot>(row: &[W], at: &[W::Activation]) -> f64 {
+    dot_magnitude(row, at) as f64
+}
+
+/// Stamps out, in module `$format`, the properties of the packed format `$packed` on row
+/// groups of `$blocks_per_row` blocks and `$tokens` tokens from [`group_case`] (`$scales` sets a
+/// source block's scale fields), run `$config` many times: packing keeps every row
+/// ([`check_packing`] with `$row_kept`), the reference kernel `$reference` matches the
+/// dequantized dot within `1e-4` of `$magnitude` ([`check_reference_kernel`]), and the AVX-512
+/// kernel `$avx512` matches the reference bit for bit ([`check_avx512_kernel`]).
+macro_rules! packed_format_tests {
+    ($(
+        $format:ident: $packed:ty, $config:expr, blocks $blocks_per_row:expr, tokens $tokens:expr,
+        scales $scales:expr, kept $row_kept:expr, magnitude $magnitude:expr,
+        kernels $reference:path, $avx512:path;
+    )*) => {$(
+        mod $format {
+            use super::*;
+
+            fn cases() -> impl Strategy<Value = CaseOf<$packed>> {
+                group_case::<$packed>($blocks_per_row, $tokens, $scales)
+            }
+
+            proptest! {
+                #![proptest_config($config)]
+
+                #[test]
+                fn packing_keeps_every_row(case in cases()) {
+                    check_packing::<$packed>(&case, <$packed>::pack, $row_kept)?;
+                }
+
+                #[test]
+                fn reference_matches_dequantized_dot(case in cases()) {
+                    check_reference_kernel::<$packed>(
+                        &case, <$packed>::pack, $reference, $magnitude,
+                    )?;
+                }
+
+                #[cfg(target_arch = "x86_64")]
+                #[test]
+                fn avx512_matches_reference_bit_exact(case in cases()) {
+                    check_avx512_kernel::<$packed>(&case, <$packed>::pack, $reference, $avx512);
+                }
             }
         }
+    )*};
+}
+
+/// Super-blocks are eight times the size of 32-value blocks: fewer cases of fewer blocks.
+fn super_block_config() -> ProptestConfig {
+    ProptestConfig::with_cases(64)
+}
+
+packed_format_tests! {
+    q5_0: BlockQ5_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, _| b.d = d, kept q5_0_row_kept, magnitude dequantized_magnitude,
+        kernels q5_0x16::dot_group, q5_0x16_avx512::dot_group;
+    q8_0: BlockQ8_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, _| b.d = d, kept q8_0_row_kept, magnitude dequantized_magnitude,
+        kernels q8_0x16::dot_group, q8_0x16_avx512::dot_group;
+    q4_k: BlockQ4Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude q4_k_magnitude,
+        kernels q4_kx16::dot_group, q4_kx16_avx512::dot_group;
+    q6_k: BlockQ6Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept q6_k_row_kept, magnitude dequantized_magnitude,
+        kernels q6_kx16::dot_group, q6_kx16_avx512::dot_group;
+}
+
+/// A Q5_0 row keeps its scale and codes; padding rows are zero.
+fn q5_0_row_kept(p: &BlockQ5_0x16, i: usize, block: Option<&BlockQ5_0>) -> TestCaseResult {
+    let codes: Vec<i32> = (0..32).map(|j| p.code(i, j)).collect();
+    match block {
+        Some(block) => {
+            prop_assert_eq!(p.d[i], block.d.to_bits());
+            prop_assert_eq!(codes, block.codes().to_vec());
+        }
+        None => {
+            prop_assert_eq!(p.d[i], 0, "padding row {}", i);
+            prop_assert!(codes.iter().all(|&c| c == 0), "padding row {}", i);
+        }
     }
+    Ok(())
+}
+
+/// A Q8_0 row keeps its scale and codes (stored offset by 128).
+fn q8_0_row_kept(p: &BlockQ8_0x16, i: usize, block: Option<&BlockQ8_0>) -> TestCaseResult {
+    if let Some(block) = block {
+        prop_assert_eq!(p.d[i], block.d.to_bits());
+        let codes: Vec<i32> = (0..32).map(|j| p.code(i, j) - 128).collect();
+        let want: Vec<i32> = block.qs.iter().map(|&q| q as i32).collect();
+        prop_assert_eq!(codes, want);
+    }
+    Ok(())
+}
+
+/// A Q4_K row keeps every code, scale and min: they rebuild its dequantized values.
+fn q4_k_row_kept(p: &BlockQ4Kx16, i: usize, block: Option<&BlockQ4K>) -> TestCaseResult {
+    let Some(block) = block else {
+        return Ok(());
+    };
+    let deq = dequantize(std::slice::from_ref(block));
+    let (d, dmin) = (block.d.to_f32(), block.dmin.to_f32());
+    for j in 0..8 {
+        for l in 0..32 {
+            let want = deq[32 * j + l];
+            let got = d * p.sc[j][i] as f32 * p.code(i, j, l) as f32
+                - dmin * p.m[j / 2][2 * i + j % 2] as f32;
+            prop_assert!(got == want || (got - want).abs() <= 1e-6 * want.abs());
+        }
+    }
+    Ok(())
+}
+
+/// A Q6_K row keeps its scale, group scales and codes (stored offset by 32).
+fn q6_k_row_kept(p: &BlockQ6Kx16, i: usize, block: Option<&BlockQ6K>) -> TestCaseResult {
+    let Some(block) = block else {
+        return Ok(());
+    };
+    prop_assert_eq!(p.d[i], block.d.to_bits());
+    for (g, &sc) in block.scales.iter().enumerate() {
+        prop_assert_eq!(p.sc[g][i], sc);
+    }
+    let codes: Vec<i32> = (0..256).map(|c| p.code(i, c) - 32).collect();
+    let want: Vec<i32> = block.codes().iter().map(|&q| q as i32).collect();
+    prop_assert_eq!(codes, want);
+    Ok(())
+}
+
+/// The Q4_K reference kernel's rounding scale: `sum |w_i a_i|` plus a bound on the min terms
+/// (`|dmin| * 63` per sub-block against code sums of at most `8 * 4064`, times the activation
+/// scale), which cancel against the scaled codes.
+fn q4_k_magnitude(row: &[BlockQ4K], at: &[BlockQ8K]) -> f64 {
+    let (dw, da) = (dequantize(row), dequantize(at));
+    let products: f64 = dw
+        .iter()
+        .zip(&da)
+        .map(|(x, y)| (*x as f64 * *y as f64).abs())
+        .sum();
+    let mins: f64 = row
+        .iter()
+        .map(|b| b.dmin.to_f32().abs() as f64 * 63.0 * 8.0 * 4064.0)
+        .sum();
+    products + mins * at[0].d.abs() as f64
 }
 
 /// A deterministic `rows × cols` matrix of `ty` and `tokens` activation rows.
@@ -224,291 +414,6 @@ fn matmul_packed_checks_lengths_and_scratch() {
         Err(KernelError::LengthMismatch { .. })
     ));
     assert!(matmul_packed(&packed, &x, 2, &mut act, &mut y).is_ok());
-}
-
-/// `rows` random rows of `nb` Q4_K super-blocks (codes and scales random, all-zero or
-/// all-ones; scales from [`f16_scale`]).
-fn q4_k_rows(rows: usize, nb: usize) -> impl Strategy<Value = Vec<BlockQ4K>> {
-    (
-        raw_blocks(size_of::<BlockQ4K>(), rows * nb),
-        prop::collection::vec((f16_scale(), f16_scale()), rows * nb),
-    )
-        .prop_map(|(raw, d)| {
-            let mut b: Vec<BlockQ4K> = blocks(&raw);
-            b.iter_mut()
-                .zip(d)
-                .for_each(|(b, (d, m))| (b.d, b.dmin) = (d, m));
-            b
-        })
-}
-
-/// `tokens` activation rows of `nb` super-blocks quantized to Q8_K, with their summaries.
-fn q8_k_tokens(
-    tokens: usize,
-    nb: usize,
-) -> impl Strategy<Value = (Vec<BlockQ8K>, Vec<BlockSummary>)> {
-    prop::collection::vec(activations(nb * 256), tokens).prop_map(|rows| {
-        let a: Vec<BlockQ8K> = rows.iter().flat_map(|x| quantize::<BlockQ8K>(x)).collect();
-        let mut s = vec![BlockSummary::default(); a.len() * 8];
-        for (a, s) in a.iter().zip(s.chunks_mut(8)) {
-            summary::q8_k(a, s);
-        }
-        (a, s)
-    })
-}
-
-fn q4k_case() -> impl Strategy<Value = (Vec<BlockQ4K>, usize, Vec<BlockQ8K>, Vec<BlockSummary>)> {
-    (1usize..=ROWS, 1usize..3, 1usize..7).prop_flat_map(|(rows, nb, tokens)| {
-        (q4_k_rows(rows, nb), Just(nb), q8_k_tokens(tokens, nb))
-            .prop_map(|(w, nb, (a, s))| (w, nb, a, s))
-    })
-}
-
-/// Packs row-major Q4_K `w` (`nb` super-blocks per row, at most sixteen rows).
-fn pack_q4k_rows(w: &[BlockQ4K], nb: usize) -> Vec<BlockQ4Kx16> {
-    let rows: Vec<&[BlockQ4K]> = w.chunks(nb).collect();
-    (0..nb)
-        .map(|b| {
-            let column: Vec<BlockQ4K> = rows.iter().map(|r| r[b]).collect();
-            BlockQ4Kx16::pack(&column)
-        })
-        .collect()
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
-
-    #[test]
-    fn q4k_packing_keeps_every_code_scale_and_min((w, nb, _, _) in q4k_case()) {
-        let packed = pack_q4k_rows(&w, nb);
-        for (i, row) in w.chunks(nb).enumerate() {
-            for (b, block) in row.iter().enumerate() {
-                let deq = dequantize(std::slice::from_ref(block));
-                let p = &packed[b];
-                let (d, dmin) = (block.d.to_f32(), block.dmin.to_f32());
-                for j in 0..8 {
-                    for l in 0..32 {
-                        let want = deq[32 * j + l];
-                        let got = d * p.sc[j][i] as f32 * p.code(i, j, l) as f32
-                            - dmin * p.m[j / 2][2 * i + j % 2] as f32;
-                        prop_assert!(got == want || (got - want).abs() <= 1e-6 * want.abs());
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn q4k_reference_matches_dequantized_dot((w, nb, a, s) in q4k_case()) {
-        let packed = pack_q4k_rows(&w, nb);
-        let tokens = a.len() / nb;
-        let mut out = vec![[0.0; ROWS]; tokens];
-        q4_kx16::dot_group(&packed, &a, &s, &mut out);
-        for (t, out) in out.iter().enumerate() {
-            for (i, row) in w.chunks(nb).enumerate() {
-                let at = &a[t * nb..(t + 1) * nb];
-                let (dw, da) = (dequantize(row), dequantize(at));
-                let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
-                let magnitude: f64 = dw.iter().zip(&da).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum::<f64>()
-                    + row.iter().map(|b| b.dmin.to_f32().abs() as f64 * 63.0 * 8.0 * 4064.0).sum::<f64>() * at[0].d.abs() as f64;
-                prop_assert!(
-                    (out[i] as f64 - exact).abs() <= 1e-4 * magnitude + 1e-30,
-                    "row {} token {}: {} vs {}", i, t, out[i], exact
-                );
-            }
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn q4k_avx512_matches_reference_bit_exact((w, nb, a, s) in q4k_case()) {
-        if has_avx512() {
-            let packed = pack_q4k_rows(&w, nb);
-            let tokens = a.len() / nb;
-            let mut want = vec![[0.0; ROWS]; tokens];
-            q4_kx16::dot_group(&packed, &a, &s, &mut want);
-            let mut got = vec![[0.0; ROWS]; tokens];
-            // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above.
-            unsafe { q4_kx16_avx512::dot_group(&packed, &a, &s, &mut got) };
-            for (g, w) in got.iter().zip(&want) {
-                assert_bits_eq(g, w, "packed Q4_K AVX-512 vs reference");
-            }
-        }
-    }
-}
-
-/// `rows` random rows of `nb` Q6_K super-blocks (codes and group scales random, all-zero or
-/// all-ones; super-scales from [`f16_scale`]).
-fn q6_k_rows(rows: usize, nb: usize) -> impl Strategy<Value = Vec<BlockQ6K>> {
-    (
-        raw_blocks(size_of::<BlockQ6K>(), rows * nb),
-        prop::collection::vec(f16_scale(), rows * nb),
-    )
-        .prop_map(|(raw, d)| {
-            let mut b: Vec<BlockQ6K> = blocks(&raw);
-            b.iter_mut().zip(d).for_each(|(b, d)| b.d = d);
-            b
-        })
-}
-
-fn q6k_case() -> impl Strategy<Value = (Vec<BlockQ6K>, usize, Vec<BlockQ8K>, Vec<BlockSummary>)> {
-    (1usize..=ROWS, 1usize..3, 1usize..7).prop_flat_map(|(rows, nb, tokens)| {
-        (q6_k_rows(rows, nb), Just(nb), q8_k_tokens(tokens, nb))
-            .prop_map(|(w, nb, (a, s))| (w, nb, a, s))
-    })
-}
-
-/// Packs row-major Q6_K `w` (`nb` super-blocks per row, at most sixteen rows).
-fn pack_q6k_rows(w: &[BlockQ6K], nb: usize) -> Vec<BlockQ6Kx16> {
-    let rows: Vec<&[BlockQ6K]> = w.chunks(nb).collect();
-    (0..nb)
-        .map(|b| {
-            let column: Vec<BlockQ6K> = rows.iter().map(|r| r[b]).collect();
-            BlockQ6Kx16::pack(&column)
-        })
-        .collect()
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
-
-    #[test]
-    fn q6k_packing_keeps_every_code_and_scale((w, nb, _, _) in q6k_case()) {
-        let packed = pack_q6k_rows(&w, nb);
-        for (i, row) in w.chunks(nb).enumerate() {
-            for (b, block) in row.iter().enumerate() {
-                prop_assert_eq!(packed[b].d[i], block.d.to_bits());
-                for (g, &sc) in block.scales.iter().enumerate() {
-                    prop_assert_eq!(packed[b].sc[g][i], sc);
-                }
-                let codes: Vec<i32> = (0..256).map(|c| packed[b].code(i, c) - 32).collect();
-                let want: Vec<i32> = block.codes().iter().map(|&q| q as i32).collect();
-                prop_assert_eq!(codes, want);
-            }
-        }
-    }
-
-    #[test]
-    fn q6k_reference_matches_dequantized_dot((w, nb, a, s) in q6k_case()) {
-        let packed = pack_q6k_rows(&w, nb);
-        let tokens = a.len() / nb;
-        let mut out = vec![[0.0; ROWS]; tokens];
-        q6_kx16::dot_group(&packed, &a, &s, &mut out);
-        for (t, out) in out.iter().enumerate() {
-            for (i, row) in w.chunks(nb).enumerate() {
-                let at = &a[t * nb..(t + 1) * nb];
-                let magnitude = dot_magnitude(row, at) as f64;
-                let (dw, da) = (dequantize(row), dequantize(at));
-                let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
-                prop_assert!(
-                    (out[i] as f64 - exact).abs() <= 1e-4 * magnitude + 1e-30,
-                    "row {} token {}: {} vs {}", i, t, out[i], exact
-                );
-            }
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn q6k_avx512_matches_reference_bit_exact((w, nb, a, s) in q6k_case()) {
-        if has_avx512() {
-            let packed = pack_q6k_rows(&w, nb);
-            let tokens = a.len() / nb;
-            let mut want = vec![[0.0; ROWS]; tokens];
-            q6_kx16::dot_group(&packed, &a, &s, &mut want);
-            let mut got = vec![[0.0; ROWS]; tokens];
-            // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above.
-            unsafe { q6_kx16_avx512::dot_group(&packed, &a, &s, &mut got) };
-            for (g, w) in got.iter().zip(&want) {
-                assert_bits_eq(g, w, "packed Q6_K AVX-512 vs reference");
-            }
-        }
-    }
-}
-
-/// `rows` random rows of `nb` Q8_0 blocks (codes random, all-zero or all-ones, which is -1;
-/// scales from [`f16_scale`]).
-fn q8_0_rows(rows: usize, nb: usize) -> impl Strategy<Value = Vec<BlockQ8_0>> {
-    (
-        raw_blocks(size_of::<BlockQ8_0>(), rows * nb),
-        prop::collection::vec(f16_scale(), rows * nb),
-    )
-        .prop_map(|(raw, d)| {
-            let mut b: Vec<BlockQ8_0> = blocks(&raw);
-            b.iter_mut().zip(d).for_each(|(b, d)| b.d = d);
-            b
-        })
-}
-
-fn q8_0_case() -> impl Strategy<Value = (Vec<BlockQ8_0>, usize, Vec<BlockQ8_0>, Vec<BlockSummary>)>
-{
-    (1usize..=ROWS, 1usize..6, 1usize..12).prop_flat_map(|(rows, nb, tokens)| {
-        (q8_0_rows(rows, nb), Just(nb), q8_0_tokens(tokens, nb))
-            .prop_map(|(w, nb, (a, s))| (w, nb, a, s))
-    })
-}
-
-/// Packs row-major Q8_0 `w` (`nb` blocks per row, at most sixteen rows).
-fn pack_q8_0_rows(w: &[BlockQ8_0], nb: usize) -> Vec<BlockQ8_0x16> {
-    let rows: Vec<&[BlockQ8_0]> = w.chunks(nb).collect();
-    (0..nb)
-        .map(|b| {
-            let column: Vec<BlockQ8_0> = rows.iter().map(|r| r[b]).collect();
-            BlockQ8_0x16::pack(&column)
-        })
-        .collect()
-}
-
-proptest! {
-    #[test]
-    fn q8_0_packing_keeps_every_code_and_scale((w, nb, _, _) in q8_0_case()) {
-        let packed = pack_q8_0_rows(&w, nb);
-        for (i, row) in w.chunks(nb).enumerate() {
-            for (b, block) in row.iter().enumerate() {
-                prop_assert_eq!(packed[b].d[i], block.d.to_bits());
-                let codes: Vec<i32> = (0..32).map(|j| packed[b].code(i, j) - 128).collect();
-                let want: Vec<i32> = block.qs.iter().map(|&q| q as i32).collect();
-                prop_assert_eq!(codes, want);
-            }
-        }
-    }
-
-    #[test]
-    fn q8_0_reference_matches_dequantized_dot((w, nb, a, s) in q8_0_case()) {
-        let packed = pack_q8_0_rows(&w, nb);
-        let tokens = a.len() / nb;
-        let mut out = vec![[0.0; ROWS]; tokens];
-        q8_0x16::dot_group(&packed, &a, &s, &mut out);
-        for (t, out) in out.iter().enumerate() {
-            for (i, row) in w.chunks(nb).enumerate() {
-                let at = &a[t * nb..(t + 1) * nb];
-                let magnitude = dot_magnitude(row, at) as f64;
-                let (dw, da) = (dequantize(row), dequantize(at));
-                let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
-                prop_assert!(
-                    (out[i] as f64 - exact).abs() <= 1e-4 * magnitude + 1e-30,
-                    "row {} token {}: {} vs {}", i, t, out[i], exact
-                );
-            }
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn q8_0_avx512_matches_reference_bit_exact((w, nb, a, s) in q8_0_case()) {
-        if has_avx512() {
-            let packed = pack_q8_0_rows(&w, nb);
-            let tokens = a.len() / nb;
-            let mut want = vec![[0.0; ROWS]; tokens];
-            q8_0x16::dot_group(&packed, &a, &s, &mut want);
-            let mut got = vec![[0.0; ROWS]; tokens];
-            // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above.
-            unsafe { q8_0x16_avx512::dot_group(&packed, &a, &s, &mut got) };
-            for (g, w) in got.iter().zip(&want) {
-                assert_bits_eq(g, w, "packed Q8_0 AVX-512 vs reference");
-            }
-        }
-    }
 }
 
 #[test]

@@ -1,8 +1,13 @@
-//! Test helpers: fixture loading and the SIMD-versus-reference comparison.
+//! Test helpers: fixture loading, the SIMD-versus-reference comparison, and the macros that
+//! stamp out the tests every block format shares ([`fixture_tests`], [`dot_tests`],
+//! [`affine_dot_tests`]), so that each format's `tests.rs` says only what is its own.
 
 use bytemuck::Pod;
+use half::f16;
 use proptest::prelude::*;
 
+use super::q8_1::BlockQ8_1;
+use super::q8_k::BlockQ8K;
 use super::{BlockFormat, Quantize, VecDot};
 
 /// Reads a file of `tests/fixtures/quant/` (copied from the shared llama.cpp fixtures).
@@ -116,12 +121,12 @@ pub(crate) fn dot_magnitude<W: VecDot>(w: &[W], a: &[W::Activation]) -> f32 {
 }
 
 /// f16 scale values: moderate, zero, subnormal and near the f16 maximum.
-pub(crate) fn f16_scale() -> impl Strategy<Value = half::f16> {
+pub(crate) fn f16_scale() -> impl Strategy<Value = f16> {
     prop_oneof![
-        4 => (1e-3f32..5e-2, any::<bool>()).prop_map(|(m, neg)| half::f16::from_f32(if neg { -m } else { m })),
-        1 => Just(half::f16::ZERO),
-        1 => (1u16..0x400).prop_map(half::f16::from_bits),
-        1 => (30000f32..65504.0).prop_map(half::f16::from_f32),
+        4 => (1e-3f32..5e-2, any::<bool>()).prop_map(|(m, neg)| f16::from_f32(if neg { -m } else { m })),
+        1 => Just(f16::ZERO),
+        1 => (1u16..0x400).prop_map(f16::from_bits),
+        1 => (30000f32..65504.0).prop_map(f16::from_f32),
     ]
 }
 
@@ -166,19 +171,17 @@ pub(crate) fn assert_reference_dot<W: VecDot>(w: &[W], a: &[W::Activation], extr
     );
 }
 
-/// Random weight rows of 1 to 9 blocks whose scale fields `patch` sets from two f16 scales
-/// drawn by [`f16_scale`] (the code bits stay random, all-zero or all-ones).
-pub(crate) fn weight_blocks<B: Pod + std::fmt::Debug>(
-    patch: fn(&mut B, half::f16, half::f16),
+/// `n` random blocks whose scale fields `patch` sets from two f16 scales drawn by
+/// [`f16_scale`] (the code bits stay random, all-zero or all-ones).
+pub(crate) fn blocks_with_scales<B: Pod + std::fmt::Debug>(
+    n: usize,
+    patch: fn(&mut B, f16, f16),
 ) -> impl Strategy<Value = Vec<B>> {
-    (1usize..10)
-        .prop_flat_map(|n| {
-            (
-                raw_blocks(size_of::<B>(), n),
-                prop::collection::vec(f16_scale(), n),
-                prop::collection::vec(f16_scale(), n),
-            )
-        })
+    (
+        raw_blocks(size_of::<B>(), n),
+        prop::collection::vec(f16_scale(), n),
+        prop::collection::vec(f16_scale(), n),
+    )
         .prop_map(move |(raw, d, m)| {
             let mut b: Vec<B> = blocks(&raw);
             for ((b, d), m) in b.iter_mut().zip(d).zip(m) {
@@ -188,9 +191,16 @@ pub(crate) fn weight_blocks<B: Pod + std::fmt::Debug>(
         })
 }
 
+/// Random weight rows of 1 to 9 blocks from [`blocks_with_scales`].
+pub(crate) fn weight_blocks<B: Pod + std::fmt::Debug>(
+    patch: fn(&mut B, f16, f16),
+) -> impl Strategy<Value = Vec<B>> {
+    (1usize..10).prop_flat_map(move |n| blocks_with_scales(n, patch))
+}
+
 /// A weight row from [`weight_blocks`] and an f32 activation row of matching length.
 pub(crate) fn dot_case<W: VecDot + std::fmt::Debug>(
-    patch: fn(&mut W, half::f16, half::f16),
+    patch: fn(&mut W, f16, f16),
 ) -> impl Strategy<Value = (Vec<W>, Vec<f32>)> {
     weight_blocks(patch).prop_flat_map(|w| {
         let n = w.len() * W::ELEMS;
@@ -207,3 +217,260 @@ pub(crate) fn has_avx2() -> bool {
 pub(crate) fn has_avx512() -> bool {
     crate::cpu::detected() >= crate::cpu::Isa::Avx512
 }
+
+/// Checks the activation quantizer byte for byte on `act_<name>.input.f32` against each of
+/// the outputs `act_<name>.<output>.bin` (ggml's reference and its CPU backend).
+pub(crate) fn check_activation_fixtures<B: Quantize>(name: &str, outputs: &[&str]) {
+    let x = fixture_f32(&format!("act_{name}.input.f32"));
+    let got = quantize::<B>(&x);
+    let got: &[u8] = bytemuck::cast_slice(&got);
+    for output in outputs {
+        assert_eq!(
+            got,
+            fixture(&format!("act_{name}.{output}.bin")),
+            "{output}"
+        );
+    }
+}
+
+/// A bound on the min terms of a weight row against activations: they cancel against the
+/// scaled codes, so rounding scales with them rather than with the (possibly small)
+/// dequantized weights. Formats without min terms pass [`no_min_terms`].
+pub(crate) type MinTerms<W> = fn(&[W], &[<W as VecDot>::Activation]) -> f32;
+
+/// The [`MinTerms`] of a format that has none.
+pub(crate) fn no_min_terms<W: VecDot>(_: &[W], _: &[W::Activation]) -> f32 {
+    0.0
+}
+
+/// `sum |dmin * m_j| * |a_i|` over the 6-bit sub-block mins `m_j` packed in `scales` (Q4_K,
+/// Q5_K); `dmin_scales` reads a block's `(dmin, scales)`.
+pub(crate) fn packed_mins_magnitude<W>(
+    w: &[W],
+    a: &[BlockQ8K],
+    dmin_scales: fn(&W) -> (f16, [u8; 12]),
+) -> f32 {
+    let a = dequantize(a);
+    let mut sum = 0.0f64;
+    for (b, a) in w.iter().zip(a.chunks_exact(256)) {
+        let (dmin, scales) = dmin_scales(b);
+        for (j, a) in a.chunks_exact(32).enumerate() {
+            let (_, m) = super::util::scale_min_k4(j, &scales);
+            let mins = (dmin.to_f32() * m as f32).abs() as f64;
+            sum += mins * a.iter().map(|v| v.abs() as f64).sum::<f64>();
+        }
+    }
+    sum as f32
+}
+
+/// Checks the reference dot product of `w` and `x` (quantized to `W::Activation`) against the
+/// dequantized dot, as [`assert_reference_dot`] with `min_terms` as the extra magnitude.
+pub(crate) fn check_reference_dot<W: VecDot>(w: &[W], x: &[f32], min_terms: MinTerms<W>) {
+    let a = quantize::<W::Activation>(x);
+    assert_reference_dot(w, &a, min_terms(w, &a));
+}
+
+/// Where AVX2 runs, checks the kernel `avx2` against the reference dot product of `w` and `x`
+/// (quantized to `W::Activation`) within [`DOT_RTOL`] of the dot magnitude plus twice the min
+/// terms.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn check_avx2_dot<W: VecDot>(
+    w: &[W],
+    x: &[f32],
+    avx2: unsafe fn(&[W], &[W::Activation]) -> f32,
+    min_terms: MinTerms<W>,
+) {
+    if !has_avx2() {
+        return;
+    }
+    let a = quantize::<W::Activation>(x);
+    // SAFETY: AVX2, FMA and F16C were detected just above, all an AVX2 dot kernel needs.
+    let simd = unsafe { avx2(w, &a) };
+    let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
+    assert_dot_close(simd, W::vec_dot(w, &a), magnitude);
+}
+
+/// How the tests read and set the f16 scale `d` and min `m` of an affine block (`d * q + m`)
+/// dotted against Q8_1.
+#[derive(Clone, Copy)]
+pub(crate) struct AffineScales<W> {
+    /// The block's `(d, m)`.
+    pub(crate) get: fn(&W) -> (f16, f16),
+    /// Sets the block's `d` and `m`.
+    pub(crate) set: fn(&mut W, f16, f16),
+}
+
+/// Quantizes `x` to Q8_1, rejecting the case where a block's f16 sum `s` overflows: activations
+/// whose code sum times scale passes 65504 overflow it, in ggml too. That is a limit of the
+/// format, not something these tests can check.
+fn q8_1_with_finite_sums(x: &[f32]) -> Result<Vec<BlockQ8_1>, TestCaseError> {
+    let a = quantize::<BlockQ8_1>(x);
+    prop_assume!(a.iter().all(|b| b.s.is_finite()));
+    Ok(a)
+}
+
+/// Checks the reference dot product of an affine `w` against the exact dot. Q8_1 carries its
+/// own rounded sum `s` (which stays non-zero even when the f16 scale underflows), so the exact
+/// value pairs the min with `s` just as ggml's dot product does; the scaled codes are checked
+/// against the dequantized weights.
+pub(crate) fn check_affine_reference_dot<W: VecDot<Activation = BlockQ8_1>>(
+    w: &[W],
+    x: &[f32],
+    scales: AffineScales<W>,
+) -> Result<(), TestCaseError> {
+    let a = q8_1_with_finite_sums(x)?;
+    let (dw, da) = (dequantize(w), dequantize(&a));
+    let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
+    for ((b, ab), (wv, av)) in w.iter().zip(&a).zip(dw.chunks(32).zip(da.chunks(32))) {
+        let (m, s) = ((scales.get)(b).1.to_f32() as f64, ab.s.to_f32() as f64);
+        for (&wi, &ai) in wv.iter().zip(av) {
+            exact += (wi as f64 - m) * ai as f64;
+            magnitude += (wi as f64 - m).abs() * (ai as f64).abs() + m.abs() * (ai as f64).abs();
+        }
+        exact += m * s;
+        magnitude += (m * s).abs();
+    }
+    let got = W::vec_dot(w, &a) as f64;
+    prop_assert!(
+        (got - exact).abs() <= 1e-4 * magnitude + 1e-30,
+        "{got} vs {exact}"
+    );
+    Ok(())
+}
+
+/// `sum |d_w d_a| * |q_w| * |q_a| + |m * s|` over blocks: the scale of the rounding of both the
+/// code sums and the min terms, which the SIMD kernel adds in another order.
+#[cfg(target_arch = "x86_64")]
+fn affine_magnitude<W: BlockFormat>(w: &[W], a: &[BlockQ8_1], scales: AffineScales<W>) -> f32 {
+    let mut sum = 0.0f64;
+    let mut codes = vec![0.0f32; W::ELEMS];
+    for (x, y) in w.iter().zip(a) {
+        let mut unit = *x;
+        (scales.set)(&mut unit, f16::ONE, f16::ZERO);
+        unit.dequantize(&mut codes);
+        let (d, m) = (scales.get)(x);
+        let d = (d.to_f32() as f64 * y.d.to_f32() as f64).abs();
+        let q: f64 = codes
+            .iter()
+            .zip(&y.qs)
+            .map(|(c, &v)| (*c as f64 * v as f64).abs())
+            .sum();
+        sum += d * q + (m.to_f32() as f64 * y.s.to_f32() as f64).abs();
+    }
+    sum as f32
+}
+
+/// Where AVX2 runs, checks the kernel `avx2` of an affine `w` against the reference dot
+/// product within [`DOT_RTOL`] of [`affine_magnitude`].
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn check_affine_avx2_dot<W: VecDot<Activation = BlockQ8_1>>(
+    w: &[W],
+    x: &[f32],
+    avx2: unsafe fn(&[W], &[BlockQ8_1]) -> f32,
+    scales: AffineScales<W>,
+) -> Result<(), TestCaseError> {
+    if !has_avx2() {
+        return Ok(());
+    }
+    let a = q8_1_with_finite_sums(x)?;
+    // SAFETY: AVX2, FMA and F16C were detected just above, all an AVX2 dot kernel needs.
+    let simd = unsafe { avx2(w, &a) };
+    assert_dot_close(simd, W::vec_dot(w, &a), affine_magnitude(w, &a, scales));
+    Ok(())
+}
+
+/// Stamps out the fixture tests of block format `$block`, whose files are named `$name`:
+/// - `dequantize`: the reference dequantizer matches llama.cpp bit for bit on both fixture sets
+///   (random blocks and the reference quantizer's output);
+/// - `dequantize, quantize`: that, and the reference quantizer matches ggml byte for byte;
+/// - `dequantize_random_blocks`: the dequantizer matches gguf's numpy one on random blocks
+///   (for formats without a reference quantizer fixture).
+macro_rules! fixture_tests {
+    ($block:ty, $name:literal, dequantize) => {
+        #[test]
+        fn dequantize_matches_llama_cpp_bit_exact() {
+            $crate::quant::testing::check_dequant_fixtures::<$block>($name, true);
+        }
+    };
+    ($block:ty, $name:literal, dequantize, quantize) => {
+        $crate::quant::testing::fixture_tests!($block, $name, dequantize);
+
+        #[test]
+        fn quantize_matches_ggml_reference_bit_exact() {
+            $crate::quant::testing::check_quantize_fixture::<$block>($name);
+        }
+    };
+    ($block:ty, $name:literal, dequantize_random_blocks) => {
+        #[test]
+        fn dequantize_matches_gguf_numpy_bit_exact() {
+            $crate::quant::testing::check_dequant_fixtures::<$block>($name, false);
+        }
+    };
+}
+pub(crate) use fixture_tests;
+
+/// Stamps out the dot-product properties of weight format `$block` on rows from
+/// [`dot_case`], whose random f16 scales go to the fields `scales: [..]` (`d` and, for formats
+/// with one, the min scale): the reference dot product matches the dequantized dot
+/// ([`check_reference_dot`]) and the AVX2 kernel `avx2` matches the reference
+/// ([`check_avx2_dot`]), both allowing for `min_terms`.
+macro_rules! dot_tests {
+    (
+        $block:ty,
+        scales: [$d:ident $(, $m:ident)?],
+        avx2: $avx2:expr,
+        min_terms: $min_terms:expr $(,)?
+    ) => {
+        fn dot_operands()
+        -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
+            $crate::quant::testing::dot_case::<$block>(|b, d, _m| {
+                b.$d = d;
+                $(b.$m = _m;)?
+            })
+        }
+
+        ::proptest::proptest! {
+            #[test]
+            fn reference_dot_matches_dequantized_dot((w, x) in dot_operands()) {
+                $crate::quant::testing::check_reference_dot(&w, &x, $min_terms);
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[test]
+            fn avx2_dot_matches_reference((w, x) in dot_operands()) {
+                $crate::quant::testing::check_avx2_dot(&w, &x, $avx2, $min_terms);
+            }
+        }
+    };
+}
+pub(crate) use dot_tests;
+
+/// [`dot_tests`] for an affine format `$block` (fields `d` and `m`) dotted against Q8_1:
+/// [`check_affine_reference_dot`] and [`check_affine_avx2_dot`] with the kernel `$avx2`.
+macro_rules! affine_dot_tests {
+    ($block:ty, avx2: $avx2:expr $(,)?) => {
+        const SCALES: $crate::quant::testing::AffineScales<$block> =
+            $crate::quant::testing::AffineScales {
+                get: |b| (b.d, b.m),
+                set: |b, d, m| (b.d, b.m) = (d, m),
+            };
+
+        ::proptest::proptest! {
+            #[test]
+            fn reference_dot_matches_dequantized_dot(
+                (w, x) in $crate::quant::testing::dot_case::<$block>(SCALES.set)
+            ) {
+                $crate::quant::testing::check_affine_reference_dot(&w, &x, SCALES)?;
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[test]
+            fn avx2_dot_matches_reference(
+                (w, x) in $crate::quant::testing::dot_case::<$block>(SCALES.set)
+            ) {
+                $crate::quant::testing::check_affine_avx2_dot(&w, &x, $avx2, SCALES)?;
+            }
+        }
+    };
+}
+pub(crate) use affine_dot_tests;

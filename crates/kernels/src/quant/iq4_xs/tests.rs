@@ -1,31 +1,5 @@
-use proptest::prelude::*;
-
 use super::*;
 use crate::quant::testing::*;
 
-#[test]
-fn dequantize_matches_gguf_numpy_bit_exact() {
-    check_dequant_fixtures::<BlockIq4Xs>("IQ4_XS", false);
-}
-
-fn case() -> impl Strategy<Value = (Vec<BlockIq4Xs>, Vec<f32>)> {
-    dot_case::<BlockIq4Xs>(|b, d, _| b.d = d)
-}
-
-proptest! {
-    #[test]
-    fn reference_dot_matches_dequantized_dot((w, x) in case()) {
-        assert_reference_dot(&w, &quantize::<BlockQ8K>(&x), 0.0);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn avx2_dot_matches_reference((w, x) in case()) {
-        if has_avx2() {
-            let a = quantize::<BlockQ8K>(&x);
-            // SAFETY: AVX2, FMA and F16C were detected just above.
-            let simd = unsafe { x86::vec_dot(&w, &a) };
-            assert_dot_close(simd, BlockIq4Xs::vec_dot(&w, &a), dot_magnitude(&w, &a));
-        }
-    }
-}
+fixture_tests!(BlockIq4Xs, "IQ4_XS", dequantize_random_blocks);
+dot_tests!(BlockIq4Xs, scales: [d], avx2: x86::vec_dot, min_terms: no_min_terms);

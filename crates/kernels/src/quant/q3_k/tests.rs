@@ -1,31 +1,5 @@
-use proptest::prelude::*;
-
 use super::*;
 use crate::quant::testing::*;
 
-#[test]
-fn dequantize_matches_llama_cpp_bit_exact() {
-    check_dequant_fixtures::<BlockQ3K>("Q3_K", true);
-}
-
-fn case() -> impl Strategy<Value = (Vec<BlockQ3K>, Vec<f32>)> {
-    dot_case::<BlockQ3K>(|b, d, _| b.d = d)
-}
-
-proptest! {
-    #[test]
-    fn reference_dot_matches_dequantized_dot((w, x) in case()) {
-        assert_reference_dot(&w, &quantize::<BlockQ8K>(&x), 0.0);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn avx2_dot_matches_reference((w, x) in case()) {
-        if has_avx2() {
-            let a = quantize::<BlockQ8K>(&x);
-            // SAFETY: AVX2, FMA and F16C were detected just above.
-            let simd = unsafe { x86::vec_dot(&w, &a) };
-            assert_dot_close(simd, BlockQ3K::vec_dot(&w, &a), dot_magnitude(&w, &a));
-        }
-    }
-}
+fixture_tests!(BlockQ3K, "Q3_K", dequantize);
+dot_tests!(BlockQ3K, scales: [d], avx2: x86::vec_dot, min_terms: no_min_terms);

@@ -1,36 +1,5 @@
-use proptest::prelude::*;
-
 use super::*;
 use crate::quant::testing::*;
 
-#[test]
-fn dequantize_matches_llama_cpp_bit_exact() {
-    check_dequant_fixtures::<BlockQ4_0>("Q4_0", true);
-}
-
-#[test]
-fn quantize_matches_ggml_reference_bit_exact() {
-    check_quantize_fixture::<BlockQ4_0>("Q4_0");
-}
-
-fn case() -> impl Strategy<Value = (Vec<BlockQ4_0>, Vec<f32>)> {
-    dot_case::<BlockQ4_0>(|b, d, _| b.d = d)
-}
-
-proptest! {
-    #[test]
-    fn reference_dot_matches_dequantized_dot((w, x) in case()) {
-        assert_reference_dot(&w, &quantize::<BlockQ8_0>(&x), 0.0);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn avx2_dot_matches_reference((w, x) in case()) {
-        if has_avx2() {
-            let a = quantize::<BlockQ8_0>(&x);
-            // SAFETY: AVX2, FMA and F16C were detected just above.
-            let simd = unsafe { x86::vec_dot(&w, &a) };
-            assert_dot_close(simd, BlockQ4_0::vec_dot(&w, &a), dot_magnitude(&w, &a));
-        }
-    }
-}
+fixture_tests!(BlockQ4_0, "Q4_0", dequantize, quantize);
+dot_tests!(BlockQ4_0, scales: [d], avx2: x86::vec_dot, min_terms: no_min_terms);

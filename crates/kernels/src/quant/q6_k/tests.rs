@@ -1,37 +1,5 @@
-use proptest::prelude::*;
-
 use super::*;
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::testing::*;
 
-#[test]
-fn dequantize_matches_llama_cpp_bit_exact() {
-    check_dequant_fixtures::<BlockQ6K>("Q6_K", true);
-}
-
-#[test]
-fn quantize_matches_ggml_reference_bit_exact() {
-    check_quantize_fixture::<BlockQ6K>("Q6_K");
-}
-
-fn case() -> impl Strategy<Value = (Vec<BlockQ6K>, Vec<f32>)> {
-    dot_case::<BlockQ6K>(|b, d, _| b.d = d)
-}
-
-proptest! {
-    #[test]
-    fn reference_dot_matches_dequantized_dot((w, x) in case()) {
-        assert_reference_dot(&w, &quantize::<BlockQ8K>(&x), 0.0);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn avx2_dot_matches_reference((w, x) in case()) {
-        if has_avx2() {
-            let a = quantize::<BlockQ8K>(&x);
-            // SAFETY: AVX2, FMA and F16C were detected just above.
-            let simd = unsafe { x86::vec_dot(&w, &a) };
-            assert_dot_close(simd, BlockQ6K::vec_dot(&w, &a), dot_magnitude(&w, &a));
-        }
-    }
-}
+fixture_tests!(BlockQ6K, "Q6_K", dequantize, quantize);
+dot_tests!(BlockQ6K, scales: [d], avx2: x86::vec_dot, min_terms: no_min_terms);
