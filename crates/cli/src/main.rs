@@ -5,6 +5,7 @@ mod commands;
 mod limits;
 mod model_cache;
 mod options;
+mod render_process;
 mod stderr;
 mod stdout;
 
@@ -48,5 +49,6 @@ fn run(options: Options) -> Result<()> {
         CommandOptions::Tokenize(tokenize) => commands::tokenize::run(&tokenize),
         CommandOptions::Logits(logits) => commands::logits::run(&logits),
         CommandOptions::Serve(serve) => commands::serve::run(&serve),
+        CommandOptions::RenderChatTemplate => Ok(rinfer_model::chat_template::serve_renders()?),
     }
 }

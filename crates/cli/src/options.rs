@@ -34,6 +34,9 @@ pub enum CommandOptions {
     Logits(LogitsOptions),
     /// Serve the model over an OpenAI-compatible HTTP API, batching concurrent requests.
     Serve(ServeOptions),
+    /// Render chat templates for a parent `rinfer` (started by it, not by users).
+    #[command(name = crate::render_process::COMMAND, hide = true)]
+    RenderChatTemplate,
 }
 
 /// The model and how to run it, shared by the commands that compute.

@@ -3,7 +3,9 @@
 //! built-in format of its family. The choice is logged at start and shown by `/v1/models`.
 
 use rinfer_model::LoadedModel;
-use rinfer_model::chat_template::{ChatMessage, ChatTemplateError, ResolvedChatTemplate, resolve};
+use rinfer_model::chat_template::{
+    ChatMessage, ChatTemplateError, RenderProcess, ResolvedChatTemplate, resolve,
+};
 
 /// How conversations are turned into prompt tokens.
 pub struct ChatFormat {
@@ -13,7 +15,8 @@ pub struct ChatFormat {
 
 impl ChatFormat {
     /// The template for `loaded`: `choice` (`--chat-template FILE|NAME`), else the model's own,
-    /// else its family's built-in format. A warning about the choice is logged once.
+    /// else its family's built-in format, rendered in processes that `process` starts when
+    /// given. A warning about the choice is logged once.
     ///
     /// # Errors
     ///
@@ -22,9 +25,13 @@ impl ChatFormat {
     pub fn for_model(
         loaded: &LoadedModel,
         choice: Option<&str>,
+        process: Option<&RenderProcess>,
     ) -> Result<Self, ChatTemplateError> {
         match resolve(choice, loaded) {
-            Ok(resolved) => {
+            Ok(mut resolved) => {
+                if let Some(process) = process {
+                    resolved = resolved.in_processes(process.clone());
+                }
                 if let Some(warning) = &resolved.warning {
                     tracing::warn!("{warning}");
                 }

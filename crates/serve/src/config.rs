@@ -54,6 +54,10 @@ pub struct ServeConfig {
     /// `--chat-template`: a built-in format's name or a Jinja file, used instead of the model's
     /// own template (`None`: the model's, else its family's built-in format).
     pub chat_template: Option<String>,
+    /// How to start the child processes that render chat templates (`None`: a thread of the
+    /// server renders them, and a template that runs away costs that thread until its fuel is
+    /// spent; see [`rinfer_model::chat_template::process`]).
+    pub template_process: Option<rinfer_model::chat_template::RenderProcess>,
 }
 
 impl ServeConfig {
@@ -71,6 +75,7 @@ impl ServeConfig {
             threads: None,
             max_body_bytes: 2 << 20,
             chat_template: None,
+            template_process: None,
             max_connections: 512,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),

@@ -164,8 +164,12 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
 
 fn served(config: &ServeConfig, started: Started) -> Result<Served, ServeError> {
     let Started { ready, device } = started;
-    let chat = ChatFormat::for_model(&ready.loaded, config.chat_template.as_deref())
-        .map_err(|e| ServeError::Config(e.to_string()))?;
+    let chat = ChatFormat::for_model(
+        &ready.loaded,
+        config.chat_template.as_deref(),
+        config.template_process.as_ref(),
+    )
+    .map_err(|e| ServeError::Config(e.to_string()))?;
     Ok(Served {
         ready,
         device,

@@ -8,13 +8,15 @@ use rinfer_model::chat_template::{ChatMessage, resolve};
 
 use crate::commands::session::Session;
 use crate::options::ChatOptions;
+use crate::render_process;
 use crate::stderr::report;
 
 /// Runs the command until end of input or `/exit`.
 pub fn run(options: &ChatOptions) -> Result<()> {
     let session = Session::start(&options.engine)?;
     let loaded = &session.loaded;
-    let chat = resolve(options.template.chat_template.as_deref(), loaded)?;
+    let chat =
+        render_process::isolate(resolve(options.template.chat_template.as_deref(), loaded)?)?;
     if let Some(warning) = &chat.warning {
         report!("warning: {warning}");
     }

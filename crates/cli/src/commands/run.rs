@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::commands::session::Session;
 use crate::options::RunOptions;
+use crate::render_process;
 use crate::stderr::report;
 
 /// Runs the command.
@@ -30,7 +31,7 @@ pub fn run(options: &RunOptions) -> Result<()> {
     let prompt = match &options.template.chat_template {
         // With a template named, the prompt is one user turn of a conversation.
         Some(choice) => {
-            let chat = resolve(Some(choice), loaded)?;
+            let chat = render_process::isolate(resolve(Some(choice), loaded)?)?;
             chat.template
                 .render_tokens(&[ChatMessage::user(prompt)], true, &loaded.tokenizer)?
         }

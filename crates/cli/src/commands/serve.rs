@@ -9,6 +9,7 @@ use rinfer_serve::ServeConfig;
 
 use crate::commands::session::model_path;
 use crate::options::ServeOptions;
+use crate::render_process;
 
 /// Serves until SIGTERM or Ctrl-C, then drains the requests in flight.
 pub fn run(options: &ServeOptions) -> Result<()> {
@@ -38,6 +39,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         allowed_hosts: exposure.allowed_hosts.clone(),
         half_close: exposure.half_close,
         chat_template: options.template.chat_template.clone(),
+        template_process: Some(render_process::command()?),
         ..ServeConfig::new(path, model_id)
     };
     rinfer_serve::serve(config)?;

@@ -20,6 +20,7 @@
 pub mod builtin;
 mod limits;
 mod literal_spans;
+pub mod process;
 mod resolve;
 mod template;
 mod worker;
@@ -27,11 +28,12 @@ mod worker;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::tokenizer::TokenizerError;
 
 pub use limits::RenderLimits;
+pub use process::{MAX_RENDER_PROCESSES, RenderProcess, serve_renders};
 pub use resolve::{ResolvedChatTemplate, TemplateOrigin, resolve, resolve_with};
 pub use template::{CHAT_TEMPLATE_KEY, ChatTemplate};
 pub use worker::MAX_LIVE_WORKERS;
@@ -80,6 +82,9 @@ pub enum ChatTemplateError {
         /// The number of workers.
         workers: usize,
     },
+    /// A render process could not be started, or ended without an answer.
+    #[error("the chat template could not be rendered: {0}")]
+    Renderer(String),
     /// The rendered prompt could not be tokenized (or tokenization was cancelled).
     #[error("the chat prompt cannot be tokenized: {0}")]
     Tokenize(#[from] TokenizerError),
@@ -118,7 +123,7 @@ pub enum ChatTemplateError {
 }
 
 /// One message of a conversation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     /// `system`, `user`, `assistant` (or whatever roles the template knows).
     pub role: String,

@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{ChatTemplate, ChatTemplateError, builtin};
+use super::{ChatTemplate, ChatTemplateError, RenderProcess, builtin};
 use crate::LoadedModel;
 use crate::tokenizer::Tokenizer;
 
@@ -40,6 +40,16 @@ pub struct ResolvedChatTemplate {
     pub origin: TemplateOrigin,
     /// One line to show once: why the model's own template is not the one used.
     pub warning: Option<String>,
+}
+
+impl ResolvedChatTemplate {
+    /// The same choice, rendered in child processes that `process` starts (see
+    /// [`ChatTemplate::in_processes`]).
+    pub fn in_processes(mut self, process: RenderProcess) -> Self {
+        let template = Arc::try_unwrap(self.template).unwrap_or_else(|shared| (*shared).clone());
+        self.template = Arc::new(template.in_processes(process));
+        self
+    }
 }
 
 /// The chat template for `loaded`: `choice` (the `--chat-template` value: a built-in format's

@@ -9,6 +9,7 @@ use minijinja::{Environment, ErrorKind, Value, context};
 use rinfer_formats::gguf::Metadata;
 
 use super::limits::{CappedOutput, RenderLimits, bounded_range};
+use super::process::{ProcessPool, RenderProcess};
 use super::{ChatMessage, ChatTemplateError, literal_spans, worker};
 use crate::tokenizer::Tokenizer;
 
@@ -35,11 +36,14 @@ const RAISED: &str = "raise_exception: ";
 /// assert_eq!(text, "<|user|>Hi\n<|assistant|>");
 /// # Ok::<(), rinfer_model::chat_template::ChatTemplateError>(())
 /// ```
+#[derive(Clone)]
 pub struct ChatTemplate {
     env: Environment<'static>,
     bos: String,
     eos: String,
     limits: RenderLimits,
+    /// Where [`ChatTemplate::render_tokens`] renders: render processes, or (`None`) a thread.
+    processes: Option<Arc<ProcessPool>>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -81,6 +85,7 @@ impl ChatTemplate {
             bos: bos.into(),
             eos: eos.into(),
             limits: RenderLimits::default(),
+            processes: None,
         };
         Ok(template.with_limits(RenderLimits::default()))
     }
@@ -102,6 +107,29 @@ impl ChatTemplate {
         self.env
             .add_function("range", bounded_range(limits.max_range));
         self.limits = limits;
+        if let Some(pool) = self.processes.take() {
+            return self.in_processes(pool.command().clone());
+        }
+        self
+    }
+
+    /// The same template, rendered by [`ChatTemplate::render_tokens`] in child processes that
+    /// `process` starts instead of on a thread: a render past the deadline is killed, and a
+    /// template that builds data without bound exhausts only its process's memory (see
+    /// [`super::process`]). [`ChatTemplate::render`] still renders on the calling thread.
+    pub fn in_processes(mut self, process: RenderProcess) -> Self {
+        let source = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map(|t| t.source().to_owned())
+            .unwrap_or_default();
+        self.processes = Some(Arc::new(ProcessPool::new(
+            process,
+            &source,
+            &self.bos,
+            &self.eos,
+            self.limits,
+        )));
         self
     }
 
@@ -253,7 +281,10 @@ impl ChatTemplate {
         tokenizer: &Tokenizer,
         cancel: Option<&AtomicBool>,
     ) -> Result<Vec<u32>, ChatTemplateError> {
-        let prompt = worker::render_with_deadline(self, messages, add_generation_prompt)?;
+        let prompt = match &self.processes {
+            Some(pool) => pool.render(messages, add_generation_prompt, self.limits.deadline)?,
+            None => worker::render_with_deadline(self, messages, add_generation_prompt)?,
+        };
         Ok(tokenizer.encode_outside(&prompt.text, false, &prompt.literal, cancel)?)
     }
 

@@ -1,4 +1,5 @@
-//! Rendering on a worker thread, so that the caller can stop waiting.
+//! Rendering on a worker thread, so that the caller can stop waiting (for templates not rendered
+//! in child processes, see [`super::process`]).
 //!
 //! The caller waits up to [`RenderLimits::deadline`](super::RenderLimits::deadline). A worker
 //! it stops waiting for is detached: nothing joins it, so it cannot hold up shutdown, and its
