@@ -7,6 +7,10 @@
 //! prefill both use the packed kernel, so a token's outputs are the same whether it is
 //! multiplied alone or in a batch, and on any number of threads.
 //!
+//! Where the CPU has AMX (and Linux lets the process use it), Q5_0 and Q8_0 products of four
+//! or more tokens run on the tile unit (`byte_codes_amx`), with the same integer sums and the
+//! same float steps, so the results do not change.
+//!
 //! Which type packs into which layout, and for which instruction set, is written once in
 //! [`crate::registry`]; this module knows the layouts and their kernels, not the CPU.
 
@@ -19,6 +23,10 @@ use crate::error::KernelError;
 use crate::operands::{ActivationBuffer, BlockSummary, WeightMatrix};
 use crate::quant::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod amx;
+#[cfg(target_arch = "x86_64")]
+mod byte_codes_amx;
 #[cfg(target_arch = "x86_64")]
 mod byte_codes_avx512;
 mod q4_kx16;

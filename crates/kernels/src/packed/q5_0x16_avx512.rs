@@ -6,6 +6,7 @@ use std::arch::x86_64::*;
 use super::byte_codes_avx512::{self, ByteCodes};
 use super::q5_0x16::BlockQ5_0x16;
 use super::{PackedMatrix, ROWS, Release};
+use super::{amx, byte_codes_amx};
 use crate::operands::{BlockSummary, WeightMatrix};
 use crate::quant::q8_0::BlockQ8_0;
 
@@ -27,13 +28,33 @@ pub(crate) fn dot_group(
     byte_codes_avx512::dot_group(w, a, s, out, |x| codes(x));
 }
 
-/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
+/// [`dot_group`] on the AMX tile unit where a call has tokens enough; bit-identical to it.
+///
+/// # Safety
+/// [`amx::available`] must have returned `true`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) unsafe fn dot_group_amx(
+    w: &[BlockQ5_0x16],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    // SAFETY: the caller checked AMX.
+    unsafe { byte_codes_amx::dot_group(w, a, s, out, |x| codes(x)) };
+}
+
+/// Packs `w` for [`dot_group_amx`] where AMX may run, else for [`dot_group`]: the registry's
+/// entry for this layout.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
-/// returned matrix run [`dot_group`].
+/// returned matrix run [`dot_group`] (or [`dot_group_amx`], after [`amx::available`]).
 pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
-    PackedMatrix::pack_with::<BlockQ5_0x16>(w, dot_group, release)
+    if amx::available() {
+        PackedMatrix::pack_with::<BlockQ5_0x16>(w, dot_group_amx, release)
+    } else {
+        PackedMatrix::pack_with::<BlockQ5_0x16>(w, dot_group, release)
+    }
 }
 
 /// `low | (fifth & 0x10)`, bytewise.

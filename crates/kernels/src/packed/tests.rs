@@ -446,3 +446,51 @@ fn misaligned_rows_pack_the_same() {
     let b = pack_rows::<BlockQ4Kx16>(&misaligned, q4_kx16::dot_group, &|_| {});
     assert!(a.blocks == b.blocks);
 }
+
+/// Where AMX runs, the AMX byte-code kernels match the reference bit for bit, for token counts
+/// that fill tiles partly and wholly (and below the tile threshold, where they use VNNI).
+#[cfg(target_arch = "x86_64")]
+mod amx_kernels {
+    use super::*;
+    use crate::packed::{amx, q5_0x16_avx512, q8_0x16_avx512};
+
+    fn check_amx<P: PackedFormat>(
+        case: &CaseOf<P>,
+        pack: fn(&[P::Source]) -> P,
+        reference: ReferenceFn<P>,
+        kernel: GroupDotFn<P>,
+    ) {
+        if amx::available() {
+            check_avx512_kernel::<P>(case, pack, reference, kernel);
+        }
+    }
+
+    #[test]
+    fn amx_availability_is_reported() {
+        if !amx::available() {
+            eprintln!("AMX-INT8 is not usable here: the AMX kernels are not exercised");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn q5_0_amx_matches_reference_bit_exact(
+            case in group_case::<BlockQ5_0x16>(1..6, 1..40, |b, d, _| b.d = d),
+        ) {
+            check_amx::<BlockQ5_0x16>(
+                &case, BlockQ5_0x16::pack, q5_0x16::dot_group, q5_0x16_avx512::dot_group_amx,
+            );
+        }
+
+        #[test]
+        fn q8_0_amx_matches_reference_bit_exact(
+            case in group_case::<BlockQ8_0x16>(1..6, 1..40, |b, d, _| b.d = d),
+        ) {
+            check_amx::<BlockQ8_0x16>(
+                &case, BlockQ8_0x16::pack, q8_0x16::dot_group, q8_0x16_avx512::dot_group_amx,
+            );
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The AMX kernel of the packed byte-code formats (Q5_0 and Q8_0), bit-identical to their
+//! AVX-512 VNNI kernel (`byte_codes_avx512`): one `tdpbsud` gives the exact integer sums of a
+//! block for up to sixteen tokens and sixteen rows at once; each sum is then scaled and added
+//! exactly as the VNNI kernel does, blocks in order. A call with fewer tokens than fill a tile
+//! usefully goes to the VNNI kernel.
+
+use std::arch::x86_64::*;
+
+use super::ROWS;
+use super::amx::{MAX_TOKENS, TileConfig, Tiles};
+use super::byte_codes_avx512::{self, ByteCodes};
+use crate::operands::BlockSummary;
+use crate::quant::q8_0::BlockQ8_0;
+
+/// Fewer tokens than this run on the VNNI kernel: a tile product costs about as much however
+/// few of its rows are used.
+const MIN_TOKENS: usize = 4;
+
+/// [`byte_codes_avx512::dot_group`] on the tile unit.
+///
+/// # Safety
+/// [`super::amx::available`] must have returned `true`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) unsafe fn dot_group<B: ByteCodes>(
+    w: &[B],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+    codes: impl Fn(&B) -> [__m512i; 8] + Copy,
+) {
+    let nb = w.len();
+    for (c, out) in out.chunks_mut(MAX_TOKENS).enumerate() {
+        let first = c * MAX_TOKENS * nb;
+        let (a, s) = (&a[first..], &s[first..]);
+        if out.len() < MIN_TOKENS {
+            byte_codes_avx512::dot_group(w, a, s, out, codes);
+        } else {
+            // SAFETY: the caller checked AMX.
+            unsafe { dot_tile(w, a, s, out, codes) };
+        }
+    }
+}
+
+/// The rows of `w` against each of the `out.len()` (at most [`MAX_TOKENS`]) tokens of `a`.
+///
+/// # Safety
+/// [`super::amx::available`] must have returned `true`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn dot_tile<B: ByteCodes>(
+    w: &[B],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+    codes: impl Fn(&B) -> [__m512i; 8],
+) {
+    let (nb, tokens) = (w.len(), out.len());
+    assert!(tokens <= MAX_TOKENS && a.len() >= tokens * nb && s.len() >= tokens * nb);
+    // SAFETY: the caller checked AMX.
+    let mut tiles = unsafe { Tiles::configure(&TileConfig::byte_codes(tokens)) };
+    let mut acc = [_mm512_setzero_ps(); MAX_TOKENS];
+    let mut code_bytes = [0u8; 512];
+    let mut sums = [[0i32; 16]; MAX_TOKENS];
+    let stride = nb * size_of::<BlockQ8_0>();
+    for (b, x) in w.iter().enumerate() {
+        for (g, q) in codes(x).into_iter().enumerate() {
+            // SAFETY: writes exactly the 64 bytes `64g..64g + 64` of `code_bytes`.
+            unsafe { _mm512_storeu_si512(code_bytes[64 * g..].as_mut_ptr().cast(), q) };
+        }
+        tiles.zero_sums();
+        // SAFETY: row `t` is the 32 codes of token `t`'s block `b`, `a[t * nb + b]`, which
+        // exists for every `t < tokens` (checked above).
+        unsafe { tiles.load_activations(a[b].qs.as_ptr(), stride) };
+        tiles.load_codes(&code_bytes);
+        tiles.dot();
+        tiles.store_sums(&mut sums);
+        // SAFETY: reads exactly the 32 bytes of the scales; unaligned is allowed.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.scales().as_ptr().cast()) });
+        for (t, acc) in acc.iter_mut().enumerate().take(tokens) {
+            let sm = s[t * nb + b];
+            // SAFETY: reads exactly the sixteen sums of token `t`.
+            let dot = unsafe { _mm512_loadu_si512(sums[t].as_ptr().cast()) };
+            let isum = _mm512_sub_epi32(dot, _mm512_set1_epi32(B::OFFSET * sm.sum));
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(sm.d));
+            *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), *acc);
+        }
+    }
+    drop(tiles);
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}
