@@ -204,7 +204,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::quantized_weight::<f32>().simd(avx2!(float::x86::vec_dot_f32)),
     TypeTraits::quantized_weight::<f16>().simd(avx2!(float::x86::vec_dot_f16)),
     TypeTraits::quantized_weight::<bf16>().simd(avx2!(float::x86::vec_dot_bf16)),
-    TypeTraits::quantized_weight::<q4_0::BlockQ4_0>().simd(avx2!(q4_0::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q4_0::BlockQ4_0>()
+        .simd(avx2!(q4_0::x86::vec_dot))
+        .packed(avx512_packed!(packed::nibbles_avx512::pack_q4_0)),
     TypeTraits::quantized_weight::<q4_1::BlockQ4_1>().simd(avx2!(q4_1::x86::vec_dot)),
     TypeTraits::quantized_weight::<q5_0::BlockQ5_0>()
         .simd(avx2!(q5_0::x86::vec_dot, tile: q5_0::x86::vec_dot_tile))
@@ -224,7 +226,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(avx2!(q6_k::x86::vec_dot))
         .packed(avx512_packed!(packed::q6_kx16_avx512::pack)),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
-    TypeTraits::weight::<iq4_nl::BlockIq4Nl>().simd(avx2!(iq4_nl::x86::vec_dot)),
+    TypeTraits::weight::<iq4_nl::BlockIq4Nl>()
+        .simd(avx2!(iq4_nl::x86::vec_dot))
+        .packed(avx512_packed!(packed::nibbles_avx512::pack_iq4_nl)),
     TypeTraits::weight::<iq4_xs::BlockIq4Xs>().simd(avx2!(iq4_xs::x86::vec_dot)),
 ]);
 

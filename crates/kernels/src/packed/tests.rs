@@ -4,6 +4,7 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
+use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 use super::q4_kx16::{self, BlockQ4Kx16};
 use super::q5_0x16::{self, BlockQ5_0x16};
 use super::q6_kx16::{self, BlockQ6Kx16};
@@ -11,6 +12,8 @@ use super::q8_0x16::{self, BlockQ8_0x16};
 use super::rows::pack_rows;
 use super::*;
 use crate::dispatch::Kernels;
+use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
+use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q6_k::BlockQ6K;
@@ -218,6 +221,12 @@ fn super_block_config() -> ProptestConfig {
 }
 
 packed_format_tests! {
+    q4_0: BlockQ4_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, _| b.d = d, kept q4_0_row_kept, magnitude dequantized_magnitude,
+        kernels BlockQ4_0x16::dot_group, nibbles_avx512::dot_group_q4_0;
+    iq4_nl: BlockIq4Nlx16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, _| b.d = d, kept iq4_nl_row_kept, magnitude dequantized_magnitude,
+        kernels BlockIq4Nlx16::dot_group, nibbles_avx512::dot_group_iq4_nl;
     q5_0: BlockQ5_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q5_0_row_kept, magnitude dequantized_magnitude,
         kernels q5_0x16::dot_group, q5_0x16_avx512::dot_group;
@@ -244,6 +253,37 @@ fn q5_0_row_kept(p: &BlockQ5_0x16, i: usize, block: Option<&BlockQ5_0>) -> TestC
             prop_assert_eq!(p.d[i], 0, "padding row {}", i);
             prop_assert!(codes.iter().all(|&c| c == 0), "padding row {}", i);
         }
+    }
+    Ok(())
+}
+
+/// The four-bit indices of one Q4_0 / IQ4_NL block, in value order.
+fn indices(qs: &[u8; 16]) -> Vec<usize> {
+    let low = qs.iter().map(|&q| (q & 0xF) as usize);
+    low.chain(qs.iter().map(|&q| (q >> 4) as usize)).collect()
+}
+
+/// A Q4_0 row keeps its scale and indices (each index `n` coded as `n`, standing for `n − 8`).
+fn q4_0_row_kept(p: &BlockQ4_0x16, i: usize, block: Option<&BlockQ4_0>) -> TestCaseResult {
+    if let Some(block) = block {
+        prop_assert_eq!(p.d[i], block.d.to_bits());
+        let codes: Vec<i32> = (0..32).map(|j| p.code(i, j) - 8).collect();
+        let want: Vec<i32> = indices(&block.qs).iter().map(|&n| n as i32 - 8).collect();
+        prop_assert_eq!(codes, want);
+    }
+    Ok(())
+}
+
+/// An IQ4_NL row keeps its scale and its table values (coded plus 128).
+fn iq4_nl_row_kept(p: &BlockIq4Nlx16, i: usize, block: Option<&BlockIq4Nl>) -> TestCaseResult {
+    if let Some(block) = block {
+        prop_assert_eq!(p.d[i], block.d.to_bits());
+        let codes: Vec<i32> = (0..32).map(|j| p.code(i, j) - 128).collect();
+        let want: Vec<i32> = indices(&block.qs)
+            .iter()
+            .map(|&n| KVALUES[n] as i32)
+            .collect();
+        prop_assert_eq!(codes, want);
     }
     Ok(())
 }
@@ -322,6 +362,9 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
         .collect();
     let w = match ty {
+        GgmlType::Q4_0 => bytemuck::cast_slice(&quantize::<BlockQ4_0>(&x)).to_vec(),
+        // No IQ4_NL quantizer here: Q4_0's blocks carry the same bytes (a scale, 32 indices).
+        GgmlType::Iq4Nl => bytemuck::cast_slice(&quantize::<BlockQ4_0>(&x)).to_vec(),
         GgmlType::Q5_0 => bytemuck::cast_slice(&quantize::<BlockQ5_0>(&x)).to_vec(),
         GgmlType::Q8_0 => bytemuck::cast_slice(&quantize::<BlockQ8_0>(&x)).to_vec(),
         GgmlType::Q4K => bytemuck::cast_slice(&quantize::<BlockQ4K>(&x)).to_vec(),
@@ -336,6 +379,12 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
 /// `w` packed with the scalar reference kernel, and with this CPU's kernel where it has one.
 fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
     let reference = match w.ty() {
+        GgmlType::Q4_0 => {
+            PackedMatrix::pack_with::<BlockQ4_0x16>(w, BlockQ4_0x16::dot_group, &|_| {})
+        }
+        GgmlType::Iq4Nl => {
+            PackedMatrix::pack_with::<BlockIq4Nlx16>(w, BlockIq4Nlx16::dot_group, &|_| {})
+        }
         GgmlType::Q5_0 => PackedMatrix::pack_with::<BlockQ5_0x16>(w, q5_0x16::dot_group, &|_| {}),
         GgmlType::Q8_0 => PackedMatrix::pack_with::<BlockQ8_0x16>(w, q8_0x16::dot_group, &|_| {}),
         GgmlType::Q4K => PackedMatrix::pack_with::<BlockQ4Kx16>(w, q4_kx16::dot_group, &|_| {}),
@@ -350,7 +399,14 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
 
 #[test]
 fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
-    for ty in [GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4K, GgmlType::Q6K] {
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Iq4Nl,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+    ] {
         check_batch_and_thread_invariance(ty);
     }
 }
@@ -452,7 +508,7 @@ fn misaligned_rows_pack_the_same() {
 #[cfg(target_arch = "x86_64")]
 mod amx_kernels {
     use super::*;
-    use crate::packed::{amx, q5_0x16_avx512, q8_0x16_avx512};
+    use crate::packed::{amx, nibbles_avx512, q5_0x16_avx512, q8_0x16_avx512};
 
     fn check_amx<P: PackedFormat>(
         case: &CaseOf<P>,
@@ -481,6 +537,26 @@ mod amx_kernels {
         ) {
             check_amx::<BlockQ5_0x16>(
                 &case, BlockQ5_0x16::pack, q5_0x16::dot_group, q5_0x16_avx512::dot_group_amx,
+            );
+        }
+
+        #[test]
+        fn q4_0_amx_matches_reference_bit_exact(
+            case in group_case::<BlockQ4_0x16>(1..6, 1..40, |b, d, _| b.d = d),
+        ) {
+            check_amx::<BlockQ4_0x16>(
+                &case, BlockQ4_0x16::pack, BlockQ4_0x16::dot_group,
+                nibbles_avx512::dot_group_q4_0_amx,
+            );
+        }
+
+        #[test]
+        fn iq4_nl_amx_matches_reference_bit_exact(
+            case in group_case::<BlockIq4Nlx16>(1..6, 1..40, |b, d, _| b.d = d),
+        ) {
+            check_amx::<BlockIq4Nlx16>(
+                &case, BlockIq4Nlx16::pack, BlockIq4Nlx16::dot_group,
+                nibbles_avx512::dot_group_iq4_nl_amx,
             );
         }
 

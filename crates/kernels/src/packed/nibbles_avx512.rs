@@ -1,0 +1,96 @@
+//! AVX-512 VNNI (and AMX) kernels of the packed four-bit formats [`BlockQ4_0x16`] and
+//! [`BlockIq4Nlx16`]: each block's indices are split into nibbles, looked up as byte codes
+//! (`vpshufb` over the format's sixteen codes) and go through the kernels shared with Q5_0 and
+//! Q8_0 (`byte_codes_avx512`, `byte_codes_amx`).
+
+use std::arch::x86_64::*;
+
+use super::byte_codes_avx512::{self, ByteCodes};
+use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
+use super::{PackedMatrix, ROWS, Release, amx, byte_codes_amx};
+use crate::operands::{BlockSummary, WeightMatrix};
+use crate::quant::q8_0::BlockQ8_0;
+
+/// Stamps out the kernels and packer of one packed four-bit format.
+macro_rules! nibble_kernels {
+    ($packed:ty, $dot:ident, $dot_amx:ident, $pack:ident) => {
+        impl ByteCodes for $packed {
+            const OFFSET: i32 = <$packed>::OFFSET;
+            fn scales(&self) -> &[u16; ROWS] {
+                &self.d
+            }
+        }
+
+        /// The AVX-512 kernel of this format; bit-identical to its scalar reference.
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        pub(crate) fn $dot(
+            w: &[$packed],
+            a: &[BlockQ8_0],
+            s: &[BlockSummary],
+            out: &mut [[f32; ROWS]],
+        ) {
+            byte_codes_avx512::dot_group(w, a, s, out, |x| codes(&x.qs, &<$packed>::CODES));
+        }
+
+        /// The AVX-512 kernel on the AMX tile unit where a call has tokens enough.
+        ///
+        /// # Safety
+        /// [`amx::available`] must have returned `true`.
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        pub(crate) unsafe fn $dot_amx(
+            w: &[$packed],
+            a: &[BlockQ8_0],
+            s: &[BlockSummary],
+            out: &mut [[f32; ROWS]],
+        ) {
+            // SAFETY: the caller checked AMX.
+            unsafe { byte_codes_amx::dot_group(w, a, s, out, |x| codes(&x.qs, &<$packed>::CODES)) };
+        }
+
+        /// Packs `w` for the AMX kernel where AMX may run, else for the AVX-512 one: the
+        /// registry's entry for this layout.
+        ///
+        /// # Safety
+        /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C.
+        pub(crate) unsafe fn $pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
+            if amx::available() {
+                PackedMatrix::pack_with::<$packed>(w, $dot_amx, release)
+            } else {
+                PackedMatrix::pack_with::<$packed>(w, $dot, release)
+            }
+        }
+    };
+}
+
+nibble_kernels!(BlockQ4_0x16, dot_group_q4_0, dot_group_q4_0_amx, pack_q4_0);
+nibble_kernels!(
+    BlockIq4Nlx16,
+    dot_group_iq4_nl,
+    dot_group_iq4_nl_amx,
+    pack_iq4_nl
+);
+
+/// The eight vectors of byte codes of one packed block: vector `g` gives each row its codes
+/// `4g..4g + 4`, each index looked up in `table`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn codes(qs: &[[u8; 64]; 4], table: &[u8; 16]) -> [__m512i; 8] {
+    let m4 = _mm512_set1_epi8(0xF);
+    // SAFETY: reads exactly the 16 bytes of `table`; unaligned is allowed.
+    let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(table.as_ptr().cast()) });
+    // SAFETY: each load reads exactly the 64 bytes of one array of `qs`; unaligned is allowed.
+    let v = qs.map(|q| unsafe { _mm512_loadu_si512(q.as_ptr().cast()) });
+    let low = |x: __m512i| _mm512_shuffle_epi8(table, _mm512_and_si512(x, m4));
+    let high =
+        |x: __m512i| _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4));
+    [
+        low(v[0]),
+        high(v[0]),
+        low(v[1]),
+        high(v[1]),
+        low(v[2]),
+        high(v[2]),
+        low(v[3]),
+        high(v[3]),
+    ]
+}
