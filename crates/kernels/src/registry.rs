@@ -221,7 +221,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::quantized_weight::<q4_k::BlockQ4K>()
         .simd(avx2!(q4_k::x86::vec_dot))
         .packed(avx512_packed!(packed::q4_kx16_avx512::pack)),
-    TypeTraits::quantized_weight::<q5_k::BlockQ5K>().simd(avx2!(q5_k::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q5_k::BlockQ5K>()
+        .simd(avx2!(q5_k::x86::vec_dot))
+        .packed(avx512_packed!(packed::q5_kx16_avx512::pack)),
     TypeTraits::quantized_weight::<q6_k::BlockQ6K>()
         .simd(avx2!(q6_k::x86::vec_dot))
         .packed(avx512_packed!(packed::q6_kx16_avx512::pack)),

@@ -10,6 +10,7 @@
 //! `acc = fma(d_w·d_a, S, acc)` and `acc = fma(−(dmin_w·d_a), M, acc)`, super-blocks in order.
 
 use bytemuck::{Pod, Zeroable};
+use half::f16;
 
 use super::{PackedFormat, ROWS, summary};
 use crate::operands::BlockSummary;
@@ -55,30 +56,42 @@ impl BlockQ4Kx16 {
     }
 
     /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
-    /// (missing rows stay zero). Each packed
-    /// byte is gathered from its source bytes in one go (this runs over every weight at load).
+    /// (missing rows stay zero).
     pub(crate) fn pack_into(&mut self, rows: &[&BlockQ4K]) {
-        let out = self;
         for (i, block) in rows.iter().enumerate().take(ROWS) {
-            out.d[i] = block.d.to_bits();
-            out.dmin[i] = block.dmin.to_bits();
-            let scales_mins = scales_mins_k4(&block.scales);
-            for j in 0..8 {
-                out.sc[j][i] = scales_mins[j];
-                out.m[j / 2][2 * i + j % 2] = scales_mins[8 + j] as i16;
-                // Sub-block `j`'s codes are nibble `j % 2` of bytes `32 (j / 2)..`; four bytes
-                // at a time.
-                let src = &block.qs[32 * (j / 2)..32 * (j / 2) + 32];
-                for v in 0..4 {
-                    let a = word(&src[8 * v..]);
-                    let b = word(&src[8 * v + 4..]);
-                    let packed = if j % 2 == 0 {
-                        (a & LOW) | (b & LOW) << 4
-                    } else {
-                        (a >> 4 & LOW) | (b & !LOW)
-                    };
-                    out.qs[4 * j + v][4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
-                }
+            self.pack_row(i, block.d, block.dmin, &block.scales, &block.qs);
+        }
+    }
+
+    /// Packs row `i` from a super-block's scales, mins and four-bit codes (laid out as
+    /// Q4_K's, which Q5_K shares). Each packed byte is gathered from its source bytes in one
+    /// go (this runs over every weight at load).
+    pub(super) fn pack_row(
+        &mut self,
+        i: usize,
+        d: f16,
+        dmin: f16,
+        scales: &[u8; 12],
+        qs: &[u8; 128],
+    ) {
+        self.d[i] = d.to_bits();
+        self.dmin[i] = dmin.to_bits();
+        let scales_mins = scales_mins_k4(scales);
+        for j in 0..8 {
+            self.sc[j][i] = scales_mins[j];
+            self.m[j / 2][2 * i + j % 2] = scales_mins[8 + j] as i16;
+            // Sub-block `j`'s codes are nibble `j % 2` of bytes `32 (j / 2)..`; four bytes at
+            // a time.
+            let src = &qs[32 * (j / 2)..32 * (j / 2) + 32];
+            for v in 0..4 {
+                let a = word(&src[8 * v..]);
+                let b = word(&src[8 * v + 4..]);
+                let packed = if j % 2 == 0 {
+                    (a & LOW) | (b & LOW) << 4
+                } else {
+                    (a >> 4 & LOW) | (b & !LOW)
+                };
+                self.qs[4 * j + v][4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
             }
         }
     }
@@ -109,16 +122,31 @@ pub(crate) fn dot_group(
     s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
+    dot_group_with(w, |x| x, BlockQ4Kx16::code, a, s, out);
+}
+
+/// The reference of the Q4_K-shaped formats: `base` gives a packed block's scales and mins,
+/// `code(x, i, j, l)` row `i`'s code `l` of sub-block `j`.
+#[cfg(test)]
+pub(super) fn dot_group_with<P>(
+    w: &[P],
+    base: fn(&P) -> &BlockQ4Kx16,
+    code: fn(&P, usize, usize, usize) -> i32,
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
     let nb = w.len();
     for (t, out) in out.iter_mut().enumerate() {
         let (a, s) = (&a[t * nb..(t + 1) * nb], &s[8 * t * nb..8 * (t + 1) * nb]);
         for (i, o) in out.iter_mut().enumerate() {
             let mut acc = 0.0f32;
-            for (b, (x, y)) in w.iter().zip(a).enumerate() {
+            for (b, (p, y)) in w.iter().zip(a).enumerate() {
+                let x = base(p);
                 let (mut sumi, mut summ) = (0i32, 0i32);
                 for j in 0..8 {
                     let dot: i32 = (0..32)
-                        .map(|l| x.code(i, j, l) * y.qs[32 * j + l] as i32)
+                        .map(|l| code(p, i, j, l) * y.qs[32 * j + l] as i32)
                         .sum();
                     sumi += x.sc[j][i] as i32 * dot;
                     summ += x.m[j / 2][2 * i + j % 2] as i32 * s[8 * b + j].sum;

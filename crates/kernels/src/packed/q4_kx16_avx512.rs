@@ -20,15 +20,30 @@ pub(crate) fn dot_group(
     s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
+    dot_group_with(w, a, s, out, |x| x, |x, j| sub_block_codes(x, j));
+}
+
+/// The kernel of the Q4_K-shaped formats: `base` gives a packed block's scales and mins,
+/// `codes(x, j)` the eight code vectors of its sub-block `j` (see [`sub_block_codes`]).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) fn dot_group_with<P>(
+    w: &[P],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+    base: impl Fn(&P) -> &BlockQ4Kx16 + Copy,
+    codes: impl Fn(&P, usize) -> [__m512i; 8] + Copy,
+) {
     let nb = w.len();
     for (c, out) in out.chunks_mut(TOKENS).enumerate() {
         let first = c * TOKENS * nb;
         let (a, s) = (&a[first..], &s[8 * first..]);
         match out.len() {
-            1 => dot_tokens::<1>(w, a, s, out),
-            2 => dot_tokens::<2>(w, a, s, out),
-            3 => dot_tokens::<3>(w, a, s, out),
-            _ => dot_tokens::<4>(w, a, s, out),
+            1 => dot_tokens::<P, 1>(w, a, s, out, base, codes),
+            2 => dot_tokens::<P, 2>(w, a, s, out, base, codes),
+            3 => dot_tokens::<P, 3>(w, a, s, out, base, codes),
+            _ => dot_tokens::<P, 4>(w, a, s, out, base, codes),
         }
     }
 }
@@ -70,7 +85,7 @@ fn sub_block_dot(codes: &[__m512i; 8], q: &[i8]) -> __m512i {
 /// The eight code vectors of sub-block `j`: vector `g` gives each row its codes `4g..4g + 4`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn sub_block_codes(x: &BlockQ4Kx16, j: usize) -> [__m512i; 8] {
+pub(super) fn sub_block_codes(x: &BlockQ4Kx16, j: usize) -> [__m512i; 8] {
     let m4 = _mm512_set1_epi8(0xF);
     let mut codes = [_mm512_setzero_si512(); 8];
     for v in 0..4 {
@@ -82,22 +97,25 @@ fn sub_block_codes(x: &BlockQ4Kx16, j: usize) -> [__m512i; 8] {
     codes
 }
 
-/// [`dot_group`] for exactly `N` tokens.
+/// [`dot_group_with`] for exactly `N` tokens.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn dot_tokens<const N: usize>(
-    w: &[BlockQ4Kx16],
+fn dot_tokens<P, const N: usize>(
+    w: &[P],
     a: &[BlockQ8K],
     s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
+    base: impl Fn(&P) -> &BlockQ4Kx16,
+    codes: impl Fn(&P, usize) -> [__m512i; 8],
 ) {
     let nb = w.len();
     let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
+    for (b, p) in w.iter().enumerate() {
+        prefetch_ahead(p);
+        let x = base(p);
         let mut sumi = [_mm512_setzero_si512(); N];
         for j in 0..8 {
-            let codes = sub_block_codes(x, j);
+            let codes = codes(p, j);
             // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
             let sc = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
             for (t, sumi) in sumi.iter_mut().enumerate() {

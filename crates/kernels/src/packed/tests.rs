@@ -7,6 +7,7 @@ use proptest::test_runner::TestCaseResult;
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 use super::q4_kx16::{self, BlockQ4Kx16};
 use super::q5_0x16::{self, BlockQ5_0x16};
+use super::q5_kx16::{self, BlockQ5Kx16};
 use super::q6_kx16::{self, BlockQ6Kx16};
 use super::q8_0x16::{self, BlockQ8_0x16};
 use super::rows::pack_rows;
@@ -16,6 +17,7 @@ use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_0::BlockQ5_0;
+use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::q8_k::BlockQ8K;
@@ -236,6 +238,9 @@ packed_format_tests! {
     q4_k: BlockQ4Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude q4_k_magnitude,
         kernels q4_kx16::dot_group, q4_kx16_avx512::dot_group;
+    q5_k: BlockQ5Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q5_k_row_kept, magnitude q5_k_magnitude,
+        kernels q5_kx16::dot_group, q5_kx16_avx512::dot_group;
     q6_k: BlockQ6Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept q6_k_row_kept, magnitude dequantized_magnitude,
         kernels q6_kx16::dot_group, q6_kx16_avx512::dot_group;
@@ -304,13 +309,41 @@ fn q4_k_row_kept(p: &BlockQ4Kx16, i: usize, block: Option<&BlockQ4K>) -> TestCas
     let Some(block) = block else {
         return Ok(());
     };
+    check_k_row(p, |j, l| p.code(i, j, l), i, block, block.d, block.dmin)
+}
+
+/// A Q5_K row keeps every code (fifth bits included), scale and min.
+fn q5_k_row_kept(p: &BlockQ5Kx16, i: usize, block: Option<&BlockQ5K>) -> TestCaseResult {
+    let Some(block) = block else {
+        return Ok(());
+    };
+    check_k_row(
+        &p.low,
+        |j, l| p.code(i, j, l),
+        i,
+        block,
+        block.d,
+        block.dmin,
+    )
+}
+
+/// Row `i` of a Q4_K-shaped packed block (scales and mins in `p`, codes from `code(j, l)`)
+/// rebuilds the dequantized values of `block`.
+fn check_k_row<W: BlockFormat>(
+    p: &BlockQ4Kx16,
+    code: impl Fn(usize, usize) -> i32,
+    i: usize,
+    block: &W,
+    d: f16,
+    dmin: f16,
+) -> TestCaseResult {
     let deq = dequantize(std::slice::from_ref(block));
-    let (d, dmin) = (block.d.to_f32(), block.dmin.to_f32());
+    let (d, dmin) = (d.to_f32(), dmin.to_f32());
     for j in 0..8 {
         for l in 0..32 {
             let want = deq[32 * j + l];
-            let got = d * p.sc[j][i] as f32 * p.code(i, j, l) as f32
-                - dmin * p.m[j / 2][2 * i + j % 2] as f32;
+            let got =
+                d * p.sc[j][i] as f32 * code(j, l) as f32 - dmin * p.m[j / 2][2 * i + j % 2] as f32;
             prop_assert!(got == want || (got - want).abs() <= 1e-6 * want.abs());
         }
     }
@@ -336,6 +369,15 @@ fn q6_k_row_kept(p: &BlockQ6Kx16, i: usize, block: Option<&BlockQ6K>) -> TestCas
 /// (`|dmin| * 63` per sub-block against code sums of at most `8 * 4064`, times the activation
 /// scale), which cancel against the scaled codes.
 fn q4_k_magnitude(row: &[BlockQ4K], at: &[BlockQ8K]) -> f64 {
+    k_magnitude(row, at, |b| b.dmin)
+}
+
+/// As [`q4_k_magnitude`], for Q5_K.
+fn q5_k_magnitude(row: &[BlockQ5K], at: &[BlockQ8K]) -> f64 {
+    k_magnitude(row, at, |b| b.dmin)
+}
+
+fn k_magnitude<W: BlockFormat>(row: &[W], at: &[BlockQ8K], dmin: fn(&W) -> f16) -> f64 {
     let (dw, da) = (dequantize(row), dequantize(at));
     let products: f64 = dw
         .iter()
@@ -344,7 +386,7 @@ fn q4_k_magnitude(row: &[BlockQ4K], at: &[BlockQ8K]) -> f64 {
         .sum();
     let mins: f64 = row
         .iter()
-        .map(|b| b.dmin.to_f32().abs() as f64 * 63.0 * 8.0 * 4064.0)
+        .map(|b| dmin(b).to_f32().abs() as f64 * 63.0 * 8.0 * 4064.0)
         .sum();
     products + mins * at[0].d.abs() as f64
 }
@@ -368,6 +410,7 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         GgmlType::Q5_0 => bytemuck::cast_slice(&quantize::<BlockQ5_0>(&x)).to_vec(),
         GgmlType::Q8_0 => bytemuck::cast_slice(&quantize::<BlockQ8_0>(&x)).to_vec(),
         GgmlType::Q4K => bytemuck::cast_slice(&quantize::<BlockQ4K>(&x)).to_vec(),
+        GgmlType::Q5K => bytemuck::cast_slice(&quantize::<BlockQ5K>(&x)).to_vec(),
         _ => bytemuck::cast_slice(&quantize::<BlockQ6K>(&x)).to_vec(),
     };
     let acts = (0..tokens * cols)
@@ -388,6 +431,7 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
         GgmlType::Q5_0 => PackedMatrix::pack_with::<BlockQ5_0x16>(w, q5_0x16::dot_group, &|_| {}),
         GgmlType::Q8_0 => PackedMatrix::pack_with::<BlockQ8_0x16>(w, q8_0x16::dot_group, &|_| {}),
         GgmlType::Q4K => PackedMatrix::pack_with::<BlockQ4Kx16>(w, q4_kx16::dot_group, &|_| {}),
+        GgmlType::Q5K => PackedMatrix::pack_with::<BlockQ5Kx16>(w, q5_kx16::dot_group, &|_| {}),
         _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, q6_kx16::dot_group, &|_| {}),
     };
     let mut packings = vec![("reference", reference)];
@@ -405,6 +449,7 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::Q5_0,
         GgmlType::Q8_0,
         GgmlType::Q4K,
+        GgmlType::Q5K,
         GgmlType::Q6K,
     ] {
         check_batch_and_thread_invariance(ty);

@@ -1,0 +1,74 @@
+//! Q5_K repacked sixteen rows at a time for AVX-512 VNNI: Q4_K's packed layout (`q4_kx16`)
+//! for the scales, mins and low four bits, plus the fifth bits.
+//!
+//! The arithmetic is Q4_K's with codes `q < 32`: per row and super-block the exact integers
+//! `S = Σ_j sc_j · Σ q·a` and `M = Σ_j m_j · Σ a`, then `acc = fma(d_w·d_a, S, acc)` and
+//! `acc = fma(−(dmin_w·d_a), M, acc)`, super-blocks in order.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::q4_kx16::BlockQ4Kx16;
+use super::{PackedFormat, ROWS, summary};
+use crate::operands::BlockSummary;
+use crate::quant::q5_k::BlockQ5K;
+use crate::quant::q8_k::BlockQ8K;
+
+/// One super-block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockQ5Kx16 {
+    /// Scales, mins and the low four bits of every code, as Q4_K packs them.
+    pub(crate) low: BlockQ4Kx16,
+    /// Fifth bits: `qh[j]`, byte `4i + jj`, bit `g` is the fifth bit of row `i`'s code
+    /// `4g + jj` of sub-block `j`.
+    pub(crate) qh: [[u8; 64]; 8],
+}
+
+impl PackedFormat for BlockQ5Kx16 {
+    type Source = BlockQ5K;
+    type Act = BlockQ8K;
+    fn pack_into(&mut self, rows: &[&BlockQ5K]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            self.low
+                .pack_row(i, block.d, block.dmin, &block.scales, &block.qs);
+            for (j, qh) in self.qh.iter_mut().enumerate() {
+                for jj in 0..4 {
+                    qh[4 * i + jj] = (0..8)
+                        .map(|g| ((block.qh[4 * g + jj] >> j) & 1) << g)
+                        .fold(0, |a, b| a | b);
+                }
+            }
+        }
+    }
+    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
+        summary::q8_k(a, out);
+    }
+}
+
+impl BlockQ5Kx16 {
+    /// [`PackedFormat::pack_into`] a zeroed block.
+    #[cfg(test)]
+    pub(crate) fn pack(rows: &[BlockQ5K]) -> Self {
+        let mut out = Self::zeroed();
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
+        out
+    }
+
+    /// Row `i`'s code `l` of sub-block `j` (`0..32`).
+    #[cfg(test)]
+    pub(crate) fn code(&self, i: usize, j: usize, l: usize) -> i32 {
+        let (g, jj) = (l / 4, l % 4);
+        self.low.code(i, j, l) | (((self.qh[j][4 * i + jj] >> g) & 1) as i32) << 4
+    }
+}
+
+/// Scalar reference (tests only), as Q4_K's (`q4_kx16::dot_group_with`).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockQ5Kx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    super::q4_kx16::dot_group_with(w, |x| &x.low, BlockQ5Kx16::code, a, s, out);
+}

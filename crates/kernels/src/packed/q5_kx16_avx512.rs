@@ -1,0 +1,58 @@
+//! AVX-512 VNNI kernel of [`BlockQ5Kx16`]: Q4_K's kernel (`q4_kx16_avx512`) with each
+//! sub-block's fifth bits added to its codes as they are decoded.
+
+use std::arch::x86_64::*;
+
+use super::q4_kx16_avx512::{dot_group_with, sub_block_codes};
+use super::q5_kx16::BlockQ5Kx16;
+use super::{PackedMatrix, ROWS, Release};
+use crate::operands::{BlockSummary, WeightMatrix};
+use crate::quant::q8_k::BlockQ8K;
+
+/// AVX-512 version of [`super::q5_kx16::dot_group`]; bit-identical to it.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn dot_group(
+    w: &[BlockQ5Kx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    dot_group_with(w, a, s, out, |x| &x.low, |x, j| codes(x, j));
+}
+
+/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
+/// returned matrix run [`dot_group`].
+pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
+    PackedMatrix::pack_with::<BlockQ5Kx16>(w, dot_group, release)
+}
+
+/// The eight code vectors (`0..32`) of sub-block `j`: vector `g` gives each row its codes
+/// `4g..4g + 4`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn codes(x: &BlockQ5Kx16, j: usize) -> [__m512i; 8] {
+    let mut codes = sub_block_codes(&x.low, j);
+    // SAFETY: reads exactly the 64 fifth-bit bytes of sub-block `j`; unaligned is allowed.
+    let h = unsafe { _mm512_loadu_si512(x.qh[j].as_ptr().cast()) };
+    let bit = _mm512_set1_epi8(0x10);
+    // Bit g of each byte moved to bit 4 (16-bit shifts: the neighbouring byte's bits only land
+    // outside bit 4), then `code | (h & 0x10)`: truth table of A | (B & C), A = 0xF0, B = 0xCC,
+    // C = 0xAA.
+    let fifth = [
+        _mm512_slli_epi16::<4>(h),
+        _mm512_slli_epi16::<3>(h),
+        _mm512_slli_epi16::<2>(h),
+        _mm512_slli_epi16::<1>(h),
+        h,
+        _mm512_srli_epi16::<1>(h),
+        _mm512_srli_epi16::<2>(h),
+        _mm512_srli_epi16::<3>(h),
+    ];
+    for (c, f) in codes.iter_mut().zip(fifth) {
+        *c = _mm512_ternarylogic_epi32::<0xF8>(*c, f, bit);
+    }
+    codes
+}
