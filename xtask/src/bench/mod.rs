@@ -7,6 +7,7 @@
 //! `serve` measures `rinfer serve` at several concurrent streams.
 
 mod cache;
+mod ceiling;
 mod child;
 mod kernels;
 mod llama_cpp;

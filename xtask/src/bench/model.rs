@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, ensure};
 
+use super::ceiling::{self, Ceiling};
 use super::llama_cpp::{self, LlamaCpp};
 use super::measure::{Sample, TESTS};
 use super::options::{BenchOptions, ModelChoice, USAGE};
@@ -33,6 +34,16 @@ pub fn run(args: &[String]) -> Result<()> {
         false => None,
     };
     let prompts = rinfer.prepare_prompts(&model, &TESTS)?;
+    let bytes_per_token = ceiling::bytes_per_token(&model)?;
+    let ceilings = options
+        .threads
+        .iter()
+        .map(|&threads| Ceiling {
+            threads,
+            bandwidth: ceiling::read_bandwidth(threads),
+            bytes_per_token,
+        })
+        .collect();
     let engines = Engines {
         rinfer,
         llama_cpp,
@@ -68,6 +79,7 @@ pub fn run(args: &[String]) -> Result<()> {
         model: engines.model,
         reps: options.reps,
         rows,
+        ceilings,
     };
     if options.json {
         println!("{}", report.to_json());

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use super::ceiling::Ceiling;
 use super::measure::{Sample, Test};
 use super::stats::Summary;
 
@@ -30,6 +31,8 @@ pub struct Report {
     pub llama_cpp: Option<String>,
     /// The results.
     pub rows: Vec<Row>,
+    /// The decode ceiling at each thread count measured.
+    pub ceilings: Vec<Ceiling>,
 }
 
 fn values(samples: &[Sample]) -> Option<Summary> {
@@ -122,6 +125,7 @@ impl Report {
             let _ = writeln!(out, " {busy} |");
         }
         out.push('\n');
+        self.ceiling_table(&mut out);
         header(&mut out, "peak RSS (MiB) of", false);
         for row in &self.rows {
             let (a, b) = (rss(&row.rinfer), rss(&row.llama_cpp));
@@ -129,6 +133,58 @@ impl Report {
             out.push('\n');
         }
         out
+    }
+
+    /// Decode as a share of the bandwidth ceiling (see [`super::ceiling`]), per thread count.
+    fn ceiling_table(&self, out: &mut String) {
+        let Some(first) = self.ceilings.first() else {
+            return;
+        };
+        let _ = writeln!(
+            out,
+            "decode reads {:.1} MB of weights per token; the ceiling is the read bandwidth over \
+             that\n",
+            first.bytes_per_token as f64 / 1e6
+        );
+        let compared = self.llama_cpp.is_some();
+        let _ = write!(
+            out,
+            "| test | threads | read GB/s | ceiling tok/s | rinfer % |"
+        );
+        let mut rule = String::from("|---|--:|--:|--:|--:|");
+        if compared {
+            out.push_str(" llama.cpp % |");
+            rule.push_str("--:|");
+        }
+        let _ = writeln!(out, "\n{rule}");
+        for row in self
+            .rows
+            .iter()
+            .filter(|r| matches!(r.test, Test::Generate(_)))
+        {
+            let Some(c) = self.ceilings.iter().find(|c| c.threads == row.threads) else {
+                continue;
+            };
+            let share = |samples: &[Sample]| {
+                values(samples).map_or("–".into(), |v| {
+                    format!("{:.0}", 100.0 * v.median / c.tokens_per_second())
+                })
+            };
+            let _ = write!(
+                out,
+                "| {} | {} | {:.1} | {:.1} | {} |",
+                row.test.name(),
+                row.threads,
+                c.bandwidth / 1e9,
+                c.tokens_per_second(),
+                share(&row.rinfer)
+            );
+            if compared {
+                let _ = write!(out, " {} |", share(&row.llama_cpp));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
     }
 
     /// One JSON object with every summary and the rinfer/llama.cpp ratios of the medians.
@@ -168,6 +224,12 @@ impl Report {
                 "busy_elsewhere": self.busy_elsewhere().map(Summary::to_json),
             },
             "reps": self.reps,
+            "ceilings": self.ceilings.iter().map(|c| json!({
+                "threads": c.threads,
+                "read_gb_per_s": c.bandwidth / 1e9,
+                "bytes_per_token": c.bytes_per_token,
+                "ceiling_tok_per_s": c.tokens_per_second(),
+            })).collect::<Vec<_>>(),
             "llama_cpp": self.llama_cpp,
             "results": results,
         })
@@ -208,7 +270,18 @@ mod tests {
                     rinfer: vec![sample(0.5, 100.0)],
                     llama_cpp: llama(0.25),
                 },
+                Row {
+                    test: Test::Generate(128),
+                    threads: 2,
+                    rinfer: vec![sample(50.0, 100.0)],
+                    llama_cpp: llama(25.0),
+                },
             ],
+            ceilings: vec![Ceiling {
+                threads: 2,
+                bandwidth: 20e9,
+                bytes_per_token: 200_000_000,
+            }],
         }
     }
 
@@ -230,6 +303,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("other processes during the measurements: 25% (25–25%)"));
+        assert!(
+            text.contains("| tg128 | 2 | 20.0 | 100.0 | 50 | 25 |"),
+            "decode against the ceiling: {text}"
+        );
         assert!(!report(false).to_markdown().contains("llama.cpp |"));
     }
 
@@ -242,6 +319,7 @@ mod tests {
         assert_eq!(first["rinfer"]["peak_rss_mib"]["max"], 120.0);
         assert_eq!(first["ratio"], 0.5);
         assert_eq!(json["results"][1]["ratio"], 2.0);
+        assert_eq!(json["ceilings"][0]["ceiling_tok_per_s"], 100.0);
         assert!(report(false).to_json()["results"][0].get("ratio").is_none());
     }
 }

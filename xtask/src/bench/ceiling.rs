@@ -1,0 +1,137 @@
+//! The decode ceiling: generating one token reads every weight the token passes through once,
+//! so a machine that reads `B` bytes a second cannot decode faster than `B / bytes per token`.
+//! The bench measures `B` (a streaming sum over a buffer far larger than the last-level cache,
+//! one contiguous range per thread) and reports each decode figure as a share of the ceiling.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use rinfer_formats::gguf::GgufFile;
+
+/// Bytes summed per measurement.
+const BUFFER_BYTES: usize = 1 << 30;
+
+/// Measurements of the bandwidth; the median is kept.
+const ROUNDS: usize = 7;
+
+/// Bytes of weights one decoded token reads: every tensor but the token embeddings, of which
+/// it reads one row — unless the model has no `output.weight` and multiplies by the
+/// embeddings instead (tied embeddings, as Gemma's), which then it reads whole. Experts are
+/// counted whole: for a mixture of experts this overstates the bytes (and understates the
+/// ceiling).
+pub fn bytes_per_token(model: &Path) -> Result<u64> {
+    let file = GgufFile::open(model).with_context(|| format!("reading {}", model.display()))?;
+    let tied = file.tensor("output.weight").is_none();
+    Ok(file
+        .tensors()
+        .filter(|t| tied || t.name() != "token_embd.weight")
+        .map(|t| t.data.len() as u64)
+        .sum())
+}
+
+/// Read bandwidth in bytes per second with `threads` threads: the median of [`ROUNDS`].
+pub fn read_bandwidth(threads: usize) -> f64 {
+    let words: Vec<u64> = (0..(BUFFER_BYTES / 8) as u64).collect();
+    let chunk = words.len().div_ceil(threads.max(1));
+    let mut secs: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let start = Instant::now();
+            let total = std::thread::scope(|scope| {
+                let parts: Vec<_> = words
+                    .chunks(chunk)
+                    .map(|part| scope.spawn(move || sum(part)))
+                    .collect();
+                parts
+                    .into_iter()
+                    .map(|p| p.join().unwrap_or(0))
+                    .fold(0u64, u64::wrapping_add)
+            });
+            std::hint::black_box(total);
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    secs.sort_by(f64::total_cmp);
+    BUFFER_BYTES as f64 / secs[ROUNDS / 2]
+}
+
+/// Sums `x` with eight independent lanes, so the loop vectorizes and is limited by loads.
+fn sum(x: &[u64]) -> u64 {
+    let (chunks, tail) = x.as_chunks::<8>();
+    let mut acc = [0u64; 8];
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a = a.wrapping_add(*v);
+        }
+    }
+    acc.iter().chain(tail).fold(0, |s, v| s.wrapping_add(*v))
+}
+
+/// What the report shows about the ceiling at one thread count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ceiling {
+    /// Threads.
+    pub threads: usize,
+    /// Read bandwidth, bytes per second.
+    pub bandwidth: f64,
+    /// Weight bytes one decoded token reads.
+    pub bytes_per_token: u64,
+}
+
+impl Ceiling {
+    /// Tokens per second at which decode would read weights at the full bandwidth.
+    pub fn tokens_per_second(&self) -> f64 {
+        self.bandwidth / self.bytes_per_token.max(1) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/models")
+            .join(name)
+    }
+
+    fn tensor_bytes(model: &Path, skip: &str) -> u64 {
+        let file = GgufFile::open(model).unwrap();
+        let tensors = file.tensors().filter(|t| t.name() != skip);
+        tensors.map(|t| t.data.len() as u64).sum()
+    }
+
+    #[test]
+    fn decode_reads_the_embeddings_whole_only_when_they_are_the_output_matrix() {
+        // Gemma ties its output matrix to the embeddings; llama has its own `output.weight`.
+        let gemma = fixture("gemma3-tiny-q4_k_m.gguf");
+        assert!(
+            GgufFile::open(&gemma)
+                .unwrap()
+                .tensor("output.weight")
+                .is_none()
+        );
+        assert_eq!(bytes_per_token(&gemma).unwrap(), tensor_bytes(&gemma, ""));
+        let llama = fixture("llama-tiny-q8_0.gguf");
+        assert!(
+            GgufFile::open(&llama)
+                .unwrap()
+                .tensor("output.weight")
+                .is_some()
+        );
+        assert_eq!(
+            bytes_per_token(&llama).unwrap(),
+            tensor_bytes(&llama, "token_embd.weight")
+        );
+    }
+
+    #[test]
+    fn the_ceiling_is_bandwidth_over_bytes() {
+        let c = Ceiling {
+            threads: 2,
+            bandwidth: 28.5e9,
+            bytes_per_token: 246_600_000,
+        };
+        assert!((c.tokens_per_second() - 115.57).abs() < 0.01);
+    }
+}
