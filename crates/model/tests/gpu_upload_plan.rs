@@ -25,7 +25,7 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
     for path in fixture_models() {
         let file = Arc::new(GgufFile::open(&path).unwrap());
         let model = Model::from_gguf(&file).unwrap();
-        let view = model.gpu_view();
+        let view = model.gpu_view().unwrap();
         let plan = UploadPlan::new(&view, &options(128, 16))
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let file_bytes: usize = file.tensors().map(|t| t.data.len()).sum();
@@ -39,7 +39,7 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
 fn loading_a_fixture_without_a_gpu_says_why() {
     let path = &fixture_models()[0];
     let (model, _file) = Model::open_gguf(path).unwrap();
-    match GpuModel::load(&model.gpu_view(), &options(128, 16)) {
+    match GpuModel::load(&model.gpu_view().unwrap(), &options(128, 16)) {
         Ok(gpu) => assert!(!gpu.info().name.is_empty()),
         Err(error @ (CudaError::NotBuilt | CudaError::NoDriver { .. })) => {
             assert!(error.to_string().contains("--device cpu"), "{error}");

@@ -12,12 +12,14 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The tiny fixture models with llama.cpp references, one per architecture and tensor-type mix.
-pub const FIXTURE_MODELS: [&str; 8] = [
+pub const FIXTURE_MODELS: [&str; 10] = [
     "gemma3-tiny-f32",
     "gemma3-tiny-q4_k_m",
+    "gpt-oss-tiny-mxfp4",
     "gpt2-tiny-q2_k",
     "llama-tiny-q4_k",
     "llama-tiny-q8_0",
+    "mixtral-tiny-q8_0",
     "phi2-tiny-q3_k_m",
     "qwen2-tiny-q4_k_m",
     "qwen3-tiny-q5_k_m",
