@@ -12,7 +12,7 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The tiny fixture models with llama.cpp references, one per architecture and tensor-type mix.
-pub const FIXTURE_MODELS: [&str; 10] = [
+pub const FIXTURE_MODELS: [&str; 11] = [
     "gemma3-tiny-f32",
     "gemma3-tiny-q4_k_m",
     "gpt-oss-tiny-mxfp4",
@@ -23,6 +23,7 @@ pub const FIXTURE_MODELS: [&str; 10] = [
     "phi2-tiny-q3_k_m",
     "qwen2-tiny-q4_k_m",
     "qwen3-tiny-q5_k_m",
+    "qwen3moe-tiny-q4_k_m",
 ];
 
 /// The default model, whose path `cargo xtask test` passes in `RINFER_TEST_MODEL`.
