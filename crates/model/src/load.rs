@@ -136,7 +136,7 @@ impl Loader<'_> {
     ) -> Result<Vec<Linear>, ModelError> {
         let tensor = self.require(&format!("{prefix}.weight"))?;
         Self::check_shape(&tensor, &[cols as u64, rows as u64, count as u64])?;
-        if !supported_matrix_type(tensor.ty) || cols % tensor.ty.block_size() != 0 {
+        if !supported_matrix_type(tensor.ty) || !cols.is_multiple_of(tensor.ty.block_size()) {
             return Err(ModelError::UnsupportedTensorType {
                 name: tensor.name,
                 ty: tensor.ty.name(),

@@ -14,11 +14,11 @@ const SLIDING_WINDOW_PATTERN: usize = 2;
 
 pub(super) fn config(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
     let mut c = with_rope_style(hp.base(NormKind::Rms)?, RopeStyle::Neox);
-    if let Positional::Rope(rope) = &mut c.positional {
-        if let Some((factor, original_context)) = hp.yarn_scaling()? {
-            rope.linear_scale = factor;
-            rope.yarn = Some(YarnScaling { original_context });
-        }
+    if let Positional::Rope(rope) = &mut c.positional
+        && let Some((factor, original_context)) = hp.yarn_scaling()?
+    {
+        rope.linear_scale = factor;
+        rope.yarn = Some(YarnScaling { original_context });
     }
     c.sliding_window = Some(SlidingWindow {
         window: hp.usize("attention.sliding_window")?,
