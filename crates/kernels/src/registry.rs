@@ -227,7 +227,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::activation::<q8_k::BlockQ8K>(),
     TypeTraits::weight::<iq4_nl::BlockIq4Nl>().simd(avx2!(iq4_nl::x86::vec_dot)),
     TypeTraits::weight::<iq4_xs::BlockIq4Xs>().simd(avx2!(iq4_xs::x86::vec_dot)),
-    TypeTraits::weight::<mxfp4::BlockMxfp4>().simd(avx2!(mxfp4::x86::vec_dot)),
+    TypeTraits::weight::<mxfp4::BlockMxfp4>()
+        .simd(avx2!(mxfp4::x86::vec_dot))
+        .packed(avx512_packed!(packed::mxfp4x16_avx512::pack)),
 ]);
 
 /// Slots of a table indexed by type id: one past the largest id.
