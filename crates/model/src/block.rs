@@ -102,10 +102,13 @@ impl Model {
                 Stage::Router(router) => moe::route(&router, experts_of(w, layer)?, n, s)?,
                 Stage::Experts(experts) => {
                     let weights = experts_of(w, layer)?;
-                    let used = self.transformer().blocks[layer]
-                        .router()
-                        .map_or(0, |r| r.used);
-                    moe::run(&experts, weights, self.transformer().hidden, used, n, s)?;
+                    let Some(router) = self.transformer().blocks[layer].router() else {
+                        return Err(ModelError::InvalidConfig(format!(
+                            "layer {layer} runs experts without a router"
+                        )));
+                    };
+                    let hidden = self.transformer().hidden;
+                    moe::run(&experts, weights, hidden, router.used, n, s)?;
                 }
                 Stage::PostFfnNorm(norm) => {
                     let post = required(&w.post_ffn_norm, layer, "post-FFN norm")?;
