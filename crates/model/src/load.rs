@@ -125,9 +125,31 @@ impl Loader<'_> {
         })
     }
 
+    /// The experts `role` (`ffn_gate`, `ffn_up`, `ffn_down`) of layer `p` (`blk.N`): the 3-D
+    /// tensor `{p}.{role}_exps`, or the per-expert matrices `{p}.{role}.{e}` of older Mixtral
+    /// files.
+    fn experts(
+        &mut self,
+        p: &str,
+        role: &str,
+        rows: usize,
+        cols: usize,
+        count: usize,
+    ) -> Result<Vec<Linear>, ModelError> {
+        let merged = format!("{p}.{role}_exps");
+        if self.store.contains(&format!("{merged}.weight"))
+            || !self.store.contains(&format!("{p}.{role}.0.weight"))
+        {
+            return self.merged_experts(&merged, rows, cols, count);
+        }
+        (0..count)
+            .map(|e| self.linear(&format!("{p}.{role}.{e}"), rows, cols))
+            .collect()
+    }
+
     /// The experts of the 3-D tensor `{prefix}.weight` `[cols, rows, experts]`, each a matrix
     /// over its own slab of the tensor's bytes, with its row of `{prefix}.bias` if there is one.
-    fn experts(
+    fn merged_experts(
         &mut self,
         prefix: &str,
         rows: usize,
@@ -170,9 +192,9 @@ impl Loader<'_> {
         let (hidden, f, n) = (self.config.hidden, moe.ffn_dim, moe.count);
         Ok(ExpertWeights {
             router: self.linear(&format!("{p}.ffn_gate_inp"), n, hidden)?,
-            gate: self.experts(&format!("{p}.ffn_gate_exps"), f, hidden, n)?,
-            up: self.experts(&format!("{p}.ffn_up_exps"), f, hidden, n)?,
-            down: self.experts(&format!("{p}.ffn_down_exps"), hidden, f, n)?,
+            gate: self.experts(p, "ffn_gate", f, hidden, n)?,
+            up: self.experts(p, "ffn_up", f, hidden, n)?,
+            down: self.experts(p, "ffn_down", hidden, f, n)?,
         })
     }
 

@@ -1,11 +1,12 @@
 //! What a mixture-of-experts layer is made of and what it reads: the router and expert stages
 //! each MoE architecture describes, and a decode step that reads exactly the experts its router
-//! picks.
+//! picks; older Mixtral files with one tensor per expert load as the merged ones.
 
 mod common;
 
 use common::fixture_model;
 use rinfer_formats::GgmlType;
+use rinfer_formats::gguf::{GgufFile, GgufWriter};
 use rinfer_kernels::block::{Ffn, Gating, Stage};
 use rinfer_model::weights::{FfnWeights, Linear, Matrix};
 use rinfer_model::{KvCache, Logits, Model, Scratch};
@@ -135,4 +136,56 @@ fn the_cuda_backend_refuses_a_mixture_of_experts_model_by_name() {
         let message = error.to_string();
         assert!(message.contains("mixture of experts"), "{name}: {message}");
     }
+}
+
+/// `name`'s file with every 3-D expert tensor split into one 2-D tensor per expert, named as
+/// older Mixtral files name them (`blk.N.ffn_gate.E.weight`).
+fn with_per_expert_tensors(name: &str) -> Model {
+    let path = common::fixtures().join(format!("models/{name}.gguf"));
+    let file = GgufFile::open(path).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        writer.add_metadata(key, value.clone()).unwrap();
+    }
+    for t in file.tensors() {
+        let Some(role) = t.name().strip_suffix("_exps.weight") else {
+            writer
+                .add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
+                .unwrap();
+            continue;
+        };
+        let (dims, experts) = (&t.dims()[..2], t.dims()[2] as usize);
+        let slab = t.data.len() / experts;
+        for (e, bytes) in t.data.chunks_exact(slab).enumerate() {
+            let name = format!("{role}.{e}.weight");
+            writer
+                .add_tensor(&name, t.ty(), dims, bytes.to_vec())
+                .unwrap();
+        }
+    }
+    let file = GgufFile::from_bytes(writer.to_bytes()).unwrap();
+    Model::from_gguf(&std::sync::Arc::new(file)).unwrap()
+}
+
+#[test]
+fn per_expert_tensors_of_older_mixtral_files_give_the_same_logits() {
+    let merged = fixture_model("mixtral-tiny-q8_0");
+    let split = with_per_expert_tensors("mixtral-tiny-q8_0");
+    let tokens = [1, 415, 1936, 906, 285, 1142];
+    let run = |model: &Model| {
+        let mut cache = KvCache::new(&model.config, tokens.len(), tokens.len());
+        let mut scratch = Scratch::new(&model.config, tokens.len());
+        let logits = model.forward(&tokens, &mut cache, &mut scratch, Logits::All);
+        logits.unwrap().to_vec()
+    };
+    let (want, got) = (run(&merged), run(&split));
+    assert_eq!(
+        split.weights.bytes_by_type(),
+        merged.weights.bytes_by_type()
+    );
+    assert!(
+        want.iter()
+            .zip(&got)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
 }
