@@ -187,25 +187,22 @@ impl ModelConfig {
             stages.push(Stage::QkNorm { eps: self.norm_eps });
         }
         if let Positional::Rope(rope) = self.positional {
+            let freq_base = if window.is_some() {
+                rope.base_local
+            } else {
+                rope.base
+            };
             stages.push(Stage::Rope(RopeParams {
                 n_rot: rope.dims,
-                freq_base: if window.is_some() {
-                    rope.base_local
-                } else {
-                    rope.base
-                },
+                freq_base,
                 freq_scale: 1.0 / rope.linear_scale,
                 style: match rope.style {
                     RopeStyle::Interleaved => ops::RopeStyle::Norm,
                     RopeStyle::Neox => ops::RopeStyle::Neox,
                 },
                 yarn: rope.yarn.map(|yarn| {
-                    let base = if window.is_some() {
-                        rope.base_local
-                    } else {
-                        rope.base
-                    };
-                    ops::Yarn::new(rope.dims, base, yarn.original_context, rope.linear_scale)
+                    let orig = yarn.original_context;
+                    ops::Yarn::new(rope.dims, freq_base, orig, rope.linear_scale)
                 }),
             }));
         }
