@@ -36,7 +36,9 @@ fn every_broken_file_exits_with_status_1_and_a_one_line_error() {
     for entry in std::fs::read_dir(fixtures().join("models/broken")).unwrap() {
         let file = entry.unwrap().path();
         let name = file.file_name().unwrap().to_string_lossy().to_string();
-        if !name.ends_with(".gguf") || name == "minimal_valid.gguf" {
+        // The `moe_` files are valid containers whose metadata lies about the experts: loading
+        // the model refuses them (`model/tests/moe_broken.rs`), `inspect` shows what they hold.
+        if !name.ends_with(".gguf") || name == "minimal_valid.gguf" || name.starts_with("moe_") {
             continue;
         }
         let out = rinfer(&["inspect", &file.display().to_string()]);

@@ -3,7 +3,7 @@
 //! validated here, before any device memory is touched, so the kernels never see a shape they
 //! cannot handle.
 
-use rinfer_kernels::block::{Block, Stage, Transformer};
+use rinfer_kernels::block::{Block, Ffn, Stage, Transformer};
 
 use crate::error::CudaError;
 use crate::host::{HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
@@ -315,6 +315,18 @@ fn check_config(c: &Transformer, context: usize, max_batch: usize) -> Result<(),
 /// Every stage of block `index` finds the weights it reads in `layer`.
 fn check_stages(index: usize, block: &Block, layer: &HostLayer<'_>) -> Result<(), CudaError> {
     for stage in &block.stages {
+        let unsupported = match stage {
+            Stage::Router(_) | Stage::Experts(_) => Some("mixture-of-experts layers"),
+            Stage::Ffn(Ffn::ClampedSwiGlu) => Some("the clamped SwiGLU"),
+            Stage::Attention(params) if params.sinks => Some("attention sinks"),
+            Stage::Rope(rope) if rope.yarn.is_some() => Some("YaRN RoPE scaling"),
+            _ => None,
+        };
+        if let Some(what) = unsupported {
+            return Err(CudaError::Unsupported(format!(
+                "layer {index} uses {what}, which the CUDA backend does not run yet; use --device cpu"
+            )));
+        }
         let present = match stage {
             Stage::QkNorm { .. } => layer.qk_norm.is_some(),
             Stage::PostAttentionNorm(_) => layer.post_attn_norm.is_some(),

@@ -1,7 +1,7 @@
 //! Every CUDA kernel, run on the host through a small CUDA emulation (`tests/host/
 //! cuda_emulation.h`: a std::thread per CUDA thread, barriers for `__syncthreads` and warp
 //! shuffles), agrees with a naive double-precision reference: matvec, batched matmul and
-//! embedding lookup for all 13 weight formats (bias, strides, partial token groups), RMSNorm,
+//! embedding lookup for all 14 weight formats (bias, strides, partial token groups), RMSNorm,
 //! LayerNorm, per-head norm, both RoPE layouts with partial rotation and frequency factors,
 //! KV-cache writes, split-K decode attention and tiled prefill attention (GQA, MQA, sliding
 //! windows over ring slots, soft-capping, head sizes 64 to 256 and 80), gated activations,

@@ -10,6 +10,10 @@
 //! stream, `h` the normed input (and then the FFN's output), `q`, `k`, `v` the projections,
 //! `attn` the attention output and `out` its projection.
 //!
+//! A mixture-of-experts layer replaces [`Stage::Ffn`] by [`Stage::Router`], which picks each
+//! row's experts and their weights, and [`Stage::Experts`], which runs only those experts and
+//! sums their outputs into `h`.
+//!
 //! ```
 //! use rinfer_kernels::block::{Block, Ffn, Norm, NormKind, Stage};
 //!
@@ -29,7 +33,7 @@
 //! assert_eq!(block.attention(), None);
 //! ```
 
-pub use crate::ops::{AttentionParams, RopeParams, RopeStyle};
+pub use crate::ops::{AttentionParams, Gating, RopeParams, RopeStyle, Yarn};
 
 /// How hidden states are normalised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +62,30 @@ pub enum Ffn {
     GeluGated,
     /// `down(gelu_tanh(up(h)))`, no gate.
     Gelu,
+    /// `down(swiglu_clamped(gate(h) + b, up(h) + b)) + b`: gpt-oss's clamped SwiGLU
+    /// ([`crate::ops::swiglu_clamped_inplace`]).
+    ClampedSwiGlu,
+}
+
+/// A mixture-of-experts router: how many experts a layer has, how many each row runs, and how
+/// their weights are formed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Router {
+    /// Experts of the layer.
+    pub experts: usize,
+    /// Experts each row runs (top-k).
+    pub used: usize,
+    /// From scores to weights.
+    pub gating: Gating,
+}
+
+/// The experts of a mixture-of-experts layer: each is a gated feed-forward block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Experts {
+    /// The shape of each expert.
+    pub ffn: Ffn,
+    /// Inner width of one expert.
+    pub ffn_dim: usize,
 }
 
 /// One step of a decoder block, on the `n` rows of a batch.
@@ -88,6 +116,10 @@ pub enum Stage {
     FfnNorm(Norm),
     /// `h = ffn(h)`.
     Ffn(Ffn),
+    /// Each row's experts and their weights, from the router's scores of `h`.
+    Router(Router),
+    /// `h = Σ weight_e · expert_e(h)` over each row's routed experts, in the router's order.
+    Experts(Experts),
     /// `h = norm(h)` with the layer's post-FFN norm.
     PostFfnNorm(Norm),
     /// `x += h`.
@@ -108,6 +140,22 @@ impl Block {
     pub fn attention(&self) -> Option<&AttentionParams> {
         self.stages.iter().find_map(|s| match s {
             Stage::Attention(params) => Some(params),
+            _ => None,
+        })
+    }
+
+    /// The block's router, if it is a mixture-of-experts layer.
+    pub fn router(&self) -> Option<&Router> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::Router(router) => Some(router),
+            _ => None,
+        })
+    }
+
+    /// The block's experts, if it is a mixture-of-experts layer.
+    pub fn experts(&self) -> Option<&Experts> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::Experts(experts) => Some(experts),
             _ => None,
         })
     }

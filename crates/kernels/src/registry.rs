@@ -17,7 +17,8 @@ use crate::packed::{self, PackFn};
 use crate::quant::float;
 use crate::quant::{
     BlockFormat, DequantizeBytesFn, Quantize, QuantizeBytesFn, VecDot, dequantize_bytes, iq4_nl,
-    iq4_xs, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k, quantize_bytes,
+    iq4_xs, mxfp4, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k,
+    quantize_bytes,
 };
 
 /// A dot product over raw bytes: one weight row against one quantized activation row.
@@ -232,6 +233,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(avx2!(iq4_nl::x86::vec_dot))
         .packed(avx512_packed!(packed::nibbles_avx512::pack_iq4_nl)),
     TypeTraits::weight::<iq4_xs::BlockIq4Xs>().simd(avx2!(iq4_xs::x86::vec_dot)),
+    TypeTraits::weight::<mxfp4::BlockMxfp4>()
+        .simd(avx2!(mxfp4::x86::vec_dot))
+        .packed(avx512_packed!(packed::mxfp4x16_avx512::pack)),
 ]);
 
 /// Slots of a table indexed by type id: one past the largest id.

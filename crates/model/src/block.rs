@@ -10,9 +10,10 @@ use crate::compute::{self, linear};
 use crate::error::ModelError;
 use crate::forward::{Model, SeqBatch};
 use crate::kv_cache::KvCache;
+use crate::moe;
 use crate::scratch::RowSource;
 use crate::scratch::Scratch;
-use crate::weights::{FfnUp, LayerWeights, Qkv};
+use crate::weights::{DenseFfn, ExpertWeights, FfnUp, FfnWeights, LayerWeights, Qkv};
 
 /// The cached keys and values of one layer of one sequence.
 struct LayerRows<'c> {
@@ -29,6 +30,16 @@ impl KeyValueRows for LayerRows<'_> {
     #[inline]
     fn value(&self, pos: usize) -> &[f32] {
         self.cache.get(self.layer, pos).1
+    }
+}
+
+/// The experts of `layer`, or an error (weights loaded for another configuration).
+fn experts_of(w: &LayerWeights, layer: usize) -> Result<&ExpertWeights, ModelError> {
+    match &w.ffn {
+        FfnWeights::Experts(experts) => Ok(experts),
+        FfnWeights::Dense(_) => Err(ModelError::InvalidConfig(format!(
+            "layer {layer} has no expert weights"
+        ))),
     }
 }
 
@@ -62,7 +73,11 @@ impl Model {
                 Stage::Rope(params) => self.rope(&params, s),
                 Stage::Attention(params) => {
                     self.store_kv(layer, seqs, s);
-                    self.attention(layer, &params, n, seqs, s);
+                    let sinks = match params.sinks {
+                        true => Some(required(&w.attn_sinks, layer, "attention sink")?),
+                        false => None,
+                    };
+                    self.attention(layer, &params, sinks.map(Vec::as_slice), n, seqs, s);
                 }
                 Stage::AttentionOutput => {
                     linear(&w.attn_output, &s.attn, n, &mut s.out, &mut s.act)?;
@@ -76,7 +91,25 @@ impl Model {
                     let ffn_norm = required(&w.ffn_norm, layer, "FFN norm")?;
                     Self::norm(norm, ffn_norm, &s.x, &mut s.h, n);
                 }
-                Stage::Ffn(ffn) => self.ffn(ffn, w, n, s)?,
+                Stage::Ffn(ffn) => match &w.ffn {
+                    FfnWeights::Dense(dense) => self.ffn(ffn, dense, n, s)?,
+                    FfnWeights::Experts(_) => {
+                        return Err(ModelError::InvalidConfig(format!(
+                            "layer {layer} has experts but no dense FFN"
+                        )));
+                    }
+                },
+                Stage::Router(router) => moe::route(&router, experts_of(w, layer)?, n, s)?,
+                Stage::Experts(experts) => {
+                    let weights = experts_of(w, layer)?;
+                    let Some(router) = self.transformer().blocks[layer].router() else {
+                        return Err(ModelError::InvalidConfig(format!(
+                            "layer {layer} runs experts without a router"
+                        )));
+                    };
+                    let hidden = self.transformer().hidden;
+                    moe::run(&experts, weights, hidden, router.used, n, s)?;
+                }
                 Stage::PostFfnNorm(norm) => {
                     let post = required(&w.post_ffn_norm, layer, "post-FFN norm")?;
                     Self::norm_in_place(norm, post, &mut s.h, n);
@@ -155,6 +188,7 @@ impl Model {
         &self,
         layer: usize,
         params: &AttentionParams,
+        sinks: Option<&[f32]>,
         n: usize,
         seqs: &[SeqBatch<'_>],
         s: &mut Scratch,
@@ -172,13 +206,13 @@ impl Model {
             (pos, LayerRows { cache, layer })
         };
         let len = n * c.q_dim();
-        ops::attention(&shape, params, &s.q[..len], row, &mut s.attn[..len]);
+        ops::attention(&shape, params, sinks, &s.q[..len], row, &mut s.attn[..len]);
     }
 
     /// The feed-forward block from `s.h`; its output overwrites `s.h`.
-    fn ffn(&self, ffn: Ffn, w: &LayerWeights, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
+    fn ffn(&self, ffn: Ffn, w: &DenseFfn, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
         let f = self.transformer().ffn_dim;
-        match &w.ffn_up {
+        match &w.up {
             FfnUp::Gated { gate, up } => {
                 linear(gate, &s.h, n, &mut s.gate, &mut s.act)?;
                 linear(up, &s.h, n, &mut s.up, &mut s.act)?;
@@ -206,7 +240,8 @@ impl Model {
             Ffn::SiluGated => gated(Activation::Silu, gate, &s.up[..n * f]),
             Ffn::GeluGated => gated(compute::GELU, gate, &s.up[..n * f]),
             Ffn::Gelu => ops::apply(compute::GELU, gate),
+            Ffn::ClampedSwiGlu => ops::swiglu_clamped_inplace(gate, &s.up[..n * f]),
         }
-        linear(&w.ffn_down, &s.gate, n, &mut s.h, &mut s.act)
+        linear(&w.down, &s.gate, n, &mut s.h, &mut s.act)
     }
 }

@@ -4,10 +4,12 @@
 //! produces the [`Transformer`] the forward passes run (see [`ModelConfig::transformer`]), so
 //! no executor ever reads the architecture's name.
 
-use rinfer_kernels::block::{AttentionParams, Block, Norm, RopeParams, Stage, Transformer};
+use rinfer_kernels::block::{
+    AttentionParams, Block, Experts, Norm, RopeParams, Router, Stage, Transformer,
+};
 use rinfer_kernels::ops;
 
-pub use rinfer_kernels::block::{Ffn, NormKind};
+pub use rinfer_kernels::block::{Ffn, Gating, NormKind};
 
 /// Which dimension pairs RoPE rotates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +43,30 @@ pub struct Rope {
     /// Positions are divided by this (linear scaling; 1 for none). Per-frequency factors
     /// (Llama 3.1's long-context scaling) come from the optional `rope_freqs` tensor instead.
     pub linear_scale: f32,
+    /// YaRN context extension (gpt-oss); `linear_scale` is then its factor.
+    pub yarn: Option<YarnScaling>,
+}
+
+/// YaRN scaling as the GGUF metadata gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct YarnScaling {
+    /// The context length the model was trained at before the extension.
+    pub original_context: usize,
+}
+
+/// Mixture-of-experts feed-forward blocks: a router picks `used` of `count` experts per token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeConfig {
+    /// Experts per layer.
+    pub count: usize,
+    /// Experts each token runs (top-k).
+    pub used: usize,
+    /// Inner width of one expert.
+    pub ffn_dim: usize,
+    /// How the router's scores become weights.
+    pub gating: Gating,
+    /// The shape of each expert.
+    pub ffn: Ffn,
 }
 
 /// Sliding-window attention on some layers.
@@ -104,6 +130,12 @@ pub struct ModelConfig {
     pub final_softcap: Option<f32>,
     /// Sliding-window attention.
     pub sliding_window: Option<SlidingWindow>,
+    /// Mixture-of-experts FFNs in place of the dense one on every layer.
+    pub experts: Option<MoeConfig>,
+    /// A learned sink logit per head joins each attention softmax (gpt-oss).
+    pub attention_sinks: bool,
+    /// The name of the norm before the FFN: `ffn_norm` (gpt-oss: `post_attention_norm`).
+    pub ffn_norm_name: &'static str,
 }
 
 impl ModelConfig {
@@ -155,24 +187,30 @@ impl ModelConfig {
             stages.push(Stage::QkNorm { eps: self.norm_eps });
         }
         if let Positional::Rope(rope) = self.positional {
+            let freq_base = if window.is_some() {
+                rope.base_local
+            } else {
+                rope.base
+            };
             stages.push(Stage::Rope(RopeParams {
                 n_rot: rope.dims,
-                freq_base: if window.is_some() {
-                    rope.base_local
-                } else {
-                    rope.base
-                },
+                freq_base,
                 freq_scale: 1.0 / rope.linear_scale,
                 style: match rope.style {
                     RopeStyle::Interleaved => ops::RopeStyle::Norm,
                     RopeStyle::Neox => ops::RopeStyle::Neox,
                 },
+                yarn: rope.yarn.map(|yarn| {
+                    let orig = yarn.original_context;
+                    ops::Yarn::new(rope.dims, freq_base, orig, rope.linear_scale)
+                }),
             }));
         }
         stages.push(Stage::Attention(AttentionParams {
             scale: self.attention_scale,
             softcap: self.attn_softcap,
             window,
+            sinks: self.attention_sinks,
         }));
         stages.push(Stage::AttentionOutput);
         if self.post_norms {
@@ -182,11 +220,21 @@ impl ModelConfig {
             stages.extend([Stage::Ffn(self.ffn), Stage::ParallelResidual]);
             return Block { stages };
         }
-        stages.extend([
-            Stage::AttentionResidual,
-            Stage::FfnNorm(norm),
-            Stage::Ffn(self.ffn),
-        ]);
+        stages.extend([Stage::AttentionResidual, Stage::FfnNorm(norm)]);
+        match self.experts {
+            None => stages.push(Stage::Ffn(self.ffn)),
+            Some(moe) => stages.extend([
+                Stage::Router(Router {
+                    experts: moe.count,
+                    used: moe.used,
+                    gating: moe.gating,
+                }),
+                Stage::Experts(Experts {
+                    ffn: moe.ffn,
+                    ffn_dim: moe.ffn_dim,
+                }),
+            ]),
+        }
         if self.post_norms {
             stages.push(Stage::PostFfnNorm(norm));
         }

@@ -1,16 +1,22 @@
 //! The model on an NVIDIA GPU: the view the CUDA backend uploads from. `rinfer-cuda` sits below
 //! this crate, so this is where the model's own configuration and weights are handed to it.
 
-use rinfer_cuda::{HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
+use rinfer_cuda::{
+    CudaError, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
+};
 
 use crate::forward::Model;
-use crate::weights::{FfnUp, Linear, Matrix, NormWeights, Qkv};
+use crate::weights::{FfnUp, FfnWeights, Linear, Matrix, NormWeights, Qkv};
 
 impl Model {
     /// The model as the CUDA backend takes it: its [`Transformer`](rinfer_cuda::Transformer)
     /// (the same stages the CPU forward pass runs) and borrowed views of every weight in its
     /// stored format.
-    pub fn gpu_view(&self) -> HostModel<'_> {
+    ///
+    /// # Errors
+    /// [`CudaError::Unsupported`] for a mixture-of-experts model, which the CUDA backend does
+    /// not run yet.
+    pub fn gpu_view(&self) -> Result<HostModel<'_>, CudaError> {
         let w = &self.weights;
         let layers = w
             .layers
@@ -18,7 +24,17 @@ impl Model {
             .enumerate()
             .map(|(i, l)| {
                 let name = |role: &str| format!("blk.{i}.{role}.weight");
-                HostLayer {
+                let FfnWeights::Dense(ffn) = &l.ffn else {
+                    return Err(CudaError::Unsupported(format!(
+                        "layer {i} is a mixture of experts, which the CUDA backend does not run yet; use --device cpu"
+                    )));
+                };
+                if l.attn_sinks.is_some() {
+                    return Err(CudaError::Unsupported(format!(
+                        "layer {i} has attention sinks, which the CUDA backend does not run yet; use --device cpu"
+                    )));
+                }
+                Ok(HostLayer {
                     attn_norm: norm(&l.attn_norm),
                     qkv: match &l.qkv {
                         Qkv::Separate { q, k, v } => HostQkv::Separate {
@@ -35,7 +51,7 @@ impl Model {
                     attn_output: linear(&l.attn_output, name("attn_output")),
                     post_attn_norm: l.post_attn_norm.as_ref().map(norm),
                     ffn_norm: l.ffn_norm.as_ref().map(norm),
-                    ffn_up: match &l.ffn_up {
+                    ffn_up: match &ffn.up {
                         FfnUp::Gated { gate, up } => HostFfnUp::Gated {
                             gate: linear(gate, name("ffn_gate")),
                             up: linear(up, name("ffn_up")),
@@ -45,17 +61,17 @@ impl Model {
                         }
                         FfnUp::Plain(up) => HostFfnUp::Plain(linear(up, name("ffn_up"))),
                     },
-                    ffn_down: linear(&l.ffn_down, name("ffn_down")),
+                    ffn_down: linear(&ffn.down, name("ffn_down")),
                     post_ffn_norm: l.post_ffn_norm.as_ref().map(norm),
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let lm_head_name = if w.output.is_some() {
             "output.weight"
         } else {
             "token_embd.weight"
         };
-        HostModel {
+        Ok(HostModel {
             config: self.transformer().clone(),
             token_embd: matrix(&w.token_embd, "token_embd.weight".into()),
             position_embd: w
@@ -67,7 +83,7 @@ impl Model {
             output_norm: norm(&w.output_norm),
             lm_head: matrix(w.lm_head(), lm_head_name.into()),
             output_bias: w.output_bias.as_deref(),
-        }
+        })
     }
 }
 

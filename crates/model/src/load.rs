@@ -5,10 +5,13 @@ use std::collections::HashSet;
 
 use rinfer_formats::GgmlType;
 
-use crate::config::{Ffn, ModelConfig, NormKind, Positional};
+use crate::config::{Ffn, ModelConfig, MoeConfig, NormKind, Positional};
 use crate::error::ModelError;
 use crate::tensor_store::{StoredTensor, TensorStore};
-use crate::weights::{FfnUp, LayerWeights, Linear, Matrix, NormWeights, Qkv, Weights};
+use crate::weights::{
+    DenseFfn, ExpertWeights, FfnUp, FfnWeights, LayerWeights, Linear, Matrix, NormWeights, Qkv,
+    Weights,
+};
 
 /// Tensor types the CPU kernels can multiply with.
 fn supported_matrix_type(ty: GgmlType) -> bool {
@@ -29,6 +32,7 @@ fn supported_matrix_type(ty: GgmlType) -> bool {
             | Q6K
             | Iq4Nl
             | Iq4Xs
+            | MXFP4
     )
 }
 
@@ -121,6 +125,100 @@ impl Loader<'_> {
         })
     }
 
+    /// The experts `role` (`ffn_gate`, `ffn_up`, `ffn_down`) of layer `p` (`blk.N`): the 3-D
+    /// tensor `{p}.{role}_exps`, or the per-expert matrices `{p}.{role}.{e}` of older Mixtral
+    /// files.
+    fn experts(
+        &mut self,
+        p: &str,
+        role: &str,
+        rows: usize,
+        cols: usize,
+        count: usize,
+    ) -> Result<Vec<Linear>, ModelError> {
+        let merged = format!("{p}.{role}_exps");
+        if self.store.contains(&format!("{merged}.weight"))
+            || !self.store.contains(&format!("{p}.{role}.0.weight"))
+        {
+            return self.merged_experts(&merged, rows, cols, count);
+        }
+        (0..count)
+            .map(|e| self.linear(&format!("{p}.{role}.{e}"), rows, cols))
+            .collect()
+    }
+
+    /// The experts of the 3-D tensor `{prefix}.weight` `[cols, rows, experts]`, each a matrix
+    /// over its own slab of the tensor's bytes, with its row of `{prefix}.bias` if there is one.
+    fn merged_experts(
+        &mut self,
+        prefix: &str,
+        rows: usize,
+        cols: usize,
+        count: usize,
+    ) -> Result<Vec<Linear>, ModelError> {
+        let tensor = self.require(&format!("{prefix}.weight"))?;
+        Self::check_shape(&tensor, &[cols as u64, rows as u64, count as u64])?;
+        if !supported_matrix_type(tensor.ty) || !cols.is_multiple_of(tensor.ty.block_size()) {
+            return Err(ModelError::UnsupportedTensorType {
+                name: tensor.name,
+                ty: tensor.ty.name(),
+            });
+        }
+        let slab = tensor.range.len() / count;
+        let biases = match self.store.contains(&format!("{prefix}.bias")) {
+            true => {
+                let bias = self.require(&format!("{prefix}.bias"))?;
+                Self::check_shape(&bias, &[rows as u64, count as u64])?;
+                Some(to_f32(&bias)?)
+            }
+            false => None,
+        };
+        (0..count)
+            .map(|e| {
+                let start = tensor.range.start + e * slab;
+                let source = tensor.source.clone();
+                let mut weight = Matrix::new(tensor.ty, rows, cols, source, start..start + slab);
+                weight.pack()?;
+                let bias = biases
+                    .as_ref()
+                    .map(|b| b[e * rows..(e + 1) * rows].to_vec());
+                Ok(Linear { weight, bias })
+            })
+            .collect()
+    }
+
+    /// The router and experts of layer `p` (`blk.N`).
+    fn expert_weights(&mut self, p: &str, moe: &MoeConfig) -> Result<ExpertWeights, ModelError> {
+        let (hidden, f, n) = (self.config.hidden, moe.ffn_dim, moe.count);
+        Ok(ExpertWeights {
+            router: self.linear(&format!("{p}.ffn_gate_inp"), n, hidden)?,
+            gate: self.experts(p, "ffn_gate", f, hidden, n)?,
+            up: self.experts(p, "ffn_up", f, hidden, n)?,
+            down: self.experts(p, "ffn_down", hidden, f, n)?,
+        })
+    }
+
+    /// The dense FFN of layer `p` (`blk.N`).
+    fn dense_ffn(&mut self, p: &str) -> Result<DenseFfn, ModelError> {
+        let c = self.config;
+        let hidden = c.hidden;
+        let up = match c.ffn {
+            Ffn::Gelu => FfnUp::Plain(self.linear(&format!("{p}.ffn_up"), c.ffn_dim, hidden)?),
+            Ffn::SiluGated | Ffn::GeluGated | Ffn::ClampedSwiGlu => {
+                if self.store.contains(&format!("{p}.ffn_gate.weight")) {
+                    FfnUp::Gated {
+                        gate: self.linear(&format!("{p}.ffn_gate"), c.ffn_dim, hidden)?,
+                        up: self.linear(&format!("{p}.ffn_up"), c.ffn_dim, hidden)?,
+                    }
+                } else {
+                    FfnUp::FusedGated(self.linear(&format!("{p}.ffn_up"), 2 * c.ffn_dim, hidden)?)
+                }
+            }
+        };
+        let down = self.linear(&format!("{p}.ffn_down"), hidden, c.ffn_dim)?;
+        Ok(DenseFfn { up, down })
+    }
+
     fn layer(&mut self, i: usize) -> Result<LayerWeights, ModelError> {
         let c = self.config;
         let p = format!("blk.{i}");
@@ -149,25 +247,19 @@ impl Loader<'_> {
         } else {
             None
         };
+        let attn_sinks = match c.attention_sinks {
+            true => Some(self.vector(&format!("{p}.attn_sinks.weight"), c.heads)?),
+            false => None,
+        };
         let ffn_norm = if c.parallel_block {
             None
         } else {
-            Some(self.norm(&format!("{p}.ffn_norm"), hidden)?)
+            Some(self.norm(&format!("{p}.{}", c.ffn_norm_name), hidden)?)
         };
-        let ffn_up = match c.ffn {
-            Ffn::Gelu => FfnUp::Plain(self.linear(&format!("{p}.ffn_up"), c.ffn_dim, hidden)?),
-            Ffn::SiluGated | Ffn::GeluGated => {
-                if self.store.contains(&format!("{p}.ffn_gate.weight")) {
-                    FfnUp::Gated {
-                        gate: self.linear(&format!("{p}.ffn_gate"), c.ffn_dim, hidden)?,
-                        up: self.linear(&format!("{p}.ffn_up"), c.ffn_dim, hidden)?,
-                    }
-                } else {
-                    FfnUp::FusedGated(self.linear(&format!("{p}.ffn_up"), 2 * c.ffn_dim, hidden)?)
-                }
-            }
+        let ffn = match &c.experts {
+            Some(moe) => FfnWeights::Experts(self.expert_weights(&p, moe)?),
+            None => FfnWeights::Dense(self.dense_ffn(&p)?),
         };
-        let ffn_down = self.linear(&format!("{p}.ffn_down"), hidden, c.ffn_dim)?;
         let post_ffn_norm = if c.post_norms {
             Some(self.norm(&format!("{p}.post_ffw_norm"), hidden)?)
         } else {
@@ -179,9 +271,9 @@ impl Loader<'_> {
             qk_norm,
             attn_output,
             post_attn_norm,
+            attn_sinks,
             ffn_norm,
-            ffn_up,
-            ffn_down,
+            ffn,
             post_ffn_norm,
         })
     }

@@ -30,6 +30,8 @@ pub struct Scratch {
     pub(crate) up: Vec<f32>,
     /// Logits `[n, vocab]`.
     pub(crate) logits: Vec<f32>,
+    /// Mixture-of-experts buffers (empty for dense models).
+    pub(crate) moe: MoeScratch,
     /// Sequence and position of every row of the batch.
     pub(crate) sources: Vec<RowSource>,
     /// The quantized-activation buffer of the matmul kernels.
@@ -52,7 +54,7 @@ impl Scratch {
             &self.up,
             &self.logits,
         ];
-        buffers.iter().map(|b| b.len() * 4).sum()
+        buffers.iter().map(|b| b.len() * 4).sum::<usize>() + self.moe.bytes()
     }
 
     /// Bytes of the f32 buffers [`Scratch::with_logit_rows`] allocates for these sizes, or `None`
@@ -70,7 +72,7 @@ impl Scratch {
             + 2 * config.kv_dim()
             + fused
             + 2 * config.ffn_dim;
-        let rows = n.checked_mul(per_row)?;
+        let rows = n.checked_mul(per_row.checked_add(MoeScratch::floats_per_row(config)?)?)?;
         let logits = logit_rows.checked_mul(config.vocab_size)?;
         rows.checked_add(logits)?
             .checked_mul(std::mem::size_of::<f32>())
@@ -104,6 +106,7 @@ impl Scratch {
             gate: vec![0.0; n * config.ffn_dim],
             up: vec![0.0; n * config.ffn_dim],
             logits: vec![0.0; logit_rows * config.vocab_size],
+            moe: MoeScratch::new(config, n),
             sources: Vec::with_capacity(n),
             act: rinfer_kernels::ActivationBuffer::for_matmul(
                 n,
@@ -111,6 +114,77 @@ impl Scratch {
                 config.vocab_size.max(fused).max(config.hidden),
             ),
         }
+    }
+}
+
+/// The buffers of the mixture-of-experts stages, for `n` rows routed to `k` experts each.
+#[derive(Default)]
+pub(crate) struct MoeScratch {
+    /// Router scores `[n, experts]`.
+    pub(crate) scores: Vec<f32>,
+    /// Each row's experts, best first `[n, k]`.
+    pub(crate) ids: Vec<u32>,
+    /// Their weights `[n, k]`.
+    pub(crate) weights: Vec<f32>,
+    /// The rows routed to one expert, gathered `[n, hidden]`.
+    pub(crate) input: Vec<f32>,
+    /// One expert's gate `[n, expert_ffn]`.
+    pub(crate) gate: Vec<f32>,
+    /// One expert's up `[n, expert_ffn]`.
+    pub(crate) up: Vec<f32>,
+    /// One expert's output for its rows `[n, hidden]`.
+    pub(crate) output: Vec<f32>,
+    /// Every (row, slot)'s expert output `[n, k, hidden]`.
+    pub(crate) slots: Vec<f32>,
+    /// Which (row, slot) pairs one expert serves.
+    pub(crate) routed: Vec<(usize, usize)>,
+}
+
+impl MoeScratch {
+    /// The f32 values per batch row, or `None` on overflow (0 for dense models).
+    fn floats_per_row(config: &ModelConfig) -> Option<usize> {
+        let Some(moe) = config.experts else {
+            return Some(0);
+        };
+        let k = moe.used;
+        let hidden = config.hidden;
+        // scores, weights (ids counted as f32-sized), input, gate, up, output, slots
+        moe.count
+            .checked_add(2 * k)?
+            .checked_add(2 * hidden)?
+            .checked_add(2 * moe.ffn_dim)?
+            .checked_add(k.checked_mul(hidden)?)
+    }
+
+    fn new(config: &ModelConfig, n: usize) -> Self {
+        let Some(moe) = config.experts else {
+            return Self::default();
+        };
+        let (k, hidden) = (moe.used, config.hidden);
+        Self {
+            scores: vec![0.0; n * moe.count],
+            ids: vec![0; n * k],
+            weights: vec![0.0; n * k],
+            input: vec![0.0; n * hidden],
+            gate: vec![0.0; n * moe.ffn_dim],
+            up: vec![0.0; n * moe.ffn_dim],
+            output: vec![0.0; n * hidden],
+            slots: vec![0.0; n * k * hidden],
+            routed: Vec::with_capacity(n * k),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        let floats = [
+            &self.scores,
+            &self.weights,
+            &self.input,
+            &self.gate,
+            &self.up,
+            &self.output,
+            &self.slots,
+        ];
+        floats.iter().map(|b| b.len() * 4).sum::<usize>() + self.ids.len() * 4
     }
 }
 

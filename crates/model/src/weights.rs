@@ -161,6 +161,38 @@ pub enum FfnUp {
     Plain(Linear),
 }
 
+/// A dense feed-forward block's projections.
+#[derive(Clone)]
+pub struct DenseFfn {
+    /// The first projection(s).
+    pub up: FfnUp,
+    /// `[hidden, ffn]`.
+    pub down: Linear,
+}
+
+/// A mixture-of-experts block: the router and every expert's gated FFN. Expert `e` is slab
+/// `e` of the file's 3-D expert tensors, borrowed like any matrix (with its bias, if any).
+#[derive(Clone)]
+pub struct ExpertWeights {
+    /// `[experts, hidden]`: one score per expert.
+    pub router: Linear,
+    /// Per expert, `[expert_ffn, hidden]`.
+    pub gate: Vec<Linear>,
+    /// Per expert, `[expert_ffn, hidden]`.
+    pub up: Vec<Linear>,
+    /// Per expert, `[hidden, expert_ffn]`.
+    pub down: Vec<Linear>,
+}
+
+/// A layer's feed-forward weights.
+#[derive(Clone)]
+pub enum FfnWeights {
+    /// One FFN every token runs.
+    Dense(DenseFfn),
+    /// Experts, of which a router picks a few per token.
+    Experts(ExpertWeights),
+}
+
 /// One decoder block's weights.
 #[derive(Clone)]
 pub struct LayerWeights {
@@ -174,12 +206,12 @@ pub struct LayerWeights {
     pub attn_output: Linear,
     /// Norm of the attention output before the residual add (gemma).
     pub post_attn_norm: Option<NormWeights>,
+    /// Per-head attention sink logits, `[heads]` (gpt-oss).
+    pub attn_sinks: Option<Vec<f32>>,
     /// Norm before the FFN (absent in parallel blocks).
     pub ffn_norm: Option<NormWeights>,
-    /// The FFN's first projection(s).
-    pub ffn_up: FfnUp,
-    /// `[hidden, ffn]`.
-    pub ffn_down: Linear,
+    /// The FFN, dense or experts.
+    pub ffn: FfnWeights,
     /// Norm of the FFN output before the residual add (gemma).
     pub post_ffn_norm: Option<NormWeights>,
 }
@@ -214,11 +246,20 @@ impl Weights {
                 Qkv::Fused(qkv) => all.push(&qkv.weight),
             }
             all.push(&layer.attn_output.weight);
-            match &layer.ffn_up {
-                FfnUp::Gated { gate, up } => all.extend([&gate.weight, &up.weight]),
-                FfnUp::FusedGated(l) | FfnUp::Plain(l) => all.push(&l.weight),
+            match &layer.ffn {
+                FfnWeights::Dense(dense) => {
+                    match &dense.up {
+                        FfnUp::Gated { gate, up } => all.extend([&gate.weight, &up.weight]),
+                        FfnUp::FusedGated(l) | FfnUp::Plain(l) => all.push(&l.weight),
+                    }
+                    all.push(&dense.down.weight);
+                }
+                FfnWeights::Experts(experts) => {
+                    all.push(&experts.router.weight);
+                    let each = experts.gate.iter().chain(&experts.up).chain(&experts.down);
+                    all.extend(each.map(|l| &l.weight));
+                }
             }
-            all.push(&layer.ffn_down.weight);
         }
         all.extend(&self.output);
         all

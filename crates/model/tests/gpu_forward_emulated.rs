@@ -12,7 +12,7 @@ use std::process::Command;
 use rinfer_cuda::program::{CacheAddresses, Launch, StepBuilder, WeightAddresses, WorkAddresses};
 use rinfer_cuda::{LoadOptions, UploadPlan};
 use rinfer_formats::GgmlType;
-use rinfer_model::weights::{FfnUp, Linear, Matrix, Qkv};
+use rinfer_model::weights::{FfnUp, FfnWeights, Linear, Matrix, Qkv};
 use rinfer_model::{KvCache, Logits, Model, Scratch};
 
 type EmulateLaunch =
@@ -152,12 +152,15 @@ fn dequantized(model: &Model) -> Model {
             Qkv::Separate { q, k, v } => [q, k, v].into_iter().for_each(linear_to_f32),
             Qkv::Fused(qkv) => linear_to_f32(qkv),
         }
-        match &mut layer.ffn_up {
+        let FfnWeights::Dense(ffn) = &mut layer.ffn else {
+            panic!("the GPU step builder runs dense models only");
+        };
+        match &mut ffn.up {
             FfnUp::Gated { gate, up } => [gate, up].into_iter().for_each(linear_to_f32),
             FfnUp::FusedGated(l) | FfnUp::Plain(l) => linear_to_f32(l),
         }
+        linear_to_f32(&mut ffn.down);
         linear_to_f32(&mut layer.attn_output);
-        linear_to_f32(&mut layer.ffn_down);
     }
     Model::new(model.config.clone(), weights)
 }
@@ -207,7 +210,7 @@ fn check_fixture(emulate: &EmulateLaunch, name: &str) {
         .collect();
 
     // The GPU program on host buffers.
-    let view = model.gpu_view();
+    let view = model.gpu_view().unwrap();
     let options = LoadOptions {
         ordinal: 0,
         context,

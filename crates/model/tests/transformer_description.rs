@@ -32,6 +32,8 @@ fn stage_names(name: &str) -> Vec<Vec<&'static str>> {
                     Stage::AttentionResidual => "x+=out",
                     Stage::FfnNorm(_) => "ffn_norm",
                     Stage::Ffn(_) => "ffn",
+                    Stage::Router(_) => "router",
+                    Stage::Experts(_) => "experts",
                     Stage::PostFfnNorm(_) => "post_ffn_norm",
                     Stage::FfnResidual => "x+=h",
                     Stage::ParallelResidual => "x+=out+h",

@@ -110,6 +110,24 @@ struct fmt_q8_0 {
     }
 };
 
+// MXFP4: E8M0 exponent e, 16 bytes of nibbles indexing the E2M1 values doubled;
+// x = kvalues[q] * 2^(e - 128) (ggml's GGML_E8M0_TO_FP32_HALF, subnormal for e < 2).
+struct fmt_mxfp4 {
+    static const int QK = 32;
+    static const int BYTES = 17;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const signed char kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+        const u8* b = row + chunk * BYTES;
+        const u32 e = b[0];
+        const float d = __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
+        const u8* qs = b + 1;
+        for (int j = 0; j < 16; j++) {
+            v[j] = (float)kvalues[qs[j] & 0x0f] * d;
+            v[j + 16] = (float)kvalues[qs[j] >> 4] * d;
+        }
+    }
+};
+
 // Q2_K: 16 scale/min bytes, 64 bytes of 2-bit codes, f16 d, f16 dmin.
 struct fmt_q2_k {
     static const int QK = 256;

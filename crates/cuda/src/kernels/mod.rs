@@ -61,6 +61,8 @@ pub enum GpuType {
     Q5_1,
     /// ggml Q8_0.
     Q8_0,
+    /// OCP MXFP4 (gpt-oss experts).
+    Mxfp4,
     /// ggml Q2_K.
     Q2K,
     /// ggml Q3_K.
@@ -75,7 +77,7 @@ pub enum GpuType {
 
 impl GpuType {
     /// Every format, in the order the kernels are instantiated.
-    pub const ALL: [GpuType; 13] = [
+    pub const ALL: [GpuType; 14] = [
         GpuType::F32,
         GpuType::F16,
         GpuType::Bf16,
@@ -84,6 +86,7 @@ impl GpuType {
         GpuType::Q5_0,
         GpuType::Q5_1,
         GpuType::Q8_0,
+        GpuType::Mxfp4,
         GpuType::Q2K,
         GpuType::Q3K,
         GpuType::Q4K,
@@ -102,6 +105,7 @@ impl GpuType {
             GgmlType::Q5_0 => Self::Q5_0,
             GgmlType::Q5_1 => Self::Q5_1,
             GgmlType::Q8_0 => Self::Q8_0,
+            GgmlType::MXFP4 => Self::Mxfp4,
             GgmlType::Q2K => Self::Q2K,
             GgmlType::Q3K => Self::Q3K,
             GgmlType::Q4K => Self::Q4K,
@@ -122,6 +126,7 @@ impl GpuType {
             Self::Q5_0 => GgmlType::Q5_0,
             Self::Q5_1 => GgmlType::Q5_1,
             Self::Q8_0 => GgmlType::Q8_0,
+            Self::Mxfp4 => GgmlType::MXFP4,
             Self::Q2K => GgmlType::Q2K,
             Self::Q3K => GgmlType::Q3K,
             Self::Q4K => GgmlType::Q4K,
@@ -141,6 +146,7 @@ impl GpuType {
             Self::Q5_0 => "q5_0",
             Self::Q5_1 => "q5_1",
             Self::Q8_0 => "q8_0",
+            Self::Mxfp4 => "mxfp4",
             Self::Q2K => "q2_k",
             Self::Q3K => "q3_k",
             Self::Q4K => "q4_k",

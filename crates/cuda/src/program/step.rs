@@ -234,6 +234,8 @@ impl Sequence<'_, '_> {
                     }
                 }
                 Stage::Ffn(ffn) => self.ffn(layer, ffn),
+                // The upload plan refuses these stages: a model that has them never gets here.
+                Stage::Router(_) | Stage::Experts(_) => {}
                 Stage::PostFfnNorm(norm) => {
                     if let Some(post) = &w.post_ffn_norm {
                         self.norm(norm, post, work.h, work.h, n);
@@ -345,6 +347,8 @@ impl Sequence<'_, '_> {
             Ffn::SiluGated => 0,
             Ffn::GeluGated => 1,
             Ffn::Gelu => 2,
+            // Refused by the upload plan, like the expert stages.
+            Ffn::ClampedSwiGlu => 0,
         };
         self.elementwise(
             "gated_activation",

@@ -46,11 +46,13 @@ pub fn config() -> Transformer {
                 freq_base: 10_000.0,
                 freq_scale: 1.0,
                 style: RopeStyle::Norm,
+                yarn: None,
             }),
             Stage::Attention(AttentionParams {
                 scale: 1.0 / (HEAD_DIM as f32).sqrt(),
                 softcap: None,
                 window: (layer % 3 < 2).then_some(16),
+                sinks: false,
             }),
             Stage::AttentionOutput,
             Stage::AttentionResidual,

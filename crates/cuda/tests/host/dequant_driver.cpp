@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     CASE(q5_0, fmt_q5_0)
     CASE(q5_1, fmt_q5_1)
     CASE(q8_0, fmt_q8_0)
+    CASE(mxfp4, fmt_mxfp4)
     CASE(q2_k, fmt_q2_k)
     CASE(q3_k, fmt_q3_k)
     CASE(q4_k, fmt_q4_k)

@@ -80,6 +80,7 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
     WEIGHT_KERNELS(q5_0)
     WEIGHT_KERNELS(q5_1)
     WEIGHT_KERNELS(q8_0)
+    WEIGHT_KERNELS(mxfp4)
     WEIGHT_KERNELS(q2_k)
     WEIGHT_KERNELS(q3_k)
     WEIGHT_KERNELS(q4_k)

@@ -57,6 +57,7 @@ struct Format {
     const char* name;
     int qk, bytes;
     std::vector<int> half_fields;  // byte offsets of f16 scales within a block
+    std::vector<int> e8m0_fields;  // byte offsets of E8M0 exponents within a block
 };
 
 template <typename F>
@@ -96,6 +97,8 @@ static std::vector<u8> random_weights(const Format& f, int rows, int cols) {
             const u16 h = (u16)(0x2000 + (rng() & 0x3ff));  // about 0.008 to 0.016
             std::memcpy(&w[block * F::BYTES + off], &h, 2);
         }
+    for (size_t block = 0; block < w.size() / F::BYTES; block++)
+        for (int off : f.e8m0_fields) w[block * F::BYTES + off] = (u8)(121 + (rng() & 3));  // 2^-7 to 2^-4
     return w;
 }
 
@@ -372,6 +375,7 @@ int main() {
     CHECK_FORMAT(q5_0, {0});
     CHECK_FORMAT(q5_1, {0, 2});
     CHECK_FORMAT(q8_0, {0});
+    CHECK_FORMAT(mxfp4, {}, {0});
     CHECK_FORMAT(q2_k, {80, 82});
     CHECK_FORMAT(q3_k, {108});
     CHECK_FORMAT(q4_k, {0, 2});

@@ -78,3 +78,20 @@ pub fn gated_inplace(act: Activation, gate: &mut [f32], up: &[f32]) {
         *g = act.eval(*g) * u;
     }
 }
+
+/// The clamp of [`swiglu_clamped_inplace`] (a constant in gpt-oss, not a model parameter).
+pub const SWIGLU_LIMIT: f32 = 7.0;
+
+/// The sigmoid slope of [`swiglu_clamped_inplace`].
+pub const SWIGLU_ALPHA: f32 = 1.702;
+
+/// gpt-oss's clamped SwiGLU in place (ggml's `swiglu_oai`): with `g = min(gate, 7)` and
+/// `u = clamp(up, -7, 7)`, `gate = g * sigmoid(1.702 g) * (u + 1)`.
+pub fn swiglu_clamped_inplace(gate: &mut [f32], up: &[f32]) {
+    assert_eq!(gate.len(), up.len());
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = g.min(SWIGLU_LIMIT);
+        let y = u.clamp(-SWIGLU_LIMIT, SWIGLU_LIMIT);
+        *g = x / (1.0 + (SWIGLU_ALPHA * -x).exp()) * (y + 1.0);
+    }
+}

@@ -18,6 +18,9 @@ pub struct AttentionParams {
     /// A query at `pos` sees the keys `pos + 1 - window ..= pos`; without a window every key
     /// from position 0.
     pub window: Option<usize>,
+    /// Each head has a learned sink logit that joins the softmax's denominator only (gpt-oss):
+    /// the weights of the keys then sum to less than one.
+    pub sinks: bool,
 }
 
 impl AttentionParams {
@@ -59,14 +62,16 @@ pub trait KeyValueRows {
 
 /// Attention of `n` query rows `queries` `[n, heads * head_dim]` into `out` (same shape).
 /// `row(i)` gives query row `i`'s position and its key/value rows; it sees the keys of
-/// [`AttentionParams::first_key`]`..=` its position. One task per (row, head), each computed
-/// by [`attend`].
+/// [`AttentionParams::first_key`]`..=` its position. `sinks` holds one sink logit per head
+/// when the params have sinks. One task per (row, head), each computed by [`attend`].
 ///
 /// # Panics
-/// When `queries` and `out` differ in length or are not whole rows (a caller bug).
+/// When `queries` and `out` differ in length or are not whole rows, or when `sinks` is not one
+/// value per head exactly when the params have sinks (a caller bug).
 pub fn attention<R: KeyValueRows>(
     shape: &AttentionShape,
     params: &AttentionParams,
+    sinks: Option<&[f32]>,
     queries: &[f32],
     row: impl Fn(usize) -> (usize, R) + Sync,
     out: &mut [f32],
@@ -78,6 +83,7 @@ pub fn attention<R: KeyValueRows>(
     } = *shape;
     assert_eq!(queries.len(), out.len());
     assert!(queries.len().is_multiple_of(heads * hd));
+    assert_eq!(sinks.map(<[f32]>::len), params.sinks.then_some(heads));
     let group = heads / kv_heads;
     let vector = VectorKernels::detected();
     out.par_chunks_mut(hd).enumerate().for_each(|(job, acc)| {
@@ -87,16 +93,20 @@ pub fn attention<R: KeyValueRows>(
         let query = &queries[job * hd..(job + 1) * hd];
         let key = |j: usize| &rows.key(j)[kv..kv + hd];
         let value = |j: usize| &rows.value(j)[kv..kv + hd];
-        attend(vector, params, query, pos, key, value, acc);
+        let sink = sinks.map(|s| s[h]);
+        attend(vector, params, sink, query, pos, key, value, acc);
     });
 }
 
 /// One query head at `pos` over the keys `key(j)` and values `value(j)` it sees, into `out`.
 /// Keys are taken in position order, [`KEY_BLOCK`] at a time: their scores (four keys per
-/// `dot4`), then one rescale of the running sum if the maximum grew, then the weighted values.
+/// `dot4`), then one rescale of the running sum if the maximum grew, then the weighted values;
+/// last, the `sink` logit (if any) joins the sum.
+#[allow(clippy::too_many_arguments)]
 pub fn attend<'a>(
     vector: &VectorKernels,
     params: &AttentionParams,
+    sink: Option<f32>,
     query: &[f32],
     pos: usize,
     key: impl Fn(usize) -> &'a [f32],
@@ -140,6 +150,15 @@ pub fn attend<'a>(
             }
         }
     }
+    if let Some(sink) = sink {
+        if sink > max {
+            let rescale = (max - sink).exp();
+            sum *= rescale;
+            out.iter_mut().for_each(|a| *a *= rescale);
+            max = sink;
+        }
+        sum += (sink - max).exp();
+    }
     let inv = 1.0 / sum;
     out.iter_mut().for_each(|a| *a *= inv);
 }
@@ -174,6 +193,7 @@ mod tests {
     fn reference(
         shape: &AttentionShape,
         params: &AttentionParams,
+        sinks: Option<&[f32]>,
         query: &[f32],
         pos: usize,
         rows: &Rows<'_>,
@@ -196,9 +216,14 @@ mod tests {
                     })
                 })
                 .collect();
-            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let sink = sinks.map(|s| s[h] as f64);
+            let max = scores
+                .iter()
+                .cloned()
+                .chain(sink)
+                .fold(f64::NEG_INFINITY, f64::max);
             let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-            let total: f64 = weights.iter().sum();
+            let total: f64 = weights.iter().sum::<f64>() + sink.map_or(0.0, |s| (s - max).exp());
             let o = &mut out[h * hd..(h + 1) * hd];
             o.fill(0.0);
             for (j, w) in visible.zip(&weights) {
@@ -234,11 +259,14 @@ mod tests {
             };
             (i, rows)
         };
-        attention(&shape, &params, &queries, row, &mut out);
+        // Sink logits around the scores' scale, one of them above every score.
+        let sink_values = [0.5, -1.0, 40.0, 2.0];
+        let sinks = params.sinks.then_some(&sink_values[..]);
+        attention(&shape, &params, sinks, &queries, row, &mut out);
         let mut want = vec![0.0f64; q_dim];
         for pos in 0..positions {
             let query = &queries[pos * q_dim..(pos + 1) * q_dim];
-            reference(&shape, &params, query, pos, &rows, &mut want);
+            reference(&shape, &params, sinks, query, pos, &rows, &mut want);
             for (&got, &want) in out[pos * q_dim..(pos + 1) * q_dim].iter().zip(&want) {
                 assert!(
                     (got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
@@ -254,6 +282,7 @@ mod tests {
             scale: 0.125,
             softcap: None,
             window: None,
+            sinks: false,
         });
     }
 
@@ -263,6 +292,7 @@ mod tests {
             scale: 0.5,
             softcap: Some(2.0),
             window: None,
+            sinks: false,
         });
     }
 
@@ -272,14 +302,26 @@ mod tests {
             scale: 0.125,
             softcap: None,
             window: Some(37),
+            sinks: false,
         });
         let params = AttentionParams {
             scale: 1.0,
             softcap: None,
             window: Some(3),
+            sinks: false,
         };
         assert_eq!(params.first_key(1), 0);
         assert_eq!(params.first_key(10), 8);
+    }
+
+    #[test]
+    fn sink_logits_join_only_the_denominator() {
+        check_against_reference(AttentionParams {
+            scale: 0.125,
+            softcap: None,
+            window: Some(37),
+            sinks: true,
+        });
     }
 
     #[test]
@@ -288,6 +330,7 @@ mod tests {
             scale: 0.25,
             softcap: None,
             window: None,
+            sinks: false,
         };
         let hd = 16;
         let (keys, vals) = (values(50 * hd, 4), values(50 * hd, 5));
@@ -298,6 +341,7 @@ mod tests {
         attend(
             VectorKernels::detected(),
             &params,
+            None,
             &query,
             49,
             key,
@@ -320,7 +364,7 @@ mod tests {
             };
             (47 + i, rows)
         };
-        attention(&shape, &params, &queries, row, &mut out);
+        attention(&shape, &params, None, &queries, row, &mut out);
         assert_eq!(&out[2 * hd..], &alone[..]);
     }
 }

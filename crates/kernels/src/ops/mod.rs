@@ -9,13 +9,15 @@ mod attention;
 mod elementwise;
 mod norm;
 mod rope;
+mod routing;
 mod vector;
 
-pub use activation::{Activation, apply};
+pub use activation::{Activation, apply, swiglu_clamped_inplace};
 pub use attention::{AttentionParams, AttentionShape, KEY_BLOCK, KeyValueRows, attend, attention};
 pub use elementwise::{add_inplace, scale, softcap};
 pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};
-pub use rope::{RopeParams, RopeStyle, rope};
+pub use rope::{RopeParams, RopeStyle, Yarn, rope};
+pub use routing::{Gating, route};
 pub use vector::VectorKernels;
 
 #[cfg(test)]

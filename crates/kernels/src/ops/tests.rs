@@ -78,6 +78,7 @@ fn rope_matches_f64_for_both_styles_and_partial_rotation() {
             freq_base,
             freq_scale,
             style,
+            yarn: None,
         };
         for pos in [0, 1, 7, 100] {
             let x = row(3 * head_dim);
@@ -146,4 +147,65 @@ fn gated_and_elementwise_ops_match_definitions() {
     let mut v = g.clone();
     apply(Activation::GeluErf, &mut v);
     assert_eq!(v[5], gelu_erf(g[5]));
+}
+
+#[test]
+fn yarn_ramp_and_scale_are_ggmls_for_gpt_oss_tiny() {
+    // The fixtures README: n_rot 64, base 150000, trained at 4096, factor 32 → low 8, high 18,
+    // mscale 1.34657.
+    let yarn = Yarn::new(64, 150_000.0, 4096, 32.0);
+    assert_eq!(yarn.corr_dims, [8.0, 18.0]);
+    assert!((yarn.mscale - 1.34657).abs() < 1e-5, "{}", yarn.mscale);
+    let p = RopeParams {
+        n_rot: 64,
+        freq_base: 150_000.0,
+        freq_scale: 1.0 / 32.0,
+        style: RopeStyle::Neox,
+        yarn: Some(yarn),
+    };
+    let pos = 5;
+    let x = row(64);
+    let mut got = x.clone();
+    rope(&mut got, 64, pos, &p, None);
+    for i in 0..32 {
+        let extrap = pos as f64 * 150_000f64.powf(-2.0 * i as f64 / 64.0);
+        let ramp = 1.0 - ((i as f64 - 8.0) / 10.0).clamp(0.0, 1.0);
+        let theta = extrap / 32.0 * (1.0 - ramp) + extrap * ramp;
+        let m = yarn.mscale as f64;
+        let (x0, x1) = (x[i] as f64, x[i + 32] as f64);
+        close(
+            got[i],
+            m * (x0 * theta.cos() - x1 * theta.sin()),
+            1e-5,
+            "yarn",
+        );
+        close(
+            got[i + 32],
+            m * (x0 * theta.sin() + x1 * theta.cos()),
+            1e-5,
+            "yarn",
+        );
+    }
+}
+
+#[test]
+fn clamped_swiglu_clamps_the_gate_from_above_only_and_adds_one_to_up() {
+    let mut gate = [1.0f32, 9.0, -9.0, 0.0];
+    let up = [0.5f32, 8.0, -8.0, 3.0];
+    swiglu_clamped_inplace(&mut gate, &up);
+    let want = |g: f64, u: f64| g / (1.0 + (-1.702 * g).exp()) * (u + 1.0);
+    close(gate[0], want(1.0, 0.5), 1e-6, "inside the clamp");
+    close(
+        gate[1],
+        want(7.0, 7.0),
+        1e-6,
+        "gate and up clamped from above",
+    );
+    close(
+        gate[2],
+        want(-9.0, -7.0),
+        1e-6,
+        "gate not clamped from below",
+    );
+    assert_eq!(gate[3], 0.0);
 }

@@ -1,4 +1,4 @@
-//! The AMX kernel of the packed byte-code formats (Q5_0 and Q8_0), bit-identical to their
+//! The AMX kernel of the packed byte-code formats (Q4_0, IQ4_NL, Q5_0, Q8_0 and MXFP4), bit-identical to their
 //! AVX-512 VNNI kernel (`byte_codes_avx512`): one `tdpbsud` gives the exact integer sums of a
 //! block for up to sixteen tokens and sixteen rows at once; each sum is then scaled and added
 //! exactly as the VNNI kernel does, blocks in order. A call with fewer tokens than fill a tile
@@ -75,8 +75,7 @@ unsafe fn dot_tile<B: ByteCodes>(
         tiles.load_codes(&code_bytes);
         tiles.dot();
         tiles.store_sums(&mut sums);
-        // SAFETY: reads exactly the 32 bytes of the scales; unaligned is allowed.
-        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.scales().as_ptr().cast()) });
+        let dw = byte_codes_avx512::row_scales(x);
         for (t, acc) in acc.iter_mut().enumerate().take(tokens) {
             let sm = s[t * nb + b];
             // SAFETY: reads exactly the sixteen sums of token `t`.

@@ -1,7 +1,7 @@
 //! The AVX-512 VNNI kernel shared by the packed 32-value formats with one scale per row whose
-//! codes, decoded to bytes, are `vpdpbusd`'s unsigned operand (Q5_0 and Q8_0): only decoding a
-//! block's codes differs between them. Each block is decoded once and dotted with every token
-//! of the call, sixteen rows per instruction.
+//! codes, decoded to bytes, are `vpdpbusd`'s unsigned operand (Q4_0, IQ4_NL, Q5_0, Q8_0 and
+//! MXFP4): only decoding a block's codes and reading its scales differ between them. Each block
+//! is decoded once and dotted with every token of the call, sixteen rows per instruction.
 
 use std::arch::x86_64::*;
 
@@ -13,12 +13,32 @@ use crate::quant::x86::prefetch_ahead;
 /// Tokens one pass over the weights takes (their accumulators stay in registers).
 const TOKENS: usize = 8;
 
-/// A packed 32-value block of sixteen rows with one f16 scale per row.
+/// The scales of the sixteen rows of a packed block.
+pub(super) enum RowScales<'a> {
+    /// f16 bits.
+    F16(&'a [u16; ROWS]),
+    /// f32 values.
+    F32(&'a [f32; ROWS]),
+}
+
+/// A packed 32-value block of sixteen rows with one scale per row.
 pub(super) trait ByteCodes {
     /// How far the decoded codes lie above the signed values: `OFFSET · Σa` is subtracted.
     const OFFSET: i32;
-    /// Each row's scale (f16 bits).
-    fn scales(&self) -> &[u16; ROWS];
+    /// Each row's scale.
+    fn scales(&self) -> RowScales<'_>;
+}
+
+/// The sixteen row scales of `x` as f32.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) fn row_scales<B: ByteCodes>(x: &B) -> __m512 {
+    match x.scales() {
+        // SAFETY: reads exactly the 32 bytes of the scales; unaligned is allowed.
+        RowScales::F16(d) => _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(d.as_ptr().cast()) }),
+        // SAFETY: reads exactly the 64 bytes of the scales; unaligned is allowed.
+        RowScales::F32(d) => unsafe { _mm512_loadu_ps(d.as_ptr()) },
+    }
 }
 
 /// The rows of `w` (one row group) against each token of `a`; `codes` decodes a block into
@@ -74,8 +94,7 @@ fn dot_tokens<B: ByteCodes, const N: usize>(
     for (b, x) in w.iter().enumerate() {
         prefetch_ahead(x);
         let q = codes(x);
-        // SAFETY: reads exactly the 32 bytes of the scales; unaligned is allowed.
-        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.scales().as_ptr().cast()) });
+        let dw = row_scales(x);
         for (t, acc) in acc.iter_mut().enumerate() {
             let (y, sm) = (&a[t * nb + b], s[t * nb + b]);
             let zero = _mm512_setzero_si512();

@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_codes_avx512::{self, ByteCodes};
+use super::byte_codes_avx512::{self, ByteCodes, RowScales};
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 use super::{PackedMatrix, ROWS, Release, amx, byte_codes_amx};
 use crate::operands::{BlockSummary, WeightMatrix};
@@ -16,8 +16,8 @@ macro_rules! nibble_kernels {
     ($packed:ty, $dot:ident, $dot_amx:ident, $pack:ident) => {
         impl ByteCodes for $packed {
             const OFFSET: i32 = <$packed>::OFFSET;
-            fn scales(&self) -> &[u16; ROWS] {
-                &self.d
+            fn scales(&self) -> RowScales<'_> {
+                RowScales::F16(&self.d)
             }
         }
 
@@ -74,7 +74,7 @@ nibble_kernels!(
 /// `4g..4g + 4`, each index looked up in `table`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn codes(qs: &[[u8; 64]; 4], table: &[u8; 16]) -> [__m512i; 8] {
+pub(super) fn codes(qs: &[[u8; 64]; 4], table: &[u8; 16]) -> [__m512i; 8] {
     let m4 = _mm512_set1_epi8(0xF);
     // SAFETY: reads exactly the 16 bytes of `table`; unaligned is allowed.
     let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(table.as_ptr().cast()) });

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_codes_avx512::{self, ByteCodes};
+use super::byte_codes_avx512::{self, ByteCodes, RowScales};
 use super::q8_0x16::BlockQ8_0x16;
 use super::{PackedMatrix, ROWS, Release};
 use super::{amx, byte_codes_amx};
@@ -12,8 +12,8 @@ use crate::quant::q8_0::BlockQ8_0;
 
 impl ByteCodes for BlockQ8_0x16 {
     const OFFSET: i32 = 128;
-    fn scales(&self) -> &[u16; ROWS] {
-        &self.d
+    fn scales(&self) -> RowScales<'_> {
+        RowScales::F16(&self.d)
     }
 }
 

@@ -4,6 +4,7 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
+use super::mxfp4x16::{self, BlockMxfp4x16};
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 use super::q4_kx16::{self, BlockQ4Kx16};
 use super::q5_0x16::{self, BlockQ5_0x16};
@@ -14,6 +15,7 @@ use super::rows::pack_rows;
 use super::*;
 use crate::dispatch::Kernels;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
+use crate::quant::mxfp4::BlockMxfp4;
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_0::BlockQ5_0;
@@ -235,6 +237,9 @@ packed_format_tests! {
     q8_0: BlockQ8_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q8_0_row_kept, magnitude dequantized_magnitude,
         kernels q8_0x16::dot_group, q8_0x16_avx512::dot_group;
+    mxfp4: BlockMxfp4x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales mxfp4_exponent, kept mxfp4_row_kept, magnitude dequantized_magnitude,
+        kernels mxfp4x16::dot_group, mxfp4x16_avx512::dot_group;
     q4_k: BlockQ4Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude q4_k_magnitude,
         kernels q4_kx16::dot_group, q4_kx16_avx512::dot_group;
@@ -300,6 +305,32 @@ fn q8_0_row_kept(p: &BlockQ8_0x16, i: usize, block: Option<&BlockQ8_0>) -> TestC
         let codes: Vec<i32> = (0..32).map(|j| p.code(i, j) - 128).collect();
         let want: Vec<i32> = block.qs.iter().map(|&q| q as i32).collect();
         prop_assert_eq!(codes, want);
+    }
+    Ok(())
+}
+
+/// An MXFP4 exponent from a random f16 scale: powers of two from `2^-16` to `2^7`, where
+/// products stay finite.
+fn mxfp4_exponent(b: &mut BlockMxfp4, d: f16, _: f16) {
+    b.e = 112 + (d.to_bits() % 24) as u8;
+}
+
+/// An MXFP4 row keeps its scale and codes; padding rows are zero.
+fn mxfp4_row_kept(p: &BlockMxfp4x16, i: usize, block: Option<&BlockMxfp4>) -> TestCaseResult {
+    let codes: Vec<u8> = (0..32).map(|j| p.code(i, j)).collect();
+    match block {
+        Some(block) => {
+            prop_assert_eq!(p.d[i], crate::quant::mxfp4::e8m0_to_f32_half(block.e));
+            let want: Vec<u8> = (0..16)
+                .map(|j| block.qs[j] & 0xF)
+                .chain((0..16).map(|j| block.qs[j] >> 4))
+                .collect();
+            prop_assert_eq!(codes, want);
+        }
+        None => {
+            prop_assert_eq!(p.d[i], 0.0, "padding row {}", i);
+            prop_assert!(codes.iter().all(|&c| c == 0), "padding row {}", i);
+        }
     }
     Ok(())
 }
@@ -411,6 +442,13 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         GgmlType::Q8_0 => bytemuck::cast_slice(&quantize::<BlockQ8_0>(&x)).to_vec(),
         GgmlType::Q4K => bytemuck::cast_slice(&quantize::<BlockQ4K>(&x)).to_vec(),
         GgmlType::Q5K => bytemuck::cast_slice(&quantize::<BlockQ5K>(&x)).to_vec(),
+        // No quantizer here: random codes under exponents of 2^-8 to 2^-1.
+        GgmlType::MXFP4 => (0..rows * cols / 32)
+            .flat_map(|_| {
+                let e = 120 + (next() % 8) as u8;
+                std::iter::once(e).chain((0..16).map(|_| next() as u8).collect::<Vec<_>>())
+            })
+            .collect(),
         _ => bytemuck::cast_slice(&quantize::<BlockQ6K>(&x)).to_vec(),
     };
     let acts = (0..tokens * cols)
@@ -432,6 +470,9 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
         GgmlType::Q8_0 => PackedMatrix::pack_with::<BlockQ8_0x16>(w, q8_0x16::dot_group, &|_| {}),
         GgmlType::Q4K => PackedMatrix::pack_with::<BlockQ4Kx16>(w, q4_kx16::dot_group, &|_| {}),
         GgmlType::Q5K => PackedMatrix::pack_with::<BlockQ5Kx16>(w, q5_kx16::dot_group, &|_| {}),
+        GgmlType::MXFP4 => {
+            PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
+        }
         _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, q6_kx16::dot_group, &|_| {}),
     };
     let mut packings = vec![("reference", reference)];
@@ -448,6 +489,7 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::Iq4Nl,
         GgmlType::Q5_0,
         GgmlType::Q8_0,
+        GgmlType::MXFP4,
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
@@ -553,7 +595,7 @@ fn misaligned_rows_pack_the_same() {
 #[cfg(target_arch = "x86_64")]
 mod amx_kernels {
     use super::*;
-    use crate::packed::{amx, nibbles_avx512, q5_0x16_avx512, q8_0x16_avx512};
+    use crate::packed::{amx, mxfp4x16_avx512, nibbles_avx512, q5_0x16_avx512, q8_0x16_avx512};
 
     fn check_amx<P: PackedFormat>(
         case: &CaseOf<P>,
@@ -602,6 +644,15 @@ mod amx_kernels {
             check_amx::<BlockIq4Nlx16>(
                 &case, BlockIq4Nlx16::pack, BlockIq4Nlx16::dot_group,
                 nibbles_avx512::dot_group_iq4_nl_amx,
+            );
+        }
+
+        #[test]
+        fn mxfp4_amx_matches_reference_bit_exact(
+            case in group_case::<BlockMxfp4x16>(1..6, 1..40, mxfp4_exponent),
+        ) {
+            check_amx::<BlockMxfp4x16>(
+                &case, BlockMxfp4x16::pack, mxfp4x16::dot_group, mxfp4x16_avx512::dot_group_amx,
             );
         }
 

@@ -12,6 +12,7 @@ use rinfer_formats::GgmlType;
 pub mod float;
 pub mod iq4_nl;
 pub mod iq4_xs;
+pub mod mxfp4;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_0;

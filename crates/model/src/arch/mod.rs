@@ -5,7 +5,9 @@
 
 mod gemma;
 mod gpt2;
+mod gpt_oss;
 mod llama;
+mod moe;
 mod phi;
 mod qwen;
 
@@ -22,6 +24,8 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("llama", llama::config),
     ("qwen2", qwen::qwen2),
     ("qwen3", qwen::qwen3),
+    ("qwen3moe", qwen::qwen3moe),
+    ("gpt-oss", gpt_oss::config),
     ("gemma2", gemma::gemma2),
     ("gemma3", gemma::gemma3),
     ("phi2", phi::phi2),
@@ -71,6 +75,10 @@ impl Hparams<'_> {
 
     fn usize(&self, suffix: &str) -> Result<usize, ModelError> {
         Ok(self.metadata.get_u32(&self.key(suffix))? as usize)
+    }
+
+    fn has(&self, suffix: &str) -> bool {
+        self.metadata.get(&self.key(suffix)).is_some()
     }
 
     fn usize_or(&self, suffix: &str, default: usize) -> Result<usize, ModelError> {
@@ -142,6 +150,7 @@ impl Hparams<'_> {
                 base,
                 base_local: base,
                 linear_scale: 1.0,
+                yarn: None,
             }),
             qk_norm: false,
             parallel_block: false,
@@ -151,7 +160,27 @@ impl Hparams<'_> {
             attn_softcap: None,
             final_softcap: None,
             sliding_window: None,
+            experts: None,
+            attention_sinks: false,
+            ffn_norm_name: "ffn_norm",
         })
+    }
+
+    /// YaRN scaling, when `rope.scaling.type` is `yarn`: its factor and the original context
+    /// length.
+    fn yarn_scaling(&self) -> Result<Option<(f32, usize)>, ModelError> {
+        let kind = self.metadata.get(&self.key("rope.scaling.type"));
+        if kind.and_then(|v| v.as_str()) != Some("yarn") {
+            return Ok(None);
+        }
+        let factor = self.metadata.get_f32(&self.key("rope.scaling.factor"))?;
+        if !(factor.is_finite() && factor >= 1.0) {
+            return Err(ModelError::InvalidConfig(format!(
+                "YaRN factor {factor} is not a finite number of at least 1"
+            )));
+        }
+        let original = self.usize("rope.scaling.original_context_length")?;
+        Ok(Some((factor, original)))
     }
 
     /// Linear RoPE scaling from `rope.scaling.type` = `linear` and `rope.scaling.factor`.
@@ -201,6 +230,9 @@ fn validate(c: &ModelConfig) -> Result<(), ModelError> {
     }
     if c.context_length == 0 {
         return bad("context length is zero".into());
+    }
+    if c.sliding_window.is_some_and(|sw| sw.window == 0) {
+        return bad("sliding window of zero positions".into());
     }
     Ok(())
 }

@@ -79,7 +79,7 @@ impl Executor {
             all_logits: sizes.all_logits,
         };
         let resolved =
-            rinfer_cuda::resolve(request, || GpuModel::load(&model.gpu_view(), &options))?;
+            rinfer_cuda::resolve(request, || GpuModel::load(&model.gpu_view()?, &options))?;
         let config = &model.config;
         Ok(match resolved {
             Resolved::Cuda(gpu) => {

@@ -12,15 +12,18 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The tiny fixture models with llama.cpp references, one per architecture and tensor-type mix.
-pub const FIXTURE_MODELS: [&str; 8] = [
+pub const FIXTURE_MODELS: [&str; 11] = [
     "gemma3-tiny-f32",
     "gemma3-tiny-q4_k_m",
+    "gpt-oss-tiny-mxfp4",
     "gpt2-tiny-q2_k",
     "llama-tiny-q4_k",
     "llama-tiny-q8_0",
+    "mixtral-tiny-q8_0",
     "phi2-tiny-q3_k_m",
     "qwen2-tiny-q4_k_m",
     "qwen3-tiny-q5_k_m",
+    "qwen3moe-tiny-q4_k_m",
 ];
 
 /// The default model, whose path `cargo xtask test` passes in `RINFER_TEST_MODEL`.

@@ -1,0 +1,107 @@
+//! MXFP4 repacked sixteen rows at a time for AVX-512 VNNI, like `q8_0x16` but with the codes
+//! kept as nibbles (decoded to bytes by a table lookup in the kernel) and each row's power-of-two
+//! scale as an f32 (an E8M0 scale does not fit an f16).
+//!
+//! A [`BlockMxfp4x16`] holds one 32-value block of each of sixteen rows: vector `h` gives every
+//! row (one 32-bit lane each) its codes `8h..8h + 4` in the low nibbles of its four bytes and
+//! `8h + 4..8h + 8` in the high ones.
+//!
+//! The arithmetic, which the SIMD kernel reproduces bit for bit: per row and block, the exact
+//! integer `Σ k·a` (`k` the code's value), converted to f32, times `d_w · d_a`, added to the
+//! running sum with one fused multiply-add, blocks in order.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::{PackedFormat, ROWS, summary};
+use crate::operands::BlockSummary;
+use crate::quant::mxfp4::{BlockMxfp4, e8m0_to_f32_half};
+use crate::quant::q8_0::BlockQ8_0;
+
+/// One 32-value block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockMxfp4x16 {
+    /// Each row's scale, `2^(e - 128)`.
+    pub(crate) d: [f32; ROWS],
+    /// Vector `h`, byte `4i + jj`: row `i`'s code `8h + jj` (low nibble) and `8h + 4 + jj`
+    /// (high nibble).
+    pub(crate) qs: [[u8; 64]; 4],
+}
+
+impl PackedFormat for BlockMxfp4x16 {
+    type Source = BlockMxfp4;
+    type Act = BlockQ8_0;
+    fn pack_into(&mut self, rows: &[&BlockMxfp4]) {
+        BlockMxfp4x16::pack_into(self, rows);
+    }
+    fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
+        out[0] = summary::q8_0(a);
+    }
+}
+
+/// Code `j` (its table index) of an MXFP4 block: values `0..16` sit in the low nibbles,
+/// `16..32` in the high ones.
+fn nibble(block: &BlockMxfp4, j: usize) -> u8 {
+    if j < 16 {
+        block.qs[j] & 0xF
+    } else {
+        block.qs[j - 16] >> 4
+    }
+}
+
+impl BlockMxfp4x16 {
+    /// [`Self::pack_into`] a zeroed block.
+    #[cfg(test)]
+    pub(crate) fn pack(rows: &[BlockMxfp4]) -> Self {
+        let mut out = Self::zeroed();
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
+        out
+    }
+
+    /// Packs one block of each of up to sixteen rows into `self`, which must be zeroed
+    /// (missing rows stay zero: code 0 is the value 0).
+    pub(crate) fn pack_into(&mut self, rows: &[&BlockMxfp4]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            self.d[i] = e8m0_to_f32_half(block.e);
+            for (h, qs) in self.qs.iter_mut().enumerate() {
+                for jj in 0..4 {
+                    let (lo, hi) = (nibble(block, 8 * h + jj), nibble(block, 8 * h + 4 + jj));
+                    qs[4 * i + jj] = lo | (hi << 4);
+                }
+            }
+        }
+    }
+
+    /// Row `i`'s code `j` as its table index.
+    #[cfg(test)]
+    pub(crate) fn code(&self, i: usize, j: usize) -> u8 {
+        let byte = self.qs[j / 8][4 * i + j % 4];
+        if j % 8 < 4 { byte & 0xF } else { byte >> 4 }
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` blocks) against
+/// each of the `out.len()` tokens of `a` (`nb` blocks each, summaries in `s`).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockMxfp4x16],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    use crate::quant::mxfp4::KVALUES;
+    let nb = w.len();
+    for (t, out) in out.iter_mut().enumerate() {
+        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[t * nb..(t + 1) * nb]);
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for ((x, y), s) in w.iter().zip(a).zip(s) {
+                let isum: i32 = (0..32)
+                    .map(|j| KVALUES[x.code(i, j) as usize] as i32 * y.qs[j] as i32)
+                    .sum();
+                acc = (x.d[i] * s.d).mul_add(isum as f32, acc);
+            }
+            *o = acc;
+        }
+    }
+}

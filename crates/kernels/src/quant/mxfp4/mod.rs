@@ -1,0 +1,73 @@
+//! MXFP4 (OCP microscaling FP4): 32 values per block, 4-bit E2M1 codes and one shared E8M0
+//! exponent: `x = KVALUES[q] * 2^(e - 128)`. Codes are packed as in Q4_0.
+
+use bytemuck::{Pod, Zeroable};
+use rinfer_formats::GgmlType;
+
+use super::q8_0::BlockQ8_0;
+use super::{BlockFormat, VecDot};
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+#[cfg(test)]
+mod tests;
+
+/// The 16 code values of MXFP4: E2M1 doubled (ggml's `kvalues_mxfp4`), so that the block's
+/// scale is half the E8M0 one.
+pub const KVALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// One MXFP4 block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct BlockMxfp4 {
+    /// Shared exponent (E8M0).
+    pub e: u8,
+    /// Packed codes: value `j` in the low nibble of `qs[j]`, value `j + 16` in the high.
+    pub qs: [u8; 16],
+}
+
+const _: () = assert!(size_of::<BlockMxfp4>() == 17);
+
+/// `2^(e - 128)`, half the E8M0 scale `2^(e - 127)`, exactly (ggml's
+/// `GGML_E8M0_TO_FP32_HALF`: subnormal for `e < 2`).
+#[inline]
+pub fn e8m0_to_f32_half(e: u8) -> f32 {
+    let bits = if e < 2 {
+        0x0020_0000u32 << e
+    } else {
+        (e as u32 - 1) << 23
+    };
+    f32::from_bits(bits)
+}
+
+impl BlockFormat for BlockMxfp4 {
+    const TYPE: GgmlType = GgmlType::MXFP4;
+    const ELEMS: usize = 32;
+
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = e8m0_to_f32_half(self.e);
+        for (j, &q) in self.qs.iter().enumerate() {
+            out[j] = KVALUES[(q & 0xF) as usize] as f32 * d;
+            out[j + 16] = KVALUES[(q >> 4) as usize] as f32 * d;
+        }
+    }
+}
+
+impl VecDot for BlockMxfp4 {
+    type Activation = BlockQ8_0;
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
+        let mut sumf = 0.0f32;
+        for (x, y) in w.iter().zip(a) {
+            let d = y.d.to_f32() * e8m0_to_f32_half(x.e);
+            let mut sumi = 0i32;
+            for (j, &q) in x.qs.iter().enumerate() {
+                sumi += y.qs[j] as i32 * KVALUES[(q & 0xF) as usize] as i32;
+                sumi += y.qs[j + 16] as i32 * KVALUES[(q >> 4) as usize] as i32;
+            }
+            sumf += d * sumi as f32;
+        }
+        sumf
+    }
+}
