@@ -48,5 +48,8 @@ fn run(options: Options) -> Result<()> {
         CommandOptions::Tokenize(tokenize) => commands::tokenize::run(&tokenize),
         CommandOptions::Logits(logits) => commands::logits::run(&logits),
         CommandOptions::Serve(serve) => commands::serve::run(&serve),
+        CommandOptions::Quantize(q) => {
+            commands::quantize::run(&q.input, &q.output, q.file_type, q.pure)
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use rinfer_cuda::DeviceRequest;
 use rinfer_model::SamplingParams;
+use rinfer_model::quantize::FileType;
 
 use crate::limits;
 
@@ -34,6 +35,8 @@ pub enum CommandOptions {
     Logits(LogitsOptions),
     /// Serve the model over an OpenAI-compatible HTTP API, batching concurrent requests.
     Serve(ServeOptions),
+    /// Write a GGUF model with its weights quantized, as `llama-quantize` does.
+    Quantize(QuantizeOptions),
 }
 
 /// The model and how to run it, shared by the commands that compute.
@@ -196,6 +199,23 @@ pub struct InspectOptions {
     /// List every tensor (always included in JSON).
     #[arg(long)]
     pub tensors: bool,
+}
+
+/// Options of `rinfer quantize`.
+#[derive(Args)]
+pub struct QuantizeOptions {
+    /// The model to quantize: a GGUF file with F32, F16 or BF16 weights.
+    #[arg(value_parser = limits::parse_model_path)]
+    pub input: PathBuf,
+    /// The GGUF file to write.
+    pub output: PathBuf,
+    /// The type, named as `llama-quantize` names it: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S,
+    /// Q3_K_M (Q3_K), Q3_K_L, Q4_K_S, Q4_K_M (Q4_K), Q5_K_S, Q5_K_M (Q5_K), Q6_K, IQ4_NL,
+    /// IQ4_XS, MXFP4_MOE, F16, BF16 or F32.
+    pub file_type: FileType,
+    /// Every 2-D weight in the type itself, without the mix's per-tensor choices.
+    #[arg(long)]
+    pub pure: bool,
 }
 
 /// Options of `rinfer serve`.

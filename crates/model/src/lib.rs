@@ -18,6 +18,7 @@ pub mod kv_cache;
 mod limits;
 mod load;
 mod loaded;
+pub mod quantize;
 pub mod sampling;
 pub mod scratch;
 mod tensor_store;

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod fetch;
 pub mod inspect;
 pub mod logits;
+pub mod quantize;
 pub mod run;
 pub mod serve;
 pub mod session;

@@ -1,0 +1,187 @@
+//! `rinfer quantize`: a GGUF model rewritten with its weights in another type, tensor for tensor
+//! and byte for byte what llama.cpp's `llama-quantize` writes without an importance matrix
+//! (same tensor order, types, data, `general.file_type` and alignment).
+//!
+//! [`FileType`] names the targets as `llama-quantize` does; [`TypePlanner`] holds llama.cpp's
+//! per-tensor rules of the mixes; [`quantize_model`] runs them over a file.
+
+mod file_type;
+mod tensor_types;
+
+use std::cmp::Ordering;
+
+use rinfer_formats::GgmlType;
+use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue, TensorView};
+use rinfer_kernels::KernelError;
+
+pub use file_type::{FileType, UnknownFileType};
+pub use tensor_types::{MixParams, TypePlanner, allows_quantization};
+
+/// The quantization format version llama.cpp writes as `general.quantization_version`.
+const QUANTIZATION_VERSION: u32 = 2;
+
+/// Why a model could not be quantized.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuantizeError {
+    /// The input file is malformed or the output could not be assembled.
+    #[error(transparent)]
+    Gguf(#[from] rinfer_formats::GgufError),
+    /// The mix puts a tensor in a type rinfer cannot write yet.
+    #[error("tensor {tensor:?} would be {ty}, which rinfer cannot write yet")]
+    UnsupportedType {
+        /// The tensor.
+        tensor: String,
+        /// The type the mix chose.
+        ty: GgmlType,
+    },
+    /// A tensor is already quantized: quantizing it again loses precision twice.
+    #[error(
+        "tensor {tensor:?} is already {ty}; quantize from an F32, F16 or BF16 file (convert the \
+         Hugging Face checkpoint with `rinfer convert`)"
+    )]
+    AlreadyQuantized {
+        /// The tensor.
+        tensor: String,
+        /// Its type.
+        ty: GgmlType,
+    },
+    /// A kernel refused the tensor's shape.
+    #[error("tensor {tensor:?}: {source}")]
+    Kernel {
+        /// The tensor.
+        tensor: String,
+        /// Why.
+        source: KernelError,
+    },
+}
+
+/// How far [`quantize_model`] got: called after each tensor.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress<'a> {
+    /// Tensors written so far.
+    pub done: usize,
+    /// Tensors in the model.
+    pub total: usize,
+    /// The tensor just written.
+    pub tensor: &'a str,
+    /// The type it was written in.
+    pub ty: GgmlType,
+}
+
+/// The hyperparameters of `file` that llama.cpp's mixes read.
+pub fn mix_params(file: &GgufFile) -> MixParams {
+    let meta = file.metadata();
+    let arch = file.header().architecture().unwrap_or_default();
+    let first = |key: &str| {
+        meta.get(&format!("{arch}.{key}"))
+            .and_then(|v| match v.as_array() {
+                Some(items) => items.first().and_then(MetadataValue::as_i128),
+                None => v.as_i128(),
+            })
+    };
+    let count = |v: Option<i128>| v.and_then(|v| usize::try_from(v).ok()).unwrap_or(0);
+    let n_layer = count(first("block_count"));
+    let n_head = count(first("attention.head_count"));
+    let n_head_kv = first("attention.head_count_kv").map_or(n_head, |v| count(Some(v)));
+    MixParams {
+        falcon: arch == "falcon",
+        llama_70b: arch == "llama" && n_layer == 80 && n_head != n_head_kv,
+        n_layer,
+        n_gqa: n_head.checked_div(n_head_kv).unwrap_or(0),
+        n_expert: count(first("expert_count")),
+    }
+}
+
+/// llama.cpp's tensor order: tensors outside the layers first, then layer by layer, each group
+/// by name.
+fn llama_order(a: &str, b: &str) -> Ordering {
+    let layer = |n: &str| tensor_types::layer_of(n).map_or(-1, |l| l as i64);
+    layer(a).cmp(&layer(b)).then_with(|| a.cmp(b))
+}
+
+/// Rewrites `input` with its weights in `file_type` (`pure`: every quantizable weight in the
+/// file type's default type, no mix rules), calling `progress` after each tensor.
+///
+/// # Errors
+/// [`QuantizeError::AlreadyQuantized`] for quantized input tensors,
+/// [`QuantizeError::UnsupportedType`] when a tensor's chosen type has no quantizer in rinfer,
+/// and [`QuantizeError::Kernel`] for shapes the quantizer cannot take.
+pub fn quantize_model(
+    input: &GgufFile,
+    file_type: FileType,
+    pure: bool,
+    mut progress: impl FnMut(Progress<'_>),
+) -> Result<GgufWriter, QuantizeError> {
+    let mut tensors: Vec<TensorView<'_>> = input.tensors().collect();
+    tensors.sort_by(|a, b| llama_order(a.name(), b.name()));
+    let mut planner = TypePlanner::new(
+        file_type,
+        pure,
+        mix_params(input),
+        tensors.iter().map(|t| t.name()),
+    );
+    let planned: Vec<GgmlType> = tensors
+        .iter()
+        .map(|t| planner.tensor_type(t.name(), t.dims(), t.ty()))
+        .collect();
+    for (t, &ty) in tensors.iter().zip(&planned) {
+        if ty != t.ty() && !rinfer_kernels::can_quantize(ty) {
+            return Err(QuantizeError::UnsupportedType {
+                tensor: t.name().into(),
+                ty,
+            });
+        }
+    }
+
+    let mut writer = GgufWriter::new();
+    for (key, value) in input.metadata().iter() {
+        if key != "general.quantization_version" && key != "general.file_type" {
+            writer.add_metadata(key, value.clone())?;
+        }
+    }
+    writer.add_metadata(
+        "general.quantization_version",
+        MetadataValue::U32(QUANTIZATION_VERSION),
+    )?;
+    writer.add_metadata("general.file_type", MetadataValue::U32(file_type.id()))?;
+
+    let total = tensors.len();
+    for (done, (t, &ty)) in tensors.iter().zip(&planned).enumerate() {
+        let data = if ty == t.ty() {
+            t.data.to_vec()
+        } else {
+            convert_tensor(t, ty)?
+        };
+        writer.add_tensor(t.name(), ty, t.dims(), data)?;
+        progress(Progress {
+            done: done + 1,
+            total,
+            tensor: t.name(),
+            ty,
+        });
+    }
+    Ok(writer)
+}
+
+/// The data of `t` in type `ty`, through f32.
+fn convert_tensor(t: &TensorView<'_>, ty: GgmlType) -> Result<Vec<u8>, QuantizeError> {
+    if t.ty().is_quantized() {
+        return Err(QuantizeError::AlreadyQuantized {
+            tensor: t.name().into(),
+            ty: t.ty(),
+        });
+    }
+    let kernel = |source| QuantizeError::Kernel {
+        tensor: t.name().into(),
+        source,
+    };
+    let elements = t.info.element_count() as usize;
+    let mut values = vec![0.0f32; elements];
+    rinfer_kernels::dequantize_row(t.ty(), t.data, &mut values).map_err(kernel)?;
+    let row_len = t.dims().first().copied().unwrap_or(1) as usize;
+    let bytes = elements / ty.block_size() * ty.type_size();
+    let mut out = vec![0u8; bytes];
+    rinfer_kernels::quantize_rows(ty, &values, row_len, &mut out).map_err(kernel)?;
+    Ok(out)
+}
