@@ -51,5 +51,8 @@ fn run(options: Options) -> Result<()> {
         CommandOptions::Quantize(q) => {
             commands::quantize::run(&q.input, &q.output, q.file_type, q.pure)
         }
+        CommandOptions::Convert(c) => {
+            commands::convert::run(&c.dir, &c.output, c.outtype.ggml_type())
+        }
     }
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use rinfer_cuda::DeviceRequest;
+use rinfer_formats::GgmlType;
 use rinfer_model::SamplingParams;
 use rinfer_model::quantize::FileType;
 
@@ -37,6 +38,8 @@ pub enum CommandOptions {
     Serve(ServeOptions),
     /// Write a GGUF model with its weights quantized, as `llama-quantize` does.
     Quantize(QuantizeOptions),
+    /// Write a Hugging Face checkpoint (llama, mistral, qwen2, qwen3) as a GGUF file.
+    Convert(ConvertOptions),
 }
 
 /// The model and how to run it, shared by the commands that compute.
@@ -216,6 +219,40 @@ pub struct QuantizeOptions {
     /// Every 2-D weight in the type itself, without the mix's per-tensor choices.
     #[arg(long)]
     pub pure: bool,
+}
+
+/// The weight type of `rinfer convert`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutType {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats (llama.cpp's converter's default).
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl OutType {
+    /// The tensor type of the 2-D weights.
+    pub fn ggml_type(self) -> GgmlType {
+        match self {
+            OutType::F32 => GgmlType::F32,
+            OutType::F16 => GgmlType::F16,
+            OutType::Bf16 => GgmlType::BF16,
+        }
+    }
+}
+
+/// Options of `rinfer convert`.
+#[derive(Args)]
+pub struct ConvertOptions {
+    /// The Hugging Face model directory (`config.json`, `tokenizer.json`, safetensors).
+    pub dir: PathBuf,
+    /// The GGUF file to write.
+    pub output: PathBuf,
+    /// The type of the 2-D weights; vectors (norms, biases) stay F32.
+    #[arg(long, value_enum, default_value = "f16")]
+    pub outtype: OutType,
 }
 
 /// Options of `rinfer serve`.

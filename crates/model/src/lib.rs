@@ -9,6 +9,7 @@ mod block;
 pub mod chat_template;
 mod compute;
 pub mod config;
+pub mod convert;
 pub mod engine;
 mod error;
 mod forward;

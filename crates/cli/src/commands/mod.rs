@@ -2,6 +2,7 @@
 //! pool and engine the computing subcommands share.
 
 pub mod chat;
+pub mod convert;
 pub mod fetch;
 pub mod inspect;
 pub mod logits;

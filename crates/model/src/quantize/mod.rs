@@ -95,7 +95,7 @@ pub fn mix_params(file: &GgufFile) -> MixParams {
 
 /// llama.cpp's tensor order: tensors outside the layers first, then layer by layer, each group
 /// by name.
-fn llama_order(a: &str, b: &str) -> Ordering {
+pub(crate) fn llama_order(a: &str, b: &str) -> Ordering {
     let layer = |n: &str| tensor_types::layer_of(n).map_or(-1, |l| l as i64);
     layer(a).cmp(&layer(b)).then_with(|| a.cmp(b))
 }
