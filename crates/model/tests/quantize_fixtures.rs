@@ -144,3 +144,27 @@ fn progress_reports_every_tensor_once_in_order() {
     let n = input.tensors().len();
     assert_eq!(seen, (1..=n).map(|d| (d, n)).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_nan_weight_is_refused_naming_the_tensor() {
+    use rinfer_formats::gguf::{GgufWriter, MetadataValue};
+    let mut values = vec![0.5f32; 64];
+    values[40] = f32::NAN;
+    let mut w = GgufWriter::new();
+    w.add_metadata(
+        "general.architecture",
+        MetadataValue::String("llama".into()),
+    )
+    .unwrap();
+    let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    w.add_tensor("blk.0.attn_q.weight", GgmlType::F32, &[32, 2], bytes)
+        .unwrap();
+    let input = GgufFile::from_bytes(w.to_bytes()).unwrap();
+    let err = quantize_model(&input, FileType::Q8_0, false, |_| {})
+        .err()
+        .expect("NaN is refused");
+    assert!(
+        matches!(&err, QuantizeError::NonFinite { tensor, index: 40 } if tensor == "blk.0.attn_q.weight"),
+        "{err}"
+    );
+}

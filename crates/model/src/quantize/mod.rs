@@ -46,6 +46,14 @@ pub enum QuantizeError {
         /// Its type.
         ty: GgmlType,
     },
+    /// A tensor holds NaN or infinity, which no block format can encode.
+    #[error("tensor {tensor:?} holds a NaN or infinite value at element {index}")]
+    NonFinite {
+        /// The tensor.
+        tensor: String,
+        /// The first such element.
+        index: usize,
+    },
     /// A kernel refused the tensor's shape.
     #[error("tensor {tensor:?}: {source}")]
     Kernel {
@@ -179,6 +187,12 @@ fn convert_tensor(t: &TensorView<'_>, ty: GgmlType) -> Result<Vec<u8>, QuantizeE
     let elements = t.info.element_count() as usize;
     let mut values = vec![0.0f32; elements];
     rinfer_kernels::dequantize_row(t.ty(), t.data, &mut values).map_err(kernel)?;
+    if let Some(index) = values.iter().position(|v| !v.is_finite()) {
+        return Err(QuantizeError::NonFinite {
+            tensor: t.name().into(),
+            index,
+        });
+    }
     let row_len = t.dims().first().copied().unwrap_or(1) as usize;
     let bytes = elements / ty.block_size() * ty.type_size();
     let mut out = vec![0u8; bytes];
