@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use rinfer_formats::GgmlType;
 use rinfer_formats::gguf::GgufFile;
-use rinfer_model::quantize::{FileType, QuantizeError, quantize_model};
+use rinfer_model::quantize::{FileType, QuantizeError, plan_types, quantize_model};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
@@ -101,6 +101,15 @@ fn mxfp4_moe_puts_experts_in_mxfp4_and_the_rest_in_q8_0() {
     let dir = fixtures().join("quantize");
     let input = open(dir.join("gpt-oss-tiny-f32.slim.gguf"));
     let expected = open(dir.join("gpt-oss-tiny-mxfp4.slim.gguf"));
+    let planned: Vec<(String, GgmlType)> = plan_types(&input, FileType::Mxfp4Moe, false)
+        .into_iter()
+        .map(|(t, ty)| (t.name().to_string(), ty))
+        .collect();
+    let want: Vec<(String, GgmlType)> = expected
+        .tensors()
+        .map(|t| (t.name().to_string(), t.ty()))
+        .collect();
+    assert_eq!(planned, want);
     match quantize_model(&input, FileType::Mxfp4Moe, false, |_| {}) {
         Ok(_) => assert_reproduces(&input, &expected, FileType::Mxfp4Moe, false),
         Err(QuantizeError::UnsupportedType { ty, .. }) => assert_eq!(ty, GgmlType::MXFP4),

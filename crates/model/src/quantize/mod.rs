@@ -108,20 +108,15 @@ pub(crate) fn llama_order(a: &str, b: &str) -> Ordering {
     layer(a).cmp(&layer(b)).then_with(|| a.cmp(b))
 }
 
-/// Rewrites `input` with its weights in `file_type` (`pure`: every quantizable weight in the
-/// file type's default type, no mix rules), calling `progress` after each tensor.
-///
-/// # Errors
-/// [`QuantizeError::AlreadyQuantized`] for quantized input tensors,
-/// [`QuantizeError::UnsupportedType`] when a tensor's chosen type has no quantizer in rinfer,
-/// and [`QuantizeError::Kernel`] for shapes the quantizer cannot take.
-pub fn quantize_model(
-    input: &GgufFile,
+/// The tensors of `input` in llama.cpp's output order, each with the type `file_type` gives it
+/// (`pure`: every quantizable weight in the file type's default type, no mix rules): what
+/// `llama-quantize --dry-run` shows.
+pub fn plan_types<'f>(
+    input: &'f GgufFile,
     file_type: FileType,
     pure: bool,
-    mut progress: impl FnMut(Progress<'_>),
-) -> Result<GgufWriter, QuantizeError> {
-    let mut tensors: Vec<TensorView<'_>> = input.tensors().collect();
+) -> Vec<(TensorView<'f>, GgmlType)> {
+    let mut tensors: Vec<TensorView<'f>> = input.tensors().collect();
     tensors.sort_by(|a, b| llama_order(a.name(), b.name()));
     let mut planner = TypePlanner::new(
         file_type,
@@ -129,15 +124,35 @@ pub fn quantize_model(
         mix_params(input),
         tensors.iter().map(|t| t.name()),
     );
-    let planned: Vec<GgmlType> = tensors
-        .iter()
-        .map(|t| planner.tensor_type(t.name(), t.dims(), t.ty()))
-        .collect();
-    for (t, &ty) in tensors.iter().zip(&planned) {
-        if ty != t.ty() && !rinfer_kernels::can_quantize(ty) {
+    tensors
+        .into_iter()
+        .map(|t| {
+            let ty = planner.tensor_type(t.name(), t.dims(), t.ty());
+            (t, ty)
+        })
+        .collect()
+}
+
+/// Rewrites `input` with its weights in `file_type` as [`plan_types`] chooses, calling
+/// `progress` after each tensor.
+///
+/// # Errors
+/// [`QuantizeError::AlreadyQuantized`] for quantized input tensors,
+/// [`QuantizeError::UnsupportedType`] when a tensor's chosen type has no quantizer in rinfer,
+/// [`QuantizeError::NonFinite`] for NaN or infinite weights, and [`QuantizeError::Kernel`] for
+/// shapes the quantizer cannot take.
+pub fn quantize_model(
+    input: &GgufFile,
+    file_type: FileType,
+    pure: bool,
+    mut progress: impl FnMut(Progress<'_>),
+) -> Result<GgufWriter, QuantizeError> {
+    let planned = plan_types(input, file_type, pure);
+    for (t, ty) in &planned {
+        if *ty != t.ty() && !rinfer_kernels::can_quantize(*ty) {
             return Err(QuantizeError::UnsupportedType {
                 tensor: t.name().into(),
-                ty,
+                ty: *ty,
             });
         }
     }
@@ -154,12 +169,12 @@ pub fn quantize_model(
     )?;
     writer.add_metadata("general.file_type", MetadataValue::U32(file_type.id()))?;
 
-    let total = tensors.len();
-    for (done, (t, &ty)) in tensors.iter().zip(&planned).enumerate() {
+    let total = planned.len();
+    for (done, (t, ty)) in planned.into_iter().enumerate() {
         let data = if ty == t.ty() {
             t.data.to_vec()
         } else {
-            convert_tensor(t, ty)?
+            convert_tensor(&t, ty)?
         };
         writer.add_tensor(t.name(), ty, t.dims(), data)?;
         progress(Progress {
