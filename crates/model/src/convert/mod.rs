@@ -14,7 +14,7 @@ use rinfer_formats::{GgmlType, HfModelDir};
 
 use crate::error::ModelError;
 use crate::hf_checkpoint::{gguf_arch, metadata_from_hf};
-use crate::quantize::llama_order;
+use crate::quantize::{FileType, llama_order};
 use crate::tensor_store::{SafetensorsStore, TensorStore};
 
 /// How far [`convert_hf_dir`] got: called after each tensor with (done, total, name).
@@ -35,10 +35,11 @@ fn pre_tokenizer(arch: &str) -> &'static str {
 /// The `general.file_type` of a file whose weights are `ty`.
 fn file_type_id(ty: GgmlType) -> u32 {
     match ty {
-        GgmlType::F16 => 1,
-        GgmlType::BF16 => 32,
-        _ => 0,
+        GgmlType::F16 => FileType::F16,
+        GgmlType::BF16 => FileType::Bf16,
+        _ => FileType::F32,
     }
+    .id()
 }
 
 /// Reorders the rows of a q or k projection (`rows` rows of `row_len` values, `heads` heads)

@@ -238,9 +238,8 @@ impl TypePlanner {
                 if p.n_expert == 8 {
                     if matches!(
                         ft,
-                        F::Q2K | F::Q3KS | F::Q3KM | F::Iq4Nl | F::Q4KS | F::Q4KM
-                    ) || ft == F::Iq4Xs
-                    {
+                        F::Q2K | F::Q3KS | F::Q3KM | F::Iq4Nl | F::Iq4Xs | F::Q4KS | F::Q4KM
+                    ) {
                         t = T::Q5K;
                     }
                 } else {
