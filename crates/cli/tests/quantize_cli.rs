@@ -61,6 +61,20 @@ fn a_type_rinfer_cannot_write_is_refused_naming_those_it_can() {
 }
 
 #[test]
+fn a_failed_quantization_leaves_no_file_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures().join("models/gemma3-tiny-q4_k_m.gguf");
+    let out = rinfer(&[
+        "quantize",
+        &arg(&input),
+        &arg(&dir.path().join("x.gguf")),
+        "Q8_0",
+    ]);
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
 fn an_already_quantized_model_is_refused_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let input = fixtures().join("models/gemma3-tiny-q4_k_m.gguf");

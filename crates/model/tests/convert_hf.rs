@@ -16,9 +16,9 @@ fn fixtures() -> PathBuf {
 }
 
 fn converted(ty: GgmlType) -> GgufFile {
-    let writer =
-        convert_hf_dir(&fixtures().join("llama3bpe-tiny-hf"), ty, &mut |_, _, _| {}).unwrap();
-    GgufFile::from_bytes(writer.to_bytes()).expect("the output parses")
+    let dir = fixtures().join("llama3bpe-tiny-hf");
+    let bytes = convert_hf_dir(&dir, ty, Vec::new(), &mut |_, _, _| {}).unwrap();
+    GgufFile::from_bytes(bytes).expect("the output parses")
 }
 
 fn all_logits(model: &Model, tokens: &[u32]) -> Vec<f32> {

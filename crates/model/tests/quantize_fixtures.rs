@@ -24,8 +24,8 @@ fn open(path: PathBuf) -> GgufFile {
 /// Quantizes `input` as `file_type` and checks every tensor's type and bytes, and the file
 /// type, against `expected`.
 fn assert_reproduces(input: &GgufFile, expected: &GgufFile, file_type: FileType, pure: bool) {
-    let writer = quantize_model(input, file_type, pure, |_| {}).expect("quantize");
-    let got = GgufFile::from_bytes(writer.to_bytes()).expect("output parses");
+    let bytes = quantize_model(input, file_type, pure, Vec::new(), |_| {}).expect("quantize");
+    let got = GgufFile::from_bytes(bytes).expect("output parses");
     let names = |f: &GgufFile| {
         f.tensors()
             .map(|t| t.name().to_string())
@@ -110,7 +110,7 @@ fn mxfp4_moe_puts_experts_in_mxfp4_and_the_rest_in_q8_0() {
         .map(|t| (t.name().to_string(), t.ty()))
         .collect();
     assert_eq!(planned, want);
-    match quantize_model(&input, FileType::Mxfp4Moe, false, |_| {}) {
+    match quantize_model(&input, FileType::Mxfp4Moe, false, Vec::new(), |_| {}) {
         Ok(_) => assert_reproduces(&input, &expected, FileType::Mxfp4Moe, false),
         Err(QuantizeError::UnsupportedType { ty, .. }) => assert_eq!(ty, GgmlType::MXFP4),
         Err(e) => panic!("{e}"),
@@ -122,8 +122,7 @@ fn a_whole_model_quantizes_to_llama_cpp_file_byte_for_byte() {
     let dir = fixtures().join("models");
     let input = open(dir.join("gemma3-tiny-f32.gguf"));
     let expected = std::fs::read(dir.join("gemma3-tiny-q4_k_m.gguf")).expect("fixture");
-    let writer = quantize_model(&input, FileType::Q4KM, false, |_| {}).expect("quantize");
-    let got = writer.to_bytes();
+    let got = quantize_model(&input, FileType::Q4KM, false, Vec::new(), |_| {}).expect("quantize");
     assert_eq!(got.len(), expected.len(), "file size");
     if let Some(i) = got.iter().zip(&expected).position(|(a, b)| a != b) {
         panic!("first differing byte at {i}");
@@ -133,9 +132,8 @@ fn a_whole_model_quantizes_to_llama_cpp_file_byte_for_byte() {
 #[test]
 fn quantized_input_is_refused_with_a_pointer_to_f32() {
     let input = open(fixtures().join("quantize/llama-tiny-q8_0.slim.gguf"));
-    let err = quantize_model(&input, FileType::Q4_0, false, |_| {})
-        .err()
-        .expect("a Q8_0 model is refused");
+    let err = quantize_model(&input, FileType::Q4_0, false, Vec::new(), |_| {})
+        .expect_err("a Q8_0 model is refused");
     assert!(
         matches!(err, QuantizeError::AlreadyQuantized { .. }),
         "{err}"
@@ -146,7 +144,7 @@ fn quantized_input_is_refused_with_a_pointer_to_f32() {
 fn progress_reports_every_tensor_once_in_order() {
     let input = open(fixtures().join("quantize/llama-tiny-f32.slim.gguf"));
     let mut seen = Vec::new();
-    quantize_model(&input, FileType::Q8_0, true, |p| {
+    quantize_model(&input, FileType::Q8_0, true, Vec::new(), |p| {
         seen.push((p.done, p.total))
     })
     .unwrap();
@@ -169,9 +167,8 @@ fn a_nan_weight_is_refused_naming_the_tensor() {
     w.add_tensor("blk.0.attn_q.weight", GgmlType::F32, &[32, 2], bytes)
         .unwrap();
     let input = GgufFile::from_bytes(w.to_bytes()).unwrap();
-    let err = quantize_model(&input, FileType::Q8_0, false, |_| {})
-        .err()
-        .expect("NaN is refused");
+    let err = quantize_model(&input, FileType::Q8_0, false, Vec::new(), |_| {})
+        .expect_err("NaN is refused");
     assert!(
         matches!(&err, QuantizeError::NonFinite { tensor, index: 40 } if tensor == "blk.0.attn_q.weight"),
         "{err}"

@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rinfer_formats::GgmlType;
 use rinfer_model::convert::convert_hf_dir;
 
+use crate::commands::output_file::write_whole;
 use crate::stderr::report;
 
 /// Converts the checkpoint in `dir` into `output` with 2-D weights in `weight_type`.
@@ -18,16 +19,16 @@ pub fn run(dir: &Path, output: &Path, weight_type: GgmlType) -> Result<()> {
             .expect("the progress template is valid")
             .progress_chars("=> "),
     );
-    let writer = convert_hf_dir(dir, weight_type, &mut |done, total, name| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(name.to_string());
-    })
-    .with_context(|| format!("converting {}", dir.display()));
+    let written = write_whole(output, |out| {
+        convert_hf_dir(dir, weight_type, out, &mut |done, total, name| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            bar.set_message(name.to_string());
+        })
+        .with_context(|| format!("converting {}", dir.display()))
+    });
     bar.finish_and_clear();
-    writer?
-        .write_file(output)
-        .with_context(|| format!("writing {}", output.display()))?;
+    written?;
     report!("wrote {} ({weight_type} weights)", output.display());
     Ok(())
 }

@@ -6,6 +6,7 @@ pub mod convert;
 pub mod fetch;
 pub mod inspect;
 pub mod logits;
+pub mod output_file;
 pub mod quantize;
 pub mod run;
 pub mod serve;

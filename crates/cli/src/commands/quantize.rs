@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rinfer_formats::gguf::GgufFile;
 use rinfer_model::quantize::{FileType, quantize_model};
 
+use crate::commands::output_file::write_whole;
 use crate::stderr::report;
 
 /// Quantizes `input` into `output` as `file_type` (`pure`: no per-tensor mix rules).
@@ -22,15 +23,15 @@ pub fn run(input: &Path, output: &Path, file_type: FileType, pure: bool) -> Resu
             .expect("the progress template is valid")
             .progress_chars("=> "),
     );
-    let writer = quantize_model(&file, file_type, pure, |p| {
-        bar.set_message(format!("{} -> {}", p.tensor, p.ty));
-        bar.set_position(p.done as u64);
-    })
-    .with_context(|| format!("quantizing {} to {file_type}", input.display()));
+    let written = write_whole(output, |out| {
+        quantize_model(&file, file_type, pure, out, |p| {
+            bar.set_message(format!("{} -> {}", p.tensor, p.ty));
+            bar.set_position(p.done as u64);
+        })
+        .with_context(|| format!("quantizing {} to {file_type}", input.display()))
+    });
     bar.finish_and_clear();
-    writer?
-        .write_file(output)
-        .with_context(|| format!("writing {}", output.display()))?;
+    written?;
     report!(
         "wrote {} ({file_type}{})",
         output.display(),

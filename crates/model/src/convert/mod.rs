@@ -7,9 +7,10 @@
 
 mod vocab;
 
+use std::io::Write;
 use std::path::Path;
 
-use rinfer_formats::gguf::{GgufWriter, MetadataValue};
+use rinfer_formats::gguf::{GgufStreamWriter, Metadata, MetadataValue, TensorHeader};
 use rinfer_formats::{GgmlType, HfModelDir};
 
 use crate::error::ModelError;
@@ -67,17 +68,19 @@ fn permute_rope_rows(x: &[f32], row_len: usize, heads: usize) -> Result<Vec<f32>
 }
 
 /// Converts the Hugging Face model directory `dir` into a GGUF file whose 2-D weights are
-/// `weight_type` (F32, F16 or BF16), calling `progress` after each tensor.
+/// `weight_type` (F32, F16 or BF16), written to `out` one tensor at a time, calling `progress`
+/// after each tensor; gives `out` back.
 ///
 /// # Errors
 /// [`ModelError::UnknownArchitecture`] for a model type rinfer does not read,
 /// [`ModelError::InvalidConfig`] for a missing or unusable `config.json`, `tokenizer.json` or
 /// weight, [`ModelError::UnexpectedTensor`] for a tensor rinfer does not know.
-pub fn convert_hf_dir(
+pub fn convert_hf_dir<W: Write>(
     dir: &Path,
     weight_type: GgmlType,
+    out: W,
     progress: ConvertProgress<'_>,
-) -> Result<GgufWriter, ModelError> {
+) -> Result<W, ModelError> {
     if !matches!(weight_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
         return Err(invalid(format!(
             "convert writes F32, F16 or BF16 weights, not {weight_type}; quantize the result with `rinfer quantize`"
@@ -93,9 +96,8 @@ pub fn convert_hf_dir(
         })?;
     let vocab_rows = embd.dims.get(1).copied().unwrap_or(0) as usize;
 
-    let mut writer = GgufWriter::new();
-    let mut put =
-        |key: &str, value: MetadataValue| writer.add_metadata(key, value).map_err(invalid);
+    let mut metadata = Metadata::default();
+    let mut put = |key: &str, value: MetadataValue| metadata.insert(key, value).map_err(invalid);
     let meta = metadata_from_hf(&hf.config)?;
     for (key, value) in meta.iter() {
         put(key, value.clone())?;
@@ -159,8 +161,26 @@ pub fn convert_hf_dir(
 
     let mut names = store.names();
     names.sort_by(|a, b| llama_order(a, b));
+    let mut headers = Vec::with_capacity(names.len());
+    for name in &names {
+        let t = store
+            .tensor(name)?
+            .ok_or_else(|| ModelError::MissingTensor { name: name.clone() })?;
+        let ty = if t.dims.len() < 2 {
+            GgmlType::F32
+        } else {
+            weight_type
+        };
+        headers.push(TensorHeader {
+            name: name.clone(),
+            ty,
+            dims: t.dims,
+        });
+    }
+    let mut stream = GgufStreamWriter::new(out, &metadata, &headers).map_err(invalid)?;
     let permute = arch == "llama";
-    for (done, name) in names.iter().enumerate() {
+    for (done, header) in headers.iter().enumerate() {
+        let name = &header.name;
         let t = store
             .tensor(name)?
             .ok_or_else(|| ModelError::MissingTensor { name: name.clone() })?;
@@ -176,19 +196,12 @@ pub fn convert_hf_dir(
             let len = if t.dims.len() == 1 { 1 } else { row_len };
             values = permute_rope_rows(&values, len, h)?;
         }
-        let ty = if t.dims.len() < 2 {
-            GgmlType::F32
-        } else {
-            weight_type
-        };
-        let mut data = vec![0u8; values.len() * ty.type_size()];
-        rinfer_kernels::quantize_rows(ty, &values, row_len, &mut data).map_err(invalid)?;
-        writer
-            .add_tensor(name, ty, &t.dims, data)
-            .map_err(invalid)?;
+        let mut data = vec![0u8; values.len() * header.ty.type_size()];
+        rinfer_kernels::quantize_rows(header.ty, &values, row_len, &mut data).map_err(invalid)?;
+        stream.write_tensor(&data).map_err(invalid)?;
         progress(done + 1, names.len(), name);
     }
-    Ok(writer)
+    stream.finish().map_err(invalid)
 }
 
 #[cfg(test)]

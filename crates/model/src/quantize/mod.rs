@@ -9,9 +9,12 @@ mod file_type;
 mod tensor_types;
 
 use std::cmp::Ordering;
+use std::io::Write;
 
 use rinfer_formats::GgmlType;
-use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue, TensorView};
+use rinfer_formats::gguf::{
+    GgufFile, GgufStreamWriter, Metadata, MetadataValue, TensorHeader, TensorView,
+};
 use rinfer_kernels::KernelError;
 
 pub use file_type::{FileType, UnknownFileType};
@@ -133,23 +136,34 @@ pub fn plan_types<'f>(
         .collect()
 }
 
-/// Rewrites `input` with its weights in `file_type` as [`plan_types`] chooses, calling
-/// `progress` after each tensor.
+/// Writes `input` to `out` with its weights in `file_type` as [`plan_types`] chooses, one tensor
+/// at a time, calling `progress` after each tensor; gives `out` back.
 ///
 /// # Errors
 /// [`QuantizeError::AlreadyQuantized`] for quantized input tensors,
 /// [`QuantizeError::UnsupportedType`] when a tensor's chosen type has no quantizer in rinfer,
 /// [`QuantizeError::NonFinite`] for NaN or infinite weights, and [`QuantizeError::Kernel`] for
-/// shapes the quantizer cannot take.
-pub fn quantize_model(
+/// shapes the quantizer cannot take (the last two after part of the file is written), and
+/// [`QuantizeError::Gguf`] when `out` fails.
+pub fn quantize_model<W: Write>(
     input: &GgufFile,
     file_type: FileType,
     pure: bool,
+    out: W,
     mut progress: impl FnMut(Progress<'_>),
-) -> Result<GgufWriter, QuantizeError> {
+) -> Result<W, QuantizeError> {
     let planned = plan_types(input, file_type, pure);
     for (t, ty) in &planned {
-        if *ty != t.ty() && !rinfer_kernels::can_quantize(*ty) {
+        if *ty == t.ty() {
+            continue;
+        }
+        if t.ty().is_quantized() {
+            return Err(QuantizeError::AlreadyQuantized {
+                tensor: t.name().into(),
+                ty: t.ty(),
+            });
+        }
+        if !rinfer_kernels::can_quantize(*ty) {
             return Err(QuantizeError::UnsupportedType {
                 tensor: t.name().into(),
                 ty: *ty,
@@ -157,26 +171,34 @@ pub fn quantize_model(
         }
     }
 
-    let mut writer = GgufWriter::new();
+    let mut metadata = Metadata::default();
     for (key, value) in input.metadata().iter() {
         if key != "general.quantization_version" && key != "general.file_type" {
-            writer.add_metadata(key, value.clone())?;
+            metadata.insert(key, value.clone())?;
         }
     }
-    writer.add_metadata(
+    metadata.insert(
         "general.quantization_version",
         MetadataValue::U32(QUANTIZATION_VERSION),
     )?;
-    writer.add_metadata("general.file_type", MetadataValue::U32(file_type.id()))?;
+    metadata.insert("general.file_type", MetadataValue::U32(file_type.id()))?;
+    let headers: Vec<TensorHeader> = planned
+        .iter()
+        .map(|(t, ty)| TensorHeader {
+            name: t.name().into(),
+            ty: *ty,
+            dims: t.dims().to_vec(),
+        })
+        .collect();
+    let mut stream = GgufStreamWriter::new(out, &metadata, &headers)?;
 
     let total = planned.len();
     for (done, (t, ty)) in planned.into_iter().enumerate() {
-        let data = if ty == t.ty() {
-            t.data.to_vec()
+        if ty == t.ty() {
+            stream.write_tensor(t.data)?;
         } else {
-            convert_tensor(&t, ty)?
-        };
-        writer.add_tensor(t.name(), ty, t.dims(), data)?;
+            stream.write_tensor(&convert_tensor(&t, ty)?)?;
+        }
         progress(Progress {
             done: done + 1,
             total,
@@ -184,17 +206,11 @@ pub fn quantize_model(
             ty,
         });
     }
-    Ok(writer)
+    Ok(stream.finish()?)
 }
 
 /// The data of `t` in type `ty`, through f32.
 fn convert_tensor(t: &TensorView<'_>, ty: GgmlType) -> Result<Vec<u8>, QuantizeError> {
-    if t.ty().is_quantized() {
-        return Err(QuantizeError::AlreadyQuantized {
-            tensor: t.name().into(),
-            ty: t.ty(),
-        });
-    }
     let kernel = |source| QuantizeError::Kernel {
         tensor: t.name().into(),
         source,
