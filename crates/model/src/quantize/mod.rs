@@ -209,24 +209,98 @@ pub fn quantize_model<W: Write>(
     Ok(stream.finish()?)
 }
 
-/// The data of `t` in type `ty`, through f32.
+/// f32 values converted at a time: the rows of a slab of about this many values go through f32
+/// together, so a large tensor never exists in f32 whole.
+const SLAB_VALUES: usize = 1 << 22;
+
+/// The data of `t` in type `ty`, through f32, a slab of rows at a time.
 fn convert_tensor(t: &TensorView<'_>, ty: GgmlType) -> Result<Vec<u8>, QuantizeError> {
+    convert_in_slabs(t, ty, SLAB_VALUES)
+}
+
+/// [`convert_tensor`] with slabs of about `slab_values` values.
+fn convert_in_slabs(
+    t: &TensorView<'_>,
+    ty: GgmlType,
+    slab_values: usize,
+) -> Result<Vec<u8>, QuantizeError> {
     let kernel = |source| QuantizeError::Kernel {
         tensor: t.name().into(),
         source,
     };
-    let elements = t.info.element_count() as usize;
-    let mut values = vec![0.0f32; elements];
-    rinfer_kernels::dequantize_row(t.ty(), t.data, &mut values).map_err(kernel)?;
-    if let Some(index) = values.iter().position(|v| !v.is_finite()) {
-        return Err(QuantizeError::NonFinite {
-            tensor: t.name().into(),
-            index,
-        });
+    let row_len = t.dims().first().copied().unwrap_or(1).max(1) as usize;
+    let rows = t.info.element_count() as usize / row_len;
+    let (in_row, out_row) = (
+        row_len / t.ty().block_size() * t.ty().type_size(),
+        row_len / ty.block_size() * ty.type_size(),
+    );
+    if !row_len.is_multiple_of(ty.block_size()) {
+        return Err(kernel(KernelError::PartialBlock {
+            ty,
+            len: row_len,
+            unit: "elements",
+        }));
     }
-    let row_len = t.dims().first().copied().unwrap_or(1) as usize;
-    let bytes = elements / ty.block_size() * ty.type_size();
-    let mut out = vec![0u8; bytes];
-    rinfer_kernels::quantize_rows(ty, &values, row_len, &mut out).map_err(kernel)?;
+    let slab_rows = (slab_values / row_len).max(1);
+    let mut values = vec![0.0f32; slab_rows.min(rows) * row_len];
+    let mut out = vec![0u8; rows * out_row];
+    for (slab, (input, output)) in t
+        .data
+        .chunks(slab_rows * in_row)
+        .zip(out.chunks_mut(slab_rows * out_row))
+        .enumerate()
+    {
+        let values = &mut values[..input.len() / in_row * row_len];
+        rinfer_kernels::dequantize_row(t.ty(), input, values).map_err(kernel)?;
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(QuantizeError::NonFinite {
+                tensor: t.name().into(),
+                index: slab * slab_rows * row_len + i,
+            });
+        }
+        rinfer_kernels::quantize_rows(ty, values, row_len, output).map_err(kernel)?;
+    }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use rinfer_formats::gguf::GgufWriter;
+
+    use super::*;
+
+    /// A file with one F32 matrix of 8 rows of 64 values.
+    fn one_matrix(values: &[f32]) -> GgufFile {
+        let mut w = GgufWriter::new();
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.add_tensor("m.weight", GgmlType::F32, &[64, 8], bytes)
+            .unwrap();
+        GgufFile::from_bytes(w.to_bytes()).unwrap()
+    }
+
+    #[test]
+    fn slabs_of_rows_give_the_bytes_of_the_whole_tensor() {
+        let values: Vec<f32> = (0..512)
+            .map(|i| ((i * 29 % 97) as f32 - 48.0) / 9.0)
+            .collect();
+        let file = one_matrix(&values);
+        let t = file.tensor("m.weight").unwrap();
+        let whole = convert_in_slabs(&t, GgmlType::Q4_0, 512).unwrap();
+        for slab in [64, 100, 192] {
+            assert_eq!(convert_in_slabs(&t, GgmlType::Q4_0, slab).unwrap(), whole);
+        }
+    }
+
+    #[test]
+    fn a_nan_in_a_later_slab_is_reported_at_its_index_in_the_tensor() {
+        let mut values = vec![1.0f32; 512];
+        values[300] = f32::INFINITY;
+        let file = one_matrix(&values);
+        let t = file.tensor("m.weight").unwrap();
+        let err = convert_in_slabs(&t, GgmlType::Q8_0, 128).unwrap_err();
+        assert!(
+            matches!(err, QuantizeError::NonFinite { index: 300, .. }),
+            "{err}"
+        );
+    }
 }
