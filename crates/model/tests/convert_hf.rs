@@ -116,3 +116,30 @@ fn f16_conversion_keeps_vectors_f32() {
         Some(1)
     );
 }
+
+#[test]
+fn qwen_checkpoints_keep_their_q_k_rows_and_get_the_qwen2_pre_tokenizer() {
+    let hf = fixtures().join("llama3bpe-tiny-hf");
+    let dir = std::env::temp_dir().join(format!("rinfer-convert-qwen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in ["model.safetensors", "tokenizer.json"] {
+        std::fs::copy(hf.join(file), dir.join(file)).unwrap();
+    }
+    let config = std::fs::read_to_string(hf.join("config.json")).unwrap();
+    let config = config.replace("\"model_type\": \"llama\"", "\"model_type\": \"qwen3\"");
+    std::fs::write(dir.join("config.json"), config).unwrap();
+    let bytes = convert_hf_dir(&dir, GgmlType::F32, Vec::new(), &mut |_, _, _| {});
+    let llama = converted(GgmlType::F32);
+    std::fs::remove_dir_all(&dir).ok();
+    let qwen = GgufFile::from_bytes(bytes.unwrap()).unwrap();
+    assert_eq!(
+        qwen.metadata()
+            .get("tokenizer.ggml.pre")
+            .and_then(|v| v.as_str()),
+        Some("qwen2")
+    );
+    let q = "blk.0.attn_q.weight";
+    assert_ne!(qwen.tensor(q).unwrap().data, llama.tensor(q).unwrap().data);
+    let v = "blk.0.attn_v.weight";
+    assert_eq!(qwen.tensor(v).unwrap().data, llama.tensor(v).unwrap().data);
+}
