@@ -174,3 +174,44 @@ fn a_nan_weight_is_refused_naming_the_tensor() {
         "{err}"
     );
 }
+
+/// Cosine similarity of the logits of `tokens` under `a` and `b`.
+fn logits_cosine(a: &rinfer_model::Model, b: &rinfer_model::Model, tokens: &[u32]) -> f64 {
+    use rinfer_model::{KvCache, Logits, Scratch};
+    let run = |m: &rinfer_model::Model| {
+        let n = tokens.len();
+        let mut cache = KvCache::new(&m.config, n, n);
+        let mut scratch = Scratch::new(&m.config, n);
+        m.forward(tokens, &mut cache, &mut scratch, Logits::All)
+            .unwrap()
+            .to_vec()
+    };
+    let (x, y) = (run(a), run(b));
+    let dot: f64 = x.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
+    let norm = |v: &[f32]| v.iter().map(|a| (*a as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (norm(&x) * norm(&y))
+}
+
+#[test]
+fn every_file_type_rinfer_writes_loads_and_stays_close_to_f32() {
+    use std::sync::Arc;
+    let f32_file = Arc::new(open(fixtures().join("models/gemma3-tiny-f32.gguf")));
+    let reference = rinfer_model::Model::from_gguf(&f32_file).unwrap();
+    let tokens = [2, 651, 3037, 576, 1081, 603, 1024, 17];
+    for name in FileType::names().filter(|n| *n != "MXFP4_MOE") {
+        let file_type: FileType = name.parse().unwrap();
+        let bytes = quantize_model(&f32_file, file_type, false, Vec::new(), |_| {}).unwrap();
+        let model = rinfer_model::Model::from_gguf(&Arc::new(GgufFile::from_bytes(bytes).unwrap()))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let cos = logits_cosine(&reference, &model, &tokens);
+        eprintln!("{name}: cosine {cos:.5}");
+        // Floors with a margin under what this random tiny model gives (it amplifies rounding).
+        let floor = match file_type {
+            FileType::F32 | FileType::F16 | FileType::Bf16 | FileType::Q8_0 => 0.999,
+            FileType::Q2K => 0.75,
+            FileType::Q3KS => 0.85,
+            _ => 0.93,
+        };
+        assert!(cos > floor, "{name}: cosine {cos} under {floor}");
+    }
+}
