@@ -20,7 +20,8 @@
 //! Inside, the modules depend in one direction: `operands` (shared driver types) and
 //! `parallel` (row splitting) below `quant` (block formats), below `packed` (packed layouts),
 //! below `registry` (the one table of types and kernels), below `dispatch` (the table of one
-//! instruction set), below the `matvec` and `matmul` drivers.
+//! instruction set), below the `matvec` and `matmul` drivers; `convert` and `quantize` (whole
+//! rows and tensors through the scalar references) sit on `registry` alone.
 //!
 //! ```
 //! use rinfer_formats::GgmlType;
