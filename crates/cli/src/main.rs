@@ -50,5 +50,11 @@ fn run(options: Options) -> Result<()> {
         CommandOptions::Logits(logits) => commands::logits::run(&logits),
         CommandOptions::Serve(serve) => commands::serve::run(&serve),
         CommandOptions::RenderChatTemplate => Ok(rinfer_model::chat_template::serve_renders()?),
+        CommandOptions::Quantize(q) => {
+            commands::quantize::run(&q.input, &q.output, q.file_type, q.pure)
+        }
+        CommandOptions::Convert(c) => {
+            commands::convert::run(&c.dir, &c.output, c.outtype.ggml_type())
+        }
     }
 }

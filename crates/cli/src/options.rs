@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use rinfer_cuda::DeviceRequest;
+use rinfer_formats::GgmlType;
 use rinfer_model::SamplingParams;
+use rinfer_model::quantize::FileType;
 
 use crate::limits;
 
@@ -37,6 +39,10 @@ pub enum CommandOptions {
     /// Render chat templates for a parent `rinfer` (started by it, not by users).
     #[command(name = crate::render_process::COMMAND, hide = true)]
     RenderChatTemplate,
+    /// Write a GGUF model with its weights quantized, as `llama-quantize` does.
+    Quantize(QuantizeOptions),
+    /// Write a Hugging Face checkpoint (llama, mistral, qwen2, qwen3) as a GGUF file.
+    Convert(ConvertOptions),
 }
 
 /// The model and how to run it, shared by the commands that compute.
@@ -199,6 +205,57 @@ pub struct InspectOptions {
     /// List every tensor (always included in JSON).
     #[arg(long)]
     pub tensors: bool,
+}
+
+/// Options of `rinfer quantize`.
+#[derive(Args)]
+pub struct QuantizeOptions {
+    /// The model to quantize: a GGUF file with F32, F16 or BF16 weights.
+    #[arg(value_parser = limits::parse_model_path)]
+    pub input: PathBuf,
+    /// The GGUF file to write.
+    pub output: PathBuf,
+    /// The type, named as `llama-quantize` names it: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S,
+    /// Q3_K_M (Q3_K), Q3_K_L, Q4_K_S, Q4_K_M (Q4_K), Q5_K_S, Q5_K_M (Q5_K), Q6_K, IQ4_NL,
+    /// IQ4_XS, MXFP4_MOE, F16, BF16 or F32.
+    pub file_type: FileType,
+    /// Every 2-D weight in the type itself, without the mix's per-tensor choices.
+    #[arg(long)]
+    pub pure: bool,
+}
+
+/// The weight type of `rinfer convert`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutType {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats (llama.cpp's converter's default).
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl OutType {
+    /// The tensor type of the 2-D weights.
+    pub fn ggml_type(self) -> GgmlType {
+        match self {
+            OutType::F32 => GgmlType::F32,
+            OutType::F16 => GgmlType::F16,
+            OutType::Bf16 => GgmlType::BF16,
+        }
+    }
+}
+
+/// Options of `rinfer convert`.
+#[derive(Args)]
+pub struct ConvertOptions {
+    /// The Hugging Face model directory (`config.json`, `tokenizer.json`, safetensors).
+    pub dir: PathBuf,
+    /// The GGUF file to write.
+    pub output: PathBuf,
+    /// The type of the 2-D weights; vectors (norms, biases) stay F32.
+    #[arg(long, value_enum, default_value = "f16")]
+    pub outtype: OutType,
 }
 
 /// Options of `rinfer serve`.

@@ -235,6 +235,19 @@ pub enum GgufError {
         /// Bytes given.
         got: u64,
     },
+    /// A streamed file's output failed.
+    #[error("cannot write the GGUF file")]
+    Write {
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A streamed file was finished before every tensor announced in its header was written.
+    #[error("tensor {tensor:?} was announced but its data never written")]
+    MissingTensorData {
+        /// The first tensor not written.
+        tensor: String,
+    },
 }
 
 /// Results of this crate's GGUF functions.

@@ -86,7 +86,7 @@ mod tests {
             Err(KernelError::Unsupported { .. })
         ));
         assert!(matches!(
-            quantize_row(GgmlType::Q2K, &[0.0; 256], &mut [0; 84]),
+            quantize_row(GgmlType::Iq2Xxs, &[0.0; 256], &mut [0; 66]),
             Err(KernelError::Unsupported { .. })
         ));
         assert!(matches!(

@@ -13,13 +13,15 @@
 //!   [`matmul()`] multiply with it, and [`Kernels::pack`] repacks a matrix into a
 //!   [`PackedMatrix`] where the CPU has a faster packed kernel, multiplied by
 //!   [`matmul_packed()`].
-//! - [`dequantize_row`] and [`quantize_row`] convert whole rows.
+//! - [`dequantize_row`] and [`quantize_row`] convert whole rows; [`quantize_rows`] quantizes a
+//!   whole tensor in parallel, as ggml's offline quantizer does.
 //! - [`ops`] holds the elementwise and row-wise operations.
 //!
 //! Inside, the modules depend in one direction: `operands` (shared driver types) and
 //! `parallel` (row splitting) below `quant` (block formats), below `packed` (packed layouts),
 //! below `registry` (the one table of types and kernels), below `dispatch` (the table of one
-//! instruction set), below the `matvec` and `matmul` drivers.
+//! instruction set), below the `matvec` and `matmul` drivers; `convert` and `quantize` (whole
+//! rows and tensors through the scalar references) sit on `registry` alone.
 //!
 //! ```
 //! use rinfer_formats::GgmlType;
@@ -45,6 +47,7 @@ pub mod ops;
 mod packed;
 mod parallel;
 mod quant;
+mod quantize;
 mod registry;
 
 pub use convert::{dequantize_row, quantize_row};
@@ -55,3 +58,4 @@ pub use matmul::matmul;
 pub use matvec::matvec;
 pub use operands::{ActivationBuffer, WeightMatrix};
 pub use packed::{PackedMatrix, matmul_packed};
+pub use quantize::{can_quantize, quantize_rows};

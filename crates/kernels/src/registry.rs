@@ -217,8 +217,8 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(avx2!(q8_0::x86::vec_dot))
         .packed(avx512_packed!(packed::q8_0x16_avx512::pack)),
     TypeTraits::activation::<q8_1::BlockQ8_1>(),
-    TypeTraits::weight::<q2_k::BlockQ2K>().simd(avx2!(q2_k::x86::vec_dot)),
-    TypeTraits::weight::<q3_k::BlockQ3K>().simd(avx2!(q3_k::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q2_k::BlockQ2K>().simd(avx2!(q2_k::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q3_k::BlockQ3K>().simd(avx2!(q3_k::x86::vec_dot)),
     TypeTraits::quantized_weight::<q4_k::BlockQ4K>()
         .simd(avx2!(q4_k::x86::vec_dot))
         .packed(avx512_packed!(packed::q4_kx16_avx512::pack)),
@@ -229,10 +229,10 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(avx2!(q6_k::x86::vec_dot))
         .packed(avx512_packed!(packed::q6_kx16_avx512::pack)),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
-    TypeTraits::weight::<iq4_nl::BlockIq4Nl>()
+    TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
         .simd(avx2!(iq4_nl::x86::vec_dot))
         .packed(avx512_packed!(packed::nibbles_avx512::pack_iq4_nl)),
-    TypeTraits::weight::<iq4_xs::BlockIq4Xs>().simd(avx2!(iq4_xs::x86::vec_dot)),
+    TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>().simd(avx2!(iq4_xs::x86::vec_dot)),
     TypeTraits::weight::<mxfp4::BlockMxfp4>()
         .simd(avx2!(mxfp4::x86::vec_dot))
         .packed(avx512_packed!(packed::mxfp4x16_avx512::pack)),

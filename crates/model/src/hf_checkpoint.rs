@@ -46,6 +46,16 @@ pub(crate) fn gguf_arch(config: &HfConfig) -> Result<&'static str, ModelError> {
 
 /// The model configuration of a checkpoint whose embedding table has `vocab_size` rows.
 pub(crate) fn config_from_hf(hf: &HfConfig, vocab_size: usize) -> Result<ModelConfig, ModelError> {
+    let mut config = config_from_metadata(&metadata_from_hf(hf)?, vocab_size)?;
+    if let Positional::Rope(rope) = &mut config.positional {
+        rope.style = RopeStyle::Neox;
+    }
+    Ok(config)
+}
+
+/// The GGUF metadata of a checkpoint's configuration, under llama.cpp's keys (the
+/// architecture's hyperparameters; no tokenizer).
+pub(crate) fn metadata_from_hf(hf: &HfConfig) -> Result<Metadata, ModelError> {
     let arch = gguf_arch(hf)?;
     let mut meta = Metadata::default();
     let mut put = |key: &str, value: MetadataValue| {
@@ -128,9 +138,5 @@ pub(crate) fn config_from_hf(hf: &HfConfig, vocab_size: usize) -> Result<ModelCo
             }
         }
     }
-    let mut config = config_from_metadata(&meta, vocab_size)?;
-    if let Positional::Rope(rope) = &mut config.positional {
-        rope.style = RopeStyle::Neox;
-    }
-    Ok(config)
+    Ok(meta)
 }

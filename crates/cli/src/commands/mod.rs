@@ -2,9 +2,12 @@
 //! pool and engine the computing subcommands share.
 
 pub mod chat;
+pub mod convert;
 pub mod fetch;
 pub mod inspect;
 pub mod logits;
+pub mod output_file;
+pub mod quantize;
 pub mod run;
 pub mod serve;
 pub mod session;

@@ -8,6 +8,7 @@ mod cursor;
 mod file;
 mod header;
 mod metadata;
+mod stream_writer;
 mod tensor_info;
 mod writer;
 
@@ -15,5 +16,6 @@ pub use crate::error::GgufError;
 pub use file::GgufFile;
 pub use header::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufHeader, MAX_DIMS, MAX_TENSORS};
 pub use metadata::{MAX_METADATA_VALUES, Metadata, MetadataValue, ValueType};
+pub use stream_writer::{GgufStreamWriter, TensorHeader};
 pub use tensor_info::{TensorInfo, TensorView};
 pub use writer::GgufWriter;

@@ -7,8 +7,9 @@ use crate::dtype::GgmlType;
 use crate::error::{GgufError, Result};
 
 use super::GgufFile;
-use super::header::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, align_up, tensor_bytes};
-use super::metadata::{Metadata, MetadataValue, write_string};
+use super::header::tensor_bytes;
+use super::metadata::{Metadata, MetadataValue};
+use super::stream_writer::{GgufStreamWriter, TensorHeader};
 
 struct PendingTensor {
     name: String,
@@ -86,47 +87,28 @@ impl GgufWriter {
         Ok(())
     }
 
-    fn alignment(&self) -> u64 {
-        self.metadata
-            .get(ALIGNMENT_KEY)
-            .and_then(MetadataValue::as_i128)
-            .and_then(|a| u64::try_from(a).ok())
-            .filter(|a| a.is_power_of_two())
-            .unwrap_or(DEFAULT_ALIGNMENT)
+    /// Writes the whole file to `out`.
+    pub fn write_to<W: Write>(&self, out: W) -> Result<W> {
+        let headers: Vec<TensorHeader> = self
+            .tensors
+            .iter()
+            .map(|t| TensorHeader {
+                name: t.name.clone(),
+                ty: t.ty,
+                dims: t.dims.clone(),
+            })
+            .collect();
+        let mut stream = GgufStreamWriter::new(out, &self.metadata, &headers)?;
+        for t in &self.tensors {
+            stream.write_tensor(&t.data)?;
+        }
+        stream.finish()
     }
 
     /// The whole file as bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let alignment = self.alignment();
-        let mut out = Vec::new();
-        out.extend_from_slice(&GGUF_MAGIC);
-        out.extend_from_slice(&3u32.to_le_bytes());
-        out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
-        for (key, value) in self.metadata.iter() {
-            write_string(key, &mut out);
-            out.extend_from_slice(&(value.value_type() as u32).to_le_bytes());
-            value.write(&mut out);
-        }
-        let mut offset = 0u64;
-        for t in &self.tensors {
-            write_string(&t.name, &mut out);
-            out.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-            for d in &t.dims {
-                out.extend_from_slice(&d.to_le_bytes());
-            }
-            out.extend_from_slice(&t.ty.id().to_le_bytes());
-            out.extend_from_slice(&offset.to_le_bytes());
-            offset = align_up(offset + t.data.len() as u64, alignment);
-        }
-        for t in &self.tensors {
-            out.resize(align_up(out.len() as u64, alignment) as usize, 0);
-            out.extend_from_slice(&t.data);
-        }
-        if !self.tensors.is_empty() {
-            out.resize(align_up(out.len() as u64, alignment) as usize, 0);
-        }
-        out
+        // Every tensor was checked against its shape when added, so writing to memory cannot fail.
+        self.write_to(Vec::new()).unwrap_or_default()
     }
 
     /// Writes the file to `path`.
@@ -136,8 +118,11 @@ impl GgufWriter {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = std::fs::File::create(path).map_err(io)?;
-        file.write_all(&self.to_bytes()).map_err(io)?;
+        let file = std::fs::File::create(path).map_err(io)?;
+        let file = self
+            .write_to(std::io::BufWriter::new(file))?
+            .into_inner()
+            .map_err(|e| io(e.into_error()))?;
         file.sync_all().map_err(io)
     }
 }

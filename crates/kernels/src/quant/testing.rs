@@ -478,3 +478,18 @@ macro_rules! affine_dot_tests {
     };
 }
 pub(crate) use affine_dot_tests;
+
+/// Checks that quantizing `x` and decoding it back lands within `rtol` of each block's largest
+/// magnitude, for formats without a ggml quantizer fixture.
+pub(crate) fn check_quantize_round_trip<B: Quantize>(x: &[f32], rtol: f32) {
+    let back = dequantize(&quantize::<B>(x));
+    for (i, (xb, bb)) in x.chunks(B::ELEMS).zip(back.chunks(B::ELEMS)).enumerate() {
+        let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        for (v, b) in xb.iter().zip(bb) {
+            assert!(
+                (v - b).abs() <= rtol * amax,
+                "block {i}: {v} came back as {b}"
+            );
+        }
+    }
+}

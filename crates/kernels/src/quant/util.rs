@@ -193,3 +193,60 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
     }
     scale
 }
+
+/// Symmetric quantization of one 16-value group to `-nmax..nmax` with a few rounds of
+/// coordinate descent on the codes (ggml's `make_q3_quants` with `do_rmse`). Writes codes
+/// offset by `nmax` to `l` and returns the scale.
+pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
+    let n = x.len();
+    let mut max = 0.0f32;
+    let mut amax = 0.0f32;
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l[..n].fill(0);
+        return 0.0;
+    }
+    let iscale = -(nmax as f32) / max;
+    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+    for i in 0..n {
+        let q = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
+        l[i] = q as i8;
+        let w = x[i] * x[i];
+        sumlx += w * x[i] * q as f32;
+        suml2 += w * q as f32 * q as f32;
+    }
+    for _ in 0..5 {
+        let mut changed = false;
+        for i in 0..n {
+            let w = x[i] * x[i];
+            let li = l[i] as f32;
+            let mut slx = sumlx - w * x[i] * li;
+            if slx > 0.0 {
+                let mut sl2 = suml2 - w * li * li;
+                let new_l = nearest_int(x[i] * sl2 / slx).clamp(-nmax, nmax - 1);
+                if new_l != l[i] as i32 {
+                    slx += w * x[i] * new_l as f32;
+                    sl2 += w * new_l as f32 * new_l as f32;
+                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        l[i] = new_l as i8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for v in &mut l[..n] {
+        *v += nmax as i8;
+    }
+    if suml2 > 0.0 { sumlx / suml2 } else { 0.0 }
+}

@@ -10,5 +10,5 @@ fn min_terms_bound(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
         .sum()
 }
 
-fixture_tests!(BlockQ2K, "Q2_K", dequantize);
+fixture_tests!(BlockQ2K, "Q2_K", dequantize, quantize);
 dot_tests!(BlockQ2K, scales: [d, dmin], avx2: x86::vec_dot, min_terms: min_terms_bound);

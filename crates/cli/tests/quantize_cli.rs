@@ -1,0 +1,104 @@
+//! `rinfer quantize` and `rinfer convert` as users run them: the file llama.cpp writes, errors
+//! for types rinfer cannot write, and a Hugging Face checkpoint taken to a quantized model that
+//! runs.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+fn rinfer(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .args(args)
+        .output()
+        .expect("the rinfer binary runs")
+}
+
+fn succeeded(out: &Output) {
+    assert!(
+        out.status.success(),
+        "rinfer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn arg(p: &std::path::Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn quantize_writes_the_file_llama_quantize_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q4_k_m.gguf");
+    let input = fixtures().join("models/gemma3-tiny-f32.gguf");
+    succeeded(&rinfer(&["quantize", &arg(&input), &arg(&out), "q4_k_m"]));
+    let expected = std::fs::read(fixtures().join("models/gemma3-tiny-q4_k_m.gguf")).unwrap();
+    assert!(
+        std::fs::read(&out).unwrap() == expected,
+        "differs from llama.cpp's file"
+    );
+}
+
+#[test]
+fn a_type_rinfer_cannot_write_is_refused_naming_those_it_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures().join("models/gemma3-tiny-f32.gguf");
+    let out = rinfer(&[
+        "quantize",
+        &arg(&input),
+        &arg(&dir.path().join("x.gguf")),
+        "IQ2_XXS",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("IQ2_XXS") && stderr.contains("Q4_K_M"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("x.gguf").exists());
+}
+
+#[test]
+fn a_failed_quantization_leaves_no_file_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures().join("models/gemma3-tiny-q4_k_m.gguf");
+    let out = rinfer(&[
+        "quantize",
+        &arg(&input),
+        &arg(&dir.path().join("x.gguf")),
+        "Q8_0",
+    ]);
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn an_already_quantized_model_is_refused_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures().join("models/gemma3-tiny-q4_k_m.gguf");
+    let out = rinfer(&[
+        "quantize",
+        &arg(&input),
+        &arg(&dir.path().join("x.gguf")),
+        "Q8_0",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("already Q"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_converted_checkpoint_quantizes_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (f16, q8) = (dir.path().join("f16.gguf"), dir.path().join("q8_0.gguf"));
+    let hf = fixtures().join("llama3bpe-tiny-hf");
+    succeeded(&rinfer(&["convert", &arg(&hf), &arg(&f16)]));
+    succeeded(&rinfer(&["quantize", &arg(&f16), &arg(&q8), "Q8_0"]));
+    let out = rinfer(&["run", "--model", &arg(&q8), "Hello", "-n", "3", "--json"]);
+    succeeded(&out);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json["prompt_tokens"].as_u64().unwrap() > 0);
+}
