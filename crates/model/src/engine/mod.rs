@@ -7,6 +7,10 @@
 //! within the rows left, a chunk of the oldest unfinished prompts (small while others decode,
 //! so their streams keep flowing; as large as the batch when nothing decodes).
 //!
+//! A new sequence reuses the longest cached prefix of its prompt: what its slot's cache still
+//! holds from the slot's last sequence, or blocks of earlier sequences copied from the prefix
+//! cache ([`EngineSettings::prefix_cache_bytes`]); see `reuse` and `prefix_cache`.
+//!
 //! A sequence's logits do not depend on what runs beside it, so its tokens are the same alone
 //! or in a batch. When a pass fails, the engine retries its sequences one by one, so only the
 //! sequence that caused the failure ends with [`Event::Failed`].
@@ -25,7 +29,9 @@
 
 mod executor;
 mod logprobs;
+mod prefix_cache;
 mod request;
+mod reuse;
 mod sequence;
 mod stop;
 
@@ -37,7 +43,10 @@ pub use rinfer_cuda::{DeviceReport, DeviceRequest};
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
 use executor::{Executor, SeqCache, Sizes};
+use prefix_cache::BlockStore;
+pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
 pub use request::{Event, FinishReason, Generation, Request, SeqId, Timings, TokenLogprob};
+use reuse::{Placement, Rings};
 use sequence::Sequence;
 pub use stop::StopMatcher;
 
@@ -54,6 +63,9 @@ pub struct EngineSettings {
     pub prefill_chunk: usize,
     /// Whether [`Engine::score`] is wanted (buffers for every position's logits).
     pub score: bool,
+    /// The most bytes the prefix cache's blocks hold (0: none kept beyond the slots' own
+    /// caches).
+    pub prefix_cache_bytes: usize,
 }
 
 impl EngineSettings {
@@ -77,7 +89,16 @@ impl EngineSettings {
             max_batch: Self::MAX_BATCH.min(context).max(sequences),
             prefill_chunk: Self::PREFILL_CHUNK,
             score: false,
+            prefix_cache_bytes: Self::default_prefix_cache_bytes(),
         }
+    }
+
+    /// The prefix cache's default budget: a quarter of the memory available now, at most
+    /// 4 GiB (1 GiB where the memory available cannot be read).
+    pub fn default_prefix_cache_bytes() -> usize {
+        const GIB: u64 = 1 << 30;
+        let bytes = crate::limits::available_memory_bytes().map_or(GIB, |a| (a / 4).min(4 * GIB));
+        usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 }
 
@@ -91,6 +112,14 @@ pub struct Engine<'m> {
     caches: Vec<SeqCache>,
     /// Slots no sequence holds.
     free: Vec<usize>,
+    /// The tokens each free slot's cache holds, from its last sequence.
+    histories: Vec<Vec<u32>>,
+    /// The sliding-window layers' rings, which bound how far a cache may be cut back.
+    rings: Rings,
+    /// Blocks of earlier sequences.
+    store: BlockStore,
+    /// Requests and tokens the prefix cache has seen.
+    reuse_counts: PrefixCacheStats,
     /// Running sequences, oldest first.
     running: Vec<Sequence<'m>>,
     next_id: u64,
@@ -119,12 +148,17 @@ impl<'m> Engine<'m> {
             all_logits: settings.score,
         };
         let (executor, caches, device) = Executor::start(&loaded.model, device, sizes)?;
+        let config = &loaded.model.config;
         Ok(Self {
             loaded,
             settings,
             executor,
             device,
             free: (0..caches.len()).rev().collect(),
+            histories: vec![Vec::new(); caches.len()],
+            rings: Rings::new(config, settings.context, settings.max_batch),
+            store: BlockStore::new(settings.prefix_cache_bytes, config.layers, config.kv_dim()),
+            reuse_counts: PrefixCacheStats::default(),
             caches,
             running: Vec::with_capacity(settings.max_sequences),
             next_id: 0,
@@ -149,6 +183,17 @@ impl<'m> Engine<'m> {
     /// Host memory of the activation and logits buffers, in bytes.
     pub fn scratch_bytes(&self) -> usize {
         self.executor.scratch_bytes()
+    }
+
+    /// What the prefix cache holds and has done.
+    pub fn prefix_stats(&self) -> PrefixCacheStats {
+        PrefixCacheStats {
+            evictions: self.store.evictions(),
+            blocks: self.store.blocks(),
+            bytes: self.store.bytes(),
+            budget: self.store.budget(),
+            ..self.reuse_counts
+        }
     }
 
     /// Whether another sequence can start now.
@@ -195,19 +240,35 @@ impl<'m> Engine<'m> {
         Ok(())
     }
 
-    /// Starts `request`; its events come out of the following steps.
+    /// Starts `request`; its events come out of the following steps. Its prompt's longest
+    /// cached prefix is reused, not computed.
     pub fn add(&mut self, request: Request) -> Result<SeqId, ModelError> {
         self.validate(&request)?;
-        let Some(slot) = self.free.pop() else {
+        let Some(Placement {
+            slot,
+            reused,
+            chain,
+        }) = self.place(&request.prompt)
+        else {
             return Err(ModelError::EngineFull(self.settings.max_sequences));
         };
-        self.caches[slot].clear();
+        let counts = &mut self.reuse_counts;
+        counts.requests += 1;
+        counts.hits += u64::from(reused > 0);
+        counts.prompt_tokens += request.prompt.len() as u64;
+        counts.cached_tokens += reused as u64;
         let id = SeqId(self.next_id);
         self.next_id += 1;
         let vocab = self.loaded.model.config.vocab_size;
         let tokenizer = &self.loaded.tokenizer;
-        self.running
-            .push(Sequence::new(id, slot, request, tokenizer, vocab));
+        self.running.push(Sequence::new(
+            id,
+            slot,
+            (reused, chain),
+            request,
+            tokenizer,
+            vocab,
+        ));
         Ok(id)
     }
 
@@ -218,7 +279,7 @@ impl<'m> Engine<'m> {
             return false;
         };
         let seq = self.running.remove(at);
-        self.free.push(seq.slot);
+        self.release(&seq);
         on_event(seq.finished_event(FinishReason::Cancelled));
         true
     }
@@ -288,6 +349,7 @@ impl<'m> Engine<'m> {
             executor,
             caches,
             running,
+            store,
             ..
         } = self;
         let model = &loaded.model;
@@ -314,7 +376,9 @@ impl<'m> Engine<'m> {
                 continue;
             };
             let row = rows.next().expect("one logits row per planned sequence");
-            if seq.advance(n) {
+            let advanced = seq.advance(n);
+            reuse::capture(store, seq, &caches[seq.slot]);
+            if advanced {
                 to_sample.push((seq, row));
             }
         }
@@ -340,11 +404,12 @@ impl<'m> Engine<'m> {
 
     /// Takes finished sequences out, reporting each and freeing its slot.
     fn retire(&mut self, on_event: &mut impl FnMut(Event)) {
-        for seq in self
+        let done: Vec<_> = self
             .running
             .extract_if(.., |s| s.failed || s.finish.is_some())
-        {
-            self.free.push(seq.slot);
+            .collect();
+        for seq in done {
+            self.release(&seq);
             if let (false, Some(reason)) = (seq.failed, seq.finish) {
                 on_event(seq.finished_event(reason));
             }
@@ -399,6 +464,7 @@ impl<'m> Engine<'m> {
         let cache = &mut self.caches[slot];
         let result = self.executor.score(&self.loaded.model, tokens, cache);
         cache.clear();
+        self.histories[slot].clear();
         result
     }
 }
