@@ -567,3 +567,51 @@ fn a_startup_error_names_its_cause_once() {
         );
     }
 }
+
+/// A two-turn chat: the second request resends the first turn and its reply.
+fn conversation(reply: Option<&str>) -> Value {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a patient assistant who explains things."}),
+        json!({"role": "user", "content": "Tell me about lighthouses."}),
+    ];
+    if let Some(reply) = reply {
+        messages.push(json!({"role": "assistant", "content": reply}));
+        messages.push(json!({"role": "user", "content": "And their keepers?"}));
+    }
+    json!({"messages": messages, "max_tokens": 6, "temperature": 0})
+}
+
+#[test]
+fn a_resent_conversation_reports_its_cached_prompt_tokens_and_answers_as_if_cold() {
+    let s = server(&["--parallel", "1"]);
+    let first = s.post("/v1/chat/completions", &conversation(None)).json();
+    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    let reply = first["choices"][0]["message"]["content"].as_str().unwrap();
+    let warm = s
+        .post("/v1/chat/completions", &conversation(Some(reply)))
+        .json();
+    let first_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    let cached = warm["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        cached >= first_prompt,
+        "{cached} of the first {first_prompt} reused"
+    );
+    s.settled_metric("rinfer_running_sequences", 0.0);
+    assert_eq!(
+        s.metric("rinfer_prefix_cache_cached_tokens_total"),
+        cached as f64
+    );
+    assert_eq!(s.metric("rinfer_prefix_cache_hits_total"), 1.0);
+    assert!(s.metric("rinfer_prefix_cache_hit_rate") > 0.0);
+
+    let cold = server(&["--parallel", "1"])
+        .post("/v1/chat/completions", &conversation(Some(reply)))
+        .json();
+    assert_eq!(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(
+        warm["choices"][0]["message"]["content"],
+        cold["choices"][0]["message"]["content"]
+    );
+}

@@ -65,6 +65,8 @@ impl ResponseMeta {
 pub struct Usage {
     /// Prompt tokens.
     pub prompt: usize,
+    /// Of those, tokens the prefix cache reused instead of computing them.
+    pub cached: usize,
     /// Generated tokens.
     pub completion: usize,
 }
@@ -75,6 +77,7 @@ impl Usage {
             "prompt_tokens": self.prompt,
             "completion_tokens": self.completion,
             "total_tokens": self.prompt + self.completion,
+            "prompt_tokens_details": { "cached_tokens": self.cached },
         })
     }
 }

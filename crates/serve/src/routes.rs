@@ -232,12 +232,14 @@ async fn collect_response(
             Event::Done {
                 finish,
                 prompt_tokens,
+                cached_tokens,
                 completion_tokens,
             } => {
                 let logprobs =
                     logprobs.then(|| response::logprobs_json(meta.endpoint, &entries, &mut 0));
                 let usage = Usage {
                     prompt: prompt_tokens,
+                    cached: cached_tokens,
                     completion: completion_tokens,
                 };
                 let body = response::full(&meta, &text, finish, usage, logprobs);
@@ -309,6 +311,7 @@ fn stream_response(
             Some(Event::Done {
                 finish,
                 prompt_tokens,
+                cached_tokens,
                 completion_tokens,
             }) => {
                 let text = (s.meta.endpoint == Endpoint::Completions).then_some("");
@@ -322,6 +325,7 @@ fn stream_response(
                 if s.include_usage {
                     let usage = Usage {
                         prompt: prompt_tokens,
+                        cached: cached_tokens,
                         completion: completion_tokens,
                     };
                     out.push_str(&sse(&response::usage_chunk(&s.meta, usage)));

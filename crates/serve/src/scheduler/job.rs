@@ -32,6 +32,8 @@ pub enum Event {
         finish: FinishReason,
         /// Prompt tokens.
         prompt_tokens: usize,
+        /// Of those, tokens the prefix cache reused instead of computing them.
+        cached_tokens: usize,
         /// Generated tokens.
         completion_tokens: usize,
     },

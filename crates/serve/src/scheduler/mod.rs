@@ -46,6 +46,7 @@ pub fn run(engine: &mut Engine<'_>, jobs: &Receiver<Job>, metrics: &Metrics, sto
         parallel = settings.max_sequences,
         context = settings.context,
         max_batch = settings.max_batch,
+        prefix_cache_mib = settings.prefix_cache_bytes >> 20,
         device = %engine.device(),
         "engine ready"
     );
@@ -89,6 +90,7 @@ fn publish_occupancy(engine: &Engine<'_>, metrics: &Metrics) {
     metrics
         .kv_used
         .store(engine.cached_positions() as i64, Ordering::Relaxed);
+    metrics.prefix.publish(&engine.prefix_stats());
 }
 
 /// Starts `job` in the engine, or answers it with the engine's refusal.
@@ -182,6 +184,7 @@ fn relay(event: EngineEvent, running: &mut HashMap<SeqId, Running>, metrics: &Me
                 let _ = r.events.send(Event::Done {
                     finish: reason,
                     prompt_tokens: timings.prompt_tokens,
+                    cached_tokens: timings.cached_tokens,
                     completion_tokens: tokens.len(),
                 });
             }
@@ -276,9 +279,16 @@ impl Ready {
             })?;
         let trained = loaded.model.config.context_length;
         let context = config.context.unwrap_or(trained.min(DEFAULT_CONTEXT));
+        let settings = EngineSettings::parallel(config.parallel, context);
+        let prefix_cache_bytes = config
+            .kv_cache_mib
+            .map_or(settings.prefix_cache_bytes, |mib| mib << 20);
         Ok(Self {
             loaded,
-            settings: EngineSettings::parallel(config.parallel, context),
+            settings: EngineSettings {
+                prefix_cache_bytes,
+                ..settings
+            },
         })
     }
 }
