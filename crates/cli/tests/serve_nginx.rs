@@ -1,7 +1,7 @@
 //! Scaling out as docs/DEPLOYMENT.md shows: two `rinfer serve` replicas behind nginx with the
 //! config file of docs/deployment/nginx.conf, exercised on loopback: load sharing, and one
-//! conversation (`X-Session-Id`) kept on one replica so that its prefix cache hits. Skipped, with a message,
-//! where nginx is not installed.
+//! conversation (`X-Session-Id`) kept on one replica so that its prefix cache hits. Skipped,
+//! with a message, where nginx is not installed.
 
 mod serve_support;
 
