@@ -288,3 +288,19 @@ fn a_resent_history_evaluates_only_the_new_tokens_on_the_default_model() {
         );
     }
 }
+
+#[test]
+fn after_clearing_the_prefix_cache_a_request_is_computed_whole() {
+    let loaded = loaded("llama-tiny-q4_k");
+    let prompt = tokens(60, 40);
+    let mut engine = engine(&loaded, settings(1, 64 * MIB));
+    run(&mut engine, request(&loaded, prompt.clone(), None));
+    engine.clear_prefix_cache();
+    let (_, cached) = run(&mut engine, request(&loaded, prompt, None));
+    assert_eq!(cached, 0);
+    assert_eq!(
+        engine.prefix_stats().blocks,
+        3,
+        "only the second request's blocks"
+    );
+}

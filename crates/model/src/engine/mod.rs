@@ -196,6 +196,13 @@ impl<'m> Engine<'m> {
         }
     }
 
+    /// Forgets every cached prefix (the slots' histories and the stored blocks), so that the
+    /// next request computes its whole prompt, as a measurement of a cold prompt wants.
+    pub fn clear_prefix_cache(&mut self) {
+        self.histories.iter_mut().for_each(Vec::clear);
+        self.store.clear();
+    }
+
     /// Whether another sequence can start now.
     pub fn has_room(&self) -> bool {
         !self.free.is_empty()

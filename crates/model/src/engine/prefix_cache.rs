@@ -231,6 +231,11 @@ impl BlockStore {
         true
     }
 
+    /// Drops every block.
+    pub(super) fn clear(&mut self) {
+        self.blocks.clear();
+    }
+
     /// Blocks evicted so far.
     pub(super) fn evictions(&self) -> u64 {
         self.evictions
