@@ -28,6 +28,7 @@
 //! ```
 
 mod executor;
+mod generate;
 mod logprobs;
 mod prefix_cache;
 mod request;
@@ -422,128 +423,7 @@ impl<'m> Engine<'m> {
             }
         }
     }
-
-    /// Runs `request` to its end, calling `on_text` with each piece of text as soon as it is
-    /// safe to show; the other running sequences advance too (their events are dropped).
-    pub fn generate(
-        &mut self,
-        request: Request,
-        mut on_text: impl FnMut(&str),
-    ) -> Result<Generation, ModelError> {
-        let id = self.add(request)?;
-        let mut text = String::new();
-        let mut result = None;
-        while result.is_none() {
-            self.step(|event| match event {
-                Event::Token { id: e, text: t, .. } if e == id => {
-                    on_text(&t);
-                    text.push_str(&t);
-                }
-                Event::Finished {
-                    id: e,
-                    reason,
-                    tokens,
-                    timings,
-                } if e == id => {
-                    result = Some(Ok((reason, tokens, timings)));
-                }
-                Event::Failed { id: e, error } if e == id => {
-                    result = Some(Err(error));
-                }
-                _ => {}
-            });
-        }
-        let (finish, tokens, timings) = result.expect("the loop ends with a result")?;
-        Ok(Generation {
-            tokens,
-            text,
-            finish,
-            timings,
-        })
-    }
-
-    /// The logits of every position of `tokens`, `[n, vocab]`, from an empty cache (needs
-    /// [`EngineSettings::score`] and a free slot).
-    pub fn score(&mut self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
-        let Some(&slot) = self.free.last() else {
-            return Err(ModelError::EngineFull(self.settings.max_sequences));
-        };
-        let cache = &mut self.caches[slot];
-        let result = self.executor.score(&self.loaded.model, tokens, cache);
-        cache.clear();
-        self.histories[slot].clear();
-        result
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sampling::SamplingParams;
-
-    fn fixture() -> LoadedModel {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/fixtures/models/gemma3-tiny-q4_k_m.gguf"
-        );
-        LoadedModel::open(path).unwrap()
-    }
-
-    /// Every sequence's events until all have ended: tokens of the finished, ids of the failed.
-    fn drain(engine: &mut Engine<'_>) -> (Vec<(SeqId, Vec<u32>)>, Vec<SeqId>) {
-        let (mut finished, mut failed) = (Vec::new(), Vec::new());
-        while engine.is_busy() {
-            engine.step(|event| match event {
-                Event::Finished { id, tokens, .. } => finished.push((id, tokens)),
-                Event::Failed { id, .. } => failed.push(id),
-                Event::Token { .. } => {}
-            });
-        }
-        finished.sort_by_key(|(id, _)| *id);
-        (finished, failed)
-    }
-
-    #[test]
-    fn a_pass_that_fails_ends_only_the_sequence_that_caused_it() {
-        let loaded = fixture();
-        let settings = EngineSettings::parallel(3, 64);
-        let seeded = |seed| SamplingParams {
-            seed,
-            ..SamplingParams::default()
-        };
-        let poison = 7;
-        let requests = [
-            Request::new(vec![2, 10, 11, 12], 8).with_sampling(seeded(1)),
-            Request::new(vec![2, 20, poison, 21], 8).with_sampling(seeded(2)),
-            Request::new(vec![2, 30], 8).with_sampling(seeded(3)),
-        ];
-
-        let mut healthy = Engine::new(&loaded, settings, DeviceRequest::Cpu).unwrap();
-        for r in [&requests[0], &requests[2]] {
-            healthy.add(r.clone()).unwrap();
-        }
-        let (expected, _) = drain(&mut healthy);
-
-        let mut faulty = Engine::new(&loaded, settings, DeviceRequest::Cpu).unwrap();
-        let inner = std::mem::replace(
-            &mut faulty.executor,
-            Executor::Cpu {
-                scratch: Box::new(crate::scratch::Scratch::new(&loaded.model.config, 1)),
-            },
-        );
-        faulty.executor = Executor::Faulty {
-            inner: Box::new(inner),
-            poison,
-        };
-        let ids: Vec<SeqId> = requests
-            .iter()
-            .map(|r| faulty.add(r.clone()).unwrap())
-            .collect();
-        let (finished, failed) = drain(&mut faulty);
-        assert_eq!(failed, vec![ids[1]]);
-        let tokens =
-            |list: &[(SeqId, Vec<u32>)]| list.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>();
-        assert_eq!(tokens(&finished), tokens(&expected));
-        assert!(faulty.has_room() && faulty.free.len() == 3);
-    }
-}
+mod tests;
