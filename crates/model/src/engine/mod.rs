@@ -204,6 +204,11 @@ impl<'m> Engine<'m> {
         self.store.clear();
     }
 
+    /// Sequences that can start now.
+    pub fn free_slots(&self) -> usize {
+        self.free.len()
+    }
+
     /// Whether another sequence can start now.
     pub fn has_room(&self) -> bool {
         !self.free.is_empty()
