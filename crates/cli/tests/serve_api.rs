@@ -692,3 +692,24 @@ fn n_streamed_choices_each_open_and_finish_then_one_usage_chunk() {
     let usage = &chunks.last().unwrap()["usage"];
     assert_eq!(usage["completion_tokens"], 6);
 }
+
+#[test]
+fn a_request_for_n_choices_waits_until_all_of_them_have_room() {
+    let s = server(&["--parallel", "2", "--ctx", "4096"]);
+    let mut long = open_stream(s.addr, &long_request(true));
+    wait_for(|| s.metric("rinfer_running_sequences") == 1.0);
+    let addr = s.addr;
+    let body = json!({"prompt": "a", "max_tokens": 2, "n": 2}).to_string();
+    let waiting =
+        std::thread::spawn(move || request(addr, "POST", "/v1/completions", body.as_bytes()));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !waiting.is_finished(),
+        "it started with room for one choice"
+    );
+    assert_eq!(s.metric("rinfer_running_sequences"), 1.0);
+    drop_stream(&mut long);
+    let r = waiting.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["choices"].as_array().unwrap().len(), 2);
+}
