@@ -28,6 +28,10 @@ tasks:
   bench serve [--streams 1,4,16] [--max-tokens N]
                 aggregate generated tok/s and p50/p99 inter-token latency of `rinfer serve` on
                 the default model at several concurrent streams
+  bench serve --multi-turn [--turns 6] [--system-rules 28] [--max-tokens 32] [--threads N]
+              [--rinfer-only]
+                time to first token of each turn of a chat that resends its history (a system
+                prompt of about 1,000 tokens), rinfer serve beside llama-server, one slot each
   fetch-model   download and verify the default model (runs `rinfer fetch`)
   tidy          check the crate layering (a crate depends only on crates below it), that no
                 crate's top-level modules import each other in a cycle, and that no source

@@ -42,6 +42,14 @@ pub fn parse_parallel(s: &str) -> Result<usize, String> {
     bounded(s, 1, MAX_PARALLEL)
 }
 
+/// The largest prefix cache, in MiB (1 TiB).
+pub const MAX_KV_CACHE_MIB: usize = 1 << 20;
+
+/// `--kv-cache-mib`: 0 to [`MAX_KV_CACHE_MIB`].
+pub fn parse_kv_cache_mib(s: &str) -> Result<usize, String> {
+    bounded(s, 0, MAX_KV_CACHE_MIB)
+}
+
 /// `--queue`: 1 to [`MAX_QUEUE`] waiting requests.
 pub fn parse_queue(s: &str) -> Result<usize, String> {
     bounded(s, 1, MAX_QUEUE)
@@ -142,5 +150,7 @@ mod tests {
         assert!(parse_threads("1000000").is_err());
         assert!(parse_parallel("100000").is_err());
         assert!(parse_max_tokens("-1").is_err());
+        assert_eq!(parse_kv_cache_mib("0"), Ok(0));
+        assert!(parse_kv_cache_mib("1048577").is_err());
     }
 }

@@ -66,6 +66,11 @@ pub struct EngineOptions {
     /// explicitly or with `--verbose`).
     #[arg(long)]
     pub device: Option<DeviceRequest>,
+    /// Memory for the prefix cache, in MiB: keys and values of earlier prompts and replies kept
+    /// for later requests that start with the same tokens (default: a quarter of the memory
+    /// available, at most 4 GiB; 0 keeps only each slot's own last sequence).
+    #[arg(long, value_parser = limits::parse_kv_cache_mib)]
+    pub kv_cache_mib: Option<usize>,
 }
 
 /// Which chat template turns a conversation into a prompt.
@@ -286,6 +291,11 @@ pub struct ServeOptions {
     /// one is usable, else the CPU, with the reason logged).
     #[arg(long, default_value_t = DeviceRequest::Auto)]
     pub device: DeviceRequest,
+    /// Memory for the prefix cache, in MiB: keys and values of earlier prompts and replies kept
+    /// for later requests that start with the same tokens (default: a quarter of the memory
+    /// available, at most 4 GiB; 0 keeps only each slot's own last sequence).
+    #[arg(long, value_parser = limits::parse_kv_cache_mib)]
+    pub kv_cache_mib: Option<usize>,
     #[command(flatten)]
     pub exposure: ExposureOptions,
     #[command(flatten)]

@@ -178,7 +178,8 @@ fn malformed_requests_get_400_with_an_error_object_naming_the_field() {
         (r#"{"prompt": "a", "echo": true}"#, Some("echo")),
         (r#"{"prompt": "a", "best_of": 2}"#, Some("best_of")),
         (r#"{"prompt": "a", "suffix": "b"}"#, Some("suffix")),
-        (r#"{"prompt": "a", "n": 2}"#, Some("n")),
+        (r#"{"prompt": "a", "n": 0}"#, Some("n")),
+        (r#"{"prompt": "a", "n": 17}"#, Some("n")),
         (r#"{"prompt": "a", "model": "gpt-4"}"#, Some("model")),
         (
             r#"{"prompt": "a", "temperature": "hot"}"#,
@@ -312,7 +313,7 @@ fn malformed_requests_get_400_with_an_error_object_naming_the_field() {
             "max_completion_tokens",
         ),
         (
-            r#"{"messages": [{"role": "user", "content": "a"}], "n": 3}"#,
+            r#"{"messages": [{"role": "user", "content": "a"}], "n": 5}"#,
             "n",
         ),
         (
@@ -479,7 +480,7 @@ fn tokenize_models_health_and_metrics() {
     assert_eq!(s.get("/health").status, 200);
 
     s.post("/v1/completions", &json!({"prompt": "a", "max_tokens": 3}));
-    s.post("/v1/completions", &json!({"prompt": "a", "n": 2}));
+    s.post("/v1/completions", &json!({"prompt": "a", "n": 0}));
     // The engine counts a step's tokens and frees the slot just after sending the last one.
     s.settled_metric("rinfer_running_sequences", 0.0);
     s.settled_metric("rinfer_inter_token_latency_seconds_count", 2.0);
@@ -566,4 +567,149 @@ fn a_startup_error_names_its_cause_once() {
             "{part:?} repeats in {line}"
         );
     }
+}
+
+/// A two-turn chat: the second request resends the first turn and its reply.
+fn conversation(reply: Option<&str>) -> Value {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a patient assistant who explains things."}),
+        json!({"role": "user", "content": "Tell me about lighthouses."}),
+    ];
+    if let Some(reply) = reply {
+        messages.push(json!({"role": "assistant", "content": reply}));
+        messages.push(json!({"role": "user", "content": "And their keepers?"}));
+    }
+    json!({"messages": messages, "max_tokens": 6, "temperature": 0})
+}
+
+#[test]
+fn a_resent_conversation_reports_its_cached_prompt_tokens_and_answers_as_if_cold() {
+    let s = server(&["--parallel", "1"]);
+    let first = s.post("/v1/chat/completions", &conversation(None)).json();
+    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    let reply = first["choices"][0]["message"]["content"].as_str().unwrap();
+    let warm = s
+        .post("/v1/chat/completions", &conversation(Some(reply)))
+        .json();
+    let first_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    let cached = warm["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        cached >= first_prompt,
+        "{cached} of the first {first_prompt} reused"
+    );
+    s.settled_metric("rinfer_running_sequences", 0.0);
+    assert_eq!(
+        s.metric("rinfer_prefix_cache_cached_tokens_total"),
+        cached as f64
+    );
+    assert_eq!(s.metric("rinfer_prefix_cache_hits_total"), 1.0);
+    assert!(s.metric("rinfer_prefix_cache_hit_rate") > 0.0);
+
+    let cold = server(&["--parallel", "1"])
+        .post("/v1/chat/completions", &conversation(Some(reply)))
+        .json();
+    assert_eq!(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(
+        warm["choices"][0]["message"]["content"],
+        cold["choices"][0]["message"]["content"]
+    );
+}
+
+/// A prompt of more than two blocks of 16 tokens.
+const LONG_PROMPT: &str = "The keeper of the lighthouse wrote in the log every evening: the wind, \
+                           the sea, the ships that passed, the oil the lamp burned and the birds \
+                           that rested on the gallery rail.";
+
+#[test]
+fn n_choices_sample_apart_and_share_the_prompts_blocks() {
+    let s = server(&["--parallel", "3"]);
+    let body = json!({"prompt": LONG_PROMPT, "max_tokens": 6, "n": 3, "seed": 11,
+                      "temperature": 1.5, "logit_bias": {"1": -100, "106": -100}});
+    let r = s.post("/v1/completions", &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let body = r.json();
+    let choices = body["choices"].as_array().unwrap();
+    let indexes: Vec<u64> = choices
+        .iter()
+        .map(|c| c["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indexes, [0, 1, 2]);
+    let texts: Vec<&str> = choices
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        texts[0] != texts[1] || texts[1] != texts[2],
+        "each choice samples with its own seed: {texts:?}"
+    );
+    assert_eq!(body["usage"]["completion_tokens"], 18);
+    // The prompt is counted once; the second and third choices reused its blocks.
+    s.settled_metric("rinfer_running_sequences", 0.0);
+    assert_eq!(s.metric("rinfer_prefix_cache_hits_total"), 2.0);
+    assert!(s.metric("rinfer_prefix_cache_cached_tokens_total") >= 64.0);
+
+    // Choice 1 is what seed 12 gives alone.
+    let alone = s.post(
+        "/v1/completions",
+        &json!({"prompt": LONG_PROMPT, "max_tokens": 6, "seed": 12, "temperature": 1.5,
+                "logit_bias": {"1": -100, "106": -100}}),
+    );
+    assert_eq!(alone.json()["choices"][0]["text"], texts[1]);
+
+    // More choices than sequences run at once is refused.
+    let r = s.post("/v1/completions", &json!({"prompt": "a", "n": 4}));
+    assert_eq!((r.status, r.error_param()), (400, Some("n".to_string())));
+}
+
+#[test]
+fn n_streamed_choices_each_open_and_finish_then_one_usage_chunk() {
+    let s = server(&["--parallel", "2"]);
+    let r = s.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": LONG_PROMPT}], "max_tokens": 3,
+                "n": 2, "stream": true, "stream_options": {"include_usage": true},
+                "logit_bias": {"1": -100, "106": -100}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let events = r.events();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events
+        .iter()
+        .filter_map(|e| serde_json::from_str(e).ok())
+        .collect();
+    for index in 0..2 {
+        let of = |c: &&Value| c["choices"][0]["index"] == index;
+        let mine: Vec<&Value> = chunks.iter().filter(of).collect();
+        assert_eq!(mine[0]["choices"][0]["delta"]["role"], "assistant");
+        let finishes = mine
+            .iter()
+            .filter(|c| c["choices"][0]["finish_reason"].is_string())
+            .count();
+        assert_eq!(finishes, 1, "choice {index}");
+    }
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(usage["completion_tokens"], 6);
+}
+
+#[test]
+fn a_request_for_n_choices_waits_until_all_of_them_have_room() {
+    let s = server(&["--parallel", "2", "--ctx", "4096"]);
+    let mut long = open_stream(s.addr, &long_request(true));
+    wait_for(|| s.metric("rinfer_running_sequences") == 1.0);
+    let addr = s.addr;
+    let body = json!({"prompt": "a", "max_tokens": 2, "n": 2}).to_string();
+    let waiting =
+        std::thread::spawn(move || request(addr, "POST", "/v1/completions", body.as_bytes()));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !waiting.is_finished(),
+        "it started with room for one choice"
+    );
+    assert_eq!(s.metric("rinfer_running_sequences"), 1.0);
+    drop_stream(&mut long);
+    let r = waiting.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["choices"].as_array().unwrap().len(), 2);
 }

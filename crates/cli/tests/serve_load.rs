@@ -1,6 +1,6 @@
 //! A bounded load test of `rinfer serve` on a tiny fixture model: many concurrent clients,
 //! streaming and not, with malformed requests mixed in, get zero errors, and the server's
-//! memory does not grow from one round to the next.
+//! memory does not grow from one round to the next (its prefix cache full and evicting).
 
 mod serve_support;
 
@@ -105,8 +105,11 @@ fn many_concurrent_clients_get_no_errors_and_memory_stays_flat() {
         "64",
         "--threads",
         "2",
+        // Small enough for the first round to fill the prefix cache, which then evicts.
+        "--kv-cache-mib",
+        "2",
     ]);
-    // A first round warms every slot, buffer and allocator arena.
+    // A first round warms every slot, buffer and allocator arena, and fills the prefix cache.
     let failures = round(&s, 0);
     assert!(failures.is_empty(), "{failures:#?}");
     let warm = s.rss_kib();
@@ -122,6 +125,8 @@ fn many_concurrent_clients_get_no_errors_and_memory_stays_flat() {
         2 * CLIENTS * REQUESTS_PER_CLIENT
     );
     assert_eq!(s.settled_metric("rinfer_running_sequences", 0.0), 0.0);
+    assert!(s.metric("rinfer_prefix_cache_evictions_total") > 0.0);
+    assert!(s.metric("rinfer_prefix_cache_bytes") <= (2 << 20) as f64);
     assert_eq!(s.settled_metric("rinfer_queue_depth", 0.0), 0.0);
     let total = 3 * CLIENTS * REQUESTS_PER_CLIENT;
     let metrics = s.get("/metrics").text();

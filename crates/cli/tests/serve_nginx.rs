@@ -1,6 +1,7 @@
 //! Scaling out as docs/DEPLOYMENT.md shows: two `rinfer serve` replicas behind nginx with the
-//! config file of docs/deployment/nginx.conf, exercised on loopback. Skipped, with a message,
-//! where nginx is not installed.
+//! config file of docs/deployment/nginx.conf, exercised on loopback: load sharing, and one
+//! conversation (`X-Session-Id`) kept on one replica so that its prefix cache hits. Skipped,
+//! with a message, where nginx is not installed.
 
 mod serve_support;
 
@@ -10,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use serve_support::{Server, request, tiny_model, try_request};
+use serve_support::{Server, request, request_with_headers, tiny_model, try_request};
 
 fn nginx() -> Option<String> {
     let out = Command::new("sh")
@@ -40,14 +41,16 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-#[test]
-fn replicas_behind_nginx_share_the_load() {
+/// Two replicas behind nginx running docs/deployment/nginx.conf, and nginx's address; `None`
+/// (with a message) where nginx is not installed.
+fn replicas_behind_nginx(extra: &[&str]) -> Option<([Server; 2], Nginx, SocketAddr)> {
     let Some(nginx) = nginx() else {
         eprintln!("SKIPPED: nginx is not installed; the load-balancer test needs it");
-        return;
+        return None;
     };
     let model = tiny_model();
-    let args = ["--model", model.as_str(), "--ctx", "256", "--threads", "1"];
+    let mut args = vec!["--model", model.as_str(), "--ctx", "256", "--threads", "1"];
+    args.extend_from_slice(extra);
     let replicas = [Server::start(&args), Server::start(&args)];
     let port = free_port();
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/deployment/nginx.conf");
@@ -73,7 +76,7 @@ fn replicas_behind_nginx_share_the_load() {
     );
     let dir_arg = dir.display().to_string();
     let conf_arg = conf.display().to_string();
-    let _proxy = Nginx(
+    let proxy = Nginx(
         Command::new(nginx)
             .args(["-p", &dir_arg, "-c", &conf_arg, "-g", &globals])
             .stdin(Stdio::null())
@@ -91,7 +94,33 @@ fn replicas_behind_nginx_share_the_load() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    Some((replicas, proxy, addr))
+}
 
+/// Successful completions each replica has answered.
+fn served(replicas: &[Server]) -> Vec<f64> {
+    replicas
+        .iter()
+        .map(|r| {
+            r.get("/metrics")
+                .text()
+                .lines()
+                .find(|l| {
+                    l.starts_with(
+                        "rinfer_requests_total{endpoint=\"/v1/completions\",status=\"200\"}",
+                    )
+                })
+                .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+                .unwrap_or(0.0)
+        })
+        .collect()
+}
+
+#[test]
+fn replicas_behind_nginx_share_the_load() {
+    let Some((replicas, _proxy, addr)) = replicas_behind_nginx(&[]) else {
+        return;
+    };
     let results: Vec<(u16, bool)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..24)
             .map(|i| {
@@ -112,24 +141,59 @@ fn replicas_behind_nginx_share_the_load() {
             .all(|&(status, complete)| status == 200 && complete),
         "{results:?}"
     );
-    let served: Vec<f64> = replicas
-        .iter()
-        .map(|r| {
-            r.get("/metrics")
-                .text()
-                .lines()
-                .find(|l| {
-                    l.starts_with(
-                        "rinfer_requests_total{endpoint=\"/v1/completions\",status=\"200\"}",
-                    )
-                })
-                .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-                .unwrap_or(0.0)
-        })
-        .collect();
+    let served = served(&replicas);
     assert_eq!(served.iter().sum::<f64>(), 24.0, "{served:?}");
     assert!(
         served.iter().all(|&n| n > 0.0),
         "one replica got nothing: {served:?}"
     );
+}
+
+#[test]
+fn one_conversation_stays_on_one_replica_and_keeps_its_cache_hits() {
+    let Some((replicas, _proxy, addr)) = replicas_behind_nginx(&["--parallel", "1"]) else {
+        return;
+    };
+    for session in 0..6 {
+        let before = served(&replicas);
+        let header = format!("X-Session-Id: conversation-{session}");
+        // Each conversation its own text from the first token after BOS.
+        let prompt = format!(
+            "{session} is the number of the log the keeper of the lighthouse wrote every \
+             evening: the wind, the sea, the ships that passed and the lamp's oil."
+        );
+        for turn in 0..3 {
+            let body = json!({"prompt": prompt, "max_tokens": 2, "temperature": 0});
+            let r = request_with_headers(
+                addr,
+                "POST",
+                "/v1/completions",
+                "localhost",
+                &[&header, "Content-Type: application/json"],
+                body.to_string().as_bytes(),
+            );
+            assert_eq!(r.status, 200, "{}", r.text());
+            let usage = &r.json()["usage"];
+            let prompt_tokens = usage["prompt_tokens"].as_u64().unwrap();
+            let cached = usage["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap();
+            // Resent, it finds the whole prompt but the last token in its replica's cache.
+            let expected = if turn == 0 {
+                0..2
+            } else {
+                prompt_tokens - 1..prompt_tokens
+            };
+            assert!(
+                expected.contains(&cached),
+                "session {session} turn {turn}: {cached} of {prompt_tokens} cached"
+            );
+        }
+        let after = served(&replicas);
+        let grew: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert!(
+            grew.contains(&3.0) && grew.contains(&0.0),
+            "session {session} was split: {grew:?}"
+        );
+    }
 }

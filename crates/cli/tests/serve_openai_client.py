@@ -87,10 +87,10 @@ check(" 7" not in stopped.choices[0].text, f"stop string returned: {stopped.choi
 
 # Unsupported and invalid requests raise the client's typed errors.
 try:
-    client.chat.completions.create(model=model, messages=question, n=2)
-    check(False, "n=2 accepted")
+    client.chat.completions.create(model=model, messages=question, n=17)
+    check(False, "n=17 accepted")
 except openai.BadRequestError as e:
-    check(e.status_code == 400 and "n" == e.body.get("param"), f"n=2 error {e.body}")
+    check(e.status_code == 400 and "n" == e.body.get("param"), f"n=17 error {e.body}")
 try:
     client.chat.completions.create(model="gpt-4o", messages=question)
     check(False, "unknown model accepted")

@@ -61,7 +61,12 @@ impl KvCache {
 
     /// Positions `layer` keeps: a ring of `window + max_batch` slots on sliding-window layers,
     /// every position on the others.
-    fn slots(config: &ModelConfig, layer: usize, context: usize, max_batch: usize) -> usize {
+    pub(crate) fn slots(
+        config: &ModelConfig,
+        layer: usize,
+        context: usize,
+        max_batch: usize,
+    ) -> usize {
         match config.window_of(layer) {
             Some(window) => window.saturating_add(max_batch).min(context),
             None => context,
@@ -113,6 +118,27 @@ impl KvCache {
     /// Forgets positions from `len` on.
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
+    }
+
+    /// Key and value floats of one position in one layer.
+    pub(crate) fn kv_dim(&self) -> usize {
+        self.kv_dim
+    }
+
+    /// Layers.
+    pub(crate) fn layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Positions `layer` keeps: the ring's size on a sliding-window layer, the context on the
+    /// others.
+    pub(crate) fn ring_slots(&self, layer: usize) -> usize {
+        self.layers[layer].slots
+    }
+
+    /// Whether `layer` still holds the rows of position `pos` (a ring overwrites old ones).
+    pub(crate) fn keeps(&self, layer: usize, pos: usize) -> bool {
+        pos < self.len && pos + self.layers[layer].slots >= self.len
     }
 
     pub(crate) fn advance(&mut self, n: usize) {

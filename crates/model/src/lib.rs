@@ -29,8 +29,8 @@ pub mod weights;
 
 pub use config::ModelConfig;
 pub use engine::{
-    DeviceReport, DeviceRequest, Engine, EngineSettings, Event, FinishReason, Generation, Request,
-    SeqId, StopMatcher, Timings, TokenLogprob,
+    BLOCK_TOKENS, DeviceReport, DeviceRequest, Engine, EngineSettings, Event, FinishReason,
+    Generation, PrefixCacheStats, Request, SeqId, StopMatcher, Timings, TokenLogprob,
 };
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};

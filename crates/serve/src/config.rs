@@ -24,6 +24,9 @@ pub struct ServeConfig {
     pub context: Option<usize>,
     /// Sequences decoded together; each holds one KV cache of `context` positions.
     pub parallel: usize,
+    /// The prefix cache's budget in MiB (`None`: sized from the memory available, see
+    /// [`rinfer_model::EngineSettings::default_prefix_cache_bytes`]).
+    pub kv_cache_mib: Option<usize>,
     /// Requests that may wait for a free sequence before new ones get 503.
     pub queue: usize,
     /// Threads of the engine's compute pool (`None`: one per core).
@@ -71,6 +74,7 @@ impl ServeConfig {
             address: SocketAddr::from(([127, 0, 0, 1], 8080)),
             context: None,
             parallel: 4,
+            kv_cache_mib: None,
             queue: 64,
             threads: None,
             max_body_bytes: 2 << 20,

@@ -5,6 +5,8 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use rinfer_model::PrefixCacheStats;
+
 /// Everything `/metrics` reports. Shared by the HTTP side and the engine thread.
 #[derive(Default)]
 pub struct Metrics {
@@ -28,6 +30,95 @@ pub struct Metrics {
     pub time_to_first_token: Histogram,
     /// Seconds between consecutive tokens of a sequence.
     pub inter_token_latency: Histogram,
+    /// The engine's prefix cache.
+    pub prefix: PrefixMetrics,
+}
+
+/// The engine's prefix cache, as the engine thread last published it.
+#[derive(Default)]
+pub struct PrefixMetrics {
+    requests: AtomicU64,
+    hits: AtomicU64,
+    prompt_tokens: AtomicU64,
+    cached_tokens: AtomicU64,
+    evictions: AtomicU64,
+    bytes: AtomicU64,
+    budget: AtomicU64,
+}
+
+impl PrefixMetrics {
+    /// Takes the engine's totals.
+    pub fn publish(&self, stats: &PrefixCacheStats) {
+        let set = |field: &AtomicU64, v: u64| field.store(v, Ordering::Relaxed);
+        set(&self.requests, stats.requests);
+        set(&self.hits, stats.hits);
+        set(&self.prompt_tokens, stats.prompt_tokens);
+        set(&self.cached_tokens, stats.cached_tokens);
+        set(&self.evictions, stats.evictions);
+        set(&self.bytes, stats.bytes as u64);
+        set(&self.budget, stats.budget as u64);
+    }
+
+    fn render(&self, out: &mut String) {
+        let load = |v: &AtomicU64| v.load(Ordering::Relaxed);
+        let counters = [
+            (
+                "rinfer_prefix_cache_cached_tokens_total",
+                "Prompt tokens reused from the prefix cache instead of computed.",
+                load(&self.cached_tokens),
+            ),
+            (
+                "rinfer_prefix_cache_hits_total",
+                "Requests that reused at least one cached prompt token.",
+                load(&self.hits),
+            ),
+            (
+                "rinfer_prefix_cache_evictions_total",
+                "Cached blocks evicted to stay within the budget.",
+                load(&self.evictions),
+            ),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        let prompt = load(&self.prompt_tokens);
+        let requests = load(&self.requests);
+        let ratio = |part: u64, whole: u64| {
+            if whole == 0 {
+                0.0
+            } else {
+                part as f64 / whole as f64
+            }
+        };
+        let gauges = [
+            (
+                "rinfer_prefix_cache_hit_rate",
+                "Share of prompt tokens reused from the prefix cache.",
+                ratio(load(&self.cached_tokens), prompt),
+            ),
+            (
+                "rinfer_prefix_cache_request_hit_rate",
+                "Share of requests that reused at least one cached prompt token.",
+                ratio(load(&self.hits), requests),
+            ),
+            (
+                "rinfer_prefix_cache_bytes",
+                "Bytes the prefix cache's blocks hold.",
+                load(&self.bytes) as f64,
+            ),
+            (
+                "rinfer_prefix_cache_budget_bytes",
+                "The most bytes the prefix cache's blocks may hold (--kv-cache-mib).",
+                load(&self.budget) as f64,
+            ),
+        ];
+        for (name, help, v) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+    }
 }
 
 /// Bucket bounds (seconds) shared by the latency histograms.
@@ -174,6 +265,7 @@ impl Metrics {
                 0.0
             },
         );
+        self.prefix.render(&mut out);
         out
     }
 }
@@ -196,5 +288,32 @@ mod tests {
         assert!(
             text.contains("rinfer_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 1")
         );
+    }
+
+    #[test]
+    fn the_prefix_cache_counters_and_hit_rate_come_from_the_engine_totals() {
+        let m = Metrics::default();
+        m.prefix.publish(&PrefixCacheStats {
+            requests: 4,
+            hits: 3,
+            prompt_tokens: 400,
+            cached_tokens: 300,
+            evictions: 7,
+            blocks: 2,
+            bytes: 2048,
+            budget: 4096,
+        });
+        let text = m.render();
+        for line in [
+            "rinfer_prefix_cache_cached_tokens_total 300",
+            "rinfer_prefix_cache_hits_total 3",
+            "rinfer_prefix_cache_evictions_total 7",
+            "rinfer_prefix_cache_hit_rate 0.75",
+            "rinfer_prefix_cache_request_hit_rate 0.75",
+            "rinfer_prefix_cache_bytes 2048",
+            "rinfer_prefix_cache_budget_bytes 4096",
+        ] {
+            assert!(text.contains(line), "{line} missing");
+        }
     }
 }

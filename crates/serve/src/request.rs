@@ -53,7 +53,7 @@ pub struct GenerationRequest {
     /// An end-user id; accepted and not used (rinfer keeps no per-user state).
     #[allow(dead_code)]
     pub user: Option<String>,
-    /// Choices per request; only 1 is supported.
+    /// Choices per request (1 to 16, at most `--parallel`).
     pub n: Option<u64>,
 }
 

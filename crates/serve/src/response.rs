@@ -61,20 +61,33 @@ impl ResponseMeta {
 }
 
 /// Token counts of one request.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Usage {
     /// Prompt tokens.
     pub prompt: usize,
+    /// Of those, tokens the prefix cache reused instead of computing them.
+    pub cached: usize,
     /// Generated tokens.
     pub completion: usize,
 }
 
 impl Usage {
+    /// Counts one finished choice: the prompt and its cached tokens as the first choice saw
+    /// them (the prompt is sent once), the generated tokens of every choice.
+    pub fn add_choice(&mut self, index: usize, prompt: usize, cached: usize, completion: usize) {
+        self.prompt = prompt;
+        if index == 0 {
+            self.cached = cached;
+        }
+        self.completion += completion;
+    }
+
     fn json(self) -> Value {
         json!({
             "prompt_tokens": self.prompt,
             "completion_tokens": self.completion,
             "total_tokens": self.prompt + self.completion,
+            "prompt_tokens_details": { "cached_tokens": self.cached },
         })
     }
 }
@@ -133,36 +146,46 @@ pub fn logprobs_json(endpoint: Endpoint, entries: &[TokenLogprob], offset: &mut 
     }
 }
 
+/// One choice of a whole response.
+pub struct Choice<'t> {
+    /// Its text.
+    pub text: &'t str,
+    /// Why it ended.
+    pub finish: FinishReason,
+    /// Its log-probabilities, when asked for.
+    pub logprobs: Option<Value>,
+}
+
 /// A whole (non-streamed) response.
-pub fn full(
-    meta: &ResponseMeta,
-    text: &str,
-    finish: FinishReason,
-    usage: Usage,
-    logprobs: Option<Value>,
-) -> Value {
-    let choice = match meta.endpoint {
-        Endpoint::Completions => json!({
-            "index": 0,
-            "text": text,
-            "logprobs": logprobs,
-            "finish_reason": finish_name(finish),
-        }),
-        Endpoint::Chat => json!({
-            "index": 0,
-            "message": { "role": "assistant", "content": text },
-            "logprobs": logprobs,
-            "finish_reason": finish_name(finish),
-        }),
-    };
-    let mut body = meta.envelope(false, json!([choice]));
+pub fn full(meta: &ResponseMeta, choices: &[Choice<'_>], usage: Usage) -> Value {
+    let choices: Vec<Value> = choices
+        .iter()
+        .enumerate()
+        .map(|(index, choice)| match meta.endpoint {
+            Endpoint::Completions => json!({
+                "index": index,
+                "text": choice.text,
+                "logprobs": choice.logprobs,
+                "finish_reason": finish_name(choice.finish),
+            }),
+            Endpoint::Chat => json!({
+                "index": index,
+                "message": { "role": "assistant", "content": choice.text },
+                "logprobs": choice.logprobs,
+                "finish_reason": finish_name(choice.finish),
+            }),
+        })
+        .collect();
+    let mut body = meta.envelope(false, json!(choices));
     body["usage"] = usage.json();
     body
 }
 
-/// One streamed chunk. `role` opens a chat stream (the first chunk names the assistant).
+/// One streamed chunk of choice `index`. `role` opens a chat choice (its first chunk names the
+/// assistant).
 pub fn chunk(
     meta: &ResponseMeta,
+    index: usize,
     text: Option<&str>,
     role: bool,
     logprobs: Option<Value>,
@@ -171,7 +194,7 @@ pub fn chunk(
     let finish = finish.map(finish_name);
     let choice = match meta.endpoint {
         Endpoint::Completions => json!({
-            "index": 0,
+            "index": index,
             "text": text.unwrap_or(""),
             "logprobs": logprobs,
             "finish_reason": finish,
@@ -185,7 +208,7 @@ pub fn chunk(
                 delta.insert("content".into(), json!(text));
             }
             json!({
-                "index": 0,
+                "index": index,
                 "delta": delta,
                 "logprobs": logprobs,
                 "finish_reason": finish,

@@ -24,7 +24,7 @@ use crate::error::ApiError;
 use crate::request::Endpoint;
 use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest};
 use crate::request_policy::{self, RequestPolicy};
-use crate::response::{self, ResponseMeta, Usage};
+use crate::response::{self, Choice, ResponseMeta, Usage};
 use crate::scheduler::job::{Event, Job};
 use crate::state::{AppState, Served};
 use crate::validate::{self, Validated};
@@ -168,6 +168,7 @@ async fn generate(
         request,
         stream,
         include_usage,
+        choices,
     } = request;
     let logprobs = request.logprobs;
     let (events, receiver) = unbounded_channel();
@@ -175,6 +176,7 @@ async fn generate(
         request,
         events,
         arrived,
+        choices,
     };
     submit(&state, job)?;
     let meta = ResponseMeta::new(endpoint, &served.model_id);
@@ -182,11 +184,12 @@ async fn generate(
         Ok(stream_response(
             meta,
             receiver,
+            choices,
             include_usage,
             logprobs.is_some(),
         ))
     } else {
-        collect_response(meta, receiver, logprobs.is_some()).await
+        collect_response(meta, receiver, choices, logprobs.is_some()).await
     }
 }
 
@@ -216,32 +219,47 @@ fn submit(state: &AppState, job: Job) -> Result<(), ApiError> {
 async fn collect_response(
     meta: ResponseMeta,
     mut receiver: UnboundedReceiver<Event>,
+    choices: usize,
     logprobs: bool,
 ) -> Result<Response, ApiError> {
-    let mut text = String::new();
-    let mut entries = Vec::new();
+    let mut texts = vec![String::new(); choices];
+    let mut entries = vec![Vec::new(); choices];
+    let mut finishes = vec![None; choices];
+    let mut usage = Usage::default();
     while let Some(event) = receiver.recv().await {
         match event {
             Event::Delta {
+                index,
                 text: piece,
                 logprobs,
             } => {
-                text.push_str(&piece);
-                entries.extend(logprobs);
+                texts[index].push_str(&piece);
+                entries[index].extend(logprobs);
             }
             Event::Done {
+                index,
                 finish,
                 prompt_tokens,
+                cached_tokens,
                 completion_tokens,
             } => {
-                let logprobs =
-                    logprobs.then(|| response::logprobs_json(meta.endpoint, &entries, &mut 0));
-                let usage = Usage {
-                    prompt: prompt_tokens,
-                    completion: completion_tokens,
-                };
-                let body = response::full(&meta, &text, finish, usage, logprobs);
-                return Ok(axum::Json(body).into_response());
+                finishes[index] = Some(finish);
+                usage.add_choice(index, prompt_tokens, cached_tokens, completion_tokens);
+                if finishes.iter().all(Option::is_some) {
+                    let choices: Vec<Choice<'_>> = texts
+                        .iter()
+                        .zip(&entries)
+                        .zip(&finishes)
+                        .map(|((text, entries), finish)| Choice {
+                            text,
+                            finish: finish.expect("every choice finished"),
+                            logprobs: logprobs
+                                .then(|| response::logprobs_json(meta.endpoint, entries, &mut 0)),
+                        })
+                        .collect();
+                    let body = response::full(&meta, &choices, usage);
+                    return Ok(axum::Json(body).into_response());
+                }
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),
         }
@@ -257,10 +275,13 @@ struct StreamState {
     receiver: UnboundedReceiver<Event>,
     include_usage: bool,
     logprobs: bool,
-    /// The chat role chunk is still to be sent.
-    opening: bool,
-    /// Completions' `text_offset` of the next token.
-    offset: usize,
+    /// Per choice: the chat role chunk is still to be sent.
+    opening: Vec<bool>,
+    /// Per choice: completions' `text_offset` of the next token.
+    offsets: Vec<usize>,
+    /// Choices not finished yet.
+    left: usize,
+    usage: Usage,
     done: bool,
 }
 
@@ -268,20 +289,33 @@ fn sse(value: &Value) -> String {
     format!("data: {value}\n\n")
 }
 
+impl StreamState {
+    /// The chat role chunk of choice `index`, the first time only.
+    fn open(&mut self, index: usize, out: &mut String) {
+        if std::mem::take(&mut self.opening[index]) {
+            let chunk = response::chunk(&self.meta, index, Some(""), true, None, None);
+            out.push_str(&sse(&chunk));
+        }
+    }
+}
+
 fn stream_response(
     meta: ResponseMeta,
     receiver: UnboundedReceiver<Event>,
+    choices: usize,
     include_usage: bool,
     logprobs: bool,
 ) -> Response {
-    let opening = meta.endpoint == Endpoint::Chat;
+    let chat = meta.endpoint == Endpoint::Chat;
     let state = StreamState {
         meta,
         receiver,
         include_usage,
         logprobs,
-        opening,
-        offset: 0,
+        opening: vec![chat; choices],
+        offsets: vec![0; choices],
+        left: choices,
+        usage: Usage::default(),
         done: false,
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
@@ -289,17 +323,21 @@ fn stream_response(
             return None;
         }
         let mut out = String::new();
-        if s.opening {
-            s.opening = false;
-            out.push_str(&sse(&response::chunk(&s.meta, Some(""), true, None, None)));
-        }
         match s.receiver.recv().await {
-            Some(Event::Delta { text, logprobs }) => {
+            Some(Event::Delta {
+                index,
+                text,
+                logprobs,
+            }) => {
+                s.open(index, &mut out);
+                let endpoint = s.meta.endpoint;
+                let offset = &mut s.offsets[index];
                 let logprobs = s
                     .logprobs
-                    .then(|| response::logprobs_json(s.meta.endpoint, &logprobs, &mut s.offset));
+                    .then(|| response::logprobs_json(endpoint, &logprobs, offset));
                 out.push_str(&sse(&response::chunk(
                     &s.meta,
+                    index,
                     Some(&text),
                     false,
                     logprobs,
@@ -307,27 +345,32 @@ fn stream_response(
                 )));
             }
             Some(Event::Done {
+                index,
                 finish,
                 prompt_tokens,
+                cached_tokens,
                 completion_tokens,
             }) => {
+                s.open(index, &mut out);
                 let text = (s.meta.endpoint == Endpoint::Completions).then_some("");
                 out.push_str(&sse(&response::chunk(
                     &s.meta,
+                    index,
                     text,
                     false,
                     None,
                     Some(finish),
                 )));
-                if s.include_usage {
-                    let usage = Usage {
-                        prompt: prompt_tokens,
-                        completion: completion_tokens,
-                    };
-                    out.push_str(&sse(&response::usage_chunk(&s.meta, usage)));
+                s.usage
+                    .add_choice(index, prompt_tokens, cached_tokens, completion_tokens);
+                s.left -= 1;
+                if s.left == 0 {
+                    if s.include_usage {
+                        out.push_str(&sse(&response::usage_chunk(&s.meta, s.usage)));
+                    }
+                    out.push_str("data: [DONE]\n\n");
+                    s.done = true;
                 }
-                out.push_str("data: [DONE]\n\n");
-                s.done = true;
             }
             Some(Event::Failed(message)) => {
                 out.push_str(&sse(&ApiError::internal(message).body()));

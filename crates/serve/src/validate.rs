@@ -23,7 +23,12 @@ pub struct Validated {
     pub stream: bool,
     /// Send a last chunk with the usage (streaming only).
     pub include_usage: bool,
+    /// Choices to generate (`n`), each its own sequence; they share the prompt's blocks.
+    pub choices: usize,
 }
+
+/// Most choices one request may ask for (`n`).
+pub const MAX_CHOICES: u64 = 16;
 
 /// Most stop strings, as OpenAI allows.
 const MAX_STOPS: usize = 4;
@@ -85,7 +90,19 @@ pub fn validate(
         ));
     }
     let max_tokens = max_tokens(&req, endpoint, prompt.len(), served.ready.settings.context)?;
+    let choices = req.n.unwrap_or(1) as usize;
+    let parallel = served.ready.settings.max_sequences;
+    if choices > parallel {
+        return Err(ApiError::invalid(
+            "n",
+            format!(
+                "n = {choices} is more than the {parallel} sequences this server runs at once \
+                 (--parallel)"
+            ),
+        ));
+    }
     Ok(Validated {
+        choices,
         request: Request {
             prompt,
             max_tokens,
@@ -108,11 +125,11 @@ pub fn check(
     vocab: usize,
 ) -> Result<Checked<'_>, ApiError> {
     if let Some(n) = req.n
-        && n != 1
+        && !(1..=MAX_CHOICES).contains(&n)
     {
         return Err(ApiError::invalid(
             "n",
-            format!("n = {n} is not supported: rinfer returns one choice per request (n = 1)"),
+            format!("n = {n} is outside 1..={MAX_CHOICES}"),
         ));
     }
     // Fields of the other endpoint: (name, present).

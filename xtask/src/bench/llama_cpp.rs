@@ -1,8 +1,8 @@
 //! llama.cpp, the peer the model bench compares against (measured, never part of rinfer).
 //!
 //! On first use its source is fetched with pip as the `llama-cpp-python` source distribution
-//! (which vendors llama.cpp) at a pinned version, and `llama-bench` and `llama-completion` are
-//! built for this CPU with cmake and ninja, which pip installs into a venv beside them, all under
+//! (which vendors llama.cpp) at a pinned version, and `llama-bench`, `llama-completion` and
+//! `llama-server` (for the multi-turn serve benchmark) are built for this CPU with cmake and ninja, which pip installs into a venv beside them, all under
 //! `<cache>/llama.cpp/`; later runs reuse the binaries.
 
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ const CMAKE_OPTIONS: &[&str] = &[
     "-DGGML_NATIVE=ON",
     "-DBUILD_SHARED_LIBS=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
-    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_SERVER=ON",
     "-DLLAMA_BUILD_APP=OFF",
     "-DLLAMA_OPENSSL=OFF",
 ];
@@ -50,6 +50,7 @@ fn cmake_options() -> Vec<&'static str> {
 pub struct LlamaCpp {
     bench: PathBuf,
     completion: PathBuf,
+    server: PathBuf,
 }
 
 impl LlamaCpp {
@@ -63,12 +64,14 @@ impl LlamaCpp {
         let tools = Self {
             bench: bin.join("llama-bench"),
             completion: bin.join("llama-completion"),
+            server: bin.join("llama-server"),
         };
+        let built = |t: &Self| t.bench.is_file() && t.completion.is_file() && t.server.is_file();
         let stamp = build.join("rinfer-cmake-options.txt");
         let options = cmake_options();
         let options_text = options.join(" ");
         let built_with = std::fs::read_to_string(&stamp).unwrap_or_default();
-        if tools.bench.is_file() && tools.completion.is_file() && built_with == options_text {
+        if built(&tools) && built_with == options_text {
             return Ok(tools);
         }
         let source = dir.join("src");
@@ -89,16 +92,22 @@ impl LlamaCpp {
             .arg("--build")
             .arg(&build)
             .args(["--parallel", "--target"]);
-        run_shown(compile.args(["llama-bench", "llama-completion"]))?;
+        run_shown(compile.args(["llama-bench", "llama-completion", "llama-server"]))?;
         ensure!(
-            tools.bench.is_file() && tools.completion.is_file(),
-            "the llama.cpp build left no {} or {}",
+            built(&tools),
+            "the llama.cpp build left no {}, {} or {}",
             tools.bench.display(),
-            tools.completion.display()
+            tools.completion.display(),
+            tools.server.display()
         );
         std::fs::write(&stamp, options_text)
             .with_context(|| format!("cannot write {}", stamp.display()))?;
         Ok(tools)
+    }
+
+    /// The `llama-server` binary.
+    pub fn server(&self) -> &Path {
+        &self.server
     }
 
     /// Runs `test` once on `threads` threads in a fresh process, with llama.cpp's defaults

@@ -4,7 +4,8 @@
 //! memory of the `rinfer` binary, and with `--vs-llama-cpp` llama.cpp beside it in the same run;
 //! `make-model` writes the synthetic llama-shaped model the model bench can also run;
 //! `kernels` measures matvec and matmul of every weight type against the machine's bandwidth;
-//! `serve` measures `rinfer serve` at several concurrent streams.
+//! `serve` measures `rinfer serve` at several concurrent streams, and with `--multi-turn` the time
+//! to first token of each turn of a resent chat, beside llama.cpp's `llama-server`.
 
 mod cache;
 mod ceiling;
@@ -13,10 +14,12 @@ mod kernels;
 mod llama_cpp;
 mod measure;
 mod model;
+mod multi_turn;
 mod options;
 mod report;
 mod rinfer;
 mod serve;
+mod server;
 mod stats;
 mod synthetic_model;
 mod synthetic_vocab;

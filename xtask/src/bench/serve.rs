@@ -7,12 +7,13 @@
 //! `--max-tokens`; sampling is greedy. Each level runs `ROUNDS` requests per client back to back
 //! after one warm-up request per client.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+
+use super::server::{Server, post};
 
 /// Requests per client at each level, after the warm-up.
 const ROUNDS: usize = 2;
@@ -55,13 +56,18 @@ fn parse(args: &[&str]) -> Result<Options> {
     Ok(options)
 }
 
-/// Runs the benchmark and prints a Markdown table.
+/// Runs the benchmark (or, with `--multi-turn`, the multi-turn chat scenario) and prints a
+/// Markdown table.
 pub fn run(args: &[&str]) -> Result<()> {
+    if let Some((&"--multi-turn", rest)) = args.split_first() {
+        return super::multi_turn::run(rest);
+    }
     let options = parse(args)?;
     crate::fetch_model::run()?;
     crate::cargo(&["build", "--release", "-p", "rinfer-cli"])?;
     let most = options.streams.iter().copied().max().unwrap_or(1);
-    let mut server = Server::start(most, options.max_tokens)?;
+    let context = (256 + options.max_tokens).to_string();
+    let mut server = Server::rinfer(&["--parallel", &most.to_string(), "--ctx", &context])?;
     let mut rows = Vec::new();
     for &streams in &options.streams {
         let level = measure(server.addr, streams, options.max_tokens)?;
@@ -102,76 +108,6 @@ pub fn run(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// A `rinfer serve` child process.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(parallel: usize, max_tokens: usize) -> Result<Self> {
-        let binary = crate::workspace_root().join("target/release/rinfer");
-        let mut child = Command::new(&binary)
-            .args(["serve", "--port", "0", "--parallel", &parallel.to_string()])
-            .args(["--ctx", &(256 + max_tokens).to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
-        let stderr = child.stderr.take().context("stderr is piped")?;
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
-            let Some(line) = lines.next() else {
-                let _ = child.wait();
-                bail!("rinfer serve exited before listening");
-            };
-            let line = line?;
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                let addr: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
-                break addr.parse().context("the listening address")?;
-            }
-        };
-        // Keep draining its log so that it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let start = Instant::now();
-        while !get(addr, "/health").is_ok_and(|status| status == 200) {
-            if start.elapsed() > Duration::from_secs(120) {
-                let _ = child.kill();
-                bail!("rinfer serve never became healthy");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Ok(Self { child, addr })
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn get(addr: SocketAddr, path: &str) -> Result<u16> {
-    let mut stream = TcpStream::connect(addr)?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut status = String::new();
-    BufReader::new(stream).read_line(&mut status)?;
-    status
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("no status line")
-}
-
 /// One level's results.
 struct Level {
     tok_s: f64,
@@ -190,14 +126,7 @@ fn stream_once(addr: SocketAddr, max_tokens: usize) -> Result<(usize, Vec<f64>)>
         "{{\"prompt\": \"{PROMPT}\", \"max_tokens\": {max_tokens}, \"temperature\": 0, \
          \"stream\": true, \"logit_bias\": {{{bias}}}}}"
     );
-    let mut stream = TcpStream::connect(addr)?;
-    write!(
-        stream,
-        "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    let reader = BufReader::new(stream);
+    let reader = post(addr, "/v1/completions", &body)?;
     let mut gaps = Vec::with_capacity(max_tokens);
     let mut last: Option<Instant> = None;
     let mut chunks = 0;

@@ -1,4 +1,7 @@
 //! `rinfer chat`: an interactive conversation rendered with the model's chat template.
+//!
+//! Each turn sends the whole conversation to the same engine, whose prefix cache holds the
+//! earlier turns: only the new tokens are evaluated (`--verbose` reports how many).
 
 use std::io::{BufRead, Write};
 
@@ -56,6 +59,16 @@ pub fn run(options: &ChatOptions) -> Result<()> {
             let _ = stdout.flush();
         })?;
         let _ = writeln!(stdout);
+        if options.engine.verbose {
+            let t = &out.timings;
+            report!(
+                "prompt: {} tokens, {} reused from the cache, {} evaluated in {:.3} s",
+                t.prompt_tokens,
+                t.cached_tokens,
+                t.prompt_tokens - t.cached_tokens,
+                t.prefill_s
+            );
+        }
         messages.push(ChatMessage::assistant(out.text));
     }
     Ok(())

@@ -3,8 +3,8 @@
 use std::io::Write;
 
 use anyhow::Result;
-use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
+use rinfer_model::{EngineSettings, Request};
 use serde_json::json;
 
 use crate::commands::session::Session;
@@ -38,11 +38,17 @@ pub fn run(options: &RunOptions) -> Result<()> {
         None => loaded.tokenizer.encode(&prompt, true, false)?,
     };
     let request = Request::new(prompt, options.max_tokens).with_sampling(sampling);
-    let mut engine = session.engine()?;
+    // One request: nothing to keep blocks for (unless --kv-cache-mib asks).
+    let mut engine = session.engine_with(EngineSettings {
+        prefix_cache_bytes: 0,
+        ..EngineSettings::single(session.context)
+    })?;
     if options.warmup
         && let Some(&first) = request.prompt.first()
     {
         engine.generate(Request::new(vec![first], 1), |_| {})?;
+        // The measured prompt is computed whole, not from the warm-up's first token.
+        engine.clear_prefix_cache();
     }
     let mut stdout = std::io::stdout().lock();
     let stream = !options.json;

@@ -31,6 +31,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         queue: options.queue,
         threads: options.threads,
         device: options.device,
+        kv_cache_mib: options.kv_cache_mib,
         max_body_bytes: exposure.max_body_bytes,
         max_connections: exposure.max_connections,
         header_timeout: Duration::from_secs(exposure.header_timeout),

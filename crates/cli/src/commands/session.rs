@@ -66,7 +66,15 @@ impl Session {
 
     /// An engine of the given sizes on the device `--device` chose. The device is reported on
     /// stderr when a GPU was asked for or found, or with `--verbose`.
+    /// `--kv-cache-mib` sets the prefix cache's budget.
     pub fn engine_with(&self, settings: EngineSettings) -> Result<Engine<'_>> {
+        let settings = EngineSettings {
+            prefix_cache_bytes: self
+                .options
+                .kv_cache_mib
+                .map_or(settings.prefix_cache_bytes, |mib| mib << 20),
+            ..settings
+        };
         let request = self.options.device.unwrap_or(DeviceRequest::Auto);
         let engine = Engine::new(&self.loaded, settings, request).with_context(|| {
             format!(
@@ -102,5 +110,9 @@ impl Session {
             mib(engine.kv_bytes())
         );
         report!("  scratch buffers: {:.1} MiB", mib(engine.scratch_bytes()));
+        report!(
+            "  prefix cache (grows as used): at most {:.1} MiB",
+            mib(engine.prefix_stats().budget)
+        );
     }
 }

@@ -24,6 +24,13 @@ impl SeqCache {
         }
     }
 
+    pub(super) fn truncate(&mut self, len: usize) {
+        match self {
+            Self::Cpu(c) => c.truncate(len),
+            Self::Cuda(c) => c.truncate(len),
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         match self {
             Self::Cpu(c) => c.len(),

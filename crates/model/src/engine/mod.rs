@@ -7,6 +7,10 @@
 //! within the rows left, a chunk of the oldest unfinished prompts (small while others decode,
 //! so their streams keep flowing; as large as the batch when nothing decodes).
 //!
+//! A new sequence reuses the longest cached prefix of its prompt: what its slot's cache still
+//! holds from the slot's last sequence, or blocks of earlier sequences copied from the prefix
+//! cache ([`EngineSettings::prefix_cache_bytes`]); see `reuse` and `prefix_cache`.
+//!
 //! A sequence's logits do not depend on what runs beside it, so its tokens are the same alone
 //! or in a batch. When a pass fails, the engine retries its sequences one by one, so only the
 //! sequence that caused the failure ends with [`Event::Failed`].
@@ -24,8 +28,11 @@
 //! ```
 
 mod executor;
+mod generate;
 mod logprobs;
+mod prefix_cache;
 mod request;
+mod reuse;
 mod sequence;
 mod stop;
 
@@ -37,7 +44,10 @@ pub use rinfer_cuda::{DeviceReport, DeviceRequest};
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
 use executor::{Executor, SeqCache, Sizes};
+use prefix_cache::BlockStore;
+pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
 pub use request::{Event, FinishReason, Generation, Request, SeqId, Timings, TokenLogprob};
+use reuse::{Placement, Rings};
 use sequence::Sequence;
 pub use stop::StopMatcher;
 
@@ -54,6 +64,9 @@ pub struct EngineSettings {
     pub prefill_chunk: usize,
     /// Whether [`Engine::score`] is wanted (buffers for every position's logits).
     pub score: bool,
+    /// The most bytes the prefix cache's blocks hold (0: none kept beyond the slots' own
+    /// caches).
+    pub prefix_cache_bytes: usize,
 }
 
 impl EngineSettings {
@@ -77,7 +90,16 @@ impl EngineSettings {
             max_batch: Self::MAX_BATCH.min(context).max(sequences),
             prefill_chunk: Self::PREFILL_CHUNK,
             score: false,
+            prefix_cache_bytes: Self::default_prefix_cache_bytes(),
         }
+    }
+
+    /// The prefix cache's default budget: a quarter of the memory available now, at most
+    /// 4 GiB (1 GiB where the memory available cannot be read).
+    pub fn default_prefix_cache_bytes() -> usize {
+        const GIB: u64 = 1 << 30;
+        let bytes = crate::limits::available_memory_bytes().map_or(GIB, |a| (a / 4).min(4 * GIB));
+        usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 }
 
@@ -91,6 +113,14 @@ pub struct Engine<'m> {
     caches: Vec<SeqCache>,
     /// Slots no sequence holds.
     free: Vec<usize>,
+    /// The tokens each free slot's cache holds, from its last sequence.
+    histories: Vec<Vec<u32>>,
+    /// The sliding-window layers' rings, which bound how far a cache may be cut back.
+    rings: Rings,
+    /// Blocks of earlier sequences.
+    store: BlockStore,
+    /// Requests and tokens the prefix cache has seen.
+    reuse_counts: PrefixCacheStats,
     /// Running sequences, oldest first.
     running: Vec<Sequence<'m>>,
     next_id: u64,
@@ -119,12 +149,17 @@ impl<'m> Engine<'m> {
             all_logits: settings.score,
         };
         let (executor, caches, device) = Executor::start(&loaded.model, device, sizes)?;
+        let config = &loaded.model.config;
         Ok(Self {
             loaded,
             settings,
             executor,
             device,
             free: (0..caches.len()).rev().collect(),
+            histories: vec![Vec::new(); caches.len()],
+            rings: Rings::new(config, settings.context, settings.max_batch),
+            store: BlockStore::new(settings.prefix_cache_bytes, config.layers, config.kv_dim()),
+            reuse_counts: PrefixCacheStats::default(),
             caches,
             running: Vec::with_capacity(settings.max_sequences),
             next_id: 0,
@@ -149,6 +184,29 @@ impl<'m> Engine<'m> {
     /// Host memory of the activation and logits buffers, in bytes.
     pub fn scratch_bytes(&self) -> usize {
         self.executor.scratch_bytes()
+    }
+
+    /// What the prefix cache holds and has done.
+    pub fn prefix_stats(&self) -> PrefixCacheStats {
+        PrefixCacheStats {
+            evictions: self.store.evictions(),
+            blocks: self.store.blocks(),
+            bytes: self.store.bytes(),
+            budget: self.store.budget(),
+            ..self.reuse_counts
+        }
+    }
+
+    /// Forgets every cached prefix (the slots' histories and the stored blocks), so that the
+    /// next request computes its whole prompt, as a measurement of a cold prompt wants.
+    pub fn clear_prefix_cache(&mut self) {
+        self.histories.iter_mut().for_each(Vec::clear);
+        self.store.clear();
+    }
+
+    /// Sequences that can start now.
+    pub fn free_slots(&self) -> usize {
+        self.free.len()
     }
 
     /// Whether another sequence can start now.
@@ -195,19 +253,35 @@ impl<'m> Engine<'m> {
         Ok(())
     }
 
-    /// Starts `request`; its events come out of the following steps.
+    /// Starts `request`; its events come out of the following steps. Its prompt's longest
+    /// cached prefix is reused, not computed.
     pub fn add(&mut self, request: Request) -> Result<SeqId, ModelError> {
         self.validate(&request)?;
-        let Some(slot) = self.free.pop() else {
+        let Some(Placement {
+            slot,
+            reused,
+            chain,
+        }) = self.place(&request.prompt)
+        else {
             return Err(ModelError::EngineFull(self.settings.max_sequences));
         };
-        self.caches[slot].clear();
+        let counts = &mut self.reuse_counts;
+        counts.requests += 1;
+        counts.hits += u64::from(reused > 0);
+        counts.prompt_tokens += request.prompt.len() as u64;
+        counts.cached_tokens += reused as u64;
         let id = SeqId(self.next_id);
         self.next_id += 1;
         let vocab = self.loaded.model.config.vocab_size;
         let tokenizer = &self.loaded.tokenizer;
-        self.running
-            .push(Sequence::new(id, slot, request, tokenizer, vocab));
+        self.running.push(Sequence::new(
+            id,
+            slot,
+            (reused, chain),
+            request,
+            tokenizer,
+            vocab,
+        ));
         Ok(id)
     }
 
@@ -218,7 +292,7 @@ impl<'m> Engine<'m> {
             return false;
         };
         let seq = self.running.remove(at);
-        self.free.push(seq.slot);
+        self.release(&seq);
         on_event(seq.finished_event(FinishReason::Cancelled));
         true
     }
@@ -288,6 +362,7 @@ impl<'m> Engine<'m> {
             executor,
             caches,
             running,
+            store,
             ..
         } = self;
         let model = &loaded.model;
@@ -314,7 +389,9 @@ impl<'m> Engine<'m> {
                 continue;
             };
             let row = rows.next().expect("one logits row per planned sequence");
-            if seq.advance(n) {
+            let advanced = seq.advance(n);
+            reuse::capture(store, seq, &caches[seq.slot]);
+            if advanced {
                 to_sample.push((seq, row));
             }
         }
@@ -340,137 +417,18 @@ impl<'m> Engine<'m> {
 
     /// Takes finished sequences out, reporting each and freeing its slot.
     fn retire(&mut self, on_event: &mut impl FnMut(Event)) {
-        for seq in self
+        let done: Vec<_> = self
             .running
             .extract_if(.., |s| s.failed || s.finish.is_some())
-        {
-            self.free.push(seq.slot);
+            .collect();
+        for seq in done {
+            self.release(&seq);
             if let (false, Some(reason)) = (seq.failed, seq.finish) {
                 on_event(seq.finished_event(reason));
             }
         }
     }
-
-    /// Runs `request` to its end, calling `on_text` with each piece of text as soon as it is
-    /// safe to show; the other running sequences advance too (their events are dropped).
-    pub fn generate(
-        &mut self,
-        request: Request,
-        mut on_text: impl FnMut(&str),
-    ) -> Result<Generation, ModelError> {
-        let id = self.add(request)?;
-        let mut text = String::new();
-        let mut result = None;
-        while result.is_none() {
-            self.step(|event| match event {
-                Event::Token { id: e, text: t, .. } if e == id => {
-                    on_text(&t);
-                    text.push_str(&t);
-                }
-                Event::Finished {
-                    id: e,
-                    reason,
-                    tokens,
-                    timings,
-                } if e == id => {
-                    result = Some(Ok((reason, tokens, timings)));
-                }
-                Event::Failed { id: e, error } if e == id => {
-                    result = Some(Err(error));
-                }
-                _ => {}
-            });
-        }
-        let (finish, tokens, timings) = result.expect("the loop ends with a result")?;
-        Ok(Generation {
-            tokens,
-            text,
-            finish,
-            timings,
-        })
-    }
-
-    /// The logits of every position of `tokens`, `[n, vocab]`, from an empty cache (needs
-    /// [`EngineSettings::score`] and a free slot).
-    pub fn score(&mut self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
-        let Some(&slot) = self.free.last() else {
-            return Err(ModelError::EngineFull(self.settings.max_sequences));
-        };
-        let cache = &mut self.caches[slot];
-        let result = self.executor.score(&self.loaded.model, tokens, cache);
-        cache.clear();
-        result
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sampling::SamplingParams;
-
-    fn fixture() -> LoadedModel {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/fixtures/models/gemma3-tiny-q4_k_m.gguf"
-        );
-        LoadedModel::open(path).unwrap()
-    }
-
-    /// Every sequence's events until all have ended: tokens of the finished, ids of the failed.
-    fn drain(engine: &mut Engine<'_>) -> (Vec<(SeqId, Vec<u32>)>, Vec<SeqId>) {
-        let (mut finished, mut failed) = (Vec::new(), Vec::new());
-        while engine.is_busy() {
-            engine.step(|event| match event {
-                Event::Finished { id, tokens, .. } => finished.push((id, tokens)),
-                Event::Failed { id, .. } => failed.push(id),
-                Event::Token { .. } => {}
-            });
-        }
-        finished.sort_by_key(|(id, _)| *id);
-        (finished, failed)
-    }
-
-    #[test]
-    fn a_pass_that_fails_ends_only_the_sequence_that_caused_it() {
-        let loaded = fixture();
-        let settings = EngineSettings::parallel(3, 64);
-        let seeded = |seed| SamplingParams {
-            seed,
-            ..SamplingParams::default()
-        };
-        let poison = 7;
-        let requests = [
-            Request::new(vec![2, 10, 11, 12], 8).with_sampling(seeded(1)),
-            Request::new(vec![2, 20, poison, 21], 8).with_sampling(seeded(2)),
-            Request::new(vec![2, 30], 8).with_sampling(seeded(3)),
-        ];
-
-        let mut healthy = Engine::new(&loaded, settings, DeviceRequest::Cpu).unwrap();
-        for r in [&requests[0], &requests[2]] {
-            healthy.add(r.clone()).unwrap();
-        }
-        let (expected, _) = drain(&mut healthy);
-
-        let mut faulty = Engine::new(&loaded, settings, DeviceRequest::Cpu).unwrap();
-        let inner = std::mem::replace(
-            &mut faulty.executor,
-            Executor::Cpu {
-                scratch: Box::new(crate::scratch::Scratch::new(&loaded.model.config, 1)),
-            },
-        );
-        faulty.executor = Executor::Faulty {
-            inner: Box::new(inner),
-            poison,
-        };
-        let ids: Vec<SeqId> = requests
-            .iter()
-            .map(|r| faulty.add(r.clone()).unwrap())
-            .collect();
-        let (finished, failed) = drain(&mut faulty);
-        assert_eq!(failed, vec![ids[1]]);
-        let tokens =
-            |list: &[(SeqId, Vec<u32>)]| list.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>();
-        assert_eq!(tokens(&finished), tokens(&expected));
-        assert!(faulty.has_room() && faulty.free.len() == 3);
-    }
-}
+mod tests;

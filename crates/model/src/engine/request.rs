@@ -93,6 +93,8 @@ pub struct Timings {
     pub decode_s: f64,
     /// Prompt tokens.
     pub prompt_tokens: usize,
+    /// Of those, tokens reused from the prefix cache instead of computed.
+    pub cached_tokens: usize,
     /// Generated tokens.
     pub generated_tokens: usize,
 }

@@ -1,9 +1,11 @@
 //! One sequence's state machine: prompt → chunked prefill → decode → a finish reason, with its
 //! sampler, stop-string matcher and incremental detokenizer.
 
+use std::ops::Range;
 use std::time::Instant;
 
 use super::logprobs;
+use super::prefix_cache::BlockKey;
 use super::request::{Event, FinishReason, Request, SeqId, Timings, TokenLogprob};
 use super::stop::StopMatcher;
 use crate::sampling::Sampler;
@@ -19,6 +21,12 @@ pub(super) struct Sequence<'t> {
     logprobs: Option<usize>,
     /// Prompt tokens already in the cache.
     prefilled: usize,
+    /// Prompt tokens reused from earlier sequences.
+    cached: usize,
+    /// The prefix cache's keys of this sequence's first blocks, in order.
+    pub(super) chain: Vec<BlockKey>,
+    /// Whether its next blocks may still go to the prefix cache.
+    pub(super) capturing: bool,
     /// The last sampled token, fed at the next step.
     last: [u32; 1],
     /// Generated tokens.
@@ -44,10 +52,12 @@ pub(super) struct Sampled {
 }
 
 impl<'t> Sequence<'t> {
-    /// Starts `request` in KV slot `slot` (whose cache the caller cleared).
+    /// Starts `request` in KV slot `slot`, whose cache holds the first `reused` prompt tokens
+    /// (the prefix cache's blocks `chain` among them).
     pub(super) fn new(
         id: SeqId,
         slot: usize,
+        (reused, chain): (usize, Vec<BlockKey>),
         request: Request,
         tokenizer: &'t Tokenizer,
         vocab: usize,
@@ -65,7 +75,10 @@ impl<'t> Sequence<'t> {
             slot,
             max_tokens: request.max_tokens,
             logprobs: request.logprobs,
-            prefilled: 0,
+            prefilled: reused,
+            cached: reused,
+            chain,
+            capturing: true,
             last: [0],
             generated: Vec::with_capacity(request.max_tokens.min(4096)),
             sampler,
@@ -79,6 +92,17 @@ impl<'t> Sequence<'t> {
             failed: false,
             prompt: request.prompt,
         }
+    }
+
+    /// The tokens fed at `positions` (the prompt, then the generated tokens).
+    pub(super) fn fed(&self, positions: Range<usize>) -> Vec<u32> {
+        let prompt = self.prompt.len();
+        positions
+            .map(|i| match i.checked_sub(prompt) {
+                None => self.prompt[i],
+                Some(g) => self.generated[g],
+            })
+            .collect()
     }
 
     /// Prompt tokens not yet in the cache.
@@ -169,6 +193,7 @@ impl<'t> Sequence<'t> {
                 prefill_s: (first - self.admitted).as_secs_f64(),
                 decode_s: (now - first).as_secs_f64(),
                 prompt_tokens: self.prompt.len(),
+                cached_tokens: self.cached,
                 generated_tokens: self.generated.len(),
             },
             tokens: self.generated,

@@ -14,6 +14,9 @@ pub struct Job {
     pub events: UnboundedSender<Event>,
     /// When the request arrived (for the time to first token).
     pub arrived: Instant,
+    /// Choices to generate; the first prefills the prompt, the others start once it has and
+    /// reuse its blocks (each samples with the seed plus its index).
+    pub choices: usize,
 }
 
 /// What the engine reports about one request.
@@ -21,17 +24,23 @@ pub struct Job {
 pub enum Event {
     /// New text (possibly empty when only log-probabilities are new).
     Delta {
+        /// The choice.
+        index: usize,
         /// Text, never half a character, never part of a stop string.
         text: String,
         /// One entry per token generated since the last event, when asked for.
         logprobs: Vec<TokenLogprob>,
     },
-    /// The generation ended.
+    /// One choice's generation ended.
     Done {
+        /// The choice.
+        index: usize,
         /// Why.
         finish: FinishReason,
         /// Prompt tokens.
         prompt_tokens: usize,
+        /// Of those, tokens the prefix cache reused instead of computing them.
+        cached_tokens: usize,
         /// Generated tokens.
         completion_tokens: usize,
     },

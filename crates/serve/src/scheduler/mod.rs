@@ -2,6 +2,9 @@
 //! admits queued requests between steps while it has room, relays each step's events to the
 //! requests' channels, and cancels the sequences whose clients went away.
 //!
+//! A request for `n` choices starts its first choice at once and holds room for the others,
+//! which start once the first's prompt is in the cache, so that they reuse its blocks.
+//!
 //! Batching, prefill chunking, sampling, stop strings and detokenizing are the engine's.
 
 pub mod job;
@@ -13,7 +16,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 use rinfer_model::{
-    DeviceReport, Engine, EngineSettings, Event as EngineEvent, LoadedModel, SeqId,
+    DeviceReport, Engine, EngineSettings, Event as EngineEvent, LoadedModel, Request, SeqId,
 };
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -31,13 +34,45 @@ struct Running {
     arrived: Instant,
     /// When the previous token was sent (for the inter-token latency).
     last_token_at: Option<Instant>,
+    /// Which of the request's choices it is.
+    index: usize,
+}
+
+/// The choices of a request after its first, waiting for the first's prompt to be cached.
+struct Siblings {
+    request: Request,
+    choices: usize,
+    events: UnboundedSender<Event>,
+    arrived: Instant,
+}
+
+/// Requests in flight: running sequences by id, and the choices still to start by the id of
+/// their request's first choice.
+#[derive(Default)]
+struct InFlight {
+    running: HashMap<SeqId, Running>,
+    siblings: HashMap<SeqId, Siblings>,
+    /// First choices whose prompt completed this step: their siblings start after it.
+    ready: Vec<SeqId>,
+}
+
+impl InFlight {
+    /// Slots promised to choices not started yet.
+    fn reserved(&self) -> usize {
+        self.siblings.values().map(|s| s.choices - 1).sum()
+    }
 }
 
 /// Runs the scheduler on the calling thread until `stop` is set (or every sender is gone) and
 /// no sequence is left running.
 pub fn run(engine: &mut Engine<'_>, jobs: &Receiver<Job>, metrics: &Metrics, stop: &AtomicBool) {
     let settings = engine.settings();
-    let mut running: HashMap<SeqId, Running> = HashMap::with_capacity(settings.max_sequences);
+    let mut flight = InFlight {
+        running: HashMap::with_capacity(settings.max_sequences),
+        ..InFlight::default()
+    };
+    // A job waiting for room for all of its choices.
+    let mut held: Option<Job> = None;
     metrics.kv_capacity.store(
         (settings.max_sequences * settings.context) as i64,
         Ordering::Relaxed,
@@ -46,38 +81,83 @@ pub fn run(engine: &mut Engine<'_>, jobs: &Receiver<Job>, metrics: &Metrics, sto
         parallel = settings.max_sequences,
         context = settings.context,
         max_batch = settings.max_batch,
+        prefix_cache_mib = settings.prefix_cache_bytes >> 20,
         device = %engine.device(),
         "engine ready"
     );
     loop {
         // Admit new requests while there is room; wait only when nothing runs.
-        while engine.has_room() {
-            let job = if engine.is_busy() {
-                match jobs.try_recv() {
-                    Ok(job) => job,
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                }
-            } else {
-                match jobs.recv_timeout(IDLE_POLL) {
-                    Ok(job) => job,
-                    Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => continue,
-                    Err(_) => return,
+        loop {
+            let room = engine.free_slots().saturating_sub(flight.reserved());
+            if room == 0 {
+                break;
+            }
+            let job = match held.take() {
+                Some(job) => job,
+                None => {
+                    let job = if engine.is_busy() {
+                        match jobs.try_recv() {
+                            Ok(job) => job,
+                            Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                        }
+                    } else {
+                        match jobs.recv_timeout(IDLE_POLL) {
+                            Ok(job) => job,
+                            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => {
+                                continue;
+                            }
+                            Err(_) => return,
+                        }
+                    };
+                    metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                    job
                 }
             };
-            metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
-            admit(engine, job, &mut running, metrics);
+            if job.choices > room {
+                held = Some(job);
+                break;
+            }
+            admit(engine, job, &mut flight, metrics);
         }
-        cancel_abandoned(engine, &mut running, metrics);
+        cancel_abandoned(engine, &mut flight, metrics);
         if engine.is_busy() {
             let started = Instant::now();
-            let rows = engine.step(|event| relay(event, &mut running, metrics));
+            let rows = engine.step(|event| relay(event, &mut flight, metrics));
             tracing::debug!(
                 rows,
                 step_ms = started.elapsed().as_secs_f64() * 1e3,
                 "step"
             );
+            start_siblings(engine, &mut flight);
         }
         publish_occupancy(engine, metrics);
+    }
+}
+
+/// Starts the other choices of the requests whose first choice's prompt is now cached.
+fn start_siblings(engine: &mut Engine<'_>, flight: &mut InFlight) {
+    for leader in std::mem::take(&mut flight.ready) {
+        let Some(siblings) = flight.siblings.remove(&leader) else {
+            continue;
+        };
+        for index in 1..siblings.choices {
+            let mut request = siblings.request.clone();
+            request.sampling.seed = request.sampling.seed.wrapping_add(index as u64);
+            match engine.add(request) {
+                Ok(id) => {
+                    let running = Running {
+                        events: siblings.events.clone(),
+                        arrived: siblings.arrived,
+                        last_token_at: None,
+                        index,
+                    };
+                    flight.running.insert(id, running);
+                }
+                Err(error) => {
+                    let _ = siblings.events.send(Event::Failed(error.to_string()));
+                }
+            }
+        }
     }
 }
 
@@ -89,15 +169,11 @@ fn publish_occupancy(engine: &Engine<'_>, metrics: &Metrics) {
     metrics
         .kv_used
         .store(engine.cached_positions() as i64, Ordering::Relaxed);
+    metrics.prefix.publish(&engine.prefix_stats());
 }
 
 /// Starts `job` in the engine, or answers it with the engine's refusal.
-fn admit(
-    engine: &mut Engine<'_>,
-    job: Job,
-    running: &mut HashMap<SeqId, Running>,
-    metrics: &Metrics,
-) {
+fn admit(engine: &mut Engine<'_>, job: Job, flight: &mut InFlight, metrics: &Metrics) {
     if job.events.is_closed() {
         metrics.cancelled.fetch_add(1, Ordering::Relaxed);
         return;
@@ -106,18 +182,29 @@ fn admit(
         request,
         events,
         arrived,
+        choices,
     } = job;
     metrics
         .prompt_tokens
         .fetch_add(request.prompt.len() as u64, Ordering::Relaxed);
+    let siblings = (choices > 1).then(|| Siblings {
+        request: request.clone(),
+        choices,
+        events: events.clone(),
+        arrived,
+    });
     match engine.add(request) {
         Ok(id) => {
-            running.insert(
+            if let Some(siblings) = siblings {
+                flight.siblings.insert(id, siblings);
+            }
+            flight.running.insert(
                 id,
                 Running {
                     events,
                     arrived,
                     last_token_at: None,
+                    index: 0,
                 },
             );
         }
@@ -129,18 +216,16 @@ fn admit(
 }
 
 /// Ends the sequences whose clients closed their channel.
-fn cancel_abandoned(
-    engine: &mut Engine<'_>,
-    running: &mut HashMap<SeqId, Running>,
-    metrics: &Metrics,
-) {
-    let gone: Vec<SeqId> = running
+fn cancel_abandoned(engine: &mut Engine<'_>, flight: &mut InFlight, metrics: &Metrics) {
+    let gone: Vec<SeqId> = flight
+        .running
         .iter()
         .filter(|(_, r)| r.events.is_closed())
         .map(|(&id, _)| id)
         .collect();
     for id in gone {
-        running.remove(&id);
+        flight.running.remove(&id);
+        flight.siblings.remove(&id);
         engine.cancel(id, |_| {});
         metrics.cancelled.fetch_add(1, Ordering::Relaxed);
         tracing::debug!("client went away; generation cancelled");
@@ -148,12 +233,15 @@ fn cancel_abandoned(
 }
 
 /// Sends one engine event to its request's channel and counts it.
-fn relay(event: EngineEvent, running: &mut HashMap<SeqId, Running>, metrics: &Metrics) {
+fn relay(event: EngineEvent, flight: &mut InFlight, metrics: &Metrics) {
     match event {
         EngineEvent::Token {
             id, text, logprob, ..
         } => {
-            let Some(r) = running.get_mut(&id) else {
+            if flight.siblings.contains_key(&id) && !flight.ready.contains(&id) {
+                flight.ready.push(id);
+            }
+            let Some(r) = flight.running.get_mut(&id) else {
                 return;
             };
             metrics.generated_tokens.fetch_add(1, Ordering::Relaxed);
@@ -169,7 +257,11 @@ fn relay(event: EngineEvent, running: &mut HashMap<SeqId, Running>, metrics: &Me
             let logprobs: Vec<_> = logprob.into_iter().collect();
             if !text.is_empty() || !logprobs.is_empty() {
                 // A closed channel means the client left; the next step cancels the sequence.
-                let _ = r.events.send(Event::Delta { text, logprobs });
+                let _ = r.events.send(Event::Delta {
+                    index: r.index,
+                    text,
+                    logprobs,
+                });
             }
         }
         EngineEvent::Finished {
@@ -178,16 +270,19 @@ fn relay(event: EngineEvent, running: &mut HashMap<SeqId, Running>, metrics: &Me
             tokens,
             timings,
         } => {
-            if let Some(r) = running.remove(&id) {
+            if let Some(r) = flight.running.remove(&id) {
                 let _ = r.events.send(Event::Done {
+                    index: r.index,
                     finish: reason,
                     prompt_tokens: timings.prompt_tokens,
+                    cached_tokens: timings.cached_tokens,
                     completion_tokens: tokens.len(),
                 });
             }
         }
         EngineEvent::Failed { id, error } => {
-            if let Some(r) = running.remove(&id) {
+            flight.siblings.remove(&id);
+            if let Some(r) = flight.running.remove(&id) {
                 let _ = r.events.send(Event::Failed(error.to_string()));
             }
         }
@@ -276,9 +371,16 @@ impl Ready {
             })?;
         let trained = loaded.model.config.context_length;
         let context = config.context.unwrap_or(trained.min(DEFAULT_CONTEXT));
+        let settings = EngineSettings::parallel(config.parallel, context);
+        let prefix_cache_bytes = config
+            .kv_cache_mib
+            .map_or(settings.prefix_cache_bytes, |mib| mib << 20);
         Ok(Self {
             loaded,
-            settings: EngineSettings::parallel(config.parallel, context),
+            settings: EngineSettings {
+                prefix_cache_bytes,
+                ..settings
+            },
         })
     }
 }

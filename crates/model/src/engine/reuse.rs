@@ -1,0 +1,154 @@
+//! Where a new sequence starts, and what it does not compute again: the free slot whose cache
+//! still holds the longest exact prefix of its prompt, or the prefix cache's blocks copied into
+//! a slot when they cover more; and how the blocks of running sequences reach the prefix cache.
+//!
+//! A slot's cache keeps what its last sequence left (its tokens are remembered), so a chat that
+//! resends its history continues in place. Sliding-window layers keep a ring that has
+//! overwritten old positions, so a cache is cut back only as far as every ring still holds the
+//! window before the cut ([`Rings::can_truncate`]).
+
+use super::Engine;
+use super::executor::SeqCache;
+use super::prefix_cache::{BLOCK_TOKENS, BlockKey, BlockStore};
+use super::sequence::Sequence;
+use crate::config::ModelConfig;
+use crate::kv_cache::KvCache;
+
+/// The window and ring size of each sliding-window layer.
+pub(super) struct Rings(Vec<(usize, usize)>);
+
+impl Rings {
+    /// The rings of caches of `context` positions fed `max_batch` at a time.
+    pub(super) fn new(config: &ModelConfig, context: usize, max_batch: usize) -> Self {
+        let rings = (0..config.layers)
+            .filter_map(|layer| {
+                let window = config.window_of(layer)?;
+                Some((window, KvCache::slots(config, layer, context, max_batch)))
+            })
+            .collect();
+        Self(rings)
+    }
+
+    /// Whether a cache holding `held` positions, cut back to `keep`, still holds every row that
+    /// a query at position `keep` or later may attend to.
+    pub(super) fn can_truncate(&self, held: usize, keep: usize) -> bool {
+        keep >= held
+            || self.0.iter().all(|&(window, slots)| {
+                held <= slots || keep.saturating_sub(window) >= held - slots
+            })
+    }
+}
+
+/// Where a new sequence starts: its slot, the prompt tokens its cache already holds, and the
+/// prefix cache's keys of the blocks among them.
+pub(super) struct Placement {
+    pub(super) slot: usize,
+    pub(super) reused: usize,
+    pub(super) chain: Vec<BlockKey>,
+}
+
+impl Engine<'_> {
+    /// Takes a free slot for `prompt` and leaves in its cache the longest exact cached prefix
+    /// (never the whole prompt: the last token's logits are needed). `None` when no slot is
+    /// free.
+    pub(super) fn place(&mut self, prompt: &[u32]) -> Option<Placement> {
+        let limit = prompt.len().saturating_sub(1);
+        let (at, in_place) = self
+            .free
+            .iter()
+            .enumerate()
+            .map(|(at, &slot)| (at, self.in_place(slot, prompt, limit)))
+            .max_by_key(|&(at, n)| (n, at))?;
+        let slot = self.free.remove(at);
+        let chain = match self.caches[slot] {
+            SeqCache::Cpu(_) => self.store.longest_prefix(prompt, limit / BLOCK_TOKENS),
+            SeqCache::Cuda(_) => Vec::new(),
+        };
+        let from_store = chain.len() * BLOCK_TOKENS;
+        let cache = &mut self.caches[slot];
+        let reused = match cache {
+            SeqCache::Cpu(cache) if from_store > in_place => {
+                self.store.restore(&chain, cache);
+                from_store
+            }
+            _ => {
+                cache.truncate(in_place);
+                in_place
+            }
+        };
+        self.histories[slot].clear();
+        Some(Placement {
+            slot,
+            reused,
+            chain,
+        })
+    }
+
+    /// Prompt tokens (at most `limit`) that `slot`'s cache holds and may keep.
+    fn in_place(&self, slot: usize, prompt: &[u32], limit: usize) -> usize {
+        let held = &self.histories[slot];
+        let common = held
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(limit);
+        if self.rings.can_truncate(held.len(), common) {
+            common
+        } else {
+            0
+        }
+    }
+
+    /// Frees `seq`'s slot, remembering the tokens its cache holds (none if it failed).
+    pub(super) fn release(&mut self, seq: &Sequence<'_>) {
+        let history = &mut self.histories[seq.slot];
+        *history = if seq.failed {
+            Vec::new()
+        } else {
+            seq.fed(0..self.caches[seq.slot].len())
+        };
+        self.free.push(seq.slot);
+    }
+}
+
+/// Copies the blocks of `seq` that `cache` now completes into the prefix cache (CPU caches
+/// only; a sequence stops offering blocks once one cannot be stored).
+pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &SeqCache) {
+    let SeqCache::Cpu(cache) = cache else {
+        return;
+    };
+    while seq.capturing && (seq.chain.len() + 1) * BLOCK_TOKENS <= cache.len() {
+        let start = seq.chain.len() * BLOCK_TOKENS;
+        let tokens = seq.fed(start..start + BLOCK_TOKENS);
+        match store.insert(seq.chain.last().copied(), &tokens, cache, start) {
+            Some(key) => seq.chain.push(key),
+            None => seq.capturing = false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rings;
+
+    #[test]
+    fn a_ring_is_cut_back_only_while_it_still_holds_the_window_before_the_cut() {
+        // One sliding layer: window 8, ring of 12 slots.
+        let rings = Rings(vec![(8, 12)]);
+        assert!(rings.can_truncate(10, 3), "nothing overwritten yet");
+        assert!(rings.can_truncate(30, 30), "nothing cut");
+        assert!(
+            rings.can_truncate(30, 26),
+            "positions 18.. are held, 18..26 needed"
+        );
+        assert!(
+            !rings.can_truncate(30, 25),
+            "position 17 is needed but overwritten"
+        );
+        assert!(
+            Rings(Vec::new()).can_truncate(1000, 1),
+            "full layers keep everything"
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! `cargo xtask bench serve --multi-turn`: a chat with a long system prompt (about 1,000 tokens
+//! by default) whose every turn resends the whole history, as chat clients do, against
+//! `rinfer serve` and llama.cpp's `llama-server` (built as the model bench builds llama-bench),
+//! each with one slot, a context of 4096, the same model and threads. Prints the time to the
+//! first generated text of each turn for both, side by side.
+//!
+//! Replies are greedy with the end-of-generation tokens banned, so each is `--max-tokens`
+//! long; each server's conversation carries its own replies. Each server first answers one
+//! unrelated request, so that turn 1 is not its first request.
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use super::llama_cpp::LlamaCpp;
+use super::server::{Server, post};
+
+/// The context of the one slot of both servers.
+const CONTEXT: usize = 4096;
+/// End-of-generation ids of the default model (`<eos>`, `<end_of_turn>`), banned.
+const EOG_IDS: [u32; 2] = [1, 106];
+/// The user's questions, one per turn (cycled).
+const QUESTIONS: [&str; 6] = [
+    "What does entry 3 of the log say?",
+    "And entry 17?",
+    "Which entries mention a storm?",
+    "Summarise entries 20 to 25.",
+    "What did the keeper do after the fog?",
+    "Write a short closing note for the log.",
+];
+
+struct Options {
+    turns: usize,
+    system_rules: usize,
+    max_tokens: usize,
+    threads: usize,
+    rinfer_only: bool,
+}
+
+fn parse(args: &[&str]) -> Result<Options> {
+    let mut options = Options {
+        turns: 6,
+        system_rules: 28,
+        max_tokens: 32,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        rinfer_only: false,
+    };
+    let mut args = args.iter();
+    while let Some(&arg) = args.next() {
+        if arg == "--rinfer-only" {
+            options.rinfer_only = true;
+            continue;
+        }
+        let value = args
+            .next()
+            .with_context(|| format!("{arg} needs a value"))?;
+        let number = || -> Result<usize> {
+            let n: usize = value
+                .parse()
+                .with_context(|| format!("bad {arg} {value:?}"))?;
+            if n == 0 {
+                bail!("{arg} must be positive");
+            }
+            Ok(n)
+        };
+        match arg {
+            "--turns" => options.turns = number()?,
+            "--system-rules" => options.system_rules = number()?,
+            "--max-tokens" => options.max_tokens = number()?,
+            "--threads" => options.threads = number()?,
+            other => bail!("unknown option {other}; see `cargo xtask help`"),
+        }
+    }
+    Ok(options)
+}
+
+/// The system prompt: `rules` numbered rules of about 35 tokens each (the default model's
+/// tokenizer makes 1,422 tokens of 40).
+fn system_prompt(rules: usize) -> String {
+    (1..=rules)
+        .map(|i| {
+            format!(
+                "Rule {i}: when asked about entry {i} of the lighthouse log, quote the entry \
+                 exactly, give its date, then add one short remark about the weather."
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One turn as the client saw it.
+struct Turn {
+    /// Seconds from sending the request to the first generated text.
+    first_text_s: f64,
+    reply: String,
+    /// Prompt tokens and the cached ones among them, when the server reports them.
+    prompt_tokens: Option<u64>,
+    cached_tokens: Option<u64>,
+}
+
+/// Sends `messages` as one streamed chat request and times its first text.
+fn chat_turn(addr: SocketAddr, messages: &[Value], max_tokens: usize) -> Result<Turn> {
+    let bias: serde_json::Map<String, Value> = EOG_IDS
+        .iter()
+        .map(|id| (id.to_string(), json!(-100)))
+        .collect();
+    let body = json!({
+        "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": true,
+        "stream_options": {"include_usage": true}, "logit_bias": bias,
+    })
+    .to_string();
+    let start = Instant::now();
+    let reader = post(addr, "/v1/chat/completions", &body)?;
+    let mut turn = Turn {
+        first_text_s: f64::NAN,
+        reply: String::new(),
+        prompt_tokens: None,
+        cached_tokens: None,
+    };
+    let mut status_ok = false;
+    for line in reader.lines() {
+        let line = line?;
+        if line.starts_with("HTTP/1.1 ") {
+            status_ok = line.contains(" 200 ");
+        }
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data.starts_with("[DONE]") {
+            break;
+        }
+        let chunk: Value =
+            serde_json::from_str(data).with_context(|| format!("a bad chunk: {data}"))?;
+        if let Some(text) = chunk["choices"][0]["delta"]["content"].as_str()
+            && !text.is_empty()
+        {
+            if turn.reply.is_empty() {
+                turn.first_text_s = start.elapsed().as_secs_f64();
+            }
+            turn.reply.push_str(text);
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            turn.prompt_tokens = usage["prompt_tokens"].as_u64();
+            turn.cached_tokens = usage["prompt_tokens_details"]["cached_tokens"].as_u64();
+        }
+    }
+    if !status_ok || turn.reply.is_empty() {
+        bail!("a chat request failed or generated no text");
+    }
+    Ok(turn)
+}
+
+/// A warm-up request, then the conversation.
+fn conversation(server: &Server, options: &Options) -> Result<Vec<Turn>> {
+    chat_turn(
+        server.addr,
+        &[json!({"role": "user", "content": "Hello!"})],
+        4,
+    )?;
+    let mut messages =
+        vec![json!({"role": "system", "content": system_prompt(options.system_rules)})];
+    let mut turns = Vec::with_capacity(options.turns);
+    for i in 0..options.turns {
+        let question = QUESTIONS[i % QUESTIONS.len()];
+        messages.push(json!({"role": "user", "content": question}));
+        let turn = chat_turn(server.addr, &messages, options.max_tokens)?;
+        messages.push(json!({"role": "assistant", "content": turn.reply}));
+        eprintln!(
+            "turn {}: first text after {:.3} s",
+            i + 1,
+            turn.first_text_s
+        );
+        turns.push(turn);
+    }
+    Ok(turns)
+}
+
+/// Runs the scenario and prints a Markdown table.
+pub fn run(args: &[&str]) -> Result<()> {
+    let options = parse(args)?;
+    let model = crate::fetch_model::run()?;
+    crate::cargo(&["build", "--release", "-p", "rinfer-cli"])?;
+    let threads = options.threads.to_string();
+    let context = CONTEXT.to_string();
+
+    eprintln!("rinfer serve:");
+    let mut server = Server::rinfer(&["--parallel", "1", "--ctx", &context, "-t", &threads])?;
+    let ours = conversation(&server, &options)?;
+    server.stop();
+
+    let theirs = if options.rinfer_only {
+        None
+    } else {
+        let llama = LlamaCpp::obtain(&super::cache::root()?)?;
+        eprintln!("llama-server:");
+        let args = ["-c", &context, "-np", "1", "-t", &threads];
+        let mut server = Server::llama(llama.server(), &model, &args)?;
+        let turns = conversation(&server, &options)?;
+        server.stop();
+        Some(turns)
+    };
+
+    println!(
+        "| turn | prompt tokens | reused by rinfer | rinfer first token | llama-server first token |\n\
+         |---:|---:|---:|---:|---:|"
+    );
+    for (i, ours) in ours.iter().enumerate() {
+        let count = |n: Option<u64>| n.map_or("?".into(), |n| n.to_string());
+        let peer = theirs
+            .as_ref()
+            .map_or("-".into(), |t| format!("{:.3} s", t[i].first_text_s));
+        println!(
+            "| {} | {} | {} | {:.3} s | {peer} |",
+            i + 1,
+            count(ours.prompt_tokens),
+            count(ours.cached_tokens),
+            ours.first_text_s
+        );
+    }
+    println!(
+        "\nOne slot, context {CONTEXT}, default model, {} threads; a system prompt of {} rules, \
+         {} greedy tokens per reply, each turn resending the whole history.",
+        options.threads, options.system_rules, options.max_tokens
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use super::*;
+
+    #[test]
+    fn a_turn_reads_the_reply_and_usage_of_a_stream_and_skips_empty_chunks() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).unwrap();
+            let chunks = [
+                r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+                r#"{"choices":[{"delta":{"content":"Hello"}}]}"#,
+                r#"{"choices":[{"delta":{"content":" there"}}]}"#,
+                r#"{"choices":[],"usage":{"prompt_tokens":1040,"prompt_tokens_details":{"cached_tokens":1001}}}"#,
+            ];
+            let mut body = String::new();
+            for chunk in chunks {
+                body.push_str(&format!("data: {chunk}\n\n"));
+            }
+            body.push_str("data: [DONE]\n\n");
+            write!(
+                socket,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{body}"
+            )
+            .unwrap();
+        });
+        let turn = chat_turn(addr, &[json!({"role": "user", "content": "Hi"})], 4).unwrap();
+        server.join().unwrap();
+        assert_eq!(turn.reply, "Hello there");
+        assert!(turn.first_text_s >= 0.0);
+        assert_eq!(
+            (turn.prompt_tokens, turn.cached_tokens),
+            (Some(1040), Some(1001))
+        );
+    }
+
+    #[test]
+    fn the_default_system_prompt_is_about_a_thousand_tokens() {
+        // 40 rules are 5,701 characters and 1,422 tokens of the default model.
+        let chars = system_prompt(28).len();
+        assert!((3_700..4_300).contains(&chars), "{chars} characters");
+    }
+}
