@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::{BlockFormat, VecDot};
+use super::{BlockFormat, Quantize, VecDot};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -51,6 +51,30 @@ impl BlockFormat for BlockMxfp4 {
             out[j] = KVALUES[(q & 0xF) as usize] as f32 * d;
             out[j + 16] = KVALUES[(q >> 4) as usize] as f32 * d;
         }
+    }
+}
+
+impl Quantize for BlockMxfp4 {
+    /// ggml's `quantize_row_mxfp4_ref`: the exponent puts the largest magnitude in the top
+    /// binade of the codes (`floor(log2(amax)) − 2`), and each value takes the code nearest it
+    /// (the first of equally near ones).
+    fn quantize(x: &[f32]) -> Self {
+        let amax = x.iter().fold(0.0f32, |m, v| if m < v.abs() { v.abs() } else { m });
+        let e = if amax > 0.0 {
+            (amax.log2().floor() - 2.0 + 127.0).clamp(0.0, 255.0) as u8
+        } else {
+            0
+        };
+        let d = e8m0_to_f32_half(e);
+        let nearest = |v: f32| {
+            let err = |i: usize| (KVALUES[i] as f32 * d - v).abs();
+            (1..16).fold(0, |best, i| if err(i) < err(best) { i } else { best }) as u8
+        };
+        let mut qs = [0u8; 16];
+        for (j, q) in qs.iter_mut().enumerate() {
+            *q = nearest(x[j]) | nearest(x[j + 16]) << 4;
+        }
+        BlockMxfp4 { e, qs }
     }
 }
 

@@ -56,3 +56,24 @@ proptest! {
         check_avx2_dot(&w, &x, x86::vec_dot, no_min_terms);
     }
 }
+
+/// A block whose values are codes times its scale comes back unchanged; other values take the
+/// nearest code, never one farther than half a step.
+#[test]
+fn quantize_keeps_representable_values_and_rounds_others_to_the_nearest_code() {
+    use crate::quant::Quantize;
+    let exact: Vec<f32> = (0..32).map(|j| KVALUES[j % 16] as f32 * 0.25).collect();
+    let block = BlockMxfp4::quantize(&exact);
+    let mut back = [0.0f32; 32];
+    block.dequantize(&mut back);
+    assert_eq!(back.to_vec(), exact);
+
+    let x: Vec<f32> = (0..32).map(|j| (j as f32 - 15.5) * 0.37).collect();
+    let block = BlockMxfp4::quantize(&x);
+    block.dequantize(&mut back);
+    let d = e8m0_to_f32_half(block.e);
+    for (v, b) in x.iter().zip(&back) {
+        assert!((v - b).abs() <= 2.0 * d + 1e-6, "{v} became {b}");
+    }
+    assert_eq!(BlockMxfp4::quantize(&[0.0; 32]), BlockMxfp4 { e: 0, qs: [0; 16] });
+}
