@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::auth::ApiKeys;
+
 /// The most sequences decoded together.
 pub const MAX_PARALLEL: usize = 1024;
 /// The most requests that may wait for a free sequence.
@@ -54,6 +56,11 @@ pub struct ServeConfig {
     /// `--chat-template`: a built-in format's name or a Jinja file, used instead of the model's
     /// own template (`None`: the model's, else its family's built-in format).
     pub chat_template: Option<String>,
+    /// Keys a request must carry as `Authorization: Bearer KEY` on `/v1/*`, `/tokenize` and
+    /// `/detokenize` (and `/metrics` unless `open_metrics`); none: the API is open.
+    pub api_keys: ApiKeys,
+    /// Serve `/metrics` without a key even when keys are configured.
+    pub open_metrics: bool,
 }
 
 impl ServeConfig {
@@ -71,6 +78,8 @@ impl ServeConfig {
             threads: None,
             max_body_bytes: 2 << 20,
             chat_template: None,
+            api_keys: ApiKeys::default(),
+            open_metrics: false,
             max_connections: 512,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),

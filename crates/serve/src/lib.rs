@@ -14,6 +14,9 @@
 //! Every request is validated before it reaches the engine; anything rinfer does not implement
 //! is refused with a 400 that names the field, never ignored.
 //!
+//! With API keys configured, `/v1/*`, `/tokenize`, `/detokenize` (and `/metrics`, unless
+//! opened) answer only requests carrying one as `Authorization: Bearer KEY`.
+//!
 //! Clients are not trusted: connections are capped and must send their headers and bodies
 //! within timeouts, bodies are bounded, the `Host` and `Origin` of a request are checked
 //! (against DNS rebinding and cross-site requests), and a request whose client leaves stops
@@ -21,6 +24,7 @@
 
 #![forbid(unsafe_code)]
 
+mod auth;
 mod blocking;
 mod chat;
 mod config;
@@ -34,11 +38,13 @@ mod routes;
 mod scheduler;
 mod server;
 mod state;
+mod structured;
 mod validate;
 
 #[doc(hidden)]
 pub mod fuzzing;
 
+pub use auth::ApiKeys;
 pub use config::{MAX_PARALLEL, MAX_QUEUE, MAX_THREADS, ServeConfig};
 pub use error::ServeError;
 pub use server::serve;

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::structured::ResponseFormat;
 
 /// Which OpenAI endpoint a request came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,8 @@ pub struct GenerationRequest {
     pub user: Option<String>,
     /// Choices per request; only 1 is supported.
     pub n: Option<u64>,
+    /// `text`, `json_object` or `json_schema`: the output is constrained to follow it.
+    pub response_format: Option<ResponseFormat>,
 }
 
 /// `stream_options`.

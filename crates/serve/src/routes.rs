@@ -19,6 +19,7 @@ use http_body_util::LengthLimitError;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use crate::auth;
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
 use crate::request::Endpoint;
@@ -29,16 +30,26 @@ use crate::scheduler::job::{Event, Job};
 use crate::state::{AppState, Served};
 use crate::validate::{self, Validated};
 
-/// Every route, behind the host, origin and media-type checks and the request counter.
+/// Every route, behind the host, origin and media-type checks and the request counter; the
+/// API (and `/metrics` unless opened) also behind the key check.
 pub fn router(state: Arc<AppState>, policy: Arc<RequestPolicy>) -> Router {
-    Router::new()
+    let keys = Arc::new(state.config.api_keys.clone());
+    let metrics_route = Router::new().route("/metrics", get(metrics));
+    let mut keyed = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
         .route("/tokenize", post(tokenize))
-        .route("/detokenize", post(detokenize))
+        .route("/detokenize", post(detokenize));
+    let mut open = Router::new().route("/health", get(health));
+    if state.config.open_metrics {
+        open = open.merge(metrics_route);
+    } else {
+        keyed = keyed.merge(metrics_route);
+    }
+    keyed
+        .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
+        .merge(open)
         .route_layer(middleware::from_fn(request_policy::require_json))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -85,6 +85,12 @@ pub fn validate(
         ));
     }
     let max_tokens = max_tokens(&req, endpoint, prompt.len(), served.ready.settings.context)?;
+    cancel.check()?;
+    let constraint = served.structured.constraint(
+        req.response_format.as_ref(),
+        &served.ready.loaded.tokenizer,
+        vocab,
+    )?;
     Ok(Validated {
         request: Request {
             prompt,
@@ -94,6 +100,7 @@ pub fn validate(
             logprobs: checked.logprobs,
             // OpenAI's penalties count every generated token, and only those.
             penalize_prompt: false,
+            constraint,
         },
         stream: checked.stream,
         include_usage: checked.include_usage,

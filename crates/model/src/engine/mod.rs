@@ -23,6 +23,7 @@
 //! # Ok::<(), rinfer_model::ModelError>(())
 //! ```
 
+mod constraint;
 mod executor;
 mod logprobs;
 mod request;
@@ -36,6 +37,7 @@ pub use rinfer_cuda::{DeviceReport, DeviceRequest};
 
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
+pub use constraint::{ConstraintMatcher, TokenConstraint};
 use executor::{Executor, SeqCache, Sizes};
 pub use request::{Event, FinishReason, Generation, Request, SeqId, Timings, TokenLogprob};
 use sequence::Sequence;
