@@ -49,8 +49,9 @@ pub fn python_with(modules: &[&str], packages: &[&str]) -> PathBuf {
         );
     }
     run(
-        Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet"])
+        // `python -m pip`: a venv copied from another target keeps the other's `bin/pip`.
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet"])
             .args(packages),
         "pip install the test's packages",
     );
