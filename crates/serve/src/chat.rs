@@ -4,6 +4,9 @@
 
 use rinfer_model::LoadedModel;
 use rinfer_model::chat_template::{ChatMessage, ChatTemplateError, ResolvedChatTemplate, resolve};
+use serde_json::Value;
+
+use crate::tools::ToolFormat;
 
 /// How conversations are turned into prompt tokens.
 pub struct ChatFormat {
@@ -52,10 +55,13 @@ impl ChatFormat {
 
     /// Renders `messages` with the assistant's turn opened, to token ids: the template's markup
     /// as control tokens, the messages' text as text.
+    /// `tools` (when given) are passed to the template as Hugging Face's `apply_chat_template`
+    /// passes them.
     pub fn render_tokens(
         &self,
         loaded: &LoadedModel,
         messages: &[ChatMessage],
+        tools: Option<&Value>,
     ) -> Result<Vec<u32>, ChatError> {
         let resolved = self
             .chosen
@@ -63,8 +69,15 @@ impl ChatFormat {
             .map_err(|e| ChatError::NoTemplate(e.clone()))?;
         resolved
             .template
-            .render_tokens(messages, true, &loaded.tokenizer)
+            .render_tokens_with_tools(messages, tools, true, &loaded.tokenizer, None)
             .map_err(ChatError::Template)
+    }
+
+    /// How the template's model writes tool calls (the generic format without a template).
+    pub fn tool_format(&self) -> ToolFormat {
+        self.chosen.as_ref().map_or(ToolFormat::Generic, |r| {
+            ToolFormat::of_template(&r.template)
+        })
     }
 }
 

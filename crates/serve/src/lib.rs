@@ -39,6 +39,7 @@ mod scheduler;
 mod server;
 mod state;
 mod structured;
+mod tools;
 mod validate;
 
 #[doc(hidden)]

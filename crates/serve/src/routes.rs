@@ -19,6 +19,8 @@ use http_body_util::LengthLimitError;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use rinfer_model::FinishReason;
+
 use crate::auth;
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
@@ -28,6 +30,7 @@ use crate::request_policy::{self, RequestPolicy};
 use crate::response::{self, ResponseMeta, Usage};
 use crate::scheduler::job::{Event, Job};
 use crate::state::{AppState, Served};
+use crate::tools::{ChatOutput, Delta, StreamShaper, output as tools_output};
 use crate::validate::{self, Validated};
 
 /// Every route, behind the host, origin and media-type checks and the request counter; the
@@ -179,6 +182,7 @@ async fn generate(
         request,
         stream,
         include_usage,
+        output,
     } = request;
     let logprobs = request.logprobs;
     let (events, receiver) = unbounded_channel();
@@ -195,9 +199,10 @@ async fn generate(
             receiver,
             include_usage,
             logprobs.is_some(),
+            output,
         ))
     } else {
-        collect_response(meta, receiver, logprobs.is_some()).await
+        collect_response(meta, receiver, logprobs.is_some(), output).await
     }
 }
 
@@ -228,6 +233,7 @@ async fn collect_response(
     meta: ResponseMeta,
     mut receiver: UnboundedReceiver<Event>,
     logprobs: bool,
+    output: Option<ChatOutput>,
 ) -> Result<Response, ApiError> {
     let mut text = String::new();
     let mut entries = Vec::new();
@@ -251,7 +257,15 @@ async fn collect_response(
                     prompt: prompt_tokens,
                     completion: completion_tokens,
                 };
-                let body = response::full(&meta, &text, finish, usage, logprobs);
+                let mut body = response::full(&meta, &text, finish, usage, logprobs);
+                if let Some(output) = output {
+                    let (message, called) = output.message(&text);
+                    let choice = &mut body["choices"][0];
+                    choice["message"] = message;
+                    if called && finish != FinishReason::Length {
+                        choice["finish_reason"] = json!(TOOL_CALLS_FINISH);
+                    }
+                }
                 return Ok(axum::Json(body).into_response());
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),
@@ -272,7 +286,30 @@ struct StreamState {
     opening: bool,
     /// Completions' `text_offset` of the next token.
     offset: usize,
+    /// Chat: reasoning and tool calls split from the answer.
+    shaper: Option<StreamShaper>,
     done: bool,
+}
+
+/// The `finish_reason` of an answer that calls tools (one cut by `max_tokens` keeps `length`).
+const TOOL_CALLS_FINISH: &str = "tool_calls";
+
+/// The chunks of shaped deltas.
+fn delta_events(meta: &ResponseMeta, deltas: Vec<Delta>, calls_sent: &mut usize) -> String {
+    let mut out = String::new();
+    for delta in deltas {
+        let delta = match delta {
+            Delta::Content(text) => json!({"content": text}),
+            Delta::Reasoning(text) => json!({"reasoning_content": text}),
+            Delta::ToolCalls(calls) => {
+                let entries = tools_output::calls_json(&calls, *calls_sent, true);
+                *calls_sent += calls.len();
+                json!({"tool_calls": entries})
+            }
+        };
+        out.push_str(&sse(&response::chat_chunk(meta, delta, None)));
+    }
+    out
 }
 
 fn sse(value: &Value) -> String {
@@ -284,6 +321,7 @@ fn stream_response(
     receiver: UnboundedReceiver<Event>,
     include_usage: bool,
     logprobs: bool,
+    output: Option<ChatOutput>,
 ) -> Response {
     let opening = meta.endpoint == Endpoint::Chat;
     let state = StreamState {
@@ -293,6 +331,7 @@ fn stream_response(
         logprobs,
         opening,
         offset: 0,
+        shaper: output.map(|o| o.stream()),
         done: false,
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
@@ -309,27 +348,43 @@ fn stream_response(
                 let logprobs = s
                     .logprobs
                     .then(|| response::logprobs_json(s.meta.endpoint, &logprobs, &mut s.offset));
-                out.push_str(&sse(&response::chunk(
-                    &s.meta,
-                    Some(&text),
-                    false,
-                    logprobs,
-                    None,
-                )));
+                match s.shaper.as_mut() {
+                    // Shaped text goes out as it is released; log-probabilities as they come.
+                    Some(shaper) => {
+                        let deltas = shaper.push(&text);
+                        out.push_str(&delta_events(&s.meta, deltas, &mut 0));
+                        if let Some(logprobs) = logprobs {
+                            let mut chunk = response::chat_chunk(&s.meta, json!({}), None);
+                            chunk["choices"][0]["logprobs"] = logprobs;
+                            out.push_str(&sse(&chunk));
+                        }
+                    }
+                    None => out.push_str(&sse(&response::chunk(
+                        &s.meta,
+                        Some(&text),
+                        false,
+                        logprobs,
+                        None,
+                    ))),
+                }
             }
             Some(Event::Done {
                 finish,
                 prompt_tokens,
                 completion_tokens,
             }) => {
+                let mut called = false;
+                if let Some(shaper) = s.shaper.as_mut() {
+                    let (deltas, calls) = shaper.finish();
+                    called = calls;
+                    out.push_str(&delta_events(&s.meta, deltas, &mut 0));
+                }
                 let text = (s.meta.endpoint == Endpoint::Completions).then_some("");
-                out.push_str(&sse(&response::chunk(
-                    &s.meta,
-                    text,
-                    false,
-                    None,
-                    Some(finish),
-                )));
+                let mut last = response::chunk(&s.meta, text, false, None, Some(finish));
+                if called && finish != FinishReason::Length {
+                    last["choices"][0]["finish_reason"] = json!(TOOL_CALLS_FINISH);
+                }
+                out.push_str(&sse(&last));
                 if s.include_usage {
                     let usage = Usage {
                         prompt: prompt_tokens,

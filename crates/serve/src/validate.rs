@@ -13,6 +13,7 @@ use crate::chat::ChatError;
 use crate::error::ApiError;
 use crate::request::{ChatMessageIn, Endpoint, GenerationRequest};
 use crate::state::Served;
+use crate::tools::{self, ChatOutput, ToolPlan};
 
 /// A request the engine can run, and how to answer it.
 #[derive(Debug)]
@@ -23,6 +24,8 @@ pub struct Validated {
     pub stream: bool,
     /// Send a last chunk with the usage (streaming only).
     pub include_usage: bool,
+    /// Chat: how the answer is read back (reasoning, tool calls).
+    pub output: Option<ChatOutput>,
 }
 
 /// Most stop strings, as OpenAI allows.
@@ -73,10 +76,24 @@ pub fn validate(
     check_model(req.model.as_deref(), served)?;
     let vocab = served.ready.loaded.model.config.vocab_size;
     let checked = check(&req, endpoint, vocab)?;
+    let tool_format = served.chat.tool_format();
+    let plan = ToolPlan::new(
+        req.tools.as_deref(),
+        req.tool_choice.as_ref(),
+        req.parallel_tool_calls,
+        tool_format,
+    )?;
     let prompt = match checked.prompt {
         PromptInput::Text(text) => encode(served, text, true, true, "prompt", cancel)?,
         PromptInput::Ids(ids) => ids,
-        PromptInput::Chat(messages) => chat_prompt(&messages, served, cancel)?,
+        PromptInput::Chat(messages) if tool_format.template_renders_tools() => {
+            let tools = plan.as_ref().map(ToolPlan::template_tools);
+            chat_prompt(&messages, tools.as_ref(), served, cancel)?
+        }
+        PromptInput::Chat(messages) => {
+            let messages = tools::generic_conversation(messages, plan.as_ref());
+            chat_prompt(&messages, None, served, cancel)?
+        }
     };
     if prompt.is_empty() {
         return Err(ApiError::invalid(
@@ -86,11 +103,16 @@ pub fn validate(
     }
     let max_tokens = max_tokens(&req, endpoint, prompt.len(), served.ready.settings.context)?;
     cancel.check()?;
-    let constraint = served.structured.constraint(
-        req.response_format.as_ref(),
-        &served.ready.loaded.tokenizer,
-        vocab,
-    )?;
+    let constraint = match &plan {
+        Some(plan) if plan.constrained() => {
+            tools::call_constraint(plan, req.response_format.as_ref(), served, vocab)?
+        }
+        _ => served.structured.constraint(
+            req.response_format.as_ref(),
+            &served.ready.loaded.tokenizer,
+            vocab,
+        )?,
+    };
     Ok(Validated {
         request: Request {
             prompt,
@@ -104,6 +126,9 @@ pub fn validate(
         },
         stream: checked.stream,
         include_usage: checked.include_usage,
+        output: (endpoint == Endpoint::Chat).then(|| ChatOutput {
+            tools: plan.map(|p| p.format),
+        }),
     })
 }
 
@@ -128,6 +153,9 @@ pub fn check(
             ("messages", req.messages.is_some()),
             ("max_completion_tokens", req.max_completion_tokens.is_some()),
             ("top_logprobs", req.top_logprobs.is_some()),
+            ("tools", req.tools.is_some()),
+            ("tool_choice", req.tool_choice.is_some()),
+            ("parallel_tool_calls", req.parallel_tool_calls.is_some()),
         ],
         Endpoint::Chat => &[("prompt", req.prompt.is_some())],
     };
@@ -417,13 +445,14 @@ fn chat_messages(messages: Option<&[ChatMessageIn]>) -> Result<Vec<ChatMessage>,
 
 fn chat_prompt(
     messages: &[ChatMessage],
+    tools: Option<&Value>,
     served: &Served,
     cancel: &CancelFlag,
 ) -> Result<Vec<u32>, ApiError> {
     cancel.check()?;
     let tokens = served
         .chat
-        .render_tokens(&served.ready.loaded, messages)
+        .render_tokens(&served.ready.loaded, messages, tools)
         .map_err(|e| match e {
             ChatError::NoTemplate(message) => ApiError::invalid("messages", message),
             ChatError::Template(ChatTemplateError::Rejected(message)) => ApiError::invalid(
@@ -447,15 +476,20 @@ fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
         "system" | "developer" => "system",
         "user" => "user",
         "assistant" => "assistant",
+        "tool" => "tool",
         other => {
             return Err(ApiError::invalid(
                 format!("messages[{i}].role"),
-                format!("role {other:?} is not supported (system, developer, user, assistant are)"),
+                format!(
+                    "role {other:?} is not supported (system, developer, user, assistant, tool are)"
+                ),
             ));
         }
     };
+    let extra = tools::message_fields(i, m)?;
     let param = format!("messages[{i}].content");
     let content = match &m.content {
+        Value::Null if extra.contains_key("tool_calls") => String::new(),
         Value::String(s) => s.clone(),
         Value::Array(parts) => {
             let mut text = String::new();
@@ -501,7 +535,9 @@ fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
             ));
         }
     };
-    Ok(ChatMessage::new(role, content))
+    let mut message = ChatMessage::new(role, content);
+    message.extra = extra;
+    Ok(message)
 }
 
 /// The tokens to generate: what the request asks (or the endpoint's default), refused when the
