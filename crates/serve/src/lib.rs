@@ -3,7 +3,8 @@
 //! [`serve`] binds the address at once (so `/health` answers 503 while the model loads), loads
 //! the model on a dedicated engine thread, and answers `/v1/completions`,
 //! `/v1/chat/completions`, `/v1/models`, `/health`, `/metrics`, `/tokenize` and `/detokenize`
-//! until SIGTERM or Ctrl-C, then drains the requests in flight and returns.
+//! (and a chat page at `/`) until SIGTERM or Ctrl-C, then drains the requests in flight and
+//! returns.
 //!
 //! The engine thread owns the model, the scratch buffers and a pool of KV caches (one per
 //! parallel sequence) and runs one batched forward pass per step over every running sequence
@@ -31,6 +32,7 @@ mod config;
 mod connections;
 mod error;
 mod metrics;
+mod page;
 mod request;
 mod request_policy;
 mod response;

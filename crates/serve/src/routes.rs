@@ -24,6 +24,7 @@ use rinfer_model::FinishReason;
 use crate::auth;
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
+use crate::page;
 use crate::request::Endpoint;
 use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest};
 use crate::request_policy::{self, RequestPolicy};
@@ -44,7 +45,9 @@ pub fn router(state: Arc<AppState>, policy: Arc<RequestPolicy>) -> Router {
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize));
-    let mut open = Router::new().route("/health", get(health));
+    let mut open = Router::new()
+        .route("/", get(page::chat_page))
+        .route("/health", get(health));
     if state.config.open_metrics {
         open = open.merge(metrics_route);
     } else {
