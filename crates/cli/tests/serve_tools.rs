@@ -254,3 +254,38 @@ fn tool_misuse_is_a_400_naming_the_field() {
         assert_eq!(r.error_param().as_deref(), Some(param), "{body}");
     }
 }
+
+#[test]
+fn streamed_chat_keeps_every_token_logprob_and_the_whole_text() {
+    let s = server("models/gemma3-tiny-q4_k_m.gguf", None);
+    let body = json!({
+        "messages": [{"role": "user", "content": "Hello"}],
+        "max_tokens": 12,
+        "temperature": 0,
+        "logprobs": true,
+        "top_logprobs": 2,
+    });
+    let whole = s.post("/v1/chat/completions", &body).json();
+    let mut streamed_body = body.clone();
+    streamed_body["stream"] = json!(true);
+    streamed_body["stream_options"] = json!({"include_usage": true});
+    let r = s.post("/v1/chat/completions", &streamed_body);
+    let (mut text, mut entries, mut usage) = (String::new(), 0, 0);
+    for event in r.events() {
+        if event == "[DONE]" {
+            break;
+        }
+        let chunk: Value = serde_json::from_str(&event).unwrap();
+        if let Some(n) = chunk["usage"]["completion_tokens"].as_u64() {
+            usage = n;
+        }
+        let Some(choice) = chunk["choices"].get(0) else {
+            continue;
+        };
+        text.push_str(choice["delta"]["content"].as_str().unwrap_or(""));
+        entries += choice["logprobs"]["content"].as_array().map_or(0, Vec::len);
+    }
+    assert_eq!(text, whole["choices"][0]["message"]["content"]);
+    assert_eq!(entries as u64, usage);
+    assert_eq!(usage, whole["usage"]["completion_tokens"]);
+}

@@ -297,22 +297,30 @@ struct StreamState {
 /// The `finish_reason` of an answer that calls tools (one cut by `max_tokens` keeps `length`).
 const TOOL_CALLS_FINISH: &str = "tool_calls";
 
-/// The chunks of shaped deltas.
-fn delta_events(meta: &ResponseMeta, deltas: Vec<Delta>, calls_sent: &mut usize) -> String {
-    let mut out = String::new();
-    for delta in deltas {
-        let delta = match delta {
-            Delta::Content(text) => json!({"content": text}),
-            Delta::Reasoning(text) => json!({"reasoning_content": text}),
-            Delta::ToolCalls(calls) => {
-                let entries = tools_output::calls_json(&calls, *calls_sent, true);
-                *calls_sent += calls.len();
-                json!({"tool_calls": entries})
-            }
-        };
-        out.push_str(&sse(&response::chat_chunk(meta, delta, None)));
+/// The chunks of shaped deltas; `logprobs` (of the tokens that released them) go with the
+/// first, or alone when the tokens released nothing yet.
+fn delta_events(meta: &ResponseMeta, deltas: Vec<Delta>, logprobs: Option<Value>) -> String {
+    let mut chunks: Vec<Value> = deltas
+        .into_iter()
+        .map(|delta| {
+            let delta = match delta {
+                Delta::Content(text) => json!({"content": text}),
+                Delta::Reasoning(text) => json!({"reasoning_content": text}),
+                // Calls are sent once, whole, at the end: their indices start at 0.
+                Delta::ToolCalls(calls) => {
+                    json!({"tool_calls": tools_output::calls_json(&calls, 0, true)})
+                }
+            };
+            response::chat_chunk(meta, delta, None)
+        })
+        .collect();
+    if let Some(logprobs) = logprobs {
+        if chunks.is_empty() {
+            chunks.push(response::chat_chunk(meta, json!({}), None));
+        }
+        chunks[0]["choices"][0]["logprobs"] = logprobs;
     }
-    out
+    chunks.iter().map(sse).collect()
 }
 
 fn sse(value: &Value) -> String {
@@ -352,15 +360,10 @@ fn stream_response(
                     .logprobs
                     .then(|| response::logprobs_json(s.meta.endpoint, &logprobs, &mut s.offset));
                 match s.shaper.as_mut() {
-                    // Shaped text goes out as it is released; log-probabilities as they come.
+                    // Shaped text goes out as it is released, log-probabilities as they come.
                     Some(shaper) => {
                         let deltas = shaper.push(&text);
-                        out.push_str(&delta_events(&s.meta, deltas, &mut 0));
-                        if let Some(logprobs) = logprobs {
-                            let mut chunk = response::chat_chunk(&s.meta, json!({}), None);
-                            chunk["choices"][0]["logprobs"] = logprobs;
-                            out.push_str(&sse(&chunk));
-                        }
+                        out.push_str(&delta_events(&s.meta, deltas, logprobs));
                     }
                     None => out.push_str(&sse(&response::chunk(
                         &s.meta,
@@ -380,7 +383,7 @@ fn stream_response(
                 if let Some(shaper) = s.shaper.as_mut() {
                     let (deltas, calls) = shaper.finish();
                     called = calls;
-                    out.push_str(&delta_events(&s.meta, deltas, &mut 0));
+                    out.push_str(&delta_events(&s.meta, deltas, None));
                 }
                 let text = (s.meta.endpoint == Endpoint::Completions).then_some("");
                 let mut last = response::chunk(&s.meta, text, false, None, Some(finish));
