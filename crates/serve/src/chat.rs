@@ -3,10 +3,10 @@
 //! built-in format of its family. The choice is logged at start and shown by `/v1/models`.
 
 use rinfer_model::LoadedModel;
-use rinfer_model::chat_template::{ChatMessage, ChatTemplateError, ResolvedChatTemplate, resolve};
+use rinfer_model::chat_template::{
+    ChatMessage, ChatTemplate, ChatTemplateError, ResolvedChatTemplate, resolve,
+};
 use serde_json::Value;
-
-use crate::tools::ToolFormat;
 
 /// How conversations are turned into prompt tokens.
 pub struct ChatFormat {
@@ -73,11 +73,9 @@ impl ChatFormat {
             .map_err(ChatError::Template)
     }
 
-    /// How the template's model writes tool calls (the generic format without a template).
-    pub fn tool_format(&self) -> ToolFormat {
-        self.chosen.as_ref().map_or(ToolFormat::Generic, |r| {
-            ToolFormat::of_template(&r.template)
-        })
+    /// The template in use, if any.
+    pub fn template(&self) -> Option<&ChatTemplate> {
+        self.chosen.as_ref().ok().map(|r| r.template.as_ref())
     }
 }
 

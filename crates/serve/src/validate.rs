@@ -2,9 +2,11 @@
 //! and against the model, the prompt tokenized, the context respected. Nothing is clamped or
 //! truncated silently; what cannot be honoured is a 400 naming the field.
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rinfer_model::chat_template::{ChatMessage, ChatTemplateError};
+use rinfer_model::engine::TokenConstraint;
 use rinfer_model::{Request, SamplingParams};
 use serde_json::Value;
 
@@ -13,7 +15,8 @@ use crate::chat::ChatError;
 use crate::error::ApiError;
 use crate::request::{ChatMessageIn, Endpoint, GenerationRequest};
 use crate::state::Served;
-use crate::tools::{self, ChatOutput, ToolPlan};
+use crate::structured::ResponseFormat;
+use crate::tools::{self, ChatOutput, ToolFormat, ToolPlan};
 
 /// A request the engine can run, and how to answer it.
 #[derive(Debug)]
@@ -76,7 +79,10 @@ pub fn validate(
     check_model(req.model.as_deref(), served)?;
     let vocab = served.ready.loaded.model.config.vocab_size;
     let checked = check(&req, endpoint, vocab)?;
-    let tool_format = served.chat.tool_format();
+    let tool_format = served
+        .chat
+        .template()
+        .map_or(ToolFormat::Generic, ToolFormat::of_template);
     let plan = ToolPlan::new(
         req.tools.as_deref(),
         req.tool_choice.as_ref(),
@@ -105,7 +111,7 @@ pub fn validate(
     cancel.check()?;
     let constraint = match &plan {
         Some(plan) if plan.constrained() => {
-            tools::call_constraint(plan, req.response_format.as_ref(), served, vocab)?
+            call_constraint(plan, req.response_format.as_ref(), served, vocab)?
         }
         _ => served.structured.constraint(
             req.response_format.as_ref(),
@@ -130,6 +136,39 @@ pub fn validate(
             tools: plan.map(|p| p.format),
         }),
     })
+}
+
+/// The constraint of a `required` or named `tool_choice`: calls in the plan's format, their
+/// arguments valid against the function's schema. `response_format` cannot be combined with
+/// it.
+pub fn call_constraint(
+    plan: &ToolPlan,
+    response_format: Option<&ResponseFormat>,
+    served: &Served,
+    vocab: usize,
+) -> Result<Option<Arc<dyn TokenConstraint>>, ApiError> {
+    if !matches!(response_format, None | Some(ResponseFormat::Text)) {
+        return Err(ApiError::invalid(
+            "response_format",
+            "`response_format` cannot be combined with a `tool_choice` that requires a call",
+        ));
+    }
+    let constraint = served
+        .structured
+        .compile(
+            tools::call_grammar(plan),
+            &served.ready.loaded.tokenizer,
+            vocab,
+        )
+        .map_err(|e| {
+            ApiError::invalid(
+                "tools",
+                format!(
+                    "the functions' parameter schemas cannot be used for constrained decoding: {e}"
+                ),
+            )
+        })?;
+    Ok(Some(Arc::new(constraint)))
 }
 
 /// Checks every field of `req` for `endpoint` but the model name, for a vocabulary of `vocab`
@@ -486,7 +525,13 @@ fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
             ));
         }
     };
-    let extra = tools::message_fields(i, m)?;
+    let extra = tools::message_fields(
+        i,
+        &m.role,
+        m.tool_calls.as_deref(),
+        m.tool_call_id.as_deref(),
+        m.name.as_deref(),
+    )?;
     let param = format!("messages[{i}].content");
     let content = match &m.content {
         Value::Null if extra.contains_key("tool_calls") => String::new(),

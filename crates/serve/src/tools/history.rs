@@ -7,15 +7,20 @@ use serde_json::{Map, Value, json};
 use super::ToolPlan;
 use super::format::generic_instructions;
 use crate::error::ApiError;
-use crate::request::ChatMessageIn;
 
 /// The fields besides `role` and `content` that message `i` gives its template: `tool_calls`
 /// (assistant), `tool_call_id` (tool), `name`. Arguments that are JSON text become objects, as
 /// templates expect (`tool_call.arguments | tojson`).
-pub fn message_fields(i: usize, m: &ChatMessageIn) -> Result<Map<String, Value>, ApiError> {
+pub fn message_fields(
+    i: usize,
+    role: &str,
+    tool_calls: Option<&[Value]>,
+    tool_call_id: Option<&str>,
+    name: Option<&str>,
+) -> Result<Map<String, Value>, ApiError> {
     let mut extra = Map::new();
-    if let Some(calls) = &m.tool_calls {
-        if m.role != "assistant" {
+    if let Some(calls) = tool_calls {
+        if role != "assistant" {
             return Err(ApiError::invalid(
                 format!("messages[{i}].tool_calls"),
                 "only assistant messages carry `tool_calls`",
@@ -47,7 +52,7 @@ pub fn message_fields(i: usize, m: &ChatMessageIn) -> Result<Map<String, Value>,
         }
         extra.insert("tool_calls".into(), Value::Array(out));
     }
-    match (&m.tool_call_id, m.role.as_str()) {
+    match (tool_call_id, role) {
         (Some(id), "tool") => {
             extra.insert("tool_call_id".into(), json!(id));
         }
@@ -65,7 +70,7 @@ pub fn message_fields(i: usize, m: &ChatMessageIn) -> Result<Map<String, Value>,
         }
         (None, _) => {}
     }
-    if let Some(name) = &m.name {
+    if let Some(name) = name {
         extra.insert("name".into(), json!(name));
     }
     Ok(extra)

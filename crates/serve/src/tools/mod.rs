@@ -17,45 +17,10 @@ mod parse;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use std::sync::Arc;
-
-use rinfer_model::engine::TokenConstraint;
-
 use crate::error::ApiError;
-use crate::state::Served;
-use crate::structured::ResponseFormat;
 pub use format::{ToolFormat, call_grammar};
 pub use history::{generic_conversation, message_fields};
 pub use output::{ChatOutput, Delta, StreamShaper};
-
-/// The constraint of a `required` or named `tool_choice`: calls in the plan's format, their
-/// arguments valid against the function's schema. `response_format` cannot be combined with
-/// it.
-pub fn call_constraint(
-    plan: &ToolPlan,
-    response_format: Option<&ResponseFormat>,
-    served: &Served,
-    vocab: usize,
-) -> Result<Option<Arc<dyn TokenConstraint>>, ApiError> {
-    if !matches!(response_format, None | Some(ResponseFormat::Text)) {
-        return Err(ApiError::invalid(
-            "response_format",
-            "`response_format` cannot be combined with a `tool_choice` that requires a call",
-        ));
-    }
-    let constraint = served
-        .structured
-        .compile(call_grammar(plan), &served.ready.loaded.tokenizer, vocab)
-        .map_err(|e| {
-            ApiError::invalid(
-                "tools",
-                format!(
-                    "the functions' parameter schemas cannot be used for constrained decoding: {e}"
-                ),
-            )
-        })?;
-    Ok(Some(Arc::new(constraint)))
-}
 
 /// One entry of `tools`.
 #[derive(Debug, Deserialize)]
