@@ -333,4 +333,15 @@ pub struct ExposureOptions {
     /// runs to its end instead of being cancelled.
     #[arg(long)]
     pub half_close: bool,
+    /// An API key clients must send as `Authorization: Bearer KEY` on /v1/*, /tokenize,
+    /// /detokenize and /metrics (repeatable; other processes can read a command line, so
+    /// prefer --api-key-file on a shared machine).
+    #[arg(long = "api-key", value_name = "KEY")]
+    pub api_keys: Vec<String>,
+    /// A file of API keys, one a line (blank lines and `#` comments skipped).
+    #[arg(long, value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+    /// Serve /metrics without a key even when API keys are required.
+    #[arg(long)]
+    pub open_metrics: bool,
 }

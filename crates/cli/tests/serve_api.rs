@@ -263,14 +263,14 @@ fn malformed_requests_get_400_with_an_error_object_naming_the_field() {
             r#"{"prompt": "a", "messages": [{"role": "user", "content": "a"}]}"#,
             "prompt",
         ),
-        (r#"{"messages": [{"role": "user"}]}"#, "messages[0]"),
+        (r#"{"messages": [{"role": "user"}]}"#, "messages[0].content"),
         (
-            r#"{"messages": [{"role": "user", "content": "a", "name": "x"}]}"#,
-            "messages[0].name",
+            r#"{"messages": [{"role": "user", "content": "a", "audio": "x"}]}"#,
+            "messages[0].audio",
         ),
         (
             r#"{"messages": [{"role": "tool", "content": "a"}]}"#,
-            "messages[0].role",
+            "messages[0].tool_call_id",
         ),
         (
             r#"{"messages": [{"role": "user", "content": 5}]}"#,
@@ -289,12 +289,12 @@ fn malformed_requests_get_400_with_an_error_object_naming_the_field() {
             "messages[0].content[0].x",
         ),
         (
-            r#"{"messages": [{"role": "user", "content": "a"}], "tools": []}"#,
-            "tools",
+            r#"{"messages": [{"role": "user", "content": "a"}], "tools": [], "tool_choice": "sometimes"}"#,
+            "tool_choice",
         ),
         (
-            r#"{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}}"#,
-            "response_format",
+            r#"{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "xml"}}"#,
+            "response_format.type",
         ),
         (
             r#"{"messages": [{"role": "user", "content": "a"}], "logprobs": 3}"#,

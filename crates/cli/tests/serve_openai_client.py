@@ -97,9 +97,9 @@ try:
 except openai.BadRequestError as e:
     check(e.body.get("code") == "model_not_found", f"unknown model error {e.body}")
 try:
-    client.chat.completions.create(model=model, messages=question, tools=[])
-    check(False, "tools accepted")
+    client.chat.completions.create(model=model, messages=question, tools=[], tool_choice="required")
+    check(False, "a required call without tools accepted")
 except openai.BadRequestError as e:
-    check(e.body.get("param") == "tools", f"tools error {e.body}")
+    check(e.body.get("param") == "tool_choice", f"tool_choice error {e.body}")
 
 print(f"openai client: {checks} checks passed; chat answer {answer!r}")

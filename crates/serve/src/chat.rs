@@ -4,8 +4,9 @@
 
 use rinfer_model::LoadedModel;
 use rinfer_model::chat_template::{
-    ChatMessage, ChatTemplateError, RenderProcess, ResolvedChatTemplate, resolve,
+    ChatMessage, ChatTemplate, ChatTemplateError, RenderProcess, ResolvedChatTemplate, resolve,
 };
+use serde_json::Value;
 
 /// How conversations are turned into prompt tokens.
 pub struct ChatFormat {
@@ -59,10 +60,13 @@ impl ChatFormat {
 
     /// Renders `messages` with the assistant's turn opened, to token ids: the template's markup
     /// as control tokens, the messages' text as text.
+    /// `tools` (when given) are passed to the template as Hugging Face's `apply_chat_template`
+    /// passes them.
     pub fn render_tokens(
         &self,
         loaded: &LoadedModel,
         messages: &[ChatMessage],
+        tools: Option<&Value>,
     ) -> Result<Vec<u32>, ChatError> {
         let resolved = self
             .chosen
@@ -70,8 +74,13 @@ impl ChatFormat {
             .map_err(|e| ChatError::NoTemplate(e.clone()))?;
         resolved
             .template
-            .render_tokens(messages, true, &loaded.tokenizer)
+            .render_tokens_with_tools(messages, tools, true, &loaded.tokenizer, None)
             .map_err(ChatError::Template)
+    }
+
+    /// The template in use, if any.
+    pub fn template(&self) -> Option<&ChatTemplate> {
+        self.chosen.as_ref().ok().map(|r| r.template.as_ref())
     }
 }
 

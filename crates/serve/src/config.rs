@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::auth::ApiKeys;
+
 /// The most sequences decoded together.
 pub const MAX_PARALLEL: usize = 1024;
 /// The most requests that may wait for a free sequence.
@@ -61,6 +63,11 @@ pub struct ServeConfig {
     /// server renders them, and a template that runs away costs that thread until its fuel is
     /// spent; see [`rinfer_model::chat_template::process`]).
     pub template_process: Option<rinfer_model::chat_template::RenderProcess>,
+    /// Keys a request must carry as `Authorization: Bearer KEY` on `/v1/*`, `/tokenize` and
+    /// `/detokenize` (and `/metrics` unless `open_metrics`); none: the API is open.
+    pub api_keys: ApiKeys,
+    /// Serve `/metrics` without a key even when keys are configured.
+    pub open_metrics: bool,
 }
 
 impl ServeConfig {
@@ -80,6 +87,8 @@ impl ServeConfig {
             max_body_bytes: 2 << 20,
             chat_template: None,
             template_process: None,
+            api_keys: ApiKeys::default(),
+            open_metrics: false,
             max_connections: 512,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),

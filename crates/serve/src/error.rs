@@ -122,7 +122,7 @@ impl ApiError {
     /// The OpenAI `type` of this error.
     fn kind(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 404 | 405 | 408 | 413 | 415 => "invalid_request_error",
+            400 | 401 | 404 | 405 | 408 | 413 | 415 => "invalid_request_error",
             403 => "permission_error",
             503 => "server_overloaded",
             _ => "server_error",

@@ -3,7 +3,8 @@
 //! [`serve`] binds the address at once (so `/health` answers 503 while the model loads), loads
 //! the model on a dedicated engine thread, and answers `/v1/completions`,
 //! `/v1/chat/completions`, `/v1/models`, `/health`, `/metrics`, `/tokenize` and `/detokenize`
-//! until SIGTERM or Ctrl-C, then drains the requests in flight and returns.
+//! (and a chat page at `/`) until SIGTERM or Ctrl-C, then drains the requests in flight and
+//! returns.
 //!
 //! The engine thread owns the model, the scratch buffers and a pool of KV caches (one per
 //! parallel sequence) and runs one batched forward pass per step over every running sequence
@@ -14,6 +15,9 @@
 //! Every request is validated before it reaches the engine; anything rinfer does not implement
 //! is refused with a 400 that names the field, never ignored.
 //!
+//! With API keys configured, `/v1/*`, `/tokenize`, `/detokenize` (and `/metrics`, unless
+//! opened) answer only requests carrying one as `Authorization: Bearer KEY`.
+//!
 //! Clients are not trusted: connections are capped and must send their headers and bodies
 //! within timeouts, bodies are bounded, the `Host` and `Origin` of a request are checked
 //! (against DNS rebinding and cross-site requests), and a request whose client leaves stops
@@ -21,12 +25,14 @@
 
 #![forbid(unsafe_code)]
 
+mod auth;
 mod blocking;
 mod chat;
 mod config;
 mod connections;
 mod error;
 mod metrics;
+mod page;
 mod request;
 mod request_policy;
 mod response;
@@ -34,11 +40,14 @@ mod routes;
 mod scheduler;
 mod server;
 mod state;
+mod structured;
+mod tools;
 mod validate;
 
 #[doc(hidden)]
 pub mod fuzzing;
 
+pub use auth::ApiKeys;
 pub use config::{MAX_PARALLEL, MAX_QUEUE, MAX_THREADS, ServeConfig};
 pub use error::ServeError;
 pub use server::serve;

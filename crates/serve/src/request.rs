@@ -11,6 +11,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::structured::ResponseFormat;
+use crate::tools::ToolIn;
 
 /// Which OpenAI endpoint a request came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +57,14 @@ pub struct GenerationRequest {
     pub user: Option<String>,
     /// Choices per request (1 to 16, at most `--parallel`).
     pub n: Option<u64>,
+    /// `text`, `json_object` or `json_schema`: the output is constrained to follow it.
+    pub response_format: Option<ResponseFormat>,
+    /// Chat: functions the model may call.
+    pub tools: Option<Vec<ToolIn>>,
+    /// Chat: `none`, `auto`, `required` or `{"type": "function", "function": {"name"}}`.
+    pub tool_choice: Option<Value>,
+    /// Chat: whether an answer may hold several calls (default true).
+    pub parallel_tool_calls: Option<bool>,
 }
 
 /// `stream_options`.
@@ -70,8 +80,17 @@ pub struct StreamOptions {
 #[serde(deny_unknown_fields)]
 pub struct ChatMessageIn {
     pub role: String,
-    /// A string or an array of `{"type": "text", "text": ...}` parts.
+    /// A string or an array of `{"type": "text", "text": ...}` parts (null: an assistant
+    /// message that only calls tools).
+    #[serde(default)]
     pub content: Value,
+    /// Assistant: the calls it made, `{"id", "type": "function", "function": {"name",
+    /// "arguments"}}`.
+    pub tool_calls: Option<Vec<Value>>,
+    /// Tool: the call this result answers.
+    pub tool_call_id: Option<String>,
+    /// A participant's or function's name.
+    pub name: Option<String>,
 }
 
 /// The body of `/tokenize`.
@@ -150,10 +169,10 @@ mod tests {
         let e = parse::<GenerationRequest>(br#"{"prompt":"a","echo":true}"#).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("echo"));
         let e = parse::<GenerationRequest>(
-            br#"{"messages":[{"role":"user","content":"a","name":"x"}]}"#,
+            br#"{"messages":[{"role":"user","content":"a","audio":"x"}]}"#,
         )
         .unwrap_err();
-        assert_eq!(e.param.as_deref(), Some("messages[0].name"));
+        assert_eq!(e.param.as_deref(), Some("messages[0].audio"));
         let e = parse::<GenerationRequest>(br#"{"stream_options":{"x":1}}"#).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("stream_options.x"));
     }

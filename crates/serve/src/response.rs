@@ -218,6 +218,14 @@ pub fn chunk(
     meta.envelope(true, json!([choice]))
 }
 
+/// One streamed chat chunk with `delta` as given (reasoning, tool calls).
+pub fn chat_chunk(meta: &ResponseMeta, index: usize, delta: Value, finish: Option<&str>) -> Value {
+    meta.envelope(
+        true,
+        json!([{"index": index, "delta": delta, "logprobs": null, "finish_reason": finish}]),
+    )
+}
+
 /// The last chunk of a stream with `include_usage`: no choices, only the counts.
 pub fn usage_chunk(meta: &ResponseMeta, usage: Usage) -> Value {
     let mut body = meta.envelope(true, json!([]));

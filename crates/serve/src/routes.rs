@@ -19,26 +19,43 @@ use http_body_util::LengthLimitError;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use rinfer_model::FinishReason;
+
+use crate::auth;
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
+use crate::page;
 use crate::request::Endpoint;
 use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest};
 use crate::request_policy::{self, RequestPolicy};
 use crate::response::{self, Choice, ResponseMeta, Usage};
 use crate::scheduler::job::{Event, Job};
 use crate::state::{AppState, Served};
+use crate::tools::{ChatOutput, Delta, StreamShaper, output as tools_output};
 use crate::validate::{self, Validated};
 
-/// Every route, behind the host, origin and media-type checks and the request counter.
+/// Every route, behind the host, origin and media-type checks and the request counter; the
+/// API (and `/metrics` unless opened) also behind the key check.
 pub fn router(state: Arc<AppState>, policy: Arc<RequestPolicy>) -> Router {
-    Router::new()
+    let keys = Arc::new(state.config.api_keys.clone());
+    let metrics_route = Router::new().route("/metrics", get(metrics));
+    let mut keyed = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
         .route("/tokenize", post(tokenize))
-        .route("/detokenize", post(detokenize))
+        .route("/detokenize", post(detokenize));
+    let mut open = Router::new()
+        .route("/", get(page::chat_page))
+        .route("/health", get(health));
+    if state.config.open_metrics {
+        open = open.merge(metrics_route);
+    } else {
+        keyed = keyed.merge(metrics_route);
+    }
+    keyed
+        .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
+        .merge(open)
         .route_layer(middleware::from_fn(request_policy::require_json))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -169,6 +186,7 @@ async fn generate(
         stream,
         include_usage,
         choices,
+        output,
     } = request;
     let logprobs = request.logprobs;
     let (events, receiver) = unbounded_channel();
@@ -187,9 +205,10 @@ async fn generate(
             choices,
             include_usage,
             logprobs.is_some(),
+            output,
         ))
     } else {
-        collect_response(meta, receiver, choices, logprobs.is_some()).await
+        collect_response(meta, receiver, choices, logprobs.is_some(), output).await
     }
 }
 
@@ -221,6 +240,7 @@ async fn collect_response(
     mut receiver: UnboundedReceiver<Event>,
     choices: usize,
     logprobs: bool,
+    output: Option<ChatOutput>,
 ) -> Result<Response, ApiError> {
     let mut texts = vec![String::new(); choices];
     let mut entries = vec![Vec::new(); choices];
@@ -257,7 +277,17 @@ async fn collect_response(
                                 .then(|| response::logprobs_json(meta.endpoint, entries, &mut 0)),
                         })
                         .collect();
-                    let body = response::full(&meta, &choices, usage);
+                    let mut body = response::full(&meta, &choices, usage);
+                    if let Some(output) = output {
+                        for (index, (text, finish)) in texts.iter().zip(&finishes).enumerate() {
+                            let (message, called) = output.message(text);
+                            let choice = &mut body["choices"][index];
+                            choice["message"] = message;
+                            if called && *finish != Some(FinishReason::Length) {
+                                choice["finish_reason"] = json!(TOOL_CALLS_FINISH);
+                            }
+                        }
+                    }
                     return Ok(axum::Json(body).into_response());
                 }
             }
@@ -279,10 +309,46 @@ struct StreamState {
     opening: Vec<bool>,
     /// Per choice: completions' `text_offset` of the next token.
     offsets: Vec<usize>,
+    /// Per choice, chat: reasoning and tool calls split from the answer.
+    shapers: Vec<Option<StreamShaper>>,
     /// Choices not finished yet.
     left: usize,
     usage: Usage,
     done: bool,
+}
+
+/// The `finish_reason` of an answer that calls tools (one cut by `max_tokens` keeps `length`).
+const TOOL_CALLS_FINISH: &str = "tool_calls";
+
+/// The chunks of shaped deltas; `logprobs` (of the tokens that released them) go with the
+/// first, or alone when the tokens released nothing yet.
+fn delta_events(
+    meta: &ResponseMeta,
+    index: usize,
+    deltas: Vec<Delta>,
+    logprobs: Option<Value>,
+) -> String {
+    let mut chunks: Vec<Value> = deltas
+        .into_iter()
+        .map(|delta| {
+            let delta = match delta {
+                Delta::Content(text) => json!({"content": text}),
+                Delta::Reasoning(text) => json!({"reasoning_content": text}),
+                // Calls are sent once, whole, at the end: their indices start at 0.
+                Delta::ToolCalls(calls) => {
+                    json!({"tool_calls": tools_output::calls_json(&calls, 0, true)})
+                }
+            };
+            response::chat_chunk(meta, index, delta, None)
+        })
+        .collect();
+    if let Some(logprobs) = logprobs {
+        if chunks.is_empty() {
+            chunks.push(response::chat_chunk(meta, index, json!({}), None));
+        }
+        chunks[0]["choices"][0]["logprobs"] = logprobs;
+    }
+    chunks.iter().map(sse).collect()
 }
 
 fn sse(value: &Value) -> String {
@@ -305,6 +371,7 @@ fn stream_response(
     choices: usize,
     include_usage: bool,
     logprobs: bool,
+    output: Option<ChatOutput>,
 ) -> Response {
     let chat = meta.endpoint == Endpoint::Chat;
     let state = StreamState {
@@ -314,6 +381,7 @@ fn stream_response(
         logprobs,
         opening: vec![chat; choices],
         offsets: vec![0; choices],
+        shapers: (0..choices).map(|_| output.map(|o| o.stream())).collect(),
         left: choices,
         usage: Usage::default(),
         done: false,
@@ -335,14 +403,21 @@ fn stream_response(
                 let logprobs = s
                     .logprobs
                     .then(|| response::logprobs_json(endpoint, &logprobs, offset));
-                out.push_str(&sse(&response::chunk(
-                    &s.meta,
-                    index,
-                    Some(&text),
-                    false,
-                    logprobs,
-                    None,
-                )));
+                match s.shapers[index].as_mut() {
+                    // Shaped text goes out as it is released, log-probabilities as they come.
+                    Some(shaper) => {
+                        let deltas = shaper.push(&text);
+                        out.push_str(&delta_events(&s.meta, index, deltas, logprobs));
+                    }
+                    None => out.push_str(&sse(&response::chunk(
+                        &s.meta,
+                        index,
+                        Some(&text),
+                        false,
+                        logprobs,
+                        None,
+                    ))),
+                }
             }
             Some(Event::Done {
                 index,
@@ -352,15 +427,18 @@ fn stream_response(
                 completion_tokens,
             }) => {
                 s.open(index, &mut out);
+                let mut called = false;
+                if let Some(shaper) = s.shapers[index].as_mut() {
+                    let (deltas, calls) = shaper.finish();
+                    called = calls;
+                    out.push_str(&delta_events(&s.meta, index, deltas, None));
+                }
                 let text = (s.meta.endpoint == Endpoint::Completions).then_some("");
-                out.push_str(&sse(&response::chunk(
-                    &s.meta,
-                    index,
-                    text,
-                    false,
-                    None,
-                    Some(finish),
-                )));
+                let mut last = response::chunk(&s.meta, index, text, false, None, Some(finish));
+                if called && finish != FinishReason::Length {
+                    last["choices"][0]["finish_reason"] = json!(TOOL_CALLS_FINISH);
+                }
+                out.push_str(&sse(&last));
                 s.usage
                     .add_choice(index, prompt_tokens, cached_tokens, completion_tokens);
                 s.left -= 1;

@@ -19,6 +19,7 @@ use crate::metrics::Metrics;
 use crate::request_policy::RequestPolicy;
 use crate::scheduler::{self, Started};
 use crate::state::{AppState, Served};
+use crate::structured::StructuredOutput;
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -71,6 +72,12 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
         })?;
     let address = listener.local_addr()?;
     tracing::info!("listening on http://{address}");
+    if !config.api_keys.is_empty() {
+        tracing::info!(
+            "{} API keys: API requests must carry one as `Authorization: Bearer KEY`",
+            config.api_keys.len()
+        );
+    }
 
     let (jobs, job_receiver) = std::sync::mpsc::sync_channel(config.queue);
     let metrics = Arc::new(Metrics::default());
@@ -175,6 +182,7 @@ fn served(config: &ServeConfig, started: Started) -> Result<Served, ServeError> 
         device,
         chat,
         model_id: config.model_id.clone(),
+        structured: StructuredOutput::new(),
     })
 }
 

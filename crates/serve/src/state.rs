@@ -15,6 +15,7 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::scheduler::Ready;
 use crate::scheduler::job::Job;
+use crate::structured::StructuredOutput;
 
 /// The model as the HTTP side sees it once loaded.
 pub struct Served {
@@ -26,6 +27,8 @@ pub struct Served {
     pub chat: ChatFormat,
     /// The id clients name.
     pub model_id: String,
+    /// Constrained decoding for `response_format`.
+    pub structured: StructuredOutput,
 }
 
 /// What every handler shares.

@@ -2,9 +2,11 @@
 //! and against the model, the prompt tokenized, the context respected. Nothing is clamped or
 //! truncated silently; what cannot be honoured is a 400 naming the field.
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rinfer_model::chat_template::{ChatMessage, ChatTemplateError};
+use rinfer_model::engine::TokenConstraint;
 use rinfer_model::{Request, SamplingParams};
 use serde_json::Value;
 
@@ -13,6 +15,8 @@ use crate::chat::ChatError;
 use crate::error::ApiError;
 use crate::request::{ChatMessageIn, Endpoint, GenerationRequest};
 use crate::state::Served;
+use crate::structured::ResponseFormat;
+use crate::tools::{self, ChatOutput, ToolFormat, ToolPlan};
 
 /// A request the engine can run, and how to answer it.
 #[derive(Debug)]
@@ -25,6 +29,8 @@ pub struct Validated {
     pub include_usage: bool,
     /// Choices to generate (`n`), each its own sequence; they share the prompt's blocks.
     pub choices: usize,
+    /// Chat: how the answer is read back (reasoning, tool calls).
+    pub output: Option<ChatOutput>,
 }
 
 /// Most choices one request may ask for (`n`).
@@ -78,10 +84,27 @@ pub fn validate(
     check_model(req.model.as_deref(), served)?;
     let vocab = served.ready.loaded.model.config.vocab_size;
     let checked = check(&req, endpoint, vocab)?;
+    let tool_format = served
+        .chat
+        .template()
+        .map_or(ToolFormat::Generic, ToolFormat::of_template);
+    let plan = ToolPlan::new(
+        req.tools.as_deref(),
+        req.tool_choice.as_ref(),
+        req.parallel_tool_calls,
+        tool_format,
+    )?;
     let prompt = match checked.prompt {
         PromptInput::Text(text) => encode(served, text, true, true, "prompt", cancel)?,
         PromptInput::Ids(ids) => ids,
-        PromptInput::Chat(messages) => chat_prompt(&messages, served, cancel)?,
+        PromptInput::Chat(messages) if tool_format.template_renders_tools() => {
+            let tools = plan.as_ref().map(ToolPlan::template_tools);
+            chat_prompt(&messages, tools.as_ref(), served, cancel)?
+        }
+        PromptInput::Chat(messages) => {
+            let messages = tools::generic_conversation(messages, plan.as_ref());
+            chat_prompt(&messages, None, served, cancel)?
+        }
     };
     if prompt.is_empty() {
         return Err(ApiError::invalid(
@@ -101,6 +124,17 @@ pub fn validate(
             ),
         ));
     }
+    cancel.check()?;
+    let constraint = match &plan {
+        Some(plan) if plan.constrained() => {
+            call_constraint(plan, req.response_format.as_ref(), served, vocab)?
+        }
+        _ => served.structured.constraint(
+            req.response_format.as_ref(),
+            &served.ready.loaded.tokenizer,
+            vocab,
+        )?,
+    };
     Ok(Validated {
         choices,
         request: Request {
@@ -111,10 +145,47 @@ pub fn validate(
             logprobs: checked.logprobs,
             // OpenAI's penalties count every generated token, and only those.
             penalize_prompt: false,
+            constraint,
         },
         stream: checked.stream,
         include_usage: checked.include_usage,
+        output: (endpoint == Endpoint::Chat).then(|| ChatOutput {
+            tools: plan.map(|p| p.format),
+        }),
     })
+}
+
+/// The constraint of a `required` or named `tool_choice`: calls in the plan's format, their
+/// arguments valid against the function's schema. `response_format` cannot be combined with
+/// it.
+pub fn call_constraint(
+    plan: &ToolPlan,
+    response_format: Option<&ResponseFormat>,
+    served: &Served,
+    vocab: usize,
+) -> Result<Option<Arc<dyn TokenConstraint>>, ApiError> {
+    if !matches!(response_format, None | Some(ResponseFormat::Text)) {
+        return Err(ApiError::invalid(
+            "response_format",
+            "`response_format` cannot be combined with a `tool_choice` that requires a call",
+        ));
+    }
+    let constraint = served
+        .structured
+        .compile(
+            tools::call_grammar(plan),
+            &served.ready.loaded.tokenizer,
+            vocab,
+        )
+        .map_err(|e| {
+            ApiError::invalid(
+                "tools",
+                format!(
+                    "the functions' parameter schemas cannot be used for constrained decoding: {e}"
+                ),
+            )
+        })?;
+    Ok(Some(Arc::new(constraint)))
 }
 
 /// Checks every field of `req` for `endpoint` but the model name, for a vocabulary of `vocab`
@@ -138,6 +209,9 @@ pub fn check(
             ("messages", req.messages.is_some()),
             ("max_completion_tokens", req.max_completion_tokens.is_some()),
             ("top_logprobs", req.top_logprobs.is_some()),
+            ("tools", req.tools.is_some()),
+            ("tool_choice", req.tool_choice.is_some()),
+            ("parallel_tool_calls", req.parallel_tool_calls.is_some()),
         ],
         Endpoint::Chat => &[("prompt", req.prompt.is_some())],
     };
@@ -427,13 +501,14 @@ fn chat_messages(messages: Option<&[ChatMessageIn]>) -> Result<Vec<ChatMessage>,
 
 fn chat_prompt(
     messages: &[ChatMessage],
+    tools: Option<&Value>,
     served: &Served,
     cancel: &CancelFlag,
 ) -> Result<Vec<u32>, ApiError> {
     cancel.check()?;
     let tokens = served
         .chat
-        .render_tokens(&served.ready.loaded, messages)
+        .render_tokens(&served.ready.loaded, messages, tools)
         .map_err(|e| match e {
             ChatError::NoTemplate(message) => ApiError::invalid("messages", message),
             ChatError::Template(ChatTemplateError::Rejected(message)) => ApiError::invalid(
@@ -457,15 +532,26 @@ fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
         "system" | "developer" => "system",
         "user" => "user",
         "assistant" => "assistant",
+        "tool" => "tool",
         other => {
             return Err(ApiError::invalid(
                 format!("messages[{i}].role"),
-                format!("role {other:?} is not supported (system, developer, user, assistant are)"),
+                format!(
+                    "role {other:?} is not supported (system, developer, user, assistant, tool are)"
+                ),
             ));
         }
     };
+    let extra = tools::message_fields(
+        i,
+        &m.role,
+        m.tool_calls.as_deref(),
+        m.tool_call_id.as_deref(),
+        m.name.as_deref(),
+    )?;
     let param = format!("messages[{i}].content");
     let content = match &m.content {
+        Value::Null if extra.contains_key("tool_calls") => String::new(),
         Value::String(s) => s.clone(),
         Value::Array(parts) => {
             let mut text = String::new();
@@ -511,7 +597,9 @@ fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
             ));
         }
     };
-    Ok(ChatMessage::new(role, content))
+    let mut message = ChatMessage::new(role, content);
+    message.extra = extra;
+    Ok(message)
 }
 
 /// The tokens to generate: what the request asks (or the endpoint's default), refused when the

@@ -4,11 +4,11 @@ use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::Result;
-use rinfer_serve::ServeConfig;
+use anyhow::{Context, Result, anyhow};
+use rinfer_serve::{ApiKeys, ServeConfig};
 
 use crate::commands::session::model_path;
-use crate::options::ServeOptions;
+use crate::options::{ExposureOptions, ServeOptions};
 use crate::render_process;
 
 /// Serves until SIGTERM or Ctrl-C, then drains the requests in flight.
@@ -24,6 +24,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into());
     let exposure = &options.exposure;
+    let api_keys = api_keys(exposure)?;
     let config = ServeConfig {
         address: SocketAddr::new(options.host, options.port),
         context: options.ctx,
@@ -41,8 +42,26 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         half_close: exposure.half_close,
         chat_template: options.template.chat_template.clone(),
         template_process: Some(render_process::command()?),
+        api_keys,
+        open_metrics: exposure.open_metrics,
         ..ServeConfig::new(path, model_id)
     };
     rinfer_serve::serve(config)?;
     Ok(())
+}
+
+/// The keys of `--api-key` and `--api-key-file` together.
+fn api_keys(exposure: &ExposureOptions) -> Result<ApiKeys> {
+    let mut keys = ApiKeys::new(&exposure.api_keys).map_err(|e| anyhow!("--api-key: {e}"))?;
+    if let Some(path) = &exposure.api_key_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the API key file {}", path.display()))?;
+        let from_file = ApiKeys::from_file_text(&text)
+            .map_err(|e| anyhow!("API key file {}: {e}", path.display()))?;
+        if from_file.is_empty() {
+            anyhow::bail!("the API key file {} has no key", path.display());
+        }
+        keys = keys.merged(from_file);
+    }
+    Ok(keys)
 }

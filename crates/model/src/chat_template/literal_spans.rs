@@ -39,6 +39,7 @@ pub(crate) fn masked(messages: &[ChatMessage]) -> Vec<ChatMessage> {
             } else {
                 format!("{OPEN}{i}{CLOSE}")
             },
+            extra: m.extra.clone(),
         })
         .collect()
 }

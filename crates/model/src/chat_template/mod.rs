@@ -129,6 +129,11 @@ pub struct ChatMessage {
     pub role: String,
     /// The message text.
     pub content: String,
+    /// Other fields templates read, as OpenAI's API and Hugging Face's `apply_chat_template`
+    /// name them: `tool_calls` of an assistant message, `tool_call_id` and `name` of a `tool`
+    /// message. Rendered as the template writes them (markup, not message text).
+    #[serde(flatten, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ChatMessage {
@@ -137,6 +142,7 @@ impl ChatMessage {
         ChatMessage {
             role: role.into(),
             content: content.into(),
+            extra: serde_json::Map::new(),
         }
     }
 

@@ -200,6 +200,18 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, ChatTemplateError> {
+        self.render_with_tools(messages, None, add_generation_prompt)
+    }
+
+    /// [`ChatTemplate::render`] with `tools` (OpenAI's list of `{"type": "function",
+    /// "function": {...}}`) given to the template as Hugging Face's `apply_chat_template`
+    /// gives them.
+    pub fn render_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatTemplateError> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -211,6 +223,7 @@ impl ChatTemplate {
                 bos_token => self.bos.as_str(),
                 eos_token => self.eos.as_str(),
                 add_generation_prompt => add_generation_prompt,
+                tools => tools.map(|t| Value::from(Serde(t))),
             },
             &mut out,
         );
@@ -281,11 +294,41 @@ impl ChatTemplate {
         tokenizer: &Tokenizer,
         cancel: Option<&AtomicBool>,
     ) -> Result<Vec<u32>, ChatTemplateError> {
+        self.render_tokens_with_tools(messages, None, add_generation_prompt, tokenizer, cancel)
+    }
+
+    /// [`ChatTemplate::render_tokens_with_cancel`] with `tools` given to the template (see
+    /// [`ChatTemplate::render_with_tools`]).
+    pub fn render_tokens_with_tools(
+        self: &Arc<Self>,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+        tokenizer: &Tokenizer,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<u32>, ChatTemplateError> {
+        let tools = tools.cloned();
         let prompt = match &self.processes {
-            Some(pool) => pool.render(messages, add_generation_prompt, self.limits.deadline)?,
-            None => worker::render_with_deadline(self, messages, add_generation_prompt)?,
+            Some(pool) => {
+                pool.render(messages, tools, add_generation_prompt, self.limits.deadline)?
+            }
+            None => worker::render_with_deadline(self, messages, tools, add_generation_prompt)?,
         };
         Ok(tokenizer.encode_outside(&prompt.text, false, &prompt.literal, cancel)?)
+    }
+
+    /// Whether the template reads `tools`: templates of models trained for tool calls do.
+    pub fn takes_tools(&self) -> bool {
+        self.env
+            .get_template(TEMPLATE_NAME)
+            .is_ok_and(|t| t.undeclared_variables(false).contains("tools"))
+    }
+
+    /// Whether the template's source contains `text` (a model family's tool-call markup).
+    pub fn source_contains(&self, text: &str) -> bool {
+        self.env
+            .get_template(TEMPLATE_NAME)
+            .is_ok_and(|t| t.source().contains(text))
     }
 
     /// Renders with the messages' text, and again with a placeholder for each, and finds where
@@ -293,11 +336,12 @@ impl ChatTemplate {
     pub(crate) fn render_with_spans(
         &self,
         messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<literal_spans::PromptText, ChatTemplateError> {
-        let rendered = self.render(messages, add_generation_prompt)?;
+        let rendered = self.render_with_tools(messages, tools, add_generation_prompt)?;
         let masked_messages = literal_spans::masked(messages);
-        let masked = self.render(&masked_messages, add_generation_prompt)?;
+        let masked = self.render_with_tools(&masked_messages, tools, add_generation_prompt)?;
         Ok(literal_spans::locate(messages, rendered, &masked))
     }
 }

@@ -48,6 +48,7 @@ impl Drop for WorkerSlot {
 pub(crate) fn render_with_deadline(
     template: &Arc<ChatTemplate>,
     messages: &[ChatMessage],
+    tools: Option<serde_json::Value>,
     add_generation_prompt: bool,
 ) -> Result<PromptText, ChatTemplateError> {
     let deadline = template.limits().deadline;
@@ -62,7 +63,11 @@ pub(crate) fn render_with_deadline(
         .stack_size(STACK_BYTES)
         .spawn(move || {
             let _slot = slot;
-            let result = worker_template.render_with_spans(&worker_messages, add_generation_prompt);
+            let result = worker_template.render_with_spans(
+                &worker_messages,
+                tools.as_ref(),
+                add_generation_prompt,
+            );
             // The caller may have stopped waiting; then the result has nowhere to go.
             let _ = send.send(result);
         })

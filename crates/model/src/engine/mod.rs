@@ -27,6 +27,7 @@
 //! # Ok::<(), rinfer_model::ModelError>(())
 //! ```
 
+mod constraint;
 mod executor;
 mod generate;
 mod logprobs;
@@ -43,6 +44,7 @@ pub use rinfer_cuda::{DeviceReport, DeviceRequest};
 
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
+pub use constraint::{ConstraintMatcher, TokenConstraint};
 use executor::{Executor, SeqCache, Sizes};
 use prefix_cache::BlockStore;
 pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};

@@ -1,5 +1,8 @@
 //! What a front end asks of the engine, and what the engine reports back.
 
+use std::sync::Arc;
+
+use super::constraint::TokenConstraint;
 use crate::sampling::SamplingParams;
 
 /// The engine's name for one sequence, unique for the engine's lifetime.
@@ -22,6 +25,8 @@ pub struct Request {
     /// Whether the penalties' window also covers the prompt (llama.cpp's repeat penalty), or
     /// only the generated tokens (OpenAI's frequency and presence penalties).
     pub penalize_prompt: bool,
+    /// A rule the generated text must follow (a JSON schema, a grammar); `None`: any text.
+    pub constraint: Option<Arc<dyn TokenConstraint>>,
 }
 
 impl Request {

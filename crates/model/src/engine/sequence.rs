@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
+use super::constraint::ConstraintMatcher;
 use super::logprobs;
 use super::prefix_cache::BlockKey;
 use super::request::{Event, FinishReason, Request, SeqId, Timings, TokenLogprob};
@@ -35,6 +36,8 @@ pub(super) struct Sequence<'t> {
     tokenizer: &'t Tokenizer,
     stream: Option<StreamDecoder<'t>>,
     stops: StopMatcher,
+    /// What the request's constraint still allows.
+    constraint: Option<Box<dyn ConstraintMatcher>>,
     /// A copy of the logits row for the log-probabilities (sampling modifies the row).
     logits_copy: Vec<f32>,
     admitted: Instant,
@@ -85,6 +88,7 @@ impl<'t> Sequence<'t> {
             tokenizer,
             stream: Some(tokenizer.stream_decoder()),
             stops: StopMatcher::new(request.stop),
+            constraint: request.constraint.map(|c| c.start()),
             logits_copy: Vec::new(),
             admitted: Instant::now(),
             first_token: None,
@@ -138,9 +142,16 @@ impl<'t> Sequence<'t> {
             self.logits_copy.extend_from_slice(row);
             logprobs::of_row(&self.logits_copy, top, self.tokenizer)
         });
+        if let Some(constraint) = &mut self.constraint {
+            constraint.mask(row);
+        }
         let token = self.sampler.sample(row);
         let logprob = logprob_of.map(|f| f(token));
         self.sampler.accept(token);
+        if let Some(constraint) = &mut self.constraint {
+            constraint.accept(token);
+        }
+        let complete = self.constraint.as_ref().is_some_and(|c| c.is_complete());
         self.last = [token];
         self.generated.push(token);
         self.first_token.get_or_insert_with(Instant::now);
@@ -154,6 +165,15 @@ impl<'t> Sequence<'t> {
             && self.stops.push(&piece, &mut emit)
         {
             self.finish = Some(FinishReason::StopString);
+        } else if complete {
+            if let Some(rest) = self.stream.take().and_then(StreamDecoder::finish)
+                && self.stops.push(&rest, &mut emit)
+            {
+                self.finish = Some(FinishReason::StopString);
+            } else {
+                self.stops.flush(&mut emit);
+                self.finish = Some(FinishReason::EndOfGeneration);
+            }
         } else if self.generated.len() >= self.max_tokens {
             if let Some(rest) = self.stream.take().and_then(StreamDecoder::finish)
                 && self.stops.push(&rest, &mut emit)

@@ -42,9 +42,11 @@ pub fn serve_renders() -> io::Result<()> {
     let mut out = io::stdout().lock();
     for line in lines {
         let reply = match serde_json::from_str::<Job>(&line) {
-            Ok(job) => Reply::from_result(
-                template.render_with_spans(&job.messages, job.add_generation_prompt),
-            ),
+            Ok(job) => Reply::from_result(template.render_with_spans(
+                &job.messages,
+                job.tools.as_ref(),
+                job.add_generation_prompt,
+            )),
             Err(e) => Reply::from_result(Err(ChatTemplateError::Renderer(format!(
                 "malformed render job: {e}"
             )))),

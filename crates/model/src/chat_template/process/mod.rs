@@ -158,10 +158,12 @@ impl ProcessPool {
         &self.command
     }
 
-    /// Renders `messages` in a render process, waiting at most `deadline` in all.
+    /// Renders `messages` (with `tools`, when given) in a render process, waiting at most
+    /// `deadline` in all.
     pub(crate) fn render(
         &self,
         messages: &[ChatMessage],
+        tools: Option<serde_json::Value>,
         add_generation_prompt: bool,
         deadline: Duration,
     ) -> Result<PromptText, ChatTemplateError> {
@@ -169,6 +171,7 @@ impl ProcessPool {
         let mut lease = self.lease(deadline)?;
         let job = serde_json::to_string(&Job {
             messages: messages.to_vec(),
+            tools,
             add_generation_prompt,
         })
         .map_err(|e| ChatTemplateError::Renderer(e.to_string()))?;

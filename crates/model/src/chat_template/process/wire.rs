@@ -37,6 +37,7 @@ impl Setup {
 #[derive(Serialize, Deserialize)]
 pub(super) struct Job {
     pub messages: Vec<ChatMessage>,
+    pub tools: Option<serde_json::Value>,
     pub add_generation_prompt: bool,
 }
 

@@ -1,0 +1,34 @@
+//! Structured output through the official `openai` Python client on the default model:
+//! `response_format` with JSON schemas (nested objects, arrays, enums, bounded numbers,
+//! required and optional fields) and `json_object`, on chat and completions, and the
+//! client's own `parse` helper with a Pydantic model; every answer parses and validates
+//! (checked with the `jsonschema` package). Also: a server that requires an API key answers
+//! the client's requests with the key, and raises `AuthenticationError` without it.
+
+mod python_support;
+mod serve_support;
+
+use python_support::{default_model, python_with, run_script};
+use serve_support::Server;
+
+#[test]
+fn constrained_outputs_from_the_openai_client_all_validate() {
+    let python = python_with(&["openai", "jsonschema"], &["openai", "jsonschema"]);
+    let model = default_model();
+    let s = Server::start(&[
+        "--model",
+        &model.display().to_string(),
+        "--ctx",
+        "1024",
+        "--parallel",
+        "4",
+        "--api-key",
+        "sk-structured-test",
+    ]);
+    let args = [
+        format!("http://{}/v1", s.addr),
+        "gemma-3-270m-q4_k_m".to_string(),
+        "sk-structured-test".to_string(),
+    ];
+    run_script(&python, "serve_structured_client.py", &args, &s.log);
+}

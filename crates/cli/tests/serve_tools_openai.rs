@@ -1,0 +1,56 @@
+//! Tool calls through the official `openai` Python client: `required` and named calls, whole
+//! and streamed, with and without parallel calls, on the default model (generic format, plus
+//! `auto` and a round trip with the tool's result) and on fixture models served with Qwen's
+//! and Llama 3's templates.
+
+mod python_support;
+mod serve_support;
+
+use std::path::PathBuf;
+
+use python_support::{default_model, python_with, run_script};
+use serve_support::Server;
+
+fn fixture(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+fn run(model: &str, model_id: &str, template: Option<&str>, mode: &str) {
+    let python = python_with(&["openai", "jsonschema"], &["openai", "jsonschema"]);
+    let mut args = vec!["--model", model, "--ctx", "1024", "--parallel", "2"];
+    let template = template.map(fixture);
+    if let Some(t) = &template {
+        args.extend(["--chat-template", t]);
+    }
+    let s = Server::start(&args);
+    let script_args = [
+        format!("http://{}/v1", s.addr),
+        model_id.to_string(),
+        mode.to_string(),
+    ];
+    run_script(&python, "serve_tools_client.py", &script_args, &s.log);
+}
+
+#[test]
+fn tool_calls_on_the_default_model() {
+    let model = default_model().display().to_string();
+    run(&model, "gemma-3-270m-q4_k_m", None, "full");
+}
+
+#[test]
+fn tool_calls_with_a_qwen_template() {
+    let model = fixture("models/qwen2-tiny-q4_k_m.gguf");
+    let template = "chat_templates/qwen2_5_tools.jinja";
+    run(&model, "qwen2-tiny-q4_k_m", Some(template), "constrained");
+}
+
+#[test]
+fn tool_calls_with_a_llama3_template() {
+    let model = fixture("models/llama-tiny-q4_k.gguf");
+    let template = "chat_templates/llama3_1_tools.jinja";
+    run(&model, "llama-tiny-q4_k", Some(template), "constrained");
+}

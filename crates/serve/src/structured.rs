@@ -1,0 +1,241 @@
+//! Structured output: `response_format` (`json_object`, `json_schema`) enforced by constrained
+//! decoding with `llguidance`, the constraint engine llama.cpp and mistral.rs use.
+//!
+//! The served tokenizer's tokens become an `llguidance` token trie on the first constrained
+//! request (a server that never gets one never builds it). Each request's schema is compiled
+//! once on the blocking pool, where a schema that cannot be compiled becomes a 400 saying why;
+//! each sequence then gets its own matcher, which masks the logits row of every step before
+//! sampling (on the engine's pool, beside the other sequences' sampling). Unconstrained
+//! sequences have no matcher and pay nothing.
+//!
+//! Whitespace between JSON tokens is not allowed (the output is compact JSON): a small model
+//! would otherwise spend its tokens on blank space.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{ApproximateTokEnv, InferenceCapabilities, TokEnv, TokRxInfo, TokTrie};
+use llguidance::{Matcher, ParserFactory, TokenParser};
+use rinfer_model::Tokenizer;
+use rinfer_model::engine::{ConstraintMatcher, TokenConstraint};
+use rinfer_model::tokenizer::TokenType;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+
+/// `response_format`, as OpenAI defines it.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ResponseFormat {
+    /// Any text (the default).
+    Text,
+    /// Any JSON object.
+    JsonObject,
+    /// JSON valid against a schema.
+    JsonSchema {
+        /// The schema and how to apply it.
+        json_schema: JsonSchemaFormat,
+    },
+}
+
+/// `response_format.json_schema`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonSchemaFormat {
+    /// The schema's name (required by OpenAI; not used).
+    #[allow(dead_code)]
+    pub name: String,
+    /// What the schema is for (not used).
+    #[allow(dead_code)]
+    pub description: Option<String>,
+    /// The JSON schema (absent: any JSON value).
+    pub schema: Option<Value>,
+    /// `true`: a keyword the constraint engine does not implement is an error; otherwise it
+    /// is ignored. The output follows the schema either way.
+    pub strict: Option<bool>,
+}
+
+/// The grammar a request's output must follow, compiled for the served tokenizer.
+pub struct StructuredOutput {
+    /// The `llguidance` parser factory, built on first use (or why it could not be).
+    factory: OnceLock<Result<ParserFactory, String>>,
+}
+
+impl StructuredOutput {
+    /// No factory yet: it is built from the tokenizer on the first constrained request.
+    pub fn new() -> Self {
+        Self {
+            factory: OnceLock::new(),
+        }
+    }
+
+    /// The constraint `format` asks for (`None` for plain text), for a model whose logits rows
+    /// have `vocab` entries.
+    pub fn constraint(
+        &self,
+        format: Option<&ResponseFormat>,
+        tokenizer: &Tokenizer,
+        vocab: usize,
+    ) -> Result<Option<Arc<dyn TokenConstraint>>, ApiError> {
+        let (schema, strict) = match format {
+            None | Some(ResponseFormat::Text) => return Ok(None),
+            Some(ResponseFormat::JsonObject) => (json!({"type": "object"}), false),
+            Some(ResponseFormat::JsonSchema { json_schema }) => (
+                json_schema.schema.clone().unwrap_or_else(|| json!({})),
+                json_schema.strict.unwrap_or(false),
+            ),
+        };
+        let grammar = TopLevelGrammar::from_json_schema(compact(schema, strict)?);
+        self.compile(grammar, tokenizer, vocab)
+            .map(|c| Some(Arc::new(c) as Arc<dyn TokenConstraint>))
+            .map_err(|e| {
+                ApiError::invalid(
+                    "response_format",
+                    format!("the JSON schema cannot be used for constrained decoding: {e}"),
+                )
+            })
+    }
+
+    /// Compiles `grammar` for the served tokenizer.
+    pub fn compile(
+        &self,
+        grammar: TopLevelGrammar,
+        tokenizer: &Tokenizer,
+        vocab: usize,
+    ) -> Result<GrammarConstraint, String> {
+        let factory = self
+            .factory
+            .get_or_init(|| parser_factory(tokenizer, vocab))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let parser = factory.create_parser(grammar).map_err(|e| e.to_string())?;
+        Ok(GrammarConstraint {
+            parser: Mutex::new(parser),
+        })
+    }
+}
+
+/// `schema` with the constraint engine's options: compact JSON, and unknown keywords an error
+/// only when `strict`.
+fn compact(mut schema: Value, strict: bool) -> Result<Value, ApiError> {
+    let Some(object) = schema.as_object_mut() else {
+        return match schema {
+            Value::Bool(_) => Ok(schema),
+            _ => Err(ApiError::invalid(
+                "response_format",
+                "`response_format.json_schema.schema` must be a JSON object",
+            )),
+        };
+    };
+    object.insert(
+        "x-guidance".into(),
+        json!({"whitespace_flexible": false, "lenient": !strict}),
+    );
+    Ok(schema)
+}
+
+/// The token trie of `tokenizer` as `llguidance` wants it: each token's bytes, control and
+/// other non-text tokens marked special (`0xFF` + name, never matched by text), rows of the
+/// logits beyond the vocabulary empty (never allowed).
+fn parser_factory(tokenizer: &Tokenizer, vocab: usize) -> Result<ParserFactory, String> {
+    let eos = tokenizer
+        .eot()
+        .or(tokenizer.eos())
+        .or(tokenizer.eog_ids().first().copied())
+        .ok_or("the model's vocabulary has no end-of-generation token")?;
+    let words: Vec<Vec<u8>> = (0..vocab as u32)
+        .map(|id| token_bytes(tokenizer, id))
+        .collect();
+    let info = TokRxInfo {
+        tok_bos: tokenizer.bos(),
+        tok_end_of_turn: tokenizer.eot(),
+        ..TokRxInfo::new(vocab as u32, eos)
+    };
+    let env: TokEnv = Arc::new(ApproximateTokEnv::new(TokTrie::from(&info, &words)));
+    let mut factory = ParserFactory::new(&env, InferenceCapabilities::default(), &[])
+        .map_err(|e| e.to_string())?;
+    factory.quiet();
+    Ok(factory)
+}
+
+fn token_bytes(tokenizer: &Tokenizer, id: u32) -> Vec<u8> {
+    let piece = tokenizer.token_piece(id).unwrap_or_default();
+    match tokenizer.token_type(id) {
+        None => Vec::new(),
+        Some(TokenType::Normal | TokenType::Byte | TokenType::UserDefined)
+            if !tokenizer.is_eog(id) =>
+        {
+            piece.to_vec()
+        }
+        Some(_) => {
+            let mut special = vec![TokTrie::SPECIAL_TOKEN_MARKER];
+            special.extend_from_slice(tokenizer.token_text(id).unwrap_or_default().as_bytes());
+            special
+        }
+    }
+}
+
+/// A compiled grammar; each sequence gets its own copy of the parser.
+pub struct GrammarConstraint {
+    parser: Mutex<TokenParser>,
+}
+
+impl std::fmt::Debug for GrammarConstraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GrammarConstraint")
+    }
+}
+
+impl TokenConstraint for GrammarConstraint {
+    fn start(&self) -> Box<dyn ConstraintMatcher> {
+        let parser = self
+            .parser
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .deep_clone();
+        Box::new(GrammarMatcher {
+            matcher: Matcher::new(Ok(parser)),
+        })
+    }
+}
+
+/// One sequence's place in its grammar.
+struct GrammarMatcher {
+    matcher: Matcher,
+}
+
+impl ConstraintMatcher for GrammarMatcher {
+    fn mask(&mut self, logits: &mut [f32]) {
+        let eos = self
+            .matcher
+            .tok_env()
+            .map(|env| env.tok_trie().eos_token() as usize);
+        match self.matcher.compute_mask_or_eos() {
+            Ok(allowed) => allowed.iter_unset_entries(|id| {
+                if let Some(l) = logits.get_mut(id) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }),
+            Err(error) => {
+                // Only on a fault of the grammar engine: end the text rather than break it.
+                tracing::error!(%error, "constrained decoding failed; ending the sequence");
+                for (id, l) in logits.iter_mut().enumerate() {
+                    if eos.as_ref().ok() != Some(&id) {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, token: u32) {
+        if let Err(error) = self.matcher.consume_token(token) {
+            tracing::error!(%error, "constrained decoding refused a sampled token");
+        }
+    }
+
+    fn is_complete(&self) -> bool {
+        self.matcher.is_stopped()
+    }
+}

@@ -1,0 +1,374 @@
+//! A chat answer shaped for the client: text inside a leading `<think>…</think>` becomes
+//! `reasoning_content`, and, when tools are offered, calls become `tool_calls` (whole answers
+//! and streams alike).
+
+use serde_json::{Value, json};
+
+use super::ToolFormat;
+use super::parse::{ToolCall, parse_calls};
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+const HERMES_OPEN: &str = "<tool_call>";
+
+/// How a chat request's answer is read.
+#[derive(Clone, Copy, Debug)]
+pub struct ChatOutput {
+    /// The tool-call format, when tools are offered.
+    pub tools: Option<ToolFormat>,
+}
+
+/// A piece of a streamed answer.
+#[derive(Debug, PartialEq)]
+pub enum Delta {
+    /// Answer text.
+    Content(String),
+    /// Reasoning text.
+    Reasoning(String),
+    /// Calls, each whole.
+    ToolCalls(Vec<ToolCall>),
+}
+
+/// `(reasoning, answer)` of a whole text: the reasoning when it starts with `<think>`.
+fn split_think(text: &str) -> (Option<&str>, &str) {
+    let Some(inner) = text.trim_start().strip_prefix(THINK_OPEN) else {
+        return (None, text);
+    };
+    match inner.find(THINK_CLOSE) {
+        Some(end) => (
+            Some(inner[..end].trim()),
+            inner[end + THINK_CLOSE.len()..].trim_start(),
+        ),
+        None => (Some(inner.trim()), ""),
+    }
+}
+
+/// OpenAI's `tool_calls` entries; `first` numbers the ids and indices.
+pub fn calls_json(calls: &[ToolCall], first: usize, with_index: bool) -> Value {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    Value::Array(
+        calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut entry = json!({
+                    "id": format!("call_{:016x}", NEXT.fetch_add(1, Ordering::Relaxed)),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                });
+                if with_index {
+                    entry["index"] = json!(first + i);
+                }
+                entry
+            })
+            .collect(),
+    )
+}
+
+impl ChatOutput {
+    /// The assistant message of a whole answer, and whether it calls tools.
+    pub fn message(&self, text: &str) -> (Value, bool) {
+        let (reasoning, answer) = split_think(text);
+        let mut message = json!({"role": "assistant", "content": answer});
+        let mut called = false;
+        if let Some(format) = self.tools {
+            let parsed = parse_calls(answer, format);
+            if !parsed.calls.is_empty() {
+                called = true;
+                message["content"] = match parsed.content.is_empty() {
+                    true => Value::Null,
+                    false => json!(parsed.content),
+                };
+                message["tool_calls"] = calls_json(&parsed.calls, 0, false);
+            }
+        }
+        if let Some(reasoning) = reasoning {
+            message["reasoning_content"] = json!(reasoning);
+        }
+        (message, called)
+    }
+
+    /// A shaper for the same answer, streamed.
+    pub fn stream(&self) -> StreamShaper {
+        StreamShaper {
+            tools: self.tools,
+            think: ThinkState::Undecided,
+            held: String::new(),
+            calls: CallState::Undecided,
+            call_text: String::new(),
+            after_think: false,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum ThinkState {
+    Undecided,
+    Inside,
+    Outside,
+}
+
+#[derive(Debug, PartialEq)]
+enum CallState {
+    /// Nothing but white space or the start of a call marker seen yet.
+    Undecided,
+    /// Plain text: streamed (Hermes blocks may still start later).
+    Streaming,
+    /// A call started: held to the end.
+    Holding,
+}
+
+/// Turns streamed text into deltas, holding back what may still turn out to be a marker or a
+/// call.
+pub struct StreamShaper {
+    tools: Option<ToolFormat>,
+    think: ThinkState,
+    /// Text not yet given to the think stage's decision.
+    held: String,
+    calls: CallState,
+    /// Text held by the call stage.
+    call_text: String,
+    /// The reasoning just ended: white space before the answer is dropped.
+    after_think: bool,
+}
+
+/// Whether `s` may still become a text starting with `marker`.
+fn may_start(s: &str, marker: &str) -> bool {
+    marker.starts_with(s) || s.starts_with(marker)
+}
+
+/// The length of the longest end of `s` that starts `marker` (held back while streaming).
+fn partial_marker_len(s: &str, marker: &str) -> usize {
+    (1..marker.len().min(s.len() + 1))
+        .rev()
+        .find(|&n| s.is_char_boundary(s.len() - n) && marker.starts_with(&s[s.len() - n..]))
+        .unwrap_or(0)
+}
+
+impl StreamShaper {
+    /// The deltas `text` (the next piece of the answer) releases.
+    pub fn push(&mut self, text: &str) -> Vec<Delta> {
+        let mut out = Vec::new();
+        self.held.push_str(text);
+        loop {
+            match self.think {
+                ThinkState::Undecided => {
+                    let start = self.held.trim_start();
+                    if start.is_empty() || (THINK_OPEN.starts_with(start) && start != THINK_OPEN) {
+                        return out;
+                    }
+                    if let Some(rest) = start.strip_prefix(THINK_OPEN) {
+                        self.held = rest.to_string();
+                        self.think = ThinkState::Inside;
+                    } else {
+                        self.think = ThinkState::Outside;
+                    }
+                }
+                ThinkState::Inside => {
+                    if let Some(end) = self.held.find(THINK_CLOSE) {
+                        let reasoning = self.held[..end].to_string();
+                        self.held = self.held[end + THINK_CLOSE.len()..]
+                            .trim_start()
+                            .to_string();
+                        push_nonempty(&mut out, Delta::Reasoning(reasoning));
+                        self.think = ThinkState::Outside;
+                        self.after_think = true;
+                    } else {
+                        let keep = partial_marker_len(&self.held, THINK_CLOSE);
+                        let cut = self.held.len() - keep;
+                        let reasoning: String = self.held.drain(..cut).collect();
+                        push_nonempty(&mut out, Delta::Reasoning(reasoning));
+                        return out;
+                    }
+                }
+                ThinkState::Outside => {
+                    let mut text = std::mem::take(&mut self.held);
+                    if self.after_think {
+                        // White space between the reasoning and the answer belongs to neither.
+                        text = text.trim_start().to_string();
+                        self.after_think = text.is_empty();
+                    }
+                    self.push_answer(&text, &mut out);
+                    return out;
+                }
+            }
+        }
+    }
+
+    /// Answer text (after any reasoning) through the call stage.
+    fn push_answer(&mut self, text: &str, out: &mut Vec<Delta>) {
+        let Some(format) = self.tools else {
+            push_nonempty(out, Delta::Content(text.to_string()));
+            return;
+        };
+        self.call_text.push_str(text);
+        let opener = match format {
+            ToolFormat::Hermes => HERMES_OPEN,
+            ToolFormat::Mistral => "[",
+            ToolFormat::Llama3 | ToolFormat::Generic => "{",
+        };
+        if self.calls == CallState::Undecided {
+            let start = self.call_text.trim_start();
+            if start.is_empty() || (may_start(start, opener) && !start.starts_with(opener)) {
+                return;
+            }
+            self.calls = if start.starts_with(opener) {
+                CallState::Holding
+            } else {
+                CallState::Streaming
+            };
+        }
+        if self.calls == CallState::Streaming {
+            if format == ToolFormat::Hermes
+                && let Some(at) = self.call_text.find(HERMES_OPEN)
+            {
+                let before: String = self.call_text.drain(..at).collect();
+                push_nonempty(out, Delta::Content(before));
+                self.calls = CallState::Holding;
+                return;
+            }
+            let keep = match format {
+                ToolFormat::Hermes => partial_marker_len(&self.call_text, HERMES_OPEN),
+                _ => 0,
+            };
+            let cut = self.call_text.len() - keep;
+            let released: String = self.call_text.drain(..cut).collect();
+            push_nonempty(out, Delta::Content(released));
+        }
+    }
+
+    /// The deltas left at the end of the answer, and whether it called tools.
+    pub fn finish(&mut self) -> (Vec<Delta>, bool) {
+        let mut out = Vec::new();
+        let held = std::mem::take(&mut self.held);
+        match self.think {
+            ThinkState::Inside => push_nonempty(&mut out, Delta::Reasoning(held)),
+            _ => {
+                if self.tools.is_some() {
+                    self.call_text.push_str(&held);
+                } else {
+                    push_nonempty(&mut out, Delta::Content(held));
+                }
+            }
+        }
+        let text = std::mem::take(&mut self.call_text);
+        let mut called = false;
+        if let Some(format) = self.tools {
+            let parsed = parse_calls(&text, format);
+            if parsed.calls.is_empty() {
+                push_nonempty(&mut out, Delta::Content(text));
+            } else {
+                called = true;
+                push_nonempty(&mut out, Delta::Content(parsed.content));
+                out.push(Delta::ToolCalls(parsed.calls));
+            }
+        }
+        (out, called)
+    }
+}
+
+fn push_nonempty(out: &mut Vec<Delta>, delta: Delta) {
+    let empty = match &delta {
+        Delta::Content(s) | Delta::Reasoning(s) => s.is_empty(),
+        Delta::ToolCalls(c) => c.is_empty(),
+    };
+    if !empty {
+        out.push(delta);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Streams `text` in pieces of `n` bytes and returns every delta.
+    fn stream(output: ChatOutput, text: &str, n: usize) -> (Vec<Delta>, bool) {
+        let mut shaper = output.stream();
+        let mut deltas = Vec::new();
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(n) {
+            deltas.extend(shaper.push(&piece.iter().collect::<String>()));
+        }
+        let (rest, called) = shaper.finish();
+        deltas.extend(rest);
+        (deltas, called)
+    }
+
+    fn joined(deltas: &[Delta], reasoning: bool) -> String {
+        deltas
+            .iter()
+            .filter_map(|d| match (d, reasoning) {
+                (Delta::Content(s), false) | (Delta::Reasoning(s), true) => Some(s.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn think_blocks_become_reasoning_streamed_or_not() {
+        let output = ChatOutput { tools: None };
+        let text = "<think>\nThe user greets.\n</think>\n\nHello!";
+        let (message, called) = output.message(text);
+        assert!(!called);
+        assert_eq!(message["reasoning_content"], "The user greets.");
+        assert_eq!(message["content"], "Hello!");
+        for n in [1, 2, 5, 100] {
+            let (deltas, _) = stream(output, text, n);
+            assert_eq!(joined(&deltas, true).trim(), "The user greets.", "{n}");
+            assert_eq!(joined(&deltas, false), "Hello!", "{n}");
+        }
+    }
+
+    #[test]
+    fn plain_answers_stream_unchanged() {
+        let output = ChatOutput {
+            tools: Some(ToolFormat::Generic),
+        };
+        let text = " <b>Paris</b> is the capital.";
+        let (message, called) = output.message(text);
+        assert!(!called);
+        assert_eq!(message["content"], text);
+        for n in [1, 3, 100] {
+            let (deltas, called) = stream(output, text, n);
+            assert!(!called);
+            assert_eq!(joined(&deltas, false), text, "{n}");
+        }
+    }
+
+    #[test]
+    fn calls_are_held_and_sent_whole_at_the_end() {
+        for (format, text, content) in [
+            (
+                ToolFormat::Generic,
+                r#"{"tool_calls": [{"name": "f", "arguments": {"a": 1}}]}"#,
+                "",
+            ),
+            (
+                ToolFormat::Hermes,
+                "Checking.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+                "Checking.\n",
+            ),
+        ] {
+            let output = ChatOutput {
+                tools: Some(format),
+            };
+            let (message, called) = output.message(text);
+            assert!(called, "{format:?}");
+            assert_eq!(message["tool_calls"][0]["function"]["name"], "f");
+            assert_eq!(
+                message["tool_calls"][0]["function"]["arguments"],
+                r#"{"a":1}"#
+            );
+            for n in [1, 4, 200] {
+                let (deltas, called) = stream(output, text, n);
+                assert!(called);
+                assert_eq!(joined(&deltas, false), content, "{format:?} {n}");
+                let Some(Delta::ToolCalls(calls)) = deltas.last() else {
+                    panic!("{deltas:?}");
+                };
+                assert_eq!(calls[0].name, "f");
+            }
+        }
+    }
+}
