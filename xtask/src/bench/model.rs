@@ -25,7 +25,10 @@ pub fn run(args: &[String]) -> Result<()> {
     let rinfer = Rinfer::build()?;
     let model = match &options.model {
         ModelChoice::Default => rinfer.default_model()?,
-        ModelChoice::Llama1b => synthetic_model::cached()?,
+        ModelChoice::Synthetic(name) => match synthetic_model::by_name(name) {
+            Some(shape) => synthetic_model::cached(shape)?,
+            None => anyhow::bail!("no synthetic model named {name}"),
+        },
         ModelChoice::Path(path) => path.clone(),
     };
     ensure!(model.is_file(), "no model file at {}", model.display());

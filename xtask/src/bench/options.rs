@@ -4,14 +4,18 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
+use super::synthetic_model::MODELS;
+
 /// How to call the model bench.
 pub const USAGE: &str = "\
-usage: cargo xtask bench [model] [--model default|llama-1b|PATH] [--threads 1,2] [--reps 5]
-                         [--vs-llama-cpp] [--json]
-       cargo xtask bench make-model [PATH]
+usage: cargo xtask bench [model] [--model default|llama-1b|qwen3moe|PATH] [--threads 1,2]
+                         [--reps 5] [--vs-llama-cpp] [--json]
+       cargo xtask bench make-model [llama-1b|qwen3moe] [PATH]
 
   --model         default: the default model (Gemma 3 270M Q4_K_M); llama-1b: the synthetic
-                  llama-shaped 1.1B model (written on first use); or a GGUF file
+                  llama-shaped 1.1B model; qwen3moe: the synthetic Qwen3-MoE of 5.1B parameters
+                  with 64 experts, 6 used (synthetic models are written on first use); or a GGUF
+                  file
   --threads       comma-separated thread counts, each measured (default 1,2)
   --reps          repetitions of every measurement (default 5); the median and min-max are shown
   --vs-llama-cpp  measure llama.cpp too, alternating with rinfer, and print rinfer/llama.cpp ratios
@@ -23,8 +27,8 @@ usage: cargo xtask bench [model] [--model default|llama-1b|PATH] [--threads 1,2]
 pub enum ModelChoice {
     /// The default model, fetched by `rinfer fetch`.
     Default,
-    /// The synthetic llama-shaped model in the cache, written on first use.
-    Llama1b,
+    /// A synthetic model in the cache (by its name), written on first use.
+    Synthetic(&'static str),
     /// A GGUF file.
     Path(PathBuf),
 }
@@ -70,8 +74,10 @@ impl BenchOptions {
                 "--model" => {
                     options.model = match value("--model")?.as_str() {
                         "default" => ModelChoice::Default,
-                        "llama-1b" => ModelChoice::Llama1b,
-                        path => ModelChoice::Path(PathBuf::from(path)),
+                        name => match MODELS.iter().find(|(n, _)| *n == name) {
+                            Some(&(name, _)) => ModelChoice::Synthetic(name),
+                            None => ModelChoice::Path(PathBuf::from(name)),
+                        },
                     }
                 }
                 "--threads" => options.threads = parse_threads(value("--threads")?)?,
@@ -136,7 +142,7 @@ mod tests {
         assert_eq!(
             options,
             BenchOptions {
-                model: ModelChoice::Llama1b,
+                model: ModelChoice::Synthetic("llama-1b"),
                 threads: vec![2, 4],
                 reps: 7,
                 vs_llama_cpp: true,

@@ -1,8 +1,10 @@
-//! `cargo xtask bench make-model [PATH]`: a llama-shaped model of 1.1 billion parameters
-//! (TinyLlama's shape) with seeded random weights, quantized in llama.cpp's Q4_K_M mix, with a
-//! synthetic SentencePiece vocabulary, so that rinfer and llama.cpp can be measured on a model
-//! four times the size of the default one without downloading it. Its text is noise; its speed
-//! is that of any model of its shape and types.
+//! `cargo xtask bench make-model [llama-1b|qwen3moe] [PATH]`: models with seeded random weights
+//! in llama.cpp's Q4_K_M mix and a synthetic SentencePiece vocabulary, so that rinfer and
+//! llama.cpp can be measured on models larger than the default one without downloading them:
+//! a llama of 1.1 billion parameters (TinyLlama's shape) and a Qwen3-MoE of 5.1 billion with
+//! 64 experts, 6 used per token (about 13 % of the weights read per token; Qwen3-30B-A3B's
+//! layout at a sixth of its size). Their text is noise; their speed is that of any model of
+//! their shape and types.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -13,9 +15,24 @@ use rinfer_formats::gguf::{GgufWriter, MetadataValue};
 
 use super::synthetic_vocab;
 
-/// A llama model's dimensions.
+/// The experts of a mixture-of-experts feed-forward block.
+#[derive(Clone, Copy, Debug)]
+pub struct Experts {
+    /// Experts per layer.
+    pub count: usize,
+    /// Experts the router picks per token.
+    pub used: usize,
+    /// Feed-forward width of one expert.
+    pub ffn: usize,
+}
+
+/// A synthetic model's architecture and dimensions.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
+    /// The GGUF architecture: `llama` (dense) or `qwen3moe` (with [`Shape::experts`]).
+    pub arch: &'static str,
+    /// The name of the model's file in the models cache.
+    pub file_name: &'static str,
     /// Decoder blocks.
     pub layers: usize,
     /// Embedding width.
@@ -30,10 +47,14 @@ pub struct Shape {
     pub vocab: usize,
     /// Trained context length.
     pub context: usize,
+    /// The experts, for a mixture of experts.
+    pub experts: Option<Experts>,
 }
 
 /// TinyLlama 1.1B's shape.
 pub const LLAMA_1B: Shape = Shape {
+    arch: "llama",
+    file_name: "llama-1b-synthetic-q4_k_m.gguf",
     layers: 22,
     hidden: 2048,
     ffn: 5632,
@@ -41,10 +62,37 @@ pub const LLAMA_1B: Shape = Shape {
     kv_heads: 4,
     vocab: 32_000,
     context: 2048,
+    experts: None,
 };
 
-/// The file name of the [`LLAMA_1B`] model in the models cache.
-pub const FILE_NAME: &str = "llama-1b-synthetic-q4_k_m.gguf";
+/// A Qwen3-MoE of 5.1 billion parameters: 16 layers of 64 experts, 6 used per token.
+pub const QWEN3_MOE: Shape = Shape {
+    arch: "qwen3moe",
+    file_name: "qwen3moe-5b-synthetic-q4_k_m.gguf",
+    layers: 16,
+    hidden: 2048,
+    ffn: 768,
+    heads: 32,
+    kv_heads: 4,
+    vocab: 32_000,
+    context: 4096,
+    experts: Some(Experts {
+        count: 64,
+        used: 6,
+        ffn: 768,
+    }),
+};
+
+/// The synthetic models, by the name the bench options give them.
+pub const MODELS: [(&str, &Shape); 2] = [("llama-1b", &LLAMA_1B), ("qwen3moe", &QWEN3_MOE)];
+
+/// The synthetic model called `name`.
+pub fn by_name(name: &str) -> Option<&'static Shape> {
+    MODELS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, shape)| shape)
+}
 
 /// The seed of every weight; the same seed writes the same file.
 const SEED: u64 = 0x5EED_0001;
@@ -55,23 +103,29 @@ const WEIGHT_STD: f32 = 0.02;
 /// `general.file_type` of a Q4_K_M file (llama.cpp's `LLAMA_FTYPE_MOSTLY_Q4_K_M`).
 const FILE_TYPE_Q4_K_M: u32 = 15;
 
-/// Runs `make-model [PATH]`: writes the model to PATH (by default into the models cache).
+/// Runs `make-model [NAME] [PATH]`: writes the model NAME (`llama-1b` by default) to PATH (by
+/// default into the models cache).
 pub fn run(args: &[String]) -> Result<()> {
-    let path = match args {
-        [] => super::cache::models_dir()?.join(FILE_NAME),
-        [path] => PathBuf::from(path),
-        _ => bail!("usage: cargo xtask bench make-model [PATH]"),
+    const USAGE: &str = "usage: cargo xtask bench make-model [llama-1b|qwen3moe] [PATH]";
+    let (shape, rest) = match args.split_first() {
+        Some((name, rest)) if by_name(name).is_some() => (by_name(name).unwrap_or(&LLAMA_1B), rest),
+        _ => (&LLAMA_1B, args),
     };
-    write(&LLAMA_1B, &path)?;
+    let path = match rest {
+        [] => super::cache::models_dir()?.join(shape.file_name),
+        [path] => PathBuf::from(path),
+        _ => bail!(USAGE),
+    };
+    write(shape, &path)?;
     println!("{}", path.display());
     Ok(())
 }
 
-/// The [`LLAMA_1B`] model in the models cache, written first if it is not there.
-pub fn cached() -> Result<PathBuf> {
-    let path = super::cache::models_dir()?.join(FILE_NAME);
+/// The model of `shape` in the models cache, written first if it is not there.
+pub fn cached(shape: &Shape) -> Result<PathBuf> {
+    let path = super::cache::models_dir()?.join(shape.file_name);
     if !path.is_file() {
-        write(&LLAMA_1B, &path)?;
+        write(shape, &path)?;
     }
     Ok(path)
 }
@@ -81,7 +135,7 @@ pub fn cached() -> Result<PathBuf> {
 pub fn write(shape: &Shape, path: &Path) -> Result<()> {
     let start = Instant::now();
     eprintln!(
-        "==> writing a synthetic {shape:?} llama model to {}",
+        "==> writing a synthetic {shape:?} model to {}",
         path.display()
     );
     let mut writer = GgufWriter::new();
@@ -90,6 +144,8 @@ pub fn write(shape: &Shape, path: &Path) -> Result<()> {
     }
     for (name, ty, dims) in tensors(shape) {
         let data = match ty {
+            // Routers: random, so that tokens spread over the experts as trained ones do.
+            GgmlType::F32 if name.ends_with("ffn_gate_inp.weight") => random_f32(&name, &dims),
             // Norm weights: ones, as a freshly initialised model has.
             GgmlType::F32 => 1f32
                 .to_le_bytes()
@@ -113,24 +169,43 @@ fn metadata(s: &Shape) -> Vec<(String, MetadataValue)> {
     use MetadataValue::{F32, String as Str, U32};
     let u32 = |n: usize| U32(n as u32);
     let mut entries = vec![
-        ("general.architecture".into(), Str("llama".into())),
-        ("general.name".into(), Str("llama 1B synthetic".into())),
+        ("general.architecture".into(), Str(s.arch.into())),
+        (
+            "general.name".into(),
+            Str(format!("{} synthetic", s.file_name)),
+        ),
         ("general.file_type".into(), U32(FILE_TYPE_Q4_K_M)),
         ("general.quantization_version".into(), U32(2)),
     ];
-    let llama = [
+    let head_dim = s.hidden / s.heads;
+    let mut arch = vec![
         ("context_length", u32(s.context)),
         ("embedding_length", u32(s.hidden)),
         ("block_count", u32(s.layers)),
         ("feed_forward_length", u32(s.ffn)),
-        ("rope.dimension_count", u32(s.hidden / s.heads)),
-        ("rope.freq_base", F32(10_000.0)),
+        ("rope.dimension_count", u32(head_dim)),
+        (
+            "rope.freq_base",
+            F32(if s.experts.is_some() { 1e6 } else { 1e4 }),
+        ),
         ("attention.head_count", u32(s.heads)),
         ("attention.head_count_kv", u32(s.kv_heads)),
         ("attention.layer_norm_rms_epsilon", F32(1e-5)),
         ("vocab_size", u32(s.vocab)),
     ];
-    entries.extend(llama.into_iter().map(|(k, v)| (format!("llama.{k}"), v)));
+    if let Some(e) = s.experts {
+        arch.extend([
+            ("attention.key_length", u32(head_dim)),
+            ("attention.value_length", u32(head_dim)),
+            ("expert_count", u32(e.count)),
+            ("expert_used_count", u32(e.used)),
+            ("expert_feed_forward_length", u32(e.ffn)),
+        ]);
+    }
+    entries.extend(
+        arch.into_iter()
+            .map(|(k, v)| (format!("{}.{k}", s.arch), v)),
+    );
     entries.extend(
         synthetic_vocab::metadata(s.vocab)
             .into_iter()
@@ -158,20 +233,37 @@ fn tensors(s: &Shape) -> Vec<(String, GgmlType, Vec<u64>)> {
         } else {
             GgmlType::Q4K
         };
-        let layer = [
+        let attention = [
             ("attn_norm", GgmlType::F32, vec![hidden]),
             ("attn_q", GgmlType::Q4K, vec![hidden, hidden]),
             ("attn_k", GgmlType::Q4K, vec![hidden, kv]),
             ("attn_v", more_bits, vec![hidden, kv]),
             ("attn_output", GgmlType::Q4K, vec![hidden, hidden]),
             ("ffn_norm", GgmlType::F32, vec![hidden]),
-            ("ffn_gate", GgmlType::Q4K, vec![hidden, ffn]),
-            ("ffn_up", GgmlType::Q4K, vec![hidden, ffn]),
-            ("ffn_down", more_bits, vec![ffn, hidden]),
         ];
+        let head_dim = (s.hidden / s.heads) as u64;
+        let ffn_block = match s.experts {
+            None => vec![
+                ("ffn_gate", GgmlType::Q4K, vec![hidden, ffn]),
+                ("ffn_up", GgmlType::Q4K, vec![hidden, ffn]),
+                ("ffn_down", more_bits, vec![ffn, hidden]),
+            ],
+            Some(e) => {
+                let (n, eff) = (e.count as u64, e.ffn as u64);
+                vec![
+                    ("attn_q_norm", GgmlType::F32, vec![head_dim]),
+                    ("attn_k_norm", GgmlType::F32, vec![head_dim]),
+                    ("ffn_gate_inp", GgmlType::F32, vec![hidden, n]),
+                    ("ffn_gate_exps", GgmlType::Q4K, vec![hidden, eff, n]),
+                    ("ffn_up_exps", GgmlType::Q4K, vec![hidden, eff, n]),
+                    ("ffn_down_exps", more_bits, vec![eff, hidden, n]),
+                ]
+            }
+        };
         list.extend(
-            layer
+            attention
                 .into_iter()
+                .chain(ffn_block)
                 .map(|(role, ty, dims)| (format!("blk.{i}.{role}.weight"), ty, dims)),
         );
     }
@@ -218,6 +310,15 @@ fn random_quantized(name: &str, ty: GgmlType, dims: &[u64]) -> Result<Vec<u8>> {
     Ok(data)
 }
 
+/// A tensor of uniform random f32 values (little-endian bytes), drawn as [`random_quantized`]
+/// draws its rows.
+fn random_f32(name: &str, dims: &[u64]) -> Vec<u8> {
+    let tensor_seed = name.bytes().fold(SEED, |h, b| splitmix(h ^ u64::from(b)));
+    let mut values = vec![0f32; dims.iter().product::<u64>() as usize];
+    fill_uniform(&mut values, tensor_seed);
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
 /// Fills `values` with uniform numbers of standard deviation [`WEIGHT_STD`] drawn from `seed`.
 fn fill_uniform(values: &mut [f32], seed: u64) {
     let half_width = WEIGHT_STD * 3f32.sqrt();
@@ -242,6 +343,8 @@ mod tests {
     use rinfer_formats::gguf::GgufFile;
 
     const TINY: Shape = Shape {
+        arch: "llama",
+        file_name: "tiny.gguf",
         layers: 8,
         hidden: 256,
         ffn: 512,
@@ -249,6 +352,19 @@ mod tests {
         kv_heads: 2,
         vocab: 1024,
         context: 128,
+        experts: None,
+    };
+
+    const TINY_MOE: Shape = Shape {
+        arch: "qwen3moe",
+        file_name: "tiny-moe.gguf",
+        ffn: 256,
+        experts: Some(Experts {
+            count: 8,
+            used: 2,
+            ffn: 256,
+        }),
+        ..TINY
     };
 
     #[test]
@@ -259,11 +375,51 @@ mod tests {
 
     #[test]
     fn the_1b_shape_has_about_1_1_billion_parameters() {
-        let params: u64 = tensors(&LLAMA_1B)
+        let params = params(&LLAMA_1B);
+        assert!((1_090_000_000..1_110_000_000).contains(&params), "{params}");
+    }
+
+    fn params(shape: &Shape) -> u64 {
+        let tensors = tensors(shape);
+        tensors
             .iter()
             .map(|(_, _, dims)| dims.iter().product::<u64>())
-            .sum();
-        assert!((1_090_000_000..1_110_000_000).contains(&params), "{params}");
+            .sum()
+    }
+
+    #[test]
+    fn the_moe_shape_has_about_5_billion_parameters_of_which_a_tenth_are_read_per_token() {
+        let total = params(&QWEN3_MOE);
+        assert!((5_000_000_000..5_200_000_000).contains(&total), "{total}");
+        let experts = tensors(&QWEN3_MOE)
+            .iter()
+            .filter(|(name, _, _)| name.ends_with("_exps.weight"))
+            .map(|(_, _, dims)| dims.iter().product::<u64>())
+            .sum::<u64>();
+        let active = total - experts + experts * 6 / 64;
+        let share = active as f64 / total as f64;
+        assert!((0.1..0.15).contains(&share), "{share}");
+    }
+
+    #[test]
+    fn a_tiny_moe_model_routes_and_generates_in_rinfer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("moe.gguf");
+        write(&TINY_MOE, &path).unwrap();
+        let loaded = rinfer_model::LoadedModel::open(&path).unwrap();
+        let prompt = loaded
+            .tokenizer
+            .encode("the river ran low", true, false)
+            .unwrap();
+        let request = rinfer_model::Request::new(prompt, 2)
+            .with_sampling(rinfer_model::SamplingParams::greedy());
+        let mut engine = rinfer_model::Engine::new(
+            &loaded,
+            rinfer_model::EngineSettings::single(16),
+            rinfer_model::DeviceRequest::Cpu,
+        )
+        .unwrap();
+        assert!(!engine.generate(request, |_| {}).unwrap().tokens.is_empty());
     }
 
     #[test]
