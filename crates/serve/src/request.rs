@@ -55,6 +55,9 @@ pub struct GenerationRequest {
     pub user: Option<String>,
     /// Choices per request (1 to 16, at most `--parallel`).
     pub n: Option<u64>,
+    /// `false`: no speculative decoding for this request, even when the server speculates
+    /// (the text is the same either way).
+    pub speculate: Option<bool>,
 }
 
 /// `stream_options`.

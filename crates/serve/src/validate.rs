@@ -52,6 +52,8 @@ pub struct Checked<'r> {
     pub stream: bool,
     /// Send a last chunk with the usage (streaming only).
     pub include_usage: bool,
+    /// Whether the request may be decoded speculatively.
+    pub speculate: bool,
     /// The prompt, still to tokenize or render.
     pub prompt: PromptInput<'r>,
 }
@@ -111,6 +113,7 @@ pub fn validate(
             logprobs: checked.logprobs,
             // OpenAI's penalties count every generated token, and only those.
             penalize_prompt: false,
+            speculate: checked.speculate,
         },
         stream: checked.stream,
         include_usage: checked.include_usage,
@@ -171,6 +174,7 @@ pub fn check(
         logprobs,
         stream,
         include_usage,
+        speculate: req.speculate.unwrap_or(true),
         prompt,
     })
 }

@@ -22,6 +22,9 @@ pub struct Request {
     /// Whether the penalties' window also covers the prompt (llama.cpp's repeat penalty), or
     /// only the generated tokens (OpenAI's frequency and presence penalties).
     pub penalize_prompt: bool,
+    /// Whether it may guess tokens ahead when the engine speculates (the text is the same
+    /// either way; only the time differs).
+    pub speculate: bool,
 }
 
 impl Request {
@@ -32,6 +35,7 @@ impl Request {
             prompt,
             max_tokens,
             penalize_prompt: true,
+            speculate: true,
             ..Self::default()
         }
     }
@@ -97,6 +101,10 @@ pub struct Timings {
     pub cached_tokens: usize,
     /// Generated tokens.
     pub generated_tokens: usize,
+    /// Tokens guessed ahead by speculation.
+    pub drafted_tokens: usize,
+    /// Of those, tokens the model confirmed.
+    pub accepted_tokens: usize,
 }
 
 impl Timings {
