@@ -33,6 +33,7 @@ mod response;
 mod routes;
 mod scheduler;
 mod server;
+mod speculation_metrics;
 mod state;
 mod validate;
 
