@@ -78,8 +78,9 @@ fn run_all(engine: &mut Engine<'_>, requests: Vec<Request>) -> Vec<Output> {
         .collect();
     let mut outputs: Vec<Output> = vec![Default::default(); ids.len()];
     let at = |id| ids.iter().position(|&i| i == id).unwrap();
+    let max_batch = engine.settings().max_batch;
     while engine.is_busy() {
-        engine.step(|event| match event {
+        let rows = engine.step(|event| match event {
             Event::Token {
                 id, text, logprob, ..
             } => {
@@ -90,6 +91,7 @@ fn run_all(engine: &mut Engine<'_>, requests: Vec<Request>) -> Vec<Output> {
             Event::Finished { id, tokens, .. } => outputs[at(id)].0 = tokens,
             Event::Failed { error, .. } => panic!("{error}"),
         });
+        assert!(rows <= max_batch, "guesses never overfill the batch");
     }
     outputs
 }
@@ -121,6 +123,10 @@ fn greedy_and_seeded_speculation_give_the_output_of_plain_decoding() {
     assert!(
         total.accepted_tokens > 0,
         "no guess was ever confirmed: {total:?}"
+    );
+    assert!(
+        total.accepted_tokens < total.drafted_tokens,
+        "no guess was rejected, so no rollback was tested: {total:?}"
     );
 }
 
