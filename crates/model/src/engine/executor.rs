@@ -70,7 +70,8 @@ pub(super) struct Sizes {
     pub(super) max_batch: usize,
     pub(super) sequences: usize,
     pub(super) all_logits: bool,
-    /// The most tokens a decoding sequence guesses ahead in a step (each needs a logits row).
+    /// The most tokens a decoding sequence guesses ahead in a step (each needs a logits row;
+    /// the CPU only).
     pub(super) draft_max: usize,
 }
 
@@ -99,8 +100,7 @@ impl Executor {
             ordinal: 0,
             context: sizes.context,
             max_batch: sizes.max_batch,
-            // Guesses need the logits of every position of a sequence.
-            all_logits: sizes.all_logits || sizes.draft_max > 0,
+            all_logits: sizes.all_logits,
         };
         let resolved =
             rinfer_cuda::resolve(request, || GpuModel::load(&model.gpu_view()?, &options))?;
@@ -111,7 +111,7 @@ impl Executor {
                 let caches = (0..sizes.sequences)
                     .map(|_| gpu.new_cache().map(SeqCache::Cuda))
                     .collect::<Result<_, _>>()?;
-                let logits = vec![0.0; sizes.logit_rows() * config.vocab_size];
+                let logits = vec![0.0; sizes.sequences * config.vocab_size];
                 let gpu = Box::new(gpu);
                 (Self::Cuda { gpu, logits }, caches, report)
             }

@@ -159,6 +159,13 @@ impl<'m> Engine<'m> {
             draft_max: settings.speculation.draft_max(),
         };
         let (executor, caches, device) = Executor::start(&loaded.model, device, sizes)?;
+        let mut settings = settings;
+        if matches!(device, DeviceReport::Cuda(_)) && settings.speculation != Speculation::Off {
+            // Exactness needs a verification pass to give the logits of single-token decoding,
+            // which the GPU's decode step (split attention, a CUDA graph) is not shown to do.
+            tracing::info!("speculative decoding runs on the CPU only; decoding plainly");
+            settings.speculation = Speculation::Off;
+        }
         let config = &loaded.model.config;
         Ok(Self {
             loaded,
