@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use rinfer_cuda::DeviceRequest;
 use rinfer_formats::GgmlType;
-use rinfer_model::SamplingParams;
 use rinfer_model::quantize::FileType;
+use rinfer_model::{SamplingParams, Speculation};
 
 use crate::limits;
 
@@ -83,6 +83,41 @@ pub struct ChatTemplateOptions {
     pub chat_template: Option<String>,
 }
 
+/// Speculative decoding: guessing tokens ahead and verifying them in one pass.
+#[derive(Args, Clone)]
+pub struct SpeculationOptions {
+    /// Guess tokens ahead and verify them in one pass: `ngram` guesses from earlier
+    /// occurrences of the last tokens in the prompt and the text so far (fast on text that
+    /// quotes or edits its input); `off` decodes one token per pass. The text is the same
+    /// either way, greedy or seeded.
+    #[arg(long, value_enum, default_value_t = SpeculateMode::Off)]
+    pub speculate: SpeculateMode,
+    /// The most tokens guessed in one pass (fewer when recent guesses failed).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub draft_max: u16,
+}
+
+/// Where speculative guesses come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpeculateMode {
+    /// No speculation.
+    Off,
+    /// Prompt lookup: n-gram matches in the prompt and the text so far.
+    Ngram,
+}
+
+impl SpeculationOptions {
+    /// The engine's speculation setting.
+    pub fn speculation(&self) -> Speculation {
+        match self.speculate {
+            SpeculateMode::Off => Speculation::Off,
+            SpeculateMode::Ngram => Speculation::PromptLookup {
+                draft_max: usize::from(self.draft_max),
+            },
+        }
+    }
+}
+
 /// How to choose tokens.
 #[derive(Args, Clone)]
 pub struct SamplingOptions {
@@ -145,6 +180,8 @@ pub struct RunOptions {
     #[arg(long)]
     pub warmup: bool,
     #[command(flatten)]
+    pub speculation: SpeculationOptions,
+    #[command(flatten)]
     pub template: ChatTemplateOptions,
     #[command(flatten)]
     pub engine: EngineOptions,
@@ -161,6 +198,8 @@ pub struct ChatOptions {
     /// A system prompt.
     #[arg(long)]
     pub system: Option<String>,
+    #[command(flatten)]
+    pub speculation: SpeculationOptions,
     #[command(flatten)]
     pub template: ChatTemplateOptions,
     #[command(flatten)]
@@ -296,6 +335,8 @@ pub struct ServeOptions {
     /// available, at most 4 GiB; 0 keeps only each slot's own last sequence).
     #[arg(long, value_parser = limits::parse_kv_cache_mib)]
     pub kv_cache_mib: Option<usize>,
+    #[command(flatten)]
+    pub speculation: SpeculationOptions,
     #[command(flatten)]
     pub exposure: ExposureOptions,
     #[command(flatten)]

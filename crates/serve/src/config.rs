@@ -29,6 +29,9 @@ pub struct ServeConfig {
     /// The prefix cache's budget in MiB (`None`: sized from the memory available, see
     /// [`rinfer_model::EngineSettings::default_prefix_cache_bytes`]).
     pub kv_cache_mib: Option<usize>,
+    /// Whether decoding guesses tokens ahead (`--speculate`); a request opts out with
+    /// `"speculate": false`. The text is the same either way.
+    pub speculation: rinfer_model::Speculation,
     /// Requests that may wait for a free sequence before new ones get 503.
     pub queue: usize,
     /// Threads of the engine's compute pool (`None`: one per core).
@@ -82,6 +85,7 @@ impl ServeConfig {
             context: None,
             parallel: 4,
             kv_cache_mib: None,
+            speculation: rinfer_model::Speculation::Off,
             queue: 64,
             threads: None,
             max_body_bytes: 2 << 20,

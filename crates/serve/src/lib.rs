@@ -39,6 +39,7 @@ mod response;
 mod routes;
 mod scheduler;
 mod server;
+mod speculation_metrics;
 mod state;
 mod structured;
 mod tools;

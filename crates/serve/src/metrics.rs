@@ -32,6 +32,8 @@ pub struct Metrics {
     pub inter_token_latency: Histogram,
     /// The engine's prefix cache.
     pub prefix: PrefixMetrics,
+    /// The engine's speculative decoding.
+    pub speculation: crate::speculation_metrics::SpeculationMetrics,
 }
 
 /// The engine's prefix cache, as the engine thread last published it.
@@ -266,6 +268,7 @@ impl Metrics {
             },
         );
         self.prefix.render(&mut out);
+        self.speculation.render(&mut out);
         out
     }
 }

@@ -65,6 +65,9 @@ pub struct GenerationRequest {
     pub tool_choice: Option<Value>,
     /// Chat: whether an answer may hold several calls (default true).
     pub parallel_tool_calls: Option<bool>,
+    /// `false`: no speculative decoding for this request, even when the server speculates
+    /// (the text is the same either way).
+    pub speculate: Option<bool>,
 }
 
 /// `stream_options`.

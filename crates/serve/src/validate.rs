@@ -58,6 +58,8 @@ pub struct Checked<'r> {
     pub stream: bool,
     /// Send a last chunk with the usage (streaming only).
     pub include_usage: bool,
+    /// Whether the request may be decoded speculatively.
+    pub speculate: bool,
     /// The prompt, still to tokenize or render.
     pub prompt: PromptInput<'r>,
 }
@@ -146,6 +148,7 @@ pub fn validate(
             // OpenAI's penalties count every generated token, and only those.
             penalize_prompt: false,
             constraint,
+            speculate: checked.speculate,
         },
         stream: checked.stream,
         include_usage: checked.include_usage,
@@ -245,6 +248,7 @@ pub fn check(
         logprobs,
         stream,
         include_usage,
+        speculate: req.speculate.unwrap_or(true),
         prompt,
     })
 }

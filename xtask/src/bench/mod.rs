@@ -5,7 +5,8 @@
 //! `make-model` writes the synthetic llama-shaped model the model bench can also run;
 //! `kernels` measures matvec and matmul of every weight type against the machine's bandwidth;
 //! `serve` measures `rinfer serve` at several concurrent streams, and with `--multi-turn` the time
-//! to first token of each turn of a resent chat, beside llama.cpp's `llama-server`.
+//! to first token of each turn of a resent chat, beside llama.cpp's `llama-server`;
+//! `speculative` measures decoding with and without prompt-lookup speculation.
 
 mod cache;
 mod ceiling;
@@ -20,6 +21,7 @@ mod report;
 mod rinfer;
 mod serve;
 mod server;
+mod speculative;
 mod stats;
 mod synthetic_model;
 mod synthetic_vocab;
@@ -34,6 +36,10 @@ pub fn run(args: &[String]) -> Result<()> {
         Some("kernels") => {
             let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
             kernels::run(&rest)
+        }
+        Some("speculative") => {
+            let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+            speculative::run(&rest)
         }
         Some("serve") => {
             let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();

@@ -47,6 +47,11 @@ impl Rinfer {
         Ok(Self { binary })
     }
 
+    /// The binary's path.
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
     /// The default model's path, fetched and verified first if needed.
     pub fn default_model(&self) -> Result<PathBuf> {
         let done = child::run(Command::new(&self.binary).arg("fetch"))?;

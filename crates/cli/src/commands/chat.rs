@@ -6,8 +6,8 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{Result, bail};
-use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
+use rinfer_model::{EngineSettings, Request};
 
 use crate::commands::session::Session;
 use crate::options::ChatOptions;
@@ -23,7 +23,10 @@ pub fn run(options: &ChatOptions) -> Result<()> {
     if let Some(warning) = &chat.warning {
         report!("warning: {warning}");
     }
-    let mut engine = session.engine()?;
+    let mut engine = session.engine_with(EngineSettings {
+        speculation: options.speculation.speculation(),
+        ..EngineSettings::single(session.context)
+    })?;
     let mut messages: Vec<ChatMessage> = options.system.iter().map(ChatMessage::system).collect();
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();

@@ -41,6 +41,7 @@ pub fn run(options: &RunOptions) -> Result<()> {
     // One request: nothing to keep blocks for (unless --kv-cache-mib asks).
     let mut engine = session.engine_with(EngineSettings {
         prefix_cache_bytes: 0,
+        speculation: options.speculation.speculation(),
         ..EngineSettings::single(session.context)
     })?;
     if options.warmup
@@ -73,6 +74,8 @@ pub fn run(options: &RunOptions) -> Result<()> {
                 "load_s": session.load_s,
                 "prefill_tok_s": t.prefill_tok_s(),
                 "decode_tok_s": t.decode_tok_s().unwrap_or(0.0),
+                "drafted_tokens": t.drafted_tokens,
+                "accepted_tokens": t.accepted_tokens,
             },
         });
         let _ = writeln!(stdout, "{report}");
@@ -88,6 +91,12 @@ pub fn run(options: &RunOptions) -> Result<()> {
     );
     if let Some(rate) = t.decode_tok_s() {
         summary += &format!(" | decode {} tokens at {rate:.1} tok/s", t.decoded_tokens());
+    }
+    if t.drafted_tokens > 0 {
+        summary += &format!(
+            " | {} of {} guessed tokens accepted",
+            t.accepted_tokens, t.drafted_tokens
+        );
     }
     report!("{summary}");
     Ok(())

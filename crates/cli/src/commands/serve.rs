@@ -33,6 +33,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         threads: options.threads,
         device: options.device,
         kv_cache_mib: options.kv_cache_mib,
+        speculation: options.speculation.speculation(),
         max_body_bytes: exposure.max_body_bytes,
         max_connections: exposure.max_connections,
         header_timeout: Duration::from_secs(exposure.header_timeout),

@@ -59,11 +59,6 @@ impl Session {
         })
     }
 
-    /// An engine for one sequence at a time over the whole context.
-    pub fn engine(&self) -> Result<Engine<'_>> {
-        self.engine_with(EngineSettings::single(self.context))
-    }
-
     /// An engine of the given sizes on the device `--device` chose. The device is reported on
     /// stderr when a GPU was asked for or found, or with `--verbose`.
     /// `--kv-cache-mib` sets the prefix cache's budget.

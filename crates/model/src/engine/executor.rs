@@ -54,7 +54,7 @@ pub(super) enum Executor {
     },
     Cuda {
         gpu: Box<GpuModel>,
-        /// The logits rows of one step, `[sequences, vocab]`.
+        /// The logits rows of one step, `[rows, vocab]`.
         logits: Vec<f32>,
     },
     /// Tests only: `inner`, except that a pass holding the token `poison` panics, as a bug in
@@ -70,6 +70,23 @@ pub(super) struct Sizes {
     pub(super) max_batch: usize,
     pub(super) sequences: usize,
     pub(super) all_logits: bool,
+    /// The most tokens a decoding sequence guesses ahead in a step (each needs a logits row;
+    /// the CPU only).
+    pub(super) draft_max: usize,
+}
+
+impl Sizes {
+    /// Most rows of logits one step produces.
+    fn logit_rows(&self) -> usize {
+        if self.all_logits {
+            self.max_batch
+        } else {
+            let per_sequence = self.draft_max.saturating_add(1);
+            self.sequences
+                .saturating_mul(per_sequence)
+                .min(self.max_batch)
+        }
+    }
 }
 
 impl Executor {
@@ -99,11 +116,7 @@ impl Executor {
                 (Self::Cuda { gpu, logits }, caches, report)
             }
             Resolved::Cpu { reason } => {
-                let logit_rows = if sizes.all_logits {
-                    sizes.max_batch
-                } else {
-                    sizes.sequences
-                };
+                let logit_rows = sizes.logit_rows();
                 let plan = MemoryPlan::new(
                     config,
                     sizes.context,
@@ -126,39 +139,56 @@ impl Executor {
         })
     }
 
-    /// Runs each `(tokens, cache)` pair at the positions following its cache and returns one
-    /// logits row per pair (its last token's), concatenated. On an error no cache has grown.
+    /// Runs each `(tokens, wanted, cache)` at the positions following its cache and returns
+    /// the logits rows `wanted` (its last token's, or all of its tokens'), concatenated. On an
+    /// error no cache has grown.
     pub(super) fn forward(
         &mut self,
         model: &Model,
-        batch: Vec<(&[u32], &mut SeqCache)>,
+        batch: Vec<(&[u32], Logits, &mut SeqCache)>,
     ) -> Result<&mut [f32], ModelError> {
         match self {
             Self::Cpu { scratch } => {
                 let mut seqs = Vec::with_capacity(batch.len());
-                for (tokens, cache) in batch {
+                for (tokens, logits, cache) in batch {
                     let SeqCache::Cpu(cache) = cache else {
                         return Err(wrong_device());
                     };
                     seqs.push(SeqBatch {
                         tokens,
                         cache,
-                        logits: Logits::Last,
+                        logits,
                     });
                 }
                 model.forward_batch(&mut seqs, scratch)
             }
             Self::Cuda { gpu, logits } => {
                 let vocab = model.config.vocab_size;
-                let rows = batch.len();
-                let mut done: Vec<(&mut GpuKvCache, usize)> = Vec::with_capacity(rows);
-                for (i, (tokens, cache)) in batch.into_iter().enumerate() {
+                let mut rows = 0;
+                let mut done: Vec<(&mut GpuKvCache, usize)> = Vec::with_capacity(batch.len());
+                for (tokens, wanted, cache) in batch {
                     let SeqCache::Cuda(cache) = cache else {
                         return Err(wrong_device());
                     };
                     let before = cache.len();
-                    match gpu.forward(tokens, cache, rinfer_cuda::Logits::Last) {
-                        Ok(row) => logits[i * vocab..(i + 1) * vocab].copy_from_slice(row),
+                    let wanted = match wanted {
+                        Logits::Last => rinfer_cuda::Logits::Last,
+                        Logits::All => rinfer_cuda::Logits::All,
+                    };
+                    let result = gpu.forward(tokens, cache, wanted).and_then(|out| {
+                        let end = rows * vocab + out.len();
+                        let max = logits.len() / vocab;
+                        let room = logits.get_mut(rows * vocab..end).ok_or(
+                            rinfer_cuda::CudaError::BatchTooLarge {
+                                requested: out.len() / vocab,
+                                max,
+                            },
+                        )?;
+                        room.copy_from_slice(out);
+                        Ok(out.len() / vocab)
+                    });
+                    match result {
+                        Ok(n) => rows += n,
                         Err(error) => {
                             // Each sequence ran in its own pass: undo the ones that succeeded.
                             for (cache, len) in done {
@@ -173,7 +203,7 @@ impl Executor {
             }
             #[cfg(test)]
             Self::Faulty { inner, poison } => {
-                if batch.iter().any(|(tokens, _)| tokens.contains(poison)) {
+                if batch.iter().any(|(tokens, _, _)| tokens.contains(poison)) {
                     panic!("a poisoned token reached the forward pass");
                 }
                 inner.forward(model, batch)

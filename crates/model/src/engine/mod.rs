@@ -35,6 +35,7 @@ mod prefix_cache;
 mod request;
 mod reuse;
 mod sequence;
+mod speculate;
 mod stop;
 
 use std::panic::AssertUnwindSafe;
@@ -43,6 +44,7 @@ use rayon::prelude::*;
 pub use rinfer_cuda::{DeviceReport, DeviceRequest};
 
 use crate::error::ModelError;
+use crate::forward::Logits;
 use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
 use executor::{Executor, SeqCache, Sizes};
@@ -51,6 +53,7 @@ pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
 pub use request::{Event, FinishReason, Generation, Request, SeqId, Timings, TokenLogprob};
 use reuse::{Placement, Rings};
 use sequence::Sequence;
+pub use speculate::{Speculation, SpeculationStats};
 pub use stop::StopMatcher;
 
 /// The sizes of an engine, fixed when it starts.
@@ -69,6 +72,9 @@ pub struct EngineSettings {
     /// The most bytes the prefix cache's blocks hold (0: none kept beyond the slots' own
     /// caches).
     pub prefix_cache_bytes: usize,
+    /// Whether decoding sequences guess tokens ahead and verify them in the same pass (the
+    /// text is the same either way).
+    pub speculation: Speculation,
 }
 
 impl EngineSettings {
@@ -93,6 +99,7 @@ impl EngineSettings {
             prefill_chunk: Self::PREFILL_CHUNK,
             score: false,
             prefix_cache_bytes: Self::default_prefix_cache_bytes(),
+            speculation: Speculation::Off,
         }
     }
 
@@ -123,6 +130,8 @@ pub struct Engine<'m> {
     store: BlockStore,
     /// Requests and tokens the prefix cache has seen.
     reuse_counts: PrefixCacheStats,
+    /// Guesses made and confirmed.
+    speculation_counts: SpeculationStats,
     /// Running sequences, oldest first.
     running: Vec<Sequence<'m>>,
     next_id: u64,
@@ -149,8 +158,16 @@ impl<'m> Engine<'m> {
             max_batch: settings.max_batch,
             sequences: settings.max_sequences,
             all_logits: settings.score,
+            draft_max: settings.speculation.draft_max(),
         };
         let (executor, caches, device) = Executor::start(&loaded.model, device, sizes)?;
+        let mut settings = settings;
+        if matches!(device, DeviceReport::Cuda(_)) && settings.speculation != Speculation::Off {
+            // Exactness needs a verification pass to give the logits of single-token decoding,
+            // which the GPU's decode step (split attention, a CUDA graph) is not shown to do.
+            tracing::info!("speculative decoding runs on the CPU only; decoding plainly");
+            settings.speculation = Speculation::Off;
+        }
         let config = &loaded.model.config;
         Ok(Self {
             loaded,
@@ -162,6 +179,7 @@ impl<'m> Engine<'m> {
             rings: Rings::new(config, settings.context, settings.max_batch),
             store: BlockStore::new(settings.prefix_cache_bytes, config.layers, config.kv_dim()),
             reuse_counts: PrefixCacheStats::default(),
+            speculation_counts: SpeculationStats::default(),
             caches,
             running: Vec::with_capacity(settings.max_sequences),
             next_id: 0,
@@ -197,6 +215,11 @@ impl<'m> Engine<'m> {
             budget: self.store.budget(),
             ..self.reuse_counts
         }
+    }
+
+    /// Tokens guessed ahead and confirmed since the engine started.
+    pub fn speculation_stats(&self) -> SpeculationStats {
+        self.speculation_counts
     }
 
     /// Forgets every cached prefix (the slots' histories and the stored blocks), so that the
@@ -281,8 +304,8 @@ impl<'m> Engine<'m> {
             slot,
             (reused, chain),
             request,
-            tokenizer,
-            vocab,
+            (tokenizer, vocab),
+            self.settings.speculation.draft_max(),
         ));
         Ok(id)
     }
@@ -325,8 +348,9 @@ impl<'m> Engine<'m> {
     }
 
     /// Which sequences run this step and how many tokens each feeds: every decoding sequence
-    /// one, prompts a chunk within the rows left. Indices into `running`, ascending.
-    fn plan(&self) -> Vec<(usize, usize)> {
+    /// its last token and the guesses that fit, prompts a chunk within the rows left. Indices
+    /// into `running`, ascending.
+    fn plan(&mut self) -> Vec<(usize, usize)> {
         let s = &self.settings;
         let decoding = self
             .running
@@ -338,11 +362,29 @@ impl<'m> Engine<'m> {
         } else {
             s.max_batch
         };
-        let mut budget = chunk.min(s.max_batch - decoding);
+        // Rows beyond one per decoding sequence, for guesses first, then prompts.
+        let mut spare = s.max_batch - decoding;
+        let mut rows = Vec::with_capacity(self.running.len());
+        for seq in &mut self.running {
+            if seq.prompt_left() > 0 {
+                rows.push(0);
+                continue;
+            }
+            let held = self.caches[seq.slot].len();
+            let mut limit = s.speculation.draft_max().min(spare);
+            // A rejected guess is cut from the cache, which the rings must allow.
+            if !self.rings.can_truncate(held + 1 + limit, held + 1) {
+                limit = 0;
+            }
+            let n = seq.draft(limit);
+            spare -= n - 1;
+            rows.push(n);
+        }
+        let mut budget = chunk.min(spare);
         let mut plan = Vec::with_capacity(self.running.len());
-        for (i, seq) in self.running.iter().enumerate() {
-            if seq.prompt_left() == 0 {
-                plan.push((i, 1));
+        for (i, (seq, n)) in self.running.iter().zip(rows).enumerate() {
+            if n > 0 {
+                plan.push((i, n));
             } else if budget > 0 {
                 let n = seq.prompt_left().min(budget);
                 budget -= n;
@@ -352,8 +394,8 @@ impl<'m> Engine<'m> {
         plan
     }
 
-    /// Runs `plan` in one pass, then samples and reports; on an error (or a panic in the
-    /// pass) nothing has changed.
+    /// Runs `plan` in one pass, then samples (verifying guesses, and cutting the rejected ones
+    /// from the caches) and reports; on an error (or a panic in the pass) nothing has changed.
     fn run(
         &mut self,
         plan: &[(usize, usize)],
@@ -365,6 +407,7 @@ impl<'m> Engine<'m> {
             caches,
             running,
             store,
+            speculation_counts,
             ..
         } = self;
         let model = &loaded.model;
@@ -376,33 +419,49 @@ impl<'m> Engine<'m> {
                 let cache = by_slot[seq.slot]
                     .take()
                     .expect("each running sequence holds its own slot");
-                (seq.next_tokens(n), cache)
+                let wanted = if seq.prompt_left() == 0 && n > 1 {
+                    Logits::All
+                } else {
+                    Logits::Last
+                };
+                (seq.next_tokens(n), wanted, cache)
             })
             .collect();
         let logits = std::panic::catch_unwind(AssertUnwindSafe(|| executor.forward(model, batch)))
             .unwrap_or(Err(ModelError::ForwardPanicked))?;
 
         let vocab = model.config.vocab_size;
-        let mut rows = logits.chunks_exact_mut(vocab);
+        let mut logits = &mut logits[..];
         let mut planned = plan.iter().peekable();
         let mut to_sample = Vec::with_capacity(plan.len());
         for (i, seq) in running.iter_mut().enumerate() {
             let Some(&(_, n)) = planned.next_if(|&&(j, _)| j == i) else {
                 continue;
             };
-            let row = rows.next().expect("one logits row per planned sequence");
-            let advanced = seq.advance(n);
-            reuse::capture(store, seq, &caches[seq.slot]);
-            if advanced {
-                to_sample.push((seq, row));
+            let decoding = seq.prompt_left() == 0;
+            let rows = if decoding { n } else { 1 };
+            let (mine, rest) = std::mem::take(&mut logits).split_at_mut(rows * vocab);
+            logits = rest;
+            if decoding || seq.advance(n) {
+                to_sample.push((seq, mine));
+            } else {
+                reuse::capture(store, seq, &caches[seq.slot]);
             }
         }
-        let sampled: Vec<_> = to_sample
+        let verified: Vec<_> = to_sample
             .par_iter_mut()
-            .map(|(seq, row)| seq.sample(row))
+            .map(|(seq, rows)| seq.verify(rows, vocab))
             .collect();
-        for ((seq, _), sampled) in to_sample.into_iter().zip(sampled) {
-            on_event(seq.token_event(sampled));
+        for ((seq, _), verified) in to_sample.into_iter().zip(verified) {
+            let cache = &mut caches[seq.slot];
+            cache.truncate(seq.kv_len());
+            reuse::capture(store, seq, cache);
+            if verified.drafted > 0 {
+                speculation_counts.record(verified.drafted, verified.accepted);
+            }
+            for sampled in verified.sampled {
+                on_event(seq.token_event(sampled));
+            }
         }
         Ok(())
     }

@@ -27,6 +27,9 @@ pub struct Request {
     pub penalize_prompt: bool,
     /// A rule the generated text must follow (a JSON schema, a grammar); `None`: any text.
     pub constraint: Option<Arc<dyn TokenConstraint>>,
+    /// Whether it may guess tokens ahead when the engine speculates (the text is the same
+    /// either way; only the time differs).
+    pub speculate: bool,
 }
 
 impl Request {
@@ -37,6 +40,7 @@ impl Request {
             prompt,
             max_tokens,
             penalize_prompt: true,
+            speculate: true,
             ..Self::default()
         }
     }
@@ -102,6 +106,10 @@ pub struct Timings {
     pub cached_tokens: usize,
     /// Generated tokens.
     pub generated_tokens: usize,
+    /// Tokens guessed ahead by speculation.
+    pub drafted_tokens: usize,
+    /// Of those, tokens the model confirmed.
+    pub accepted_tokens: usize,
 }
 
 impl Timings {

@@ -8,6 +8,7 @@ use super::constraint::ConstraintMatcher;
 use super::logprobs;
 use super::prefix_cache::BlockKey;
 use super::request::{Event, FinishReason, Request, SeqId, Timings, TokenLogprob};
+use super::speculate::Drafter;
 use super::stop::StopMatcher;
 use crate::sampling::Sampler;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
@@ -28,8 +29,13 @@ pub(super) struct Sequence<'t> {
     pub(super) chain: Vec<BlockKey>,
     /// Whether its next blocks may still go to the prefix cache.
     pub(super) capturing: bool,
-    /// The last sampled token, fed at the next step.
-    last: [u32; 1],
+    /// The tokens fed at the next decoding step: the last sampled token, then any guesses.
+    feed: Vec<u32>,
+    /// The prompt-lookup guesser, when the sequence speculates.
+    drafter: Option<Drafter>,
+    /// Tokens guessed and guesses confirmed.
+    drafted: usize,
+    accepted: usize,
     /// Generated tokens.
     generated: Vec<u32>,
     sampler: Sampler,
@@ -54,16 +60,27 @@ pub(super) struct Sampled {
     logprob: Option<TokenLogprob>,
 }
 
+/// What verifying one step's fed tokens produced.
+pub(super) struct Verified {
+    /// The tokens sampled, in order.
+    pub(super) sampled: Vec<Sampled>,
+    /// Guesses fed.
+    pub(super) drafted: usize,
+    /// Of those, guesses confirmed.
+    pub(super) accepted: usize,
+}
+
 impl<'t> Sequence<'t> {
     /// Starts `request` in KV slot `slot`, whose cache holds the first `reused` prompt tokens
-    /// (the prefix cache's blocks `chain` among them).
+    /// (the prefix cache's blocks `chain` among them); it guesses up to `draft_max` tokens a
+    /// step when that is not 0 and the request allows it.
     pub(super) fn new(
         id: SeqId,
         slot: usize,
         (reused, chain): (usize, Vec<BlockKey>),
         request: Request,
-        tokenizer: &'t Tokenizer,
-        vocab: usize,
+        (tokenizer, vocab): (&'t Tokenizer, usize),
+        draft_max: usize,
     ) -> Self {
         let mut params = request.sampling;
         if !request.penalize_prompt {
@@ -82,7 +99,11 @@ impl<'t> Sequence<'t> {
             cached: reused,
             chain,
             capturing: true,
-            last: [0],
+            feed: Vec::with_capacity(draft_max + 1),
+            drafter: (request.speculate && draft_max > 0)
+                .then(|| Drafter::new(&request.prompt, draft_max)),
+            drafted: 0,
+            accepted: 0,
             generated: Vec::with_capacity(request.max_tokens.min(4096)),
             sampler,
             tokenizer,
@@ -115,13 +136,61 @@ impl<'t> Sequence<'t> {
     }
 
     /// The tokens to run this step: a chunk of at most `budget` prompt tokens, or the last
-    /// sampled token.
+    /// sampled token and the guesses [`Self::draft`] made.
     pub(super) fn next_tokens(&self, budget: usize) -> &[u32] {
         if self.prompt_left() > 0 {
             let take = self.prompt_left().min(budget);
             &self.prompt[self.prefilled..self.prefilled + take]
         } else {
-            &self.last
+            &self.feed
+        }
+    }
+
+    /// Guesses up to `limit` tokens to follow the last one (never past `max_tokens`) for the
+    /// next decoding step; returns the rows that step feeds.
+    pub(super) fn draft(&mut self, limit: usize) -> usize {
+        self.feed.truncate(1);
+        let left = self.max_tokens.saturating_sub(self.generated.len() + 1);
+        if let Some(drafter) = &mut self.drafter {
+            drafter.draft(limit.min(left), &mut self.feed);
+        }
+        self.feed.len()
+    }
+
+    /// Positions of its KV cache that hold fed tokens: every token but the last sampled.
+    pub(super) fn kv_len(&self) -> usize {
+        self.prompt.len() + self.generated.len().saturating_sub(1)
+    }
+
+    /// Samples from the logits `rows` of the fed tokens in order, keeping each guess the draw
+    /// confirms; stops at the first draw that differs from the guess (it is the next token) or
+    /// at the end of the sequence. Returns what to report and the guesses made and kept.
+    pub(super) fn verify(&mut self, rows: &mut [f32], vocab: usize) -> Verified {
+        let drafted = self.feed.len().saturating_sub(1);
+        let mut sampled = Vec::with_capacity(drafted + 1);
+        let mut accepted = 0;
+        for (j, row) in rows.chunks_exact_mut(vocab).enumerate() {
+            let guess = self.feed.get(j + 1).copied();
+            let token = self.sample(row);
+            let held = guess == Some(token.token);
+            sampled.push(token);
+            if !held || self.finish.is_some() {
+                accepted += usize::from(held);
+                break;
+            }
+            accepted += 1;
+        }
+        self.feed.clear();
+        self.feed.extend(self.generated.last());
+        if let Some(drafter) = &mut self.drafter {
+            drafter.record(drafted, accepted);
+        }
+        self.drafted += drafted;
+        self.accepted += accepted;
+        Verified {
+            sampled,
+            drafted,
+            accepted,
         }
     }
 
@@ -136,7 +205,7 @@ impl<'t> Sequence<'t> {
 
     /// Samples the next token from this sequence's logits `row` (which sampling may modify),
     /// decides whether the sequence is finished, and returns what to report.
-    pub(super) fn sample(&mut self, row: &mut [f32]) -> Sampled {
+    fn sample(&mut self, row: &mut [f32]) -> Sampled {
         let logprob_of = self.logprobs.map(|top| {
             self.logits_copy.clear();
             self.logits_copy.extend_from_slice(row);
@@ -152,8 +221,10 @@ impl<'t> Sequence<'t> {
             constraint.accept(token);
         }
         let complete = self.constraint.as_ref().is_some_and(|c| c.is_complete());
-        self.last = [token];
         self.generated.push(token);
+        if let Some(drafter) = &mut self.drafter {
+            drafter.push(token);
+        }
         self.first_token.get_or_insert_with(Instant::now);
 
         let mut text = String::new();
@@ -215,6 +286,8 @@ impl<'t> Sequence<'t> {
                 prompt_tokens: self.prompt.len(),
                 cached_tokens: self.cached,
                 generated_tokens: self.generated.len(),
+                drafted_tokens: self.drafted,
+                accepted_tokens: self.accepted,
             },
             tokens: self.generated,
         }

@@ -170,6 +170,7 @@ fn publish_occupancy(engine: &Engine<'_>, metrics: &Metrics) {
         .kv_used
         .store(engine.cached_positions() as i64, Ordering::Relaxed);
     metrics.prefix.publish(&engine.prefix_stats());
+    metrics.speculation.publish(&engine.speculation_stats());
 }
 
 /// Starts `job` in the engine, or answers it with the engine's refusal.
@@ -379,6 +380,7 @@ impl Ready {
             loaded,
             settings: EngineSettings {
                 prefix_cache_bytes,
+                speculation: config.speculation,
                 ..settings
             },
         })

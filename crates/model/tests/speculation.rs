@@ -1,0 +1,200 @@
+//! Speculative decoding by prompt lookup never changes the output: greedy and seeded requests
+//! give the same tokens, log-probabilities and text with speculation on and off, alone or
+//! beside other sequences, through sliding-window rings that wrap and with the prefix cache
+//! reusing the blocks a speculating sequence left; and the guesses are really confirmed.
+
+mod common;
+
+use common::fixtures;
+use rinfer_model::{
+    DeviceRequest, Engine, EngineSettings, Event, Generation, LoadedModel, Request, SamplingParams,
+    SeqId, Speculation, SpeculationStats,
+};
+
+/// Gemma 3 (sliding window of 16 on two of its three layers), Llama and Qwen 3 (full
+/// attention), and a mixture of experts.
+const MODELS: [&str; 4] = [
+    "gemma3-tiny-q4_k_m",
+    "llama-tiny-q4_k",
+    "qwen3-tiny-q5_k_m",
+    "qwen3moe-tiny-q4_k_m",
+];
+
+const LOOKUP: Speculation = Speculation::PromptLookup { draft_max: 6 };
+
+fn loaded(name: &str) -> LoadedModel {
+    LoadedModel::open(fixtures().join(format!("models/{name}.gguf"))).unwrap()
+}
+
+/// Batches of 8 rows, so the sliding-window rings (16 + 8 slots) wrap within the generation.
+fn settings(sequences: usize, speculation: Speculation) -> EngineSettings {
+    EngineSettings {
+        max_batch: 8.max(sequences),
+        speculation,
+        prefix_cache_bytes: 0,
+        ..EngineSettings::parallel(sequences, 192)
+    }
+}
+
+fn engine(loaded: &LoadedModel, settings: EngineSettings) -> Engine<'_> {
+    Engine::new(loaded, settings, DeviceRequest::Cpu).unwrap()
+}
+
+/// A prompt that repeats itself, so its continuation is likely to repeat too.
+fn repetitive_prompt(seed: u32) -> Vec<u32> {
+    let phrase: Vec<u32> = (0..7).map(|i| 3 + (seed * 131 + i * 17) % 400).collect();
+    [phrase.as_slice(), &phrase, &phrase[..4]].concat()
+}
+
+/// Greedy (end of generation masked, so it runs to the end) or seeded sampling with a repeat
+/// penalty, with log-probabilities.
+fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>, n: usize) -> Request {
+    let mut sampling = match seed {
+        None => SamplingParams::greedy(),
+        Some(seed) => SamplingParams {
+            seed,
+            temperature: 0.7,
+            repeat_penalty: 1.05,
+            ..SamplingParams::default()
+        },
+    };
+    let eog = loaded.tokenizer.eog_ids().iter();
+    sampling
+        .logit_bias
+        .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
+    let mut request = Request::new(prompt, n).with_sampling(sampling);
+    request.logprobs = Some(2);
+    request
+}
+
+/// Tokens, text and log-probabilities of one generation.
+type Output = (Vec<u32>, String, Vec<f32>);
+
+/// Runs `requests` together to their ends; their outputs in order.
+fn run_all(engine: &mut Engine<'_>, requests: Vec<Request>) -> Vec<Output> {
+    let ids: Vec<SeqId> = requests
+        .into_iter()
+        .map(|r| engine.add(r).unwrap())
+        .collect();
+    let mut outputs: Vec<Output> = vec![Default::default(); ids.len()];
+    let at = |id| ids.iter().position(|&i| i == id).unwrap();
+    let max_batch = engine.settings().max_batch;
+    while engine.is_busy() {
+        let rows = engine.step(|event| match event {
+            Event::Token {
+                id, text, logprob, ..
+            } => {
+                let out = &mut outputs[at(id)];
+                out.1.push_str(&text);
+                out.2.push(logprob.unwrap().logprob);
+            }
+            Event::Finished { id, tokens, .. } => outputs[at(id)].0 = tokens,
+            Event::Failed { error, .. } => panic!("{error}"),
+        });
+        assert!(rows <= max_batch, "guesses never overfill the batch");
+    }
+    outputs
+}
+
+fn generate_one(engine: &mut Engine<'_>, request: Request) -> Output {
+    run_all(engine, vec![request]).pop().unwrap()
+}
+
+#[test]
+fn greedy_and_seeded_speculation_give_the_output_of_plain_decoding() {
+    let mut total = SpeculationStats::default();
+    for name in MODELS {
+        let loaded = loaded(name);
+        let mut plain = engine(&loaded, settings(1, Speculation::Off));
+        let mut fast = engine(&loaded, settings(1, LOOKUP));
+        for case in 0..4u32 {
+            for seed in [None, Some(u64::from(case) + 5)] {
+                let make = || request(&loaded, repetitive_prompt(case), seed, 60);
+                let expected = generate_one(&mut plain, make());
+                let got = generate_one(&mut fast, make());
+                assert_eq!(got, expected, "{name}, case {case}, seed {seed:?}");
+            }
+        }
+        let stats = fast.speculation_stats();
+        assert_eq!(plain.speculation_stats(), SpeculationStats::default());
+        total.drafted_tokens += stats.drafted_tokens;
+        total.accepted_tokens += stats.accepted_tokens;
+    }
+    assert!(
+        total.accepted_tokens > 0,
+        "no guess was ever confirmed: {total:?}"
+    );
+    assert!(
+        total.accepted_tokens < total.drafted_tokens,
+        "no guess was rejected, so no rollback was tested: {total:?}"
+    );
+}
+
+#[test]
+fn speculating_beside_other_sequences_changes_no_ones_tokens() {
+    let loaded = loaded("gemma3-tiny-q4_k_m");
+    let requests = || {
+        let mut opted_out = request(&loaded, repetitive_prompt(9), Some(3), 40);
+        opted_out.speculate = false;
+        vec![
+            request(&loaded, repetitive_prompt(1), None, 50),
+            request(&loaded, repetitive_prompt(2), Some(11), 45),
+            opted_out,
+            request(&loaded, repetitive_prompt(4), None, 30),
+        ]
+    };
+    let mut plain = engine(&loaded, settings(1, Speculation::Off));
+    let alone: Vec<Output> = requests()
+        .into_iter()
+        .map(|r| generate_one(&mut plain, r))
+        .collect();
+    let mut fast = engine(&loaded, settings(4, LOOKUP));
+    assert_eq!(run_all(&mut fast, requests()), alone);
+    assert!(fast.speculation_stats().drafted_tokens > 0);
+}
+
+#[test]
+fn a_request_that_opts_out_guesses_nothing() {
+    let loaded = loaded("gemma3-tiny-q4_k_m");
+    let mut fast = engine(&loaded, settings(1, LOOKUP));
+    let (mut drafted, mut accepted) = (0, 0);
+    for case in 0..4 {
+        let mut opted_out = request(&loaded, repetitive_prompt(case), None, 40);
+        opted_out.speculate = false;
+        let before = fast.speculation_stats();
+        let out: Generation = fast.generate(opted_out, |_| {}).unwrap();
+        assert_eq!(out.timings.drafted_tokens, 0);
+        assert_eq!(fast.speculation_stats(), before);
+        let request = request(&loaded, repetitive_prompt(case), None, 40);
+        let out = fast.generate(request, |_| {}).unwrap();
+        drafted += out.timings.drafted_tokens;
+        accepted += out.timings.accepted_tokens;
+    }
+    assert!(drafted > 0 && accepted <= drafted, "{drafted} {accepted}");
+    let stats = fast.speculation_stats();
+    assert_eq!(
+        (stats.drafted_tokens, stats.accepted_tokens),
+        (drafted as u64, accepted as u64)
+    );
+}
+
+#[test]
+fn the_prefix_cache_reuses_only_confirmed_tokens_of_a_speculating_sequence() {
+    for name in ["gemma3-tiny-q4_k_m", "llama-tiny-q4_k"] {
+        let loaded = loaded(name);
+        let with_cache = EngineSettings {
+            prefix_cache_bytes: 1 << 22,
+            ..settings(1, LOOKUP)
+        };
+        let mut fast = engine(&loaded, with_cache);
+        let first = generate_one(&mut fast, request(&loaded, repetitive_prompt(3), None, 70));
+        // A new prompt that extends the first sequence's tokens: its prefix comes from the
+        // blocks the speculating sequence stored (or from its slot).
+        let prompt = [repetitive_prompt(3), first.0[..66].to_vec(), vec![5, 6]].concat();
+        let reused = generate_one(&mut fast, request(&loaded, prompt.clone(), Some(2), 20));
+        assert!(fast.prefix_stats().cached_tokens > 0, "{name}");
+        let mut plain = engine(&loaded, settings(1, Speculation::Off));
+        let expected = generate_one(&mut plain, request(&loaded, prompt, Some(2), 20));
+        assert_eq!(reused, expected, "{name}");
+    }
+}
