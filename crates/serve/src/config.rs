@@ -27,6 +27,9 @@ pub struct ServeConfig {
     /// The prefix cache's budget in MiB (`None`: sized from the memory available, see
     /// [`rinfer_model::EngineSettings::default_prefix_cache_bytes`]).
     pub kv_cache_mib: Option<usize>,
+    /// The type of the KV caches' rows (`None`: the device's default, f16 on the CPU). A
+    /// smaller type lets more `parallel` sequences fit the memory checked at start.
+    pub kv_type: Option<rinfer_model::KvType>,
     /// Requests that may wait for a free sequence before new ones get 503.
     pub queue: usize,
     /// Threads of the engine's compute pool (`None`: one per core).
@@ -75,6 +78,7 @@ impl ServeConfig {
             context: None,
             parallel: 4,
             kv_cache_mib: None,
+            kv_type: None,
             queue: 64,
             threads: None,
             max_body_bytes: 2 << 20,

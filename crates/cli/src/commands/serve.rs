@@ -32,6 +32,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         threads: options.threads,
         device: options.device,
         kv_cache_mib: options.kv_cache_mib,
+        kv_type: options.kv_type,
         max_body_bytes: exposure.max_body_bytes,
         max_connections: exposure.max_connections,
         header_timeout: Duration::from_secs(exposure.header_timeout),

@@ -3,6 +3,7 @@
 //! its device-resident caches.
 
 use rinfer_cuda::{DeviceReport, DeviceRequest, GpuKvCache, GpuModel, LoadOptions, Resolved};
+use rinfer_kernels::ops::KvType;
 
 use crate::error::ModelError;
 use crate::forward::{Logits, Model, SeqBatch};
@@ -44,6 +45,14 @@ impl SeqCache {
             Self::Cuda(_) => 0,
         }
     }
+
+    /// The type the rows are stored in (the GPU keeps f32).
+    pub(super) fn kv_type(&self) -> KvType {
+        match self {
+            Self::Cpu(c) => c.kv_type(),
+            Self::Cuda(_) => KvType::F32,
+        }
+    }
 }
 
 /// The compute state of the chosen device.
@@ -70,6 +79,8 @@ pub(super) struct Sizes {
     pub(super) max_batch: usize,
     pub(super) sequences: usize,
     pub(super) all_logits: bool,
+    /// The KV cache's type; `None`: the device's default (f16 on the CPU, f32 on the GPU).
+    pub(super) kv_type: Option<KvType>,
 }
 
 impl Executor {
@@ -90,6 +101,12 @@ impl Executor {
         let config = &model.config;
         Ok(match resolved {
             Resolved::Cuda(gpu) => {
+                if let Some(kv_type) = sizes.kv_type.filter(|&t| t != KvType::F32) {
+                    return Err(ModelError::InvalidConfig(format!(
+                        "the CUDA backend keeps its KV cache in f32, not {kv_type}: leave \
+                         --kv-type out (or pass f32) on the GPU, or run on the CPU"
+                    )));
+                }
                 let report = DeviceReport::Cuda(gpu.info().clone());
                 let caches = (0..sizes.sequences)
                     .map(|_| gpu.new_cache().map(SeqCache::Cuda))
@@ -104,8 +121,10 @@ impl Executor {
                 } else {
                     sizes.sequences
                 };
+                let kv_type = sizes.kv_type.unwrap_or_default();
                 let plan = MemoryPlan::new(
                     config,
+                    kv_type,
                     sizes.context,
                     sizes.sequences,
                     sizes.max_batch,
@@ -115,7 +134,8 @@ impl Executor {
                 let scratch = Scratch::with_logit_rows(config, sizes.max_batch, logit_rows);
                 let caches = (0..sizes.sequences)
                     .map(|_| {
-                        KvCache::try_new(config, sizes.context, sizes.max_batch).map(SeqCache::Cpu)
+                        KvCache::try_with_type(config, kv_type, sizes.context, sizes.max_batch)
+                            .map(SeqCache::Cpu)
                     })
                     .collect::<Result<_, _>>()?;
                 let executor = Self::Cpu {

@@ -40,6 +40,7 @@ use std::panic::AssertUnwindSafe;
 
 use rayon::prelude::*;
 pub use rinfer_cuda::{DeviceReport, DeviceRequest};
+pub use rinfer_kernels::ops::KvType;
 
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
@@ -67,6 +68,9 @@ pub struct EngineSettings {
     /// The most bytes the prefix cache's blocks hold (0: none kept beyond the slots' own
     /// caches).
     pub prefix_cache_bytes: usize,
+    /// The type of the KV cache's rows; `None`: the device's default (f16 on the CPU, as in
+    /// llama.cpp; f32 on the GPU, which refuses other types).
+    pub kv_type: Option<KvType>,
 }
 
 impl EngineSettings {
@@ -91,6 +95,7 @@ impl EngineSettings {
             prefill_chunk: Self::PREFILL_CHUNK,
             score: false,
             prefix_cache_bytes: Self::default_prefix_cache_bytes(),
+            kv_type: None,
         }
     }
 
@@ -119,6 +124,8 @@ pub struct Engine<'m> {
     rings: Rings,
     /// Blocks of earlier sequences.
     store: BlockStore,
+    /// The type of every KV cache's rows.
+    kv_type: KvType,
     /// Requests and tokens the prefix cache has seen.
     reuse_counts: PrefixCacheStats,
     /// Running sequences, oldest first.
@@ -147,9 +154,16 @@ impl<'m> Engine<'m> {
             max_batch: settings.max_batch,
             sequences: settings.max_sequences,
             all_logits: settings.score,
+            kv_type: settings.kv_type,
         };
         let (executor, caches, device) = Executor::start(&loaded.model, device, sizes)?;
         let config = &loaded.model.config;
+        let kv_type = caches.first().map_or(KvType::F32, SeqCache::kv_type);
+        let row_bytes = kv_type
+            .row_bytes(config.kv_dim())
+            .ok_or_else(|| ModelError::SizeOverflow {
+                what: "a KV cache row".to_string(),
+            })?;
         Ok(Self {
             loaded,
             settings,
@@ -158,7 +172,8 @@ impl<'m> Engine<'m> {
             free: (0..caches.len()).rev().collect(),
             histories: vec![Vec::new(); caches.len()],
             rings: Rings::new(config, settings.context, settings.max_batch),
-            store: BlockStore::new(settings.prefix_cache_bytes, config.layers, config.kv_dim()),
+            store: BlockStore::new(settings.prefix_cache_bytes, config.layers, row_bytes),
+            kv_type,
             reuse_counts: PrefixCacheStats::default(),
             caches,
             running: Vec::with_capacity(settings.max_sequences),
@@ -169,6 +184,12 @@ impl<'m> Engine<'m> {
     /// The engine's sizes.
     pub fn settings(&self) -> EngineSettings {
         self.settings
+    }
+
+    /// The type the KV caches store their rows in (the device's default when the settings
+    /// left it out).
+    pub fn kv_type(&self) -> KvType {
+        self.kv_type
     }
 
     /// The device that computes, and why it was chosen.

@@ -379,6 +379,7 @@ impl Ready {
             loaded,
             settings: EngineSettings {
                 prefix_cache_bytes,
+                kv_type: config.kv_type,
                 ..settings
             },
         })
