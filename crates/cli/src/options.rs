@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use rinfer_cuda::DeviceRequest;
 use rinfer_formats::GgmlType;
-use rinfer_model::{KvType, SamplingParams};
 use rinfer_model::quantize::FileType;
+use rinfer_model::{KvType, SamplingParams};
 
 use crate::limits;
 

@@ -35,7 +35,15 @@ fn an_unknown_kv_type_is_refused_naming_the_choices_by_every_command() {
     let cases: &[&[&str]] = &[
         &["run", "-m", &model, "--kv-type", "q4_0", "hi"],
         &["chat", "-m", &model, "--kv-type", "bf16"],
-        &["logits", "-m", &model, "--kv-type", "f64", "--tokens", "1,2"],
+        &[
+            "logits",
+            "-m",
+            &model,
+            "--kv-type",
+            "f64",
+            "--tokens",
+            "1,2",
+        ],
         &["serve", "-m", &model, "--kv-type", "q4_0"],
     ];
     for args in cases {
@@ -68,7 +76,10 @@ fn the_memory_plan_shows_the_kv_cache_of_the_chosen_type() {
         (default_type.as_str(), f32_type.as_str(), q8_type.as_str()),
         ("f16", "f32", "q8_0")
     );
-    assert!((default_mib * 2.0 - f32_mib).abs() < 0.2, "{default_mib} {f32_mib}");
+    assert!(
+        (default_mib * 2.0 - f32_mib).abs() < 0.2,
+        "{default_mib} {f32_mib}"
+    );
     assert!(q8_mib < default_mib && q8_mib > f32_mib / 4.0, "{q8_mib}");
 }
 
@@ -77,7 +88,13 @@ fn logits_are_computed_with_the_kv_type_given() {
     let model = model();
     let logits = |kv_type: &str| {
         let out = rinfer(&[
-            "logits", "-m", &model, "--kv-type", kv_type, "--tokens", "1,15,27",
+            "logits",
+            "-m",
+            &model,
+            "--kv-type",
+            kv_type,
+            "--tokens",
+            "1,15,27",
         ]);
         assert!(
             out.status.success(),

@@ -3,9 +3,7 @@
 use rayon::prelude::*;
 
 use rinfer_kernels::block::{Ffn, Stage};
-use rinfer_kernels::ops::{
-    self, Activation, AttentionParams, AttentionShape, KeyValueRows, KvRow,
-};
+use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape, KeyValueRows, KvRow};
 use rinfer_kernels::ops::{RopeParams, VectorKernels};
 
 use crate::compute::{self, linear};

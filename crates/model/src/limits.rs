@@ -5,9 +5,9 @@ use crate::config::ModelConfig;
 use crate::error::ModelError;
 use crate::forward::Model;
 use crate::kv_cache::KvCache;
-use rinfer_kernels::ops::KvType;
 use crate::scratch::Scratch;
 use crate::weights::Weights;
+use rinfer_kernels::ops::KvType;
 
 const MIB: usize = 1 << 20;
 

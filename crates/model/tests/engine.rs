@@ -20,12 +20,7 @@ fn engine(loaded: &LoadedModel, settings: EngineSettings) -> Engine<'_> {
 }
 
 /// `n` greedy tokens after `prompt`, one plain forward call per token, with a `kv_type` cache.
-fn greedy_reference(
-    loaded: &LoadedModel,
-    kv_type: KvType,
-    prompt: &[u32],
-    n: usize,
-) -> Vec<u32> {
+fn greedy_reference(loaded: &LoadedModel, kv_type: KvType, prompt: &[u32], n: usize) -> Vec<u32> {
     let model = &loaded.model;
     let mut cache = KvCache::with_type(&model.config, kv_type, prompt.len() + n, 64);
     let mut scratch = Scratch::new(&model.config, 64);

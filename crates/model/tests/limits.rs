@@ -133,11 +133,8 @@ fn the_memory_plan_halves_the_kv_cache_at_f16_and_takes_17_32nds_at_q8_0() {
     let model = fixture_model("gemma3-tiny-q4_k_m");
     let c = &model.config;
     let bytes = |kv_type| MemoryPlan::new(c, kv_type, 4096, 4, 512, 4).unwrap();
-    let (f32_plan, f16_plan, q8_plan) = (
-        bytes(KvType::F32),
-        bytes(KvType::F16),
-        bytes(KvType::Q8_0),
-    );
+    let (f32_plan, f16_plan, q8_plan) =
+        (bytes(KvType::F32), bytes(KvType::F16), bytes(KvType::Q8_0));
     assert_eq!(f16_plan.kv_cache_bytes * 2, f32_plan.kv_cache_bytes);
     assert_eq!(q8_plan.kv_cache_bytes * 64, f32_plan.kv_cache_bytes * 17);
     assert_eq!(f16_plan.scratch_bytes, f32_plan.scratch_bytes);
@@ -186,8 +183,8 @@ fn a_plan_beyond_the_available_memory_names_both_sizes() {
     assert!(message.contains("8192 MiB"), "{message}");
     assert!(plan.check_fits(u64::MAX).is_ok());
 
-    let err = MemoryPlan::new(&model.config, KvType::F32, 1 << 62, 100_000, 512, 100_000)
-        .unwrap_err();
+    let err =
+        MemoryPlan::new(&model.config, KvType::F32, 1 << 62, 100_000, 512, 100_000).unwrap_err();
     assert!(matches!(err, ModelError::SizeOverflow { .. }), "{err}");
 }
 

@@ -127,10 +127,6 @@ pub fn attend<'a>(
     decoded: &mut Vec<f32>,
     out: &mut [f32],
 ) {
-    let width = query.len();
-    if decoded.len() < 4 * width {
-        decoded.resize(4 * width, 0.0);
-    }
     out.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut scores = [0.0f32; KEY_BLOCK];
@@ -140,10 +136,7 @@ pub fn attend<'a>(
         // Four keys per call; a short last group repeats its last key.
         for (group, j0) in scores.chunks_mut(4).zip((start..).step_by(4)) {
             let last = j0 + group.len() - 1;
-            let keys = as_f32(
-                [0, 1, 2, 3].map(|d| key((j0 + d).min(last))),
-                decoded,
-            );
+            let keys = as_f32([0, 1, 2, 3].map(|d| key((j0 + d).min(last))), decoded);
             for (score, dot) in group.iter_mut().zip(vector.dot4(query, keys)) {
                 *score = params.score(dot);
             }
@@ -162,10 +155,7 @@ pub fn attend<'a>(
                 sum += *w;
             }
             let last = j0 + group.len() - 1;
-            let values = as_f32(
-                [0, 1, 2, 3].map(|d| value((j0 + d).min(last))),
-                decoded,
-            );
+            let values = as_f32([0, 1, 2, 3].map(|d| value((j0 + d).min(last))), decoded);
             if group.len() == 4 {
                 vector.axpy4(weights, values, out);
             } else {
@@ -189,9 +179,12 @@ pub fn attend<'a>(
 }
 
 /// The f32 values of four rows: the rows themselves when they hold f32, else decoded into
-/// consecutive parts of `decoded`.
-fn as_f32<'b>(rows: [KvRow<'b>; 4], decoded: &'b mut [f32]) -> [&'b [f32]; 4] {
+/// consecutive parts of `decoded` (grown to four rows on first use, never for f32 rows).
+fn as_f32<'b>(rows: [KvRow<'b>; 4], decoded: &'b mut Vec<f32>) -> [&'b [f32]; 4] {
     let width = rows[0].len();
+    if rows.iter().any(|r| r.as_f32().is_none()) && decoded.len() < 4 * width {
+        decoded.resize(4 * width, 0.0);
+    }
     let mut parts = decoded.chunks_exact_mut(width.max(1));
     rows.map(|row| match row.as_f32() {
         Some(values) => values,

@@ -311,7 +311,10 @@ mod tests {
         }
         assert_eq!("Q8_0".parse::<KvType>(), Ok(KvType::Q8_0));
         let err = "q4_0".parse::<KvType>().unwrap_err();
-        assert!(err.to_string().contains("expected f32, f16 or q8_0"), "{err}");
+        assert!(
+            err.to_string().contains("expected f32, f16 or q8_0"),
+            "{err}"
+        );
         assert_eq!(KvType::default(), KvType::F16);
     }
 
@@ -327,7 +330,12 @@ mod tests {
     #[test]
     fn f16_rows_round_to_nearest_even_and_decode_exactly() {
         // 1 + 2^-11 lies halfway between two f16 values: it rounds to the even one (1.0).
-        let values = [1.0 + 2f32.powi(-11), 1.0 + 3.0 * 2f32.powi(-11), 65504.0, -0.0];
+        let values = [
+            1.0 + 2f32.powi(-11),
+            1.0 + 3.0 * 2f32.powi(-11),
+            65504.0,
+            -0.0,
+        ];
         let mut row = [f16::ZERO; 4];
         KvRowMut::F16(&mut row).encode(&values);
         let mut back = [0.0f32; 4];
@@ -340,7 +348,9 @@ mod tests {
 
     #[test]
     fn q8_0_rows_match_the_reference_quantizer_block_by_block() {
-        let values: Vec<f32> = (0..64).map(|i| ((i * 37 % 29) as f32 - 14.0) / 3.0).collect();
+        let values: Vec<f32> = (0..64)
+            .map(|i| ((i * 37 % 29) as f32 - 14.0) / 3.0)
+            .collect();
         let mut row = [BlockQ8_0 {
             d: f16::ZERO,
             qs: [0; 32],

@@ -159,11 +159,12 @@ impl<'m> Engine<'m> {
         let (executor, caches, device) = Executor::start(&loaded.model, device, sizes)?;
         let config = &loaded.model.config;
         let kv_type = caches.first().map_or(KvType::F32, SeqCache::kv_type);
-        let row_bytes = kv_type
-            .row_bytes(config.kv_dim())
-            .ok_or_else(|| ModelError::SizeOverflow {
-                what: "a KV cache row".to_string(),
-            })?;
+        let row_bytes =
+            kv_type
+                .row_bytes(config.kv_dim())
+                .ok_or_else(|| ModelError::SizeOverflow {
+                    what: "a KV cache row".to_string(),
+                })?;
         Ok(Self {
             loaded,
             settings,

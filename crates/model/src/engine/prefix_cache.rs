@@ -261,8 +261,8 @@ impl BlockStore {
 mod tests {
     use super::*;
     use crate::config::ModelConfig;
-    use rinfer_kernels::ops::KvType;
     use crate::loaded::LoadedModel;
+    use rinfer_kernels::ops::KvType;
 
     fn config() -> ModelConfig {
         let path = concat!(

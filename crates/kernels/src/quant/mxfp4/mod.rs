@@ -59,7 +59,9 @@ impl Quantize for BlockMxfp4 {
     /// binade of the codes (`floor(log2(amax)) − 2`), and each value takes the code nearest it
     /// (the first of equally near ones).
     fn quantize(x: &[f32]) -> Self {
-        let amax = x.iter().fold(0.0f32, |m, v| if m < v.abs() { v.abs() } else { m });
+        let amax = x
+            .iter()
+            .fold(0.0f32, |m, v| if m < v.abs() { v.abs() } else { m });
         let e = if amax > 0.0 {
             (amax.log2().floor() - 2.0 + 127.0).clamp(0.0, 255.0) as u8
         } else {

@@ -75,5 +75,8 @@ fn quantize_keeps_representable_values_and_rounds_others_to_the_nearest_code() {
     for (v, b) in x.iter().zip(&back) {
         assert!((v - b).abs() <= 2.0 * d + 1e-6, "{v} became {b}");
     }
-    assert_eq!(BlockMxfp4::quantize(&[0.0; 32]), BlockMxfp4 { e: 0, qs: [0; 16] });
+    assert_eq!(
+        BlockMxfp4::quantize(&[0.0; 32]),
+        BlockMxfp4 { e: 0, qs: [0; 16] }
+    );
 }
