@@ -1,8 +1,6 @@
 //! Causal attention of query rows over cached keys and values: scores, online softmax and the
 //! weighted sum of values, in an order that never depends on threads or batch.
 
-use std::cell::RefCell;
-
 use rayon::prelude::*;
 
 use super::VectorKernels;
@@ -64,10 +62,8 @@ pub trait KeyValueRows {
     fn value(&self, pos: usize) -> KvRow<'_>;
 }
 
-thread_local! {
-    /// Each thread's buffer for rows decoded to f32 (grown once to four heads' width).
-    static DECODED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
+/// Widest head whose decoded rows [`attend`] keeps on the stack (wider ones go to the heap).
+const STACK_WIDTH: usize = 256;
 
 /// Attention of `n` query rows `queries` `[n, heads * head_dim]` into `out` (same shape).
 /// `row(i)` gives query row `i`'s position and its key/value rows; it sees the keys of
@@ -103,9 +99,7 @@ pub fn attention<R: KeyValueRows>(
         let key = |j: usize| rows.key(j).slice(kv, hd);
         let value = |j: usize| rows.value(j).slice(kv, hd);
         let sink = sinks.map(|s| s[h]);
-        DECODED.with_borrow_mut(|decoded| {
-            attend(vector, params, sink, query, pos, key, value, decoded, acc);
-        });
+        attend(vector, params, sink, query, pos, key, value, acc);
     });
 }
 
@@ -113,8 +107,9 @@ pub fn attention<R: KeyValueRows>(
 /// Keys are taken in position order, [`KEY_BLOCK`] at a time: their scores (four keys per
 /// `dot4`), then one rescale of the running sum if the maximum grew, then the weighted values;
 /// last, the `sink` logit (if any) joins the sum. Rows that are not f32 are decoded, four at a
-/// time, into `decoded` (grown as needed) and then go through the same kernels in the same
-/// order, so the result is the f32 computation over the stored values whatever the type.
+/// time, into a buffer on the stack (on the heap for heads wider than 256) and then go through
+/// the same kernels in the same order, so the result is the f32 computation over the stored
+/// values whatever the type.
 #[allow(clippy::too_many_arguments)]
 pub fn attend<'a>(
     vector: &VectorKernels,
@@ -124,9 +119,19 @@ pub fn attend<'a>(
     pos: usize,
     key: impl Fn(usize) -> KvRow<'a>,
     value: impl Fn(usize) -> KvRow<'a>,
-    decoded: &mut Vec<f32>,
     out: &mut [f32],
 ) {
+    let width = query.len();
+    let (mut stack, mut heap);
+    let decoded: &mut [f32] = if key(pos).as_f32().is_some() {
+        &mut []
+    } else if width <= STACK_WIDTH {
+        stack = [0.0f32; 4 * STACK_WIDTH];
+        &mut stack[..4 * width]
+    } else {
+        heap = vec![0.0f32; 4 * width];
+        &mut heap
+    };
     out.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut scores = [0.0f32; KEY_BLOCK];
@@ -179,12 +184,9 @@ pub fn attend<'a>(
 }
 
 /// The f32 values of four rows: the rows themselves when they hold f32, else decoded into
-/// consecutive parts of `decoded` (grown to four rows on first use, never for f32 rows).
-fn as_f32<'b>(rows: [KvRow<'b>; 4], decoded: &'b mut Vec<f32>) -> [&'b [f32]; 4] {
+/// consecutive parts of `decoded` (four rows wide unless every row holds f32).
+fn as_f32<'b>(rows: [KvRow<'b>; 4], decoded: &'b mut [f32]) -> [&'b [f32]; 4] {
     let width = rows[0].len();
-    if rows.iter().any(|r| r.as_f32().is_none()) && decoded.len() < 4 * width {
-        decoded.resize(4 * width, 0.0);
-    }
     let mut parts = decoded.chunks_exact_mut(width.max(1));
     rows.map(|row| match row.as_f32() {
         Some(values) => values,
@@ -389,7 +391,6 @@ mod tests {
             49,
             key,
             value,
-            &mut Vec::new(),
             &mut alone,
         );
         let shape = AttentionShape {
@@ -465,11 +466,17 @@ mod tests {
 
     #[test]
     fn f16_and_q8_0_rows_attend_exactly_like_the_f32_values_they_hold() {
-        let shape = AttentionShape {
-            heads: 4,
-            kv_heads: 2,
-            head_dim: 64,
-        };
+        // Heads decoded on the stack, and wider ones decoded on the heap.
+        for head_dim in [64, STACK_WIDTH + 64] {
+            check_encoded_rows(AttentionShape {
+                heads: 4,
+                kv_heads: 2,
+                head_dim,
+            });
+        }
+    }
+
+    fn check_encoded_rows(shape: AttentionShape) {
         let params = AttentionParams {
             scale: 0.125,
             softcap: None,
