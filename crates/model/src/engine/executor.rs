@@ -2,7 +2,9 @@
 //! runs every sequence of a step in one batched pass; the GPU runs them one after another on
 //! its device-resident caches.
 
-use rinfer_cuda::{DeviceReport, DeviceRequest, GpuKvCache, GpuModel, LoadOptions, Resolved};
+use rinfer_cuda::{
+    CudaError, DeviceReport, DeviceRequest, GpuKvCache, GpuModel, LoadOptions, Resolved,
+};
 use rinfer_kernels::ops::KvType;
 
 use crate::error::ModelError;
@@ -96,17 +98,14 @@ impl Executor {
             max_batch: sizes.max_batch,
             all_logits: sizes.all_logits,
         };
-        let resolved =
-            rinfer_cuda::resolve(request, || GpuModel::load(&model.gpu_view()?, &options))?;
+        // A KV type the GPU does not keep makes it unusable: `auto` then runs on the CPU.
+        let resolved = rinfer_cuda::resolve(request, || {
+            check_gpu_kv_type(sizes.kv_type)?;
+            GpuModel::load(&model.gpu_view()?, &options)
+        })?;
         let config = &model.config;
         Ok(match resolved {
             Resolved::Cuda(gpu) => {
-                if let Some(kv_type) = sizes.kv_type.filter(|&t| t != KvType::F32) {
-                    return Err(ModelError::InvalidConfig(format!(
-                        "the CUDA backend keeps its KV cache in f32, not {kv_type}: leave \
-                         --kv-type out (or pass f32) on the GPU, or run on the CPU"
-                    )));
-                }
                 let report = DeviceReport::Cuda(gpu.info().clone());
                 let caches = (0..sizes.sequences)
                     .map(|_| gpu.new_cache().map(SeqCache::Cuda))
@@ -240,4 +239,32 @@ pub(super) fn cache_bytes(caches: &[SeqCache]) -> usize {
 
 fn wrong_device() -> ModelError {
     ModelError::InvalidConfig("a KV cache of another device reached this executor".into())
+}
+
+/// Refuses a KV type other than f32 on the GPU, whose caches and kernels keep f32.
+fn check_gpu_kv_type(kv_type: Option<KvType>) -> Result<(), CudaError> {
+    match kv_type {
+        Some(kv_type) if kv_type != KvType::F32 => Err(CudaError::Unsupported(format!(
+            "it keeps its KV cache in f32, not {kv_type}: leave --kv-type out (or pass f32) on \
+             the GPU, or run on the CPU with --device cpu"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gpu_takes_only_an_f32_kv_cache_and_says_how_to_get_another() {
+        assert!(check_gpu_kv_type(None).is_ok());
+        assert!(check_gpu_kv_type(Some(KvType::F32)).is_ok());
+        for kv_type in [KvType::F16, KvType::Q8_0] {
+            let err = check_gpu_kv_type(Some(kv_type)).unwrap_err().to_string();
+            assert!(err.contains("keeps its KV cache in f32"), "{err}");
+            assert!(err.contains(kv_type.name()), "{err}");
+            assert!(err.contains("--device cpu"), "{err}");
+        }
+    }
 }
