@@ -1,8 +1,12 @@
 //! `--kv-type` as users give it: every computing command takes it, an unknown type is refused
 //! naming the choices, and the memory plan of `-v` shows the KV cache shrink.
 
+mod serve_support;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use serve_support::Server;
 
 fn model() -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -107,4 +111,38 @@ fn logits_are_computed_with_the_kv_type_given() {
     // Rounded keys and values move the later positions' logits a little.
     assert_ne!(exact, logits("q8_0"));
     assert_eq!(logits("f16"), logits("f16"));
+}
+
+/// The `engine ready` line's `kv_type` and `kv_cache_mib` of a server started with `args`.
+fn served_kv(args: &[&str]) -> (String, usize) {
+    let server = Server::start(args);
+    let log = server.log.lock().unwrap().clone();
+    let line = log
+        .iter()
+        .find(|l| l.contains("engine ready"))
+        .unwrap_or_else(|| panic!("no engine ready line in {log:?}"));
+    let field = |name: &str| {
+        let rest = line.split(&format!("{name}=")).nth(1).unwrap();
+        rest.split_whitespace().next().unwrap().to_string()
+    };
+    (field("kv_type"), field("kv_cache_mib").parse().unwrap())
+}
+
+#[test]
+fn serve_takes_the_kv_type_and_its_caches_shrink_with_it() {
+    let model = model();
+    let args = |kv_type: &'static str| {
+        let mut args = vec!["-m", &model, "--ctx", "4096", "--parallel", "8"];
+        if !kv_type.is_empty() {
+            args.extend(["--kv-type", kv_type]);
+        }
+        args
+    };
+    let (default_type, default_mib) = served_kv(&args(""));
+    let (f32_type, f32_mib) = served_kv(&args("f32"));
+    assert_eq!((default_type.as_str(), f32_type.as_str()), ("f16", "f32"));
+    assert!(
+        default_mib * 2 <= f32_mib + 1 && f32_mib > 0,
+        "{default_mib} {f32_mib}"
+    );
 }
