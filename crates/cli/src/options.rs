@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 use rinfer_cuda::DeviceRequest;
 use rinfer_formats::GgmlType;
 use rinfer_model::quantize::FileType;
-use rinfer_model::{SamplingParams, Speculation};
+use rinfer_model::{KvType, SamplingParams, Speculation};
 
 use crate::limits;
 
@@ -71,6 +71,10 @@ pub struct EngineOptions {
     /// available, at most 4 GiB; 0 keeps only each slot's own last sequence).
     #[arg(long, value_parser = limits::parse_kv_cache_mib)]
     pub kv_cache_mib: Option<usize>,
+    /// The type of the KV cache's rows: `f32`, `f16` (the default on the CPU, as in llama.cpp)
+    /// or `q8_0` (heads of a multiple of 32 values); the CUDA backend keeps f32.
+    #[arg(long, value_name = "TYPE")]
+    pub kv_type: Option<KvType>,
 }
 
 /// Which chat template turns a conversation into a prompt.
@@ -335,6 +339,10 @@ pub struct ServeOptions {
     /// available, at most 4 GiB; 0 keeps only each slot's own last sequence).
     #[arg(long, value_parser = limits::parse_kv_cache_mib)]
     pub kv_cache_mib: Option<usize>,
+    /// The type of the KV cache's rows: `f32`, `f16` (the default on the CPU, as in llama.cpp)
+    /// or `q8_0` (heads of a multiple of 32 values); the CUDA backend keeps f32.
+    #[arg(long, value_name = "TYPE")]
+    pub kv_type: Option<KvType>,
     #[command(flatten)]
     pub speculation: SpeculationOptions,
     #[command(flatten)]

@@ -292,7 +292,19 @@ fn a_context_beyond_the_available_memory_is_refused_before_allocating() {
         return;
     }
     let model = path("models/qwen3-tiny-q5_k_m.gguf");
-    let out = rinfer_within(60, &["run", "-m", &model, "--ctx", "16777216", "hi"]);
+    let out = rinfer_within(
+        60,
+        &[
+            "run",
+            "-m",
+            &model,
+            "--ctx",
+            "16777216",
+            "--kv-type",
+            "f32",
+            "hi",
+        ],
+    );
     assert_refused(&out, "MiB of memory is available");
 }
 

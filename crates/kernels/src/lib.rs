@@ -58,4 +58,5 @@ pub use matmul::matmul;
 pub use matvec::matvec;
 pub use operands::{ActivationBuffer, WeightMatrix};
 pub use packed::{PackedMatrix, matmul_packed};
+pub use quant::q8_0::BlockQ8_0;
 pub use quantize::{can_quantize, quantize_rows};

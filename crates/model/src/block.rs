@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use rinfer_kernels::block::{Ffn, Stage};
-use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape, KeyValueRows};
+use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape, KeyValueRows, KvRow};
 use rinfer_kernels::ops::{RopeParams, VectorKernels};
 
 use crate::compute::{self, linear};
@@ -23,12 +23,12 @@ struct LayerRows<'c> {
 
 impl KeyValueRows for LayerRows<'_> {
     #[inline]
-    fn key(&self, pos: usize) -> &[f32] {
+    fn key(&self, pos: usize) -> KvRow<'_> {
         self.cache.get(self.layer, pos).0
     }
 
     #[inline]
-    fn value(&self, pos: usize) -> &[f32] {
+    fn value(&self, pos: usize) -> KvRow<'_> {
         self.cache.get(self.layer, pos).1
     }
 }

@@ -30,8 +30,8 @@ pub mod weights;
 pub use config::ModelConfig;
 pub use engine::{
     BLOCK_TOKENS, DeviceReport, DeviceRequest, Engine, EngineSettings, Event, FinishReason,
-    Generation, PrefixCacheStats, Request, SeqId, Speculation, SpeculationStats, StopMatcher,
-    Timings, TokenLogprob,
+    Generation, KvType, PrefixCacheStats, Request, SeqId, Speculation, SpeculationStats,
+    StopMatcher, Timings, TokenLogprob,
 };
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};

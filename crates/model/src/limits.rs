@@ -7,6 +7,7 @@ use crate::forward::Model;
 use crate::kv_cache::KvCache;
 use crate::scratch::Scratch;
 use crate::weights::Weights;
+use rinfer_kernels::ops::KvType;
 
 const MIB: usize = 1 << 20;
 
@@ -61,14 +62,19 @@ pub(crate) fn fit_context_to_positions(
 /// # fn demo(config: &rinfer_model::ModelConfig) -> Result<(), rinfer_model::ModelError> {
 /// use rinfer_model::MemoryPlan;
 ///
-/// // Four sequences of 4096 positions, prefilled 512 tokens at a time, one logits row each.
-/// let plan = MemoryPlan::new(config, 4096, 4, 512, 4)?;
+/// use rinfer_model::KvType;
+///
+/// // Four sequences of 4096 positions with an f16 KV cache, prefilled 512 tokens at a time,
+/// // one logits row each.
+/// let plan = MemoryPlan::new(config, KvType::F16, 4096, 4, 512, 4)?;
 /// plan.check_available()?;
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryPlan {
+    /// The type of the KV caches' rows.
+    pub kv_type: KvType,
     /// Positions of each sequence's KV cache.
     pub context: usize,
     /// Sequences, each with its own KV cache.
@@ -80,11 +86,12 @@ pub struct MemoryPlan {
 }
 
 impl MemoryPlan {
-    /// The KV caches of `sequences` sequences of `context` positions, and scratch buffers for
-    /// batches of `max_batch` tokens of which `logit_rows` ask for logits. An error when the
-    /// sizes overflow.
+    /// The KV caches (rows of `kv_type`) of `sequences` sequences of `context` positions, and
+    /// scratch buffers for batches of `max_batch` tokens of which `logit_rows` ask for logits.
+    /// An error when the sizes overflow or the model's heads do not fit `kv_type`.
     pub fn new(
         config: &ModelConfig,
+        kv_type: KvType,
         context: usize,
         sequences: usize,
         max_batch: usize,
@@ -93,7 +100,8 @@ impl MemoryPlan {
         let overflow = || ModelError::SizeOverflow {
             what: Self::describe(context, sequences),
         };
-        let kv_cache_bytes = KvCache::bytes_for(config, context, max_batch)
+        KvCache::check_type(config, kv_type)?;
+        let kv_cache_bytes = KvCache::bytes_for(config, kv_type, context, max_batch)
             .and_then(|one| one.checked_mul(sequences))
             .ok_or_else(overflow)?;
         let scratch_bytes =
@@ -103,6 +111,7 @@ impl MemoryPlan {
             .filter(|&total| total <= isize::MAX as usize)
             .ok_or_else(overflow)?;
         Ok(Self {
+            kv_type,
             context,
             sequences,
             kv_cache_bytes,

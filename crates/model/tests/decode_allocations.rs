@@ -1,5 +1,6 @@
 //! After warm-up, a decode step (forward pass plus sampling) makes no heap allocation, on any
-//! thread: every buffer is sized once when the cache, scratch and sampler are created.
+//! thread and with every KV cache type: every buffer is sized once when the cache, scratch and
+//! sampler are created.
 //!
 //! The decode loop runs on a worker of the thread pool, as the engine runs it: rayon queues the
 //! jobs of a worker in its own deque, whereas jobs sent in from outside the pool go through a
@@ -11,7 +12,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{FIXTURE_MODELS, default_model, fixture_model};
-use rinfer_model::{KvCache, Logits, Model, Sampler, SamplingParams, Scratch};
+use rinfer_model::{KvCache, KvType, Logits, Model, Sampler, SamplingParams, Scratch};
 
 struct CountingAllocator;
 
@@ -40,13 +41,14 @@ unsafe impl GlobalAlloc for CountingAllocator {
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
-/// Heap allocations made by `steps` decode steps after a prompt and two warm-up steps.
-fn allocations_per_decode(model: &Model, steps: usize) -> usize {
+/// Heap allocations made by `steps` decode steps with a `kv_type` cache after a prompt and two
+/// warm-up steps.
+fn allocations_per_decode(model: &Model, kv_type: KvType, steps: usize) -> usize {
     let c = &model.config;
     let prompt: Vec<u32> = (0..8)
         .map(|i| (i * 7 + 2) as u32 % c.vocab_size as u32)
         .collect();
-    let mut cache = KvCache::new(c, prompt.len() + steps + 2, prompt.len());
+    let mut cache = KvCache::with_type(c, kv_type, prompt.len() + steps + 2, prompt.len());
     let mut scratch = Scratch::new(c, prompt.len());
     let params = SamplingParams {
         temperature: 0.8,
@@ -90,16 +92,20 @@ fn decode_steps_do_not_allocate() {
         .unwrap();
     for name in FIXTURE_MODELS {
         let model = fixture_model(name);
-        assert_eq!(
-            pool.install(|| allocations_per_decode(&model, 16)),
-            0,
-            "{name}"
-        );
+        for kv_type in KvType::ALL {
+            assert_eq!(
+                pool.install(|| allocations_per_decode(&model, kv_type, 16)),
+                0,
+                "{name} {kv_type}"
+            );
+        }
     }
     let (model, _file) = Model::open_gguf(default_model()).unwrap();
-    assert_eq!(
-        pool.install(|| allocations_per_decode(&model, 8)),
-        0,
-        "gemma3-270m"
-    );
+    for kv_type in KvType::ALL {
+        assert_eq!(
+            pool.install(|| allocations_per_decode(&model, kv_type, 8)),
+            0,
+            "gemma3-270m {kv_type}"
+        );
+    }
 }

@@ -1,14 +1,15 @@
 //! Logits are bit-identical however the work is split: one batched prefill or token by token,
-//! one thread or two, a sequence alone or beside fifteen others in one batch.
+//! one thread or two, a sequence alone or beside fifteen others in one batch, for every KV cache
+//! type.
 
 mod common;
 
-use common::{FIXTURE_MODELS, batched_logits, bits, default_model, fixture_model};
-use rinfer_model::{KvCache, Logits, Model, Scratch, SeqBatch};
+use common::{FIXTURE_MODELS, batched_logits_with, bits, default_model, fixture_model};
+use rinfer_model::{KvCache, KvType, Logits, Model, Scratch, SeqBatch};
 
 /// Logits of every position, feeding one token per forward call.
-fn token_by_token_logits(model: &Model, tokens: &[u32]) -> Vec<f32> {
-    let mut cache = KvCache::new(&model.config, tokens.len(), 1);
+fn token_by_token_logits(model: &Model, kv_type: KvType, tokens: &[u32]) -> Vec<f32> {
+    let mut cache = KvCache::with_type(&model.config, kv_type, tokens.len(), 1);
     let mut scratch = Scratch::new(&model.config, 1);
     let mut all = Vec::new();
     for &token in tokens {
@@ -30,11 +31,16 @@ fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
 
 /// `tokens`' logits at every position when run in one batch beside `others`, each sequence
 /// with its own cache, then one decode step for all of them together.
-fn logits_beside(model: &Model, tokens: &[u32], others: &[Vec<u32>]) -> (Vec<f32>, Vec<f32>) {
+fn logits_beside(
+    model: &Model,
+    kv_type: KvType,
+    tokens: &[u32],
+    others: &[Vec<u32>],
+) -> (Vec<f32>, Vec<f32>) {
     let c = &model.config;
     let total = tokens.len() + others.iter().map(Vec::len).sum::<usize>();
     let mut caches: Vec<KvCache> = (0..=others.len())
-        .map(|_| KvCache::new(c, total + 1, total))
+        .map(|_| KvCache::with_type(c, kv_type, total + 1, total))
         .collect();
     let mut scratch = Scratch::new(c, total);
     let prompts: Vec<&[u32]> = std::iter::once(tokens)
@@ -77,23 +83,26 @@ fn other_prompts(vocab: usize) -> Vec<Vec<u32>> {
         .collect()
 }
 
-fn check_model(model: &Model, tokens: &[u32], name: &str) {
-    let batched = bits(&batched_logits(model, tokens));
+fn check_model(model: &Model, kv_type: KvType, tokens: &[u32], name: &str) {
+    let name = format!("{name} ({kv_type} KV)");
+    let batched = bits(&batched_logits_with(model, kv_type, tokens));
     assert_eq!(
         batched,
-        bits(&token_by_token_logits(model, tokens)),
+        bits(&token_by_token_logits(model, kv_type, tokens)),
         "{name}: one batch vs token by token"
     );
     for threads in [1, 2, 3] {
         assert_eq!(
             batched,
-            bits(&in_pool(threads, || batched_logits(model, tokens))),
+            bits(&in_pool(threads, || batched_logits_with(
+                model, kv_type, tokens
+            ))),
             "{name}: {threads} threads"
         );
     }
     let others = other_prompts(model.config.vocab_size);
-    let (alone_prefill, alone_decode) = logits_beside(model, tokens, &[]);
-    let (prefill, decode) = logits_beside(model, tokens, &others);
+    let (alone_prefill, alone_decode) = logits_beside(model, kv_type, tokens, &[]);
+    let (prefill, decode) = logits_beside(model, kv_type, tokens, &others);
     assert_eq!(
         batched,
         bits(&alone_prefill),
@@ -112,7 +121,9 @@ fn fixture_models_give_the_same_bits_however_the_work_is_split() {
     for name in FIXTURE_MODELS {
         let model = fixture_model(name);
         let tokens = &common::reference_prompts(name)[1];
-        check_model(&model, tokens, name);
+        for kv_type in KvType::ALL {
+            check_model(&model, kv_type, tokens, name);
+        }
     }
 }
 
@@ -122,5 +133,7 @@ fn default_model_gives_the_same_bits_however_the_work_is_split() {
     let tokens = [
         2, 818, 5279, 529, 7001, 563, 9079, 236764, 532, 506, 5279, 529,
     ];
-    check_model(&model, &tokens, "gemma3-270m");
+    for kv_type in KvType::ALL {
+        check_model(&model, kv_type, &tokens, "gemma3-270m");
+    }
 }

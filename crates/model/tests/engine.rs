@@ -7,8 +7,8 @@ mod common;
 use common::{FIXTURE_MODELS, fixtures};
 use rinfer_model::sampling::argmax;
 use rinfer_model::{
-    DeviceRequest, Engine, EngineSettings, Event, FinishReason, KvCache, LoadedModel, Logits,
-    ModelError, Request, SamplingParams, Scratch, SeqId,
+    DeviceRequest, Engine, EngineSettings, Event, FinishReason, KvCache, KvType, LoadedModel,
+    Logits, ModelError, Request, SamplingParams, Scratch, SeqId,
 };
 
 fn loaded(name: &str) -> LoadedModel {
@@ -19,10 +19,10 @@ fn engine(loaded: &LoadedModel, settings: EngineSettings) -> Engine<'_> {
     Engine::new(loaded, settings, DeviceRequest::Cpu).unwrap()
 }
 
-/// `n` greedy tokens after `prompt`, one plain forward call per token.
-fn greedy_reference(loaded: &LoadedModel, prompt: &[u32], n: usize) -> Vec<u32> {
+/// `n` greedy tokens after `prompt`, one plain forward call per token, with a `kv_type` cache.
+fn greedy_reference(loaded: &LoadedModel, kv_type: KvType, prompt: &[u32], n: usize) -> Vec<u32> {
     let model = &loaded.model;
-    let mut cache = KvCache::new(&model.config, prompt.len() + n, 64);
+    let mut cache = KvCache::with_type(&model.config, kv_type, prompt.len() + n, 64);
     let mut scratch = Scratch::new(&model.config, 64);
     let mut out = Vec::new();
     let mut next = argmax(
@@ -56,12 +56,19 @@ fn prompt(loaded: &LoadedModel, text: &str) -> Vec<u32> {
 }
 
 #[test]
-fn greedy_generation_equals_a_plain_forward_loop_on_every_fixture() {
-    for name in FIXTURE_MODELS {
+fn greedy_generation_equals_a_plain_forward_loop_on_every_fixture_and_kv_type() {
+    for (name, kv_type) in FIXTURE_MODELS
+        .into_iter()
+        .flat_map(|name| KvType::ALL.map(|t| (name, t)))
+    {
         let loaded = loaded(name);
-        let mut engine = engine(&loaded, EngineSettings::single(128));
+        let settings = EngineSettings {
+            kv_type: Some(kv_type),
+            ..EngineSettings::single(128)
+        };
+        let mut engine = engine(&loaded, settings);
         let prompt = prompt(&loaded, "The quick brown fox");
-        let mut reference = greedy_reference(&loaded, &prompt, 16);
+        let mut reference = greedy_reference(&loaded, kv_type, &prompt, 16);
         // The reference cannot mask end-of-generation tokens; cut where it would have stopped.
         if let Some(end) = reference.iter().position(|&t| loaded.tokenizer.is_eog(t)) {
             reference.truncate(end);
@@ -73,8 +80,8 @@ fn greedy_generation_equals_a_plain_forward_loop_on_every_fixture() {
             )
             .unwrap();
         if !reference.is_empty() {
-            assert_eq!(out.tokens, reference, "{name}");
-            assert_eq!(out.finish, FinishReason::Length, "{name}");
+            assert_eq!(out.tokens, reference, "{name} {kv_type}");
+            assert_eq!(out.finish, FinishReason::Length, "{name} {kv_type}");
         }
     }
 }

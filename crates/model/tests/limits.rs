@@ -7,7 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue};
-use rinfer_model::{KvCache, Logits, MemoryPlan, Model, ModelError, SamplingParams, Scratch};
+use rinfer_model::{
+    KvCache, KvType, Logits, MemoryPlan, Model, ModelError, SamplingParams, Scratch,
+};
 
 use common::{fixture_model, fixtures};
 
@@ -101,10 +103,13 @@ fn a_kv_cache_whose_size_overflows_is_an_error_not_a_panic() {
     let model = fixture_model("gemma3-tiny-q4_k_m");
     let err = KvCache::try_new(&model.config, 1 << 62, 512).err().unwrap();
     assert!(matches!(err, ModelError::SizeOverflow { .. }), "{err}");
-    assert_eq!(KvCache::bytes_for(&model.config, usize::MAX, 1), None);
+    assert_eq!(
+        KvCache::bytes_for(&model.config, KvType::F32, usize::MAX, 1),
+        None
+    );
     let small = KvCache::try_new(&model.config, 64, 8).unwrap();
     assert_eq!(
-        KvCache::bytes_for(&model.config, 64, 8),
+        KvCache::bytes_for(&model.config, KvType::F32, 64, 8),
         Some(small.bytes())
     );
 }
@@ -113,17 +118,61 @@ fn a_kv_cache_whose_size_overflows_is_an_error_not_a_panic() {
 fn the_memory_plan_matches_what_is_allocated() {
     let model = fixture_model("gemma3-tiny-q4_k_m");
     let c = &model.config;
-    let plan = MemoryPlan::new(c, 128, 3, 16, 3).unwrap();
-    let cache = KvCache::new(c, 128, 16);
-    let scratch = Scratch::with_logit_rows(c, 16, 3);
-    assert_eq!(plan.kv_cache_bytes, 3 * cache.bytes());
-    assert_eq!(plan.scratch_bytes, scratch.bytes());
+    for kv_type in KvType::ALL {
+        let plan = MemoryPlan::new(c, kv_type, 128, 3, 16, 3).unwrap();
+        let cache = KvCache::with_type(c, kv_type, 128, 16);
+        let scratch = Scratch::with_logit_rows(c, 16, 3);
+        assert_eq!(plan.kv_type, kv_type);
+        assert_eq!(plan.kv_cache_bytes, 3 * cache.bytes(), "{kv_type}");
+        assert_eq!(plan.scratch_bytes, scratch.bytes());
+    }
+}
+
+#[test]
+fn the_memory_plan_halves_the_kv_cache_at_f16_and_takes_17_32nds_at_q8_0() {
+    let model = fixture_model("gemma3-tiny-q4_k_m");
+    let c = &model.config;
+    let bytes = |kv_type| MemoryPlan::new(c, kv_type, 4096, 4, 512, 4).unwrap();
+    let (f32_plan, f16_plan, q8_plan) =
+        (bytes(KvType::F32), bytes(KvType::F16), bytes(KvType::Q8_0));
+    assert_eq!(f16_plan.kv_cache_bytes * 2, f32_plan.kv_cache_bytes);
+    assert_eq!(q8_plan.kv_cache_bytes * 64, f32_plan.kv_cache_bytes * 17);
+    assert_eq!(f16_plan.scratch_bytes, f32_plan.scratch_bytes);
+}
+
+#[test]
+fn a_smaller_kv_type_fits_more_parallel_sequences_in_the_same_memory() {
+    let model = fixture_model("gemma3-tiny-q4_k_m");
+    let c = &model.config;
+    let plan = |kv_type, sequences| MemoryPlan::new(c, kv_type, 4096, sequences, 512, sequences);
+    // The memory of 8 sequences at f32: f16 fits about twice as many, q8_0 a bit more.
+    let available = plan(KvType::F32, 8).unwrap().total_bytes() as u64;
+    let most = |kv_type| {
+        (1..64)
+            .take_while(|&n| plan(kv_type, n).unwrap().check_fits(available).is_ok())
+            .last()
+            .unwrap()
+    };
+    assert_eq!(most(KvType::F32), 8);
+    assert!(most(KvType::F16) >= 15, "{}", most(KvType::F16));
+    assert!(most(KvType::Q8_0) > most(KvType::F16));
+}
+
+#[test]
+fn a_q8_0_kv_cache_is_refused_when_its_blocks_would_span_two_heads() {
+    let model = fixture_model("gemma3-tiny-q4_k_m");
+    let mut c = model.config.clone();
+    c.head_dim = 40;
+    let err = MemoryPlan::new(&c, KvType::Q8_0, 64, 1, 8, 1).unwrap_err();
+    assert!(err.to_string().contains("multiple of 32"), "{err}");
+    assert!(KvCache::try_with_type(&c, KvType::Q8_0, 64, 8).is_err());
+    assert!(KvCache::try_with_type(&c, KvType::F16, 64, 8).is_ok());
 }
 
 #[test]
 fn a_plan_beyond_the_available_memory_names_both_sizes() {
     let model = fixture_model("gemma3-tiny-q4_k_m");
-    let plan = MemoryPlan::new(&model.config, 1_000_000_000, 1, 512, 1).unwrap();
+    let plan = MemoryPlan::new(&model.config, KvType::F32, 1_000_000_000, 1, 512, 1).unwrap();
     let err = plan.check_fits(8 << 30).unwrap_err();
     let message = err.to_string();
     assert!(
@@ -134,7 +183,8 @@ fn a_plan_beyond_the_available_memory_names_both_sizes() {
     assert!(message.contains("8192 MiB"), "{message}");
     assert!(plan.check_fits(u64::MAX).is_ok());
 
-    let err = MemoryPlan::new(&model.config, 1 << 62, 100_000, 512, 100_000).unwrap_err();
+    let err =
+        MemoryPlan::new(&model.config, KvType::F32, 1 << 62, 100_000, 512, 100_000).unwrap_err();
     assert!(matches!(err, ModelError::SizeOverflow { .. }), "{err}");
 }
 

@@ -32,6 +32,9 @@ pub struct ServeConfig {
     /// Whether decoding guesses tokens ahead (`--speculate`); a request opts out with
     /// `"speculate": false`. The text is the same either way.
     pub speculation: rinfer_model::Speculation,
+    /// The type of the KV caches' rows (`None`: the device's default, f16 on the CPU). A
+    /// smaller type lets more `parallel` sequences fit the memory checked at start.
+    pub kv_type: Option<rinfer_model::KvType>,
     /// Requests that may wait for a free sequence before new ones get 503.
     pub queue: usize,
     /// Threads of the engine's compute pool (`None`: one per core).
@@ -86,6 +89,7 @@ impl ServeConfig {
             parallel: 4,
             kv_cache_mib: None,
             speculation: rinfer_model::Speculation::Off,
+            kv_type: None,
             queue: 64,
             threads: None,
             max_body_bytes: 2 << 20,

@@ -34,6 +34,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         device: options.device,
         kv_cache_mib: options.kv_cache_mib,
         speculation: options.speculation.speculation(),
+        kv_type: options.kv_type,
         max_body_bytes: exposure.max_body_bytes,
         max_connections: exposure.max_connections,
         header_timeout: Duration::from_secs(exposure.header_timeout),

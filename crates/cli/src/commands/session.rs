@@ -61,9 +61,10 @@ impl Session {
 
     /// An engine of the given sizes on the device `--device` chose. The device is reported on
     /// stderr when a GPU was asked for or found, or with `--verbose`.
-    /// `--kv-cache-mib` sets the prefix cache's budget.
+    /// `--kv-cache-mib` sets the prefix cache's budget, `--kv-type` the KV cache's type.
     pub fn engine_with(&self, settings: EngineSettings) -> Result<Engine<'_>> {
         let settings = EngineSettings {
+            kv_type: self.options.kv_type.or(settings.kv_type),
             prefix_cache_bytes: self
                 .options
                 .kv_cache_mib
@@ -100,7 +101,8 @@ impl Session {
             report!("    {:<8} {:>10.1} MiB", ty.name(), mib(bytes));
         }
         report!(
-            "  KV cache (f32, {} positions): {:.1} MiB",
+            "  KV cache ({}, {} positions): {:.1} MiB",
+            engine.kv_type(),
             engine.settings().context,
             mib(engine.kv_bytes())
         );

@@ -4,6 +4,7 @@
 use rayon::prelude::*;
 
 use super::VectorKernels;
+use super::kv_row::KvRow;
 
 /// Keys scored together before the values they weight are summed.
 pub const KEY_BLOCK: usize = 32;
@@ -52,13 +53,17 @@ pub struct AttentionShape {
 }
 
 /// Where a query row finds the keys and values it attends over: rows of every kv head
-/// (`kv_heads * head_dim` values), by position.
+/// (`kv_heads * head_dim` values), by position, in the cache's type (a q8_0 row's blocks must
+/// not span two heads).
 pub trait KeyValueRows {
     /// The key row at `pos`.
-    fn key(&self, pos: usize) -> &[f32];
+    fn key(&self, pos: usize) -> KvRow<'_>;
     /// The value row at `pos`.
-    fn value(&self, pos: usize) -> &[f32];
+    fn value(&self, pos: usize) -> KvRow<'_>;
 }
+
+/// Widest head whose decoded rows [`attend`] keeps on the stack (wider ones go to the heap).
+const STACK_WIDTH: usize = 256;
 
 /// Attention of `n` query rows `queries` `[n, heads * head_dim]` into `out` (same shape).
 /// `row(i)` gives query row `i`'s position and its key/value rows; it sees the keys of
@@ -91,8 +96,8 @@ pub fn attention<R: KeyValueRows>(
         let (pos, rows) = row(i);
         let kv = (h / group) * hd;
         let query = &queries[job * hd..(job + 1) * hd];
-        let key = |j: usize| &rows.key(j)[kv..kv + hd];
-        let value = |j: usize| &rows.value(j)[kv..kv + hd];
+        let key = |j: usize| rows.key(j).slice(kv, hd);
+        let value = |j: usize| rows.value(j).slice(kv, hd);
         let sink = sinks.map(|s| s[h]);
         attend(vector, params, sink, query, pos, key, value, acc);
     });
@@ -101,7 +106,10 @@ pub fn attention<R: KeyValueRows>(
 /// One query head at `pos` over the keys `key(j)` and values `value(j)` it sees, into `out`.
 /// Keys are taken in position order, [`KEY_BLOCK`] at a time: their scores (four keys per
 /// `dot4`), then one rescale of the running sum if the maximum grew, then the weighted values;
-/// last, the `sink` logit (if any) joins the sum.
+/// last, the `sink` logit (if any) joins the sum. Rows that are not f32 are decoded, four at a
+/// time, into a buffer on the stack (on the heap for heads wider than 256) and then go through
+/// the same kernels in the same order, so the result is the f32 computation over the stored
+/// values whatever the type.
 #[allow(clippy::too_many_arguments)]
 pub fn attend<'a>(
     vector: &VectorKernels,
@@ -109,10 +117,21 @@ pub fn attend<'a>(
     sink: Option<f32>,
     query: &[f32],
     pos: usize,
-    key: impl Fn(usize) -> &'a [f32],
-    value: impl Fn(usize) -> &'a [f32],
+    key: impl Fn(usize) -> KvRow<'a>,
+    value: impl Fn(usize) -> KvRow<'a>,
     out: &mut [f32],
 ) {
+    let width = query.len();
+    let (mut stack, mut heap);
+    let decoded: &mut [f32] = if key(pos).as_f32().is_some() {
+        &mut []
+    } else if width <= STACK_WIDTH {
+        stack = [0.0f32; 4 * STACK_WIDTH];
+        &mut stack[..4 * width]
+    } else {
+        heap = vec![0.0f32; 4 * width];
+        &mut heap
+    };
     out.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut scores = [0.0f32; KEY_BLOCK];
@@ -122,7 +141,7 @@ pub fn attend<'a>(
         // Four keys per call; a short last group repeats its last key.
         for (group, j0) in scores.chunks_mut(4).zip((start..).step_by(4)) {
             let last = j0 + group.len() - 1;
-            let keys = [0, 1, 2, 3].map(|d| key((j0 + d).min(last)));
+            let keys = as_f32([0, 1, 2, 3].map(|d| key((j0 + d).min(last))), decoded);
             for (score, dot) in group.iter_mut().zip(vector.dot4(query, keys)) {
                 *score = params.score(dot);
             }
@@ -140,12 +159,13 @@ pub fn attend<'a>(
                 *w = (score - max).exp();
                 sum += *w;
             }
+            let last = j0 + group.len() - 1;
+            let values = as_f32([0, 1, 2, 3].map(|d| value((j0 + d).min(last))), decoded);
             if group.len() == 4 {
-                let values = [0, 1, 2, 3].map(|d| value(j0 + d));
                 vector.axpy4(weights, values, out);
             } else {
-                for (d, &w) in weights[..group.len()].iter().enumerate() {
-                    vector.axpy(w, value(j0 + d), out);
+                for (&w, v) in weights[..group.len()].iter().zip(values) {
+                    vector.axpy(w, v, out);
                 }
             }
         }
@@ -163,9 +183,25 @@ pub fn attend<'a>(
     out.iter_mut().for_each(|a| *a *= inv);
 }
 
+/// The f32 values of four rows: the rows themselves when they hold f32, else decoded into
+/// consecutive parts of `decoded` (four rows wide unless every row holds f32).
+fn as_f32<'b>(rows: [KvRow<'b>; 4], decoded: &'b mut [f32]) -> [&'b [f32]; 4] {
+    let width = rows[0].len();
+    let mut parts = decoded.chunks_exact_mut(width.max(1));
+    rows.map(|row| match row.as_f32() {
+        Some(values) => values,
+        None => {
+            let part = parts.next().expect("four rows' room");
+            row.decode(part);
+            &*part
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::{KvRowMut, KvType};
 
     /// Keys and values of one sequence, `[positions, kv_heads * head_dim]` each.
     struct Rows<'a> {
@@ -174,12 +210,21 @@ mod tests {
         width: usize,
     }
 
-    impl KeyValueRows for Rows<'_> {
-        fn key(&self, pos: usize) -> &[f32] {
+    impl Rows<'_> {
+        fn key_f32(&self, pos: usize) -> &[f32] {
             &self.keys[pos * self.width..(pos + 1) * self.width]
         }
-        fn value(&self, pos: usize) -> &[f32] {
+        fn value_f32(&self, pos: usize) -> &[f32] {
             &self.values[pos * self.width..(pos + 1) * self.width]
+        }
+    }
+
+    impl KeyValueRows for Rows<'_> {
+        fn key(&self, pos: usize) -> KvRow<'_> {
+            KvRow::F32(self.key_f32(pos))
+        }
+        fn value(&self, pos: usize) -> KvRow<'_> {
+            KvRow::F32(self.value_f32(pos))
         }
     }
 
@@ -207,7 +252,7 @@ mod tests {
             let scores: Vec<f64> = visible
                 .clone()
                 .map(|j| {
-                    let k = &rows.key(j)[kv..kv + hd];
+                    let k = &rows.key_f32(j)[kv..kv + hd];
                     let dot: f64 = q.iter().zip(k).map(|(&a, &b)| a as f64 * b as f64).sum();
                     let s = dot * params.scale as f64;
                     params.softcap.map_or(s, |cap| {
@@ -227,7 +272,7 @@ mod tests {
             let o = &mut out[h * hd..(h + 1) * hd];
             o.fill(0.0);
             for (j, w) in visible.zip(&weights) {
-                for (o, &v) in o.iter_mut().zip(&rows.value(j)[kv..kv + hd]) {
+                for (o, &v) in o.iter_mut().zip(&rows.value_f32(j)[kv..kv + hd]) {
                     *o += w / total * v as f64;
                 }
             }
@@ -335,8 +380,8 @@ mod tests {
         let hd = 16;
         let (keys, vals) = (values(50 * hd, 4), values(50 * hd, 5));
         let query = values(hd, 6);
-        let key = |j: usize| &keys[j * hd..(j + 1) * hd];
-        let value = |j: usize| &vals[j * hd..(j + 1) * hd];
+        let key = |j: usize| KvRow::F32(&keys[j * hd..(j + 1) * hd]);
+        let value = |j: usize| KvRow::F32(&vals[j * hd..(j + 1) * hd]);
         let mut alone = vec![0.0; hd];
         attend(
             VectorKernels::detected(),
@@ -366,5 +411,112 @@ mod tests {
         };
         attention(&shape, &params, None, &queries, row, &mut out);
         assert_eq!(&out[2 * hd..], &alone[..]);
+    }
+
+    /// Rows of one KV type: the encoded rows, and the f32 values they decode to.
+    struct Encoded {
+        rows: Vec<Vec<u8>>,
+        kv_type: KvType,
+    }
+
+    impl Encoded {
+        fn new(kv_type: KvType, values: &[f32], width: usize) -> (Self, Vec<f32>) {
+            let bytes = kv_type.row_bytes(width).unwrap();
+            let mut decoded = vec![0.0; values.len()];
+            let rows = values
+                .chunks(width)
+                .zip(decoded.chunks_mut(width))
+                .map(|(v, d)| {
+                    let mut row = vec![0u8; bytes];
+                    match kv_type {
+                        KvType::F32 => KvRowMut::F32(bytemuck::cast_slice_mut(&mut row)),
+                        KvType::F16 => KvRowMut::F16(bytemuck::cast_slice_mut(&mut row)),
+                        KvType::Q8_0 => KvRowMut::Q8_0(bytemuck::cast_slice_mut(&mut row)),
+                    }
+                    .encode(v);
+                    Self::row(kv_type, &row).decode(d);
+                    row
+                })
+                .collect();
+            (Self { rows, kv_type }, decoded)
+        }
+
+        fn row(kv_type: KvType, bytes: &[u8]) -> KvRow<'_> {
+            match kv_type {
+                KvType::F32 => KvRow::F32(bytemuck::cast_slice(bytes)),
+                KvType::F16 => KvRow::F16(bytemuck::cast_slice(bytes)),
+                KvType::Q8_0 => KvRow::Q8_0(bytemuck::cast_slice(bytes)),
+            }
+        }
+    }
+
+    struct EncodedRows<'a> {
+        keys: &'a Encoded,
+        values: &'a Encoded,
+    }
+
+    impl KeyValueRows for EncodedRows<'_> {
+        fn key(&self, pos: usize) -> KvRow<'_> {
+            Encoded::row(self.keys.kv_type, &self.keys.rows[pos])
+        }
+        fn value(&self, pos: usize) -> KvRow<'_> {
+            Encoded::row(self.values.kv_type, &self.values.rows[pos])
+        }
+    }
+
+    #[test]
+    fn f16_and_q8_0_rows_attend_exactly_like_the_f32_values_they_hold() {
+        // Heads decoded on the stack, and wider ones decoded on the heap.
+        for head_dim in [64, STACK_WIDTH + 64] {
+            check_encoded_rows(AttentionShape {
+                heads: 4,
+                kv_heads: 2,
+                head_dim,
+            });
+        }
+    }
+
+    fn check_encoded_rows(shape: AttentionShape) {
+        let params = AttentionParams {
+            scale: 0.125,
+            softcap: None,
+            window: Some(50),
+            sinks: false,
+        };
+        let positions = 71; // full key blocks, then a short block ending in a short group
+        let width = shape.kv_heads * shape.head_dim;
+        let mut keys = values(positions * width, 8);
+        // Edge values: an outlier, exact zeros, a subnormal and f16's largest finite value.
+        keys[5] = 300.0;
+        keys[width..2 * width].fill(0.0);
+        keys[2 * width] = 1e-7;
+        keys[3 * width] = 65504.0 / 1024.0;
+        let vals = values(positions * width, 9);
+        let q_dim = shape.heads * shape.head_dim;
+        let queries = values(positions * q_dim, 10);
+        for kv_type in [KvType::F16, KvType::Q8_0] {
+            let (k_rows, k_plain) = Encoded::new(kv_type, &keys, width);
+            let (v_rows, v_plain) = Encoded::new(kv_type, &vals, width);
+            let mut got = vec![0.0f32; queries.len()];
+            let encoded = |i: usize| {
+                let rows = EncodedRows {
+                    keys: &k_rows,
+                    values: &v_rows,
+                };
+                (i, rows)
+            };
+            attention(&shape, &params, None, &queries, encoded, &mut got);
+            let mut want = vec![0.0f32; queries.len()];
+            let plain = |i: usize| {
+                let rows = Rows {
+                    keys: &k_plain,
+                    values: &v_plain,
+                    width,
+                };
+                (i, rows)
+            };
+            attention(&shape, &params, None, &queries, plain, &mut want);
+            assert_eq!(got, want, "{kv_type}");
+        }
     }
 }

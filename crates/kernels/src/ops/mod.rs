@@ -7,6 +7,7 @@
 mod activation;
 mod attention;
 mod elementwise;
+mod kv_row;
 mod norm;
 mod rope;
 mod routing;
@@ -15,6 +16,7 @@ mod vector;
 pub use activation::{Activation, apply, swiglu_clamped_inplace};
 pub use attention::{AttentionParams, AttentionShape, KEY_BLOCK, KeyValueRows, attend, attention};
 pub use elementwise::{add_inplace, scale, softcap};
+pub use kv_row::{KvRow, KvRowMut, KvRows, KvType, UnknownKvType};
 pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};
 pub use rope::{RopeParams, RopeStyle, Yarn, rope};
 pub use routing::{Gating, route};

@@ -2,7 +2,10 @@
 //! runs every sequence of a step in one batched pass; the GPU runs them one after another on
 //! its device-resident caches.
 
-use rinfer_cuda::{DeviceReport, DeviceRequest, GpuKvCache, GpuModel, LoadOptions, Resolved};
+use rinfer_cuda::{
+    CudaError, DeviceReport, DeviceRequest, GpuKvCache, GpuModel, LoadOptions, Resolved,
+};
+use rinfer_kernels::ops::KvType;
 
 use crate::error::ModelError;
 use crate::forward::{Logits, Model, SeqBatch};
@@ -44,6 +47,14 @@ impl SeqCache {
             Self::Cuda(_) => 0,
         }
     }
+
+    /// The type the rows are stored in (the GPU keeps f32).
+    pub(super) fn kv_type(&self) -> KvType {
+        match self {
+            Self::Cpu(c) => c.kv_type(),
+            Self::Cuda(_) => KvType::F32,
+        }
+    }
 }
 
 /// The compute state of the chosen device.
@@ -73,6 +84,8 @@ pub(super) struct Sizes {
     /// The most tokens a decoding sequence guesses ahead in a step (each needs a logits row;
     /// the CPU only).
     pub(super) draft_max: usize,
+    /// The KV cache's type; `None`: the device's default (f16 on the CPU, f32 on the GPU).
+    pub(super) kv_type: Option<KvType>,
 }
 
 impl Sizes {
@@ -102,8 +115,11 @@ impl Executor {
             max_batch: sizes.max_batch,
             all_logits: sizes.all_logits,
         };
-        let resolved =
-            rinfer_cuda::resolve(request, || GpuModel::load(&model.gpu_view()?, &options))?;
+        // A KV type the GPU does not keep makes it unusable: `auto` then runs on the CPU.
+        let resolved = rinfer_cuda::resolve(request, || {
+            check_gpu_kv_type(sizes.kv_type)?;
+            GpuModel::load(&model.gpu_view()?, &options)
+        })?;
         let config = &model.config;
         Ok(match resolved {
             Resolved::Cuda(gpu) => {
@@ -117,8 +133,10 @@ impl Executor {
             }
             Resolved::Cpu { reason } => {
                 let logit_rows = sizes.logit_rows();
+                let kv_type = sizes.kv_type.unwrap_or_default();
                 let plan = MemoryPlan::new(
                     config,
+                    kv_type,
                     sizes.context,
                     sizes.sequences,
                     sizes.max_batch,
@@ -128,7 +146,8 @@ impl Executor {
                 let scratch = Scratch::with_logit_rows(config, sizes.max_batch, logit_rows);
                 let caches = (0..sizes.sequences)
                     .map(|_| {
-                        KvCache::try_new(config, sizes.context, sizes.max_batch).map(SeqCache::Cpu)
+                        KvCache::try_with_type(config, kv_type, sizes.context, sizes.max_batch)
+                            .map(SeqCache::Cpu)
                     })
                     .collect::<Result<_, _>>()?;
                 let executor = Self::Cpu {
@@ -250,4 +269,32 @@ pub(super) fn cache_bytes(caches: &[SeqCache]) -> usize {
 
 fn wrong_device() -> ModelError {
     ModelError::InvalidConfig("a KV cache of another device reached this executor".into())
+}
+
+/// Refuses a KV type other than f32 on the GPU, whose caches and kernels keep f32.
+fn check_gpu_kv_type(kv_type: Option<KvType>) -> Result<(), CudaError> {
+    match kv_type {
+        Some(kv_type) if kv_type != KvType::F32 => Err(CudaError::Unsupported(format!(
+            "it keeps its KV cache in f32, not {kv_type}: leave --kv-type out (or pass f32) on \
+             the GPU, or run on the CPU with --device cpu"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gpu_takes_only_an_f32_kv_cache_and_says_how_to_get_another() {
+        assert!(check_gpu_kv_type(None).is_ok());
+        assert!(check_gpu_kv_type(Some(KvType::F32)).is_ok());
+        for kv_type in [KvType::F16, KvType::Q8_0] {
+            let err = check_gpu_kv_type(Some(kv_type)).unwrap_err().to_string();
+            assert!(err.contains("keeps its KV cache in f32"), "{err}");
+            assert!(err.contains(kv_type.name()), "{err}");
+            assert!(err.contains("--device cpu"), "{err}");
+        }
+    }
 }

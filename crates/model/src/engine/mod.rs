@@ -42,6 +42,7 @@ use std::panic::AssertUnwindSafe;
 
 use rayon::prelude::*;
 pub use rinfer_cuda::{DeviceReport, DeviceRequest};
+pub use rinfer_kernels::ops::KvType;
 
 use crate::error::ModelError;
 use crate::forward::Logits;
@@ -75,6 +76,9 @@ pub struct EngineSettings {
     /// Whether decoding sequences guess tokens ahead and verify them in the same pass (the
     /// text is the same either way).
     pub speculation: Speculation,
+    /// The type of the KV cache's rows; `None`: the device's default (f16 on the CPU, as in
+    /// llama.cpp; f32 on the GPU, which refuses other types).
+    pub kv_type: Option<KvType>,
 }
 
 impl EngineSettings {
@@ -100,6 +104,7 @@ impl EngineSettings {
             score: false,
             prefix_cache_bytes: Self::default_prefix_cache_bytes(),
             speculation: Speculation::Off,
+            kv_type: None,
         }
     }
 
@@ -128,6 +133,8 @@ pub struct Engine<'m> {
     rings: Rings,
     /// Blocks of earlier sequences.
     store: BlockStore,
+    /// The type of every KV cache's rows.
+    kv_type: KvType,
     /// Requests and tokens the prefix cache has seen.
     reuse_counts: PrefixCacheStats,
     /// Guesses made and confirmed.
@@ -159,6 +166,7 @@ impl<'m> Engine<'m> {
             sequences: settings.max_sequences,
             all_logits: settings.score,
             draft_max: settings.speculation.draft_max(),
+            kv_type: settings.kv_type,
         };
         let (executor, caches, device) = Executor::start(&loaded.model, device, sizes)?;
         let mut settings = settings;
@@ -169,6 +177,13 @@ impl<'m> Engine<'m> {
             settings.speculation = Speculation::Off;
         }
         let config = &loaded.model.config;
+        let kv_type = caches.first().map_or(KvType::F32, SeqCache::kv_type);
+        let row_bytes =
+            kv_type
+                .row_bytes(config.kv_dim())
+                .ok_or_else(|| ModelError::SizeOverflow {
+                    what: "a KV cache row".to_string(),
+                })?;
         Ok(Self {
             loaded,
             settings,
@@ -177,7 +192,8 @@ impl<'m> Engine<'m> {
             free: (0..caches.len()).rev().collect(),
             histories: vec![Vec::new(); caches.len()],
             rings: Rings::new(config, settings.context, settings.max_batch),
-            store: BlockStore::new(settings.prefix_cache_bytes, config.layers, config.kv_dim()),
+            store: BlockStore::new(settings.prefix_cache_bytes, config.layers, row_bytes),
+            kv_type,
             reuse_counts: PrefixCacheStats::default(),
             speculation_counts: SpeculationStats::default(),
             caches,
@@ -189,6 +205,12 @@ impl<'m> Engine<'m> {
     /// The engine's sizes.
     pub fn settings(&self) -> EngineSettings {
         self.settings
+    }
+
+    /// The type the KV caches store their rows in (the device's default when the settings
+    /// left it out).
+    pub fn kv_type(&self) -> KvType {
+        self.kv_type
     }
 
     /// The device that computes, and why it was chosen.

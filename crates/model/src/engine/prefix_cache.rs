@@ -58,8 +58,9 @@ impl PrefixCacheStats {
 struct Block {
     parent: Option<BlockKey>,
     tokens: Vec<u32>,
-    /// Per layer: the keys `[BLOCK_TOKENS, kv_dim]`, then the values.
-    rows: Vec<f32>,
+    /// Per layer: the stored bytes of the `BLOCK_TOKENS` key rows, then of the value rows, in
+    /// the KV cache's type.
+    rows: Vec<u8>,
     last_used: u64,
     children: usize,
 }
@@ -74,13 +75,13 @@ pub(super) struct BlockStore {
 }
 
 impl BlockStore {
-    /// An empty store of at most `budget` bytes for blocks of `layers` layers of `kv_dim`.
-    pub(super) fn new(budget: usize, layers: usize, kv_dim: usize) -> Self {
-        let floats = layers * 2 * BLOCK_TOKENS * kv_dim;
+    /// An empty store of at most `budget` bytes for blocks of `layers` layers of key and value
+    /// rows of `row_bytes` bytes each (a KV cache's rows, whatever their type).
+    pub(super) fn new(budget: usize, layers: usize, row_bytes: usize) -> Self {
         Self {
             blocks: HashMap::new(),
             budget,
-            block_bytes: floats * std::mem::size_of::<f32>(),
+            block_bytes: layers * 2 * BLOCK_TOKENS * row_bytes,
             clock: 0,
             evictions: 0,
         }
@@ -129,8 +130,8 @@ impl BlockStore {
     pub(super) fn restore(&self, chain: &[BlockKey], cache: &mut KvCache) {
         cache.clear();
         let total = chain.len() * BLOCK_TOKENS;
-        let kv_dim = cache.kv_dim();
-        let span = BLOCK_TOKENS * kv_dim;
+        let row_bytes = self.block_bytes / (cache.layers() * 2 * BLOCK_TOKENS).max(1);
+        let span = BLOCK_TOKENS * row_bytes;
         for (b, key) in chain.iter().enumerate() {
             let block = &self.blocks[key];
             for layer in 0..cache.layers() {
@@ -140,8 +141,8 @@ impl BlockStore {
                 for i in 0..BLOCK_TOKENS {
                     let pos = b * BLOCK_TOKENS + i;
                     if pos >= oldest {
-                        let row = i * kv_dim..(i + 1) * kv_dim;
-                        cache.store(layer, pos, &keys[row.clone()], &values[row]);
+                        let row = i * row_bytes..(i + 1) * row_bytes;
+                        cache.store_bytes(layer, pos, &keys[row.clone()], &values[row]);
                     }
                 }
             }
@@ -180,17 +181,16 @@ impl BlockStore {
             self.adjust_children(parent, -1);
             return None;
         }
-        let kv_dim = cache.kv_dim();
-        let mut rows = Vec::with_capacity(self.block_bytes / std::mem::size_of::<f32>());
+        let mut rows = Vec::with_capacity(self.block_bytes);
         for layer in 0..cache.layers() {
             for values in [false, true] {
                 for pos in start..start + BLOCK_TOKENS {
-                    let (k, v) = cache.get(layer, pos);
+                    let (k, v) = cache.row_bytes(layer, pos);
                     rows.extend_from_slice(if values { v } else { k });
                 }
             }
         }
-        debug_assert_eq!(rows.len(), cache.layers() * 2 * BLOCK_TOKENS * kv_dim);
+        debug_assert_eq!(rows.len(), self.block_bytes);
         self.clock += 1;
         let block = Block {
             parent,
@@ -262,6 +262,7 @@ mod tests {
     use super::*;
     use crate::config::ModelConfig;
     use crate::loaded::LoadedModel;
+    use rinfer_kernels::ops::KvType;
 
     fn config() -> ModelConfig {
         let path = concat!(
@@ -272,8 +273,8 @@ mod tests {
     }
 
     /// A cache holding `n` positions whose rows are made of the position and the layer.
-    fn filled(config: &ModelConfig, n: usize) -> KvCache {
-        let mut cache = KvCache::new(config, 128, 8);
+    fn filled(config: &ModelConfig, kv_type: KvType, n: usize) -> KvCache {
+        let mut cache = KvCache::with_type(config, kv_type, 128, 8);
         let kv_dim = config.kv_dim();
         for layer in 0..config.layers {
             for pos in 0..n {
@@ -290,32 +291,47 @@ mod tests {
         (0..BLOCK_TOKENS as u32).map(|i| seed * 1000 + i).collect()
     }
 
+    fn row_bytes(config: &ModelConfig, kv_type: KvType) -> usize {
+        kv_type.row_bytes(config.kv_dim()).unwrap()
+    }
+
     #[test]
-    fn restored_rows_equal_the_rows_stored() {
+    fn restored_rows_equal_the_rows_stored_for_every_kv_type() {
         let config = config();
-        let source = filled(&config, 2 * BLOCK_TOKENS);
-        let mut store = BlockStore::new(1 << 20, config.layers, config.kv_dim());
-        let first = store.insert(None, &block(1), &source, 0).unwrap();
-        store.insert(Some(first), &block(2), &source, BLOCK_TOKENS);
-        let tokens = [block(1), block(2), block(3)].concat();
-        let chain = store.longest_prefix(&tokens, 8);
-        assert_eq!(chain.len(), 2);
-        let mut target = KvCache::new(&config, 128, 8);
-        store.restore(&chain, &mut target);
-        assert_eq!(target.len(), 2 * BLOCK_TOKENS);
-        for layer in 0..config.layers {
-            for pos in 0..2 * BLOCK_TOKENS {
-                assert_eq!(target.get(layer, pos), source.get(layer, pos));
+        for kv_type in KvType::ALL {
+            let source = filled(&config, kv_type, 2 * BLOCK_TOKENS);
+            let mut store = BlockStore::new(1 << 20, config.layers, row_bytes(&config, kv_type));
+            let first = store.insert(None, &block(1), &source, 0).unwrap();
+            store.insert(Some(first), &block(2), &source, BLOCK_TOKENS);
+            let tokens = [block(1), block(2), block(3)].concat();
+            let chain = store.longest_prefix(&tokens, 8);
+            assert_eq!(chain.len(), 2);
+            let mut target = KvCache::with_type(&config, kv_type, 128, 8);
+            store.restore(&chain, &mut target);
+            assert_eq!(target.len(), 2 * BLOCK_TOKENS);
+            for layer in 0..config.layers {
+                for pos in 0..2 * BLOCK_TOKENS {
+                    assert_eq!(
+                        target.row_bytes(layer, pos),
+                        source.row_bytes(layer, pos),
+                        "{kv_type}"
+                    );
+                }
             }
+            // A block takes the type's share of an f32 block.
+            let f32_block = BlockStore::new(0, config.layers, row_bytes(&config, KvType::F32));
+            let ratio = row_bytes(&config, KvType::F32) / row_bytes(&config, kv_type).max(1);
+            assert!(store.block_bytes * ratio <= f32_block.block_bytes);
         }
     }
 
     #[test]
     fn only_least_recently_used_leaves_are_evicted_within_the_budget() {
         let config = config();
-        let cache = filled(&config, BLOCK_TOKENS);
-        let one = BlockStore::new(usize::MAX, config.layers, config.kv_dim()).block_bytes;
-        let mut store = BlockStore::new(3 * one, config.layers, config.kv_dim());
+        let cache = filled(&config, KvType::F32, BLOCK_TOKENS);
+        let rows = row_bytes(&config, KvType::F32);
+        let one = BlockStore::new(usize::MAX, config.layers, rows).block_bytes;
+        let mut store = BlockStore::new(3 * one, config.layers, rows);
         let a0 = store.insert(None, &block(1), &cache, 0).unwrap();
         store.insert(Some(a0), &block(2), &cache, 0).unwrap();
         store.insert(None, &block(3), &cache, 0).unwrap();
@@ -331,7 +347,7 @@ mod tests {
         assert_eq!((store.evictions(), store.blocks()), (2, 3));
         assert!(store.bytes() <= store.budget());
         // A block larger than the budget is never stored.
-        let mut tiny = BlockStore::new(one - 1, config.layers, config.kv_dim());
+        let mut tiny = BlockStore::new(one - 1, config.layers, rows);
         assert_eq!(tiny.insert(None, &block(1), &cache, 0), None);
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use rinfer_model::{KvCache, Logits, Model, Scratch};
+use rinfer_model::{KvCache, KvType, Logits, Model, Scratch};
 
 /// The repository's `tests/fixtures`.
 pub fn fixtures() -> PathBuf {
@@ -67,8 +67,13 @@ pub fn reference_prompts(name: &str) -> Vec<Vec<u32>> {
 
 /// Logits of every position of `tokens`, evaluated in one batch.
 pub fn batched_logits(model: &Model, tokens: &[u32]) -> Vec<f32> {
+    batched_logits_with(model, KvType::F32, tokens)
+}
+
+/// Logits of every position of `tokens`, evaluated in one batch with a `kv_type` cache.
+pub fn batched_logits_with(model: &Model, kv_type: KvType, tokens: &[u32]) -> Vec<f32> {
     let n = tokens.len();
-    let mut cache = KvCache::new(&model.config, n, n);
+    let mut cache = KvCache::with_type(&model.config, kv_type, n, n);
     let mut scratch = Scratch::new(&model.config, n);
     model
         .forward(tokens, &mut cache, &mut scratch, Logits::All)

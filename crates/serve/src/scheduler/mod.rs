@@ -82,6 +82,8 @@ pub fn run(engine: &mut Engine<'_>, jobs: &Receiver<Job>, metrics: &Metrics, sto
         context = settings.context,
         max_batch = settings.max_batch,
         prefix_cache_mib = settings.prefix_cache_bytes >> 20,
+        kv_type = %engine.kv_type(),
+        kv_cache_mib = engine.kv_bytes() >> 20,
         device = %engine.device(),
         "engine ready"
     );
@@ -381,6 +383,7 @@ impl Ready {
             settings: EngineSettings {
                 prefix_cache_bytes,
                 speculation: config.speculation,
+                kv_type: config.kv_type,
                 ..settings
             },
         })

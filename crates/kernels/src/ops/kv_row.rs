@@ -1,0 +1,404 @@
+//! The element types a KV cache stores its key and value rows in, and the conversions between
+//! them and f32: f16 rounds to nearest even; q8_0 is ggml's reference quantizer, one block of 32
+//! values at a time.
+
+use std::fmt;
+use std::str::FromStr;
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+use crate::quant::q8_0::BlockQ8_0;
+use crate::quant::{BlockFormat, Quantize};
+
+/// Values per q8_0 block.
+const Q8_0_BLOCK: usize = 32;
+
+/// The type of the key and value rows of a KV cache (llama.cpp's `--cache-type-k/-v`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KvType {
+    /// 4 bytes a value: exactly what the projections computed.
+    F32,
+    /// 2 bytes a value, rounded to nearest even (llama.cpp's default).
+    #[default]
+    F16,
+    /// 34 bytes per 32 values (an f16 scale and 32 signed codes); rows must be whole blocks.
+    Q8_0,
+}
+
+impl KvType {
+    /// Every type, in the order the flag lists them.
+    pub const ALL: [KvType; 3] = [KvType::F32, KvType::F16, KvType::Q8_0];
+
+    /// The name the flag takes (`f32`, `f16`, `q8_0`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KvType::F32 => "f32",
+            KvType::F16 => "f16",
+            KvType::Q8_0 => "q8_0",
+        }
+    }
+
+    /// Values that must divide a head's width (a q8_0 block never spans two heads).
+    pub fn block_values(self) -> usize {
+        match self {
+            KvType::F32 | KvType::F16 => 1,
+            KvType::Q8_0 => Q8_0_BLOCK,
+        }
+    }
+
+    /// Bytes of a row of `width` values, or `None` when that overflows or `width` is not a
+    /// whole number of blocks.
+    pub fn row_bytes(self, width: usize) -> Option<usize> {
+        if !width.is_multiple_of(self.block_values()) {
+            return None;
+        }
+        match self {
+            KvType::F32 => width.checked_mul(4),
+            KvType::F16 => width.checked_mul(2),
+            KvType::Q8_0 => (width / Q8_0_BLOCK).checked_mul(BlockQ8_0::BYTES),
+        }
+    }
+}
+
+impl fmt::Display for KvType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A KV type name that is not `f32`, `f16` or `q8_0`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown KV cache type `{0}`: expected f32, f16 or q8_0")]
+pub struct UnknownKvType(pub String);
+
+impl FromStr for KvType {
+    type Err = UnknownKvType;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        KvType::ALL
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownKvType(s.to_string()))
+    }
+}
+
+/// Rows of one type, as a KV cache stores them.
+#[derive(Clone, Copy, Debug)]
+pub enum KvRow<'a> {
+    /// f32 values.
+    F32(&'a [f32]),
+    /// f16 values.
+    F16(&'a [f16]),
+    /// q8_0 blocks of 32 values.
+    Q8_0(&'a [BlockQ8_0]),
+}
+
+impl<'a> KvRow<'a> {
+    /// Values in the row.
+    pub fn len(&self) -> usize {
+        match self {
+            KvRow::F32(r) => r.len(),
+            KvRow::F16(r) => r.len(),
+            KvRow::Q8_0(r) => r.len() * Q8_0_BLOCK,
+        }
+    }
+
+    /// Whether the row holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values `start..start + len` (for q8_0 both must be multiples of 32).
+    ///
+    /// # Panics
+    /// When the range is out of the row or cuts a q8_0 block (a caller bug).
+    pub fn slice(&self, start: usize, len: usize) -> KvRow<'a> {
+        match *self {
+            KvRow::F32(r) => KvRow::F32(&r[start..start + len]),
+            KvRow::F16(r) => KvRow::F16(&r[start..start + len]),
+            KvRow::Q8_0(r) => {
+                assert!(start.is_multiple_of(Q8_0_BLOCK) && len.is_multiple_of(Q8_0_BLOCK));
+                KvRow::Q8_0(&r[start / Q8_0_BLOCK..(start + len) / Q8_0_BLOCK])
+            }
+        }
+    }
+
+    /// The f32 values, without conversion, when the row holds f32.
+    pub fn as_f32(&self) -> Option<&'a [f32]> {
+        match *self {
+            KvRow::F32(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The row's values as f32 into `out` (exact for f32 and f16; `d * q` for q8_0).
+    ///
+    /// # Panics
+    /// When `out` is not as long as the row (a caller bug).
+    pub fn decode(&self, out: &mut [f32]) {
+        assert_eq!(out.len(), self.len());
+        match *self {
+            KvRow::F32(r) => out.copy_from_slice(r),
+            // `half` converts with F16C where the CPU has it, exactly as the scalar path.
+            KvRow::F16(r) => r.convert_to_f32_slice(out),
+            KvRow::Q8_0(r) => r
+                .iter()
+                .zip(out.chunks_exact_mut(Q8_0_BLOCK))
+                .for_each(|(b, o)| b.dequantize(o)),
+        }
+    }
+}
+
+/// Rows of one type that a KV cache writes into.
+#[derive(Debug)]
+pub enum KvRowMut<'a> {
+    /// f32 values.
+    F32(&'a mut [f32]),
+    /// f16 values.
+    F16(&'a mut [f16]),
+    /// q8_0 blocks of 32 values.
+    Q8_0(&'a mut [BlockQ8_0]),
+}
+
+impl KvRowMut<'_> {
+    /// Stores `values` converted to the row's type: f16 rounded to nearest even, q8_0 as ggml's
+    /// `quantize_row_q8_0` (per 32 values, scale `amax / 127`, codes rounded half away from 0).
+    ///
+    /// # Panics
+    /// When `values` is not as long as the row (a caller bug).
+    pub fn encode(self, values: &[f32]) {
+        match self {
+            KvRowMut::F32(r) => r.copy_from_slice(values),
+            KvRowMut::F16(r) => r.convert_from_f32_slice(values),
+            KvRowMut::Q8_0(r) => {
+                assert_eq!(r.len() * Q8_0_BLOCK, values.len());
+                r.iter_mut()
+                    .zip(values.chunks_exact(Q8_0_BLOCK))
+                    .for_each(|(b, x)| *b = BlockQ8_0::quantize(x));
+            }
+        }
+    }
+}
+
+/// Rows of `width` values of one [`KvType`], allocated once: one layer's keys or values.
+#[derive(Clone, Debug)]
+pub struct KvRows {
+    data: RowData,
+    /// Elements of `data` per row (values, or q8_0 blocks).
+    units: usize,
+}
+
+#[derive(Clone, Debug)]
+enum RowData {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    Q8_0(Vec<BlockQ8_0>),
+}
+
+impl KvRows {
+    /// `rows` zeroed rows of `width` values, or `None` when `width` is not a whole number of
+    /// the type's blocks or the size overflows (check [`KvType::row_bytes`] first to allocate
+    /// nothing unbounded).
+    pub fn new(kv_type: KvType, rows: usize, width: usize) -> Option<Self> {
+        kv_type.row_bytes(width)?.checked_mul(rows)?;
+        let units = width / kv_type.block_values();
+        let len = units * rows;
+        let data = match kv_type {
+            KvType::F32 => RowData::F32(vec![0.0; len]),
+            KvType::F16 => RowData::F16(vec![f16::ZERO; len]),
+            KvType::Q8_0 => RowData::Q8_0(vec![bytemuck::Zeroable::zeroed(); len]),
+        };
+        Some(Self { data, units })
+    }
+
+    /// The type of the rows.
+    pub fn kv_type(&self) -> KvType {
+        match self.data {
+            RowData::F32(_) => KvType::F32,
+            RowData::F16(_) => KvType::F16,
+            RowData::Q8_0(_) => KvType::Q8_0,
+        }
+    }
+
+    /// Bytes of all rows.
+    pub fn bytes(&self) -> usize {
+        self.all_bytes().len()
+    }
+
+    fn all_bytes(&self) -> &[u8] {
+        match &self.data {
+            RowData::F32(d) => bytemuck::cast_slice(d),
+            RowData::F16(d) => bytemuck::cast_slice(d),
+            RowData::Q8_0(d) => bytemuck::cast_slice(d),
+        }
+    }
+
+    fn all_bytes_mut(&mut self) -> &mut [u8] {
+        match &mut self.data {
+            RowData::F32(d) => bytemuck::cast_slice_mut(d),
+            RowData::F16(d) => bytemuck::cast_slice_mut(d),
+            RowData::Q8_0(d) => bytemuck::cast_slice_mut(d),
+        }
+    }
+
+    /// Row `i`.
+    ///
+    /// # Panics
+    /// When there is no row `i` (a caller bug).
+    #[inline]
+    pub fn row(&self, i: usize) -> KvRow<'_> {
+        let r = i * self.units..(i + 1) * self.units;
+        match &self.data {
+            RowData::F32(d) => KvRow::F32(&d[r]),
+            RowData::F16(d) => KvRow::F16(&d[r]),
+            RowData::Q8_0(d) => KvRow::Q8_0(&d[r]),
+        }
+    }
+
+    /// Stores `values` as row `i`, converted to the type (see [`KvRowMut::encode`]).
+    ///
+    /// # Panics
+    /// When there is no row `i` or `values` is not one row wide (a caller bug).
+    pub fn store(&mut self, i: usize, values: &[f32]) {
+        let r = i * self.units..(i + 1) * self.units;
+        match &mut self.data {
+            RowData::F32(d) => KvRowMut::F32(&mut d[r]),
+            RowData::F16(d) => KvRowMut::F16(&mut d[r]),
+            RowData::Q8_0(d) => KvRowMut::Q8_0(&mut d[r]),
+        }
+        .encode(values);
+    }
+
+    /// The stored bytes of row `i`, to copy it unchanged into rows of the same type.
+    ///
+    /// # Panics
+    /// When there is no row `i` (a caller bug).
+    pub fn row_bytes(&self, i: usize) -> &[u8] {
+        let n = self.bytes() / self.rows().max(1);
+        &self.all_bytes()[i * n..(i + 1) * n]
+    }
+
+    /// Sets row `i` to `bytes`, taken from [`Self::row_bytes`] of rows of the same type and
+    /// width.
+    ///
+    /// # Panics
+    /// When there is no row `i` or `bytes` is not one row long (a caller bug).
+    pub fn set_row_bytes(&mut self, i: usize, bytes: &[u8]) {
+        let n = self.bytes() / self.rows().max(1);
+        self.all_bytes_mut()[i * n..(i + 1) * n].copy_from_slice(bytes);
+    }
+
+    /// Rows held.
+    pub fn rows(&self) -> usize {
+        let len = match &self.data {
+            RowData::F32(d) => d.len(),
+            RowData::F16(d) => d.len(),
+            RowData::Q8_0(d) => d.len(),
+        };
+        len.checked_div(self.units).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_type_names_parse_and_unknown_ones_are_refused() {
+        for t in KvType::ALL {
+            assert_eq!(t.name().parse::<KvType>(), Ok(t));
+        }
+        assert_eq!("Q8_0".parse::<KvType>(), Ok(KvType::Q8_0));
+        let err = "q4_0".parse::<KvType>().unwrap_err();
+        assert!(
+            err.to_string().contains("expected f32, f16 or q8_0"),
+            "{err}"
+        );
+        assert_eq!(KvType::default(), KvType::F16);
+    }
+
+    #[test]
+    fn row_bytes_halve_for_f16_and_take_34_per_32_for_q8_0() {
+        assert_eq!(KvType::F32.row_bytes(256), Some(1024));
+        assert_eq!(KvType::F16.row_bytes(256), Some(512));
+        assert_eq!(KvType::Q8_0.row_bytes(256), Some(8 * 34));
+        assert_eq!(KvType::Q8_0.row_bytes(40), None);
+        assert_eq!(KvType::F32.row_bytes(usize::MAX), None);
+    }
+
+    #[test]
+    fn f16_rows_round_to_nearest_even_and_decode_exactly() {
+        // 1 + 2^-11 lies halfway between two f16 values: it rounds to the even one (1.0).
+        let values = [
+            1.0 + 2f32.powi(-11),
+            1.0 + 3.0 * 2f32.powi(-11),
+            65504.0,
+            -0.0,
+        ];
+        let mut row = [f16::ZERO; 4];
+        KvRowMut::F16(&mut row).encode(&values);
+        let mut back = [0.0f32; 4];
+        KvRow::F16(&row).decode(&mut back);
+        assert_eq!(back, [1.0, 1.0 + 4.0 * 2f32.powi(-11), 65504.0, -0.0]);
+        for (&v, &b) in values.iter().zip(&row) {
+            assert_eq!(b, f16::from_f32(v));
+        }
+    }
+
+    #[test]
+    fn q8_0_rows_match_the_reference_quantizer_block_by_block() {
+        let values: Vec<f32> = (0..64)
+            .map(|i| ((i * 37 % 29) as f32 - 14.0) / 3.0)
+            .collect();
+        let mut row = [BlockQ8_0 {
+            d: f16::ZERO,
+            qs: [0; 32],
+        }; 2];
+        KvRowMut::Q8_0(&mut row).encode(&values);
+        for (block, x) in row.iter().zip(values.chunks(32)) {
+            assert_eq!(*block, BlockQ8_0::quantize(x));
+        }
+        let mut back = vec![0.0f32; 64];
+        KvRow::Q8_0(&row).decode(&mut back);
+        for (b, v) in back.iter().zip(&values) {
+            assert!((b - v).abs() <= 14.0 / 3.0 / 127.0, "{b} vs {v}");
+        }
+        let head = KvRow::Q8_0(&row).slice(32, 32);
+        let mut second = vec![0.0f32; 32];
+        head.decode(&mut second);
+        assert_eq!(second, back[32..]);
+    }
+
+    #[test]
+    fn an_all_zero_q8_0_block_decodes_to_zeros() {
+        let mut row = [BlockQ8_0 {
+            d: f16::ONE,
+            qs: [1; 32],
+        }];
+        KvRowMut::Q8_0(&mut row).encode(&[0.0; 32]);
+        let mut back = [1.0f32; 32];
+        KvRow::Q8_0(&row).decode(&mut back);
+        assert_eq!(back, [0.0; 32]);
+    }
+
+    #[test]
+    fn stored_rows_copy_byte_for_byte_between_stores_of_one_type() {
+        let values: Vec<f32> = (0..64).map(|i| i as f32 / 7.0 - 4.0).collect();
+        for kv_type in KvType::ALL {
+            let mut a = KvRows::new(kv_type, 3, 64).unwrap();
+            assert_eq!(a.kv_type(), kv_type);
+            assert_eq!(a.rows(), 3);
+            assert_eq!(a.bytes(), 3 * kv_type.row_bytes(64).unwrap());
+            a.store(1, &values);
+            let mut b = KvRows::new(kv_type, 2, 64).unwrap();
+            b.set_row_bytes(0, a.row_bytes(1));
+            let (mut x, mut y) = (vec![0.0; 64], vec![1.0; 64]);
+            a.row(1).decode(&mut x);
+            b.row(0).decode(&mut y);
+            assert_eq!(x, y, "{kv_type}");
+        }
+        assert!(KvRows::new(KvType::Q8_0, 1, 48).is_none());
+        assert!(KvRows::new(KvType::F32, usize::MAX, 64).is_none());
+    }
+}
