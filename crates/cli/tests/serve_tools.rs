@@ -158,7 +158,11 @@ fn constrained_calls_follow_the_schemas(s: &Server) {
                     &request(choice.clone(), parallel, stream),
                 );
                 let (calls, finish) = calls_of(&r, stream);
-                assert_eq!(finish, "tool_calls", "{}", r.text());
+                // With parallel calls allowed, a random-weight model may go on calling until
+                // `max_tokens` cuts it (`length`); every call it completed still validates.
+                if !(parallel && finish == "length") {
+                    assert_eq!(finish, "tool_calls", "{}", r.text());
+                }
                 check_calls(&calls, only, parallel);
             }
         }
