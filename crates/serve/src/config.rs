@@ -32,7 +32,7 @@ pub struct ServeConfig {
     /// Whether decoding guesses tokens ahead (`--speculate`); a request opts out with
     /// `"speculate": false`. The text is the same either way.
     pub speculation: rinfer_model::Speculation,
-    /// The type of the KV caches' rows (`None`: the device's default, f16 on the CPU). A
+    /// The type of the KV caches' rows (`None`: f32). A
     /// smaller type lets more `parallel` sequences fit the memory checked at start.
     pub kv_type: Option<rinfer_model::KvType>,
     /// Requests that may wait for a free sequence before new ones get 503.

@@ -84,7 +84,7 @@ pub(super) struct Sizes {
     /// The most tokens a decoding sequence guesses ahead in a step (each needs a logits row;
     /// the CPU only).
     pub(super) draft_max: usize,
-    /// The KV cache's type; `None`: the device's default (f16 on the CPU, f32 on the GPU).
+    /// The KV cache's type; `None`: the default, f32.
     pub(super) kv_type: Option<KvType>,
 }
 
