@@ -12,9 +12,6 @@ use crate::error::KernelError;
 /// rows a tile kernel takes at once).
 pub(crate) const TOKEN_TILE: usize = 8;
 
-/// Tokens a packed kernel takes at once: the rows of an AMX tile.
-pub(crate) const PACKED_TOKEN_TILE: usize = 16;
-
 /// A row-major weight matrix of `rows × cols` values of one type, checked once on creation.
 ///
 /// ```
@@ -150,7 +147,7 @@ impl ActivationBuffer {
         // F32 activations are the largest format: 4 bytes per value.
         let bytes = max_tokens * max_cols * 4;
         let tile = if max_tokens > 1 {
-            max_rows * PACKED_TOKEN_TILE.max(TOKEN_TILE).min(max_tokens)
+            max_rows * TOKEN_TILE.min(max_tokens)
         } else {
             0
         };

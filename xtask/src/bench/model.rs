@@ -37,16 +37,6 @@ pub fn run(args: &[String]) -> Result<()> {
         false => None,
     };
     let prompts = rinfer.prepare_prompts(&model, &TESTS)?;
-    let bytes_per_token = ceiling::bytes_per_token(&model)?;
-    let ceilings = options
-        .threads
-        .iter()
-        .map(|&threads| Ceiling {
-            threads,
-            bandwidth: ceiling::read_bandwidth(threads),
-            bytes_per_token,
-        })
-        .collect();
     let engines = Engines {
         rinfer,
         llama_cpp,
@@ -72,6 +62,17 @@ pub fn run(args: &[String]) -> Result<()> {
             eprintln!("[{rep}/{}] {}", options.reps, progress(row));
         }
     }
+    // Measured last: the buffer would count in the peak memory of every process spawned after.
+    let bytes_per_token = ceiling::bytes_per_token(&engines.model)?;
+    let ceilings = options
+        .threads
+        .iter()
+        .map(|&threads| Ceiling {
+            threads,
+            bandwidth: ceiling::read_bandwidth(threads),
+            bytes_per_token,
+        })
+        .collect();
     let report = Report {
         llama_cpp: engines.llama_cpp.map(|_| {
             format!(

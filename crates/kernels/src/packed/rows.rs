@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::{GroupDotFn, PackedFormat, PackedProduct, ROWS, Release};
 use crate::error::KernelError;
-use crate::operands::{ActivationBuffer, PACKED_TOKEN_TILE, ScratchParts, WeightMatrix};
+use crate::operands::{ActivationBuffer, TOKEN_TILE, ScratchParts, WeightMatrix};
 use crate::parallel::{for_row_ranges, rows_per_task};
 use crate::quant::{BlockFormat, quantize_bytes};
 
@@ -77,7 +77,7 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
         let per_block = P::Source::ELEMS / 32;
         let row_bytes = nb * size_of::<P::Act>();
         let tile_needed = if n_tokens > 1 {
-            rows * PACKED_TOKEN_TILE.min(n_tokens)
+            rows * TOKEN_TILE.min(n_tokens)
         } else {
             0
         };
@@ -99,8 +99,8 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
                     P::summarize(b, s);
                 }
             });
-        let group = (tile.len() / rows.max(1) / PACKED_TOKEN_TILE * PACKED_TOKEN_TILE)
-            .max(PACKED_TOKEN_TILE);
+        let group = (tile.len() / rows.max(1) / TOKEN_TILE * TOKEN_TILE)
+            .max(TOKEN_TILE);
         let bytes_per_row = nb * size_of::<P>() / ROWS;
         for g0 in (0..n_tokens).step_by(group) {
             let n = group.min(n_tokens - g0);
@@ -109,12 +109,12 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
             let chunk = rows_per_task(rows, bytes_per_row * n).next_multiple_of(ROWS);
             let dot = |first: usize, out: &mut [f32]| {
                 let len = out.len() / n;
-                let mut dots = [[0.0; ROWS]; PACKED_TOKEN_TILE];
+                let mut dots = [[0.0; ROWS]; TOKEN_TILE];
                 for r0 in (first..first + len).step_by(ROWS) {
                     let wg = &self.blocks[r0 / ROWS * nb..(r0 / ROWS + 1) * nb];
                     let valid = ROWS.min(first + len - r0);
-                    for t0 in (0..n).step_by(PACKED_TOKEN_TILE) {
-                        let nt = PACKED_TOKEN_TILE.min(n - t0);
+                    for t0 in (0..n).step_by(TOKEN_TILE) {
+                        let nt = TOKEN_TILE.min(n - t0);
                         let dots = &mut dots[..nt];
                         let (a, s) = (&a[t0 * nb..], &s[t0 * nb * per_block..]);
                         // SAFETY: `self.dot` runs on this CPU: the registry's packer that built
