@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::{GroupDotFn, PackedFormat, PackedProduct, ROWS, Release};
 use crate::error::KernelError;
-use crate::operands::{ActivationBuffer, TOKEN_TILE, ScratchParts, WeightMatrix};
+use crate::operands::{ActivationBuffer, ScratchParts, TOKEN_TILE, WeightMatrix};
 use crate::parallel::{for_row_ranges, rows_per_task};
 use crate::quant::{BlockFormat, quantize_bytes};
 
@@ -99,8 +99,7 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
                     P::summarize(b, s);
                 }
             });
-        let group = (tile.len() / rows.max(1) / TOKEN_TILE * TOKEN_TILE)
-            .max(TOKEN_TILE);
+        let group = (tile.len() / rows.max(1) / TOKEN_TILE * TOKEN_TILE).max(TOKEN_TILE);
         let bytes_per_row = nb * size_of::<P>() / ROWS;
         for g0 in (0..n_tokens).step_by(group) {
             let n = group.min(n_tokens - g0);
