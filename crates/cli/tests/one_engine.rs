@@ -7,7 +7,7 @@ use std::process::Command;
 
 use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel, Request, SamplingParams};
 use serde_json::{Value, json};
-use serve_support::{Server, tiny_model};
+use serve_support::{Server, default_model, tiny_model};
 
 const PROMPT: &str = "Once upon a time";
 const MAX_TOKENS: usize = 24;
@@ -135,9 +135,7 @@ fn chat_on_the_default_model_answers_a_scripted_question() {
     use std::io::Write;
     use std::process::Stdio;
 
-    // `cargo xtask test` resolves the default model once and passes its path down.
-    let model = std::env::var("RINFER_TEST_MODEL")
-        .expect("RINFER_TEST_MODEL is unset: run the tests with `cargo xtask test`");
+    let model = default_model().display().to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
         .args(["chat", "--model", &model, "-n", "24", "--temperature", "0"])
         .stdin(Stdio::piped())

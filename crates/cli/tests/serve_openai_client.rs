@@ -5,60 +5,15 @@
 //! run (`python3 -m venv`, then `pip install openai`). Needs the default model fetched
 //! (`cargo xtask test` does it first).
 
+mod python_support;
 mod serve_support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use serve_support::Server;
-
-fn default_model() -> PathBuf {
-    // `cargo xtask test` resolves the model through `rinfer fetch` and passes its path down.
-    let path = std::env::var_os("RINFER_TEST_MODEL").map(PathBuf::from).expect(
-        "RINFER_TEST_MODEL is unset: run the tests with `cargo xtask test`, or set it to the path `rinfer fetch` prints",
-    );
-    assert!(path.is_file(), "{} is not a model file", path.display());
-    path
-}
-
-/// A Python with the `openai` package, in a venv made on first use.
-fn python_with_openai() -> PathBuf {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("openai-venv");
-    let python = venv.join("bin/python");
-    let has_openai = |python: &Path| {
-        Command::new(python)
-            .args(["-c", "import openai"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if has_openai(&python) {
-        return python;
-    }
-    let run = |cmd: &mut Command, what: &str| {
-        let out = cmd
-            .output()
-            .unwrap_or_else(|e| panic!("cannot {what}: {e} (python3 with venv and pip is needed)"));
-        assert!(
-            out.status.success(),
-            "cannot {what}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(
-        Command::new("python3").args(["-m", "venv", &venv.display().to_string()]),
-        "create a Python venv",
-    );
-    run(
-        Command::new(venv.join("bin/pip")).args(["install", "--quiet", "openai"]),
-        "pip install openai",
-    );
-    assert!(has_openai(&python), "openai is still not importable");
-    python
-}
+use python_support::{python_with, run_script};
+use serve_support::{Server, default_model};
 
 #[test]
 fn the_openai_python_client_works_against_the_default_model() {
-    let python = python_with_openai();
+    let python = python_with(&["openai"], &["openai"]);
     let model = default_model();
     let s = Server::start(&[
         "--model",
@@ -68,19 +23,9 @@ fn the_openai_python_client_works_against_the_default_model() {
         "--parallel",
         "2",
     ]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve_openai_client.py");
-    let out = Command::new(python)
-        .arg(script)
-        .arg(format!("http://{}/v1", s.addr))
-        .arg("gemma-3-270m-q4_k_m")
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the openai client checks failed:\n{stdout}\n{stderr}\nserver log:\n{}",
-        s.log.lock().unwrap().join("\n")
-    );
-    eprintln!("{stdout}");
+    let args = [
+        format!("http://{}/v1", s.addr),
+        "gemma-3-270m-q4_k_m".into(),
+    ];
+    run_script(&python, "serve_openai_client.py", &args, &s.log);
 }

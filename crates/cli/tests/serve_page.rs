@@ -202,7 +202,7 @@ fn in_chromium_the_page_asks_for_the_key_streams_an_answer_and_stops_it() {
     let Some((browser, driver)) = chromium() else {
         return;
     };
-    let model = python_support::default_model().display().to_string();
+    let model = serve_support::default_model().display().to_string();
     let s = Server::start(&["--model", &model, "--ctx", "2048", "--api-key", KEY]);
     let d = Driver::start(&browser, &driver);
     d.session_call(

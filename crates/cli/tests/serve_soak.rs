@@ -11,11 +11,10 @@ mod serve_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use serve_support::{Server, request, request_with_headers, send_head};
+use serve_support::{Server, default_model, request, request_with_headers, send_head};
 
 /// How long the clients run.
 const SOAK: Duration = Duration::from_secs(60);
@@ -29,13 +28,6 @@ const TIMEOUT_SECS: u64 = 2;
 /// Growth of the resident memory allowed over the soak (allocator noise; a leak per request
 /// over thousands of requests exceeds it).
 const RSS_SLACK_KIB: u64 = 48 * 1024;
-
-fn default_model() -> String {
-    let path = std::env::var_os("RINFER_TEST_MODEL").map(PathBuf::from).expect(
-        "RINFER_TEST_MODEL is unset: run the tests with `cargo xtask test`, or set it to the path `rinfer fetch` prints",
-    );
-    path.display().to_string()
-}
 
 /// Good request number `n`: `None` when answered as it should be, else what went wrong.
 fn good_request(addr: SocketAddr, n: usize) -> Option<String> {
@@ -200,7 +192,7 @@ fn until_soak_ends(
 #[test]
 fn a_minute_of_good_bad_and_slow_clients_leaves_no_panic_no_growth_and_no_good_request_unanswered()
 {
-    let model = default_model();
+    let model = default_model().display().to_string();
     let timeout = TIMEOUT_SECS.to_string();
     let s = Server::start(&[
         "--model",

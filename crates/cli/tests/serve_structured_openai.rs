@@ -8,8 +8,8 @@
 mod python_support;
 mod serve_support;
 
-use python_support::{default_model, python_with, run_script};
-use serve_support::Server;
+use python_support::{python_with, run_script};
+use serve_support::{Server, default_model};
 
 #[test]
 fn constrained_outputs_from_the_openai_client_all_validate() {

@@ -8,8 +8,8 @@ mod serve_support;
 
 use std::path::PathBuf;
 
-use python_support::{default_model, python_with, run_script};
-use serve_support::Server;
+use python_support::{python_with, run_script};
+use serve_support::{Server, default_model};
 
 fn fixture(path: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

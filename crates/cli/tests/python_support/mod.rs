@@ -1,21 +1,12 @@
 //! A Python with the official `openai` client (and any other packages a test names), in a
 //! virtual environment under the target directory, made on first use (`python3 -m venv`, then
-//! `pip install`), and the default model's path.
+//! `pip install`), and running a script in it.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-
-/// The default model, as `cargo xtask test` passes it down in `RINFER_TEST_MODEL`.
-pub fn default_model() -> PathBuf {
-    let path = std::env::var_os("RINFER_TEST_MODEL").map(PathBuf::from).expect(
-        "RINFER_TEST_MODEL is unset: run the tests with `cargo xtask test`, or set it to the path `rinfer fetch` prints",
-    );
-    assert!(path.is_file(), "{} is not a model file", path.display());
-    path
-}
 
 /// A Python in which `modules` import, installing `packages` into the shared test venv when
 /// one does not.

@@ -21,6 +21,16 @@ pub fn tiny_model() -> String {
         .to_string()
 }
 
+/// The default model, whose path `cargo xtask test` resolves through `rinfer fetch` and passes
+/// down in `RINFER_TEST_MODEL`.
+pub fn default_model() -> PathBuf {
+    let path = std::env::var_os("RINFER_TEST_MODEL").map(PathBuf::from).expect(
+        "RINFER_TEST_MODEL is unset: run the tests with `cargo xtask test`, or set it to the path `rinfer fetch` prints",
+    );
+    assert!(path.is_file(), "{} is not a model file", path.display());
+    path
+}
+
 /// A running `rinfer serve`, killed when dropped.
 pub struct Server {
     pub child: Child,
