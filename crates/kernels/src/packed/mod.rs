@@ -30,6 +30,8 @@ pub(crate) mod amx;
 mod byte_codes_amx;
 #[cfg(target_arch = "x86_64")]
 mod byte_codes_avx512;
+#[cfg(test)]
+mod byte_codes_reference;
 mod mxfp4x16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod mxfp4x16_avx512;

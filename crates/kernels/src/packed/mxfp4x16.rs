@@ -39,16 +39,6 @@ impl PackedFormat for BlockMxfp4x16 {
     }
 }
 
-/// Code `j` (its table index) of an MXFP4 block: values `0..16` sit in the low nibbles,
-/// `16..32` in the high ones.
-fn nibble(block: &BlockMxfp4, j: usize) -> u8 {
-    if j < 16 {
-        block.qs[j] & 0xF
-    } else {
-        block.qs[j - 16] >> 4
-    }
-}
-
 impl BlockMxfp4x16 {
     /// [`Self::pack_into`] a zeroed block.
     #[cfg(test)]
@@ -63,12 +53,7 @@ impl BlockMxfp4x16 {
     pub(crate) fn pack_into(&mut self, rows: &[&BlockMxfp4]) {
         for (i, block) in rows.iter().enumerate().take(ROWS) {
             self.d[i] = e8m0_to_f32_half(block.e);
-            for (h, qs) in self.qs.iter_mut().enumerate() {
-                for jj in 0..4 {
-                    let (lo, hi) = (nibble(block, 8 * h + jj), nibble(block, 8 * h + 4 + jj));
-                    qs[4 * i + jj] = lo | (hi << 4);
-                }
-            }
+            super::nibbles::pack_indices(&block.qs, i, &mut self.qs);
         }
     }
 
@@ -90,18 +75,6 @@ pub(crate) fn dot_group(
     out: &mut [[f32; ROWS]],
 ) {
     use crate::quant::mxfp4::KVALUES;
-    let nb = w.len();
-    for (t, out) in out.iter_mut().enumerate() {
-        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[t * nb..(t + 1) * nb]);
-        for (i, o) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for ((x, y), s) in w.iter().zip(a).zip(s) {
-                let isum: i32 = (0..32)
-                    .map(|j| KVALUES[x.code(i, j) as usize] as i32 * y.qs[j] as i32)
-                    .sum();
-                acc = (x.d[i] * s.d).mul_add(isum as f32, acc);
-            }
-            *o = acc;
-        }
-    }
+    let code = |x: &BlockMxfp4x16, i, j| KVALUES[x.code(i, j) as usize] as i32;
+    super::byte_codes_reference::dot_group(w, a, s, out, 0, code, |x, i| x.d[i]);
 }

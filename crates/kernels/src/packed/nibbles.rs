@@ -76,9 +76,7 @@ macro_rules! nibble_format {
                 Self::CODES[index as usize] as i32
             }
 
-            /// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb`
-            /// blocks) against each of the `out.len()` tokens of `a` (`nb` blocks each,
-            /// summaries in `s`).
+            /// Scalar reference (tests only), see `byte_codes_reference`.
             #[cfg(test)]
             pub(crate) fn dot_group(
                 w: &[Self],
@@ -86,20 +84,8 @@ macro_rules! nibble_format {
                 s: &[BlockSummary],
                 out: &mut [[f32; ROWS]],
             ) {
-                let nb = w.len();
-                for (t, out) in out.iter_mut().enumerate() {
-                    let (a, s) = (&a[t * nb..(t + 1) * nb], &s[t * nb..(t + 1) * nb]);
-                    for (i, o) in out.iter_mut().enumerate() {
-                        let mut acc = 0.0f32;
-                        for ((x, y), s) in w.iter().zip(a).zip(s) {
-                            let dot: i32 = (0..32).map(|j| x.code(i, j) * y.qs[j] as i32).sum();
-                            let isum = dot - Self::OFFSET * s.sum;
-                            let d = half::f16::from_bits(x.d[i]).to_f32() * s.d;
-                            acc = d.mul_add(isum as f32, acc);
-                        }
-                        *o = acc;
-                    }
-                }
+                let scale = |x: &Self, i| half::f16::from_bits(x.d[i]).to_f32();
+                super::byte_codes_reference::dot_group(w, a, s, out, Self::OFFSET, Self::code, scale);
             }
         }
     };
@@ -127,7 +113,7 @@ const fn iq4_nl_code(index: usize) -> u8 {
 /// Places the 32 four-bit indices of one source block (`qs[j]`: index `j` low, `j + 16` high)
 /// as row `i` of the packed vectors: vector `k` takes indices `8k..8k + 4` (low nibbles) and
 /// `8k + 4..8k + 8` (high), four bytes at a time.
-fn pack_indices(qs: &[u8; 16], i: usize, out: &mut [[u8; 64]; 4]) {
+pub(super) fn pack_indices(qs: &[u8; 16], i: usize, out: &mut [[u8; 64]; 4]) {
     const LOW: u32 = 0x0F0F_0F0F;
     let word = |at: usize| u32::from_le_bytes([qs[at], qs[at + 1], qs[at + 2], qs[at + 3]]);
     for (k, v) in out.iter_mut().enumerate() {

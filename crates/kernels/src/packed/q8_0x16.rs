@@ -75,18 +75,6 @@ pub(crate) fn dot_group(
     s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
-    let nb = w.len();
-    for (t, out) in out.iter_mut().enumerate() {
-        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[t * nb..(t + 1) * nb]);
-        for (i, o) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for ((x, y), s) in w.iter().zip(a).zip(s) {
-                let dot: i32 = (0..32).map(|j| x.code(i, j) * y.qs[j] as i32).sum();
-                let isum = dot - 128 * s.sum;
-                let d = half::f16::from_bits(x.d[i]).to_f32() * s.d;
-                acc = d.mul_add(isum as f32, acc);
-            }
-            *o = acc;
-        }
-    }
+    let scale = |x: &BlockQ8_0x16, i| half::f16::from_bits(x.d[i]).to_f32();
+    super::byte_codes_reference::dot_group(w, a, s, out, 128, BlockQ8_0x16::code, scale);
 }

@@ -1,0 +1,35 @@
+//! The scalar reference of the packed 32-value formats with one scale per row (Q4_0, IQ4_NL,
+//! Q5_0, Q8_0, MXFP4), which their SIMD kernels reproduce bit for bit: per row and block, the
+//! exact integer `Σ c·a − offset·Σa` over the byte codes `c`, converted to f32, times
+//! `d_w · d_a`, added to the running sum with one fused multiply-add, blocks in order.
+
+use super::ROWS;
+use crate::operands::BlockSummary;
+use crate::quant::q8_0::BlockQ8_0;
+
+/// The sixteen rows of `w` (one row group, `nb` blocks) against each of the `out.len()` tokens
+/// of `a` (`nb` blocks each, summaries in `s`); `code(x, i, j)` is row `i`'s byte code `j` of
+/// block `x`, standing for `code − offset`, and `scale(x, i)` its scale.
+pub(super) fn dot_group<P>(
+    w: &[P],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+    offset: i32,
+    code: impl Fn(&P, usize, usize) -> i32,
+    scale: impl Fn(&P, usize) -> f32,
+) {
+    let nb = w.len();
+    for (t, out) in out.iter_mut().enumerate() {
+        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[t * nb..(t + 1) * nb]);
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for ((x, y), s) in w.iter().zip(a).zip(s) {
+                let dot: i32 = (0..32).map(|j| code(x, i, j) * y.qs[j] as i32).sum();
+                let isum = dot - offset * s.sum;
+                acc = (scale(x, i) * s.d).mul_add(isum as f32, acc);
+            }
+            *o = acc;
+        }
+    }
+}
