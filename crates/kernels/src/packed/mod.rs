@@ -8,9 +8,9 @@
 //! prefill both use the packed kernel, so a token's outputs are the same whether it is
 //! multiplied alone or in a batch, and on any number of threads.
 //!
-//! Where the CPU has AMX (and Linux lets the process use it), Q5_0 and Q8_0 products of four
-//! or more tokens run on the tile unit (`byte_codes_amx`), with the same integer sums and the
-//! same float steps, so the results do not change.
+//! Where the CPU has AMX (and Linux lets the process use it), Q4_0, IQ4_NL, Q5_0, Q8_0 and MXFP4
+//! products of four or more tokens run on the tile unit (`byte_codes_amx`), with the same
+//! integer sums and the same float steps, so the results do not change.
 //!
 //! Which type packs into which layout, and for which instruction set, is written once in
 //! [`crate::registry`]; this module knows the layouts and their kernels, not the CPU.
