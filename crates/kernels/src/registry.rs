@@ -232,7 +232,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
         .simd(avx2!(iq4_nl::x86::vec_dot))
         .packed(avx512_packed!(packed::nibbles_avx512::pack_iq4_nl)),
-    TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>().simd(avx2!(iq4_xs::x86::vec_dot)),
+    TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
+        .simd(avx2!(iq4_xs::x86::vec_dot))
+        .packed(avx512_packed!(packed::iq4_xsx16_avx512::pack)),
     TypeTraits::quantized_weight::<mxfp4::BlockMxfp4>()
         .simd(avx2!(mxfp4::x86::vec_dot))
         .packed(avx512_packed!(packed::mxfp4x16_avx512::pack)),

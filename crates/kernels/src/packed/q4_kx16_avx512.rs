@@ -71,7 +71,7 @@ fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
 /// sub-block's 32 activation codes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn sub_block_dot(codes: &[__m512i; 8], q: &[i8]) -> __m512i {
+pub(super) fn sub_block_dot(codes: &[__m512i; 8], q: &[i8]) -> __m512i {
     let zero = _mm512_setzero_si512();
     let mut even = _mm512_dpbusd_epi32(zero, codes[0], broadcast_quad(q, 0));
     let mut odd = _mm512_dpbusd_epi32(zero, codes[1], broadcast_quad(q, 1));

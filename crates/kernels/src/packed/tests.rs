@@ -4,6 +4,7 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
+use super::iq4_xsx16::{self, BlockIq4Xsx16};
 use super::mxfp4x16::{self, BlockMxfp4x16};
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 use super::q4_kx16::{self, BlockQ4Kx16};
@@ -15,6 +16,7 @@ use super::rows::pack_rows;
 use super::*;
 use crate::dispatch::Kernels;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
+use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::mxfp4::BlockMxfp4;
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
@@ -249,6 +251,9 @@ packed_format_tests! {
     q6_k: BlockQ6Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept q6_k_row_kept, magnitude dequantized_magnitude,
         kernels q6_kx16::dot_group, q6_kx16_avx512::dot_group;
+    iq4_xs: BlockIq4Xsx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept iq4_xs_row_kept, magnitude dequantized_magnitude,
+        kernels iq4_xsx16::dot_group, iq4_xsx16_avx512::dot_group;
 }
 
 /// A Q5_0 row keeps its scale and codes; padding rows are zero.
@@ -293,6 +298,22 @@ fn iq4_nl_row_kept(p: &BlockIq4Nlx16, i: usize, block: Option<&BlockIq4Nl>) -> T
             .iter()
             .map(|&n| KVALUES[n] as i32)
             .collect();
+        prop_assert_eq!(codes, want);
+    }
+    Ok(())
+}
+
+/// An IQ4_XS row keeps its super-scale, sub-block scales and table values (coded plus 128).
+fn iq4_xs_row_kept(p: &BlockIq4Xsx16, i: usize, block: Option<&BlockIq4Xs>) -> TestCaseResult {
+    let Some(block) = block else {
+        return Ok(());
+    };
+    prop_assert_eq!(p.d[i], block.d.to_bits());
+    for j in 0..8 {
+        prop_assert_eq!(p.sc[j][i] as i32, block.scale(j));
+        let codes: Vec<i32> = (0..32).map(|l| p.code(i, j, l) - 128).collect();
+        let qs: &[u8; 16] = block.qs[16 * j..16 * j + 16].try_into().unwrap();
+        let want: Vec<i32> = indices(qs).iter().map(|&n| KVALUES[n] as i32).collect();
         prop_assert_eq!(codes, want);
     }
     Ok(())
@@ -442,6 +463,7 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         GgmlType::Q8_0 => bytemuck::cast_slice(&quantize::<BlockQ8_0>(&x)).to_vec(),
         GgmlType::Q4K => bytemuck::cast_slice(&quantize::<BlockQ4K>(&x)).to_vec(),
         GgmlType::Q5K => bytemuck::cast_slice(&quantize::<BlockQ5K>(&x)).to_vec(),
+        GgmlType::Iq4Xs => bytemuck::cast_slice(&quantize::<BlockIq4Xs>(&x)).to_vec(),
         // No quantizer here: random codes under exponents of 2^-8 to 2^-1.
         GgmlType::MXFP4 => (0..rows * cols / 32)
             .flat_map(|_| {
@@ -470,6 +492,9 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
         GgmlType::Q8_0 => PackedMatrix::pack_with::<BlockQ8_0x16>(w, q8_0x16::dot_group, &|_| {}),
         GgmlType::Q4K => PackedMatrix::pack_with::<BlockQ4Kx16>(w, q4_kx16::dot_group, &|_| {}),
         GgmlType::Q5K => PackedMatrix::pack_with::<BlockQ5Kx16>(w, q5_kx16::dot_group, &|_| {}),
+        GgmlType::Iq4Xs => {
+            PackedMatrix::pack_with::<BlockIq4Xsx16>(w, iq4_xsx16::dot_group, &|_| {})
+        }
         GgmlType::MXFP4 => {
             PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
         }
@@ -493,6 +518,7 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
+        GgmlType::Iq4Xs,
     ] {
         check_batch_and_thread_invariance(ty);
     }

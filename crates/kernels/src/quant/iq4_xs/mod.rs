@@ -34,7 +34,7 @@ const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
 impl BlockIq4Xs {
     /// Scale of sub-block `j`, minus 32.
     #[inline]
-    fn scale(&self, j: usize) -> i32 {
+    pub(crate) fn scale(&self, j: usize) -> i32 {
         let low = (self.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
         let high = ((self.scales_h >> (2 * j)) & 3) as u8;
         (low | (high << 4)) as i32 - 32

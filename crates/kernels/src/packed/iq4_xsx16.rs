@@ -1,0 +1,101 @@
+//! IQ4_XS repacked sixteen rows at a time for AVX-512 VNNI: each 32-value sub-block's indices
+//! laid out as IQ4_NL's (`nibbles`), looked up as the table value plus 128, and each row's
+//! signed sub-block scales unpacked to bytes.
+//!
+//! The arithmetic, which the SIMD kernel reproduces bit for bit: per row and super-block the
+//! exact integer `S = Σ_j sc_j · (Σ c·a − 128·Σa)` over the sub-blocks `j` (byte codes `c`,
+//! scales `sc_j = ls_j − 32`), then `acc = fma(d_w·d_a, S, acc)`, super-blocks in order. That
+//! is IQ4_XS's own integer sum; only the order of the float steps is the packed kernels'.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::nibbles::pack_indices;
+use super::{PackedFormat, ROWS, summary};
+use crate::operands::BlockSummary;
+use crate::quant::iq4_xs::BlockIq4Xs;
+use crate::quant::q8_k::BlockQ8K;
+
+/// One super-block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockIq4Xsx16 {
+    /// Each row's f16 super-block scale (bits).
+    pub(crate) d: [u16; ROWS],
+    /// `sc[j][i]`: row `i`'s scale of sub-block `j`, minus 32 (`-32..32`).
+    pub(crate) sc: [[i8; ROWS]; 8],
+    /// Sub-block `j`'s indices, laid out as IQ4_NL's packed indices (`nibbles`).
+    pub(crate) qs: [[[u8; 64]; 4]; 8],
+}
+
+impl PackedFormat for BlockIq4Xsx16 {
+    type Source = BlockIq4Xs;
+    type Act = BlockQ8K;
+    fn pack_into(&mut self, rows: &[&BlockIq4Xs]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            self.d[i] = block.d.to_bits();
+            for (j, qs) in self.qs.iter_mut().enumerate() {
+                self.sc[j][i] = block.scale(j) as i8;
+                let src: &[u8; 16] = block.qs[16 * j..16 * j + 16]
+                    .try_into()
+                    .expect("sixteen bytes per sub-block");
+                pack_indices(src, i, qs);
+            }
+        }
+    }
+    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
+        summary::q8_k(a, out);
+    }
+}
+
+impl BlockIq4Xsx16 {
+    /// How far the byte codes lie above the table values.
+    pub(crate) const OFFSET: i32 = 128;
+
+    /// [`PackedFormat::pack_into`] a zeroed block.
+    #[cfg(test)]
+    pub(crate) fn pack(rows: &[BlockIq4Xs]) -> Self {
+        let mut out = Self::zeroed();
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
+        out
+    }
+
+    /// Row `i`'s byte code `l` of sub-block `j` (the table value plus 128).
+    #[cfg(test)]
+    pub(crate) fn code(&self, i: usize, j: usize, l: usize) -> i32 {
+        let (g, jj) = (l / 4, l % 4);
+        let index = (self.qs[j][g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF;
+        super::nibbles::BlockIq4Nlx16::CODES[index as usize] as i32
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
+/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each, eight summaries per
+/// block in `s`).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockIq4Xsx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (t, out) in out.iter_mut().enumerate() {
+        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[8 * t * nb..8 * (t + 1) * nb]);
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for (b, (x, y)) in w.iter().zip(a).enumerate() {
+                let mut sumi = 0i32;
+                for j in 0..8 {
+                    let dot: i32 = (0..32)
+                        .map(|l| x.code(i, j, l) * y.qs[32 * j + l] as i32)
+                        .sum();
+                    let isum = dot - BlockIq4Xsx16::OFFSET * s[8 * b + j].sum;
+                    sumi += x.sc[j][i] as i32 * isum;
+                }
+                let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+                acc = d.mul_add(sumi as f32, acc);
+            }
+            *o = acc;
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! AVX-512 VNNI kernel of [`BlockIq4Xsx16`]: each sub-block's indices are looked up as byte
+//! codes (`vpshufb`, as for IQ4_NL), dotted with every token of the call sixteen rows per
+//! instruction, corrected by the activation sums and scaled in integers.
+
+use std::arch::x86_64::*;
+
+use super::iq4_xsx16::BlockIq4Xsx16;
+use super::nibbles::BlockIq4Nlx16;
+use super::nibbles_avx512::codes;
+use super::q4_kx16_avx512::sub_block_dot;
+use super::{PackedMatrix, ROWS, Release};
+use crate::operands::{BlockSummary, WeightMatrix};
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::x86::prefetch_ahead;
+
+/// Tokens one pass over the weights takes (their accumulators stay in registers).
+const TOKENS: usize = 4;
+
+/// AVX-512 version of [`super::iq4_xsx16::dot_group`]; bit-identical to it.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn dot_group(
+    w: &[BlockIq4Xsx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
+        let first = c * TOKENS * nb;
+        let (a, s) = (&a[first..], &s[8 * first..]);
+        match out.len() {
+            1 => dot_tokens::<1>(w, a, s, out),
+            2 => dot_tokens::<2>(w, a, s, out),
+            3 => dot_tokens::<3>(w, a, s, out),
+            _ => dot_tokens::<4>(w, a, s, out),
+        }
+    }
+}
+
+/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
+/// returned matrix run [`dot_group`].
+pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
+    PackedMatrix::pack_with::<BlockIq4Xsx16>(w, dot_group, release)
+}
+
+/// [`dot_group`] for exactly `N` tokens.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn dot_tokens<const N: usize>(
+    w: &[BlockIq4Xsx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let mut sumi = [_mm512_setzero_si512(); N];
+        for j in 0..8 {
+            let codes = codes(&x.qs[j], &BlockIq4Nlx16::CODES);
+            // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
+            let sc = _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
+            for (t, sumi) in sumi.iter_mut().enumerate() {
+                let q = &a[t * nb + b].qs[32 * j..32 * j + 32];
+                let offset = BlockIq4Xsx16::OFFSET * s[8 * (t * nb + b) + j].sum;
+                let isum = _mm512_sub_epi32(sub_block_dot(&codes, q), _mm512_set1_epi32(offset));
+                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
+            }
+        }
+        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let da = _mm512_set1_ps(a[t * nb + b].d);
+            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}
