@@ -217,8 +217,12 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(avx2!(q8_0::x86::vec_dot))
         .packed(avx512_packed!(packed::q8_0x16_avx512::pack)),
     TypeTraits::activation::<q8_1::BlockQ8_1>(),
-    TypeTraits::quantized_weight::<q2_k::BlockQ2K>().simd(avx2!(q2_k::x86::vec_dot)),
-    TypeTraits::quantized_weight::<q3_k::BlockQ3K>().simd(avx2!(q3_k::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q2_k::BlockQ2K>()
+        .simd(avx2!(q2_k::x86::vec_dot))
+        .packed(avx512_packed!(packed::q2_kx16_avx512::pack)),
+    TypeTraits::quantized_weight::<q3_k::BlockQ3K>()
+        .simd(avx2!(q3_k::x86::vec_dot))
+        .packed(avx512_packed!(packed::q3_kx16_avx512::pack)),
     TypeTraits::quantized_weight::<q4_k::BlockQ4K>()
         .simd(avx2!(q4_k::x86::vec_dot))
         .packed(avx512_packed!(packed::q4_kx16_avx512::pack)),

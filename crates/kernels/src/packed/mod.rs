@@ -1,9 +1,9 @@
 //! Weights repacked once at load time into the layout a faster kernel reads: an explicit
 //! transform with its own type, [`PackedMatrix`], multiplied by [`matmul_packed`].
 //!
-//! Q4_0, IQ4_NL, Q5_0, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K and IQ4_XS are packed sixteen rows at a
-//! time for AVX-512 VNNI (see `nibbles`, `q5_0x16`, `q8_0x16`, `mxfp4x16`, `q4_kx16`,
-//! `q5_kx16`, `q6_kx16` and `iq4_xsx16`): one instruction dots four codes of sixteen rows, each
+//! Q4_0, IQ4_NL, Q5_0, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS are packed sixteen
+//! rows at a time for AVX-512 VNNI (see `nibbles`, `q5_0x16`, `q8_0x16`, `mxfp4x16`, `q2_kx16`,
+//! `q3_kx16`, `q4_kx16`, `q5_kx16`, `q6_kx16` and `iq4_xsx16`): one instruction dots four codes of sixteen rows, each
 //! weight block is decoded once for several tokens, and no horizontal sum is needed. Decode and
 //! prefill both use the packed kernel, so a token's outputs are the same whether it is
 //! multiplied alone or in a batch, and on any number of threads.
@@ -41,6 +41,12 @@ pub(crate) mod mxfp4x16_avx512;
 mod nibbles;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod nibbles_avx512;
+mod q2_kx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod q2_kx16_avx512;
+mod q3_kx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod q3_kx16_avx512;
 mod q4_kx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q4_kx16_avx512;
@@ -60,6 +66,9 @@ mod rows;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod two_bits;
+#[cfg(target_arch = "x86_64")]
+mod two_bits_avx512;
 
 /// Rows per packed block.
 pub(crate) const ROWS: usize = 16;

@@ -7,6 +7,8 @@ use proptest::test_runner::TestCaseResult;
 use super::iq4_xsx16::{self, BlockIq4Xsx16};
 use super::mxfp4x16::{self, BlockMxfp4x16};
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
+use super::q2_kx16::{self, BlockQ2Kx16};
+use super::q3_kx16::{self, BlockQ3Kx16};
 use super::q4_kx16::{self, BlockQ4Kx16};
 use super::q5_0x16::{self, BlockQ5_0x16};
 use super::q5_kx16::{self, BlockQ5Kx16};
@@ -18,6 +20,8 @@ use crate::dispatch::Kernels;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::mxfp4::BlockMxfp4;
+use crate::quant::q2_k::BlockQ2K;
+use crate::quant::q3_k::BlockQ3K;
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_0::BlockQ5_0;
@@ -254,6 +258,12 @@ packed_format_tests! {
     iq4_xs: BlockIq4Xsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept iq4_xs_row_kept, magnitude dequantized_magnitude,
         kernels iq4_xsx16::dot_group, iq4_xsx16_avx512::dot_group;
+    q2_k: BlockQ2Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q2_k_row_kept, magnitude q2_k_magnitude,
+        kernels q2_kx16::dot_group, q2_kx16_avx512::dot_group;
+    q3_k: BlockQ3Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept q3_k_row_kept, magnitude dequantized_magnitude,
+        kernels q3_kx16::dot_group, q3_kx16_avx512::dot_group;
 }
 
 /// A Q5_0 row keeps its scale and codes; padding rows are zero.
@@ -317,6 +327,58 @@ fn iq4_xs_row_kept(p: &BlockIq4Xsx16, i: usize, block: Option<&BlockIq4Xs>) -> T
         prop_assert_eq!(codes, want);
     }
     Ok(())
+}
+
+/// A Q2_K row keeps its scales, mins and codes: they rebuild its dequantized values exactly.
+fn q2_k_row_kept(p: &BlockQ2Kx16, i: usize, block: Option<&BlockQ2K>) -> TestCaseResult {
+    let Some(block) = block else {
+        return Ok(());
+    };
+    prop_assert_eq!(
+        (p.d[i], p.dmin[i]),
+        (block.d.to_bits(), block.dmin.to_bits())
+    );
+    let deq = dequantize(std::slice::from_ref(block));
+    let (d, dmin) = (block.d.to_f32(), block.dmin.to_f32());
+    for g in 0..16 {
+        let (sc, m) = p.scale_min(i, g);
+        let (dl, ml) = (d * sc as f32, dmin * m as f32);
+        for l in 0..16 {
+            let code = super::two_bits::code(&p.qs, i, g, l);
+            prop_assert_eq!((dl * code as f32 - ml).to_bits(), deq[16 * g + l].to_bits());
+        }
+    }
+    Ok(())
+}
+
+/// A Q3_K row keeps its scale, group scales and codes: they rebuild its dequantized values
+/// exactly.
+fn q3_k_row_kept(p: &BlockQ3Kx16, i: usize, block: Option<&BlockQ3K>) -> TestCaseResult {
+    let Some(block) = block else {
+        return Ok(());
+    };
+    prop_assert_eq!(p.d[i], block.d.to_bits());
+    let deq = dequantize(std::slice::from_ref(block));
+    let d = block.d.to_f32();
+    for g in 0..16 {
+        let dl = d * p.sc[g][i] as f32;
+        for l in 0..16 {
+            let value = p.code(i, g, l) - BlockQ3Kx16::OFFSET;
+            prop_assert_eq!((dl * value as f32).to_bits(), deq[16 * g + l].to_bits());
+        }
+    }
+    Ok(())
+}
+
+/// The Q2_K reference kernel's rounding scale: `sum |w_i a_i|` plus a bound on the min terms
+/// (`|dmin| * 15` per group against group sums of at most `16 * 128`, times the activation
+/// scale), which cancel against the scaled codes.
+fn q2_k_magnitude(row: &[BlockQ2K], at: &[BlockQ8K]) -> f64 {
+    let mins: f64 = row
+        .iter()
+        .map(|b| b.dmin.to_f32().abs() as f64 * 15.0 * 16.0 * 2048.0)
+        .sum();
+    dequantized_magnitude(row, at) + mins * at[0].d.abs() as f64
 }
 
 /// A Q8_0 row keeps its scale and codes (stored offset by 128).
@@ -464,6 +526,8 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         GgmlType::Q4K => bytemuck::cast_slice(&quantize::<BlockQ4K>(&x)).to_vec(),
         GgmlType::Q5K => bytemuck::cast_slice(&quantize::<BlockQ5K>(&x)).to_vec(),
         GgmlType::Iq4Xs => bytemuck::cast_slice(&quantize::<BlockIq4Xs>(&x)).to_vec(),
+        GgmlType::Q2K => bytemuck::cast_slice(&quantize::<BlockQ2K>(&x)).to_vec(),
+        GgmlType::Q3K => bytemuck::cast_slice(&quantize::<BlockQ3K>(&x)).to_vec(),
         // No quantizer here: random codes under exponents of 2^-8 to 2^-1.
         GgmlType::MXFP4 => (0..rows * cols / 32)
             .flat_map(|_| {
@@ -495,6 +559,8 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
         GgmlType::Iq4Xs => {
             PackedMatrix::pack_with::<BlockIq4Xsx16>(w, iq4_xsx16::dot_group, &|_| {})
         }
+        GgmlType::Q2K => PackedMatrix::pack_with::<BlockQ2Kx16>(w, q2_kx16::dot_group, &|_| {}),
+        GgmlType::Q3K => PackedMatrix::pack_with::<BlockQ3Kx16>(w, q3_kx16::dot_group, &|_| {}),
         GgmlType::MXFP4 => {
             PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
         }
@@ -519,6 +585,8 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::Q5K,
         GgmlType::Q6K,
         GgmlType::Iq4Xs,
+        GgmlType::Q2K,
+        GgmlType::Q3K,
     ] {
         check_batch_and_thread_invariance(ty);
     }

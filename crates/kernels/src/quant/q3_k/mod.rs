@@ -36,7 +36,7 @@ const _: () = assert!(size_of::<BlockQ3K>() == 110);
 
 impl BlockQ3K {
     /// The sixteen group scales, already minus 32.
-    fn group_scales(&self) -> [i8; 16] {
+    pub(crate) fn group_scales(&self) -> [i8; 16] {
         const KMASK1: u32 = 0x0303_0303;
         const KMASK2: u32 = 0x0f0f_0f0f;
         let word = |k: usize| {

@@ -1,0 +1,102 @@
+//! Q2_K repacked sixteen rows at a time for AVX-512 VNNI: the codes in the two-bit layout
+//! (`two_bits`) and each row's group scale-and-min bytes side by side for two groups, in the
+//! source's size.
+//!
+//! The arithmetic, which the SIMD kernel reproduces bit for bit: per row and super-block the
+//! exact integers `S = Σ_g sc_g · Σ q·a` and `M = Σ_g m_g · Σa` over the sixteen groups `g` (the
+//! activation sums of 16 are Q8_K's `bsums`), then `acc = fma(d_w·d_a, S, acc)` and
+//! `acc = fma(−(dmin_w·d_a), M, acc)`, super-blocks in order.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::two_bits::{self, GROUPS, GroupCodes};
+use super::{PackedFormat, ROWS, summary};
+use crate::operands::BlockSummary;
+use crate::quant::q2_k::BlockQ2K;
+use crate::quant::q8_k::BlockQ8K;
+
+/// One super-block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockQ2Kx16 {
+    /// Each row's f16 super-block scale (bits).
+    pub(crate) d: [u16; ROWS],
+    /// Each row's f16 super-block min scale (bits).
+    pub(crate) dmin: [u16; ROWS],
+    /// `scales[p][2i + e]`: row `i`'s byte of group `2p + e`, its scale in the low nibble and
+    /// its min in the high one (as Q2_K stores them).
+    pub(crate) scales: [[u8; 2 * ROWS]; GROUPS / 2],
+    /// The codes.
+    pub(crate) qs: GroupCodes,
+}
+
+const _: () = assert!(size_of::<BlockQ2Kx16>() == ROWS * size_of::<BlockQ2K>());
+
+impl PackedFormat for BlockQ2Kx16 {
+    type Source = BlockQ2K;
+    type Act = BlockQ8K;
+    fn pack_into(&mut self, rows: &[&BlockQ2K]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            self.d[i] = block.d.to_bits();
+            self.dmin[i] = block.dmin.to_bits();
+            for (g, &byte) in block.scales.iter().enumerate() {
+                self.scales[g / 2][2 * i + g % 2] = byte;
+            }
+            two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
+        }
+    }
+    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
+        summary::q8_k(a, out);
+    }
+}
+
+impl BlockQ2Kx16 {
+    /// [`PackedFormat::pack_into`] a zeroed block.
+    #[cfg(test)]
+    pub(crate) fn pack(rows: &[BlockQ2K]) -> Self {
+        let mut out = Self::zeroed();
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
+        out
+    }
+
+    /// Row `i`'s scale and min of group `g`.
+    #[cfg(test)]
+    pub(crate) fn scale_min(&self, i: usize, g: usize) -> (i32, i32) {
+        let byte = self.scales[g / 2][2 * i + g % 2];
+        ((byte & 0xF) as i32, (byte >> 4) as i32)
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
+/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockQ2Kx16],
+    a: &[BlockQ8K],
+    _: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (t, out) in out.iter_mut().enumerate() {
+        let a = &a[t * nb..(t + 1) * nb];
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for (x, y) in w.iter().zip(a) {
+                let (mut sumi, mut summ) = (0i32, 0i32);
+                for g in 0..GROUPS {
+                    let dot: i32 = (0..16)
+                        .map(|l| two_bits::code(&x.qs, i, g, l) * y.qs[16 * g + l] as i32)
+                        .sum();
+                    let (sc, m) = x.scale_min(i, g);
+                    sumi += sc * dot;
+                    summ += m * y.bsums[g] as i32;
+                }
+                let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+                let dmin = half::f16::from_bits(x.dmin[i]).to_f32() * y.d;
+                acc = d.mul_add(sumi as f32, acc);
+                acc = (-dmin).mul_add(summ as f32, acc);
+            }
+            *o = acc;
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! AVX-512 VNNI kernel of [`BlockQ2Kx16`]: each group's codes are decoded once and dotted with
+//! every token of the call, sixteen rows per instruction; scales multiply in integers, and the
+//! mins meet the activation sums two groups at a time (`vpdpwssd`).
+
+use std::arch::x86_64::*;
+
+use super::q2_kx16::BlockQ2Kx16;
+use super::two_bits::GROUPS;
+use super::two_bits_avx512::{group_codes, group_dot};
+use super::{PackedMatrix, ROWS, Release};
+use crate::operands::{BlockSummary, WeightMatrix};
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::x86::prefetch_ahead;
+
+/// Tokens one pass over the weights takes (their accumulators stay in registers).
+const TOKENS: usize = 4;
+
+/// AVX-512 version of [`super::q2_kx16::dot_group`]; bit-identical to it.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn dot_group(
+    w: &[BlockQ2Kx16],
+    a: &[BlockQ8K],
+    _: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
+        let a = &a[c * TOKENS * nb..];
+        match out.len() {
+            1 => dot_tokens::<1>(w, a, out),
+            2 => dot_tokens::<2>(w, a, out),
+            3 => dot_tokens::<3>(w, a, out),
+            _ => dot_tokens::<4>(w, a, out),
+        }
+    }
+}
+
+/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
+/// returned matrix run [`dot_group`].
+pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
+    PackedMatrix::pack_with::<BlockQ2Kx16>(w, dot_group, release)
+}
+
+/// [`dot_group`] for exactly `N` tokens.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn dot_tokens<const N: usize>(w: &[BlockQ2Kx16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+    let nb = w.len();
+    let nibble = _mm512_set1_epi16(0xF);
+    let low_half = _mm512_set1_epi32(0xFFFF);
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let (mut sumi, mut summ) = ([_mm512_setzero_si512(); N], [_mm512_setzero_si512(); N]);
+        for p in 0..GROUPS / 2 {
+            // Row `i`'s bytes of groups `2p` and `2p + 1` as the two 16-bit halves of lane `i`.
+            // SAFETY: reads exactly the 32 scale bytes of the pair; unaligned is allowed.
+            let pair =
+                _mm512_cvtepu8_epi16(unsafe { _mm256_loadu_si256(x.scales[p].as_ptr().cast()) });
+            let scales = _mm512_and_si512(pair, nibble);
+            let mins = _mm512_srli_epi16::<4>(pair);
+            let sc = [
+                _mm512_and_si512(scales, low_half),
+                _mm512_srli_epi32::<16>(scales),
+            ];
+            let codes = [group_codes(&x.qs[2 * p]), group_codes(&x.qs[2 * p + 1])];
+            for t in 0..N {
+                let y = &a[t * nb + b];
+                for e in 0..2 {
+                    let g = 2 * p + e;
+                    let dot = group_dot(&codes[e], &y.qs[16 * g..16 * g + 16]);
+                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dot, sc[e]));
+                }
+                let sums =
+                    (y.bsums[2 * p] as u16 as u32) | (y.bsums[2 * p + 1] as u16 as u32) << 16;
+                summ[t] = _mm512_dpwssd_epi32(summ[t], mins, _mm512_set1_epi32(sums as i32));
+            }
+        }
+        // SAFETY: each load reads exactly the 32 bytes of one f16 array; unaligned is allowed.
+        let (dw, dmin) = unsafe {
+            (
+                _mm512_cvtph_ps(_mm256_loadu_si256(x.d.as_ptr().cast())),
+                _mm512_cvtph_ps(_mm256_loadu_si256(x.dmin.as_ptr().cast())),
+            )
+        };
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let da = _mm512_set1_ps(a[t * nb + b].d);
+            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
+            *acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(summ[t]), *acc);
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}

@@ -1,0 +1,112 @@
+//! Q3_K repacked sixteen rows at a time for AVX-512 VNNI: the low two bits of every code in the
+//! two-bit layout (`two_bits`), the high bits beside them, and each row's signed group scales
+//! unpacked to bytes.
+//!
+//! A code `c = low + 4·high` in `0..8` stands for `c − 4`. The arithmetic, which the SIMD
+//! kernel reproduces bit for bit: per row and super-block the exact integer
+//! `S = Σ_g sc_g · (Σ c·a − 4·Σa)` over the sixteen groups `g` (the activation sums of 16 are
+//! Q8_K's `bsums`), then `acc = fma(d_w·d_a, S, acc)`, super-blocks in order. That is Q3_K's own
+//! integer sum.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::two_bits::{self, GROUPS, GroupCodes};
+use super::{PackedFormat, ROWS, summary};
+use crate::operands::BlockSummary;
+use crate::quant::q3_k::BlockQ3K;
+use crate::quant::q8_k::BlockQ8K;
+
+/// One super-block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockQ3Kx16 {
+    /// Each row's f16 super-block scale (bits).
+    pub(crate) d: [u16; ROWS],
+    /// `sc[g][i]`: row `i`'s scale of group `g`, minus 32 (`-32..32`).
+    pub(crate) sc: [[i8; ROWS]; GROUPS],
+    /// The low two bits of every code.
+    pub(crate) low: GroupCodes,
+    /// High bits: `high[p]`, byte `4i + jj`, bit `4e + k` is the high bit of row `i`'s code
+    /// `4k + jj` of group `2p + e`.
+    pub(crate) high: [[u8; 64]; GROUPS / 2],
+}
+
+impl PackedFormat for BlockQ3Kx16 {
+    type Source = BlockQ3K;
+    type Act = BlockQ8K;
+    fn pack_into(&mut self, rows: &[&BlockQ3K]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            self.d[i] = block.d.to_bits();
+            for (g, &sc) in block.group_scales().iter().enumerate() {
+                self.sc[g][i] = sc;
+            }
+            two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.low);
+            let high = |v: usize| {
+                let (n, j, l) = (v / 128, v % 128 / 32, v % 32);
+                (block.hmask[l] >> (4 * n + j)) & 1
+            };
+            for (p, vector) in self.high.iter_mut().enumerate() {
+                for jj in 0..4 {
+                    vector[4 * i + jj] = (0..8)
+                        .map(|b| high(16 * (2 * p + b / 4) + 4 * (b % 4) + jj) << b)
+                        .fold(0, |a, b| a | b);
+                }
+            }
+        }
+    }
+    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
+        summary::q8_k(a, out);
+    }
+}
+
+impl BlockQ3Kx16 {
+    /// How far the codes lie above the values they stand for.
+    pub(crate) const OFFSET: i32 = 4;
+
+    /// [`PackedFormat::pack_into`] a zeroed block.
+    #[cfg(test)]
+    pub(crate) fn pack(rows: &[BlockQ3K]) -> Self {
+        let mut out = Self::zeroed();
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
+        out
+    }
+
+    /// Row `i`'s code `l` of group `g` (`0..8`).
+    #[cfg(test)]
+    pub(crate) fn code(&self, i: usize, g: usize, l: usize) -> i32 {
+        let (k, jj) = (l / 4, l % 4);
+        let high = (self.high[g / 2][4 * i + jj] >> (4 * (g % 2) + k)) & 1;
+        two_bits::code(&self.low, i, g, l) | (high as i32) << 2
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
+/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockQ3Kx16],
+    a: &[BlockQ8K],
+    _: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (t, out) in out.iter_mut().enumerate() {
+        let a = &a[t * nb..(t + 1) * nb];
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for (x, y) in w.iter().zip(a) {
+                let mut sumi = 0i32;
+                for g in 0..GROUPS {
+                    let dot: i32 = (0..16)
+                        .map(|l| x.code(i, g, l) * y.qs[16 * g + l] as i32)
+                        .sum();
+                    let isum = dot - BlockQ3Kx16::OFFSET * y.bsums[g] as i32;
+                    sumi += x.sc[g][i] as i32 * isum;
+                }
+                let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+                acc = d.mul_add(sumi as f32, acc);
+            }
+            *o = acc;
+        }
+    }
+}

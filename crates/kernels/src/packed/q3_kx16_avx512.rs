@@ -1,0 +1,111 @@
+//! AVX-512 VNNI kernel of [`BlockQ3Kx16`]: each group's codes are decoded once (two low bits,
+//! then the high bit moved to bit 2) and dotted with every token of the call, sixteen rows per
+//! instruction; the offset and the group scales are applied in integers.
+
+use std::arch::x86_64::*;
+
+use super::q3_kx16::BlockQ3Kx16;
+use super::two_bits::GROUPS;
+use super::two_bits_avx512::{group_codes, group_dot};
+use super::{PackedMatrix, ROWS, Release};
+use crate::operands::{BlockSummary, WeightMatrix};
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::x86::prefetch_ahead;
+
+/// Tokens one pass over the weights takes (their accumulators stay in registers).
+const TOKENS: usize = 4;
+
+/// AVX-512 version of [`super::q3_kx16::dot_group`]; bit-identical to it.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn dot_group(
+    w: &[BlockQ3Kx16],
+    a: &[BlockQ8K],
+    _: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
+        let a = &a[c * TOKENS * nb..];
+        match out.len() {
+            1 => dot_tokens::<1>(w, a, out),
+            2 => dot_tokens::<2>(w, a, out),
+            3 => dot_tokens::<3>(w, a, out),
+            _ => dot_tokens::<4>(w, a, out),
+        }
+    }
+}
+
+/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
+/// returned matrix run [`dot_group`].
+pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
+    PackedMatrix::pack_with::<BlockQ3Kx16>(w, dot_group, release)
+}
+
+/// The four code vectors (`0..8`) of group `g`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn codes(x: &BlockQ3Kx16, g: usize) -> [__m512i; 4] {
+    let mut codes = group_codes(&x.low[g]);
+    // SAFETY: reads exactly the 64 high-bit bytes of group pair `g / 2`; unaligned is allowed.
+    let h = unsafe { _mm512_loadu_si512(x.high[g / 2].as_ptr().cast()) };
+    let bit = _mm512_set1_epi8(4);
+    // Bit `4e + k` of each byte moved to bit 2 (16-bit shifts of at most 5: the neighbouring
+    // byte's bits land outside bit 2), then `code | (h & 4)`: truth table of A | (B & C),
+    // A = 0xF0, B = 0xCC, C = 0xAA.
+    let high = if g.is_multiple_of(2) {
+        [
+            _mm512_slli_epi16::<2>(h),
+            _mm512_slli_epi16::<1>(h),
+            h,
+            _mm512_srli_epi16::<1>(h),
+        ]
+    } else {
+        [
+            _mm512_srli_epi16::<2>(h),
+            _mm512_srli_epi16::<3>(h),
+            _mm512_srli_epi16::<4>(h),
+            _mm512_srli_epi16::<5>(h),
+        ]
+    };
+    for (c, h) in codes.iter_mut().zip(high) {
+        *c = _mm512_ternarylogic_epi32::<0xF8>(*c, h, bit);
+    }
+    codes
+}
+
+/// [`dot_group`] for exactly `N` tokens.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn dot_tokens<const N: usize>(w: &[BlockQ3Kx16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+    let nb = w.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let mut sumi = [_mm512_setzero_si512(); N];
+        for g in 0..GROUPS {
+            let codes = codes(x, g);
+            // SAFETY: reads exactly the 16 scale bytes of group `g`; unaligned is allowed.
+            let sc = _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(x.sc[g].as_ptr().cast()) });
+            for (t, sumi) in sumi.iter_mut().enumerate() {
+                let y = &a[t * nb + b];
+                let offset = _mm512_set1_epi32(BlockQ3Kx16::OFFSET * y.bsums[g] as i32);
+                let dot = group_dot(&codes, &y.qs[16 * g..16 * g + 16]);
+                let isum = _mm512_sub_epi32(dot, offset);
+                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
+            }
+        }
+        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let da = _mm512_set1_ps(a[t * nb + b].d);
+            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}
