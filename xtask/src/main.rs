@@ -18,7 +18,7 @@ usage: cargo xtask <task>
 tasks:
   test          fetch the model, then cargo fmt --check, clippy -D warnings (also with the cuda
                 feature), cargo test --workspace and the cuda feature's host-side tests
-  bench         measure rinfer on a model (pp128, pp512, tg128, load-to-first-token, peak RSS);
+  bench         measure rinfer on a model (pp128, pp512, pp2048, tg128, load-to-first-token, peak RSS);
                 --vs-llama-cpp measures llama.cpp beside it; `cargo xtask bench --help` for more
   bench make-model [PATH]
                 write the synthetic llama 1B Q4_K_M model (default: into the models cache)

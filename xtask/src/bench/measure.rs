@@ -12,9 +12,10 @@ pub enum Test {
 }
 
 /// Every test of the model bench, in the order they run.
-pub const TESTS: [Test; 4] = [
+pub const TESTS: [Test; 5] = [
     Test::Prompt(128),
     Test::Prompt(512),
+    Test::Prompt(2048),
     Test::Generate(128),
     Test::FirstToken,
 ];

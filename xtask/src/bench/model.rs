@@ -1,4 +1,4 @@
-//! `cargo xtask bench [model]`: prompt processing (pp128, pp512), generation (tg128) and
+//! `cargo xtask bench [model]`: prompt processing (pp128, pp512, pp2048), generation (tg128) and
 //! load-to-first-token time with peak memory, of the release `rinfer` binary on one model at
 //! several thread counts, each measurement in a fresh process and repeated. With
 //! `--vs-llama-cpp`, llama.cpp runs the same tests on the same model in the same run,
