@@ -208,11 +208,15 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::quantized_weight::<q4_0::BlockQ4_0>()
         .simd(avx2!(q4_0::x86::vec_dot))
         .packed(avx512_packed!(packed::nibbles_avx512::pack_q4_0)),
-    TypeTraits::quantized_weight::<q4_1::BlockQ4_1>().simd(avx2!(q4_1::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q4_1::BlockQ4_1>()
+        .simd(avx2!(q4_1::x86::vec_dot))
+        .packed(avx512_packed!(packed::min_formats_avx512::pack_q4_1)),
     TypeTraits::quantized_weight::<q5_0::BlockQ5_0>()
         .simd(avx2!(q5_0::x86::vec_dot, tile: q5_0::x86::vec_dot_tile))
         .packed(avx512_packed!(packed::q5_0x16_avx512::pack)),
-    TypeTraits::quantized_weight::<q5_1::BlockQ5_1>().simd(avx2!(q5_1::x86::vec_dot)),
+    TypeTraits::quantized_weight::<q5_1::BlockQ5_1>()
+        .simd(avx2!(q5_1::x86::vec_dot))
+        .packed(avx512_packed!(packed::min_formats_avx512::pack_q5_1)),
     TypeTraits::quantized_weight::<q8_0::BlockQ8_0>()
         .simd(avx2!(q8_0::x86::vec_dot))
         .packed(avx512_packed!(packed::q8_0x16_avx512::pack)),

@@ -1,4 +1,5 @@
-//! The AMX kernel of the packed byte-code formats (Q4_0, IQ4_NL, Q5_0, Q8_0 and MXFP4), bit-identical to their
+//! The AMX kernel of the packed byte-code formats (Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_0 and MXFP4),
+//! bit-identical to their
 //! AVX-512 VNNI kernel (`byte_codes_avx512`): one `tdpbsud` gives the exact integer sums of a
 //! block for up to sixteen tokens and sixteen rows at once; each sum is then scaled and added
 //! exactly as the VNNI kernel does, blocks in order. A call with fewer tokens than fill a tile
@@ -75,7 +76,8 @@ unsafe fn dot_tile<B: ByteCodes>(
         tiles.load_codes(&code_bytes);
         tiles.dot();
         tiles.store_sums(&mut sums);
-        let dw = byte_codes_avx512::row_scales(x);
+        let dw = byte_codes_avx512::scale_vector(x.scales());
+        let mins = x.mins().map(|m| byte_codes_avx512::scale_vector(m));
         for (t, acc) in acc.iter_mut().enumerate().take(tokens) {
             let sm = s[t * nb + b];
             // SAFETY: reads exactly the sixteen sums of token `t`.
@@ -83,6 +85,9 @@ unsafe fn dot_tile<B: ByteCodes>(
             let isum = _mm512_sub_epi32(dot, _mm512_set1_epi32(B::OFFSET * sm.sum));
             let d = _mm512_mul_ps(dw, _mm512_set1_ps(sm.d));
             *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), *acc);
+            if let Some(mins) = mins {
+                *acc = byte_codes_avx512::add_mins(mins, sm, *acc);
+            }
         }
     }
     drop(tiles);

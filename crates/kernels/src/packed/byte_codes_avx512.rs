@@ -1,6 +1,7 @@
 //! The AVX-512 VNNI kernel shared by the packed 32-value formats with one scale per row whose
 //! codes, decoded to bytes, are `vpdpbusd`'s unsigned operand (Q4_0, IQ4_NL, Q5_0, Q8_0 and
-//! MXFP4): only decoding a block's codes and reading its scales differ between them. Each block
+//! MXFP4, and with a min per row Q4_1 and Q5_1): only decoding a block's codes and reading its
+//! scales differ between them. Each block
 //! is decoded once and dotted with every token of the call, sixteen rows per instruction.
 
 use std::arch::x86_64::*;
@@ -27,13 +28,17 @@ pub(super) trait ByteCodes {
     const OFFSET: i32;
     /// Each row's scale.
     fn scales(&self) -> RowScales<'_>;
+    /// Each row's min, for formats whose values are `d·q + m`: `m · d_a · Σa` joins the sum.
+    fn mins(&self) -> Option<RowScales<'_>> {
+        None
+    }
 }
 
-/// The sixteen row scales of `x` as f32.
+/// Sixteen row scales as f32.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn row_scales<B: ByteCodes>(x: &B) -> __m512 {
-    match x.scales() {
+pub(super) fn scale_vector(scales: RowScales<'_>) -> __m512 {
+    match scales {
         // SAFETY: reads exactly the 32 bytes of the scales; unaligned is allowed.
         RowScales::F16(d) => _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(d.as_ptr().cast()) }),
         // SAFETY: reads exactly the 64 bytes of the scales; unaligned is allowed.
@@ -94,7 +99,8 @@ fn dot_tokens<B: ByteCodes, const N: usize>(
     for (b, x) in w.iter().enumerate() {
         prefetch_ahead(x);
         let q = codes(x);
-        let dw = row_scales(x);
+        let dw = scale_vector(x.scales());
+        let mins = x.mins().map(|m| scale_vector(m));
         for (t, acc) in acc.iter_mut().enumerate() {
             let (y, sm) = (&a[t * nb + b], s[t * nb + b]);
             let zero = _mm512_setzero_si512();
@@ -110,10 +116,21 @@ fn dot_tokens<B: ByteCodes, const N: usize>(
             let isum = _mm512_sub_epi32(_mm512_add_epi32(even, odd), offset);
             let d = _mm512_mul_ps(dw, _mm512_set1_ps(sm.d));
             *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), *acc);
+            if let Some(mins) = mins {
+                *acc = add_mins(mins, sm, *acc);
+            }
         }
     }
     for (o, acc) in out.iter_mut().zip(acc) {
         // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
         unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
     }
+}
+
+/// `acc + (m · d_a) · Σa` for sixteen rows' mins `m` (one fused multiply-add).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) fn add_mins(mins: __m512, sm: BlockSummary, acc: __m512) -> __m512 {
+    let dm = _mm512_mul_ps(mins, _mm512_set1_ps(sm.d));
+    _mm512_fmadd_ps(dm, _mm512_set1_ps(sm.sum as f32), acc)
 }

@@ -1,7 +1,8 @@
 //! The scalar reference of the packed 32-value formats with one scale per row (Q4_0, IQ4_NL,
 //! Q5_0, Q8_0, MXFP4), which their SIMD kernels reproduce bit for bit: per row and block, the
 //! exact integer `Σ c·a − offset·Σa` over the byte codes `c`, converted to f32, times
-//! `d_w · d_a`, added to the running sum with one fused multiply-add, blocks in order.
+//! `d_w · d_a`, added to the running sum with one fused multiply-add, blocks in order; formats
+//! with a min per row (Q4_1, Q5_1) then add `Σa` times `m_w · d_a` with a second one.
 
 use super::ROWS;
 use crate::operands::BlockSummary;
@@ -19,6 +20,30 @@ pub(super) fn dot_group<P>(
     code: impl Fn(&P, usize, usize) -> i32,
     scale: impl Fn(&P, usize) -> f32,
 ) {
+    dot_group_with_mins(
+        w,
+        a,
+        s,
+        out,
+        offset,
+        code,
+        scale,
+        None::<fn(&P, usize) -> f32>,
+    );
+}
+
+/// [`dot_group`] for formats with a min per row: `min(x, i)` is row `i`'s min of block `x`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn dot_group_with_mins<P>(
+    w: &[P],
+    a: &[BlockQ8_0],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+    offset: i32,
+    code: impl Fn(&P, usize, usize) -> i32,
+    scale: impl Fn(&P, usize) -> f32,
+    min: Option<impl Fn(&P, usize) -> f32>,
+) {
     let nb = w.len();
     for (t, out) in out.iter_mut().enumerate() {
         let (a, s) = (&a[t * nb..(t + 1) * nb], &s[t * nb..(t + 1) * nb]);
@@ -28,6 +53,9 @@ pub(super) fn dot_group<P>(
                 let dot: i32 = (0..32).map(|j| code(x, i, j) * y.qs[j] as i32).sum();
                 let isum = dot - offset * s.sum;
                 acc = (scale(x, i) * s.d).mul_add(isum as f32, acc);
+                if let Some(min) = &min {
+                    acc = (min(x, i) * s.d).mul_add(s.sum as f32, acc);
+                }
             }
             *o = acc;
         }

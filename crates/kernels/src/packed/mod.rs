@@ -1,15 +1,16 @@
 //! Weights repacked once at load time into the layout a faster kernel reads: an explicit
 //! transform with its own type, [`PackedMatrix`], multiplied by [`matmul_packed`].
 //!
-//! Q4_0, IQ4_NL, Q5_0, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS are packed sixteen
-//! rows at a time for AVX-512 VNNI (see `nibbles`, `q5_0x16`, `q8_0x16`, `mxfp4x16`, `q2_kx16`,
-//! `q3_kx16`, `q4_kx16`, `q5_kx16`, `q6_kx16` and `iq4_xsx16`): one instruction dots four codes of sixteen rows, each
-//! weight block is decoded once for several tokens, and no horizontal sum is needed. Decode and
+//! Every quantized weight type is packed sixteen rows at a time for AVX-512 VNNI (see `nibbles`
+//! for Q4_0 and IQ4_NL, `min_formats` for Q4_1 and Q5_1, `q5_0x16`, `q8_0x16`, `mxfp4x16`,
+//! `q2_kx16`, `q3_kx16`, `q4_kx16`, `q5_kx16`, `q6_kx16` and `iq4_xsx16`): one instruction
+//! dots four codes of sixteen rows, each weight block is decoded once for several tokens, and
+//! no horizontal sum is needed. Decode and
 //! prefill both use the packed kernel, so a token's outputs are the same whether it is
 //! multiplied alone or in a batch, and on any number of threads.
 //!
-//! Where the CPU has AMX (and Linux lets the process use it), Q4_0, IQ4_NL, Q5_0, Q8_0 and MXFP4
-//! products of four or more tokens run on the tile unit (`byte_codes_amx`), with the same
+//! Where the CPU has AMX (and Linux lets the process use it), Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1,
+//! Q8_0 and MXFP4 products of four or more tokens run on the tile unit (`byte_codes_amx`), with the same
 //! integer sums and the same float steps, so the results do not change.
 //!
 //! Which type packs into which layout, and for which instruction set, is written once in
@@ -22,7 +23,7 @@ use rinfer_formats::GgmlType;
 
 use crate::error::KernelError;
 use crate::operands::{ActivationBuffer, BlockSummary, WeightMatrix};
-use crate::quant::{BlockFormat, Quantize, VecDot};
+use crate::quant::{BlockFormat, Quantize};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx;
@@ -35,6 +36,9 @@ mod byte_codes_reference;
 mod iq4_xsx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod iq4_xsx16_avx512;
+mod min_formats;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod min_formats_avx512;
 mod mxfp4x16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod mxfp4x16_avx512;
@@ -77,7 +81,7 @@ pub(crate) const ROWS: usize = 16;
 /// multiplied against activations quantized to `Act` and summarized per 32 values.
 trait PackedFormat: Pod + Send + Sync {
     /// The stored block it is packed from, whose activation format it multiplies.
-    type Source: VecDot<Activation = Self::Act>;
+    type Source: BlockFormat;
     /// The activation block format.
     type Act: Quantize;
     /// Packs one block of each of up to sixteen rows into `self` (zeroed).

@@ -69,7 +69,7 @@ fn with_fifth_bit(low: __m512i, fifth: __m512i) -> __m512i {
 /// codes `4g..4g + 4`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn codes(x: &BlockQ5_0x16) -> [__m512i; 8] {
+pub(super) fn codes(x: &BlockQ5_0x16) -> [__m512i; 8] {
     let m4 = _mm512_set1_epi8(0xF);
     // SAFETY: each load reads exactly the 64 bytes of one array of `x`; unaligned is allowed.
     let (v, h) = unsafe {

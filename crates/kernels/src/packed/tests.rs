@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
 use super::iq4_xsx16::{self, BlockIq4Xsx16};
+use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
 use super::mxfp4x16::{self, BlockMxfp4x16};
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 use super::q2_kx16::{self, BlockQ2Kx16};
@@ -17,14 +18,17 @@ use super::q8_0x16::{self, BlockQ8_0x16};
 use super::rows::pack_rows;
 use super::*;
 use crate::dispatch::Kernels;
+use crate::quant::VecDot;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::mxfp4::BlockMxfp4;
 use crate::quant::q2_k::BlockQ2K;
 use crate::quant::q3_k::BlockQ3K;
 use crate::quant::q4_0::BlockQ4_0;
+use crate::quant::q4_1::BlockQ4_1;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_0::BlockQ5_0;
+use crate::quant::q5_1::BlockQ5_1;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_0::BlockQ8_0;
@@ -264,6 +268,12 @@ packed_format_tests! {
     q3_k: BlockQ3Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept q3_k_row_kept, magnitude dequantized_magnitude,
         kernels q3_kx16::dot_group, q3_kx16_avx512::dot_group;
+    q4_1: BlockQ4_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude q4_1_magnitude,
+        kernels BlockQ4_1x16::dot_group, min_formats_avx512::dot_group_q4_1;
+    q5_1: BlockQ5_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude q5_1_magnitude,
+        kernels BlockQ5_1x16::dot_group, min_formats_avx512::dot_group_q5_1;
 }
 
 /// A Q5_0 row keeps its scale and codes; padding rows are zero.
@@ -379,6 +389,62 @@ fn q2_k_magnitude(row: &[BlockQ2K], at: &[BlockQ8K]) -> f64 {
         .map(|b| b.dmin.to_f32().abs() as f64 * 15.0 * 16.0 * 2048.0)
         .sum();
     dequantized_magnitude(row, at) + mins * at[0].d.abs() as f64
+}
+
+/// A Q4_1 row keeps its scale, min and codes: they rebuild its dequantized values exactly.
+fn q4_1_row_kept(p: &BlockQ4_1x16, i: usize, block: Option<&BlockQ4_1>) -> TestCaseResult {
+    let codes = |j| p.q.code(i, j);
+    check_min_row(p.q.d[i], p.m[i], codes, block)
+}
+
+/// A Q5_1 row keeps its scale, min and codes: they rebuild its dequantized values exactly.
+fn q5_1_row_kept(p: &BlockQ5_1x16, i: usize, block: Option<&BlockQ5_1>) -> TestCaseResult {
+    let codes = |j| p.q.code(i, j);
+    check_min_row(p.q.d[i], p.m[i], codes, block)
+}
+
+/// `d · code + m` of every value of a packed row equals the source block's dequantized value.
+fn check_min_row<W: BlockFormat>(
+    d: u16,
+    m: u16,
+    code: impl Fn(usize) -> i32,
+    block: Option<&W>,
+) -> TestCaseResult {
+    let Some(block) = block else {
+        return Ok(());
+    };
+    let (d, m) = (f16::from_bits(d).to_f32(), f16::from_bits(m).to_f32());
+    let deq = dequantize(std::slice::from_ref(block));
+    for (j, want) in deq.iter().enumerate() {
+        prop_assert_eq!(
+            (d * code(j) as f32 + m).to_bits(),
+            want.to_bits(),
+            "value {}",
+            j
+        );
+    }
+    Ok(())
+}
+
+/// The rounding scale of Q4_1: `Σ (|x − m| + |m|)·|a|` over the dequantized values `x` (the
+/// scaled codes and the min are summed apart, then added).
+fn q4_1_magnitude(row: &[BlockQ4_1], at: &[BlockQ8_0]) -> f64 {
+    min_magnitude(row, at, |b| b.m)
+}
+
+/// As [`q4_1_magnitude`], for Q5_1.
+fn q5_1_magnitude(row: &[BlockQ5_1], at: &[BlockQ8_0]) -> f64 {
+    min_magnitude(row, at, |b| b.m)
+}
+
+fn min_magnitude<W: BlockFormat>(row: &[W], at: &[BlockQ8_0], min: fn(&W) -> f16) -> f64 {
+    let (dw, da) = (dequantize(row), dequantize(at));
+    let mins = row.iter().flat_map(|b| vec![min(b).to_f32(); W::ELEMS]);
+    dw.iter()
+        .zip(mins)
+        .zip(&da)
+        .map(|((x, m), y)| ((x - m).abs() as f64 + m.abs() as f64) * y.abs() as f64)
+        .sum()
 }
 
 /// A Q8_0 row keeps its scale and codes (stored offset by 128).
@@ -527,6 +593,8 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         GgmlType::Q5K => bytemuck::cast_slice(&quantize::<BlockQ5K>(&x)).to_vec(),
         GgmlType::Iq4Xs => bytemuck::cast_slice(&quantize::<BlockIq4Xs>(&x)).to_vec(),
         GgmlType::Q2K => bytemuck::cast_slice(&quantize::<BlockQ2K>(&x)).to_vec(),
+        GgmlType::Q4_1 => bytemuck::cast_slice(&quantize::<BlockQ4_1>(&x)).to_vec(),
+        GgmlType::Q5_1 => bytemuck::cast_slice(&quantize::<BlockQ5_1>(&x)).to_vec(),
         GgmlType::Q3K => bytemuck::cast_slice(&quantize::<BlockQ3K>(&x)).to_vec(),
         // No quantizer here: random codes under exponents of 2^-8 to 2^-1.
         GgmlType::MXFP4 => (0..rows * cols / 32)
@@ -560,6 +628,12 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
             PackedMatrix::pack_with::<BlockIq4Xsx16>(w, iq4_xsx16::dot_group, &|_| {})
         }
         GgmlType::Q2K => PackedMatrix::pack_with::<BlockQ2Kx16>(w, q2_kx16::dot_group, &|_| {}),
+        GgmlType::Q4_1 => {
+            PackedMatrix::pack_with::<BlockQ4_1x16>(w, BlockQ4_1x16::dot_group, &|_| {})
+        }
+        GgmlType::Q5_1 => {
+            PackedMatrix::pack_with::<BlockQ5_1x16>(w, BlockQ5_1x16::dot_group, &|_| {})
+        }
         GgmlType::Q3K => PackedMatrix::pack_with::<BlockQ3Kx16>(w, q3_kx16::dot_group, &|_| {}),
         GgmlType::MXFP4 => {
             PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
@@ -587,6 +661,8 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::Iq4Xs,
         GgmlType::Q2K,
         GgmlType::Q3K,
+        GgmlType::Q4_1,
+        GgmlType::Q5_1,
     ] {
         check_batch_and_thread_invariance(ty);
     }
@@ -625,13 +701,41 @@ fn check_batch_and_thread_invariance(ty: GgmlType) {
             &mut row_major,
         )
         .unwrap();
-        for (p, r) in batched.iter().zip(&row_major) {
+        // Q4_1's and Q5_1's row-major kernels take the activation sums as Q8_1 keeps them, `d·Σa`
+        // rounded to f16, which is off by more than the tolerance here; the packed kernels take
+        // the exact integer sums, so they are held to the exact product of what they multiply.
+        let want = match ty {
+            GgmlType::Q4_1 | GgmlType::Q5_1 => exact_product(&w, &x),
+            _ => row_major,
+        };
+        for (p, r) in batched.iter().zip(&want) {
             assert!(
                 (p - r).abs() <= 1e-3 * r.abs().max(1.0),
-                "{name}: packed {p} vs row-major {r}"
+                "{name}: packed {p} vs {r}"
             );
         }
     }
+}
+
+/// `W·x` in f64 over the dequantized weights and the activations as Q8_0 quantizes them.
+fn exact_product(w: &WeightMatrix<'_>, x: &[f32]) -> Vec<f32> {
+    let cols = w.cols();
+    let mut weights = vec![0.0f32; w.rows() * cols];
+    for (r, out) in weights.chunks_mut(cols).enumerate() {
+        crate::dequantize_row(w.ty(), w.row(r), out).unwrap();
+    }
+    let acts: Vec<f32> = x
+        .chunks(cols)
+        .flat_map(|x| dequantize(&quantize::<BlockQ8_0>(x)))
+        .collect();
+    acts.chunks(cols)
+        .flat_map(|a| {
+            weights.chunks(cols).map(move |row| {
+                let dot: f64 = row.iter().zip(a).map(|(&w, &a)| w as f64 * a as f64).sum();
+                dot as f32
+            })
+        })
+        .collect()
 }
 
 #[test]
@@ -689,7 +793,9 @@ fn misaligned_rows_pack_the_same() {
 #[cfg(target_arch = "x86_64")]
 mod amx_kernels {
     use super::*;
-    use crate::packed::{amx, mxfp4x16_avx512, nibbles_avx512, q5_0x16_avx512, q8_0x16_avx512};
+    use crate::packed::{
+        amx, min_formats_avx512, mxfp4x16_avx512, nibbles_avx512, q5_0x16_avx512, q8_0x16_avx512,
+    };
 
     fn check_amx<P: PackedFormat>(
         case: &CaseOf<P>,
@@ -747,6 +853,26 @@ mod amx_kernels {
         ) {
             check_amx::<BlockMxfp4x16>(
                 &case, BlockMxfp4x16::pack, mxfp4x16::dot_group, mxfp4x16_avx512::dot_group_amx,
+            );
+        }
+
+        #[test]
+        fn q4_1_amx_matches_reference_bit_exact(
+            case in group_case::<BlockQ4_1x16>(1..6, 1..40, |b, d, m| (b.d, b.m) = (d, m)),
+        ) {
+            check_amx::<BlockQ4_1x16>(
+                &case, BlockQ4_1x16::pack, BlockQ4_1x16::dot_group,
+                min_formats_avx512::dot_group_q4_1_amx,
+            );
+        }
+
+        #[test]
+        fn q5_1_amx_matches_reference_bit_exact(
+            case in group_case::<BlockQ5_1x16>(1..6, 1..40, |b, d, m| (b.d, b.m) = (d, m)),
+        ) {
+            check_amx::<BlockQ5_1x16>(
+                &case, BlockQ5_1x16::pack, BlockQ5_1x16::dot_group,
+                min_formats_avx512::dot_group_q5_1_amx,
             );
         }
 
