@@ -54,6 +54,10 @@ pub fn run(args: &[String]) -> Result<()> {
             })
         })
         .collect();
+    // The read bandwidth is measured once per repetition, between the engines' runs, so that it
+    // sees the same machine state they do; its median is the ceiling. (Its buffer is freed before
+    // the next process is spawned, so it never counts in their peak memory.)
+    let mut bandwidths: Vec<Vec<f64>> = vec![Vec::new(); options.threads.len()];
     for rep in 1..=options.reps {
         for row in &mut rows {
             // Alternate which engine goes first, so that neither always runs on a machine the
@@ -61,16 +65,22 @@ pub fn run(args: &[String]) -> Result<()> {
             engines.measure(row, rep % 2 == 1)?;
             eprintln!("[{rep}/{}] {}", options.reps, progress(row));
         }
+        for (samples, &threads) in bandwidths.iter_mut().zip(&options.threads) {
+            samples.push(ceiling::read_bandwidth(threads));
+        }
     }
-    // Measured last: the buffer would count in the peak memory of every process spawned after.
     let bytes_per_token = ceiling::bytes_per_token(&engines.model)?;
     let ceilings = options
         .threads
         .iter()
-        .map(|&threads| Ceiling {
-            threads,
-            bandwidth: ceiling::read_bandwidth(threads),
-            bytes_per_token,
+        .zip(bandwidths)
+        .map(|(&threads, mut samples)| {
+            samples.sort_by(f64::total_cmp);
+            Ceiling {
+                threads,
+                bandwidth: samples[samples.len() / 2],
+                bytes_per_token,
+            }
         })
         .collect();
     let report = Report {
