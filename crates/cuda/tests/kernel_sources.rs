@@ -33,7 +33,7 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
     }
     assert_eq!(
         kernels::all_kernel_names().len(),
-        kernels::FIXED_KERNELS.len() + 3 * GpuType::ALL.len()
+        kernels::FIXED_KERNELS.len() + 4 * GpuType::ALL.len()
     );
 }
 

@@ -8,8 +8,8 @@ mod addresses;
 mod step;
 
 pub use addresses::{
-    CacheAddresses, LayerAddresses, LinearAddress, MatrixAddress, NormAddress, WeightAddresses,
-    WorkAddresses,
+    CacheAddresses, ExpertAddresses, FfnAddresses, LayerAddresses, LinearAddress, MatrixAddress,
+    NormAddress, StackedAddress, WeightAddresses, WorkAddresses,
 };
 pub use step::StepBuilder;
 
@@ -52,6 +52,8 @@ pub enum KernelRef {
     Matvec(GpuType),
     /// The batched matmul of a format.
     Matmul(GpuType),
+    /// The mixture-of-experts matvec of a format (the expert read from device memory).
+    MatvecById(GpuType),
     /// The embedding lookup of a format.
     GetRows(GpuType),
 }
@@ -63,6 +65,7 @@ impl KernelRef {
             KernelRef::Fixed(name) => name.to_string(),
             KernelRef::Matvec(ty) => ty.matvec_kernel(),
             KernelRef::Matmul(ty) => ty.matmul_kernel(),
+            KernelRef::MatvecById(ty) => ty.matvec_id_kernel(),
             KernelRef::GetRows(ty) => ty.get_rows_kernel(),
         }
     }

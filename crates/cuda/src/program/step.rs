@@ -2,13 +2,14 @@
 //! [`Transformer`] (the description the CPU forward pass walks too) and emits their launches.
 
 use rinfer_kernels::block::{
-    AttentionParams, Ffn, Norm, NormKind, RopeParams, RopeStyle, Stage, Transformer,
+    AttentionParams, Experts, Ffn, Gating, Norm, NormKind, RopeParams, RopeStyle, Router, Stage,
+    Transformer,
 };
 
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
-    Arg, CacheAddresses, KernelRef, Launch, LinearAddress, MatrixAddress, NormAddress,
-    WeightAddresses, WorkAddresses,
+    Arg, CacheAddresses, ExpertAddresses, FfnAddresses, KernelRef, Launch, LinearAddress,
+    MatrixAddress, NormAddress, StackedAddress, WeightAddresses, WorkAddresses,
 };
 
 /// The address of element `offset` of an f32 buffer at `base`.
@@ -234,8 +235,17 @@ impl Sequence<'_, '_> {
                     }
                 }
                 Stage::Ffn(ffn) => self.ffn(layer, ffn),
-                // The upload plan refuses these stages: a model that has them never gets here.
-                Stage::Router(_) | Stage::Experts(_) => {}
+                Stage::Router(router) => {
+                    if let FfnAddresses::Experts(experts) = &w.ffn {
+                        self.route(&router, experts);
+                    }
+                }
+                Stage::Experts(shape) => {
+                    let router = c.blocks[layer].router();
+                    if let (FfnAddresses::Experts(experts), Some(router)) = (&w.ffn, router) {
+                        self.experts(&shape, router.used, experts);
+                    }
+                }
                 Stage::PostFfnNorm(norm) => {
                     if let Some(post) = &w.post_ffn_norm {
                         self.norm(norm, post, work.h, work.h, n);
@@ -337,31 +347,117 @@ impl Sequence<'_, '_> {
     /// The feed-forward block from `h`; its output overwrites `h`.
     fn ffn(&mut self, layer: usize, ffn: Ffn) {
         let c = self.b.config;
-        let w = &self.b.weights.layers[layer];
+        // The upload plan pairs an FFN stage with dense weights.
+        let FfnAddresses::Dense { up, down } = &self.b.weights.layers[layer].ffn else {
+            return;
+        };
         let work = *self.b.work;
         let (f, hidden, n) = (c.ffn_dim, c.hidden, self.n);
-        for projection in &w.ffn_up {
+        for projection in up {
             self.linear(projection, work.h, hidden, work.gate_up, 2 * f);
         }
+        self.gated_activation(ffn, work.gate_up, f, n);
+        self.linear(down, work.gate_up, 2 * f, work.h, hidden);
+    }
+
+    /// `gu[rows, 2f]`: the gate columns replaced by the activation of gate and up.
+    fn gated_activation(&mut self, ffn: Ffn, gu: u64, f: usize, rows: usize) {
         let kind = match ffn {
             Ffn::SiluGated => 0,
             Ffn::GeluGated => 1,
             Ffn::Gelu => 2,
-            // Refused by the upload plan, like the expert stages.
+            // Refused by the upload plan.
             Ffn::ClampedSwiGlu => 0,
         };
         self.elementwise(
             "gated_activation",
             &[
-                Arg::Ptr(work.gate_up),
+                Arg::Ptr(gu),
                 Arg::I32(f as i32),
                 Arg::I32((2 * f) as i32),
-                Arg::I32(n as i32),
+                Arg::I32(rows as i32),
                 Arg::I32(kind),
             ],
-            n * f,
+            rows * f,
         );
-        self.linear(&w.ffn_down, work.gate_up, 2 * f, work.h, hidden);
+    }
+
+    /// The router's scores of `h`, then each row's experts and weights into the route buffers.
+    fn route(&mut self, router: &Router, w: &ExpertAddresses) {
+        let c = self.b.config;
+        let work = *self.b.work;
+        self.linear(&w.router, work.h, c.hidden, work.router, router.experts);
+        let gating = match router.gating {
+            Gating::SoftmaxTopK => 0,
+            Gating::TopKSoftmax => 1,
+        };
+        self.fixed(
+            "moe_route",
+            launch::route(self.n),
+            &[
+                Arg::Ptr(work.router),
+                Arg::I32(router.experts as i32),
+                Arg::I32(router.used as i32),
+                Arg::I32(gating),
+                Arg::Ptr(work.expert_ids),
+                Arg::Ptr(work.expert_weights),
+            ],
+        );
+    }
+
+    /// `h = Σ weight · expert(h)` over each row's `used` routed experts: every (row, expert)
+    /// slot through the expert's projections, its weights found by the id the router wrote.
+    fn experts(&mut self, shape: &Experts, used: usize, w: &ExpertAddresses) {
+        let c = self.b.config;
+        let work = *self.b.work;
+        let (f, hidden, n) = (shape.ffn_dim, c.hidden, self.n);
+        let slots = n * used;
+        let gu = work.expert_gate_up;
+        self.by_id(&w.gate, (work.h, hidden, used), (gu, 2 * f), slots);
+        self.by_id(&w.up, (work.h, hidden, used), (at(gu, f), 2 * f), slots);
+        self.gated_activation(shape.ffn, gu, f, slots);
+        self.by_id(&w.down, (gu, 2 * f, 1), (work.expert_out, hidden), slots);
+        self.elementwise(
+            "moe_weighted_sum",
+            &[
+                Arg::Ptr(work.expert_out),
+                Arg::Ptr(work.expert_weights),
+                Arg::I32(used as i32),
+                Arg::I32(hidden as i32),
+                Arg::I32(n as i32),
+                Arg::Ptr(work.h),
+            ],
+            n * hidden,
+        );
+    }
+
+    /// `y[s] = W_e · x[s / x_div] + b_e` for every slot `s`, `e` the slot's routed expert:
+    /// `x` is `(buffer, row width, x_div)`, `y` is `(buffer, row width)`.
+    fn by_id(
+        &mut self,
+        w: &StackedAddress,
+        (x, ldx, x_div): (u64, usize, usize),
+        (y, ldy): (u64, usize),
+        slots: usize,
+    ) {
+        self.push(
+            KernelRef::MatvecById(w.ty),
+            launch::matmul_by_id(w.rows, slots),
+            &[
+                Arg::Ptr(w.ptr),
+                Arg::I64(w.expert_bytes),
+                Arg::I64(w.row_bytes),
+                Arg::Ptr(self.b.work.expert_ids),
+                Arg::Ptr(x),
+                Arg::I32(ldx as i32),
+                Arg::I32(x_div as i32),
+                Arg::Ptr(y),
+                Arg::I32(ldy as i32),
+                opt(w.bias),
+                Arg::I32(w.rows as i32),
+                Arg::I32(w.cols as i32),
+            ],
+        );
     }
 
     /// Attention of the `n` new queries over the cache into `attn` `[n, q_dim]`.

@@ -1,7 +1,8 @@
 //! A synthetic model for the host-side tests: llama-shaped, with Q8_0 matrices of zero bytes.
 
 use rinfer_cuda::{
-    HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv, Transformer,
+    HostFfn, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
+    Transformer,
 };
 use rinfer_formats::GgmlType;
 use rinfer_kernels::block::{
@@ -123,11 +124,13 @@ pub fn model(s: &Storage) -> HostModel<'_> {
         attn_output: linear(s, "attn_output", HIDDEN, HEADS * HEAD_DIM),
         post_attn_norm: None,
         ffn_norm: Some(norm(s)),
-        ffn_up: HostFfnUp::Gated {
-            gate: linear(s, "ffn_gate", FFN, HIDDEN),
-            up: linear(s, "ffn_up", FFN, HIDDEN),
+        ffn: HostFfn::Dense {
+            up: HostFfnUp::Gated {
+                gate: linear(s, "ffn_gate", FFN, HIDDEN),
+                up: linear(s, "ffn_up", FFN, HIDDEN),
+            },
+            down: linear(s, "ffn_down", HIDDEN, FFN),
         },
-        ffn_down: linear(s, "ffn_down", HIDDEN, FFN),
         post_ffn_norm: None,
     };
     let embd = matrix(s, "token_embd", GgmlType::Q8_0, VOCAB, HIDDEN);
