@@ -400,9 +400,13 @@ fn check_stages(index: usize, block: &Block, layer: &HostLayer<'_>) -> Result<()
         missing.extend(unsupported.filter(|what| !missing.contains(what)));
     }
     if !missing.is_empty() {
+        let last = missing.pop().unwrap_or_default();
+        let what = match missing.is_empty() {
+            true => last.to_string(),
+            false => format!("{} and {last}", missing.join(", ")),
+        };
         return Err(CudaError::Unsupported(format!(
-            "layer {index} uses {}, which the CUDA backend does not run yet; use --device cpu",
-            missing.join(" and ")
+            "layer {index} uses {what}, which the CUDA backend does not run yet; use --device cpu"
         )));
     }
     let experts = matches!(layer.ffn, HostFfn::Experts(_));

@@ -1,7 +1,8 @@
-//! Every dense fixture model can go to the GPU (mixture-of-experts ones are refused, see
-//! `moe_experts.rs`): its view for the CUDA backend passes the upload plan,
-//! which then holds every tensor of the file exactly once, in its stored bytes (no dequantized
-//! copies). Without a GPU, loading ends in an error that says why.
+//! Every fixture model the CUDA kernels run (dense and mixture-of-experts: all but gpt-oss,
+//! which is refused naming what the backend lacks) can go to the GPU: its view for the CUDA
+//! backend passes the upload plan, which then holds every tensor of the file exactly once, in
+//! its stored bytes (no dequantized copies; a layer's experts as one stacked tensor per
+//! projection). Without a GPU, loading ends in an error that says why.
 
 use std::sync::Arc;
 
@@ -26,17 +27,56 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
     for path in fixture_models() {
         let file = Arc::new(GgufFile::open(&path).unwrap());
         let model = Model::from_gguf(&file).unwrap();
-        if model.config.experts.is_some() {
+        let view = model.gpu_view().unwrap();
+        let planned = UploadPlan::new(&view, &options(128, 16));
+        if is_gpt_oss(&path) {
+            let error = planned.unwrap_err().to_string();
+            assert!(error.contains("attention sinks"), "{error}");
+            assert!(error.contains("--device cpu"), "{error}");
             continue;
         }
-        let view = model.gpu_view().unwrap();
-        let plan = UploadPlan::new(&view, &options(128, 16))
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let plan = planned.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let file_bytes: usize = file.tensors().map(|t| t.data.len()).sum();
         assert_eq!(plan.weight_bytes(), file_bytes, "{}", path.display());
         assert_eq!(view.config.vocab_size, model.config.vocab_size);
         assert_eq!(plan.kv_slots.len(), model.config.layers);
     }
+}
+
+#[test]
+fn mixture_of_experts_fixtures_stack_each_projection_and_size_the_route_buffers() {
+    let moe: Vec<_> = fixture_models()
+        .into_iter()
+        .filter(|p| !is_gpt_oss(p))
+        .collect();
+    let mut seen = 0;
+    for path in moe {
+        let (model, _file) = Model::open_gguf(&path).unwrap();
+        let Some(experts) = model.config.experts else {
+            continue;
+        };
+        seen += 1;
+        let view = model.gpu_view().unwrap();
+        let (batch, layers) = (16, model.config.layers);
+        let plan = UploadPlan::new(&view, &options(128, batch)).unwrap();
+        let stacked = plan
+            .matrices
+            .iter()
+            .filter(|m| m.name.ends_with("_exps.weight"))
+            .count();
+        assert_eq!(stacked, 3 * layers, "{}", path.display());
+        let b = &plan.buffers;
+        assert_eq!(b.router, batch * experts.count, "{}", path.display());
+        assert_eq!(b.routes, batch * experts.used);
+        assert_eq!(b.expert_gate_up, batch * experts.used * 2 * experts.ffn_dim);
+        assert_eq!(b.expert_out, batch * experts.used * model.config.hidden);
+    }
+    assert!(seen >= 2, "the qwen3moe and Mixtral fixtures");
+}
+
+fn is_gpt_oss(path: &std::path::Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("gpt-oss"))
 }
 
 #[test]

@@ -15,6 +15,7 @@
 #include "../../src/kernels/rope.cu"
 #include "../../src/kernels/attention.cu"
 #include "../../src/kernels/elementwise.cu"
+#include "../../src/kernels/moe.cu"
 
 static int passed = 0, failed = 0;
 static std::mt19937 rng(1234);
@@ -105,7 +106,8 @@ static std::vector<u8> random_weights(const Format& f, int rows, int cols) {
 template <typename F>
 static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long long, const float*, int, float*, int, const float*, int, int, int),
                                  void (*matmul)(const u8*, long long, const float*, int, float*, int, const float*, int, int, int),
-                                 void (*get_rows_kernel)(const u8*, long long, const int*, int, float*, int, float, int)) {
+                                 void (*get_rows_kernel)(const u8*, long long, const int*, int, float*, int, float, int),
+                                 void (*matvec_id)(const u8*, long long, long long, const int*, const float*, int, int, float*, int, const float*, int, int)) {
     const int rows = 13, cols = 512, n = 9, out_offset = 5, ldy = rows + 9;
     const auto w = random_weights<F>(f, rows, cols);
     const auto dense = dequantize<F>(w, rows, cols);
@@ -139,11 +141,34 @@ static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long
     std::vector<int> reversed(ids.rbegin(), ids.rend());
     launch(get_rows_kernel, dim3{(unsigned)ids.size()}, dim3{threads}, w.data(), row_bytes, reversed.data(), cols, out.data(), cols, 1.0f, 1);
     check(std::string("get_rows_") + f.name, out, want, 1e-6);
+
+    // By expert id: 3 experts of `rows` rows stacked, 3 token rows routed to 2 experts each.
+    const int experts = 3, k = 2, slots = 3 * k;
+    const auto stacked = random_weights<F>(f, experts * rows, cols);
+    const auto stacked_dense = dequantize<F>(stacked, experts * rows, cols);
+    const auto expert_bias = random_vector((size_t)experts * rows);
+    const std::vector<int> routed = {2, 0, 1, 2, 0, 1};
+    std::vector<float> ys((size_t)slots * ldy, 0.0f);
+    std::vector<double> want_ys(ys.size(), 0.0);
+    for (int slot = 0; slot < slots; slot++)
+        for (int r = 0; r < rows; r++) {
+            const size_t row = (size_t)routed[slot] * rows + r;
+            double s = expert_bias[row];
+            for (int c = 0; c < cols; c++)
+                s += (double)stacked_dense[row * cols + c] * x[(size_t)(slot / k) * cols + c];
+            want_ys[(size_t)slot * ldy + out_offset + r] = s;
+        }
+    const dim3 grid{(unsigned)((rows + MATMUL_WARPS - 1) / MATMUL_WARPS), (unsigned)slots};
+    launch(matvec_id, grid, dim3{MATMUL_WARPS * 32}, stacked.data(), rows * row_bytes, row_bytes,
+           routed.data(), x.data(), cols, k, ys.data() + out_offset, ldy, expert_bias.data(), rows,
+           cols);
+    check(std::string("matvec_id_") + f.name, ys, want_ys, 2e-4);
 }
 
 #define CHECK_FORMAT(suffix, ...) \
     check_weight_kernels<fmt_##suffix>(Format{#suffix, fmt_##suffix::QK, fmt_##suffix::BYTES, __VA_ARGS__}, \
-                                       matvec_##suffix, matmul_##suffix, get_rows_##suffix)
+                                       matvec_##suffix, matmul_##suffix, get_rows_##suffix, \
+                                       matvec_id_##suffix)
 
 // ---- norms, rope ------------------------------------------------------------------------------
 
@@ -366,6 +391,73 @@ static void check_elementwise() {
     }
 }
 
+// ---- mixture of experts ---------------------------------------------------------------------
+
+static std::vector<double> softmax(const std::vector<double>& x) {
+    double max = -INFINITY, sum = 0.0;
+    for (double v : x) max = std::max(max, v);
+    std::vector<double> p(x.size());
+    for (size_t i = 0; i < x.size(); i++) sum += p[i] = std::exp(x[i] - max);
+    for (auto& v : p) v /= sum;
+    return p;
+}
+
+// The k largest of `x`, highest first, the lower index on ties.
+static std::vector<int> top_k(const std::vector<double>& x, int k) {
+    std::vector<int> order(x.size());
+    for (size_t i = 0; i < x.size(); i++) order[i] = (int)i;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[a] > x[b]; });
+    order.resize(k);
+    return order;
+}
+
+static void check_moe() {
+    const int rows = 5, experts = 8, k = 3;
+    for (int gating : {GATING_SOFTMAX_TOP_K, GATING_TOP_K_SOFTMAX}) {
+        auto scores = random_vector((size_t)rows * experts, 3.0f);
+        // Row 4: a tie between experts 2 and 6 for the top slot (the lower id first).
+        scores[4 * experts + 2] = scores[4 * experts + 6] = 5.0f;
+        std::vector<double> want_ids, want_weights;
+        for (int r = 0; r < rows; r++) {
+            std::vector<double> s(scores.begin() + r * experts, scores.begin() + (r + 1) * experts);
+            if (gating == GATING_SOFTMAX_TOP_K) s = softmax(s);
+            const auto picked = top_k(s, k);
+            std::vector<double> w;
+            for (int e : picked) w.push_back(s[e]);
+            if (gating == GATING_SOFTMAX_TOP_K) {
+                double sum = 0.0;
+                for (double v : w) sum += v;
+                for (auto& v : w) v /= sum;
+            } else {
+                w = softmax(w);
+            }
+            for (int j = 0; j < k; j++) {
+                want_ids.push_back(picked[j]);
+                want_weights.push_back(w[j]);
+            }
+        }
+        std::vector<int> ids((size_t)rows * k, -1);
+        std::vector<float> weights((size_t)rows * k, 0.0f);
+        launch(moe_route, dim3{(unsigned)rows}, dim3{1}, scores.data(), experts, k, gating,
+               ids.data(), weights.data());
+        const std::string label = "moe_route gating " + std::to_string(gating);
+        check(label + " ids", std::vector<float>(ids.begin(), ids.end()), want_ids, 0);
+        check(label + " weights", weights, want_weights, 1e-6);
+    }
+    const int d = 40;
+    const auto y = random_vector((size_t)rows * k * d);
+    const auto weights = random_vector((size_t)rows * k);
+    std::vector<float> h((size_t)rows * d, 0.0f);
+    std::vector<double> want(h.size(), 0.0);
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j < k; j++)
+                want[(size_t)r * d + i] += (double)weights[r * k + j] * y[((size_t)r * k + j) * d + i];
+    launch(moe_weighted_sum, dim3{(unsigned)((rows * d + 255) / 256)}, dim3{256}, y.data(),
+           weights.data(), k, d, rows, h.data());
+    check("moe_weighted_sum", h, want, 1e-5);
+}
+
 int main() {
     CHECK_FORMAT(f32, {});
     CHECK_FORMAT(f16, {});
@@ -390,6 +482,7 @@ int main() {
     check_attention({2, 2, 256, 0, 100, 0.0f});
     check_attention({3, 1, 80, 20, 20 + 11, 0.0f});
     check_elementwise();
+    check_moe();
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }
