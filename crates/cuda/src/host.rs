@@ -136,6 +136,8 @@ pub struct HostLayer<'a> {
     pub attn_output: HostLinear<'a>,
     /// Norm of the attention output.
     pub post_attn_norm: Option<HostNorm<'a>>,
+    /// Per-head attention sink logits, `[heads]` (gpt-oss).
+    pub attn_sinks: Option<&'a [f32]>,
     /// Norm before the FFN (absent in parallel blocks).
     pub ffn_norm: Option<HostNorm<'a>>,
     /// The FFN, dense or experts.

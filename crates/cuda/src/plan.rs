@@ -220,6 +220,10 @@ impl UploadPlan {
             for norm in norms.into_iter().flatten() {
                 vectors += check_norm(norm, c.hidden)?;
             }
+            if let Some(sinks) = layer.attn_sinks {
+                check_len("attn_sinks", "weight", sinks.len(), c.heads)?;
+                vectors += sinks.len();
+            }
             if let Some((q_norm, k_norm)) = layer.qk_norm {
                 check_len("attn_q_norm", "weight", q_norm.len(), c.head_dim)?;
                 check_len("attn_k_norm", "weight", k_norm.len(), c.head_dim)?;
@@ -390,11 +394,7 @@ fn check_stages(index: usize, block: &Block, layer: &HostLayer<'_>) -> Result<()
     let mut missing: Vec<&str> = Vec::new();
     for stage in &block.stages {
         let unsupported = match stage {
-            Stage::Ffn(Ffn::ClampedSwiGlu) => Some("the clamped SwiGLU"),
-            Stage::Experts(e) if e.ffn == Ffn::ClampedSwiGlu => Some("the clamped SwiGLU"),
             Stage::Experts(e) if e.ffn == Ffn::Gelu => Some("ungated experts"),
-            Stage::Attention(params) if params.sinks => Some("attention sinks"),
-            Stage::Rope(rope) if rope.yarn.is_some() => Some("YaRN RoPE scaling"),
             _ => None,
         };
         missing.extend(unsupported.filter(|what| !missing.contains(what)));
@@ -414,6 +414,7 @@ fn check_stages(index: usize, block: &Block, layer: &HostLayer<'_>) -> Result<()
         let present = match stage {
             Stage::QkNorm { .. } => layer.qk_norm.is_some(),
             Stage::PostAttentionNorm(_) => layer.post_attn_norm.is_some(),
+            Stage::Attention(params) => params.sinks == layer.attn_sinks.is_some(),
             Stage::FfnNorm(_) => layer.ffn_norm.is_some(),
             Stage::PostFfnNorm(_) => layer.post_ffn_norm.is_some(),
             Stage::Ffn(_) => !experts,

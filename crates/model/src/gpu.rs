@@ -63,6 +63,7 @@ impl Model {
                         .map(|(q, k)| (q.as_slice(), k.as_slice())),
                     attn_output: linear(&l.attn_output, name("attn_output")),
                     post_attn_norm: l.post_attn_norm.as_ref().map(norm),
+                    attn_sinks: l.attn_sinks.as_deref(),
                     ffn_norm: l.ffn_norm.as_ref().map(norm),
                     ffn,
                     post_ffn_norm: l.post_ffn_norm.as_ref().map(norm),

@@ -6,7 +6,8 @@
 //! architecture, within the fixtures' tolerances (the CPU quantizes activations for quantized
 //! weights, the GPU kernels do not). Mixture-of-experts fixtures run the router, the routing
 //! kernel and the by-expert-id products, so their logits also show the GPU routes each row to
-//! the CPU's experts with the CPU's weights.
+//! the CPU's experts with the CPU's weights; gpt-oss adds attention sinks, YaRN RoPE, the
+//! clamped SwiGLU and expert biases.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -313,6 +314,8 @@ fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
         "qwen3moe-tiny-q4_k_m",
         "mixtral-tiny-f32",
         "mixtral-tiny-q8_0",
+        "gpt-oss-tiny-f32",
+        "gpt-oss-tiny-mxfp4",
     ] {
         check_fixture(&emulate, name);
     }

@@ -102,6 +102,8 @@ pub struct LayerAddresses {
     pub attn_output: LinearAddress,
     /// Norm of the attention output.
     pub post_attn_norm: Option<NormAddress>,
+    /// Per-head attention sink logits `[heads]`.
+    pub attn_sinks: Option<u64>,
     /// Norm before the FFN.
     pub ffn_norm: Option<NormAddress>,
     /// The FFN, dense or experts.
@@ -177,6 +179,7 @@ impl WeightAddresses {
                 },
                 attn_output: p.linear(&layer.attn_output, 0)?,
                 post_attn_norm: p.optional_norm(&layer.post_attn_norm)?,
+                attn_sinks: layer.attn_sinks.map(&mut p.floats).transpose()?,
                 ffn_norm: p.optional_norm(&layer.ffn_norm)?,
                 ffn,
                 post_ffn_norm: p.optional_norm(&layer.post_ffn_norm)?,

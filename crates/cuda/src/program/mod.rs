@@ -72,7 +72,7 @@ impl KernelRef {
 }
 
 /// The most arguments any kernel takes.
-pub const MAX_ARGS: usize = 16;
+pub const MAX_ARGS: usize = 20;
 
 /// One kernel launch.
 #[derive(Clone, Debug, PartialEq)]

@@ -3,7 +3,7 @@
 
 use rinfer_kernels::block::{
     AttentionParams, Experts, Ffn, Gating, Norm, NormKind, RopeParams, RopeStyle, Router, Stage,
-    Transformer,
+    Transformer, Yarn,
 };
 
 use crate::launch::{self, DecodeSplits};
@@ -218,7 +218,7 @@ impl Sequence<'_, '_> {
                 Stage::Rope(rope) => self.rope(&rope),
                 Stage::Attention(params) => {
                     self.kv_store(cache.layers[layer]);
-                    self.attention(&params, cache.layers[layer]);
+                    self.attention(&params, w.attn_sinks, cache.layers[layer]);
                 }
                 Stage::AttentionOutput => {
                     self.linear(&w.attn_output, work.attn, c.q_dim(), work.out, c.hidden);
@@ -303,6 +303,11 @@ impl Sequence<'_, '_> {
         let c = self.b.config;
         let width = self.qkv_width();
         let theta_scale = rope.freq_base.powf(-2.0 / rope.n_rot as f32);
+        // A magnitude scale of 0 tells the kernel there is no YaRN blend.
+        let yarn = rope.yarn.unwrap_or(Yarn {
+            corr_dims: [0.0, 0.0],
+            mscale: 0.0,
+        });
         for (offset, heads) in [(0, c.heads), (c.q_dim(), c.kv_heads)] {
             self.fixed(
                 "rope",
@@ -318,6 +323,9 @@ impl Sequence<'_, '_> {
                     Arg::F32(rope.freq_scale),
                     opt(self.b.weights.rope_freqs),
                     Arg::I32(i32::from(rope.style == RopeStyle::Neox)),
+                    Arg::F32(yarn.corr_dims[0]),
+                    Arg::F32(yarn.corr_dims[1]),
+                    Arg::F32(yarn.mscale),
                 ],
             );
         }
@@ -366,8 +374,7 @@ impl Sequence<'_, '_> {
             Ffn::SiluGated => 0,
             Ffn::GeluGated => 1,
             Ffn::Gelu => 2,
-            // Refused by the upload plan.
-            Ffn::ClampedSwiGlu => 0,
+            Ffn::ClampedSwiGlu => 3,
         };
         self.elementwise(
             "gated_activation",
@@ -461,7 +468,12 @@ impl Sequence<'_, '_> {
     }
 
     /// Attention of the `n` new queries over the cache into `attn` `[n, q_dim]`.
-    fn attention(&mut self, params: &AttentionParams, (keys, values, slots): (u64, u64, usize)) {
+    fn attention(
+        &mut self,
+        params: &AttentionParams,
+        sinks: Option<u64>,
+        (keys, values, slots): (u64, u64, usize),
+    ) {
         let c = self.b.config;
         let work = *self.b.work;
         let n = self.n;
@@ -498,6 +510,7 @@ impl Sequence<'_, '_> {
                     Arg::Ptr(work.partials),
                     Arg::I32(splits.splits as i32),
                     Arg::I32(c.head_dim as i32),
+                    opt(sinks),
                     Arg::Ptr(work.attn),
                 ],
             );
@@ -521,6 +534,7 @@ impl Sequence<'_, '_> {
                 Arg::I32(window),
                 Arg::F32(params.scale),
                 Arg::F32(softcap),
+                opt(sinks),
                 Arg::Ptr(work.attn),
                 Arg::I32(c.heads as i32),
             ],

@@ -134,6 +134,7 @@ pub fn model(s: &Storage) -> HostModel<'_> {
         qk_norm: None,
         attn_output: linear(s, "attn_output", HIDDEN, HEADS * HEAD_DIM),
         post_attn_norm: None,
+        attn_sinks: None,
         ffn_norm: Some(norm(s)),
         ffn: HostFfn::Dense {
             up: HostFfnUp::Gated {

@@ -217,11 +217,14 @@ static void check_norms() {
 static void check_rope() {
     const int n = 4, heads = 3, head_dim = 64, ld = 5 * head_dim, offset = head_dim;
     const std::vector<int> positions = {0, 1, 17, 300};
+    for (int yarn = 0; yarn < 2; yarn++)
     for (int neox = 0; neox < 2; neox++)
         for (int n_rot : {64, 32}) {
             auto x = random_vector(n * ld);
             const auto factors = std::vector<float>{1, 1, 2, 4, 8, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
             const float base = 10000.0f, freq_scale = 0.5f;
+            // YaRN: extrapolated below pair 3, interpolated above pair 20, magnitudes times 1.2.
+            const float low = 3.0f, high = 20.0f, mscale = yarn ? 1.2f : 0.0f;
             const float theta_scale = std::pow(base, -2.0f / n_rot);
             std::vector<double> want(x.begin(), x.end());
             for (int t = 0; t < n; t++)
@@ -229,17 +232,26 @@ static void check_rope() {
                     const int b0 = t * ld + offset + h * head_dim;
                     float theta = (float)positions[t];
                     for (int i = 0; i < n_rot / 2; i++) {
-                        const double angle = (double)(freq_scale * theta / factors[i]);
+                        double angle = (double)(freq_scale * theta / factors[i]), magnitude = 1.0;
+                        if (yarn) {
+                            const double extrap = (double)(theta / factors[i]);
+                            const double ramp = 1.0 - std::clamp((i - low) / (double)(high - low), 0.0, 1.0);
+                            angle = freq_scale * extrap * (1.0 - ramp) + extrap * ramp;
+                            magnitude = mscale;
+                        }
+                        const double c = std::cos(angle) * magnitude, s = std::sin(angle) * magnitude;
                         const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
-                        want[b0 + a] = x[b0 + a] * std::cos(angle) - x[b0 + b] * std::sin(angle);
-                        want[b0 + b] = x[b0 + a] * std::sin(angle) + x[b0 + b] * std::cos(angle);
+                        want[b0 + a] = x[b0 + a] * c - x[b0 + b] * s;
+                        want[b0 + b] = x[b0 + a] * s + x[b0 + b] * c;
                         theta *= theta_scale;
                     }
                 }
             const unsigned threads = (unsigned)std::max(1, (n_rot / 2 + 31) / 32) * 32;
             launch(rope, dim3{n, heads}, dim3{threads}, x.data(), ld, offset, head_dim, n_rot,
-                   positions.data(), theta_scale, freq_scale, factors.data(), neox);
-            check("rope neox=" + std::to_string(neox) + " n_rot=" + std::to_string(n_rot), x, want, 1e-5);
+                   positions.data(), theta_scale, freq_scale, factors.data(), neox, low, high, mscale);
+            check("rope yarn=" + std::to_string(yarn) + " neox=" + std::to_string(neox) +
+                      " n_rot=" + std::to_string(n_rot),
+                  x, want, 1e-5);
         }
 }
 
@@ -248,7 +260,11 @@ static void check_rope() {
 struct AttentionCase {
     int heads, kv_heads, head_dim, window, slots;
     float softcap;
+    bool sinks = false;
 };
+
+// Per-head sink logits of the cases with sinks: one far above every score.
+static const float SINKS[4] = {0.5f, -1.0f, 40.0f, 2.0f};
 
 // Naive causal attention of the query at `pos` over keys stored by position.
 static std::vector<double> reference_attention(const AttentionCase& a, const float* q, int pos,
@@ -269,7 +285,8 @@ static std::vector<double> reference_attention(const AttentionCase& a, const flo
             scores.push_back(s);
             mx = std::max(mx, s);
         }
-        double sum = 0;
+        if (a.sinks) mx = std::max(mx, (double)SINKS[h]);
+        double sum = a.sinks ? std::exp(SINKS[h] - mx) : 0.0;
         for (auto& s : scores) sum += (s = std::exp(s - mx));
         for (int d = 0; d < a.head_dim; d++) {
             double acc = 0;
@@ -283,7 +300,8 @@ static std::vector<double> reference_attention(const AttentionCase& a, const flo
 static void check_attention(const AttentionCase& a) {
     const std::string label = "heads=" + std::to_string(a.heads) + "/" + std::to_string(a.kv_heads) +
                               " hd=" + std::to_string(a.head_dim) + " window=" + std::to_string(a.window) +
-                              " softcap=" + std::to_string((int)a.softcap);
+                              " softcap=" + std::to_string((int)a.softcap) + (a.sinks ? " sinks" : "");
+    const float* sinks = a.sinks ? SINKS : nullptr;
     const int q_dim = a.heads * a.head_dim, kv_dim = a.kv_heads * a.head_dim;
     const int width = q_dim + 2 * kv_dim, group = a.heads / a.kv_heads;
     const float scale = 1.0f / std::sqrt((float)a.head_dim);
@@ -321,7 +339,7 @@ static void check_attention(const AttentionCase& a) {
         std::vector<float> out((size_t)prefill * q_dim);
         launch(attention_prefill, dim3{(unsigned)((prefill + PREFILL_WARPS - 1) / PREFILL_WARPS), (unsigned)a.heads},
                dim3{PREFILL_WARPS * 32}, batch, width, 0, keys.data(), values.data(), a.slots, kv_dim, a.head_dim,
-               group, positions.data(), prefill, a.window, scale, a.softcap, out.data(), a.heads);
+               group, positions.data(), prefill, a.window, scale, a.softcap, sinks, out.data(), a.heads);
         std::vector<double> want;
         for (int i = 0; i < prefill; i++) {
             auto one = reference_attention(a, batch + (size_t)i * width, pos0 + i, keys_by_pos, values_by_pos, scale);
@@ -344,7 +362,7 @@ static void check_attention(const AttentionCase& a) {
         std::vector<float> out(q_dim);
         launch(attention_decode_combine, dim3{(unsigned)a.heads},
                dim3{(unsigned)std::clamp((a.head_dim + 31) / 32, 1, 8) * 32}, partials.data(), splits, a.head_dim,
-               out.data());
+               sinks, out.data());
         check("attention_decode " + label + " at " + std::to_string(pos), out,
               reference_attention(a, row, pos, keys_by_pos, values_by_pos, scale), 1e-5);
     }
@@ -354,7 +372,7 @@ static void check_attention(const AttentionCase& a) {
 
 static void check_elementwise() {
     const int n = 3, f = 70, ld = 2 * f;
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 0; kind < 4; kind++) {
         auto gu = random_vector(n * ld, 4.0f);
         std::vector<double> want(gu.begin(), gu.end());
         for (int i = 0; i < n; i++)
@@ -362,7 +380,9 @@ static void check_elementwise() {
                 const double g = gu[i * ld + j], u = gu[i * ld + f + j];
                 const double gelu = 0.5 * g * (1 + std::tanh(0.7978846 * g * (1 + 0.044715 * g * g)));
                 const double silu = g / (1 + std::exp(-g));
-                want[i * ld + j] = kind == 0 ? silu * u : kind == 1 ? gelu * u : gelu;
+                const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+                const double swiglu = x / (1 + std::exp(-1.702 * x)) * (y + 1);
+                want[i * ld + j] = kind == 0 ? silu * u : kind == 1 ? gelu * u : kind == 2 ? gelu : swiglu;
             }
         launch(gated_activation, dim3{(unsigned)((n * f + 255) / 256)}, dim3{256}, gu.data(), f, ld, n, kind);
         check("gated_activation kind " + std::to_string(kind), gu, want, 1e-5);
@@ -481,6 +501,8 @@ int main() {
     check_attention({4, 1, 128, 40, 40 + 11, 50.0f});
     check_attention({2, 2, 256, 0, 100, 0.0f});
     check_attention({3, 1, 80, 20, 20 + 11, 0.0f});
+    check_attention({4, 2, 64, 0, 100, 0.0f, true});
+    check_attention({4, 4, 64, 20, 20 + 11, 0.0f, true});
     check_elementwise();
     check_moe();
     std::printf("%d passed, %d failed\n", passed, failed);
