@@ -59,6 +59,10 @@ fn launch_shapes_cover_their_work() {
     assert_eq!(launch::rope(5, 8, 20).block, (32, 1, 1));
     assert_eq!(launch::elementwise(257).grid, (2, 1, 1));
     assert_eq!(launch::attention_prefill(17, 4).grid, (3, 4, 1));
+    // Every routed (token, expert) slot a grid.y of its own, each row of the expert a warp.
+    assert_eq!(launch::matmul_by_id(1001, 9 * 8).grid, (251, 72, 1));
+    assert_eq!(launch::matmul_by_id(1001, 9 * 8).block, (128, 1, 1));
+    assert_eq!(launch::route(9).grid, (9, 1, 1));
     for keys in [1, 63, 64, 65, 512, 4096, 32_768, 131_072] {
         let s = launch::decode_splits(keys);
         assert!(s.splits * s.split_len >= keys, "{keys}: {s:?}");
