@@ -83,7 +83,11 @@ impl BufferSizes {
             qkv: b * (c.q_dim() + 2 * c.kv_dim()),
             attn: b * c.q_dim(),
             out: b * c.hidden,
-            gate_up: b * 2 * c.ffn_dim,
+            gate_up: if has_dense_ffn(c) {
+                b * 2 * c.ffn_dim
+            } else {
+                0
+            },
             logits: logit_rows * c.vocab_size,
             partials: c.heads * splits.splits * (c.head_dim + 2),
             ids: b,
@@ -111,6 +115,14 @@ impl BufferSizes {
             + self.expert_gate_up
             + self.expert_out)
     }
+}
+
+/// Whether some layer runs a dense FFN (a model of expert layers only needs no gate | up
+/// buffer of the dense width).
+fn has_dense_ffn(c: &Transformer) -> bool {
+    c.blocks
+        .iter()
+        .any(|b| b.stages.iter().any(|s| matches!(s, Stage::Ffn(_))))
 }
 
 /// The largest `size` over the model's mixture-of-experts layers (0 when it has none).
@@ -334,10 +346,11 @@ fn check_config(c: &Transformer, context: usize, max_batch: usize) -> Result<(),
             c.heads, c.kv_heads
         ));
     }
+    let dense_ffn = if has_dense_ffn(c) { c.ffn_dim } else { 32 };
     for (what, width) in [
         ("hidden size", c.hidden),
         ("query width", c.q_dim()),
-        ("FFN width", c.ffn_dim),
+        ("FFN width", dense_ffn),
     ] {
         if width == 0 || !width.is_multiple_of(32) {
             return bad(format!(

@@ -168,7 +168,24 @@ fn expert_layers_upload_each_projection_stacked_and_size_the_route_buffers() {
     assert_eq!(b.expert_gate_up, 8 * USED * 2 * EXPERT_FFN);
     assert_eq!(b.expert_out, 8 * USED * HIDDEN);
     assert_eq!(dense.buffers.router + dense.buffers.expert_out, 0);
+    // Layers 0 and 2 stay dense: the dense gate | up buffer stays.
+    assert_eq!(b.gate_up, 8 * 2 * FFN);
     assert!(plan.buffers.bytes() > dense.buffers.bytes());
+}
+
+#[test]
+fn a_model_of_expert_layers_only_has_no_dense_ffn_buffer() {
+    let s = Storage::new();
+    let mut model = moe_model(&s);
+    for layer in 0..LAYERS {
+        model.layers[layer].ffn = model.layers[MOE_LAYER].ffn.clone();
+        model.config.blocks[layer] = model.config.blocks[MOE_LAYER].clone();
+    }
+    // The dense width no layer uses is not checked either.
+    model.config.ffn_dim = 100;
+    let plan = UploadPlan::new(&model, &options(64, 8)).unwrap();
+    assert_eq!(plan.buffers.gate_up, 0);
+    assert_eq!(plan.buffers.expert_gate_up, 8 * USED * 2 * EXPERT_FFN);
 }
 
 #[test]
