@@ -68,7 +68,16 @@ pub fn matmul_by_id(rows: usize, slots: usize) -> LaunchShape {
     )
 }
 
-/// Routing: one thread per row.
+/// Batched `y = W_e x` for `rows` rows: per grid.y one group of up to [`MATMUL_TOKENS`] of the
+/// slots one expert received, `groups` groups per expert.
+pub fn matmul_grouped_by_id(rows: usize, experts: usize, groups: usize) -> LaunchShape {
+    LaunchShape::new(
+        (rows.div_ceil(MATMUL_WARPS as usize), experts * groups),
+        MATMUL_WARPS * 32,
+    )
+}
+
+/// Routing (one thread per row) and grouping (one thread per expert).
 pub fn route(rows: usize) -> LaunchShape {
     LaunchShape::new((rows, 1), 1)
 }

@@ -67,6 +67,10 @@ pub struct BufferSizes {
     pub router: usize,
     /// Each row's experts `[batch, used]` (i32), and their weights (f32) as many.
     pub routes: usize,
+    /// How many slots each expert received `[experts]` (i32).
+    pub expert_counts: usize,
+    /// Each expert's slots `[experts, batch]` (i32).
+    pub expert_lists: usize,
     /// Every routed expert's gate | up `[batch · used, 2 expert_ffn]`.
     pub expert_gate_up: usize,
     /// Every routed expert's output `[batch · used, hidden]`.
@@ -93,6 +97,8 @@ impl BufferSizes {
             ids: b,
             router: b * largest(c, |r, _| r.experts),
             routes: b * largest(c, |r, _| r.used),
+            expert_counts: largest(c, |r, _| r.experts),
+            expert_lists: b * largest(c, |r, _| r.experts),
             expert_gate_up: b * largest(c, |r, e| r.used * 2 * e.ffn_dim),
             expert_out: b * largest(c, |r, _| r.used * c.hidden),
         }
@@ -112,6 +118,8 @@ impl BufferSizes {
             + 1
             + self.router
             + 2 * self.routes
+            + self.expert_counts
+            + self.expert_lists
             + self.expert_gate_up
             + self.expert_out)
     }
@@ -383,6 +391,16 @@ fn check_config(c: &Transformer, context: usize, max_batch: usize) -> Result<(),
                  most {} routed rows)",
                 router.used,
                 launch::MAX_GRID_Y
+            ));
+        }
+        let groups = max_batch.div_ceil(launch::MATMUL_TOKENS as usize);
+        if router.experts * groups > launch::MAX_GRID_Y {
+            return bad(format!(
+                "batches of {max_batch} tokens over {} experts (the expert kernels take at most \
+                 {} groups of {} tokens)",
+                router.experts,
+                launch::MAX_GRID_Y,
+                launch::MATMUL_TOKENS
             ));
         }
         if experts.ffn_dim == 0 || !experts.ffn_dim.is_multiple_of(32) {

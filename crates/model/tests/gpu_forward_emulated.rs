@@ -72,6 +72,8 @@ struct HostBuffers {
     tokens: Vec<i32>,
     positions: Vec<i32>,
     expert_ids: Vec<i32>,
+    expert_counts: Vec<i32>,
+    expert_lists: Vec<i32>,
     argmax: Vec<i32>,
     cache: Vec<(Vec<f32>, Vec<f32>, usize)>,
 }
@@ -98,6 +100,8 @@ impl HostBuffers {
             tokens: vec![0; b.ids],
             positions: vec![0; b.ids],
             expert_ids: vec![0; b.routes],
+            expert_counts: vec![0; b.expert_counts],
+            expert_lists: vec![0; b.expert_lists],
             argmax: vec![0],
             cache: plan
                 .kv_slots
@@ -127,6 +131,8 @@ impl HostBuffers {
             expert_gate_up: a[10],
             expert_out: a[11],
             expert_ids: self.expert_ids.as_mut_ptr() as u64,
+            expert_counts: self.expert_counts.as_mut_ptr() as u64,
+            expert_lists: self.expert_lists.as_mut_ptr() as u64,
             tokens: self.tokens.as_mut_ptr() as u64,
             positions: self.positions.as_mut_ptr() as u64,
             argmax: self.argmax.as_mut_ptr() as u64,

@@ -174,6 +174,12 @@ impl GpuType {
         format!("matvec_id_{}", self.suffix())
     }
 
+    /// The batched mixture-of-experts kernel: up to [`crate::launch::MATMUL_TOKENS`] slots of
+    /// one expert per warp.
+    pub fn matmul_id_kernel(self) -> String {
+        format!("matmul_id_{}", self.suffix())
+    }
+
     /// The embedding lookup kernel.
     pub fn get_rows_kernel(self) -> String {
         format!("get_rows_{}", self.suffix())
@@ -196,6 +202,7 @@ pub const FIXED_KERNELS: &[&str] = &[
     "softcap",
     "argmax",
     "moe_route",
+    "moe_group",
     "moe_weighted_sum",
 ];
 
@@ -206,6 +213,7 @@ pub fn all_kernel_names() -> Vec<String> {
         names.push(ty.matvec_kernel());
         names.push(ty.matmul_kernel());
         names.push(ty.matvec_id_kernel());
+        names.push(ty.matmul_id_kernel());
         names.push(ty.get_rows_kernel());
     }
     names

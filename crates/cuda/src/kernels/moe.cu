@@ -50,6 +50,21 @@ extern "C" __global__ void moe_route(float* scores, int experts, int k, int gati
     }
 }
 
+// Expert blockIdx.x's slots, in slot order, into lists[e * max_slots ...] and their number
+// into counts[e] (ids is [slots]; a row picks an expert at most once, so max_slots = rows
+// suffices). One thread per expert.
+extern "C" __global__ void moe_group(const int* ids, int slots, int max_slots, int* counts,
+                                     int* lists) {
+    if (threadIdx.x != 0) return;
+    const int e = blockIdx.x;
+    int* list = lists + (size_t)e * max_slots;
+    int count = 0;
+    for (int s = 0; s < slots && count < max_slots; s++) {
+        if (ids[s] == e) list[count++] = s;
+    }
+    counts[e] = count;
+}
+
 // h[r, i] = sum over j < k of weights[r, j] * y[r * k + j, i], in slot order (y is [rows * k, d]).
 extern "C" __global__ void moe_weighted_sum(const float* y, const float* weights, int k, int d,
                                             int rows, float* h) {

@@ -309,6 +309,10 @@ pub struct WorkAddresses {
     pub expert_ids: u64,
     /// Their weights `[n, used]`.
     pub expert_weights: u64,
+    /// How many slots each expert received `[experts]` (i32).
+    pub expert_counts: u64,
+    /// Each expert's slots `[experts, n]` (i32).
+    pub expert_lists: u64,
     /// Every routed expert's gate | up `[n · used, 2 expert_ffn]`.
     pub expert_gate_up: u64,
     /// Every routed expert's output `[n · used, hidden]`.

@@ -54,6 +54,8 @@ pub enum KernelRef {
     Matmul(GpuType),
     /// The mixture-of-experts matvec of a format (the expert read from device memory).
     MatvecById(GpuType),
+    /// The batched mixture-of-experts matmul of a format (each expert's slots grouped).
+    MatmulById(GpuType),
     /// The embedding lookup of a format.
     GetRows(GpuType),
 }
@@ -66,6 +68,7 @@ impl KernelRef {
             KernelRef::Matvec(ty) => ty.matvec_kernel(),
             KernelRef::Matmul(ty) => ty.matmul_kernel(),
             KernelRef::MatvecById(ty) => ty.matvec_id_kernel(),
+            KernelRef::MatmulById(ty) => ty.matmul_id_kernel(),
             KernelRef::GetRows(ty) => ty.get_rows_kernel(),
         }
     }

@@ -243,7 +243,7 @@ impl Sequence<'_, '_> {
                 Stage::Experts(shape) => {
                     let router = c.blocks[layer].router();
                     if let (FfnAddresses::Experts(experts), Some(router)) = (&w.ffn, router) {
-                        self.experts(&shape, router.used, experts);
+                        self.experts(&shape, router, experts);
                     }
                 }
                 Stage::PostFfnNorm(norm) => {
@@ -410,20 +410,33 @@ impl Sequence<'_, '_> {
                 Arg::Ptr(work.expert_weights),
             ],
         );
+        if self.n > 1 {
+            self.fixed(
+                "moe_group",
+                launch::route(router.experts),
+                &[
+                    Arg::Ptr(work.expert_ids),
+                    Arg::I32((self.n * router.used) as i32),
+                    Arg::I32(self.n as i32),
+                    Arg::Ptr(work.expert_counts),
+                    Arg::Ptr(work.expert_lists),
+                ],
+            );
+        }
     }
 
-    /// `h = Σ weight · expert(h)` over each row's `used` routed experts: every (row, expert)
-    /// slot through the expert's projections, its weights found by the id the router wrote.
-    fn experts(&mut self, shape: &Experts, used: usize, w: &ExpertAddresses) {
+    /// `h = Σ weight · expert(h)` over each row's routed experts: every (row, expert) slot
+    /// through the expert's projections, its weights found by the id the router wrote.
+    fn experts(&mut self, shape: &Experts, router: &Router, w: &ExpertAddresses) {
         let c = self.b.config;
         let work = *self.b.work;
-        let (f, hidden, n) = (shape.ffn_dim, c.hidden, self.n);
+        let (f, hidden, n, used) = (shape.ffn_dim, c.hidden, self.n, router.used);
         let slots = n * used;
         let gu = work.expert_gate_up;
-        self.by_id(&w.gate, (work.h, hidden, used), (gu, 2 * f), slots);
-        self.by_id(&w.up, (work.h, hidden, used), (at(gu, f), 2 * f), slots);
+        self.by_id(&w.gate, (work.h, hidden, used), (gu, 2 * f), router);
+        self.by_id(&w.up, (work.h, hidden, used), (at(gu, f), 2 * f), router);
         self.gated_activation(shape.ffn, gu, f, slots);
-        self.by_id(&w.down, (gu, 2 * f, 1), (work.expert_out, hidden), slots);
+        self.by_id(&w.down, (gu, 2 * f, 1), (work.expert_out, hidden), router);
         self.elementwise(
             "moe_weighted_sum",
             &[
@@ -439,22 +452,51 @@ impl Sequence<'_, '_> {
     }
 
     /// `y[s] = W_e · x[s / x_div] + b_e` for every slot `s`, `e` the slot's routed expert:
-    /// `x` is `(buffer, row width, x_div)`, `y` is `(buffer, row width)`.
+    /// `x` is `(buffer, row width, x_div)`, `y` is `(buffer, row width)`. One token runs its
+    /// slots one by one; a batch runs each expert once over the slots it received (grouped by
+    /// `moe_group`, `x_div` slots per token).
     fn by_id(
         &mut self,
         w: &StackedAddress,
         (x, ldx, x_div): (u64, usize, usize),
         (y, ldy): (u64, usize),
-        slots: usize,
+        router: &Router,
     ) {
+        let work = *self.b.work;
+        let n = self.n;
+        if n > 1 {
+            let groups = n.div_ceil(launch::MATMUL_TOKENS as usize);
+            self.push(
+                KernelRef::MatmulById(w.ty),
+                launch::matmul_grouped_by_id(w.rows, router.experts, groups),
+                &[
+                    Arg::Ptr(w.ptr),
+                    Arg::I64(w.expert_bytes),
+                    Arg::I64(w.row_bytes),
+                    Arg::Ptr(work.expert_counts),
+                    Arg::Ptr(work.expert_lists),
+                    Arg::I32(n as i32),
+                    Arg::I32(groups as i32),
+                    Arg::Ptr(x),
+                    Arg::I32(ldx as i32),
+                    Arg::I32(x_div as i32),
+                    Arg::Ptr(y),
+                    Arg::I32(ldy as i32),
+                    opt(w.bias),
+                    Arg::I32(w.rows as i32),
+                    Arg::I32(w.cols as i32),
+                ],
+            );
+            return;
+        }
         self.push(
             KernelRef::MatvecById(w.ty),
-            launch::matmul_by_id(w.rows, slots),
+            launch::matmul_by_id(w.rows, n * router.used),
             &[
                 Arg::Ptr(w.ptr),
                 Arg::I64(w.expert_bytes),
                 Arg::I64(w.row_bytes),
-                Arg::Ptr(self.b.work.expert_ids),
+                Arg::Ptr(work.expert_ids),
                 Arg::Ptr(x),
                 Arg::I32(ldx as i32),
                 Arg::I32(x_div as i32),

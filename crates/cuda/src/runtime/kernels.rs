@@ -18,8 +18,10 @@ struct WeightKernels {
     matvec: CudaFunction,
     /// Several tokens.
     matmul: CudaFunction,
-    /// Routed (token, expert) slots.
+    /// Routed (token, expert) slots, one by one.
     matvec_id: CudaFunction,
+    /// Routed slots grouped by expert.
+    matmul_id: CudaFunction,
     /// Embedding lookup.
     get_rows: CudaFunction,
 }
@@ -50,6 +52,7 @@ impl Kernels {
                     matvec: function(&ty.matvec_kernel())?,
                     matmul: function(&ty.matmul_kernel())?,
                     matvec_id: function(&ty.matvec_id_kernel())?,
+                    matmul_id: function(&ty.matmul_id_kernel())?,
                     get_rows: function(&ty.get_rows_kernel())?,
                 },
             );
@@ -65,6 +68,7 @@ impl Kernels {
             KernelRef::Matvec(ty) => &self.weights[&ty].matvec,
             KernelRef::Matmul(ty) => &self.weights[&ty].matmul,
             KernelRef::MatvecById(ty) => &self.weights[&ty].matvec_id,
+            KernelRef::MatmulById(ty) => &self.weights[&ty].matmul_id,
             KernelRef::GetRows(ty) => &self.weights[&ty].get_rows,
         }
     }

@@ -107,7 +107,8 @@ template <typename F>
 static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long long, const float*, int, float*, int, const float*, int, int, int),
                                  void (*matmul)(const u8*, long long, const float*, int, float*, int, const float*, int, int, int),
                                  void (*get_rows_kernel)(const u8*, long long, const int*, int, float*, int, float, int),
-                                 void (*matvec_id)(const u8*, long long, long long, const int*, const float*, int, int, float*, int, const float*, int, int)) {
+                                 void (*matvec_id)(const u8*, long long, long long, const int*, const float*, int, int, float*, int, const float*, int, int),
+                                 void (*matmul_id)(const u8*, long long, long long, const int*, const int*, int, int, const float*, int, int, float*, int, const float*, int, int)) {
     const int rows = 13, cols = 512, n = 9, out_offset = 5, ldy = rows + 9;
     const auto w = random_weights<F>(f, rows, cols);
     const auto dense = dequantize<F>(w, rows, cols);
@@ -163,12 +164,43 @@ static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long
            routed.data(), x.data(), cols, k, ys.data() + out_offset, ldy, expert_bias.data(), rows,
            cols);
     check(std::string("matvec_id_") + f.name, ys, want_ys, 2e-4);
+
+    // The same slots grouped by expert (moe_group), then each expert's group of tokens at once;
+    // 11 token rows routed so that expert 1 receives more than one group of MATMUL_TOKENS.
+    const int tokens = 11, many = tokens * k;
+    std::vector<int> routed_many(many);
+    for (int t = 0; t < tokens; t++) {
+        routed_many[t * k] = 1;
+        routed_many[t * k + 1] = t % 2 == 0 ? 0 : 2;
+    }
+    const auto xs = random_vector((size_t)tokens * cols);
+    std::vector<int> counts(experts, -1), lists((size_t)experts * tokens, -1);
+    launch(moe_group, dim3{(unsigned)experts}, dim3{1}, routed_many.data(), many, tokens,
+           counts.data(), lists.data());
+    check(std::string("moe_group counts"), {(float)counts[0], (float)counts[1], (float)counts[2]},
+          {6.0, 11.0, 5.0}, 0);
+    std::vector<float> yg((size_t)many * ldy, 0.0f);
+    std::vector<double> want_yg(yg.size(), 0.0);
+    for (int slot = 0; slot < many; slot++)
+        for (int r = 0; r < rows; r++) {
+            const size_t row = (size_t)routed_many[slot] * rows + r;
+            double s = expert_bias[row];
+            for (int c = 0; c < cols; c++)
+                s += (double)stacked_dense[row * cols + c] * xs[(size_t)(slot / k) * cols + c];
+            want_yg[(size_t)slot * ldy + out_offset + r] = s;
+        }
+    const int groups = (tokens + MATMUL_TOKENS - 1) / MATMUL_TOKENS;
+    const dim3 grouped{(unsigned)((rows + MATMUL_WARPS - 1) / MATMUL_WARPS), (unsigned)(experts * groups)};
+    launch(matmul_id, grouped, dim3{MATMUL_WARPS * 32}, stacked.data(), rows * row_bytes, row_bytes,
+           counts.data(), lists.data(), tokens, groups, xs.data(), cols, k, yg.data() + out_offset, ldy,
+           expert_bias.data(), rows, cols);
+    check(std::string("matmul_id_") + f.name, yg, want_yg, 2e-4);
 }
 
 #define CHECK_FORMAT(suffix, ...) \
     check_weight_kernels<fmt_##suffix>(Format{#suffix, fmt_##suffix::QK, fmt_##suffix::BYTES, __VA_ARGS__}, \
                                        matvec_##suffix, matmul_##suffix, get_rows_##suffix, \
-                                       matvec_id_##suffix)
+                                       matvec_id_##suffix, matmul_id_##suffix)
 
 // ---- norms, rope ------------------------------------------------------------------------------
 
