@@ -3,11 +3,13 @@
 //! its stored bytes (no dequantized copies; a layer's experts as one stacked tensor per
 //! projection). Without a GPU, loading ends in an error that says why.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use rinfer_cuda::{CudaError, GpuModel, LoadOptions, UploadPlan};
+use rinfer_cuda::{CudaError, GpuModel, HostFfn, LoadOptions, UploadPlan};
 use rinfer_formats::gguf::GgufFile;
 use rinfer_model::Model;
+use rinfer_model::weights::{FfnWeights, Matrix};
 
 fn fixture_models() -> Vec<std::path::PathBuf> {
     let dir = format!("{}/../../tests/fixtures/models", env!("CARGO_MANIFEST_DIR"));
@@ -61,6 +63,47 @@ fn mixture_of_experts_fixtures_stack_each_projection_and_size_the_route_buffers(
         assert_eq!(b.expert_out, batch * experts.used * model.config.hidden);
     }
     assert!(seen >= 6, "the qwen3moe, Mixtral and gpt-oss fixtures");
+}
+
+#[test]
+fn experts_stored_apart_are_copied_into_one_stacked_tensor() {
+    let path = fixture_models()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("qwen3moe-tiny-f32"))
+        .unwrap();
+    let (model, _file) = Model::open_gguf(&path).unwrap();
+    let mut weights = model.weights.clone();
+    // Each expert's own buffer, as a file with one tensor per expert gives.
+    for layer in &mut weights.layers {
+        if let FfnWeights::Experts(experts) = &mut layer.ffn {
+            for l in experts
+                .gate
+                .iter_mut()
+                .chain(&mut experts.up)
+                .chain(&mut experts.down)
+            {
+                let m = &l.weight;
+                l.weight = Matrix::from_owned(m.ty, m.rows, m.cols, m.data().to_vec());
+            }
+        }
+    }
+    let apart = Model::new(model.config.clone(), weights);
+    let (borrowed, copied) = (model.gpu_view().unwrap(), apart.gpu_view().unwrap());
+    for (b, c) in borrowed.layers.iter().zip(&copied.layers) {
+        let (HostFfn::Experts(b), HostFfn::Experts(c)) = (&b.ffn, &c.ffn) else {
+            panic!("qwen3moe layers are experts");
+        };
+        for (b, c) in [(&b.gate, &c.gate), (&b.up, &c.up), (&b.down, &c.down)] {
+            assert!(matches!(b.data, Cow::Borrowed(_)), "{}", b.name);
+            assert!(matches!(c.data, Cow::Owned(_)), "{}", c.name);
+            assert_eq!(b.data, c.data, "{}", b.name);
+        }
+    }
+    let options = options(64, 8);
+    assert_eq!(
+        UploadPlan::new(&borrowed, &options).unwrap(),
+        UploadPlan::new(&copied, &options).unwrap()
+    );
 }
 
 #[test]
