@@ -5,6 +5,8 @@
 //! `rinfer-model` sits above this crate, so it builds a [`HostModel`] from its own `Weights`;
 //! the field names follow that type one to one.
 
+use std::borrow::Cow;
+
 use rinfer_formats::GgmlType;
 use rinfer_kernels::block::Transformer;
 
@@ -73,6 +75,54 @@ pub enum HostFfnUp<'a> {
     Plain(HostLinear<'a>),
 }
 
+/// One projection of every expert: `experts` matrices of `[rows, cols]` stacked, expert `e`'s
+/// bytes at `e * data.len() / experts` (borrowed when the file stores them so, one copy
+/// otherwise).
+#[derive(Clone, Debug)]
+pub struct HostStacked<'a> {
+    /// The tensor's name, for messages.
+    pub name: String,
+    /// Block format.
+    pub ty: GgmlType,
+    /// How many experts.
+    pub experts: usize,
+    /// Output features of one expert.
+    pub rows: usize,
+    /// Input features.
+    pub cols: usize,
+    /// Every expert's rows, expert after expert.
+    pub data: Cow<'a, [u8]>,
+    /// `[experts, rows]`.
+    pub bias: Option<Cow<'a, [f32]>>,
+}
+
+/// A mixture-of-experts block's weights.
+#[derive(Clone, Debug)]
+pub struct HostExperts<'a> {
+    /// `[experts, hidden]`: one score per expert.
+    pub router: HostLinear<'a>,
+    /// `[expert_ffn, hidden]` per expert.
+    pub gate: HostStacked<'a>,
+    /// `[expert_ffn, hidden]` per expert.
+    pub up: HostStacked<'a>,
+    /// `[hidden, expert_ffn]` per expert.
+    pub down: HostStacked<'a>,
+}
+
+/// A layer's feed-forward weights.
+#[derive(Clone, Debug)]
+pub enum HostFfn<'a> {
+    /// One FFN every token runs.
+    Dense {
+        /// The first projection(s).
+        up: HostFfnUp<'a>,
+        /// `[hidden, ffn]`.
+        down: HostLinear<'a>,
+    },
+    /// Experts, of which a router picks a few per token.
+    Experts(HostExperts<'a>),
+}
+
 /// One decoder block.
 #[derive(Clone, Debug)]
 pub struct HostLayer<'a> {
@@ -86,12 +136,12 @@ pub struct HostLayer<'a> {
     pub attn_output: HostLinear<'a>,
     /// Norm of the attention output.
     pub post_attn_norm: Option<HostNorm<'a>>,
+    /// Per-head attention sink logits, `[heads]` (gpt-oss).
+    pub attn_sinks: Option<&'a [f32]>,
     /// Norm before the FFN (absent in parallel blocks).
     pub ffn_norm: Option<HostNorm<'a>>,
-    /// The FFN's first projection(s).
-    pub ffn_up: HostFfnUp<'a>,
-    /// `[hidden, ffn]`.
-    pub ffn_down: HostLinear<'a>,
+    /// The FFN, dense or experts.
+    pub ffn: HostFfn<'a>,
     /// Norm of the FFN output.
     pub post_ffn_norm: Option<HostNorm<'a>>,
 }

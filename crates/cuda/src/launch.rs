@@ -56,6 +56,32 @@ pub fn matmul(rows: usize, n: usize) -> LaunchShape {
     )
 }
 
+/// The largest grid.y a launch may have.
+pub const MAX_GRID_Y: usize = 65_535;
+
+/// `y = W_id x` for `rows` rows of each of `slots` routed (row, expert) pairs: a block of
+/// [`MATMUL_WARPS`] weight rows per grid.x, one slot per grid.y.
+pub fn matmul_by_id(rows: usize, slots: usize) -> LaunchShape {
+    LaunchShape::new(
+        (rows.div_ceil(MATMUL_WARPS as usize), slots),
+        MATMUL_WARPS * 32,
+    )
+}
+
+/// Batched `y = W_e x` for `rows` rows: per grid.y one group of up to [`MATMUL_TOKENS`] of the
+/// slots one expert received, `groups` groups per expert.
+pub fn matmul_grouped_by_id(rows: usize, experts: usize, groups: usize) -> LaunchShape {
+    LaunchShape::new(
+        (rows.div_ceil(MATMUL_WARPS as usize), experts * groups),
+        MATMUL_WARPS * 32,
+    )
+}
+
+/// Routing (one thread per row) and grouping (one thread per expert).
+pub fn route(rows: usize) -> LaunchShape {
+    LaunchShape::new((rows, 1), 1)
+}
+
 /// One block per row of width `d`: a whole number of warps, at most 1024 threads.
 pub fn per_row(rows: usize, d: usize) -> LaunchShape {
     let threads = d.div_ceil(32).clamp(1, 32) as u32 * 32;

@@ -51,7 +51,10 @@ mod unavailable;
 
 pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
 pub use error::CudaError;
-pub use host::{HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
+pub use host::{
+    HostExperts, HostFfn, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm,
+    HostQkv, HostStacked,
+};
 pub use plan::{BufferSizes, LoadOptions, PlannedMatrix, UploadPlan, layer_slots};
 pub use rinfer_kernels::block::Transformer;
 #[cfg(feature = "cuda")]

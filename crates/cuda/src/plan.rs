@@ -3,10 +3,13 @@
 //! validated here, before any device memory is touched, so the kernels never see a shape they
 //! cannot handle.
 
-use rinfer_kernels::block::{Block, Ffn, Stage, Transformer};
+use rinfer_kernels::block::{Block, Experts, Ffn, Router, Stage, Transformer};
 
 use crate::error::CudaError;
-use crate::host::{HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
+use crate::host::{
+    HostFfn, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
+    HostStacked,
+};
 use crate::kernels::GpuType;
 use crate::launch::{self, DecodeSplits, MAX_HEAD_DIM};
 
@@ -60,6 +63,18 @@ pub struct BufferSizes {
     pub partials: usize,
     /// Token ids and positions `[batch]` each (i32).
     pub ids: usize,
+    /// Router scores `[batch, experts]` (mixture-of-experts layers; 0 otherwise).
+    pub router: usize,
+    /// Each row's experts `[batch, used]` (i32), and their weights (f32) as many.
+    pub routes: usize,
+    /// How many slots each expert received `[experts]` (i32).
+    pub expert_counts: usize,
+    /// Each expert's slots `[experts, batch]` (i32).
+    pub expert_lists: usize,
+    /// Every routed expert's gate | up `[batch · used, 2 expert_ffn]`.
+    pub expert_gate_up: usize,
+    /// Every routed expert's output `[batch · used, hidden]`.
+    pub expert_out: usize,
 }
 
 impl BufferSizes {
@@ -72,10 +87,20 @@ impl BufferSizes {
             qkv: b * (c.q_dim() + 2 * c.kv_dim()),
             attn: b * c.q_dim(),
             out: b * c.hidden,
-            gate_up: b * 2 * c.ffn_dim,
+            gate_up: if has_dense_ffn(c) {
+                b * 2 * c.ffn_dim
+            } else {
+                0
+            },
             logits: logit_rows * c.vocab_size,
             partials: c.heads * splits.splits * (c.head_dim + 2),
             ids: b,
+            router: b * largest(c, |r, _| r.experts),
+            routes: b * largest(c, |r, _| r.used),
+            expert_counts: largest(c, |r, _| r.experts),
+            expert_lists: b * largest(c, |r, _| r.experts),
+            expert_gate_up: b * largest(c, |r, e| r.used * 2 * e.ffn_dim),
+            expert_out: b * largest(c, |r, _| r.used * c.hidden),
         }
     }
 
@@ -90,8 +115,31 @@ impl BufferSizes {
             + self.logits
             + self.partials
             + 2 * self.ids
-            + 1)
+            + 1
+            + self.router
+            + 2 * self.routes
+            + self.expert_counts
+            + self.expert_lists
+            + self.expert_gate_up
+            + self.expert_out)
     }
+}
+
+/// Whether some layer runs a dense FFN (a model of expert layers only needs no gate | up
+/// buffer of the dense width).
+fn has_dense_ffn(c: &Transformer) -> bool {
+    c.blocks
+        .iter()
+        .any(|b| b.stages.iter().any(|s| matches!(s, Stage::Ffn(_))))
+}
+
+/// The largest `size` over the model's mixture-of-experts layers (0 when it has none).
+fn largest(c: &Transformer, size: impl Fn(&Router, &Experts) -> usize) -> usize {
+    c.blocks
+        .iter()
+        .filter_map(|b| Some(size(b.router()?, b.experts()?)))
+        .max()
+        .unwrap_or(0)
 }
 
 /// The device memory a model needs, and the checks that it can run on the GPU.
@@ -123,13 +171,9 @@ impl UploadPlan {
         check_config(c, context, max_batch)?;
         let mut matrices = Vec::new();
         let mut vectors = 0usize;
-        let mut add = |m: &HostMatrix<'_>| -> Result<(), CudaError> {
-            matrices.push(plan_matrix(m)?);
-            Ok(())
-        };
-        add(&model.token_embd)?;
+        matrices.push(plan_matrix(&model.token_embd)?);
         if let Some(pos) = &model.position_embd {
-            add(pos)?;
+            matrices.push(plan_matrix(pos)?);
         }
         if model.layers.len() != c.layers() {
             return Err(CudaError::Unsupported(format!(
@@ -148,17 +192,40 @@ impl UploadPlan {
                 HostQkv::Fused(qkv) => linears.push((qkv, c.q_dim() + 2 * c.kv_dim())),
             }
             linears.push((&layer.attn_output, c.hidden));
-            match &layer.ffn_up {
-                HostFfnUp::Gated { gate, up } => {
-                    linears.extend([(gate, c.ffn_dim), (up, c.ffn_dim)]);
+            match &layer.ffn {
+                HostFfn::Dense { up, down } => {
+                    match up {
+                        HostFfnUp::Gated { gate, up } => {
+                            linears.extend([(gate, c.ffn_dim), (up, c.ffn_dim)]);
+                        }
+                        HostFfnUp::FusedGated(gate_up) => {
+                            linears.push((gate_up, 2 * c.ffn_dim));
+                        }
+                        HostFfnUp::Plain(up) => linears.push((up, c.ffn_dim)),
+                    }
+                    linears.push((down, c.hidden));
                 }
-                HostFfnUp::FusedGated(gate_up) => linears.push((gate_up, 2 * c.ffn_dim)),
-                HostFfnUp::Plain(up) => linears.push((up, c.ffn_dim)),
+                HostFfn::Experts(experts) => {
+                    let (Some(router), Some(shape)) = (block.router(), block.experts()) else {
+                        return Err(CudaError::Unsupported(format!(
+                            "layer {index} has expert weights but no router and experts stages"
+                        )));
+                    };
+                    linears.push((&experts.router, router.experts));
+                    let (e, f) = (router.experts, shape.ffn_dim);
+                    for (stacked, rows, cols) in [
+                        (&experts.gate, f, c.hidden),
+                        (&experts.up, f, c.hidden),
+                        (&experts.down, c.hidden, f),
+                    ] {
+                        matrices.push(plan_stacked(stacked, e, rows, cols)?);
+                        vectors += stacked.bias.as_ref().map_or(0, |b| b.len());
+                    }
+                }
             }
-            linears.push((&layer.ffn_down, c.hidden));
             for (linear, rows) in linears {
                 check_rows(&linear.weight, rows)?;
-                add(&linear.weight)?;
+                matrices.push(plan_matrix(&linear.weight)?);
                 if let Some(bias) = linear.bias {
                     check_len(&linear.weight.name, "bias", bias.len(), rows)?;
                     vectors += bias.len();
@@ -173,6 +240,10 @@ impl UploadPlan {
             for norm in norms.into_iter().flatten() {
                 vectors += check_norm(norm, c.hidden)?;
             }
+            if let Some(sinks) = layer.attn_sinks {
+                check_len("attn_sinks", "weight", sinks.len(), c.heads)?;
+                vectors += sinks.len();
+            }
             if let Some((q_norm, k_norm)) = layer.qk_norm {
                 check_len("attn_q_norm", "weight", q_norm.len(), c.head_dim)?;
                 check_len("attn_k_norm", "weight", k_norm.len(), c.head_dim)?;
@@ -183,7 +254,7 @@ impl UploadPlan {
         check_rows(&model.lm_head, c.vocab_size)?;
         let tied_lm_head = std::ptr::eq(model.lm_head.data, model.token_embd.data);
         if !tied_lm_head {
-            add(&model.lm_head)?;
+            matrices.push(plan_matrix(&model.lm_head)?);
         }
         if let Some(bias) = model.output_bias {
             check_len("output", "bias", bias.len(), c.vocab_size)?;
@@ -283,10 +354,11 @@ fn check_config(c: &Transformer, context: usize, max_batch: usize) -> Result<(),
             c.heads, c.kv_heads
         ));
     }
+    let dense_ffn = if has_dense_ffn(c) { c.ffn_dim } else { 32 };
     for (what, width) in [
         ("hidden size", c.hidden),
         ("query width", c.q_dim()),
-        ("FFN width", c.ffn_dim),
+        ("FFN width", dense_ffn),
     ] {
         if width == 0 || !width.is_multiple_of(32) {
             return bad(format!(
@@ -302,6 +374,42 @@ fn check_config(c: &Transformer, context: usize, max_batch: usize) -> Result<(),
             ));
         }
     }
+    for (router, experts) in c
+        .blocks
+        .iter()
+        .filter_map(|b| Some((b.router()?, b.experts()?)))
+    {
+        if router.used == 0 || router.used > router.experts {
+            return bad(format!(
+                "{} of {} experts per token",
+                router.used, router.experts
+            ));
+        }
+        if max_batch * router.used > launch::MAX_GRID_Y {
+            return bad(format!(
+                "batches of {max_batch} tokens times {} experts (the expert kernels take at \
+                 most {} routed rows)",
+                router.used,
+                launch::MAX_GRID_Y
+            ));
+        }
+        let groups = max_batch.div_ceil(launch::MATMUL_TOKENS as usize);
+        if router.experts * groups > launch::MAX_GRID_Y {
+            return bad(format!(
+                "batches of {max_batch} tokens over {} experts (the expert kernels take at most \
+                 {} groups of {} tokens)",
+                router.experts,
+                launch::MAX_GRID_Y,
+                launch::MATMUL_TOKENS
+            ));
+        }
+        if experts.ffn_dim == 0 || !experts.ffn_dim.is_multiple_of(32) {
+            return bad(format!(
+                "expert FFN width {} (the matmul kernels need a multiple of 32)",
+                experts.ffn_dim
+            ));
+        }
+    }
     let largest = [context, max_batch, c.vocab_size, c.hidden, c.ffn_dim * 2]
         .into_iter()
         .max()
@@ -314,24 +422,34 @@ fn check_config(c: &Transformer, context: usize, max_batch: usize) -> Result<(),
 
 /// Every stage of block `index` finds the weights it reads in `layer`.
 fn check_stages(index: usize, block: &Block, layer: &HostLayer<'_>) -> Result<(), CudaError> {
+    let mut missing: Vec<&str> = Vec::new();
     for stage in &block.stages {
         let unsupported = match stage {
-            Stage::Router(_) | Stage::Experts(_) => Some("mixture-of-experts layers"),
-            Stage::Ffn(Ffn::ClampedSwiGlu) => Some("the clamped SwiGLU"),
-            Stage::Attention(params) if params.sinks => Some("attention sinks"),
-            Stage::Rope(rope) if rope.yarn.is_some() => Some("YaRN RoPE scaling"),
+            Stage::Experts(e) if e.ffn == Ffn::Gelu => Some("ungated experts"),
             _ => None,
         };
-        if let Some(what) = unsupported {
-            return Err(CudaError::Unsupported(format!(
-                "layer {index} uses {what}, which the CUDA backend does not run yet; use --device cpu"
-            )));
-        }
+        missing.extend(unsupported.filter(|what| !missing.contains(what)));
+    }
+    if !missing.is_empty() {
+        let last = missing.pop().unwrap_or_default();
+        let what = match missing.is_empty() {
+            true => last.to_string(),
+            false => format!("{} and {last}", missing.join(", ")),
+        };
+        return Err(CudaError::Unsupported(format!(
+            "layer {index} uses {what}, which the CUDA backend does not run yet; use --device cpu"
+        )));
+    }
+    let experts = matches!(layer.ffn, HostFfn::Experts(_));
+    for stage in &block.stages {
         let present = match stage {
             Stage::QkNorm { .. } => layer.qk_norm.is_some(),
             Stage::PostAttentionNorm(_) => layer.post_attn_norm.is_some(),
+            Stage::Attention(params) => params.sinks == layer.attn_sinks.is_some(),
             Stage::FfnNorm(_) => layer.ffn_norm.is_some(),
             Stage::PostFfnNorm(_) => layer.post_ffn_norm.is_some(),
+            Stage::Ffn(_) => !experts,
+            Stage::Router(_) | Stage::Experts(_) => experts,
             _ => true,
         };
         if !present {
@@ -341,6 +459,35 @@ fn check_stages(index: usize, block: &Block, layer: &HostLayer<'_>) -> Result<()
         }
     }
     Ok(())
+}
+
+/// One projection of every expert: `experts` matrices of `[rows, cols]` in one allocation.
+fn plan_stacked(
+    m: &HostStacked<'_>,
+    experts: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<PlannedMatrix, CudaError> {
+    if (m.experts, m.rows, m.cols) != (experts, rows, cols) {
+        return Err(CudaError::Unsupported(format!(
+            "tensor {:?} holds {} experts of [{}, {}], the configuration implies {experts} of \
+             [{rows}, {cols}]",
+            m.name, m.experts, m.rows, m.cols
+        )));
+    }
+    if let Some(bias) = &m.bias {
+        check_len(&m.name, "bias", bias.len(), experts * rows)?;
+    }
+    let all_rows = experts
+        .checked_mul(rows)
+        .ok_or_else(|| CudaError::Unsupported(format!("tensor {:?} has too many rows", m.name)))?;
+    plan_matrix(&HostMatrix {
+        name: m.name.clone(),
+        ty: m.ty,
+        rows: all_rows,
+        cols,
+        data: &m.data,
+    })
 }
 
 fn plan_matrix(m: &HostMatrix<'_>) -> Result<PlannedMatrix, CudaError> {

@@ -33,7 +33,7 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
     }
     assert_eq!(
         kernels::all_kernel_names().len(),
-        kernels::FIXED_KERNELS.len() + 3 * GpuType::ALL.len()
+        kernels::FIXED_KERNELS.len() + 5 * GpuType::ALL.len()
     );
 }
 
@@ -59,6 +59,15 @@ fn launch_shapes_cover_their_work() {
     assert_eq!(launch::rope(5, 8, 20).block, (32, 1, 1));
     assert_eq!(launch::elementwise(257).grid, (2, 1, 1));
     assert_eq!(launch::attention_prefill(17, 4).grid, (3, 4, 1));
+    // Every routed (token, expert) slot a grid.y of its own, each row of the expert a warp.
+    assert_eq!(launch::matmul_by_id(1001, 9 * 8).grid, (251, 72, 1));
+    assert_eq!(launch::matmul_by_id(1001, 9 * 8).block, (128, 1, 1));
+    assert_eq!(launch::route(9).grid, (9, 1, 1));
+    // Per expert, its received slots in groups of MATMUL_TOKENS.
+    assert_eq!(
+        launch::matmul_grouped_by_id(1001, 128, 3).grid,
+        (251, 384, 1)
+    );
     for keys in [1, 63, 64, 65, 512, 4096, 32_768, 131_072] {
         let s = launch::decode_splits(keys);
         assert!(s.splits * s.split_len >= keys, "{keys}: {s:?}");

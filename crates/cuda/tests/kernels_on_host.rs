@@ -1,11 +1,13 @@
 //! Every CUDA kernel, run on the host through a small CUDA emulation (`tests/host/
 //! cuda_emulation.h`: a std::thread per CUDA thread, barriers for `__syncthreads` and warp
 //! shuffles), agrees with a naive double-precision reference: matvec, batched matmul and
-//! embedding lookup for all 14 weight formats (bias, strides, partial token groups), RMSNorm,
+//! embedding lookup for all 14 weight formats (bias, strides, partial token groups), and the
+//! mixture-of-experts matvec by expert id (stacked experts and their biases), RMSNorm,
 //! LayerNorm, per-head norm, both RoPE layouts with partial rotation and frequency factors,
 //! KV-cache writes, split-K decode attention and tiled prefill attention (GQA, MQA, sliding
 //! windows over ring slots, soft-capping, head sizes 64 to 256 and 80), gated activations,
-//! residual adds, soft-capping and argmax with ties. It executes the very sources NVRTC
+//! residual adds, soft-capping, argmax with ties, expert routing (both gatings, ties to the
+//! lower id) and the weighted sum of the routed experts. It executes the very sources NVRTC
 //! compiles; what it cannot show is GPU-specific behaviour (memory model, timing, real warps).
 
 use std::path::Path;

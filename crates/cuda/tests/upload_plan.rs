@@ -146,6 +146,68 @@ fn an_invalid_model_is_refused_before_the_device_is_touched() {
     assert!(matches!(error, CudaError::Unsupported(_)), "{error}");
 }
 
+#[test]
+fn expert_layers_upload_each_projection_stacked_and_size_the_route_buffers() {
+    let s = Storage::new();
+    let dense = UploadPlan::new(&model(&s), &options(64, 8)).unwrap();
+    let plan = UploadPlan::new(&moe_model(&s), &options(64, 8)).unwrap();
+    let q8 = |rows, cols| matrix_bytes(GgmlType::Q8_0, rows, cols);
+    let dense_ffn = 2 * q8(FFN, HIDDEN) + q8(HIDDEN, FFN);
+    let experts = q8(EXPERTS, HIDDEN) + EXPERTS * 3 * q8(EXPERT_FFN, HIDDEN);
+    assert_eq!(
+        plan.weight_bytes(),
+        dense.weight_bytes() - dense_ffn + experts
+    );
+    let names: Vec<&str> = plan.matrices.iter().map(|m| m.name.as_str()).collect();
+    for stacked in ["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"] {
+        assert_eq!(names.iter().filter(|&&n| n == stacked).count(), 1);
+    }
+    let b = &plan.buffers;
+    assert_eq!(b.router, 8 * EXPERTS);
+    assert_eq!(b.routes, 8 * USED);
+    assert_eq!(b.expert_gate_up, 8 * USED * 2 * EXPERT_FFN);
+    assert_eq!(b.expert_out, 8 * USED * HIDDEN);
+    assert_eq!(dense.buffers.router + dense.buffers.expert_out, 0);
+    // Layers 0 and 2 stay dense: the dense gate | up buffer stays.
+    assert_eq!(b.gate_up, 8 * 2 * FFN);
+    assert!(plan.buffers.bytes() > dense.buffers.bytes());
+}
+
+#[test]
+fn a_model_of_expert_layers_only_has_no_dense_ffn_buffer() {
+    let s = Storage::new();
+    let mut model = moe_model(&s);
+    for layer in 0..LAYERS {
+        model.layers[layer].ffn = model.layers[MOE_LAYER].ffn.clone();
+        model.config.blocks[layer] = model.config.blocks[MOE_LAYER].clone();
+    }
+    // The dense width no layer uses is not checked either.
+    model.config.ffn_dim = 100;
+    let plan = UploadPlan::new(&model, &options(64, 8)).unwrap();
+    assert_eq!(plan.buffers.gate_up, 0);
+    assert_eq!(plan.buffers.expert_gate_up, 8 * USED * 2 * EXPERT_FFN);
+}
+
+#[test]
+fn expert_weights_under_a_dense_block_are_refused_naming_the_layer() {
+    let s = Storage::new();
+    let mut model = moe_model(&s);
+    model.config.blocks[MOE_LAYER] = config().blocks[MOE_LAYER].clone();
+    let message = UploadPlan::new(&model, &options(64, 8))
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains(&format!("layer {MOE_LAYER}")), "{message}");
+}
+
+#[test]
+fn more_routed_rows_than_one_launch_takes_are_refused() {
+    let s = Storage::new();
+    let message = UploadPlan::new(&moe_model(&s), &options(64, 40_000))
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("experts"), "{message}");
+}
+
 fn options(context: usize, max_batch: usize) -> LoadOptions {
     LoadOptions {
         ordinal: 0,

@@ -104,6 +104,23 @@ impl Matrix {
         self.cols / self.ty.block_size() * self.ty.type_size()
     }
 
+    /// The bytes of `matrices` as one slice when they lie back to back in one source, in
+    /// order (the experts of one 3-D tensor do).
+    pub(crate) fn contiguous<'m>(
+        matrices: impl IntoIterator<Item = &'m Matrix>,
+    ) -> Option<&'m [u8]> {
+        let mut matrices = matrices.into_iter();
+        let first = matrices.next()?;
+        let mut end = first.range.end;
+        for m in matrices {
+            if !Arc::ptr_eq(&m.source, &first.source) || m.range.start != end {
+                return None;
+            }
+            end = m.range.end;
+        }
+        Some(&first.source.bytes()[first.range.start..end])
+    }
+
     /// The bytes of row `r`.
     pub fn row(&self, r: usize) -> &[u8] {
         let n = self.row_bytes();

@@ -4,7 +4,10 @@
 //! place of device ones. Prefill (batched kernels, tiled attention) and decode (matvec, split-K
 //! attention, device argmax) must give the CPU forward pass's logits on every fixture
 //! architecture, within the fixtures' tolerances (the CPU quantizes activations for quantized
-//! weights, the GPU kernels do not).
+//! weights, the GPU kernels do not). Mixture-of-experts fixtures run the router, the routing
+//! kernel and the by-expert-id products, so their logits also show the GPU routes each row to
+//! the CPU's experts with the CPU's weights; gpt-oss adds attention sinks, YaRN RoPE, the
+//! clamped SwiGLU and expert biases.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,6 +71,9 @@ struct HostBuffers {
     f32s: Vec<Vec<f32>>,
     tokens: Vec<i32>,
     positions: Vec<i32>,
+    expert_ids: Vec<i32>,
+    expert_counts: Vec<i32>,
+    expert_lists: Vec<i32>,
     argmax: Vec<i32>,
     cache: Vec<(Vec<f32>, Vec<f32>, usize)>,
 }
@@ -76,12 +82,26 @@ impl HostBuffers {
     fn new(plan: &UploadPlan, kv_dim: usize) -> Self {
         let b = &plan.buffers;
         let sizes = [
-            b.x, b.h, b.qkv, b.attn, b.out, b.gate_up, b.logits, b.partials,
+            b.x,
+            b.h,
+            b.qkv,
+            b.attn,
+            b.out,
+            b.gate_up,
+            b.logits,
+            b.partials,
+            b.router,
+            b.routes,
+            b.expert_gate_up,
+            b.expert_out,
         ];
         Self {
             f32s: sizes.iter().map(|&n| vec![0.0; n]).collect(),
             tokens: vec![0; b.ids],
             positions: vec![0; b.ids],
+            expert_ids: vec![0; b.routes],
+            expert_counts: vec![0; b.expert_counts],
+            expert_lists: vec![0; b.expert_lists],
             argmax: vec![0],
             cache: plan
                 .kv_slots
@@ -106,6 +126,13 @@ impl HostBuffers {
             gate_up: a[5],
             logits: a[6],
             partials: a[7],
+            router: a[8],
+            expert_weights: a[9],
+            expert_gate_up: a[10],
+            expert_out: a[11],
+            expert_ids: self.expert_ids.as_mut_ptr() as u64,
+            expert_counts: self.expert_counts.as_mut_ptr() as u64,
+            expert_lists: self.expert_lists.as_mut_ptr() as u64,
             tokens: self.tokens.as_mut_ptr() as u64,
             positions: self.positions.as_mut_ptr() as u64,
             argmax: self.argmax.as_mut_ptr() as u64,
@@ -152,14 +179,20 @@ fn dequantized(model: &Model) -> Model {
             Qkv::Separate { q, k, v } => [q, k, v].into_iter().for_each(linear_to_f32),
             Qkv::Fused(qkv) => linear_to_f32(qkv),
         }
-        let FfnWeights::Dense(ffn) = &mut layer.ffn else {
-            panic!("the GPU step builder runs dense models only");
-        };
-        match &mut ffn.up {
-            FfnUp::Gated { gate, up } => [gate, up].into_iter().for_each(linear_to_f32),
-            FfnUp::FusedGated(l) | FfnUp::Plain(l) => linear_to_f32(l),
+        match &mut layer.ffn {
+            FfnWeights::Dense(ffn) => {
+                match &mut ffn.up {
+                    FfnUp::Gated { gate, up } => [gate, up].into_iter().for_each(linear_to_f32),
+                    FfnUp::FusedGated(l) | FfnUp::Plain(l) => linear_to_f32(l),
+                }
+                linear_to_f32(&mut ffn.down);
+            }
+            FfnWeights::Experts(experts) => {
+                linear_to_f32(&mut experts.router);
+                let projections = [&mut experts.gate, &mut experts.up, &mut experts.down];
+                projections.into_iter().flatten().for_each(linear_to_f32);
+            }
         }
-        linear_to_f32(&mut ffn.down);
         linear_to_f32(&mut layer.attn_output);
     }
     Model::new(model.config.clone(), weights)
@@ -283,6 +316,12 @@ fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
         "gemma3-tiny-q4_k_m",
         "phi2-tiny-q3_k_m",
         "gpt2-tiny-q2_k",
+        "qwen3moe-tiny-f32",
+        "qwen3moe-tiny-q4_k_m",
+        "mixtral-tiny-f32",
+        "mixtral-tiny-q8_0",
+        "gpt-oss-tiny-f32",
+        "gpt-oss-tiny-mxfp4",
     ] {
         check_fixture(&emulate, name);
     }

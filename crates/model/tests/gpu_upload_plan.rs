@@ -1,13 +1,15 @@
-//! Every dense fixture model can go to the GPU (mixture-of-experts ones are refused, see
-//! `moe_experts.rs`): its view for the CUDA backend passes the upload plan,
-//! which then holds every tensor of the file exactly once, in its stored bytes (no dequantized
-//! copies). Without a GPU, loading ends in an error that says why.
+//! Every fixture model (dense and mixture-of-experts, gpt-oss with its sinks and expert biases
+//! included) can go to the GPU: its view for the CUDA backend passes the upload plan, which then holds every tensor of the file exactly once, in
+//! its stored bytes (no dequantized copies; a layer's experts as one stacked tensor per
+//! projection). Without a GPU, loading ends in an error that says why.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use rinfer_cuda::{CudaError, GpuModel, LoadOptions, UploadPlan};
+use rinfer_cuda::{CudaError, GpuModel, HostFfn, LoadOptions, UploadPlan};
 use rinfer_formats::gguf::GgufFile;
 use rinfer_model::Model;
+use rinfer_model::weights::{FfnWeights, Matrix};
 
 fn fixture_models() -> Vec<std::path::PathBuf> {
     let dir = format!("{}/../../tests/fixtures/models", env!("CARGO_MANIFEST_DIR"));
@@ -26,9 +28,6 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
     for path in fixture_models() {
         let file = Arc::new(GgufFile::open(&path).unwrap());
         let model = Model::from_gguf(&file).unwrap();
-        if model.config.experts.is_some() {
-            continue;
-        }
         let view = model.gpu_view().unwrap();
         let plan = UploadPlan::new(&view, &options(128, 16))
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -37,6 +36,74 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
         assert_eq!(view.config.vocab_size, model.config.vocab_size);
         assert_eq!(plan.kv_slots.len(), model.config.layers);
     }
+}
+
+#[test]
+fn mixture_of_experts_fixtures_stack_each_projection_and_size_the_route_buffers() {
+    let mut seen = 0;
+    for path in fixture_models() {
+        let (model, _file) = Model::open_gguf(&path).unwrap();
+        let Some(experts) = model.config.experts else {
+            continue;
+        };
+        seen += 1;
+        let view = model.gpu_view().unwrap();
+        let (batch, layers) = (16, model.config.layers);
+        let plan = UploadPlan::new(&view, &options(128, batch)).unwrap();
+        let stacked = plan
+            .matrices
+            .iter()
+            .filter(|m| m.name.ends_with("_exps.weight"))
+            .count();
+        assert_eq!(stacked, 3 * layers, "{}", path.display());
+        let b = &plan.buffers;
+        assert_eq!(b.router, batch * experts.count, "{}", path.display());
+        assert_eq!(b.routes, batch * experts.used);
+        assert_eq!(b.expert_gate_up, batch * experts.used * 2 * experts.ffn_dim);
+        assert_eq!(b.expert_out, batch * experts.used * model.config.hidden);
+    }
+    assert!(seen >= 6, "the qwen3moe, Mixtral and gpt-oss fixtures");
+}
+
+#[test]
+fn experts_stored_apart_are_copied_into_one_stacked_tensor() {
+    let path = fixture_models()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("qwen3moe-tiny-f32"))
+        .unwrap();
+    let (model, _file) = Model::open_gguf(&path).unwrap();
+    let mut weights = model.weights.clone();
+    // Each expert's own buffer, as a file with one tensor per expert gives.
+    for layer in &mut weights.layers {
+        if let FfnWeights::Experts(experts) = &mut layer.ffn {
+            for l in experts
+                .gate
+                .iter_mut()
+                .chain(&mut experts.up)
+                .chain(&mut experts.down)
+            {
+                let m = &l.weight;
+                l.weight = Matrix::from_owned(m.ty, m.rows, m.cols, m.data().to_vec());
+            }
+        }
+    }
+    let apart = Model::new(model.config.clone(), weights);
+    let (borrowed, copied) = (model.gpu_view().unwrap(), apart.gpu_view().unwrap());
+    for (b, c) in borrowed.layers.iter().zip(&copied.layers) {
+        let (HostFfn::Experts(b), HostFfn::Experts(c)) = (&b.ffn, &c.ffn) else {
+            panic!("qwen3moe layers are experts");
+        };
+        for (b, c) in [(&b.gate, &c.gate), (&b.up, &c.up), (&b.down, &c.down)] {
+            assert!(matches!(b.data, Cow::Borrowed(_)), "{}", b.name);
+            assert!(matches!(c.data, Cow::Owned(_)), "{}", c.name);
+            assert_eq!(b.data, c.data, "{}", b.name);
+        }
+    }
+    let options = options(64, 8);
+    assert_eq!(
+        UploadPlan::new(&borrowed, &options).unwrap(),
+        UploadPlan::new(&copied, &options).unwrap()
+    );
 }
 
 #[test]

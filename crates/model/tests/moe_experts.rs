@@ -1,10 +1,12 @@
 //! What a mixture-of-experts layer is made of and what it reads: the router and expert stages
 //! each MoE architecture describes, and a decode step that reads exactly the experts its router
-//! picks; older Mixtral files with one tensor per expert load as the merged ones.
+//! picks; older Mixtral files with one tensor per expert load (and plan for the GPU) as the
+//! merged ones.
 
 mod common;
 
 use common::fixture_model;
+use rinfer_cuda::{LoadOptions, UploadPlan};
 use rinfer_formats::GgmlType;
 use rinfer_formats::gguf::{GgufFile, GgufWriter};
 use rinfer_kernels::block::{Ffn, Gating, Stage};
@@ -127,14 +129,17 @@ fn a_decode_step_reads_only_the_experts_its_router_picks() {
 }
 
 #[test]
-fn the_cuda_backend_refuses_a_mixture_of_experts_model_by_name() {
-    for name in ["qwen3moe-tiny-q4_k_m", "gpt-oss-tiny-mxfp4"] {
-        let model = fixture_model(name);
-        let Err(error) = model.gpu_view() else {
-            panic!("{name}: the CUDA view was built");
-        };
-        let message = error.to_string();
-        assert!(message.contains("mixture of experts"), "{name}: {message}");
+fn the_cuda_backend_plans_merged_and_per_expert_tensors_alike() {
+    let options = LoadOptions {
+        ordinal: 0,
+        context: 64,
+        max_batch: 8,
+        all_logits: false,
+    };
+    for name in ["qwen3moe-tiny-q4_k_m", "mixtral-tiny-q8_0"] {
+        let plan = |m: &Model| UploadPlan::new(&m.gpu_view().unwrap(), &options).unwrap();
+        let (merged, split) = (fixture_model(name), with_per_expert_tensors(name));
+        assert_eq!(plan(&split), plan(&merged), "{name}");
     }
 }
 

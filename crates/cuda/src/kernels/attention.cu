@@ -1,6 +1,7 @@
 // KV-cache writes and attention. The cache of a layer is [slots, kv_dim] for keys and for
 // values; position p lives in slot p % slots (sliding-window layers keep a ring). Scores are
-// q·k * scale, optionally soft-capped, with an online softmax in position order per warp.
+// q·k * scale, optionally soft-capped, with an online softmax in position order per warp. A
+// head's sink logit (gpt-oss; sinks null otherwise) joins the softmax's denominator only.
 
 #define ATTN_WARPS 4
 #define MAX_HEAD_DIM 256
@@ -114,9 +115,10 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode(
     }
 }
 
-// Merges the splits of attention_decode into out[head * head_dim + d]. grid (heads).
+// Merges the splits of attention_decode (and the head's sink) into out[head * head_dim + d].
+// grid (heads).
 extern "C" __global__ void attention_decode_combine(const float* part, int splits, int head_dim,
-                                                    float* out) {
+                                                    const float* sinks, float* out) {
     const int h = blockIdx.x;
     const float* p = part + (size_t)h * splits * (head_dim + 2);
     float total_max = -INFINITY;
@@ -124,7 +126,8 @@ extern "C" __global__ void attention_decode_combine(const float* part, int split
         const float* ps = p + (size_t)s * (head_dim + 2);
         if (ps[1] > 0.0f) total_max = fmaxf(total_max, ps[0]);
     }
-    float total = 0.0f;
+    if (sinks) total_max = fmaxf(total_max, sinks[h]);
+    float total = sinks ? expf(sinks[h] - total_max) : 0.0f;
     for (int s = 0; s < splits; s++) {
         const float* ps = p + (size_t)s * (head_dim + 2);
         if (ps[1] > 0.0f) total += expf(ps[0] - total_max) * ps[1];
@@ -152,7 +155,7 @@ extern "C" __global__ void attention_decode_combine(const float* part, int split
 extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefill(
     const float* qkv, int ld, int q_off, const float* keys, const float* values, int slots,
     int kv_dim, int head_dim, int group, const int* positions, int n, int window, float scale,
-    float softcap, float* out, int heads) {
+    float softcap, const float* sinks, float* out, int heads) {
     __shared__ float tile_k[PREFILL_TILE][MAX_HEAD_DIM];
     __shared__ float tile_v[PREFILL_TILE][MAX_HEAD_DIM];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -218,6 +221,17 @@ extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefi
         }
     }
     if (!active) return;
+    if (sinks) {
+        const float sink = sinks[h];
+        if (sink > m) {
+            const float rescale = expf(m - sink);
+            s *= rescale;
+#pragma unroll
+            for (int k = 0; k < DIMS_PER_LANE; k++) acc[k] *= rescale;
+            m = sink;
+        }
+        s += expf(sink - m);
+    }
     const float inv = 1.0f / s;
     float* o = out + (size_t)i * heads * head_dim + h * head_dim;
 #pragma unroll

@@ -3,6 +3,10 @@
 #define ACT_SILU_GATED 0
 #define ACT_GELU_GATED 1
 #define ACT_GELU 2
+#define ACT_SWIGLU_CLAMPED 3
+// gpt-oss's clamped SwiGLU (rinfer_kernels::ops::swiglu_clamped_inplace).
+#define SWIGLU_LIMIT 7.0f
+#define SWIGLU_ALPHA 1.702f
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
@@ -20,6 +24,10 @@ extern "C" __global__ void gated_activation(float* gu, int f, int ld, int n, int
     float* g = gu + i * ld + j;
     if (kind == ACT_GELU) {
         *g = gelu_tanh(*g);
+    } else if (kind == ACT_SWIGLU_CLAMPED) {
+        const float x = fminf(*g, SWIGLU_LIMIT);
+        const float y = fminf(fmaxf(g[f], -SWIGLU_LIMIT), SWIGLU_LIMIT);
+        *g = x / (1.0f + expf(SWIGLU_ALPHA * -x)) * (y + 1.0f);
     } else {
         const float a = kind == ACT_SILU_GATED ? silu(*g) : gelu_tanh(*g);
         *g = a * g[f];

@@ -2,7 +2,11 @@
 // chunks, the weights dequantized in registers once and dotted with up to NT token rows.
 // matvec_* (NT = 1) is the decode kernel; matmul_* (NT = MATMUL_TOKENS) serves prefill, with
 // grid.y covering the tokens in groups of NT. Activations stay f32 (no activation quantization),
-// so every weight format needs only its deq32.
+// so every weight format needs only its deq32. matvec_id_* and matmul_id_* are the
+// mixture-of-experts variants, the expert read from device memory: matvec_id_* (decode) runs
+// one routed (token, expert) slot per grid.y; matmul_id_* (prefill) runs, per grid.y, up to
+// MATMUL_TOKENS of the slots one expert received (moe_group's lists), so each expert's weights
+// are read once per group of its tokens.
 
 #define MATMUL_WARPS 4
 #define MATMUL_TOKENS 8
@@ -10,11 +14,11 @@
 template <typename F, int NT>
 __device__ __forceinline__ void matmul_rows(
     const u8* __restrict__ w, long long row_bytes, const float* __restrict__ x, int ldx,
-    float* __restrict__ y, int ldy, const float* __restrict__ bias, int rows, int cols, int n) {
+    float* __restrict__ y, int ldy, const float* __restrict__ bias, int rows, int cols, int n,
+    int t0) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r = blockIdx.x * MATMUL_WARPS + warp;
     if (r >= rows) return;
-    const int t0 = blockIdx.y * NT;
     const int nt = min(NT, n - t0);
     const u8* row = w + (size_t)r * (size_t)row_bytes;
     float acc[NT];
@@ -47,6 +51,67 @@ __device__ __forceinline__ void matmul_rows(
     }
 }
 
+// Slot s = blockIdx.y of the routed slots: y[s] = W_e · x[s / x_div] + b_e with e = ids[s],
+// expert e's rows at w + e * expert_bytes and its bias at bias + e * rows.
+template <typename F>
+__device__ __forceinline__ void matvec_by_id(
+    const u8* __restrict__ w, long long expert_bytes, long long row_bytes,
+    const int* __restrict__ ids, const float* __restrict__ x, int ldx, int x_div,
+    float* __restrict__ y, int ldy, const float* __restrict__ bias, int rows, int cols) {
+    const int slot = blockIdx.y;
+    const int e = ids[slot];
+    const float* b = bias ? bias + (size_t)e * rows : nullptr;
+    matmul_rows<F, 1>(w + (size_t)e * (size_t)expert_bytes, row_bytes,
+                      x + (size_t)(slot / x_div) * ldx, ldx, y + (size_t)slot * ldy, ldy, b, rows,
+                      cols, 1, 0);
+}
+
+// grid.y = expert * groups + group: slots lists[e * max_slots + group * MATMUL_TOKENS ...] of
+// the counts[e] expert e received, y[s] = W_e · x[s / x_div] + b_e for each.
+template <typename F>
+__device__ __forceinline__ void matmul_by_id(
+    const u8* __restrict__ w, long long expert_bytes, long long row_bytes,
+    const int* __restrict__ counts, const int* __restrict__ lists, int max_slots, int groups,
+    const float* __restrict__ x, int ldx, int x_div, float* __restrict__ y, int ldy,
+    const float* __restrict__ bias, int rows, int cols) {
+    const int e = blockIdx.y / groups, t0 = (blockIdx.y % groups) * MATMUL_TOKENS;
+    const int nt = min(MATMUL_TOKENS, counts[e] - t0);
+    if (nt <= 0) return;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r = blockIdx.x * MATMUL_WARPS + warp;
+    if (r >= rows) return;
+    const int* slots = lists + (size_t)e * max_slots + t0;
+    const u8* row = w + (size_t)e * (size_t)expert_bytes + (size_t)r * (size_t)row_bytes;
+    float acc[MATMUL_TOKENS];
+#pragma unroll
+    for (int t = 0; t < MATMUL_TOKENS; t++) acc[t] = 0.0f;
+    const int chunks = cols >> 5;
+    for (int c = lane; c < chunks; c += 32) {
+        float v[32];
+        F::deq32(row, c, v);
+#pragma unroll
+        for (int t = 0; t < MATMUL_TOKENS; t++) {
+            if (t < nt) {
+                const float4* xp = (const float4*)(x + (size_t)(slots[t] / x_div) * ldx + c * 32);
+                float s = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    const float4 xv = xp[i];
+                    s += v[4 * i] * xv.x + v[4 * i + 1] * xv.y + v[4 * i + 2] * xv.z +
+                         v[4 * i + 3] * xv.w;
+                }
+                acc[t] += s;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < MATMUL_TOKENS; t++) acc[t] = warp_sum(acc[t]);
+    if (lane == 0) {
+        const float b = bias ? bias[(size_t)e * rows + r] : 0.0f;
+        for (int t = 0; t < nt; t++) y[(size_t)slots[t] * ldy + r] = acc[t] + b;
+    }
+}
+
 // out[i] = scale * W[ids[i]] (accumulate: out[i] += W[ids[i]]); one block per row.
 template <typename F>
 __device__ __forceinline__ void get_rows(
@@ -71,12 +136,27 @@ __device__ __forceinline__ void get_rows(
     extern "C" __global__ void __launch_bounds__(MATMUL_WARPS * 32) matvec_##name(             \
         const u8* w, long long row_bytes, const float* x, int ldx, float* y, int ldy,          \
         const float* bias, int rows, int cols, int n) {                                        \
-        matmul_rows<F, 1>(w, row_bytes, x, ldx, y, ldy, bias, rows, cols, n);                  \
+        matmul_rows<F, 1>(w, row_bytes, x, ldx, y, ldy, bias, rows, cols, n, 0);               \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(MATMUL_WARPS * 32) matmul_##name(             \
         const u8* w, long long row_bytes, const float* x, int ldx, float* y, int ldy,          \
         const float* bias, int rows, int cols, int n) {                                        \
-        matmul_rows<F, MATMUL_TOKENS>(w, row_bytes, x, ldx, y, ldy, bias, rows, cols, n);      \
+        matmul_rows<F, MATMUL_TOKENS>(w, row_bytes, x, ldx, y, ldy, bias, rows, cols, n,       \
+                                      blockIdx.y * MATMUL_TOKENS);                             \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MATMUL_WARPS * 32) matvec_id_##name(          \
+        const u8* w, long long expert_bytes, long long row_bytes, const int* ids,              \
+        const float* x, int ldx, int x_div, float* y, int ldy, const float* bias, int rows,    \
+        int cols) {                                                                            \
+        matvec_by_id<F>(w, expert_bytes, row_bytes, ids, x, ldx, x_div, y, ldy, bias, rows,    \
+                        cols);                                                                 \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MATMUL_WARPS * 32) matmul_id_##name(          \
+        const u8* w, long long expert_bytes, long long row_bytes, const int* counts,           \
+        const int* lists, int max_slots, int groups, const float* x, int ldx, int x_div,       \
+        float* y, int ldy, const float* bias, int rows, int cols) {                            \
+        matmul_by_id<F>(w, expert_bytes, row_bytes, counts, lists, max_slots, groups, x, ldx,  \
+                        x_div, y, ldy, bias, rows, cols);                                      \
     }                                                                                          \
     extern "C" __global__ void get_rows_##name(const u8* w, long long row_bytes,               \
                                                const int* ids, int cols, float* out, int ldo,  \

@@ -26,6 +26,8 @@ pub const ROPE: &str = include_str!("rope.cu");
 pub const ATTENTION: &str = include_str!("attention.cu");
 /// Gated activations, residual adds, soft-capping, argmax.
 pub const ELEMENTWISE: &str = include_str!("elementwise.cu");
+/// Mixture-of-experts routing and the weighted sum of the experts' outputs.
+pub const MOE: &str = include_str!("moe.cu");
 
 /// The whole program handed to NVRTC: the headers first, then every kernel file.
 pub fn program_source() -> String {
@@ -38,6 +40,7 @@ pub fn program_source() -> String {
         ROPE,
         ATTENTION,
         ELEMENTWISE,
+        MOE,
     ]
     .join("\n")
 }
@@ -165,6 +168,18 @@ impl GpuType {
         format!("matmul_{}", self.suffix())
     }
 
+    /// The mixture-of-experts kernel: one token row per routed slot, the expert read from
+    /// device memory.
+    pub fn matvec_id_kernel(self) -> String {
+        format!("matvec_id_{}", self.suffix())
+    }
+
+    /// The batched mixture-of-experts kernel: up to [`crate::launch::MATMUL_TOKENS`] slots of
+    /// one expert per warp.
+    pub fn matmul_id_kernel(self) -> String {
+        format!("matmul_id_{}", self.suffix())
+    }
+
     /// The embedding lookup kernel.
     pub fn get_rows_kernel(self) -> String {
         format!("get_rows_{}", self.suffix())
@@ -186,6 +201,9 @@ pub const FIXED_KERNELS: &[&str] = &[
     "add2_inplace",
     "softcap",
     "argmax",
+    "moe_route",
+    "moe_group",
+    "moe_weighted_sum",
 ];
 
 /// Every kernel name the runtime loads from the compiled module.
@@ -194,6 +212,8 @@ pub fn all_kernel_names() -> Vec<String> {
     for ty in GpuType::ALL {
         names.push(ty.matvec_kernel());
         names.push(ty.matmul_kernel());
+        names.push(ty.matvec_id_kernel());
+        names.push(ty.matmul_id_kernel());
         names.push(ty.get_rows_kernel());
     }
     names

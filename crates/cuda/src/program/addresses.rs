@@ -2,7 +2,10 @@
 //! addresses under the emulation.
 
 use crate::error::CudaError;
-use crate::host::{HostFfnUp, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv};
+use crate::host::{
+    HostExperts, HostFfn, HostFfnUp, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
+    HostStacked,
+};
 use crate::kernels::GpuType;
 
 /// A weight matrix.
@@ -31,6 +34,52 @@ pub struct LinearAddress {
     pub out_offset: usize,
 }
 
+/// One projection of every expert, stacked: expert `e`'s rows at `ptr + e * expert_bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackedAddress {
+    /// Expert 0's rows.
+    pub ptr: u64,
+    /// Its format.
+    pub ty: GpuType,
+    /// Output features of one expert.
+    pub rows: usize,
+    /// Input features.
+    pub cols: usize,
+    /// Bytes per row.
+    pub row_bytes: i64,
+    /// Bytes per expert.
+    pub expert_bytes: i64,
+    /// Biases `[experts, rows]` f32.
+    pub bias: Option<u64>,
+}
+
+/// A mixture-of-experts block's weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpertAddresses {
+    /// The router `[experts, hidden]`.
+    pub router: LinearAddress,
+    /// Gate projections.
+    pub gate: StackedAddress,
+    /// Up projections.
+    pub up: StackedAddress,
+    /// Down projections.
+    pub down: StackedAddress,
+}
+
+/// A layer's feed-forward weights.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FfnAddresses {
+    /// One FFN every token runs.
+    Dense {
+        /// Projections into the `[n, 2 ffn]` gate | up buffer.
+        up: Vec<LinearAddress>,
+        /// Down projection.
+        down: LinearAddress,
+    },
+    /// Routed experts.
+    Experts(ExpertAddresses),
+}
+
 /// A norm's scale and bias, f32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NormAddress {
@@ -53,12 +102,12 @@ pub struct LayerAddresses {
     pub attn_output: LinearAddress,
     /// Norm of the attention output.
     pub post_attn_norm: Option<NormAddress>,
+    /// Per-head attention sink logits `[heads]`.
+    pub attn_sinks: Option<u64>,
     /// Norm before the FFN.
     pub ffn_norm: Option<NormAddress>,
-    /// Projections into the `[n, 2 ffn]` gate | up buffer.
-    pub ffn_up: Vec<LinearAddress>,
-    /// FFN down projection.
-    pub ffn_down: LinearAddress,
+    /// The FFN, dense or experts.
+    pub ffn: FfnAddresses,
     /// Norm of the FFN output.
     pub post_ffn_norm: Option<NormAddress>,
 }
@@ -108,10 +157,18 @@ impl WeightAddresses {
                 ],
                 HostQkv::Fused(qkv) => vec![p.linear(qkv, 0)?],
             };
-            let ffn_up = match &layer.ffn_up {
-                HostFfnUp::Gated { gate, up } => vec![p.linear(gate, 0)?, p.linear(up, ffn)?],
-                HostFfnUp::FusedGated(gate_up) => vec![p.linear(gate_up, 0)?],
-                HostFfnUp::Plain(up) => vec![p.linear(up, 0)?],
+            let ffn = match &layer.ffn {
+                HostFfn::Dense { up, down } => FfnAddresses::Dense {
+                    up: match up {
+                        HostFfnUp::Gated { gate, up } => {
+                            vec![p.linear(gate, 0)?, p.linear(up, ffn)?]
+                        }
+                        HostFfnUp::FusedGated(gate_up) => vec![p.linear(gate_up, 0)?],
+                        HostFfnUp::Plain(up) => vec![p.linear(up, 0)?],
+                    },
+                    down: p.linear(down, 0)?,
+                },
+                HostFfn::Experts(experts) => FfnAddresses::Experts(p.experts(experts)?),
             };
             layers.push(LayerAddresses {
                 attn_norm: p.norm(&layer.attn_norm)?,
@@ -122,9 +179,9 @@ impl WeightAddresses {
                 },
                 attn_output: p.linear(&layer.attn_output, 0)?,
                 post_attn_norm: p.optional_norm(&layer.post_attn_norm)?,
+                attn_sinks: layer.attn_sinks.map(&mut p.floats).transpose()?,
                 ffn_norm: p.optional_norm(&layer.ffn_norm)?,
-                ffn_up,
-                ffn_down: p.linear(&layer.ffn_down, 0)?,
+                ffn,
                 post_ffn_norm: p.optional_norm(&layer.post_ffn_norm)?,
             });
         }
@@ -186,6 +243,32 @@ where
         })
     }
 
+    fn stacked(&mut self, m: &HostStacked<'_>) -> Result<StackedAddress, CudaError> {
+        let ty = GpuType::of(m.ty).ok_or_else(|| CudaError::UnsupportedType {
+            tensor: m.name.clone(),
+            ty: m.ty.name(),
+        })?;
+        let expert_bytes = m.data.len() / m.experts.max(1);
+        Ok(StackedAddress {
+            ptr: (self.bytes)(&m.data)?,
+            ty,
+            rows: m.rows,
+            cols: m.cols,
+            row_bytes: (expert_bytes / m.rows.max(1)) as i64,
+            expert_bytes: expert_bytes as i64,
+            bias: m.bias.as_deref().map(&mut self.floats).transpose()?,
+        })
+    }
+
+    fn experts(&mut self, e: &HostExperts<'_>) -> Result<ExpertAddresses, CudaError> {
+        Ok(ExpertAddresses {
+            router: self.linear(&e.router, 0)?,
+            gate: self.stacked(&e.gate)?,
+            up: self.stacked(&e.up)?,
+            down: self.stacked(&e.down)?,
+        })
+    }
+
     fn norm(&mut self, n: &HostNorm<'_>) -> Result<NormAddress, CudaError> {
         Ok(NormAddress {
             weight: (self.floats)(n.weight)?,
@@ -220,6 +303,20 @@ pub struct WorkAddresses {
     pub logits: u64,
     /// Decode-attention partials.
     pub partials: u64,
+    /// Router scores `[n, experts]`.
+    pub router: u64,
+    /// Each row's experts `[n, used]` (i32).
+    pub expert_ids: u64,
+    /// Their weights `[n, used]`.
+    pub expert_weights: u64,
+    /// How many slots each expert received `[experts]` (i32).
+    pub expert_counts: u64,
+    /// Each expert's slots `[experts, n]` (i32).
+    pub expert_lists: u64,
+    /// Every routed expert's gate | up `[n · used, 2 expert_ffn]`.
+    pub expert_gate_up: u64,
+    /// Every routed expert's output `[n · used, hidden]`.
+    pub expert_out: u64,
     /// Token ids `[n]` (i32).
     pub tokens: u64,
     /// Positions `[n]` (i32).

@@ -8,8 +8,8 @@ mod addresses;
 mod step;
 
 pub use addresses::{
-    CacheAddresses, LayerAddresses, LinearAddress, MatrixAddress, NormAddress, WeightAddresses,
-    WorkAddresses,
+    CacheAddresses, ExpertAddresses, FfnAddresses, LayerAddresses, LinearAddress, MatrixAddress,
+    NormAddress, StackedAddress, WeightAddresses, WorkAddresses,
 };
 pub use step::StepBuilder;
 
@@ -52,6 +52,10 @@ pub enum KernelRef {
     Matvec(GpuType),
     /// The batched matmul of a format.
     Matmul(GpuType),
+    /// The mixture-of-experts matvec of a format (the expert read from device memory).
+    MatvecById(GpuType),
+    /// The batched mixture-of-experts matmul of a format (each expert's slots grouped).
+    MatmulById(GpuType),
     /// The embedding lookup of a format.
     GetRows(GpuType),
 }
@@ -63,13 +67,15 @@ impl KernelRef {
             KernelRef::Fixed(name) => name.to_string(),
             KernelRef::Matvec(ty) => ty.matvec_kernel(),
             KernelRef::Matmul(ty) => ty.matmul_kernel(),
+            KernelRef::MatvecById(ty) => ty.matvec_id_kernel(),
+            KernelRef::MatmulById(ty) => ty.matmul_id_kernel(),
             KernelRef::GetRows(ty) => ty.get_rows_kernel(),
         }
     }
 }
 
 /// The most arguments any kernel takes.
-pub const MAX_ARGS: usize = 16;
+pub const MAX_ARGS: usize = 20;
 
 /// One kernel launch.
 #[derive(Clone, Debug, PartialEq)]

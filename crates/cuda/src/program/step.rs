@@ -2,13 +2,14 @@
 //! [`Transformer`] (the description the CPU forward pass walks too) and emits their launches.
 
 use rinfer_kernels::block::{
-    AttentionParams, Ffn, Norm, NormKind, RopeParams, RopeStyle, Stage, Transformer,
+    AttentionParams, Experts, Ffn, Gating, Norm, NormKind, RopeParams, RopeStyle, Router, Stage,
+    Transformer, Yarn,
 };
 
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
-    Arg, CacheAddresses, KernelRef, Launch, LinearAddress, MatrixAddress, NormAddress,
-    WeightAddresses, WorkAddresses,
+    Arg, CacheAddresses, ExpertAddresses, FfnAddresses, KernelRef, Launch, LinearAddress,
+    MatrixAddress, NormAddress, StackedAddress, WeightAddresses, WorkAddresses,
 };
 
 /// The address of element `offset` of an f32 buffer at `base`.
@@ -217,7 +218,7 @@ impl Sequence<'_, '_> {
                 Stage::Rope(rope) => self.rope(&rope),
                 Stage::Attention(params) => {
                     self.kv_store(cache.layers[layer]);
-                    self.attention(&params, cache.layers[layer]);
+                    self.attention(&params, w.attn_sinks, cache.layers[layer]);
                 }
                 Stage::AttentionOutput => {
                     self.linear(&w.attn_output, work.attn, c.q_dim(), work.out, c.hidden);
@@ -234,8 +235,17 @@ impl Sequence<'_, '_> {
                     }
                 }
                 Stage::Ffn(ffn) => self.ffn(layer, ffn),
-                // The upload plan refuses these stages: a model that has them never gets here.
-                Stage::Router(_) | Stage::Experts(_) => {}
+                Stage::Router(router) => {
+                    if let FfnAddresses::Experts(experts) = &w.ffn {
+                        self.route(&router, experts);
+                    }
+                }
+                Stage::Experts(shape) => {
+                    let router = c.blocks[layer].router();
+                    if let (FfnAddresses::Experts(experts), Some(router)) = (&w.ffn, router) {
+                        self.experts(&shape, router, experts);
+                    }
+                }
                 Stage::PostFfnNorm(norm) => {
                     if let Some(post) = &w.post_ffn_norm {
                         self.norm(norm, post, work.h, work.h, n);
@@ -293,6 +303,11 @@ impl Sequence<'_, '_> {
         let c = self.b.config;
         let width = self.qkv_width();
         let theta_scale = rope.freq_base.powf(-2.0 / rope.n_rot as f32);
+        // A magnitude scale of 0 tells the kernel there is no YaRN blend.
+        let yarn = rope.yarn.unwrap_or(Yarn {
+            corr_dims: [0.0, 0.0],
+            mscale: 0.0,
+        });
         for (offset, heads) in [(0, c.heads), (c.q_dim(), c.kv_heads)] {
             self.fixed(
                 "rope",
@@ -308,6 +323,9 @@ impl Sequence<'_, '_> {
                     Arg::F32(rope.freq_scale),
                     opt(self.b.weights.rope_freqs),
                     Arg::I32(i32::from(rope.style == RopeStyle::Neox)),
+                    Arg::F32(yarn.corr_dims[0]),
+                    Arg::F32(yarn.corr_dims[1]),
+                    Arg::F32(yarn.mscale),
                 ],
             );
         }
@@ -337,35 +355,167 @@ impl Sequence<'_, '_> {
     /// The feed-forward block from `h`; its output overwrites `h`.
     fn ffn(&mut self, layer: usize, ffn: Ffn) {
         let c = self.b.config;
-        let w = &self.b.weights.layers[layer];
+        // The upload plan pairs an FFN stage with dense weights.
+        let FfnAddresses::Dense { up, down } = &self.b.weights.layers[layer].ffn else {
+            return;
+        };
         let work = *self.b.work;
         let (f, hidden, n) = (c.ffn_dim, c.hidden, self.n);
-        for projection in &w.ffn_up {
+        for projection in up {
             self.linear(projection, work.h, hidden, work.gate_up, 2 * f);
         }
+        self.gated_activation(ffn, work.gate_up, f, n);
+        self.linear(down, work.gate_up, 2 * f, work.h, hidden);
+    }
+
+    /// `gu[rows, 2f]`: the gate columns replaced by the activation of gate and up.
+    fn gated_activation(&mut self, ffn: Ffn, gu: u64, f: usize, rows: usize) {
         let kind = match ffn {
             Ffn::SiluGated => 0,
             Ffn::GeluGated => 1,
             Ffn::Gelu => 2,
-            // Refused by the upload plan, like the expert stages.
-            Ffn::ClampedSwiGlu => 0,
+            Ffn::ClampedSwiGlu => 3,
         };
         self.elementwise(
             "gated_activation",
             &[
-                Arg::Ptr(work.gate_up),
+                Arg::Ptr(gu),
                 Arg::I32(f as i32),
                 Arg::I32((2 * f) as i32),
-                Arg::I32(n as i32),
+                Arg::I32(rows as i32),
                 Arg::I32(kind),
             ],
-            n * f,
+            rows * f,
         );
-        self.linear(&w.ffn_down, work.gate_up, 2 * f, work.h, hidden);
+    }
+
+    /// The router's scores of `h`, then each row's experts and weights into the route buffers.
+    fn route(&mut self, router: &Router, w: &ExpertAddresses) {
+        let c = self.b.config;
+        let work = *self.b.work;
+        self.linear(&w.router, work.h, c.hidden, work.router, router.experts);
+        let gating = match router.gating {
+            Gating::SoftmaxTopK => 0,
+            Gating::TopKSoftmax => 1,
+        };
+        self.fixed(
+            "moe_route",
+            launch::route(self.n),
+            &[
+                Arg::Ptr(work.router),
+                Arg::I32(router.experts as i32),
+                Arg::I32(router.used as i32),
+                Arg::I32(gating),
+                Arg::Ptr(work.expert_ids),
+                Arg::Ptr(work.expert_weights),
+            ],
+        );
+        if self.n > 1 {
+            self.fixed(
+                "moe_group",
+                launch::route(router.experts),
+                &[
+                    Arg::Ptr(work.expert_ids),
+                    Arg::I32((self.n * router.used) as i32),
+                    Arg::I32(self.n as i32),
+                    Arg::Ptr(work.expert_counts),
+                    Arg::Ptr(work.expert_lists),
+                ],
+            );
+        }
+    }
+
+    /// `h = Σ weight · expert(h)` over each row's routed experts: every (row, expert) slot
+    /// through the expert's projections, its weights found by the id the router wrote.
+    fn experts(&mut self, shape: &Experts, router: &Router, w: &ExpertAddresses) {
+        let c = self.b.config;
+        let work = *self.b.work;
+        let (f, hidden, n, used) = (shape.ffn_dim, c.hidden, self.n, router.used);
+        let slots = n * used;
+        let gu = work.expert_gate_up;
+        self.by_id(&w.gate, (work.h, hidden, used), (gu, 2 * f), router);
+        self.by_id(&w.up, (work.h, hidden, used), (at(gu, f), 2 * f), router);
+        self.gated_activation(shape.ffn, gu, f, slots);
+        self.by_id(&w.down, (gu, 2 * f, 1), (work.expert_out, hidden), router);
+        self.elementwise(
+            "moe_weighted_sum",
+            &[
+                Arg::Ptr(work.expert_out),
+                Arg::Ptr(work.expert_weights),
+                Arg::I32(used as i32),
+                Arg::I32(hidden as i32),
+                Arg::I32(n as i32),
+                Arg::Ptr(work.h),
+            ],
+            n * hidden,
+        );
+    }
+
+    /// `y[s] = W_e · x[s / x_div] + b_e` for every slot `s`, `e` the slot's routed expert:
+    /// `x` is `(buffer, row width, x_div)`, `y` is `(buffer, row width)`. One token runs its
+    /// slots one by one; a batch runs each expert once over the slots it received (grouped by
+    /// `moe_group`, `x_div` slots per token).
+    fn by_id(
+        &mut self,
+        w: &StackedAddress,
+        (x, ldx, x_div): (u64, usize, usize),
+        (y, ldy): (u64, usize),
+        router: &Router,
+    ) {
+        let work = *self.b.work;
+        let n = self.n;
+        if n > 1 {
+            let groups = n.div_ceil(launch::MATMUL_TOKENS as usize);
+            self.push(
+                KernelRef::MatmulById(w.ty),
+                launch::matmul_grouped_by_id(w.rows, router.experts, groups),
+                &[
+                    Arg::Ptr(w.ptr),
+                    Arg::I64(w.expert_bytes),
+                    Arg::I64(w.row_bytes),
+                    Arg::Ptr(work.expert_counts),
+                    Arg::Ptr(work.expert_lists),
+                    Arg::I32(n as i32),
+                    Arg::I32(groups as i32),
+                    Arg::Ptr(x),
+                    Arg::I32(ldx as i32),
+                    Arg::I32(x_div as i32),
+                    Arg::Ptr(y),
+                    Arg::I32(ldy as i32),
+                    opt(w.bias),
+                    Arg::I32(w.rows as i32),
+                    Arg::I32(w.cols as i32),
+                ],
+            );
+            return;
+        }
+        self.push(
+            KernelRef::MatvecById(w.ty),
+            launch::matmul_by_id(w.rows, n * router.used),
+            &[
+                Arg::Ptr(w.ptr),
+                Arg::I64(w.expert_bytes),
+                Arg::I64(w.row_bytes),
+                Arg::Ptr(work.expert_ids),
+                Arg::Ptr(x),
+                Arg::I32(ldx as i32),
+                Arg::I32(x_div as i32),
+                Arg::Ptr(y),
+                Arg::I32(ldy as i32),
+                opt(w.bias),
+                Arg::I32(w.rows as i32),
+                Arg::I32(w.cols as i32),
+            ],
+        );
     }
 
     /// Attention of the `n` new queries over the cache into `attn` `[n, q_dim]`.
-    fn attention(&mut self, params: &AttentionParams, (keys, values, slots): (u64, u64, usize)) {
+    fn attention(
+        &mut self,
+        params: &AttentionParams,
+        sinks: Option<u64>,
+        (keys, values, slots): (u64, u64, usize),
+    ) {
         let c = self.b.config;
         let work = *self.b.work;
         let n = self.n;
@@ -402,6 +552,7 @@ impl Sequence<'_, '_> {
                     Arg::Ptr(work.partials),
                     Arg::I32(splits.splits as i32),
                     Arg::I32(c.head_dim as i32),
+                    opt(sinks),
                     Arg::Ptr(work.attn),
                 ],
             );
@@ -425,6 +576,7 @@ impl Sequence<'_, '_> {
                 Arg::I32(window),
                 Arg::F32(params.scale),
                 Arg::F32(softcap),
+                opt(sinks),
                 Arg::Ptr(work.attn),
                 Arg::I32(c.heads as i32),
             ],

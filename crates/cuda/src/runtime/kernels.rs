@@ -18,6 +18,10 @@ struct WeightKernels {
     matvec: CudaFunction,
     /// Several tokens.
     matmul: CudaFunction,
+    /// Routed (token, expert) slots, one by one.
+    matvec_id: CudaFunction,
+    /// Routed slots grouped by expert.
+    matmul_id: CudaFunction,
     /// Embedding lookup.
     get_rows: CudaFunction,
 }
@@ -47,6 +51,8 @@ impl Kernels {
                 WeightKernels {
                     matvec: function(&ty.matvec_kernel())?,
                     matmul: function(&ty.matmul_kernel())?,
+                    matvec_id: function(&ty.matvec_id_kernel())?,
+                    matmul_id: function(&ty.matmul_id_kernel())?,
                     get_rows: function(&ty.get_rows_kernel())?,
                 },
             );
@@ -61,6 +67,8 @@ impl Kernels {
             KernelRef::Fixed(name) => &self.fixed[name],
             KernelRef::Matvec(ty) => &self.weights[&ty].matvec,
             KernelRef::Matmul(ty) => &self.weights[&ty].matmul,
+            KernelRef::MatvecById(ty) => &self.weights[&ty].matvec_id,
+            KernelRef::MatmulById(ty) => &self.weights[&ty].matmul_id,
             KernelRef::GetRows(ty) => &self.weights[&ty].get_rows,
         }
     }

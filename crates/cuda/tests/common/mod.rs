@@ -1,11 +1,15 @@
 //! A synthetic model for the host-side tests: llama-shaped, with Q8_0 matrices of zero bytes.
 
+use std::borrow::Cow;
+
 use rinfer_cuda::{
-    HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv, Transformer,
+    HostExperts, HostFfn, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm,
+    HostQkv, HostStacked, Transformer,
 };
 use rinfer_formats::GgmlType;
 use rinfer_kernels::block::{
-    AttentionParams, Block, Ffn, Norm, NormKind, RopeParams, RopeStyle, Stage,
+    AttentionParams, Block, Experts, Ffn, Gating, Norm, NormKind, RopeParams, RopeStyle, Router,
+    Stage,
 };
 
 pub const HIDDEN: usize = 64;
@@ -15,6 +19,14 @@ pub const HEAD_DIM: usize = 32;
 pub const FFN: usize = 128;
 pub const VOCAB: usize = 100;
 pub const LAYERS: usize = 3;
+/// Experts of the mixture-of-experts layer of [`moe_model`].
+pub const EXPERTS: usize = 4;
+/// Experts each token runs there.
+pub const USED: usize = 2;
+/// Inner width of one expert.
+pub const EXPERT_FFN: usize = 32;
+/// The layer [`moe_model`] turns into experts.
+pub const MOE_LAYER: usize = 1;
 
 /// Owned bytes the views borrow.
 pub struct Storage {
@@ -122,12 +134,15 @@ pub fn model(s: &Storage) -> HostModel<'_> {
         qk_norm: None,
         attn_output: linear(s, "attn_output", HIDDEN, HEADS * HEAD_DIM),
         post_attn_norm: None,
+        attn_sinks: None,
         ffn_norm: Some(norm(s)),
-        ffn_up: HostFfnUp::Gated {
-            gate: linear(s, "ffn_gate", FFN, HIDDEN),
-            up: linear(s, "ffn_up", FFN, HIDDEN),
+        ffn: HostFfn::Dense {
+            up: HostFfnUp::Gated {
+                gate: linear(s, "ffn_gate", FFN, HIDDEN),
+                up: linear(s, "ffn_up", FFN, HIDDEN),
+            },
+            down: linear(s, "ffn_down", HIDDEN, FFN),
         },
-        ffn_down: linear(s, "ffn_down", HIDDEN, FFN),
         post_ffn_norm: None,
     };
     let embd = matrix(s, "token_embd", GgmlType::Q8_0, VOCAB, HIDDEN);
@@ -141,4 +156,46 @@ pub fn model(s: &Storage) -> HostModel<'_> {
         lm_head: embd,
         output_bias: None,
     }
+}
+
+fn stacked<'a>(s: &'a Storage, name: &str, rows: usize, cols: usize) -> HostStacked<'a> {
+    HostStacked {
+        name: name.into(),
+        ty: GgmlType::Q8_0,
+        experts: EXPERTS,
+        rows,
+        cols,
+        data: Cow::Borrowed(&s.bytes[..EXPERTS * matrix_bytes(GgmlType::Q8_0, rows, cols)]),
+        bias: None,
+    }
+}
+
+/// [`model`] with layer [`MOE_LAYER`] a mixture of [`EXPERTS`] experts, [`USED`] per token.
+pub fn moe_model(s: &Storage) -> HostModel<'_> {
+    let mut model = model(s);
+    model.layers[MOE_LAYER].ffn = HostFfn::Experts(HostExperts {
+        router: linear(s, "ffn_gate_inp", EXPERTS, HIDDEN),
+        gate: stacked(s, "ffn_gate_exps", EXPERT_FFN, HIDDEN),
+        up: stacked(s, "ffn_up_exps", EXPERT_FFN, HIDDEN),
+        down: stacked(s, "ffn_down_exps", HIDDEN, EXPERT_FFN),
+    });
+    for stage in &mut model.config.blocks[MOE_LAYER].stages {
+        if let Stage::Ffn(_) = stage {
+            *stage = Stage::Router(Router {
+                experts: EXPERTS,
+                used: USED,
+                gating: Gating::SoftmaxTopK,
+            });
+        }
+    }
+    let stages = &mut model.config.blocks[MOE_LAYER].stages;
+    let at = stages.len() - 1;
+    stages.insert(
+        at,
+        Stage::Experts(Experts {
+            ffn: Ffn::SiluGated,
+            ffn_dim: EXPERT_FFN,
+        }),
+    );
+    model
 }

@@ -18,6 +18,7 @@
 #include "../../src/kernels/rope.cu"
 #include "../../src/kernels/attention.cu"
 #include "../../src/kernels/elementwise.cu"
+#include "../../src/kernels/moe.cu"
 
 template <typename T>
 static T unpack(unsigned long long slot) {
@@ -71,7 +72,10 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
     KERNEL(add2_inplace)
     KERNEL(softcap)
     KERNEL(argmax)
-#define WEIGHT_KERNELS(suffix) KERNEL(matvec_##suffix) KERNEL(matmul_##suffix) KERNEL(get_rows_##suffix)
+    KERNEL(moe_route)
+    KERNEL(moe_group)
+    KERNEL(moe_weighted_sum)
+#define WEIGHT_KERNELS(suffix) KERNEL(matvec_##suffix) KERNEL(matmul_##suffix) KERNEL(matvec_id_##suffix) KERNEL(matmul_id_##suffix) KERNEL(get_rows_##suffix)
     WEIGHT_KERNELS(f32)
     WEIGHT_KERNELS(f16)
     WEIGHT_KERNELS(bf16)

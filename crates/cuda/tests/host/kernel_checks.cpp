@@ -15,6 +15,7 @@
 #include "../../src/kernels/rope.cu"
 #include "../../src/kernels/attention.cu"
 #include "../../src/kernels/elementwise.cu"
+#include "../../src/kernels/moe.cu"
 
 static int passed = 0, failed = 0;
 static std::mt19937 rng(1234);
@@ -105,7 +106,9 @@ static std::vector<u8> random_weights(const Format& f, int rows, int cols) {
 template <typename F>
 static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long long, const float*, int, float*, int, const float*, int, int, int),
                                  void (*matmul)(const u8*, long long, const float*, int, float*, int, const float*, int, int, int),
-                                 void (*get_rows_kernel)(const u8*, long long, const int*, int, float*, int, float, int)) {
+                                 void (*get_rows_kernel)(const u8*, long long, const int*, int, float*, int, float, int),
+                                 void (*matvec_id)(const u8*, long long, long long, const int*, const float*, int, int, float*, int, const float*, int, int),
+                                 void (*matmul_id)(const u8*, long long, long long, const int*, const int*, int, int, const float*, int, int, float*, int, const float*, int, int)) {
     const int rows = 13, cols = 512, n = 9, out_offset = 5, ldy = rows + 9;
     const auto w = random_weights<F>(f, rows, cols);
     const auto dense = dequantize<F>(w, rows, cols);
@@ -139,11 +142,65 @@ static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long
     std::vector<int> reversed(ids.rbegin(), ids.rend());
     launch(get_rows_kernel, dim3{(unsigned)ids.size()}, dim3{threads}, w.data(), row_bytes, reversed.data(), cols, out.data(), cols, 1.0f, 1);
     check(std::string("get_rows_") + f.name, out, want, 1e-6);
+
+    // By expert id: 3 experts of `rows` rows stacked, 3 token rows routed to 2 experts each.
+    const int experts = 3, k = 2, slots = 3 * k;
+    const auto stacked = random_weights<F>(f, experts * rows, cols);
+    const auto stacked_dense = dequantize<F>(stacked, experts * rows, cols);
+    const auto expert_bias = random_vector((size_t)experts * rows);
+    const std::vector<int> routed = {2, 0, 1, 2, 0, 1};
+    std::vector<float> ys((size_t)slots * ldy, 0.0f);
+    std::vector<double> want_ys(ys.size(), 0.0);
+    for (int slot = 0; slot < slots; slot++)
+        for (int r = 0; r < rows; r++) {
+            const size_t row = (size_t)routed[slot] * rows + r;
+            double s = expert_bias[row];
+            for (int c = 0; c < cols; c++)
+                s += (double)stacked_dense[row * cols + c] * x[(size_t)(slot / k) * cols + c];
+            want_ys[(size_t)slot * ldy + out_offset + r] = s;
+        }
+    const dim3 grid{(unsigned)((rows + MATMUL_WARPS - 1) / MATMUL_WARPS), (unsigned)slots};
+    launch(matvec_id, grid, dim3{MATMUL_WARPS * 32}, stacked.data(), rows * row_bytes, row_bytes,
+           routed.data(), x.data(), cols, k, ys.data() + out_offset, ldy, expert_bias.data(), rows,
+           cols);
+    check(std::string("matvec_id_") + f.name, ys, want_ys, 2e-4);
+
+    // The same slots grouped by expert (moe_group), then each expert's group of tokens at once;
+    // 11 token rows routed so that expert 1 receives more than one group of MATMUL_TOKENS.
+    const int tokens = 11, many = tokens * k;
+    std::vector<int> routed_many(many);
+    for (int t = 0; t < tokens; t++) {
+        routed_many[t * k] = 1;
+        routed_many[t * k + 1] = t % 2 == 0 ? 0 : 2;
+    }
+    const auto xs = random_vector((size_t)tokens * cols);
+    std::vector<int> counts(experts, -1), lists((size_t)experts * tokens, -1);
+    launch(moe_group, dim3{(unsigned)experts}, dim3{1}, routed_many.data(), many, tokens,
+           counts.data(), lists.data());
+    check(std::string("moe_group counts"), {(float)counts[0], (float)counts[1], (float)counts[2]},
+          {6.0, 11.0, 5.0}, 0);
+    std::vector<float> yg((size_t)many * ldy, 0.0f);
+    std::vector<double> want_yg(yg.size(), 0.0);
+    for (int slot = 0; slot < many; slot++)
+        for (int r = 0; r < rows; r++) {
+            const size_t row = (size_t)routed_many[slot] * rows + r;
+            double s = expert_bias[row];
+            for (int c = 0; c < cols; c++)
+                s += (double)stacked_dense[row * cols + c] * xs[(size_t)(slot / k) * cols + c];
+            want_yg[(size_t)slot * ldy + out_offset + r] = s;
+        }
+    const int groups = (tokens + MATMUL_TOKENS - 1) / MATMUL_TOKENS;
+    const dim3 grouped{(unsigned)((rows + MATMUL_WARPS - 1) / MATMUL_WARPS), (unsigned)(experts * groups)};
+    launch(matmul_id, grouped, dim3{MATMUL_WARPS * 32}, stacked.data(), rows * row_bytes, row_bytes,
+           counts.data(), lists.data(), tokens, groups, xs.data(), cols, k, yg.data() + out_offset, ldy,
+           expert_bias.data(), rows, cols);
+    check(std::string("matmul_id_") + f.name, yg, want_yg, 2e-4);
 }
 
 #define CHECK_FORMAT(suffix, ...) \
     check_weight_kernels<fmt_##suffix>(Format{#suffix, fmt_##suffix::QK, fmt_##suffix::BYTES, __VA_ARGS__}, \
-                                       matvec_##suffix, matmul_##suffix, get_rows_##suffix)
+                                       matvec_##suffix, matmul_##suffix, get_rows_##suffix, \
+                                       matvec_id_##suffix, matmul_id_##suffix)
 
 // ---- norms, rope ------------------------------------------------------------------------------
 
@@ -192,11 +249,14 @@ static void check_norms() {
 static void check_rope() {
     const int n = 4, heads = 3, head_dim = 64, ld = 5 * head_dim, offset = head_dim;
     const std::vector<int> positions = {0, 1, 17, 300};
+    for (int yarn = 0; yarn < 2; yarn++)
     for (int neox = 0; neox < 2; neox++)
         for (int n_rot : {64, 32}) {
             auto x = random_vector(n * ld);
             const auto factors = std::vector<float>{1, 1, 2, 4, 8, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
             const float base = 10000.0f, freq_scale = 0.5f;
+            // YaRN: extrapolated below pair 3, interpolated above pair 20, magnitudes times 1.2.
+            const float low = 3.0f, high = 20.0f, mscale = yarn ? 1.2f : 0.0f;
             const float theta_scale = std::pow(base, -2.0f / n_rot);
             std::vector<double> want(x.begin(), x.end());
             for (int t = 0; t < n; t++)
@@ -204,17 +264,26 @@ static void check_rope() {
                     const int b0 = t * ld + offset + h * head_dim;
                     float theta = (float)positions[t];
                     for (int i = 0; i < n_rot / 2; i++) {
-                        const double angle = (double)(freq_scale * theta / factors[i]);
+                        double angle = (double)(freq_scale * theta / factors[i]), magnitude = 1.0;
+                        if (yarn) {
+                            const double extrap = (double)(theta / factors[i]);
+                            const double ramp = 1.0 - std::clamp((i - low) / (double)(high - low), 0.0, 1.0);
+                            angle = freq_scale * extrap * (1.0 - ramp) + extrap * ramp;
+                            magnitude = mscale;
+                        }
+                        const double c = std::cos(angle) * magnitude, s = std::sin(angle) * magnitude;
                         const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
-                        want[b0 + a] = x[b0 + a] * std::cos(angle) - x[b0 + b] * std::sin(angle);
-                        want[b0 + b] = x[b0 + a] * std::sin(angle) + x[b0 + b] * std::cos(angle);
+                        want[b0 + a] = x[b0 + a] * c - x[b0 + b] * s;
+                        want[b0 + b] = x[b0 + a] * s + x[b0 + b] * c;
                         theta *= theta_scale;
                     }
                 }
             const unsigned threads = (unsigned)std::max(1, (n_rot / 2 + 31) / 32) * 32;
             launch(rope, dim3{n, heads}, dim3{threads}, x.data(), ld, offset, head_dim, n_rot,
-                   positions.data(), theta_scale, freq_scale, factors.data(), neox);
-            check("rope neox=" + std::to_string(neox) + " n_rot=" + std::to_string(n_rot), x, want, 1e-5);
+                   positions.data(), theta_scale, freq_scale, factors.data(), neox, low, high, mscale);
+            check("rope yarn=" + std::to_string(yarn) + " neox=" + std::to_string(neox) +
+                      " n_rot=" + std::to_string(n_rot),
+                  x, want, 1e-5);
         }
 }
 
@@ -223,7 +292,11 @@ static void check_rope() {
 struct AttentionCase {
     int heads, kv_heads, head_dim, window, slots;
     float softcap;
+    bool sinks = false;
 };
+
+// Per-head sink logits of the cases with sinks: one far above every score.
+static const float SINKS[4] = {0.5f, -1.0f, 40.0f, 2.0f};
 
 // Naive causal attention of the query at `pos` over keys stored by position.
 static std::vector<double> reference_attention(const AttentionCase& a, const float* q, int pos,
@@ -244,7 +317,8 @@ static std::vector<double> reference_attention(const AttentionCase& a, const flo
             scores.push_back(s);
             mx = std::max(mx, s);
         }
-        double sum = 0;
+        if (a.sinks) mx = std::max(mx, (double)SINKS[h]);
+        double sum = a.sinks ? std::exp(SINKS[h] - mx) : 0.0;
         for (auto& s : scores) sum += (s = std::exp(s - mx));
         for (int d = 0; d < a.head_dim; d++) {
             double acc = 0;
@@ -258,7 +332,8 @@ static std::vector<double> reference_attention(const AttentionCase& a, const flo
 static void check_attention(const AttentionCase& a) {
     const std::string label = "heads=" + std::to_string(a.heads) + "/" + std::to_string(a.kv_heads) +
                               " hd=" + std::to_string(a.head_dim) + " window=" + std::to_string(a.window) +
-                              " softcap=" + std::to_string((int)a.softcap);
+                              " softcap=" + std::to_string((int)a.softcap) + (a.sinks ? " sinks" : "");
+    const float* sinks = a.sinks ? SINKS : nullptr;
     const int q_dim = a.heads * a.head_dim, kv_dim = a.kv_heads * a.head_dim;
     const int width = q_dim + 2 * kv_dim, group = a.heads / a.kv_heads;
     const float scale = 1.0f / std::sqrt((float)a.head_dim);
@@ -296,7 +371,7 @@ static void check_attention(const AttentionCase& a) {
         std::vector<float> out((size_t)prefill * q_dim);
         launch(attention_prefill, dim3{(unsigned)((prefill + PREFILL_WARPS - 1) / PREFILL_WARPS), (unsigned)a.heads},
                dim3{PREFILL_WARPS * 32}, batch, width, 0, keys.data(), values.data(), a.slots, kv_dim, a.head_dim,
-               group, positions.data(), prefill, a.window, scale, a.softcap, out.data(), a.heads);
+               group, positions.data(), prefill, a.window, scale, a.softcap, sinks, out.data(), a.heads);
         std::vector<double> want;
         for (int i = 0; i < prefill; i++) {
             auto one = reference_attention(a, batch + (size_t)i * width, pos0 + i, keys_by_pos, values_by_pos, scale);
@@ -319,7 +394,7 @@ static void check_attention(const AttentionCase& a) {
         std::vector<float> out(q_dim);
         launch(attention_decode_combine, dim3{(unsigned)a.heads},
                dim3{(unsigned)std::clamp((a.head_dim + 31) / 32, 1, 8) * 32}, partials.data(), splits, a.head_dim,
-               out.data());
+               sinks, out.data());
         check("attention_decode " + label + " at " + std::to_string(pos), out,
               reference_attention(a, row, pos, keys_by_pos, values_by_pos, scale), 1e-5);
     }
@@ -329,7 +404,7 @@ static void check_attention(const AttentionCase& a) {
 
 static void check_elementwise() {
     const int n = 3, f = 70, ld = 2 * f;
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 0; kind < 4; kind++) {
         auto gu = random_vector(n * ld, 4.0f);
         std::vector<double> want(gu.begin(), gu.end());
         for (int i = 0; i < n; i++)
@@ -337,7 +412,9 @@ static void check_elementwise() {
                 const double g = gu[i * ld + j], u = gu[i * ld + f + j];
                 const double gelu = 0.5 * g * (1 + std::tanh(0.7978846 * g * (1 + 0.044715 * g * g)));
                 const double silu = g / (1 + std::exp(-g));
-                want[i * ld + j] = kind == 0 ? silu * u : kind == 1 ? gelu * u : gelu;
+                const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+                const double swiglu = x / (1 + std::exp(-1.702 * x)) * (y + 1);
+                want[i * ld + j] = kind == 0 ? silu * u : kind == 1 ? gelu * u : kind == 2 ? gelu : swiglu;
             }
         launch(gated_activation, dim3{(unsigned)((n * f + 255) / 256)}, dim3{256}, gu.data(), f, ld, n, kind);
         check("gated_activation kind " + std::to_string(kind), gu, want, 1e-5);
@@ -366,6 +443,73 @@ static void check_elementwise() {
     }
 }
 
+// ---- mixture of experts ---------------------------------------------------------------------
+
+static std::vector<double> softmax(const std::vector<double>& x) {
+    double max = -INFINITY, sum = 0.0;
+    for (double v : x) max = std::max(max, v);
+    std::vector<double> p(x.size());
+    for (size_t i = 0; i < x.size(); i++) sum += p[i] = std::exp(x[i] - max);
+    for (auto& v : p) v /= sum;
+    return p;
+}
+
+// The k largest of `x`, highest first, the lower index on ties.
+static std::vector<int> top_k(const std::vector<double>& x, int k) {
+    std::vector<int> order(x.size());
+    for (size_t i = 0; i < x.size(); i++) order[i] = (int)i;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[a] > x[b]; });
+    order.resize(k);
+    return order;
+}
+
+static void check_moe() {
+    const int rows = 5, experts = 8, k = 3;
+    for (int gating : {GATING_SOFTMAX_TOP_K, GATING_TOP_K_SOFTMAX}) {
+        auto scores = random_vector((size_t)rows * experts, 3.0f);
+        // Row 4: a tie between experts 2 and 6 for the top slot (the lower id first).
+        scores[4 * experts + 2] = scores[4 * experts + 6] = 5.0f;
+        std::vector<double> want_ids, want_weights;
+        for (int r = 0; r < rows; r++) {
+            std::vector<double> s(scores.begin() + r * experts, scores.begin() + (r + 1) * experts);
+            if (gating == GATING_SOFTMAX_TOP_K) s = softmax(s);
+            const auto picked = top_k(s, k);
+            std::vector<double> w;
+            for (int e : picked) w.push_back(s[e]);
+            if (gating == GATING_SOFTMAX_TOP_K) {
+                double sum = 0.0;
+                for (double v : w) sum += v;
+                for (auto& v : w) v /= sum;
+            } else {
+                w = softmax(w);
+            }
+            for (int j = 0; j < k; j++) {
+                want_ids.push_back(picked[j]);
+                want_weights.push_back(w[j]);
+            }
+        }
+        std::vector<int> ids((size_t)rows * k, -1);
+        std::vector<float> weights((size_t)rows * k, 0.0f);
+        launch(moe_route, dim3{(unsigned)rows}, dim3{1}, scores.data(), experts, k, gating,
+               ids.data(), weights.data());
+        const std::string label = "moe_route gating " + std::to_string(gating);
+        check(label + " ids", std::vector<float>(ids.begin(), ids.end()), want_ids, 0);
+        check(label + " weights", weights, want_weights, 1e-6);
+    }
+    const int d = 40;
+    const auto y = random_vector((size_t)rows * k * d);
+    const auto weights = random_vector((size_t)rows * k);
+    std::vector<float> h((size_t)rows * d, 0.0f);
+    std::vector<double> want(h.size(), 0.0);
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j < k; j++)
+                want[(size_t)r * d + i] += (double)weights[r * k + j] * y[((size_t)r * k + j) * d + i];
+    launch(moe_weighted_sum, dim3{(unsigned)((rows * d + 255) / 256)}, dim3{256}, y.data(),
+           weights.data(), k, d, rows, h.data());
+    check("moe_weighted_sum", h, want, 1e-5);
+}
+
 int main() {
     CHECK_FORMAT(f32, {});
     CHECK_FORMAT(f16, {});
@@ -389,7 +533,10 @@ int main() {
     check_attention({4, 1, 128, 40, 40 + 11, 50.0f});
     check_attention({2, 2, 256, 0, 100, 0.0f});
     check_attention({3, 1, 80, 20, 20 + 11, 0.0f});
+    check_attention({4, 2, 64, 0, 100, 0.0f, true});
+    check_attention({4, 4, 64, 20, 20 + 11, 0.0f, true});
     check_elementwise();
+    check_moe();
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }
