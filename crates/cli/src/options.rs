@@ -71,8 +71,9 @@ pub struct EngineOptions {
     /// available, at most 4 GiB; 0 keeps only each slot's own last sequence).
     #[arg(long, value_parser = limits::parse_kv_cache_mib)]
     pub kv_cache_mib: Option<usize>,
-    /// The type of the KV cache's rows: `f32` (the default), `f16` (half
-    /// the memory, llama.cpp's default) or `q8_0` (heads of a multiple of 32 values); the CUDA backend keeps f32.
+    /// The type of the KV cache's rows: `f16` (the default, as in llama.cpp), `f32` (twice the
+    /// memory, exactly what the projections computed) or `q8_0` (heads of a multiple of 32
+    /// values); the CUDA backend keeps f32.
     #[arg(long, value_name = "TYPE")]
     pub kv_type: Option<KvType>,
 }
@@ -339,8 +340,9 @@ pub struct ServeOptions {
     /// available, at most 4 GiB; 0 keeps only each slot's own last sequence).
     #[arg(long, value_parser = limits::parse_kv_cache_mib)]
     pub kv_cache_mib: Option<usize>,
-    /// The type of the KV cache's rows: `f32` (the default), `f16` (half
-    /// the memory, llama.cpp's default) or `q8_0` (heads of a multiple of 32 values); the CUDA backend keeps f32.
+    /// The type of the KV cache's rows: `f16` (the default, as in llama.cpp), `f32` (twice the
+    /// memory, exactly what the projections computed) or `q8_0` (heads of a multiple of 32
+    /// values); the CUDA backend keeps f32.
     #[arg(long, value_name = "TYPE")]
     pub kv_type: Option<KvType>,
     #[command(flatten)]

@@ -73,13 +73,20 @@ fn the_memory_plan_shows_the_kv_cache_of_the_chosen_type() {
         assert!(out.status.success(), "{stderr}");
         kv_line(&stderr)
     };
-    let (f32_type, f32_mib) = plan(None);
+    let (default_type, default_mib) = plan(None);
+    let (f32_type, f32_mib) = plan(Some("f32"));
     let (f16_type, f16_mib) = plan(Some("f16"));
     let (q8_type, q8_mib) = plan(Some("q8_0"));
     assert_eq!(
-        (f32_type.as_str(), f16_type.as_str(), q8_type.as_str()),
-        ("f32", "f16", "q8_0")
+        (
+            default_type.as_str(),
+            f32_type.as_str(),
+            f16_type.as_str(),
+            q8_type.as_str()
+        ),
+        ("f16", "f32", "f16", "q8_0")
     );
+    assert_eq!(default_mib, f16_mib);
     assert!((f16_mib * 2.0 - f32_mib).abs() < 0.2, "{f16_mib} {f32_mib}");
     assert!(q8_mib < f16_mib && q8_mib > f32_mib / 4.0, "{q8_mib}");
 }
@@ -136,10 +143,15 @@ fn serve_takes_the_kv_type_and_its_caches_shrink_with_it() {
         args
     };
     let (default_type, default_mib) = served_kv(&args(""));
+    let (f32_type, f32_mib) = served_kv(&args("f32"));
     let (f16_type, f16_mib) = served_kv(&args("f16"));
-    assert_eq!((default_type.as_str(), f16_type.as_str()), ("f32", "f16"));
+    assert_eq!(
+        (default_type.as_str(), f32_type.as_str(), f16_type.as_str()),
+        ("f16", "f32", "f16")
+    );
+    assert_eq!(default_mib, f16_mib);
     assert!(
-        f16_mib * 2 <= default_mib + 1 && default_mib > 0,
-        "{f16_mib} {default_mib}"
+        f16_mib * 2 <= f32_mib + 1 && f16_mib > 0,
+        "{f16_mib} {f32_mib}"
     );
 }

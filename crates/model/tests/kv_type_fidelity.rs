@@ -170,15 +170,15 @@ fn a_q8_0_kv_cache_stays_within_the_quantized_model_tolerance() {
     );
 }
 
-/// The engine keeps f32 rows unless told otherwise, and its caches hold what the memory plan of
-/// each type says.
+/// The engine keeps f16 rows on the CPU unless told otherwise (as llama.cpp does), and its caches
+/// hold what the memory plan of each type says.
 #[test]
-fn the_engine_defaults_to_f32_rows_and_allocates_its_plan() {
+fn the_engine_defaults_to_f16_rows_on_the_cpu_and_allocates_its_plan() {
     use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel, MemoryPlan};
     let loaded = LoadedModel::open(fixtures().join("models/gemma3-tiny-q4_k_m.gguf")).unwrap();
     let settings = EngineSettings::parallel(2, 64);
     let engine = Engine::new(&loaded, settings, DeviceRequest::Cpu).unwrap();
-    assert_eq!(engine.kv_type(), KvType::F32);
+    assert_eq!(engine.kv_type(), KvType::F16);
     for kv_type in KvType::ALL {
         let settings = EngineSettings {
             kv_type: Some(kv_type),

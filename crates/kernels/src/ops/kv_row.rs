@@ -17,11 +17,11 @@ const Q8_0_BLOCK: usize = 32;
 /// The type of the key and value rows of a KV cache (llama.cpp's `--cache-type-k/-v`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum KvType {
-    /// 4 bytes a value: exactly what the projections computed (the default: attention reads
-    /// it at full speed).
-    #[default]
+    /// 4 bytes a value: exactly what the projections computed.
     F32,
-    /// 2 bytes a value, rounded to nearest even (llama.cpp's default).
+    /// 2 bytes a value, rounded to nearest even (the default, as in llama.cpp: attention reads
+    /// it in place as fast as f32, in half the memory).
+    #[default]
     F16,
     /// 34 bytes per 32 values (an f16 scale and 32 signed codes); rows must be whole blocks.
     Q8_0,
@@ -316,7 +316,7 @@ mod tests {
             err.to_string().contains("expected f32, f16 or q8_0"),
             "{err}"
         );
-        assert_eq!(KvType::default(), KvType::F32);
+        assert_eq!(KvType::default(), KvType::F16);
     }
 
     #[test]

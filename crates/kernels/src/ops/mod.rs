@@ -14,7 +14,9 @@ mod routing;
 mod vector;
 
 pub use activation::{Activation, apply, swiglu_clamped_inplace};
-pub use attention::{AttentionParams, AttentionShape, KEY_BLOCK, KeyValueRows, attend, attention};
+pub use attention::{
+    AttentionParams, AttentionShape, KEY_BLOCK, KeyValueRows, QUERY_TILE, attend, attention,
+};
 pub use elementwise::{add_inplace, scale, softcap};
 pub use kv_row::{KvRow, KvRowMut, KvRows, KvType, UnknownKvType};
 pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};

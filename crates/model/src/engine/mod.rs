@@ -76,8 +76,8 @@ pub struct EngineSettings {
     /// Whether decoding sequences guess tokens ahead and verify them in the same pass (the
     /// text is the same either way).
     pub speculation: Speculation,
-    /// The type of the KV cache's rows; `None`: the device's default (f32; f16 halves the memory, as in
-    /// llama.cpp; f32 on the GPU, which refuses other types).
+    /// The type of the KV cache's rows; `None`: the device's default (f16 on the CPU, as in
+    /// llama.cpp, half the memory of f32; f32 on the GPU, which refuses other types).
     pub kv_type: Option<KvType>,
 }
 

@@ -1,6 +1,13 @@
 //! AVX2+FMA vector kernels; eight lanes at a time, the tail through the scalar references.
+//! Attention's kernels read f16 rows (F16C) and q8_0 rows (codes times scale) in registers.
 
 use std::arch::x86_64::*;
+
+use half::f16;
+
+use super::RowKernels;
+use super::row_values::{Q8_0_BLOCK, RowValues};
+use crate::quant::q8_0::BlockQ8_0;
 
 /// `e^x` for eight lanes (Cephes' polynomial after reduction by ln 2; within a few ulp of
 /// `f32::exp`, inputs clamped to `±88.376`).
@@ -95,60 +102,111 @@ pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
     );
 }
 
+/// Rows whose values load eight at a time as f32, exactly as [`RowValues::value`] gives them.
+pub(super) trait Load8: RowValues {
+    /// Values `c..c + 8` as f32.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C, and `c + 8` must not pass the row's end (for q8_0,
+    /// `c` a multiple of 8, so that the eight stay in one block).
+    unsafe fn load8(&self, c: usize) -> __m256;
+}
+
+impl Load8 for [f32] {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(&self, c: usize) -> __m256 {
+        // SAFETY: the caller keeps `c + 8` within the row.
+        unsafe { _mm256_loadu_ps(self.as_ptr().add(c)) }
+    }
+}
+
+impl Load8 for [f16] {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(&self, c: usize) -> __m256 {
+        // SAFETY: the caller keeps `c + 8` within the row; eight f16 are the 16 bytes loaded.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(self.as_ptr().add(c).cast())) }
+    }
+}
+
+impl Load8 for [BlockQ8_0] {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(&self, c: usize) -> __m256 {
+        let block = &self[c / Q8_0_BLOCK];
+        let codes = &block.qs[c % Q8_0_BLOCK..c % Q8_0_BLOCK + 8];
+        // SAFETY: loads exactly the eight codes of `codes`.
+        let codes = unsafe { _mm_loadl_epi64(codes.as_ptr().cast()) };
+        let d = _mm256_cvtph_ps(_mm_cvtsi32_si128(i32::from(block.d.to_bits())));
+        let d = _mm256_permutevar8x32_ps(d, _mm256_setzero_si256());
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), d)
+    }
+}
+
+/// The AVX2 attention kernels for rows of element type `X`.
+pub(super) fn row_kernels<X: Load8 + ?Sized>() -> RowKernels<X> {
+    RowKernels {
+        axpy: axpy::<X>,
+        axpy4: axpy4::<X>,
+        dot4: dot4::<X>,
+    }
+}
+
 /// AVX2 `y += a * x` (one fused multiply-add per element).
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
-    let (x8, xt) = x.as_chunks::<8>();
-    let (y8, yt) = y.as_chunks_mut::<8>();
+#[target_feature(enable = "avx2,fma,f16c")]
+fn axpy<X: Load8 + ?Sized>(a: f32, x: &X, y: &mut [f32]) {
+    let full = y.len() / 8 * 8;
     let av = _mm256_set1_ps(a);
-    for (x, y) in x8.iter().zip(y8) {
-        // SAFETY: each load and store touches exactly the eight floats of one chunk.
+    for c in (0..full).step_by(8) {
+        // SAFETY: the load and the store touch the eight values at `c` of rows at least `full`
+        // long (the caller checked the lengths), `c` a multiple of 8.
         unsafe {
-            let v = _mm256_fmadd_ps(av, _mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr()));
-            _mm256_storeu_ps(y.as_mut_ptr(), v);
+            let v = _mm256_fmadd_ps(av, x.load8(c), _mm256_loadu_ps(y.as_ptr().add(c)));
+            _mm256_storeu_ps(y.as_mut_ptr().add(c), v);
         }
     }
-    for (y, &x) in yt.iter_mut().zip(xt) {
-        *y = a.mul_add(x, *y);
+    for (e, y) in y.iter_mut().enumerate().skip(full) {
+        *y = a.mul_add(x.value(e), *y);
     }
 }
 
 /// AVX2 four axpys in one pass: per element the same fused multiply-adds, in the same order, as
 /// four [`axpy`] calls.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn axpy4(a: [f32; 4], x: [&[f32]; 4], y: &mut [f32]) {
+#[target_feature(enable = "avx2,fma,f16c")]
+fn axpy4<X: Load8 + ?Sized>(a: [f32; 4], x: [&X; 4], y: &mut [f32]) {
     let full = y.len() / 8 * 8;
     let av = a.map(|a| _mm256_set1_ps(a));
     for c in (0..full).step_by(8) {
-        // SAFETY: every load and the store touch the eight floats at `c` of slices at least
-        // `full` long (the caller checked the lengths).
+        // SAFETY: every load and the store touch the eight values at `c` of rows at least
+        // `full` long (the caller checked the lengths), `c` a multiple of 8.
         unsafe {
             let mut v = _mm256_loadu_ps(y.as_ptr().add(c));
             for (a, x) in av.iter().zip(&x) {
-                v = _mm256_fmadd_ps(*a, _mm256_loadu_ps(x.as_ptr().add(c)), v);
+                v = _mm256_fmadd_ps(*a, x.load8(c), v);
             }
             _mm256_storeu_ps(y.as_mut_ptr().add(c), v);
         }
     }
     for (a, x) in a.into_iter().zip(x) {
-        for (y, &x) in y[full..].iter_mut().zip(&x[full..]) {
-            *y = a.mul_add(x, *y);
+        for (e, y) in y.iter_mut().enumerate().skip(full) {
+            *y = a.mul_add(x.value(e), *y);
         }
     }
 }
 
 /// AVX2 [`super::VectorKernels::dot4`]: the query is loaded once for the four keys.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn dot4(q: &[f32], k: [&[f32]; 4]) -> [f32; 4] {
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot4<K: Load8 + ?Sized>(q: &[f32], k: [&K; 4]) -> [f32; 4] {
     let full = q.len() / 8 * 8;
     let mut acc = [_mm256_setzero_ps(); 4];
     for c in (0..full).step_by(8) {
-        // SAFETY: every load reads the eight floats at `c` of slices at least `full` long (the
-        // caller checked the lengths).
+        // SAFETY: every load reads the eight values at `c` of rows at least `full` long (the
+        // caller checked the lengths), `c` a multiple of 8.
         unsafe {
             let qv = _mm256_loadu_ps(q.as_ptr().add(c));
             for (acc, k) in acc.iter_mut().zip(&k) {
-                *acc = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k.as_ptr().add(c)), *acc);
+                *acc = _mm256_fmadd_ps(qv, k.load8(c), *acc);
             }
         }
     }
@@ -161,8 +219,8 @@ pub(super) fn dot4(q: &[f32], k: [&[f32]; 4]) -> [f32; 4] {
     // SAFETY: writes exactly the four floats of `out`.
     unsafe { _mm_storeu_ps(out.as_mut_ptr(), sums) };
     for (o, k) in out.iter_mut().zip(&k) {
-        for e in full..q.len() {
-            *o = q[e].mul_add(k[e], *o);
+        for (e, &q) in q.iter().enumerate().skip(full) {
+            *o = q.mul_add(k.value(e), *o);
         }
     }
     out
