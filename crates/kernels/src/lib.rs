@@ -57,6 +57,6 @@ pub use error::KernelError;
 pub use matmul::matmul;
 pub use matvec::matvec;
 pub use operands::{ActivationBuffer, WeightMatrix};
-pub use packed::{PackedMatrix, matmul_packed};
+pub use packed::{PackedMatrix, matmul_packed, matmul_packed_rows};
 pub use quant::q8_0::BlockQ8_0;
 pub use quantize::{can_quantize, quantize_rows};

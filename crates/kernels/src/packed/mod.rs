@@ -24,6 +24,7 @@ use crate::error::KernelError;
 use crate::operands::{ActivationBuffer, BlockSummary, WeightMatrix};
 use crate::quant::{BlockFormat, Quantize, VecDot};
 
+mod allocation;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx;
 #[cfg(target_arch = "x86_64")]
@@ -92,10 +93,11 @@ pub(crate) type PackFn = unsafe fn(&WeightMatrix<'_>, Release<'_>) -> PackedMatr
 
 /// The packed rows of one format and their kernel, behind one interface.
 trait PackedProduct: Send + Sync {
-    /// `y = W·x` for `n_tokens` rows of `x` (lengths already checked).
+    /// `y = W[rows]·x` for `n_tokens` rows of `x` (lengths already checked; `rows` starts on a
+    /// row group and ends on one or at the last row).
     fn matmul(
         &self,
-        rows: usize,
+        rows: Range<usize>,
         cols: usize,
         x: &[f32],
         n_tokens: usize,
@@ -161,6 +163,14 @@ impl PackedMatrix {
     pub fn cols(&self) -> usize {
         self.cols
     }
+
+    /// Whether the rows from `row` on can be multiplied apart from those before it (with
+    /// [`matmul_packed_rows`]): rows are packed in groups, so a range must start where a group
+    /// does. A matrix that stacks several experts' rows splits at each expert if this holds at
+    /// each expert's first row.
+    pub fn splits_at(&self, row: usize) -> bool {
+        row.is_multiple_of(ROWS) && row <= self.rows
+    }
 }
 
 /// `Y = W·X` for packed `w`: `x` holds `n_tokens` rows of `w.cols()` values, `y` receives
@@ -177,9 +187,36 @@ pub fn matmul_packed(
     act: &mut ActivationBuffer,
     y: &mut [f32],
 ) -> Result<(), KernelError> {
+    matmul_packed_rows(w, 0..w.rows, x, n_tokens, act, y)
+}
+
+/// [`matmul_packed`] of the rows `rows` of `w` alone (one expert of a matrix that stacks every
+/// expert's rows): `y` receives `n_tokens` rows of `rows.len()` values, each the bits
+/// [`matmul_packed`] gives that row.
+///
+/// # Errors
+/// [`KernelError::RowRange`] when `rows` does not start where [`PackedMatrix::splits_at`]
+/// allows, ends past the matrix, or ends inside a row group short of the last row; otherwise as
+/// [`matmul_packed`].
+pub fn matmul_packed_rows(
+    w: &PackedMatrix,
+    rows: Range<usize>,
+    x: &[f32],
+    n_tokens: usize,
+    act: &mut ActivationBuffer,
+    y: &mut [f32],
+) -> Result<(), KernelError> {
+    let ends_on_group = rows.end == w.rows || w.splits_at(rows.end);
+    if !w.splits_at(rows.start) || rows.end > w.rows || rows.start > rows.end || !ends_on_group {
+        return Err(KernelError::RowRange {
+            start: rows.start,
+            end: rows.end,
+            rows: w.rows,
+        });
+    }
     for (what, expected, actual) in [
         ("activations", n_tokens * w.cols, x.len()),
-        ("output", n_tokens * w.rows, y.len()),
+        ("output", n_tokens * rows.len(), y.len()),
     ] {
         if expected != actual {
             return Err(KernelError::LengthMismatch {
@@ -189,8 +226,8 @@ pub fn matmul_packed(
             });
         }
     }
-    if n_tokens == 0 {
+    if n_tokens == 0 || rows.is_empty() {
         return Ok(());
     }
-    w.data.matmul(w.rows, w.cols, x, n_tokens, act, y)
+    w.data.matmul(rows, w.cols, x, n_tokens, act, y)
 }

@@ -2,6 +2,7 @@
 //! product driver that runs their kernel over row groups and token tiles.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use rayon::prelude::*;
 
@@ -29,7 +30,7 @@ pub(super) fn pack_rows<P: PackedFormat>(
 ) -> PackedRows<P> {
     let nb = w.cols() / P::Source::ELEMS;
     let size = size_of::<P::Source>();
-    let mut blocks = vec![P::zeroed(); w.rows().div_ceil(ROWS) * nb];
+    let mut blocks = super::allocation::zeroed_blocks::<P>(w.rows().div_ceil(ROWS) * nb);
     let slab_groups = (RELEASE_BYTES / (ROWS * w.row_bytes()).max(1)).max(1);
     for (s, slab) in blocks.chunks_mut((slab_groups * nb).max(1)).enumerate() {
         let first_group = s * slab_groups;
@@ -66,7 +67,7 @@ pub(super) fn pack_rows<P: PackedFormat>(
 impl<P: PackedFormat> PackedProduct for PackedRows<P> {
     fn matmul(
         &self,
-        rows: usize,
+        range: Range<usize>,
         cols: usize,
         x: &[f32],
         n_tokens: usize,
@@ -74,6 +75,8 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
         y: &mut [f32],
     ) -> Result<(), KernelError> {
         let nb = cols / P::Source::ELEMS;
+        let rows = range.len();
+        let groups = &self.blocks[range.start / ROWS * nb..range.end.div_ceil(ROWS) * nb];
         let per_block = P::Source::ELEMS / 32;
         let row_bytes = nb * size_of::<P::Act>();
         let tile_needed = if n_tokens > 1 {
@@ -110,7 +113,7 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
                 let len = out.len() / n;
                 let mut dots = [[0.0; ROWS]; TOKEN_TILE];
                 for r0 in (first..first + len).step_by(ROWS) {
-                    let wg = &self.blocks[r0 / ROWS * nb..(r0 / ROWS + 1) * nb];
+                    let wg = &groups[r0 / ROWS * nb..(r0 / ROWS + 1) * nb];
                     let valid = ROWS.min(first + len - r0);
                     for t0 in (0..n).step_by(TOKEN_TILE) {
                         let nt = TOKEN_TILE.min(n - t0);
