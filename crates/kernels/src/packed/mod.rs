@@ -27,6 +27,7 @@ use crate::quant::{BlockFormat, Quantize, VecDot};
 mod allocation;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx;
+mod batch;
 #[cfg(target_arch = "x86_64")]
 mod byte_codes_amx;
 #[cfg(target_arch = "x86_64")]
@@ -58,6 +59,8 @@ mod rows;
 mod summary;
 #[cfg(test)]
 mod tests;
+
+pub use batch::{RowsProduct, matvec_packed_batch};
 
 /// Rows per packed block.
 pub(crate) const ROWS: usize = 16;
@@ -104,6 +107,23 @@ trait PackedProduct: Send + Sync {
         act: &mut ActivationBuffer,
         y: &mut [f32],
     ) -> Result<(), KernelError>;
+
+    /// Quantizes `n` rows of `x` (`cols` values each) into `act` for this format: the
+    /// activation bytes and their summaries, row after row.
+    fn quantize<'b>(
+        &self,
+        cols: usize,
+        x: &[f32],
+        n: usize,
+        act: &'b mut ActivationBuffer,
+    ) -> Result<(&'b [u8], &'b [BlockSummary]), KernelError>;
+
+    /// The outputs of row group `group` (its first `out.len()` rows) against one quantized
+    /// activation row `a` with summaries `s`.
+    fn dot_one(&self, group: usize, cols: usize, a: &[u8], s: &[BlockSummary], out: &mut [f32]);
+
+    /// Packed weight bytes per row of a matrix of `cols` columns.
+    fn bytes_per_row(&self, cols: usize) -> usize;
 }
 
 /// A weight matrix repacked for this CPU's fastest kernel (by [`crate::Kernels::pack`]);

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::{GroupDotFn, PackedFormat, PackedProduct, ROWS, Release};
 use crate::error::KernelError;
-use crate::operands::{ActivationBuffer, ScratchParts, TOKEN_TILE, WeightMatrix};
+use crate::operands::{ActivationBuffer, BlockSummary, ScratchParts, TOKEN_TILE, WeightMatrix};
 use crate::parallel::{for_row_ranges, rows_per_task};
 use crate::quant::{BlockFormat, quantize_bytes};
 
@@ -89,19 +89,8 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
             summaries,
             tile,
         } = act.parts(n_tokens * row_bytes, n_tokens * cols / 32, tile_needed)?;
-        bytes
-            .par_chunks_mut(row_bytes)
-            .zip(x.par_chunks(cols))
-            .for_each(|(out, x)| quantize_bytes::<P::Act>(x, out));
+        quantize_summarized::<P>(cols, x, bytes, summaries);
         let blocks: &[P::Act] = bytemuck::cast_slice(bytes);
-        summaries
-            .par_chunks_mut(cols / 32)
-            .zip(blocks.par_chunks(nb))
-            .for_each(|(s, b)| {
-                for (s, b) in s.chunks_mut(per_block).zip(b) {
-                    P::summarize(b, s);
-                }
-            });
         let group = (tile.len() / rows.max(1) / TOKEN_TILE * TOKEN_TILE).max(TOKEN_TILE);
         let bytes_per_row = nb * size_of::<P>() / ROWS;
         for g0 in (0..n_tokens).step_by(group) {
@@ -133,4 +122,57 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
         }
         Ok(())
     }
+
+    fn quantize<'b>(
+        &self,
+        cols: usize,
+        x: &[f32],
+        n: usize,
+        act: &'b mut ActivationBuffer,
+    ) -> Result<(&'b [u8], &'b [BlockSummary]), KernelError> {
+        let row_bytes = cols / P::Source::ELEMS * size_of::<P::Act>();
+        let parts = act.parts(n * row_bytes, n * cols / 32, 0)?;
+        quantize_summarized::<P>(cols, x, parts.bytes, parts.summaries);
+        Ok((parts.bytes, parts.summaries))
+    }
+
+    fn dot_one(&self, group: usize, cols: usize, a: &[u8], s: &[BlockSummary], out: &mut [f32]) {
+        let nb = cols / P::Source::ELEMS;
+        let mut dots = [[0.0; ROWS]; 1];
+        let a: &[P::Act] = bytemuck::cast_slice(a);
+        // SAFETY: `self.dot` runs on this CPU: the registry's packer that built these rows was
+        // called only where its instruction set was detected.
+        unsafe { (self.dot)(&self.blocks[group * nb..(group + 1) * nb], a, s, &mut dots) };
+        out.copy_from_slice(&dots[0][..out.len()]);
+    }
+
+    fn bytes_per_row(&self, cols: usize) -> usize {
+        cols / P::Source::ELEMS * size_of::<P>() / ROWS
+    }
+}
+
+/// Quantizes the rows of `x` (`cols` values each) to `P::Act` into `bytes`, with their
+/// summaries.
+fn quantize_summarized<P: PackedFormat>(
+    cols: usize,
+    x: &[f32],
+    bytes: &mut [u8],
+    summaries: &mut [BlockSummary],
+) {
+    let nb = cols / P::Source::ELEMS;
+    let per_block = P::Source::ELEMS / 32;
+    let row_bytes = nb * size_of::<P::Act>();
+    bytes
+        .par_chunks_mut(row_bytes)
+        .zip(x.par_chunks(cols))
+        .for_each(|(out, x)| quantize_bytes::<P::Act>(x, out));
+    let blocks: &[P::Act] = bytemuck::cast_slice(bytes);
+    summaries
+        .par_chunks_mut(cols / 32)
+        .zip(blocks.par_chunks(nb))
+        .for_each(|(s, b)| {
+            for (s, b) in s.chunks_mut(per_block).zip(b) {
+                P::summarize(b, s);
+            }
+        });
 }
