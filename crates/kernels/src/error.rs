@@ -53,4 +53,17 @@ pub enum KernelError {
         /// What the buffer holds.
         capacity: usize,
     },
+    /// A row range of a packed matrix that does not fall on its packed row groups.
+    #[error(
+        "rows {start}..{end} of a packed matrix of {rows} rows: a range must start on a \
+         16-row group and end on one or at the last row"
+    )]
+    RowRange {
+        /// First row asked for.
+        start: usize,
+        /// One past the last row asked for.
+        end: usize,
+        /// Rows of the matrix.
+        rows: usize,
+    },
 }

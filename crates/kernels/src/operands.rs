@@ -125,6 +125,7 @@ pub(crate) struct BlockSummary {
 /// let act = ActivationBuffer::for_matmul(128, 640, 2048);
 /// # drop(act);
 /// ```
+#[derive(Default)]
 pub struct ActivationBuffer {
     /// Quantized activations; `u64` storage keeps every activation format aligned.
     words: Vec<u64>,

@@ -25,8 +25,10 @@ pub(crate) fn matmul(
     act: &mut ActivationBuffer,
 ) -> Result<(), ModelError> {
     let (x, y) = (&x[..n * w.cols], &mut out[..n * w.rows]);
-    if let Some(packed) = w.packed() {
-        return Ok(rinfer_kernels::matmul_packed(packed, x, n, act, y)?);
+    if let Some((packed, rows)) = w.packed() {
+        return Ok(rinfer_kernels::matmul_packed_rows(
+            packed, rows, x, n, act, y,
+        )?);
     }
     let wm = weight_matrix(w)?;
     Ok(rinfer_kernels::matmul(

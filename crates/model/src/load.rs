@@ -164,7 +164,6 @@ impl Loader<'_> {
                 ty: tensor.ty.name(),
             });
         }
-        let slab = tensor.range.len() / count;
         let biases = match self.store.contains(&format!("{prefix}.bias")) {
             true => {
                 let bias = self.require(&format!("{prefix}.bias"))?;
@@ -173,18 +172,26 @@ impl Loader<'_> {
             }
             false => None,
         };
-        (0..count)
-            .map(|e| {
-                let start = tensor.range.start + e * slab;
-                let source = tensor.source.clone();
-                let mut weight = Matrix::new(tensor.ty, rows, cols, source, start..start + slab);
-                weight.pack()?;
-                let bias = biases
+        // Every expert's rows packed at once, into one allocation the experts share.
+        let mut stacked = Matrix::new(
+            tensor.ty,
+            rows * count,
+            cols,
+            tensor.source.clone(),
+            tensor.range.clone(),
+        );
+        stacked.pack()?;
+        let weights = stacked.split_rows(count)?;
+        Ok(weights
+            .into_iter()
+            .enumerate()
+            .map(|(e, weight)| Linear {
+                weight,
+                bias: biases
                     .as_ref()
-                    .map(|b| b[e * rows..(e + 1) * rows].to_vec());
-                Ok(Linear { weight, bias })
+                    .map(|b| b[e * rows..(e + 1) * rows].to_vec()),
             })
-            .collect()
+            .collect())
     }
 
     /// The router and experts of layer `p` (`blk.N`).

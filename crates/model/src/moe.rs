@@ -2,19 +2,25 @@
 //! then every expert that some row picked runs once on all of its rows (one matmul per
 //! projection), and each row sums its experts' outputs in the router's order.
 //!
+//! A decode step (one row) runs its experts' gate and up products in one parallel region and
+//! their down products in another ([`rinfer_kernels::matvec_packed_batch`]): each expert's
+//! matrices are small, and a parallel region per product costs more than it shares out.
+//!
 //! An expert no row picked is never read, so a decode step touches only the selected experts'
 //! weights. A row's result depends only on the row: the products give each row the bits they
 //! would give it alone, and the weighted sum runs in slot order, whatever the batch.
 
 use rayon::prelude::*;
+use rinfer_formats::GgmlType;
 
 use rinfer_kernels::block::{Experts, Ffn, Router};
 use rinfer_kernels::ops::{self, Activation, VectorKernels};
+use rinfer_kernels::{RowsProduct, matvec_packed_batch};
 
 use crate::compute::{self, linear};
 use crate::error::ModelError;
 use crate::scratch::Scratch;
-use crate::weights::ExpertWeights;
+use crate::weights::{ExpertWeights, Linear};
 
 /// Each of the `n` rows of `s.h` routed: `s.moe.ids` and `s.moe.weights`, `router.used` per row.
 pub(crate) fn route(
@@ -45,6 +51,10 @@ pub(crate) fn run(
     s: &mut Scratch,
 ) -> Result<(), ModelError> {
     let f = experts.ffn_dim;
+    if n == 1 && decode_batched(experts, w, hidden, k, s)? {
+        sum_slots(hidden, k, n, s);
+        return Ok(());
+    }
     let m = &mut s.moe;
     for e in 0..w.gate.len() {
         m.routed.clear();
@@ -70,7 +80,13 @@ pub(crate) fn run(
             m.slots[slot * hidden..(slot + 1) * hidden].copy_from_slice(out);
         }
     }
-    let (slots, weights) = (&m.slots, &m.weights);
+    sum_slots(hidden, k, n, s);
+    Ok(())
+}
+
+/// `s.h = Σ weight · slot` over each row's `k` slots, in slot order.
+fn sum_slots(hidden: usize, k: usize, n: usize, s: &mut Scratch) {
+    let (slots, weights) = (&s.moe.slots, &s.moe.weights);
     s.h[..n * hidden]
         .par_chunks_mut(hidden)
         .enumerate()
@@ -86,7 +102,87 @@ pub(crate) fn run(
                 }
             }
         });
-    Ok(())
+}
+
+/// The most experts per token whose products a decode step batches.
+const MOST_BATCHED: usize = 16;
+
+/// One token's `k` experts (from [`route`]) into `s.moe.slots`, with all gate and up products
+/// in one parallel region and all down products in another; `false` (and nothing done) where
+/// the experts' matrices cannot be batched (not packed, of different types, or rows that are
+/// not whole packed row groups). Each output has the bits the per-expert products give it.
+fn decode_batched(
+    experts: &Experts,
+    w: &ExpertWeights,
+    hidden: usize,
+    k: usize,
+    s: &mut Scratch,
+) -> Result<bool, ModelError> {
+    let f = experts.ffn_dim;
+    let m = &mut s.moe;
+    let ids = &m.ids[..k];
+    let expert = |layer, j: usize| expert_product(layer, ids[j], j);
+    let (Some((gate_ty, first)), Some((up_ty, _))) = (expert(&w.gate, 0), expert(&w.up, 0)) else {
+        return Ok(false);
+    };
+    let groups =
+        |p: &RowsProduct<'_>| p.matrix.splits_at(p.rows.start) && p.matrix.splits_at(p.rows.end);
+    if k == 0 || k > MOST_BATCHED || gate_ty != up_ty || !groups(&first) {
+        return Ok(false);
+    }
+    let mut gate_up: [RowsProduct<'_>; 2 * MOST_BATCHED] = std::array::from_fn(|_| first.clone());
+    let mut down: [RowsProduct<'_>; MOST_BATCHED] = std::array::from_fn(|_| first.clone());
+    let down_ty = w.down.get(ids[0] as usize).map(|l| l.weight.ty);
+    for j in 0..k {
+        let found = (expert(&w.gate, j), expert(&w.up, j), expert(&w.down, j));
+        let (Some((gt, g)), Some((ut, u)), Some((dt, d))) = found else {
+            return Ok(false);
+        };
+        let same_types = gt == gate_ty && ut == gate_ty && Some(dt) == down_ty;
+        if !(same_types && groups(&g) && groups(&u) && groups(&d)) {
+            return Ok(false);
+        }
+        gate_up[j] = RowsProduct { input: 0, ..g };
+        gate_up[k + j] = RowsProduct { input: 0, ..u };
+        down[j] = d;
+    }
+    let (buf, act) = (&mut m.gate_up[..2 * k * f], &mut m.act);
+    matvec_packed_batch(&gate_up[..2 * k], &s.h[..hidden], 1, act, buf)?;
+    let (gates, ups) = buf.split_at_mut(k * f);
+    for j in 0..k {
+        let id = ids[j] as usize;
+        add_bias(&w.gate[id], &mut gates[j * f..(j + 1) * f]);
+        add_bias(&w.up[id], &mut ups[j * f..(j + 1) * f]);
+    }
+    activate(experts.ffn, gates, ups, f)?;
+    let slots = &mut m.slots[..k * hidden];
+    matvec_packed_batch(&down[..k], gates, k, act, slots)?;
+    for j in 0..k {
+        add_bias(
+            &w.down[ids[j] as usize],
+            &mut slots[j * hidden..(j + 1) * hidden],
+        );
+    }
+    Ok(true)
+}
+
+/// Expert `id`'s packed rows of `layer` multiplying input `input`, with their type.
+fn expert_product(layer: &[Linear], id: u32, input: usize) -> Option<(GgmlType, RowsProduct<'_>)> {
+    let matrix = &layer.get(id as usize)?.weight;
+    let (packed, rows) = matrix.packed()?;
+    let product = RowsProduct {
+        matrix: packed,
+        rows,
+        input,
+    };
+    Some((matrix.ty, product))
+}
+
+/// `y += b` where the expert projection has a bias.
+fn add_bias(l: &Linear, y: &mut [f32]) {
+    if let Some(bias) = &l.bias {
+        ops::add_inplace(y, bias);
+    }
 }
 
 /// The expert's activation on rows of `f` values: `gate = act(gate, up)`.

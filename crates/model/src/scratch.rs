@@ -138,6 +138,10 @@ pub(crate) struct MoeScratch {
     pub(crate) slots: Vec<f32>,
     /// Which (row, slot) pairs one expert serves.
     pub(crate) routed: Vec<(usize, usize)>,
+    /// A decode step's gates then ups of its `k` experts `[2, k, expert_ffn]`.
+    pub(crate) gate_up: Vec<f32>,
+    /// The quantized inputs of a decode step's batched expert products (`k` rows).
+    pub(crate) act: rinfer_kernels::ActivationBuffer,
 }
 
 impl MoeScratch {
@@ -171,6 +175,8 @@ impl MoeScratch {
             output: vec![0.0; n * hidden],
             slots: vec![0.0; n * k * hidden],
             routed: Vec::with_capacity(n * k),
+            gate_up: vec![0.0; 2 * k * moe.ffn_dim],
+            act: rinfer_kernels::ActivationBuffer::for_matmul(k, hidden.max(moe.ffn_dim), 0),
         }
     }
 
@@ -183,6 +189,7 @@ impl MoeScratch {
             &self.up,
             &self.output,
             &self.slots,
+            &self.gate_up,
         ];
         floats.iter().map(|b| b.len() * 4).sum::<usize>() + self.ids.len() * 4
     }

@@ -45,7 +45,15 @@ pub struct Matrix {
     source: Arc<dyn ByteSource>,
     range: Range<usize>,
     /// The rows repacked for this CPU's fastest kernel, where it has one for `ty`.
-    packed: Option<Arc<PackedMatrix>>,
+    packed: Option<PackedSlab>,
+}
+
+/// A matrix's packed rows: rows `first..first + rows` of a packed matrix, its own or one that
+/// stacks every expert of a tensor.
+#[derive(Clone)]
+struct PackedSlab {
+    matrix: Arc<PackedMatrix>,
+    first: usize,
 }
 
 impl Matrix {
@@ -87,16 +95,52 @@ impl Matrix {
         // lookups and a GPU upload, which map the pages they need back in.
         let start = self.range.start;
         let release = |r: Range<usize>| self.source.release(start + r.start..start + r.end);
-        let packed = Kernels::detected()
-            .pack_releasing(&view, release)
-            .map(Arc::new);
-        self.packed = packed;
+        let packed = Kernels::detected().pack_releasing(&view, release);
+        self.packed = packed.map(|matrix| PackedSlab {
+            matrix: Arc::new(matrix),
+            first: 0,
+        });
         Ok(())
     }
 
-    /// The repacked rows, if [`Matrix::pack`] made them.
-    pub(crate) fn packed(&self) -> Option<&PackedMatrix> {
-        self.packed.as_deref()
+    /// Splits this packed matrix into `count` matrices of `rows / count` consecutive rows each
+    /// (the experts of a stacked expert tensor), every one sharing this one's packed rows when
+    /// they split at each part, else packing its own.
+    pub(crate) fn split_rows(
+        &self,
+        count: usize,
+    ) -> Result<Vec<Matrix>, rinfer_kernels::KernelError> {
+        let rows = self.rows / count.max(1);
+        let bytes = rows * self.row_bytes();
+        let shared = self
+            .packed
+            .as_ref()
+            .filter(|slab| (0..=count).all(|e| slab.matrix.splits_at(e * rows)));
+        (0..count)
+            .map(|e| {
+                let start = self.range.start + e * bytes;
+                let source = self.source.clone();
+                let mut part = Matrix::new(self.ty, rows, self.cols, source, start..start + bytes);
+                match shared {
+                    Some(slab) => {
+                        part.packed = Some(PackedSlab {
+                            matrix: slab.matrix.clone(),
+                            first: e * rows,
+                        });
+                    }
+                    None if self.packed.is_some() => part.pack()?,
+                    None => {}
+                }
+                Ok(part)
+            })
+            .collect()
+    }
+
+    /// The repacked rows, if [`Matrix::pack`] made them: a packed matrix and this matrix's rows
+    /// of it.
+    pub(crate) fn packed(&self) -> Option<(&PackedMatrix, Range<usize>)> {
+        let slab = self.packed.as_ref()?;
+        Some((&slab.matrix, slab.first..slab.first + self.rows))
     }
 
     /// Bytes of one row.
@@ -299,5 +343,54 @@ impl Weights {
     /// The matrix that produces logits.
     pub fn lm_head(&self) -> &Matrix {
         self.output.as_ref().unwrap_or(&self.token_embd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rinfer_kernels::ActivationBuffer;
+
+    use super::*;
+    use crate::compute::matmul;
+
+    /// `rows × cols` Q8_0 weights from a fixed sequence.
+    fn q8_0_rows(rows: usize, cols: usize) -> Vec<u8> {
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+            .collect();
+        let mut out = vec![0u8; rows * cols / 32 * 34];
+        rinfer_kernels::quantize_row(GgmlType::Q8_0, &x, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn split_experts_multiply_as_each_expert_alone() {
+        // 32-row experts share the stacked packing; 24-row ones start inside a packed row group
+        // and pack their own.
+        let (count, cols) = (3, 64);
+        for (rows, shared) in [(32, true), (24, false)] {
+            let data = q8_0_rows(rows * count, cols);
+            let mut stacked = Matrix::from_owned(GgmlType::Q8_0, rows * count, cols, data.clone());
+            stacked.pack().unwrap();
+            let parts = stacked.split_rows(count).unwrap();
+            let slab = data.len() / count;
+            let x: Vec<f32> = (0..2 * cols).map(|i| (i % 7) as f32 - 3.0).collect();
+            for (e, part) in parts.iter().enumerate() {
+                let bytes = data[e * slab..(e + 1) * slab].to_vec();
+                let mut alone = Matrix::from_owned(GgmlType::Q8_0, rows, cols, bytes);
+                alone.pack().unwrap();
+                assert_eq!(part.data(), alone.data());
+                if let Some((_, range)) = part.packed() {
+                    let first = if shared { e * rows } else { 0 };
+                    assert_eq!(range, first..first + rows);
+                }
+                let mut act = ActivationBuffer::for_matmul(2, cols, rows * count);
+                let (mut got, mut want) = (vec![0.0; 2 * rows], vec![0.0; 2 * rows]);
+                matmul(part, &x, 2, &mut got, &mut act).unwrap();
+                matmul(&alone, &x, 2, &mut want, &mut act).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "expert {e} of {rows} rows");
+            }
+        }
     }
 }

@@ -25,8 +25,10 @@ use crate::error::KernelError;
 use crate::operands::{ActivationBuffer, BlockSummary, WeightMatrix};
 use crate::quant::{BlockFormat, Quantize};
 
+mod allocation;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx;
+mod batch;
 #[cfg(target_arch = "x86_64")]
 mod byte_codes_amx;
 #[cfg(target_arch = "x86_64")]
@@ -74,6 +76,8 @@ mod two_bits;
 #[cfg(target_arch = "x86_64")]
 mod two_bits_avx512;
 
+pub use batch::{RowsProduct, matvec_packed_batch};
+
 /// Rows per packed block.
 pub(crate) const ROWS: usize = 16;
 
@@ -108,16 +112,34 @@ pub(crate) type PackFn = unsafe fn(&WeightMatrix<'_>, Release<'_>) -> PackedMatr
 
 /// The packed rows of one format and their kernel, behind one interface.
 trait PackedProduct: Send + Sync {
-    /// `y = W·x` for `n_tokens` rows of `x` (lengths already checked).
+    /// `y = W[rows]·x` for `n_tokens` rows of `x` (lengths already checked; `rows` starts on a
+    /// row group and ends on one or at the last row).
     fn matmul(
         &self,
-        rows: usize,
+        rows: Range<usize>,
         cols: usize,
         x: &[f32],
         n_tokens: usize,
         act: &mut ActivationBuffer,
         y: &mut [f32],
     ) -> Result<(), KernelError>;
+
+    /// Quantizes `n` rows of `x` (`cols` values each) into `act` for this format: the
+    /// activation bytes and their summaries, row after row.
+    fn quantize<'b>(
+        &self,
+        cols: usize,
+        x: &[f32],
+        n: usize,
+        act: &'b mut ActivationBuffer,
+    ) -> Result<(&'b [u8], &'b [BlockSummary]), KernelError>;
+
+    /// The outputs of row group `group` (its first `out.len()` rows) against one quantized
+    /// activation row `a` with summaries `s`.
+    fn dot_one(&self, group: usize, cols: usize, a: &[u8], s: &[BlockSummary], out: &mut [f32]);
+
+    /// Packed weight bytes per row of a matrix of `cols` columns.
+    fn bytes_per_row(&self, cols: usize) -> usize;
 }
 
 /// A weight matrix repacked for this CPU's fastest kernel (by [`crate::Kernels::pack`]);
@@ -177,6 +199,14 @@ impl PackedMatrix {
     pub fn cols(&self) -> usize {
         self.cols
     }
+
+    /// Whether the rows from `row` on can be multiplied apart from those before it (with
+    /// [`matmul_packed_rows`]): rows are packed in groups, so a range must start where a group
+    /// does. A matrix that stacks several experts' rows splits at each expert if this holds at
+    /// each expert's first row.
+    pub fn splits_at(&self, row: usize) -> bool {
+        row.is_multiple_of(ROWS) && row <= self.rows
+    }
 }
 
 /// `Y = W·X` for packed `w`: `x` holds `n_tokens` rows of `w.cols()` values, `y` receives
@@ -193,9 +223,36 @@ pub fn matmul_packed(
     act: &mut ActivationBuffer,
     y: &mut [f32],
 ) -> Result<(), KernelError> {
+    matmul_packed_rows(w, 0..w.rows, x, n_tokens, act, y)
+}
+
+/// [`matmul_packed`] of the rows `rows` of `w` alone (one expert of a matrix that stacks every
+/// expert's rows): `y` receives `n_tokens` rows of `rows.len()` values, each the bits
+/// [`matmul_packed`] gives that row.
+///
+/// # Errors
+/// [`KernelError::RowRange`] when `rows` does not start where [`PackedMatrix::splits_at`]
+/// allows, ends past the matrix, or ends inside a row group short of the last row; otherwise as
+/// [`matmul_packed`].
+pub fn matmul_packed_rows(
+    w: &PackedMatrix,
+    rows: Range<usize>,
+    x: &[f32],
+    n_tokens: usize,
+    act: &mut ActivationBuffer,
+    y: &mut [f32],
+) -> Result<(), KernelError> {
+    let ends_on_group = rows.end == w.rows || w.splits_at(rows.end);
+    if !w.splits_at(rows.start) || rows.end > w.rows || rows.start > rows.end || !ends_on_group {
+        return Err(KernelError::RowRange {
+            start: rows.start,
+            end: rows.end,
+            rows: w.rows,
+        });
+    }
     for (what, expected, actual) in [
         ("activations", n_tokens * w.cols, x.len()),
-        ("output", n_tokens * w.rows, y.len()),
+        ("output", n_tokens * rows.len(), y.len()),
     ] {
         if expected != actual {
             return Err(KernelError::LengthMismatch {
@@ -205,8 +262,8 @@ pub fn matmul_packed(
             });
         }
     }
-    if n_tokens == 0 {
+    if n_tokens == 0 || rows.is_empty() {
         return Ok(());
     }
-    w.data.matmul(w.rows, w.cols, x, n_tokens, act, y)
+    w.data.matmul(rows, w.cols, x, n_tokens, act, y)
 }

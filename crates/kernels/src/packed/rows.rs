@@ -2,12 +2,13 @@
 //! product driver that runs their kernel over row groups and token tiles.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use rayon::prelude::*;
 
 use super::{GroupDotFn, PackedFormat, PackedProduct, ROWS, Release};
 use crate::error::KernelError;
-use crate::operands::{ActivationBuffer, ScratchParts, TOKEN_TILE, WeightMatrix};
+use crate::operands::{ActivationBuffer, BlockSummary, ScratchParts, TOKEN_TILE, WeightMatrix};
 use crate::parallel::{for_row_ranges, rows_per_task};
 use crate::quant::{BlockFormat, quantize_bytes};
 
@@ -29,7 +30,7 @@ pub(super) fn pack_rows<P: PackedFormat>(
 ) -> PackedRows<P> {
     let nb = w.cols() / P::Source::ELEMS;
     let size = size_of::<P::Source>();
-    let mut blocks = vec![P::zeroed(); w.rows().div_ceil(ROWS) * nb];
+    let mut blocks = super::allocation::zeroed_blocks::<P>(w.rows().div_ceil(ROWS) * nb);
     let slab_groups = (RELEASE_BYTES / (ROWS * w.row_bytes()).max(1)).max(1);
     for (s, slab) in blocks.chunks_mut((slab_groups * nb).max(1)).enumerate() {
         let first_group = s * slab_groups;
@@ -66,7 +67,7 @@ pub(super) fn pack_rows<P: PackedFormat>(
 impl<P: PackedFormat> PackedProduct for PackedRows<P> {
     fn matmul(
         &self,
-        rows: usize,
+        range: Range<usize>,
         cols: usize,
         x: &[f32],
         n_tokens: usize,
@@ -74,6 +75,8 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
         y: &mut [f32],
     ) -> Result<(), KernelError> {
         let nb = cols / P::Source::ELEMS;
+        let rows = range.len();
+        let groups = &self.blocks[range.start / ROWS * nb..range.end.div_ceil(ROWS) * nb];
         let per_block = P::Source::ELEMS / 32;
         let row_bytes = nb * size_of::<P::Act>();
         let tile_needed = if n_tokens > 1 {
@@ -86,19 +89,8 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
             summaries,
             tile,
         } = act.parts(n_tokens * row_bytes, n_tokens * cols / 32, tile_needed)?;
-        bytes
-            .par_chunks_mut(row_bytes)
-            .zip(x.par_chunks(cols))
-            .for_each(|(out, x)| quantize_bytes::<P::Act>(x, out));
+        quantize_summarized::<P>(cols, x, bytes, summaries);
         let blocks: &[P::Act] = bytemuck::cast_slice(bytes);
-        summaries
-            .par_chunks_mut(cols / 32)
-            .zip(blocks.par_chunks(nb))
-            .for_each(|(s, b)| {
-                for (s, b) in s.chunks_mut(per_block).zip(b) {
-                    P::summarize(b, s);
-                }
-            });
         let group = (tile.len() / rows.max(1) / TOKEN_TILE * TOKEN_TILE).max(TOKEN_TILE);
         let bytes_per_row = nb * size_of::<P>() / ROWS;
         for g0 in (0..n_tokens).step_by(group) {
@@ -110,7 +102,7 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
                 let len = out.len() / n;
                 let mut dots = [[0.0; ROWS]; TOKEN_TILE];
                 for r0 in (first..first + len).step_by(ROWS) {
-                    let wg = &self.blocks[r0 / ROWS * nb..(r0 / ROWS + 1) * nb];
+                    let wg = &groups[r0 / ROWS * nb..(r0 / ROWS + 1) * nb];
                     let valid = ROWS.min(first + len - r0);
                     for t0 in (0..n).step_by(TOKEN_TILE) {
                         let nt = TOKEN_TILE.min(n - t0);
@@ -130,4 +122,57 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
         }
         Ok(())
     }
+
+    fn quantize<'b>(
+        &self,
+        cols: usize,
+        x: &[f32],
+        n: usize,
+        act: &'b mut ActivationBuffer,
+    ) -> Result<(&'b [u8], &'b [BlockSummary]), KernelError> {
+        let row_bytes = cols / P::Source::ELEMS * size_of::<P::Act>();
+        let parts = act.parts(n * row_bytes, n * cols / 32, 0)?;
+        quantize_summarized::<P>(cols, x, parts.bytes, parts.summaries);
+        Ok((parts.bytes, parts.summaries))
+    }
+
+    fn dot_one(&self, group: usize, cols: usize, a: &[u8], s: &[BlockSummary], out: &mut [f32]) {
+        let nb = cols / P::Source::ELEMS;
+        let mut dots = [[0.0; ROWS]; 1];
+        let a: &[P::Act] = bytemuck::cast_slice(a);
+        // SAFETY: `self.dot` runs on this CPU: the registry's packer that built these rows was
+        // called only where its instruction set was detected.
+        unsafe { (self.dot)(&self.blocks[group * nb..(group + 1) * nb], a, s, &mut dots) };
+        out.copy_from_slice(&dots[0][..out.len()]);
+    }
+
+    fn bytes_per_row(&self, cols: usize) -> usize {
+        cols / P::Source::ELEMS * size_of::<P>() / ROWS
+    }
+}
+
+/// Quantizes the rows of `x` (`cols` values each) to `P::Act` into `bytes`, with their
+/// summaries.
+fn quantize_summarized<P: PackedFormat>(
+    cols: usize,
+    x: &[f32],
+    bytes: &mut [u8],
+    summaries: &mut [BlockSummary],
+) {
+    let nb = cols / P::Source::ELEMS;
+    let per_block = P::Source::ELEMS / 32;
+    let row_bytes = nb * size_of::<P::Act>();
+    bytes
+        .par_chunks_mut(row_bytes)
+        .zip(x.par_chunks(cols))
+        .for_each(|(out, x)| quantize_bytes::<P::Act>(x, out));
+    let blocks: &[P::Act] = bytemuck::cast_slice(bytes);
+    summaries
+        .par_chunks_mut(cols / 32)
+        .zip(blocks.par_chunks(nb))
+        .for_each(|(s, b)| {
+            for (s, b) in s.chunks_mut(per_block).zip(b) {
+                P::summarize(b, s);
+            }
+        });
 }

@@ -758,6 +758,99 @@ fn matmul_packed_checks_lengths_and_scratch() {
 }
 
 #[test]
+fn stacked_experts_multiply_as_if_each_were_packed_alone() {
+    // Three experts of 48 rows stacked, as an expert tensor is: each expert's rows of the
+    // stacked matrix give the bits of that expert packed on its own.
+    let (experts, rows, cols, tokens) = (3, 48, 512, 5);
+    for ty in [GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8_0] {
+        let (data, x) = matrix_case(ty, experts * rows, cols, tokens);
+        let stacked = WeightMatrix::new(ty, experts * rows, cols, &data).unwrap();
+        let slab = data.len() / experts;
+        for (name, packed) in packings_here(&stacked) {
+            assert!((0..=experts).all(|e| packed.splits_at(e * rows)));
+            for e in 0..experts {
+                let alone = WeightMatrix::new(ty, rows, cols, &data[e * slab..(e + 1) * slab]);
+                let alone = packings_here(&alone.unwrap())
+                    .into_iter()
+                    .find(|(n, _)| *n == name)
+                    .unwrap()
+                    .1;
+                for n in [1, tokens] {
+                    let x = &x[..n * cols];
+                    let mut act = ActivationBuffer::for_matmul(n, cols, experts * rows);
+                    let (mut part, mut want) = (vec![0.0; n * rows], vec![0.0; n * rows]);
+                    let range = e * rows..(e + 1) * rows;
+                    matmul_packed_rows(&packed, range, x, n, &mut act, &mut part).unwrap();
+                    matmul_packed(&alone, x, n, &mut act, &mut want).unwrap();
+                    assert_bits_eq(&part, &want, name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_batch_of_products_gives_each_the_bits_it_gives_alone() {
+    // Two stacked matrices of three 48-row experts, products over two inputs in any order.
+    let (rows, cols) = (48, 512);
+    for ty in [GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8_0] {
+        let (gate, x) = matrix_case(ty, 3 * rows, cols, 2);
+        let (up, _) = matrix_case(ty, 3 * rows, cols + 256, 0);
+        let up = &up[..gate.len()];
+        let gate = WeightMatrix::new(ty, 3 * rows, cols, &gate).unwrap();
+        let up = WeightMatrix::new(ty, 3 * rows, cols, up).unwrap();
+        for ((name, gate), (_, up)) in packings_here(&gate).into_iter().zip(packings_here(&up)) {
+            let expert = |m, e: usize, input| RowsProduct {
+                matrix: m,
+                rows: e * rows..(e + 1) * rows,
+                input,
+            };
+            let products = [
+                expert(&gate, 2, 0),
+                expert(&up, 2, 0),
+                expert(&gate, 0, 1),
+                expert(&up, 1, 1),
+            ];
+            let mut act = ActivationBuffer::for_matmul(2, cols, 0);
+            let mut y = vec![0.0; products.len() * rows];
+            matvec_packed_batch(&products, &x, 2, &mut act, &mut y).unwrap();
+            for (p, got) in products.iter().zip(y.chunks(rows)) {
+                let x = &x[p.input * cols..(p.input + 1) * cols];
+                let mut want = vec![0.0; rows];
+                matmul_packed_rows(p.matrix, p.rows.clone(), x, 1, &mut act, &mut want).unwrap();
+                assert_bits_eq(got, &want, name);
+            }
+            let mut short = vec![0.0; rows];
+            let bad = [RowsProduct {
+                rows: 16..24,
+                ..expert(&gate, 0, 0)
+            }];
+            let err = matvec_packed_batch(&bad, &x, 2, &mut act, &mut short[..8]);
+            assert!(matches!(err, Err(KernelError::RowRange { .. })));
+        }
+    }
+}
+
+#[test]
+fn packed_row_ranges_must_fall_on_row_groups() {
+    let (data, x) = matrix_case(GgmlType::Q8_0, 40, 64, 1);
+    let w = WeightMatrix::new(GgmlType::Q8_0, 40, 64, &data).unwrap();
+    let packed = PackedMatrix::pack_with::<BlockQ8_0x16>(&w, q8_0x16::dot_group, &|_| {});
+    let mut act = ActivationBuffer::for_matvec(64);
+    for bad in [8..40, 16..24, 32..48] {
+        let mut y = vec![0.0; bad.len()];
+        assert!(matches!(
+            matmul_packed_rows(&packed, bad, &x, 1, &mut act, &mut y),
+            Err(KernelError::RowRange { .. })
+        ));
+    }
+    for good in [0..16, 16..40, 32..40] {
+        let mut y = vec![0.0; good.len()];
+        assert!(matmul_packed_rows(&packed, good, &x, 1, &mut act, &mut y).is_ok());
+    }
+}
+
+#[test]
 fn packing_releases_every_source_byte_once() {
     let (rows, cols) = (1000, 4096);
     let (data, _) = matrix_case(GgmlType::Q8_0, rows, cols, 0);
