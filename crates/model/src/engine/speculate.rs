@@ -1,14 +1,15 @@
-//! Speculative decoding by prompt lookup: a decoding sequence guesses its next tokens from an
-//! earlier occurrence of its last few tokens (in the prompt or in what it generated), the step
-//! feeds the last token and the guesses together and gets logits for every one of them, and the
-//! sequence keeps the guesses its own sampler agrees with.
+//! Speculative decoding: a decoding sequence guesses its next tokens, the step feeds the last
+//! token and the guesses together and gets logits for every one of them, and the sequence keeps
+//! the guesses its own sampler agrees with. The guesses come from prompt lookup (an earlier
+//! occurrence of its last few tokens, in the prompt or in what it generated) or from a draft
+//! model's greedy continuation (`draft_model`).
 //!
 //! The output never changes. At each fed position the sampler draws the token exactly as plain
 //! decoding would (same logits, whatever the batch; same penalty history; the next draw of the
 //! same seeded generator), and a guess is accepted only if it equals that draw. The first draw
 //! that differs is the next token itself, and the positions after it are cut from the KV cache.
-//! For a deterministic guess (the draft distribution `q` is one-hot) this is the speculative
-//! sampling rule: the guess is accepted with probability `p(guess)`, and a rejection yields a
+//! Both sources guess deterministically (the draft distribution `q` is one-hot; a draft model's
+//! guess is its argmax), and for such a guess this is the speculative sampling rule: the guess is accepted with probability `p(guess)`, and a rejection yields a
 //! token drawn from `p` without the guess, the normalized `max(0, p - q)`.
 //!
 //! How many tokens to guess follows the recent acceptance: longer after a fully accepted guess,
@@ -28,6 +29,12 @@ pub enum Speculation {
         /// The most tokens guessed in one step.
         draft_max: usize,
     },
+    /// A draft model that shares the vocabulary guesses greedily, at most `draft_max` tokens
+    /// per step (the engine is given the model: [`Engine::with_draft`](super::Engine::with_draft)).
+    DraftModel {
+        /// The most tokens guessed in one step.
+        draft_max: usize,
+    },
 }
 
 impl Speculation {
@@ -35,7 +42,7 @@ impl Speculation {
     pub fn draft_max(self) -> usize {
         match self {
             Self::Off => 0,
-            Self::PromptLookup { draft_max } => draft_max,
+            Self::PromptLookup { draft_max } | Self::DraftModel { draft_max } => draft_max,
         }
     }
 }
@@ -106,14 +113,26 @@ impl Drafter {
         self.history.push(token);
     }
 
-    /// Up to `limit` guessed tokens to follow the history (none while waiting or when nothing
-    /// matches).
-    pub(super) fn draft(&mut self, limit: usize, out: &mut Vec<u32>) {
+    /// The prompt and the generated tokens.
+    pub(super) fn history(&self) -> &[u32] {
+        &self.history
+    }
+
+    /// How many tokens to guess this step, at most `limit` (0 while waiting); each call is a
+    /// step.
+    pub(super) fn budget(&mut self, limit: usize) -> usize {
         if self.wait > 0 {
             self.wait -= 1;
-            return;
+            return 0;
         }
-        out.extend_from_slice(lookup(&self.history, limit.min(self.length)));
+        limit.min(self.length)
+    }
+
+    /// Up to `limit` guessed tokens to follow the history by prompt lookup (none while waiting
+    /// or when nothing matches).
+    pub(super) fn draft(&mut self, limit: usize, out: &mut Vec<u32>) {
+        let n = self.budget(limit);
+        out.extend_from_slice(lookup(&self.history, n));
     }
 
     /// Adapts the guess length to a verification of `drafted` guesses of which `accepted`
