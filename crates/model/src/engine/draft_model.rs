@@ -193,16 +193,11 @@ pub(super) fn check_vocabulary(
         )));
     }
     let differs = (0..ours.vocab_size() as u32).find(|&id| {
-        ours.token_piece(id) != theirs.token_piece(id)
-            || ours.token_type(id) != theirs.token_type(id)
+        ours.token_text(id) != theirs.token_text(id) || ours.token_type(id) != theirs.token_type(id)
     });
     if let Some(id) = differs {
-        let show = |t: &crate::tokenizer::Tokenizer| {
-            t.token_piece(id).map_or_else(
-                || "nothing".into(),
-                |p| format!("{:?}", String::from_utf8_lossy(p)),
-            )
-        };
+        let show =
+            |t: &crate::tokenizer::Tokenizer| format!("{:?}", t.token_text(id).unwrap_or(""));
         return Err(ModelError::DraftModel(format!(
             "its token {id} is {}, the model's is {}; a draft model must share the model's \
              tokenizer (take a smaller model of the same family)",
@@ -211,4 +206,42 @@ pub(super) fn check_vocabulary(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rinfer_formats::gguf::{GgufFile, MetadataValue};
+
+    use super::check_vocabulary;
+    use crate::loaded::LoadedModel;
+    use crate::tokenizer::Tokenizer;
+
+    const FIXTURE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/models/gemma3-tiny-q4_k_m.gguf"
+    );
+
+    #[test]
+    fn a_draft_vocabulary_of_the_same_size_with_another_token_is_refused() {
+        let target = LoadedModel::open(FIXTURE).unwrap();
+        let mut draft = LoadedModel::open(FIXTURE).unwrap();
+        assert!(check_vocabulary(&target, &draft).is_ok());
+
+        let mut meta = GgufFile::open(FIXTURE).unwrap().metadata().clone();
+        let Some(MetadataValue::Array { element, mut items }) =
+            meta.remove("tokenizer.ggml.tokens")
+        else {
+            panic!("the fixture lists its tokens");
+        };
+        items[300] = MetadataValue::String("an impostor".into());
+        let tokens = MetadataValue::Array { element, items };
+        meta.insert("tokenizer.ggml.tokens", tokens).unwrap();
+        draft.tokenizer = Tokenizer::from_gguf(&meta).unwrap();
+
+        let err = check_vocabulary(&target, &draft).unwrap_err().to_string();
+        assert!(
+            err.contains("token 300") && err.contains("impostor"),
+            "{err}"
+        );
+    }
 }
