@@ -124,6 +124,12 @@ impl Session {
             mib(engine.kv_bytes())
         );
         report!("  scratch buffers: {:.1} MiB", mib(engine.scratch_bytes()));
+        if engine.draft_bytes() > 0 {
+            report!(
+                "  draft model's KV cache and buffers: {:.1} MiB",
+                mib(engine.draft_bytes())
+            );
+        }
         report!(
             "  prefix cache (grows as used): at most {:.1} MiB",
             mib(engine.prefix_stats().budget)
