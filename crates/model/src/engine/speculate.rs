@@ -76,10 +76,11 @@ impl SpeculationStats {
     }
 }
 
-/// The longest run of last tokens looked up.
-const NGRAM_MAX: usize = 3;
-/// The shortest: a single repeated token predicts too little.
+/// The shortest run of last tokens a lookup matches: a single repeated token predicts too
+/// little.
 const NGRAM_MIN: usize = 2;
+/// The longest run of last tokens compared: longer matches count as this long.
+const MATCH_MAX: usize = 64;
 /// The longest wait, in steps, after guesses that were all rejected.
 const MAX_WAIT: u32 = 31;
 
@@ -156,25 +157,36 @@ impl Drafter {
     }
 }
 
-/// The up to `n` tokens that followed the latest earlier occurrence of the history's last
-/// `NGRAM_MAX` tokens (or fewer, down to `NGRAM_MIN`); empty when none occurred.
+/// The up to `n` tokens that followed the earlier occurrence of the history's last tokens that
+/// matches the most of them (at least `NGRAM_MIN`, compared up to `MATCH_MAX`; the latest of
+/// the longest); empty when none occurred. While guesses hold, the occurrence they came from
+/// keeps matching longer than any other, so the guesses continue along it: in a copied file,
+/// the place being copied, not the latest line that happens to end the same way.
 pub(super) fn lookup(history: &[u32], n: usize) -> &[u32] {
+    let len = history.len();
+    let Some(&last) = history.last() else {
+        return &[];
+    };
     if n == 0 {
         return &[];
     }
-    for size in (NGRAM_MIN..=NGRAM_MAX).rev() {
-        let Some(start) = history.len().checked_sub(size) else {
+    // `from`: the position an occurrence predicts next (it ends at `from - 1`).
+    let mut best: Option<(usize, usize)> = None;
+    for from in (NGRAM_MIN..len).rev() {
+        if history[from - 1] != last {
             continue;
-        };
-        let tail = &history[start..];
-        // The latest occurrence that ends before the tail does, so something follows it.
-        let found = (0..start).rev().find(|&i| &history[i..i + size] == tail);
-        if let Some(i) = found {
-            let from = i + size;
-            return &history[from..(from + n).min(history.len())];
+        }
+        let matched = (1..=MATCH_MAX.min(from))
+            .take_while(|&k| history[from - k] == history[len - k])
+            .count();
+        if matched >= NGRAM_MIN && best.is_none_or(|(most, _)| matched > most) {
+            best = Some((matched, from));
+            if matched == MATCH_MAX {
+                break;
+            }
         }
     }
-    &[]
+    best.map_or(&[], |(_, from)| &history[from..(from + n).min(len)])
 }
 
 #[cfg(test)]
@@ -189,6 +201,24 @@ mod tests {
         assert_eq!(lookup(&[1, 2, 3, 4], 4), &[] as &[u32], "nothing repeats");
         assert_eq!(lookup(&[5, 5, 5], 4), &[5], "an overlapping match");
         assert_eq!(lookup(&history, 0), &[] as &[u32]);
+        assert_eq!(lookup(&[], 3), &[] as &[u32]);
+    }
+
+    #[test]
+    fn lookup_prefers_the_occurrence_that_matches_the_most_last_tokens() {
+        // `8 9 1 2` occurred at the start; a later `1 2` is followed by something else.
+        let history = [8, 9, 1, 2, 3, 4, 7, 1, 2, 6, 5, 8, 9, 1, 2];
+        assert_eq!(
+            lookup(&history, 2),
+            &[3, 4],
+            "the longer match wins over the later"
+        );
+        let copied = [history.as_slice(), &[3, 4, 7, 1, 2]].concat();
+        assert_eq!(
+            lookup(&copied, 3),
+            &[6, 5, 8],
+            "a copy in progress continues along its source"
+        );
     }
 
     #[test]
