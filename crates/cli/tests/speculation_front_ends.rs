@@ -2,13 +2,14 @@
 //! --speculate ngram` and `--speculate draft --draft-model` (a quantized fixture guessing for
 //! its F32 sibling) print the text of a plain run and report the guesses they kept; a draft
 //! flag without its model, a model without the flag, or a draft model of another vocabulary
-//! are refused; and `rinfer serve --speculate ngram|draft` answers a request the same with
+//! are refused; `rinfer chat` with a draft model answers every turn as a plain chat does; and `rinfer serve --speculate ngram|draft` answers a request the same with
 //! speculation or without (`"speculate": false`), counting guesses at `/metrics`.
 
 mod serve_support;
 
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 use serve_support::{Server, tiny_model};
@@ -85,6 +86,34 @@ fn run_with_a_draft_model_prints_the_text_of_a_plain_run_and_keeps_guesses() {
     assert_eq!(fast["text"], plain["text"]);
     let accepted = fast["timings"]["accepted_tokens"].as_u64().unwrap();
     assert!(accepted > 0, "{}", fast["timings"]);
+}
+
+/// What `rinfer chat` of `model`, greedy, with `extra` flags, prints for three turns.
+fn chat(model: &str, extra: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .args(["chat", "--model", model, "-n", "24", "--temperature", "0"])
+        .args(["--ctx", "512", "--threads", "2"])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the rinfer binary runs");
+    let turns = b"Hello there, how are you today?\nTell me more.\nAnd then?\n";
+    child.stdin.take().unwrap().write_all(turns).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn chat_with_a_draft_model_answers_every_turn_as_a_plain_chat() {
+    let (target, draft) = (fixture("gemma3-tiny-f32"), fixture("gemma3-tiny-q4_k_m"));
+    let plain = chat(&target, &[]);
+    assert!(!plain.trim().is_empty());
+    let fast = chat(&target, &["--speculate", "draft", "--draft-model", &draft]);
+    assert_eq!(fast, plain);
 }
 
 #[test]
