@@ -33,7 +33,9 @@ tasks:
                 time to first token of each turn of a chat that resends its history (a system
                 prompt of about 1,000 tokens), rinfer serve beside llama-server, one slot each
   bench speculative [--threads N] [--repeat 3] [--max-tokens 256] [--draft-max 8]
-                decode tok/s with and without prompt-lookup speculation on the default model:
+                  [--draft-model PATH]
+                decode tok/s with and without prompt-lookup (or draft-model) speculation on
+                the default model:
                 rewriting a given file, quoting a given passage, free generation; with the
                 share of guesses accepted and whether both wrote the same tokens
   fetch-model   download and verify the default model (runs `rinfer fetch`)

@@ -93,13 +93,18 @@ pub struct ChatTemplateOptions {
 pub struct SpeculationOptions {
     /// Guess tokens ahead and verify them in one pass: `ngram` guesses from earlier
     /// occurrences of the last tokens in the prompt and the text so far (fast on text that
-    /// quotes or edits its input); `off` decodes one token per pass. The text is the same
-    /// either way, greedy or seeded.
+    /// quotes or edits its input); `draft` has a smaller model of the same vocabulary guess
+    /// (`--draft-model`); `off` decodes one token per pass. The text is the same either way,
+    /// greedy or seeded.
     #[arg(long, value_enum, default_value_t = SpeculateMode::Off)]
     pub speculate: SpeculateMode,
     /// The most tokens guessed in one pass (fewer when recent guesses failed).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub draft_max: u16,
+    /// The draft model of `--speculate draft`: a GGUF file of a smaller model that shares the
+    /// model's tokenizer (the same family, or a quantized copy of the model).
+    #[arg(long, value_name = "PATH")]
+    pub draft_model: Option<PathBuf>,
 }
 
 /// Where speculative guesses come from.
@@ -109,17 +114,26 @@ pub enum SpeculateMode {
     Off,
     /// Prompt lookup: n-gram matches in the prompt and the text so far.
     Ngram,
+    /// A draft model's greedy continuation (`--draft-model`).
+    Draft,
 }
 
 impl SpeculationOptions {
-    /// The engine's speculation setting.
-    pub fn speculation(&self) -> Speculation {
-        match self.speculate {
-            SpeculateMode::Off => Speculation::Off,
-            SpeculateMode::Ngram => Speculation::PromptLookup {
-                draft_max: usize::from(self.draft_max),
-            },
-        }
+    /// The engine's speculation setting; an error when `--speculate draft` and `--draft-model`
+    /// do not come together.
+    pub fn speculation(&self) -> anyhow::Result<Speculation> {
+        let draft_max = usize::from(self.draft_max);
+        Ok(match (self.speculate, &self.draft_model) {
+            (SpeculateMode::Draft, None) => {
+                anyhow::bail!("--speculate draft needs a draft model: add --draft-model PATH")
+            }
+            (SpeculateMode::Off | SpeculateMode::Ngram, Some(_)) => {
+                anyhow::bail!("--draft-model is used only with --speculate draft")
+            }
+            (SpeculateMode::Off, None) => Speculation::Off,
+            (SpeculateMode::Ngram, None) => Speculation::PromptLookup { draft_max },
+            (SpeculateMode::Draft, Some(_)) => Speculation::DraftModel { draft_max },
+        })
     }
 }
 

@@ -1,11 +1,15 @@
-//! Speculative decoding through the front ends, on a tiny fixture model: `rinfer run
-//! --speculate ngram` prints the text of a plain run and reports the guesses it kept, and
-//! `rinfer serve --speculate ngram` answers a request the same with speculation or without
-//! (`"speculate": false`), counting guesses at `/metrics`.
+//! Speculative decoding through the front ends, on tiny fixture models: `rinfer run
+//! --speculate ngram` and `--speculate draft --draft-model` (a quantized fixture guessing for
+//! its F32 sibling) print the text of a plain run and report the guesses they kept; a draft
+//! flag without its model, a model without the flag, or a draft model of another vocabulary
+//! are refused; `rinfer chat` with a draft model answers every turn as a plain chat does; and `rinfer serve --speculate ngram|draft` answers a request the same with
+//! speculation or without (`"speculate": false`), counting guesses at `/metrics`.
 
 mod serve_support;
 
-use std::process::Command;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 use serve_support::{Server, tiny_model};
@@ -13,10 +17,18 @@ use serve_support::{Server, tiny_model};
 /// A prompt whose continuation repeats it, so prompt lookup has something to find.
 const PROMPT: &str = "one two three four one two three four one two three four one two";
 
-/// `rinfer run --json` greedy with `extra` flags: its report.
-fn run(extra: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(["run", "--model", &tiny_model(), PROMPT, "--json"])
+/// A fixture model's path.
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../tests/fixtures/models/{name}.gguf"))
+        .display()
+        .to_string()
+}
+
+/// `rinfer run --json` of `model`, greedy, with `extra` flags.
+fn run_model(model: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .args(["run", "--model", model, PROMPT, "--json"])
         .args([
             "-n",
             "60",
@@ -28,7 +40,16 @@ fn run(extra: &[&str]) -> Value {
         ])
         .args(extra)
         .output()
-        .expect("the rinfer binary runs");
+        .expect("the rinfer binary runs")
+}
+
+/// `rinfer run --json` of the tiny model, greedy, with `extra` flags: its report.
+fn run(extra: &[&str]) -> Value {
+    report(run_model(&tiny_model(), extra))
+}
+
+/// The report of a run that succeeded.
+fn report(out: Output) -> Value {
     assert!(
         out.status.success(),
         "{}",
@@ -46,6 +67,101 @@ fn run_with_prompt_lookup_prints_the_text_of_a_plain_run_and_keeps_guesses() {
     assert_eq!(plain["timings"]["drafted_tokens"], 0);
     let accepted = fast["timings"]["accepted_tokens"].as_u64().unwrap();
     assert!(accepted > 0, "{}", fast["timings"]);
+}
+
+#[test]
+fn run_with_a_draft_model_prints_the_text_of_a_plain_run_and_keeps_guesses() {
+    let (target, draft) = (fixture("gemma3-tiny-f32"), fixture("gemma3-tiny-q4_k_m"));
+    let plain = report(run_model(&target, &["--speculate", "off"]));
+    let flags = [
+        "--speculate",
+        "draft",
+        "--draft-model",
+        &draft,
+        "--draft-max",
+        "4",
+    ];
+    let fast = report(run_model(&target, &flags));
+    assert_eq!(fast["tokens"], plain["tokens"]);
+    assert_eq!(fast["text"], plain["text"]);
+    let accepted = fast["timings"]["accepted_tokens"].as_u64().unwrap();
+    assert!(accepted > 0, "{}", fast["timings"]);
+}
+
+/// What `rinfer chat` of `model`, greedy, with `extra` flags, prints for three turns.
+fn chat(model: &str, extra: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .args(["chat", "--model", model, "-n", "24", "--temperature", "0"])
+        .args(["--ctx", "512", "--threads", "2"])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the rinfer binary runs");
+    let turns = b"Hello there, how are you today?\nTell me more.\nAnd then?\n";
+    child.stdin.take().unwrap().write_all(turns).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn chat_with_a_draft_model_answers_every_turn_as_a_plain_chat() {
+    let (target, draft) = (fixture("gemma3-tiny-f32"), fixture("gemma3-tiny-q4_k_m"));
+    let plain = chat(&target, &[]);
+    assert!(!plain.trim().is_empty());
+    let fast = chat(&target, &["--speculate", "draft", "--draft-model", &draft]);
+    assert_eq!(fast, plain);
+}
+
+#[test]
+fn draft_flags_that_disagree_or_a_draft_of_another_vocabulary_are_refused() {
+    let refused = |extra: &[&str], says: &str| {
+        let out = run_model(&tiny_model(), extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} ran");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+    };
+    refused(&["--speculate", "draft"], "--draft-model PATH");
+    let twin = tiny_model();
+    refused(
+        &["--speculate", "ngram", "--draft-model", &twin],
+        "--speculate draft",
+    );
+    refused(&["--draft-model", &twin], "--speculate draft");
+    let other = fixture("llama-tiny-q4_k");
+    refused(
+        &["--speculate", "draft", "--draft-model", &other],
+        "vocabulary",
+    );
+}
+
+#[test]
+fn a_server_with_a_draft_model_answers_as_a_plain_one_and_counts_guesses() {
+    let (target, draft) = (fixture("gemma3-tiny-f32"), fixture("gemma3-tiny-q4_k_m"));
+    let s = Server::start(&[
+        "--model",
+        &target,
+        "--threads",
+        "2",
+        "--ctx",
+        "512",
+        "--speculate",
+        "draft",
+        "--draft-model",
+        &draft,
+    ]);
+    let body = |speculate: bool| {
+        json!({"prompt": "a story about", "max_tokens": 40, "temperature": 0.7, "seed": 4,
+               "logit_bias": {"1": -100, "106": -100}, "speculate": speculate})
+    };
+    let opted_out = s.post("/v1/completions", &body(false)).json();
+    assert_eq!(s.metric("rinfer_speculation_drafted_tokens_total"), 0.0);
+    let fast = s.post("/v1/completions", &body(true)).json();
+    assert_eq!(fast["choices"][0]["text"], opted_out["choices"][0]["text"]);
+    assert!(s.metric("rinfer_speculation_accepted_tokens_total") > 0.0);
 }
 
 #[test]

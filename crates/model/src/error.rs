@@ -126,4 +126,8 @@ pub enum ModelError {
     /// A request the engine cannot run.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The draft model given for speculative decoding cannot guess for this model, or the
+    /// settings and the draft model disagree.
+    #[error("draft model: {0}")]
+    DraftModel(String),
 }

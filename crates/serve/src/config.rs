@@ -32,6 +32,9 @@ pub struct ServeConfig {
     /// Whether decoding guesses tokens ahead (`--speculate`); a request opts out with
     /// `"speculate": false`. The text is the same either way.
     pub speculation: rinfer_model::Speculation,
+    /// The draft model that guesses for [`rinfer_model::Speculation::DraftModel`]
+    /// (`--draft-model`); it must share the model's vocabulary.
+    pub draft_model_path: Option<PathBuf>,
     /// The type of the KV caches' rows (`None`: f32). A
     /// smaller type lets more `parallel` sequences fit the memory checked at start.
     pub kv_type: Option<rinfer_model::KvType>,
@@ -89,6 +92,7 @@ impl ServeConfig {
             parallel: 4,
             kv_cache_mib: None,
             speculation: rinfer_model::Speculation::Off,
+            draft_model_path: None,
             kv_type: None,
             queue: 64,
             threads: None,

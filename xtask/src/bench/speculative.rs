@@ -2,7 +2,9 @@
 //! prompt-lookup speculation (`--speculate ngram`) on the default model, greedy, on tasks whose
 //! answer is grounded in the input (rewriting a given source file with a small change, quoting
 //! a given passage) and on free generation; with the share of guessed tokens accepted, and a
-//! check that both modes wrote the same tokens.
+//! check that both modes wrote the same tokens. `--draft-model PATH` measures speculation with
+//! that draft model (`--speculate draft`) instead of prompt lookup; the default model ships
+//! with none.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,7 +17,7 @@ use super::rinfer::Rinfer;
 use super::stats::Summary;
 
 const USAGE: &str = "usage: cargo xtask bench speculative [--model PATH] [--threads N] \
-    [--repeat N] [--max-tokens N] [--draft-max N]";
+    [--repeat N] [--max-tokens N] [--draft-max N] [--draft-model PATH]";
 
 /// The file the rewrite task hands the model (read from the workspace).
 const SOURCE_FILE: &str = "crates/model/src/engine/generate.rs";
@@ -70,6 +72,8 @@ struct Options {
     repeat: usize,
     max_tokens: usize,
     draft_max: usize,
+    /// The draft model that guesses (`None`: prompt lookup).
+    draft_model: Option<PathBuf>,
 }
 
 impl Options {
@@ -80,6 +84,7 @@ impl Options {
             repeat: 3,
             max_tokens: 256,
             draft_max: 8,
+            draft_model: None,
         };
         let mut args = args.iter();
         while let Some(&flag) = args.next() {
@@ -102,6 +107,7 @@ impl Options {
                 "--repeat" => options.repeat = number()?,
                 "--max-tokens" => options.max_tokens = number()?,
                 "--draft-max" => options.draft_max = number()?,
+                "--draft-model" => options.draft_model = Some(PathBuf::from(value)),
                 _ => bail!("unknown option {flag}\n{USAGE}"),
             }
         }
@@ -129,6 +135,17 @@ pub fn run(args: &[&str]) -> Result<()> {
         None => rinfer.default_model()?,
     };
     ensure!(model.is_file(), "no model file at {}", model.display());
+    match &options.draft_model {
+        Some(draft) => {
+            ensure!(
+                draft.is_file(),
+                "no draft model file at {}",
+                draft.display()
+            );
+            println!("speculation: the draft model {}", draft.display());
+        }
+        None => println!("speculation: prompt lookup"),
+    }
     let dir = crate::workspace_root().join("target/bench/speculative");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     println!(
@@ -188,7 +205,13 @@ fn measure(
     command.args(["--chat-template", "gemma", "--ctx", "4096"]);
     command.args(["-n", &options.max_tokens.to_string()]);
     command.args(["--draft-max", &options.draft_max.to_string()]);
-    command.args(["--speculate", if speculate { "ngram" } else { "off" }]);
+    match (speculate, &options.draft_model) {
+        (false, _) => command.args(["--speculate", "off"]),
+        (true, None) => command.args(["--speculate", "ngram"]),
+        (true, Some(draft)) => command
+            .args(["--speculate", "draft", "--draft-model"])
+            .arg(draft),
+    };
     if let Some(threads) = options.threads {
         command.args(["--threads", &threads.to_string()]);
     }
@@ -227,6 +250,14 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((options.repeat, options.draft_max), (5, 4));
+        assert_eq!(
+            options.draft_model, None,
+            "prompt lookup unless a draft model is named"
+        );
+        let drafted = Options::parse(&["--draft-model", "small.gguf"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(drafted.draft_model, Some("small.gguf".into()));
         assert!(Options::parse(&["--help"]).unwrap().is_none());
         assert!(Options::parse(&["--repeat", "0"]).is_err());
         assert!(Options::parse(&["--bogus", "1"]).is_err());

@@ -9,24 +9,27 @@ use anyhow::{Result, bail};
 use rinfer_model::chat_template::{ChatMessage, resolve};
 use rinfer_model::{EngineSettings, Request};
 
-use crate::commands::session::Session;
+use crate::commands::session::{Session, load_draft};
 use crate::options::ChatOptions;
 use crate::render_process;
 use crate::stderr::report;
 
 /// Runs the command until end of input or `/exit`.
 pub fn run(options: &ChatOptions) -> Result<()> {
+    let speculation = options.speculation.speculation()?;
     let session = Session::start(&options.engine)?;
+    let draft = load_draft(&options.speculation)?;
     let loaded = &session.loaded;
     let chat =
         render_process::isolate(resolve(options.template.chat_template.as_deref(), loaded)?)?;
     if let Some(warning) = &chat.warning {
         report!("warning: {warning}");
     }
-    let mut engine = session.engine_with(EngineSettings {
-        speculation: options.speculation.speculation(),
+    let settings = EngineSettings {
+        speculation,
         ..EngineSettings::single(session.context)
-    })?;
+    };
+    let mut engine = session.engine_with(settings, draft.as_ref())?;
     let mut messages: Vec<ChatMessage> = options.system.iter().map(ChatMessage::system).collect();
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();

@@ -29,12 +29,15 @@ pub fn run(options: &LogitsOptions) -> Result<()> {
             session.context
         );
     }
-    let mut engine = session.engine_with(EngineSettings {
-        max_batch: n,
-        prefill_chunk: n,
-        score: true,
-        ..EngineSettings::single(n)
-    })?;
+    let mut engine = session.engine_with(
+        EngineSettings {
+            max_batch: n,
+            prefill_chunk: n,
+            score: true,
+            ..EngineSettings::single(n)
+        },
+        None,
+    )?;
     let logits = engine.score(&tokens)?;
     let device = engine.device();
     let positions: Vec<_> = logits

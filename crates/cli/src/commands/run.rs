@@ -7,7 +7,7 @@ use rinfer_model::chat_template::{ChatMessage, resolve};
 use rinfer_model::{EngineSettings, Request};
 use serde_json::json;
 
-use crate::commands::session::Session;
+use crate::commands::session::{Session, load_draft};
 use crate::options::RunOptions;
 use crate::render_process;
 use crate::stderr::report;
@@ -19,7 +19,9 @@ pub fn run(options: &RunOptions) -> Result<()> {
         (None, Some(file)) => crate::limits::read_prompt_file(file)?,
         (None, None) => unreachable!("clap requires a prompt or a file"),
     };
+    let speculation = options.speculation.speculation()?;
     let session = Session::start(&options.engine)?;
+    let draft = load_draft(&options.speculation)?;
     let loaded = &session.loaded;
     let mut sampling = options.sampling.params();
     if options.ignore_eos {
@@ -39,11 +41,12 @@ pub fn run(options: &RunOptions) -> Result<()> {
     };
     let request = Request::new(prompt, options.max_tokens).with_sampling(sampling);
     // One request: nothing to keep blocks for (unless --kv-cache-mib asks).
-    let mut engine = session.engine_with(EngineSettings {
+    let settings = EngineSettings {
         prefix_cache_bytes: 0,
-        speculation: options.speculation.speculation(),
+        speculation,
         ..EngineSettings::single(session.context)
-    })?;
+    };
+    let mut engine = session.engine_with(settings, draft.as_ref())?;
     if options.warmup
         && let Some(&first) = request.prompt.first()
     {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel};
 
 use crate::commands::fetch::default_model_path_or_fetch;
-use crate::options::EngineOptions;
+use crate::options::{EngineOptions, SpeculationOptions};
 use crate::stderr::report;
 
 /// The largest context used when the user gives none.
@@ -20,6 +20,17 @@ pub fn model_path(model: &Option<PathBuf>) -> Result<PathBuf> {
         Some(path) => Ok(path.clone()),
         None => default_model_path_or_fetch(),
     }
+}
+
+/// The draft model `--draft-model` names, loaded (`None` without one); the engine checks that
+/// it shares the model's vocabulary.
+pub fn load_draft(options: &SpeculationOptions) -> Result<Option<LoadedModel>> {
+    let Some(path) = &options.draft_model else {
+        return Ok(None);
+    };
+    let draft = LoadedModel::open(path)
+        .with_context(|| format!("cannot load the draft model {}", path.display()))?;
+    Ok(Some(draft))
 }
 
 /// A loaded model and how the command line wants it run.
@@ -59,10 +70,15 @@ impl Session {
         })
     }
 
-    /// An engine of the given sizes on the device `--device` chose. The device is reported on
-    /// stderr when a GPU was asked for or found, or with `--verbose`.
+    /// An engine of the given sizes on the device `--device` chose, with the draft model
+    /// `draft` when it speculates with one. The device is reported on stderr when a GPU was
+    /// asked for or found, or with `--verbose`.
     /// `--kv-cache-mib` sets the prefix cache's budget, `--kv-type` the KV cache's type.
-    pub fn engine_with(&self, settings: EngineSettings) -> Result<Engine<'_>> {
+    pub fn engine_with<'s>(
+        &'s self,
+        settings: EngineSettings,
+        draft: Option<&'s LoadedModel>,
+    ) -> Result<Engine<'s>> {
         let settings = EngineSettings {
             kv_type: self.options.kv_type.or(settings.kv_type),
             prefix_cache_bytes: self
@@ -72,12 +88,13 @@ impl Session {
             ..settings
         };
         let request = self.options.device.unwrap_or(DeviceRequest::Auto);
-        let engine = Engine::new(&self.loaded, settings, request).with_context(|| {
-            format!(
-                "cannot start the engine (--ctx {}, --device {request})",
-                settings.context
-            )
-        })?;
+        let engine =
+            Engine::with_draft(&self.loaded, draft, settings, request).with_context(|| {
+                format!(
+                    "cannot start the engine (--ctx {}, --device {request})",
+                    settings.context
+                )
+            })?;
         let on_gpu = engine.device().kind() == "cuda";
         if self.options.verbose || self.options.device.is_some() || on_gpu {
             report!("device: {}", engine.device());
@@ -107,6 +124,12 @@ impl Session {
             mib(engine.kv_bytes())
         );
         report!("  scratch buffers: {:.1} MiB", mib(engine.scratch_bytes()));
+        if engine.draft_bytes() > 0 {
+            report!(
+                "  draft model's KV cache and buffers: {:.1} MiB",
+                mib(engine.draft_bytes())
+            );
+        }
         report!(
             "  prefix cache (grows as used): at most {:.1} MiB",
             mib(engine.prefix_stats().budget)

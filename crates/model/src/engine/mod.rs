@@ -28,6 +28,7 @@
 //! ```
 
 mod constraint;
+mod draft_model;
 mod executor;
 mod generate;
 mod logprobs;
@@ -48,6 +49,7 @@ use crate::error::ModelError;
 use crate::forward::Logits;
 use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
+use draft_model::{DraftModel, Want};
 use executor::{Executor, SeqCache, Sizes};
 use prefix_cache::BlockStore;
 pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
@@ -139,6 +141,8 @@ pub struct Engine<'m> {
     reuse_counts: PrefixCacheStats,
     /// Guesses made and confirmed.
     speculation_counts: SpeculationStats,
+    /// The draft model, when it guesses.
+    draft: Option<DraftModel<'m>>,
     /// Running sequences, oldest first.
     running: Vec<Sequence<'m>>,
     next_id: u64,
@@ -153,6 +157,29 @@ impl<'m> Engine<'m> {
         settings: EngineSettings,
         device: DeviceRequest,
     ) -> Result<Self, ModelError> {
+        Self::with_draft(loaded, None, settings, device)
+    }
+
+    /// An engine as [`Engine::new`] makes, with the draft model `draft` that
+    /// [`Speculation::DraftModel`] needs (and no other setting takes). Refuses a draft model
+    /// whose vocabulary is not `loaded`'s (another size or another token at some id).
+    pub fn with_draft(
+        loaded: &'m LoadedModel,
+        draft: Option<&'m LoadedModel>,
+        settings: EngineSettings,
+        device: DeviceRequest,
+    ) -> Result<Self, ModelError> {
+        let wants_draft = matches!(settings.speculation, Speculation::DraftModel { .. });
+        if wants_draft != draft.is_some() {
+            return Err(ModelError::DraftModel(
+                if wants_draft {
+                    "speculating with a draft model needs one (--draft-model PATH)"
+                } else {
+                    "a draft model is used only when speculating with it (--speculate draft)"
+                }
+                .into(),
+            ));
+        }
         if settings.max_batch < settings.max_sequences || settings.prefill_chunk == 0 {
             return Err(ModelError::InvalidConfig(format!(
                 "engine batch of {} rows cannot step {} sequences with prompt chunks of {}",
@@ -168,6 +195,9 @@ impl<'m> Engine<'m> {
             draft_max: settings.speculation.draft_max(),
             kv_type: settings.kv_type,
         };
+        if let Some(draft) = draft {
+            draft_model::check_vocabulary(loaded, draft)?;
+        }
         let (executor, caches, device) = Executor::start(&loaded.model, device, sizes)?;
         let mut settings = settings;
         if matches!(device, DeviceReport::Cuda(_)) && settings.speculation != Speculation::Off {
@@ -176,6 +206,10 @@ impl<'m> Engine<'m> {
             tracing::info!("speculative decoding runs on the CPU only; decoding plainly");
             settings.speculation = Speculation::Off;
         }
+        let draft = draft
+            .filter(|_| settings.speculation != Speculation::Off)
+            .map(|draft| DraftModel::start(draft, sizes))
+            .transpose()?;
         let config = &loaded.model.config;
         let kv_type = caches.first().map_or(KvType::F32, SeqCache::kv_type);
         let row_bytes =
@@ -196,6 +230,7 @@ impl<'m> Engine<'m> {
             kv_type,
             reuse_counts: PrefixCacheStats::default(),
             speculation_counts: SpeculationStats::default(),
+            draft,
             caches,
             running: Vec::with_capacity(settings.max_sequences),
             next_id: 0,
@@ -226,6 +261,11 @@ impl<'m> Engine<'m> {
     /// Host memory of the activation and logits buffers, in bytes.
     pub fn scratch_bytes(&self) -> usize {
         self.executor.scratch_bytes()
+    }
+
+    /// Host memory of the draft model's KV caches and buffers, in bytes (0 without one).
+    pub fn draft_bytes(&self) -> usize {
+        self.draft.as_ref().map_or(0, DraftModel::bytes)
     }
 
     /// What the prefix cache holds and has done.
@@ -327,7 +367,7 @@ impl<'m> Engine<'m> {
             (reused, chain),
             request,
             (tokenizer, vocab),
-            self.settings.speculation.draft_max(),
+            self.settings.speculation,
         ));
         Ok(id)
     }
@@ -401,6 +441,9 @@ impl<'m> Engine<'m> {
             let n = seq.draft(limit);
             spare -= n - 1;
             rows.push(n);
+        }
+        if let Some(draft) = &mut self.draft {
+            guess_with(draft, &mut self.running, &mut rows);
         }
         let mut budget = chunk.min(spare);
         let mut plan = Vec::with_capacity(self.running.len());
@@ -510,6 +553,28 @@ impl<'m> Engine<'m> {
                 on_event(seq.finished_event(reason));
             }
         }
+    }
+}
+
+/// Has `draft` guess for every sequence of `running` that wants guesses, in one batched pass
+/// per guessed position, and sets their `rows`.
+fn guess_with(draft: &mut DraftModel<'_>, running: &mut [Sequence<'_>], rows: &mut [usize]) {
+    let (at, wants): (Vec<usize>, Vec<Want<'_>>) = running
+        .iter()
+        .enumerate()
+        .filter_map(|(i, seq)| {
+            let (n, history) = seq.draft_wanted()?;
+            let slot = seq.slot;
+            Some((i, Want { slot, history, n }))
+        })
+        .unzip();
+    if wants.is_empty() {
+        return;
+    }
+    let guesses = draft.guess(&wants);
+    drop(wants);
+    for (i, guesses) in at.into_iter().zip(guesses) {
+        rows[i] = running[i].take_guesses(&guesses);
     }
 }
 

@@ -8,7 +8,7 @@ use super::constraint::ConstraintMatcher;
 use super::logprobs;
 use super::prefix_cache::BlockKey;
 use super::request::{Event, FinishReason, Request, SeqId, Timings, TokenLogprob};
-use super::speculate::Drafter;
+use super::speculate::{Drafter, Speculation};
 use super::stop::StopMatcher;
 use crate::sampling::Sampler;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
@@ -31,8 +31,12 @@ pub(super) struct Sequence<'t> {
     pub(super) capturing: bool,
     /// The tokens fed at the next decoding step: the last sampled token, then any guesses.
     feed: Vec<u32>,
-    /// The prompt-lookup guesser, when the sequence speculates.
+    /// The guesser (its history and guess length), when the sequence speculates.
     drafter: Option<Drafter>,
+    /// Whether a draft model guesses (else prompt lookup).
+    by_model: bool,
+    /// Tokens the draft model is to guess this step.
+    wanted: usize,
     /// Tokens guessed and guesses confirmed.
     drafted: usize,
     accepted: usize,
@@ -72,16 +76,17 @@ pub(super) struct Verified {
 
 impl<'t> Sequence<'t> {
     /// Starts `request` in KV slot `slot`, whose cache holds the first `reused` prompt tokens
-    /// (the prefix cache's blocks `chain` among them); it guesses up to `draft_max` tokens a
-    /// step when that is not 0 and the request allows it.
+    /// (the prefix cache's blocks `chain` among them); it guesses tokens ahead as
+    /// `speculation` says when the request allows it.
     pub(super) fn new(
         id: SeqId,
         slot: usize,
         (reused, chain): (usize, Vec<BlockKey>),
         request: Request,
         (tokenizer, vocab): (&'t Tokenizer, usize),
-        draft_max: usize,
+        speculation: Speculation,
     ) -> Self {
+        let draft_max = speculation.draft_max();
         let mut params = request.sampling;
         if !request.penalize_prompt {
             params.penalty_last_n = request.max_tokens;
@@ -102,6 +107,8 @@ impl<'t> Sequence<'t> {
             feed: Vec::with_capacity(draft_max + 1),
             drafter: (request.speculate && draft_max > 0)
                 .then(|| Drafter::new(&request.prompt, draft_max)),
+            by_model: matches!(speculation, Speculation::DraftModel { .. }),
+            wanted: 0,
             drafted: 0,
             accepted: 0,
             generated: Vec::with_capacity(request.max_tokens.min(4096)),
@@ -147,13 +154,36 @@ impl<'t> Sequence<'t> {
     }
 
     /// Guesses up to `limit` tokens to follow the last one (never past `max_tokens`) for the
-    /// next decoding step; returns the rows that step feeds.
+    /// next decoding step; returns the rows that step feeds. With a draft model, it decides how
+    /// many tokens to guess ([`Self::draft_wanted`]) and counts their rows; the guesses come
+    /// through [`Self::take_guesses`].
     pub(super) fn draft(&mut self, limit: usize) -> usize {
         self.feed.truncate(1);
+        self.wanted = 0;
         let left = self.max_tokens.saturating_sub(self.generated.len() + 1);
         if let Some(drafter) = &mut self.drafter {
-            drafter.draft(limit.min(left), &mut self.feed);
+            if self.by_model {
+                self.wanted = drafter.budget(limit.min(left));
+            } else {
+                drafter.draft(limit.min(left), &mut self.feed);
+            }
         }
+        self.feed.len() + self.wanted
+    }
+
+    /// How many tokens the draft model is to guess this step, and the tokens they follow (the
+    /// prompt and the generated tokens); `None` when it guesses none.
+    pub(super) fn draft_wanted(&self) -> Option<(usize, &[u32])> {
+        let drafter = self.drafter.as_ref().filter(|_| self.wanted > 0)?;
+        Some((self.wanted, drafter.history()))
+    }
+
+    /// Takes the draft model's guesses (at most the number wanted); returns the rows the next
+    /// step feeds.
+    pub(super) fn take_guesses(&mut self, guesses: &[u32]) -> usize {
+        let n = guesses.len().min(self.wanted);
+        self.feed.extend_from_slice(&guesses[..n]);
+        self.wanted = 0;
         self.feed.len()
     }
 

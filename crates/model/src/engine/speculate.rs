@@ -1,14 +1,15 @@
-//! Speculative decoding by prompt lookup: a decoding sequence guesses its next tokens from an
-//! earlier occurrence of its last few tokens (in the prompt or in what it generated), the step
-//! feeds the last token and the guesses together and gets logits for every one of them, and the
-//! sequence keeps the guesses its own sampler agrees with.
+//! Speculative decoding: a decoding sequence guesses its next tokens, the step feeds the last
+//! token and the guesses together and gets logits for every one of them, and the sequence keeps
+//! the guesses its own sampler agrees with. The guesses come from prompt lookup (an earlier
+//! occurrence of its last few tokens, in the prompt or in what it generated) or from a draft
+//! model's greedy continuation (`draft_model`).
 //!
 //! The output never changes. At each fed position the sampler draws the token exactly as plain
 //! decoding would (same logits, whatever the batch; same penalty history; the next draw of the
 //! same seeded generator), and a guess is accepted only if it equals that draw. The first draw
 //! that differs is the next token itself, and the positions after it are cut from the KV cache.
-//! For a deterministic guess (the draft distribution `q` is one-hot) this is the speculative
-//! sampling rule: the guess is accepted with probability `p(guess)`, and a rejection yields a
+//! Both sources guess deterministically (the draft distribution `q` is one-hot; a draft model's
+//! guess is its argmax), and for such a guess this is the speculative sampling rule: the guess is accepted with probability `p(guess)`, and a rejection yields a
 //! token drawn from `p` without the guess, the normalized `max(0, p - q)`.
 //!
 //! How many tokens to guess follows the recent acceptance: longer after a fully accepted guess,
@@ -28,6 +29,12 @@ pub enum Speculation {
         /// The most tokens guessed in one step.
         draft_max: usize,
     },
+    /// A draft model that shares the vocabulary guesses greedily, at most `draft_max` tokens
+    /// per step (the engine is given the model: [`Engine::with_draft`](super::Engine::with_draft)).
+    DraftModel {
+        /// The most tokens guessed in one step.
+        draft_max: usize,
+    },
 }
 
 impl Speculation {
@@ -35,7 +42,7 @@ impl Speculation {
     pub fn draft_max(self) -> usize {
         match self {
             Self::Off => 0,
-            Self::PromptLookup { draft_max } => draft_max,
+            Self::PromptLookup { draft_max } | Self::DraftModel { draft_max } => draft_max,
         }
     }
 }
@@ -69,10 +76,11 @@ impl SpeculationStats {
     }
 }
 
-/// The longest run of last tokens looked up.
-const NGRAM_MAX: usize = 3;
-/// The shortest: a single repeated token predicts too little.
+/// The shortest run of last tokens a lookup matches: a single repeated token predicts too
+/// little.
 const NGRAM_MIN: usize = 2;
+/// The longest run of last tokens compared: longer matches count as this long.
+const MATCH_MAX: usize = 64;
 /// The longest wait, in steps, after guesses that were all rejected.
 const MAX_WAIT: u32 = 31;
 
@@ -106,14 +114,26 @@ impl Drafter {
         self.history.push(token);
     }
 
-    /// Up to `limit` guessed tokens to follow the history (none while waiting or when nothing
-    /// matches).
-    pub(super) fn draft(&mut self, limit: usize, out: &mut Vec<u32>) {
+    /// The prompt and the generated tokens.
+    pub(super) fn history(&self) -> &[u32] {
+        &self.history
+    }
+
+    /// How many tokens to guess this step, at most `limit` (0 while waiting); each call is a
+    /// step.
+    pub(super) fn budget(&mut self, limit: usize) -> usize {
         if self.wait > 0 {
             self.wait -= 1;
-            return;
+            return 0;
         }
-        out.extend_from_slice(lookup(&self.history, limit.min(self.length)));
+        limit.min(self.length)
+    }
+
+    /// Up to `limit` guessed tokens to follow the history by prompt lookup (none while waiting
+    /// or when nothing matches).
+    pub(super) fn draft(&mut self, limit: usize, out: &mut Vec<u32>) {
+        let n = self.budget(limit);
+        out.extend_from_slice(lookup(&self.history, n));
     }
 
     /// Adapts the guess length to a verification of `drafted` guesses of which `accepted`
@@ -137,25 +157,36 @@ impl Drafter {
     }
 }
 
-/// The up to `n` tokens that followed the latest earlier occurrence of the history's last
-/// `NGRAM_MAX` tokens (or fewer, down to `NGRAM_MIN`); empty when none occurred.
+/// The up to `n` tokens that followed the earlier occurrence of the history's last tokens that
+/// matches the most of them (at least `NGRAM_MIN`, compared up to `MATCH_MAX`; the latest of
+/// the longest); empty when none occurred. While guesses hold, the occurrence they came from
+/// keeps matching longer than any other, so the guesses continue along it: in a copied file,
+/// the place being copied, not the latest line that happens to end the same way.
 pub(super) fn lookup(history: &[u32], n: usize) -> &[u32] {
+    let len = history.len();
+    let Some(&last) = history.last() else {
+        return &[];
+    };
     if n == 0 {
         return &[];
     }
-    for size in (NGRAM_MIN..=NGRAM_MAX).rev() {
-        let Some(start) = history.len().checked_sub(size) else {
+    // `from`: the position an occurrence predicts next (it ends at `from - 1`).
+    let mut best: Option<(usize, usize)> = None;
+    for from in (NGRAM_MIN..len).rev() {
+        if history[from - 1] != last {
             continue;
-        };
-        let tail = &history[start..];
-        // The latest occurrence that ends before the tail does, so something follows it.
-        let found = (0..start).rev().find(|&i| &history[i..i + size] == tail);
-        if let Some(i) = found {
-            let from = i + size;
-            return &history[from..(from + n).min(history.len())];
+        }
+        let matched = (1..=MATCH_MAX.min(from))
+            .take_while(|&k| history[from - k] == history[len - k])
+            .count();
+        if matched >= NGRAM_MIN && best.is_none_or(|(most, _)| matched > most) {
+            best = Some((matched, from));
+            if matched == MATCH_MAX {
+                break;
+            }
         }
     }
-    &[]
+    best.map_or(&[], |(_, from)| &history[from..(from + n).min(len)])
 }
 
 #[cfg(test)]
@@ -170,6 +201,24 @@ mod tests {
         assert_eq!(lookup(&[1, 2, 3, 4], 4), &[] as &[u32], "nothing repeats");
         assert_eq!(lookup(&[5, 5, 5], 4), &[5], "an overlapping match");
         assert_eq!(lookup(&history, 0), &[] as &[u32]);
+        assert_eq!(lookup(&[], 3), &[] as &[u32]);
+    }
+
+    #[test]
+    fn lookup_prefers_the_occurrence_that_matches_the_most_last_tokens() {
+        // `8 9 1 2` occurred at the start; a later `1 2` is followed by something else.
+        let history = [8, 9, 1, 2, 3, 4, 7, 1, 2, 6, 5, 8, 9, 1, 2];
+        assert_eq!(
+            lookup(&history, 2),
+            &[3, 4],
+            "the longer match wins over the later"
+        );
+        let copied = [history.as_slice(), &[3, 4, 7, 1, 2]].concat();
+        assert_eq!(
+            lookup(&copied, 3),
+            &[6, 5, 8],
+            "a copy in progress continues along its source"
+        );
     }
 
     #[test]

@@ -336,7 +336,9 @@ pub fn spawn(
                     return;
                 }
             };
-            let mut engine = match Engine::new(&ready.loaded, ready.settings, config.device) {
+            let draft = ready.draft.as_ref();
+            let engine = Engine::with_draft(&ready.loaded, draft, ready.settings, config.device);
+            let mut engine = match engine {
                 Ok(engine) => engine,
                 Err(e) => {
                     let _ = started_tx.send(Err(crate::ServeError::Engine(e)));
@@ -358,6 +360,8 @@ pub fn spawn(
 pub struct Ready {
     /// The model, tokenizer and template.
     pub loaded: LoadedModel,
+    /// The draft model that guesses tokens ahead, when the server speculates with one.
+    pub draft: Option<LoadedModel>,
     /// The engine's sizes.
     pub settings: EngineSettings,
 }
@@ -367,11 +371,14 @@ const DEFAULT_CONTEXT: usize = 4096;
 
 impl Ready {
     fn load(config: &crate::ServeConfig) -> Result<Self, crate::ServeError> {
-        let loaded =
-            LoadedModel::open(&config.model_path).map_err(|source| crate::ServeError::Load {
-                path: config.model_path.display().to_string(),
+        let open = |path: &std::path::Path| {
+            LoadedModel::open(path).map_err(|source| crate::ServeError::Load {
+                path: path.display().to_string(),
                 source,
-            })?;
+            })
+        };
+        let loaded = open(&config.model_path)?;
+        let draft = config.draft_model_path.as_deref().map(open).transpose()?;
         let trained = loaded.model.config.context_length;
         let context = config.context.unwrap_or(trained.min(DEFAULT_CONTEXT));
         let settings = EngineSettings::parallel(config.parallel, context);
@@ -380,6 +387,7 @@ impl Ready {
             .map_or(settings.prefix_cache_bytes, |mib| mib << 20);
         Ok(Self {
             loaded,
+            draft,
             settings: EngineSettings {
                 prefix_cache_bytes,
                 speculation: config.speculation,
