@@ -3,35 +3,16 @@
 use rayon::prelude::*;
 
 use rinfer_kernels::block::{Ffn, Stage};
-use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape, KeyValueRows, KvRow};
+use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape};
 use rinfer_kernels::ops::{RopeParams, VectorKernels};
 
 use crate::compute::{self, linear};
 use crate::error::ModelError;
 use crate::forward::{Model, SeqBatch};
-use crate::kv_cache::KvCache;
 use crate::moe;
 use crate::scratch::RowSource;
 use crate::scratch::Scratch;
 use crate::weights::{DenseFfn, ExpertWeights, FfnUp, FfnWeights, LayerWeights, Qkv};
-
-/// The cached keys and values of one layer of one sequence.
-struct LayerRows<'c> {
-    cache: &'c KvCache,
-    layer: usize,
-}
-
-impl KeyValueRows for LayerRows<'_> {
-    #[inline]
-    fn key(&self, pos: usize) -> KvRow<'_> {
-        self.cache.get(self.layer, pos).0
-    }
-
-    #[inline]
-    fn value(&self, pos: usize) -> KvRow<'_> {
-        self.cache.get(self.layer, pos).1
-    }
-}
 
 /// The experts of `layer`, or an error (weights loaded for another configuration).
 fn experts_of(w: &LayerWeights, layer: usize) -> Result<&ExpertWeights, ModelError> {
@@ -202,8 +183,7 @@ impl Model {
         let sources = &s.sources;
         let row = |i: usize| {
             let RowSource { seq, pos } = sources[i];
-            let cache: &KvCache = seqs[seq].cache;
-            (pos, LayerRows { cache, layer })
+            (pos, seqs[seq].cache.layer_rows(layer))
         };
         let len = n * c.q_dim();
         ops::attention(&shape, params, sinks, &s.q[..len], row, &mut s.attn[..len]);

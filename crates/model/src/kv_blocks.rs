@@ -34,11 +34,16 @@ pub(crate) struct KvBlock {
 }
 
 impl KvBlock {
-    /// The key and value rows of position `offset` in full-attention layer `layer`.
+    /// The key row of position `offset` in full-attention layer `layer`.
     #[inline]
-    pub(crate) fn rows(&self, layer: usize, offset: usize) -> (KvRow<'_>, KvRow<'_>) {
-        let i = layer * BLOCK_TOKENS + offset;
-        (self.keys.row(i), self.values.row(i))
+    pub(crate) fn key(&self, layer: usize, offset: usize) -> KvRow<'_> {
+        self.keys.row(layer * BLOCK_TOKENS + offset)
+    }
+
+    /// The value row of position `offset` in full-attention layer `layer`.
+    #[inline]
+    pub(crate) fn value(&self, layer: usize, offset: usize) -> KvRow<'_> {
+        self.values.row(layer * BLOCK_TOKENS + offset)
     }
 
     /// The stored bytes of the key and value rows of position `offset` in layer `layer`.

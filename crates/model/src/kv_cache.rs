@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use rinfer_kernels::ops::{KvRow, KvRows, KvType};
+use rinfer_kernels::ops::{KeyValueRows, KvRow, KvRows, KvType};
 
 use crate::config::ModelConfig;
 use crate::error::ModelError;
@@ -357,21 +357,23 @@ impl KvCache {
         }
     }
 
-    /// The key and value rows (all kv heads) of position `pos` in `layer`.
+    /// The rows of `layer`, for attention to read by position.
     #[inline]
-    pub(crate) fn get(&self, layer: usize, pos: usize) -> (KvRow<'_>, KvRow<'_>) {
+    pub(crate) fn layer_rows(&self, layer: usize) -> LayerRows<'_> {
         match &self.layers[layer] {
             LayerStore::Ring {
                 keys,
                 values,
                 slots,
-            } => {
-                let slot = pos % *slots;
-                (keys.row(slot), values.row(slot))
-            }
-            LayerStore::Paged { index } => {
-                self.table[pos / BLOCK_TOKENS].rows(*index, pos % BLOCK_TOKENS)
-            }
+            } => LayerRows::Ring {
+                keys,
+                values,
+                slots: *slots,
+            },
+            LayerStore::Paged { index } => LayerRows::Paged {
+                table: &self.table,
+                index: *index,
+            },
         }
     }
 
@@ -404,6 +406,44 @@ impl KvCache {
             let slot = pos % *slots;
             keys.set_row_bytes(slot, key);
             values.set_row_bytes(slot, value);
+        }
+    }
+}
+
+/// The cached keys and values of one layer of one sequence, as attention reads them: where the
+/// layer keeps them is looked up once, not per row.
+pub(crate) enum LayerRows<'c> {
+    /// A sliding-window layer's ring.
+    Ring {
+        keys: &'c KvRows,
+        values: &'c KvRows,
+        slots: usize,
+    },
+    /// The `index`-th full-attention layer of the blocks of `table`.
+    Paged {
+        table: &'c [Arc<KvBlock>],
+        index: usize,
+    },
+}
+
+impl KeyValueRows for LayerRows<'_> {
+    #[inline]
+    fn key(&self, pos: usize) -> KvRow<'_> {
+        match *self {
+            Self::Ring { keys, slots, .. } => keys.row(pos % slots),
+            Self::Paged { table, index } => {
+                table[pos / BLOCK_TOKENS].key(index, pos % BLOCK_TOKENS)
+            }
+        }
+    }
+
+    #[inline]
+    fn value(&self, pos: usize) -> KvRow<'_> {
+        match *self {
+            Self::Ring { values, slots, .. } => values.row(pos % slots),
+            Self::Paged { table, index } => {
+                table[pos / BLOCK_TOKENS].value(index, pos % BLOCK_TOKENS)
+            }
         }
     }
 }
