@@ -181,12 +181,25 @@ impl Model {
             head_dim: c.head_dim,
         };
         let sources = &s.sources;
-        let row = |i: usize| {
-            let RowSource { seq, pos } = sources[i];
-            (pos, seqs[seq].cache.layer_rows(layer))
-        };
         let len = n * c.q_dim();
-        ops::attention(&shape, params, sinks, &s.q[..len], row, &mut s.attn[..len]);
+        let (queries, out) = (&s.q[..len], &mut s.attn[..len]);
+        // Every cache keeps a layer the same way: a ring on sliding-window layers, blocks on
+        // the others; attention runs over the one kind the layer has.
+        if self.config.window_of(layer).is_some() {
+            let row = |i: usize| {
+                let RowSource { seq, pos } = sources[i];
+                let rows = seqs[seq].cache.ring_rows(layer);
+                (pos, rows.expect("a sliding-window layer keeps a ring"))
+            };
+            ops::attention(&shape, params, sinks, queries, row, out);
+        } else {
+            let row = |i: usize| {
+                let RowSource { seq, pos } = sources[i];
+                let rows = seqs[seq].cache.paged_rows(layer);
+                (pos, rows.expect("a full-attention layer keeps blocks"))
+            };
+            ops::attention(&shape, params, sinks, queries, row, out);
+        }
     }
 
     /// The feed-forward block from `s.h`; its output overwrites `s.h`.

@@ -357,23 +357,34 @@ impl KvCache {
         }
     }
 
-    /// The rows of `layer`, for attention to read by position.
+    /// The ring of sliding-window layer `layer`, for attention to read by position (`None`
+    /// on a full-attention layer).
     #[inline]
-    pub(crate) fn layer_rows(&self, layer: usize) -> LayerRows<'_> {
+    pub(crate) fn ring_rows(&self, layer: usize) -> Option<RingRows<'_>> {
         match &self.layers[layer] {
             LayerStore::Ring {
                 keys,
                 values,
                 slots,
-            } => LayerRows::Ring {
+            } => Some(RingRows {
                 keys,
                 values,
                 slots: *slots,
-            },
-            LayerStore::Paged { index } => LayerRows::Paged {
+            }),
+            LayerStore::Paged { .. } => None,
+        }
+    }
+
+    /// The blocks of full-attention layer `layer`, for attention to read by position (`None`
+    /// on a sliding-window layer).
+    #[inline]
+    pub(crate) fn paged_rows(&self, layer: usize) -> Option<PagedRows<'_>> {
+        match self.layers[layer] {
+            LayerStore::Paged { index } => Some(PagedRows {
                 table: &self.table,
-                index: *index,
-            },
+                index,
+            }),
+            LayerStore::Ring { .. } => None,
         }
     }
 
@@ -410,41 +421,44 @@ impl KvCache {
     }
 }
 
-/// The cached keys and values of one layer of one sequence, as attention reads them: where the
-/// layer keeps them is looked up once, not per row.
-pub(crate) enum LayerRows<'c> {
-    /// A sliding-window layer's ring.
-    Ring {
-        keys: &'c KvRows,
-        values: &'c KvRows,
-        slots: usize,
-    },
-    /// The `index`-th full-attention layer of the blocks of `table`.
-    Paged {
-        table: &'c [Arc<KvBlock>],
-        index: usize,
-    },
+/// A sliding-window layer's ring of one sequence, as attention reads it. Attention is
+/// monomorphized over this type and [`PagedRows`], so a key's lookup has no branch on where the
+/// layer keeps it.
+pub(crate) struct RingRows<'c> {
+    keys: &'c KvRows,
+    values: &'c KvRows,
+    slots: usize,
 }
 
-impl KeyValueRows for LayerRows<'_> {
+impl KeyValueRows for RingRows<'_> {
     #[inline]
     fn key(&self, pos: usize) -> KvRow<'_> {
-        match *self {
-            Self::Ring { keys, slots, .. } => keys.row(pos % slots),
-            Self::Paged { table, index } => {
-                table[pos / BLOCK_TOKENS].key(index, pos % BLOCK_TOKENS)
-            }
-        }
+        self.keys.row(pos % self.slots)
     }
 
     #[inline]
     fn value(&self, pos: usize) -> KvRow<'_> {
-        match *self {
-            Self::Ring { values, slots, .. } => values.row(pos % slots),
-            Self::Paged { table, index } => {
-                table[pos / BLOCK_TOKENS].value(index, pos % BLOCK_TOKENS)
-            }
-        }
+        self.values.row(pos % self.slots)
+    }
+}
+
+/// A full-attention layer's blocks of one sequence, as attention reads them: position `pos`
+/// is row `pos % 16` of block `pos / 16`.
+pub(crate) struct PagedRows<'c> {
+    table: &'c [Arc<KvBlock>],
+    /// The layer's place among the full-attention layers of a block.
+    index: usize,
+}
+
+impl KeyValueRows for PagedRows<'_> {
+    #[inline]
+    fn key(&self, pos: usize) -> KvRow<'_> {
+        self.table[pos / BLOCK_TOKENS].key(self.index, pos % BLOCK_TOKENS)
+    }
+
+    #[inline]
+    fn value(&self, pos: usize) -> KvRow<'_> {
+        self.table[pos / BLOCK_TOKENS].value(self.index, pos % BLOCK_TOKENS)
     }
 }
 
