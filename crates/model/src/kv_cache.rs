@@ -423,7 +423,9 @@ impl KvCache {
 
 /// A sliding-window layer's ring of one sequence, as attention reads it. Attention is
 /// monomorphized over this type and [`PagedRows`], so a key's lookup has no branch on where the
-/// layer keeps it.
+/// layer keeps it. The lookups of both stay out of line: inlined into attention's key loop,
+/// they tip the compiler out of inlining that loop's own row helpers (measured: 12% more time
+/// on a 700-token prompt).
 pub(crate) struct RingRows<'c> {
     keys: &'c KvRows,
     values: &'c KvRows,
@@ -431,12 +433,12 @@ pub(crate) struct RingRows<'c> {
 }
 
 impl KeyValueRows for RingRows<'_> {
-    #[inline]
+    #[inline(never)]
     fn key(&self, pos: usize) -> KvRow<'_> {
         self.keys.row(pos % self.slots)
     }
 
-    #[inline]
+    #[inline(never)]
     fn value(&self, pos: usize) -> KvRow<'_> {
         self.values.row(pos % self.slots)
     }
@@ -451,12 +453,12 @@ pub(crate) struct PagedRows<'c> {
 }
 
 impl KeyValueRows for PagedRows<'_> {
-    #[inline]
+    #[inline(never)]
     fn key(&self, pos: usize) -> KvRow<'_> {
         self.table[pos / BLOCK_TOKENS].key(self.index, pos % BLOCK_TOKENS)
     }
 
-    #[inline]
+    #[inline(never)]
     fn value(&self, pos: usize) -> KvRow<'_> {
         self.table[pos / BLOCK_TOKENS].value(self.index, pos % BLOCK_TOKENS)
     }
