@@ -3,35 +3,16 @@
 use rayon::prelude::*;
 
 use rinfer_kernels::block::{Ffn, Stage};
-use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape, KeyValueRows, KvRow};
+use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape};
 use rinfer_kernels::ops::{RopeParams, VectorKernels};
 
 use crate::compute::{self, linear};
 use crate::error::ModelError;
 use crate::forward::{Model, SeqBatch};
-use crate::kv_cache::KvCache;
 use crate::moe;
 use crate::scratch::RowSource;
 use crate::scratch::Scratch;
 use crate::weights::{DenseFfn, ExpertWeights, FfnUp, FfnWeights, LayerWeights, Qkv};
-
-/// The cached keys and values of one layer of one sequence.
-struct LayerRows<'c> {
-    cache: &'c KvCache,
-    layer: usize,
-}
-
-impl KeyValueRows for LayerRows<'_> {
-    #[inline]
-    fn key(&self, pos: usize) -> KvRow<'_> {
-        self.cache.get(self.layer, pos).0
-    }
-
-    #[inline]
-    fn value(&self, pos: usize) -> KvRow<'_> {
-        self.cache.get(self.layer, pos).1
-    }
-}
 
 /// The experts of `layer`, or an error (weights loaded for another configuration).
 fn experts_of(w: &LayerWeights, layer: usize) -> Result<&ExpertWeights, ModelError> {
@@ -200,13 +181,25 @@ impl Model {
             head_dim: c.head_dim,
         };
         let sources = &s.sources;
-        let row = |i: usize| {
-            let RowSource { seq, pos } = sources[i];
-            let cache: &KvCache = seqs[seq].cache;
-            (pos, LayerRows { cache, layer })
-        };
         let len = n * c.q_dim();
-        ops::attention(&shape, params, sinks, &s.q[..len], row, &mut s.attn[..len]);
+        let (queries, out) = (&s.q[..len], &mut s.attn[..len]);
+        // Every cache keeps a layer the same way: a ring on sliding-window layers, blocks on
+        // the others; attention runs over the one kind the layer has.
+        if self.config.window_of(layer).is_some() {
+            let row = |i: usize| {
+                let RowSource { seq, pos } = sources[i];
+                let rows = seqs[seq].cache.ring_rows(layer);
+                (pos, rows.expect("a sliding-window layer keeps a ring"))
+            };
+            ops::attention(&shape, params, sinks, queries, row, out);
+        } else {
+            let row = |i: usize| {
+                let RowSource { seq, pos } = sources[i];
+                let rows = seqs[seq].cache.paged_rows(layer);
+                (pos, rows.expect("a full-attention layer keeps blocks"))
+            };
+            ops::attention(&shape, params, sinks, queries, row, out);
+        }
     }
 
     /// The feed-forward block from `s.h`; its output overwrites `s.h`.

@@ -109,6 +109,16 @@ pub enum ModelError {
         /// MiB available (`MemAvailable` of /proc/meminfo).
         available_mib: u64,
     },
+    /// Every KV block the engine planned for is in use (a bug in the memory plan: each
+    /// sequence's worst case is counted when the engine starts).
+    #[error(
+        "all {capacity} KV blocks are in use; start with a smaller --parallel or --context, \
+         or a smaller --kv-cache-mib"
+    )]
+    KvBlocksExhausted {
+        /// The blocks the pool may hold.
+        capacity: usize,
+    },
     /// A token id outside the vocabulary.
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange {

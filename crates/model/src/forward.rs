@@ -97,7 +97,8 @@ impl Model {
     /// The tokens of all sequences together must fit the scratch's batch, and the logits rows
     /// its logits rows. A sequence's logits do not depend on what runs beside it.
     ///
-    /// Every sequence is checked before any work, so an error leaves every cache unchanged.
+    /// Every sequence is checked before any work, so an error leaves every cache's positions
+    /// unchanged.
     pub fn forward_batch<'s>(
         &self,
         seqs: &mut [SeqBatch<'_>],
@@ -125,6 +126,9 @@ impl Model {
         }
         for seq in seqs.iter() {
             self.check(seq.tokens, seq.cache)?;
+        }
+        for seq in seqs.iter_mut() {
+            seq.cache.prepare(seq.tokens.len())?;
         }
         scratch.sources.clear();
         for (index, seq) in seqs.iter().enumerate() {

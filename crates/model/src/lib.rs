@@ -15,6 +15,7 @@ mod error;
 mod forward;
 pub mod gpu;
 mod hf_checkpoint;
+mod kv_blocks;
 pub mod kv_cache;
 mod limits;
 mod load;
@@ -35,6 +36,7 @@ pub use engine::{
 };
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};
+pub use kv_blocks::KvPoolStats;
 pub use kv_cache::KvCache;
 pub use limits::{MAX_CONTEXT, MemoryPlan, available_memory_bytes};
 pub use loaded::LoadedModel;

@@ -79,7 +79,8 @@ pub struct MemoryPlan {
     pub context: usize,
     /// Sequences, each with its own KV cache.
     pub sequences: usize,
-    /// Bytes of all the KV caches together.
+    /// Bytes the KV caches hold at most, together: each sequence's rings and the blocks of a
+    /// whole context (what the engine's block pool may hand the running sequences).
     pub kv_cache_bytes: usize,
     /// Bytes of the one set of scratch buffers.
     pub scratch_bytes: usize,

@@ -1,7 +1,9 @@
 //! The prefix cache: a request that reuses cached keys and values gives bit-identical
 //! log-probabilities and tokens to the same request computed from an empty cache, whether the
 //! prefix comes from its slot's last sequence, from another (running or finished) sequence's
-//! blocks, or is recomputed after eviction; and the cache stays within its byte budget.
+//! blocks, or is recomputed after eviction; sequences that share a prompt share its blocks by
+//! reference, and one that writes into a shared block writes into its own copy; and the cache
+//! stays within its byte budget.
 
 mod common;
 
@@ -63,7 +65,7 @@ fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>) -> Request
 }
 
 /// Tokens, log-probabilities (bit for bit) and the prompt tokens reused.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 struct Outcome {
     tokens: Vec<u32>,
     logprobs: Vec<Option<TokenLogprob>>,
@@ -94,6 +96,42 @@ fn finish(engine: &mut Engine<'_>, id: SeqId) -> (Outcome, usize) {
     }
     let (tokens, cached) = done.unwrap();
     (Outcome { tokens, logprobs }, cached)
+}
+
+/// Steps until the sequences `ids` and all others have ended: the outcomes of `ids` and the
+/// prompt tokens each reused, in order, and the most KV blocks in use after any step.
+fn finish_all(engine: &mut Engine<'_>, ids: &[SeqId]) -> (Vec<(Outcome, usize)>, usize) {
+    let mut outcomes: Vec<_> = ids.iter().map(|_| (Vec::new(), None)).collect();
+    let mut most_blocks = 0;
+    while engine.is_busy() {
+        engine.step(|event| match event {
+            Event::Token { id, logprob, .. } => {
+                if let Some(at) = ids.iter().position(|&i| i == id) {
+                    outcomes[at].0.push(logprob);
+                }
+            }
+            Event::Finished {
+                id,
+                tokens,
+                timings,
+                ..
+            } => {
+                if let Some(at) = ids.iter().position(|&i| i == id) {
+                    outcomes[at].1 = Some((tokens, timings.cached_tokens));
+                }
+            }
+            Event::Failed { error, .. } => panic!("{error}"),
+        });
+        most_blocks = most_blocks.max(engine.kv_pool_stats().blocks_in_use);
+    }
+    let outcomes = outcomes
+        .into_iter()
+        .map(|(logprobs, done)| {
+            let (tokens, cached) = done.unwrap();
+            (Outcome { tokens, logprobs }, cached)
+        })
+        .collect();
+    (outcomes, most_blocks)
 }
 
 /// Steps until every sequence has ended.
@@ -170,6 +208,76 @@ fn a_prompt_sharing_part_of_a_running_sequences_prompt_reuses_its_blocks() {
 }
 
 #[test]
+fn choices_of_one_prompt_share_its_blocks_by_reference() {
+    for name in MODELS {
+        let loaded = loaded(name);
+        // Four whole blocks; each choice generates 12 tokens, into a fifth block.
+        let prompt = tokens(30, 4 * BLOCK_TOKENS);
+        let expected = cold(&loaded, request(&loaded, prompt.clone(), None));
+        let mut engine = engine(&loaded, settings(4, 64 * MIB));
+        // As the server starts the other choices: once the first choice's prompt is cached.
+        let first = engine.add(request(&loaded, prompt.clone(), None)).unwrap();
+        let mut early = Vec::new();
+        while engine.prefix_stats().blocks < 4 {
+            engine.step(|event| {
+                if let Event::Token { logprob, .. } = event {
+                    early.push(logprob);
+                }
+            });
+        }
+        let mut ids = vec![first];
+        for _ in 0..3 {
+            ids.push(engine.add(request(&loaded, prompt.clone(), None)).unwrap());
+        }
+        let (mut outcomes, most_blocks) = finish_all(&mut engine, &ids);
+        early.append(&mut outcomes[0].0.logprobs);
+        outcomes[0].0.logprobs = early;
+        assert_eq!(
+            outcomes[0],
+            (expected.clone(), 0),
+            "{name}: the first choice"
+        );
+        for (outcome, cached) in &outcomes[1..] {
+            assert_eq!(*cached, prompt.len() - 1, "{name}: all but the last token");
+            assert_eq!(outcome, &expected, "{name}");
+        }
+        // The prompt's 4 blocks once; the first choice's fifth block; each other choice its
+        // copy of the last prompt block (it writes the last token's rows) and its fifth block.
+        // Unshared, that would be 4 x 5 blocks.
+        assert_eq!(most_blocks, 4 + 1 + 3 * 2, "{name}");
+    }
+}
+
+#[test]
+fn a_sequence_writing_into_a_shared_block_leaves_the_others_rows_unchanged() {
+    let loaded = loaded("llama-tiny-q4_k");
+    let history = tokens(40, 40);
+    let mut engine = engine(&loaded, settings(2, 64 * MIB));
+    run(&mut engine, request(&loaded, history.clone(), None));
+    // The slot holds the history, whose first blocks the prefix cache shares. The first
+    // request is cut back in place into the second block and writes its own tokens there; the
+    // second, running beside it, takes the history's first two blocks from the prefix cache.
+    let diverging = concat(&[&history[..20], &tokens(41, 20)]);
+    let continuing = concat(&[&history, &tokens(42, 5)]);
+    let expected = [
+        cold(&loaded, request(&loaded, diverging.clone(), None)),
+        cold(&loaded, request(&loaded, continuing.clone(), None)),
+    ];
+    let ids = [
+        engine.add(request(&loaded, diverging, None)).unwrap(),
+        engine
+            .add(request(&loaded, continuing.clone(), None))
+            .unwrap(),
+    ];
+    let (outcomes, _) = finish_all(&mut engine, &ids);
+    assert_eq!(outcomes[0], (expected[0].clone(), 20));
+    assert_eq!(outcomes[1], (expected[1].clone(), 2 * BLOCK_TOKENS));
+    // Again, in place in the second slot, whose first blocks are still the prefix cache's.
+    let (again, cached) = run(&mut engine, request(&loaded, continuing.clone(), None));
+    assert_eq!((again, cached), (expected[1].clone(), continuing.len() - 1));
+}
+
+#[test]
 fn a_slot_is_cut_back_in_place_only_while_its_rings_hold_the_window() {
     let loaded = loaded("gemma3-tiny-q4_k_m");
     let history = tokens(7, 60);
@@ -230,19 +338,30 @@ fn a_long_run_of_distinct_prefixes_stays_within_the_budget_and_loses_nothing() {
     let block = block_bytes(&loaded);
     let budget = 5 * block;
     let mut engine = engine(&loaded, settings(2, budget));
+    // Two sequences of 160 positions (10 blocks each) and the prefix cache's 5 blocks.
+    let pool = engine.kv_pool_stats();
+    assert_eq!(pool.capacity, 2 * 10 + 5);
+    let mut warm = None;
     for seed in 20..50 {
         let prompt = tokens(seed, 37 + seed as usize % 11);
         let (outcome, _) = run(&mut engine, request(&loaded, prompt.clone(), None));
         let stats = engine.prefix_stats();
         assert!(stats.bytes <= budget, "{stats:?}");
+        let pool = engine.kv_pool_stats();
+        assert!(pool.blocks_allocated <= pool.capacity, "{pool:?}");
         if seed % 7 == 0 {
             assert_eq!(outcome, cold(&loaded, request(&loaded, prompt, None)));
+        }
+        if seed == 30 {
+            warm = Some(pool.bytes_allocated());
         }
     }
     let stats = engine.prefix_stats();
     assert_eq!(stats.blocks, 5);
     assert!(stats.evictions >= 30, "{stats:?}");
     assert_eq!(stats.requests, 30);
+    // Evicted blocks go back to the pool and are taken again: after warm-up, no more.
+    assert_eq!(Some(engine.kv_pool_stats().bytes_allocated()), warm);
 }
 
 #[test]

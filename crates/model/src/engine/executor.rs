@@ -9,6 +9,7 @@ use rinfer_kernels::ops::KvType;
 
 use crate::error::ModelError;
 use crate::forward::{Logits, Model, SeqBatch};
+use crate::kv_blocks::BlockPool;
 use crate::kv_cache::KvCache;
 use crate::limits::MemoryPlan;
 use crate::scratch::Scratch;
@@ -45,6 +46,14 @@ impl SeqCache {
         match self {
             Self::Cpu(c) => c.bytes(),
             Self::Cuda(_) => 0,
+        }
+    }
+
+    /// The pool of its KV blocks (`None` on the GPU).
+    pub(super) fn pool(&self) -> Option<&BlockPool> {
+        match self {
+            Self::Cpu(c) => Some(c.pool()),
+            Self::Cuda(_) => None,
         }
     }
 
@@ -144,12 +153,14 @@ impl Executor {
                 )?;
                 plan.check_available()?;
                 let scratch = Scratch::with_logit_rows(config, sizes.max_batch, logit_rows);
-                let caches = (0..sizes.sequences)
-                    .map(|_| {
-                        KvCache::try_with_type(config, kv_type, sizes.context, sizes.max_batch)
-                            .map(SeqCache::Cpu)
-                    })
-                    .collect::<Result<_, _>>()?;
+                let caches = KvCache::try_pooled(
+                    config,
+                    kv_type,
+                    sizes.context,
+                    sizes.max_batch,
+                    sizes.sequences,
+                )?;
+                let caches = caches.into_iter().map(SeqCache::Cpu).collect();
                 let executor = Self::Cpu {
                     scratch: Box::new(scratch),
                 };

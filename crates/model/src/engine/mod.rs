@@ -8,8 +8,9 @@
 //! so their streams keep flowing; as large as the batch when nothing decodes).
 //!
 //! A new sequence reuses the longest cached prefix of its prompt: what its slot's cache still
-//! holds from the slot's last sequence, or blocks of earlier sequences copied from the prefix
-//! cache ([`EngineSettings::prefix_cache_bytes`]); see `reuse` and `prefix_cache`.
+//! holds from the slot's last sequence, or blocks of earlier sequences from the prefix cache
+//! ([`EngineSettings::prefix_cache_bytes`]), shared by reference; see `reuse`, `prefix_cache`
+//! and `kv_blocks`.
 //!
 //! A sequence's logits do not depend on what runs beside it, so its tokens are the same alone
 //! or in a batch. When a pass fails, the engine retries its sequences one by one, so only the
@@ -47,6 +48,7 @@ pub use rinfer_kernels::ops::KvType;
 
 use crate::error::ModelError;
 use crate::forward::Logits;
+use crate::kv_blocks::{BlockPool, KvPoolStats};
 use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
 use draft_model::{DraftModel, Want};
@@ -226,7 +228,12 @@ impl<'m> Engine<'m> {
             free: (0..caches.len()).rev().collect(),
             histories: vec![Vec::new(); caches.len()],
             rings: Rings::new(config, settings.context, settings.max_batch),
-            store: BlockStore::new(settings.prefix_cache_bytes, config.layers, row_bytes),
+            store: BlockStore::new(
+                settings.prefix_cache_bytes,
+                config.layers,
+                row_bytes,
+                caches.first().and_then(SeqCache::pool).cloned(),
+            ),
             kv_type,
             reuse_counts: PrefixCacheStats::default(),
             speculation_counts: SpeculationStats::default(),
@@ -253,7 +260,8 @@ impl<'m> Engine<'m> {
         &self.device
     }
 
-    /// Host memory of the KV caches, in bytes (0 for caches on a GPU).
+    /// Host memory the KV caches of the sequences may take at most, in bytes: their rings and
+    /// the blocks of a whole context each (0 for caches on a GPU).
     pub fn kv_bytes(&self) -> usize {
         executor::cache_bytes(&self.caches)
     }
@@ -277,6 +285,12 @@ impl<'m> Engine<'m> {
             budget: self.store.budget(),
             ..self.reuse_counts
         }
+    }
+
+    /// The KV blocks of the sequences and of the prefix cache (all zero for caches on a GPU).
+    pub fn kv_pool_stats(&self) -> KvPoolStats {
+        let pool = self.caches.first().and_then(SeqCache::pool);
+        pool.map(BlockPool::stats).unwrap_or_default()
     }
 
     /// Tokens guessed ahead and confirmed since the engine started.

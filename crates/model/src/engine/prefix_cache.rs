@@ -1,24 +1,30 @@
-//! The prefix cache: keys and values of token blocks that earlier sequences computed, indexed
-//! by chained block hashes, so that a new sequence whose prompt starts with the same tokens
-//! copies them into its KV cache instead of computing them again.
+//! The prefix cache: token blocks that earlier sequences computed, indexed by chained block
+//! hashes, so that a new sequence whose prompt starts with the same tokens takes them instead of
+//! computing them again.
 //!
-//! A block is [`BLOCK_TOKENS`] tokens at positions `[b * BLOCK_TOKENS, (b + 1) * BLOCK_TOKENS)`
-//! with every layer's key and value rows of those positions. Its key hashes its parent's key
-//! and its own tokens, so one key names a whole prefix; a lookup also compares the stored
-//! tokens and parent, so a hash collision can never hand out another prefix's rows. Only leaf
-//! blocks (no cached child) are evicted, least recently used first, so every cached block's
-//! whole prefix is cached too and the store never holds more than its byte budget.
+//! A block is [`BLOCK_TOKENS`] tokens at positions `[b * BLOCK_TOKENS, (b + 1) * BLOCK_TOKENS)`.
+//! Its full-attention layers' keys and values are the KV cache's own block, held by reference:
+//! a hit appends that same block to the new sequence's block table, and sequences that share a
+//! prompt share its blocks. Its sliding-window layers' rows are copied out of the sequence's
+//! rings (they are overwritten there) and copied back into the rings of a sequence that reuses
+//! the block, for the positions those rings keep.
+//!
+//! A block's key hashes its parent's key and its own tokens, so one key names a whole prefix; a
+//! lookup also compares the stored tokens and parent, so a hash collision can never hand out
+//! another prefix's rows. Only leaf blocks (no cached child) that no running sequence holds are
+//! evicted, least recently used first, so every cached block's whole prefix is cached too and
+//! the store never holds more than its byte budget.
 //!
 //! The rows of position `p` depend only on tokens `0..=p`, and the kernels give the same rows
-//! whatever the batch split, so copied rows are bit-identical to recomputed ones.
+//! whatever the batch split, so reused rows are bit-identical to recomputed ones.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 
+pub use crate::kv_blocks::BLOCK_TOKENS;
+use crate::kv_blocks::{BlockPool, KvBlock};
 use crate::kv_cache::KvCache;
-
-/// Tokens per cached block.
-pub const BLOCK_TOKENS: usize = 16;
 
 /// The name of a cached block (and of the prefix it ends).
 pub(super) type BlockKey = u64;
@@ -58,30 +64,52 @@ impl PrefixCacheStats {
 struct Block {
     parent: Option<BlockKey>,
     tokens: Vec<u32>,
-    /// Per layer: the stored bytes of the `BLOCK_TOKENS` key rows, then of the value rows, in
-    /// the KV cache's type.
-    rows: Vec<u8>,
+    /// The full-attention layers' keys and values, shared with the sequences that hold it.
+    shared: Arc<KvBlock>,
+    /// Per sliding-window layer: the stored bytes of the `BLOCK_TOKENS` key rows, then of the
+    /// value rows, in the KV cache's type.
+    ring_rows: Vec<u8>,
     last_used: u64,
     children: usize,
+    /// Running sequences whose prefix it is (it is not evicted while they run).
+    users: usize,
 }
 
 /// Cached blocks within a byte budget.
 pub(super) struct BlockStore {
     blocks: HashMap<BlockKey, Block>,
     budget: usize,
+    /// Bytes a block counts against the budget: every layer's key and value rows of its
+    /// positions.
     block_bytes: usize,
+    /// The pool of the KV caches' blocks, which the store's blocks go back to (`None`: the
+    /// caches are not on the CPU, and nothing is stored).
+    pool: Option<BlockPool>,
     clock: u64,
     evictions: u64,
 }
 
 impl BlockStore {
     /// An empty store of at most `budget` bytes for blocks of `layers` layers of key and value
-    /// rows of `row_bytes` bytes each (a KV cache's rows, whatever their type).
-    pub(super) fn new(budget: usize, layers: usize, row_bytes: usize) -> Self {
+    /// rows of `row_bytes` bytes each (a KV cache's rows, whatever their type), taken from and
+    /// given back to `pool`, which may hold that many more blocks from now on.
+    pub(super) fn new(
+        budget: usize,
+        layers: usize,
+        row_bytes: usize,
+        pool: Option<BlockPool>,
+    ) -> Self {
+        let block_bytes = layers
+            .saturating_mul(2 * BLOCK_TOKENS)
+            .saturating_mul(row_bytes);
+        if let Some(pool) = &pool {
+            pool.add_capacity(budget / block_bytes.max(1));
+        }
         Self {
             blocks: HashMap::new(),
             budget,
-            block_bytes: layers * 2 * BLOCK_TOKENS * row_bytes,
+            block_bytes,
+            pool,
             clock: 0,
             evictions: 0,
         }
@@ -124,30 +152,28 @@ impl BlockStore {
         chain
     }
 
-    /// Writes the rows of the blocks `chain` (from [`Self::longest_prefix`]) into `cache`, which
-    /// then holds exactly that prefix. Sliding-window layers get only the positions their ring
-    /// keeps.
-    pub(super) fn restore(&self, chain: &[BlockKey], cache: &mut KvCache) {
-        cache.clear();
-        let total = chain.len() * BLOCK_TOKENS;
+    /// Makes `cache` hold the first `len` positions of the blocks `chain` (from
+    /// [`Self::longest_prefix`]; `len` within its last block): their full-attention blocks are
+    /// appended to its table by reference, and its rings get the rows of the positions they
+    /// keep, copied.
+    pub(super) fn restore(&self, chain: &[BlockKey], len: usize, cache: &mut KvCache) {
+        let blocks = chain.iter().map(|key| Arc::clone(&self.blocks[key].shared));
+        cache.attach(blocks, len);
         let row_bytes = self.block_bytes / (cache.layers() * 2 * BLOCK_TOKENS).max(1);
         let span = BLOCK_TOKENS * row_bytes;
-        for (b, key) in chain.iter().enumerate() {
-            let block = &self.blocks[key];
-            for layer in 0..cache.layers() {
-                let oldest = total.saturating_sub(cache.ring_slots(layer));
-                let rows = &block.rows[layer * 2 * span..(layer + 1) * 2 * span];
+        let rings: Vec<usize> = (0..cache.layers())
+            .filter(|&layer| cache.is_ring(layer))
+            .collect();
+        for (ring, layer) in rings.into_iter().enumerate() {
+            for pos in len.saturating_sub(cache.ring_slots(layer))..len {
+                let block = &self.blocks[&chain[pos / BLOCK_TOKENS]];
+                let rows = &block.ring_rows[ring * 2 * span..(ring + 1) * 2 * span];
                 let (keys, values) = rows.split_at(span);
-                for i in 0..BLOCK_TOKENS {
-                    let pos = b * BLOCK_TOKENS + i;
-                    if pos >= oldest {
-                        let row = i * row_bytes..(i + 1) * row_bytes;
-                        cache.store_bytes(layer, pos, &keys[row.clone()], &values[row]);
-                    }
-                }
+                let i = pos % BLOCK_TOKENS;
+                let row = i * row_bytes..(i + 1) * row_bytes;
+                cache.store_ring_bytes(layer, pos, &keys[row.clone()], &values[row]);
             }
         }
-        cache.advance(total);
     }
 
     /// Caches the block of `tokens` at positions `start..start + BLOCK_TOKENS` of `cache`,
@@ -162,12 +188,14 @@ impl BlockStore {
         start: usize,
     ) -> Option<BlockKey> {
         debug_assert_eq!(tokens.len(), BLOCK_TOKENS);
+        debug_assert_eq!(start % BLOCK_TOKENS, 0);
         let key = Self::key(parent, tokens);
         if self.find(key, parent, tokens).is_some() {
             self.touch(key);
             return Some(key);
         }
-        if self.blocks.contains_key(&key)
+        if self.pool.is_none()
+            || self.blocks.contains_key(&key)
             || parent.is_some_and(|p| !self.blocks.contains_key(&p))
             || !(0..cache.layers()).all(|layer| {
                 cache.keeps(layer, start) && cache.keeps(layer, start + BLOCK_TOKENS - 1)
@@ -181,23 +209,24 @@ impl BlockStore {
             self.adjust_children(parent, -1);
             return None;
         }
-        let mut rows = Vec::with_capacity(self.block_bytes);
-        for layer in 0..cache.layers() {
+        let mut ring_rows = Vec::new();
+        for layer in (0..cache.layers()).filter(|&layer| cache.is_ring(layer)) {
             for values in [false, true] {
                 for pos in start..start + BLOCK_TOKENS {
                     let (k, v) = cache.row_bytes(layer, pos);
-                    rows.extend_from_slice(if values { v } else { k });
+                    ring_rows.extend_from_slice(if values { v } else { k });
                 }
             }
         }
-        debug_assert_eq!(rows.len(), self.block_bytes);
         self.clock += 1;
         let block = Block {
             parent,
             tokens: tokens.to_vec(),
-            rows,
+            shared: Arc::clone(cache.block(start / BLOCK_TOKENS)),
+            ring_rows,
             last_used: self.clock,
             children: 0,
+            users: 0,
         };
         self.blocks.insert(key, block);
         Some(key)
@@ -209,7 +238,18 @@ impl BlockStore {
         }
     }
 
-    /// Evicts least recently used leaves until one more block fits; false if it cannot fit.
+    /// Marks the blocks `chain` as held by one more running sequence (`by` 1) or one fewer
+    /// (`by` -1); held blocks are not evicted.
+    pub(super) fn hold(&mut self, chain: &[BlockKey], by: isize) {
+        for key in chain {
+            if let Some(block) = self.blocks.get_mut(key) {
+                block.users = block.users.saturating_add_signed(by);
+            }
+        }
+    }
+
+    /// Evicts least recently used leaves that no running sequence holds until one more block
+    /// fits; false if it cannot fit.
     fn make_room(&mut self) -> bool {
         if self.block_bytes > self.budget {
             return false;
@@ -218,7 +258,7 @@ impl BlockStore {
             let Some(victim) = self
                 .blocks
                 .iter()
-                .filter(|(_, b)| b.children == 0)
+                .filter(|(_, b)| b.children == 0 && b.users == 0)
                 .min_by_key(|(_, b)| b.last_used)
                 .map(|(&k, _)| k)
             else {
@@ -226,14 +266,23 @@ impl BlockStore {
             };
             let block = self.blocks.remove(&victim).expect("the victim is cached");
             self.adjust_children(block.parent, -1);
+            self.give_back(block);
             self.evictions += 1;
         }
         true
     }
 
+    fn give_back(&self, block: Block) {
+        if let Some(pool) = &self.pool {
+            pool.give_back(block.shared);
+        }
+    }
+
     /// Drops every block.
     pub(super) fn clear(&mut self) {
-        self.blocks.clear();
+        for (_, block) in std::mem::take(&mut self.blocks) {
+            self.give_back(block);
+        }
     }
 
     /// Blocks evicted so far.
@@ -264,17 +313,21 @@ mod tests {
     use crate::loaded::LoadedModel;
     use rinfer_kernels::ops::KvType;
 
-    fn config() -> ModelConfig {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/fixtures/models/llama-tiny-q4_k.gguf"
+    fn config(name: &str) -> ModelConfig {
+        let path = format!(
+            "{}/../../tests/fixtures/models/{name}.gguf",
+            env!("CARGO_MANIFEST_DIR")
         );
         LoadedModel::open(path).unwrap().model.config
     }
 
-    /// A cache holding `n` positions whose rows are made of the position and the layer.
-    fn filled(config: &ModelConfig, kv_type: KvType, n: usize) -> KvCache {
-        let mut cache = KvCache::with_type(config, kv_type, 128, 8);
+    /// Two caches of one pool, the first holding `n` positions whose rows are made of the
+    /// position and the layer.
+    fn filled(config: &ModelConfig, kv_type: KvType, n: usize) -> (KvCache, KvCache) {
+        let mut caches = KvCache::try_pooled(config, kv_type, 128, 8, 2).unwrap();
+        let target = caches.pop().unwrap();
+        let mut cache = caches.pop().unwrap();
+        cache.prepare(n).unwrap();
         let kv_dim = config.kv_dim();
         for layer in 0..config.layers {
             for pos in 0..n {
@@ -284,7 +337,7 @@ mod tests {
             }
         }
         cache.advance(n);
-        cache
+        (cache, target)
     }
 
     fn block(seed: u32) -> Vec<u32> {
@@ -295,43 +348,63 @@ mod tests {
         kv_type.row_bytes(config.kv_dim()).unwrap()
     }
 
+    fn store(config: &ModelConfig, budget: usize, cache: &KvCache) -> BlockStore {
+        let rows = row_bytes(config, cache.kv_type());
+        BlockStore::new(budget, config.layers, rows, Some(cache.pool().clone()))
+    }
+
     #[test]
-    fn restored_rows_equal_the_rows_stored_for_every_kv_type() {
-        let config = config();
-        for kv_type in KvType::ALL {
-            let source = filled(&config, kv_type, 2 * BLOCK_TOKENS);
-            let mut store = BlockStore::new(1 << 20, config.layers, row_bytes(&config, kv_type));
-            let first = store.insert(None, &block(1), &source, 0).unwrap();
-            store.insert(Some(first), &block(2), &source, BLOCK_TOKENS);
-            let tokens = [block(1), block(2), block(3)].concat();
-            let chain = store.longest_prefix(&tokens, 8);
-            assert_eq!(chain.len(), 2);
-            let mut target = KvCache::with_type(&config, kv_type, 128, 8);
-            store.restore(&chain, &mut target);
-            assert_eq!(target.len(), 2 * BLOCK_TOKENS);
-            for layer in 0..config.layers {
-                for pos in 0..2 * BLOCK_TOKENS {
-                    assert_eq!(
-                        target.row_bytes(layer, pos),
-                        source.row_bytes(layer, pos),
-                        "{kv_type}"
-                    );
+    fn restored_blocks_are_shared_and_ring_rows_equal_the_rows_stored_for_every_kv_type() {
+        // Llama: full attention only; Gemma 3: sliding-window layers (rings of 16 + 8 slots).
+        for name in ["llama-tiny-q4_k", "gemma3-tiny-q4_k_m"] {
+            let config = config(name);
+            for kv_type in KvType::ALL {
+                let (source, mut target) = filled(&config, kv_type, 2 * BLOCK_TOKENS);
+                let mut store = store(&config, 1 << 20, &source);
+                let first = store.insert(None, &block(1), &source, 0);
+                // The rings of the source no longer keep the first block's positions.
+                let first = match first {
+                    Some(first) => first,
+                    None => {
+                        assert!(name.starts_with("gemma3"), "{name}");
+                        continue;
+                    }
+                };
+                store.insert(Some(first), &block(2), &source, BLOCK_TOKENS);
+                let tokens = [block(1), block(2), block(3)].concat();
+                let chain = store.longest_prefix(&tokens, 8);
+                assert_eq!(chain.len(), 2);
+                let len = 2 * BLOCK_TOKENS - 3;
+                store.restore(&chain, len, &mut target);
+                assert_eq!(target.len(), len);
+                for b in 0..2 {
+                    assert!(Arc::ptr_eq(target.block(b), source.block(b)), "{name}");
                 }
+                for layer in 0..config.layers {
+                    for pos in len.saturating_sub(target.ring_slots(layer))..len {
+                        assert_eq!(
+                            target.row_bytes(layer, pos),
+                            source.row_bytes(layer, pos),
+                            "{name} {kv_type}"
+                        );
+                    }
+                }
+                // A block takes the type's share of an f32 block.
+                let f32_block =
+                    BlockStore::new(0, config.layers, row_bytes(&config, KvType::F32), None);
+                let ratio = row_bytes(&config, KvType::F32) / row_bytes(&config, kv_type).max(1);
+                assert!(store.block_bytes * ratio <= f32_block.block_bytes);
             }
-            // A block takes the type's share of an f32 block.
-            let f32_block = BlockStore::new(0, config.layers, row_bytes(&config, KvType::F32));
-            let ratio = row_bytes(&config, KvType::F32) / row_bytes(&config, kv_type).max(1);
-            assert!(store.block_bytes * ratio <= f32_block.block_bytes);
         }
     }
 
     #[test]
-    fn only_least_recently_used_leaves_are_evicted_within_the_budget() {
-        let config = config();
-        let cache = filled(&config, KvType::F32, BLOCK_TOKENS);
+    fn only_least_recently_used_leaves_no_sequence_holds_are_evicted_within_the_budget() {
+        let config = config("llama-tiny-q4_k");
+        let (cache, _) = filled(&config, KvType::F32, BLOCK_TOKENS);
         let rows = row_bytes(&config, KvType::F32);
-        let one = BlockStore::new(usize::MAX, config.layers, rows).block_bytes;
-        let mut store = BlockStore::new(3 * one, config.layers, rows);
+        let one = BlockStore::new(usize::MAX, config.layers, rows, None).block_bytes;
+        let mut store = store(&config, 3 * one, &cache);
         let a0 = store.insert(None, &block(1), &cache, 0).unwrap();
         store.insert(Some(a0), &block(2), &cache, 0).unwrap();
         store.insert(None, &block(3), &cache, 0).unwrap();
@@ -346,8 +419,20 @@ mod tests {
         assert_eq!(store.longest_prefix(&block(4), 8).len(), 0);
         assert_eq!((store.evictions(), store.blocks()), (2, 3));
         assert!(store.bytes() <= store.budget());
+        // A block a running sequence holds stays, however old: block 5 goes instead.
+        let held = store.longest_prefix(&a, 8);
+        store.hold(&held, 1);
+        store.insert(None, &block(6), &cache, 0).unwrap();
+        assert_eq!(store.longest_prefix(&a, 8).len(), 2);
+        assert_eq!(store.longest_prefix(&block(5), 8).len(), 0);
+        // With every other leaf held too, nothing fits.
+        let six = store.longest_prefix(&block(6), 8);
+        store.hold(&six, 1);
+        assert_eq!(store.insert(None, &block(7), &cache, 0), None);
+        store.hold(&six, -1);
+        assert!(store.insert(None, &block(7), &cache, 0).is_some());
         // A block larger than the budget is never stored.
-        let mut tiny = BlockStore::new(one - 1, config.layers, rows);
+        let mut tiny = self::store(&config, one - 1, &cache);
         assert_eq!(tiny.insert(None, &block(1), &cache, 0), None);
     }
 }

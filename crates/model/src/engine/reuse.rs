@@ -1,11 +1,12 @@
 //! Where a new sequence starts, and what it does not compute again: the free slot whose cache
-//! still holds the longest exact prefix of its prompt, or the prefix cache's blocks copied into
+//! still holds the longest exact prefix of its prompt, or the prefix cache's blocks taken into
 //! a slot when they cover more; and how the blocks of running sequences reach the prefix cache.
 //!
 //! A slot's cache keeps what its last sequence left (its tokens are remembered), so a chat that
 //! resends its history continues in place. Sliding-window layers keep a ring that has
 //! overwritten old positions, so a cache is cut back only as far as every ring still holds the
-//! window before the cut ([`Rings::can_truncate`]).
+//! window before the cut ([`Rings::can_truncate`]). The prefix cache keeps its blocks' ring
+//! rows, so a prefix taken from it is cut anywhere: to the token before the prompt's last.
 
 use super::Engine;
 use super::executor::SeqCache;
@@ -49,8 +50,8 @@ pub(super) struct Placement {
 
 impl Engine<'_> {
     /// Takes a free slot for `prompt` and leaves in its cache the longest exact cached prefix
-    /// (never the whole prompt: the last token's logits are needed). `None` when no slot is
-    /// free.
+    /// (never the whole prompt: the last token's logits are needed), whose blocks the new
+    /// sequence holds. `None` when no slot is free.
     pub(super) fn place(&mut self, prompt: &[u32]) -> Option<Placement> {
         let limit = prompt.len().saturating_sub(1);
         let (at, in_place) = self
@@ -61,14 +62,16 @@ impl Engine<'_> {
             .max_by_key(|&(at, n)| (n, at))?;
         let slot = self.free.remove(at);
         let chain = match self.caches[slot] {
-            SeqCache::Cpu(_) => self.store.longest_prefix(prompt, limit / BLOCK_TOKENS),
+            SeqCache::Cpu(_) => self
+                .store
+                .longest_prefix(prompt, limit.div_ceil(BLOCK_TOKENS)),
             SeqCache::Cuda(_) => Vec::new(),
         };
-        let from_store = chain.len() * BLOCK_TOKENS;
+        let from_store = (chain.len() * BLOCK_TOKENS).min(limit);
         let cache = &mut self.caches[slot];
         let reused = match cache {
             SeqCache::Cpu(cache) if from_store > in_place => {
-                self.store.restore(&chain, cache);
+                self.store.restore(&chain, from_store, cache);
                 from_store
             }
             _ => {
@@ -76,6 +79,7 @@ impl Engine<'_> {
                 in_place
             }
         };
+        self.store.hold(&chain, 1);
         self.histories[slot].clear();
         Some(Placement {
             slot,
@@ -108,12 +112,14 @@ impl Engine<'_> {
         } else {
             seq.fed(0..self.caches[seq.slot].len())
         };
+        self.store.hold(&seq.chain, -1);
         self.free.push(seq.slot);
     }
 }
 
-/// Copies the blocks of `seq` that `cache` now completes into the prefix cache (CPU caches
-/// only; a sequence stops offering blocks once one cannot be stored).
+/// Offers the blocks of `seq` that `cache` now completes to the prefix cache (CPU caches
+/// only; a sequence stops offering blocks once one cannot be stored); the sequence holds those
+/// it stored.
 pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &SeqCache) {
     let SeqCache::Cpu(cache) = cache else {
         return;
@@ -122,7 +128,10 @@ pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &Se
         let start = seq.chain.len() * BLOCK_TOKENS;
         let tokens = seq.fed(start..start + BLOCK_TOKENS);
         match store.insert(seq.chain.last().copied(), &tokens, cache, start) {
-            Some(key) => seq.chain.push(key),
+            Some(key) => {
+                store.hold(&[key], 1);
+                seq.chain.push(key);
+            }
             None => seq.capturing = false,
         }
     }

@@ -1,0 +1,105 @@
+use super::*;
+use crate::loaded::LoadedModel;
+
+fn config() -> ModelConfig {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/models/llama-tiny-q4_k.gguf"
+    );
+    LoadedModel::open(path).unwrap().model.config
+}
+
+/// Writes rows made of `seed`, the position and the layer at `n` more positions of `cache`.
+fn write(cache: &mut KvCache, config: &ModelConfig, n: usize, seed: f32) {
+    cache.prepare(n).unwrap();
+    for layer in 0..config.layers {
+        for pos in cache.len()..cache.len() + n {
+            let row = vec![seed + (pos * 100 + layer) as f32; config.kv_dim()];
+            cache.store(layer, pos, &row, &row);
+        }
+    }
+    cache.advance(n);
+}
+
+#[test]
+fn rows_read_through_the_block_table_are_the_rows_stored_for_every_kv_type() {
+    let config = config();
+    for kv_type in KvType::ALL {
+        let mut cache = KvCache::with_type(&config, kv_type, 50, 8);
+        let mut reference = KvCache::with_type(&config, kv_type, 50, 8);
+        // Across block boundaries, in uneven batches.
+        for n in [5, 13, 20, 12] {
+            write(&mut cache, &config, n, 0.5);
+        }
+        write(&mut reference, &config, 50, 0.5);
+        assert_eq!(cache.table.len(), 4);
+        for layer in 0..config.layers {
+            for pos in 0..50 {
+                assert_eq!(cache.row_bytes(layer, pos), reference.row_bytes(layer, pos));
+            }
+        }
+    }
+}
+
+#[test]
+fn writing_after_a_shared_partial_block_copies_it_and_leaves_the_other_holder_unchanged() {
+    let config = config();
+    let mut caches = KvCache::try_pooled(&config, KvType::F16, 64, 8, 2).unwrap();
+    let (mut b, mut a) = (caches.pop().unwrap(), caches.pop().unwrap());
+    write(&mut a, &config, 40, 0.0);
+    let before: Vec<_> = (0..40).map(|pos| a.row_bytes(0, pos).0.to_vec()).collect();
+    // `b` takes `a`'s three blocks, holding 20 positions: its second block is shared and
+    // partly filled.
+    b.attach((0..3).map(|i| Arc::clone(a.block(i))), 20);
+    assert_eq!(
+        b.table.len(),
+        2,
+        "blocks past the held positions are not taken"
+    );
+    assert!(Arc::ptr_eq(b.block(1), a.block(1)));
+    let in_use = a.pool().stats().blocks_in_use;
+    write(&mut b, &config, 6, 1000.0);
+    assert!(
+        Arc::ptr_eq(b.block(0), a.block(0)),
+        "the full block stays shared"
+    );
+    assert!(
+        !Arc::ptr_eq(b.block(1), a.block(1)),
+        "the written block is a copy"
+    );
+    assert_eq!(
+        a.pool().stats().blocks_in_use,
+        in_use + 1,
+        "one block copied"
+    );
+    for (pos, row) in before.iter().enumerate() {
+        assert_eq!(a.row_bytes(0, pos).0, row.as_slice(), "a: {pos}");
+    }
+    for pos in 0..20 {
+        assert_eq!(b.row_bytes(0, pos), a.row_bytes(0, pos), "b keeps {pos}");
+    }
+    for pos in 20..26 {
+        assert_ne!(b.row_bytes(0, pos), a.row_bytes(0, pos), "b wrote {pos}");
+    }
+}
+
+#[test]
+fn truncating_and_dropping_give_blocks_back_to_the_pool() {
+    let config = config();
+    let mut caches = KvCache::try_pooled(&config, KvType::F32, 64, 8, 2).unwrap();
+    let pool = caches[0].pool().clone();
+    write(&mut caches[0], &config, 40, 0.0);
+    assert_eq!(pool.stats().blocks_in_use, 3);
+    caches[0].truncate(17);
+    assert_eq!(pool.stats().blocks_in_use, 2);
+    // A full context each, and no more.
+    write(&mut caches[1], &config, 64, 0.0);
+    write(&mut caches[0], &config, 47, 0.0);
+    assert_eq!(pool.stats().blocks_in_use, 8);
+    // Past the plan, the pool refuses with an error.
+    let err = caches[0].prepare(1).unwrap_err();
+    assert!(matches!(err, ModelError::KvBlocksExhausted { capacity: 8 }));
+    drop(caches);
+    let stats = pool.stats();
+    assert_eq!((stats.blocks_in_use, stats.blocks_allocated), (0, 8));
+}
