@@ -241,8 +241,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
             let (mut socket, _) = listener.accept().unwrap();
-            let mut request = [0u8; 4096];
-            let _ = socket.read(&mut request).unwrap();
+            read_request(&mut socket);
             let chunks = [
                 r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
                 r#"{"choices":[{"delta":{"content":"Hello"}}]}"#,
@@ -268,6 +267,24 @@ mod tests {
             (turn.prompt_tokens, turn.cached_tokens),
             (Some(1040), Some(1001))
         );
+    }
+
+    /// Reads one whole request (headers, then `Content-Length` bytes of body): closing a socket
+    /// with unread bytes resets it, and the client's write would fail.
+    fn read_request(socket: &mut std::net::TcpStream) {
+        let mut request = Vec::new();
+        let mut byte = [0u8; 1];
+        while !request.ends_with(b"\r\n\r\n") {
+            socket.read_exact(&mut byte).unwrap();
+            request.push(byte[0]);
+        }
+        let headers = String::from_utf8(request).unwrap().to_ascii_lowercase();
+        let length: usize = headers
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        let mut body = vec![0u8; length];
+        socket.read_exact(&mut body).unwrap();
     }
 
     #[test]

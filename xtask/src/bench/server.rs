@@ -112,11 +112,12 @@ pub fn get(addr: SocketAddr, path: &str) -> Result<u16> {
 /// Sends `POST path` with the JSON `body` and returns the response, read line by line.
 pub fn post(addr: SocketAddr, path: &str, body: &str) -> Result<BufReader<TcpStream>> {
     let mut stream = TcpStream::connect(addr)?;
-    write!(
-        stream,
+    // One write: a server may answer as soon as it has the request.
+    let request = format!(
         "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )?;
+    );
+    stream.write_all(request.as_bytes())?;
     Ok(BufReader::new(stream))
 }

@@ -1,0 +1,282 @@
+use std::fmt::Debug;
+
+use half::f16;
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseResult;
+
+use super::iq4_xsx16::{self, BlockIq4Xsx16};
+use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
+use super::mxfp4x16::{self, BlockMxfp4x16};
+use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
+use super::q2_kx16::{self, BlockQ2Kx16};
+use super::q3_kx16::{self, BlockQ3Kx16};
+use super::q4_kx16::{self, BlockQ4Kx16};
+use super::q5_0x16::{self, BlockQ5_0x16};
+use super::q5_kx16::{self, BlockQ5Kx16};
+use super::q6_kx16::{self, BlockQ6Kx16};
+use super::q8_0x16::{self, BlockQ8_0x16};
+use super::rows::pack_rows;
+use super::*;
+use crate::dispatch::Kernels;
+use crate::quant::VecDot;
+use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
+use crate::quant::iq4_xs::BlockIq4Xs;
+use crate::quant::mxfp4::BlockMxfp4;
+use crate::quant::q2_k::BlockQ2K;
+use crate::quant::q3_k::BlockQ3K;
+use crate::quant::q4_0::BlockQ4_0;
+use crate::quant::q4_1::BlockQ4_1;
+use crate::quant::q4_k::BlockQ4K;
+use crate::quant::q5_0::BlockQ5_0;
+use crate::quant::q5_1::BlockQ5_1;
+use crate::quant::q5_k::BlockQ5K;
+use crate::quant::q6_k::BlockQ6K;
+use crate::quant::q8_0::BlockQ8_0;
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::testing::*;
+
+/// One row group: up to sixteen rows `w` of `nb` source blocks each, and token rows `a`
+/// (`nb` activation blocks each) with their summaries `s`.
+#[derive(Debug)]
+struct GroupCase<W, A> {
+    w: Vec<W>,
+    nb: usize,
+    a: Vec<A>,
+    s: Vec<BlockSummary>,
+}
+
+/// The [`GroupCase`] of packed format `P`.
+type CaseOf<P> = GroupCase<<P as PackedFormat>::Source, <P as PackedFormat>::Act>;
+
+/// A packed format's scalar reference kernel.
+type ReferenceFn<P> = fn(&[P], &[<P as PackedFormat>::Act], &[BlockSummary], &mut [[f32; ROWS]]);
+
+/// Checks row `i` of a packed block against the source block it was packed from (`None` for
+/// the padding rows past the last).
+type RowCheck<P> = fn(&P, usize, Option<&<P as PackedFormat>::Source>) -> TestCaseResult;
+
+/// The rounding scale of one row's dot product against one token.
+type Magnitude<P> = fn(&[<P as PackedFormat>::Source], &[<P as PackedFormat>::Act]) -> f64;
+
+/// Random [`GroupCase`]s of 1 to 16 rows, `blocks_per_row` blocks and `tokens` tokens: source
+/// blocks from [`blocks_with_scales`] (`scales` sets their scale fields), activations from
+/// [`activations`] quantized and summarized.
+fn group_case<P: PackedFormat>(
+    blocks_per_row: Range<usize>,
+    tokens: Range<usize>,
+    scales: fn(&mut P::Source, f16, f16),
+) -> impl Strategy<Value = CaseOf<P>>
+where
+    P::Source: Debug,
+    P::Act: Debug,
+{
+    (1usize..=ROWS, blocks_per_row, tokens).prop_flat_map(move |(rows, nb, tokens)| {
+        (
+            blocks_with_scales(rows * nb, scales),
+            Just(nb),
+            activation_rows::<P>(tokens, nb),
+        )
+            .prop_map(|(w, nb, (a, s))| GroupCase { w, nb, a, s })
+    })
+}
+
+/// `tokens` activation rows of `nb` blocks quantized to `P::Act`, with their summaries.
+fn activation_rows<P: PackedFormat>(
+    tokens: usize,
+    nb: usize,
+) -> impl Strategy<Value = (Vec<P::Act>, Vec<BlockSummary>)>
+where
+    P::Act: Debug,
+{
+    let elems = P::Source::ELEMS;
+    prop::collection::vec(activations(nb * elems), tokens).prop_map(move |rows| {
+        let a: Vec<P::Act> = rows.iter().flat_map(|x| quantize::<P::Act>(x)).collect();
+        let mut s = vec![BlockSummary::default(); a.len() * elems / 32];
+        for (a, s) in a.iter().zip(s.chunks_mut(elems / 32)) {
+            P::summarize(a, s);
+        }
+        (a, s)
+    })
+}
+
+/// Packs the rows of `case` (at most sixteen) with `pack`, one packed block per column.
+fn pack_group<P: PackedFormat>(case: &CaseOf<P>, pack: fn(&[P::Source]) -> P) -> Vec<P> {
+    let rows: Vec<&[P::Source]> = case.w.chunks(case.nb).collect();
+    (0..case.nb)
+        .map(|b| {
+            let column: Vec<P::Source> = rows.iter().map(|r| r[b]).collect();
+            pack(&column)
+        })
+        .collect()
+}
+
+/// Packing keeps every row of every block: `row_kept` holds for each row of each packed block.
+fn check_packing<P: PackedFormat>(
+    case: &CaseOf<P>,
+    pack: fn(&[P::Source]) -> P,
+    row_kept: RowCheck<P>,
+) -> TestCaseResult {
+    let packed = pack_group(case, pack);
+    let rows: Vec<&[P::Source]> = case.w.chunks(case.nb).collect();
+    for (b, p) in packed.iter().enumerate() {
+        for i in 0..ROWS {
+            row_kept(p, i, rows.get(i).map(|row| &row[b]))?;
+        }
+    }
+    Ok(())
+}
+
+/// The reference kernel matches the f64 dot of the dequantized operands within `1e-4` of
+/// `magnitude`, for every row and token.
+fn check_reference_kernel<P: PackedFormat>(
+    case: &CaseOf<P>,
+    pack: fn(&[P::Source]) -> P,
+    reference: ReferenceFn<P>,
+    magnitude: Magnitude<P>,
+) -> TestCaseResult {
+    let (nb, packed) = (case.nb, pack_group(case, pack));
+    let mut out = vec![[0.0; ROWS]; case.a.len() / nb];
+    reference(&packed, &case.a, &case.s, &mut out);
+    for (t, out) in out.iter().enumerate() {
+        for (i, row) in case.w.chunks(nb).enumerate() {
+            let at = &case.a[t * nb..(t + 1) * nb];
+            let (dw, da) = (dequantize(row), dequantize(at));
+            let exact: f64 = dw.iter().zip(&da).map(|(x, y)| *x as f64 * *y as f64).sum();
+            prop_assert!(
+                (out[i] as f64 - exact).abs() <= 1e-4 * magnitude(row, at) + 1e-30,
+                "row {} token {}: {} vs {}",
+                i,
+                t,
+                out[i],
+                exact
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Where AVX-512 runs, the kernel `avx512` matches the reference kernel bit for bit.
+#[cfg(target_arch = "x86_64")]
+fn check_avx512_kernel<P: PackedFormat>(
+    case: &CaseOf<P>,
+    pack: fn(&[P::Source]) -> P,
+    reference: ReferenceFn<P>,
+    avx512: GroupDotFn<P>,
+) {
+    if !has_avx512() {
+        return;
+    }
+    let packed = pack_group(case, pack);
+    let tokens = case.a.len() / case.nb;
+    let mut want = vec![[0.0; ROWS]; tokens];
+    reference(&packed, &case.a, &case.s, &mut want);
+    let mut got = vec![[0.0; ROWS]; tokens];
+    // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above, all a packed
+    // AVX-512 kernel needs.
+    unsafe { avx512(&packed, &case.a, &case.s, &mut got) };
+    let what = format!("packed {:?} AVX-512 vs reference", P::Source::TYPE);
+    for (g, w) in got.iter().zip(&want) {
+        assert_bits_eq(g, w, &what);
+    }
+}
+
+/// `sum |w_i| * |a_i|` over one row and token, the rounding scale of formats without mins.
+fn dequantized_magnitude<W: VecDot>(row: &[W], at: &[W::Activation]) -> f64 {
+    dot_magnitude(row, at) as f64
+}
+
+/// Stamps out, in module `$format`, the properties of the packed format `$packed` on row
+/// groups of `$blocks_per_row` blocks and `$tokens` tokens from [`group_case`] (`$scales` sets a
+/// source block's scale fields), run `$config` many times: packing keeps every row
+/// ([`check_packing`] with `$row_kept`), the reference kernel `$reference` matches the
+/// dequantized dot within `1e-4` of `$magnitude` ([`check_reference_kernel`]), and the AVX-512
+/// kernel `$avx512` matches the reference bit for bit ([`check_avx512_kernel`]).
+macro_rules! packed_format_tests {
+    ($(
+        $format:ident: $packed:ty, $config:expr, blocks $blocks_per_row:expr, tokens $tokens:expr,
+        scales $scales:expr, kept $row_kept:expr, magnitude $magnitude:expr,
+        kernels $reference:path, $avx512:path;
+    )*) => {$(
+        mod $format {
+            use super::*;
+
+            fn cases() -> impl Strategy<Value = CaseOf<$packed>> {
+                group_case::<$packed>($blocks_per_row, $tokens, $scales)
+            }
+
+            proptest! {
+                #![proptest_config($config)]
+
+                #[test]
+                fn packing_keeps_every_row(case in cases()) {
+                    check_packing::<$packed>(&case, <$packed>::pack, $row_kept)?;
+                }
+
+                #[test]
+                fn reference_matches_dequantized_dot(case in cases()) {
+                    check_reference_kernel::<$packed>(
+                        &case, <$packed>::pack, $reference, $magnitude,
+                    )?;
+                }
+
+                #[cfg(target_arch = "x86_64")]
+                #[test]
+                fn avx512_matches_reference_bit_exact(case in cases()) {
+                    check_avx512_kernel::<$packed>(&case, <$packed>::pack, $reference, $avx512);
+                }
+            }
+        }
+    )*};
+}
+
+/// Super-blocks are eight times the size of 32-value blocks: fewer cases of fewer blocks.
+fn super_block_config() -> ProptestConfig {
+    ProptestConfig::with_cases(64)
+}
+
+packed_format_tests! {
+    q4_0: BlockQ4_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, _| b.d = d, kept q4_0_row_kept, magnitude dequantized_magnitude,
+        kernels BlockQ4_0x16::dot_group, nibbles_avx512::dot_group_q4_0;
+    iq4_nl: BlockIq4Nlx16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, _| b.d = d, kept iq4_nl_row_kept, magnitude dequantized_magnitude,
+        kernels BlockIq4Nlx16::dot_group, nibbles_avx512::dot_group_iq4_nl;
+    q5_0: BlockQ5_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, _| b.d = d, kept q5_0_row_kept, magnitude dequantized_magnitude,
+        kernels q5_0x16::dot_group, q5_0x16_avx512::dot_group;
+    q8_0: BlockQ8_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, _| b.d = d, kept q8_0_row_kept, magnitude dequantized_magnitude,
+        kernels q8_0x16::dot_group, q8_0x16_avx512::dot_group;
+    mxfp4: BlockMxfp4x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales mxfp4_exponent, kept mxfp4_row_kept, magnitude dequantized_magnitude,
+        kernels mxfp4x16::dot_group, mxfp4x16_avx512::dot_group;
+    q4_k: BlockQ4Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude q4_k_magnitude,
+        kernels q4_kx16::dot_group, q4_kx16_avx512::dot_group;
+    q5_k: BlockQ5Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q5_k_row_kept, magnitude q5_k_magnitude,
+        kernels q5_kx16::dot_group, q5_kx16_avx512::dot_group;
+    q6_k: BlockQ6Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept q6_k_row_kept, magnitude dequantized_magnitude,
+        kernels q6_kx16::dot_group, q6_kx16_avx512::dot_group;
+    iq4_xs: BlockIq4Xsx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept iq4_xs_row_kept, magnitude dequantized_magnitude,
+        kernels iq4_xsx16::dot_group, iq4_xsx16_avx512::dot_group;
+    q2_k: BlockQ2Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q2_k_row_kept, magnitude q2_k_magnitude,
+        kernels q2_kx16::dot_group, q2_kx16_avx512::dot_group;
+    q3_k: BlockQ3Kx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept q3_k_row_kept, magnitude dequantized_magnitude,
+        kernels q3_kx16::dot_group, q3_kx16_avx512::dot_group;
+    q4_1: BlockQ4_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude q4_1_magnitude,
+        kernels BlockQ4_1x16::dot_group, min_formats_avx512::dot_group_q4_1;
+    q5_1: BlockQ5_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
+        scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude q5_1_magnitude,
+        kernels BlockQ5_1x16::dot_group, min_formats_avx512::dot_group_q5_1;
+}
+
+mod matmul;
+mod rows_kept;
+
+use rows_kept::*;
