@@ -4,7 +4,11 @@
 use super::*;
 
 /// A Q5_0 row keeps its scale and codes; padding rows are zero.
-pub(super) fn q5_0_row_kept(p: &BlockQ5_0x16, i: usize, block: Option<&BlockQ5_0>) -> TestCaseResult {
+pub(super) fn q5_0_row_kept(
+    p: &BlockQ5_0x16,
+    i: usize,
+    block: Option<&BlockQ5_0>,
+) -> TestCaseResult {
     let codes: Vec<i32> = (0..32).map(|j| p.code(i, j)).collect();
     match block {
         Some(block) => {
@@ -26,7 +30,11 @@ pub(super) fn indices(qs: &[u8; 16]) -> Vec<usize> {
 }
 
 /// A Q4_0 row keeps its scale and indices (each index `n` coded as `n`, standing for `n − 8`).
-pub(super) fn q4_0_row_kept(p: &BlockQ4_0x16, i: usize, block: Option<&BlockQ4_0>) -> TestCaseResult {
+pub(super) fn q4_0_row_kept(
+    p: &BlockQ4_0x16,
+    i: usize,
+    block: Option<&BlockQ4_0>,
+) -> TestCaseResult {
     if let Some(block) = block {
         prop_assert_eq!(p.d[i], block.d.to_bits());
         let codes: Vec<i32> = (0..32).map(|j| p.code(i, j) - 8).collect();
@@ -37,7 +45,11 @@ pub(super) fn q4_0_row_kept(p: &BlockQ4_0x16, i: usize, block: Option<&BlockQ4_0
 }
 
 /// An IQ4_NL row keeps its scale and its table values (coded plus 128).
-pub(super) fn iq4_nl_row_kept(p: &BlockIq4Nlx16, i: usize, block: Option<&BlockIq4Nl>) -> TestCaseResult {
+pub(super) fn iq4_nl_row_kept(
+    p: &BlockIq4Nlx16,
+    i: usize,
+    block: Option<&BlockIq4Nl>,
+) -> TestCaseResult {
     if let Some(block) = block {
         prop_assert_eq!(p.d[i], block.d.to_bits());
         let codes: Vec<i32> = (0..32).map(|j| p.code(i, j) - 128).collect();
@@ -51,7 +63,11 @@ pub(super) fn iq4_nl_row_kept(p: &BlockIq4Nlx16, i: usize, block: Option<&BlockI
 }
 
 /// An IQ4_XS row keeps its super-scale, sub-block scales and table values (coded plus 128).
-pub(super) fn iq4_xs_row_kept(p: &BlockIq4Xsx16, i: usize, block: Option<&BlockIq4Xs>) -> TestCaseResult {
+pub(super) fn iq4_xs_row_kept(
+    p: &BlockIq4Xsx16,
+    i: usize,
+    block: Option<&BlockIq4Xs>,
+) -> TestCaseResult {
     let Some(block) = block else {
         return Ok(());
     };
@@ -119,13 +135,21 @@ pub(super) fn q2_k_magnitude(row: &[BlockQ2K], at: &[BlockQ8K]) -> f64 {
 }
 
 /// A Q4_1 row keeps its scale, min and codes: they rebuild its dequantized values exactly.
-pub(super) fn q4_1_row_kept(p: &BlockQ4_1x16, i: usize, block: Option<&BlockQ4_1>) -> TestCaseResult {
+pub(super) fn q4_1_row_kept(
+    p: &BlockQ4_1x16,
+    i: usize,
+    block: Option<&BlockQ4_1>,
+) -> TestCaseResult {
     let codes = |j| p.q.code(i, j);
     check_min_row(p.q.d[i], p.m[i], codes, block)
 }
 
 /// A Q5_1 row keeps its scale, min and codes: they rebuild its dequantized values exactly.
-pub(super) fn q5_1_row_kept(p: &BlockQ5_1x16, i: usize, block: Option<&BlockQ5_1>) -> TestCaseResult {
+pub(super) fn q5_1_row_kept(
+    p: &BlockQ5_1x16,
+    i: usize,
+    block: Option<&BlockQ5_1>,
+) -> TestCaseResult {
     let codes = |j| p.q.code(i, j);
     check_min_row(p.q.d[i], p.m[i], codes, block)
 }
@@ -164,7 +188,11 @@ pub(super) fn q5_1_magnitude(row: &[BlockQ5_1], at: &[BlockQ8_0]) -> f64 {
     min_magnitude(row, at, |b| b.m)
 }
 
-pub(super) fn min_magnitude<W: BlockFormat>(row: &[W], at: &[BlockQ8_0], min: fn(&W) -> f16) -> f64 {
+pub(super) fn min_magnitude<W: BlockFormat>(
+    row: &[W],
+    at: &[BlockQ8_0],
+    min: fn(&W) -> f16,
+) -> f64 {
     let (dw, da) = (dequantize(row), dequantize(at));
     let mins = row.iter().flat_map(|b| vec![min(b).to_f32(); W::ELEMS]);
     dw.iter()
@@ -175,7 +203,11 @@ pub(super) fn min_magnitude<W: BlockFormat>(row: &[W], at: &[BlockQ8_0], min: fn
 }
 
 /// A Q8_0 row keeps its scale and codes (stored offset by 128).
-pub(super) fn q8_0_row_kept(p: &BlockQ8_0x16, i: usize, block: Option<&BlockQ8_0>) -> TestCaseResult {
+pub(super) fn q8_0_row_kept(
+    p: &BlockQ8_0x16,
+    i: usize,
+    block: Option<&BlockQ8_0>,
+) -> TestCaseResult {
     if let Some(block) = block {
         prop_assert_eq!(p.d[i], block.d.to_bits());
         let codes: Vec<i32> = (0..32).map(|j| p.code(i, j) - 128).collect();
@@ -192,7 +224,11 @@ pub(super) fn mxfp4_exponent(b: &mut BlockMxfp4, d: f16, _: f16) {
 }
 
 /// An MXFP4 row keeps its scale and codes; padding rows are zero.
-pub(super) fn mxfp4_row_kept(p: &BlockMxfp4x16, i: usize, block: Option<&BlockMxfp4>) -> TestCaseResult {
+pub(super) fn mxfp4_row_kept(
+    p: &BlockMxfp4x16,
+    i: usize,
+    block: Option<&BlockMxfp4>,
+) -> TestCaseResult {
     let codes: Vec<u8> = (0..32).map(|j| p.code(i, j)).collect();
     match block {
         Some(block) => {
