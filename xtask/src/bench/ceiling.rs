@@ -30,6 +30,40 @@ pub fn bytes_per_token(model: &Path) -> Result<u64> {
         .sum())
 }
 
+/// The hidden bench command that prints [`read_bandwidth`] (`bench read-bandwidth THREADS`).
+pub const READ_BANDWIDTH_COMMAND: &str = "read-bandwidth";
+
+/// [`read_bandwidth`] measured in a child process: a process that has held the 1 GiB buffer
+/// passes its peak memory on to every process it spawns after (Linux carries the high-water
+/// mark across `exec`), so the bench, which spawns the engines, never allocates it itself.
+pub fn read_bandwidth_in_child(threads: usize) -> Result<f64> {
+    let exe = std::env::current_exe().context("cannot find the xtask binary")?;
+    let output = std::process::Command::new(exe)
+        .args(["bench", READ_BANDWIDTH_COMMAND, &threads.to_string()])
+        .output()
+        .context("cannot run the bandwidth measurement")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "the bandwidth measurement failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.trim()
+        .parse()
+        .with_context(|| format!("the bandwidth measurement printed {text:?}"))
+}
+
+/// `bench read-bandwidth THREADS`: prints the read bandwidth in bytes per second.
+pub fn print_read_bandwidth(args: &[String]) -> Result<()> {
+    let threads: usize = args
+        .first()
+        .and_then(|t| t.parse().ok())
+        .filter(|&t| t > 0)
+        .context("usage: cargo xtask bench read-bandwidth THREADS")?;
+    println!("{}", read_bandwidth(threads));
+    Ok(())
+}
+
 /// Read bandwidth in bytes per second with `threads` threads: the median of [`ROUNDS`].
 pub fn read_bandwidth(threads: usize) -> f64 {
     let words: Vec<u64> = (0..(BUFFER_BYTES / 8) as u64).collect();

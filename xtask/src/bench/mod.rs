@@ -41,6 +41,7 @@ pub fn run(args: &[String]) -> Result<()> {
             let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
             speculative::run(&rest)
         }
+        Some(ceiling::READ_BANDWIDTH_COMMAND) => ceiling::print_read_bandwidth(&args[1..]),
         Some("serve") => {
             let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
             serve::run(&rest)

@@ -55,8 +55,8 @@ pub fn run(args: &[String]) -> Result<()> {
         })
         .collect();
     // The read bandwidth is measured once per repetition, between the engines' runs, so that it
-    // sees the same machine state they do; its median is the ceiling. (Its buffer is freed before
-    // the next process is spawned, so it never counts in their peak memory.)
+    // sees the same machine state they do; its median is the ceiling. It runs in a child process
+    // of its own, so its buffer never counts in the engines' peak memory.
     let mut bandwidths: Vec<Vec<f64>> = vec![Vec::new(); options.threads.len()];
     for rep in 1..=options.reps {
         for row in &mut rows {
@@ -66,7 +66,7 @@ pub fn run(args: &[String]) -> Result<()> {
             eprintln!("[{rep}/{}] {}", options.reps, progress(row));
         }
         for (samples, &threads) in bandwidths.iter_mut().zip(&options.threads) {
-            samples.push(ceiling::read_bandwidth(threads));
+            samples.push(ceiling::read_bandwidth_in_child(threads)?);
         }
     }
     let bytes_per_token = ceiling::bytes_per_token(&engines.model)?;
