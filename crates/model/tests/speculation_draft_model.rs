@@ -6,12 +6,12 @@
 //! draft model given, are refused with an error that says why.
 
 mod common;
+mod speculation_support;
 
-use common::fixtures;
 use rinfer_model::{
-    DeviceRequest, Engine, EngineSettings, Event, LoadedModel, ModelError, Request, SamplingParams,
-    SeqId, Speculation, SpeculationStats,
+    DeviceRequest, Engine, EngineSettings, LoadedModel, ModelError, Speculation, SpeculationStats,
 };
+use speculation_support::*;
 
 /// Targets and their drafts: Gemma 3 (sliding window of 16 on two of its three layers, so the
 /// rings wrap) and a mixture of experts, each guessed for by its quantized sibling.
@@ -21,20 +21,6 @@ const PAIRS: [(&str, &str); 2] = [
 ];
 
 const DRAFT: Speculation = Speculation::DraftModel { draft_max: 5 };
-
-fn loaded(name: &str) -> LoadedModel {
-    LoadedModel::open(fixtures().join(format!("models/{name}.gguf"))).unwrap()
-}
-
-/// Batches of 8 rows, so the sliding-window rings (16 + 8 slots) wrap within the generation.
-fn settings(sequences: usize, speculation: Speculation) -> EngineSettings {
-    EngineSettings {
-        max_batch: 8.max(sequences),
-        speculation,
-        prefix_cache_bytes: 0,
-        ..EngineSettings::parallel(sequences, 192)
-    }
-}
 
 fn plain(loaded: &LoadedModel) -> Engine<'_> {
     Engine::new(loaded, settings(1, Speculation::Off), DeviceRequest::Cpu).unwrap()
@@ -50,60 +36,6 @@ fn drafted<'m>(
 
 fn prompt(seed: u32) -> Vec<u32> {
     (0..9).map(|i| 3 + (seed * 131 + i * 17) % 400).collect()
-}
-
-/// Greedy or seeded sampling (end of generation masked, so it runs to the end), with
-/// log-probabilities.
-fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>, n: usize) -> Request {
-    let mut sampling = match seed {
-        None => SamplingParams::greedy(),
-        Some(seed) => SamplingParams {
-            seed,
-            temperature: 0.8,
-            repeat_penalty: 1.05,
-            ..SamplingParams::default()
-        },
-    };
-    let eog = loaded.tokenizer.eog_ids().iter();
-    sampling
-        .logit_bias
-        .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
-    let mut request = Request::new(prompt, n).with_sampling(sampling);
-    request.logprobs = Some(2);
-    request
-}
-
-/// Tokens, text and log-probabilities of one generation.
-type Output = (Vec<u32>, String, Vec<f32>);
-
-/// Runs `requests` together to their ends; their outputs in order.
-fn run_all(engine: &mut Engine<'_>, requests: Vec<Request>) -> Vec<Output> {
-    let ids: Vec<SeqId> = requests
-        .into_iter()
-        .map(|r| engine.add(r).unwrap())
-        .collect();
-    let mut outputs: Vec<Output> = vec![Default::default(); ids.len()];
-    let at = |id| ids.iter().position(|&i| i == id).unwrap();
-    let max_batch = engine.settings().max_batch;
-    while engine.is_busy() {
-        let rows = engine.step(|event| match event {
-            Event::Token {
-                id, text, logprob, ..
-            } => {
-                let out = &mut outputs[at(id)];
-                out.1.push_str(&text);
-                out.2.push(logprob.unwrap().logprob);
-            }
-            Event::Finished { id, tokens, .. } => outputs[at(id)].0 = tokens,
-            Event::Failed { error, .. } => panic!("{error}"),
-        });
-        assert!(rows <= max_batch, "guesses never overfill the batch");
-    }
-    outputs
-}
-
-fn generate_one(engine: &mut Engine<'_>, request: Request) -> Output {
-    run_all(engine, vec![request]).pop().unwrap()
 }
 
 #[test]
