@@ -32,14 +32,21 @@ impl AttentionParams {
         self.window.map_or(0, |w| (pos + 1).saturating_sub(w))
     }
 
-    /// The score of a raw dot product.
+    /// The scores of `query` against the key rows `keys` into `scores`, returning the largest.
     #[inline]
-    fn score(&self, dot: f32) -> f32 {
-        let s = dot * self.scale;
-        match self.softcap {
-            Some(cap) => cap * (s / cap).tanh(),
-            None => s,
-        }
+    fn scores(
+        &self,
+        vector: &VectorKernels,
+        query: &[f32],
+        keys: &[f32],
+        scores: &mut [f32],
+    ) -> f32 {
+        let max = vector.scaled_dots(query, keys, self.scale, scores);
+        let Some(cap) = self.softcap else {
+            return max;
+        };
+        scores.iter_mut().for_each(|s| *s = cap * (*s / cap).tanh());
+        scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s))
     }
 }
 
@@ -62,10 +69,13 @@ pub trait KeyValueRows {
     fn key(&self, pos: usize) -> KvRow<'_>;
     /// The value row at `pos`.
     fn value(&self, pos: usize) -> KvRow<'_>;
+    /// Whether `other` reads the same rows (the same sequence's cache layer): query rows that
+    /// share their rows decode each key block once for all of them.
+    fn same_rows(&self, other: &Self) -> bool;
 }
 
-/// Query rows a task of [`attention`] takes together: each key block is read once for all of
-/// them (and all the query heads that share its kv head).
+/// Query rows a task of [`attention`] takes together: each key block is decoded once for all
+/// of them (and all the query heads that share its kv head).
 pub const QUERY_TILE: usize = 16;
 
 /// Attention of `n` query rows `queries` `[n, heads * head_dim]` into `out` (same shape).
@@ -74,9 +84,10 @@ pub const QUERY_TILE: usize = 16;
 /// when the params have sinks.
 ///
 /// Each query head computes exactly what [`attend`] computes for it alone, so the result never
-/// depends on the batch or the threads. Tasks: one per tile of [`QUERY_TILE`] rows and kv head,
-/// walking the key blocks that meet the tile's windows once for the tile; with fewer than two
-/// tiles of rows (decoding), one per row and query head.
+/// depends on the batch or the threads. Tasks: one per tile of [`QUERY_TILE`] rows and kv head
+/// (prefill), decoding each key block that meets the tile's windows once into f32 rows for
+/// the tile; with fewer than two tiles of rows (decoding), one per row and kv head, or per row
+/// and query head where that leaves threads idle.
 ///
 /// # Panics
 /// When `queries` and `out` differ in length or are not whole rows, or when `sinks` is not one
@@ -98,34 +109,36 @@ pub fn attention<R: KeyValueRows>(
     assert!(queries.len().is_multiple_of(heads * hd));
     assert_eq!(sinks.map(<[f32]>::len), params.sinks.then_some(heads));
     let group = heads / kv_heads;
-    let vector = VectorKernels::detected();
     let rows = queries.len() / (heads * hd);
-    if rows < 2 * QUERY_TILE {
-        out.par_chunks_mut(hd).enumerate().for_each(|(job, acc)| {
-            let (i, h) = (job / heads, job % heads);
-            let (pos, rows) = row(i);
-            let kv = (h / group) * hd;
-            let query = &queries[job * hd..(job + 1) * hd];
-            let key = |j: usize| rows.key(j).slice(kv, hd);
-            let value = |j: usize| rows.value(j).slice(kv, hd);
-            let sink = sinks.map(|s| s[h]);
-            attend(vector, params, sink, query, pos, key, value, acc);
-        });
-        return;
-    }
-    // The outputs of the heads of one kv head in one row lie together; a task takes those of
-    // its tile's rows.
-    let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(QUERY_TILE) * kv_heads)
-        .map(|_| Vec::with_capacity(QUERY_TILE))
+    let split = if rows >= 2 * QUERY_TILE {
+        Split {
+            rows: QUERY_TILE,
+            heads: group,
+        }
+    } else if rows * kv_heads >= rayon::current_num_threads() {
+        Split {
+            rows: 1,
+            heads: group,
+        }
+    } else {
+        Split { rows: 1, heads: 1 }
+    };
+    let tasks_per_row_span = heads / split.heads;
+    let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(split.rows) * tasks_per_row_span)
+        .map(|_| Vec::with_capacity(split.rows * split.heads))
         .collect();
-    for (part, heads_out) in out.chunks_mut(group * hd).enumerate() {
-        let (i, kv) = (part / kv_heads, part % kv_heads);
-        tasks[i / QUERY_TILE * kv_heads + kv].push(heads_out);
+    for (part, head_out) in out.chunks_mut(hd).enumerate() {
+        let (i, h) = (part / heads, part % heads);
+        tasks[i / split.rows * tasks_per_row_span + h / split.heads].push(head_out);
     }
+    let vector = VectorKernels::detected();
     tasks.into_par_iter().enumerate().for_each(|(task, outs)| {
+        let first_head = task % tasks_per_row_span * split.heads;
         let tile = Tile {
-            first_row: task / kv_heads * QUERY_TILE,
-            kv_head: task % kv_heads,
+            first_row: task / tasks_per_row_span * split.rows,
+            first_head,
+            heads: split.heads,
+            kv_head: first_head / group,
             shape,
             params,
             sinks,
@@ -135,9 +148,19 @@ pub fn attention<R: KeyValueRows>(
     });
 }
 
-/// One task of [`attention`]: the heads of one kv head in consecutive query rows.
+/// How [`attention`] splits its work: tasks of `rows` query rows and `heads` query heads of
+/// one kv head.
+struct Split {
+    rows: usize,
+    heads: usize,
+}
+
+/// One task of [`attention`]: query heads `first_head..first_head + heads` (all of one kv
+/// head) in consecutive query rows.
 struct Tile<'q> {
     first_row: usize,
+    first_head: usize,
+    heads: usize,
     kv_head: usize,
     shape: &'q AttentionShape,
     params: &'q AttentionParams,
@@ -146,8 +169,9 @@ struct Tile<'q> {
 }
 
 impl Tile<'_> {
-    /// Attends the tile's rows into `outs` (per row, its heads of the kv head): key block by
-    /// key block, each query head over the keys of the block it sees, then the sinks and the
+    /// Attends the tile's rows into `outs` (per row, its heads): for each set of rows that
+    /// read the same rows, key block by key block, the keys some row sees decoded once, then
+    /// each query head over the keys of the block it sees; last the sinks and the
     /// normalisation — per query head the operations of [`attend`], in its order.
     fn attend<R: KeyValueRows>(
         &self,
@@ -155,50 +179,53 @@ impl Tile<'_> {
         row: &impl Fn(usize) -> (usize, R),
         mut outs: Vec<&mut [f32]>,
     ) {
-        let AttentionShape {
-            heads,
-            kv_heads,
-            head_dim: hd,
-        } = *self.shape;
-        let group = heads / kv_heads;
-        let rows: Vec<(usize, R)> = (self.first_row..self.first_row + outs.len())
-            .map(row)
-            .collect();
-        let mut running = vec![Running::EMPTY; rows.len() * group];
+        let hd = self.shape.head_dim;
+        let n = outs.len() / self.heads;
+        let rows: Vec<(usize, R)> = (self.first_row..self.first_row + n).map(row).collect();
+        let mut running = vec![Running::EMPTY; outs.len()];
         outs.iter_mut().for_each(|o| o.fill(0.0));
-        let first = rows
-            .iter()
-            .map(|&(pos, _)| self.params.first_key(pos))
-            .min();
-        let last = rows.iter().map(|&(pos, _)| pos).max();
-        let (Some(first), Some(last)) = (first, last) else {
-            return;
-        };
-        let kv = self.kv_head * hd;
-        for block in first / KEY_BLOCK..=last / KEY_BLOCK {
-            let block_keys = block * KEY_BLOCK..=block * KEY_BLOCK + KEY_BLOCK - 1;
-            for (r, ((pos, kv_rows), out)) in rows.iter().zip(&mut outs).enumerate() {
-                let lo = self.params.first_key(*pos).max(*block_keys.start());
-                let hi = (*pos).min(*block_keys.end());
-                if lo > hi {
-                    continue;
-                }
-                let key = |j: usize| kv_rows.key(j).slice(kv, hd);
-                let value = |j: usize| kv_rows.value(j).slice(kv, hd);
-                let heads_out = out.chunks_exact_mut(hd);
-                let states = &mut running[r * group..(r + 1) * group];
-                for (g, (out, state)) in heads_out.zip(states).enumerate() {
-                    let query = self.query(r, self.kv_head * group + g);
-                    state.attend_block(vector, self.params, query, lo..=hi, &key, &value, out);
+        let mut block = KeyBlock::new(hd);
+        let mut done = vec![false; n];
+        for r0 in 0..n {
+            if done[r0] {
+                continue;
+            }
+            let sharing: Vec<usize> = (r0..n)
+                .filter(|&r| !done[r] && rows[r].1.same_rows(&rows[r0].1))
+                .collect();
+            sharing.iter().for_each(|&r| done[r] = true);
+            let seen = |r: usize| self.params.first_key(rows[r].0)..=rows[r].0;
+            let first = sharing.iter().map(|&r| *seen(r).start()).min();
+            let last = sharing.iter().map(|&r| rows[r].0).max();
+            let (Some(first), Some(last)) = (first, last) else {
+                continue;
+            };
+            let kv_rows = &rows[r0].1;
+            for b in first / KEY_BLOCK..=last / KEY_BLOCK {
+                let start = b * KEY_BLOCK;
+                let cut = |r: usize| {
+                    let keys = seen(r);
+                    (*keys.start()).max(start)..=(*keys.end()).min(start + KEY_BLOCK - 1)
+                };
+                let needed = |j: usize| sharing.iter().any(|&r| cut(r).contains(&j));
+                block.decode(kv_rows, self.kv_head * hd, start, needed);
+                for &r in &sharing {
+                    let keys = cut(r);
+                    if keys.is_empty() {
+                        continue;
+                    }
+                    let (k, v) = block.rows(keys);
+                    for g in 0..self.heads {
+                        let at = r * self.heads + g;
+                        let query = self.query(r, self.first_head + g);
+                        running[at].attend_block(vector, self.params, query, k, v, outs[at]);
+                    }
                 }
             }
         }
-        for (r, out) in outs.iter_mut().enumerate() {
-            let states = &running[r * group..(r + 1) * group];
-            for (g, (out, state)) in out.chunks_exact_mut(hd).zip(states).enumerate() {
-                let sink = self.sinks.map(|s| s[self.kv_head * group + g]);
-                state.finish(sink, out);
-            }
+        for (at, (out, state)) in outs.iter_mut().zip(running).enumerate() {
+            let sink = self.sinks.map(|s| s[self.first_head + at % self.heads]);
+            state.finish(sink, out);
         }
     }
 
@@ -210,13 +237,61 @@ impl Tile<'_> {
     }
 }
 
+/// One key block's keys and values of one kv head, decoded to f32 rows.
+struct KeyBlock {
+    head_dim: usize,
+    start: usize,
+    keys: Vec<f32>,
+    values: Vec<f32>,
+}
+
+impl KeyBlock {
+    fn new(head_dim: usize) -> Self {
+        KeyBlock {
+            head_dim,
+            start: 0,
+            keys: vec![0.0; KEY_BLOCK * head_dim],
+            values: vec![0.0; KEY_BLOCK * head_dim],
+        }
+    }
+
+    /// Decodes the keys and values of the block at `start` that `needed` asks for, from the
+    /// values `at..at + head_dim` of each row of `rows`.
+    fn decode<R: KeyValueRows>(
+        &mut self,
+        rows: &R,
+        at: usize,
+        start: usize,
+        needed: impl Fn(usize) -> bool,
+    ) {
+        let hd = self.head_dim;
+        self.start = start;
+        let slots = self
+            .keys
+            .chunks_exact_mut(hd)
+            .zip(self.values.chunks_exact_mut(hd));
+        for (j, (k, v)) in (start..).zip(slots) {
+            if needed(j) {
+                rows.key(j).slice(at, hd).decode(k);
+                rows.value(j).slice(at, hd).decode(v);
+            }
+        }
+    }
+
+    /// The decoded keys and values of the positions `keys` (within the block).
+    fn rows(&self, keys: RangeInclusive<usize>) -> (&[f32], &[f32]) {
+        let hd = self.head_dim;
+        let span = (keys.start() - self.start) * hd..(keys.end() + 1 - self.start) * hd;
+        (&self.keys[span.clone()], &self.values[span])
+    }
+}
+
 /// One query head at `pos` over the keys `key(j)` and values `value(j)` it sees, into `out`.
 /// Keys are taken in position order by key block (positions `b * KEY_BLOCK ..` up to the next
-/// multiple, cut to the visible keys): their scores (four keys per `dot4`), then one rescale of
-/// the running sum if the maximum grew, then the weighted values; last, the `sink` logit (if
-/// any) joins the sum. Rows of every KV type are read in place by kernels that compute exactly
-/// what they compute on the decoded f32 values, so the result is the f32 computation over the
-/// stored values whatever the type.
+/// multiple, cut to the visible keys), decoded to f32: their scores
+/// ([`VectorKernels::scaled_dots`]), then one rescale of the running sum if the maximum grew, the
+/// weights ([`VectorKernels::exp_shifted`]) added to the sum in key order, and the weighted
+/// values ([`VectorKernels::axpy_rows`]); last, the `sink` logit (if any) joins the sum.
 #[allow(clippy::too_many_arguments)]
 pub fn attend<'a>(
     vector: &VectorKernels,
@@ -228,12 +303,21 @@ pub fn attend<'a>(
     value: impl Fn(usize) -> KvRow<'a>,
     out: &mut [f32],
 ) {
+    let hd = query.len();
     out.fill(0.0);
     let first = params.first_key(pos);
     let mut state = Running::EMPTY;
-    for block in first / KEY_BLOCK..=pos / KEY_BLOCK {
-        let keys = (block * KEY_BLOCK).max(first)..=(block * KEY_BLOCK + KEY_BLOCK - 1).min(pos);
-        state.attend_block(vector, params, query, keys, &key, &value, out);
+    let mut block = KeyBlock::new(hd);
+    for b in first / KEY_BLOCK..=pos / KEY_BLOCK {
+        let keys = (b * KEY_BLOCK).max(first)..=(b * KEY_BLOCK + KEY_BLOCK - 1).min(pos);
+        block.start = b * KEY_BLOCK;
+        for j in keys.clone() {
+            let at = (j - block.start) * hd;
+            key(j).decode(&mut block.keys[at..at + hd]);
+            value(j).decode(&mut block.values[at..at + hd]);
+        }
+        let (k, v) = block.rows(keys);
+        state.attend_block(vector, params, query, k, v, out);
     }
     state.finish(sink, out);
 }
@@ -253,46 +337,28 @@ impl Running {
         sum: 0.0,
     };
 
-    /// Adds the keys `keys` (within one key block) to the query head's sum `out`.
-    #[allow(clippy::too_many_arguments)]
-    fn attend_block<'a>(
+    /// Adds the keys `keys` and values `values` (f32 rows of one key block, as many as the
+    /// query is long each) to the query head's sum `out`.
+    fn attend_block(
         &mut self,
         vector: &VectorKernels,
         params: &AttentionParams,
         query: &[f32],
-        keys: RangeInclusive<usize>,
-        key: &impl Fn(usize) -> KvRow<'a>,
-        value: &impl Fn(usize) -> KvRow<'a>,
+        keys: &[f32],
+        values: &[f32],
         out: &mut [f32],
     ) {
-        let (start, end) = (*keys.start(), *keys.end() + 1);
         let mut scores = [0.0f32; KEY_BLOCK];
-        let scores = &mut scores[..end - start];
-        // Four keys per call; a short last group repeats its last key.
-        for (group, j0) in scores.chunks_mut(4).zip((start..).step_by(4)) {
-            let last = j0 + group.len() - 1;
-            let keys = [0, 1, 2, 3].map(|d| key((j0 + d).min(last)));
-            for (score, dot) in group.iter_mut().zip(vector.dot4_rows(query, keys)) {
-                *score = params.score(dot);
-            }
-        }
-        let block_max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        let scores = &mut scores[..keys.len() / query.len().max(1)];
+        let block_max = params.scores(vector, query, keys, scores);
         self.rescale_to(block_max, out);
-        for (group, j0) in scores.chunks(4).zip((start..).step_by(4)) {
-            let mut weights = [0.0f32; 4];
-            for (w, &score) in weights.iter_mut().zip(group) {
-                *w = (score - self.max).exp();
-                self.sum += *w;
-            }
-            if group.len() == 4 {
-                let values = [0, 1, 2, 3].map(|d| value(j0 + d));
-                vector.axpy4_rows(weights, values, out);
-            } else {
-                for (&w, j) in weights[..group.len()].iter().zip(j0..) {
-                    vector.axpy_row(w, value(j), out);
-                }
-            }
+        vector.exp_shifted(scores, self.max);
+        // In key order, as llama.cpp's flash attention sums (a tree order flipped a near-tied
+        // expert choice in a MoE fixture).
+        for &w in scores.iter() {
+            self.sum += w;
         }
+        vector.axpy_rows(scores, values, out);
     }
 
     /// Makes `max` the maximum if it is larger, rescaling the sums.

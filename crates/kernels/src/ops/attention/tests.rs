@@ -24,6 +24,9 @@ impl KeyValueRows for Rows<'_> {
     fn value(&self, pos: usize) -> KvRow<'_> {
         KvRow::F32(self.value_f32(pos))
     }
+    fn same_rows(&self, other: &Self) -> bool {
+        std::ptr::eq(self.keys, other.keys)
+    }
 }
 
 fn values(n: usize, seed: usize) -> Vec<f32> {
@@ -260,6 +263,9 @@ impl KeyValueRows for EncodedRows<'_> {
     fn value(&self, pos: usize) -> KvRow<'_> {
         Encoded::row(self.values.kv_type, &self.values.rows[pos])
     }
+    fn same_rows(&self, other: &Self) -> bool {
+        std::ptr::eq(self.keys, other.keys)
+    }
 }
 
 #[test]
@@ -335,6 +341,9 @@ impl KeyValueRows for SequenceRows<'_> {
     }
     fn value(&self, pos: usize) -> KvRow<'_> {
         Encoded::row(self.values.kv_type, &self.values.rows[pos])
+    }
+    fn same_rows(&self, other: &Self) -> bool {
+        std::ptr::eq(self.keys, other.keys)
     }
 }
 
@@ -434,6 +443,9 @@ impl KeyValueRows for Guarded<'_> {
     fn value(&self, pos: usize) -> KvRow<'_> {
         assert!(self.allowed.contains(&pos), "value {pos} read");
         self.rows.value(pos)
+    }
+    fn same_rows(&self, other: &Self) -> bool {
+        self.rows.same_rows(&other.rows)
     }
 }
 

@@ -1,13 +1,7 @@
-//! AVX2+FMA vector kernels; eight lanes at a time, the tail through the scalar references.
-//! Attention's kernels read f16 rows (F16C) and q8_0 rows (codes times scale) in registers.
+//! AVX2+FMA vector kernels; eight lanes at a time, the tail through the scalar references or
+//! in their order.
 
 use std::arch::x86_64::*;
-
-use half::f16;
-
-use super::RowKernels;
-use super::row_values::{Q8_0_BLOCK, RowValues};
-use crate::quant::q8_0::BlockQ8_0;
 
 /// `e^x` for eight lanes (Cephes' polynomial after reduction by ln 2; within a few ulp of
 /// `f32::exp`, inputs clamped to `±88.376`).
@@ -102,126 +96,212 @@ pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
     );
 }
 
-/// Rows whose values load eight at a time as f32, exactly as [`RowValues::value`] gives them.
-pub(super) trait Load8: RowValues {
-    /// Values `c..c + 8` as f32.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2, FMA and F16C, and `c + 8` must not pass the row's end (for q8_0,
-    /// `c` a multiple of 8, so that the eight stay in one block).
-    unsafe fn load8(&self, c: usize) -> __m256;
-}
+/// Keys one pass of [`scaled_dots`] scores (the query is loaded once for them).
+const KEYS: usize = 8;
 
-impl Load8 for [f32] {
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn load8(&self, c: usize) -> __m256 {
-        // SAFETY: the caller keeps `c + 8` within the row.
-        unsafe { _mm256_loadu_ps(self.as_ptr().add(c)) }
-    }
-}
-
-impl Load8 for [f16] {
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn load8(&self, c: usize) -> __m256 {
-        // SAFETY: the caller keeps `c + 8` within the row; eight f16 are the 16 bytes loaded.
-        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(self.as_ptr().add(c).cast())) }
-    }
-}
-
-impl Load8 for [BlockQ8_0] {
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn load8(&self, c: usize) -> __m256 {
-        let block = &self[c / Q8_0_BLOCK];
-        let codes = &block.qs[c % Q8_0_BLOCK..c % Q8_0_BLOCK + 8];
-        // SAFETY: loads exactly the eight codes of `codes`.
-        let codes = unsafe { _mm_loadl_epi64(codes.as_ptr().cast()) };
-        let d = _mm256_cvtph_ps(_mm_cvtsi32_si128(i32::from(block.d.to_bits())));
-        let d = _mm256_permutevar8x32_ps(d, _mm256_setzero_si256());
-        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), d)
-    }
-}
-
-/// The AVX2 attention kernels for rows of element type `X`.
-pub(super) fn row_kernels<X: Load8 + ?Sized>() -> RowKernels<X> {
-    RowKernels {
-        axpy: axpy::<X>,
-        axpy4: axpy4::<X>,
-        dot4: dot4::<X>,
-    }
-}
-
-/// AVX2 `y += a * x` (one fused multiply-add per element).
-#[target_feature(enable = "avx2,fma,f16c")]
-fn axpy<X: Load8 + ?Sized>(a: f32, x: &X, y: &mut [f32]) {
-    let full = y.len() / 8 * 8;
-    let av = _mm256_set1_ps(a);
-    for c in (0..full).step_by(8) {
-        // SAFETY: the load and the store touch the eight values at `c` of rows at least `full`
-        // long (the caller checked the lengths), `c` a multiple of 8.
-        unsafe {
-            let v = _mm256_fmadd_ps(av, x.load8(c), _mm256_loadu_ps(y.as_ptr().add(c)));
-            _mm256_storeu_ps(y.as_mut_ptr().add(c), v);
+/// AVX2 [`super::VectorKernels::scaled_dots`]: eight keys per pass; a short last pass repeats
+/// its last key, whose sum is its own (and leaves the maximum as it is).
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn scaled_dots(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) -> f32 {
+    let hd = q.len();
+    let full = hd / 8 * 8;
+    let scale = _mm256_set1_ps(scale);
+    let mut max = _mm256_set1_ps(f32::NEG_INFINITY);
+    for (pass, out) in out.chunks_mut(KEYS).enumerate() {
+        let last = out.len() - 1;
+        let mut k = [keys.as_ptr(); KEYS];
+        for (d, k) in k.iter_mut().enumerate() {
+            // SAFETY: row `KEYS * pass + min(d, last)` is one of the `out.len()` rows of
+            // `keys`, `hd` values each.
+            *k = unsafe { keys.as_ptr().add((KEYS * pass + d.min(last)) * hd) };
         }
-    }
-    for (e, y) in y.iter_mut().enumerate().skip(full) {
-        *y = a.mul_add(x.value(e), *y);
-    }
-}
-
-/// AVX2 four axpys in one pass: per element the same fused multiply-adds, in the same order, as
-/// four [`axpy`] calls.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn axpy4<X: Load8 + ?Sized>(a: [f32; 4], x: [&X; 4], y: &mut [f32]) {
-    let full = y.len() / 8 * 8;
-    let av = a.map(|a| _mm256_set1_ps(a));
-    for c in (0..full).step_by(8) {
-        // SAFETY: every load and the store touch the eight values at `c` of rows at least
-        // `full` long (the caller checked the lengths), `c` a multiple of 8.
-        unsafe {
-            let mut v = _mm256_loadu_ps(y.as_ptr().add(c));
-            for (a, x) in av.iter().zip(&x) {
-                v = _mm256_fmadd_ps(*a, x.load8(c), v);
-            }
-            _mm256_storeu_ps(y.as_mut_ptr().add(c), v);
-        }
-    }
-    for (a, x) in a.into_iter().zip(x) {
-        for (e, y) in y.iter_mut().enumerate().skip(full) {
-            *y = a.mul_add(x.value(e), *y);
-        }
-    }
-}
-
-/// AVX2 [`super::VectorKernels::dot4`]: the query is loaded once for the four keys.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn dot4<K: Load8 + ?Sized>(q: &[f32], k: [&K; 4]) -> [f32; 4] {
-    let full = q.len() / 8 * 8;
-    let mut acc = [_mm256_setzero_ps(); 4];
-    for c in (0..full).step_by(8) {
-        // SAFETY: every load reads the eight values at `c` of rows at least `full` long (the
-        // caller checked the lengths), `c` a multiple of 8.
-        unsafe {
-            let qv = _mm256_loadu_ps(q.as_ptr().add(c));
-            for (acc, k) in acc.iter_mut().zip(&k) {
-                *acc = _mm256_fmadd_ps(qv, k.load8(c), *acc);
+        let mut acc = [_mm256_setzero_ps(); KEYS];
+        for c in (0..full).step_by(8) {
+            // SAFETY: every load reads the eight values at `c` of rows `hd` long, `c + 8 <= hd`.
+            unsafe {
+                let qv = _mm256_loadu_ps(q.as_ptr().add(c));
+                for d in 0..KEYS {
+                    acc[d] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[d].add(c)), acc[d]);
+                }
             }
         }
+        let mut sums = _mm256_set_m128(lane_sums(&acc[4..]), lane_sums(&acc[..4]));
+        if full < hd {
+            let mut tail = [0.0f32; KEYS];
+            // SAFETY: writes exactly the eight floats of `tail`.
+            unsafe { _mm256_storeu_ps(tail.as_mut_ptr(), sums) };
+            for (d, sum) in tail.iter_mut().enumerate() {
+                for e in full..hd {
+                    // SAFETY: `e < hd`, within the row.
+                    *sum = q[e].mul_add(unsafe { *k[d].add(e) }, *sum);
+                }
+            }
+            // SAFETY: reads exactly the eight floats of `tail`.
+            sums = unsafe { _mm256_loadu_ps(tail.as_ptr()) };
+        }
+        let scores = _mm256_mul_ps(sums, scale);
+        max = _mm256_max_ps(max, scores);
+        let mut all = [0.0f32; KEYS];
+        // SAFETY: writes exactly the eight floats of `all`.
+        unsafe { _mm256_storeu_ps(all.as_mut_ptr(), scores) };
+        out.copy_from_slice(&all[..out.len()]);
     }
-    // Per key: lanes (0+1, 2+3, 4+5, 6+7), then (01+23, 45+67), then the two halves.
-    let h01 = _mm256_hadd_ps(acc[0], acc[1]);
-    let h23 = _mm256_hadd_ps(acc[2], acc[3]);
-    let h = _mm256_hadd_ps(h01, h23);
-    let sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
-    let mut out = [0.0f32; 4];
-    // SAFETY: writes exactly the four floats of `out`.
-    unsafe { _mm_storeu_ps(out.as_mut_ptr(), sums) };
-    for (o, k) in out.iter_mut().zip(&k) {
-        for (e, &q) in q.iter().enumerate().skip(full) {
-            *o = q.mul_add(k.value(e), *o);
+    let max = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps::<1>(max));
+    let max = _mm_max_ps(max, _mm_movehl_ps(max, max));
+    _mm_cvtss_f32(_mm_max_ss(max, _mm_shuffle_ps::<1>(max, max)))
+}
+
+/// The lane sums of four accumulators: per accumulator, lanes (0+1, 2+3, 4+5, 6+7), then
+/// (01+23, 45+67), then the two halves.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn lane_sums(acc: &[__m256]) -> __m128 {
+    let h = _mm256_hadd_ps(
+        _mm256_hadd_ps(acc[0], acc[1]),
+        _mm256_hadd_ps(acc[2], acc[3]),
+    );
+    _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h))
+}
+
+/// AVX2 [`super::VectorKernels::axpy_rows`]: up to eight vectors of `y` stay in registers
+/// while every row is added to them, so the fused multiply-adds of one element run in row
+/// order as in the reference.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn axpy_rows(w: &[f32], rows: &[f32], y: &mut [f32]) {
+    let hd = y.len();
+    let full = hd / 8 * 8;
+    let mut c = 0;
+    // Spans as wide as fit: independent accumulators keep the fused multiply-adds busy.
+    while c + 64 <= full {
+        axpy_span::<8>(w, rows, y, c);
+        c += 64;
+    }
+    if c + 32 <= full {
+        axpy_span::<4>(w, rows, y, c);
+        c += 32;
+    }
+    if c + 16 <= full {
+        axpy_span::<2>(w, rows, y, c);
+        c += 16;
+    }
+    if c < full {
+        axpy_span::<1>(w, rows, y, c);
+    }
+    for e in full..hd {
+        for (j, &a) in w.iter().enumerate() {
+            y[e] = a.mul_add(rows[j * hd + e], y[e]);
         }
     }
-    out
+}
+
+/// [`axpy_rows`] on the `8 * N` values of `y` from `c`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn axpy_span<const N: usize>(w: &[f32], rows: &[f32], y: &mut [f32], c: usize) {
+    let hd = y.len();
+    assert!(c + 8 * N <= hd && rows.len() >= w.len() * hd);
+    // SAFETY: every load and store touches values `c..c + 8 * N` of `y` or of a row of
+    // `rows`, within bounds by the assertion.
+    unsafe {
+        let mut v = [_mm256_setzero_ps(); N];
+        for (i, v) in v.iter_mut().enumerate() {
+            *v = _mm256_loadu_ps(y.as_ptr().add(c + 8 * i));
+        }
+        for (j, &a) in w.iter().enumerate() {
+            let a = _mm256_set1_ps(a);
+            let x = rows.as_ptr().add(j * hd + c);
+            for (i, v) in v.iter_mut().enumerate() {
+                *v = _mm256_fmadd_ps(a, _mm256_loadu_ps(x.add(8 * i)), *v);
+            }
+        }
+        for (i, v) in v.into_iter().enumerate() {
+            _mm256_storeu_ps(y.as_mut_ptr().add(c + 8 * i), v);
+        }
+    }
+}
+
+/// AVX-512 [`super::VectorKernels::axpy_rows`]: [`axpy_rows`] sixteen lanes at a time (the
+/// same fused multiply-add per element, in the same row order).
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) fn axpy_rows_avx512(w: &[f32], rows: &[f32], y: &mut [f32]) {
+    let hd = y.len();
+    let full = hd / 16 * 16;
+    let mut c = 0;
+    // Spans as wide as fit: independent accumulators keep the fused multiply-adds busy.
+    while c + 128 <= full {
+        axpy_span_avx512::<8>(w, rows, y, c);
+        c += 128;
+    }
+    if c + 64 <= full {
+        axpy_span_avx512::<4>(w, rows, y, c);
+        c += 64;
+    }
+    if c + 32 <= full {
+        axpy_span_avx512::<2>(w, rows, y, c);
+        c += 32;
+    }
+    if c < full {
+        axpy_span_avx512::<1>(w, rows, y, c);
+        c += 16;
+    }
+    if c + 8 <= hd {
+        axpy_span::<1>(w, rows, y, c);
+        c += 8;
+    }
+    for e in c..hd {
+        for (j, &a) in w.iter().enumerate() {
+            y[e] = a.mul_add(rows[j * hd + e], y[e]);
+        }
+    }
+}
+
+/// [`axpy_rows_avx512`] on the `16 * N` values of `y` from `c`.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn axpy_span_avx512<const N: usize>(w: &[f32], rows: &[f32], y: &mut [f32], c: usize) {
+    let hd = y.len();
+    assert!(c + 16 * N <= hd && rows.len() >= w.len() * hd);
+    // SAFETY: every load and store touches values `c..c + 16 * N` of `y` or of a row of
+    // `rows`, within bounds by the assertion.
+    unsafe {
+        let mut v = [_mm512_setzero_ps(); N];
+        for (i, v) in v.iter_mut().enumerate() {
+            *v = _mm512_loadu_ps(y.as_ptr().add(c + 16 * i));
+        }
+        for (j, &a) in w.iter().enumerate() {
+            let a = _mm512_set1_ps(a);
+            let x = rows.as_ptr().add(j * hd + c);
+            for (i, v) in v.iter_mut().enumerate() {
+                *v = _mm512_fmadd_ps(a, _mm512_loadu_ps(x.add(16 * i)), *v);
+            }
+        }
+        for (i, v) in v.into_iter().enumerate() {
+            _mm512_storeu_ps(y.as_mut_ptr().add(c + 16 * i), v);
+        }
+    }
+}
+
+/// AVX2 [`super::VectorKernels::exp_shifted`] through [`exp8`]; a short last chunk is padded,
+/// so every value goes through the same instructions.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn exp_shifted(x: &mut [f32], max: f32) {
+    let max = _mm256_set1_ps(max);
+    let (chunks, tail) = x.as_chunks_mut::<8>();
+    for chunk in chunks {
+        // SAFETY: the load and the store touch exactly the eight floats of one chunk.
+        unsafe {
+            let v = exp8(_mm256_sub_ps(_mm256_loadu_ps(chunk.as_ptr()), max));
+            _mm256_storeu_ps(chunk.as_mut_ptr(), v);
+        }
+    }
+    if !tail.is_empty() {
+        let mut padded = [0.0f32; 8];
+        padded[..tail.len()].copy_from_slice(tail);
+        // SAFETY: the load and the store touch exactly the eight floats of `padded`.
+        unsafe {
+            let v = exp8(_mm256_sub_ps(_mm256_loadu_ps(padded.as_ptr()), max));
+            _mm256_storeu_ps(padded.as_mut_ptr(), v);
+        }
+        tail.copy_from_slice(&padded[..tail.len()]);
+    }
 }
