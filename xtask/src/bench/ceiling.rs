@@ -17,17 +17,46 @@ const ROUNDS: usize = 7;
 
 /// Bytes of weights one decoded token reads: every tensor but the token embeddings, of which
 /// it reads one row — unless the model has no `output.weight` and multiplies by the
-/// embeddings instead (tied embeddings, as Gemma's), which then it reads whole. Experts are
-/// counted whole: for a mixture of experts this overstates the bytes (and understates the
-/// ceiling).
+/// embeddings instead (tied embeddings, as Gemma's), which then it reads whole. A mixture of
+/// experts reads `expert_used_count` of its `expert_count` experts in each layer, so its expert
+/// tensors count by that share.
 pub fn bytes_per_token(model: &Path) -> Result<u64> {
     let file = GgufFile::open(model).with_context(|| format!("reading {}", model.display()))?;
     let tied = file.tensor("output.weight").is_none();
+    let meta = file.metadata();
+    let experts = meta.get_str("general.architecture").ok().and_then(|arch| {
+        let used = meta.get_u64(&format!("{arch}.expert_used_count")).ok()?;
+        let count = meta.get_u64(&format!("{arch}.expert_count")).ok()?;
+        (count > 0).then_some((used, count))
+    });
     Ok(file
         .tensors()
         .filter(|t| tied || t.name() != "token_embd.weight")
-        .map(|t| t.data.len() as u64)
+        .map(|t| {
+            let bytes = t.data.len() as u64;
+            match experts {
+                Some((used, count)) if is_expert_tensor(t.name()) => bytes * used / count,
+                _ => bytes,
+            }
+        })
         .sum())
+}
+
+/// Whether a tensor holds experts' weights: the stacked `blk.N.ffn_*_exps.*`, or one expert's
+/// `blk.N.ffn_{gate,up,down}.E.weight` of older Mixtral files.
+fn is_expert_tensor(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('.').collect();
+    match parts.as_slice() {
+        ["blk", _, ffn, ..] if ffn.starts_with("ffn_") && ffn.ends_with("_exps") => true,
+        [
+            "blk",
+            _,
+            "ffn_gate" | "ffn_up" | "ffn_down",
+            expert,
+            "weight",
+        ] => expert.parse::<u32>().is_ok(),
+        _ => false,
+    }
 }
 
 /// The hidden bench command that prints [`read_bandwidth`] (`bench read-bandwidth THREADS`).
@@ -157,6 +186,35 @@ mod tests {
             bytes_per_token(&llama).unwrap(),
             tensor_bytes(&llama, "token_embd.weight")
         );
+    }
+
+    #[test]
+    fn a_mixture_of_experts_reads_the_used_share_of_its_experts() {
+        // Mixtral-style: 2 of 4 experts per token; qwen3moe: 2 of 8.
+        for (name, share) in [
+            ("mixtral-tiny-q8_0.gguf", 2),
+            ("qwen3moe-tiny-q4_k_m.gguf", 4),
+        ] {
+            let model = fixture(name);
+            let file = GgufFile::open(&model).unwrap();
+            let tied = file.tensor("output.weight").is_none();
+            let (mut dense, mut experts) = (0, 0);
+            for t in file.tensors() {
+                if !tied && t.name() == "token_embd.weight" {
+                    continue;
+                }
+                if t.name().contains("_exps.") {
+                    experts += t.data.len() as u64;
+                } else {
+                    dense += t.data.len() as u64;
+                }
+            }
+            assert!(experts > 0);
+            assert_eq!(bytes_per_token(&model).unwrap(), dense + experts / share);
+        }
+        assert!(is_expert_tensor("blk.3.ffn_gate.7.weight"));
+        assert!(!is_expert_tensor("blk.3.ffn_gate.weight"));
+        assert!(!is_expert_tensor("blk.3.ffn_gate_inp.weight"));
     }
 
     #[test]
