@@ -27,7 +27,9 @@ fn runaway_workers_are_bounded() {
         )
         .unwrap()
         .with_limits(RenderLimits {
-            fuel: 500_000,
+            // Enough to keep each worker busy for about a second or more: with less, a fast machine finished
+            // the first workers before the last call, which then found a free slot.
+            fuel: 10_000_000,
             deadline: Duration::ZERO,
             ..RenderLimits::default()
         }),

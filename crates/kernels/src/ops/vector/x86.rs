@@ -131,9 +131,9 @@ pub(super) fn scaled_dots(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) 
             // SAFETY: writes exactly the eight floats of `tail`.
             unsafe { _mm256_storeu_ps(tail.as_mut_ptr(), sums) };
             for (d, sum) in tail.iter_mut().enumerate() {
-                for e in full..hd {
+                for (e, &q) in q.iter().enumerate().skip(full) {
                     // SAFETY: `e < hd`, within the row.
-                    *sum = q[e].mul_add(unsafe { *k[d].add(e) }, *sum);
+                    *sum = q.mul_add(unsafe { *k[d].add(e) }, *sum);
                 }
             }
             // SAFETY: reads exactly the eight floats of `tail`.
@@ -163,29 +163,112 @@ fn lane_sums(acc: &[__m256]) -> __m128 {
     _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h))
 }
 
-/// AVX2 [`super::VectorKernels::axpy_rows`]: up to eight vectors of `y` stay in registers
-/// while every row is added to them, so the fused multiply-adds of one element run in row
-/// order as in the reference.
+/// AVX2 [`super::VectorKernels::axpy_rows`]: [`axpy_rows_in`] eight lanes at a time.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn axpy_rows(w: &[f32], rows: &[f32], y: &mut [f32]) {
-    let hd = y.len();
-    let full = hd / 8 * 8;
+    axpy_rows_in::<__m256>(w, rows, y);
+}
+
+/// AVX-512 [`super::VectorKernels::axpy_rows`]: [`axpy_rows_in`] sixteen lanes at a time.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) fn axpy_rows_avx512(w: &[f32], rows: &[f32], y: &mut [f32]) {
+    axpy_rows_in::<__m512>(w, rows, y);
+}
+
+/// A register of f32 lanes, so that [`axpy_rows_in`] is written once for both widths.
+trait Lanes: Copy {
+    /// Lanes per register.
+    const WIDTH: usize;
+
+    /// # Safety
+    /// The CPU must have the register's instruction set, and `WIDTH` values from `p` must be
+    /// readable.
+    unsafe fn load(p: *const f32) -> Self;
+
+    /// # Safety
+    /// The CPU must have the register's instruction set, and `WIDTH` values from `p` must be
+    /// writable.
+    unsafe fn store(self, p: *mut f32);
+
+    /// `a` in every lane, then `a * x + self` fused, lane by lane.
+    ///
+    /// # Safety
+    /// The CPU must have the register's instruction set.
+    unsafe fn fma(self, a: f32, x: Self) -> Self;
+}
+
+impl Lanes for __m256 {
+    const WIDTH: usize = 8;
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the caller keeps the eight values readable.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the caller keeps the eight values writable.
+        unsafe { _mm256_storeu_ps(p, self) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn fma(self, a: f32, x: Self) -> Self {
+        _mm256_fmadd_ps(_mm256_set1_ps(a), x, self)
+    }
+}
+
+impl Lanes for __m512 {
+    const WIDTH: usize = 16;
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the caller keeps the sixteen values readable.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the caller keeps the sixteen values writable.
+        unsafe { _mm512_storeu_ps(p, self) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn fma(self, a: f32, x: Self) -> Self {
+        _mm512_fmadd_ps(_mm512_set1_ps(a), x, self)
+    }
+}
+
+/// [`super::VectorKernels::axpy_rows`] in registers `V`: spans of up to eight registers of `y`
+/// stay in registers while every row is added to them (independent accumulators keep the
+/// fused multiply-adds busy), so the fused multiply-adds of one element run in row order, as
+/// in the reference; the values past the last whole register in that order too.
+///
+/// Inlined into callers that have `V`'s instruction set.
+#[inline(always)]
+fn axpy_rows_in<V: Lanes>(w: &[f32], rows: &[f32], y: &mut [f32]) {
+    let (hd, lanes) = (y.len(), V::WIDTH);
+    let full = hd / lanes * lanes;
     let mut c = 0;
-    // Spans as wide as fit: independent accumulators keep the fused multiply-adds busy.
-    while c + 64 <= full {
-        axpy_span::<8>(w, rows, y, c);
-        c += 64;
+    while c + 8 * lanes <= full {
+        axpy_span::<V, 8>(w, rows, y, c);
+        c += 8 * lanes;
     }
-    if c + 32 <= full {
-        axpy_span::<4>(w, rows, y, c);
-        c += 32;
-    }
-    if c + 16 <= full {
-        axpy_span::<2>(w, rows, y, c);
-        c += 16;
-    }
-    if c < full {
-        axpy_span::<1>(w, rows, y, c);
+    for span in [4, 2, 1] {
+        if c + span * lanes <= full {
+            match span {
+                4 => axpy_span::<V, 4>(w, rows, y, c),
+                2 => axpy_span::<V, 2>(w, rows, y, c),
+                _ => axpy_span::<V, 1>(w, rows, y, c),
+            }
+            c += span * lanes;
+        }
     }
     for e in full..hd {
         for (j, &a) in w.iter().enumerate() {
@@ -194,89 +277,27 @@ pub(super) fn axpy_rows(w: &[f32], rows: &[f32], y: &mut [f32]) {
     }
 }
 
-/// [`axpy_rows`] on the `8 * N` values of `y` from `c`.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn axpy_span<const N: usize>(w: &[f32], rows: &[f32], y: &mut [f32], c: usize) {
-    let hd = y.len();
-    assert!(c + 8 * N <= hd && rows.len() >= w.len() * hd);
-    // SAFETY: every load and store touches values `c..c + 8 * N` of `y` or of a row of
-    // `rows`, within bounds by the assertion.
+/// [`axpy_rows_in`] on the `N` registers of `y` from `c`.
+#[inline(always)]
+fn axpy_span<V: Lanes, const N: usize>(w: &[f32], rows: &[f32], y: &mut [f32], c: usize) {
+    let (hd, lanes) = (y.len(), V::WIDTH);
+    assert!(c + lanes * N <= hd && rows.len() >= w.len() * hd);
+    // SAFETY: every load and store touches values `c..c + lanes * N` of `y` or of a row of
+    // `rows`, within bounds by the assertion; the callers run only where the CPU has `V`'s
+    // instruction set.
     unsafe {
-        let mut v = [_mm256_setzero_ps(); N];
-        for (i, v) in v.iter_mut().enumerate() {
-            *v = _mm256_loadu_ps(y.as_ptr().add(c + 8 * i));
+        let mut v = [V::load(y.as_ptr().add(c)); N];
+        for (i, v) in v.iter_mut().enumerate().skip(1) {
+            *v = V::load(y.as_ptr().add(c + lanes * i));
         }
         for (j, &a) in w.iter().enumerate() {
-            let a = _mm256_set1_ps(a);
             let x = rows.as_ptr().add(j * hd + c);
             for (i, v) in v.iter_mut().enumerate() {
-                *v = _mm256_fmadd_ps(a, _mm256_loadu_ps(x.add(8 * i)), *v);
+                *v = v.fma(a, V::load(x.add(lanes * i)));
             }
         }
         for (i, v) in v.into_iter().enumerate() {
-            _mm256_storeu_ps(y.as_mut_ptr().add(c + 8 * i), v);
-        }
-    }
-}
-
-/// AVX-512 [`super::VectorKernels::axpy_rows`]: [`axpy_rows`] sixteen lanes at a time (the
-/// same fused multiply-add per element, in the same row order).
-#[target_feature(enable = "avx512f,avx2,fma")]
-pub(super) fn axpy_rows_avx512(w: &[f32], rows: &[f32], y: &mut [f32]) {
-    let hd = y.len();
-    let full = hd / 16 * 16;
-    let mut c = 0;
-    // Spans as wide as fit: independent accumulators keep the fused multiply-adds busy.
-    while c + 128 <= full {
-        axpy_span_avx512::<8>(w, rows, y, c);
-        c += 128;
-    }
-    if c + 64 <= full {
-        axpy_span_avx512::<4>(w, rows, y, c);
-        c += 64;
-    }
-    if c + 32 <= full {
-        axpy_span_avx512::<2>(w, rows, y, c);
-        c += 32;
-    }
-    if c < full {
-        axpy_span_avx512::<1>(w, rows, y, c);
-        c += 16;
-    }
-    if c + 8 <= hd {
-        axpy_span::<1>(w, rows, y, c);
-        c += 8;
-    }
-    for e in c..hd {
-        for (j, &a) in w.iter().enumerate() {
-            y[e] = a.mul_add(rows[j * hd + e], y[e]);
-        }
-    }
-}
-
-/// [`axpy_rows_avx512`] on the `16 * N` values of `y` from `c`.
-#[inline]
-#[target_feature(enable = "avx512f,avx2,fma")]
-fn axpy_span_avx512<const N: usize>(w: &[f32], rows: &[f32], y: &mut [f32], c: usize) {
-    let hd = y.len();
-    assert!(c + 16 * N <= hd && rows.len() >= w.len() * hd);
-    // SAFETY: every load and store touches values `c..c + 16 * N` of `y` or of a row of
-    // `rows`, within bounds by the assertion.
-    unsafe {
-        let mut v = [_mm512_setzero_ps(); N];
-        for (i, v) in v.iter_mut().enumerate() {
-            *v = _mm512_loadu_ps(y.as_ptr().add(c + 16 * i));
-        }
-        for (j, &a) in w.iter().enumerate() {
-            let a = _mm512_set1_ps(a);
-            let x = rows.as_ptr().add(j * hd + c);
-            for (i, v) in v.iter_mut().enumerate() {
-                *v = _mm512_fmadd_ps(a, _mm512_loadu_ps(x.add(16 * i)), *v);
-            }
-        }
-        for (i, v) in v.into_iter().enumerate() {
-            _mm512_storeu_ps(y.as_mut_ptr().add(c + 16 * i), v);
+            v.store(y.as_mut_ptr().add(c + lanes * i));
         }
     }
 }
