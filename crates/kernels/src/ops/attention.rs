@@ -113,7 +113,7 @@ pub fn attention<R: KeyValueRows>(
     let split = if rows >= 2 * QUERY_TILE {
         Split {
             rows: QUERY_TILE,
-            heads: group,
+            heads,
         }
     } else if rows * kv_heads >= rayon::current_num_threads() {
         Split {
@@ -123,45 +123,59 @@ pub fn attention<R: KeyValueRows>(
     } else {
         Split { rows: 1, heads: 1 }
     };
+    // A task's outputs lie together: whole rows, or heads of one row.
     let tasks_per_row_span = heads / split.heads;
-    let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(split.rows) * tasks_per_row_span)
-        .map(|_| Vec::with_capacity(split.rows * split.heads))
-        .collect();
-    for (part, head_out) in out.chunks_mut(hd).enumerate() {
-        let (i, h) = (part / heads, part % heads);
-        tasks[i / split.rows * tasks_per_row_span + h / split.heads].push(head_out);
-    }
     let vector = VectorKernels::detected();
-    tasks.into_par_iter().enumerate().for_each(|(task, outs)| {
-        let first_head = task % tasks_per_row_span * split.heads;
-        let tile = Tile {
-            first_row: task / tasks_per_row_span * split.rows,
-            first_head,
-            heads: split.heads,
-            kv_head: first_head / group,
-            shape,
-            params,
-            sinks,
-            queries,
-        };
-        tile.attend(vector, &row, outs);
-    });
+    out.par_chunks_mut(split.rows * split.heads * hd)
+        .enumerate()
+        .for_each(|(task, out)| {
+            let tile = Tile {
+                first_row: task / tasks_per_row_span * split.rows,
+                first_head: task % tasks_per_row_span * split.heads,
+                heads: split.heads,
+                shape,
+                params,
+                sinks,
+                queries,
+            };
+            tile.attend(vector, &row, out);
+        });
 }
 
-/// How [`attention`] splits its work: tasks of `rows` query rows and `heads` query heads of
-/// one kv head.
+/// How [`attention`] splits its work: tasks of `rows` query rows (at most [`QUERY_TILE`]) and
+/// `heads` query heads (all of them, or with one row those of one kv head or one head).
 struct Split {
     rows: usize,
     heads: usize,
 }
 
-/// One task of [`attention`]: query heads `first_head..first_head + heads` (all of one kv
-/// head) in consecutive query rows.
+/// Key and value floats of one key block that a task keeps on its stack (heads up to 256 wide;
+/// wider ones use the heap), so that decoding allocates nothing.
+const STACK_BLOCK_VALUES: usize = KEY_BLOCK * 256;
+
+/// Online-softmax states a task keeps on its stack.
+const STACK_STATES: usize = 256;
+
+/// Runs `f` on `len` copies of `fill`, on the stack where they fit in `N`.
+fn with_buffer<T: Copy, const N: usize, O>(
+    len: usize,
+    fill: T,
+    f: impl FnOnce(&mut [T]) -> O,
+) -> O {
+    if len <= N {
+        let mut stack = [fill; N];
+        f(&mut stack[..len])
+    } else {
+        f(&mut vec![fill; len])
+    }
+}
+
+/// One task of [`attention`]: query heads `first_head..first_head + heads` of consecutive query
+/// rows.
 struct Tile<'q> {
     first_row: usize,
     first_head: usize,
     heads: usize,
-    kv_head: usize,
     shape: &'q AttentionShape,
     params: &'q AttentionParams,
     sinks: Option<&'q [f32]>,
@@ -169,38 +183,84 @@ struct Tile<'q> {
 }
 
 impl Tile<'_> {
-    /// Attends the tile's rows into `outs` (per row, its heads): for each set of rows that
-    /// read the same rows, key block by key block, the keys some row sees decoded once, then
-    /// each query head over the keys of the block it sees; last the sinks and the
-    /// normalisation — per query head the operations of [`attend`], in its order.
+    /// Attends the tile's rows into `out` (`[row][head of the tile][head_dim]`): per kv head,
+    /// for each set of rows that read the same rows, key block by key block, the keys some row
+    /// sees decoded once, then each query head over the keys of the block it sees; last the
+    /// sinks and the normalisation — per query head the operations of [`attend`], in its order.
     fn attend<R: KeyValueRows>(
         &self,
         vector: &VectorKernels,
         row: &impl Fn(usize) -> (usize, R),
-        mut outs: Vec<&mut [f32]>,
+        out: &mut [f32],
+    ) {
+        let (hd, heads) = (self.shape.head_dim, self.heads);
+        let n = out.len() / (heads * hd);
+        out.fill(0.0);
+        let mut pos = [0; QUERY_TILE];
+        for (r, pos) in pos.iter_mut().enumerate().take(n) {
+            *pos = row(self.first_row + r).0;
+        }
+        let pos = &pos[..n];
+        with_buffer::<_, STACK_STATES, _>(n * heads, Running::EMPTY, |running| {
+            with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * hd, 0.0, |keys| {
+                with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * hd, 0.0, |values| {
+                    let mut block = KeyBlock {
+                        head_dim: hd,
+                        start: 0,
+                        keys,
+                        values,
+                    };
+                    let group = self.shape.heads / self.shape.kv_heads;
+                    let last_head = self.first_head + heads - 1;
+                    for kv in self.first_head / group..=last_head / group {
+                        let first = self.first_head.max(kv * group);
+                        let kv_heads = first..=last_head.min(kv * group + group - 1);
+                        self.attend_kv_head(vector, row, pos, kv_heads, &mut block, running, out);
+                    }
+                });
+            });
+            for (at, (out, state)) in out.chunks_exact_mut(hd).zip(running).enumerate() {
+                let sink = self.sinks.map(|s| s[self.first_head + at % heads]);
+                state.finish(sink, out);
+            }
+        });
+    }
+
+    /// [`Self::attend`]'s work for the query heads `heads` of one kv head: the rows at
+    /// positions `pos` in sets that read the same rows, each set key block by key block.
+    #[allow(clippy::too_many_arguments)]
+    fn attend_kv_head<R: KeyValueRows>(
+        &self,
+        vector: &VectorKernels,
+        row: &impl Fn(usize) -> (usize, R),
+        pos: &[usize],
+        heads: RangeInclusive<usize>,
+        block: &mut KeyBlock<'_>,
+        running: &mut [Running],
+        out: &mut [f32],
     ) {
         let hd = self.shape.head_dim;
-        let n = outs.len() / self.heads;
-        let rows: Vec<(usize, R)> = (self.first_row..self.first_row + n).map(row).collect();
-        let mut running = vec![Running::EMPTY; outs.len()];
-        outs.iter_mut().for_each(|o| o.fill(0.0));
-        let mut block = KeyBlock::new(hd);
-        let mut done = vec![false; n];
+        let kv = *heads.start() / (self.shape.heads / self.shape.kv_heads);
+        let n = pos.len();
+        let seen = |r: usize| self.params.first_key(pos[r])..=pos[r];
+        let mut done = [false; QUERY_TILE];
         for r0 in 0..n {
             if done[r0] {
                 continue;
             }
-            let sharing: Vec<usize> = (r0..n)
-                .filter(|&r| !done[r] && rows[r].1.same_rows(&rows[r0].1))
-                .collect();
-            sharing.iter().for_each(|&r| done[r] = true);
-            let seen = |r: usize| self.params.first_key(rows[r].0)..=rows[r].0;
-            let first = sharing.iter().map(|&r| *seen(r).start()).min();
-            let last = sharing.iter().map(|&r| rows[r].0).max();
-            let (Some(first), Some(last)) = (first, last) else {
-                continue;
-            };
-            let kv_rows = &rows[r0].1;
+            let (_, kv_rows) = row(self.first_row + r0);
+            let mut sharing = [0; QUERY_TILE];
+            let mut count = 0;
+            for (r, done) in done.iter_mut().enumerate().take(n).skip(r0) {
+                if !*done && (r == r0 || row(self.first_row + r).1.same_rows(&kv_rows)) {
+                    *done = true;
+                    sharing[count] = r;
+                    count += 1;
+                }
+            }
+            let sharing = &sharing[..count];
+            let first = sharing.iter().map(|&r| *seen(r).start()).min().unwrap_or(0);
+            let last = sharing.iter().map(|&r| pos[r]).max().unwrap_or(0);
             for b in first / KEY_BLOCK..=last / KEY_BLOCK {
                 let start = b * KEY_BLOCK;
                 let cut = |r: usize| {
@@ -208,24 +268,21 @@ impl Tile<'_> {
                     (*keys.start()).max(start)..=(*keys.end()).min(start + KEY_BLOCK - 1)
                 };
                 let needed = |j: usize| sharing.iter().any(|&r| cut(r).contains(&j));
-                block.decode(kv_rows, self.kv_head * hd, start, needed);
-                for &r in &sharing {
+                block.decode(&kv_rows, kv * hd, start, needed);
+                for &r in sharing {
                     let keys = cut(r);
                     if keys.is_empty() {
                         continue;
                     }
                     let (k, v) = block.rows(keys);
-                    for g in 0..self.heads {
-                        let at = r * self.heads + g;
-                        let query = self.query(r, self.first_head + g);
-                        running[at].attend_block(vector, self.params, query, k, v, outs[at]);
+                    for h in heads.clone() {
+                        let at = r * self.heads + h - self.first_head;
+                        let query = self.query(r, h);
+                        let out = &mut out[at * hd..(at + 1) * hd];
+                        running[at].attend_block(vector, self.params, query, k, v, out);
                     }
                 }
             }
-        }
-        for (at, (out, state)) in outs.iter_mut().zip(running).enumerate() {
-            let sink = self.sinks.map(|s| s[self.first_head + at % self.heads]);
-            state.finish(sink, out);
         }
     }
 
@@ -238,23 +295,14 @@ impl Tile<'_> {
 }
 
 /// One key block's keys and values of one kv head, decoded to f32 rows.
-struct KeyBlock {
+struct KeyBlock<'b> {
     head_dim: usize,
     start: usize,
-    keys: Vec<f32>,
-    values: Vec<f32>,
+    keys: &'b mut [f32],
+    values: &'b mut [f32],
 }
 
-impl KeyBlock {
-    fn new(head_dim: usize) -> Self {
-        KeyBlock {
-            head_dim,
-            start: 0,
-            keys: vec![0.0; KEY_BLOCK * head_dim],
-            values: vec![0.0; KEY_BLOCK * head_dim],
-        }
-    }
-
+impl KeyBlock<'_> {
     /// Decodes the keys and values of the block at `start` that `needed` asks for, from the
     /// values `at..at + head_dim` of each row of `rows`.
     fn decode<R: KeyValueRows>(
@@ -307,18 +355,27 @@ pub fn attend<'a>(
     out.fill(0.0);
     let first = params.first_key(pos);
     let mut state = Running::EMPTY;
-    let mut block = KeyBlock::new(hd);
-    for b in first / KEY_BLOCK..=pos / KEY_BLOCK {
-        let keys = (b * KEY_BLOCK).max(first)..=(b * KEY_BLOCK + KEY_BLOCK - 1).min(pos);
-        block.start = b * KEY_BLOCK;
-        for j in keys.clone() {
-            let at = (j - block.start) * hd;
-            key(j).decode(&mut block.keys[at..at + hd]);
-            value(j).decode(&mut block.values[at..at + hd]);
-        }
-        let (k, v) = block.rows(keys);
-        state.attend_block(vector, params, query, k, v, out);
-    }
+    with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * hd, 0.0, |keys| {
+        with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * hd, 0.0, |values| {
+            let mut block = KeyBlock {
+                head_dim: hd,
+                start: 0,
+                keys,
+                values,
+            };
+            for b in first / KEY_BLOCK..=pos / KEY_BLOCK {
+                let keys = (b * KEY_BLOCK).max(first)..=(b * KEY_BLOCK + KEY_BLOCK - 1).min(pos);
+                block.start = b * KEY_BLOCK;
+                for j in keys.clone() {
+                    let at = (j - block.start) * hd;
+                    key(j).decode(&mut block.keys[at..at + hd]);
+                    value(j).decode(&mut block.values[at..at + hd]);
+                }
+                let (k, v) = block.rows(keys);
+                state.attend_block(vector, params, query, k, v, out);
+            }
+        });
+    });
     state.finish(sink, out);
 }
 
