@@ -84,10 +84,10 @@ pub const QUERY_TILE: usize = 16;
 /// when the params have sinks.
 ///
 /// Each query head computes exactly what [`attend`] computes for it alone, so the result never
-/// depends on the batch or the threads. Tasks: one per tile of [`QUERY_TILE`] rows and kv head
-/// (prefill), decoding each key block that meets the tile's windows once into f32 rows for
-/// the tile; with fewer than two tiles of rows (decoding), one per row and kv head, or per row
-/// and query head where that leaves threads idle.
+/// depends on the batch or the threads. Tasks: one per tile of [`QUERY_TILE`] rows (prefill;
+/// all heads, kv head by kv head), decoding each key block of a kv head that meets the tile's
+/// windows once into f32 rows for the tile; with fewer than two tiles of rows (decoding), one
+/// per row and kv head, or per row and query head where that leaves threads idle.
 ///
 /// # Panics
 /// When `queries` and `out` differ in length or are not whole rows, or when `sinks` is not one
