@@ -13,9 +13,8 @@ use super::q8_k::BlockQ8K;
 /// cover memory latency at full bandwidth. At the end of a row this reaches into the next one,
 /// which is what the drivers read next. (The hardware prefetchers alone leave the dot products
 /// well below the streaming bandwidth: each load comes with ten or more arithmetic
-/// instructions, so few are in flight at a time.) 8 KiB, not 2 KiB: on the AMD EPYC VM (about
-/// 57 GB/s of read bandwidth on two cores) decode ran 6-9 % faster with it.
-pub(crate) const PREFETCH_BYTES: usize = 8192;
+/// instructions, so few are in flight at a time.)
+pub(crate) const PREFETCH_BYTES: usize = 2048;
 
 /// Prefetches into L2 the cache lines [`PREFETCH_BYTES`] ahead of each 64 bytes of `block`
 /// (into L2 rather than L1: L2 can track more misses in flight, and measured faster).
