@@ -19,8 +19,8 @@ const Q8_0_BLOCK: usize = 32;
 pub enum KvType {
     /// 4 bytes a value: exactly what the projections computed.
     F32,
-    /// 2 bytes a value, rounded to nearest even (the default, as in llama.cpp: attention reads
-    /// it in place as fast as f32, in half the memory).
+    /// 2 bytes a value, rounded to nearest even (the default, as in llama.cpp: attention
+    /// decodes each key block once per task, so it runs as fast as f32 in half the memory).
     #[default]
     F16,
     /// 34 bytes per 32 values (an f16 scale and 32 signed codes); rows must be whole blocks.
