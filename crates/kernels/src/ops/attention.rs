@@ -202,22 +202,14 @@ impl Tile<'_> {
         }
         let pos = &pos[..n];
         with_buffer::<_, STACK_STATES, _>(n * heads, Running::EMPTY, |running| {
-            with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * hd, 0.0, |keys| {
-                with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * hd, 0.0, |values| {
-                    let mut block = KeyBlock {
-                        head_dim: hd,
-                        start: 0,
-                        keys,
-                        values,
-                    };
-                    let group = self.shape.heads / self.shape.kv_heads;
-                    let last_head = self.first_head + heads - 1;
-                    for kv in self.first_head / group..=last_head / group {
-                        let first = self.first_head.max(kv * group);
-                        let kv_heads = first..=last_head.min(kv * group + group - 1);
-                        self.attend_kv_head(vector, row, pos, kv_heads, &mut block, running, out);
-                    }
-                });
+            KeyBlock::with(hd, |block| {
+                let group = self.shape.heads / self.shape.kv_heads;
+                let last_head = self.first_head + heads - 1;
+                for kv in self.first_head / group..=last_head / group {
+                    let first = self.first_head.max(kv * group);
+                    let kv_heads = first..=last_head.min(kv * group + group - 1);
+                    self.attend_kv_head(vector, row, pos, kv_heads, block, running, out);
+                }
             });
             for (at, (out, state)) in out.chunks_exact_mut(hd).zip(running).enumerate() {
                 let sink = self.sinks.map(|s| s[self.first_head + at % heads]);
@@ -303,6 +295,20 @@ struct KeyBlock<'b> {
 }
 
 impl KeyBlock<'_> {
+    /// Runs `f` on a block for heads `head_dim` wide, its rows on the stack where they fit.
+    fn with<O>(head_dim: usize, f: impl FnOnce(&mut KeyBlock<'_>) -> O) -> O {
+        with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * head_dim, 0.0, |keys| {
+            with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * head_dim, 0.0, |values| {
+                f(&mut KeyBlock {
+                    head_dim,
+                    start: 0,
+                    keys,
+                    values,
+                })
+            })
+        })
+    }
+
     /// Decodes the keys and values of the block at `start` that `needed` asks for, from the
     /// values `at..at + head_dim` of each row of `rows`.
     fn decode<R: KeyValueRows>(
@@ -355,26 +361,18 @@ pub fn attend<'a>(
     out.fill(0.0);
     let first = params.first_key(pos);
     let mut state = Running::EMPTY;
-    with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * hd, 0.0, |keys| {
-        with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * hd, 0.0, |values| {
-            let mut block = KeyBlock {
-                head_dim: hd,
-                start: 0,
-                keys,
-                values,
-            };
-            for b in first / KEY_BLOCK..=pos / KEY_BLOCK {
-                let keys = (b * KEY_BLOCK).max(first)..=(b * KEY_BLOCK + KEY_BLOCK - 1).min(pos);
-                block.start = b * KEY_BLOCK;
-                for j in keys.clone() {
-                    let at = (j - block.start) * hd;
-                    key(j).decode(&mut block.keys[at..at + hd]);
-                    value(j).decode(&mut block.values[at..at + hd]);
-                }
-                let (k, v) = block.rows(keys);
-                state.attend_block(vector, params, query, k, v, out);
+    KeyBlock::with(hd, |block| {
+        for b in first / KEY_BLOCK..=pos / KEY_BLOCK {
+            let keys = (b * KEY_BLOCK).max(first)..=(b * KEY_BLOCK + KEY_BLOCK - 1).min(pos);
+            block.start = b * KEY_BLOCK;
+            for j in keys.clone() {
+                let at = (j - block.start) * hd;
+                key(j).decode(&mut block.keys[at..at + hd]);
+                value(j).decode(&mut block.values[at..at + hd]);
             }
-        });
+            let (k, v) = block.rows(keys);
+            state.attend_block(vector, params, query, k, v, out);
+        }
     });
     state.finish(sink, out);
 }
