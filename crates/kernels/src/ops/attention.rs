@@ -42,6 +42,27 @@ impl AttentionParams {
         scores: &mut [f32],
     ) -> f32 {
         let max = vector.scaled_dots(query, keys, self.scale, scores);
+        self.capped(scores, max)
+    }
+
+    /// [`Self::scores`] of two queries against the same keys.
+    #[inline]
+    fn scores_pair(
+        &self,
+        vector: &VectorKernels,
+        queries: [&[f32]; 2],
+        keys: &[f32],
+        scores: [&mut [f32]; 2],
+    ) -> [f32; 2] {
+        let [s0, s1] = scores;
+        let [m0, m1] = vector.scaled_dots_pair(queries, keys, self.scale, [&mut *s0, &mut *s1]);
+        [self.capped(s0, m0), self.capped(s1, m1)]
+    }
+
+    /// Scaled dot products with their largest `max` as scores, softcapped where the model caps
+    /// them, and the largest score.
+    #[inline]
+    fn capped(&self, scores: &mut [f32], max: f32) -> f32 {
         let Some(cap) = self.softcap else {
             return max;
         };
@@ -267,11 +288,31 @@ impl Tile<'_> {
                         continue;
                     }
                     let (k, v) = block.rows(keys);
-                    for h in heads.clone() {
+                    // Query heads two at a time where the CPU scores pairs together.
+                    let mut h = *heads.start();
+                    while h <= *heads.end() {
                         let at = r * self.heads + h - self.first_head;
-                        let query = self.query(r, h);
-                        let out = &mut out[at * hd..(at + 1) * hd];
-                        running[at].attend_block(vector, self.params, query, k, v, out);
+                        if h < *heads.end() {
+                            let queries = [self.query(r, h), self.query(r, h + 1)];
+                            let outs = out[at * hd..(at + 2) * hd].split_at_mut(hd);
+                            let states = running[at..at + 2].split_at_mut(1);
+                            let states = [&mut states.0[0], &mut states.1[0]];
+                            Running::attend_block_pair(
+                                vector,
+                                self.params,
+                                queries,
+                                k,
+                                v,
+                                states,
+                                outs,
+                            );
+                            h += 2;
+                        } else {
+                            let query = self.query(r, h);
+                            let out = &mut out[at * hd..(at + 1) * hd];
+                            running[at].attend_block(vector, self.params, query, k, v, out);
+                            h += 1;
+                        }
                     }
                 }
             }
@@ -406,6 +447,39 @@ impl Running {
         let mut scores = [0.0f32; KEY_BLOCK];
         let scores = &mut scores[..keys.len() / query.len().max(1)];
         let block_max = params.scores(vector, query, keys, scores);
+        self.add_block(vector, scores, block_max, values, out);
+    }
+
+    /// [`Self::attend_block`] for two query heads over the same keys, each state and output
+    /// getting the bits `attend_block` gives it.
+    #[allow(clippy::too_many_arguments)]
+    fn attend_block_pair(
+        vector: &VectorKernels,
+        params: &AttentionParams,
+        queries: [&[f32]; 2],
+        keys: &[f32],
+        values: &[f32],
+        states: [&mut Running; 2],
+        outs: (&mut [f32], &mut [f32]),
+    ) {
+        let n = keys.len() / queries[0].len().max(1);
+        let (mut s0, mut s1) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
+        let (s0, s1) = (&mut s0[..n], &mut s1[..n]);
+        let [m0, m1] = params.scores_pair(vector, queries, keys, [&mut *s0, &mut *s1]);
+        let [state0, state1] = states;
+        state0.add_block(vector, s0, m0, values, outs.0);
+        state1.add_block(vector, s1, m1, values, outs.1);
+    }
+
+    /// Adds a block's `scores` (the largest `block_max`) weighting `values` to the sum `out`.
+    fn add_block(
+        &mut self,
+        vector: &VectorKernels,
+        scores: &mut [f32],
+        block_max: f32,
+        values: &[f32],
+        out: &mut [f32],
+    ) {
         self.rescale_to(block_max, out);
         vector.exp_shifted(scores, self.max);
         // In key order, as llama.cpp's flash attention sums (a tree order flipped a near-tied

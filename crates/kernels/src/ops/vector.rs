@@ -22,6 +22,9 @@ type GatedFn = unsafe fn(&mut [f32], &[f32]);
 /// `out[j] = (q · k_j) · scale` for the rows `k_j` of `keys`, returning the largest.
 type ScaledDotsFn = unsafe fn(&[f32], &[f32], f32, &mut [f32]) -> f32;
 
+/// [`ScaledDotsFn`] for two queries against the same rows.
+type ScaledDotsPairFn = unsafe fn([&[f32]; 2], &[f32], f32, [&mut [f32]; 2]) -> [f32; 2];
+
 /// `y += w[j] · x_j` for the rows `x_j` of `rows`, `j` in order.
 type AxpyRowsFn = unsafe fn(&[f32], &[f32], &mut [f32]);
 
@@ -34,6 +37,7 @@ pub struct VectorKernels {
     gated_silu: GatedFn,
     gated_gelu_tanh: GatedFn,
     scaled_dots: ScaledDotsFn,
+    scaled_dots_pair: Option<ScaledDotsPairFn>,
     axpy_rows: AxpyRowsFn,
     exp_shifted: ExpShiftedFn,
 }
@@ -53,6 +57,7 @@ impl VectorKernels {
                 gated_silu: x86::gated_silu,
                 gated_gelu_tanh: x86::gated_gelu_tanh,
                 scaled_dots: x86::scaled_dots,
+                scaled_dots_pair: (isa >= Isa::Avx512).then_some(x86::scaled_dots_pair_avx512),
                 axpy_rows: if isa >= Isa::Avx512 {
                     x86::axpy_rows_avx512
                 } else {
@@ -66,6 +71,7 @@ impl VectorKernels {
             gated_silu: gated_silu_reference,
             gated_gelu_tanh: gated_gelu_tanh_reference,
             scaled_dots: scaled_dots_reference,
+            scaled_dots_pair: None,
             axpy_rows: axpy_rows_reference,
             exp_shifted: exp_shifted_reference,
         }
@@ -99,6 +105,32 @@ impl VectorKernels {
         assert_eq!(keys.len(), out.len() * q.len());
         // SAFETY: the table was built for this CPU's detected instruction set.
         unsafe { (self.scaled_dots)(q, keys, scale, out) }
+    }
+
+    /// [`Self::scaled_dots`] of two queries (as long as each other) against the same keys:
+    /// each score and maximum the bits `scaled_dots` gives it.
+    ///
+    /// # Panics
+    /// As [`Self::scaled_dots`], or when the two outputs differ in length (a caller bug).
+    pub fn scaled_dots_pair(
+        &self,
+        q: [&[f32]; 2],
+        keys: &[f32],
+        scale: f32,
+        out: [&mut [f32]; 2],
+    ) -> [f32; 2] {
+        let [out0, out1] = out;
+        assert_eq!(q[0].len(), q[1].len());
+        assert_eq!(out0.len(), out1.len());
+        assert_eq!(keys.len(), out0.len() * q[0].len());
+        match self.scaled_dots_pair {
+            // SAFETY: the table was built for this CPU's detected instruction set.
+            Some(pair) => unsafe { pair(q, keys, scale, [out0, out1]) },
+            None => [
+                self.scaled_dots(q[0], keys, scale, out0),
+                self.scaled_dots(q[1], keys, scale, out1),
+            ],
+        }
     }
 
     /// `y += w[j] · x_j` for the `w.len()` rows `x_j` of `rows`, each as long as `y`: per

@@ -100,6 +100,28 @@ proptest! {
     }
 
     #[test]
+    fn scaled_dots_of_a_pair_are_each_querys_own(
+        (q, keys) in rows_case(),
+        scale in 0.01f32..2.0,
+    ) {
+        let n = if q.is_empty() { 0 } else { keys.len() / q.len() };
+        let other: Vec<f32> = q.iter().rev().map(|v| v * 0.5 - 1.0).collect();
+        let mut want = [vec![0.0; n], vec![0.0; n]];
+        let want_max = [
+            scaled_dots_reference(&q, &keys, scale, &mut want[0]),
+            scaled_dots_reference(&other, &keys, scale, &mut want[1]),
+        ];
+        let scalar = VectorKernels::for_isa(Isa::Scalar);
+        for k in simd_tables().iter().chain([&scalar]) {
+            let mut got = [vec![f32::NAN; n], vec![f32::NAN; n]];
+            let [g0, g1] = &mut got;
+            let got_max = k.scaled_dots_pair([&q, &other], &keys, scale, [g0, g1]);
+            prop_assert!(same_bits(&got[0], &want[0]) && same_bits(&got[1], &want[1]));
+            prop_assert!(same_bits(&got_max, &want_max));
+        }
+    }
+
+    #[test]
     fn axpy_rows_is_the_same_on_every_instruction_set(
         (y, rows) in rows_case(),
         w in prop::collection::vec(-10.0f32..10.0, 40),

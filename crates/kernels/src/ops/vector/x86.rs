@@ -103,18 +103,11 @@ const KEYS: usize = 8;
 /// its last key, whose sum is its own (and leaves the maximum as it is).
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn scaled_dots(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) -> f32 {
-    let hd = q.len();
-    let full = hd / 8 * 8;
+    let full = q.len() / 8 * 8;
     let scale = _mm256_set1_ps(scale);
     let mut max = _mm256_set1_ps(f32::NEG_INFINITY);
     for (pass, out) in out.chunks_mut(KEYS).enumerate() {
-        let last = out.len() - 1;
-        let mut k = [keys.as_ptr(); KEYS];
-        for (d, k) in k.iter_mut().enumerate() {
-            // SAFETY: row `KEYS * pass + min(d, last)` is one of the `out.len()` rows of
-            // `keys`, `hd` values each.
-            *k = unsafe { keys.as_ptr().add((KEYS * pass + d.min(last)) * hd) };
-        }
+        let k = pass_keys(keys, q.len(), pass, out.len());
         let mut acc = [_mm256_setzero_ps(); KEYS];
         for c in (0..full).step_by(8) {
             // SAFETY: every load reads the eight values at `c` of rows `hd` long, `c + 8 <= hd`.
@@ -125,27 +118,106 @@ pub(super) fn scaled_dots(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) 
                 }
             }
         }
-        let mut sums = _mm256_set_m128(lane_sums(&acc[4..]), lane_sums(&acc[..4]));
-        if full < hd {
-            let mut tail = [0.0f32; KEYS];
-            // SAFETY: writes exactly the eight floats of `tail`.
-            unsafe { _mm256_storeu_ps(tail.as_mut_ptr(), sums) };
-            for (d, sum) in tail.iter_mut().enumerate() {
-                for (e, &q) in q.iter().enumerate().skip(full) {
-                    // SAFETY: `e < hd`, within the row.
-                    *sum = q.mul_add(unsafe { *k[d].add(e) }, *sum);
+        max = finish_pass(&acc, q, &k, scale, max, out);
+    }
+    max_lane(max)
+}
+
+/// AVX-512 [`super::VectorKernels::scaled_dots_pair`]: [`scaled_dots`] for two queries at once,
+/// lanes 0-7 of a register the first query's, 8-15 the second's, against a key's eight values
+/// in both halves, so each lane does the fused multiply-adds it does there.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) fn scaled_dots_pair_avx512(
+    q: [&[f32]; 2],
+    keys: &[f32],
+    scale: f32,
+    out: [&mut [f32]; 2],
+) -> [f32; 2] {
+    let [q0, q1] = q;
+    let [out0, out1] = out;
+    let full = q0.len() / 8 * 8;
+    let scale = _mm256_set1_ps(scale);
+    let mut max = [_mm256_set1_ps(f32::NEG_INFINITY); 2];
+    for (pass, (out0, out1)) in out0.chunks_mut(KEYS).zip(out1.chunks_mut(KEYS)).enumerate() {
+        let k = pass_keys(keys, q0.len(), pass, out0.len());
+        let mut acc = [_mm512_setzero_ps(); KEYS];
+        for c in (0..full).step_by(8) {
+            // SAFETY: every load reads the eight values at `c` of rows `hd` long, `c + 8 <= hd`.
+            unsafe {
+                let lo =
+                    _mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(q0.as_ptr().add(c))));
+                let hi = _mm256_castps_pd(_mm256_loadu_ps(q1.as_ptr().add(c)));
+                let qv = _mm512_castpd_ps(_mm512_insertf64x4::<1>(lo, hi));
+                for d in 0..KEYS {
+                    let kv = _mm256_castps_pd(_mm256_loadu_ps(k[d].add(c)));
+                    let kv = _mm512_castpd_ps(_mm512_broadcast_f64x4(kv));
+                    acc[d] = _mm512_fmadd_ps(qv, kv, acc[d]);
                 }
             }
-            // SAFETY: reads exactly the eight floats of `tail`.
-            sums = unsafe { _mm256_loadu_ps(tail.as_ptr()) };
         }
-        let scores = _mm256_mul_ps(sums, scale);
-        max = _mm256_max_ps(max, scores);
-        let mut all = [0.0f32; KEYS];
-        // SAFETY: writes exactly the eight floats of `all`.
-        unsafe { _mm256_storeu_ps(all.as_mut_ptr(), scores) };
-        out.copy_from_slice(&all[..out.len()]);
+        let mut halves = [[_mm256_setzero_ps(); KEYS]; 2];
+        for (d, acc) in acc.into_iter().enumerate() {
+            halves[0][d] = _mm512_castps512_ps256(acc);
+            halves[1][d] = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
+        }
+        max[0] = finish_pass(&halves[0], q0, &k, scale, max[0], out0);
+        max[1] = finish_pass(&halves[1], q1, &k, scale, max[1], out1);
     }
+    [max_lane(max[0]), max_lane(max[1])]
+}
+
+/// The rows of pass `pass` of a `scaled_dots` call, with `n` rows in the pass: `KEYS` of them,
+/// the last repeated where fewer are left.
+#[inline]
+fn pass_keys(keys: &[f32], hd: usize, pass: usize, n: usize) -> [*const f32; KEYS] {
+    let mut k = [keys.as_ptr(); KEYS];
+    for (d, k) in k.iter_mut().enumerate() {
+        let row = KEYS * pass + d.min(n - 1);
+        *k = keys[row * hd..(row + 1) * hd].as_ptr();
+    }
+    k
+}
+
+/// The end of a pass of `scaled_dots`: each key's lanes summed in the fixed order, its
+/// `len % 8` last products added in order, scaled, stored into `out` (its first `out.len()`
+/// keys) and taken into the running maximum `max`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn finish_pass(
+    acc: &[__m256; KEYS],
+    q: &[f32],
+    k: &[*const f32; KEYS],
+    scale: __m256,
+    max: __m256,
+    out: &mut [f32],
+) -> __m256 {
+    let (hd, full) = (q.len(), q.len() / 8 * 8);
+    let mut sums = _mm256_set_m128(lane_sums(&acc[4..]), lane_sums(&acc[..4]));
+    if full < hd {
+        let mut tail = [0.0f32; KEYS];
+        // SAFETY: writes exactly the eight floats of `tail`.
+        unsafe { _mm256_storeu_ps(tail.as_mut_ptr(), sums) };
+        for (d, sum) in tail.iter_mut().enumerate() {
+            for (e, &q) in q.iter().enumerate().skip(full) {
+                // SAFETY: `e < hd`, within the row `k[d]` points to.
+                *sum = q.mul_add(unsafe { *k[d].add(e) }, *sum);
+            }
+        }
+        // SAFETY: reads exactly the eight floats of `tail`.
+        sums = unsafe { _mm256_loadu_ps(tail.as_ptr()) };
+    }
+    let scores = _mm256_mul_ps(sums, scale);
+    let mut all = [0.0f32; KEYS];
+    // SAFETY: writes exactly the eight floats of `all`.
+    unsafe { _mm256_storeu_ps(all.as_mut_ptr(), scores) };
+    out.copy_from_slice(&all[..out.len()]);
+    _mm256_max_ps(max, scores)
+}
+
+/// The largest of eight lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn max_lane(max: __m256) -> f32 {
     let max = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps::<1>(max));
     let max = _mm_max_ps(max, _mm_movehl_ps(max, max));
     _mm_cvtss_f32(_mm_max_ss(max, _mm_shuffle_ps::<1>(max, max)))
