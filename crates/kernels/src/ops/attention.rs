@@ -170,9 +170,9 @@ struct Split {
     heads: usize,
 }
 
-/// Key and value floats of one key block that a task keeps on its stack (heads up to 256 wide;
-/// wider ones use the heap), so that decoding allocates nothing.
-const STACK_BLOCK_VALUES: usize = KEY_BLOCK * 256;
+/// Head widths whose key blocks a task keeps on its stack (each tier a stack buffer of that
+/// width, so narrow heads do not clear a buffer sized for wide ones); wider heads use the heap.
+const STACK_HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
 /// Online-softmax states a task keeps on its stack.
 const STACK_STATES: usize = 256;
@@ -217,11 +217,14 @@ impl Tile<'_> {
         let (hd, heads) = (self.shape.head_dim, self.heads);
         let n = out.len() / (heads * hd);
         out.fill(0.0);
-        let mut pos = [0; QUERY_TILE];
-        for (r, pos) in pos.iter_mut().enumerate().take(n) {
-            *pos = row(self.first_row + r).0;
+        // Each row's position, and its set: the first row of the tile that reads the same rows.
+        let (mut pos, mut set) = ([0; QUERY_TILE], [0; QUERY_TILE]);
+        for r in 0..n {
+            let (at, rows) = row(self.first_row + r);
+            let same = |&s: &usize| row(self.first_row + s).1.same_rows(&rows);
+            (pos[r], set[r]) = (at, (0..r).map(|s| set[s]).find(same).unwrap_or(r));
         }
-        let pos = &pos[..n];
+        let (pos, set) = (&pos[..n], &set[..n]);
         with_buffer::<_, STACK_STATES, _>(n * heads, Running::EMPTY, |running| {
             KeyBlock::with(hd, |block| {
                 let group = self.shape.heads / self.shape.kv_heads;
@@ -229,7 +232,7 @@ impl Tile<'_> {
                 for kv in self.first_head / group..=last_head / group {
                     let first = self.first_head.max(kv * group);
                     let kv_heads = first..=last_head.min(kv * group + group - 1);
-                    self.attend_kv_head(vector, row, pos, kv_heads, block, running, out);
+                    self.attend_kv_head(vector, row, (pos, set), kv_heads, block, running, out);
                 }
             });
             for (at, (out, state)) in out.chunks_exact_mut(hd).zip(running).enumerate() {
@@ -240,13 +243,14 @@ impl Tile<'_> {
     }
 
     /// [`Self::attend`]'s work for the query heads `heads` of one kv head: the rows at
-    /// positions `pos` in sets that read the same rows, each set key block by key block.
+    /// positions `pos` by sets that read the same rows (`set`: each row's first row of its
+    /// set), each set key block by key block.
     #[allow(clippy::too_many_arguments)]
     fn attend_kv_head<R: KeyValueRows>(
         &self,
         vector: &VectorKernels,
         row: &impl Fn(usize) -> (usize, R),
-        pos: &[usize],
+        (pos, set): (&[usize], &[usize]),
         heads: RangeInclusive<usize>,
         block: &mut KeyBlock<'_>,
         running: &mut [Running],
@@ -254,22 +258,14 @@ impl Tile<'_> {
     ) {
         let hd = self.shape.head_dim;
         let kv = *heads.start() / (self.shape.heads / self.shape.kv_heads);
-        let n = pos.len();
         let seen = |r: usize| self.params.first_key(pos[r])..=pos[r];
-        let mut done = [false; QUERY_TILE];
-        for r0 in 0..n {
-            if done[r0] {
-                continue;
-            }
+        for (r0, _) in set.iter().enumerate().filter(|&(r, &s)| r == s) {
             let (_, kv_rows) = row(self.first_row + r0);
             let mut sharing = [0; QUERY_TILE];
             let mut count = 0;
-            for (r, done) in done.iter_mut().enumerate().take(n).skip(r0) {
-                if !*done && (r == r0 || row(self.first_row + r).1.same_rows(&kv_rows)) {
-                    *done = true;
-                    sharing[count] = r;
-                    count += 1;
-                }
+            for (r, _) in set.iter().enumerate().filter(|&(_, &s)| s == r0) {
+                sharing[count] = r;
+                count += 1;
             }
             let sharing = &sharing[..count];
             let first = sharing.iter().map(|&r| *seen(r).start()).min().unwrap_or(0);
@@ -281,7 +277,9 @@ impl Tile<'_> {
                     (*keys.start()).max(start)..=(*keys.end()).min(start + KEY_BLOCK - 1)
                 };
                 let needed = |j: usize| sharing.iter().any(|&r| cut(r).contains(&j));
-                block.decode(&kv_rows, kv * hd, start, needed);
+                let key = |j: usize| kv_rows.key(j).slice(kv * hd, hd);
+                let value = |j: usize| kv_rows.value(j).slice(kv * hd, hd);
+                block.decode(start, key, value, needed);
                 for &r in sharing {
                     let keys = cut(r);
                     if keys.is_empty() {
@@ -338,25 +336,37 @@ struct KeyBlock<'b> {
 impl KeyBlock<'_> {
     /// Runs `f` on a block for heads `head_dim` wide, its rows on the stack where they fit.
     fn with<O>(head_dim: usize, f: impl FnOnce(&mut KeyBlock<'_>) -> O) -> O {
-        with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * head_dim, 0.0, |keys| {
-            with_buffer::<_, STACK_BLOCK_VALUES, _>(KEY_BLOCK * head_dim, 0.0, |values| {
-                f(&mut KeyBlock {
-                    head_dim,
-                    start: 0,
-                    keys,
-                    values,
-                })
+        const fn floats(head_dim: usize) -> usize {
+            2 * KEY_BLOCK * head_dim
+        }
+        let run = |rows: &mut [f32]| {
+            let (keys, values) = rows.split_at_mut(rows.len() / 2);
+            f(&mut KeyBlock {
+                head_dim,
+                start: 0,
+                keys,
+                values,
             })
-        })
+        };
+        let len = floats(head_dim);
+        match head_dim {
+            w if w <= STACK_HEAD_DIMS[0] => {
+                with_buffer::<_, { floats(STACK_HEAD_DIMS[0]) }, _>(len, 0.0, run)
+            }
+            w if w <= STACK_HEAD_DIMS[1] => {
+                with_buffer::<_, { floats(STACK_HEAD_DIMS[1]) }, _>(len, 0.0, run)
+            }
+            _ => with_buffer::<_, { floats(STACK_HEAD_DIMS[2]) }, _>(len, 0.0, run),
+        }
     }
 
-    /// Decodes the keys and values of the block at `start` that `needed` asks for, from the
-    /// values `at..at + head_dim` of each row of `rows`.
-    fn decode<R: KeyValueRows>(
+    /// Decodes the keys `key(j)` and values `value(j)` of the block at `start` that `needed`
+    /// asks for.
+    fn decode<'a>(
         &mut self,
-        rows: &R,
-        at: usize,
         start: usize,
+        key: impl Fn(usize) -> KvRow<'a>,
+        value: impl Fn(usize) -> KvRow<'a>,
         needed: impl Fn(usize) -> bool,
     ) {
         let hd = self.head_dim;
@@ -367,8 +377,8 @@ impl KeyBlock<'_> {
             .zip(self.values.chunks_exact_mut(hd));
         for (j, (k, v)) in (start..).zip(slots) {
             if needed(j) {
-                rows.key(j).slice(at, hd).decode(k);
-                rows.value(j).slice(at, hd).decode(v);
+                key(j).decode(k);
+                value(j).decode(v);
             }
         }
     }
@@ -405,12 +415,7 @@ pub fn attend<'a>(
     KeyBlock::with(hd, |block| {
         for b in first / KEY_BLOCK..=pos / KEY_BLOCK {
             let keys = (b * KEY_BLOCK).max(first)..=(b * KEY_BLOCK + KEY_BLOCK - 1).min(pos);
-            block.start = b * KEY_BLOCK;
-            for j in keys.clone() {
-                let at = (j - block.start) * hd;
-                key(j).decode(&mut block.keys[at..at + hd]);
-                value(j).decode(&mut block.values[at..at + hd]);
-            }
+            block.decode(b * KEY_BLOCK, &key, &value, |j| keys.contains(&j));
             let (k, v) = block.rows(keys);
             state.attend_block(vector, params, query, k, v, out);
         }
