@@ -51,8 +51,7 @@ fn good_request(addr: SocketAddr, n: usize) -> Option<String> {
         0 => r.json()["choices"][0]["text"].is_string(),
         1 => {
             let events = r.events();
-            events.last().map(String::as_str) == Some("[DONE]")
-                && !events.iter().any(|e| e.contains("\"error\""))
+            events.last().map(String::as_str) == Some("[DONE]") && !r.has_error_event()
         }
         _ => r.json()["tokens"].is_array(),
     };

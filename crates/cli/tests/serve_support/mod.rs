@@ -212,6 +212,14 @@ impl Response {
             .collect()
     }
 
+    /// Whether a server-sent-event body carries an error event: an object with an `error`
+    /// member (generated text may itself say "error").
+    pub fn has_error_event(&self) -> bool {
+        self.events().iter().any(|e| {
+            serde_json::from_str::<serde_json::Value>(e).is_ok_and(|v| v.get("error").is_some())
+        })
+    }
+
     /// The OpenAI error object's `param`, asserting the error shape.
     pub fn error_param(&self) -> Option<String> {
         let body = self.json();
