@@ -70,10 +70,7 @@ fn one_request(addr: std::net::SocketAddr, n: usize) -> Option<String> {
         if events.last().map(String::as_str) != Some("[DONE]") {
             return Some(format!("stream without [DONE]: {}", r.text()));
         }
-        // An error event is an object with an `error` member; generated text may say "error".
-        let is_error =
-            |e: &String| serde_json::from_str::<Value>(e).is_ok_and(|v| v.get("error").is_some());
-        if events.iter().any(is_error) {
+        if r.has_error_event() {
             return Some(format!("error event: {}", r.text()));
         }
         let finished = events
