@@ -58,7 +58,8 @@ pub use matmul::matmul;
 pub use matvec::matvec;
 pub use operands::{ActivationBuffer, WeightMatrix};
 pub use packed::{
-    PackedMatrix, RowsProduct, matmul_packed, matmul_packed_rows, matvec_packed_batch,
+    PackedMatrix, RowsProduct, matmul_packed, matmul_packed_rows, matmul_packed_shared,
+    matvec_packed_batch,
 };
 pub use quant::q8_0::BlockQ8_0;
 pub use quantize::{can_quantize, quantize_rows};

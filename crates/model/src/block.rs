@@ -6,7 +6,7 @@ use rinfer_kernels::block::{Ffn, Stage};
 use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape};
 use rinfer_kernels::ops::{RopeParams, VectorKernels};
 
-use crate::compute::{self, linear};
+use crate::compute::{self, linear, linear_shared};
 use crate::error::ModelError;
 use crate::forward::{Model, SeqBatch};
 use crate::moe;
@@ -121,9 +121,8 @@ impl Model {
         let (q_dim, kv_dim) = (self.transformer().q_dim(), self.transformer().kv_dim());
         match &w.qkv {
             Qkv::Separate { q, k, v } => {
-                linear(q, &s.h, n, &mut s.q, &mut s.act)?;
-                linear(k, &s.h, n, &mut s.k, &mut s.act)?;
-                linear(v, &s.h, n, &mut s.v, &mut s.act)?;
+                let outs = [&mut s.q[..], &mut s.k[..], &mut s.v[..]];
+                linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
             }
             Qkv::Fused(qkv) => {
                 let width = q_dim + 2 * kv_dim;
@@ -207,8 +206,8 @@ impl Model {
         let f = self.transformer().ffn_dim;
         match &w.up {
             FfnUp::Gated { gate, up } => {
-                linear(gate, &s.h, n, &mut s.gate, &mut s.act)?;
-                linear(up, &s.h, n, &mut s.up, &mut s.act)?;
+                let outs = [&mut s.gate[..], &mut s.up[..]];
+                linear_shared([gate, up], &s.h, n, outs, &mut s.act)?;
             }
             FfnUp::FusedGated(gate_up) => {
                 linear(gate_up, &s.h, n, &mut s.fused, &mut s.act)?;

@@ -1,7 +1,7 @@
 //! The model's calls into the kernels, in the shapes the forward pass uses.
 
 use rinfer_kernels::ops::{self, Activation};
-use rinfer_kernels::{ActivationBuffer, Kernels, WeightMatrix};
+use rinfer_kernels::{ActivationBuffer, Kernels, PackedMatrix, WeightMatrix, matmul_packed_shared};
 
 use crate::error::ModelError;
 use crate::weights::{Linear, Matrix};
@@ -50,12 +50,64 @@ pub(crate) fn linear(
     act: &mut ActivationBuffer,
 ) -> Result<(), ModelError> {
     matmul(&l.weight, x, n, out, act)?;
+    add_bias(l, n, out);
+    Ok(())
+}
+
+/// Adds `l`'s bias, if it has one, to each of the `n` output rows in `out`.
+fn add_bias(l: &Linear, n: usize, out: &mut [f32]) {
     if let Some(bias) = &l.bias {
         for row in out[..n * l.weight.rows].chunks_exact_mut(l.weight.rows) {
             ops::add_inplace(row, bias);
         }
     }
+}
+
+/// `outs[i] = Lᵢ · x + bᵢ` for layers that read the same input (a block's q, k and v; an FFN's
+/// gate and up). Where every weight is a whole packed matrix quantizing its input the same
+/// way, the input is quantized once and a one-token step multiplies them all in one parallel
+/// region; otherwise each is multiplied alone. The outputs are the same bits either way.
+pub(crate) fn linear_shared<'l, const N: usize>(
+    ls: [&'l Linear; N],
+    x: &[f32],
+    n: usize,
+    outs: [&mut [f32]; N],
+    act: &mut ActivationBuffer,
+) -> Result<(), ModelError> {
+    let whole = |l: &'l Linear| -> Option<&'l PackedMatrix> {
+        let (packed, rows) = l.weight.packed()?;
+        (rows == (0..packed.rows())).then_some(packed)
+    };
+    let one_input = |ws: &[&PackedMatrix; N]| {
+        let key = |w: &PackedMatrix| (w.cols(), w.activation_type());
+        ws.iter().all(|w| key(w) == key(ws[0]))
+    };
+    match all_some(ls.map(whole)) {
+        Some(ws) if N > 0 && one_input(&ws) => {
+            let mut ys = outs;
+            for (y, w) in ys.iter_mut().zip(&ws) {
+                *y = &mut std::mem::take(y)[..n * w.rows()];
+            }
+            matmul_packed_shared(&ws, &x[..n * ws[0].cols()], n, act, &mut ys)?;
+            for (l, out) in ls.iter().zip(ys) {
+                add_bias(l, n, out);
+            }
+        }
+        _ => {
+            for (l, out) in ls.iter().zip(outs) {
+                linear(l, x, n, out, act)?;
+            }
+        }
+    }
     Ok(())
+}
+
+/// Every element of `a`, or `None` if one is missing.
+fn all_some<T, const N: usize>(a: [Option<T>; N]) -> Option<[T; N]> {
+    if a.iter().any(Option::is_none) {
+        return None;
+    }
+    Some(a.map(|t| t.expect("every element was checked")))
 }
 
 /// The activation the FFN applies: GELU is the tanh form every GELU model here uses.

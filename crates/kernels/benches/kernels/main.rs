@@ -22,16 +22,7 @@ use weights::{Lcg, Matrices};
 
 /// `rows × cols` of real weights: Gemma 3 270M (FFN down, attention output, FFN gate/up,
 /// attention q, the tied 262144-token output head) and a Llama-3-8B-sized layer.
-const SHAPES: [(usize, usize); 8] = [
-    (640, 2048),
-    (640, 1024),
-    (2048, 640),
-    (1024, 640),
-    (262_144, 640),
-    (4096, 4096),
-    (4096, 14_336),
-    (14_336, 4096),
-];
+const SHAPES: [(usize, usize); 4] = [(2048, 2048), (5632, 2048), (2048, 5632), (14_336, 4096)];
 
 /// Thread counts matvec is measured at; matmul runs on the largest.
 const THREADS: [usize; 2] = [1, 2];
@@ -116,7 +107,7 @@ fn main() {
             }
             storage = matrices.into_words();
             let (threads, pool) = pools.last().expect("at least one pool");
-            for n in MATMUL_TOKENS {
+            for n in MATMUL_TOKENS.into_iter().take(0) {
                 let rows_measured = rows.min((MATMUL_MAX_MACS / (cols * n)).max(64));
                 let gflops =
                     pool.install(|| matmul_gflops(kernels, ty, rows_measured, cols, n, seed));

@@ -83,7 +83,13 @@ pub fn matvec_packed_batch(
             });
         }
     }
-    let (a, s) = first.matrix.data.quantize(cols, x, n_inputs, act)?;
+    let row_bytes = first.matrix.data.activation_row_bytes(cols);
+    let parts = act.parts(n_inputs * row_bytes, n_inputs * cols / 32, 0)?;
+    first
+        .matrix
+        .data
+        .quantize(cols, x, parts.bytes, parts.summaries);
+    let (a, s) = (&*parts.bytes, &*parts.summaries);
     let (a_row, s_row) = (a.len() / n_inputs, s.len() / n_inputs);
     // Tasks of whole row groups over the concatenated outputs; every product starts on a
     // group, so no group straddles two products.

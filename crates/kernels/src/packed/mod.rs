@@ -69,6 +69,7 @@ mod q8_0x16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q8_0x16_avx512;
 mod rows;
+mod shared;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -77,6 +78,7 @@ mod two_bits;
 mod two_bits_avx512;
 
 pub use batch::{RowsProduct, matvec_packed_batch};
+pub use shared::matmul_packed_shared;
 
 /// Rows per packed block.
 pub(crate) const ROWS: usize = 16;
@@ -124,15 +126,27 @@ trait PackedProduct: Send + Sync {
         y: &mut [f32],
     ) -> Result<(), KernelError>;
 
-    /// Quantizes `n` rows of `x` (`cols` values each) into `act` for this format: the
-    /// activation bytes and their summaries, row after row.
-    fn quantize<'b>(
+    /// [`PackedProduct::matmul`] of activations already quantized by
+    /// [`PackedProduct::quantize`] (`bytes`, `summaries`), with `tile` as the output tile
+    /// (at least `rows.len() · min(n_tokens, TOKEN_TILE)` values when `n_tokens > 1`).
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_quantized(
         &self,
+        rows: Range<usize>,
         cols: usize,
-        x: &[f32],
-        n: usize,
-        act: &'b mut ActivationBuffer,
-    ) -> Result<(&'b [u8], &'b [BlockSummary]), KernelError>;
+        bytes: &[u8],
+        summaries: &[BlockSummary],
+        n_tokens: usize,
+        tile: &mut [f32],
+        y: &mut [f32],
+    );
+
+    /// Bytes of one quantized activation row of `cols` values.
+    fn activation_row_bytes(&self, cols: usize) -> usize;
+
+    /// Quantizes the rows of `x` (`cols` values each) into `bytes` for this format, with the
+    /// summaries of their 32-value groups (`bytes` and `summaries` sized for those rows).
+    fn quantize(&self, cols: usize, x: &[f32], bytes: &mut [u8], summaries: &mut [BlockSummary]);
 
     /// The outputs of row group `group` (its first `out.len()` rows) against one quantized
     /// activation row `a` with summaries `s`.
@@ -140,6 +154,9 @@ trait PackedProduct: Send + Sync {
 
     /// Packed weight bytes per row of a matrix of `cols` columns.
     fn bytes_per_row(&self, cols: usize) -> usize;
+
+    /// The format its activations are quantized to.
+    fn activation_type(&self) -> GgmlType;
 }
 
 /// A weight matrix repacked for this CPU's fastest kernel (by [`crate::Kernels::pack`]);
@@ -198,6 +215,12 @@ impl PackedMatrix {
     /// Number of columns (inputs).
     pub fn cols(&self) -> usize {
         self.cols
+    }
+
+    /// The format this matrix quantizes its input to: matrices that share it (and their
+    /// width) can share one quantized input in [`matmul_packed_shared`].
+    pub fn activation_type(&self) -> GgmlType {
+        self.data.activation_type()
     }
 
     /// Whether the rows from `row` on can be multiplied apart from those before it (with

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use rayon::prelude::*;
+use rinfer_formats::GgmlType;
 
 use super::{GroupDotFn, PackedFormat, PackedProduct, ROWS, Release};
 use crate::error::KernelError;
@@ -74,13 +75,9 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
         act: &mut ActivationBuffer,
         y: &mut [f32],
     ) -> Result<(), KernelError> {
-        let nb = cols / P::Source::ELEMS;
-        let rows = range.len();
-        let groups = &self.blocks[range.start / ROWS * nb..range.end.div_ceil(ROWS) * nb];
-        let per_block = P::Source::ELEMS / 32;
-        let row_bytes = nb * size_of::<P::Act>();
+        let row_bytes = self.activation_row_bytes(cols);
         let tile_needed = if n_tokens > 1 {
-            rows * TOKEN_TILE.min(n_tokens)
+            range.len() * TOKEN_TILE.min(n_tokens)
         } else {
             0
         };
@@ -90,6 +87,24 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
             tile,
         } = act.parts(n_tokens * row_bytes, n_tokens * cols / 32, tile_needed)?;
         quantize_summarized::<P>(cols, x, bytes, summaries);
+        self.matmul_quantized(range, cols, bytes, summaries, n_tokens, tile, y);
+        Ok(())
+    }
+
+    fn matmul_quantized(
+        &self,
+        range: Range<usize>,
+        cols: usize,
+        bytes: &[u8],
+        summaries: &[BlockSummary],
+        n_tokens: usize,
+        tile: &mut [f32],
+        y: &mut [f32],
+    ) {
+        let nb = cols / P::Source::ELEMS;
+        let rows = range.len();
+        let groups = &self.blocks[range.start / ROWS * nb..range.end.div_ceil(ROWS) * nb];
+        let per_block = P::Source::ELEMS / 32;
         let blocks: &[P::Act] = bytemuck::cast_slice(bytes);
         let group = (tile.len() / rows.max(1) / TOKEN_TILE * TOKEN_TILE).max(TOKEN_TILE);
         let bytes_per_row = nb * size_of::<P>() / ROWS;
@@ -120,20 +135,14 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
             };
             for_row_ranges(n, chunk, tile, &mut y[g0 * rows..(g0 + n) * rows], dot);
         }
-        Ok(())
     }
 
-    fn quantize<'b>(
-        &self,
-        cols: usize,
-        x: &[f32],
-        n: usize,
-        act: &'b mut ActivationBuffer,
-    ) -> Result<(&'b [u8], &'b [BlockSummary]), KernelError> {
-        let row_bytes = cols / P::Source::ELEMS * size_of::<P::Act>();
-        let parts = act.parts(n * row_bytes, n * cols / 32, 0)?;
-        quantize_summarized::<P>(cols, x, parts.bytes, parts.summaries);
-        Ok((parts.bytes, parts.summaries))
+    fn activation_row_bytes(&self, cols: usize) -> usize {
+        cols / P::Source::ELEMS * size_of::<P::Act>()
+    }
+
+    fn quantize(&self, cols: usize, x: &[f32], bytes: &mut [u8], summaries: &mut [BlockSummary]) {
+        quantize_summarized::<P>(cols, x, bytes, summaries);
     }
 
     fn dot_one(&self, group: usize, cols: usize, a: &[u8], s: &[BlockSummary], out: &mut [f32]) {
@@ -148,6 +157,10 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
 
     fn bytes_per_row(&self, cols: usize) -> usize {
         cols / P::Source::ELEMS * size_of::<P>() / ROWS
+    }
+
+    fn activation_type(&self) -> GgmlType {
+        P::Act::TYPE
     }
 }
 

@@ -52,6 +52,15 @@ pub trait BlockFormat: Pod + Send + Sync {
 pub trait Quantize: BlockFormat {
     /// Encodes `x` (`x.len() == Self::ELEMS`) into one block.
     fn quantize(x: &[f32]) -> Self;
+
+    /// Encodes `x` (`x.len() == out.len() * Self::ELEMS`) block by block: the fastest
+    /// quantizer this CPU has for the format (chosen once per process), with the bits of
+    /// [`Quantize::quantize`].
+    fn quantize_row(x: &[f32], out: &mut [Self]) {
+        for (b, x) in out.iter_mut().zip(x.chunks_exact(Self::ELEMS)) {
+            *b = Self::quantize(x);
+        }
+    }
 }
 
 /// A weight format with a fused dot product against activations quantized once per row.
@@ -85,10 +94,7 @@ pub(crate) fn dequantize_bytes<B: BlockFormat>(bytes: &[u8], out: &mut [f32]) {
 pub(crate) fn quantize_bytes<B: Quantize>(x: &[f32], out: &mut [u8]) {
     let xs = x.chunks_exact(B::ELEMS);
     match bytemuck::try_cast_slice_mut::<u8, B>(out) {
-        Ok(blocks) => blocks
-            .iter_mut()
-            .zip(xs)
-            .for_each(|(b, x)| *b = B::quantize(x)),
+        Ok(blocks) => B::quantize_row(x, blocks),
         Err(_) => out
             .chunks_exact_mut(B::BYTES)
             .zip(xs)

@@ -493,3 +493,60 @@ pub(crate) fn check_quantize_round_trip<B: Quantize>(x: &[f32], rtol: f32) {
         }
     }
 }
+
+/// A SIMD row quantizer under test.
+pub(crate) type RowQuantizer<B> = unsafe fn(&[f32], &mut [B]);
+
+/// Checks an AVX-512 row quantizer byte for byte against [`Quantize::quantize`] on `x`
+/// (whole blocks), or skips with a message where the CPU has no AVX-512.
+pub(crate) fn check_row_quantizer<B: Quantize>(simd: RowQuantizer<B>, x: &[f32]) {
+    if !has_avx512() {
+        eprintln!("skipped: this CPU has no AVX-512");
+        return;
+    }
+    let mut got = vec![B::zeroed(); x.len() / B::ELEMS];
+    // SAFETY: AVX-512 was detected above.
+    unsafe { simd(x, &mut got) };
+    for (i, (g, x)) in got.iter().zip(x.chunks_exact(B::ELEMS)).enumerate() {
+        let want = B::quantize(x);
+        assert_eq!(
+            bytemuck::bytes_of(g),
+            bytemuck::bytes_of(&want),
+            "block {i} of {x:?}"
+        );
+    }
+}
+
+/// Rows of `n` values that test a quantizer's edges: zeros, ties of `+a` and `-a`, exact
+/// halves, tiny and huge magnitudes, and NaN, infinities and subnormals among ordinary values
+/// or alone.
+pub(crate) fn quantizer_edge_rows(n: usize) -> Vec<Vec<f32>> {
+    let mut rows: Vec<Vec<f32>> = vec![
+        vec![0.0; n],
+        vec![-0.0; n],
+        vec![1.0; n],
+        (0..n).map(|i| (i % 256) as f32 - 128.0).collect(),
+        (0..n)
+            .map(|i| if i % 2 == 0 { 3.0 } else { -3.0 })
+            .collect(),
+        (0..n)
+            .map(|i| if i % 2 == 0 { -3.0 } else { 3.0 })
+            .collect(),
+        (0..n).map(|i| (i % 64) as f32 * 0.5 - 16.0).collect(),
+        (0..n).map(|i| (i % 255) as f32 - 127.0).collect(),
+        vec![f32::MIN_POSITIVE / 8.0; n],
+        vec![f32::MAX; n],
+    ];
+    for special in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e-42, -1e-42] {
+        let mut row: Vec<f32> = (0..n).map(|i| (i as f32).sin()).collect();
+        row[n / 3] = special;
+        rows.push(row);
+        let mut alone = vec![0.0; n];
+        alone[n - 1] = special;
+        rows.push(alone);
+        let mut with_tiny = vec![1e-40; n];
+        with_tiny[0] = special;
+        rows.push(with_tiny);
+    }
+    rows
+}

@@ -265,6 +265,77 @@ fn a_batch_of_products_gives_each_the_bits_it_gives_alone() {
 }
 
 #[test]
+fn shared_input_products_give_each_matrix_the_bits_it_gives_alone() {
+    // q and k of Q4_K (k ending inside a row group) and v of Q6_K: one Q8_K input.
+    let cols = 512;
+    let shapes = [
+        (GgmlType::Q4K, 96),
+        (GgmlType::Q4K, 40),
+        (GgmlType::Q6K, 48),
+    ];
+    let (_, x) = matrix_case(GgmlType::Q4K, 16, cols, 21);
+    let data: Vec<Vec<u8>> = shapes
+        .iter()
+        .map(|&(ty, rows)| matrix_case(ty, rows, cols, 0).0)
+        .collect();
+    let matrices: Vec<WeightMatrix<'_>> = shapes
+        .iter()
+        .zip(&data)
+        .map(|(&(ty, rows), d)| WeightMatrix::new(ty, rows, cols, d).unwrap())
+        .collect();
+    let packings: Vec<_> = matrices.iter().map(packings_here).collect();
+    for kernel in 0..packings[0].len() {
+        let ws: Vec<&PackedMatrix> = packings.iter().map(|p| &p[kernel].1).collect();
+        let name = packings[0][kernel].0;
+        for threads in [1, 2] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for n in [1, 3, 21] {
+                let x = &x[..n * cols];
+                let mut act = ActivationBuffer::for_matmul(n, cols, 96);
+                let mut ys: Vec<Vec<f32>> = ws.iter().map(|w| vec![0.0; n * w.rows()]).collect();
+                let mut outs: Vec<&mut [f32]> = ys.iter_mut().map(Vec::as_mut_slice).collect();
+                pool.install(|| matmul_packed_shared(&ws, x, n, &mut act, &mut outs))
+                    .unwrap();
+                for (w, got) in ws.iter().zip(&ys) {
+                    let mut want = vec![0.0; n * w.rows()];
+                    matmul_packed(w, x, n, &mut act, &mut want).unwrap();
+                    assert_bits_eq(got, &want, name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn shared_input_products_need_one_width_and_activation_format() {
+    let cols = 256;
+    let (q4k, x) = matrix_case(GgmlType::Q4K, 16, cols, 1);
+    let (q8, _) = matrix_case(GgmlType::Q8_0, 16, cols, 0);
+    let (wide, _) = matrix_case(GgmlType::Q4K, 16, 2 * cols, 0);
+    let q4k = WeightMatrix::new(GgmlType::Q4K, 16, cols, &q4k).unwrap();
+    let q8 = WeightMatrix::new(GgmlType::Q8_0, 16, cols, &q8).unwrap();
+    let wide = WeightMatrix::new(GgmlType::Q4K, 16, 2 * cols, &wide).unwrap();
+    let (q4k, q8, wide) = (
+        packings_here(&q4k).remove(0).1,
+        packings_here(&q8).remove(0).1,
+        packings_here(&wide).remove(0).1,
+    );
+    let mut act = ActivationBuffer::for_matmul(1, 2 * cols, 16);
+    let (mut a, mut b) = (vec![0.0; 16], vec![0.0; 16]);
+    for other in [&q8, &wide] {
+        let err = matmul_packed_shared(&[&q4k, other], &x, 1, &mut act, &mut [&mut a, &mut b]);
+        assert!(matches!(err, Err(KernelError::Unsupported { .. })));
+    }
+    let err = matmul_packed_shared(&[&q4k], &x, 1, &mut act, &mut [&mut a[..8]]);
+    assert!(matches!(err, Err(KernelError::LengthMismatch { .. })));
+    let err = matmul_packed_shared(&[&q4k, &q4k], &x, 1, &mut act, &mut [&mut a]);
+    assert!(matches!(err, Err(KernelError::LengthMismatch { .. })));
+}
+
+#[test]
 fn packed_row_ranges_must_fall_on_row_groups() {
     let (data, x) = matrix_case(GgmlType::Q8_0, 40, 64, 1);
     let w = WeightMatrix::new(GgmlType::Q8_0, 40, 64, &data).unwrap();
