@@ -128,7 +128,11 @@ impl<P: PackedFormat> PackedProduct for PackedRows<P> {
                         unsafe { (self.dot)(wg, a, s, dots) };
                         for (t, d) in dots.iter().enumerate() {
                             let at = (t0 + t) * len + r0 - first;
-                            out[at..at + valid].copy_from_slice(&d[..valid]);
+                            // A whole group as a fixed-size copy (no call to `memcpy`).
+                            match <&mut [f32; ROWS]>::try_from(&mut out[at..at + valid]) {
+                                Ok(whole) => *whole = *d,
+                                Err(_) => out[at..at + valid].copy_from_slice(&d[..valid]),
+                            }
                         }
                     }
                 }

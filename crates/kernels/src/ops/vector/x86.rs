@@ -168,7 +168,7 @@ pub(super) fn scaled_dots_pair_avx512(
 
 /// The rows of pass `pass` of a `scaled_dots` call, with `n` rows in the pass: `KEYS` of them,
 /// the last repeated where fewer are left.
-#[inline]
+#[inline(always)]
 fn pass_keys(keys: &[f32], hd: usize, pass: usize, n: usize) -> [*const f32; KEYS] {
     let mut k = [keys.as_ptr(); KEYS];
     for (d, k) in k.iter_mut().enumerate() {
@@ -207,10 +207,15 @@ fn finish_pass(
         sums = unsafe { _mm256_loadu_ps(tail.as_ptr()) };
     }
     let scores = _mm256_mul_ps(sums, scale);
-    let mut all = [0.0f32; KEYS];
-    // SAFETY: writes exactly the eight floats of `all`.
-    unsafe { _mm256_storeu_ps(all.as_mut_ptr(), scores) };
-    out.copy_from_slice(&all[..out.len()]);
+    if out.len() == KEYS {
+        // SAFETY: writes exactly the eight floats of `out`.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), scores) };
+    } else {
+        let mut all = [0.0f32; KEYS];
+        // SAFETY: writes exactly the eight floats of `all`.
+        unsafe { _mm256_storeu_ps(all.as_mut_ptr(), scores) };
+        out.copy_from_slice(&all[..out.len()]);
+    }
     _mm256_max_ps(max, scores)
 }
 
