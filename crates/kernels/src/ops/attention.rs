@@ -472,8 +472,9 @@ impl Running {
         let (s0, s1) = (&mut s0[..n], &mut s1[..n]);
         let [m0, m1] = params.scores_pair(vector, queries, keys, [&mut *s0, &mut *s1]);
         let [state0, state1] = states;
-        state0.add_block(vector, s0, m0, values, outs.0);
-        state1.add_block(vector, s1, m1, values, outs.1);
+        state0.weigh_block(vector, s0, m0, outs.0);
+        state1.weigh_block(vector, s1, m1, outs.1);
+        vector.axpy_rows_pair([s0, s1], values, [outs.0, outs.1]);
     }
 
     /// Adds a block's `scores` (the largest `block_max`) weighting `values` to the sum `out`.
@@ -485,6 +486,19 @@ impl Running {
         values: &[f32],
         out: &mut [f32],
     ) {
+        self.weigh_block(vector, scores, block_max, out);
+        vector.axpy_rows(scores, values, out);
+    }
+
+    /// The first half of [`Self::add_block`]: rescales to the block's maximum and turns its
+    /// `scores` into weights, added to the sum; the weighted values are left to the caller.
+    fn weigh_block(
+        &mut self,
+        vector: &VectorKernels,
+        scores: &mut [f32],
+        block_max: f32,
+        out: &mut [f32],
+    ) {
         self.rescale_to(block_max, out);
         vector.exp_shifted(scores, self.max);
         // In key order, as llama.cpp's flash attention sums (a tree order flipped a near-tied
@@ -492,7 +506,6 @@ impl Running {
         for &w in scores.iter() {
             self.sum += w;
         }
-        vector.axpy_rows(scores, values, out);
     }
 
     /// Makes `max` the maximum if it is larger, rescaling the sums.

@@ -28,6 +28,9 @@ type ScaledDotsPairFn = unsafe fn([&[f32]; 2], &[f32], f32, [&mut [f32]; 2]) -> 
 /// `y += w[j] · x_j` for the rows `x_j` of `rows`, `j` in order.
 type AxpyRowsFn = unsafe fn(&[f32], &[f32], &mut [f32]);
 
+/// [`AxpyRowsFn`] for two weight vectors over the same rows into two outputs.
+type AxpyRowsPairFn = unsafe fn([&[f32]; 2], &[f32], [&mut [f32]; 2]);
+
 /// `x = e^(x − max)`, elementwise.
 type ExpShiftedFn = unsafe fn(&mut [f32], f32);
 
@@ -39,6 +42,7 @@ pub struct VectorKernels {
     scaled_dots: ScaledDotsFn,
     scaled_dots_pair: Option<ScaledDotsPairFn>,
     axpy_rows: AxpyRowsFn,
+    axpy_rows_pair: Option<AxpyRowsPairFn>,
     exp_shifted: ExpShiftedFn,
 }
 
@@ -63,6 +67,7 @@ impl VectorKernels {
                 } else {
                     x86::axpy_rows
                 },
+                axpy_rows_pair: (isa >= Isa::Avx512).then_some(x86::axpy_rows_pair_avx512),
                 exp_shifted: x86::exp_shifted,
             };
         }
@@ -73,6 +78,7 @@ impl VectorKernels {
             scaled_dots: scaled_dots_reference,
             scaled_dots_pair: None,
             axpy_rows: axpy_rows_reference,
+            axpy_rows_pair: None,
             exp_shifted: exp_shifted_reference,
         }
     }
@@ -142,6 +148,27 @@ impl VectorKernels {
         assert_eq!(rows.len(), w.len() * y.len());
         // SAFETY: the table was built for this CPU's detected instruction set.
         unsafe { (self.axpy_rows)(w, rows, y) }
+    }
+
+    /// [`Self::axpy_rows`] of two weight vectors over the same rows into two outputs, each
+    /// output getting the bits `axpy_rows` gives it.
+    ///
+    /// # Panics
+    /// As [`Self::axpy_rows`], or when the two weight vectors or outputs differ in length (a
+    /// caller bug).
+    pub fn axpy_rows_pair(&self, w: [&[f32]; 2], rows: &[f32], y: [&mut [f32]; 2]) {
+        let [y0, y1] = y;
+        assert_eq!(w[0].len(), w[1].len());
+        assert_eq!(y0.len(), y1.len());
+        assert_eq!(rows.len(), w[0].len() * y0.len());
+        match self.axpy_rows_pair {
+            // SAFETY: the table was built for this CPU's detected instruction set.
+            Some(pair) => unsafe { pair(w, rows, [y0, y1]) },
+            None => {
+                self.axpy_rows(w[0], rows, y0);
+                self.axpy_rows(w[1], rows, y1);
+            }
+        }
     }
 
     /// `x = e^(x − max)`, elementwise; each value's result depends only on it and `max`.

@@ -143,6 +143,25 @@ proptest! {
     }
 
     #[test]
+    fn axpy_rows_pair_gives_each_output_the_bits_of_axpy_rows(
+        (y, rows) in rows_case(),
+        w in prop::collection::vec(-10.0f32..10.0, 80),
+    ) {
+        let n = if y.is_empty() { 0 } else { rows.len() / y.len() };
+        let (w0, w1) = (&w[..n], &w[40..40 + n]);
+        let mut want = [y.clone(), y.iter().map(|v| -v).collect::<Vec<f32>>()];
+        axpy_rows_reference(w0, &rows, &mut want[0]);
+        axpy_rows_reference(w1, &rows, &mut want[1]);
+        for k in simd_tables().iter().chain([VectorKernels::for_isa(Isa::Scalar)].iter()) {
+            let mut got = [y.clone(), y.iter().map(|v| -v).collect::<Vec<f32>>()];
+            let [g0, g1] = &mut got;
+            k.axpy_rows_pair([w0, w1], &rows, [g0, g1]);
+            prop_assert!(same_bits(&got[0], &want[0]));
+            prop_assert!(same_bits(&got[1], &want[1]));
+        }
+    }
+
+    #[test]
     fn exp_shifted_is_within_a_few_ulp_of_the_reference(
         x in prop::collection::vec(-120.0f32..10.0, 0..40),
         max in -5.0f32..10.0,

@@ -252,6 +252,74 @@ pub(super) fn axpy_rows_avx512(w: &[f32], rows: &[f32], y: &mut [f32]) {
     axpy_rows_in::<__m512>(w, rows, y);
 }
 
+/// AVX-512 [`super::VectorKernels::axpy_rows_pair`]: both outputs' spans in registers while
+/// each row is loaded once for the two of them; every element gets the fused multiply-adds,
+/// in row order, that [`axpy_rows_avx512`] gives it.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) fn axpy_rows_pair_avx512(w: [&[f32]; 2], rows: &[f32], y: [&mut [f32]; 2]) {
+    let [y0, y1] = y;
+    let (hd, lanes) = (y0.len(), <__m512 as Lanes>::WIDTH);
+    let full = hd / lanes * lanes;
+    let mut c = 0;
+    while c + 4 * lanes <= full {
+        axpy_span_pair::<__m512, 4>(w, rows, [&mut *y0, &mut *y1], c);
+        c += 4 * lanes;
+    }
+    for span in [2, 1] {
+        if c + span * lanes <= full {
+            match span {
+                2 => axpy_span_pair::<__m512, 2>(w, rows, [&mut *y0, &mut *y1], c),
+                _ => axpy_span_pair::<__m512, 1>(w, rows, [&mut *y0, &mut *y1], c),
+            }
+            c += span * lanes;
+        }
+    }
+    for (w, y) in w.into_iter().zip([y0, y1]) {
+        for e in full..hd {
+            for (j, &a) in w.iter().enumerate() {
+                y[e] = a.mul_add(rows[j * hd + e], y[e]);
+            }
+        }
+    }
+}
+
+/// [`axpy_span`] for two weight vectors over the same rows into their two outputs.
+#[inline(always)]
+fn axpy_span_pair<V: Lanes, const N: usize>(
+    w: [&[f32]; 2],
+    rows: &[f32],
+    y: [&mut [f32]; 2],
+    c: usize,
+) {
+    let [y0, y1] = y;
+    let (hd, lanes) = (y0.len(), V::WIDTH);
+    assert!(y1.len() == hd && c + lanes * N <= hd);
+    assert!(w[0].len() == w[1].len() && rows.len() >= w[0].len() * hd);
+    // SAFETY: every load and store touches values `c..c + lanes * N` of `y0`, `y1` or of a row
+    // of `rows`, within bounds by the assertions; the callers run only where the CPU has `V`'s
+    // instruction set.
+    unsafe {
+        let mut v0 = [V::load(y0.as_ptr().add(c)); N];
+        let mut v1 = [V::load(y1.as_ptr().add(c)); N];
+        for i in 0..N {
+            v0[i] = V::load(y0.as_ptr().add(c + lanes * i));
+            v1[i] = V::load(y1.as_ptr().add(c + lanes * i));
+        }
+        for (j, (&a0, &a1)) in w[0].iter().zip(w[1]).enumerate() {
+            let x = rows.as_ptr().add(j * hd + c);
+            for i in 0..N {
+                let row = V::load(x.add(lanes * i));
+                v0[i] = v0[i].fma(a0, row);
+                v1[i] = v1[i].fma(a1, row);
+            }
+        }
+        for i in 0..N {
+            v0[i].store(y0.as_mut_ptr().add(c + lanes * i));
+            v1[i].store(y1.as_mut_ptr().add(c + lanes * i));
+        }
+    }
+}
+
 /// A register of f32 lanes, so that [`axpy_rows_in`] is written once for both widths.
 trait Lanes: Copy {
     /// Lanes per register.
