@@ -286,11 +286,24 @@ impl Tile<'_> {
                         continue;
                     }
                     let (k, v) = block.rows(keys);
-                    // Query heads two at a time where the CPU scores pairs together.
+                    // Query heads four or two at a time where the CPU scores them together.
                     let mut h = *heads.start();
                     while h <= *heads.end() {
                         let at = r * self.heads + h - self.first_head;
-                        if h < *heads.end() {
+                        if h + 3 <= *heads.end() {
+                            let queries = [0, 1, 2, 3].map(|i| self.query(r, h + i));
+                            let outs = &mut out[at * hd..(at + 4) * hd];
+                            let states = &mut running[at..at + 4];
+                            Running::attend_block_quad(
+                                vector,
+                                self.params,
+                                queries,
+                                (k, v),
+                                states,
+                                outs,
+                            );
+                            h += 4;
+                        } else if h < *heads.end() {
                             let queries = [self.query(r, h), self.query(r, h + 1)];
                             let outs = out[at * hd..(at + 2) * hd].split_at_mut(hd);
                             let states = running[at..at + 2].split_at_mut(1);
@@ -475,6 +488,40 @@ impl Running {
         state0.weigh_block(vector, s0, m0, outs.0);
         state1.weigh_block(vector, s1, m1, outs.1);
         vector.axpy_rows_pair([s0, s1], values, [outs.0, outs.1]);
+    }
+
+    /// [`Self::attend_block`] for four query heads over the same keys and values (`states` and
+    /// `outs`, `[head][head_dim]`, theirs in order), each state and output getting the bits
+    /// `attend_block` gives it.
+    fn attend_block_quad(
+        vector: &VectorKernels,
+        params: &AttentionParams,
+        queries: [&[f32]; 4],
+        (keys, values): (&[f32], &[f32]),
+        states: &mut [Running],
+        outs: &mut [f32],
+    ) {
+        let hd = queries[0].len();
+        let n = keys.len() / hd.max(1);
+        let mut scores = [[0.0f32; KEY_BLOCK]; 4];
+        let [s0, s1, s2, s3] = &mut scores;
+        let (s0, s1, s2, s3) = (&mut s0[..n], &mut s1[..n], &mut s2[..n], &mut s3[..n]);
+        let maxes = vector.scaled_dots_quad(queries, keys, params.scale, [s0, s1, s2, s3]);
+        let [s0, s1, s2, s3] = &mut scores;
+        let scores = [&mut s0[..n], &mut s1[..n], &mut s2[..n], &mut s3[..n]];
+        let mut outs = outs.chunks_exact_mut(hd);
+        let mut heads = states.iter_mut().zip(scores).zip(maxes);
+        for _ in 0..2 {
+            let mut pair = [(); 2].map(|_| {
+                let ((state, scores), max) = heads.next().expect("four heads");
+                let out = outs.next().expect("four outputs");
+                let max = params.capped(scores, max);
+                state.weigh_block(vector, scores, max, out);
+                (scores, out)
+            });
+            let [(w0, y0), (w1, y1)] = &mut pair;
+            vector.axpy_rows_pair([w0, w1], values, [y0, y1]);
+        }
     }
 
     /// Adds a block's `scores` (the largest `block_max`) weighting `values` to the sum `out`.

@@ -25,6 +25,9 @@ type ScaledDotsFn = unsafe fn(&[f32], &[f32], f32, &mut [f32]) -> f32;
 /// [`ScaledDotsFn`] for two queries against the same rows.
 type ScaledDotsPairFn = unsafe fn([&[f32]; 2], &[f32], f32, [&mut [f32]; 2]) -> [f32; 2];
 
+/// [`ScaledDotsFn`] for four queries against the same rows.
+type ScaledDotsQuadFn = unsafe fn([&[f32]; 4], &[f32], f32, [&mut [f32]; 4]) -> [f32; 4];
+
 /// `y += w[j] · x_j` for the rows `x_j` of `rows`, `j` in order.
 type AxpyRowsFn = unsafe fn(&[f32], &[f32], &mut [f32]);
 
@@ -41,6 +44,7 @@ pub struct VectorKernels {
     gated_gelu_tanh: GatedFn,
     scaled_dots: ScaledDotsFn,
     scaled_dots_pair: Option<ScaledDotsPairFn>,
+    scaled_dots_quad: Option<ScaledDotsQuadFn>,
     axpy_rows: AxpyRowsFn,
     axpy_rows_pair: Option<AxpyRowsPairFn>,
     exp_shifted: ExpShiftedFn,
@@ -62,6 +66,7 @@ impl VectorKernels {
                 gated_gelu_tanh: x86::gated_gelu_tanh,
                 scaled_dots: x86::scaled_dots,
                 scaled_dots_pair: (isa >= Isa::Avx512).then_some(x86::scaled_dots_pair_avx512),
+                scaled_dots_quad: (isa >= Isa::Avx512).then_some(x86::scaled_dots_quad_avx512),
                 axpy_rows: if isa >= Isa::Avx512 {
                     x86::axpy_rows_avx512
                 } else {
@@ -77,6 +82,7 @@ impl VectorKernels {
             gated_gelu_tanh: gated_gelu_tanh_reference,
             scaled_dots: scaled_dots_reference,
             scaled_dots_pair: None,
+            scaled_dots_quad: None,
             axpy_rows: axpy_rows_reference,
             axpy_rows_pair: None,
             exp_shifted: exp_shifted_reference,
@@ -136,6 +142,33 @@ impl VectorKernels {
                 self.scaled_dots(q[0], keys, scale, out0),
                 self.scaled_dots(q[1], keys, scale, out1),
             ],
+        }
+    }
+
+    /// [`Self::scaled_dots`] of four queries (as long as each other) against the same keys:
+    /// each score and maximum the bits `scaled_dots` gives it.
+    ///
+    /// # Panics
+    /// As [`Self::scaled_dots_pair`].
+    pub fn scaled_dots_quad(
+        &self,
+        q: [&[f32]; 4],
+        keys: &[f32],
+        scale: f32,
+        out: [&mut [f32]; 4],
+    ) -> [f32; 4] {
+        let [o0, o1, o2, o3] = out;
+        assert!(q.iter().all(|each| each.len() == q[0].len()));
+        assert!([&o1, &o2, &o3].iter().all(|o| o.len() == o0.len()));
+        assert_eq!(keys.len(), o0.len() * q[0].len());
+        match self.scaled_dots_quad {
+            // SAFETY: the table was built for this CPU's detected instruction set.
+            Some(quad) => unsafe { quad(q, keys, scale, [o0, o1, o2, o3]) },
+            None => {
+                let [m0, m1] = self.scaled_dots_pair([q[0], q[1]], keys, scale, [o0, o1]);
+                let [m2, m3] = self.scaled_dots_pair([q[2], q[3]], keys, scale, [o2, o3]);
+                [m0, m1, m2, m3]
+            }
         }
     }
 

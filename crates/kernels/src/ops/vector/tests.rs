@@ -122,6 +122,33 @@ proptest! {
     }
 
     #[test]
+    fn scaled_dots_of_a_quad_are_each_querys_own(
+        (q, keys) in rows_case(),
+        scale in 0.01f32..2.0,
+    ) {
+        let n = if q.is_empty() { 0 } else { keys.len() / q.len() };
+        let queries: Vec<Vec<f32>> = (0..4)
+            .map(|i| q.iter().map(|v| v * (i as f32 - 1.5)).collect())
+            .collect();
+        let mut want = [vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]];
+        let mut want_max = [0.0; 4];
+        for ((q, want), max) in queries.iter().zip(&mut want).zip(&mut want_max) {
+            *max = scaled_dots_reference(q, &keys, scale, want);
+        }
+        let scalar = VectorKernels::for_isa(Isa::Scalar);
+        for k in simd_tables().iter().chain([&scalar]) {
+            let mut got = [vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n]];
+            let [g0, g1, g2, g3] = &mut got;
+            let qs = [&queries[0][..], &queries[1], &queries[2], &queries[3]];
+            let got_max = k.scaled_dots_quad(qs, &keys, scale, [g0, g1, g2, g3]);
+            for (g, w) in got.iter().zip(&want) {
+                prop_assert!(same_bits(g, w));
+            }
+            prop_assert!(same_bits(&got_max, &want_max));
+        }
+    }
+
+    #[test]
     fn axpy_rows_is_the_same_on_every_instruction_set(
         (y, rows) in rows_case(),
         w in prop::collection::vec(-10.0f32..10.0, 40),

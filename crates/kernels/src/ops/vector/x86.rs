@@ -133,37 +133,82 @@ pub(super) fn scaled_dots_pair_avx512(
     scale: f32,
     out: [&mut [f32]; 2],
 ) -> [f32; 2] {
-    let [q0, q1] = q;
-    let [out0, out1] = out;
-    let full = q0.len() / 8 * 8;
-    let scale = _mm256_set1_ps(scale);
-    let mut max = [_mm256_set1_ps(f32::NEG_INFINITY); 2];
-    for (pass, (out0, out1)) in out0.chunks_mut(KEYS).zip(out1.chunks_mut(KEYS)).enumerate() {
-        let k = pass_keys(keys, q0.len(), pass, out0.len());
-        let mut acc = [_mm512_setzero_ps(); KEYS];
-        for c in (0..full).step_by(8) {
-            // SAFETY: every load reads the eight values at `c` of rows `hd` long, `c + 8 <= hd`.
-            unsafe {
-                let lo =
-                    _mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(q0.as_ptr().add(c))));
-                let hi = _mm256_castps_pd(_mm256_loadu_ps(q1.as_ptr().add(c)));
-                let qv = _mm512_castpd_ps(_mm512_insertf64x4::<1>(lo, hi));
+    scaled_dots_heads(q, keys, scale, out)
+}
+
+/// AVX-512 [`super::VectorKernels::scaled_dots_quad`]: [`scaled_dots_pair_avx512`] for two
+/// pairs of queries, each key's values loaded once for both registers.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) fn scaled_dots_quad_avx512(
+    q: [&[f32]; 4],
+    keys: &[f32],
+    scale: f32,
+    out: [&mut [f32]; 4],
+) -> [f32; 4] {
+    scaled_dots_heads(q, keys, scale, out)
+}
+
+/// [`scaled_dots`] for `H` queries (2 or 4), two per AVX-512 register.
+#[inline(always)]
+fn scaled_dots_heads<const H: usize>(
+    q: [&[f32]; H],
+    keys: &[f32],
+    scale: f32,
+    out: [&mut [f32]; H],
+) -> [f32; H] {
+    let regs = H / 2;
+    let hd = q[0].len();
+    assert!(H.is_multiple_of(2) && H <= 4 && q.iter().all(|q| q.len() == hd));
+    let full = hd / 8 * 8;
+    // SAFETY: the callers run only where the CPU has AVX-512 F, AVX2 and FMA.
+    let (scale, no_score) = unsafe { (_mm256_set1_ps(scale), _mm256_set1_ps(f32::NEG_INFINITY)) };
+    let mut max = [no_score; H];
+    let n = out[0].len();
+    for pass in 0..n.div_ceil(KEYS) {
+        let keys_here = KEYS.min(n - pass * KEYS);
+        let k = pass_keys(keys, hd, pass, keys_here);
+        // SAFETY: as above; every load reads the eight values at `c` of rows `hd` long, with
+        // `c + 8 <= hd`.
+        let acc = unsafe {
+            let mut acc = [[_mm512_setzero_ps(); 2]; KEYS];
+            for c in (0..full).step_by(8) {
+                let mut qv = [_mm512_setzero_ps(); 2];
+                for (r, qv) in qv.iter_mut().enumerate().take(regs) {
+                    let lo = _mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(
+                        q[2 * r].as_ptr().add(c),
+                    )));
+                    let hi = _mm256_castps_pd(_mm256_loadu_ps(q[2 * r + 1].as_ptr().add(c)));
+                    *qv = _mm512_castpd_ps(_mm512_insertf64x4::<1>(lo, hi));
+                }
                 for d in 0..KEYS {
                     let kv = _mm256_castps_pd(_mm256_loadu_ps(k[d].add(c)));
                     let kv = _mm512_castpd_ps(_mm512_broadcast_f64x4(kv));
-                    acc[d] = _mm512_fmadd_ps(qv, kv, acc[d]);
+                    for r in 0..regs {
+                        acc[d][r] = _mm512_fmadd_ps(qv[r], kv, acc[d][r]);
+                    }
                 }
             }
+            acc
+        };
+        for h in 0..H {
+            let mut half = [no_score; KEYS];
+            for (d, half) in half.iter_mut().enumerate() {
+                // SAFETY: as above.
+                *half = unsafe {
+                    let acc = _mm512_castps_pd(acc[d][h / 2]);
+                    match h % 2 {
+                        0 => _mm256_castpd_ps(_mm512_castpd512_pd256(acc)),
+                        _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(acc)),
+                    }
+                };
+            }
+            let out = &mut out[h][pass * KEYS..pass * KEYS + keys_here];
+            // SAFETY: as above.
+            max[h] = unsafe { finish_pass(&half, q[h], &k, scale, max[h], out) };
         }
-        let mut halves = [[_mm256_setzero_ps(); KEYS]; 2];
-        for (d, acc) in acc.into_iter().enumerate() {
-            halves[0][d] = _mm512_castps512_ps256(acc);
-            halves[1][d] = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
-        }
-        max[0] = finish_pass(&halves[0], q0, &k, scale, max[0], out0);
-        max[1] = finish_pass(&halves[1], q1, &k, scale, max[1], out1);
     }
-    [max_lane(max[0]), max_lane(max[1])]
+    // SAFETY: as above.
+    max.map(|m| unsafe { max_lane(m) })
 }
 
 /// The rows of pass `pass` of a `scaled_dots` call, with `n` rows in the pass: `KEYS` of them,
