@@ -108,7 +108,8 @@ pub const QUERY_TILE: usize = 16;
 /// depends on the batch or the threads. Tasks: one per tile of [`QUERY_TILE`] rows (prefill;
 /// all heads, kv head by kv head), decoding each key block of a kv head that meets the tile's
 /// windows once into f32 rows for the tile; with fewer than two tiles of rows (decoding), one
-/// per row and kv head, or per row and query head where that leaves threads idle.
+/// per row and kv head, or per row and an equal share of a kv head's query heads where that
+/// would leave threads idle.
 ///
 /// # Panics
 /// When `queries` and `out` differ in length or are not whole rows, or when `sinks` is not one
@@ -136,13 +137,18 @@ pub fn attention<R: KeyValueRows>(
             rows: QUERY_TILE,
             heads,
         }
-    } else if rows * kv_heads >= rayon::current_num_threads() {
+    } else {
+        // The most query heads of one kv head per task (each task decodes its kv head's keys
+        // once) that still gives every thread a task.
+        let threads = rayon::current_num_threads();
+        let per_task = (1..=group)
+            .rev()
+            .find(|&g| group.is_multiple_of(g) && rows * kv_heads * (group / g) >= threads)
+            .unwrap_or(1);
         Split {
             rows: 1,
-            heads: group,
+            heads: per_task,
         }
-    } else {
-        Split { rows: 1, heads: 1 }
     };
     // A task's outputs lie together: whole rows, or heads of one row.
     let tasks_per_row_span = heads / split.heads;
@@ -164,7 +170,7 @@ pub fn attention<R: KeyValueRows>(
 }
 
 /// How [`attention`] splits its work: tasks of `rows` query rows (at most [`QUERY_TILE`]) and
-/// `heads` query heads (all of them, or with one row those of one kv head or one head).
+/// `heads` query heads (all of them, or with one row those of one kv head or a share of them).
 struct Split {
     rows: usize,
     heads: usize,

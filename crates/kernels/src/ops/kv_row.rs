@@ -141,8 +141,7 @@ impl<'a> KvRow<'a> {
         assert_eq!(out.len(), self.len());
         match *self {
             KvRow::F32(r) => out.copy_from_slice(r),
-            // `half` converts with F16C where the CPU has it, exactly as the scalar path.
-            KvRow::F16(r) => r.convert_to_f32_slice(out),
+            KvRow::F16(r) => super::VectorKernels::detected().f16_to_f32(r, out),
             KvRow::Q8_0(r) => r
                 .iter()
                 .zip(out.chunks_exact_mut(Q8_0_BLOCK))

@@ -5,6 +5,8 @@
 
 use std::sync::OnceLock;
 
+use half::f16;
+
 use super::activation::{Activation, gelu_tanh, silu};
 use crate::cpu::{self, Isa};
 
@@ -34,6 +36,9 @@ type AxpyRowsFn = unsafe fn(&[f32], &[f32], &mut [f32]);
 /// [`AxpyRowsFn`] for two weight vectors over the same rows into two outputs.
 type AxpyRowsPairFn = unsafe fn([&[f32]; 2], &[f32], [&mut [f32]; 2]);
 
+/// `out[i] = src[i]` converted from f16 (exactly).
+type F16ToF32Fn = unsafe fn(&[f16], &mut [f32]);
+
 /// `x = e^(x − max)`, elementwise.
 type ExpShiftedFn = unsafe fn(&mut [f32], f32);
 
@@ -48,6 +53,7 @@ pub struct VectorKernels {
     axpy_rows: AxpyRowsFn,
     axpy_rows_pair: Option<AxpyRowsPairFn>,
     exp_shifted: ExpShiftedFn,
+    f16_to_f32: F16ToF32Fn,
 }
 
 impl VectorKernels {
@@ -74,6 +80,11 @@ impl VectorKernels {
                 },
                 axpy_rows_pair: (isa >= Isa::Avx512).then_some(x86::axpy_rows_pair_avx512),
                 exp_shifted: x86::exp_shifted,
+                f16_to_f32: if isa >= Isa::Avx512 {
+                    x86::f16_to_f32_avx512
+                } else {
+                    x86::f16_to_f32
+                },
             };
         }
         let _ = isa;
@@ -86,6 +97,7 @@ impl VectorKernels {
             axpy_rows: axpy_rows_reference,
             axpy_rows_pair: None,
             exp_shifted: exp_shifted_reference,
+            f16_to_f32: f16_to_f32_reference,
         }
     }
 
@@ -204,6 +216,17 @@ impl VectorKernels {
         }
     }
 
+    /// `out[i] = src[i]` as f32: exact, the same bits on every instruction set (a NaN keeps
+    /// its payload and comes out quiet).
+    ///
+    /// # Panics
+    /// When the lengths differ (a caller bug).
+    pub fn f16_to_f32(&self, src: &[f16], out: &mut [f32]) {
+        assert_eq!(src.len(), out.len());
+        // SAFETY: the table was built for this CPU's detected instruction set.
+        unsafe { (self.f16_to_f32)(src, out) }
+    }
+
     /// `x = e^(x − max)`, elementwise; each value's result depends only on it and `max`.
     pub fn exp_shifted(&self, x: &mut [f32], max: f32) {
         // SAFETY: the table was built for this CPU's detected instruction set.
@@ -246,6 +269,13 @@ fn scaled_dots_reference(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) -
         max = max.max(*o);
     }
     max
+}
+
+/// Scalar reference of [`VectorKernels::f16_to_f32`].
+fn f16_to_f32_reference(src: &[f16], out: &mut [f32]) {
+    for (o, &h) in out.iter_mut().zip(src) {
+        *o = h.to_f32();
+    }
 }
 
 /// Scalar reference of [`VectorKernels::axpy_rows`].

@@ -3,6 +3,8 @@
 
 use std::arch::x86_64::*;
 
+use half::f16;
+
 /// `e^x` for eight lanes (Cephes' polynomial after reduction by ln 2; within a few ulp of
 /// `f32::exp`, inputs clamped to `±88.376`).
 #[inline]
@@ -363,6 +365,37 @@ fn axpy_span_pair<V: Lanes, const N: usize>(
             v1[i].store(y1.as_mut_ptr().add(c + lanes * i));
         }
     }
+}
+
+/// AVX2 (F16C) [`super::VectorKernels::f16_to_f32`], eight values per instruction.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn f16_to_f32(src: &[f16], out: &mut [f32]) {
+    let (chunks, tail) = src.as_chunks::<8>();
+    let (outs, out_tail) = out.as_chunks_mut::<8>();
+    for (c, o) in chunks.iter().zip(outs) {
+        // SAFETY: the load reads the eight f16 of `c`, the store writes the eight f32 of `o`.
+        unsafe {
+            let h = _mm_loadu_si128(c.as_ptr().cast());
+            _mm256_storeu_ps(o.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+    }
+    super::f16_to_f32_reference(tail, out_tail);
+}
+
+/// AVX-512 [`super::VectorKernels::f16_to_f32`], sixteen values per instruction.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+pub(super) fn f16_to_f32_avx512(src: &[f16], out: &mut [f32]) {
+    let (chunks, tail) = src.as_chunks::<16>();
+    let (outs, out_tail) = out.as_chunks_mut::<16>();
+    for (c, o) in chunks.iter().zip(outs) {
+        // SAFETY: the load reads the sixteen f16 of `c`, the store writes the sixteen f32 of
+        // `o`.
+        unsafe {
+            let h = _mm256_loadu_si256(c.as_ptr().cast());
+            _mm512_storeu_ps(o.as_mut_ptr(), _mm512_cvtph_ps(h));
+        }
+    }
+    f16_to_f32(tail, out_tail);
 }
 
 /// A register of f32 lanes, so that [`axpy_rows_in`] is written once for both widths.
