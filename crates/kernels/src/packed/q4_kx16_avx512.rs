@@ -12,15 +12,16 @@ use crate::quant::x86::prefetch_ahead;
 /// Tokens one pass over the weights takes (their accumulators stay in registers).
 const TOKENS: usize = 4;
 
-/// AVX-512 version of [`super::q4_kx16::dot_group`]; bit-identical to it.
+/// AVX-512 version of [`super::q4_kx16::dot_group`]; bit-identical to it. The sub-block sums
+/// the mins multiply come straight from the activation blocks' group sums, so `_s` goes unread.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn dot_group(
     w: &[BlockQ4Kx16],
     a: &[BlockQ8K],
-    s: &[BlockSummary],
+    _s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
-    dot_group_with(w, a, s, out, |x| x, |x, j| sub_block_codes(x, j));
+    dot_group_with(w, a, out, |x| x, |x, j| sub_block_codes(x, j));
 }
 
 /// The kernel of the Q4_K-shaped formats: `base` gives a packed block's scales and mins,
@@ -30,7 +31,6 @@ pub(crate) fn dot_group(
 pub(super) fn dot_group_with<P>(
     w: &[P],
     a: &[BlockQ8K],
-    s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
     base: impl Fn(&P) -> &BlockQ4Kx16 + Copy,
     codes: impl Fn(&P, usize) -> [__m512i; 8] + Copy,
@@ -38,12 +38,12 @@ pub(super) fn dot_group_with<P>(
     let nb = w.len();
     for (c, out) in out.chunks_mut(TOKENS).enumerate() {
         let first = c * TOKENS * nb;
-        let (a, s) = (&a[first..], &s[8 * first..]);
+        let a = &a[first..];
         match out.len() {
-            1 => dot_tokens::<P, 1>(w, a, s, out, base, codes),
-            2 => dot_tokens::<P, 2>(w, a, s, out, base, codes),
-            3 => dot_tokens::<P, 3>(w, a, s, out, base, codes),
-            _ => dot_tokens::<P, 4>(w, a, s, out, base, codes),
+            1 => dot_tokens::<P, 1>(w, a, out, base, codes),
+            2 => dot_tokens::<P, 2>(w, a, out, base, codes),
+            3 => dot_tokens::<P, 3>(w, a, out, base, codes),
+            _ => dot_tokens::<P, 4>(w, a, out, base, codes),
         }
     }
 }
@@ -97,13 +97,25 @@ pub(super) fn sub_block_codes(x: &BlockQ4Kx16, j: usize) -> [__m512i; 8] {
     codes
 }
 
+/// The code sums of an activation block's eight 32-value sub-blocks, in pairs: vector `k` holds
+/// `(sum 2k, sum 2k + 1)` as two 16-bit halves in every 32-bit lane, for `vpdpwssd` against the
+/// packed min pairs. The sums (each within ±4096) are those of its groups of 16 added in pairs.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn sub_block_sum_pairs(a: &BlockQ8K) -> [__m512i; 4] {
+    // SAFETY: reads exactly the 32 bytes of the block's sixteen group sums.
+    let groups = unsafe { _mm256_loadu_si256(a.bsums.as_ptr().cast()) };
+    let sums = _mm256_madd_epi16(groups, _mm256_set1_epi16(1));
+    let pairs = _mm512_castsi128_si512(_mm256_cvtepi32_epi16(sums));
+    [0, 1, 2, 3].map(|k| _mm512_permutexvar_epi32(_mm512_set1_epi32(k), pairs))
+}
+
 /// [`dot_group_with`] for exactly `N` tokens.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 fn dot_tokens<P, const N: usize>(
     w: &[P],
     a: &[BlockQ8K],
-    s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
     base: impl Fn(&P) -> &BlockQ4Kx16,
     codes: impl Fn(&P, usize) -> [__m512i; 8],
@@ -133,11 +145,10 @@ fn dot_tokens<P, const N: usize>(
             )
         };
         for (t, acc) in acc.iter_mut().enumerate() {
-            let sums = &s[8 * (t * nb + b)..8 * (t * nb + b) + 8];
+            let pairs = sub_block_sum_pairs(&a[t * nb + b]);
             let mut summ = _mm512_setzero_si512();
-            for (k, m) in m.iter().enumerate() {
-                let pair = (sums[2 * k].sum as u16 as u32) | (sums[2 * k + 1].sum as u32) << 16;
-                summ = _mm512_dpwssd_epi32(summ, *m, _mm512_set1_epi32(pair as i32));
+            for (m, pair) in m.iter().zip(pairs) {
+                summ = _mm512_dpwssd_epi32(summ, *m, pair);
             }
             let da = _mm512_set1_ps(a[t * nb + b].d);
             *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);

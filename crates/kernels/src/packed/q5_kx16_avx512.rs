@@ -9,15 +9,16 @@ use super::{PackedMatrix, ROWS, Release};
 use crate::operands::{BlockSummary, WeightMatrix};
 use crate::quant::q8_k::BlockQ8K;
 
-/// AVX-512 version of [`super::q5_kx16::dot_group`]; bit-identical to it.
+/// AVX-512 version of [`super::q5_kx16::dot_group`]; bit-identical to it (the sub-block sums
+/// come from the activation blocks, as in Q4_K's kernel, so `_s` goes unread).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn dot_group(
     w: &[BlockQ5Kx16],
     a: &[BlockQ8K],
-    s: &[BlockSummary],
+    _s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
-    dot_group_with(w, a, s, out, |x| &x.low, |x, j| codes(x, j));
+    dot_group_with(w, a, out, |x| &x.low, |x, j| codes(x, j));
 }
 
 /// Packs `w` for [`dot_group`]: the registry's entry for this layout.
