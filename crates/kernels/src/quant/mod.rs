@@ -6,6 +6,8 @@
 //! and [`crate::dispatch`] turns that list into the function table of one instruction set, so
 //! the drivers never switch on the type.
 
+use std::sync::OnceLock;
+
 use bytemuck::Pod;
 use rinfer_formats::GgmlType;
 
@@ -57,10 +59,37 @@ pub trait Quantize: BlockFormat {
     /// quantizer this CPU has for the format (chosen once per process), with the bits of
     /// [`Quantize::quantize`].
     fn quantize_row(x: &[f32], out: &mut [Self]) {
-        for (b, x) in out.iter_mut().zip(x.chunks_exact(Self::ELEMS)) {
-            *b = Self::quantize(x);
-        }
+        quantize_row_reference(x, out);
     }
+}
+
+/// [`Quantize::quantize`] block by block: the scalar row quantizer.
+fn quantize_row_reference<B: Quantize>(x: &[f32], out: &mut [B]) {
+    for (b, x) in out.iter_mut().zip(x.chunks_exact(B::ELEMS)) {
+        *b = B::quantize(x);
+    }
+}
+
+/// A row quantizer of whole blocks.
+///
+/// `unsafe` because SIMD entries need the instruction set they were selected for.
+pub(crate) type QuantizeRowFn<B> = unsafe fn(&[f32], &mut [B]);
+
+/// A format's [`Quantize::quantize_row`] with a SIMD quantizer: `avx512` where this CPU has
+/// AVX-512, otherwise [`Quantize::quantize`] block by block; chosen on first use into `chosen`.
+pub(crate) fn quantize_row_chosen<B: Quantize>(
+    chosen: &OnceLock<QuantizeRowFn<B>>,
+    avx512: Option<QuantizeRowFn<B>>,
+    x: &[f32],
+    out: &mut [B],
+) {
+    assert_eq!(x.len(), out.len() * B::ELEMS, "whole blocks of values");
+    let quantize = *chosen.get_or_init(|| match avx512 {
+        Some(simd) if crate::cpu::detected() >= crate::cpu::Isa::Avx512 => simd,
+        _ => quantize_row_reference::<B>,
+    });
+    // SAFETY: a SIMD quantizer is chosen only where the CPU has its instruction set.
+    unsafe { quantize(x, out) }
 }
 
 /// A weight format with a fused dot product against activations quantized once per row.

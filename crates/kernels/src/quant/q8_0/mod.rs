@@ -9,7 +9,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::util::round_away;
-use super::{BlockFormat, Quantize, VecDot};
+use super::{BlockFormat, Quantize, QuantizeRowFn, VecDot, quantize_row_chosen};
 
 #[cfg(target_arch = "x86_64")]
 mod quantize_avx512;
@@ -60,33 +60,12 @@ impl Quantize for BlockQ8_0 {
     }
 
     fn quantize_row(x: &[f32], out: &mut [Self]) {
-        assert_eq!(x.len(), out.len() * 32, "whole blocks of values");
-        // SAFETY: the quantizer was chosen for this CPU's detected instruction set.
-        unsafe { row_quantizer()(x, out) }
-    }
-}
-
-/// A row quantizer of whole blocks.
-///
-/// `unsafe` because SIMD entries need the instruction set they were selected for.
-type QuantizeRowFn = unsafe fn(&[f32], &mut [BlockQ8_0]);
-
-/// The row quantizer of this CPU, chosen on first use.
-fn row_quantizer() -> QuantizeRowFn {
-    static QUANTIZER: OnceLock<QuantizeRowFn> = OnceLock::new();
-    *QUANTIZER.get_or_init(|| {
+        static CHOSEN: OnceLock<QuantizeRowFn<BlockQ8_0>> = OnceLock::new();
         #[cfg(target_arch = "x86_64")]
-        if crate::cpu::detected() >= crate::cpu::Isa::Avx512 {
-            return quantize_avx512::quantize_row;
-        }
-        quantize_row_reference
-    })
-}
-
-/// The scalar row quantizer: [`Quantize::quantize`] block by block.
-fn quantize_row_reference(x: &[f32], out: &mut [BlockQ8_0]) {
-    for (b, x) in out.iter_mut().zip(x.chunks_exact(32)) {
-        *b = BlockQ8_0::quantize(x);
+        let avx512 = Some(quantize_avx512::quantize_row as QuantizeRowFn<Self>);
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx512 = None;
+        quantize_row_chosen(&CHOSEN, avx512, x, out);
     }
 }
 

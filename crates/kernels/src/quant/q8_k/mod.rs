@@ -7,36 +7,12 @@ use bytemuck::{Pod, Zeroable};
 use rinfer_formats::{GgmlType, QK_K};
 
 use super::util::nearest_int;
-use super::{BlockFormat, Quantize};
+use super::{BlockFormat, Quantize, QuantizeRowFn, quantize_row_chosen};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod quantize_avx512;
 #[cfg(test)]
 mod tests;
-
-/// A row quantizer of whole blocks.
-///
-/// `unsafe` because SIMD entries need the instruction set they were selected for.
-type QuantizeRowFn = unsafe fn(&[f32], &mut [BlockQ8K]);
-
-/// The row quantizer of this CPU, chosen on first use.
-fn row_quantizer() -> QuantizeRowFn {
-    static QUANTIZER: OnceLock<QuantizeRowFn> = OnceLock::new();
-    *QUANTIZER.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        if crate::cpu::detected() >= crate::cpu::Isa::Avx512 {
-            return quantize_avx512::quantize_row;
-        }
-        quantize_row_reference
-    })
-}
-
-/// The scalar row quantizer: [`Quantize::quantize`] block by block.
-fn quantize_row_reference(x: &[f32], out: &mut [BlockQ8K]) {
-    for (b, x) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
-        *b = BlockQ8K::quantize(x);
-    }
-}
 
 /// One Q8_K super-block.
 #[repr(C)]
@@ -88,8 +64,11 @@ impl Quantize for BlockQ8K {
     }
 
     fn quantize_row(x: &[f32], out: &mut [Self]) {
-        assert_eq!(x.len(), out.len() * QK_K, "whole blocks of values");
-        // SAFETY: the quantizer was chosen for this CPU's detected instruction set.
-        unsafe { row_quantizer()(x, out) }
+        static CHOSEN: OnceLock<QuantizeRowFn<BlockQ8K>> = OnceLock::new();
+        #[cfg(target_arch = "x86_64")]
+        let avx512 = Some(quantize_avx512::quantize_row as QuantizeRowFn<Self>);
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx512 = None;
+        quantize_row_chosen(&CHOSEN, avx512, x, out);
     }
 }
