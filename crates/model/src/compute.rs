@@ -78,10 +78,7 @@ pub(crate) fn linear_shared<'l, const N: usize>(
         let (packed, rows) = l.weight.packed()?;
         (rows == (0..packed.rows())).then_some(packed)
     };
-    let one_input = |ws: &[&PackedMatrix; N]| {
-        let key = |w: &PackedMatrix| (w.cols(), w.activation_type());
-        ws.iter().all(|w| key(w) == key(ws[0]))
-    };
+    let one_input = |ws: &[&PackedMatrix; N]| ws.iter().all(|w| w.reads_input_like(ws[0]));
     match all_some(ls.map(whole)) {
         Some(ws) if N > 0 && one_input(&ws) => {
             let mut ys = outs;

@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::{PackedMatrix, ROWS};
+use super::{PackedMatrix, ROWS, quantize_input};
 use crate::error::KernelError;
 use crate::operands::ActivationBuffer;
 use crate::parallel::rows_per_task;
@@ -30,7 +30,8 @@ pub struct RowsProduct<'a> {
 /// read it.
 ///
 /// # Errors
-/// [`KernelError::Unsupported`] when the matrices differ in type or width,
+/// [`KernelError::Unsupported`] when the matrices differ in width or in the format their
+/// activations are quantized to ([`PackedMatrix::reads_input_like`]),
 /// [`KernelError::RowRange`] when a product's rows are not whole 16-row groups of its matrix,
 /// [`KernelError::LengthMismatch`] when `x`, `y` or an input index do not fit, and
 /// [`KernelError::ScratchTooSmall`] when `act` holds fewer than `n_inputs` rows.
@@ -44,14 +45,14 @@ pub fn matvec_packed_batch(
     let Some(first) = products.first() else {
         return Ok(());
     };
-    let (ty, cols) = (first.matrix.ty, first.matrix.cols);
+    let cols = first.matrix.cols;
     let mut total = 0;
     for p in products {
         let m = p.matrix;
-        if (m.ty, m.cols) != (ty, cols) {
+        if !m.reads_input_like(first.matrix) {
             return Err(KernelError::Unsupported {
                 ty: m.ty,
-                op: "a batch of packed products of different types or widths",
+                op: "a batch of packed products of different widths or activation formats",
             });
         }
         let whole_groups = p.rows.len().is_multiple_of(ROWS);
@@ -83,12 +84,8 @@ pub fn matvec_packed_batch(
             });
         }
     }
-    let row_bytes = first.matrix.data.activation_row_bytes(cols);
-    let parts = act.parts(n_inputs * row_bytes, n_inputs * cols / 32, 0)?;
-    first
-        .matrix
-        .data
-        .quantize(cols, x, parts.bytes, parts.summaries);
+    // One token per input: no output tile.
+    let parts = quantize_input(first.matrix, x, n_inputs, 0, act)?;
     let (a, s) = (&*parts.bytes, &*parts.summaries);
     let (a_row, s_row) = (a.len() / n_inputs, s.len() / n_inputs);
     // Tasks of whole row groups over the concatenated outputs; every product starts on a

@@ -22,7 +22,7 @@ use bytemuck::Pod;
 use rinfer_formats::GgmlType;
 
 use crate::error::KernelError;
-use crate::operands::{ActivationBuffer, BlockSummary, WeightMatrix};
+use crate::operands::{ActivationBuffer, BlockSummary, ScratchParts, TOKEN_TILE, WeightMatrix};
 use crate::quant::{BlockFormat, Quantize};
 
 mod allocation;
@@ -114,21 +114,10 @@ pub(crate) type PackFn = unsafe fn(&WeightMatrix<'_>, Release<'_>) -> PackedMatr
 
 /// The packed rows of one format and their kernel, behind one interface.
 trait PackedProduct: Send + Sync {
-    /// `y = W[rows]·x` for `n_tokens` rows of `x` (lengths already checked; `rows` starts on a
-    /// row group and ends on one or at the last row).
-    fn matmul(
-        &self,
-        rows: Range<usize>,
-        cols: usize,
-        x: &[f32],
-        n_tokens: usize,
-        act: &mut ActivationBuffer,
-        y: &mut [f32],
-    ) -> Result<(), KernelError>;
-
-    /// [`PackedProduct::matmul`] of activations already quantized by
-    /// [`PackedProduct::quantize`] (`bytes`, `summaries`), with `tile` as the output tile
-    /// (at least `rows.len() · min(n_tokens, TOKEN_TILE)` values when `n_tokens > 1`).
+    /// `y = W[rows]·x` for `n_tokens` rows of `x` already quantized by
+    /// [`PackedProduct::quantize`] (`bytes`, `summaries`; lengths already checked; `rows`
+    /// starts on a row group and ends on one or at the last row), with `tile` as the output
+    /// tile (at least `rows.len() · min(n_tokens, TOKEN_TILE)` values when `n_tokens > 1`).
     #[allow(clippy::too_many_arguments)]
     fn matmul_quantized(
         &self,
@@ -217,10 +206,11 @@ impl PackedMatrix {
         self.cols
     }
 
-    /// The format this matrix quantizes its input to: matrices that share it (and their
-    /// width) can share one quantized input in [`matmul_packed_shared`].
-    pub fn activation_type(&self) -> GgmlType {
-        self.data.activation_type()
+    /// Whether this matrix reads its input as `other` does (the same width, quantized to the
+    /// same format), so that the two can share one quantized input in [`matmul_packed_shared`]
+    /// and [`matvec_packed_batch`].
+    pub fn reads_input_like(&self, other: &PackedMatrix) -> bool {
+        (self.cols, self.data.activation_type()) == (other.cols, other.data.activation_type())
     }
 
     /// Whether the rows from `row` on can be multiplied apart from those before it (with
@@ -288,5 +278,37 @@ pub fn matmul_packed_rows(
     if n_tokens == 0 || rows.is_empty() {
         return Ok(());
     }
-    w.data.matmul(rows, w.cols, x, n_tokens, act, y)
+    let parts = quantize_input(w, x, n_tokens, rows.len(), act)?;
+    w.data.matmul_quantized(
+        rows,
+        w.cols,
+        parts.bytes,
+        parts.summaries,
+        n_tokens,
+        parts.tile,
+        y,
+    );
+    Ok(())
+}
+
+/// Quantizes the `n_tokens` rows of `x` as `w` reads them into `act`, which also lends the
+/// output tile for products of up to `most_rows` rows: the first step of every packed product.
+///
+/// # Errors
+/// [`KernelError::ScratchTooSmall`] when `act` was sized for fewer tokens, columns or rows.
+fn quantize_input<'a>(
+    w: &PackedMatrix,
+    x: &[f32],
+    n_tokens: usize,
+    most_rows: usize,
+    act: &'a mut ActivationBuffer,
+) -> Result<ScratchParts<'a>, KernelError> {
+    let tile = match n_tokens {
+        0 | 1 => 0,
+        n => most_rows * TOKEN_TILE.min(n),
+    };
+    let row_bytes = w.data.activation_row_bytes(w.cols);
+    let parts = act.parts(n_tokens * row_bytes, n_tokens * w.cols / 32, tile)?;
+    w.data.quantize(w.cols, x, parts.bytes, parts.summaries);
+    Ok(parts)
 }

@@ -8,8 +8,7 @@ use rayon::prelude::*;
 use rinfer_formats::GgmlType;
 
 use super::{GroupDotFn, PackedFormat, PackedProduct, ROWS, Release};
-use crate::error::KernelError;
-use crate::operands::{ActivationBuffer, BlockSummary, ScratchParts, TOKEN_TILE, WeightMatrix};
+use crate::operands::{BlockSummary, TOKEN_TILE, WeightMatrix};
 use crate::parallel::{for_row_ranges, rows_per_task};
 use crate::quant::{BlockFormat, quantize_bytes};
 
@@ -66,31 +65,6 @@ pub(super) fn pack_rows<P: PackedFormat>(
 }
 
 impl<P: PackedFormat> PackedProduct for PackedRows<P> {
-    fn matmul(
-        &self,
-        range: Range<usize>,
-        cols: usize,
-        x: &[f32],
-        n_tokens: usize,
-        act: &mut ActivationBuffer,
-        y: &mut [f32],
-    ) -> Result<(), KernelError> {
-        let row_bytes = self.activation_row_bytes(cols);
-        let tile_needed = if n_tokens > 1 {
-            range.len() * TOKEN_TILE.min(n_tokens)
-        } else {
-            0
-        };
-        let ScratchParts {
-            bytes,
-            summaries,
-            tile,
-        } = act.parts(n_tokens * row_bytes, n_tokens * cols / 32, tile_needed)?;
-        quantize_summarized::<P>(cols, x, bytes, summaries);
-        self.matmul_quantized(range, cols, bytes, summaries, n_tokens, tile, y);
-        Ok(())
-    }
-
     fn matmul_quantized(
         &self,
         range: Range<usize>,

@@ -6,9 +6,9 @@
 
 use rayon::prelude::*;
 
-use super::{PackedMatrix, ROWS};
+use super::{PackedMatrix, ROWS, quantize_input};
 use crate::error::KernelError;
-use crate::operands::{ActivationBuffer, ScratchParts, TOKEN_TILE};
+use crate::operands::{ActivationBuffer, ScratchParts};
 use crate::parallel::rows_per_task;
 
 /// `yᵢ = Wᵢ·x` for every matrix `Wᵢ` of `ws`: `x` holds `n_tokens` rows of the matrices'
@@ -17,7 +17,7 @@ use crate::parallel::rows_per_task;
 ///
 /// # Errors
 /// [`KernelError::Unsupported`] when the matrices differ in width or in the format their
-/// activations are quantized to, [`KernelError::LengthMismatch`] when `x`, `ys` or one of
+/// activations are quantized to ([`PackedMatrix::reads_input_like`]), [`KernelError::LengthMismatch`] when `x`, `ys` or one of
 /// its outputs do not fit, and [`KernelError::ScratchTooSmall`] when `act` was sized for
 /// fewer tokens, columns or rows.
 ///
@@ -48,9 +48,9 @@ pub fn matmul_packed_shared(
     let Some(first) = ws.first() else {
         return Ok(());
     };
-    let (cols, act_ty) = (first.cols, first.data.activation_type());
+    let cols = first.cols;
     for w in ws {
-        if (w.cols, w.data.activation_type()) != (cols, act_ty) {
+        if !w.reads_input_like(first) {
             return Err(KernelError::Unsupported {
                 ty: w.ty,
                 op: "a shared-input product of matrices of different widths or activation formats",
@@ -77,17 +77,11 @@ pub fn matmul_packed_shared(
         return Ok(());
     }
     let most_rows = ws.iter().map(|w| w.rows).max().unwrap_or(0);
-    let tile_needed = match n_tokens {
-        1 => 0,
-        n => most_rows * TOKEN_TILE.min(n),
-    };
-    let row_bytes = first.data.activation_row_bytes(cols);
     let ScratchParts {
         bytes,
         summaries,
         tile,
-    } = act.parts(n_tokens * row_bytes, n_tokens * cols / 32, tile_needed)?;
-    first.data.quantize(cols, x, bytes, summaries);
+    } = quantize_input(first, x, n_tokens, most_rows, act)?;
     if n_tokens > 1 {
         for (w, y) in ws.iter().zip(ys.iter_mut()) {
             w.data

@@ -163,8 +163,12 @@ fn scaled_dots_heads<const H: usize>(
     assert!(H.is_multiple_of(2) && H <= 4 && q.iter().all(|q| q.len() == hd));
     let full = hd / 8 * 8;
     // SAFETY: the callers run only where the CPU has AVX-512 F, AVX2 and FMA.
-    let (scale, no_score) = unsafe { (_mm256_set1_ps(scale), _mm256_set1_ps(f32::NEG_INFINITY)) };
-    let mut max = [no_score; H];
+    let (scale, mut max) = unsafe {
+        (
+            _mm256_set1_ps(scale),
+            [_mm256_set1_ps(f32::NEG_INFINITY); H],
+        )
+    };
     let n = out[0].len();
     for pass in 0..n.div_ceil(KEYS) {
         let keys_here = KEYS.min(n - pass * KEYS);
@@ -193,17 +197,17 @@ fn scaled_dots_heads<const H: usize>(
             acc
         };
         for h in 0..H {
-            let mut half = [no_score; KEYS];
-            for (d, half) in half.iter_mut().enumerate() {
+            // Query `h`'s half of each key's register.
+            let half: [__m256; KEYS] = std::array::from_fn(|d| {
                 // SAFETY: as above.
-                *half = unsafe {
+                unsafe {
                     let acc = _mm512_castps_pd(acc[d][h / 2]);
                     match h % 2 {
                         0 => _mm256_castpd_ps(_mm512_castpd512_pd256(acc)),
                         _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(acc)),
                     }
-                };
-            }
+                }
+            });
             let out = &mut out[h][pass * KEYS..pass * KEYS + keys_here];
             // SAFETY: as above.
             max[h] = unsafe { finish_pass(&half, q[h], &k, scale, max[h], out) };
@@ -290,81 +294,20 @@ fn lane_sums(acc: &[__m256]) -> __m128 {
 /// AVX2 [`super::VectorKernels::axpy_rows`]: [`axpy_rows_in`] eight lanes at a time.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn axpy_rows(w: &[f32], rows: &[f32], y: &mut [f32]) {
-    axpy_rows_in::<__m256>(w, rows, y);
+    axpy_rows_in::<__m256, 1>([w], rows, [y]);
 }
 
 /// AVX-512 [`super::VectorKernels::axpy_rows`]: [`axpy_rows_in`] sixteen lanes at a time.
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(super) fn axpy_rows_avx512(w: &[f32], rows: &[f32], y: &mut [f32]) {
-    axpy_rows_in::<__m512>(w, rows, y);
+    axpy_rows_in::<__m512, 1>([w], rows, [y]);
 }
 
-/// AVX-512 [`super::VectorKernels::axpy_rows_pair`]: both outputs' spans in registers while
-/// each row is loaded once for the two of them; every element gets the fused multiply-adds,
-/// in row order, that [`axpy_rows_avx512`] gives it.
+/// AVX-512 [`super::VectorKernels::axpy_rows_pair`]: [`axpy_rows_in`] for both outputs at
+/// once, each row loaded once for the two of them.
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(super) fn axpy_rows_pair_avx512(w: [&[f32]; 2], rows: &[f32], y: [&mut [f32]; 2]) {
-    let [y0, y1] = y;
-    let (hd, lanes) = (y0.len(), <__m512 as Lanes>::WIDTH);
-    let full = hd / lanes * lanes;
-    let mut c = 0;
-    while c + 4 * lanes <= full {
-        axpy_span_pair::<__m512, 4>(w, rows, [&mut *y0, &mut *y1], c);
-        c += 4 * lanes;
-    }
-    for span in [2, 1] {
-        if c + span * lanes <= full {
-            match span {
-                2 => axpy_span_pair::<__m512, 2>(w, rows, [&mut *y0, &mut *y1], c),
-                _ => axpy_span_pair::<__m512, 1>(w, rows, [&mut *y0, &mut *y1], c),
-            }
-            c += span * lanes;
-        }
-    }
-    for (w, y) in w.into_iter().zip([y0, y1]) {
-        for e in full..hd {
-            for (j, &a) in w.iter().enumerate() {
-                y[e] = a.mul_add(rows[j * hd + e], y[e]);
-            }
-        }
-    }
-}
-
-/// [`axpy_span`] for two weight vectors over the same rows into their two outputs.
-#[inline(always)]
-fn axpy_span_pair<V: Lanes, const N: usize>(
-    w: [&[f32]; 2],
-    rows: &[f32],
-    y: [&mut [f32]; 2],
-    c: usize,
-) {
-    let [y0, y1] = y;
-    let (hd, lanes) = (y0.len(), V::WIDTH);
-    assert!(y1.len() == hd && c + lanes * N <= hd);
-    assert!(w[0].len() == w[1].len() && rows.len() >= w[0].len() * hd);
-    // SAFETY: every load and store touches values `c..c + lanes * N` of `y0`, `y1` or of a row
-    // of `rows`, within bounds by the assertions; the callers run only where the CPU has `V`'s
-    // instruction set.
-    unsafe {
-        let mut v0 = [V::load(y0.as_ptr().add(c)); N];
-        let mut v1 = [V::load(y1.as_ptr().add(c)); N];
-        for i in 0..N {
-            v0[i] = V::load(y0.as_ptr().add(c + lanes * i));
-            v1[i] = V::load(y1.as_ptr().add(c + lanes * i));
-        }
-        for (j, (&a0, &a1)) in w[0].iter().zip(w[1]).enumerate() {
-            let x = rows.as_ptr().add(j * hd + c);
-            for i in 0..N {
-                let row = V::load(x.add(lanes * i));
-                v0[i] = v0[i].fma(a0, row);
-                v1[i] = v1[i].fma(a1, row);
-            }
-        }
-        for i in 0..N {
-            v0[i].store(y0.as_mut_ptr().add(c + lanes * i));
-            v1[i].store(y1.as_mut_ptr().add(c + lanes * i));
-        }
-    }
+    axpy_rows_in::<__m512, 2>(w, rows, y);
 }
 
 /// AVX2 (F16C) [`super::VectorKernels::f16_to_f32`], eight values per instruction.
@@ -468,59 +411,73 @@ impl Lanes for __m512 {
     }
 }
 
-/// [`super::VectorKernels::axpy_rows`] in registers `V`: spans of up to eight registers of `y`
-/// stay in registers while every row is added to them (independent accumulators keep the
-/// fused multiply-adds busy), so the fused multiply-adds of one element run in row order, as
-/// in the reference; the values past the last whole register in that order too.
+/// [`super::VectorKernels::axpy_rows`] in registers `V` for `M` weight vectors over the same
+/// rows, each into its own output: spans of up to eight registers across the outputs stay in
+/// registers while every row is loaded once and added to all of them (independent
+/// accumulators keep the fused multiply-adds busy), so the fused multiply-adds of one element
+/// run in row order, as in the reference; the values past the last whole register in that
+/// order too.
 ///
 /// Inlined into callers that have `V`'s instruction set.
 #[inline(always)]
-fn axpy_rows_in<V: Lanes>(w: &[f32], rows: &[f32], y: &mut [f32]) {
-    let (hd, lanes) = (y.len(), V::WIDTH);
+fn axpy_rows_in<V: Lanes, const M: usize>(w: [&[f32]; M], rows: &[f32], y: [&mut [f32]; M]) {
+    let mut y = y;
+    let (hd, lanes) = (y[0].len(), V::WIDTH);
     let full = hd / lanes * lanes;
     let mut c = 0;
-    while c + 8 * lanes <= full {
-        axpy_span::<V, 8>(w, rows, y, c);
-        c += 8 * lanes;
-    }
-    for span in [4, 2, 1] {
-        if c + span * lanes <= full {
+    for span in [8, 4, 2, 1].into_iter().filter(|span| span * M <= 8) {
+        while c + span * lanes <= full {
             match span {
-                4 => axpy_span::<V, 4>(w, rows, y, c),
-                2 => axpy_span::<V, 2>(w, rows, y, c),
-                _ => axpy_span::<V, 1>(w, rows, y, c),
+                8 => axpy_span::<V, 8, M>(w, rows, &mut y, c),
+                4 => axpy_span::<V, 4, M>(w, rows, &mut y, c),
+                2 => axpy_span::<V, 2, M>(w, rows, &mut y, c),
+                _ => axpy_span::<V, 1, M>(w, rows, &mut y, c),
             }
             c += span * lanes;
         }
     }
-    for e in full..hd {
-        for (j, &a) in w.iter().enumerate() {
-            y[e] = a.mul_add(rows[j * hd + e], y[e]);
+    for (w, y) in w.into_iter().zip(y) {
+        for e in full..hd {
+            for (j, &a) in w.iter().enumerate() {
+                y[e] = a.mul_add(rows[j * hd + e], y[e]);
+            }
         }
     }
 }
 
-/// [`axpy_rows_in`] on the `N` registers of `y` from `c`.
+/// [`axpy_rows_in`] on the `N` registers of each of the `M` outputs from `c`.
 #[inline(always)]
-fn axpy_span<V: Lanes, const N: usize>(w: &[f32], rows: &[f32], y: &mut [f32], c: usize) {
-    let (hd, lanes) = (y.len(), V::WIDTH);
-    assert!(c + lanes * N <= hd && rows.len() >= w.len() * hd);
-    // SAFETY: every load and store touches values `c..c + lanes * N` of `y` or of a row of
-    // `rows`, within bounds by the assertion; the callers run only where the CPU has `V`'s
-    // instruction set.
+fn axpy_span<V: Lanes, const N: usize, const M: usize>(
+    w: [&[f32]; M],
+    rows: &[f32],
+    y: &mut [&mut [f32]; M],
+    c: usize,
+) {
+    let (hd, lanes) = (y[0].len(), V::WIDTH);
+    let n = w[0].len();
+    assert!(c + lanes * N <= hd && rows.len() >= n * hd);
+    assert!(w.iter().all(|w| w.len() == n) && y.iter().all(|y| y.len() == hd));
+    // SAFETY: every load and store touches values `c..c + lanes * N` of an output or of a row
+    // of `rows`, within bounds by the assertions; the callers run only where the CPU has
+    // `V`'s instruction set.
     unsafe {
-        let mut v = [V::load(y.as_ptr().add(c)); N];
-        for (i, v) in v.iter_mut().enumerate().skip(1) {
-            *v = V::load(y.as_ptr().add(c + lanes * i));
-        }
-        for (j, &a) in w.iter().enumerate() {
+        // `v[i][m]`: register `i` of the span in output `m`.
+        let mut v: [[V; M]; N] = std::array::from_fn(|i| {
+            std::array::from_fn(|m| V::load(y[m].as_ptr().add(c + lanes * i)))
+        });
+        for j in 0..n {
             let x = rows.as_ptr().add(j * hd + c);
             for (i, v) in v.iter_mut().enumerate() {
-                *v = v.fma(a, V::load(x.add(lanes * i)));
+                let row = V::load(x.add(lanes * i));
+                for (v, w) in v.iter_mut().zip(&w) {
+                    *v = v.fma(w[j], row);
+                }
             }
         }
         for (i, v) in v.into_iter().enumerate() {
-            v.store(y.as_mut_ptr().add(c + lanes * i));
+            for (m, v) in v.into_iter().enumerate() {
+                v.store(y[m].as_mut_ptr().add(c + lanes * i));
+            }
         }
     }
 }
