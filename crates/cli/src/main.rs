@@ -1,10 +1,12 @@
 //! `rinfer`, the command-line front end: parses options once, resolves the model (fetching the
-//! default one on first use) and hands off to a command. It holds no inference logic of its own.
+//! default one, or pulling one named `org/repo[:QUANT]`, on first use) and hands off to a command. It holds no inference logic of its own.
 
 mod commands;
+mod hub;
 mod limits;
 mod model_cache;
 mod options;
+mod progress;
 mod render_process;
 mod stderr;
 mod stdout;
@@ -14,7 +16,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Parser;
 
-use crate::commands::fetch::default_model_path_or_fetch;
+use crate::commands::session::model_path;
 use crate::options::{CommandOptions, Options};
 use crate::stderr::report;
 
@@ -37,11 +39,9 @@ fn run(options: Options) -> Result<()> {
     }
     match options.command {
         CommandOptions::Fetch => commands::fetch::run(),
+        CommandOptions::Pull(pull) => commands::pull::run(&pull.model),
         CommandOptions::Inspect(inspect) => {
-            let path = match inspect.path {
-                Some(path) => path,
-                None => default_model_path_or_fetch()?,
-            };
+            let path = model_path(&inspect.path)?;
             commands::inspect::run(&path, inspect.json, inspect.tensors)
         }
         CommandOptions::Run(run) => commands::run::run(&run),
@@ -51,7 +51,8 @@ fn run(options: Options) -> Result<()> {
         CommandOptions::Serve(serve) => commands::serve::run(&serve),
         CommandOptions::RenderChatTemplate => Ok(rinfer_model::chat_template::serve_renders()?),
         CommandOptions::Quantize(q) => {
-            commands::quantize::run(&q.input, &q.output, q.file_type, q.pure)
+            let input = commands::pull::resolve_model(&q.input)?;
+            commands::quantize::run(&input, &q.output, q.file_type, q.pure)
         }
         CommandOptions::Convert(c) => {
             commands::convert::run(&c.dir, &c.output, c.outtype.ggml_type())

@@ -162,7 +162,7 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// `$RINFER_HOME`, else `$HOME/.cache/rinfer`: the only place the CLI reads the environment.
-fn rinfer_home() -> Result<PathBuf> {
+pub fn rinfer_home() -> Result<PathBuf> {
     if let Some(home) = std::env::var_os("RINFER_HOME").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(home));
     }

@@ -8,6 +8,7 @@ use rinfer_formats::GgmlType;
 use rinfer_model::quantize::FileType;
 use rinfer_model::{KvType, SamplingParams, Speculation};
 
+use crate::hub::reference::HubModel;
 use crate::limits;
 
 /// Everything given on the command line (`about` comes from the crate description).
@@ -24,6 +25,10 @@ pub struct Options {
 pub enum CommandOptions {
     /// Download the default model (Gemma 3 270M Q4_K_M) into the cache and print its path.
     Fetch,
+    /// Download a GGUF model from the Hugging Face hub (`org/repo[:QUANT]`) into the cache,
+    /// resuming an interrupted download and checking the SHA-256 the hub publishes, and print
+    /// its path. `--model org/repo[:QUANT]` anywhere pulls it on first use.
+    Pull(PullOptions),
     /// Show what a model file holds: header, metadata and tensors.
     Inspect(InspectOptions),
     /// Continue a prompt, streaming the text to stdout and timings to stderr.
@@ -48,8 +53,9 @@ pub enum CommandOptions {
 /// The model and how to run it, shared by the commands that compute.
 #[derive(Args, Clone)]
 pub struct EngineOptions {
-    /// A GGUF model file or a Hugging Face model directory; the default model (fetched on
-    /// first use) when left out.
+    /// A GGUF model file, a Hugging Face model directory, or a hub model `org/repo[:QUANT]`
+    /// (from the cache, pulled on first use); the default model (fetched on first use) when
+    /// left out.
     #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
     pub model: Option<PathBuf>,
     /// Print the memory plan (weights per type, KV cache, scratch) to stderr.
@@ -102,7 +108,8 @@ pub struct SpeculationOptions {
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub draft_max: u16,
     /// The draft model of `--speculate draft`: a GGUF file of a smaller model that shares the
-    /// model's tokenizer (the same family, or a quantized copy of the model).
+    /// model's tokenizer (the same family, or a quantized copy of the model), or a hub model
+    /// `org/repo[:QUANT]` (pulled on first use).
     #[arg(long, value_name = "PATH")]
     pub draft_model: Option<PathBuf>,
 }
@@ -232,7 +239,8 @@ pub struct ChatOptions {
 pub struct TokenizeOptions {
     /// The text.
     pub text: String,
-    /// A GGUF model or vocabulary-only file; the default model when left out.
+    /// A GGUF model or vocabulary-only file, or a hub model `org/repo[:QUANT]`; the default
+    /// model when left out.
     #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
     pub model: Option<PathBuf>,
     /// Print `{"tokens": [...]}`.
@@ -256,10 +264,22 @@ pub struct LogitsOptions {
     pub engine: EngineOptions,
 }
 
+/// Options of `rinfer pull`.
+#[derive(Args)]
+pub struct PullOptions {
+    /// The model: `org/repo` or `org/repo:QUANT` (a tag such as Q4_K_M, matched in the GGUF
+    /// file names; without one Q4_K_M, else Q8_0, else the first GGUF file). Every shard of a
+    /// split model is pulled. The hub is HF_ENDPOINT (default https://huggingface.co), with
+    /// the token HF_TOKEN for gated and private repositories.
+    #[arg(value_parser = HubModel::parse)]
+    pub model: HubModel,
+}
+
 /// Options of `rinfer inspect`.
 #[derive(Args)]
 pub struct InspectOptions {
-    /// The model file; the default model (fetched on first use) when left out.
+    /// The model file or a hub model `org/repo[:QUANT]`; the default model (fetched on first
+    /// use) when left out.
     #[arg(value_parser = limits::parse_model_path)]
     pub path: Option<PathBuf>,
     /// Print one JSON object instead of text.
@@ -324,7 +344,8 @@ pub struct ConvertOptions {
 /// Options of `rinfer serve`.
 #[derive(Args)]
 pub struct ServeOptions {
-    /// A GGUF model file or a Hugging Face model directory; the default model when left out.
+    /// A GGUF model file, a Hugging Face model directory, or a hub model `org/repo[:QUANT]`
+    /// (pulled on first use); the default model when left out.
     #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
     pub model: Option<PathBuf>,
     /// Address to listen on.

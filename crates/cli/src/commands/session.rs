@@ -8,16 +8,18 @@ use anyhow::{Context, Result};
 use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel};
 
 use crate::commands::fetch::default_model_path_or_fetch;
+use crate::commands::pull::resolve_model;
 use crate::options::{EngineOptions, SpeculationOptions};
 use crate::stderr::report;
 
 /// The largest context used when the user gives none.
 const DEFAULT_CONTEXT: usize = 4096;
 
-/// The model file named on the command line, or the default model.
+/// The model named on the command line (a path, or a hub model `org/repo[:QUANT]` from the
+/// cache), or the default model.
 pub fn model_path(model: &Option<PathBuf>) -> Result<PathBuf> {
     match model {
-        Some(path) => Ok(path.clone()),
+        Some(path) => resolve_model(path),
         None => default_model_path_or_fetch(),
     }
 }
@@ -28,6 +30,7 @@ pub fn load_draft(options: &SpeculationOptions) -> Result<Option<LoadedModel>> {
     let Some(path) = &options.draft_model else {
         return Ok(None);
     };
+    let path = &resolve_model(path)?;
     let draft = LoadedModel::open(path)
         .with_context(|| format!("cannot load the draft model {}", path.display()))?;
     Ok(Some(draft))
