@@ -7,7 +7,9 @@ mod pull_support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::thread;
+use std::time::Duration;
 
 use pull_support::{COMMIT, MockHub, hex};
 use sha2::{Digest, Sha256};
@@ -16,9 +18,16 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
-/// `rinfer ARGS` with its cache in `home` and the hub at `endpoint`.
+/// `rinfer ARGS` with its cache in `home` and the hub at `endpoint`, run to its end.
 fn rinfer(home: &Path, endpoint: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rinfer"))
+    command(home, endpoint, args)
+        .output()
+        .expect("the rinfer binary runs")
+}
+
+fn command(home: &Path, endpoint: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rinfer"));
+    command
         .args(args)
         .env("RINFER_HOME", home)
         .env("HF_ENDPOINT", endpoint)
@@ -26,9 +35,8 @@ fn rinfer(home: &Path, endpoint: &str, args: &[&str]) -> Output {
         .env_remove("HTTP_PROXY")
         .env_remove("http_proxy")
         .env_remove("ALL_PROXY")
-        .env_remove("all_proxy")
-        .output()
-        .expect("the rinfer binary runs")
+        .env_remove("all_proxy");
+    command
 }
 
 fn stdout(out: &Output) -> String {
@@ -209,7 +217,11 @@ fn a_wrong_checksum_is_refused_and_nothing_of_the_file_is_cached() {
     );
     assert!(error.contains(&wrong), "{error}");
     assert!(error.contains("nothing of it is cached"), "{error}");
-    assert_eq!(error.lines().filter(|l| l.contains("error")).count(), 1, "{error}");
+    assert_eq!(
+        error.lines().filter(|l| l.contains("error")).count(),
+        1,
+        "{error}"
+    );
     let files = all_files(&repo_dir(home.path(), "org/model"));
     assert!(files.is_empty(), "{files:?}");
 
@@ -321,4 +333,43 @@ fn a_missing_quantisation_or_repository_is_a_clear_error() {
 
     let out = rinfer(home.path(), &hub.endpoint(), &["pull", "not a repo"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_second_process_pulling_the_same_file_waits_for_the_first() {
+    let hub = MockHub::start();
+    let data = contents(40, 10_000);
+    hub.add("org/model", "model-Q4_K_M.gguf", data.clone());
+    let home = tempfile::tempdir().unwrap();
+    let sha = hex(&Sha256::digest(&data));
+    let lock_path = home
+        .path()
+        .join("hub/.locks/models--org--model")
+        .join(format!("{sha}.lock"));
+    fs::create_dir_all(lock_path.parent().unwrap()).unwrap();
+    // This test plays the first process: it holds the download's lock.
+    let lock = fs::File::create(&lock_path).unwrap();
+    lock.lock().unwrap();
+
+    let mut second = command(home.path(), &hub.endpoint(), &["pull", "org/model"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    assert!(
+        second.try_wait().unwrap().is_none(),
+        "the second pull did not wait"
+    );
+    assert!(
+        !hub.take_seen()
+            .iter()
+            .any(|s| s.target.starts_with("/cdn/")),
+        "the second pull downloaded while the first held the lock"
+    );
+
+    lock.unlock().unwrap();
+    let out = second.wait_with_output().unwrap();
+    assert_eq!(fs::read(stdout(&out).trim()).unwrap(), data);
+    assert!(stderr(&out).contains("waiting for another process downloading it"));
 }

@@ -5,7 +5,9 @@
 //! A model argument is taken for a hub model only when no file or directory of that name
 //! exists and it parses as `org/repo[:QUANT]`; it is then looked up in the cache without the
 //! network, and pulled first (with a notice on stderr) when it is not there, as the default
-//! model is fetched on first use. The hub is `HF_ENDPOINT` (default `https://huggingface.co`)
+//! model is fetched on first use. A cached model is used as it is: without a tag, the choice
+//! among the files already cached follows the same order (so after pulling only `:Q8_0`,
+//! `org/repo` means that file). The hub is `HF_ENDPOINT` (default `https://huggingface.co`)
 //! and `HF_TOKEN` its token, both read here and nowhere else.
 
 use std::path::{Path, PathBuf};
@@ -52,6 +54,14 @@ pub fn resolve_model(arg: &Path) -> Result<PathBuf> {
             pull(&cache, &model)?
         }
     };
+    if files.len() > 1 {
+        report!(
+            "{model} is split into {} files; rinfer loads single-file GGUF models only, so \
+             merge them first (`llama-gguf-split --merge {} OUT.gguf`)",
+            files.len(),
+            files[0].display()
+        );
+    }
     Ok(files[0].clone())
 }
 

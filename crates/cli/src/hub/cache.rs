@@ -8,6 +8,8 @@
 //!     blobs/<digest>.incomplete      a download in progress, resumed from its length
 //!     snapshots/<commit>/<path>      a relative symlink to ../../blobs/<digest>
 //!     refs/main                      the commit `main` pointed at when last pulled
+//! $RINFER_HOME/hub/.locks/models--org--repo/<digest>.lock
+//!                                    held while a process downloads that blob
 //! ```
 //!
 //! A blob is renamed into place only after its digest matched, so a blob that exists is
@@ -57,6 +59,15 @@ impl HubCache {
         self.repo_dir(model)
             .join("blobs")
             .join(format!("{}.incomplete", digest.hex()))
+    }
+
+    /// The file locked while the blob with `digest` is downloaded, so that two processes
+    /// pulling the same model take turns instead of writing one partial file together.
+    pub fn lock_file(&self, model: &HubModel, digest: &Digest) -> PathBuf {
+        self.root
+            .join(".locks")
+            .join(model.folder_name())
+            .join(format!("{}.lock", digest.hex()))
     }
 
     /// Where `path` of `commit` appears.

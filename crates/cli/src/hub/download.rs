@@ -1,6 +1,8 @@
 //! One file from the hub into the cache: resumed where an earlier try stopped, hashed as it
 //! arrives, and moved into place only when its digest matches.
 //!
+//! The download holds an exclusive lock on its lock file throughout; a second process pulling
+//! the same file waits for it, then finds the blob in place (or the partial file to resume).
 //! The bytes go to `blobs/<digest>.incomplete`. A try asks for the range from the partial
 //! file's length on; the partial bytes already there are hashed first, so every byte is hashed
 //! once per run. A server that answers a range with the whole file (200) restarts the file. A
@@ -11,7 +13,7 @@
 //! cannot be trusted, so resuming them would only repeat the failure) and fails; a match
 //! renames it to `blobs/<digest>`.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -42,6 +44,8 @@ pub struct Target<'a> {
     pub commit: &'a str,
     /// The file.
     pub file: &'a RemoteFile,
+    /// The lock file of the download.
+    pub lock: PathBuf,
     /// `blobs/<digest>.incomplete`.
     pub partial: PathBuf,
     /// `blobs/<digest>`.
@@ -55,8 +59,28 @@ pub fn download(target: &Target<'_>, progress: &Progress) -> Result<(), HubError
         let path = path.to_path_buf();
         move |source| HubError::Io { path, source }
     };
-    if let Some(dir) = target.partial.parent() {
+    for dir in [target.partial.parent(), target.lock.parent()]
+        .into_iter()
+        .flatten()
+    {
         fs::create_dir_all(dir).map_err(io_error(dir))?;
+    }
+    let lock = File::create(&target.lock).map_err(io_error(&target.lock))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            progress.stage(format!(
+                "{}: waiting for another process downloading it",
+                file.path
+            ));
+            lock.lock().map_err(io_error(&target.lock))?;
+        }
+        // A file system without locks: the download goes on unlocked.
+        Err(TryLockError::Error(_)) => {}
+    }
+    if target.blob.is_file() {
+        progress.advance(file.size);
+        return Ok(());
     }
     let mut out = OpenOptions::new()
         .create(true)

@@ -186,6 +186,7 @@ pub fn pull(
             repo,
             commit: &commit,
             file,
+            lock: cache.lock_file(model, &file.digest),
             partial: cache.partial(model, &file.digest),
             blob: cache.blob(model, &file.digest),
         };
