@@ -25,9 +25,11 @@ pub struct Options {
 pub enum CommandOptions {
     /// Download the default model (Gemma 3 270M Q4_K_M) into the cache and print its path.
     Fetch,
-    /// Download a GGUF model from the Hugging Face hub (`org/repo[:QUANT]`) into the cache,
-    /// resuming an interrupted download and checking the SHA-256 the hub publishes, and print
-    /// its path. `--model org/repo[:QUANT]` anywhere pulls it on first use.
+    /// Download a GGUF model from the Hugging Face hub into the cache and print its path.
+    ///
+    /// An interrupted download is resumed, every file is checked against the SHA-256 the hub
+    /// publishes, and the cache ($RINFER_HOME/hub) has the hub's layout. `--model
+    /// org/repo[:QUANT]` anywhere reads the cached model, pulling it on first use.
     Pull(PullOptions),
     /// Show what a model file holds: header, metadata and tensors.
     Inspect(InspectOptions),

@@ -22,11 +22,12 @@ use crate::hub::download::Target;
 use crate::hub::reference::HubModel;
 use crate::progress::Progress;
 
-/// Why a pull failed, with what to do about it.
+/// Why a pull failed, with what to do about it. A message leaves out its `source`, which the
+/// error chain prints after it.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
     /// No answer: the hub is unreachable, or the connection broke before an answer.
-    #[error("cannot reach {url}: {source} (is the network up, and HF_ENDPOINT right?)")]
+    #[error("cannot reach {url} (is the network up, and HF_ENDPOINT right?)")]
     Http {
         /// What was asked.
         url: String,
@@ -34,7 +35,7 @@ pub enum HubError {
         source: Box<ureq::Error>,
     },
     /// The hub answered with an error status.
-    #[error("{url} answered {status}{}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default(), status_hint(*status))]
+    #[error("{url} answered {status}{}", explain(message.as_deref(), *status))]
     Status {
         /// What was asked.
         url: String,
@@ -62,7 +63,7 @@ pub enum HubError {
         reason: String,
     },
     /// A connection broke in the middle of a file.
-    #[error("the download of {path} broke at byte {at}: {source}")]
+    #[error("the download of {path} broke at byte {at}")]
     Broken {
         /// The file's path in the repository.
         path: String,
@@ -74,7 +75,7 @@ pub enum HubError {
     /// Tries in a row brought no byte.
     #[error(
         "gave up on {path} after {tries} tries in a row without progress ({have} of {size} bytes \
-         kept; run `rinfer pull` again to resume): {last}"
+         kept; run `rinfer pull` again to resume)"
     )]
     GaveUp {
         /// The file's path in the repository.
@@ -86,6 +87,7 @@ pub enum HubError {
         /// Its size.
         size: u64,
         /// The last try's error.
+        #[source]
         last: Box<HubError>,
     },
     /// The server sent more bytes than the listing gave as the file's size.
@@ -114,7 +116,7 @@ pub enum HubError {
         actual: String,
     },
     /// The cache could not be written.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
@@ -135,12 +137,17 @@ impl HubError {
     }
 }
 
-fn status_hint(status: u16) -> &'static str {
-    match status {
+/// The hub's message of an error status, and what to do about the status.
+fn explain(message: Option<&str>, status: u16) -> String {
+    let hint = match status {
         401 => " (set HF_TOKEN to a token that may read this repository)",
         403 => " (a gated model: accept its terms on the hub, and set HF_TOKEN)",
         404 => " (no such repository or file; a private repository needs HF_TOKEN)",
         _ => "",
+    };
+    match message {
+        Some(message) => format!(": {message}{hint}"),
+        None => hint.to_owned(),
     }
 }
 
