@@ -161,6 +161,26 @@ fn a_cut_connection_is_resumed_with_a_range_request() {
 }
 
 #[test]
+fn a_server_that_ignores_the_range_restarts_the_file_from_its_first_byte() {
+    let hub = MockHub::start();
+    let data = contents(8, 20_000);
+    hub.add("org/model", "model-Q4_K_M.gguf", data.clone());
+    hub.cut_downloads(7000, 1);
+    hub.ignore_ranges();
+    let home = tempfile::tempdir().unwrap();
+
+    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
+    assert_eq!(fs::read(stdout(&out).trim()).unwrap(), data);
+    let ranges: Vec<_> = hub
+        .take_seen()
+        .into_iter()
+        .filter(|s| s.target.starts_with("/cdn/"))
+        .map(|s| s.range)
+        .collect();
+    assert_eq!(ranges, [None, Some("bytes=7000-".to_owned())]);
+}
+
+#[test]
 fn a_pull_that_keeps_breaking_keeps_its_bytes_and_the_next_pull_resumes_them() {
     let hub = MockHub::start();
     let data = contents(6, 30_000);

@@ -40,6 +40,8 @@ struct State {
     /// Downloads stop after this byte of the file (its absolute offset) and the connection is
     /// closed, this many more times.
     cut: Option<(u64, usize)>,
+    /// Downloads answer 200 with the whole file, whatever range was asked for.
+    ignore_ranges: bool,
     seen: Vec<Seen>,
 }
 
@@ -93,6 +95,11 @@ impl MockHub {
     /// Cuts the next `times` downloads after byte `at` of the file.
     pub fn cut_downloads(&self, at: u64, times: usize) {
         self.state.lock().unwrap().cut = Some((at, times));
+    }
+
+    /// Answers every download with the whole file, as a server without range support does.
+    pub fn ignore_ranges(&self) {
+        self.state.lock().unwrap().ignore_ranges = true;
     }
 
     /// Every request so far, and forgets them.
@@ -204,6 +211,7 @@ fn respond(out: &mut TcpStream, state: &mut State, target: &str, range: Option<&
                 return send_json(out, 404, &json!({ "error": "Entry not found" }), None);
             };
             let size = file.contents.len() as u64;
+            let range = range.filter(|_| !state.ignore_ranges);
             let start: u64 = range
                 .and_then(|r| r.strip_prefix("bytes="))
                 .and_then(|r| r.strip_suffix('-'))
