@@ -170,7 +170,7 @@ fn syntax_errors_are_reported() {
 
 /// The end of Qwen3's template: `enable_thinking: false` pre-fills an empty reasoning block.
 const QWEN3_GENERATION_PROMPT: &str = "{%- for m in messages %}<|im_start|>{{ m.role }}\n\
-    {{ m.content }}<|im_end|>\n{%- endfor %}\
+    {{ m.content }}<|im_end|>\n{% endfor %}\
     {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}\
     {%- if enable_thinking is defined and enable_thinking is false %}\
     {{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}\
