@@ -167,3 +167,32 @@ fn syntax_errors_are_reported() {
     let err = ChatTemplate::new("{% for m in messages %}", "", "").unwrap_err();
     assert!(matches!(err, ChatTemplateError::Syntax(_)), "{err}");
 }
+
+/// The end of Qwen3's template: `enable_thinking: false` pre-fills an empty reasoning block.
+const QWEN3_GENERATION_PROMPT: &str = "{%- for m in messages %}<|im_start|>{{ m.role }}\n\
+    {{ m.content }}<|im_end|>\n{% endfor %}\
+    {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}\
+    {%- if enable_thinking is defined and enable_thinking is false %}\
+    {{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}\
+    {%- if reasoning_effort is defined %}[{{ reasoning_effort }}]{%- endif %}";
+
+#[test]
+fn extra_variables_reach_the_template_as_chat_template_kwargs_do() {
+    let t = ChatTemplate::new(QWEN3_GENERATION_PROMPT, "", "").unwrap();
+    let messages = [ChatMessage::user("Hi")];
+    let plain = t.render(&messages, true).unwrap();
+    assert_eq!(
+        plain,
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let mut vars = serde_json::Map::new();
+    vars.insert("enable_thinking".into(), serde_json::json!(false));
+    vars.insert("reasoning_effort".into(), serde_json::json!("low"));
+    let off = t.render_with_vars(&messages, None, &vars, true).unwrap();
+    assert_eq!(off, format!("{plain}<think>\n\n</think>\n\n[low]"));
+    // The server's own variables cannot be replaced by a var.
+    vars.insert("messages".into(), serde_json::json!([]));
+    vars.insert("add_generation_prompt".into(), serde_json::json!(false));
+    let fixed = t.render_with_vars(&messages, None, &vars, true).unwrap();
+    assert_eq!(fixed, off);
+}

@@ -1,5 +1,5 @@
 //! API keys: with any configured, the API answers only requests that carry one of them as
-//! `Authorization: Bearer KEY`, and others get a 401 with an OpenAI error body.
+//! `Authorization: Bearer KEY` (or `x-api-key: KEY`, as Anthropic's clients send it), and others get a 401 with an OpenAI error body.
 //!
 //! Only SHA-256 digests of the keys are kept, and a presented key's digest is compared with
 //! every configured digest in constant time (`subtle`), so neither the comparison's time nor
@@ -124,6 +124,11 @@ fn bearer_token(value: &HeaderValue) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
+/// The key of an `x-api-key: KEY` header value (Anthropic's clients send it so).
+fn api_key_token(value: &HeaderValue) -> Option<&str> {
+    Some(value.to_str().ok()?.trim()).filter(|t| !t.is_empty())
+}
+
 /// Middleware of the protected routes: passes requests carrying an accepted key, answers
 /// others 401 (`WWW-Authenticate: Bearer`).
 pub async fn require_key(
@@ -134,16 +139,17 @@ pub async fn require_key(
     if keys.is_empty() {
         return next.run(request).await;
     }
-    let token = request
-        .headers()
+    let headers = request.headers();
+    let token = headers
         .get(header::AUTHORIZATION)
-        .and_then(bearer_token);
+        .and_then(bearer_token)
+        .or_else(|| headers.get("x-api-key").and_then(api_key_token));
     let message = match token {
         Some(token) if keys.accepts(token) => return next.run(request).await,
         Some(_) => "the API key is not valid for this server",
         None => {
-            "this server requires an API key: send it as `Authorization: Bearer KEY` \
-             (the key the operator gave with --api-key or --api-key-file)"
+            "this server requires an API key: send it as `Authorization: Bearer KEY` or \
+             `x-api-key: KEY` (the key the operator gave with --api-key or --api-key-file)"
         }
     };
     let mut response = ApiError {

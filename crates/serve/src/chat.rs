@@ -62,11 +62,13 @@ impl ChatFormat {
     /// as control tokens, the messages' text as text.
     /// `tools` (when given) are passed to the template as Hugging Face's `apply_chat_template`
     /// passes them.
-    pub fn render_tokens(
+    /// `vars` are further template variables (`chat_template_kwargs`, `reasoning_effort`).
+    pub fn render_tokens_with_vars(
         &self,
         loaded: &LoadedModel,
         messages: &[ChatMessage],
         tools: Option<&Value>,
+        vars: &serde_json::Map<String, Value>,
     ) -> Result<Vec<u32>, ChatError> {
         let resolved = self
             .chosen
@@ -74,7 +76,7 @@ impl ChatFormat {
             .map_err(|e| ChatError::NoTemplate(e.clone()))?;
         resolved
             .template
-            .render_tokens_with_tools(messages, tools, true, &loaded.tokenizer, None)
+            .render_tokens_with_vars(messages, tools, vars, true, &loaded.tokenizer, None)
             .map_err(ChatError::Template)
     }
 

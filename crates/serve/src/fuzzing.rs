@@ -84,3 +84,98 @@ pub fn check_host_and_origin(
     let policy = RequestPolicy::new(&config, address);
     (policy.host_allowed(host), policy.origin_allowed(origin))
 }
+
+/// The tool-call formats, by a fuzzer's selector byte.
+fn tool_format(selector: u8) -> crate::tools::ToolFormat {
+    use crate::tools::ToolFormat;
+    match selector % 4 {
+        0 => ToolFormat::Generic,
+        1 => ToolFormat::Hermes,
+        2 => ToolFormat::Llama3,
+        _ => ToolFormat::Mistral,
+    }
+}
+
+/// Reads `text` as an answer of a request declaring three functions, in the tool-call format
+/// `selector` picks (generic, Hermes, Llama 3, Mistral), whole and streamed in pieces of
+/// `piece` characters, and checks what every answer must satisfy: only declared
+/// functions are called, an answer without calls keeps its text, and the stream calls what
+/// the whole answer calls. Panics when one does not hold.
+pub fn check_tool_answer(text: &str, selector: u8, piece: usize) {
+    use crate::tools::output::{ChatOutput, Delta};
+    use crate::tools::parse_calls;
+    let format = tool_format(selector);
+    let declared: Vec<String> = ["get_weather", "search", "f"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let parsed = parse_calls(text, format, &declared);
+    for call in &parsed.calls {
+        assert!(declared.contains(&call.name), "called {:?}", call.name);
+    }
+    if parsed.calls.is_empty() {
+        assert_eq!(
+            parsed.content,
+            text.trim(),
+            "an answer without calls is content"
+        );
+    }
+    let output = ChatOutput {
+        tools: Some(format),
+        declared: declared.into(),
+    };
+    let (message, called) = output.message(text);
+    let _ = message.to_string();
+    let mut shaper = output.stream();
+    let chars: Vec<char> = text.chars().collect();
+    let mut streamed = Vec::new();
+    for chunk in chars.chunks(piece.max(1)) {
+        let _ = shaper.push(&chunk.iter().collect::<String>());
+    }
+    let (rest, streamed_called) = shaper.finish();
+    for delta in rest {
+        if let Delta::ToolCalls(calls) = delta {
+            streamed.extend(calls);
+        }
+    }
+    assert_eq!(called, streamed_called, "whole and streamed answers agree");
+    if called {
+        let names: Vec<&str> = message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["function"]["name"].as_str())
+            .collect();
+        let streamed_names: Vec<&str> = streamed.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, streamed_names, "whole and streamed calls agree");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_answers_call_only_declared_functions_whole_and_streamed() {
+        let answers = [
+            r#"{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}"#,
+            r#"{"tool_calls": [{"name": "f", "arguments": {}}, {"name": "f", "arguments": {}}, {"na"#,
+            r#"{"name": "transfer_all_funds", "arguments": {"to": "x"}}"#,
+            "<think>hm</think>Ok.\n<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_call>",
+            "<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call>",
+            r#"[{"name": "f", "arguments": {}}, {"name": "search", "parameters": {"q": 1}}]"#,
+            r#"{"name": "search", "parameters": {}}; {"name": "f", "parameters": {}}"#,
+            "plain text, no call",
+            "",
+            "{",
+            "<tool_call>",
+        ];
+        for text in answers {
+            for selector in 0..4 {
+                for piece in [1, 3, 1000] {
+                    check_tool_answer(text, selector, piece);
+                }
+            }
+        }
+    }
+}

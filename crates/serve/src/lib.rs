@@ -2,9 +2,11 @@
 //!
 //! [`serve`] binds the address at once (so `/health` answers 503 while the model loads), loads
 //! the model on a dedicated engine thread, and answers `/v1/completions`,
-//! `/v1/chat/completions`, `/v1/models`, `/health`, `/metrics`, `/tokenize` and `/detokenize`
-//! (and a chat page at `/`) until SIGTERM or Ctrl-C, then drains the requests in flight and
-//! returns.
+//! `/v1/chat/completions`, Anthropic's `/v1/messages` (and `/v1/messages/count_tokens`),
+//! OpenAI's `/v1/responses` (with `GET` and `DELETE /v1/responses/{id}`), `/v1/models`,
+//! `/health`, `/metrics`, `/tokenize` and `/detokenize` (and a chat page at `/`) until SIGTERM
+//! or Ctrl-C, then drains the requests in flight and returns. Every API reaches the one engine
+//! through the same validation and scheduler.
 //!
 //! The engine thread owns the model, the scratch buffers and a pool of KV caches (one per
 //! parallel sequence) and runs one batched forward pass per step over every running sequence
@@ -16,7 +18,7 @@
 //! is refused with a 400 that names the field, never ignored.
 //!
 //! With API keys configured, `/v1/*`, `/tokenize`, `/detokenize` (and `/metrics`, unless
-//! opened) answer only requests carrying one as `Authorization: Bearer KEY`.
+//! opened) answer only requests carrying one as `Authorization: Bearer KEY` or `x-api-key: KEY`.
 //!
 //! Clients are not trusted: connections are capped and must send their headers and bodies
 //! within timeouts, bodies are bounded, the `Host` and `Origin` of a request are checked
@@ -25,17 +27,22 @@
 
 #![forbid(unsafe_code)]
 
+mod anthropic;
 mod auth;
 mod blocking;
 mod chat;
 mod config;
 mod connections;
 mod error;
+mod grammar;
+mod metric_aliases;
 mod metrics;
 mod page;
 mod request;
 mod request_policy;
 mod response;
+mod response_store;
+mod responses;
 mod routes;
 mod scheduler;
 mod server;

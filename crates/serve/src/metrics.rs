@@ -269,6 +269,8 @@ impl Metrics {
         );
         self.prefix.render(&mut out);
         self.speculation.render(&mut out);
+        let aliases = crate::metric_aliases::vllm_aliases(&out);
+        out.push_str(&aliases);
         out
     }
 }

@@ -68,6 +68,16 @@ pub struct GenerationRequest {
     /// `false`: no speculative decoding for this request, even when the server speculates
     /// (the text is the same either way).
     pub speculate: Option<bool>,
+    /// A Lark grammar (as llguidance reads it) the output follows.
+    pub grammar: Option<String>,
+    /// A regular expression the whole output matches.
+    pub regex: Option<String>,
+    /// Chat: `none`, `minimal`, `low`, `medium` or `high`, given to the chat template as the
+    /// variable `reasoning_effort` (gpt-oss templates read it).
+    pub reasoning_effort: Option<String>,
+    /// Chat: further variables for the chat template (`{"enable_thinking": false}` for
+    /// Qwen3-style templates), as Hugging Face's `apply_chat_template` takes them.
+    pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,
 }
 
 /// `stream_options`.

@@ -35,8 +35,13 @@ use crate::tools::{ChatOutput, Delta, StreamShaper, output as tools_output};
 use crate::validate::{self, Validated};
 
 /// Every route, behind the host, origin and media-type checks and the request counter; the
-/// API (and `/metrics` unless opened) also behind the key check.
-pub fn router(state: Arc<AppState>, policy: Arc<RequestPolicy>) -> Router {
+/// API (and `/metrics` unless opened) also behind the key check. `apis` are the routes of the
+/// other APIs (Messages, Responses), keyed like OpenAI's.
+pub fn router(
+    state: Arc<AppState>,
+    policy: Arc<RequestPolicy>,
+    apis: Router<Arc<AppState>>,
+) -> Router {
     let keys = Arc::new(state.config.api_keys.clone());
     let metrics_route = Router::new().route("/metrics", get(metrics));
     let mut keyed = Router::new()
@@ -44,7 +49,8 @@ pub fn router(state: Arc<AppState>, policy: Arc<RequestPolicy>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))
-        .route("/detokenize", post(detokenize));
+        .route("/detokenize", post(detokenize))
+        .merge(apis);
     let mut open = Router::new()
         .route("/", get(page::chat_page))
         .route("/health", get(health));
@@ -98,7 +104,7 @@ async fn method_not_allowed() -> ApiError {
 
 /// Reads a whole body: 413 over the limit, 408 when it does not arrive within the body
 /// timeout, 503 when a drain starts meanwhile (a half-sent request does not hold the drain).
-async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
     let limit = state.config.max_body_bytes;
     let timeout = state.config.body_timeout;
     let mut drain = state.drain.subscribe();
@@ -140,7 +146,7 @@ async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
 
 /// Parses and validates on the blocking pool (tokenizing a long prompt takes a while), bounded
 /// to a job per core and cancelled when the client leaves.
-async fn parse_blocking<T, F>(
+pub(crate) async fn parse_blocking<T, F>(
     state: &AppState,
     served: &Arc<Served>,
     body: Bytes,
@@ -213,7 +219,7 @@ async fn generate(
 }
 
 /// Queues a job for the engine, or answers 503 when the queue is full.
-fn submit(state: &AppState, job: Job) -> Result<(), ApiError> {
+pub(crate) fn submit(state: &AppState, job: Job) -> Result<(), ApiError> {
     if state.draining() {
         return Err(ApiError::unavailable("the server is shutting down", 5).closing());
     }
@@ -278,7 +284,7 @@ async fn collect_response(
                         })
                         .collect();
                     let mut body = response::full(&meta, &choices, usage);
-                    if let Some(output) = output {
+                    if let Some(output) = &output {
                         for (index, (text, finish)) in texts.iter().zip(&finishes).enumerate() {
                             let (message, called) = output.message(text);
                             let choice = &mut body["choices"][index];
@@ -381,7 +387,9 @@ fn stream_response(
         logprobs,
         opening: vec![chat; choices],
         offsets: vec![0; choices],
-        shapers: (0..choices).map(|_| output.map(|o| o.stream())).collect(),
+        shapers: (0..choices)
+            .map(|_| output.as_ref().map(ChatOutput::stream))
+            .collect(),
         left: choices,
         usage: Usage::default(),
         done: false,

@@ -74,7 +74,7 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
     tracing::info!("listening on http://{address}");
     if !config.api_keys.is_empty() {
         tracing::info!(
-            "{} API keys: API requests must carry one as `Authorization: Bearer KEY`",
+            "{} API keys: API requests must carry one as `Authorization: Bearer KEY` or `x-api-key: KEY`",
             config.api_keys.len()
         );
     }
@@ -101,6 +101,7 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
         started: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        responses: crate::response_store::ResponseStore::default(),
     });
 
     let (failed_tx, failed_rx) = oneshot::channel::<ServeError>();
@@ -135,7 +136,11 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
         signal_state.drain.send_replace(true);
     });
     let policy = Arc::new(RequestPolicy::new(&config, address));
-    let app = crate::routes::router(Arc::clone(&state), policy);
+    // The other APIs' routes, keyed like OpenAI's; errors on Anthropic's paths in its shape.
+    let apis = crate::anthropic::routes().merge(crate::responses::routes());
+    let app = crate::routes::router(Arc::clone(&state), policy, apis).layer(
+        axum::middleware::from_fn(crate::anthropic::anthropic_errors),
+    );
     let limits = ConnectionLimits {
         max_connections: connections::fit_open_file_limit(config.max_connections),
         header_timeout: config.header_timeout,

@@ -50,6 +50,8 @@ pub struct AppState {
     pub engine: Mutex<Option<JoinHandle<()>>>,
     /// Unix seconds the server started.
     pub started: u64,
+    /// Responses kept for `/v1/responses` continuations and `GET`.
+    pub responses: crate::response_store::ResponseStore,
 }
 
 impl AppState {

@@ -96,16 +96,17 @@ pub fn validate(
         req.parallel_tool_calls,
         tool_format,
     )?;
+    let vars = template_vars(&req)?;
     let prompt = match checked.prompt {
         PromptInput::Text(text) => encode(served, text, true, true, "prompt", cancel)?,
         PromptInput::Ids(ids) => ids,
         PromptInput::Chat(messages) if tool_format.template_renders_tools() => {
             let tools = plan.as_ref().map(ToolPlan::template_tools);
-            chat_prompt(&messages, tools.as_ref(), served, cancel)?
+            chat_prompt(&messages, tools.as_ref(), &vars, served, cancel)?
         }
         PromptInput::Chat(messages) => {
             let messages = tools::generic_conversation(messages, plan.as_ref());
-            chat_prompt(&messages, None, served, cancel)?
+            chat_prompt(&messages, None, &vars, served, cancel)?
         }
     };
     if prompt.is_empty() {
@@ -127,10 +128,24 @@ pub fn validate(
         ));
     }
     cancel.check()?;
+    let raw = crate::grammar::raw_constraint(
+        req.grammar.as_deref(),
+        req.regex.as_deref(),
+        req.response_format.as_ref(),
+        served,
+        vocab,
+    )?;
     let constraint = match &plan {
         Some(plan) if plan.constrained() => {
+            if raw.is_some() {
+                return Err(ApiError::invalid(
+                    "tool_choice",
+                    "a `tool_choice` that requires a call cannot be combined with `grammar` or `regex`",
+                ));
+            }
             call_constraint(plan, req.response_format.as_ref(), served, vocab)?
         }
+        _ if raw.is_some() => raw,
         _ => served.structured.constraint(
             req.response_format.as_ref(),
             &served.ready.loaded.tokenizer,
@@ -152,9 +167,7 @@ pub fn validate(
         },
         stream: checked.stream,
         include_usage: checked.include_usage,
-        output: (endpoint == Endpoint::Chat).then(|| ChatOutput {
-            tools: plan.map(|p| p.format),
-        }),
+        output: (endpoint == Endpoint::Chat).then(|| ChatOutput::of_plan(plan.as_ref())),
     })
 }
 
@@ -188,7 +201,12 @@ pub fn call_constraint(
                 ),
             )
         })?;
-    Ok(Some(Arc::new(constraint)))
+    let constraint: Arc<dyn TokenConstraint> = Arc::new(constraint);
+    Ok(Some(Arc::new(tools::RepeatGuard::new(
+        constraint,
+        plan.format,
+        Arc::clone(&served.ready),
+    ))))
 }
 
 /// Checks every field of `req` for `endpoint` but the model name, for a vocabulary of `vocab`
@@ -215,6 +233,8 @@ pub fn check(
             ("tools", req.tools.is_some()),
             ("tool_choice", req.tool_choice.is_some()),
             ("parallel_tool_calls", req.parallel_tool_calls.is_some()),
+            ("reasoning_effort", req.reasoning_effort.is_some()),
+            ("chat_template_kwargs", req.chat_template_kwargs.is_some()),
         ],
         Endpoint::Chat => &[("prompt", req.prompt.is_some())],
     };
@@ -503,16 +523,45 @@ fn chat_messages(messages: Option<&[ChatMessageIn]>) -> Result<Vec<ChatMessage>,
         .collect()
 }
 
+/// The template variables a chat request adds: `chat_template_kwargs`, and `reasoning_effort`.
+fn template_vars(req: &GenerationRequest) -> Result<serde_json::Map<String, Value>, ApiError> {
+    const FIXED: [&str; 5] = [
+        "messages",
+        "tools",
+        "bos_token",
+        "eos_token",
+        "add_generation_prompt",
+    ];
+    let mut vars = req.chat_template_kwargs.clone().unwrap_or_default();
+    if let Some(name) = vars.keys().find(|k| FIXED.contains(&k.as_str())) {
+        return Err(ApiError::invalid(
+            format!("chat_template_kwargs.{name}"),
+            format!("`{name}` is set by the server and cannot be given as a template variable"),
+        ));
+    }
+    if let Some(effort) = &req.reasoning_effort {
+        if !["none", "minimal", "low", "medium", "high"].contains(&effort.as_str()) {
+            return Err(ApiError::invalid(
+                "reasoning_effort",
+                "`reasoning_effort` must be none, minimal, low, medium or high",
+            ));
+        }
+        vars.insert("reasoning_effort".into(), Value::String(effort.clone()));
+    }
+    Ok(vars)
+}
+
 fn chat_prompt(
     messages: &[ChatMessage],
     tools: Option<&Value>,
+    vars: &serde_json::Map<String, Value>,
     served: &Served,
     cancel: &CancelFlag,
 ) -> Result<Vec<u32>, ApiError> {
     cancel.check()?;
     let tokens = served
         .chat
-        .render_tokens(&served.ready.loaded, messages, tools)
+        .render_tokens_with_vars(&served.ready.loaded, messages, tools, vars)
         .map_err(|e| match e {
             ChatError::NoTemplate(message) => ApiError::invalid("messages", message),
             ChatError::Template(ChatTemplateError::Rejected(message)) => ApiError::invalid(

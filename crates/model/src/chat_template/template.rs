@@ -212,6 +212,25 @@ impl ChatTemplate {
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<String, ChatTemplateError> {
+        self.render_with_vars(
+            messages,
+            tools,
+            &serde_json::Map::new(),
+            add_generation_prompt,
+        )
+    }
+
+    /// [`ChatTemplate::render_with_tools`] with further template variables `vars`, as Hugging
+    /// Face's `apply_chat_template` passes its extra keyword arguments (`enable_thinking`,
+    /// `reasoning_effort`, …). The fixed variables (`messages`, `tools`, `bos_token`,
+    /// `eos_token`, `add_generation_prompt`) take precedence over a var of the same name.
+    pub fn render_with_vars(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        vars: &serde_json::Map<String, serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatTemplateError> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -224,6 +243,7 @@ impl ChatTemplate {
                 eos_token => self.eos.as_str(),
                 add_generation_prompt => add_generation_prompt,
                 tools => tools.map(|t| Value::from(Serde(t))),
+                ..Value::from(Serde(vars))
             },
             &mut out,
         );
@@ -307,12 +327,44 @@ impl ChatTemplate {
         tokenizer: &Tokenizer,
         cancel: Option<&AtomicBool>,
     ) -> Result<Vec<u32>, ChatTemplateError> {
+        let vars = serde_json::Map::new();
+        self.render_tokens_with_vars(
+            messages,
+            tools,
+            &vars,
+            add_generation_prompt,
+            tokenizer,
+            cancel,
+        )
+    }
+
+    /// [`ChatTemplate::render_tokens_with_tools`] with further template variables (see
+    /// [`ChatTemplate::render_with_vars`]).
+    pub fn render_tokens_with_vars(
+        self: &Arc<Self>,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        vars: &serde_json::Map<String, serde_json::Value>,
+        add_generation_prompt: bool,
+        tokenizer: &Tokenizer,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<u32>, ChatTemplateError> {
         let tools = tools.cloned();
         let prompt = match &self.processes {
-            Some(pool) => {
-                pool.render(messages, tools, add_generation_prompt, self.limits.deadline)?
-            }
-            None => worker::render_with_deadline(self, messages, tools, add_generation_prompt)?,
+            Some(pool) => pool.render(
+                messages,
+                tools,
+                vars.clone(),
+                add_generation_prompt,
+                self.limits.deadline,
+            )?,
+            None => worker::render_with_deadline(
+                self,
+                messages,
+                tools,
+                vars.clone(),
+                add_generation_prompt,
+            )?,
         };
         Ok(tokenizer.encode_outside(&prompt.text, false, &prompt.literal, cancel)?)
     }
@@ -337,11 +389,12 @@ impl ChatTemplate {
         &self,
         messages: &[ChatMessage],
         tools: Option<&serde_json::Value>,
+        vars: &serde_json::Map<String, serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<literal_spans::PromptText, ChatTemplateError> {
-        let rendered = self.render_with_tools(messages, tools, add_generation_prompt)?;
+        let rendered = self.render_with_vars(messages, tools, vars, add_generation_prompt)?;
         let masked_messages = literal_spans::masked(messages);
-        let masked = self.render_with_tools(&masked_messages, tools, add_generation_prompt)?;
+        let masked = self.render_with_vars(&masked_messages, tools, vars, add_generation_prompt)?;
         Ok(literal_spans::locate(messages, rendered, &masked))
     }
 }

@@ -49,6 +49,7 @@ pub(crate) fn render_with_deadline(
     template: &Arc<ChatTemplate>,
     messages: &[ChatMessage],
     tools: Option<serde_json::Value>,
+    vars: serde_json::Map<String, serde_json::Value>,
     add_generation_prompt: bool,
 ) -> Result<PromptText, ChatTemplateError> {
     let deadline = template.limits().deadline;
@@ -66,6 +67,7 @@ pub(crate) fn render_with_deadline(
             let result = worker_template.render_with_spans(
                 &worker_messages,
                 tools.as_ref(),
+                &vars,
                 add_generation_prompt,
             );
             // The caller may have stopped waiting; then the result has nowhere to go.

@@ -7,12 +7,18 @@
 //! gets the generic format instead: a system message lists the functions and asks for
 //! `{"tool_calls": [{"name": ..., "arguments": {...}}]}`; calls and results in the history are
 //! written as text the same way. With `tool_choice` `required` or a named function, the output
-//! is constrained to calls whose arguments follow the function's JSON schema.
+//! is constrained to calls whose arguments follow the function's JSON schema, and ends at the
+//! first call that repeats an earlier one ([`RepeatGuard`]).
+//!
+//! `parallel_tool_calls` defaults to `true`, as OpenAI's does: an answer may hold several
+//! calls. Only calls of the declared functions are read back as calls (see [`parse_calls`]).
 
 mod format;
 mod history;
 pub mod output;
 mod parse;
+mod repeat;
+mod xml;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -21,6 +27,8 @@ use crate::error::ApiError;
 pub use format::{ToolFormat, call_grammar};
 pub use history::{generic_conversation, message_fields};
 pub use output::{ChatOutput, Delta, StreamShaper};
+pub use parse::{ToolCall, parse_calls};
+pub use repeat::RepeatGuard;
 
 /// One entry of `tools`.
 #[derive(Debug, Deserialize)]

@@ -2,6 +2,8 @@
 //! `reasoning_content`, and, when tools are offered, calls become `tool_calls` (whole answers
 //! and streams alike).
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::ToolFormat;
@@ -12,10 +14,12 @@ const THINK_CLOSE: &str = "</think>";
 const HERMES_OPEN: &str = "<tool_call>";
 
 /// How a chat request's answer is read.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ChatOutput {
     /// The tool-call format, when tools are offered.
     pub tools: Option<ToolFormat>,
+    /// The functions the request declared: only calls of these are calls.
+    pub declared: Arc<[String]>,
 }
 
 /// A piece of a streamed answer.
@@ -67,21 +71,42 @@ pub fn calls_json(calls: &[ToolCall], first: usize, with_index: bool) -> Value {
 }
 
 impl ChatOutput {
+    /// How the answer of a request with tool plan `plan` (if any) is read.
+    pub fn of_plan(plan: Option<&super::ToolPlan>) -> Self {
+        Self {
+            tools: plan.map(|p| p.format),
+            declared: plan
+                .map(|p| p.functions.iter().map(|f| f.name.clone()).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The reasoning, the content and the calls of a whole answer.
+    pub fn read(&self, text: &str) -> (Option<String>, String, Vec<ToolCall>) {
+        let (reasoning, answer) = split_think(text);
+        let reasoning = reasoning.map(str::to_string);
+        match self.tools {
+            Some(format) => {
+                let parsed = parse_calls(answer, format, &self.declared);
+                match parsed.calls.is_empty() {
+                    true => (reasoning, answer.to_string(), Vec::new()),
+                    false => (reasoning, parsed.content, parsed.calls),
+                }
+            }
+            None => (reasoning, answer.to_string(), Vec::new()),
+        }
+    }
+
     /// The assistant message of a whole answer, and whether it calls tools.
     pub fn message(&self, text: &str) -> (Value, bool) {
-        let (reasoning, answer) = split_think(text);
-        let mut message = json!({"role": "assistant", "content": answer});
-        let mut called = false;
-        if let Some(format) = self.tools {
-            let parsed = parse_calls(answer, format);
-            if !parsed.calls.is_empty() {
-                called = true;
-                message["content"] = match parsed.content.is_empty() {
-                    true => Value::Null,
-                    false => json!(parsed.content),
-                };
-                message["tool_calls"] = calls_json(&parsed.calls, 0, false);
+        let (reasoning, content, calls) = self.read(text);
+        let mut message = json!({"role": "assistant", "content": content});
+        let called = !calls.is_empty();
+        if called {
+            if content.is_empty() {
+                message["content"] = Value::Null;
             }
+            message["tool_calls"] = calls_json(&calls, 0, false);
         }
         if let Some(reasoning) = reasoning {
             message["reasoning_content"] = json!(reasoning);
@@ -93,6 +118,7 @@ impl ChatOutput {
     pub fn stream(&self) -> StreamShaper {
         StreamShaper {
             tools: self.tools,
+            declared: Arc::clone(&self.declared),
             think: ThinkState::Undecided,
             held: String::new(),
             calls: CallState::Undecided,
@@ -123,6 +149,7 @@ enum CallState {
 /// call.
 pub struct StreamShaper {
     tools: Option<ToolFormat>,
+    declared: Arc<[String]>,
     think: ThinkState,
     /// Text not yet given to the think stage's decision.
     held: String,
@@ -203,17 +230,20 @@ impl StreamShaper {
             return;
         };
         self.call_text.push_str(text);
-        let opener = match format {
-            ToolFormat::Hermes => HERMES_OPEN,
-            ToolFormat::Mistral => "[",
-            ToolFormat::Llama3 | ToolFormat::Generic => "{",
+        // What a call may start with: the format's marker, or (for the JSON formats, whose
+        // parser reads any JSON shape of calls) any JSON object or list.
+        let openers: &[&str] = match format {
+            ToolFormat::Hermes => &[HERMES_OPEN],
+            ToolFormat::Mistral | ToolFormat::Generic => &["{", "["],
+            ToolFormat::Llama3 => &["{", "[", "<|python_tag|>"],
         };
         if self.calls == CallState::Undecided {
             let start = self.call_text.trim_start();
-            if start.is_empty() || (may_start(start, opener) && !start.starts_with(opener)) {
+            let opened = openers.iter().any(|o| start.starts_with(o));
+            if start.is_empty() || (!opened && openers.iter().any(|o| may_start(start, o))) {
                 return;
             }
-            self.calls = if start.starts_with(opener) {
+            self.calls = if opened {
                 CallState::Holding
             } else {
                 CallState::Streaming
@@ -223,13 +253,19 @@ impl StreamShaper {
             if format == ToolFormat::Hermes
                 && let Some(at) = self.call_text.find(HERMES_OPEN)
             {
+                // Space before a call is not content, as in the whole answer's.
                 let before: String = self.call_text.drain(..at).collect();
-                push_nonempty(out, Delta::Content(before));
+                push_nonempty(out, Delta::Content(before.trim_end().to_string()));
                 self.calls = CallState::Holding;
                 return;
             }
             let keep = match format {
-                ToolFormat::Hermes => partial_marker_len(&self.call_text, HERMES_OPEN),
+                ToolFormat::Hermes => {
+                    // A marker's start, and the space before it, wait for what follows.
+                    let marker = partial_marker_len(&self.call_text, HERMES_OPEN);
+                    let body = &self.call_text[..self.call_text.len() - marker];
+                    marker + body.len() - body.trim_end().len()
+                }
                 _ => 0,
             };
             let cut = self.call_text.len() - keep;
@@ -255,7 +291,7 @@ impl StreamShaper {
         let text = std::mem::take(&mut self.call_text);
         let mut called = false;
         if let Some(format) = self.tools {
-            let parsed = parse_calls(&text, format);
+            let parsed = parse_calls(&text, format, &self.declared);
             if parsed.calls.is_empty() {
                 push_nonempty(&mut out, Delta::Content(text));
             } else {
@@ -283,7 +319,7 @@ mod tests {
     use super::*;
 
     /// Streams `text` in pieces of `n` bytes and returns every delta.
-    fn stream(output: ChatOutput, text: &str, n: usize) -> (Vec<Delta>, bool) {
+    fn stream(output: &ChatOutput, text: &str, n: usize) -> (Vec<Delta>, bool) {
         let mut shaper = output.stream();
         let mut deltas = Vec::new();
         let chars: Vec<char> = text.chars().collect();
@@ -307,14 +343,17 @@ mod tests {
 
     #[test]
     fn think_blocks_become_reasoning_streamed_or_not() {
-        let output = ChatOutput { tools: None };
+        let output = ChatOutput {
+            tools: None,
+            declared: Arc::from([]),
+        };
         let text = "<think>\nThe user greets.\n</think>\n\nHello!";
         let (message, called) = output.message(text);
         assert!(!called);
         assert_eq!(message["reasoning_content"], "The user greets.");
         assert_eq!(message["content"], "Hello!");
         for n in [1, 2, 5, 100] {
-            let (deltas, _) = stream(output, text, n);
+            let (deltas, _) = stream(&output, text, n);
             assert_eq!(joined(&deltas, true).trim(), "The user greets.", "{n}");
             assert_eq!(joined(&deltas, false), "Hello!", "{n}");
         }
@@ -324,13 +363,14 @@ mod tests {
     fn plain_answers_stream_unchanged() {
         let output = ChatOutput {
             tools: Some(ToolFormat::Generic),
+            declared: Arc::from([]),
         };
         let text = " <b>Paris</b> is the capital.";
         let (message, called) = output.message(text);
         assert!(!called);
         assert_eq!(message["content"], text);
         for n in [1, 3, 100] {
-            let (deltas, called) = stream(output, text, n);
+            let (deltas, called) = stream(&output, text, n);
             assert!(!called);
             assert_eq!(joined(&deltas, false), text, "{n}");
         }
@@ -347,11 +387,12 @@ mod tests {
             (
                 ToolFormat::Hermes,
                 "Checking.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
-                "Checking.\n",
+                "Checking.",
             ),
         ] {
             let output = ChatOutput {
                 tools: Some(format),
+                declared: Arc::from(["f".to_string()]),
             };
             let (message, called) = output.message(text);
             assert!(called, "{format:?}");
@@ -361,7 +402,7 @@ mod tests {
                 r#"{"a":1}"#
             );
             for n in [1, 4, 200] {
-                let (deltas, called) = stream(output, text, n);
+                let (deltas, called) = stream(&output, text, n);
                 assert!(called);
                 assert_eq!(joined(&deltas, false), content, "{format:?} {n}");
                 let Some(Delta::ToolCalls(calls)) = deltas.last() else {

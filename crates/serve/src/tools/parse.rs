@@ -1,4 +1,13 @@
 //! The model's text read back into tool calls, for each family's format.
+//!
+//! Only calls of the functions the request declared are calls: an answer naming any other
+//! function (or holding JSON that merely has a `"name"` key) is content, whole, so that a
+//! model cannot make the client run something it never offered, and nothing it said is lost.
+//!
+//! A list of calls cut short (by `max_tokens`) keeps the calls completed before the cut; the
+//! unfinished rest stays content. A call identical to an earlier one (same name, same
+//! arguments) ends the list: small models repeat their last call until the limit, and a
+//! client must not run it twice.
 
 use serde_json::Value;
 
@@ -22,21 +31,64 @@ pub struct ParsedAnswer {
     pub calls: Vec<ToolCall>,
 }
 
-/// Reads `text` as `format` writes calls. Text that holds no well-formed call is content.
-pub fn parse_calls(text: &str, format: ToolFormat) -> ParsedAnswer {
-    let parsed = match format {
+/// Reads `text` as `format` writes calls, accepting only calls of the functions `declared`.
+/// Text that holds no well-formed call of a declared function is content.
+pub fn parse_calls(text: &str, format: ToolFormat, declared: &[String]) -> ParsedAnswer {
+    match any_calls(text, format) {
+        Some(mut parsed) if parsed.calls.iter().all(|c| declared.contains(&c.name)) => {
+            end_at_first_repeat(&mut parsed.calls);
+            parsed
+        }
+        _ => ParsedAnswer {
+            content: text.trim().to_string(),
+            calls: Vec::new(),
+        },
+    }
+}
+
+/// Whether `text`, read as `format` writes calls (declared or not), holds a whole call
+/// identical to an earlier one.
+pub fn repeats_a_call(text: &str, format: ToolFormat) -> bool {
+    any_calls(text, format).is_some_and(|p| {
+        let mut calls = p.calls;
+        let n = calls.len();
+        end_at_first_repeat(&mut calls);
+        calls.len() < n
+    })
+}
+
+/// The calls of `text` in `format`, of any function, as written.
+fn any_calls(text: &str, format: ToolFormat) -> Option<ParsedAnswer> {
+    match format {
         ToolFormat::Hermes => hermes(text),
         ToolFormat::Mistral => json_calls(text.trim().trim_start_matches("[TOOL_CALLS]")),
         ToolFormat::Llama3 => json_calls(text.trim().trim_start_matches("<|python_tag|>")),
         ToolFormat::Generic => json_calls(text),
-    };
-    parsed.unwrap_or_else(|| ParsedAnswer {
-        content: text.trim().to_string(),
-        calls: Vec::new(),
-    })
+    }
 }
 
-/// `<tool_call>{...}</tool_call>` blocks anywhere in the text (the last may be unclosed).
+/// Drops every call from the first that repeats an earlier one.
+fn end_at_first_repeat(calls: &mut Vec<ToolCall>) {
+    let repeat = (1..calls.len()).find(|&i| calls[..i].iter().any(|c| same_call(c, &calls[i])));
+    if let Some(i) = repeat {
+        calls.truncate(i);
+    }
+}
+
+/// The same function with the same arguments (compared as JSON values when they parse).
+fn same_call(a: &ToolCall, b: &ToolCall) -> bool {
+    a.name == b.name
+        && match (
+            serde_json::from_str::<Value>(&a.arguments),
+            serde_json::from_str::<Value>(&b.arguments),
+        ) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => a.arguments == b.arguments,
+        }
+}
+
+/// `<tool_call>{...}</tool_call>` blocks anywhere in the text (the last may be unclosed); a
+/// block may also hold a call in Qwen3-Coder's or GLM's tags ([`super::xml`]).
 fn hermes(text: &str) -> Option<ParsedAnswer> {
     const OPEN: &str = "<tool_call>";
     const CLOSE: &str = "</tool_call>";
@@ -53,6 +105,7 @@ fn hermes(text: &str) -> Option<ParsedAnswer> {
         match serde_json::from_str(body.trim())
             .ok()
             .and_then(|v| call_of(&v))
+            .or_else(|| super::xml::tagged_call(body))
         {
             Some(call) => calls.push(call),
             // A last block cut short (by `max_tokens`) stays text after the whole calls.
@@ -73,15 +126,19 @@ fn hermes(text: &str) -> Option<ParsedAnswer> {
 }
 
 /// A JSON answer: `{"tool_calls": [...]}`, a list of calls, one call, or calls separated by
-/// `;` (Llama 3's parallel calls).
+/// `;` (Llama 3's parallel calls). A list cut short keeps its whole items.
 fn json_calls(text: &str) -> Option<ParsedAnswer> {
     let text = text.trim();
     let values: Vec<Value> = match serde_json::from_str::<Value>(text) {
         Ok(value) => vec![value],
-        Err(_) => text
+        Err(_) => match text
             .split(';')
             .map(|part| serde_json::from_str(part.trim()).ok())
-            .collect::<Option<_>>()?,
+            .collect::<Option<Vec<Value>>>()
+        {
+            Some(values) => values,
+            None => return cut_list(text),
+        },
     };
     let mut calls = Vec::new();
     for value in values {
@@ -101,6 +158,44 @@ fn json_calls(text: &str) -> Option<ParsedAnswer> {
     }
     (!calls.is_empty()).then(|| ParsedAnswer {
         content: String::new(),
+        calls,
+    })
+}
+
+/// A list of calls (`{"tool_calls": [` or `[`) whose end is missing: the items before the cut,
+/// and the unfinished rest as content.
+fn cut_list(text: &str) -> Option<ParsedAnswer> {
+    let items = match text.strip_prefix('{') {
+        Some(rest) => {
+            let rest = rest.trim_start().strip_prefix("\"tool_calls\"")?;
+            rest.trim_start().strip_prefix(':')?.trim_start()
+        }
+        None => text,
+    };
+    let mut rest = items.strip_prefix('[')?;
+    let mut calls = Vec::new();
+    loop {
+        rest = rest.trim_start();
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        let Some(Ok(value)) = values.next() else {
+            break;
+        };
+        calls.push(call_of(&value)?);
+        rest = rest[values.byte_offset()..].trim_start();
+        match rest.strip_prefix(',') {
+            Some(after) => rest = after,
+            // The list ended and only its object's end is missing.
+            None if rest.starts_with(']') => {
+                rest = rest[1..].trim_start().trim_start_matches('}');
+                break;
+            }
+            // Anything but a separator after an item is not a cut list of calls.
+            None if rest.is_empty() => break,
+            None => return None,
+        }
+    }
+    (!calls.is_empty()).then(|| ParsedAnswer {
+        content: rest.trim().to_string(),
         calls,
     })
 }
@@ -129,10 +224,19 @@ mod tests {
         }
     }
 
+    fn declared(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    fn parse(text: &str, format: ToolFormat) -> ParsedAnswer {
+        let names = declared(&["get_weather", "time", "search", "a", "b", "f"]);
+        parse_calls(text, format, &names)
+    }
+
     #[test]
     fn hermes_blocks_become_calls_and_the_rest_content() {
         let text = "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>{\"name\": \"time\", \"arguments\": {}}</tool_call>";
-        let parsed = parse_calls(text, ToolFormat::Hermes);
+        let parsed = parse(text, ToolFormat::Hermes);
         assert_eq!(parsed.content, "Let me look.");
         assert_eq!(
             parsed.calls,
@@ -147,7 +251,7 @@ mod tests {
     fn a_hermes_block_cut_short_stays_text_after_the_whole_calls() {
         let text =
             "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"na";
-        let parsed = parse_calls(text, ToolFormat::Hermes);
+        let parsed = parse(text, ToolFormat::Hermes);
         assert_eq!(parsed.calls, [call("f", "{}")]);
         assert_eq!(parsed.content, "<tool_call>\n{\"na");
     }
@@ -155,7 +259,7 @@ mod tests {
     #[test]
     fn llama3_json_with_parameters_becomes_a_call() {
         let text = r#"<|python_tag|>{"name": "search", "parameters": {"q": "rust"}}; {"name": "time", "parameters": {}}"#;
-        let parsed = parse_calls(text, ToolFormat::Llama3);
+        let parsed = parse(text, ToolFormat::Llama3);
         assert_eq!(
             parsed.calls,
             [call("search", r#"{"q":"rust"}"#), call("time", "{}")]
@@ -166,17 +270,17 @@ mod tests {
     #[test]
     fn mistral_lists_become_calls() {
         let text = r#"[TOOL_CALLS] [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]"#;
-        let parsed = parse_calls(text, ToolFormat::Mistral);
+        let parsed = parse(text, ToolFormat::Mistral);
         assert_eq!(parsed.calls, [call("a", r#"{"x":1}"#), call("b", "{}")]);
         // The marker is a control token, which decoded text leaves out.
-        let parsed = parse_calls(&text["[TOOL_CALLS] ".len()..], ToolFormat::Mistral);
+        let parsed = parse(&text["[TOOL_CALLS] ".len()..], ToolFormat::Mistral);
         assert_eq!(parsed.calls.len(), 2);
     }
 
     #[test]
     fn the_generic_format_becomes_calls() {
         let text = r#"{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}"#;
-        let parsed = parse_calls(text, ToolFormat::Generic);
+        let parsed = parse(text, ToolFormat::Generic);
         assert_eq!(parsed.calls, [call("get_weather", r#"{"city":"Oslo"}"#)]);
     }
 
@@ -187,10 +291,90 @@ mod tests {
             ("<tool_call>{not json</tool_call>", ToolFormat::Hermes),
             (r#"{"city": "Paris"}"#, ToolFormat::Generic),
             ("[1, 2]", ToolFormat::Mistral),
+            (r#"{"tool_calls": [{"name": "a"}, 7"#, ToolFormat::Generic),
+            (r#"{"tool_calls": [{"name": "a"} x"#, ToolFormat::Generic),
         ] {
-            let parsed = parse_calls(text, format);
+            let parsed = parse(text, format);
             assert!(parsed.calls.is_empty(), "{text}");
             assert_eq!(parsed.content, text.trim());
         }
+    }
+
+    #[test]
+    fn only_declared_functions_are_called_and_anything_else_stays_content() {
+        let names = declared(&["get_weather"]);
+        for (text, format) in [
+            (
+                r#"{"name": "transfer_all_funds", "arguments": {"to": "x"}}"#,
+                ToolFormat::Generic,
+            ),
+            (r#"{"name": "Ada", "age": 36}"#, ToolFormat::Generic),
+            (
+                r#"{"tool_calls": [{"name": "get_weather", "arguments": {}}, {"name": "rm", "arguments": {}}]}"#,
+                ToolFormat::Generic,
+            ),
+            (
+                "Sure.\n<tool_call>{\"name\": \"transfer_all_funds\", \"arguments\": {}}</tool_call>",
+                ToolFormat::Hermes,
+            ),
+            (
+                r#"[{"name": "transfer_all_funds", "arguments": {}}]"#,
+                ToolFormat::Mistral,
+            ),
+            (
+                r#"{"name": "transfer_all_funds", "parameters": {}}"#,
+                ToolFormat::Llama3,
+            ),
+        ] {
+            let parsed = parse_calls(text, format, &names);
+            assert!(parsed.calls.is_empty(), "{format:?}: {text}");
+            assert_eq!(
+                parsed.content,
+                text.trim(),
+                "{format:?}: the content is kept"
+            );
+        }
+        let parsed = parse_calls(
+            r#"{"name": "get_weather", "arguments": {"city": "Oslo"}}"#,
+            ToolFormat::Generic,
+            &names,
+        );
+        assert_eq!(parsed.calls, [call("get_weather", r#"{"city":"Oslo"}"#)]);
+    }
+
+    #[test]
+    fn calls_completed_before_the_cut_are_kept() {
+        let text = r#"{"tool_calls": [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}, {"name": "a", "argu"#;
+        let parsed = parse(text, ToolFormat::Generic);
+        assert_eq!(parsed.calls, [call("a", r#"{"x":1}"#), call("b", "{}")]);
+        assert_eq!(parsed.content, r#"{"name": "a", "argu"#);
+        let text = r#"[{"name": "a", "arguments": {}}, {"na"#;
+        assert_eq!(parse(text, ToolFormat::Mistral).calls, [call("a", "{}")]);
+        // Cut before any whole call: content.
+        let text = r#"{"tool_calls": [{"name": "a", "argu"#;
+        let parsed = parse(text, ToolFormat::Generic);
+        assert!(parsed.calls.is_empty());
+        assert_eq!(parsed.content, text);
+        let text = r#"{"tool_calls": [{"name": "a", "arguments": {}}]"#;
+        let parsed = parse(text, ToolFormat::Generic);
+        assert_eq!((parsed.calls.len(), parsed.content.as_str()), (1, ""));
+    }
+
+    #[test]
+    fn a_repeated_identical_call_ends_the_list() {
+        let text = r#"{"tool_calls": [{"name": "a", "arguments": {"x": 1, "y": 2}}, {"name": "b", "arguments": {}}, {"name": "a", "arguments": {"y": 2, "x": 1}}, {"name": "b", "arguments": {"z": 0}}, {"name": "a", "ar"#;
+        let parsed = parse(text, ToolFormat::Generic);
+        assert_eq!(
+            parsed.calls,
+            [call("a", r#"{"x":1,"y":2}"#), call("b", "{}")]
+        );
+        assert!(repeats_a_call(text, ToolFormat::Generic));
+        // The same function with other arguments is a new call.
+        let text = r#"{"tool_calls": [{"name": "a", "arguments": {"x": 1}}, {"name": "a", "arguments": {"x": 2}}]}"#;
+        assert_eq!(parse(text, ToolFormat::Generic).calls.len(), 2);
+        assert!(!repeats_a_call(text, ToolFormat::Generic));
+        let text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}";
+        assert!(repeats_a_call(text, ToolFormat::Hermes));
+        assert_eq!(parse(text, ToolFormat::Hermes).calls, [call("f", "{}")]);
     }
 }

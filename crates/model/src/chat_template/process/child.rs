@@ -45,6 +45,7 @@ pub fn serve_renders() -> io::Result<()> {
             Ok(job) => Reply::from_result(template.render_with_spans(
                 &job.messages,
                 job.tools.as_ref(),
+                &job.vars,
                 job.add_generation_prompt,
             )),
             Err(e) => Reply::from_result(Err(ChatTemplateError::Renderer(format!(

@@ -164,6 +164,7 @@ impl ProcessPool {
         &self,
         messages: &[ChatMessage],
         tools: Option<serde_json::Value>,
+        vars: serde_json::Map<String, serde_json::Value>,
         add_generation_prompt: bool,
         deadline: Duration,
     ) -> Result<PromptText, ChatTemplateError> {
@@ -172,6 +173,7 @@ impl ProcessPool {
         let job = serde_json::to_string(&Job {
             messages: messages.to_vec(),
             tools,
+            vars,
             add_generation_prompt,
         })
         .map_err(|e| ChatTemplateError::Renderer(e.to_string()))?;

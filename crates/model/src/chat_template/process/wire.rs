@@ -38,6 +38,9 @@ impl Setup {
 pub(super) struct Job {
     pub messages: Vec<ChatMessage>,
     pub tools: Option<serde_json::Value>,
+    /// Further template variables.
+    #[serde(default)]
+    pub vars: serde_json::Map<String, serde_json::Value>,
     pub add_generation_prompt: bool,
 }
 

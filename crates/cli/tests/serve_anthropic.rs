@@ -1,0 +1,50 @@
+//! Anthropic's Messages API on `rinfer serve`, driven by the official `anthropic` Python
+//! client: create and stream (the same text for the same seed), tools with `tool_choice` `any`
+//! and a named tool (schema-valid input, whole and streamed), a `tool_result` round trip,
+//! count_tokens, `x-api-key`, and typed errors. A fixture model with random weights, served
+//! with Qwen's tool template, keeps it fast; the constraint makes its calls valid.
+//!
+//! The client is installed into the tests' virtual environment on first run (`pip install
+//! anthropic`).
+
+mod python_support;
+mod serve_support;
+
+use std::path::PathBuf;
+
+use python_support::{python_with, run_script};
+use serve_support::Server;
+
+fn fixture(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn the_anthropic_python_client_works_against_the_messages_api() {
+    let python = python_with(&["anthropic", "jsonschema"], &["anthropic", "jsonschema"]);
+    let model = fixture("models/qwen2-tiny-q4_k_m.gguf");
+    let template = fixture("chat_templates/qwen2_5_tools.jinja");
+    let key = "sk-anthropic-test";
+    let s = Server::start(&[
+        "--model",
+        &model,
+        "--chat-template",
+        &template,
+        "--ctx",
+        "1024",
+        "--threads",
+        "2",
+        "--api-key",
+        key,
+    ]);
+    let args = [
+        format!("http://{}", s.addr),
+        "qwen2-tiny-q4_k_m".to_string(),
+        key.to_string(),
+    ];
+    run_script(&python, "serve_anthropic_client.py", &args, &s.log);
+}
