@@ -28,10 +28,17 @@ pub fn write_whole(
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    let temp = NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
-    let (file, temp_path) = temp.into_parts();
-    let _pending = Pending::register(temp_path.to_path_buf());
+    remove_on_interrupt();
+    let (file, temp_path, _pending) = {
+        // Created and listed under the lock: an interrupt meanwhile waits for the list.
+        let mut pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+        let temp = NamedTempFile::new_in(dir)
+            .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+        let (file, temp_path) = temp.into_parts();
+        pending.push(temp_path.to_path_buf());
+        let listed = Pending(temp_path.to_path_buf());
+        (file, temp_path, listed)
+    };
     let written = write(BufWriter::new(file))?;
     let file = written
         .into_inner()
@@ -107,17 +114,6 @@ static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// One temporary file on the interrupt list while it is written.
 struct Pending(PathBuf);
-
-impl Pending {
-    fn register(path: PathBuf) -> Self {
-        remove_on_interrupt();
-        PENDING
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(path.clone());
-        Self(path)
-    }
-}
 
 impl Drop for Pending {
     fn drop(&mut self) {
