@@ -133,21 +133,9 @@ impl StructuredOutput {
         vocab: usize,
         cancel: &CancelFlag,
     ) -> Result<Option<Arc<dyn TokenConstraint>>, ApiError> {
-        let (schema, strict) = match format {
-            None | Some(ResponseFormat::Text) => return Ok(None),
-            Some(ResponseFormat::JsonObject) => (json!({"type": "object"}), false),
-            Some(ResponseFormat::JsonSchema { json_schema }) => (
-                json_schema.schema.clone().unwrap_or_else(|| json!({})),
-                json_schema.strict.unwrap_or(false),
-            ),
+        let Some(grammar) = format_grammar(format)? else {
+            return Ok(None);
         };
-        schema_limits::check(&schema).map_err(|e| {
-            ApiError::invalid(
-                "response_format",
-                format!("the JSON schema is too large to follow: {e}"),
-            )
-        })?;
-        let grammar = TopLevelGrammar::from_json_schema(compact(schema, strict)?);
         self.compile(grammar, tokenizer, vocab, cancel)
             .map(|c| Some(Arc::new(c) as Arc<dyn TokenConstraint>))
             .map_err(|e| e.into_api("response_format", "the JSON schema"))
@@ -185,6 +173,16 @@ impl StructuredOutput {
             .get_or_init(|| parser_factory(tokenizer, vocab).map(Arc::new))
             .clone()
             .map_err(CompileError::Invalid)?;
+        self.compile_with(factory, grammar, cancel)
+    }
+
+    /// [`Self::compile`] with `factory`, whatever vocabulary it has.
+    pub(crate) fn compile_with(
+        &self,
+        factory: Arc<ParserFactory>,
+        grammar: TopLevelGrammar,
+        cancel: &CancelFlag,
+    ) -> Result<GrammarConstraint, CompileError> {
         let parser = self
             .compiles
             .run(move || first_step(&factory, grammar), cancel)
@@ -204,6 +202,38 @@ fn first_step(factory: &ParserFactory, grammar: TopLevelGrammar) -> Result<Token
     let mut probe = Matcher::new(Ok(parser.deep_clone()));
     probe.compute_mask().map_err(|e| e.to_string())?;
     Ok(parser)
+}
+
+/// The grammar of `format` (`None` for plain text), its schema held to the size caps.
+pub(crate) fn format_grammar(
+    format: Option<&ResponseFormat>,
+) -> Result<Option<TopLevelGrammar>, ApiError> {
+    let (schema, strict) = match format {
+        None | Some(ResponseFormat::Text) => return Ok(None),
+        Some(ResponseFormat::JsonObject) => (json!({"type": "object"}), false),
+        Some(ResponseFormat::JsonSchema { json_schema }) => (
+            json_schema.schema.clone().unwrap_or_else(|| json!({})),
+            json_schema.strict.unwrap_or(false),
+        ),
+    };
+    schema_limits::check(&schema).map_err(|e| {
+        ApiError::invalid(
+            "response_format",
+            format!("the JSON schema is too large to follow: {e}"),
+        )
+    })?;
+    Ok(Some(TopLevelGrammar::from_json_schema(compact(
+        schema, strict,
+    )?)))
+}
+
+/// A parser factory for a vocabulary of the 256 single bytes and an end token (for the fuzz
+/// target, which has no model).
+pub(crate) fn byte_factory() -> Result<ParserFactory, String> {
+    let mut words: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    words.push(vec![TokTrie::SPECIAL_TOKEN_MARKER, b'e', b'o', b's']);
+    let info = TokRxInfo::new(words.len() as u32, 256);
+    factory_of(&info, &words)
 }
 
 /// `schema` with the constraint engine's options: compact JSON, and unknown keywords an error
@@ -242,7 +272,12 @@ fn parser_factory(tokenizer: &Tokenizer, vocab: usize) -> Result<ParserFactory, 
         tok_end_of_turn: tokenizer.eot(),
         ..TokRxInfo::new(vocab as u32, eos)
     };
-    let env: TokEnv = Arc::new(ApproximateTokEnv::new(TokTrie::from(&info, &words)));
+    factory_of(&info, &words)
+}
+
+/// The parser factory of the tokens `words` (by id) described by `info`.
+fn factory_of(info: &TokRxInfo, words: &[Vec<u8>]) -> Result<ParserFactory, String> {
+    let env: TokEnv = Arc::new(ApproximateTokEnv::new(TokTrie::from(info, words)));
     let mut factory = ParserFactory::new(&env, InferenceCapabilities::default(), &[])
         .map_err(|e| e.to_string())?;
     factory.quiet();
