@@ -252,3 +252,40 @@ fn ctrl_c_during_a_conversion_removes_its_temporary_file() {
         "the temporary file was left behind"
     );
 }
+
+#[test]
+fn a_sparse_gguf_claiming_256_gib_is_an_error_not_an_abort() {
+    use rinfer_formats::GgmlType;
+    use rinfer_formats::gguf::{GgufStreamWriter, Metadata, MetadataValue, TensorHeader};
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("sparse.gguf");
+    let mut metadata = Metadata::default();
+    metadata
+        .insert(
+            "general.architecture",
+            MetadataValue::String("llama".into()),
+        )
+        .unwrap();
+    let headers = [TensorHeader {
+        name: "token_embd.weight".into(),
+        ty: GgmlType::F32,
+        dims: vec![1 << 16, 1 << 20],
+    }];
+    let mut file = std::fs::File::create(&input).unwrap();
+    drop(GgufStreamWriter::new(&mut file, &metadata, &headers).unwrap());
+    let head = file.stream_position().unwrap();
+    file.set_len(head.next_multiple_of(32) + (1u64 << 38))
+        .unwrap();
+    drop(file);
+    let output = dir.path().join("q8.gguf");
+    let result = rinfer(&["quantize", &arg(&input), &arg(&output), "Q8_0"]);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("MiB of memory is available"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "files left behind"
+    );
+}
