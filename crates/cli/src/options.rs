@@ -404,6 +404,10 @@ pub struct ExposureOptions {
     /// Seconds a client has to send a request's body once its headers arrived; then 408.
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     pub body_timeout: u64,
+    /// Seconds a write to a client may wait for it to read; a client that reads nothing for
+    /// that long is disconnected (and its generation cancelled).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub write_timeout: u64,
     /// Largest request body in bytes; larger ones get 413.
     #[arg(long, default_value_t = 2 << 20, value_name = "BYTES")]
     pub max_body_bytes: usize,
@@ -432,4 +436,9 @@ pub struct ExposureOptions {
     /// Serve /metrics without a key even when API keys are required.
     #[arg(long)]
     pub open_metrics: bool,
+    /// Let requests of different API keys reuse each other's cached prompt prefixes (by
+    /// default a prefix one key's requests computed is reused only by requests with that key,
+    /// so that no key learns anything about another's prompts).
+    #[arg(long)]
+    pub share_prefix_cache: bool,
 }

@@ -1,7 +1,9 @@
 //! Chat templates that fuel cannot stop — walking a list nested into itself 2^60 times,
 //! printing it, comparing it — are rendered in child processes that are killed at the deadline
 //! or die at their memory cap; the server answers the request with an error, keeps serving, and
-//! no thread or process of it keeps spinning.
+//! no thread or process of it keeps spinning. A template that writes more than the context can
+//! hold is stopped at that size with a 400; render processes see none of the server's
+//! environment; `/v1/models` names a template file without its path.
 
 mod serve_support;
 
@@ -175,4 +177,52 @@ fn a_template_that_grows_without_bound_dies_at_the_memory_cap() {
         .render_tokens(&[ChatMessage::user("hello")], true, &tokenizer)
         .unwrap();
     assert!(tokenizer.decode(&ids).contains("hello"));
+}
+
+#[test]
+fn a_flooding_template_is_a_400_and_render_processes_see_no_environment() {
+    let path = std::env::temp_dir().join(format!("rinfer-flood-{}.jinja", std::process::id()));
+    std::fs::write(
+        &path,
+        "{% if messages[-1].content == 'flood' %}\
+         {% for i in range(60000) %}{{ 'x' * 1000 }}{% endfor %}\
+         {% else %}{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}<end_of_turn>\n{% endfor %}<start_of_turn>model\n{% endif %}",
+    )
+    .unwrap();
+    let secret = "sk-secret-in-the-environment-0042";
+    let server = Server::start_with_env(
+        &[("RINFER_TEST_SECRET", secret)],
+        &[
+            "-m",
+            &tiny_model(),
+            "--ctx",
+            "512",
+            "--chat-template",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(chat(&server, "hello").status, 200);
+    let start = Instant::now();
+    let flood = chat(&server, "flood");
+    assert_eq!(flood.status, 400, "{}", flood.text());
+    assert!(flood.text().contains("context"), "{}", flood.text());
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(chat(&server, "hello again").status, 200);
+    let renderers = children(server.child.id());
+    assert!(!renderers.is_empty(), "no render process");
+    for pid in renderers {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&environ).contains(secret),
+            "render process {pid} sees the server's environment"
+        );
+    }
+    let models = server.get("/v1/models").json();
+    let shown = models["data"][0]["chat_template"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let name = path.file_name().unwrap().to_str().unwrap();
+    assert_eq!(shown, format!("file {name}"));
+    let _ = std::fs::remove_file(path);
 }

@@ -120,7 +120,7 @@ fn logits_are_computed_with_the_kv_type_given() {
 /// The `engine ready` line's `kv_type` and `kv_cache_mib` of a server started with `args`.
 fn served_kv(args: &[&str]) -> (String, usize) {
     let server = Server::start(args);
-    let log = server.log.lock().unwrap().clone();
+    let log = server.wait_for_log("engine ready");
     let line = log
         .iter()
         .find(|l| l.contains("engine ready"))

@@ -110,8 +110,7 @@ fn serve_with_device_cuda_and_no_gpu_exits_1_with_a_clear_error() {
 #[test]
 fn serve_with_device_auto_falls_back_to_the_cpu_and_says_why() {
     let server = Server::start(&["--model", &tiny_model(), "--device", "auto"]);
-    let log = server.log.lock().unwrap().join("\n");
-    assert!(log.contains("no usable CUDA device"), "{log}");
+    server.wait_for_log("no usable CUDA device");
     assert_eq!(server.get("/v1/models").json()["data"][0]["device"], "cpu");
 }
 

@@ -74,8 +74,7 @@ fn every_api_route_answers_401_without_a_valid_key_and_serves_either_key() {
         }
     }
     assert_eq!(call(&s, "GET", "/health", None).status, 200);
-    let log = s.log.lock().unwrap().join("\n");
-    assert!(log.contains("2 API keys"), "{log}");
+    let log = s.wait_for_log("2 API keys").join("\n");
     assert!(
         !log.contains(KEY_ON_COMMAND_LINE) && !log.contains(KEY_IN_FILE),
         "a key reached the log:\n{log}"

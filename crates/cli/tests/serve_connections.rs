@@ -199,13 +199,7 @@ fn under_a_low_open_file_limit_the_cap_shrinks_so_new_connections_are_still_answ
         128,
         &["--model", &model, "--threads", "2", "--ctx", "512"],
     );
-    let warned = s
-        .log
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|l| l.contains("serving at most 64 connections"));
-    assert!(warned, "{:?}", s.log.lock().unwrap());
+    s.wait_for_log("serving at most 64 connections");
     let mut kept = BufReader::new(TcpStream::connect(s.addr).unwrap());
     let health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
     kept.get_mut().write_all(health).unwrap();

@@ -140,4 +140,8 @@ pub enum ModelError {
     /// settings and the draft model disagree.
     #[error("draft model: {0}")]
     DraftModel(String),
+    /// The request's constraint (a JSON schema, a grammar) could not be followed: its engine
+    /// hit a limit of its own while generating.
+    #[error("{0}")]
+    Constraint(String),
 }

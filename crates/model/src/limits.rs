@@ -162,6 +162,26 @@ pub fn available_memory_bytes() -> Option<u64> {
     meminfo_available(&meminfo)
 }
 
+/// Refuses to allocate `bytes` for `what` when they overflow or are more than the memory
+/// available (a file may claim sizes far beyond its real bytes: a sparse file), so that the
+/// allocation fails with an error instead of aborting the process.
+pub fn check_allocation(
+    what: impl FnOnce() -> String,
+    bytes: Option<u64>,
+) -> Result<(), ModelError> {
+    let Some(bytes) = bytes else {
+        return Err(ModelError::SizeOverflow { what: what() });
+    };
+    match available_memory_bytes() {
+        Some(available) if bytes > available => Err(ModelError::NotEnoughMemory {
+            what: what(),
+            needed_mib: bytes.div_ceil(MIB as u64),
+            available_mib: available / MIB as u64,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// `MemAvailable` of a `/proc/meminfo` text, in bytes.
 fn meminfo_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;

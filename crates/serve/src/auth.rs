@@ -4,6 +4,10 @@
 //! Only SHA-256 digests of the keys are kept, and a presented key's digest is compared with
 //! every configured digest in constant time (`subtle`), so neither the comparison's time nor
 //! the server's memory or logs tell anything about a key.
+//!
+//! Each key is a tenant: the handlers of a request run with its key's number as the current
+//! tenant ([`current_tenant`]), which the engine keeps cached prompts apart by (unless the
+//! server shares its prefix cache between keys).
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,7 +17,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use crate::error::ApiError;
 
@@ -100,14 +104,53 @@ impl ApiKeys {
     /// Whether `presented` is one of the keys, in time independent of the keys and of
     /// which one matched.
     pub fn accepts(&self, presented: &str) -> bool {
-        let presented = digest(presented.as_bytes());
-        self.digests
-            .iter()
-            .fold(subtle::Choice::from(0), |found, key| {
-                found | key.ct_eq(&presented)
-            })
-            .into()
+        self.which(presented).is_some()
     }
+
+    /// Which key `presented` is (numbered from 1), in time independent of the keys and of
+    /// which one matched; `None` when it is none of them.
+    pub fn which(&self, presented: &str) -> Option<u64> {
+        let presented = digest(presented.as_bytes());
+        let found = self
+            .digests
+            .iter()
+            .zip(1u64..)
+            .fold(0u64, |found, (key, number)| {
+                u64::conditional_select(&found, &number, key.ct_eq(&presented))
+            });
+        (found != 0).then_some(found)
+    }
+}
+
+/// The keys of the protected routes, and whether each key is a tenant of its own.
+#[derive(Debug)]
+pub struct KeyCheck {
+    /// The keys.
+    pub keys: ApiKeys,
+    /// Each key's requests are a tenant of their own (false: the server shares its prefix
+    /// cache between keys).
+    pub tenants: bool,
+}
+
+impl KeyCheck {
+    /// The key check `config` asks for.
+    pub fn of(config: &crate::ServeConfig) -> Self {
+        Self {
+            keys: config.api_keys.clone(),
+            tenants: !config.share_prefix_cache,
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The tenant of the request being handled (its key's number).
+    static TENANT: u64;
+}
+
+/// The tenant of the request being handled: its key's number when keys are configured and
+/// not shared, else `None` (every request is tenant 0 of the engine).
+pub fn current_tenant() -> Option<u64> {
+    TENANT.try_with(|t| *t).ok()
 }
 
 fn digest(bytes: &[u8]) -> [u8; 32] {
@@ -132,11 +175,11 @@ fn api_key_token(value: &HeaderValue) -> Option<&str> {
 /// Middleware of the protected routes: passes requests carrying an accepted key, answers
 /// others 401 (`WWW-Authenticate: Bearer`).
 pub async fn require_key(
-    State(keys): State<Arc<ApiKeys>>,
+    State(check): State<Arc<KeyCheck>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if keys.is_empty() {
+    if check.keys.is_empty() {
         return next.run(request).await;
     }
     let headers = request.headers();
@@ -144,9 +187,11 @@ pub async fn require_key(
         .get(header::AUTHORIZATION)
         .and_then(bearer_token)
         .or_else(|| headers.get("x-api-key").and_then(api_key_token));
-    let message = match token {
-        Some(token) if keys.accepts(token) => return next.run(request).await,
-        Some(_) => "the API key is not valid for this server",
+    let key = token.map(|token| check.keys.which(token));
+    let message = match key {
+        Some(Some(_)) if !check.tenants => return next.run(request).await,
+        Some(Some(number)) => return TENANT.scope(number, next.run(request)).await,
+        Some(None) => "the API key is not valid for this server",
         None => {
             "this server requires an API key: send it as `Authorization: Bearer KEY` or \
              `x-api-key: KEY` (the key the operator gave with --api-key or --api-key-file)"
@@ -176,6 +221,15 @@ mod tests {
             assert!(!keys.accepts(wrong), "{wrong:?}");
         }
         assert!(!ApiKeys::default().accepts("alpha-key"));
+    }
+
+    #[test]
+    fn each_key_has_its_own_number() {
+        let keys = ApiKeys::new(["alpha-key", "beta-key", "gamma-key"]).unwrap();
+        assert_eq!(keys.which("alpha-key"), Some(1));
+        assert_eq!(keys.which("beta-key"), Some(2));
+        assert_eq!(keys.which("gamma-key"), Some(3));
+        assert_eq!(keys.which("delta-key"), None);
     }
 
     #[test]

@@ -1,23 +1,49 @@
 //! The blocking work of a request (parsing a body, rendering a chat template, tokenizing a
 //! prompt) on the blocking pool, bounded and cancellable: at most one job per core runs at
 //! once, and a job whose request was dropped (its client left) is told to stop through its
-//! [`CancelFlag`].
+//! [`CancelFlag`]. A job that only waits for work done elsewhere (a grammar compiling on its
+//! own thread, a template rendering in a child process) gives its slot back first
+//! ([`CancelFlag::release_slot`]), so that waiting never holds up other requests.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
 
-/// Set once the request that started a job is gone; the job checks it between its steps.
+/// Set once the request that started a job is gone; the job checks it between its steps. It
+/// also holds the job's slot of the pool until the job ends or gives it back.
 #[derive(Clone, Debug, Default)]
-pub struct CancelFlag(Arc<AtomicBool>);
+pub struct CancelFlag {
+    cancelled: Arc<AtomicBool>,
+    slot: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
+    /// The pool's slots, to take one again (`None` outside a pool).
+    slots: Option<Arc<Semaphore>>,
+}
 
 impl CancelFlag {
     /// Whether the job should stop.
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// Gives the job's slot back before the job ends: what is left of the job is waiting, not
+    /// computing, and should not keep another request from starting.
+    pub fn release_slot(&self) {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    /// Takes a slot again after [`Self::release_slot`], waiting for one, before the job
+    /// computes again.
+    pub fn reacquire_slot(&self) {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        let (None, Some(slots)) = (slot.as_ref(), &self.slots) else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            *slot = runtime.block_on(Arc::clone(slots).acquire_owned()).ok();
+        }
     }
 
     /// `Err` once cancelled, so that a job can stop with `?` between steps.
@@ -28,8 +54,9 @@ impl CancelFlag {
         Ok(())
     }
 
-    fn cancel(&self) {
-        self.0.store(true, Ordering::Relaxed);
+    /// Tells the job to stop (its request is gone).
+    pub(crate) fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
     }
 }
 
@@ -69,17 +96,22 @@ impl BlockingJobs {
         T: Send + 'static,
         F: FnOnce(&CancelFlag) -> Result<T, ApiError> + Send + 'static,
     {
-        let flag = CancelFlag::default();
+        let flag = CancelFlag {
+            slots: Some(Arc::clone(&self.slots)),
+            ..CancelFlag::default()
+        };
         let _cancel_on_drop = CancelOnDrop(flag.clone());
         let slot = Arc::clone(&self.slots)
             .acquire_owned()
             .await
             .map_err(|_| ApiError::internal("the request workers are shut down"))?;
+        *flag.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
         tokio::task::spawn_blocking(move || {
-            // The slot is held until the job really ends, even if its request is gone.
-            let _slot = slot;
-            flag.check()?;
-            job(&flag)
+            // The slot is held until the job really ends (or gives it back), even if its
+            // request is gone.
+            let result = flag.check().and_then(|()| job(&flag));
+            flag.release_slot();
+            result
         })
         .await
         .map_err(|_| ApiError::internal("request validation failed unexpectedly"))?
@@ -165,5 +197,48 @@ mod tests {
             "a job of a dropped request ran"
         );
         assert!(stopped.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_that_gives_its_slot_back_lets_the_next_job_run_while_it_waits() {
+        let jobs = Arc::new(BlockingJobs::new(1));
+        let waiting = tokio::spawn({
+            let jobs = Arc::clone(&jobs);
+            async move {
+                jobs.run(|flag| {
+                    flag.release_slot();
+                    std::thread::sleep(Duration::from_millis(500));
+                    Ok(())
+                })
+                .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let next = tokio::time::timeout(Duration::from_millis(300), jobs.run(|_| Ok(())));
+        assert!(
+            next.await.is_ok(),
+            "the next job waited for one that gave its slot back"
+        );
+        waiting.await.unwrap().unwrap();
+        // A job that takes its slot again holds it: the next one waits.
+        let again = tokio::spawn({
+            let jobs = Arc::clone(&jobs);
+            async move {
+                jobs.run(|flag| {
+                    flag.release_slot();
+                    flag.reacquire_slot();
+                    std::thread::sleep(Duration::from_millis(500));
+                    Ok(())
+                })
+                .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let next = tokio::time::timeout(Duration::from_millis(200), jobs.run(|_| Ok(())));
+        assert!(
+            next.await.is_err(),
+            "a second job ran beside a computing one"
+        );
+        again.await.unwrap().unwrap();
     }
 }

@@ -54,6 +54,9 @@ pub struct ServeConfig {
     pub header_timeout: Duration,
     /// Time a client has to send a request's body once its headers arrived; slower ones get 408.
     pub body_timeout: Duration,
+    /// Time a write to a client may wait for the client to read; past it the connection is
+    /// closed (and its generation cancelled), so that a client that never reads holds nothing.
+    pub write_timeout: Duration,
     /// Browser origins (`https://app.example.com`, or `*` for all) allowed to call the API
     /// cross-origin; a cross-origin request from any other gets 403.
     pub cors_origins: Vec<String>,
@@ -77,6 +80,11 @@ pub struct ServeConfig {
     pub api_keys: ApiKeys,
     /// Serve `/metrics` without a key even when keys are configured.
     pub open_metrics: bool,
+    /// Let requests of different API keys reuse each other's cached prompt prefixes. By
+    /// default (with keys configured) each key is a tenant of its own: its requests reuse only
+    /// what its own requests computed, and `/metrics` shows it only its own prefix-cache
+    /// counters.
+    pub share_prefix_cache: bool,
 }
 
 impl ServeConfig {
@@ -101,9 +109,11 @@ impl ServeConfig {
             template_process: None,
             api_keys: ApiKeys::default(),
             open_metrics: false,
+            share_prefix_cache: false,
             max_connections: 512,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             half_close: false,

@@ -1,11 +1,14 @@
 //! Accepting and serving connections: at most `max_connections` at once (one more gets a 503
-//! and is closed), each served by hyper with a header-read timeout; and the drain, during which
+//! and is closed), each served by hyper with a header-read timeout and a write timeout (a
+//! write that waits longer for the client to read fails, closing the connection, so a client
+//! that never reads its answer holds nothing); and the drain, during which
 //! the connections accepted before it finish their requests while new connections are still
 //! answered (`/health` says 503), so that a load balancer sees the drain instead of a refusal.
 //!
 //! `axum::serve` is not used because it offers neither a header timeout nor a connection cap,
 //! and its drain waits for every connection, a half-sent request included.
 
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
@@ -17,6 +20,7 @@ use axum::http::{Request, Response};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tower_service::Service;
@@ -30,6 +34,8 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// Time to send a request's headers (and to send the next one on a keep-alive connection).
     pub header_timeout: Duration,
+    /// Time a write may wait for the client to read.
+    pub write_timeout: Duration,
     /// Answer clients that half-close after their request.
     pub half_close: bool,
 }
@@ -149,6 +155,7 @@ impl Connection {
             .half_close(self.limits.half_close)
             // Accepted during the drain: one request, then closed.
             .keep_alive(self.before_drain.is_some());
+        let stream = WriteTimeout::new(stream, self.limits.write_timeout);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let mut connection = std::pin::pin!(connection);
         if self.before_drain.is_some() {
@@ -163,6 +170,98 @@ impl Connection {
             connection.as_mut().graceful_shutdown();
         }
         log_end(connection.await);
+    }
+}
+
+/// A stream whose writes fail with `TimedOut` once one has waited `timeout` for the peer to
+/// make room (read).
+struct WriteTimeout<S> {
+    inner: S,
+    timeout: Duration,
+    /// Set while a write waits.
+    waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteTimeout<S> {
+    fn new(inner: S, timeout: Duration) -> Self {
+        Self {
+            inner,
+            timeout,
+            waiting: None,
+        }
+    }
+
+    /// `poll` result after a write or flush returned `result`: a pending one arms the timer,
+    /// and fails once the timer has run out.
+    fn bounded<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if result.is_ready() {
+            self.waiting = None;
+            return result;
+        }
+        let timeout = self.timeout;
+        let timer = self
+            .waiting
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client read nothing within the write timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteTimeout<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let result = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.bounded(cx, result)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let result = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.bounded(cx, result)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        let result = std::pin::Pin::new(&mut self.inner).poll_flush(cx);
+        self.bounded(cx, result)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -256,6 +355,18 @@ mod tests {
         assert!(head.contains(&format!("content-length: {}", body.len())));
         let json: serde_json::Value = serde_json::from_str(body).unwrap();
         assert!(json["error"]["message"].is_string());
+    }
+
+    #[tokio::test]
+    async fn a_write_the_peer_never_reads_fails_at_the_timeout() {
+        use tokio::io::AsyncWriteExt;
+        let (ours, _theirs) = tokio::io::duplex(64);
+        let mut stream = WriteTimeout::new(ours, Duration::from_millis(200));
+        let started = Instant::now();
+        let big = vec![0u8; 4096];
+        let error = stream.write_all(&big).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! The request layer without a model, for the fuzz targets in `fuzz/`: not a stable API.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
+use crate::blocking::CancelFlag;
 use crate::config::ServeConfig;
 use crate::error::ApiError;
 use crate::request::Endpoint;
 use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest};
 use crate::request_policy::RequestPolicy;
+use crate::structured::{self, ResponseFormat, StructuredOutput};
 use crate::validate::{self, PromptInput};
 
 /// The endpoints that read a body.
@@ -151,6 +154,35 @@ pub fn check_tool_answer(text: &str, selector: u8, piece: usize) {
     }
 }
 
+/// Takes `body` as a request's `response_format` and compiles it as the server does (the size
+/// caps, then the compiler on its own thread with a deadline, and its first step), for a
+/// vocabulary of the 256 bytes: `Ok` when it compiles, else the refusal the request would get.
+pub fn compile_response_format(body: &[u8]) -> Result<(), Refusal> {
+    static COMPILER: OnceLock<(
+        StructuredOutput,
+        Result<Arc<llguidance::ParserFactory>, String>,
+    )> = OnceLock::new();
+    let (compiler, factory) = COMPILER.get_or_init(|| {
+        (
+            StructuredOutput::new(),
+            structured::byte_factory().map(Arc::new),
+        )
+    });
+    let factory = factory.clone().expect("a factory of the 256 bytes builds");
+    let refusal = |e: ApiError| Refusal {
+        status: e.status.as_u16(),
+        message: e.message,
+    };
+    let format: ResponseFormat = request::parse(body).map_err(refusal)?;
+    let Some(grammar) = structured::format_grammar(Some(&format)).map_err(refusal)? else {
+        return Ok(());
+    };
+    compiler
+        .compile_with(factory, grammar, &CancelFlag::default())
+        .map(drop)
+        .map_err(|e| refusal(e.into_api("response_format", "the JSON schema")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +209,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_schema_entry_compiles_schemas_and_refuses_bombs_with_a_400() {
+        let ok = br#"{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}"#;
+        compile_response_format(ok).unwrap();
+        compile_response_format(br#"{"type":"json_object"}"#).unwrap();
+        let names: Vec<String> = (0..6_000).map(|i| format!("n{i}")).collect();
+        let bomb = serde_json::json!({"type": "json_schema", "json_schema": {"name": "b",
+            "schema": {"type": "object", "required": names}}});
+        let refusal = compile_response_format(bomb.to_string().as_bytes()).unwrap_err();
+        assert_eq!(refusal.status, 400, "{}", refusal.message);
+        let refusal = compile_response_format(b"[1]").unwrap_err();
+        assert_eq!(refusal.status, 400);
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use llguidance::api::TopLevelGrammar;
 use rinfer_model::engine::TokenConstraint;
 
+use crate::blocking::CancelFlag;
 use crate::error::ApiError;
 use crate::state::Served;
 use crate::structured::ResponseFormat;
@@ -23,6 +24,7 @@ pub fn raw_constraint(
     response_format: Option<&ResponseFormat>,
     served: &Served,
     vocab: usize,
+    cancel: &CancelFlag,
 ) -> Result<Option<Arc<dyn TokenConstraint>>, ApiError> {
     let (field, grammar) = match (grammar, regex) {
         (None, None) => return Ok(None),
@@ -53,7 +55,7 @@ pub fn raw_constraint(
     };
     let constraint = served
         .structured
-        .compile(top, &served.ready.loaded.tokenizer, vocab)
-        .map_err(|e| ApiError::invalid(field, format!("the {field} cannot be compiled: {e}")))?;
+        .compile(top, &served.ready.loaded.tokenizer, vocab, cancel)
+        .map_err(|e| e.into_api(field, &format!("the {field}")))?;
     Ok(Some(Arc::new(constraint)))
 }

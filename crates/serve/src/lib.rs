@@ -12,7 +12,8 @@
 //! parallel sequence) and runs one batched forward pass per step over every running sequence
 //! plus a chunk of a waiting prompt. It must never run on the async runtime's threads, and the
 //! HTTP side must never block on it: requests reach it through a bounded queue, tokens come back
-//! through unbounded channels whose closing cancels the sequence.
+//! through bounded channels whose closing (or filling up: a client that stopped reading)
+//! cancels the sequence.
 //!
 //! Every request is validated before it reaches the engine; anything rinfer does not implement
 //! is refused with a 400 that names the field, never ignored.
@@ -31,10 +32,12 @@ mod anthropic;
 mod auth;
 mod blocking;
 mod chat;
+mod compile;
 mod config;
 mod connections;
 mod error;
 mod grammar;
+mod logprob_json;
 mod metric_aliases;
 mod metrics;
 mod page;
@@ -45,6 +48,7 @@ mod response_store;
 mod responses;
 mod routes;
 mod scheduler;
+mod schema_limits;
 mod server;
 mod speculation_metrics;
 mod state;

@@ -1,6 +1,6 @@
 //! Counters, gauges and histograms, rendered in the Prometheus text format at `/metrics`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -36,7 +36,8 @@ pub struct Metrics {
     pub speculation: crate::speculation_metrics::SpeculationMetrics,
 }
 
-/// The engine's prefix cache, as the engine thread last published it.
+/// The engine's prefix cache, as the engine thread last published it, and each tenant's share
+/// of its reuse.
 #[derive(Default)]
 pub struct PrefixMetrics {
     requests: AtomicU64,
@@ -46,6 +47,8 @@ pub struct PrefixMetrics {
     evictions: AtomicU64,
     bytes: AtomicU64,
     budget: AtomicU64,
+    /// Per tenant (API key): requests, hits, prompt tokens, cached tokens.
+    tenants: Mutex<HashMap<u64, [u64; 4]>>,
 }
 
 impl PrefixMetrics {
@@ -61,18 +64,50 @@ impl PrefixMetrics {
         set(&self.budget, stats.budget as u64);
     }
 
-    fn render(&self, out: &mut String) {
+    /// Counts a finished request of `tenant` with `prompt` prompt tokens, `cached` of them
+    /// reused.
+    pub fn record(&self, tenant: u64, prompt: usize, cached: usize) {
+        let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        let counts = tenants.entry(tenant).or_default();
+        counts[0] += 1;
+        counts[1] += u64::from(cached > 0);
+        counts[2] += prompt as u64;
+        counts[3] += cached as u64;
+    }
+
+    /// The reuse counters for `/metrics`: the engine's totals, or only `tenant`'s own.
+    fn reuse(&self, tenant: Option<u64>) -> [u64; 4] {
         let load = |v: &AtomicU64| v.load(Ordering::Relaxed);
+        match tenant {
+            None => [
+                load(&self.requests),
+                load(&self.hits),
+                load(&self.prompt_tokens),
+                load(&self.cached_tokens),
+            ],
+            Some(tenant) => self
+                .tenants
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&tenant)
+                .copied()
+                .unwrap_or_default(),
+        }
+    }
+
+    fn render(&self, out: &mut String, tenant: Option<u64>) {
+        let load = |v: &AtomicU64| v.load(Ordering::Relaxed);
+        let [requests, hits, prompt, cached] = self.reuse(tenant);
         let counters = [
             (
                 "rinfer_prefix_cache_cached_tokens_total",
                 "Prompt tokens reused from the prefix cache instead of computed.",
-                load(&self.cached_tokens),
+                cached,
             ),
             (
                 "rinfer_prefix_cache_hits_total",
                 "Requests that reused at least one cached prompt token.",
-                load(&self.hits),
+                hits,
             ),
             (
                 "rinfer_prefix_cache_evictions_total",
@@ -86,8 +121,6 @@ impl PrefixMetrics {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
             );
         }
-        let prompt = load(&self.prompt_tokens);
-        let requests = load(&self.requests);
         let ratio = |part: u64, whole: u64| {
             if whole == 0 {
                 0.0
@@ -99,12 +132,12 @@ impl PrefixMetrics {
             (
                 "rinfer_prefix_cache_hit_rate",
                 "Share of prompt tokens reused from the prefix cache.",
-                ratio(load(&self.cached_tokens), prompt),
+                ratio(cached, prompt),
             ),
             (
                 "rinfer_prefix_cache_request_hit_rate",
                 "Share of requests that reused at least one cached prompt token.",
-                ratio(load(&self.hits), requests),
+                ratio(hits, requests),
             ),
             (
                 "rinfer_prefix_cache_bytes",
@@ -175,7 +208,14 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
+    #[cfg(test)]
     pub fn render(&self) -> String {
+        self.render_for(None)
+    }
+
+    /// The Prometheus text exposition for a caller of `tenant` (`None`: the operator): a
+    /// tenant sees the prefix cache's reuse counters of its own requests only.
+    pub fn render_for(&self, tenant: Option<u64>) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -267,7 +307,7 @@ impl Metrics {
                 0.0
             },
         );
-        self.prefix.render(&mut out);
+        self.prefix.render(&mut out, tenant);
         self.speculation.render(&mut out);
         let aliases = crate::metric_aliases::vllm_aliases(&out);
         out.push_str(&aliases);
@@ -320,5 +360,30 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing");
         }
+    }
+
+    #[test]
+    fn a_tenant_sees_only_its_own_prefix_cache_reuse() {
+        let m = Metrics::default();
+        m.prefix.publish(&PrefixCacheStats {
+            requests: 2,
+            hits: 1,
+            prompt_tokens: 200,
+            cached_tokens: 95,
+            ..PrefixCacheStats::default()
+        });
+        m.prefix.record(1, 100, 95);
+        m.prefix.record(2, 100, 0);
+        let theirs = m.render_for(Some(2));
+        assert!(
+            theirs.contains("rinfer_prefix_cache_cached_tokens_total 0"),
+            "{theirs}"
+        );
+        assert!(theirs.contains("rinfer_prefix_cache_hits_total 0"));
+        let mine = m.render_for(Some(1));
+        assert!(mine.contains("rinfer_prefix_cache_cached_tokens_total 95"));
+        let all = m.render_for(None);
+        assert!(all.contains("rinfer_prefix_cache_cached_tokens_total 95"));
+        assert!(all.contains("rinfer_prefix_cache_hits_total 1"));
     }
 }

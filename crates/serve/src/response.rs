@@ -3,6 +3,8 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rinfer_model::FinishReason;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::request::Endpoint;
@@ -150,35 +152,71 @@ pub fn logprobs_json(endpoint: Endpoint, entries: &[TokenLogprob], offset: &mut 
 pub struct Choice<'t> {
     /// Its text.
     pub text: &'t str,
-    /// Why it ended.
-    pub finish: FinishReason,
-    /// Its log-probabilities, when asked for.
-    pub logprobs: Option<Value>,
+    /// Why it ended, as the API names it.
+    pub finish: &'static str,
+    /// Its log-probabilities, when asked for, as JSON text
+    /// ([`crate::logprob_json::LogprobText`]).
+    pub logprobs: Option<Box<RawValue>>,
+    /// Chat: the message, when it is more than the text (reasoning, tool calls).
+    pub message: Option<Value>,
 }
 
-/// A whole (non-streamed) response.
-pub fn full(meta: &ResponseMeta, choices: &[Choice<'_>], usage: Usage) -> Value {
-    let choices: Vec<Value> = choices
-        .iter()
+/// A whole response, serialized as it is written: its log-probabilities are text already.
+#[derive(Serialize)]
+struct Full<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: Vec<FullChoice<'a>>,
+    usage: Value,
+}
+
+#[derive(Serialize)]
+struct FullChoice<'a> {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<Value>,
+    logprobs: Option<Box<RawValue>>,
+    finish_reason: &'static str,
+}
+
+/// A whole (non-streamed) response, as JSON text.
+pub fn full(meta: &ResponseMeta, choices: Vec<Choice<'_>>, usage: Usage) -> String {
+    let choices = choices
+        .into_iter()
         .enumerate()
-        .map(|(index, choice)| match meta.endpoint {
-            Endpoint::Completions => json!({
-                "index": index,
-                "text": choice.text,
-                "logprobs": choice.logprobs,
-                "finish_reason": finish_name(choice.finish),
-            }),
-            Endpoint::Chat => json!({
-                "index": index,
-                "message": { "role": "assistant", "content": choice.text },
-                "logprobs": choice.logprobs,
-                "finish_reason": finish_name(choice.finish),
-            }),
+        .map(|(index, choice)| {
+            let (text, message) =
+                match meta.endpoint {
+                    Endpoint::Completions => (Some(choice.text), None),
+                    Endpoint::Chat => (
+                        None,
+                        Some(choice.message.unwrap_or_else(
+                            || json!({ "role": "assistant", "content": choice.text }),
+                        )),
+                    ),
+                };
+            FullChoice {
+                index,
+                text,
+                message,
+                logprobs: choice.logprobs,
+                finish_reason: choice.finish,
+            }
         })
         .collect();
-    let mut body = meta.envelope(false, json!(choices));
-    body["usage"] = usage.json();
-    body
+    let body = Full {
+        id: &meta.id,
+        object: meta.object(false),
+        created: meta.created,
+        model: &meta.model,
+        choices,
+        usage: usage.json(),
+    };
+    serde_json::to_string(&body).expect("a response serializes")
 }
 
 /// One streamed chunk of choice `index`. `role` opens a chat choice (its first chunk names the

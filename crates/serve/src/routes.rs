@@ -17,19 +17,19 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http_body_util::LengthLimitError;
 use serde_json::{Value, json};
-use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use rinfer_model::FinishReason;
 
 use crate::auth;
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
+use crate::logprob_json::LogprobText;
 use crate::page;
 use crate::request::Endpoint;
 use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest};
 use crate::request_policy::{self, RequestPolicy};
 use crate::response::{self, Choice, ResponseMeta, Usage};
-use crate::scheduler::job::{Event, Job};
+use crate::scheduler::job::{Event, EventReceiver, Job, event_channel};
 use crate::state::{AppState, Served};
 use crate::tools::{ChatOutput, Delta, StreamShaper, output as tools_output};
 use crate::validate::{self, Validated};
@@ -42,7 +42,7 @@ pub fn router(
     policy: Arc<RequestPolicy>,
     apis: Router<Arc<AppState>>,
 ) -> Router {
-    let keys = Arc::new(state.config.api_keys.clone());
+    let keys = Arc::new(auth::KeyCheck::of(&state.config));
     let metrics_route = Router::new().route("/metrics", get(metrics));
     let mut keyed = Router::new()
         .route("/v1/completions", post(completions))
@@ -195,7 +195,7 @@ async fn generate(
         output,
     } = request;
     let logprobs = request.logprobs;
-    let (events, receiver) = unbounded_channel();
+    let (events, receiver) = event_channel();
     let job = Job {
         request,
         events,
@@ -218,8 +218,10 @@ async fn generate(
     }
 }
 
-/// Queues a job for the engine, or answers 503 when the queue is full.
-pub(crate) fn submit(state: &AppState, job: Job) -> Result<(), ApiError> {
+/// Queues a job for the engine, as the current request's tenant, or answers 503 when the queue
+/// is full.
+pub(crate) fn submit(state: &AppState, mut job: Job) -> Result<(), ApiError> {
+    job.request.tenant = auth::current_tenant().unwrap_or(0);
     if state.draining() {
         return Err(ApiError::unavailable("the server is shutting down", 5).closing());
     }
@@ -243,13 +245,15 @@ pub(crate) fn submit(state: &AppState, job: Job) -> Result<(), ApiError> {
 
 async fn collect_response(
     meta: ResponseMeta,
-    mut receiver: UnboundedReceiver<Event>,
+    mut receiver: EventReceiver,
     choices: usize,
     logprobs: bool,
     output: Option<ChatOutput>,
 ) -> Result<Response, ApiError> {
     let mut texts = vec![String::new(); choices];
-    let mut entries = vec![Vec::new(); choices];
+    let mut entries: Vec<_> = (0..choices)
+        .map(|_| LogprobText::new(meta.endpoint))
+        .collect();
     let mut finishes = vec![None; choices];
     let mut usage = Usage::default();
     while let Some(event) = receiver.recv().await {
@@ -260,7 +264,7 @@ async fn collect_response(
                 logprobs,
             } => {
                 texts[index].push_str(&piece);
-                entries[index].extend(logprobs);
+                entries[index].push(&logprobs);
             }
             Event::Done {
                 index,
@@ -274,27 +278,28 @@ async fn collect_response(
                 if finishes.iter().all(Option::is_some) {
                     let choices: Vec<Choice<'_>> = texts
                         .iter()
-                        .zip(&entries)
+                        .zip(entries)
                         .zip(&finishes)
-                        .map(|((text, entries), finish)| Choice {
-                            text,
-                            finish: finish.expect("every choice finished"),
-                            logprobs: logprobs
-                                .then(|| response::logprobs_json(meta.endpoint, entries, &mut 0)),
+                        .map(|((text, entries), finish)| {
+                            let finish = finish.expect("every choice finished");
+                            let (message, called) = output
+                                .as_ref()
+                                .map(|o| o.message(text))
+                                .map_or((None, false), |(m, called)| (Some(m), called));
+                            Choice {
+                                text,
+                                finish: if called && finish != FinishReason::Length {
+                                    TOOL_CALLS_FINISH
+                                } else {
+                                    finish.api_name()
+                                },
+                                logprobs: logprobs.then(|| entries.finish()),
+                                message,
+                            }
                         })
                         .collect();
-                    let mut body = response::full(&meta, &choices, usage);
-                    if let Some(output) = &output {
-                        for (index, (text, finish)) in texts.iter().zip(&finishes).enumerate() {
-                            let (message, called) = output.message(text);
-                            let choice = &mut body["choices"][index];
-                            choice["message"] = message;
-                            if called && *finish != Some(FinishReason::Length) {
-                                choice["finish_reason"] = json!(TOOL_CALLS_FINISH);
-                            }
-                        }
-                    }
-                    return Ok(axum::Json(body).into_response());
+                    let body = response::full(&meta, choices, usage);
+                    return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
                 }
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),
@@ -308,7 +313,7 @@ async fn collect_response(
 /// Where a stream is.
 struct StreamState {
     meta: ResponseMeta,
-    receiver: UnboundedReceiver<Event>,
+    receiver: EventReceiver,
     include_usage: bool,
     logprobs: bool,
     /// Per choice: the chat role chunk is still to be sent.
@@ -373,7 +378,7 @@ impl StreamState {
 
 fn stream_response(
     meta: ResponseMeta,
-    receiver: UnboundedReceiver<Event>,
+    receiver: EventReceiver,
     choices: usize,
     include_usage: bool,
     logprobs: bool,
@@ -516,7 +521,7 @@ async fn health(State(state): State<Arc<AppState>>) -> Response {
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
+        state.metrics.render_for(auth::current_tenant()),
     )
         .into_response()
 }

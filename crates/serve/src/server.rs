@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 use crate::blocking::BlockingJobs;
-use crate::chat::ChatFormat;
+use crate::chat::{ChatFormat, max_prompt_bytes};
 use crate::config::ServeConfig;
 use crate::connections::{self, ConnectionLimits};
 use crate::error::ServeError;
@@ -48,9 +48,12 @@ pub fn serve(config: ServeConfig) -> Result<(), ServeError> {
             "--max-connections must be at least 1".into(),
         ));
     }
-    if config.header_timeout.is_zero() || config.body_timeout.is_zero() {
+    if config.header_timeout.is_zero()
+        || config.body_timeout.is_zero()
+        || config.write_timeout.is_zero()
+    {
         return Err(ServeError::Config(
-            "--header-timeout and --body-timeout must be above 0".into(),
+            "--header-timeout, --body-timeout and --write-timeout must be above 0".into(),
         ));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -144,6 +147,7 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
     let limits = ConnectionLimits {
         max_connections: connections::fit_open_file_limit(config.max_connections),
         header_timeout: config.header_timeout,
+        write_timeout: config.write_timeout,
         half_close: config.half_close,
     };
     let server = connections::serve(listener, app, limits, state.drain.subscribe());
@@ -180,6 +184,7 @@ fn served(config: &ServeConfig, started: Started) -> Result<Served, ServeError> 
         &ready.loaded,
         config.chat_template.as_deref(),
         config.template_process.as_ref(),
+        max_prompt_bytes(&ready.loaded.tokenizer, ready.settings.context),
     )
     .map_err(|e| ServeError::Config(e.to_string()))?;
     Ok(Served {

@@ -2,11 +2,14 @@
 //! decoding with `llguidance`, the constraint engine llama.cpp and mistral.rs use.
 //!
 //! The served tokenizer's tokens become an `llguidance` token trie on the first constrained
-//! request (a server that never gets one never builds it). Each request's schema is compiled
-//! once on the blocking pool, where a schema that cannot be compiled becomes a 400 saying why;
-//! each sequence then gets its own matcher, which masks the logits row of every step before
-//! sampling (on the engine's pool, beside the other sequences' sampling). Unconstrained
-//! sequences have no matcher and pay nothing.
+//! request (a server that never gets one never builds it). Each request's schema is checked
+//! against size caps (`schema_limits`), then compiled once on a compile thread of its own with
+//! a deadline (`compile`), and its first step is tried there too: a schema that is too large,
+//! too slow or cannot be followed becomes a 400 saying why. Each sequence then gets its own
+//! matcher, which masks the logits row of every step before sampling (on the engine's pool,
+//! beside the other sequences' sampling). A matcher that fails later (the grammar engine's
+//! limits) fails its sequence, which is answered as an error, never as a cut text.
+//! Unconstrained sequences have no matcher and pay nothing.
 //!
 //! Whitespace between JSON tokens is not allowed (the output is compact JSON): a small model
 //! would otherwise spend its tokens on blank space.
@@ -22,7 +25,10 @@ use rinfer_model::tokenizer::TokenType;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::blocking::CancelFlag;
+use crate::compile::{Compiles, Stopped};
 use crate::error::ApiError;
+use crate::schema_limits;
 
 /// `response_format`, as OpenAI defines it.
 #[derive(Debug, Deserialize)]
@@ -56,17 +62,65 @@ pub struct JsonSchemaFormat {
     pub strict: Option<bool>,
 }
 
+/// Most bytes of a grammar's own text (a Lark grammar, the parameters of the tools in it).
+pub const MAX_GRAMMAR_BYTES: usize = 256 << 10;
+
 /// The grammar a request's output must follow, compiled for the served tokenizer.
 pub struct StructuredOutput {
     /// The `llguidance` parser factory, built on first use (or why it could not be).
-    factory: OnceLock<Result<ParserFactory, String>>,
+    factory: OnceLock<Result<Arc<ParserFactory>, String>>,
+    /// Where grammars compile.
+    compiles: Compiles,
+}
+
+/// Why a grammar could not be used.
+#[derive(Debug)]
+pub enum CompileError {
+    /// The grammar itself: too large, not compilable, or not followable.
+    Invalid(String),
+    /// The compile did not end well (too slow, no room, the client left).
+    Stopped(Stopped),
+}
+
+impl CompileError {
+    /// The answer to a request whose field `param` (`what`) gave the grammar.
+    pub fn into_api(self, param: &str, what: &str) -> ApiError {
+        match self {
+            Self::Invalid(e) => ApiError::invalid(
+                param,
+                format!("{what} cannot be used for constrained decoding: {e}"),
+            ),
+            Self::Stopped(Stopped::Late(deadline)) => ApiError::invalid(
+                param,
+                format!(
+                    "{what} did not compile within {} s; simplify it (fewer properties, \
+                     patterns and alternatives)",
+                    deadline.as_secs_f64()
+                ),
+            ),
+            Self::Stopped(Stopped::Busy) => {
+                ApiError::unavailable("other requests' grammars are compiling; retry shortly", 1)
+            }
+            Self::Stopped(Stopped::Cancelled) => ApiError::unavailable("the client left", 0),
+            Self::Stopped(Stopped::Failed(e)) => ApiError::invalid(
+                param,
+                format!("{what} cannot be used for constrained decoding: {e}"),
+            ),
+        }
+    }
 }
 
 impl StructuredOutput {
     /// No factory yet: it is built from the tokenizer on the first constrained request.
     pub fn new() -> Self {
+        Self::with_compiles(Compiles::default())
+    }
+
+    /// As [`Self::new`], compiling on `compiles`.
+    pub fn with_compiles(compiles: Compiles) -> Self {
         Self {
             factory: OnceLock::new(),
+            compiles,
         }
     }
 
@@ -77,43 +131,109 @@ impl StructuredOutput {
         format: Option<&ResponseFormat>,
         tokenizer: &Tokenizer,
         vocab: usize,
+        cancel: &CancelFlag,
     ) -> Result<Option<Arc<dyn TokenConstraint>>, ApiError> {
-        let (schema, strict) = match format {
-            None | Some(ResponseFormat::Text) => return Ok(None),
-            Some(ResponseFormat::JsonObject) => (json!({"type": "object"}), false),
-            Some(ResponseFormat::JsonSchema { json_schema }) => (
-                json_schema.schema.clone().unwrap_or_else(|| json!({})),
-                json_schema.strict.unwrap_or(false),
-            ),
+        let Some(grammar) = format_grammar(format)? else {
+            return Ok(None);
         };
-        let grammar = TopLevelGrammar::from_json_schema(compact(schema, strict)?);
-        self.compile(grammar, tokenizer, vocab)
+        self.compile(grammar, tokenizer, vocab, cancel)
             .map(|c| Some(Arc::new(c) as Arc<dyn TokenConstraint>))
-            .map_err(|e| {
-                ApiError::invalid(
-                    "response_format",
-                    format!("the JSON schema cannot be used for constrained decoding: {e}"),
-                )
-            })
+            .map_err(|e| e.into_api("response_format", "the JSON schema"))
     }
 
-    /// Compiles `grammar` for the served tokenizer.
+    /// Compiles `grammar` for the served tokenizer on a compile thread, within the deadline,
+    /// and tries its first step.
     pub fn compile(
         &self,
         grammar: TopLevelGrammar,
         tokenizer: &Tokenizer,
         vocab: usize,
-    ) -> Result<GrammarConstraint, String> {
+        cancel: &CancelFlag,
+    ) -> Result<GrammarConstraint, CompileError> {
+        let text: usize = grammar
+            .grammars
+            .iter()
+            .map(|g| g.lark_grammar.as_ref().map_or(0, String::len))
+            .sum();
+        if text > MAX_GRAMMAR_BYTES {
+            return Err(CompileError::Invalid(format!(
+                "its grammar is larger than {} KiB",
+                MAX_GRAMMAR_BYTES >> 10
+            )));
+        }
+        for schema in grammar
+            .grammars
+            .iter()
+            .filter_map(|g| g.json_schema.as_ref())
+        {
+            schema_limits::check(schema).map_err(CompileError::Invalid)?;
+        }
         let factory = self
             .factory
-            .get_or_init(|| parser_factory(tokenizer, vocab))
-            .as_ref()
-            .map_err(Clone::clone)?;
-        let parser = factory.create_parser(grammar).map_err(|e| e.to_string())?;
+            .get_or_init(|| parser_factory(tokenizer, vocab).map(Arc::new))
+            .clone()
+            .map_err(CompileError::Invalid)?;
+        self.compile_with(factory, grammar, cancel)
+    }
+
+    /// [`Self::compile`] with `factory`, whatever vocabulary it has.
+    pub(crate) fn compile_with(
+        &self,
+        factory: Arc<ParserFactory>,
+        grammar: TopLevelGrammar,
+        cancel: &CancelFlag,
+    ) -> Result<GrammarConstraint, CompileError> {
+        let parser = self
+            .compiles
+            .run(move || first_step(&factory, grammar), cancel)
+            .map_err(CompileError::Stopped)?
+            .map_err(CompileError::Invalid)?;
         Ok(GrammarConstraint {
             parser: Mutex::new(parser),
         })
     }
+}
+
+/// `grammar` compiled, its first step's mask computed once: a grammar the engine cannot
+/// follow from its start (a `$ref` cycle, a row past the engine's limits) fails here, before
+/// any sequence runs.
+fn first_step(factory: &ParserFactory, grammar: TopLevelGrammar) -> Result<TokenParser, String> {
+    let parser = factory.create_parser(grammar).map_err(|e| e.to_string())?;
+    let mut probe = Matcher::new(Ok(parser.deep_clone()));
+    probe.compute_mask().map_err(|e| e.to_string())?;
+    Ok(parser)
+}
+
+/// The grammar of `format` (`None` for plain text), its schema held to the size caps.
+pub(crate) fn format_grammar(
+    format: Option<&ResponseFormat>,
+) -> Result<Option<TopLevelGrammar>, ApiError> {
+    let (schema, strict) = match format {
+        None | Some(ResponseFormat::Text) => return Ok(None),
+        Some(ResponseFormat::JsonObject) => (json!({"type": "object"}), false),
+        Some(ResponseFormat::JsonSchema { json_schema }) => (
+            json_schema.schema.clone().unwrap_or_else(|| json!({})),
+            json_schema.strict.unwrap_or(false),
+        ),
+    };
+    schema_limits::check(&schema).map_err(|e| {
+        ApiError::invalid(
+            "response_format",
+            format!("the JSON schema is too large to follow: {e}"),
+        )
+    })?;
+    Ok(Some(TopLevelGrammar::from_json_schema(compact(
+        schema, strict,
+    )?)))
+}
+
+/// A parser factory for a vocabulary of the 256 single bytes and an end token (for the fuzz
+/// target, which has no model).
+pub(crate) fn byte_factory() -> Result<ParserFactory, String> {
+    let mut words: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    words.push(vec![TokTrie::SPECIAL_TOKEN_MARKER, b'e', b'o', b's']);
+    let info = TokRxInfo::new(words.len() as u32, 256);
+    factory_of(&info, &words)
 }
 
 /// `schema` with the constraint engine's options: compact JSON, and unknown keywords an error
@@ -152,7 +272,12 @@ fn parser_factory(tokenizer: &Tokenizer, vocab: usize) -> Result<ParserFactory, 
         tok_end_of_turn: tokenizer.eot(),
         ..TokRxInfo::new(vocab as u32, eos)
     };
-    let env: TokEnv = Arc::new(ApproximateTokEnv::new(TokTrie::from(&info, &words)));
+    factory_of(&info, &words)
+}
+
+/// The parser factory of the tokens `words` (by id) described by `info`.
+fn factory_of(info: &TokRxInfo, words: &[Vec<u8>]) -> Result<ParserFactory, String> {
+    let env: TokEnv = Arc::new(ApproximateTokEnv::new(TokTrie::from(info, words)));
     let mut factory = ParserFactory::new(&env, InferenceCapabilities::default(), &[])
         .map_err(|e| e.to_string())?;
     factory.quiet();
@@ -196,6 +321,7 @@ impl TokenConstraint for GrammarConstraint {
             .deep_clone();
         Box::new(GrammarMatcher {
             matcher: Matcher::new(Ok(parser)),
+            failure: None,
         })
     }
 }
@@ -203,6 +329,8 @@ impl TokenConstraint for GrammarConstraint {
 /// One sequence's place in its grammar.
 struct GrammarMatcher {
     matcher: Matcher,
+    /// Why the grammar engine failed, once it did.
+    failure: Option<String>,
 }
 
 impl ConstraintMatcher for GrammarMatcher {
@@ -218,8 +346,11 @@ impl ConstraintMatcher for GrammarMatcher {
                 }
             }),
             Err(error) => {
-                // Only on a fault of the grammar engine: end the text rather than break it.
-                tracing::error!(%error, "constrained decoding failed; ending the sequence");
+                // The grammar engine failed (a limit of its own): the sequence fails with the
+                // reason; one token stays allowed, as the engine asks.
+                tracing::warn!(%error, "constrained decoding failed; failing the sequence");
+                self.failure
+                    .get_or_insert_with(|| format!("constrained decoding failed: {error}"));
                 for (id, l) in logits.iter_mut().enumerate() {
                     if eos.as_ref().ok() != Some(&id) {
                         *l = f32::NEG_INFINITY;
@@ -230,12 +361,20 @@ impl ConstraintMatcher for GrammarMatcher {
     }
 
     fn accept(&mut self, token: u32) {
+        if self.failure.is_some() {
+            return;
+        }
         if let Err(error) = self.matcher.consume_token(token) {
-            tracing::error!(%error, "constrained decoding refused a sampled token");
+            tracing::warn!(%error, "constrained decoding refused a sampled token");
+            self.failure = Some(format!("constrained decoding failed: {error}"));
         }
     }
 
     fn is_complete(&self) -> bool {
         self.matcher.is_stopped()
+    }
+
+    fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 }

@@ -14,6 +14,7 @@ use crate::blocking::CancelFlag;
 use crate::chat::ChatError;
 use crate::error::ApiError;
 use crate::request::{ChatMessageIn, Endpoint, GenerationRequest};
+use crate::schema_limits;
 use crate::state::Served;
 use crate::structured::ResponseFormat;
 use crate::tools::{self, ChatOutput, ToolFormat, ToolPlan};
@@ -42,6 +43,9 @@ const MAX_STOPS: usize = 4;
 const MAX_STOP_BYTES: usize = 512;
 /// Most alternatives per token.
 const MAX_TOP_LOGPROBS: u64 = 20;
+/// Most log-probabilities one answer may hold (choices × tokens × (alternatives + 1)): about
+/// 60 MB of JSON.
+pub const MAX_LOGPROB_ENTRIES: usize = 1 << 20;
 /// Tokens `/v1/completions` generates when `max_tokens` is left out (OpenAI's default).
 const DEFAULT_COMPLETION_TOKENS: usize = 16;
 
@@ -127,6 +131,19 @@ pub fn validate(
             ),
         ));
     }
+    if let Some(top) = checked.logprobs {
+        let entries = choices.saturating_mul(max_tokens).saturating_mul(top + 1);
+        if entries > MAX_LOGPROB_ENTRIES {
+            return Err(ApiError::invalid(
+                "logprobs",
+                format!(
+                    "n ({choices}) × max tokens ({max_tokens}) × (alternatives ({top}) + 1) is \
+                     {entries} log-probabilities, more than the {MAX_LOGPROB_ENTRIES} one answer \
+                     may hold; lower `max_tokens`, `n` or the alternatives"
+                ),
+            ));
+        }
+    }
     cancel.check()?;
     let raw = crate::grammar::raw_constraint(
         req.grammar.as_deref(),
@@ -134,6 +151,7 @@ pub fn validate(
         req.response_format.as_ref(),
         served,
         vocab,
+        cancel,
     )?;
     let constraint = match &plan {
         Some(plan) if plan.constrained() => {
@@ -143,13 +161,14 @@ pub fn validate(
                     "a `tool_choice` that requires a call cannot be combined with `grammar` or `regex`",
                 ));
             }
-            call_constraint(plan, req.response_format.as_ref(), served, vocab)?
+            call_constraint(plan, req.response_format.as_ref(), served, vocab, cancel)?
         }
         _ if raw.is_some() => raw,
         _ => served.structured.constraint(
             req.response_format.as_ref(),
             &served.ready.loaded.tokenizer,
             vocab,
+            cancel,
         )?,
     };
     Ok(Validated {
@@ -164,6 +183,8 @@ pub fn validate(
             penalize_prompt: false,
             constraint,
             speculate: checked.speculate,
+            // Set as the request is queued, from its API key.
+            tenant: 0,
         },
         stream: checked.stream,
         include_usage: checked.include_usage,
@@ -173,12 +194,13 @@ pub fn validate(
 
 /// The constraint of a `required` or named `tool_choice`: calls in the plan's format, their
 /// arguments valid against the function's schema. `response_format` cannot be combined with
-/// it.
+/// it. The schemas are held to the size caps of `schema_limits`, all together.
 pub fn call_constraint(
     plan: &ToolPlan,
     response_format: Option<&ResponseFormat>,
     served: &Served,
     vocab: usize,
+    cancel: &CancelFlag,
 ) -> Result<Option<Arc<dyn TokenConstraint>>, ApiError> {
     if !matches!(response_format, None | Some(ResponseFormat::Text)) {
         return Err(ApiError::invalid(
@@ -186,21 +208,22 @@ pub fn call_constraint(
             "`response_format` cannot be combined with a `tool_choice` that requires a call",
         ));
     }
+    let schemas: Vec<Value> = plan.callable().map(|f| f.parameters()).collect();
+    schema_limits::check_all(&schemas).map_err(|e| {
+        ApiError::invalid(
+            "tools",
+            format!("the functions' parameter schemas are too large to follow: {e}"),
+        )
+    })?;
     let constraint = served
         .structured
         .compile(
             tools::call_grammar(plan),
             &served.ready.loaded.tokenizer,
             vocab,
+            cancel,
         )
-        .map_err(|e| {
-            ApiError::invalid(
-                "tools",
-                format!(
-                    "the functions' parameter schemas cannot be used for constrained decoding: {e}"
-                ),
-            )
-        })?;
+        .map_err(|e| e.into_api("tools", "the functions' parameter schemas"))?;
     let constraint: Arc<dyn TokenConstraint> = Arc::new(constraint);
     Ok(Some(Arc::new(tools::RepeatGuard::new(
         constraint,
@@ -561,7 +584,7 @@ fn chat_prompt(
     cancel.check()?;
     let tokens = served
         .chat
-        .render_tokens_with_vars(&served.ready.loaded, messages, tools, vars)
+        .render_tokens(&served.ready.loaded, messages, tools, vars, cancel)
         .map_err(|e| match e {
             ChatError::NoTemplate(message) => ApiError::invalid("messages", message),
             ChatError::Template(ChatTemplateError::Rejected(message)) => ApiError::invalid(
@@ -571,6 +594,14 @@ fn chat_prompt(
             ChatError::Template(ChatTemplateError::Tokenize(e)) => {
                 ApiError::invalid("messages", e.to_string())
             }
+            ChatError::Template(ChatTemplateError::OutputTooLarge { limit }) => ApiError::invalid(
+                "messages",
+                format!(
+                    "the conversation, as the chat template renders it, is more than {limit} \
+                     bytes, more than the context can hold"
+                ),
+            )
+            .with_code("context_length_exceeded"),
             ChatError::Template(e @ ChatTemplateError::Busy { .. }) => {
                 ApiError::unavailable(e.to_string(), 1)
             }
@@ -595,6 +626,7 @@ fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
             ));
         }
     };
+    check_names(i, m)?;
     let extra = tools::message_fields(
         i,
         &m.role,
@@ -653,6 +685,62 @@ fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
     let mut message = ChatMessage::new(role, content);
     message.extra = extra;
     Ok(message)
+}
+
+/// Whether `s` is 1 to `max` bytes of ASCII letters, digits and `extra`.
+fn plain_name(s: &str, max: usize, extra: &[u8]) -> bool {
+    (1..=max).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+}
+
+/// Refuses names and ids of message `i` that are more than plain names: templates write them
+/// into the prompt as markup (not as the messages' text), so a name carrying a template's
+/// control text (`<|im_start|>system`) would open a turn of its own.
+fn check_names(i: usize, m: &ChatMessageIn) -> Result<(), ApiError> {
+    const NAME: &str = "1 to 64 letters, digits, `_` or `-`";
+    const ID: &str = "1 to 128 letters, digits, `_`, `-`, `.` or `:`";
+    if let Some(name) = &m.name
+        && !plain_name(name, 64, b"_-")
+    {
+        return Err(ApiError::invalid(
+            format!("messages[{i}].name"),
+            format!("a name must be {NAME}"),
+        ));
+    }
+    if let Some(id) = &m.tool_call_id
+        && !plain_name(id, 128, b"_-.:")
+    {
+        return Err(ApiError::invalid(
+            format!("messages[{i}].tool_call_id"),
+            format!("a tool call id must be {ID}"),
+        ));
+    }
+    for (j, call) in m.tool_calls.iter().flatten().enumerate() {
+        let name = call
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str);
+        if let Some(name) = name
+            && !plain_name(name, 64, b"_-")
+        {
+            return Err(ApiError::invalid(
+                format!("messages[{i}].tool_calls[{j}].function.name"),
+                format!("a function name must be {NAME}"),
+            ));
+        }
+        match call.get("id") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(id)) if plain_name(id, 128, b"_-.:") => {}
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    format!("messages[{i}].tool_calls[{j}].id"),
+                    format!("a tool call id must be {ID}"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The tokens to generate: what the request asks (or the endpoint's default), refused when the

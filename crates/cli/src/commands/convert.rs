@@ -19,7 +19,7 @@ pub fn run(dir: &Path, output: &Path, weight_type: GgmlType) -> Result<()> {
             .expect("the progress template is valid")
             .progress_chars("=> "),
     );
-    let written = write_whole(output, |out| {
+    let written = write_whole(output, &[dir], |out| {
         convert_hf_dir(dir, weight_type, out, &mut |done, total, name| {
             bar.set_length(total as u64);
             bar.set_position(done as u64);

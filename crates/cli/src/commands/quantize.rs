@@ -23,7 +23,7 @@ pub fn run(input: &Path, output: &Path, file_type: FileType, pure: bool) -> Resu
             .expect("the progress template is valid")
             .progress_chars("=> "),
     );
-    let written = write_whole(output, |out| {
+    let written = write_whole(output, &[input], |out| {
         quantize_model(&file, file_type, pure, out, |p| {
             bar.set_message(format!("{} -> {}", p.tensor, p.ty));
             bar.set_position(p.done as u64);

@@ -46,6 +46,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         max_connections: exposure.max_connections,
         header_timeout: Duration::from_secs(exposure.header_timeout),
         body_timeout: Duration::from_secs(exposure.body_timeout),
+        write_timeout: Duration::from_secs(exposure.write_timeout),
         cors_origins: exposure.cors_origins.clone(),
         allowed_hosts: exposure.allowed_hosts.clone(),
         half_close: exposure.half_close,
@@ -53,6 +54,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         template_process: Some(render_process::command()?),
         api_keys,
         open_metrics: exposure.open_metrics,
+        share_prefix_cache: exposure.share_prefix_cache,
         ..ServeConfig::new(path, model_id)
     };
     rinfer_serve::serve(config)?;

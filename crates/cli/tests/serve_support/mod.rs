@@ -46,6 +46,17 @@ impl Server {
         Self::start_command(command)
     }
 
+    /// As [`Server::start`], with the environment variables `vars` set.
+    pub fn start_with_env(vars: &[(&str, &str)], args: &[&str]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rinfer"));
+        command
+            .arg("serve")
+            .args(["--port", "0"])
+            .args(args)
+            .envs(vars.iter().copied());
+        Self::start_command(command)
+    }
+
     /// As [`Server::start`], with the process's open-file limit (`ulimit -n`) set to `limit`.
     pub fn start_with_open_file_limit(limit: u32, args: &[&str]) -> Self {
         let mut command = Command::new("sh");
@@ -71,11 +82,17 @@ impl Server {
         let log_writer = Arc::clone(&log);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on http://").nth(1) {
-                    let addr: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+                let addr = line.split("listening on http://").nth(1).map(|rest| {
+                    rest.chars()
+                        .take_while(|c| !c.is_whitespace())
+                        .collect::<String>()
+                });
+                // Logged before it is announced: a test that reads the log after the start
+                // finds the line there.
+                log_writer.lock().unwrap().push(line);
+                if let Some(addr) = addr {
                     let _ = addr_tx.send(addr);
                 }
-                log_writer.lock().unwrap().push(line);
             }
         });
         let addr = match addr_rx.recv_timeout(Duration::from_secs(60)) {
@@ -105,6 +122,23 @@ impl Server {
             "rinfer serve never became healthy: {:?}",
             self.log.lock().unwrap()
         );
+    }
+
+    /// The log once a line containing `needle` is in it: the server logs on its own schedule
+    /// and the log is read by another thread, so a test waits for what it reads (30 s at most).
+    pub fn wait_for_log(&self, needle: &str) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            let log = self.log.lock().unwrap().clone();
+            if log.iter().any(|l| l.contains(needle)) {
+                return log;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no line with {needle:?} in the log: {log:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn get(&self, path: &str) -> Response {

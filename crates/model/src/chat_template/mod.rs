@@ -35,7 +35,7 @@ use crate::tokenizer::TokenizerError;
 pub use limits::RenderLimits;
 pub use process::{MAX_RENDER_PROCESSES, RenderProcess, serve_renders};
 pub use resolve::{ResolvedChatTemplate, TemplateOrigin, resolve, resolve_with};
-pub use template::{CHAT_TEMPLATE_KEY, ChatTemplate};
+pub use template::{CHAT_TEMPLATE_KEY, ChatTemplate, RenderedPrompt};
 pub use worker::MAX_LIVE_WORKERS;
 
 /// Why a chat template could not be chosen, loaded or rendered.

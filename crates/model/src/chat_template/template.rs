@@ -349,6 +349,21 @@ impl ChatTemplate {
         tokenizer: &Tokenizer,
         cancel: Option<&AtomicBool>,
     ) -> Result<Vec<u32>, ChatTemplateError> {
+        self.render_prompt(messages, tools, vars, add_generation_prompt)?
+            .tokens(tokenizer, cancel)
+    }
+
+    /// The first half of [`ChatTemplate::render_tokens_with_vars`]: the conversation rendered
+    /// (in a render process or on a worker thread, within the limits), not yet tokenized, so
+    /// that a caller can give up its compute slot while the render runs, and look at the
+    /// prompt's size before tokenizing it.
+    pub fn render_prompt(
+        self: &Arc<Self>,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        vars: &serde_json::Map<String, serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<RenderedPrompt, ChatTemplateError> {
         let tools = tools.cloned();
         let prompt = match &self.processes {
             Some(pool) => pool.render(
@@ -366,7 +381,7 @@ impl ChatTemplate {
                 add_generation_prompt,
             )?,
         };
-        Ok(tokenizer.encode_outside(&prompt.text, false, &prompt.literal, cancel)?)
+        Ok(RenderedPrompt(prompt))
     }
 
     /// Whether the template reads `tools`: templates of models trained for tool calls do.
@@ -396,5 +411,32 @@ impl ChatTemplate {
         let masked_messages = literal_spans::masked(messages);
         let masked = self.render_with_vars(&masked_messages, tools, vars, add_generation_prompt)?;
         Ok(literal_spans::locate(messages, rendered, &masked))
+    }
+}
+
+/// A conversation rendered by its template, not yet tokenized
+/// ([`ChatTemplate::render_prompt`]).
+pub struct RenderedPrompt(literal_spans::PromptText);
+
+impl RenderedPrompt {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.text.len()
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.text.is_empty()
+    }
+
+    /// Its tokens: the template's markup as control tokens, the messages' text as text;
+    /// tokenization stops when `cancel` is raised.
+    pub fn tokens(
+        &self,
+        tokenizer: &Tokenizer,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<u32>, ChatTemplateError> {
+        let prompt = &self.0;
+        Ok(tokenizer.encode_outside(&prompt.text, false, &prompt.literal, cancel)?)
     }
 }

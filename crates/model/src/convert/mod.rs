@@ -94,7 +94,41 @@ pub fn convert_hf_dir<W: Write>(
         .ok_or_else(|| ModelError::MissingTensor {
             name: "token_embd.weight".into(),
         })?;
-    let vocab_rows = embd.dims.get(1).copied().unwrap_or(0) as usize;
+    // Shapes are checked against what they need before anything is allocated: a file may
+    // claim sizes far beyond its real bytes (a sparse file).
+    for name in store.names() {
+        let Some(t) = store.tensor(&name)? else {
+            continue;
+        };
+        if t.dims.contains(&0) {
+            return Err(invalid(format!(
+                "tensor {name} of shape {:?} has no elements; the checkpoint is damaged",
+                t.dims
+            )));
+        }
+        let ty = if t.dims.len() < 2 {
+            GgmlType::F32
+        } else {
+            weight_type
+        };
+        // The f32 values (twice, when permuted) and the converted bytes.
+        let per_element = 8 + ty.type_size() as u64;
+        crate::limits::check_allocation(
+            || format!("converting tensor {name} ({:?})", t.dims),
+            t.dims
+                .iter()
+                .try_fold(per_element, |n, &d| n.checked_mul(d)),
+        )?;
+    }
+    let vocab_rows = embd.dims.get(1).copied().unwrap_or(0);
+    if vocab_rows > vocab::MAX_VOCAB as u64 {
+        return Err(invalid(format!(
+            "the token embedding has {vocab_rows} rows, more than the {} tokens a vocabulary \
+             may have",
+            vocab::MAX_VOCAB
+        )));
+    }
+    let vocab_rows = vocab_rows as usize;
 
     let mut metadata = Metadata::default();
     let mut put = |key: &str, value: MetadataValue| metadata.insert(key, value).map_err(invalid);

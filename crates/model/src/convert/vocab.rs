@@ -8,6 +8,10 @@ use serde_json::Value;
 
 use crate::error::ModelError;
 
+/// The most tokens a vocabulary may have (4 Mi, far beyond any model's): ids past it are
+/// refused before anything is allocated for them.
+pub(crate) const MAX_VOCAB: usize = 1 << 22;
+
 /// llama.cpp's token types.
 const NORMAL: i32 = 1;
 const CONTROL: i32 = 3;
@@ -60,6 +64,15 @@ pub(crate) fn bpe_vocab(
         .max()
         .map_or(0, |m| m + 1);
     let n = vocab_size.max(max_id);
+    if n > MAX_VOCAB {
+        return Err(invalid(
+            path,
+            &format!(
+                "a token id of {} is past the {MAX_VOCAB} tokens a vocabulary may have",
+                n - 1
+            ),
+        ));
+    }
     let mut tokens: Vec<Option<String>> = vec![None; n];
     let mut types = vec![NORMAL; n];
     for (token, id) in vocab {

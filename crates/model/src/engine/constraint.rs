@@ -23,4 +23,10 @@ pub trait ConstraintMatcher: Send {
     /// Whether the text is complete and nothing may follow it: the sequence then ends as if
     /// it had generated an end-of-generation token.
     fn is_complete(&self) -> bool;
+
+    /// Why the rule could not be followed, once it could not (the rule's engine hit a limit of
+    /// its own): the sequence then fails with this reason instead of finishing.
+    fn failure(&self) -> Option<&str> {
+        None
+    }
 }

@@ -133,6 +133,8 @@ pub struct Engine<'m> {
     free: Vec<usize>,
     /// The tokens each free slot's cache holds, from its last sequence.
     histories: Vec<Vec<u32>>,
+    /// The tenant of each slot's last sequence (whose history it holds).
+    owners: Vec<u64>,
     /// The sliding-window layers' rings, which bound how far a cache may be cut back.
     rings: Rings,
     /// Blocks of earlier sequences.
@@ -227,6 +229,7 @@ impl<'m> Engine<'m> {
             device,
             free: (0..caches.len()).rev().collect(),
             histories: vec![Vec::new(); caches.len()],
+            owners: vec![0; caches.len()],
             rings: Rings::new(config, settings.context, settings.max_batch),
             store: BlockStore::new(
                 settings.prefix_cache_bytes,
@@ -362,7 +365,7 @@ impl<'m> Engine<'m> {
             slot,
             reused,
             chain,
-        }) = self.place(&request.prompt)
+        }) = self.place(&request.prompt, request.tenant)
         else {
             return Err(ModelError::EngineFull(self.settings.max_sequences));
         };
@@ -561,9 +564,14 @@ impl<'m> Engine<'m> {
             .running
             .extract_if(.., |s| s.failed || s.finish.is_some())
             .collect();
-        for seq in done {
+        for mut seq in done {
             self.release(&seq);
-            if let (false, Some(reason)) = (seq.failed, seq.finish) {
+            if let Some(why) = seq.constraint_failure.take() {
+                on_event(Event::Failed {
+                    id: seq.id,
+                    error: ModelError::Constraint(why),
+                });
+            } else if let (false, Some(reason)) = (seq.failed, seq.finish) {
                 on_event(seq.finished_event(reason));
             }
         }

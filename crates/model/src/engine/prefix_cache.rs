@@ -9,9 +9,10 @@
 //! rings (they are overwritten there) and copied back into the rings of a sequence that reuses
 //! the block, for the positions those rings keep.
 //!
-//! A block's key hashes its parent's key and its own tokens, so one key names a whole prefix; a
-//! lookup also compares the stored tokens and parent, so a hash collision can never hand out
-//! another prefix's rows. Only leaf blocks (no cached child) that no running sequence holds are
+//! A block's key hashes its tenant, its parent's key and its own tokens, so one key names a
+//! whole prefix of one tenant; a lookup also compares the stored tenant, tokens and parent, so
+//! a hash collision can never hand out another prefix's rows, and one tenant's blocks are never
+//! another's. Only leaf blocks (no cached child) that no running sequence holds are
 //! evicted, least recently used first, so every cached block's whole prefix is cached too and
 //! the store never holds more than its byte budget.
 //!
@@ -62,6 +63,7 @@ impl PrefixCacheStats {
 }
 
 struct Block {
+    tenant: u64,
     parent: Option<BlockKey>,
     tokens: Vec<u32>,
     /// The full-attention layers' keys and values, shared with the sequences that hold it.
@@ -115,18 +117,25 @@ impl BlockStore {
         }
     }
 
-    fn key(parent: Option<BlockKey>, tokens: &[u32]) -> BlockKey {
+    fn key(tenant: u64, parent: Option<BlockKey>, tokens: &[u32]) -> BlockKey {
         let mut hasher = DefaultHasher::new();
+        tenant.hash(&mut hasher);
         parent.hash(&mut hasher);
         tokens.hash(&mut hasher);
         hasher.finish()
     }
 
-    /// The block of `key` if it holds `tokens` after `parent`.
-    fn find(&self, key: BlockKey, parent: Option<BlockKey>, tokens: &[u32]) -> Option<&Block> {
+    /// The block of `key` if `tenant` cached it with `tokens` after `parent`.
+    fn find(
+        &self,
+        key: BlockKey,
+        tenant: u64,
+        parent: Option<BlockKey>,
+        tokens: &[u32],
+    ) -> Option<&Block> {
         self.blocks
             .get(&key)
-            .filter(|b| b.parent == parent && b.tokens == tokens)
+            .filter(|b| b.tenant == tenant && b.parent == parent && b.tokens == tokens)
     }
 
     fn touch(&mut self, key: BlockKey) {
@@ -137,13 +146,18 @@ impl BlockStore {
     }
 
     /// The keys of the longest run of cached blocks that `tokens` starts with, at most
-    /// `max_blocks` of them (marked as just used).
-    pub(super) fn longest_prefix(&mut self, tokens: &[u32], max_blocks: usize) -> Vec<BlockKey> {
+    /// `max_blocks` of them (marked as just used), of those `tenant` cached.
+    pub(super) fn longest_prefix(
+        &mut self,
+        tenant: u64,
+        tokens: &[u32],
+        max_blocks: usize,
+    ) -> Vec<BlockKey> {
         let mut chain = Vec::new();
         for block in tokens.chunks_exact(BLOCK_TOKENS).take(max_blocks) {
             let parent = chain.last().copied();
-            let key = Self::key(parent, block);
-            if self.find(key, parent, block).is_none() {
+            let key = Self::key(tenant, parent, block);
+            if self.find(key, tenant, parent, block).is_none() {
                 break;
             }
             self.touch(key);
@@ -177,11 +191,12 @@ impl BlockStore {
     }
 
     /// Caches the block of `tokens` at positions `start..start + BLOCK_TOKENS` of `cache`,
-    /// following the cached block `parent` (`None` for the first block), and returns its key;
-    /// `None` when it cannot: the parent was evicted, the cache no longer keeps those rows, or
-    /// the budget has no room.
+    /// following the cached block `parent` (`None` for the first block), for `tenant`, and
+    /// returns its key; `None` when it cannot: the parent was evicted, the cache no longer
+    /// keeps those rows, or the budget has no room.
     pub(super) fn insert(
         &mut self,
+        tenant: u64,
         parent: Option<BlockKey>,
         tokens: &[u32],
         cache: &KvCache,
@@ -189,8 +204,8 @@ impl BlockStore {
     ) -> Option<BlockKey> {
         debug_assert_eq!(tokens.len(), BLOCK_TOKENS);
         debug_assert_eq!(start % BLOCK_TOKENS, 0);
-        let key = Self::key(parent, tokens);
-        if self.find(key, parent, tokens).is_some() {
+        let key = Self::key(tenant, parent, tokens);
+        if self.find(key, tenant, parent, tokens).is_some() {
             self.touch(key);
             return Some(key);
         }
@@ -220,6 +235,7 @@ impl BlockStore {
         }
         self.clock += 1;
         let block = Block {
+            tenant,
             parent,
             tokens: tokens.to_vec(),
             shared: Arc::clone(cache.block(start / BLOCK_TOKENS)),
@@ -361,7 +377,7 @@ mod tests {
             for kv_type in KvType::ALL {
                 let (source, mut target) = filled(&config, kv_type, 2 * BLOCK_TOKENS);
                 let mut store = store(&config, 1 << 20, &source);
-                let first = store.insert(None, &block(1), &source, 0);
+                let first = store.insert(0, None, &block(1), &source, 0);
                 // The rings of the source no longer keep the first block's positions.
                 let first = match first {
                     Some(first) => first,
@@ -370,9 +386,9 @@ mod tests {
                         continue;
                     }
                 };
-                store.insert(Some(first), &block(2), &source, BLOCK_TOKENS);
+                store.insert(0, Some(first), &block(2), &source, BLOCK_TOKENS);
                 let tokens = [block(1), block(2), block(3)].concat();
-                let chain = store.longest_prefix(&tokens, 8);
+                let chain = store.longest_prefix(0, &tokens, 8);
                 assert_eq!(chain.len(), 2);
                 let len = 2 * BLOCK_TOKENS - 3;
                 store.restore(&chain, len, &mut target);
@@ -405,34 +421,51 @@ mod tests {
         let rows = row_bytes(&config, KvType::F32);
         let one = BlockStore::new(usize::MAX, config.layers, rows, None).block_bytes;
         let mut store = store(&config, 3 * one, &cache);
-        let a0 = store.insert(None, &block(1), &cache, 0).unwrap();
-        store.insert(Some(a0), &block(2), &cache, 0).unwrap();
-        store.insert(None, &block(3), &cache, 0).unwrap();
+        let a0 = store.insert(0, None, &block(1), &cache, 0).unwrap();
+        store.insert(0, Some(a0), &block(2), &cache, 0).unwrap();
+        store.insert(0, None, &block(3), &cache, 0).unwrap();
         let a = [block(1), block(2)].concat();
-        assert_eq!(store.longest_prefix(&a, 8).len(), 2);
+        assert_eq!(store.longest_prefix(0, &a, 8).len(), 2);
         // Full: the least recently used leaf goes (the lone block 3), not the older root a0.
-        store.insert(None, &block(4), &cache, 0).unwrap();
-        assert_eq!(store.longest_prefix(&block(3), 8).len(), 0);
-        assert_eq!(store.longest_prefix(&a, 8).len(), 2);
+        store.insert(0, None, &block(4), &cache, 0).unwrap();
+        assert_eq!(store.longest_prefix(0, &block(3), 8).len(), 0);
+        assert_eq!(store.longest_prefix(0, &a, 8).len(), 2);
         // Block 4 is now the least recently used leaf.
-        store.insert(None, &block(5), &cache, 0).unwrap();
-        assert_eq!(store.longest_prefix(&block(4), 8).len(), 0);
+        store.insert(0, None, &block(5), &cache, 0).unwrap();
+        assert_eq!(store.longest_prefix(0, &block(4), 8).len(), 0);
         assert_eq!((store.evictions(), store.blocks()), (2, 3));
         assert!(store.bytes() <= store.budget());
         // A block a running sequence holds stays, however old: block 5 goes instead.
-        let held = store.longest_prefix(&a, 8);
+        let held = store.longest_prefix(0, &a, 8);
         store.hold(&held, 1);
-        store.insert(None, &block(6), &cache, 0).unwrap();
-        assert_eq!(store.longest_prefix(&a, 8).len(), 2);
-        assert_eq!(store.longest_prefix(&block(5), 8).len(), 0);
+        store.insert(0, None, &block(6), &cache, 0).unwrap();
+        assert_eq!(store.longest_prefix(0, &a, 8).len(), 2);
+        assert_eq!(store.longest_prefix(0, &block(5), 8).len(), 0);
         // With every other leaf held too, nothing fits.
-        let six = store.longest_prefix(&block(6), 8);
+        let six = store.longest_prefix(0, &block(6), 8);
         store.hold(&six, 1);
-        assert_eq!(store.insert(None, &block(7), &cache, 0), None);
+        assert_eq!(store.insert(0, None, &block(7), &cache, 0), None);
         store.hold(&six, -1);
-        assert!(store.insert(None, &block(7), &cache, 0).is_some());
+        assert!(store.insert(0, None, &block(7), &cache, 0).is_some());
         // A block larger than the budget is never stored.
         let mut tiny = self::store(&config, one - 1, &cache);
-        assert_eq!(tiny.insert(None, &block(1), &cache, 0), None);
+        assert_eq!(tiny.insert(0, None, &block(1), &cache, 0), None);
+    }
+
+    #[test]
+    fn a_tenant_finds_only_the_blocks_it_cached() {
+        let config = config("llama-tiny-q4_k");
+        let (cache, _) = filled(&config, KvType::F32, 2 * BLOCK_TOKENS);
+        let mut store = store(&config, 1 << 20, &cache);
+        let first = store.insert(1, None, &block(1), &cache, 0).unwrap();
+        store.insert(1, Some(first), &block(2), &cache, BLOCK_TOKENS);
+        let tokens = [block(1), block(2), block(3)].concat();
+        assert_eq!(store.longest_prefix(1, &tokens, 8).len(), 2);
+        assert!(store.longest_prefix(2, &tokens, 8).is_empty());
+        assert!(store.longest_prefix(0, &tokens, 8).is_empty());
+        // The other tenant's copy of the same prefix is its own block.
+        let theirs = store.insert(2, None, &block(1), &cache, 0).unwrap();
+        assert_ne!(theirs, first);
+        assert_eq!(store.blocks(), 3);
     }
 }

@@ -30,6 +30,11 @@ pub struct Request {
     /// Whether it may guess tokens ahead when the engine speculates (the text is the same
     /// either way; only the time differs).
     pub speculate: bool,
+    /// Whose prompt this is: a sequence reuses only the cached prefixes (a slot's history, the
+    /// prefix cache's blocks) of sequences of the same tenant, so that neither what it reuses
+    /// nor how fast it starts tells anything about another tenant's prompts. A front end with
+    /// one user leaves it 0.
+    pub tenant: u64,
 }
 
 impl Request {

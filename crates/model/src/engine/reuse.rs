@@ -3,7 +3,8 @@
 //! a slot when they cover more; and how the blocks of running sequences reach the prefix cache.
 //!
 //! A slot's cache keeps what its last sequence left (its tokens are remembered), so a chat that
-//! resends its history continues in place. Sliding-window layers keep a ring that has
+//! resends its history continues in place. Both sources are reused only by sequences of the
+//! same tenant ([`super::Request::tenant`]) as the one that computed them. Sliding-window layers keep a ring that has
 //! overwritten old positions, so a cache is cut back only as far as every ring still holds the
 //! window before the cut ([`Rings::can_truncate`]). The prefix cache keeps its blocks' ring
 //! rows, so a prefix taken from it is cut anywhere: to the token before the prompt's last.
@@ -51,20 +52,22 @@ pub(super) struct Placement {
 impl Engine<'_> {
     /// Takes a free slot for `prompt` and leaves in its cache the longest exact cached prefix
     /// (never the whole prompt: the last token's logits are needed), whose blocks the new
-    /// sequence holds. `None` when no slot is free.
-    pub(super) fn place(&mut self, prompt: &[u32]) -> Option<Placement> {
+    /// sequence holds, all of them computed by sequences of `tenant`. `None` when no slot is
+    /// free.
+    pub(super) fn place(&mut self, prompt: &[u32], tenant: u64) -> Option<Placement> {
         let limit = prompt.len().saturating_sub(1);
         let (at, in_place) = self
             .free
             .iter()
             .enumerate()
-            .map(|(at, &slot)| (at, self.in_place(slot, prompt, limit)))
+            .map(|(at, &slot)| (at, self.in_place(slot, prompt, limit, tenant)))
             .max_by_key(|&(at, n)| (n, at))?;
         let slot = self.free.remove(at);
         let chain = match self.caches[slot] {
-            SeqCache::Cpu(_) => self
-                .store
-                .longest_prefix(prompt, limit.div_ceil(BLOCK_TOKENS)),
+            SeqCache::Cpu(_) => {
+                self.store
+                    .longest_prefix(tenant, prompt, limit.div_ceil(BLOCK_TOKENS))
+            }
             SeqCache::Cuda(_) => Vec::new(),
         };
         let from_store = (chain.len() * BLOCK_TOKENS).min(limit);
@@ -88,8 +91,11 @@ impl Engine<'_> {
         })
     }
 
-    /// Prompt tokens (at most `limit`) that `slot`'s cache holds and may keep.
-    fn in_place(&self, slot: usize, prompt: &[u32], limit: usize) -> usize {
+    /// Prompt tokens (at most `limit`) that `slot`'s cache holds and may keep for `tenant`.
+    fn in_place(&self, slot: usize, prompt: &[u32], limit: usize, tenant: u64) -> usize {
+        if self.owners[slot] != tenant {
+            return 0;
+        }
         let held = &self.histories[slot];
         let common = held
             .iter()
@@ -112,6 +118,7 @@ impl Engine<'_> {
         } else {
             seq.fed(0..self.caches[seq.slot].len())
         };
+        self.owners[seq.slot] = seq.tenant;
         self.store.hold(&seq.chain, -1);
         self.free.push(seq.slot);
     }
@@ -127,7 +134,7 @@ pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &Se
     while seq.capturing && (seq.chain.len() + 1) * BLOCK_TOKENS <= cache.len() {
         let start = seq.chain.len() * BLOCK_TOKENS;
         let tokens = seq.fed(start..start + BLOCK_TOKENS);
-        match store.insert(seq.chain.last().copied(), &tokens, cache, start) {
+        match store.insert(seq.tenant, seq.chain.last().copied(), &tokens, cache, start) {
             Some(key) => {
                 store.hold(&[key], 1);
                 seq.chain.push(key);

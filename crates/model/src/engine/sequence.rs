@@ -16,6 +16,8 @@ use crate::tokenizer::{StreamDecoder, Tokenizer};
 /// A sequence being prefilled or decoded.
 pub(super) struct Sequence<'t> {
     pub(super) id: SeqId,
+    /// Whose prompt it is ([`Request::tenant`]).
+    pub(super) tenant: u64,
     /// The KV slot it holds.
     pub(super) slot: usize,
     prompt: Vec<u32>,
@@ -55,6 +57,8 @@ pub(super) struct Sequence<'t> {
     pub(super) finish: Option<FinishReason>,
     /// Whether the forward pass failed on it (it reports no `Finished`).
     pub(super) failed: bool,
+    /// Why its constraint could not be followed, when it could not (it then fails with it).
+    pub(super) constraint_failure: Option<String>,
 }
 
 /// What sampling one token produced, to be reported in order after a parallel step.
@@ -97,6 +101,7 @@ impl<'t> Sequence<'t> {
         }
         Self {
             id,
+            tenant: request.tenant,
             slot,
             max_tokens: request.max_tokens,
             logprobs: request.logprobs,
@@ -122,6 +127,7 @@ impl<'t> Sequence<'t> {
             first_token: None,
             finish: None,
             failed: false,
+            constraint_failure: None,
             prompt: request.prompt,
         }
     }
@@ -204,7 +210,7 @@ impl<'t> Sequence<'t> {
             let token = self.sample(row);
             let held = guess == Some(token.token);
             sampled.push(token);
-            if !held || self.finish.is_some() {
+            if !held || self.finish.is_some() || self.failed {
                 accepted += usize::from(held);
                 break;
             }
@@ -251,6 +257,10 @@ impl<'t> Sequence<'t> {
             constraint.accept(token);
         }
         let complete = self.constraint.as_ref().is_some_and(|c| c.is_complete());
+        if let Some(why) = self.constraint.as_ref().and_then(|c| c.failure()) {
+            self.constraint_failure = Some(why.to_string());
+            self.failed = true;
+        }
         self.generated.push(token);
         if let Some(drafter) = &mut self.drafter {
             drafter.push(token);

@@ -65,6 +65,9 @@ pub enum QuantizeError {
         /// Why.
         source: KernelError,
     },
+    /// A tensor is larger than the memory available (its file may be sparse).
+    #[error("{0}")]
+    Memory(String),
 }
 
 /// How far [`quantize_model`] got: called after each tensor.
@@ -242,6 +245,12 @@ fn convert_in_slabs(
         }));
     }
     let slab_rows = (slab_values / row_len).max(1);
+    let bytes = (rows as u64).checked_mul(out_row as u64);
+    crate::limits::check_allocation(
+        || format!("quantizing tensor {} ({:?}) to {ty}", t.name(), t.dims()),
+        bytes,
+    )
+    .map_err(|e| QuantizeError::Memory(e.to_string()))?;
     let mut values = vec![0.0f32; slab_rows.min(rows) * row_len];
     let mut out = vec![0u8; rows * out_row];
     for (slab, (input, output)) in t

@@ -139,6 +139,10 @@ impl TensorStore for SafetensorsStore {
                     name: hf_name.clone(),
                 })
             } else {
+                crate::limits::check_allocation(
+                    || format!("an aligned copy of tensor {hf_name} ({len} bytes)"),
+                    Some(len as u64),
+                )?;
                 let mut words = vec![0u64; len.div_ceil(8)];
                 bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..len].copy_from_slice(view.bytes);
                 Arc::new(AlignedCopy { words, len })

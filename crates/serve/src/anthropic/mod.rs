@@ -18,13 +18,13 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::scheduler::job::{EventReceiver, event_channel};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::error::ApiError;
 use crate::request::Endpoint;
@@ -73,7 +73,7 @@ pub async fn messages(
         .clone()
         .unwrap_or_else(|| ChatOutput::of_plan(None));
     let prompt_tokens = validated.request.prompt.len();
-    let (events, receiver) = unbounded_channel();
+    let (events, receiver) = event_channel();
     submit(
         &state,
         Job {
@@ -110,7 +110,7 @@ pub async fn count_tokens(
 
 async fn whole(
     meta: MessageMeta,
-    mut receiver: UnboundedReceiver<Event>,
+    mut receiver: EventReceiver,
     output: ChatOutput,
 ) -> Result<Response, ApiError> {
     let mut text = String::new();
@@ -138,13 +138,13 @@ async fn whole(
 
 fn stream(
     meta: MessageMeta,
-    receiver: UnboundedReceiver<Event>,
+    receiver: EventReceiver,
     output: ChatOutput,
     prompt_tokens: usize,
 ) -> Response {
     struct S {
         meta: MessageMeta,
-        receiver: UnboundedReceiver<Event>,
+        receiver: EventReceiver,
         events: MessageStream,
         started: bool,
         done: bool,

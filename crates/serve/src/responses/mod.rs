@@ -16,13 +16,13 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::scheduler::job::{EventReceiver, event_channel};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rinfer_model::FinishReason;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::error::ApiError;
 use crate::request::Endpoint;
@@ -129,7 +129,7 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Body) -> Result<Re
         .output
         .clone()
         .unwrap_or_else(|| ChatOutput::of_plan(None));
-    let (events, receiver) = unbounded_channel();
+    let (events, receiver) = event_channel();
     submit(
         &state,
         Job {
@@ -197,7 +197,7 @@ fn counts(prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize) 
 
 async fn whole(
     answer: Answer,
-    mut receiver: UnboundedReceiver<Event>,
+    mut receiver: EventReceiver,
     output: &ChatOutput,
 ) -> Result<Response, ApiError> {
     let mut text = String::new();
@@ -231,10 +231,10 @@ async fn whole(
     ))
 }
 
-fn stream(answer: Answer, receiver: UnboundedReceiver<Event>, shaper: StreamShaper) -> Response {
+fn stream(answer: Answer, receiver: EventReceiver, shaper: StreamShaper) -> Response {
     struct S {
         answer: Answer,
-        receiver: UnboundedReceiver<Event>,
+        receiver: EventReceiver,
         shaper: StreamShaper,
         builder: OutputBuilder,
         started: bool,

@@ -1,17 +1,34 @@
 //! What the HTTP side hands the engine, and what comes back.
+//!
+//! Events go back through a channel of at most [`MAX_BACKLOG`] events: the engine never waits
+//! for a client, so a client that falls that far behind (it stopped reading its stream) has
+//! its generation cancelled instead of growing the channel.
 
 use std::time::Instant;
 
 pub use rinfer_model::TokenLogprob;
 use rinfer_model::{FinishReason, Request};
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc;
+
+/// The most events a request's channel holds unread.
+pub const MAX_BACKLOG: usize = 1024;
+
+/// Where the engine sends a request's events.
+pub type EventSender = mpsc::Sender<Event>;
+/// Where a request's handler reads its events.
+pub type EventReceiver = mpsc::Receiver<Event>;
+
+/// A request's event channel.
+pub fn event_channel() -> (EventSender, EventReceiver) {
+    mpsc::channel(MAX_BACKLOG)
+}
 
 /// A validated generation request on its way to the engine.
 pub struct Job {
     /// What to generate (the prompt within the vocabulary and, with `max_tokens`, the context).
     pub request: Request,
     /// Where events go; when the receiver is dropped the generation is cancelled.
-    pub events: UnboundedSender<Event>,
+    pub events: EventSender,
     /// When the request arrived (for the time to first token).
     pub arrived: Instant,
     /// Choices to generate; the first prefills the prompt, the others start once it has and

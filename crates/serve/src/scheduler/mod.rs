@@ -3,13 +3,16 @@
 //! requests' channels, and cancels the sequences whose clients went away.
 //!
 //! A request for `n` choices starts its first choice at once and holds room for the others,
-//! which start once the first's prompt is in the cache, so that they reuse its blocks.
+//! which start once the first's prompt is in the cache, so that they reuse its blocks. A
+//! request that needs more sequences than are free waits without holding up the queue: jobs
+//! behind it that fit start meanwhile, for [`WIDE_PATIENCE`] at most; after that nothing passes
+//! it, so the slots that free up go to it and it cannot be starved.
 //!
 //! Batching, prefill chunking, sampling, stop strings and detokenizing are the engine's.
 
 pub mod job;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -18,31 +21,37 @@ use std::time::{Duration, Instant};
 use rinfer_model::{
     DeviceReport, Engine, EngineSettings, Event as EngineEvent, LoadedModel, Request, SeqId,
 };
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::error::TrySendError;
 
 use crate::metrics::Metrics;
-use job::{Event, Job};
+use job::{Event, EventSender, Job};
 
 /// How long an idle engine waits for a request before it looks at the stop flag again.
 const IDLE_POLL: Duration = Duration::from_millis(50);
+/// How long jobs that fit may start ahead of an older one waiting for room for its choices.
+const WIDE_PATIENCE: Duration = Duration::from_secs(3);
 
 /// A running request: where its events go and its latency bookkeeping.
 struct Running {
     /// Where the request's events go; closed when its client went away.
-    events: UnboundedSender<Event>,
+    events: EventSender,
     /// When the request arrived.
     arrived: Instant,
     /// When the previous token was sent (for the inter-token latency).
     last_token_at: Option<Instant>,
     /// Which of the request's choices it is.
     index: usize,
+    /// Whose request it is.
+    tenant: u64,
+    /// Its client fell [`job::MAX_BACKLOG`] events behind.
+    lagging: bool,
 }
 
 /// The choices of a request after its first, waiting for the first's prompt to be cached.
 struct Siblings {
     request: Request,
     choices: usize,
-    events: UnboundedSender<Event>,
+    events: EventSender,
     arrived: Instant,
 }
 
@@ -71,8 +80,8 @@ pub fn run(engine: &mut Engine<'_>, jobs: &Receiver<Job>, metrics: &Metrics, sto
         running: HashMap::with_capacity(settings.max_sequences),
         ..InFlight::default()
     };
-    // A job waiting for room for all of its choices.
-    let mut held: Option<Job> = None;
+    // Jobs taken from the queue that wait for room for all of their choices, oldest first.
+    let mut waiting: VecDeque<(Job, Instant)> = VecDeque::new();
     metrics.kv_capacity.store(
         (settings.max_sequences * settings.context) as i64,
         Ordering::Relaxed,
@@ -88,38 +97,8 @@ pub fn run(engine: &mut Engine<'_>, jobs: &Receiver<Job>, metrics: &Metrics, sto
         "engine ready"
     );
     loop {
-        // Admit new requests while there is room; wait only when nothing runs.
-        loop {
-            let room = engine.free_slots().saturating_sub(flight.reserved());
-            if room == 0 {
-                break;
-            }
-            let job = match held.take() {
-                Some(job) => job,
-                None => {
-                    let job = if engine.is_busy() {
-                        match jobs.try_recv() {
-                            Ok(job) => job,
-                            Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                        }
-                    } else {
-                        match jobs.recv_timeout(IDLE_POLL) {
-                            Ok(job) => job,
-                            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => {
-                                continue;
-                            }
-                            Err(_) => return,
-                        }
-                    };
-                    metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
-                    job
-                }
-            };
-            if job.choices > room {
-                held = Some(job);
-                break;
-            }
-            admit(engine, job, &mut flight, metrics);
+        if !admit_jobs(engine, jobs, &mut waiting, &mut flight, metrics, stop) {
+            return;
         }
         cancel_abandoned(engine, &mut flight, metrics);
         if engine.is_busy() {
@@ -133,6 +112,68 @@ pub fn run(engine: &mut Engine<'_>, jobs: &Receiver<Job>, metrics: &Metrics, sto
             start_siblings(engine, &mut flight);
         }
         publish_occupancy(engine, metrics);
+    }
+}
+
+/// Admits queued jobs while there is room, oldest first, letting jobs that fit pass one that
+/// waits for room for its choices while it is within [`WIDE_PATIENCE`]; waits for a job only
+/// when nothing runs. Returns false when the scheduler is to stop.
+fn admit_jobs(
+    engine: &mut Engine<'_>,
+    jobs: &Receiver<Job>,
+    waiting: &mut VecDeque<(Job, Instant)>,
+    flight: &mut InFlight,
+    metrics: &Metrics,
+    stop: &AtomicBool,
+) -> bool {
+    let most = engine.settings().max_sequences;
+    loop {
+        waiting.retain(|(job, _)| {
+            let gone = job.events.is_closed();
+            if gone {
+                metrics.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            !gone
+        });
+        let room = engine.free_slots().saturating_sub(flight.reserved());
+        if room == 0 {
+            return true;
+        }
+        let patient = waiting
+            .front()
+            .is_none_or(|(_, since)| since.elapsed() < WIDE_PATIENCE);
+        let fits = waiting
+            .iter()
+            .position(|(job, _)| job.choices <= room)
+            .filter(|&at| at == 0 || patient);
+        if let Some((job, _)) = fits.and_then(|at| waiting.remove(at)) {
+            admit(engine, job, flight, metrics);
+            continue;
+        }
+        if !patient || waiting.len() >= most {
+            return true;
+        }
+        let job = if engine.is_busy() || !waiting.is_empty() {
+            match jobs.try_recv() {
+                Ok(job) => job,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return true,
+            }
+        } else {
+            match jobs.recv_timeout(IDLE_POLL) {
+                Ok(job) => job,
+                Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => continue,
+                Err(_) => return false,
+            }
+        };
+        metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+        if job.choices > most {
+            let _ = job.events.try_send(Event::Failed(format!(
+                "{} choices are more than the {most} sequences this server runs at once",
+                job.choices
+            )));
+            continue;
+        }
+        waiting.push_back((job, Instant::now()));
     }
 }
 
@@ -152,11 +193,13 @@ fn start_siblings(engine: &mut Engine<'_>, flight: &mut InFlight) {
                         arrived: siblings.arrived,
                         last_token_at: None,
                         index,
+                        tenant: siblings.request.tenant,
+                        lagging: false,
                     };
                     flight.running.insert(id, running);
                 }
                 Err(error) => {
-                    let _ = siblings.events.send(Event::Failed(error.to_string()));
+                    let _ = siblings.events.try_send(Event::Failed(error.to_string()));
                 }
             }
         }
@@ -190,6 +233,7 @@ fn admit(engine: &mut Engine<'_>, job: Job, flight: &mut InFlight, metrics: &Met
     metrics
         .prompt_tokens
         .fetch_add(request.prompt.len() as u64, Ordering::Relaxed);
+    let tenant = request.tenant;
     let siblings = (choices > 1).then(|| Siblings {
         request: request.clone(),
         choices,
@@ -208,22 +252,24 @@ fn admit(engine: &mut Engine<'_>, job: Job, flight: &mut InFlight, metrics: &Met
                     arrived,
                     last_token_at: None,
                     index: 0,
+                    tenant,
+                    lagging: false,
                 },
             );
         }
         Err(error) => {
-            let _ = events.send(Event::Failed(error.to_string()));
+            let _ = events.try_send(Event::Failed(error.to_string()));
         }
     }
     publish_occupancy(engine, metrics);
 }
 
-/// Ends the sequences whose clients closed their channel.
+/// Ends the sequences whose clients closed their channel or stopped reading it.
 fn cancel_abandoned(engine: &mut Engine<'_>, flight: &mut InFlight, metrics: &Metrics) {
     let gone: Vec<SeqId> = flight
         .running
         .iter()
-        .filter(|(_, r)| r.events.is_closed())
+        .filter(|(_, r)| r.events.is_closed() || r.lagging)
         .map(|(&id, _)| id)
         .collect();
     for id in gone {
@@ -259,12 +305,14 @@ fn relay(event: EngineEvent, flight: &mut InFlight, metrics: &Metrics) {
             }
             let logprobs: Vec<_> = logprob.into_iter().collect();
             if !text.is_empty() || !logprobs.is_empty() {
-                // A closed channel means the client left; the next step cancels the sequence.
-                let _ = r.events.send(Event::Delta {
+                // A closed channel means the client left, a full one that it stopped reading:
+                // the next step cancels the sequence either way.
+                let sent = r.events.try_send(Event::Delta {
                     index: r.index,
                     text,
                     logprobs,
                 });
+                r.lagging |= matches!(sent, Err(TrySendError::Full(_)));
             }
         }
         EngineEvent::Finished {
@@ -274,7 +322,10 @@ fn relay(event: EngineEvent, flight: &mut InFlight, metrics: &Metrics) {
             timings,
         } => {
             if let Some(r) = flight.running.remove(&id) {
-                let _ = r.events.send(Event::Done {
+                metrics
+                    .prefix
+                    .record(r.tenant, timings.prompt_tokens, timings.cached_tokens);
+                let _ = r.events.try_send(Event::Done {
                     index: r.index,
                     finish: reason,
                     prompt_tokens: timings.prompt_tokens,
@@ -286,7 +337,7 @@ fn relay(event: EngineEvent, flight: &mut InFlight, metrics: &Metrics) {
         EngineEvent::Failed { id, error } => {
             flight.siblings.remove(&id);
             if let Some(r) = flight.running.remove(&id) {
-                let _ = r.events.send(Event::Failed(error.to_string()));
+                let _ = r.events.try_send(Event::Failed(error.to_string()));
             }
         }
     }
@@ -395,5 +446,93 @@ impl Ready {
                 ..settings
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::sync_channel;
+
+    use rinfer_model::{DeviceRequest, SamplingParams};
+
+    use super::*;
+    use crate::scheduler::job::{EventReceiver, event_channel};
+
+    fn model() -> LoadedModel {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/models/gemma3-tiny-q4_k_m.gguf");
+        LoadedModel::open(&path).unwrap()
+    }
+
+    fn job(choices: usize, max_tokens: usize) -> (Job, EventReceiver) {
+        let (events, receiver) = event_channel();
+        let request = Request::new(vec![2, 100, 200, 300], max_tokens)
+            .with_sampling(SamplingParams::greedy());
+        let job = Job {
+            request,
+            events,
+            arrived: Instant::now(),
+            choices,
+        };
+        (job, receiver)
+    }
+
+    #[test]
+    fn a_job_that_fits_starts_beside_one_waiting_for_room_for_its_choices() {
+        let loaded = model();
+        let settings = EngineSettings::parallel(4, 256);
+        let mut engine = Engine::new(&loaded, settings, DeviceRequest::Cpu).unwrap();
+        let (jobs_tx, jobs) = sync_channel(8);
+        let metrics = Metrics::default();
+        let stop = AtomicBool::new(false);
+        let mut flight = InFlight::default();
+        let mut waiting = VecDeque::new();
+        let (long, _long_events) = job(1, 200);
+        let (wide, _wide_events) = job(4, 4);
+        let (small, _small_events) = job(1, 4);
+        for job in [long, wide, small] {
+            jobs_tx.send(job).unwrap();
+        }
+        assert!(admit_jobs(
+            &mut engine,
+            &jobs,
+            &mut waiting,
+            &mut flight,
+            &metrics,
+            &stop
+        ));
+        // The long job and the small one run; the wide one waits for all four sequences.
+        assert_eq!(engine.running(), 2);
+        assert_eq!(waiting.len(), 1);
+        assert_eq!(waiting[0].0.choices, 4);
+        // Once it has waited past its patience, nothing passes it any more.
+        waiting[0].1 = Instant::now() - WIDE_PATIENCE;
+        let (late, _late_events) = job(1, 4);
+        jobs_tx.send(late).unwrap();
+        admit_jobs(
+            &mut engine,
+            &jobs,
+            &mut waiting,
+            &mut flight,
+            &metrics,
+            &stop,
+        );
+        assert_eq!(engine.running(), 2);
+        // The running sequences end: the wide job starts first.
+        let running: Vec<SeqId> = flight.running.keys().copied().collect();
+        for id in running {
+            engine.cancel(id, |_| {});
+            flight.running.remove(&id);
+        }
+        admit_jobs(
+            &mut engine,
+            &jobs,
+            &mut waiting,
+            &mut flight,
+            &metrics,
+            &stop,
+        );
+        assert_eq!(engine.running(), 1, "the wide job's first choice");
+        assert_eq!(flight.reserved(), 3);
     }
 }

@@ -8,7 +8,8 @@
 //! [`serve_renders`] under a hidden command). Each one caps its own address space, the caller
 //! waits for it at most [`RenderLimits::deadline`](super::RenderLimits::deadline) and kills it
 //! past that, and a process that dies (out of memory) is reported and replaced. Idle processes
-//! are kept for the next render; at most [`MAX_RENDER_PROCESSES`] exist at once.
+//! are kept for the next render; at most [`MAX_RENDER_PROCESSES`] exist at once. A render
+//! process starts with an empty environment.
 
 mod child;
 mod wire;
@@ -65,8 +66,11 @@ struct Worker {
 
 impl Worker {
     fn spawn(command: &RenderProcess, setup: &str) -> io::Result<Self> {
+        // The environment is not passed on: a render process needs none, and the server's may
+        // hold secrets (API keys) that code from a model file must not see.
         let mut child = Command::new(&command.program)
             .args(&command.args)
+            .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
