@@ -65,3 +65,50 @@ fn a_constrained_sequence_generates_only_what_its_constraint_allows_and_ends_wit
     let free = engine.generate(Request::new(prompt, 4), |_| {}).unwrap();
     assert_ne!(free.tokens, wanted);
 }
+
+/// Allows any token, and fails (a limit of its engine) after `after` tokens.
+#[derive(Debug)]
+struct FailsAfter(usize);
+
+struct FailsAfterMatcher {
+    left: usize,
+}
+
+impl TokenConstraint for FailsAfter {
+    fn start(&self) -> Box<dyn ConstraintMatcher> {
+        Box::new(FailsAfterMatcher { left: self.0 })
+    }
+}
+
+impl ConstraintMatcher for FailsAfterMatcher {
+    fn mask(&mut self, _logits: &mut [f32]) {}
+
+    fn accept(&mut self, _token: u32) {
+        self.left = self.left.saturating_sub(1);
+    }
+
+    fn is_complete(&self) -> bool {
+        false
+    }
+
+    fn failure(&self) -> Option<&str> {
+        (self.left == 0).then_some("the grammar engine gave up")
+    }
+}
+
+#[test]
+fn a_constraint_that_fails_fails_its_sequence_instead_of_finishing_it() {
+    let loaded = LoadedModel::open(fixtures().join("models/gemma3-tiny-q4_k_m.gguf")).unwrap();
+    let mut engine = Engine::new(&loaded, EngineSettings::single(256), DeviceRequest::Cpu).unwrap();
+    let prompt = loaded.tokenizer.encode("Once upon", true, false).unwrap();
+    let mut request = Request::new(prompt.clone(), 50);
+    request.constraint = Some(Arc::new(FailsAfter(3)) as Arc<dyn TokenConstraint>);
+    let error = engine.generate(request, |_| {}).unwrap_err();
+    assert!(
+        error.to_string().contains("the grammar engine gave up"),
+        "{error}"
+    );
+    // The engine goes on serving.
+    let free = engine.generate(Request::new(prompt, 4), |_| {}).unwrap();
+    assert_eq!(free.tokens.len(), 4);
+}

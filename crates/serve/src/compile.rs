@@ -5,7 +5,8 @@
 //! the request waits for it at most a deadline, giving its slot of the request workers back
 //! while it waits ([`CancelFlag::release_slot`]), and stops waiting when its client leaves. A
 //! compile that outlives its request still runs to its end, so at most [`MAX_COMPILES`]
-//! compiles exist at once, abandoned ones included; past that a request is told to retry. The
+//! compiles exist at once, abandoned ones included; past that a request waits for a place,
+//! within the same deadline, and is told to retry when none frees up. The
 //! caps of `schema_limits` keep what reaches a compiler small enough that its cost is bounded.
 
 use std::sync::Arc;
@@ -29,7 +30,7 @@ const POLL: Duration = Duration::from_millis(20);
 pub enum Stopped {
     /// It did not end within the deadline (it still runs, to its end).
     Late(Duration),
-    /// [`MAX_COMPILES`] compiles are running.
+    /// [`MAX_COMPILES`] compiles ran for the whole deadline.
     Busy,
     /// The request's client left.
     Cancelled,
@@ -77,9 +78,25 @@ impl Compiles {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        if self.running.fetch_add(1, Ordering::SeqCst) >= self.max {
-            self.running.fetch_sub(1, Ordering::SeqCst);
-            return Err(Stopped::Busy);
+        cancel.release_slot();
+        let started = Instant::now();
+        loop {
+            let now = self.running.load(Ordering::SeqCst);
+            let taken = now < self.max
+                && self
+                    .running
+                    .compare_exchange(now, now + 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok();
+            if taken {
+                break;
+            }
+            if cancel.is_cancelled() {
+                return Err(Stopped::Cancelled);
+            }
+            if started.elapsed() >= self.deadline {
+                return Err(Stopped::Busy);
+            }
+            std::thread::sleep(POLL);
         }
         let running = Running(Arc::clone(&self.running));
         let (send, receive) = mpsc::sync_channel(1);
@@ -91,8 +108,6 @@ impl Compiles {
                 let _ = send.send(job());
             })
             .map_err(|e| Stopped::Failed(format!("cannot start a compile thread: {e}")))?;
-        cancel.release_slot();
-        let started = Instant::now();
         loop {
             let left = self.deadline.saturating_sub(started.elapsed());
             match receive.recv_timeout(left.min(POLL)) {
@@ -144,7 +159,7 @@ mod tests {
         let late = compiles.run(sleeper(600), &CancelFlag::default());
         assert_eq!(late, Err(Stopped::Late(Duration::from_millis(100))));
         assert!(started.elapsed() < Duration::from_millis(500));
-        // The abandoned compile still holds the only place.
+        // The abandoned compile still holds the only place: the next waits, then gives up.
         assert_eq!(
             compiles.run(sleeper(1), &CancelFlag::default()),
             Err(Stopped::Busy)
@@ -155,6 +170,18 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(compiles.run(sleeper(1), &CancelFlag::default()), Ok(7));
+    }
+
+    #[test]
+    fn a_compile_waits_for_a_place_while_others_run() {
+        let compiles = Arc::new(Compiles::new(1, Duration::from_secs(5)));
+        let first = std::thread::spawn({
+            let compiles = Arc::clone(&compiles);
+            move || compiles.run(sleeper(300), &CancelFlag::default())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(compiles.run(sleeper(1), &CancelFlag::default()), Ok(7));
+        assert_eq!(first.join().unwrap(), Ok(7));
     }
 
     #[test]
