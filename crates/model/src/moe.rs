@@ -130,7 +130,7 @@ fn decode_batched(
     let m = &mut s.moe;
     let ids = &m.ids[..k];
     let expert = |layer, j: usize| expert_product(layer, ids[j], j);
-    let (Some((gate_ty, first)), Some((up_ty, _))) = (expert(&w.gate, 0), expert(&w.up, 0)) else {
+    let (Some((gate_ty, first)), Some((up_ty, _))) = (expert(w.gate, 0), expert(w.up, 0)) else {
         return Ok(false);
     };
     let groups =
@@ -142,7 +142,7 @@ fn decode_batched(
     let mut down: [RowsProduct<'_>; MOST_BATCHED] = std::array::from_fn(|_| first.clone());
     let down_ty = w.down.get(ids[0] as usize).map(|l| l.weight.ty);
     for j in 0..k {
-        let found = (expert(&w.gate, j), expert(&w.up, j), expert(&w.down, j));
+        let found = (expert(w.gate, j), expert(w.up, j), expert(w.down, j));
         let (Some((gt, g)), Some((ut, u)), Some((dt, d))) = found else {
             return Ok(false);
         };
