@@ -43,16 +43,16 @@ pub struct StackedAddress {
 
 /// Device addresses of the weights: a matrix, an f32 vector, a layer's stacked experts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Device;
+pub struct OnDevice;
 
-impl Handles for Device {
+impl Handles for OnDevice {
     type Matrix = MatrixAddress;
     type Vector = u64;
     type Experts = StackedAddress;
 }
 
 /// The model with every weight at its device address (host addresses under emulation).
-pub type WeightAddresses = Transformer<Device>;
+pub type WeightAddresses = Transformer<OnDevice>;
 
 /// Places every weight of `model` (validated by an [`UploadPlan`](crate::UploadPlan)) with
 /// `place_bytes` (matrices) and `place_floats` (norms, biases), which return the address the
@@ -75,7 +75,7 @@ struct Placer<B, F> {
     floats: F,
 }
 
-impl<'t, 'a, B, F> Mapper<'t, HostView<'a>, Device> for Placer<B, F>
+impl<'t, 'a, B, F> Mapper<'t, HostView<'a>, OnDevice> for Placer<B, F>
 where
     B: FnMut(&[u8]) -> Result<u64, CudaError>,
     F: FnMut(&[f32]) -> Result<u64, CudaError>,

@@ -8,7 +8,7 @@ mod addresses;
 mod step;
 
 pub use addresses::{
-    CacheAddresses, Device, MatrixAddress, StackedAddress, WeightAddresses, WorkAddresses,
+    CacheAddresses, MatrixAddress, OnDevice, StackedAddress, WeightAddresses, WorkAddresses,
     place_weights,
 };
 pub use step::StepBuilder;

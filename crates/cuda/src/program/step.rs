@@ -9,8 +9,8 @@ use rinfer_transformer::{
 
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
-    Arg, CacheAddresses, Device, KernelRef, Launch, MatrixAddress, StackedAddress, WeightAddresses,
-    WorkAddresses,
+    Arg, CacheAddresses, KernelRef, Launch, MatrixAddress, OnDevice, StackedAddress,
+    WeightAddresses, WorkAddresses,
 };
 
 /// The address of element `offset` of an f32 buffer at `base`.
@@ -117,7 +117,7 @@ impl Sequence<'_, '_> {
     }
 
     /// `out[rows, d] = norm(x[rows, d])` (`x` and `out` may be the same buffer).
-    fn norm(&mut self, weights: &NormWeights<Device>, x: u64, out: u64, rows: usize) {
+    fn norm(&mut self, weights: &NormWeights<OnDevice>, x: u64, out: u64, rows: usize) {
         let (norm, d) = (weights.params, self.b.model.hidden);
         let shape = launch::per_row(rows, d);
         match norm.kind {
@@ -148,7 +148,7 @@ impl Sequence<'_, '_> {
     }
 
     /// `y[t, r] = W[r] · x[t] + b[r]` for `n` tokens (`y` may point into a wider row).
-    fn linear(&mut self, l: &Linear<Device>, x: u64, ldx: usize, y: u64, ldy: usize) {
+    fn linear(&mut self, l: &Linear<OnDevice>, x: u64, ldx: usize, y: u64, ldy: usize) {
         let n = self.n;
         self.matmul(&l.weight, l.bias, x, ldx, y, ldy, n);
     }
@@ -344,7 +344,7 @@ impl Sequence<'_, '_> {
     }
 
     /// The feed-forward block from `h`; its output overwrites `h`.
-    fn ffn(&mut self, ffn: Ffn, up: &FfnUp<Device>, down: &Linear<Device>) {
+    fn ffn(&mut self, ffn: Ffn, up: &FfnUp<OnDevice>, down: &Linear<OnDevice>) {
         let c = self.b.model;
         let work = *self.b.work;
         let (f, hidden, n) = (c.ffn_dim, c.hidden, self.n);
@@ -383,7 +383,7 @@ impl Sequence<'_, '_> {
     }
 
     /// The router's scores of `h`, then each row's experts and weights into the route buffers.
-    fn route(&mut self, router: &Router, scores: &Linear<Device>) {
+    fn route(&mut self, router: &Router, scores: &Linear<OnDevice>) {
         let c = self.b.model;
         let work = *self.b.work;
         self.linear(scores, work.h, c.hidden, work.router, router.experts);
