@@ -11,9 +11,11 @@
 //! [`CudaError::NoDriver`] / [`CudaError::NoNvrtc`], never a panic.
 //!
 //! This crate must never be needed to build or test the workspace on a machine without CUDA,
-//! and sits below `rinfer-model`: it knows nothing of architectures, only the [`Transformer`]
-//! (`rinfer_kernels::block`) whose stages the CPU forward pass runs too; the step builder
-//! ([`program::StepBuilder`]) walks those stages to emit its launches.
+//! and sits below `rinfer-model` and beside the CPU kernels: it knows nothing of
+//! architectures, only the [`Transformer`] tree of `rinfer-transformer` that the CPU forward
+//! pass walks too. It takes that tree with host views of the weights ([`HostModel`]), maps it
+//! once to device addresses ([`program::place_weights`]), and the step builder
+//! ([`program::StepBuilder`]) walks its stages to emit its launches.
 //!
 //! Not yet run on a GPU. The step's launch list ([`program`]) is executed on the host under a
 //! CUDA emulation in the tests and matches the CPU forward pass, and the kernels compile with
@@ -51,12 +53,9 @@ mod unavailable;
 
 pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
 pub use error::CudaError;
-pub use host::{
-    HostExperts, HostFfn, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm,
-    HostQkv, HostStacked,
-};
+pub use host::{HostMatrix, HostModel, HostStacked, HostView};
 pub use plan::{BufferSizes, LoadOptions, PlannedMatrix, UploadPlan, layer_slots};
-pub use rinfer_kernels::block::Transformer;
+pub use rinfer_transformer::Transformer;
 #[cfg(feature = "cuda")]
 pub use runtime::{GpuKvCache, GpuModel, compile_kernels, probe};
 #[cfg(not(feature = "cuda"))]

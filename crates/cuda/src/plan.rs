@@ -3,13 +3,12 @@
 //! validated here, before any device memory is touched, so the kernels never see a shape they
 //! cannot handle.
 
-use rinfer_kernels::block::{Block, Experts, Ffn, Router, Stage, Transformer};
+use rinfer_transformer::{
+    Block, Experts, Ffn, Handles, Mapper, Router, Shape, Tensor, Transformer,
+};
 
 use crate::error::CudaError;
-use crate::host::{
-    HostFfn, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm, HostQkv,
-    HostStacked,
-};
+use crate::host::{HostMatrix, HostModel, HostStacked, HostView};
 use crate::kernels::GpuType;
 use crate::launch::{self, DecodeSplits, MAX_HEAD_DIM};
 
@@ -78,7 +77,7 @@ pub struct BufferSizes {
 }
 
 impl BufferSizes {
-    fn new(c: &Transformer, options: &LoadOptions, splits: &DecodeSplits) -> Self {
+    fn new<H: Handles>(c: &Transformer<H>, options: &LoadOptions, splits: &DecodeSplits) -> Self {
         let b = options.max_batch;
         let logit_rows = if options.all_logits { b } else { 1 };
         Self {
@@ -127,14 +126,12 @@ impl BufferSizes {
 
 /// Whether some layer runs a dense FFN (a model of expert layers only needs no gate | up
 /// buffer of the dense width).
-fn has_dense_ffn(c: &Transformer) -> bool {
-    c.blocks
-        .iter()
-        .any(|b| b.stages.iter().any(|s| matches!(s, Stage::Ffn(_))))
+fn has_dense_ffn<H: Handles>(c: &Transformer<H>) -> bool {
+    c.blocks.iter().any(Block::has_dense_ffn)
 }
 
 /// The largest `size` over the model's mixture-of-experts layers (0 when it has none).
-fn largest(c: &Transformer, size: impl Fn(&Router, &Experts) -> usize) -> usize {
+fn largest<H: Handles>(c: &Transformer<H>, size: impl Fn(&Router, &Experts) -> usize) -> usize {
     c.blocks
         .iter()
         .filter_map(|b| Some(size(b.router()?, b.experts()?)))
@@ -167,106 +164,16 @@ impl UploadPlan {
     /// Validates `model` for the GPU kernels and sizes everything for `options`.
     pub fn new(model: &HostModel<'_>, options: &LoadOptions) -> Result<Self, CudaError> {
         let (context, max_batch) = (options.context, options.max_batch);
-        let c = &model.config;
+        let c = model;
         check_config(c, context, max_batch)?;
-        let mut matrices = Vec::new();
-        let mut vectors = 0usize;
-        matrices.push(plan_matrix(&model.token_embd)?);
-        if let Some(pos) = &model.position_embd {
-            matrices.push(plan_matrix(pos)?);
-        }
-        if model.layers.len() != c.layers() {
-            return Err(CudaError::Unsupported(format!(
-                "{} layers of weights for {} blocks in the configuration",
-                model.layers.len(),
-                c.layers()
-            )));
-        }
-        for (index, (layer, block)) in model.layers.iter().zip(&c.blocks).enumerate() {
-            check_stages(index, block, layer)?;
-            let mut linears: Vec<(&HostLinear<'_>, usize)> = Vec::new();
-            match &layer.qkv {
-                HostQkv::Separate { q, k, v } => {
-                    linears.extend([(q, c.q_dim()), (k, c.kv_dim()), (v, c.kv_dim())]);
-                }
-                HostQkv::Fused(qkv) => linears.push((qkv, c.q_dim() + 2 * c.kv_dim())),
-            }
-            linears.push((&layer.attn_output, c.hidden));
-            match &layer.ffn {
-                HostFfn::Dense { up, down } => {
-                    match up {
-                        HostFfnUp::Gated { gate, up } => {
-                            linears.extend([(gate, c.ffn_dim), (up, c.ffn_dim)]);
-                        }
-                        HostFfnUp::FusedGated(gate_up) => {
-                            linears.push((gate_up, 2 * c.ffn_dim));
-                        }
-                        HostFfnUp::Plain(up) => linears.push((up, c.ffn_dim)),
-                    }
-                    linears.push((down, c.hidden));
-                }
-                HostFfn::Experts(experts) => {
-                    let (Some(router), Some(shape)) = (block.router(), block.experts()) else {
-                        return Err(CudaError::Unsupported(format!(
-                            "layer {index} has expert weights but no router and experts stages"
-                        )));
-                    };
-                    linears.push((&experts.router, router.experts));
-                    let (e, f) = (router.experts, shape.ffn_dim);
-                    for (stacked, rows, cols) in [
-                        (&experts.gate, f, c.hidden),
-                        (&experts.up, f, c.hidden),
-                        (&experts.down, c.hidden, f),
-                    ] {
-                        matrices.push(plan_stacked(stacked, e, rows, cols)?);
-                        vectors += stacked.bias.as_ref().map_or(0, |b| b.len());
-                    }
-                }
-            }
-            for (linear, rows) in linears {
-                check_rows(&linear.weight, rows)?;
-                matrices.push(plan_matrix(&linear.weight)?);
-                if let Some(bias) = linear.bias {
-                    check_len(&linear.weight.name, "bias", bias.len(), rows)?;
-                    vectors += bias.len();
-                }
-            }
-            let norms = [
-                Some(&layer.attn_norm),
-                layer.post_attn_norm.as_ref(),
-                layer.ffn_norm.as_ref(),
-                layer.post_ffn_norm.as_ref(),
-            ];
-            for norm in norms.into_iter().flatten() {
-                vectors += check_norm(norm, c.hidden)?;
-            }
-            if let Some(sinks) = layer.attn_sinks {
-                check_len("attn_sinks", "weight", sinks.len(), c.heads)?;
-                vectors += sinks.len();
-            }
-            if let Some((q_norm, k_norm)) = layer.qk_norm {
-                check_len("attn_q_norm", "weight", q_norm.len(), c.head_dim)?;
-                check_len("attn_k_norm", "weight", k_norm.len(), c.head_dim)?;
-                vectors += 2 * c.head_dim;
-            }
-        }
-        vectors += check_norm(&model.output_norm, c.hidden)?;
-        check_rows(&model.lm_head, c.vocab_size)?;
-        let tied_lm_head = std::ptr::eq(model.lm_head.data, model.token_embd.data);
-        if !tied_lm_head {
-            matrices.push(plan_matrix(&model.lm_head)?);
-        }
-        if let Some(bias) = model.output_bias {
-            check_len("output", "bias", bias.len(), c.vocab_size)?;
-            vectors += bias.len();
-        }
-        if let Some(freqs) = model.rope_freqs {
-            for rope in c.blocks.iter().filter_map(Block::rope) {
-                check_len("rope_freqs", "weight", freqs.len(), rope.n_rot / 2)?;
-            }
-            vectors += freqs.len();
-        }
-        check_rows(&model.token_embd, c.vocab_size)?;
+        check_stages(c)?;
+        let mut planner = Planner {
+            matrices: Vec::new(),
+            vectors: 0,
+        };
+        model.map(&mut planner)?;
+        let (matrices, vectors) = (planner.matrices, planner.vectors);
+        let tied_lm_head = model.output.is_none();
         if let Some(pos) = &model.position_embd
             && pos.rows < context
         {
@@ -328,14 +235,19 @@ impl UploadPlan {
 
 /// KV slots of `layer`: a ring of `window + max_batch` on sliding-window layers, one per
 /// position otherwise (the CPU cache's rule).
-pub fn layer_slots(c: &Transformer, layer: usize, context: usize, max_batch: usize) -> usize {
+pub fn layer_slots<H: Handles>(
+    c: &Transformer<H>,
+    layer: usize,
+    context: usize,
+    max_batch: usize,
+) -> usize {
     match c.window_of(layer) {
         Some(window) => (window + max_batch).min(context),
         None => context,
     }
 }
 
-fn check_config(c: &Transformer, context: usize, max_batch: usize) -> Result<(), CudaError> {
+fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(), CudaError> {
     let bad = |msg: String| Err(CudaError::Unsupported(msg));
     if context == 0 || max_batch == 0 {
         return bad(format!(
@@ -420,87 +332,101 @@ fn check_config(c: &Transformer, context: usize, max_batch: usize) -> Result<(),
     Ok(())
 }
 
-/// Every stage of block `index` finds the weights it reads in `layer`.
-fn check_stages(index: usize, block: &Block, layer: &HostLayer<'_>) -> Result<(), CudaError> {
-    let mut missing: Vec<&str> = Vec::new();
-    for stage in &block.stages {
-        let unsupported = match stage {
-            Stage::Experts(e) if e.ffn == Ffn::Gelu => Some("ungated experts"),
-            _ => None,
-        };
-        missing.extend(unsupported.filter(|what| !missing.contains(what)));
-    }
-    if !missing.is_empty() {
-        let last = missing.pop().unwrap_or_default();
-        let what = match missing.is_empty() {
-            true => last.to_string(),
-            false => format!("{} and {last}", missing.join(", ")),
-        };
-        return Err(CudaError::Unsupported(format!(
-            "layer {index} uses {what}, which the CUDA backend does not run yet; use --device cpu"
-        )));
-    }
-    let experts = matches!(layer.ffn, HostFfn::Experts(_));
-    for stage in &block.stages {
-        let present = match stage {
-            Stage::QkNorm { .. } => layer.qk_norm.is_some(),
-            Stage::PostAttentionNorm(_) => layer.post_attn_norm.is_some(),
-            Stage::Attention(params) => params.sinks == layer.attn_sinks.is_some(),
-            Stage::FfnNorm(_) => layer.ffn_norm.is_some(),
-            Stage::PostFfnNorm(_) => layer.post_ffn_norm.is_some(),
-            Stage::Ffn(_) => !experts,
-            Stage::Router(_) | Stage::Experts(_) => experts,
-            _ => true,
-        };
-        if !present {
+/// Every stage a GPU kernel runs: an error naming the first layer whose stages it does not.
+fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
+    for (index, block) in c.blocks.iter().enumerate() {
+        if block.experts().is_some_and(|e| e.ffn == Ffn::Gelu) {
             return Err(CudaError::Unsupported(format!(
-                "layer {index} runs {stage:?} without its weights"
+                "layer {index} uses ungated experts, which the CUDA backend does not run yet; \
+                 use --device cpu"
             )));
         }
     }
     Ok(())
 }
 
+/// Checks every weight against the shape the tree implies and the kernels, and counts the
+/// device memory it takes.
+struct Planner {
+    matrices: Vec<PlannedMatrix>,
+    vectors: usize,
+}
+
+impl<'t, 'a> Mapper<'t, HostView<'a>, ()> for Planner {
+    type Error = CudaError;
+
+    fn matrix(&mut self, t: &Tensor, m: &'t HostMatrix<'a>) -> Result<(), CudaError> {
+        if let Shape::Matrix { rows, .. } = t.shape {
+            check_rows(t, m, rows)?;
+        }
+        self.matrices.push(plan_matrix(t, m)?);
+        Ok(())
+    }
+
+    fn vector(&mut self, t: &Tensor, v: &'t &'a [f32]) -> Result<(), CudaError> {
+        if let Shape::Vector(len) = t.shape {
+            check_len(t, v.len(), len)?;
+        }
+        self.vectors += v.len();
+        Ok(())
+    }
+
+    fn experts(&mut self, t: &Tensor, e: &'t HostStacked<'a>) -> Result<(), CudaError> {
+        let Shape::Experts { count, rows, cols } = t.shape else {
+            return Ok(());
+        };
+        self.matrices.push(plan_stacked(t, e, count, rows, cols)?);
+        self.vectors += e.bias.as_ref().map_or(0, |b| b.len());
+        Ok(())
+    }
+}
+
 /// One projection of every expert: `experts` matrices of `[rows, cols]` in one allocation.
 fn plan_stacked(
+    t: &Tensor,
     m: &HostStacked<'_>,
     experts: usize,
     rows: usize,
     cols: usize,
 ) -> Result<PlannedMatrix, CudaError> {
+    let name = t.name;
     if (m.experts, m.rows, m.cols) != (experts, rows, cols) {
         return Err(CudaError::Unsupported(format!(
-            "tensor {:?} holds {} experts of [{}, {}], the configuration implies {experts} of \
+            "tensor {name} holds {} experts of [{}, {}], the configuration implies {experts} of \
              [{rows}, {cols}]",
-            m.name, m.experts, m.rows, m.cols
+            m.experts, m.rows, m.cols
         )));
     }
     if let Some(bias) = &m.bias {
-        check_len(&m.name, "bias", bias.len(), experts * rows)?;
+        let bias_name = Tensor {
+            name: name.bias(),
+            shape: Shape::Vector(experts * rows),
+        };
+        check_len(&bias_name, bias.len(), experts * rows)?;
     }
     let all_rows = experts
         .checked_mul(rows)
-        .ok_or_else(|| CudaError::Unsupported(format!("tensor {:?} has too many rows", m.name)))?;
-    plan_matrix(&HostMatrix {
-        name: m.name.clone(),
+        .ok_or_else(|| CudaError::Unsupported(format!("tensor {name} has too many rows")))?;
+    let all = HostMatrix {
         ty: m.ty,
         rows: all_rows,
         cols,
         data: &m.data,
-    })
+    };
+    plan_matrix(t, &all)
 }
 
-fn plan_matrix(m: &HostMatrix<'_>) -> Result<PlannedMatrix, CudaError> {
+fn plan_matrix(t: &Tensor, m: &HostMatrix<'_>) -> Result<PlannedMatrix, CudaError> {
+    let name = t.name;
     let ty = GpuType::of(m.ty).ok_or_else(|| CudaError::UnsupportedType {
-        tensor: m.name.clone(),
+        tensor: name.to_string(),
         ty: m.ty.name(),
     })?;
     let block = m.ty.block_size();
     if m.cols == 0 || !m.cols.is_multiple_of(32) || !m.cols.is_multiple_of(block) {
         return Err(CudaError::Unsupported(format!(
-            "tensor {:?} has rows of {} elements (the kernels need a multiple of 32 and of \
+            "tensor {name} has rows of {} elements (the kernels need a multiple of 32 and of \
              the {} block of {block})",
-            m.name,
             m.cols,
             m.ty.name()
         )));
@@ -509,14 +435,13 @@ fn plan_matrix(m: &HostMatrix<'_>) -> Result<PlannedMatrix, CudaError> {
     let bytes = row_bytes.checked_mul(m.rows).filter(|&b| b == m.data.len());
     let Some(bytes) = bytes else {
         return Err(CudaError::Unsupported(format!(
-            "tensor {:?} holds {} bytes, not {} rows of {row_bytes}",
-            m.name,
+            "tensor {name} holds {} bytes, not {} rows of {row_bytes}",
             m.data.len(),
             m.rows
         )));
     };
     Ok(PlannedMatrix {
-        name: m.name.clone(),
+        name: name.to_string(),
         ty,
         rows: m.rows,
         cols: m.cols,
@@ -524,29 +449,22 @@ fn plan_matrix(m: &HostMatrix<'_>) -> Result<PlannedMatrix, CudaError> {
     })
 }
 
-fn check_rows(m: &HostMatrix<'_>, rows: usize) -> Result<(), CudaError> {
+fn check_rows(t: &Tensor, m: &HostMatrix<'_>, rows: usize) -> Result<(), CudaError> {
     if m.rows != rows {
         return Err(CudaError::Unsupported(format!(
-            "tensor {:?} has {} rows, the configuration implies {rows}",
-            m.name, m.rows
+            "tensor {} has {} rows, the configuration implies {rows}",
+            t.name, m.rows
         )));
     }
     Ok(())
 }
 
-fn check_len(tensor: &str, what: &str, len: usize, expected: usize) -> Result<(), CudaError> {
+fn check_len(t: &Tensor, len: usize, expected: usize) -> Result<(), CudaError> {
     if len != expected {
         return Err(CudaError::Unsupported(format!(
-            "{tensor} {what} has {len} values, expected {expected}"
+            "{} has {len} values, expected {expected}",
+            t.name
         )));
     }
     Ok(())
-}
-
-fn check_norm(norm: &HostNorm<'_>, width: usize) -> Result<usize, CudaError> {
-    check_len("norm", "weight", norm.weight.len(), width)?;
-    if let Some(bias) = norm.bias {
-        check_len("norm", "bias", bias.len(), width)?;
-    }
-    Ok(norm.weight.len() + norm.bias.map_or(0, <[f32]>::len))
 }

@@ -3,13 +3,12 @@
 
 use std::convert::Infallible;
 
-use rinfer_kernels::block::Transformer;
-
 use crate::Logits;
 use crate::device::GpuInfo;
 use crate::error::CudaError;
 use crate::host::HostModel;
 use crate::plan::{LoadOptions, UploadPlan};
+use crate::program::WeightAddresses;
 
 /// A model on a GPU; in this build it cannot be made.
 pub struct GpuModel {
@@ -43,8 +42,8 @@ impl GpuModel {
         match self.never {}
     }
 
-    /// The configuration the model was loaded with.
-    pub fn config(&self) -> &Transformer {
+    /// The transformer the model runs, with its weights' device addresses.
+    pub fn config(&self) -> &WeightAddresses {
         match self.never {}
     }
 

@@ -35,7 +35,6 @@
 //! # Ok::<(), rinfer_kernels::KernelError>(())
 //! ```
 
-pub mod block;
 mod convert;
 mod cpu;
 mod dispatch;

@@ -1,10 +1,11 @@
-//! The CPU executor of a decoder block: walks the layer's [`Stage`]s over the scratch buffers.
+//! The CPU executor of a decoder block: walks the layer's [`Stage`]s, each with its weights,
+//! over the scratch buffers.
 
 use rayon::prelude::*;
 
-use rinfer_kernels::block::{Ffn, Stage};
 use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape};
 use rinfer_kernels::ops::{RopeParams, VectorKernels};
+use rinfer_transformer::{Ffn, FfnUp, Qkv, Stage};
 
 use crate::compute::{self, linear, linear_shared};
 use crate::error::ModelError;
@@ -12,25 +13,7 @@ use crate::forward::{Model, SeqBatch};
 use crate::moe;
 use crate::scratch::RowSource;
 use crate::scratch::Scratch;
-use crate::weights::{DenseFfn, ExpertWeights, FfnUp, FfnWeights, LayerWeights, Qkv};
-
-/// The experts of `layer`, or an error (weights loaded for another configuration).
-fn experts_of(w: &LayerWeights, layer: usize) -> Result<&ExpertWeights, ModelError> {
-    match &w.ffn {
-        FfnWeights::Experts(experts) => Ok(experts),
-        FfnWeights::Dense(_) => Err(ModelError::InvalidConfig(format!(
-            "layer {layer} has no expert weights"
-        ))),
-    }
-}
-
-/// The weights a stage of `layer` reads, or an error naming them (weights loaded for another
-/// configuration).
-fn required<'w, T>(weights: &'w Option<T>, layer: usize, what: &str) -> Result<&'w T, ModelError> {
-    weights
-        .as_ref()
-        .ok_or_else(|| ModelError::InvalidConfig(format!("layer {layer} has no {what} weights")))
-}
+use crate::weights::{Cpu, Linear};
 
 impl Model {
     /// Runs layer `layer` on the `n` rows of the batch: `s.x` in, `s.x` out.
@@ -41,60 +24,39 @@ impl Model {
         seqs: &mut [SeqBatch<'_>],
         s: &mut Scratch,
     ) -> Result<(), ModelError> {
-        let w = &self.weights.layers[layer];
+        let block = &self.transformer().blocks[layer];
         let len = n * self.transformer().hidden;
-        for stage in &self.transformer().blocks[layer].stages {
-            match *stage {
-                Stage::AttentionNorm(norm) => Self::norm(norm, &w.attn_norm, &s.x, &mut s.h, n),
-                Stage::Qkv => self.qkv(w, n, s)?,
-                Stage::QkNorm { eps } => {
-                    let (q_norm, k_norm) = required(&w.qk_norm, layer, "q/k norm")?;
-                    self.qk_norm(q_norm, k_norm, eps, n, s);
-                }
-                Stage::Rope(params) => self.rope(&params, s),
-                Stage::Attention(params) => {
+        for stage in &block.stages {
+            match stage {
+                Stage::AttentionNorm(norm) => Self::norm(norm, &s.x, &mut s.h, n),
+                Stage::Qkv(qkv) => self.qkv(qkv, n, s)?,
+                Stage::QkNorm { eps, q, k } => self.qk_norm(q, k, *eps, n, s),
+                Stage::Rope(params) => self.rope(params, s),
+                Stage::Attention { params, sinks } => {
                     self.store_kv(layer, seqs, s);
-                    let sinks = match params.sinks {
-                        true => Some(required(&w.attn_sinks, layer, "attention sink")?),
-                        false => None,
-                    };
-                    self.attention(layer, &params, sinks.map(Vec::as_slice), n, seqs, s);
+                    self.attention(layer, params, sinks.as_deref(), n, seqs, s);
                 }
-                Stage::AttentionOutput => {
-                    linear(&w.attn_output, &s.attn, n, &mut s.out, &mut s.act)?;
+                Stage::AttentionOutput(output) => {
+                    linear(output, &s.attn, n, &mut s.out, &mut s.act)?;
                 }
-                Stage::PostAttentionNorm(norm) => {
-                    let post = required(&w.post_attn_norm, layer, "post-attention norm")?;
-                    Self::norm_in_place(norm, post, &mut s.out, n);
-                }
+                Stage::PostAttentionNorm(norm) => Self::norm_in_place(norm, &mut s.out, n),
                 Stage::AttentionResidual => ops::add_inplace(&mut s.x[..len], &s.out[..len]),
-                Stage::FfnNorm(norm) => {
-                    let ffn_norm = required(&w.ffn_norm, layer, "FFN norm")?;
-                    Self::norm(norm, ffn_norm, &s.x, &mut s.h, n);
-                }
-                Stage::Ffn(ffn) => match &w.ffn {
-                    FfnWeights::Dense(dense) => self.ffn(ffn, dense, n, s)?,
-                    FfnWeights::Experts(_) => {
-                        return Err(ModelError::InvalidConfig(format!(
-                            "layer {layer} has experts but no dense FFN"
-                        )));
-                    }
-                },
-                Stage::Router(router) => moe::route(&router, experts_of(w, layer)?, n, s)?,
-                Stage::Experts(experts) => {
-                    let weights = experts_of(w, layer)?;
-                    let Some(router) = self.transformer().blocks[layer].router() else {
-                        return Err(ModelError::InvalidConfig(format!(
-                            "layer {layer} runs experts without a router"
-                        )));
-                    };
+                Stage::FfnNorm(norm) => Self::norm(norm, &s.x, &mut s.h, n),
+                Stage::Ffn { ffn, up, down } => self.ffn(*ffn, up, down, n, s)?,
+                Stage::Router { router, scores } => moe::route(router, scores, n, s)?,
+                Stage::Experts {
+                    experts,
+                    gate,
+                    up,
+                    down,
+                } => {
+                    // The declaration puts a router before every experts stage.
+                    let used = block.router().map_or(0, |r| r.used);
                     let hidden = self.transformer().hidden;
-                    moe::run(&experts, weights, hidden, router.used, n, s)?;
+                    let weights = [gate.as_slice(), up.as_slice(), down.as_slice()];
+                    moe::run(experts, weights, hidden, used, n, s)?;
                 }
-                Stage::PostFfnNorm(norm) => {
-                    let post = required(&w.post_ffn_norm, layer, "post-FFN norm")?;
-                    Self::norm_in_place(norm, post, &mut s.h, n);
-                }
+                Stage::PostFfnNorm(norm) => Self::norm_in_place(norm, &mut s.h, n),
                 Stage::FfnResidual => ops::add_inplace(&mut s.x[..len], &s.h[..len]),
                 Stage::ParallelResidual => {
                     for ((x, a), f) in s.x[..len].iter_mut().zip(&s.out[..len]).zip(&s.h[..len]) {
@@ -117,9 +79,9 @@ impl Model {
     }
 
     /// `q`, `k` and `v` of the `n` rows of `s.h`.
-    fn qkv(&self, w: &LayerWeights, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
+    fn qkv(&self, qkv: &Qkv<Cpu>, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
         let (q_dim, kv_dim) = (self.transformer().q_dim(), self.transformer().kv_dim());
-        match &w.qkv {
+        match qkv {
             Qkv::Separate { q, k, v } => {
                 let outs = [&mut s.q[..], &mut s.k[..], &mut s.v[..]];
                 linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
@@ -153,7 +115,7 @@ impl Model {
     fn rope(&self, params: &RopeParams, s: &mut Scratch) {
         let c = self.transformer();
         let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
-        let freqs = self.weights.rope_freqs.as_deref();
+        let freqs = c.rope_freqs.as_deref();
         for (i, source) in s.sources.iter().enumerate() {
             let q = &mut s.q[i * q_dim..(i + 1) * q_dim];
             ops::rope(q, c.head_dim, source.pos, params, freqs);
@@ -202,9 +164,16 @@ impl Model {
     }
 
     /// The feed-forward block from `s.h`; its output overwrites `s.h`.
-    fn ffn(&self, ffn: Ffn, w: &DenseFfn, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
+    fn ffn(
+        &self,
+        ffn: Ffn,
+        up: &FfnUp<Cpu>,
+        down: &Linear,
+        n: usize,
+        s: &mut Scratch,
+    ) -> Result<(), ModelError> {
         let f = self.transformer().ffn_dim;
-        match &w.up {
+        match up {
             FfnUp::Gated { gate, up } => {
                 let outs = [&mut s.gate[..], &mut s.up[..]];
                 linear_shared([gate, up], &s.h, n, outs, &mut s.act)?;
@@ -234,6 +203,6 @@ impl Model {
             Ffn::Gelu => ops::apply(compute::GELU, gate),
             Ffn::ClampedSwiGlu => ops::swiglu_clamped_inplace(gate, &s.up[..n * f]),
         }
-        linear(&w.down, &s.gate, n, &mut s.h, &mut s.act)
+        linear(down, &s.gate, n, &mut s.h, &mut s.act)
     }
 }

@@ -4,12 +4,14 @@
 //! produces the [`Transformer`] the forward passes run (see [`ModelConfig::transformer`]), so
 //! no executor ever reads the architecture's name.
 
-use rinfer_kernels::block::{
-    AttentionParams, Block, Experts, Norm, RopeParams, Router, Stage, Transformer,
-};
 use rinfer_kernels::ops;
+use rinfer_transformer::Role;
+use rinfer_transformer::{
+    AttentionParams, Block, Experts, FfnUp, Linear, Norm, NormWeights, Presence, Qkv, RopeParams,
+    Router, Stage, Transformer,
+};
 
-pub use rinfer_kernels::block::{Ffn, Gating, NormKind};
+pub use rinfer_transformer::{Ffn, Gating, NormKind};
 
 /// Which dimension pairs RoPE rotates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,8 +136,41 @@ pub struct ModelConfig {
     pub experts: Option<MoeConfig>,
     /// A learned sink logit per head joins each attention softmax (gpt-oss).
     pub attention_sinks: bool,
-    /// The name of the norm before the FFN: `ffn_norm` (gpt-oss: `post_attention_norm`).
-    pub ffn_norm_name: &'static str,
+    /// How the weights are laid out in tensors.
+    pub layout: TensorLayout,
+}
+
+/// How an architecture stores q, k and v.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkvLayout {
+    /// `attn_q`, `attn_k` and `attn_v`.
+    Separate,
+    /// One `attn_qkv`, output q | k | v.
+    Fused,
+}
+
+/// The tensors an architecture stores its weights in, beyond what the features imply (q/k
+/// norms, post norms, sinks and experts each bring their own tensors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorLayout {
+    /// Fused or separate q, k, v.
+    pub qkv: QkvLayout,
+    /// A gated FFN's gate and up in one `ffn_up` matrix, output gate | up (phi3).
+    pub fused_gate_up: bool,
+    /// The biases of the projections (q, k, v, output, FFN, router, LM head).
+    pub biases: Presence,
+    /// The tensor of the norm before the FFN: `ffn_norm` (gpt-oss: `post_attention_norm`).
+    pub ffn_norm: Role,
+}
+
+impl TensorLayout {
+    /// Separate q, k, v, separate gate and up, optional biases, `ffn_norm`.
+    pub const LLAMA: TensorLayout = TensorLayout {
+        qkv: QkvLayout::Separate,
+        fused_gate_up: false,
+        biases: Presence::Optional,
+        ffn_norm: Role::FfnNorm,
+    };
 }
 
 impl ModelConfig {
@@ -157,12 +192,11 @@ impl ModelConfig {
     }
 
     /// The transformer this configuration describes: every layer's stages with their
-    /// parameters, built once at load and walked by the CPU and GPU forward passes.
-    pub fn transformer(&self) -> Transformer {
-        let norm = Norm {
-            kind: self.norm,
-            eps: self.norm_eps,
-        };
+    /// parameters, and which tensors hold their weights (the loader fills it; the CPU and GPU
+    /// forward passes walk it).
+    pub fn transformer(&self) -> Transformer<Presence> {
+        let norm = |role| self.norm(role);
+        let learned = matches!(self.positional, Positional::Learned);
         Transformer {
             vocab_size: self.vocab_size,
             hidden: self.hidden,
@@ -171,20 +205,57 @@ impl ModelConfig {
             head_dim: self.head_dim,
             ffn_dim: self.ffn_dim,
             embedding_scale: self.embedding_scale,
-            blocks: (0..self.layers)
-                .map(|layer| self.block(layer, norm))
-                .collect(),
-            output_norm: norm,
+            token_embd: Presence::Required,
+            position_embd: learned.then_some(Presence::Required),
+            rope_freqs: (!learned).then_some(Presence::Optional),
+            blocks: (0..self.layers).map(|layer| self.block(layer)).collect(),
+            output_norm: norm(Role::OutputNorm),
+            output: Some(Presence::Optional),
+            output_bias: Some(Presence::Optional),
             final_softcap: self.final_softcap,
         }
     }
 
+    /// A norm held by the tensor `role`, with its bias under LayerNorm.
+    fn norm(&self, role: Role) -> NormWeights<Presence> {
+        NormWeights {
+            role,
+            params: Norm {
+                kind: self.norm,
+                eps: self.norm_eps,
+            },
+            weight: Presence::Required,
+            bias: (self.norm == NormKind::Layer).then_some(Presence::Required),
+        }
+    }
+
+    /// A projection, with the bias the layout declares.
+    fn linear(&self) -> Linear<Presence> {
+        Linear {
+            weight: Presence::Required,
+            bias: Some(self.layout.biases),
+        }
+    }
+
     /// The stages of `layer`.
-    fn block(&self, layer: usize, norm: Norm) -> Block {
+    fn block(&self, layer: usize) -> Block<Presence> {
+        let norm = |role| self.norm(role);
         let window = self.window_of(layer);
-        let mut stages = vec![Stage::AttentionNorm(norm), Stage::Qkv];
+        let qkv = match self.layout.qkv {
+            QkvLayout::Separate => Qkv::Separate {
+                q: self.linear(),
+                k: self.linear(),
+                v: self.linear(),
+            },
+            QkvLayout::Fused => Qkv::Fused(self.linear()),
+        };
+        let mut stages = vec![Stage::AttentionNorm(norm(Role::AttnNorm)), Stage::Qkv(qkv)];
         if self.qk_norm {
-            stages.push(Stage::QkNorm { eps: self.norm_eps });
+            stages.push(Stage::QkNorm {
+                eps: self.norm_eps,
+                q: Presence::Required,
+                k: Presence::Required,
+            });
         }
         if let Positional::Rope(rope) = self.positional {
             let freq_base = if window.is_some() {
@@ -206,37 +277,63 @@ impl ModelConfig {
                 }),
             }));
         }
-        stages.push(Stage::Attention(AttentionParams {
-            scale: self.attention_scale,
-            softcap: self.attn_softcap,
-            window,
-            sinks: self.attention_sinks,
-        }));
-        stages.push(Stage::AttentionOutput);
+        stages.push(Stage::Attention {
+            params: AttentionParams {
+                scale: self.attention_scale,
+                softcap: self.attn_softcap,
+                window,
+                sinks: self.attention_sinks,
+            },
+            sinks: self.attention_sinks.then_some(Presence::Required),
+        });
+        stages.push(Stage::AttentionOutput(self.linear()));
         if self.post_norms {
-            stages.push(Stage::PostAttentionNorm(norm));
+            stages.push(Stage::PostAttentionNorm(norm(Role::PostAttentionNorm)));
         }
+        let dense = || Stage::Ffn {
+            ffn: self.ffn,
+            up: match (self.ffn.is_gated(), self.layout.fused_gate_up) {
+                (false, _) => FfnUp::Plain(self.linear()),
+                (true, false) => FfnUp::Gated {
+                    gate: self.linear(),
+                    up: self.linear(),
+                },
+                (true, true) => FfnUp::FusedGated(self.linear()),
+            },
+            down: self.linear(),
+        };
         if self.parallel_block {
-            stages.extend([Stage::Ffn(self.ffn), Stage::ParallelResidual]);
+            stages.extend([dense(), Stage::ParallelResidual]);
             return Block { stages };
         }
-        stages.extend([Stage::AttentionResidual, Stage::FfnNorm(norm)]);
+        stages.extend([
+            Stage::AttentionResidual,
+            Stage::FfnNorm(norm(self.layout.ffn_norm)),
+        ]);
         match self.experts {
-            None => stages.push(Stage::Ffn(self.ffn)),
+            None => stages.push(dense()),
             Some(moe) => stages.extend([
-                Stage::Router(Router {
-                    experts: moe.count,
-                    used: moe.used,
-                    gating: moe.gating,
-                }),
-                Stage::Experts(Experts {
-                    ffn: moe.ffn,
-                    ffn_dim: moe.ffn_dim,
-                }),
+                Stage::Router {
+                    router: Router {
+                        experts: moe.count,
+                        used: moe.used,
+                        gating: moe.gating,
+                    },
+                    scores: self.linear(),
+                },
+                Stage::Experts {
+                    experts: Experts {
+                        ffn: moe.ffn,
+                        ffn_dim: moe.ffn_dim,
+                    },
+                    gate: Some(self.layout.biases),
+                    up: Some(self.layout.biases),
+                    down: Some(self.layout.biases),
+                },
             ]),
         }
         if self.post_norms {
-            stages.push(Stage::PostFfnNorm(norm));
+            stages.push(Stage::PostFfnNorm(norm(Role::PostFfwNorm)));
         }
         stages.push(Stage::FfnResidual);
         Block { stages }

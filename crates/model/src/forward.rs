@@ -6,15 +6,15 @@
 //! output element, so the logits of a position do not depend on the batch it was computed in
 //! nor on the number of threads.
 
-use rinfer_kernels::block::{Norm, NormKind, Transformer};
 use rinfer_kernels::ops;
+use rinfer_transformer::{NormKind, Transformer};
 
 use crate::compute;
 use crate::config::ModelConfig;
 use crate::error::ModelError;
 use crate::kv_cache::KvCache;
 use crate::scratch::{RowSource, Scratch};
-use crate::weights::{NormWeights, Weights};
+use crate::weights::{Cpu, NormWeights, Weights};
 
 /// Which positions of a batch get logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,14 +25,12 @@ pub enum Logits {
     All,
 }
 
-/// A loaded model: its configuration, the transformer it describes, and the weights.
+/// A loaded model: its configuration and the transformer it describes, with its weights.
 pub struct Model {
     /// Dimensions and features.
     pub config: ModelConfig,
-    /// The weights.
+    /// What the forward pass runs: the configuration's transformer with the loaded weights.
     pub weights: Weights,
-    /// What the forward pass runs, built from `config` by [`Model::new`].
-    transformer: Transformer,
 }
 
 /// One sequence's share of a batched forward pass.
@@ -48,17 +46,12 @@ pub struct SeqBatch<'a> {
 impl Model {
     /// The model of `config` with `weights` (loaded for that configuration).
     pub fn new(config: ModelConfig, weights: Weights) -> Self {
-        let transformer = config.transformer();
-        Self {
-            config,
-            weights,
-            transformer,
-        }
+        Self { config, weights }
     }
 
-    /// The transformer the forward pass runs (and the GPU backend uploads).
-    pub fn transformer(&self) -> &Transformer {
-        &self.transformer
+    /// The transformer the forward pass runs (and the GPU backend uploads), with its weights.
+    pub fn transformer(&self) -> &Transformer<Cpu> {
+        &self.weights.transformer
     }
 
     /// Runs `tokens` at the positions following those in `cache`, appends their keys and values
@@ -144,20 +137,20 @@ impl Model {
             return Ok(&mut scratch.logits[..0]);
         }
         self.embed(seqs, scratch)?;
-        for layer in 0..self.transformer.layers() {
+        for layer in 0..self.transformer().layers() {
             self.block(layer, total, seqs, scratch)?;
         }
         for seq in seqs.iter_mut() {
             seq.cache.advance(seq.tokens.len());
         }
         let rows = self.head(seqs, scratch)?;
-        Ok(&mut scratch.logits[..rows * self.transformer.vocab_size])
+        Ok(&mut scratch.logits[..rows * self.transformer().vocab_size])
     }
 
     /// Rejects tokens outside the vocabulary, a cache too small for them, and positions past a
     /// learned position table.
     fn check(&self, tokens: &[u32], cache: &KvCache) -> Result<(), ModelError> {
-        let c = &self.transformer;
+        let c = self.transformer();
         if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
             return Err(ModelError::TokenOutOfRange {
                 id,
@@ -181,16 +174,15 @@ impl Model {
     }
 
     fn embed(&self, seqs: &[SeqBatch<'_>], s: &mut Scratch) -> Result<(), ModelError> {
-        let c = &self.transformer;
-        let w = &self.weights;
+        let c = self.transformer();
         let tokens = seqs.iter().flat_map(|seq| seq.tokens.iter());
         for (i, (&tok, source)) in tokens.zip(&s.sources).enumerate() {
             let row = &mut s.x[i * c.hidden..(i + 1) * c.hidden];
-            compute::dequantize(&w.token_embd, tok as usize, row)?;
+            compute::dequantize(&c.token_embd, tok as usize, row)?;
             if let Some(scale) = c.embedding_scale {
                 ops::scale(row, scale);
             }
-            if let Some(pos_embd) = &w.position_embd {
+            if let Some(pos_embd) = &c.position_embd {
                 let position = &mut s.h[..c.hidden];
                 compute::dequantize(pos_embd, source.pos, position)?;
                 ops::add_inplace(row, position);
@@ -200,8 +192,8 @@ impl Model {
     }
 
     /// `out = norm(x)` for `n` rows.
-    pub(crate) fn norm(norm: Norm, weights: &NormWeights, x: &[f32], out: &mut [f32], n: usize) {
-        let d = weights.weight.len();
+    pub(crate) fn norm(weights: &NormWeights, x: &[f32], out: &mut [f32], n: usize) {
+        let (norm, d) = (weights.params, weights.weight.len());
         for (xr, or) in x[..n * d]
             .chunks_exact(d)
             .zip(out[..n * d].chunks_exact_mut(d))
@@ -216,8 +208,8 @@ impl Model {
     }
 
     /// `x = norm(x)` for `n` rows.
-    pub(crate) fn norm_in_place(norm: Norm, weights: &NormWeights, x: &mut [f32], n: usize) {
-        let d = weights.weight.len();
+    pub(crate) fn norm_in_place(weights: &NormWeights, x: &mut [f32], n: usize) {
+        let (norm, d) = (weights.params, weights.weight.len());
         for row in x[..n * d].chunks_exact_mut(d) {
             match norm.kind {
                 NormKind::Rms => ops::rms_norm_inplace(row, &weights.weight, norm.eps),
@@ -231,7 +223,7 @@ impl Model {
     /// Final norm and LM head for the rows each sequence wants, into `s.logits`; returns the
     /// number of logits rows.
     fn head(&self, seqs: &[SeqBatch<'_>], s: &mut Scratch) -> Result<usize, ModelError> {
-        let c = &self.transformer;
+        let c = self.transformer();
         let d = c.hidden;
         let mut rows = 0;
         let mut first = 0;
@@ -245,20 +237,14 @@ impl Model {
             for row in wanted {
                 let src = &s.x[row * d..(row + 1) * d];
                 let out = &mut s.h[rows * d..];
-                Self::norm(c.output_norm, &self.weights.output_norm, src, out, 1);
+                Self::norm(&c.output_norm, src, out, 1);
                 rows += 1;
             }
             first += n;
         }
-        compute::matmul(
-            self.weights.lm_head(),
-            &s.h,
-            rows,
-            &mut s.logits,
-            &mut s.act,
-        )?;
+        compute::matmul(c.lm_head(), &s.h, rows, &mut s.logits, &mut s.act)?;
         let logits = &mut s.logits[..rows * c.vocab_size];
-        if let Some(bias) = &self.weights.output_bias {
+        if let Some(bias) = &c.output_bias {
             for row in logits.chunks_exact_mut(c.vocab_size) {
                 ops::add_inplace(row, bias);
             }

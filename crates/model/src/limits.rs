@@ -8,6 +8,7 @@ use crate::kv_cache::KvCache;
 use crate::scratch::Scratch;
 use crate::weights::Weights;
 use rinfer_kernels::ops::KvType;
+use rinfer_transformer::{Role, TensorName};
 
 const MIB: usize = 1 << 20;
 
@@ -19,7 +20,10 @@ impl Model {
     /// The most positions the model can encode: the rows of its learned position table, or
     /// `None` for rotary positions, which have no hard limit.
     pub fn position_limit(&self) -> Option<usize> {
-        self.weights.position_embd.as_ref().map(|table| table.rows)
+        self.transformer()
+            .position_embd
+            .as_ref()
+            .map(|table| table.rows)
     }
 
     /// Refuses a context longer than [`Model::position_limit`] (or of zero positions).
@@ -45,11 +49,12 @@ pub(crate) fn fit_context_to_positions(
     config: &mut ModelConfig,
     weights: &Weights,
 ) -> Result<(), ModelError> {
-    if let Some(table) = &weights.position_embd {
+    if let Some(table) = &weights.transformer.position_embd {
         if table.rows == 0 {
-            return Err(ModelError::InvalidConfig(
-                "position_embd.weight has no rows".into(),
-            ));
+            return Err(ModelError::InvalidConfig(format!(
+                "{} has no rows",
+                TensorName::model(Role::PositionEmbd)
+            )));
         }
         config.context_length = config.context_length.min(table.rows);
     }

@@ -13,24 +13,31 @@
 use rayon::prelude::*;
 use rinfer_formats::GgmlType;
 
-use rinfer_kernels::block::{Experts, Ffn, Router};
 use rinfer_kernels::ops::{self, Activation, VectorKernels};
 use rinfer_kernels::{RowsProduct, matvec_packed_batch};
+use rinfer_transformer::{Experts, Ffn, Router};
 
 use crate::compute::{self, linear};
 use crate::error::ModelError;
 use crate::scratch::Scratch;
-use crate::weights::{ExpertWeights, Linear};
+use crate::weights::Linear;
+
+/// One layer's experts: per expert its gate, up and down projections.
+struct ExpertWeights<'w> {
+    gate: &'w [Linear],
+    up: &'w [Linear],
+    down: &'w [Linear],
+}
 
 /// Each of the `n` rows of `s.h` routed: `s.moe.ids` and `s.moe.weights`, `router.used` per row.
 pub(crate) fn route(
     router: &Router,
-    w: &ExpertWeights,
+    scores: &Linear,
     n: usize,
     s: &mut Scratch,
 ) -> Result<(), ModelError> {
     let m = &mut s.moe;
-    linear(&w.router, &s.h, n, &mut m.scores, &mut s.act)?;
+    linear(scores, &s.h, n, &mut m.scores, &mut s.act)?;
     let (e, k) = (router.experts, router.used);
     let rows = m.scores[..n * e].chunks_exact_mut(e);
     let ids = m.ids[..n * k].chunks_exact_mut(k);
@@ -44,13 +51,14 @@ pub(crate) fn route(
 /// `s.h = Σ weight · expert(h)` over each row's routed experts (from [`route`]).
 pub(crate) fn run(
     experts: &Experts,
-    w: &ExpertWeights,
+    [gate, up, down]: [&[Linear]; 3],
     hidden: usize,
     k: usize,
     n: usize,
     s: &mut Scratch,
 ) -> Result<(), ModelError> {
     let f = experts.ffn_dim;
+    let w = &ExpertWeights { gate, up, down };
     if n == 1 && decode_batched(experts, w, hidden, k, s)? {
         sum_slots(hidden, k, n, s);
         return Ok(());
@@ -113,7 +121,7 @@ const MOST_BATCHED: usize = 16;
 /// not whole packed row groups). Each output has the bits the per-expert products give it.
 fn decode_batched(
     experts: &Experts,
-    w: &ExpertWeights,
+    w: &ExpertWeights<'_>,
     hidden: usize,
     k: usize,
     s: &mut Scratch,
@@ -122,7 +130,7 @@ fn decode_batched(
     let m = &mut s.moe;
     let ids = &m.ids[..k];
     let expert = |layer, j: usize| expert_product(layer, ids[j], j);
-    let (Some((gate_ty, first)), Some((up_ty, _))) = (expert(&w.gate, 0), expert(&w.up, 0)) else {
+    let (Some((gate_ty, first)), Some((up_ty, _))) = (expert(w.gate, 0), expert(w.up, 0)) else {
         return Ok(false);
     };
     let groups =
@@ -134,7 +142,7 @@ fn decode_batched(
     let mut down: [RowsProduct<'_>; MOST_BATCHED] = std::array::from_fn(|_| first.clone());
     let down_ty = w.down.get(ids[0] as usize).map(|l| l.weight.ty);
     for j in 0..k {
-        let found = (expert(&w.gate, j), expert(&w.up, j), expert(&w.down, j));
+        let found = (expert(w.gate, j), expert(w.up, j), expert(w.down, j));
         let (Some((gt, g)), Some((ut, u)), Some((dt, d))) = found else {
             return Ok(false);
         };

@@ -1,11 +1,13 @@
-//! The neutral weights every format loads into: matrices stay in their stored block format,
-//! borrowed from the memory-mapped file; norms and biases are small f32 vectors.
+//! The neutral weights every format loads into: the architecture's transformer tree with CPU
+//! handles ([`Cpu`]). Matrices stay in their stored block format, borrowed from the
+//! memory-mapped file; norms and biases are small f32 vectors.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use rinfer_formats::GgmlType;
 use rinfer_kernels::{Kernels, PackedMatrix, WeightMatrix};
+use rinfer_transformer::{Handles, Mapper, Tensor, Transformer};
 
 /// Something that owns the bytes matrices borrow: a memory-mapped file or a buffer.
 pub trait ByteSource: Send + Sync {
@@ -172,158 +174,48 @@ impl Matrix {
     }
 }
 
-/// A norm's scale and, for LayerNorm, its bias.
+impl std::fmt::Debug for Matrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Matrix")
+            .field("ty", &self.ty)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("packed", &self.packed.is_some())
+            .finish()
+    }
+}
+
+/// The CPU's weight handles: matrices in their stored block format (packed where the CPU has a
+/// kernel for it), f32 vectors, and each expert's own linear layer.
+#[derive(Clone, Copy, Debug)]
+pub struct Cpu;
+
+impl Handles for Cpu {
+    type Matrix = Matrix;
+    type Vector = Vec<f32>;
+    type Experts = Vec<Linear>;
+}
+
+/// A linear layer `y = W·x + b` on the CPU.
+pub type Linear = rinfer_transformer::Linear<Cpu>;
+
+/// A norm's weights on the CPU.
+pub type NormWeights = rinfer_transformer::NormWeights<Cpu>;
+
+/// All weights of a model: the transformer its architecture declares, with the loaded matrices
+/// and vectors in place.
 #[derive(Clone, Debug)]
-pub struct NormWeights {
-    /// Scale, `[hidden]`.
-    pub weight: Vec<f32>,
-    /// Bias, `[hidden]` (LayerNorm only).
-    pub bias: Option<Vec<f32>>,
-}
-
-/// A linear layer `y = W·x + b`.
-#[derive(Clone)]
-pub struct Linear {
-    /// `[out, in]`.
-    pub weight: Matrix,
-    /// `[out]`.
-    pub bias: Option<Vec<f32>>,
-}
-
-/// How q, k and v are projected.
-#[derive(Clone)]
-pub enum Qkv {
-    /// Three matrices.
-    Separate {
-        /// `[q_dim, hidden]`.
-        q: Linear,
-        /// `[kv_dim, hidden]`.
-        k: Linear,
-        /// `[kv_dim, hidden]`.
-        v: Linear,
-    },
-    /// One matrix `[q_dim + 2·kv_dim, hidden]`, output split as q | k | v.
-    Fused(Linear),
-}
-
-/// How the FFN's first projection is stored.
-#[derive(Clone)]
-pub enum FfnUp {
-    /// Separate gate and up matrices, `[ffn, hidden]` each.
-    Gated {
-        /// Gate projection.
-        gate: Linear,
-        /// Up projection.
-        up: Linear,
-    },
-    /// One matrix `[2·ffn, hidden]`, output split as gate | up (phi3).
-    FusedGated(Linear),
-    /// Up projection only (GELU MLP).
-    Plain(Linear),
-}
-
-/// A dense feed-forward block's projections.
-#[derive(Clone)]
-pub struct DenseFfn {
-    /// The first projection(s).
-    pub up: FfnUp,
-    /// `[hidden, ffn]`.
-    pub down: Linear,
-}
-
-/// A mixture-of-experts block: the router and every expert's gated FFN. Expert `e` is slab
-/// `e` of the file's 3-D expert tensors, borrowed like any matrix (with its bias, if any).
-#[derive(Clone)]
-pub struct ExpertWeights {
-    /// `[experts, hidden]`: one score per expert.
-    pub router: Linear,
-    /// Per expert, `[expert_ffn, hidden]`.
-    pub gate: Vec<Linear>,
-    /// Per expert, `[expert_ffn, hidden]`.
-    pub up: Vec<Linear>,
-    /// Per expert, `[hidden, expert_ffn]`.
-    pub down: Vec<Linear>,
-}
-
-/// A layer's feed-forward weights.
-#[derive(Clone)]
-pub enum FfnWeights {
-    /// One FFN every token runs.
-    Dense(DenseFfn),
-    /// Experts, of which a router picks a few per token.
-    Experts(ExpertWeights),
-}
-
-/// One decoder block's weights.
-#[derive(Clone)]
-pub struct LayerWeights {
-    /// Norm before attention (and before the FFN in parallel blocks).
-    pub attn_norm: NormWeights,
-    /// q, k, v projections.
-    pub qkv: Qkv,
-    /// Per-head RMSNorm scales of q and k, `[head_dim]`.
-    pub qk_norm: Option<(Vec<f32>, Vec<f32>)>,
-    /// `[hidden, q_dim]`.
-    pub attn_output: Linear,
-    /// Norm of the attention output before the residual add (gemma).
-    pub post_attn_norm: Option<NormWeights>,
-    /// Per-head attention sink logits, `[heads]` (gpt-oss).
-    pub attn_sinks: Option<Vec<f32>>,
-    /// Norm before the FFN (absent in parallel blocks).
-    pub ffn_norm: Option<NormWeights>,
-    /// The FFN, dense or experts.
-    pub ffn: FfnWeights,
-    /// Norm of the FFN output before the residual add (gemma).
-    pub post_ffn_norm: Option<NormWeights>,
-}
-
-/// All weights of a model.
-#[derive(Clone)]
 pub struct Weights {
-    /// `[vocab, hidden]`.
-    pub token_embd: Matrix,
-    /// `[positions, hidden]` (learned positions only).
-    pub position_embd: Option<Matrix>,
-    /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling).
-    pub rope_freqs: Option<Vec<f32>>,
-    /// The decoder blocks.
-    pub layers: Vec<LayerWeights>,
-    /// Final norm.
-    pub output_norm: NormWeights,
-    /// `[vocab, hidden]`; `None` when tied to `token_embd`.
-    pub output: Option<Matrix>,
-    /// `[vocab]`.
-    pub output_bias: Option<Vec<f32>>,
+    /// The tree the forward pass walks.
+    pub transformer: Transformer<Cpu>,
 }
 
 impl Weights {
     /// Every matrix, each once (a tied LM head is the embedding table).
     pub fn matrices(&self) -> Vec<&Matrix> {
-        let mut all = vec![&self.token_embd];
-        all.extend(&self.position_embd);
-        for layer in &self.layers {
-            match &layer.qkv {
-                Qkv::Separate { q, k, v } => all.extend([&q.weight, &k.weight, &v.weight]),
-                Qkv::Fused(qkv) => all.push(&qkv.weight),
-            }
-            all.push(&layer.attn_output.weight);
-            match &layer.ffn {
-                FfnWeights::Dense(dense) => {
-                    match &dense.up {
-                        FfnUp::Gated { gate, up } => all.extend([&gate.weight, &up.weight]),
-                        FfnUp::FusedGated(l) | FfnUp::Plain(l) => all.push(&l.weight),
-                    }
-                    all.push(&dense.down.weight);
-                }
-                FfnWeights::Experts(experts) => {
-                    all.push(&experts.router.weight);
-                    let each = experts.gate.iter().chain(&experts.up).chain(&experts.down);
-                    all.extend(each.map(|l| &l.weight));
-                }
-            }
-        }
-        all.extend(&self.output);
-        all
+        let mut all = Matrices(Vec::new());
+        let Ok(_) = self.transformer.map(&mut all);
+        all.0
     }
 
     /// Bytes of the matrices per block format, largest first. They stay in the file's memory
@@ -342,7 +234,28 @@ impl Weights {
 
     /// The matrix that produces logits.
     pub fn lm_head(&self) -> &Matrix {
-        self.output.as_ref().unwrap_or(&self.token_embd)
+        self.transformer.lm_head()
+    }
+}
+
+/// Collects every matrix of a tree, in the tree's order.
+struct Matrices<'t>(Vec<&'t Matrix>);
+
+impl<'t> Mapper<'t, Cpu, ()> for Matrices<'t> {
+    type Error = std::convert::Infallible;
+
+    fn matrix(&mut self, _: &Tensor, m: &'t Matrix) -> Result<(), Self::Error> {
+        self.0.push(m);
+        Ok(())
+    }
+
+    fn vector(&mut self, _: &Tensor, _: &'t Vec<f32>) -> Result<(), Self::Error> {
+        Ok(())
+    }
+
+    fn experts(&mut self, _: &Tensor, e: &'t Vec<Linear>) -> Result<(), Self::Error> {
+        self.0.extend(e.iter().map(|l| &l.weight));
+        Ok(())
     }
 }
 

@@ -12,11 +12,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rinfer_cuda::program::{CacheAddresses, Launch, StepBuilder, WeightAddresses, WorkAddresses};
+use rinfer_cuda::program::{CacheAddresses, Launch, StepBuilder, WorkAddresses, place_weights};
 use rinfer_cuda::{LoadOptions, UploadPlan};
 use rinfer_formats::GgmlType;
-use rinfer_model::weights::{FfnUp, FfnWeights, Linear, Matrix, Qkv};
+use rinfer_model::weights::{Cpu, Linear, Matrix, Weights};
 use rinfer_model::{KvCache, Logits, Model, Scratch};
+use rinfer_transformer::{Mapper, Tensor};
 
 type EmulateLaunch =
     unsafe extern "C" fn(*const u8, *const u32, *const u32, *const u64, i32) -> i32;
@@ -164,38 +165,34 @@ fn to_f32(m: &Matrix) -> Matrix {
     Matrix::from_owned(GgmlType::F32, m.rows, m.cols, bytes)
 }
 
-fn linear_to_f32(l: &mut Linear) {
-    l.weight = to_f32(&l.weight);
+/// Maps every matrix to F32 and keeps every vector.
+struct ToF32;
+
+impl<'t> Mapper<'t, Cpu, Cpu> for ToF32 {
+    type Error = std::convert::Infallible;
+
+    fn matrix(&mut self, _: &Tensor, m: &'t Matrix) -> Result<Matrix, Self::Error> {
+        Ok(to_f32(m))
+    }
+
+    fn vector(&mut self, _: &Tensor, v: &'t Vec<f32>) -> Result<Vec<f32>, Self::Error> {
+        Ok(v.clone())
+    }
+
+    fn experts(&mut self, _: &Tensor, e: &'t Vec<Linear>) -> Result<Vec<Linear>, Self::Error> {
+        Ok(e.iter()
+            .map(|l| Linear {
+                weight: to_f32(&l.weight),
+                bias: l.bias.clone(),
+            })
+            .collect())
+    }
 }
 
 /// The model with every matrix in F32, so the CPU forward pass keeps activations in f32.
 fn dequantized(model: &Model) -> Model {
-    let mut weights = model.weights.clone();
-    weights.token_embd = to_f32(&weights.token_embd);
-    weights.position_embd = weights.position_embd.as_ref().map(to_f32);
-    weights.output = weights.output.as_ref().map(to_f32);
-    for layer in &mut weights.layers {
-        match &mut layer.qkv {
-            Qkv::Separate { q, k, v } => [q, k, v].into_iter().for_each(linear_to_f32),
-            Qkv::Fused(qkv) => linear_to_f32(qkv),
-        }
-        match &mut layer.ffn {
-            FfnWeights::Dense(ffn) => {
-                match &mut ffn.up {
-                    FfnUp::Gated { gate, up } => [gate, up].into_iter().for_each(linear_to_f32),
-                    FfnUp::FusedGated(l) | FfnUp::Plain(l) => linear_to_f32(l),
-                }
-                linear_to_f32(&mut ffn.down);
-            }
-            FfnWeights::Experts(experts) => {
-                linear_to_f32(&mut experts.router);
-                let projections = [&mut experts.gate, &mut experts.up, &mut experts.down];
-                projections.into_iter().flatten().for_each(linear_to_f32);
-            }
-        }
-        linear_to_f32(&mut layer.attn_output);
-    }
-    Model::new(model.config.clone(), weights)
+    let Ok(transformer) = model.transformer().map(&mut ToF32);
+    Model::new(model.config.clone(), Weights { transformer })
 }
 
 fn compare(name: &str, what: &str, gpu: &[f32], cpu: &[f32]) {
@@ -251,18 +248,17 @@ fn check_fixture(emulate: &EmulateLaunch, name: &str) {
         all_logits: true,
     };
     let plan = UploadPlan::new(&view, &options).unwrap();
-    let weights = WeightAddresses::place(
+    let weights = place_weights(
         &view,
         |bytes| Ok(bytes.as_ptr() as u64),
         |floats| Ok(floats.as_ptr() as u64),
     )
     .unwrap();
-    let mut buffers = HostBuffers::new(&plan, view.config.kv_dim());
+    let mut buffers = HostBuffers::new(&plan, view.kv_dim());
     let work = buffers.work();
     let cache = buffers.cache();
     let builder = StepBuilder {
-        config: &view.config,
-        weights: &weights,
+        model: &weights,
         work: &work,
         splits: plan.splits,
     };

@@ -6,10 +6,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use rinfer_cuda::{CudaError, GpuModel, HostFfn, LoadOptions, UploadPlan};
+use rinfer_cuda::{CudaError, GpuModel, HostStacked, HostView, LoadOptions, UploadPlan};
 use rinfer_formats::gguf::GgufFile;
 use rinfer_model::Model;
-use rinfer_model::weights::{FfnWeights, Matrix};
+use rinfer_model::weights::Matrix;
+use rinfer_transformer::{Block, Stage};
 
 fn fixture_models() -> Vec<std::path::PathBuf> {
     let dir = format!("{}/../../tests/fixtures/models", env!("CARGO_MANIFEST_DIR"));
@@ -33,7 +34,7 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let file_bytes: usize = file.tensors().map(|t| t.data.len()).sum();
         assert_eq!(plan.weight_bytes(), file_bytes, "{}", path.display());
-        assert_eq!(view.config.vocab_size, model.config.vocab_size);
+        assert_eq!(view.vocab_size, model.config.vocab_size);
         assert_eq!(plan.kv_slots.len(), model.config.layers);
     }
 }
@@ -74,29 +75,32 @@ fn experts_stored_apart_are_copied_into_one_stacked_tensor() {
     let (model, _file) = Model::open_gguf(&path).unwrap();
     let mut weights = model.weights.clone();
     // Each expert's own buffer, as a file with one tensor per expert gives.
-    for layer in &mut weights.layers {
-        if let FfnWeights::Experts(experts) = &mut layer.ffn {
-            for l in experts
-                .gate
-                .iter_mut()
-                .chain(&mut experts.up)
-                .chain(&mut experts.down)
-            {
-                let m = &l.weight;
-                l.weight = Matrix::from_owned(m.ty, m.rows, m.cols, m.data().to_vec());
+    for block in &mut weights.transformer.blocks {
+        for stage in &mut block.stages {
+            if let Stage::Experts { gate, up, down, .. } = stage {
+                for l in gate.iter_mut().chain(up).chain(down) {
+                    let m = &l.weight;
+                    l.weight = Matrix::from_owned(m.ty, m.rows, m.cols, m.data().to_vec());
+                }
             }
         }
     }
     let apart = Model::new(model.config.clone(), weights);
     let (borrowed, copied) = (model.gpu_view().unwrap(), apart.gpu_view().unwrap());
-    for (b, c) in borrowed.layers.iter().zip(&copied.layers) {
-        let (HostFfn::Experts(b), HostFfn::Experts(c)) = (&b.ffn, &c.ffn) else {
+    for (b, c) in borrowed.blocks.iter().zip(&copied.blocks) {
+        fn experts<'b>(block: &'b Block<HostView<'_>>) -> Option<[&'b HostStacked<'b>; 3]> {
+            block.stages.iter().find_map(|s| match s {
+                Stage::Experts { gate, up, down, .. } => Some([gate, up, down]),
+                _ => None,
+            })
+        }
+        let (Some(b), Some(c)) = (experts(b), experts(c)) else {
             panic!("qwen3moe layers are experts");
         };
-        for (b, c) in [(&b.gate, &c.gate), (&b.up, &c.up), (&b.down, &c.down)] {
-            assert!(matches!(b.data, Cow::Borrowed(_)), "{}", b.name);
-            assert!(matches!(c.data, Cow::Owned(_)), "{}", c.name);
-            assert_eq!(b.data, c.data, "{}", b.name);
+        for (b, c) in b.into_iter().zip(c) {
+            assert!(matches!(b.data, Cow::Borrowed(_)));
+            assert!(matches!(c.data, Cow::Owned(_)));
+            assert_eq!(b.data, c.data);
         }
     }
     let options = options(64, 8);

@@ -5,17 +5,22 @@
 mod common;
 
 use common::fixture_model;
-use rinfer_kernels::block::{RopeStyle, Stage};
+use rinfer_formats::gguf::{GgufFile, GgufWriter};
+use rinfer_model::Model;
 use rinfer_model::config::Positional;
-use rinfer_model::{KvCache, Logits, Model, Scratch};
+use rinfer_transformer::{Block, Handles, RopeStyle, Stage};
 
 /// The stages of every layer, by name.
 fn stage_names(name: &str) -> Vec<Vec<&'static str>> {
     let model = fixture_model(name);
-    assert_eq!(model.transformer(), &model.config.transformer());
-    model
-        .transformer()
-        .blocks
+    let names = names_of(&model.transformer().blocks);
+    assert_eq!(names, names_of(&model.config.transformer().blocks));
+    names
+}
+
+/// The stages of every block, by name.
+fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
+    blocks
         .iter()
         .map(|block| {
             block
@@ -23,17 +28,17 @@ fn stage_names(name: &str) -> Vec<Vec<&'static str>> {
                 .iter()
                 .map(|stage| match stage {
                     Stage::AttentionNorm(_) => "attn_norm",
-                    Stage::Qkv => "qkv",
+                    Stage::Qkv(_) => "qkv",
                     Stage::QkNorm { .. } => "qk_norm",
                     Stage::Rope(_) => "rope",
-                    Stage::Attention(_) => "attention",
-                    Stage::AttentionOutput => "attn_output",
+                    Stage::Attention { .. } => "attention",
+                    Stage::AttentionOutput(_) => "attn_output",
                     Stage::PostAttentionNorm(_) => "post_attn_norm",
                     Stage::AttentionResidual => "x+=out",
                     Stage::FfnNorm(_) => "ffn_norm",
-                    Stage::Ffn(_) => "ffn",
-                    Stage::Router(_) => "router",
-                    Stage::Experts(_) => "experts",
+                    Stage::Ffn { .. } => "ffn",
+                    Stage::Router { .. } => "router",
+                    Stage::Experts { .. } => "experts",
                     Stage::PostFfnNorm(_) => "post_ffn_norm",
                     Stage::FfnResidual => "x+=h",
                     Stage::ParallelResidual => "x+=out+h",
@@ -136,19 +141,25 @@ fn sliding_layers_carry_their_window_and_local_rope_base() {
 }
 
 #[test]
-fn a_stage_without_its_weights_is_an_error_not_a_panic() {
-    let model = fixture_model("llama-tiny-q4_k");
-    let mut config = model.config.clone();
-    config.post_norms = true;
-    let model = Model::new(config, model.weights);
-    let mut cache = KvCache::new(&model.config, 4, 4);
-    let mut scratch = Scratch::new(&model.config, 4);
-    let error = model
-        .forward(&[1, 2], &mut cache, &mut scratch, Logits::Last)
-        .expect_err("an error");
+fn a_declared_tensor_missing_from_the_file_is_an_error_naming_it() {
+    let path = common::fixtures().join("models/llama-tiny-q4_k.gguf");
+    let file = GgufFile::open(path).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        writer.add_metadata(key, value.clone()).unwrap();
+    }
+    for t in file
+        .tensors()
+        .filter(|t| t.name() != "blk.1.ffn_norm.weight")
+    {
+        writer
+            .add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
+            .unwrap();
+    }
+    let file = GgufFile::from_bytes(writer.to_bytes()).unwrap();
+    let error = Model::from_gguf(&std::sync::Arc::new(file))
+        .err()
+        .expect("an error");
     let message = error.to_string();
-    assert!(
-        message.contains("layer 0") && message.contains("post-attention norm"),
-        "{message}"
-    );
+    assert!(message.contains("blk.1.ffn_norm.weight"), "{message}");
 }

@@ -1,7 +1,7 @@
 //! Crate layering, read from the manifests: the crates form layers, lowest first (formats,
-//! kernels, cuda, model, serve, cli), and a crate may depend (in any dependency table, dev and
-//! build included) only on crates earlier in that list, so file parsing never learns about
-//! models, kernels never learn about serving, and the CLI stays a thin front end.
+//! transformer, kernels, cuda, model, serve, cli), and a crate may depend (in any dependency
+//! table, dev and build included) only on crates earlier in that list, so file parsing never
+//! learns about models, kernels never learn about serving, and the CLI stays a thin front end.
 
 use std::fs;
 use std::path::Path;
@@ -10,8 +10,9 @@ use anyhow::{Context, Result, bail};
 use toml::{Table, Value};
 
 /// The rinfer crates, lowest layer first.
-pub const LAYERS: [&str; 6] = [
+pub const LAYERS: [&str; 7] = [
     "rinfer-formats",
+    "rinfer-transformer",
     "rinfer-kernels",
     "rinfer-cuda",
     "rinfer-model",

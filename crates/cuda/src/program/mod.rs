@@ -8,8 +8,8 @@ mod addresses;
 mod step;
 
 pub use addresses::{
-    CacheAddresses, ExpertAddresses, FfnAddresses, LayerAddresses, LinearAddress, MatrixAddress,
-    NormAddress, StackedAddress, WeightAddresses, WorkAddresses,
+    CacheAddresses, MatrixAddress, OnDevice, StackedAddress, WeightAddresses, WorkAddresses,
+    place_weights,
 };
 pub use step::StepBuilder;
 

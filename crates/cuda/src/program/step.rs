@@ -1,15 +1,16 @@
 //! The kernel sequence of one forward step: walks the stages of every block of the
-//! [`Transformer`] (the description the CPU forward pass walks too) and emits their launches.
+//! transformer (the tree the CPU forward pass walks too, here with device addresses) and emits
+//! their launches.
 
-use rinfer_kernels::block::{
-    AttentionParams, Experts, Ffn, Gating, Norm, NormKind, RopeParams, RopeStyle, Router, Stage,
-    Transformer, Yarn,
+use rinfer_transformer::{
+    AttentionParams, Experts, Ffn, FfnUp, Gating, Linear, NormKind, NormWeights, Qkv, RopeParams,
+    RopeStyle, Router, Stage, Yarn,
 };
 
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
-    Arg, CacheAddresses, ExpertAddresses, FfnAddresses, KernelRef, Launch, LinearAddress,
-    MatrixAddress, NormAddress, StackedAddress, WeightAddresses, WorkAddresses,
+    Arg, CacheAddresses, KernelRef, Launch, MatrixAddress, OnDevice, StackedAddress,
+    WeightAddresses, WorkAddresses,
 };
 
 /// The address of element `offset` of an f32 buffer at `base`.
@@ -23,10 +24,8 @@ fn opt(v: Option<u64>) -> Arg {
 
 /// Builds the launches of forward steps for one model.
 pub struct StepBuilder<'a> {
-    /// What the step runs.
-    pub config: &'a Transformer,
-    /// Where the weights are.
-    pub weights: &'a WeightAddresses,
+    /// What the step runs, with where its weights are.
+    pub model: &'a WeightAddresses,
     /// Where the activation buffers are.
     pub work: &'a WorkAddresses,
     /// Decode attention's split of the keys.
@@ -48,7 +47,7 @@ impl StepBuilder<'_> {
     ) {
         let mut s = Sequence { b: self, out, n };
         s.embed();
-        for layer in 0..self.config.layers() {
+        for layer in 0..self.model.layers() {
             s.block(layer, cache);
         }
         s.head(first, rows);
@@ -64,7 +63,7 @@ impl StepBuilder<'_> {
             launch::argmax(),
             &[
                 Arg::Ptr(self.work.logits),
-                Arg::I32(self.config.vocab_size as i32),
+                Arg::I32(self.model.vocab_size as i32),
                 Arg::Ptr(self.work.argmax),
             ],
         )
@@ -88,17 +87,16 @@ impl Sequence<'_, '_> {
     }
 
     fn embed(&mut self) {
-        let c = self.b.config;
-        let w = self.b.weights;
+        let c = self.b.model;
         let work = self.b.work;
         let lookups = [
             Some((
-                w.token_embd,
+                c.token_embd,
                 work.tokens,
                 c.embedding_scale.unwrap_or(1.0),
                 0,
             )),
-            w.position_embd.map(|m| (m, work.positions, 1.0, 1)),
+            c.position_embd.map(|m| (m, work.positions, 1.0, 1)),
         ];
         for (m, ids, scale, accumulate) in lookups.into_iter().flatten() {
             self.push(
@@ -119,8 +117,8 @@ impl Sequence<'_, '_> {
     }
 
     /// `out[rows, d] = norm(x[rows, d])` (`x` and `out` may be the same buffer).
-    fn norm(&mut self, norm: Norm, weights: &NormAddress, x: u64, out: u64, rows: usize) {
-        let d = self.b.config.hidden;
+    fn norm(&mut self, weights: &NormWeights<OnDevice>, x: u64, out: u64, rows: usize) {
+        let (norm, d) = (weights.params, self.b.model.hidden);
         let shape = launch::per_row(rows, d);
         match norm.kind {
             NormKind::Rms => self.fixed(
@@ -149,10 +147,10 @@ impl Sequence<'_, '_> {
         }
     }
 
-    /// `y[t, out_offset + r] = W[r] · x[t] + b[r]` for `n` tokens.
-    fn linear(&mut self, l: &LinearAddress, x: u64, ldx: usize, y: u64, ldy: usize) {
+    /// `y[t, r] = W[r] · x[t] + b[r]` for `n` tokens (`y` may point into a wider row).
+    fn linear(&mut self, l: &Linear<OnDevice>, x: u64, ldx: usize, y: u64, ldy: usize) {
         let n = self.n;
-        self.matmul(&l.matrix, l.bias, x, ldx, at(y, l.out_offset), ldy, n);
+        self.matmul(&l.weight, l.bias, x, ldx, y, ldy, n);
     }
 
     /// `y[t, r] = W[r] · x[t] + b[r]`: the decode kernel for one token, the batched one
@@ -197,60 +195,53 @@ impl Sequence<'_, '_> {
 
     /// The launches of layer `layer`'s stages.
     fn block(&mut self, layer: usize, cache: &CacheAddresses) {
-        let c = self.b.config;
-        let w = &self.b.weights.layers[layer];
+        let c = self.b.model;
+        let block = &c.blocks[layer];
         let work = *self.b.work;
         let n = self.n;
         let len = n * c.hidden;
-        for stage in &c.blocks[layer].stages {
-            match *stage {
-                Stage::AttentionNorm(norm) => self.norm(norm, &w.attn_norm, work.x, work.h, n),
-                Stage::Qkv => {
-                    for projection in &w.qkv {
-                        self.linear(projection, work.h, c.hidden, work.qkv, self.qkv_width());
+        for stage in &block.stages {
+            match stage {
+                Stage::AttentionNorm(norm) => self.norm(norm, work.x, work.h, n),
+                Stage::Qkv(qkv) => {
+                    let (h, width) = (c.hidden, self.qkv_width());
+                    match qkv {
+                        Qkv::Separate { q, k, v } => {
+                            let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
+                            let columns = [(q, 0), (k, q_dim), (v, q_dim + kv_dim)];
+                            for (l, column) in columns {
+                                self.linear(l, work.h, h, at(work.qkv, column), width);
+                            }
+                        }
+                        Qkv::Fused(qkv) => self.linear(qkv, work.h, h, work.qkv, width),
                     }
                 }
-                Stage::QkNorm { eps } => {
-                    if let Some(weights) = w.qk_norm {
-                        self.qk_norm(weights, eps);
-                    }
-                }
-                Stage::Rope(rope) => self.rope(&rope),
-                Stage::Attention(params) => {
+                Stage::QkNorm { eps, q, k } => self.qk_norm((*q, *k), *eps),
+                Stage::Rope(rope) => self.rope(rope),
+                Stage::Attention { params, sinks } => {
                     self.kv_store(cache.layers[layer]);
-                    self.attention(&params, w.attn_sinks, cache.layers[layer]);
+                    self.attention(params, *sinks, cache.layers[layer]);
                 }
-                Stage::AttentionOutput => {
-                    self.linear(&w.attn_output, work.attn, c.q_dim(), work.out, c.hidden);
+                Stage::AttentionOutput(output) => {
+                    self.linear(output, work.attn, c.q_dim(), work.out, c.hidden);
                 }
-                Stage::PostAttentionNorm(norm) => {
-                    if let Some(post) = &w.post_attn_norm {
-                        self.norm(norm, post, work.out, work.out, n);
-                    }
-                }
+                Stage::PostAttentionNorm(norm) => self.norm(norm, work.out, work.out, n),
                 Stage::AttentionResidual => self.add(&[work.x, work.out], len),
-                Stage::FfnNorm(norm) => {
-                    if let Some(ffn_norm) = &w.ffn_norm {
-                        self.norm(norm, ffn_norm, work.x, work.h, n);
+                Stage::FfnNorm(norm) => self.norm(norm, work.x, work.h, n),
+                Stage::Ffn { ffn, up, down } => self.ffn(*ffn, up, down),
+                Stage::Router { router, scores } => self.route(router, scores),
+                Stage::Experts {
+                    experts,
+                    gate,
+                    up,
+                    down,
+                } => {
+                    // The declaration puts a router before every experts stage.
+                    if let Some(router) = block.router() {
+                        self.experts(experts, router, [gate, up, down]);
                     }
                 }
-                Stage::Ffn(ffn) => self.ffn(layer, ffn),
-                Stage::Router(router) => {
-                    if let FfnAddresses::Experts(experts) = &w.ffn {
-                        self.route(&router, experts);
-                    }
-                }
-                Stage::Experts(shape) => {
-                    let router = c.blocks[layer].router();
-                    if let (FfnAddresses::Experts(experts), Some(router)) = (&w.ffn, router) {
-                        self.experts(&shape, router, experts);
-                    }
-                }
-                Stage::PostFfnNorm(norm) => {
-                    if let Some(post) = &w.post_ffn_norm {
-                        self.norm(norm, post, work.h, work.h, n);
-                    }
-                }
+                Stage::PostFfnNorm(norm) => self.norm(norm, work.h, work.h, n),
                 Stage::FfnResidual => self.add(&[work.x, work.h], len),
                 Stage::ParallelResidual => self.add(&[work.x, work.out, work.h], len),
             }
@@ -259,7 +250,7 @@ impl Sequence<'_, '_> {
 
     /// Width of a row of the `qkv` buffer.
     fn qkv_width(&self) -> usize {
-        let c = self.b.config;
+        let c = self.b.model;
         c.q_dim() + 2 * c.kv_dim()
     }
 
@@ -280,7 +271,7 @@ impl Sequence<'_, '_> {
 
     /// Every head of q and of k RMS-normed with its scales.
     fn qk_norm(&mut self, (q_norm, k_norm): (u64, u64), eps: f32) {
-        let c = self.b.config;
+        let c = self.b.model;
         let width = self.qkv_width();
         for (offset, heads, weight) in [(0, c.heads, q_norm), (c.q_dim(), c.kv_heads, k_norm)] {
             self.fixed(
@@ -300,7 +291,7 @@ impl Sequence<'_, '_> {
 
     /// q and k rotated at their positions.
     fn rope(&mut self, rope: &RopeParams) {
-        let c = self.b.config;
+        let c = self.b.model;
         let width = self.qkv_width();
         let theta_scale = rope.freq_base.powf(-2.0 / rope.n_rot as f32);
         // A magnitude scale of 0 tells the kernel there is no YaRN blend.
@@ -321,7 +312,7 @@ impl Sequence<'_, '_> {
                     Arg::Ptr(self.b.work.positions),
                     Arg::F32(theta_scale),
                     Arg::F32(rope.freq_scale),
-                    opt(self.b.weights.rope_freqs),
+                    opt(self.b.model.rope_freqs),
                     Arg::I32(i32::from(rope.style == RopeStyle::Neox)),
                     Arg::F32(yarn.corr_dims[0]),
                     Arg::F32(yarn.corr_dims[1]),
@@ -333,7 +324,7 @@ impl Sequence<'_, '_> {
 
     /// The rows' keys and values into the layer's cache at their positions.
     fn kv_store(&mut self, (keys, values, slots): (u64, u64, usize)) {
-        let c = self.b.config;
+        let c = self.b.model;
         let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
         self.fixed(
             "kv_store",
@@ -353,16 +344,18 @@ impl Sequence<'_, '_> {
     }
 
     /// The feed-forward block from `h`; its output overwrites `h`.
-    fn ffn(&mut self, layer: usize, ffn: Ffn) {
-        let c = self.b.config;
-        // The upload plan pairs an FFN stage with dense weights.
-        let FfnAddresses::Dense { up, down } = &self.b.weights.layers[layer].ffn else {
-            return;
-        };
+    fn ffn(&mut self, ffn: Ffn, up: &FfnUp<OnDevice>, down: &Linear<OnDevice>) {
+        let c = self.b.model;
         let work = *self.b.work;
         let (f, hidden, n) = (c.ffn_dim, c.hidden, self.n);
-        for projection in up {
-            self.linear(projection, work.h, hidden, work.gate_up, 2 * f);
+        match up {
+            FfnUp::Gated { gate, up } => {
+                self.linear(gate, work.h, hidden, work.gate_up, 2 * f);
+                self.linear(up, work.h, hidden, at(work.gate_up, f), 2 * f);
+            }
+            FfnUp::FusedGated(l) | FfnUp::Plain(l) => {
+                self.linear(l, work.h, hidden, work.gate_up, 2 * f);
+            }
         }
         self.gated_activation(ffn, work.gate_up, f, n);
         self.linear(down, work.gate_up, 2 * f, work.h, hidden);
@@ -390,10 +383,10 @@ impl Sequence<'_, '_> {
     }
 
     /// The router's scores of `h`, then each row's experts and weights into the route buffers.
-    fn route(&mut self, router: &Router, w: &ExpertAddresses) {
-        let c = self.b.config;
+    fn route(&mut self, router: &Router, scores: &Linear<OnDevice>) {
+        let c = self.b.model;
         let work = *self.b.work;
-        self.linear(&w.router, work.h, c.hidden, work.router, router.experts);
+        self.linear(scores, work.h, c.hidden, work.router, router.experts);
         let gating = match router.gating {
             Gating::SoftmaxTopK => 0,
             Gating::TopKSoftmax => 1,
@@ -427,16 +420,21 @@ impl Sequence<'_, '_> {
 
     /// `h = Σ weight · expert(h)` over each row's routed experts: every (row, expert) slot
     /// through the expert's projections, its weights found by the id the router wrote.
-    fn experts(&mut self, shape: &Experts, router: &Router, w: &ExpertAddresses) {
-        let c = self.b.config;
+    fn experts(
+        &mut self,
+        shape: &Experts,
+        router: &Router,
+        [gate, up, down]: [&StackedAddress; 3],
+    ) {
+        let c = self.b.model;
         let work = *self.b.work;
         let (f, hidden, n, used) = (shape.ffn_dim, c.hidden, self.n, router.used);
         let slots = n * used;
         let gu = work.expert_gate_up;
-        self.by_id(&w.gate, (work.h, hidden, used), (gu, 2 * f), router);
-        self.by_id(&w.up, (work.h, hidden, used), (at(gu, f), 2 * f), router);
+        self.by_id(gate, (work.h, hidden, used), (gu, 2 * f), router);
+        self.by_id(up, (work.h, hidden, used), (at(gu, f), 2 * f), router);
         self.gated_activation(shape.ffn, gu, f, slots);
-        self.by_id(&w.down, (gu, 2 * f, 1), (work.expert_out, hidden), router);
+        self.by_id(down, (gu, 2 * f, 1), (work.expert_out, hidden), router);
         self.elementwise(
             "moe_weighted_sum",
             &[
@@ -516,7 +514,7 @@ impl Sequence<'_, '_> {
         sinks: Option<u64>,
         (keys, values, slots): (u64, u64, usize),
     ) {
-        let c = self.b.config;
+        let c = self.b.model;
         let work = *self.b.work;
         let n = self.n;
         let width = self.qkv_width();
@@ -585,14 +583,13 @@ impl Sequence<'_, '_> {
 
     /// Final norm, LM head (with bias) and soft-cap for rows `first..first + rows`.
     fn head(&mut self, first: usize, rows: usize) {
-        let c = self.b.config;
-        let w = self.b.weights;
+        let c = self.b.model;
         let work = *self.b.work;
         let x = at(work.x, first * c.hidden);
-        self.norm(c.output_norm, &w.output_norm, x, work.h, rows);
+        self.norm(&c.output_norm, x, work.h, rows);
         self.matmul(
-            &w.lm_head,
-            w.output_bias,
+            c.lm_head(),
+            c.output_bias,
             work.h,
             c.hidden,
             work.logits,

@@ -5,15 +5,13 @@ use std::sync::Arc;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
 
-use rinfer_kernels::block::Transformer;
-
 use crate::Logits;
 use crate::device::GpuInfo;
 use crate::error::CudaError;
 use crate::graph_policy::{DecodeGraph, StepPlan};
 use crate::host::HostModel;
 use crate::plan::{LoadOptions, UploadPlan};
-use crate::program::{Launch, StepBuilder, WorkAddresses};
+use crate::program::{Launch, StepBuilder, WeightAddresses, WorkAddresses};
 use crate::runtime::buffers::{GpuKvCache, Workspace};
 use crate::runtime::driver::{driver, open};
 use crate::runtime::kernels::Kernels;
@@ -22,7 +20,6 @@ use crate::runtime::weights::{DeviceWeights, upload};
 
 /// A model whose weights, KV caches and buffers live on one GPU.
 pub struct GpuModel {
-    pub(crate) config: Transformer,
     pub(crate) plan: UploadPlan,
     pub(crate) info: GpuInfo,
     pub(crate) kernels: Kernels,
@@ -53,7 +50,6 @@ impl GpuModel {
         let work_addresses = work.addresses();
         stream.synchronize().map_err(driver("upload"))?;
         Ok(Self {
-            config: model.config.clone(),
             host_logits: vec![0.0; plan.buffers.logits],
             plan,
             info,
@@ -73,9 +69,9 @@ impl GpuModel {
         &self.info
     }
 
-    /// The configuration the model was loaded with.
-    pub fn config(&self) -> &Transformer {
-        &self.config
+    /// The transformer the model runs, with its weights' device addresses.
+    pub fn config(&self) -> &WeightAddresses {
+        &self.weights.addresses
     }
 
     /// What was uploaded and allocated.
@@ -90,7 +86,7 @@ impl GpuModel {
 
     /// A KV cache for one sequence, sized by the load's context and batch.
     pub fn new_cache(&self) -> Result<GpuKvCache, CudaError> {
-        let cache = GpuKvCache::new(&self.stream, &self.plan, self.config.kv_dim())?;
+        let cache = GpuKvCache::new(&self.stream, &self.plan, self.config().kv_dim())?;
         self.stream
             .synchronize()
             .map_err(driver("cache allocation"))?;
@@ -107,7 +103,7 @@ impl GpuModel {
         wanted: Logits,
     ) -> Result<&[f32], CudaError> {
         let rows = self.run(tokens, cache, wanted)?;
-        let len = rows * self.config.vocab_size;
+        let len = rows * self.config().vocab_size;
         let logits = self.work.logits.slice.slice(..len);
         self.stream
             .memcpy_dtoh(&logits, &mut self.host_logits[..len])
@@ -145,11 +141,11 @@ impl GpuModel {
         cache: &mut GpuKvCache,
         wanted: Logits,
     ) -> Result<usize, CudaError> {
-        let c = &self.config;
-        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+        let vocab_size = self.config().vocab_size;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab_size) {
             return Err(CudaError::TokenOutOfRange {
                 id,
-                vocab: c.vocab_size,
+                vocab: vocab_size,
             });
         }
         if cache.layers.len() != self.plan.kv_slots.len()
@@ -169,7 +165,7 @@ impl GpuModel {
             });
         }
         let max_batch = self.plan.options.max_batch;
-        let logit_rows = self.plan.buffers.logits / c.vocab_size;
+        let logit_rows = self.plan.buffers.logits / vocab_size;
         if wanted == Logits::All && tokens.len() > logit_rows {
             return Err(CudaError::BatchTooLarge {
                 requested: tokens.len(),
@@ -242,8 +238,7 @@ impl GpuModel {
 
     fn builder(&self) -> StepBuilder<'_> {
         StepBuilder {
-            config: &self.config,
-            weights: &self.weights.addresses,
+            model: &self.weights.addresses,
             work: &self.work_addresses,
             splits: self.plan.splits,
         }

@@ -6,7 +6,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 use crate::error::CudaError;
 use crate::host::HostModel;
-use crate::program::WeightAddresses;
+use crate::program::{WeightAddresses, place_weights};
 use crate::runtime::driver::driver;
 
 /// The device address of a buffer.
@@ -31,7 +31,7 @@ pub(crate) fn upload(
 ) -> Result<DeviceWeights, CudaError> {
     let mut matrices = Vec::new();
     let mut vectors = Vec::new();
-    let addresses = WeightAddresses::place(
+    let addresses = place_weights(
         model,
         |bytes| {
             let buffer = stream.clone_htod(bytes).map_err(driver("weight upload"))?;

@@ -2,14 +2,11 @@
 
 use std::borrow::Cow;
 
-use rinfer_cuda::{
-    HostExperts, HostFfn, HostFfnUp, HostLayer, HostLinear, HostMatrix, HostModel, HostNorm,
-    HostQkv, HostStacked, Transformer,
-};
+use rinfer_cuda::{HostMatrix, HostModel, HostStacked, HostView, Transformer};
 use rinfer_formats::GgmlType;
-use rinfer_kernels::block::{
-    AttentionParams, Block, Experts, Ffn, Gating, Norm, NormKind, RopeParams, RopeStyle, Router,
-    Stage,
+use rinfer_transformer::{
+    AttentionParams, Block, Experts, Ffn, FfnUp, Gating, Linear, Norm, NormKind, NormWeights, Qkv,
+    Role, RopeParams, RopeStyle, Router, Stage,
 };
 
 pub const HIDDEN: usize = 64;
@@ -43,16 +40,50 @@ impl Storage {
     }
 }
 
-/// A llama-shaped block: layers 0 and 1 slide over a window of 16, layer 2 is global.
-pub fn config() -> Transformer {
-    let norm = Norm {
-        kind: NormKind::Rms,
-        eps: 1e-6,
-    };
+/// Bytes of a `[rows, cols]` matrix of `ty`.
+pub fn matrix_bytes(ty: GgmlType, rows: usize, cols: usize) -> usize {
+    rows * cols / ty.block_size() * ty.type_size()
+}
+
+pub fn matrix(s: &Storage, ty: GgmlType, rows: usize, cols: usize) -> HostMatrix<'_> {
+    HostMatrix {
+        ty,
+        rows,
+        cols,
+        data: &s.bytes[..matrix_bytes(ty, rows, cols)],
+    }
+}
+
+fn linear(s: &Storage, rows: usize, cols: usize) -> Linear<HostView<'_>> {
+    Linear {
+        weight: matrix(s, GgmlType::Q8_0, rows, cols),
+        bias: None,
+    }
+}
+
+pub fn norm(s: &Storage, role: Role) -> NormWeights<HostView<'_>> {
+    NormWeights {
+        role,
+        params: Norm {
+            kind: NormKind::Rms,
+            eps: 1e-6,
+        },
+        weight: &s.ones[..HIDDEN],
+        bias: None,
+    }
+}
+
+/// A tied-embedding, llama-shaped model of [`LAYERS`] blocks: layers 0 and 1 slide over a
+/// window of 16, layer 2 is global.
+pub fn model(s: &Storage) -> HostModel<'_> {
     let block = |layer: usize| Block {
         stages: vec![
-            Stage::AttentionNorm(norm),
-            Stage::Qkv,
+            Stage::AttentionNorm(norm(s, Role::AttnNorm)),
+            Stage::Qkv(Qkv::Separate {
+                q: linear(s, HEADS * HEAD_DIM, HIDDEN),
+                k: linear(s, KV_HEADS * HEAD_DIM, HIDDEN),
+                v: linear(s, KV_HEADS * HEAD_DIM, HIDDEN),
+            }),
             Stage::Rope(RopeParams {
                 n_rot: HEAD_DIM,
                 freq_base: 10_000.0,
@@ -60,16 +91,26 @@ pub fn config() -> Transformer {
                 style: RopeStyle::Norm,
                 yarn: None,
             }),
-            Stage::Attention(AttentionParams {
-                scale: 1.0 / (HEAD_DIM as f32).sqrt(),
-                softcap: None,
-                window: (layer % 3 < 2).then_some(16),
-                sinks: false,
-            }),
-            Stage::AttentionOutput,
+            Stage::Attention {
+                params: AttentionParams {
+                    scale: 1.0 / (HEAD_DIM as f32).sqrt(),
+                    softcap: None,
+                    window: (layer % 3 < 2).then_some(16),
+                    sinks: false,
+                },
+                sinks: None,
+            },
+            Stage::AttentionOutput(linear(s, HIDDEN, HEADS * HEAD_DIM)),
             Stage::AttentionResidual,
-            Stage::FfnNorm(norm),
-            Stage::Ffn(Ffn::SiluGated),
+            Stage::FfnNorm(norm(s, Role::FfnNorm)),
+            Stage::Ffn {
+                ffn: Ffn::SiluGated,
+                up: FfnUp::Gated {
+                    gate: linear(s, FFN, HIDDEN),
+                    up: linear(s, FFN, HIDDEN),
+                },
+                down: linear(s, HIDDEN, FFN),
+            },
             Stage::FfnResidual,
         ],
     };
@@ -81,86 +122,19 @@ pub fn config() -> Transformer {
         head_dim: HEAD_DIM,
         ffn_dim: FFN,
         embedding_scale: None,
+        token_embd: matrix(s, GgmlType::Q8_0, VOCAB, HIDDEN),
+        position_embd: None,
+        rope_freqs: None,
         blocks: (0..LAYERS).map(block).collect(),
-        output_norm: norm,
+        output_norm: norm(s, Role::OutputNorm),
+        output: None,
+        output_bias: None,
         final_softcap: None,
     }
 }
 
-/// Bytes of a `[rows, cols]` matrix of `ty`.
-pub fn matrix_bytes(ty: GgmlType, rows: usize, cols: usize) -> usize {
-    rows * cols / ty.block_size() * ty.type_size()
-}
-
-pub fn matrix<'a>(
-    s: &'a Storage,
-    name: &str,
-    ty: GgmlType,
-    rows: usize,
-    cols: usize,
-) -> HostMatrix<'a> {
-    HostMatrix {
-        name: name.into(),
-        ty,
-        rows,
-        cols,
-        data: &s.bytes[..matrix_bytes(ty, rows, cols)],
-    }
-}
-
-fn linear<'a>(s: &'a Storage, name: &str, rows: usize, cols: usize) -> HostLinear<'a> {
-    HostLinear {
-        weight: matrix(s, name, GgmlType::Q8_0, rows, cols),
-        bias: None,
-    }
-}
-
-pub fn norm(s: &Storage) -> HostNorm<'_> {
-    HostNorm {
-        weight: &s.ones[..HIDDEN],
-        bias: None,
-    }
-}
-
-/// A tied-embedding model of [`LAYERS`] blocks.
-pub fn model(s: &Storage) -> HostModel<'_> {
-    let layer = || HostLayer {
-        attn_norm: norm(s),
-        qkv: HostQkv::Separate {
-            q: linear(s, "attn_q", HEADS * HEAD_DIM, HIDDEN),
-            k: linear(s, "attn_k", KV_HEADS * HEAD_DIM, HIDDEN),
-            v: linear(s, "attn_v", KV_HEADS * HEAD_DIM, HIDDEN),
-        },
-        qk_norm: None,
-        attn_output: linear(s, "attn_output", HIDDEN, HEADS * HEAD_DIM),
-        post_attn_norm: None,
-        attn_sinks: None,
-        ffn_norm: Some(norm(s)),
-        ffn: HostFfn::Dense {
-            up: HostFfnUp::Gated {
-                gate: linear(s, "ffn_gate", FFN, HIDDEN),
-                up: linear(s, "ffn_up", FFN, HIDDEN),
-            },
-            down: linear(s, "ffn_down", HIDDEN, FFN),
-        },
-        post_ffn_norm: None,
-    };
-    let embd = matrix(s, "token_embd", GgmlType::Q8_0, VOCAB, HIDDEN);
-    HostModel {
-        config: config(),
-        token_embd: embd.clone(),
-        position_embd: None,
-        rope_freqs: None,
-        layers: (0..LAYERS).map(|_| layer()).collect(),
-        output_norm: norm(s),
-        lm_head: embd,
-        output_bias: None,
-    }
-}
-
-fn stacked<'a>(s: &'a Storage, name: &str, rows: usize, cols: usize) -> HostStacked<'a> {
+fn stacked(s: &Storage, rows: usize, cols: usize) -> HostStacked<'_> {
     HostStacked {
-        name: name.into(),
         ty: GgmlType::Q8_0,
         experts: EXPERTS,
         rows,
@@ -173,29 +147,30 @@ fn stacked<'a>(s: &'a Storage, name: &str, rows: usize, cols: usize) -> HostStac
 /// [`model`] with layer [`MOE_LAYER`] a mixture of [`EXPERTS`] experts, [`USED`] per token.
 pub fn moe_model(s: &Storage) -> HostModel<'_> {
     let mut model = model(s);
-    model.layers[MOE_LAYER].ffn = HostFfn::Experts(HostExperts {
-        router: linear(s, "ffn_gate_inp", EXPERTS, HIDDEN),
-        gate: stacked(s, "ffn_gate_exps", EXPERT_FFN, HIDDEN),
-        up: stacked(s, "ffn_up_exps", EXPERT_FFN, HIDDEN),
-        down: stacked(s, "ffn_down_exps", HIDDEN, EXPERT_FFN),
-    });
-    for stage in &mut model.config.blocks[MOE_LAYER].stages {
-        if let Stage::Ffn(_) = stage {
-            *stage = Stage::Router(Router {
-                experts: EXPERTS,
-                used: USED,
-                gating: Gating::SoftmaxTopK,
-            });
-        }
-    }
-    let stages = &mut model.config.blocks[MOE_LAYER].stages;
-    let at = stages.len() - 1;
+    let stages = &mut model.blocks[MOE_LAYER].stages;
+    let ffn = stages
+        .iter()
+        .position(|stage| matches!(stage, Stage::Ffn { .. }))
+        .expect("a dense FFN");
+    stages[ffn] = Stage::Router {
+        router: Router {
+            experts: EXPERTS,
+            used: USED,
+            gating: Gating::SoftmaxTopK,
+        },
+        scores: linear(s, EXPERTS, HIDDEN),
+    };
     stages.insert(
-        at,
-        Stage::Experts(Experts {
-            ffn: Ffn::SiluGated,
-            ffn_dim: EXPERT_FFN,
-        }),
+        ffn + 1,
+        Stage::Experts {
+            experts: Experts {
+                ffn: Ffn::SiluGated,
+                ffn_dim: EXPERT_FFN,
+            },
+            gate: stacked(s, EXPERT_FFN, HIDDEN),
+            up: stacked(s, EXPERT_FFN, HIDDEN),
+            down: stacked(s, HIDDEN, EXPERT_FFN),
+        },
     );
     model
 }

@@ -11,27 +11,28 @@ use super::kv_row::KvRow;
 /// Keys scored together before the values they weight are summed.
 pub const KEY_BLOCK: usize = 32;
 
-/// How scores are formed and which keys a query sees.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AttentionParams {
-    /// Scores are `q · k * scale` (usually `1 / sqrt(head_dim)`).
-    pub scale: f32,
-    /// Scores become `cap * tanh(score / cap)`.
-    pub softcap: Option<f32>,
-    /// A query at `pos` sees the keys `pos + 1 - window ..= pos`; without a window every key
-    /// from position 0.
-    pub window: Option<usize>,
-    /// Each head has a learned sink logit that joins the softmax's denominator only (gpt-oss):
-    /// the weights of the keys then sum to less than one.
-    pub sinks: bool,
+pub use rinfer_transformer::AttentionParams;
+
+/// The scores of a block of keys, as the model forms them.
+trait Scoring {
+    fn scores(
+        &self,
+        vector: &VectorKernels,
+        query: &[f32],
+        keys: &[f32],
+        scores: &mut [f32],
+    ) -> f32;
+    fn scores_pair(
+        &self,
+        vector: &VectorKernels,
+        queries: [&[f32]; 2],
+        keys: &[f32],
+        scores: [&mut [f32]; 2],
+    ) -> [f32; 2];
+    fn capped(&self, scores: &mut [f32], max: f32) -> f32;
 }
 
-impl AttentionParams {
-    /// The first key position a query at `pos` sees.
-    pub fn first_key(&self, pos: usize) -> usize {
-        self.window.map_or(0, |w| (pos + 1).saturating_sub(w))
-    }
-
+impl Scoring for AttentionParams {
     /// The scores of `query` against the key rows `keys` into `scores`, returning the largest.
     #[inline]
     fn scores(

@@ -1,57 +1,13 @@
 //! Rotary position embedding of the heads of one position.
 
-/// Which dimensions a rotation pairs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RopeStyle {
-    /// Adjacent pairs `(2i, 2i + 1)` (llama; ggml's mode 0).
-    Norm,
-    /// Halves `(i, i + n_rot / 2)` (GPT-NeoX, Qwen, Gemma, Phi; ggml's mode 2).
-    Neox,
+pub use rinfer_transformer::{RopeParams, RopeStyle, Yarn};
+
+/// YaRN's angle of a pair.
+trait YarnAngle {
+    fn angle(&self, i: usize, theta_extrap: f32, freq_scale: f32) -> f32;
 }
 
-/// Rotation parameters of one model.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RopeParams {
-    /// Rotated dimensions per head (even, at most the head size); the rest pass through.
-    pub n_rot: usize,
-    /// Frequency base (`theta_i = pos * base^(-2i / n_rot)`).
-    pub freq_base: f32,
-    /// Linear position scale (1.0 for none).
-    pub freq_scale: f32,
-    /// Pairing of dimensions.
-    pub style: RopeStyle,
-    /// YaRN's blend of interpolated and extrapolated angles, where the model scales that way.
-    pub yarn: Option<Yarn>,
-}
-
-/// YaRN context extension as ggml applies it (`ext_factor` 1): pairs below `corr_dims[0]` keep
-/// their extrapolated angle `theta`, pairs above `corr_dims[1]` take the interpolated
-/// `freq_scale * theta`, the ones between a linear ramp of the two; sine and cosine are both
-/// scaled by `mscale`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Yarn {
-    /// The first and last pair of the ramp.
-    pub corr_dims: [f32; 2],
-    /// The magnitude scale of sine and cosine.
-    pub mscale: f32,
-}
-
-impl Yarn {
-    /// ggml's parameters for `n_rot` rotated dimensions at frequency base `base`, trained at
-    /// `n_ctx_orig` positions and stretched by `factor`, with its default betas (32 and 1).
-    pub fn new(n_rot: usize, base: f32, n_ctx_orig: usize, factor: f32) -> Self {
-        let corr_dim = |beta: f32| {
-            n_rot as f32 * (n_ctx_orig as f32 / (beta * 2.0 * std::f32::consts::PI)).ln()
-                / (2.0 * base.ln())
-        };
-        let low = corr_dim(32.0).floor().max(0.0);
-        let high = corr_dim(1.0).ceil().min(n_rot as f32 - 1.0);
-        Yarn {
-            corr_dims: [low, high],
-            mscale: 1.0 + 0.1 * factor.ln(),
-        }
-    }
-
+impl YarnAngle for Yarn {
     /// The angle of pair `i` and the scale of its sine and cosine.
     #[inline]
     fn angle(&self, i: usize, theta_extrap: f32, freq_scale: f32) -> f32 {

@@ -1,15 +1,7 @@
 //! A mixture-of-experts router: from one row's expert scores to the experts it runs and their
 //! weights, with ggml's arithmetic (softmax sums in f64, ties to the lower expert id).
 
-/// How a router turns its scores into the weights of the experts it picks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gating {
-    /// `p = softmax(scores)` over every expert; the `k` most probable picked, their `p`
-    /// renormalised to sum to one (Qwen3-MoE, Mixtral).
-    SoftmaxTopK,
-    /// The `k` highest raw scores picked; the weights are the softmax of those `k` (gpt-oss).
-    TopKSoftmax,
-}
+pub use rinfer_transformer::Gating;
 
 /// The least sum the renormalised weights are divided by (ggml's clamp).
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;

@@ -8,6 +8,7 @@ use crate::config::{
     Ffn, Gating, ModelConfig, NormKind, Positional, RopeStyle, SlidingWindow, YarnScaling,
 };
 use crate::error::ModelError;
+use rinfer_transformer::Role;
 
 /// llama.cpp's sliding-window pattern for gpt-oss (the GGUF has no key for it).
 const SLIDING_WINDOW_PATTERN: usize = 2;
@@ -25,7 +26,7 @@ pub(super) fn config(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
         pattern: SLIDING_WINDOW_PATTERN,
     });
     c.attention_sinks = true;
-    c.ffn_norm_name = "post_attention_norm";
+    c.layout.ffn_norm = Role::PostAttentionNorm;
     let ffn_dim = moe::expert_ffn_dim(hp, c.ffn_dim)?;
     c.experts = Some(moe::experts(
         hp,

@@ -13,7 +13,7 @@ mod qwen;
 
 use rinfer_formats::gguf::Metadata;
 
-use crate::config::{ModelConfig, NormKind, Positional, Rope, RopeStyle};
+use crate::config::{ModelConfig, NormKind, Positional, Rope, RopeStyle, TensorLayout};
 use crate::error::ModelError;
 
 /// An architecture's mapping from metadata to configuration.
@@ -162,7 +162,7 @@ impl Hparams<'_> {
             sliding_window: None,
             experts: None,
             attention_sinks: false,
-            ffn_norm_name: "ffn_norm",
+            layout: TensorLayout::LLAMA,
         })
     }
 

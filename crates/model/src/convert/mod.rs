@@ -13,6 +13,8 @@ use std::path::Path;
 use rinfer_formats::gguf::{GgufStreamWriter, Metadata, MetadataValue, TensorHeader};
 use rinfer_formats::{GgmlType, HfModelDir};
 
+use rinfer_transformer::{Role, TensorName};
+
 use crate::error::ModelError;
 use crate::hf_checkpoint::{gguf_arch, metadata_from_hf};
 use crate::quantize::{FileType, llama_order};
@@ -90,9 +92,9 @@ pub fn convert_hf_dir<W: Write>(
     let arch = gguf_arch(&hf.config)?;
     let store = SafetensorsStore::new(hf.open_weights().map_err(invalid)?, arch)?;
     let embd = store
-        .tensor("token_embd.weight")?
+        .tensor(&TensorName::model(Role::TokenEmbd).to_string())?
         .ok_or_else(|| ModelError::MissingTensor {
-            name: "token_embd.weight".into(),
+            name: TensorName::model(Role::TokenEmbd).to_string(),
         })?;
     // Shapes are checked against what they need before anything is allocated: a file may
     // claim sizes far beyond its real bytes (a sparse file).
@@ -221,9 +223,9 @@ pub fn convert_hf_dir<W: Write>(
         let row_len = t.dims.first().copied().unwrap_or(1) as usize;
         let mut values = vec![0.0f32; t.dims.iter().product::<u64>() as usize];
         rinfer_kernels::dequantize_row(t.ty, t.bytes(), &mut values).map_err(invalid)?;
-        let rope_heads = match name.split('.').nth(2) {
-            Some("attn_q") => Some(heads),
-            Some("attn_k") => Some(kv_heads),
+        let rope_heads = match TensorName::parse(name).map(|t| t.role) {
+            Some(Role::AttnQ) => Some(heads),
+            Some(Role::AttnK) => Some(kv_heads),
             _ => None,
         };
         if let (true, Some(h)) = (permute, rope_heads) {

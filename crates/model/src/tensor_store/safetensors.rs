@@ -8,32 +8,33 @@ use std::sync::Arc;
 
 use rinfer_formats::GgmlType;
 use rinfer_formats::safetensors::{Dtype, SafetensorsModel};
+use rinfer_transformer::{Role, TensorName};
 
 use super::{StoredTensor, TensorStore};
 use crate::error::ModelError;
 use crate::weights::ByteSource;
 
-/// Hugging Face names of the per-layer tensors of llama-family checkpoints, with their GGUF
-/// names (both after `model.layers.{i}.` / `blk.{i}.`).
-const LAYER_NAMES: &[(&str, &str)] = &[
-    ("input_layernorm", "attn_norm"),
-    ("self_attn.q_proj", "attn_q"),
-    ("self_attn.k_proj", "attn_k"),
-    ("self_attn.v_proj", "attn_v"),
-    ("self_attn.o_proj", "attn_output"),
-    ("self_attn.q_norm", "attn_q_norm"),
-    ("self_attn.k_norm", "attn_k_norm"),
-    ("post_attention_layernorm", "ffn_norm"),
-    ("mlp.gate_proj", "ffn_gate"),
-    ("mlp.up_proj", "ffn_up"),
-    ("mlp.down_proj", "ffn_down"),
+/// Hugging Face names of the per-layer tensors of llama-family checkpoints (after
+/// `model.layers.{i}.`), with their roles.
+const LAYER_NAMES: &[(&str, Role)] = &[
+    ("input_layernorm", Role::AttnNorm),
+    ("self_attn.q_proj", Role::AttnQ),
+    ("self_attn.k_proj", Role::AttnK),
+    ("self_attn.v_proj", Role::AttnV),
+    ("self_attn.o_proj", Role::AttnOutput),
+    ("self_attn.q_norm", Role::AttnQNorm),
+    ("self_attn.k_norm", Role::AttnKNorm),
+    ("post_attention_layernorm", Role::FfnNorm),
+    ("mlp.gate_proj", Role::FfnGate),
+    ("mlp.up_proj", Role::FfnUp),
+    ("mlp.down_proj", Role::FfnDown),
 ];
 
 /// Model-level tensors.
-const MODEL_NAMES: &[(&str, &str)] = &[
-    ("model.embed_tokens", "token_embd"),
-    ("model.norm", "output_norm"),
-    ("lm_head", "output"),
+const MODEL_NAMES: &[(&str, Role)] = &[
+    ("model.embed_tokens", Role::TokenEmbd),
+    ("model.norm", Role::OutputNorm),
+    ("lm_head", Role::Output),
 ];
 
 /// Buffers that need no tensor: RoPE frequencies some checkpoints store.
@@ -44,14 +45,20 @@ fn is_derived_buffer(hf_name: &str) -> bool {
 /// The GGUF name of a Hugging Face tensor name, if it is one rinfer knows.
 fn gguf_name(hf_name: &str) -> Option<String> {
     let (stem, suffix) = hf_name.rsplit_once('.')?;
-    if let Some((_, gguf)) = MODEL_NAMES.iter().find(|(hf, _)| *hf == stem) {
-        return Some(format!("{gguf}.{suffix}"));
+    let name = if let Some(&(_, role)) = MODEL_NAMES.iter().find(|(hf, _)| *hf == stem) {
+        TensorName::model(role)
+    } else {
+        let rest = stem.strip_prefix("model.layers.")?;
+        let (layer, part) = rest.split_once('.')?;
+        let layer: usize = layer.parse().ok()?;
+        let &(_, role) = LAYER_NAMES.iter().find(|(hf, _)| *hf == part)?;
+        TensorName::layer(role, layer)
+    };
+    match suffix {
+        "weight" => Some(name.to_string()),
+        "bias" => Some(name.bias().to_string()),
+        _ => None,
     }
-    let rest = stem.strip_prefix("model.layers.")?;
-    let (layer, part) = rest.split_once('.')?;
-    let layer: usize = layer.parse().ok()?;
-    let (_, gguf) = LAYER_NAMES.iter().find(|(hf, _)| *hf == part)?;
-    Some(format!("blk.{layer}.{gguf}.{suffix}"))
 }
 
 /// A safetensors checkpoint's tensors, renamed.

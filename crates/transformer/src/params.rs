@@ -1,0 +1,145 @@
+//! The parameters of the stages: what a stage computes, apart from its weights.
+
+/// How hidden states are normalised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormKind {
+    /// `x / rms(x) * w`.
+    Rms,
+    /// `(x - mean) / std * w + b`.
+    Layer,
+}
+
+/// A normalisation of rows of the hidden width: its kind and epsilon.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Norm {
+    /// RMSNorm or LayerNorm.
+    pub kind: NormKind,
+    /// Added to the variance.
+    pub eps: f32,
+}
+
+/// The feed-forward block's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ffn {
+    /// `down(silu(gate(h)) * up(h))`.
+    SiluGated,
+    /// `down(gelu_tanh(gate(h)) * up(h))`.
+    GeluGated,
+    /// `down(gelu_tanh(up(h)))`, no gate.
+    Gelu,
+    /// `down(swiglu_clamped(gate(h) + b, up(h) + b)) + b`: gpt-oss's clamped SwiGLU.
+    ClampedSwiGlu,
+}
+
+impl Ffn {
+    /// Whether the block multiplies a gate projection with the up projection.
+    pub fn is_gated(self) -> bool {
+        !matches!(self, Ffn::Gelu)
+    }
+}
+
+/// How a router turns its scores into the weights of the experts it picks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    /// `p = softmax(scores)` over every expert; the `k` most probable picked, their `p`
+    /// renormalised to sum to one (Qwen3-MoE, Mixtral).
+    SoftmaxTopK,
+    /// The `k` highest raw scores picked; the weights are the softmax of those `k` (gpt-oss).
+    TopKSoftmax,
+}
+
+/// A mixture-of-experts router: how many experts a layer has, how many each row runs, and how
+/// their weights are formed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Router {
+    /// Experts of the layer.
+    pub experts: usize,
+    /// Experts each row runs (top-k).
+    pub used: usize,
+    /// From scores to weights.
+    pub gating: Gating,
+}
+
+/// The experts of a mixture-of-experts layer: each is a gated feed-forward block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Experts {
+    /// The shape of each expert.
+    pub ffn: Ffn,
+    /// Inner width of one expert.
+    pub ffn_dim: usize,
+}
+
+/// How scores are formed and which keys a query sees.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionParams {
+    /// Scores are `q · k * scale` (usually `1 / sqrt(head_dim)`).
+    pub scale: f32,
+    /// Scores become `cap * tanh(score / cap)`.
+    pub softcap: Option<f32>,
+    /// A query at `pos` sees the keys `pos + 1 - window ..= pos`; without a window every key
+    /// from position 0.
+    pub window: Option<usize>,
+    /// Each head has a learned sink logit that joins the softmax's denominator only (gpt-oss):
+    /// the weights of the keys then sum to less than one.
+    pub sinks: bool,
+}
+
+impl AttentionParams {
+    /// The first key position a query at `pos` sees.
+    pub fn first_key(&self, pos: usize) -> usize {
+        self.window.map_or(0, |w| (pos + 1).saturating_sub(w))
+    }
+}
+
+/// Which dimensions a rotation pairs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs `(2i, 2i + 1)` (llama; ggml's mode 0).
+    Norm,
+    /// Halves `(i, i + n_rot / 2)` (GPT-NeoX, Qwen, Gemma, Phi; ggml's mode 2).
+    Neox,
+}
+
+/// Rotation parameters of one model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeParams {
+    /// Rotated dimensions per head (even, at most the head size); the rest pass through.
+    pub n_rot: usize,
+    /// Frequency base (`theta_i = pos * base^(-2i / n_rot)`).
+    pub freq_base: f32,
+    /// Linear position scale (1.0 for none).
+    pub freq_scale: f32,
+    /// Pairing of dimensions.
+    pub style: RopeStyle,
+    /// YaRN's blend of interpolated and extrapolated angles, where the model scales that way.
+    pub yarn: Option<Yarn>,
+}
+
+/// YaRN context extension as ggml applies it (`ext_factor` 1): pairs below `corr_dims[0]` keep
+/// their extrapolated angle `theta`, pairs above `corr_dims[1]` take the interpolated
+/// `freq_scale * theta`, the ones between a linear ramp of the two; sine and cosine are both
+/// scaled by `mscale`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Yarn {
+    /// The first and last pair of the ramp.
+    pub corr_dims: [f32; 2],
+    /// The magnitude scale of sine and cosine.
+    pub mscale: f32,
+}
+
+impl Yarn {
+    /// ggml's parameters for `n_rot` rotated dimensions at frequency base `base`, trained at
+    /// `n_ctx_orig` positions and stretched by `factor`, with its default betas (32 and 1).
+    pub fn new(n_rot: usize, base: f32, n_ctx_orig: usize, factor: f32) -> Self {
+        let corr_dim = |beta: f32| {
+            n_rot as f32 * (n_ctx_orig as f32 / (beta * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * base.ln())
+        };
+        let low = corr_dim(32.0).floor().max(0.0);
+        let high = corr_dim(1.0).ceil().min(n_rot as f32 - 1.0);
+        Yarn {
+            corr_dims: [low, high],
+            mscale: 1.0 + 0.1 * factor.ln(),
+        }
+    }
+}

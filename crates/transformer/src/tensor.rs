@@ -1,0 +1,304 @@
+//! Tensor roles and their GGUF names: the one place tensor names are spelled.
+//!
+//! A [`Role`] is what a tensor is for (`attn_q`, `ffn_down`, …); a [`TensorName`] is one
+//! tensor of a file: a role, the layer it belongs to (none for the model-level ones), the
+//! expert for the per-expert matrices of older Mixtral files, and whether it is the weight or
+//! the bias. Its [`Display`](std::fmt::Display) is the GGUF name (`blk.3.attn_q.weight`) and
+//! [`TensorName::parse`] reads one back.
+//!
+//! ```
+//! use rinfer_transformer::{Role, TensorName};
+//!
+//! let name = TensorName::layer(Role::AttnQ, 3).bias();
+//! assert_eq!(name.to_string(), "blk.3.attn_q.bias");
+//! assert_eq!(TensorName::parse("blk.3.attn_q.bias"), Some(name));
+//! assert_eq!(TensorName::model(Role::Output).to_string(), "output.weight");
+//! ```
+
+use std::fmt;
+
+/// What a tensor is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Token embeddings `[vocab, hidden]`.
+    TokenEmbd,
+    /// Learned positions `[positions, hidden]`.
+    PositionEmbd,
+    /// Per-frequency RoPE divisors `[rope_dims / 2]`.
+    RopeFreqs,
+    /// The norm before the LM head.
+    OutputNorm,
+    /// The LM head `[vocab, hidden]`.
+    Output,
+    /// The norm before attention.
+    AttnNorm,
+    /// The query projection.
+    AttnQ,
+    /// The key projection.
+    AttnK,
+    /// The value projection.
+    AttnV,
+    /// The fused query, key and value projection.
+    AttnQkv,
+    /// The per-head RMSNorm scale of the queries.
+    AttnQNorm,
+    /// The per-head RMSNorm scale of the keys.
+    AttnKNorm,
+    /// The attention output projection.
+    AttnOutput,
+    /// The per-head attention sink logits.
+    AttnSinks,
+    /// The norm after attention (gemma's post-attention norm; gpt-oss's FFN norm).
+    PostAttentionNorm,
+    /// The norm before the FFN.
+    FfnNorm,
+    /// The FFN's gate projection.
+    FfnGate,
+    /// The FFN's up projection (gate | up when fused).
+    FfnUp,
+    /// The FFN's down projection.
+    FfnDown,
+    /// The mixture-of-experts router.
+    FfnGateInp,
+    /// Every expert's gate projection, stacked.
+    FfnGateExps,
+    /// Every expert's up projection, stacked.
+    FfnUpExps,
+    /// Every expert's down projection, stacked.
+    FfnDownExps,
+    /// The norm after the FFN.
+    PostFfwNorm,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 24] = [
+        Role::TokenEmbd,
+        Role::PositionEmbd,
+        Role::RopeFreqs,
+        Role::OutputNorm,
+        Role::Output,
+        Role::AttnNorm,
+        Role::AttnQ,
+        Role::AttnK,
+        Role::AttnV,
+        Role::AttnQkv,
+        Role::AttnQNorm,
+        Role::AttnKNorm,
+        Role::AttnOutput,
+        Role::AttnSinks,
+        Role::PostAttentionNorm,
+        Role::FfnNorm,
+        Role::FfnGate,
+        Role::FfnUp,
+        Role::FfnDown,
+        Role::FfnGateInp,
+        Role::FfnGateExps,
+        Role::FfnUpExps,
+        Role::FfnDownExps,
+        Role::PostFfwNorm,
+    ];
+
+    /// The role's part of a GGUF tensor name.
+    pub fn gguf(self) -> &'static str {
+        match self {
+            Role::TokenEmbd => "token_embd",
+            Role::PositionEmbd => "position_embd",
+            Role::RopeFreqs => "rope_freqs",
+            Role::OutputNorm => "output_norm",
+            Role::Output => "output",
+            Role::AttnNorm => "attn_norm",
+            Role::AttnQ => "attn_q",
+            Role::AttnK => "attn_k",
+            Role::AttnV => "attn_v",
+            Role::AttnQkv => "attn_qkv",
+            Role::AttnQNorm => "attn_q_norm",
+            Role::AttnKNorm => "attn_k_norm",
+            Role::AttnOutput => "attn_output",
+            Role::AttnSinks => "attn_sinks",
+            Role::PostAttentionNorm => "post_attention_norm",
+            Role::FfnNorm => "ffn_norm",
+            Role::FfnGate => "ffn_gate",
+            Role::FfnUp => "ffn_up",
+            Role::FfnDown => "ffn_down",
+            Role::FfnGateInp => "ffn_gate_inp",
+            Role::FfnGateExps => "ffn_gate_exps",
+            Role::FfnUpExps => "ffn_up_exps",
+            Role::FfnDownExps => "ffn_down_exps",
+            Role::PostFfwNorm => "post_ffw_norm",
+        }
+    }
+
+    /// Whether the tensor belongs to a layer (`blk.N.…`) rather than to the model.
+    pub fn per_layer(self) -> bool {
+        !matches!(
+            self,
+            Role::TokenEmbd
+                | Role::PositionEmbd
+                | Role::RopeFreqs
+                | Role::OutputNorm
+                | Role::Output
+        )
+    }
+
+    /// The role of one expert's matrix of a stacked expert role (`ffn_gate_exps` → `ffn_gate`,
+    /// as older Mixtral files name each expert's matrix).
+    pub fn single_expert(self) -> Option<Role> {
+        match self {
+            Role::FfnGateExps => Some(Role::FfnGate),
+            Role::FfnUpExps => Some(Role::FfnUp),
+            Role::FfnDownExps => Some(Role::FfnDown),
+            _ => None,
+        }
+    }
+
+    fn from_gguf(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|role| role.gguf() == name)
+    }
+}
+
+/// Whether a name is a tensor's weight or its bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Part {
+    /// `….weight`.
+    Weight,
+    /// `….bias`.
+    Bias,
+}
+
+/// One tensor of a model file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TensorName {
+    /// What it is for.
+    pub role: Role,
+    /// Its layer, for per-layer roles.
+    pub layer: Option<usize>,
+    /// The expert, for one expert's matrix in older Mixtral files (`blk.N.ffn_up.E.weight`).
+    pub expert: Option<usize>,
+    /// Weight or bias.
+    pub part: Part,
+}
+
+impl TensorName {
+    /// The weight of a model-level tensor.
+    pub fn model(role: Role) -> Self {
+        Self {
+            role,
+            layer: None,
+            expert: None,
+            part: Part::Weight,
+        }
+    }
+
+    /// The weight of `role` in layer `layer`.
+    pub fn layer(role: Role, layer: usize) -> Self {
+        Self {
+            layer: Some(layer),
+            ..Self::model(role)
+        }
+    }
+
+    /// The bias beside this weight.
+    pub fn bias(self) -> Self {
+        Self {
+            part: Part::Bias,
+            ..self
+        }
+    }
+
+    /// Expert `expert`'s own matrix of this stacked expert tensor, as older files store it
+    /// (`blk.N.ffn_up_exps` → `blk.N.ffn_up.E`); `None` for a role that is not stacked.
+    pub fn single_expert(self, expert: usize) -> Option<Self> {
+        Some(Self {
+            role: self.role.single_expert()?,
+            expert: Some(expert),
+            ..self
+        })
+    }
+
+    /// The name read back from its GGUF spelling; `None` for a tensor rinfer has no role for.
+    pub fn parse(name: &str) -> Option<Self> {
+        let (stem, part) = name.rsplit_once('.')?;
+        let part = match part {
+            "weight" => Part::Weight,
+            "bias" => Part::Bias,
+            _ => return None,
+        };
+        let Some(rest) = stem.strip_prefix("blk.") else {
+            let role = Role::from_gguf(stem).filter(|r| !r.per_layer())?;
+            return Some(Self {
+                part,
+                ..Self::model(role)
+            });
+        };
+        let mut pieces = rest.split('.');
+        let layer = pieces.next()?.parse().ok()?;
+        let role = Role::from_gguf(pieces.next()?).filter(|r| r.per_layer())?;
+        let expert = match pieces.next() {
+            Some(e) => Some(e.parse().ok()?),
+            None => None,
+        };
+        if pieces.next().is_some()
+            || expert.is_some() && !matches!(role, Role::FfnGate | Role::FfnUp | Role::FfnDown)
+        {
+            return None;
+        }
+        Some(Self {
+            role,
+            layer: Some(layer),
+            expert,
+            part,
+        })
+    }
+}
+
+impl fmt::Display for TensorName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(layer) = self.layer {
+            write!(f, "blk.{layer}.")?;
+        }
+        f.write_str(self.role.gguf())?;
+        if let Some(expert) = self.expert {
+            write!(f, ".{expert}")?;
+        }
+        f.write_str(match self.part {
+            Part::Weight => ".weight",
+            Part::Bias => ".bias",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_reads_back_as_itself() {
+        for role in Role::ALL {
+            let name = match role.per_layer() {
+                true => TensorName::layer(role, 7),
+                false => TensorName::model(role),
+            };
+            for n in [name, name.bias()] {
+                assert_eq!(TensorName::parse(&n.to_string()), Some(n), "{n}");
+            }
+            if let Some(one) = name.single_expert(3) {
+                assert_eq!(TensorName::parse(&one.to_string()), Some(one), "{one}");
+            }
+        }
+    }
+
+    #[test]
+    fn names_without_a_role_are_not_parsed() {
+        for name in [
+            "blk.0.attn_kv_b.weight",
+            "blk.x.attn_q.weight",
+            "attn_q.weight",
+            "blk.0.output.weight",
+            "token_embd.scale",
+            "blk.0.attn_q.1.weight",
+        ] {
+            assert_eq!(TensorName::parse(name), None, "{name}");
+        }
+    }
+}
