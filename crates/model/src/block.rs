@@ -3,8 +3,8 @@
 use rayon::prelude::*;
 
 use rinfer_kernels::block::{Ffn, Stage};
+use rinfer_kernels::ops::RopeParams;
 use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape};
-use rinfer_kernels::ops::{RopeParams, VectorKernels};
 
 use crate::compute::{self, linear, linear_shared};
 use crate::error::ModelError;
@@ -223,7 +223,7 @@ impl Model {
         }
         let gate = &mut s.gate[..n * f];
         let gated = |act: Activation, gate: &mut [f32], up: &[f32]| {
-            let vector = VectorKernels::detected();
+            let vector = rinfer_kernels::Kernels::detected().vector();
             gate.par_chunks_mut(f)
                 .zip(up.par_chunks(f))
                 .for_each(|(g, u)| vector.gated_inplace(act, g, u));
