@@ -17,8 +17,9 @@ use crate::packed::{self, PackFn};
 use crate::quant::float;
 use crate::quant::{
     BlockFormat, DequantizeBytesFn, Quantize, QuantizeBytesFn, QuantizeBytesSimdFn, VecDot,
-    dequantize_bytes, iq4_nl, iq4_xs, mxfp4, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k,
-    q8_0, q8_1, q8_k, quantize_bytes, quantize_bytes_avx512,
+    dequantize_bytes, iq1_m, iq1_s, iq2_s, iq2_xs, iq2_xxs, iq3_s, iq3_xxs, iq4_nl, iq4_xs, mxfp4,
+    q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k, quantize_bytes,
+    quantize_bytes_avx512, tq1_0, tq2_0,
 };
 
 /// A dot product over raw bytes: one weight row against one quantized activation row.
@@ -252,12 +253,21 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(avx2!(q6_k::x86::vec_dot))
         .packed(avx512_packed!(packed::q6_kx16_avx512::pack)),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
+    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simd(avx2!(iq2_xxs::x86::vec_dot)),
+    TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simd(avx2!(iq2_xs::x86::vec_dot)),
+    TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>().simd(avx2!(iq3_xxs::x86::vec_dot)),
+    TypeTraits::weight::<iq1_s::BlockIq1S>().simd(avx2!(iq1_s::x86::vec_dot)),
     TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
         .simd(avx2!(iq4_nl::x86::vec_dot))
         .packed(avx512_packed!(packed::nibbles_avx512::pack_iq4_nl)),
+    TypeTraits::weight::<iq3_s::BlockIq3S>().simd(avx2!(iq3_s::x86::vec_dot)),
+    TypeTraits::weight::<iq2_s::BlockIq2S>().simd(avx2!(iq2_s::x86::vec_dot)),
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
         .simd(avx2!(iq4_xs::x86::vec_dot))
         .packed(avx512_packed!(packed::iq4_xsx16_avx512::pack)),
+    TypeTraits::weight::<iq1_m::BlockIq1M>().simd(avx2!(iq1_m::x86::vec_dot)),
+    TypeTraits::weight::<tq1_0::BlockTq1_0>().simd(avx2!(tq1_0::x86::vec_dot)),
+    TypeTraits::weight::<tq2_0::BlockTq2_0>().simd(avx2!(tq2_0::x86::vec_dot)),
     TypeTraits::quantized_weight::<mxfp4::BlockMxfp4>()
         .simd(avx2!(mxfp4::x86::vec_dot))
         .packed(avx512_packed!(packed::mxfp4x16_avx512::pack)),

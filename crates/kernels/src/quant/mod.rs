@@ -10,6 +10,13 @@ use bytemuck::Pod;
 use rinfer_formats::GgmlType;
 
 pub mod float;
+pub mod iq1_m;
+pub mod iq1_s;
+pub mod iq2_s;
+pub mod iq2_xs;
+pub mod iq2_xxs;
+pub mod iq3_s;
+pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
 pub mod mxfp4;
@@ -25,7 +32,10 @@ pub mod q6_k;
 pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
+pub mod tq1_0;
+pub mod tq2_0;
 
+pub(crate) mod iq_grids;
 pub(crate) mod util;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
