@@ -164,5 +164,21 @@ __device__ __forceinline__ void get_rows(
         get_rows<F>(w, row_bytes, ids, cols, out, ldo, scale, accumulate);                     \
     }
 
-// The instantiations, one DEFINE_WEIGHT_KERNELS(name, fmt_name) per GPU weight type, are
-// generated from the host's type list (`GpuType::ALL`) and appended to the program.
+// BEGIN GENERATED from GpuType::ALL (src/kernels/mod.rs) by the test
+// `weight_kernel_instantiations_follow_the_type_list`, which rewrites what lies between
+// these markers when the list changes. Do not edit.
+DEFINE_WEIGHT_KERNELS(f32, fmt_f32)
+DEFINE_WEIGHT_KERNELS(f16, fmt_f16)
+DEFINE_WEIGHT_KERNELS(bf16, fmt_bf16)
+DEFINE_WEIGHT_KERNELS(q4_0, fmt_q4_0)
+DEFINE_WEIGHT_KERNELS(q4_1, fmt_q4_1)
+DEFINE_WEIGHT_KERNELS(q5_0, fmt_q5_0)
+DEFINE_WEIGHT_KERNELS(q5_1, fmt_q5_1)
+DEFINE_WEIGHT_KERNELS(q8_0, fmt_q8_0)
+DEFINE_WEIGHT_KERNELS(mxfp4, fmt_mxfp4)
+DEFINE_WEIGHT_KERNELS(q2_k, fmt_q2_k)
+DEFINE_WEIGHT_KERNELS(q3_k, fmt_q3_k)
+DEFINE_WEIGHT_KERNELS(q4_k, fmt_q4_k)
+DEFINE_WEIGHT_KERNELS(q5_k, fmt_q5_k)
+DEFINE_WEIGHT_KERNELS(q6_k, fmt_q6_k)
+// END GENERATED

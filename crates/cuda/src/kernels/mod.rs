@@ -29,11 +29,9 @@ pub const ELEMENTWISE: &str = include_str!("elementwise.cu");
 /// Mixture-of-experts routing and the weighted sum of the experts' outputs.
 pub const MOE: &str = include_str!("moe.cu");
 
-/// The whole program handed to NVRTC: the headers first, then every kernel file, then the
-/// weight kernels of each [`GpuType`] (`DEFINE_WEIGHT_KERNELS(q4_k, fmt_q4_k)`, which expects a
-/// `fmt_q4_k` reader in `dequant.cuh`).
+/// The whole program handed to NVRTC: the headers first, then every kernel file.
 pub fn program_source() -> String {
-    let mut source = [
+    [
         COMMON,
         DEQUANT,
         REDUCE,
@@ -44,13 +42,18 @@ pub fn program_source() -> String {
         ELEMENTWISE,
         MOE,
     ]
-    .join("\n");
-    for ty in GpuType::ALL {
-        let name = ty.suffix();
-        source.push_str(&format!("\nDEFINE_WEIGHT_KERNELS({name}, fmt_{name})"));
-    }
-    source.push('\n');
-    source
+    .join("\n")
+}
+
+/// The weight kernels' instantiations at the end of `matmul.cu`, one per [`GpuType`]
+/// (`DEFINE_WEIGHT_KERNELS(q4_k, fmt_q4_k)`, which expects a `fmt_q4_k` reader in
+/// `dequant.cuh`): generated from [`GpuType::ALL`] and kept in the file so that the host
+/// emulation, which compiles the sources as they are, sees them too.
+pub fn weight_kernel_instantiations() -> String {
+    GpuType::ALL
+        .iter()
+        .map(|ty| format!("DEFINE_WEIGHT_KERNELS({0}, fmt_{0})\n", ty.suffix()))
+        .collect()
 }
 
 /// A weight format the GPU kernels read: one of [`GpuType::ALL`], the one list of the types
@@ -60,7 +63,8 @@ pub struct GpuType(GgmlType);
 
 impl GpuType {
     /// Every format, in the order the kernels are instantiated. Adding one needs its reader
-    /// `fmt_<name>` in `dequant.cuh` (and a case in the host test driver).
+    /// `fmt_<name>` in `dequant.cuh`; this crate's tests then regenerate the instantiations in
+    /// `matmul.cu` (and the host test drivers list the kernels they call by name).
     pub const ALL: [GpuType; 14] = [
         GpuType(GgmlType::F32),
         GpuType(GgmlType::F16),
@@ -153,4 +157,31 @@ pub fn all_kernel_names() -> Vec<String> {
         names.push(ty.get_rows_kernel());
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines between the `BEGIN GENERATED` and `END GENERATED` markers of `matmul.cu`.
+    fn generated_block(source: &str) -> Option<(usize, usize)> {
+        let begin = source.find("// BEGIN GENERATED")?;
+        let start = begin + source[begin..].find("Do not edit.\n")? + "Do not edit.\n".len();
+        let end = source.find("// END GENERATED")?;
+        Some((start, end))
+    }
+
+    /// `matmul.cu` instantiates the weight kernels of exactly the types of [`GpuType::ALL`];
+    /// when the list changed, the test rewrites the file's generated block and fails once.
+    #[test]
+    fn weight_kernel_instantiations_follow_the_type_list() {
+        let (start, end) = generated_block(MATMUL).expect("generated block markers in matmul.cu");
+        let want = weight_kernel_instantiations();
+        if MATMUL[start..end] != want {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/kernels/matmul.cu");
+            let updated = format!("{}{want}{}", &MATMUL[..start], &MATMUL[end..]);
+            std::fs::write(path, updated).expect("rewrite matmul.cu");
+            panic!("matmul.cu's weight kernel instantiations were stale and have been regenerated");
+        }
+    }
 }
