@@ -33,6 +33,20 @@ macro_rules! ggml_types {
                 match self { $( GgmlType::$variant => $name, )* }
             }
 
+            /// [`GgmlType::name`] in lower case (`"q4_k"`, `"bf16"`), as kernel names spell it.
+            pub fn lowercase_name(self) -> &'static str {
+                match self {
+                    $( GgmlType::$variant => {
+                        const LOWER: [u8; $name.len()] = ascii_lowercase($name);
+                        const NAME: &str = match std::str::from_utf8(&LOWER) {
+                            Ok(name) => name,
+                            Err(_) => panic!("type names are ASCII"),
+                        };
+                        NAME
+                    } )*
+                }
+            }
+
             /// Elements per block (1 for plain scalar types).
             pub fn block_size(self) -> usize {
                 match self { $( GgmlType::$variant => $block, )* }
@@ -117,6 +131,18 @@ ggml_types! {
     Q1_0 = 41, "Q1_0", 128, 2 + 16;
 }
 
+/// The bytes of the ASCII string `s` in lower case (`N` its length).
+const fn ascii_lowercase<const N: usize>(s: &str) -> [u8; N] {
+    let bytes = s.as_bytes();
+    let mut out = [0u8; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = bytes[i].to_ascii_lowercase();
+        i += 1;
+    }
+    out
+}
+
 impl GgmlType {
     /// The GGUF id of this type.
     pub fn id(self) -> u32 {
@@ -174,6 +200,14 @@ mod tests {
         for (t, block, bytes) in expect {
             assert_eq!((t.block_size(), t.type_size()), (block, bytes), "{t}");
         }
+    }
+
+    #[test]
+    fn lowercase_names_are_the_names_in_lower_case() {
+        for &t in GgmlType::ALL {
+            assert_eq!(t.lowercase_name(), t.name().to_ascii_lowercase());
+        }
+        assert_eq!(GgmlType::Q4K.lowercase_name(), "q4_k");
     }
 
     #[test]

@@ -82,7 +82,7 @@ mod tests {
     fn rows_of_unknown_types_and_partial_blocks_are_refused() {
         let mut out = [0.0f32; 32];
         assert!(matches!(
-            dequantize_row(GgmlType::Iq2Xxs, &[0; 66], &mut [0.0; 256]),
+            dequantize_row(GgmlType::NVFP4, &[0; 36], &mut [0.0; 64]),
             Err(KernelError::Unsupported { .. })
         ));
         assert!(matches!(

@@ -1,4 +1,7 @@
-//! CPU feature detection, done once per process.
+//! CPU feature detection, done once per process: the one place that chooses what this CPU
+//! runs. Every kernel table ([`crate::Kernels`], its vector kernels, activation quantizers and
+//! packed layouts) is built for an [`Isa`] level, and [`detected`] is the level they are built
+//! for unless a caller asks for less.
 
 use std::sync::OnceLock;
 
@@ -11,16 +14,27 @@ pub enum Isa {
     Avx2,
     /// x86-64 with AVX-512 F, BW, VL and VNNI on top of [`Isa::Avx2`].
     Avx512,
+    /// [`Isa::Avx512`] with Intel AMX (tile and int8 units), which Linux granted this process.
+    Amx,
 }
 
 impl Isa {
-    /// The name shown in logs (`"scalar"`, `"avx2"`, `"avx512"`).
+    /// Every level, lowest first.
+    pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx];
+
+    /// The name shown in logs (`"scalar"`, `"avx2"`, `"avx512"`, `"avx512+amx"`).
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
+            Isa::Amx => "avx512+amx",
         }
+    }
+
+    /// Whether this level includes `other` (usable in constant tables).
+    pub(crate) const fn includes(self, other: Isa) -> bool {
+        self as u8 >= other as u8
     }
 }
 
@@ -36,10 +50,45 @@ fn detect() -> Isa {
     let avx2 = has!("avx2") && has!("fma") && has!("f16c");
     let avx512 = has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni");
     match (avx2, avx512) {
+        (true, true) if cpu_has_amx_int8() && tile_data_permitted() => Isa::Amx,
         (true, true) => Isa::Avx512,
         (true, false) => Isa::Avx2,
         _ => Isa::Scalar,
     }
+}
+
+/// Whether the CPU has the AMX tile and int8 units.
+#[cfg(target_arch = "x86_64")]
+fn cpu_has_amx_int8() -> bool {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    if __cpuid(0).eax < 7 {
+        return false;
+    }
+    let edx = __cpuid_count(7, 0).edx;
+    let (tile, int8) = (edx & (1 << 24) != 0, edx & (1 << 25) != 0);
+    tile && int8
+}
+
+/// Asks Linux for the tile data state: without it the first tile instruction faults.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn tile_data_permitted() -> bool {
+    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+    const XFEATURE_XTILEDATA: libc::c_long = 18;
+    // SAFETY: this `arch_prctl` request only grants this process the use of the tile data
+    // state; it reads and writes none of our memory.
+    let status = unsafe {
+        libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_REQ_XCOMP_PERM,
+            XFEATURE_XTILEDATA,
+        )
+    };
+    status == 0
+}
+
+#[cfg(all(target_arch = "x86_64", not(target_os = "linux")))]
+fn tile_data_permitted() -> bool {
+    false
 }
 
 #[cfg(not(target_arch = "x86_64"))]

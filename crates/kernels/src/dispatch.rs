@@ -1,6 +1,7 @@
 //! The kernel table of one instruction set, built from the registry once: for each weight type
-//! the dot product, tile kernel, activation quantizer and packer that this CPU runs, so that the
-//! drivers never switch on the type or the instruction set.
+//! the dot product, tile kernel, activation quantizer and packer that this CPU runs, and the
+//! vector kernels (attention's inner loops, gated activations, f16 conversion) of the same
+//! instruction set, so that the drivers never switch on the type or the instruction set.
 
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -10,8 +11,9 @@ use rinfer_formats::GgmlType;
 use crate::cpu::{self, Isa};
 use crate::error::KernelError;
 use crate::operands::{TOKEN_TILE, WeightMatrix};
+use crate::ops::VectorKernels;
 use crate::packed::{PackFn, PackedMatrix};
-use crate::quant::QuantizeBytesFn;
+use crate::quant::QuantizeBytesSimdFn;
 use crate::registry::{self, TABLE_LEN, TypeTraits, VecDotFn, VecDotTileFn};
 
 /// The kernels of one weight type, chosen for one instruction set.
@@ -21,7 +23,7 @@ pub(crate) struct TypeKernels {
     align: usize,
     vec_dot: VecDotFn,
     vec_dot_tile: Option<VecDotTileFn>,
-    quantize_activation: QuantizeBytesFn,
+    quantize_activation: QuantizeBytesSimdFn,
     pack: Option<PackFn>,
 }
 
@@ -35,7 +37,7 @@ impl TypeKernels {
             align: t.align,
             vec_dot: simd.map_or(weight.reference, |simd| simd.dot),
             vec_dot_tile: simd.and_then(|simd| simd.tile),
-            quantize_activation: weight.quantize_activation,
+            quantize_activation: registry::traits(weight.activation)?.quantizer(isa)?,
             pack: weight
                 .packed
                 .filter(|packed| packed.isa <= isa)
@@ -96,7 +98,8 @@ impl TypeKernels {
     /// # Panics
     /// If `x` and `out` do not hold the same number of blocks.
     pub(crate) fn quantize_activation(&self, x: &[f32], out: &mut [u8]) {
-        (self.quantize_activation)(x, out);
+        // SAFETY: as for `vec_dot`: only selected for an instruction set the CPU supports.
+        unsafe { (self.quantize_activation)(x, out) }
     }
 }
 
@@ -109,11 +112,12 @@ impl TypeKernels {
 /// let best = Kernels::detected();
 /// assert!(Kernels::scalar().isa() <= best.isa());
 /// // A table never asks for more than the CPU has.
-/// assert_eq!(Kernels::with_isa(Isa::Avx512).isa(), best.isa());
+/// assert_eq!(Kernels::with_isa(Isa::Amx).isa(), best.isa());
 /// ```
 pub struct Kernels {
     isa: Isa,
     table: [Option<TypeKernels>; TABLE_LEN],
+    vector: VectorKernels,
 }
 
 impl Kernels {
@@ -123,7 +127,8 @@ impl Kernels {
         KERNELS.get_or_init(|| Kernels::with_isa(cpu::detected()))
     }
 
-    /// A table using only the scalar reference kernels (for debugging and comparisons).
+    /// A table using only the scalar reference kernels, for every product, quantizer and vector
+    /// kernel it holds (for debugging and comparisons).
     pub fn scalar() -> Kernels {
         Kernels::with_isa(Isa::Scalar)
     }
@@ -135,7 +140,11 @@ impl Kernels {
         for t in registry::all() {
             table[t.ty.id() as usize] = TypeKernels::select(t, isa);
         }
-        Kernels { isa, table }
+        Kernels {
+            isa,
+            table,
+            vector: VectorKernels::for_isa(isa),
+        }
     }
 
     /// The instruction set this table was built for.
@@ -143,12 +152,22 @@ impl Kernels {
         self.isa
     }
 
+    /// The vector kernels of this table's instruction set.
+    pub fn vector(&self) -> &VectorKernels {
+        &self.vector
+    }
+
+    /// Whether `ty` is a weight type with a dot product (what [`crate::matvec()`] multiplies).
+    pub fn multiplies(&self, ty: GgmlType) -> bool {
+        self.get(ty).is_ok()
+    }
+
     /// Every weight type with a dot product (what [`crate::matvec()`] multiplies), by id.
     pub fn weight_types(&self) -> impl Iterator<Item = GgmlType> + '_ {
         GgmlType::ALL
             .iter()
             .copied()
-            .filter(|ty| self.get(*ty).is_ok())
+            .filter(|&ty| self.multiplies(ty))
     }
 
     /// Repacks `w` when this table has a packed kernel for its type, else `None` (the row-major
@@ -167,8 +186,8 @@ impl Kernels {
     ) -> Option<PackedMatrix> {
         let pack = self.get(w.ty()).ok()?.pack?;
         // SAFETY: `select` keeps a packer only for an instruction set at most `self.isa`, which
-        // `with_isa` lowered to what the CPU supports.
-        Some(unsafe { pack(w, &release) })
+        // `with_isa` lowered to what the CPU supports (and which the packer is told).
+        Some(unsafe { pack(w, &release, self.isa) })
     }
 
     /// The kernels of weight type `ty`.

@@ -21,7 +21,8 @@
 //! `parallel` (row splitting) below `quant` (block formats), below `packed` (packed layouts),
 //! below `registry` (the one table of types and kernels), below `dispatch` (the table of one
 //! instruction set), below the `matvec` and `matmul` drivers; `convert` and `quantize` (whole
-//! rows and tensors through the scalar references) sit on `registry` alone.
+//! rows and tensors; `quantize` with the fastest quantizer of the detected `cpu` level) sit on
+//! `registry`.
 //!
 //! ```
 //! use rinfer_formats::GgmlType;

@@ -45,7 +45,7 @@ pub fn quantize_rows(
     out: &mut [u8],
 ) -> Result<(), KernelError> {
     let quantize = registry::traits(ty)
-        .and_then(|t| t.quantize)
+        .and_then(|t| t.quantizer(crate::cpu::detected()))
         .ok_or(KernelError::Unsupported { ty, op: "quantize" })?;
     let partial = |len| KernelError::PartialBlock {
         ty,
@@ -69,7 +69,8 @@ pub fn quantize_rows(
     }
     out.par_chunks_mut(row_bytes)
         .zip(x.par_chunks(row_len))
-        .for_each(|(o, x)| quantize(x, o));
+        // SAFETY: the quantizer was chosen for the instruction set this CPU was detected to have.
+        .for_each(|(o, x)| unsafe { quantize(x, o) });
     Ok(())
 }
 

@@ -16,9 +16,10 @@ use crate::packed::{self, PackFn};
 #[cfg(target_arch = "x86_64")]
 use crate::quant::float;
 use crate::quant::{
-    BlockFormat, DequantizeBytesFn, Quantize, QuantizeBytesFn, VecDot, dequantize_bytes, iq4_nl,
-    iq4_xs, mxfp4, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k,
-    quantize_bytes,
+    BlockFormat, DequantizeBytesFn, Quantize, QuantizeBytesFn, QuantizeBytesSimdFn, VecDot,
+    dequantize_bytes, iq1_m, iq1_s, iq2_s, iq2_xs, iq2_xxs, iq3_s, iq3_xxs, iq4_nl, iq4_xs, mxfp4,
+    q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k, quantize_bytes,
+    quantize_bytes_avx512, tq1_0, tq2_0,
 };
 
 /// A dot product over raw bytes: one weight row against one quantized activation row.
@@ -41,6 +42,8 @@ pub(crate) struct TypeTraits {
     pub(crate) dequantize: DequantizeBytesFn,
     /// Its scalar row quantizer (ggml's reference), where it has one.
     pub(crate) quantize: Option<QuantizeBytesFn>,
+    /// Its AVX-512 row quantizer (bit-identical to `quantize`), where it has one.
+    quantize_avx512: Option<QuantizeBytesSimdFn>,
     /// Its products, where it is a weight type.
     pub(crate) weight: Option<WeightTraits>,
 }
@@ -48,10 +51,9 @@ pub(crate) struct TypeTraits {
 /// The products of one weight type.
 #[derive(Clone, Copy)]
 pub(crate) struct WeightTraits {
-    /// The format activations are quantized to before the dot product (ggml's `vec_dot_type`).
+    /// The format activations are quantized to before the dot product (ggml's `vec_dot_type`);
+    /// its own row of the registry gives its quantizers.
     pub(crate) activation: GgmlType,
-    /// The scalar quantizer of the activation format.
-    pub(crate) quantize_activation: QuantizeBytesFn,
     /// The scalar reference dot product (safe to call on any CPU).
     pub(crate) reference: VecDotFn,
     /// The row-major SIMD dot product, where one exists.
@@ -88,6 +90,7 @@ impl TypeTraits {
             align: align_of::<B>(),
             dequantize: dequantize_bytes::<B>,
             quantize: None,
+            quantize_avx512: None,
             weight: None,
         }
     }
@@ -96,6 +99,10 @@ impl TypeTraits {
     const fn activation<A: Quantize>() -> Self {
         TypeTraits {
             quantize: Some(quantize_bytes::<A>),
+            quantize_avx512: match A::ROW_AVX512 {
+                Some(_) => Some(quantize_bytes_avx512::<A>),
+                None => None,
+            },
             ..Self::format::<A>()
         }
     }
@@ -105,7 +112,6 @@ impl TypeTraits {
         TypeTraits {
             weight: Some(WeightTraits {
                 activation: <W::Activation as BlockFormat>::TYPE,
-                quantize_activation: quantize_bytes::<W::Activation>,
                 reference: dot_bytes::<W>,
                 simd: None,
                 packed: None,
@@ -116,9 +122,19 @@ impl TypeTraits {
 
     /// A weight type with a quantizer.
     const fn quantized_weight<W: VecDot + Quantize>() -> Self {
+        let quantizers = Self::activation::<W>();
         TypeTraits {
-            quantize: Some(quantize_bytes::<W>),
+            quantize: quantizers.quantize,
+            quantize_avx512: quantizers.quantize_avx512,
             ..Self::weight::<W>()
+        }
+    }
+
+    /// The fastest row quantizer of this type that `isa` runs, where the type has a quantizer.
+    pub(crate) fn quantizer(&self, isa: Isa) -> Option<QuantizeBytesSimdFn> {
+        match self.quantize_avx512 {
+            Some(simd) if isa >= Isa::Avx512 => Some(simd),
+            _ => self.quantize.map(|q| q as QuantizeBytesSimdFn),
         }
     }
 
@@ -237,12 +253,21 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(avx2!(q6_k::x86::vec_dot))
         .packed(avx512_packed!(packed::q6_kx16_avx512::pack)),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
+    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simd(avx2!(iq2_xxs::x86::vec_dot)),
+    TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simd(avx2!(iq2_xs::x86::vec_dot)),
+    TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>().simd(avx2!(iq3_xxs::x86::vec_dot)),
+    TypeTraits::weight::<iq1_s::BlockIq1S>().simd(avx2!(iq1_s::x86::vec_dot)),
     TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
         .simd(avx2!(iq4_nl::x86::vec_dot))
         .packed(avx512_packed!(packed::nibbles_avx512::pack_iq4_nl)),
+    TypeTraits::weight::<iq3_s::BlockIq3S>().simd(avx2!(iq3_s::x86::vec_dot)),
+    TypeTraits::weight::<iq2_s::BlockIq2S>().simd(avx2!(iq2_s::x86::vec_dot)),
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
         .simd(avx2!(iq4_xs::x86::vec_dot))
         .packed(avx512_packed!(packed::iq4_xsx16_avx512::pack)),
+    TypeTraits::weight::<iq1_m::BlockIq1M>().simd(avx2!(iq1_m::x86::vec_dot)),
+    TypeTraits::weight::<tq1_0::BlockTq1_0>().simd(avx2!(tq1_0::x86::vec_dot)),
+    TypeTraits::weight::<tq2_0::BlockTq2_0>().simd(avx2!(tq2_0::x86::vec_dot)),
     TypeTraits::quantized_weight::<mxfp4::BlockMxfp4>()
         .simd(avx2!(mxfp4::x86::vec_dot))
         .packed(avx512_packed!(packed::mxfp4x16_avx512::pack)),

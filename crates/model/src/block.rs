@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape};
-use rinfer_kernels::ops::{RopeParams, VectorKernels};
+use rinfer_kernels::ops::RopeParams;
 use rinfer_transformer::{Ffn, FfnUp, Qkv, Stage};
 
 use crate::compute::{self, linear, linear_shared};
@@ -192,7 +192,7 @@ impl Model {
         }
         let gate = &mut s.gate[..n * f];
         let gated = |act: Activation, gate: &mut [f32], up: &[f32]| {
-            let vector = VectorKernels::detected();
+            let vector = rinfer_kernels::Kernels::detected().vector();
             gate.par_chunks_mut(f)
                 .zip(up.par_chunks(f))
                 .for_each(|(g, u)| vector.gated_inplace(act, g, u));

@@ -13,27 +13,9 @@ use crate::error::ModelError;
 use crate::tensor_store::{StoredTensor, TensorStore};
 use crate::weights::{Cpu, Linear, Matrix, Weights};
 
-/// Tensor types the CPU kernels can multiply with.
+/// Tensor types the CPU kernels can multiply with: those of the kernels' type registry.
 fn supported_matrix_type(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    matches!(
-        ty,
-        F32 | F16
-            | BF16
-            | Q4_0
-            | Q4_1
-            | Q5_0
-            | Q5_1
-            | Q8_0
-            | Q2K
-            | Q3K
-            | Q4K
-            | Q5K
-            | Q6K
-            | Iq4Nl
-            | Iq4Xs
-            | MXFP4
-    )
+    rinfer_kernels::Kernels::detected().multiplies(ty)
 }
 
 /// Fills an architecture's declared tree with the store's tensors ([`Mapper`] from the

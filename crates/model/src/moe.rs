@@ -13,7 +13,7 @@
 use rayon::prelude::*;
 use rinfer_formats::GgmlType;
 
-use rinfer_kernels::ops::{self, Activation, VectorKernels};
+use rinfer_kernels::ops::{self, Activation};
 use rinfer_kernels::{RowsProduct, matvec_packed_batch};
 use rinfer_transformer::{Experts, Ffn, Router};
 
@@ -196,7 +196,7 @@ fn add_bias(l: &Linear, y: &mut [f32]) {
 /// The expert's activation on rows of `f` values: `gate = act(gate, up)`.
 fn activate(ffn: Ffn, gate: &mut [f32], up: &[f32], f: usize) -> Result<(), ModelError> {
     let gated = |act: Activation, gate: &mut [f32]| {
-        let vector = VectorKernels::detected();
+        let vector = rinfer_kernels::Kernels::detected().vector();
         gate.par_chunks_mut(f)
             .zip(up.par_chunks(f))
             .for_each(|(g, u)| vector.gated_inplace(act, g, u));

@@ -1,4 +1,4 @@
-//! Logits with an f16 or q8_0 KV cache against the f32 cache's, measured against the noise
+//! Logits with an f16, q8_0, 4- or 5-bit KV cache against the f32 cache's, measured against the noise
 //! floor the fixtures recorded between llama.cpp's f32 and f16 KV caches (`noise_floor.kv_f16`).
 
 mod common;
@@ -168,6 +168,33 @@ fn a_q8_0_kv_cache_stays_within_the_quantized_model_tolerance() {
             mean_abs: |_| 0.15,
         },
     );
+}
+
+/// The 5-bit rows (q5_0, q5_1) round about 8 times, the 4-bit ones (q4_0, q4_1, iq4_nl) about
+/// 16 times coarser than q8_0, and the refs hold no floor for them: these bounds guard
+/// the shift they measured against the f32 cache (5-bit: max 2.0 without MoE, mean 0.58; 4-bit:
+/// max 4.2, mean 1.09; these tiny random models amplify any change of their attention), with
+/// room to spare, not a tolerance llama.cpp was measured against.
+#[test]
+fn four_and_five_bit_kv_caches_stay_within_their_measured_shift() {
+    for kv_type in [KvType::Q5_0, KvType::Q5_1] {
+        check_within(
+            kv_type,
+            Bound {
+                max_abs: |_, moe| (!moe).then_some(2.5),
+                mean_abs: |_| 0.75,
+            },
+        );
+    }
+    for kv_type in [KvType::Q4_0, KvType::Q4_1, KvType::Iq4Nl] {
+        check_within(
+            kv_type,
+            Bound {
+                max_abs: |_, moe| (!moe).then_some(5.0),
+                mean_abs: |_| 1.4,
+            },
+        );
+    }
 }
 
 /// The engine keeps f16 rows on the CPU unless told otherwise (as llama.cpp does), and its caches

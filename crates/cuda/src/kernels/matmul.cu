@@ -164,6 +164,9 @@ __device__ __forceinline__ void get_rows(
         get_rows<F>(w, row_bytes, ids, cols, out, ldo, scale, accumulate);                     \
     }
 
+// BEGIN GENERATED from GpuType::ALL (src/kernels/mod.rs) by the test
+// `weight_kernel_instantiations_follow_the_type_list`, which rewrites what lies between
+// these markers when the list changes. Do not edit.
 DEFINE_WEIGHT_KERNELS(f32, fmt_f32)
 DEFINE_WEIGHT_KERNELS(f16, fmt_f16)
 DEFINE_WEIGHT_KERNELS(bf16, fmt_bf16)
@@ -178,3 +181,4 @@ DEFINE_WEIGHT_KERNELS(q3_k, fmt_q3_k)
 DEFINE_WEIGHT_KERNELS(q4_k, fmt_q4_k)
 DEFINE_WEIGHT_KERNELS(q5_k, fmt_q5_k)
 DEFINE_WEIGHT_KERNELS(q6_k, fmt_q6_k)
+// END GENERATED

@@ -45,117 +45,57 @@ pub fn program_source() -> String {
     .join("\n")
 }
 
-/// A weight format the GPU kernels read, with the suffix of its kernels' names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum GpuType {
-    /// `f32`.
-    F32,
-    /// IEEE half.
-    F16,
-    /// bfloat16.
-    Bf16,
-    /// ggml Q4_0.
-    Q4_0,
-    /// ggml Q4_1.
-    Q4_1,
-    /// ggml Q5_0.
-    Q5_0,
-    /// ggml Q5_1.
-    Q5_1,
-    /// ggml Q8_0.
-    Q8_0,
-    /// OCP MXFP4 (gpt-oss experts).
-    Mxfp4,
-    /// ggml Q2_K.
-    Q2K,
-    /// ggml Q3_K.
-    Q3K,
-    /// ggml Q4_K.
-    Q4K,
-    /// ggml Q5_K.
-    Q5K,
-    /// ggml Q6_K.
-    Q6K,
+/// The weight kernels' instantiations at the end of `matmul.cu`, one per [`GpuType`]
+/// (`DEFINE_WEIGHT_KERNELS(q4_k, fmt_q4_k)`, which expects a `fmt_q4_k` reader in
+/// `dequant.cuh`): generated from [`GpuType::ALL`] and kept in the file so that the host
+/// emulation, which compiles the sources as they are, sees them too.
+pub fn weight_kernel_instantiations() -> String {
+    GpuType::ALL
+        .iter()
+        .map(|ty| format!("DEFINE_WEIGHT_KERNELS({0}, fmt_{0})\n", ty.suffix()))
+        .collect()
 }
 
+/// A weight format the GPU kernels read: one of [`GpuType::ALL`], the one list of the types
+/// this backend supports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GpuType(GgmlType);
+
 impl GpuType {
-    /// Every format, in the order the kernels are instantiated.
+    /// Every format, in the order the kernels are instantiated. Adding one needs its reader
+    /// `fmt_<name>` in `dequant.cuh`; this crate's tests then regenerate the instantiations in
+    /// `matmul.cu` (and the host test drivers list the kernels they call by name).
     pub const ALL: [GpuType; 14] = [
-        GpuType::F32,
-        GpuType::F16,
-        GpuType::Bf16,
-        GpuType::Q4_0,
-        GpuType::Q4_1,
-        GpuType::Q5_0,
-        GpuType::Q5_1,
-        GpuType::Q8_0,
-        GpuType::Mxfp4,
-        GpuType::Q2K,
-        GpuType::Q3K,
-        GpuType::Q4K,
-        GpuType::Q5K,
-        GpuType::Q6K,
+        GpuType(GgmlType::F32),
+        GpuType(GgmlType::F16),
+        GpuType(GgmlType::BF16),
+        GpuType(GgmlType::Q4_0),
+        GpuType(GgmlType::Q4_1),
+        GpuType(GgmlType::Q5_0),
+        GpuType(GgmlType::Q5_1),
+        GpuType(GgmlType::Q8_0),
+        GpuType(GgmlType::MXFP4),
+        GpuType(GgmlType::Q2K),
+        GpuType(GgmlType::Q3K),
+        GpuType(GgmlType::Q4K),
+        GpuType(GgmlType::Q5K),
+        GpuType(GgmlType::Q6K),
     ];
 
     /// The GPU format of a tensor type, if there are kernels for it.
     pub fn of(ty: GgmlType) -> Option<Self> {
-        Some(match ty {
-            GgmlType::F32 => Self::F32,
-            GgmlType::F16 => Self::F16,
-            GgmlType::BF16 => Self::Bf16,
-            GgmlType::Q4_0 => Self::Q4_0,
-            GgmlType::Q4_1 => Self::Q4_1,
-            GgmlType::Q5_0 => Self::Q5_0,
-            GgmlType::Q5_1 => Self::Q5_1,
-            GgmlType::Q8_0 => Self::Q8_0,
-            GgmlType::MXFP4 => Self::Mxfp4,
-            GgmlType::Q2K => Self::Q2K,
-            GgmlType::Q3K => Self::Q3K,
-            GgmlType::Q4K => Self::Q4K,
-            GgmlType::Q5K => Self::Q5K,
-            GgmlType::Q6K => Self::Q6K,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|gpu| gpu.0 == ty)
     }
 
     /// The tensor type.
     pub fn ggml(self) -> GgmlType {
-        match self {
-            Self::F32 => GgmlType::F32,
-            Self::F16 => GgmlType::F16,
-            Self::Bf16 => GgmlType::BF16,
-            Self::Q4_0 => GgmlType::Q4_0,
-            Self::Q4_1 => GgmlType::Q4_1,
-            Self::Q5_0 => GgmlType::Q5_0,
-            Self::Q5_1 => GgmlType::Q5_1,
-            Self::Q8_0 => GgmlType::Q8_0,
-            Self::Mxfp4 => GgmlType::MXFP4,
-            Self::Q2K => GgmlType::Q2K,
-            Self::Q3K => GgmlType::Q3K,
-            Self::Q4K => GgmlType::Q4K,
-            Self::Q5K => GgmlType::Q5K,
-            Self::Q6K => GgmlType::Q6K,
-        }
+        self.0
     }
 
-    /// The suffix of this format's kernels (`matvec_q4_k`) and its `TYPE_*` code in the sources.
+    /// The suffix of this format's kernels (`matvec_q4_k`) and of its reader (`fmt_q4_k`): the
+    /// type's name in lower case.
     pub fn suffix(self) -> &'static str {
-        match self {
-            Self::F32 => "f32",
-            Self::F16 => "f16",
-            Self::Bf16 => "bf16",
-            Self::Q4_0 => "q4_0",
-            Self::Q4_1 => "q4_1",
-            Self::Q5_0 => "q5_0",
-            Self::Q5_1 => "q5_1",
-            Self::Q8_0 => "q8_0",
-            Self::Mxfp4 => "mxfp4",
-            Self::Q2K => "q2_k",
-            Self::Q3K => "q3_k",
-            Self::Q4K => "q4_k",
-            Self::Q5K => "q5_k",
-            Self::Q6K => "q6_k",
-        }
+        self.0.lowercase_name()
     }
 
     /// The decode kernel: one row per warp, one token.
@@ -217,4 +157,31 @@ pub fn all_kernel_names() -> Vec<String> {
         names.push(ty.get_rows_kernel());
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines between the `BEGIN GENERATED` and `END GENERATED` markers of `matmul.cu`.
+    fn generated_block(source: &str) -> Option<(usize, usize)> {
+        let begin = source.find("// BEGIN GENERATED")?;
+        let start = begin + source[begin..].find("Do not edit.\n")? + "Do not edit.\n".len();
+        let end = source.find("// END GENERATED")?;
+        Some((start, end))
+    }
+
+    /// `matmul.cu` instantiates the weight kernels of exactly the types of [`GpuType::ALL`];
+    /// when the list changed, the test rewrites the file's generated block and fails once.
+    #[test]
+    fn weight_kernel_instantiations_follow_the_type_list() {
+        let (start, end) = generated_block(MATMUL).expect("generated block markers in matmul.cu");
+        let want = weight_kernel_instantiations();
+        if MATMUL[start..end] != want {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/kernels/matmul.cu");
+            let updated = format!("{}{want}{}", &MATMUL[..start], &MATMUL[end..]);
+            std::fs::write(path, updated).expect("rewrite matmul.cu");
+            panic!("matmul.cu's weight kernel instantiations were stale and have been regenerated");
+        }
+    }
 }

@@ -197,7 +197,7 @@ fn drivers_reject_bad_shapes_at_the_boundary() {
         matvec(k, &w, &[0.0; 256], &mut act, &mut y[..3]),
         Err(KernelError::LengthMismatch { .. })
     ));
-    let iq = WeightMatrix::new(GgmlType::Iq2Xxs, 1, 256, &[0u8; 66]).expect("matrix");
+    let iq = WeightMatrix::new(GgmlType::NVFP4, 1, 256, &[0u8; 144]).expect("matrix");
     assert!(matches!(
         matvec(k, &iq, &[0.0; 256], &mut act, &mut y[..1]),
         Err(KernelError::Unsupported { .. })

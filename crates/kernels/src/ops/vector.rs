@@ -1,9 +1,7 @@
 //! Vector kernels of the elementwise set that run often enough to need SIMD: gated activations
 //! (every FFN) and attention's inner loops over a block of f32 key and value rows (query·key
 //! scores, the shifted exponentials of the online softmax, and `y += Σ w_j·v_j` for the
-//! weighted values), chosen once for the CPU.
-
-use std::sync::OnceLock;
+//! weighted values): one table per [`Isa`] level, part of [`crate::Kernels`].
 
 use half::f16;
 
@@ -57,33 +55,47 @@ pub struct VectorKernels {
 }
 
 impl VectorKernels {
-    /// The kernels for the detected CPU, chosen on first use.
-    pub fn detected() -> &'static VectorKernels {
-        static KERNELS: OnceLock<VectorKernels> = OnceLock::new();
-        KERNELS.get_or_init(|| Self::for_isa(cpu::detected()))
+    /// The kernels for the detected CPU ([`crate::cpu::detected`]): those of
+    /// [`crate::Kernels::detected`], for the operations that are not handed a table.
+    pub(crate) fn detected() -> &'static VectorKernels {
+        static TABLES: [VectorKernels; Isa::ALL.len()] = [
+            VectorKernels::for_isa(Isa::ALL[0]),
+            VectorKernels::for_isa(Isa::ALL[1]),
+            VectorKernels::for_isa(Isa::ALL[2]),
+            VectorKernels::for_isa(Isa::ALL[3]),
+        ];
+        &TABLES[cpu::detected() as usize]
     }
 
     /// The kernels for `isa` (which the CPU must support).
-    fn for_isa(isa: Isa) -> Self {
+    pub(crate) const fn for_isa(isa: Isa) -> Self {
         #[cfg(target_arch = "x86_64")]
-        if isa >= Isa::Avx2 {
+        if isa.includes(Isa::Avx2) {
+            let avx512 = isa.includes(Isa::Avx512);
             return VectorKernels {
                 gated_silu: x86::gated_silu,
                 gated_gelu_tanh: x86::gated_gelu_tanh,
                 scaled_dots: x86::scaled_dots,
-                scaled_dots_pair: (isa >= Isa::Avx512).then_some(x86::scaled_dots_pair_avx512),
-                scaled_dots_quad: (isa >= Isa::Avx512).then_some(x86::scaled_dots_quad_avx512),
-                axpy_rows: if isa >= Isa::Avx512 {
-                    x86::axpy_rows_avx512
-                } else {
-                    x86::axpy_rows
+                scaled_dots_pair: match avx512 {
+                    true => Some(x86::scaled_dots_pair_avx512),
+                    false => None,
                 },
-                axpy_rows_pair: (isa >= Isa::Avx512).then_some(x86::axpy_rows_pair_avx512),
+                scaled_dots_quad: match avx512 {
+                    true => Some(x86::scaled_dots_quad_avx512),
+                    false => None,
+                },
+                axpy_rows: match avx512 {
+                    true => x86::axpy_rows_avx512,
+                    false => x86::axpy_rows,
+                },
+                axpy_rows_pair: match avx512 {
+                    true => Some(x86::axpy_rows_pair_avx512),
+                    false => None,
+                },
                 exp_shifted: x86::exp_shifted,
-                f16_to_f32: if isa >= Isa::Avx512 {
-                    x86::f16_to_f32_avx512
-                } else {
-                    x86::f16_to_f32
+                f16_to_f32: match avx512 {
+                    true => x86::f16_to_f32_avx512,
+                    false => x86::f16_to_f32,
                 },
             };
         }

@@ -3,50 +3,19 @@
 //! (Rust 1.95's AMX intrinsics are unstable).
 //!
 //! A process must ask Linux for permission to use tile data (`arch_prctl`) before the first
-//! tile instruction, or that instruction faults. [`available`] asks once and answers whether
-//! the CPU has AMX-TILE and AMX-INT8 and the permission was granted.
+//! tile instruction, or that instruction faults: [`crate::cpu`] asks once while it detects the
+//! CPU, and reports [`Isa::Amx`] only where the CPU has AMX-TILE and AMX-INT8 and the permission
+//! was granted.
 
 use std::arch::asm;
-use std::sync::OnceLock;
 
 /// Tile rows a kernel fills at most: one per token.
 pub(super) const MAX_TOKENS: usize = 16;
 
-/// Whether the AMX kernels may run in this process (asked once).
+/// Whether the AMX kernels may run in this process: the detected level includes AMX.
+#[cfg(test)]
 pub(crate) fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| cpu_has_amx_int8() && tile_data_permitted())
-}
-
-fn cpu_has_amx_int8() -> bool {
-    use std::arch::x86_64::{__cpuid, __cpuid_count};
-    if __cpuid(0).eax < 7 {
-        return false;
-    }
-    let edx = __cpuid_count(7, 0).edx;
-    let (tile, int8) = (edx & (1 << 24) != 0, edx & (1 << 25) != 0);
-    tile && int8
-}
-
-#[cfg(target_os = "linux")]
-fn tile_data_permitted() -> bool {
-    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-    const XFEATURE_XTILEDATA: libc::c_long = 18;
-    // SAFETY: this `arch_prctl` request only grants this process the use of the tile data
-    // state; it reads and writes none of our memory.
-    let status = unsafe {
-        libc::syscall(
-            libc::SYS_arch_prctl,
-            ARCH_REQ_XCOMP_PERM,
-            XFEATURE_XTILEDATA,
-        )
-    };
-    status == 0
-}
-
-#[cfg(not(target_os = "linux"))]
-fn tile_data_permitted() -> bool {
-    false
+    crate::cpu::detected() >= crate::Isa::Amx
 }
 
 /// The 64-byte tile configuration `ldtilecfg` reads (palette 1).

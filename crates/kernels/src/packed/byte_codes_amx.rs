@@ -20,7 +20,7 @@ const MIN_TOKENS: usize = 4;
 /// [`byte_codes_avx512::dot_group`] on the tile unit.
 ///
 /// # Safety
-/// [`super::amx::available`] must have returned `true`.
+/// The CPU must support [`crate::Isa::Amx`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(super) unsafe fn dot_group<B: ByteCodes>(
@@ -46,7 +46,7 @@ pub(super) unsafe fn dot_group<B: ByteCodes>(
 /// The rows of `w` against each of the `out.len()` (at most [`MAX_TOKENS`]) tokens of `a`.
 ///
 /// # Safety
-/// [`super::amx::available`] must have returned `true`.
+/// The CPU must support [`crate::Isa::Amx`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn dot_tile<B: ByteCodes>(

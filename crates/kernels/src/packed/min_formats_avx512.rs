@@ -5,7 +5,8 @@
 use super::byte_codes_avx512::{self, ByteCodes, RowScales};
 use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
 use super::nibbles::BlockQ4_0x16;
-use super::{PackedMatrix, ROWS, Release, amx, byte_codes_amx, nibbles_avx512, q5_0x16_avx512};
+use super::{PackedMatrix, ROWS, Release, byte_codes_amx, nibbles_avx512, q5_0x16_avx512};
+use crate::cpu::Isa;
 use crate::operands::{BlockSummary, WeightMatrix};
 use crate::quant::q8_0::BlockQ8_0;
 
@@ -36,7 +37,7 @@ macro_rules! min_format_kernels {
         /// The AVX-512 kernel on the AMX tile unit where a call has tokens enough.
         ///
         /// # Safety
-        /// [`amx::available`] must have returned `true`.
+        /// The CPU must support [`Isa::Amx`].
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
         pub(crate) unsafe fn $dot_amx(
             w: &[$packed],
@@ -48,13 +49,18 @@ macro_rules! min_format_kernels {
             unsafe { byte_codes_amx::dot_group(w, a, s, out, $codes) };
         }
 
-        /// Packs `w` for the AMX kernel where AMX may run, else for the AVX-512 one: the
+        /// Packs `w` for the AMX kernel where `isa` includes AMX, else for the AVX-512 one: the
         /// registry's entry for this layout.
         ///
         /// # Safety
-        /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C.
-        pub(crate) unsafe fn $pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
-            if amx::available() {
+        /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C, and everything
+        /// `isa` includes.
+        pub(crate) unsafe fn $pack(
+            w: &WeightMatrix<'_>,
+            release: Release<'_>,
+            isa: Isa,
+        ) -> PackedMatrix {
+            if isa >= Isa::Amx {
                 PackedMatrix::pack_with::<$packed>(w, $dot_amx, release)
             } else {
                 PackedMatrix::pack_with::<$packed>(w, $dot, release)

@@ -106,11 +106,12 @@ type GroupDotFn<P> =
 /// Told each byte range of the source matrix once it is packed and will not be read again.
 pub(crate) type Release<'r> = &'r (dyn Fn(Range<usize>) + Sync);
 
-/// Packs a matrix for one kernel: a registry entry.
+/// Packs a matrix for the best kernel of its layout that an instruction set runs (the AMX one
+/// where the set includes [`crate::Isa::Amx`]): a registry entry.
 ///
 /// `unsafe` because the matrix it returns runs its kernel in [`matmul_packed`]: the CPU must
-/// support the instruction set the registry lists beside it.
-pub(crate) type PackFn = unsafe fn(&WeightMatrix<'_>, Release<'_>) -> PackedMatrix;
+/// support the instruction set the registry lists beside it, and the one passed.
+pub(crate) type PackFn = unsafe fn(&WeightMatrix<'_>, Release<'_>, crate::Isa) -> PackedMatrix;
 
 /// The packed rows of one format and their kernel, behind one interface.
 trait PackedProduct: Send + Sync {

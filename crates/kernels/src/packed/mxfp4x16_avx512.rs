@@ -6,7 +6,8 @@
 use super::byte_codes_avx512::{self, ByteCodes, RowScales};
 use super::mxfp4x16::BlockMxfp4x16;
 use super::nibbles_avx512::codes;
-use super::{PackedMatrix, ROWS, Release, amx, byte_codes_amx};
+use super::{PackedMatrix, ROWS, Release, byte_codes_amx};
+use crate::cpu::Isa;
 use crate::operands::{BlockSummary, WeightMatrix};
 use crate::quant::mxfp4::KVALUES;
 use crate::quant::q8_0::BlockQ8_0;
@@ -43,7 +44,7 @@ pub(crate) fn dot_group(
 /// [`dot_group`] on the AMX tile unit where a call has tokens enough; bit-identical to it.
 ///
 /// # Safety
-/// [`amx::available`] must have returned `true`.
+/// The CPU must support [`Isa::Amx`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn dot_group_amx(
     w: &[BlockMxfp4x16],
@@ -55,13 +56,14 @@ pub(crate) unsafe fn dot_group_amx(
     unsafe { byte_codes_amx::dot_group(w, a, s, out, |x| codes(&x.qs, &CODES)) };
 }
 
-/// Packs `w` for [`dot_group_amx`] where AMX may run, else for [`dot_group`]: the registry's
+/// Packs `w` for [`dot_group_amx`] where `isa` includes AMX, else for [`dot_group`]: the registry's
 /// entry for this layout.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C.
-pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
-    if amx::available() {
+/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C, and everything
+/// `isa` includes.
+pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>, isa: Isa) -> PackedMatrix {
+    if isa >= Isa::Amx {
         PackedMatrix::pack_with::<BlockMxfp4x16>(w, dot_group_amx, release)
     } else {
         PackedMatrix::pack_with::<BlockMxfp4x16>(w, dot_group, release)

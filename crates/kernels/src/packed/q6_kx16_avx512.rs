@@ -37,7 +37,11 @@ pub(crate) fn dot_group(
 /// # Safety
 /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
 /// returned matrix run [`dot_group`].
-pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
+pub(crate) unsafe fn pack(
+    w: &WeightMatrix<'_>,
+    release: Release<'_>,
+    _: crate::Isa,
+) -> PackedMatrix {
     PackedMatrix::pack_with::<BlockQ6Kx16>(w, dot_group, release)
 }
 

@@ -3,10 +3,11 @@
 
 use std::arch::x86_64::*;
 
+use super::byte_codes_amx;
 use super::byte_codes_avx512::{self, ByteCodes, RowScales};
 use super::q8_0x16::BlockQ8_0x16;
 use super::{PackedMatrix, ROWS, Release};
-use super::{amx, byte_codes_amx};
+use crate::cpu::Isa;
 use crate::operands::{BlockSummary, WeightMatrix};
 use crate::quant::q8_0::BlockQ8_0;
 
@@ -31,7 +32,7 @@ pub(crate) fn dot_group(
 /// [`dot_group`] on the AMX tile unit where a call has tokens enough; bit-identical to it.
 ///
 /// # Safety
-/// [`amx::available`] must have returned `true`.
+/// The CPU must support [`Isa::Amx`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn dot_group_amx(
     w: &[BlockQ8_0x16],
@@ -43,14 +44,14 @@ pub(crate) unsafe fn dot_group_amx(
     unsafe { byte_codes_amx::dot_group(w, a, s, out, |x| codes(x)) };
 }
 
-/// Packs `w` for [`dot_group_amx`] where AMX may run, else for [`dot_group`]: the registry's
+/// Packs `w` for [`dot_group_amx`] where `isa` includes AMX, else for [`dot_group`]: the registry's
 /// entry for this layout.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
-/// returned matrix run [`dot_group`] (or [`dot_group_amx`], after [`amx::available`]).
-pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>) -> PackedMatrix {
-    if amx::available() {
+/// returned matrix run [`dot_group`] (or [`dot_group_amx`], where `isa` includes [`Isa::Amx`]).
+pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>, isa: Isa) -> PackedMatrix {
+    if isa >= Isa::Amx {
         PackedMatrix::pack_with::<BlockQ8_0x16>(w, dot_group_amx, release)
     } else {
         PackedMatrix::pack_with::<BlockQ8_0x16>(w, dot_group, release)

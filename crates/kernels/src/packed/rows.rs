@@ -8,9 +8,10 @@ use rayon::prelude::*;
 use rinfer_formats::GgmlType;
 
 use super::{GroupDotFn, PackedFormat, PackedProduct, ROWS, Release};
+use crate::cpu::Isa;
 use crate::operands::{BlockSummary, TOKEN_TILE, WeightMatrix};
 use crate::parallel::{for_row_ranges, rows_per_task};
-use crate::quant::{BlockFormat, quantize_bytes};
+use crate::quant::{BlockFormat, quantize_bytes, quantize_bytes_avx512};
 
 /// Rows packed between two calls of the release callback: about this many source bytes.
 const RELEASE_BYTES: usize = 4 << 20;
@@ -156,7 +157,11 @@ fn quantize_summarized<P: PackedFormat>(
     bytes
         .par_chunks_mut(row_bytes)
         .zip(x.par_chunks(cols))
-        .for_each(|(out, x)| quantize_bytes::<P::Act>(x, out));
+        .for_each(|(out, x)| match crate::cpu::detected() >= Isa::Avx512 {
+            // SAFETY: this CPU has AVX-512.
+            true => unsafe { quantize_bytes_avx512::<P::Act>(x, out) },
+            false => quantize_bytes::<P::Act>(x, out),
+        });
     let blocks: &[P::Act] = bytemuck::cast_slice(bytes);
     summaries
         .par_chunks_mut(cols / 32)

@@ -6,12 +6,17 @@
 //! and [`crate::dispatch`] turns that list into the function table of one instruction set, so
 //! the drivers never switch on the type.
 
-use std::sync::OnceLock;
-
 use bytemuck::Pod;
 use rinfer_formats::GgmlType;
 
 pub mod float;
+pub mod iq1_m;
+pub mod iq1_s;
+pub mod iq2_s;
+pub mod iq2_xs;
+pub mod iq2_xxs;
+pub mod iq3_s;
+pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
 pub mod mxfp4;
@@ -27,7 +32,10 @@ pub mod q6_k;
 pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
+pub mod tq1_0;
+pub mod tq2_0;
 
+pub(crate) mod iq_grids;
 pub(crate) mod util;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -52,45 +60,19 @@ pub trait BlockFormat: Pod + Send + Sync {
 
 /// A block format that can be produced from f32 values, matching ggml's reference quantizer.
 pub trait Quantize: BlockFormat {
+    /// A row quantizer of whole blocks that needs AVX-512 F, BW and VL, with the bits of
+    /// [`Quantize::quantize`] block by block, where the format has one ([`crate::registry`]
+    /// picks it for tables of that instruction set).
+    const ROW_AVX512: Option<QuantizeRowFn<Self>> = None;
+
     /// Encodes `x` (`x.len() == Self::ELEMS`) into one block.
     fn quantize(x: &[f32]) -> Self;
-
-    /// Encodes `x` (`x.len() == out.len() * Self::ELEMS`) block by block: the fastest
-    /// quantizer this CPU has for the format (chosen once per process), with the bits of
-    /// [`Quantize::quantize`].
-    fn quantize_row(x: &[f32], out: &mut [Self]) {
-        quantize_row_reference(x, out);
-    }
-}
-
-/// [`Quantize::quantize`] block by block: the scalar row quantizer.
-fn quantize_row_reference<B: Quantize>(x: &[f32], out: &mut [B]) {
-    for (b, x) in out.iter_mut().zip(x.chunks_exact(B::ELEMS)) {
-        *b = B::quantize(x);
-    }
 }
 
 /// A row quantizer of whole blocks.
 ///
 /// `unsafe` because SIMD entries need the instruction set they were selected for.
 pub(crate) type QuantizeRowFn<B> = unsafe fn(&[f32], &mut [B]);
-
-/// A format's [`Quantize::quantize_row`] with a SIMD quantizer: `avx512` where this CPU has
-/// AVX-512, otherwise [`Quantize::quantize`] block by block; chosen on first use into `chosen`.
-pub(crate) fn quantize_row_chosen<B: Quantize>(
-    chosen: &OnceLock<QuantizeRowFn<B>>,
-    avx512: Option<QuantizeRowFn<B>>,
-    x: &[f32],
-    out: &mut [B],
-) {
-    assert_eq!(x.len(), out.len() * B::ELEMS, "whole blocks of values");
-    let quantize = *chosen.get_or_init(|| match avx512 {
-        Some(simd) if crate::cpu::detected() >= crate::cpu::Isa::Avx512 => simd,
-        _ => quantize_row_reference::<B>,
-    });
-    // SAFETY: a SIMD quantizer is chosen only where the CPU has its instruction set.
-    unsafe { quantize(x, out) }
-}
 
 /// A weight format with a fused dot product against activations quantized once per row.
 pub trait VecDot: BlockFormat {
@@ -106,6 +88,8 @@ pub trait VecDot: BlockFormat {
 pub(crate) type DequantizeBytesFn = fn(&[u8], &mut [f32]);
 /// A row quantizer writing raw bytes.
 pub(crate) type QuantizeBytesFn = fn(&[f32], &mut [u8]);
+/// A row quantizer writing raw bytes that may need an instruction set (hence `unsafe`).
+pub(crate) type QuantizeBytesSimdFn = unsafe fn(&[f32], &mut [u8]);
 
 /// Dequantizes whole blocks; `out.len()` must be `bytes.len() / B::BYTES * B::ELEMS`.
 pub(crate) fn dequantize_bytes<B: BlockFormat>(bytes: &[u8], out: &mut [f32]) {
@@ -119,14 +103,27 @@ pub(crate) fn dequantize_bytes<B: BlockFormat>(bytes: &[u8], out: &mut [f32]) {
     }
 }
 
-/// Quantizes whole blocks; `out.len()` must be `x.len() / B::ELEMS * B::BYTES`.
+/// Quantizes whole blocks with the scalar reference; `out.len()` must be
+/// `x.len() / B::ELEMS * B::BYTES`.
 pub(crate) fn quantize_bytes<B: Quantize>(x: &[f32], out: &mut [u8]) {
-    let xs = x.chunks_exact(B::ELEMS);
-    match bytemuck::try_cast_slice_mut::<u8, B>(out) {
-        Ok(blocks) => B::quantize_row(x, blocks),
-        Err(_) => out
-            .chunks_exact_mut(B::BYTES)
-            .zip(xs)
-            .for_each(|(o, x)| o.copy_from_slice(bytemuck::bytes_of(&B::quantize(x)))),
+    for (o, x) in out.chunks_exact_mut(B::BYTES).zip(x.chunks_exact(B::ELEMS)) {
+        match bytemuck::try_from_bytes_mut::<B>(o) {
+            Ok(block) => *block = B::quantize(x),
+            Err(_) => o.copy_from_slice(bytemuck::bytes_of(&B::quantize(x))),
+        }
     }
+}
+
+/// [`quantize_bytes`] with the format's [`Quantize::ROW_AVX512`] quantizer (bit-identical).
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VL.
+pub(crate) unsafe fn quantize_bytes_avx512<B: Quantize>(x: &[f32], out: &mut [u8]) {
+    let (Some(row), Ok(blocks)) = (B::ROW_AVX512, bytemuck::try_cast_slice_mut::<u8, B>(out))
+    else {
+        return quantize_bytes::<B>(x, out);
+    };
+    assert_eq!(x.len(), blocks.len() * B::ELEMS, "whole blocks of values");
+    // SAFETY: the caller guarantees AVX-512.
+    unsafe { row(x, blocks) }
 }

@@ -294,6 +294,28 @@ pub(crate) fn check_avx2_dot<W: VecDot>(
     assert_dot_close(simd, W::vec_dot(w, &a), magnitude);
 }
 
+/// Where AVX2 runs, checks that the kernel `avx2` gives the reference dot product of `w` and
+/// `x` (quantized to `W::Activation`) bit for bit: for kernels whose integer sums are exact
+/// and whose float steps are the reference's.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn check_avx2_dot_exact<W: VecDot>(
+    w: &[W],
+    x: &[f32],
+    avx2: unsafe fn(&[W], &[W::Activation]) -> f32,
+) {
+    if !has_avx2() {
+        return;
+    }
+    let a = quantize::<W::Activation>(x);
+    // SAFETY: AVX2, FMA and F16C were detected just above, all an AVX2 dot kernel needs.
+    let simd = unsafe { avx2(w, &a) };
+    let reference = W::vec_dot(w, &a);
+    assert!(
+        simd.to_bits() == reference.to_bits() || (simd.is_nan() && reference.is_nan()),
+        "simd {simd} vs reference {reference}"
+    );
+}
+
 /// How the tests read and set the f16 scale `d` and min `m` of an affine block (`d * q + m`)
 /// dotted against Q8_1.
 #[derive(Clone, Copy)]
@@ -448,6 +470,37 @@ macro_rules! dot_tests {
     };
 }
 pub(crate) use dot_tests;
+
+/// The dot-product properties of weight format `$block` whose AVX2 kernel is bit-exact: on
+/// rows from [`dot_case`] (random, all-zero and all-ones code bits; `$patch` sets the block
+/// `$b`'s scale from the drawn f16 `$d`), the reference dot product matches the dequantized dot
+/// ([`check_reference_dot`]) and the AVX2 kernel `$avx2` gives the reference's bits
+/// ([`check_avx2_dot_exact`]).
+macro_rules! exact_dot_tests {
+    ($block:ty, scale: |$b:ident, $d:ident| $patch:expr, avx2: $avx2:expr $(,)?) => {
+        fn dot_operands() -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
+            $crate::quant::testing::dot_case::<$block>(|$b, $d, _| $patch)
+        }
+
+        ::proptest::proptest! {
+            #[test]
+            fn reference_dot_matches_dequantized_dot((w, x) in dot_operands()) {
+                $crate::quant::testing::check_reference_dot(
+                    &w,
+                    &x,
+                    $crate::quant::testing::no_min_terms,
+                );
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[test]
+            fn avx2_dot_matches_reference_bit_exact((w, x) in dot_operands()) {
+                $crate::quant::testing::check_avx2_dot_exact(&w, &x, $avx2);
+            }
+        }
+    };
+}
+pub(crate) use exact_dot_tests;
 
 /// [`dot_tests`] for an affine format `$block` (fields `d` and `m`) dotted against Q8_1:
 /// [`check_affine_reference_dot`] and [`check_affine_avx2_dot`] with the kernel `$avx2`.

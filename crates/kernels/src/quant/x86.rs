@@ -215,3 +215,29 @@ pub(crate) fn bytes_from_bits_32(x: u32) -> __m256i {
     let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
     _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
 }
+
+/// Horizontal sum of 8 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum_i32_8(x: __m256i) -> i32 {
+    hsum_i32_4(_mm_add_epi32(
+        _mm256_castsi256_si128(x),
+        _mm256_extracti128_si256::<1>(x),
+    ))
+}
+
+/// Four 8-byte groups as one register, `words[0]` in the lowest bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn u64x4(words: [u64; 4]) -> __m256i {
+    let [a, b, c, d] = words.map(|w| w as i64);
+    _mm256_set_epi64x(d, c, b, a)
+}
+
+/// Eight 4-byte groups as one register, `words[0]` in the lowest bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn u32x8(words: [u32; 8]) -> __m256i {
+    let [a, b, c, d, e, f, g, h] = words.map(|w| w as i32);
+    _mm256_set_epi32(h, g, f, e, d, c, b, a)
+}

@@ -233,6 +233,7 @@ impl Encoded {
                     KvType::F32 => KvRowMut::F32(bytemuck::cast_slice_mut(&mut row)),
                     KvType::F16 => KvRowMut::F16(bytemuck::cast_slice_mut(&mut row)),
                     KvType::Q8_0 => KvRowMut::Q8_0(bytemuck::cast_slice_mut(&mut row)),
+                    block_type => KvRowMut::Blocks(block_type, &mut row),
                 }
                 .encode(v);
                 Self::row(kv_type, &row).decode(d);
@@ -247,6 +248,7 @@ impl Encoded {
             KvType::F32 => KvRow::F32(bytemuck::cast_slice(bytes)),
             KvType::F16 => KvRow::F16(bytemuck::cast_slice(bytes)),
             KvType::Q8_0 => KvRow::Q8_0(bytemuck::cast_slice(bytes)),
+            block_type => KvRow::Blocks(block_type, bytes),
         }
     }
 }
@@ -269,7 +271,7 @@ impl KeyValueRows for EncodedRows<'_> {
 }
 
 #[test]
-fn f16_and_q8_0_rows_attend_exactly_like_the_f32_values_they_hold() {
+fn f16_and_block_rows_attend_exactly_like_the_f32_values_they_hold() {
     // Heads of a few vector widths, and wider ones.
     for head_dim in [64, 320] {
         check_encoded_rows(AttentionShape {
@@ -298,7 +300,7 @@ fn check_encoded_rows(shape: AttentionShape) {
     let vals = values(positions * width, 9);
     let q_dim = shape.heads * shape.head_dim;
     let queries = values(positions * q_dim, 10);
-    for kv_type in [KvType::F16, KvType::Q8_0] {
+    for kv_type in KvType::ALL.into_iter().filter(|&t| t != KvType::F32) {
         let (k_rows, k_plain) = Encoded::new(kv_type, &keys, width);
         let (v_rows, v_plain) = Encoded::new(kv_type, &vals, width);
         let mut got = vec![0.0f32; queries.len()];
@@ -361,8 +363,8 @@ fn tiled_attention_equals_one_query_attend_bit_for_bit() {
     let rows = 2 * QUERY_TILE + 13; // two full tiles and a short one
     let windows = [None, Some(1), Some(33), Some(50)];
     for kv_type in KvType::ALL {
-        // Heads of a few vector widths and a tail for f32 and f16; whole blocks for q8_0.
-        let head_dim = if kv_type == KvType::Q8_0 { 64 } else { 36 };
+        // Heads of a few vector widths and a tail for f32 and f16; whole blocks otherwise.
+        let head_dim = if kv_type.block_values() > 1 { 64 } else { 36 };
         let shape = AttentionShape {
             heads: 6,
             kv_heads: 2,

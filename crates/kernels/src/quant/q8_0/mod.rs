@@ -2,14 +2,12 @@
 //!
 //! Also the activation format of Q4_0, Q5_0, Q8_0 and IQ4_NL weights.
 
-use std::sync::OnceLock;
-
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::util::round_away;
-use super::{BlockFormat, Quantize, QuantizeRowFn, VecDot, quantize_row_chosen};
+use super::{BlockFormat, Quantize, QuantizeRowFn, VecDot};
 
 #[cfg(target_arch = "x86_64")]
 mod quantize_avx512;
@@ -45,6 +43,9 @@ impl BlockFormat for BlockQ8_0 {
 }
 
 impl Quantize for BlockQ8_0 {
+    #[cfg(target_arch = "x86_64")]
+    const ROW_AVX512: Option<QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
+
     fn quantize(x: &[f32]) -> Self {
         let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let d = amax / 127.0;
@@ -57,15 +58,6 @@ impl Quantize for BlockQ8_0 {
             d: f16::from_f32(d),
             qs,
         }
-    }
-
-    fn quantize_row(x: &[f32], out: &mut [Self]) {
-        static CHOSEN: OnceLock<QuantizeRowFn<BlockQ8_0>> = OnceLock::new();
-        #[cfg(target_arch = "x86_64")]
-        let avx512 = Some(quantize_avx512::quantize_row as QuantizeRowFn<Self>);
-        #[cfg(not(target_arch = "x86_64"))]
-        let avx512 = None;
-        quantize_row_chosen(&CHOSEN, avx512, x, out);
     }
 }
 

@@ -1,13 +1,11 @@
 //! Q8_K: 256 values per super-block, signed 8-bit codes, an f32 scale and the sums of each
 //! 16 codes. The activation format of the K-quants and IQ4_XS; never stored in files.
 
-use std::sync::OnceLock;
-
 use bytemuck::{Pod, Zeroable};
 use rinfer_formats::{GgmlType, QK_K};
 
 use super::util::nearest_int;
-use super::{BlockFormat, Quantize, QuantizeRowFn, quantize_row_chosen};
+use super::{BlockFormat, Quantize, QuantizeRowFn};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod quantize_avx512;
@@ -40,6 +38,9 @@ impl BlockFormat for BlockQ8K {
 }
 
 impl Quantize for BlockQ8K {
+    #[cfg(target_arch = "x86_64")]
+    const ROW_AVX512: Option<QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
+
     fn quantize(x: &[f32]) -> Self {
         let mut b = BlockQ8K::zeroed();
         let (mut max, mut amax) = (0.0f32, 0.0f32);
@@ -61,14 +62,5 @@ impl Quantize for BlockQ8K {
         }
         b.d = 1.0 / iscale;
         b
-    }
-
-    fn quantize_row(x: &[f32], out: &mut [Self]) {
-        static CHOSEN: OnceLock<QuantizeRowFn<BlockQ8K>> = OnceLock::new();
-        #[cfg(target_arch = "x86_64")]
-        let avx512 = Some(quantize_avx512::quantize_row as QuantizeRowFn<Self>);
-        #[cfg(not(target_arch = "x86_64"))]
-        let avx512 = None;
-        quantize_row_chosen(&CHOSEN, avx512, x, out);
     }
 }

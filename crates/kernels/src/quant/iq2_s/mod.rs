@@ -1,0 +1,106 @@
+//! IQ2_S: 256-value super-blocks of eight 32-value sub-blocks, 2.5 bits per value. Each group
+//! of eight values has a 10-bit index into [`IQ2S_GRID`] (eight bits in `qs`, two in `qh`) and
+//! a byte of eight sign bits; each half sub-block of 16 values has a 4-bit scale `s`:
+//! `x = d · (0.5 + s) / 4 · grid · sign`.
+//!
+//! The dot product against Q8_K is ggml's: integer sums per half sub-block times `2s + 1`, one
+//! float multiply-add per super-block, and the factor 1/8 at the end.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+use rinfer_formats::{GgmlType, QK_K};
+
+use super::iq_grids::{IQ2S_GRID, signed8};
+use super::q8_k::BlockQ8K;
+use super::{BlockFormat, VecDot};
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+#[cfg(test)]
+mod tests;
+
+/// One IQ2_S super-block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct BlockIq2S {
+    /// Super-block scale.
+    pub d: f16,
+    /// The low 8 bits of the 32 grid indices, then the 32 sign bytes.
+    pub qs: [u8; QK_K / 4],
+    /// Per sub-block, the high 2 bits of its four grid indices (group `l` at bits `2l`).
+    pub qh: [u8; QK_K / 32],
+    /// Per sub-block: the scales of its first (low nibble) and second (high) 16 values.
+    pub scales: [u8; QK_K / 32],
+}
+
+const _: () = assert!(size_of::<BlockIq2S>() == 82);
+
+impl BlockIq2S {
+    /// The grid index of group `g` (eight values, 0..32).
+    #[inline]
+    pub(crate) fn index(&self, g: usize) -> usize {
+        self.qs[g] as usize | ((self.qh[g / 4] as usize >> (2 * (g % 4))) & 3) << 8
+    }
+
+    /// The sign byte of group `g`.
+    #[inline]
+    pub(crate) fn signs(&self, g: usize) -> u8 {
+        self.qs[QK_K / 8 + g]
+    }
+
+    /// Group `g` (eight values), signed.
+    #[inline]
+    fn group(&self, g: usize) -> [i8; 8] {
+        signed8(IQ2S_GRID[self.index(g)], self.signs(g))
+    }
+
+    /// The 4-bit scale of the 16 values `h` (0..16).
+    #[inline]
+    pub(crate) fn scale(&self, h: usize) -> u8 {
+        (self.scales[h / 2] >> (4 * (h % 2))) & 0xF
+    }
+}
+
+impl BlockFormat for BlockIq2S {
+    const TYPE: GgmlType = GgmlType::Iq2S;
+    const ELEMS: usize = QK_K;
+
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
+        for (g, o) in out.chunks_exact_mut(8).enumerate() {
+            let db = d * (0.5 + self.scale(g / 2) as f32) * 0.25;
+            // `db · (−g)` is `−(db · g)` exactly: the sign may go with the magnitude.
+            for (o, &v) in o.iter_mut().zip(&self.group(g)) {
+                *o = db * v as f32;
+            }
+        }
+    }
+}
+
+impl VecDot for BlockIq2S {
+    type Activation = BlockQ8K;
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
+        let mut sumf = 0.0f32;
+        for (x, y) in w.iter().zip(a) {
+            let d = x.d.to_f32() * y.d;
+            let mut bsum = 0i32;
+            for (h, q8) in y.qs.chunks_exact(16).enumerate() {
+                let ls = 2 * x.scale(h) as i32 + 1;
+                let mut sumi = 0i32;
+                for (k, q8) in q8.chunks_exact(8).enumerate() {
+                    let g = x.group(2 * h + k);
+                    sumi += g
+                        .iter()
+                        .zip(q8)
+                        .map(|(&g, &q)| g as i32 * q as i32)
+                        .sum::<i32>();
+                }
+                bsum += sumi * ls;
+            }
+            sumf += d * bsum as f32;
+        }
+        0.125 * sumf
+    }
+}
