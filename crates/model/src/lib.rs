@@ -30,9 +30,9 @@ pub mod weights;
 
 pub use config::ModelConfig;
 pub use engine::{
-    BLOCK_TOKENS, DeviceReport, DeviceRequest, Engine, EngineSettings, Event, FinishReason,
-    Generation, KvType, PrefixCacheStats, Request, SeqId, Speculation, SpeculationStats,
-    StopMatcher, Timings, TokenLogprob,
+    BLOCK_TOKENS, DEFAULT_CONTEXT, DeviceReport, DeviceRequest, Engine, EngineOptions,
+    EngineSettings, EngineSetup, Event, FinishReason, Generation, KvType, PrefixCacheStats,
+    Request, SeqId, SetupError, Speculation, SpeculationStats, StopMatcher, Timings, TokenLogprob,
 };
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};

@@ -37,6 +37,7 @@ mod prefix_cache;
 mod request;
 mod reuse;
 mod sequence;
+mod setup;
 mod speculate;
 mod stop;
 
@@ -58,6 +59,7 @@ pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
 pub use request::{Event, FinishReason, Generation, Request, SeqId, Timings, TokenLogprob};
 use reuse::{Placement, Rings};
 use sequence::Sequence;
+pub use setup::{DEFAULT_CONTEXT, EngineOptions, EngineSetup, SetupError};
 pub use speculate::{Speculation, SpeculationStats};
 pub use stop::StopMatcher;
 
