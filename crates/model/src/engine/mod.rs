@@ -29,6 +29,7 @@
 //! ```
 
 mod constraint;
+mod device;
 mod draft_model;
 mod executor;
 mod generate;
@@ -44,7 +45,6 @@ mod stop;
 use std::panic::AssertUnwindSafe;
 
 use rayon::prelude::*;
-pub use rinfer_cuda::{DeviceReport, DeviceRequest};
 pub use rinfer_kernels::ops::KvType;
 
 use crate::error::ModelError;
@@ -52,6 +52,7 @@ use crate::forward::Logits;
 use crate::kv_blocks::{BlockPool, KvPoolStats};
 use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
+pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
 use draft_model::{DraftModel, Want};
 use executor::{Executor, SeqCache, Sizes};
 use prefix_cache::BlockStore;
