@@ -1,5 +1,5 @@
 //! Crate layering, read from the manifests: the crates form layers, lowest first (formats,
-//! kernels, cuda, model, serve, cli), and a crate may depend (in any dependency table, dev and
+//! kernels, cuda, text, model, serve, cli), and a crate may depend (in any dependency table, dev and
 //! build included) only on crates earlier in that list, so file parsing never learns about
 //! models, kernels never learn about serving, and the CLI stays a thin front end.
 
@@ -10,10 +10,11 @@ use anyhow::{Context, Result, bail};
 use toml::{Table, Value};
 
 /// The rinfer crates, lowest layer first.
-pub const LAYERS: [&str; 6] = [
+pub const LAYERS: [&str; 7] = [
     "rinfer-formats",
     "rinfer-kernels",
     "rinfer-cuda",
+    "rinfer-text",
     "rinfer-model",
     "rinfer-serve",
     "rinfer-cli",

@@ -128,7 +128,7 @@ enum Backend {
 ///
 /// ```no_run
 /// use rinfer_formats::gguf::GgufFile;
-/// use rinfer_model::tokenizer::Tokenizer;
+/// use rinfer_text::tokenizer::Tokenizer;
 ///
 /// let file = GgufFile::open("model.gguf")?;
 /// let tok = Tokenizer::from_gguf(file.metadata())?;
@@ -285,7 +285,7 @@ impl Tokenizer {
     ///
     /// ```
     /// use std::sync::atomic::AtomicBool;
-    /// # use rinfer_model::tokenizer::{Tokenizer, TokenizerError};
+    /// # use rinfer_text::tokenizer::{Tokenizer, TokenizerError};
     /// # fn demo(tok: &Tokenizer) -> Result<(), TokenizerError> {
     /// let cancel = AtomicBool::new(true);
     /// let err = tok.encode_with_cancel("any text", true, true, &cancel).unwrap_err();
