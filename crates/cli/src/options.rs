@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use rinfer_formats::GgmlType;
 use rinfer_model::quantize::FileType;
-use rinfer_model::{DeviceRequest, EngineOptions, KvType, SamplingParams, Speculation};
+use rinfer_model::{DeviceRequest, KvType, SamplingParams, Speculation};
 
 use crate::limits;
 
@@ -46,7 +46,8 @@ pub enum CommandOptions {
 }
 
 /// The flags of [`rinfer_model::EngineOptions`] (the model and how to run it), shared by the
-/// commands that compute: run, chat, logits and serve.
+/// commands that compute: run, chat, logits and serve (`commands::session::engine_options`
+/// turns them into the options).
 #[derive(Args, Clone)]
 pub struct EngineArgs {
     /// A GGUF model file or a Hugging Face model directory; the default model (fetched on
@@ -74,28 +75,6 @@ pub struct EngineArgs {
     /// values); the CUDA backend keeps f32.
     #[arg(long, value_name = "TYPE")]
     pub kv_type: Option<KvType>,
-}
-
-impl EngineArgs {
-    /// The engine options these flags and `speculation` give, for one sequence (the default
-    /// model fetched when none is named).
-    pub fn options(&self, speculation: Option<&SpeculationOptions>) -> Result<EngineOptions> {
-        let model = crate::commands::session::model_path(&self.model)?;
-        let (speculation, draft_model) = match speculation {
-            Some(options) => (options.speculation()?, options.draft_model.clone()),
-            None => (Speculation::Off, None),
-        };
-        Ok(EngineOptions {
-            draft_model,
-            context: self.ctx,
-            threads: self.threads,
-            device: self.device.unwrap_or_default(),
-            kv_cache_mib: self.kv_cache_mib,
-            kv_type: self.kv_type,
-            speculation,
-            ..EngineOptions::new(model)
-        })
-    }
 }
 
 /// The engine's flags and what to report on stderr, shared by run, chat and logits.

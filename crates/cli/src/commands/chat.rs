@@ -9,15 +9,15 @@ use anyhow::{Result, bail};
 use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
 
-use crate::commands::session::Session;
+use crate::commands::session::{Session, engine_options};
 use crate::options::ChatOptions;
 use crate::render_process;
 use crate::stderr::report;
 
 /// Runs the command until end of input or `/exit`.
 pub fn run(options: &ChatOptions) -> Result<()> {
-    let engine_options = options.session.engine.options(Some(&options.speculation))?;
-    let session = Session::start(&options.session, &engine_options)?;
+    let wanted = engine_options(&options.session.engine, Some(&options.speculation))?;
+    let session = Session::start(&options.session, &wanted)?;
     let loaded = &session.setup.loaded;
     let chat =
         render_process::isolate(resolve(options.template.chat_template.as_deref(), loaded)?)?;

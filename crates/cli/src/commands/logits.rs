@@ -6,13 +6,13 @@ use serde_json::json;
 
 use rinfer_model::EngineSettings;
 
-use crate::commands::session::Session;
+use crate::commands::session::{Session, engine_options};
 use crate::options::LogitsOptions;
 
 /// Runs the command.
 pub fn run(options: &LogitsOptions) -> Result<()> {
-    let engine_options = options.session.engine.options(None)?;
-    let session = Session::start(&options.session, &engine_options)?;
+    let wanted = engine_options(&options.session.engine, None)?;
+    let session = Session::start(&options.session, &wanted)?;
     let loaded = &session.setup.loaded;
     let tokens = match (&options.prompt, &options.tokens) {
         (Some(prompt), _) => loaded.tokenizer.encode(prompt, true, false)?,

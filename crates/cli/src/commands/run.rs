@@ -7,7 +7,7 @@ use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
 use serde_json::json;
 
-use crate::commands::session::Session;
+use crate::commands::session::{Session, engine_options};
 use crate::options::RunOptions;
 use crate::render_process;
 use crate::stderr::report;
@@ -19,10 +19,10 @@ pub fn run(options: &RunOptions) -> Result<()> {
         (None, Some(file)) => crate::limits::read_prompt_file(file)?,
         (None, None) => unreachable!("clap requires a prompt or a file"),
     };
-    let mut engine_options = options.session.engine.options(Some(&options.speculation))?;
+    let mut wanted = engine_options(&options.session.engine, Some(&options.speculation))?;
     // One request: nothing to keep blocks for (unless --kv-cache-mib asks).
-    engine_options.kv_cache_mib.get_or_insert(0);
-    let session = Session::start(&options.session, &engine_options)?;
+    wanted.kv_cache_mib.get_or_insert(0);
+    let session = Session::start(&options.session, &wanted)?;
     let loaded = &session.setup.loaded;
     let mut sampling = options.sampling.params();
     if options.ignore_eos {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use rinfer_serve::{ApiKeys, ServeConfig};
 
+use crate::commands::session::engine_options;
 use crate::options::{ExposureOptions, ServeOptions};
 use crate::render_process;
 
@@ -19,7 +20,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         .init();
     let engine = rinfer_model::EngineOptions {
         sequences: options.parallel,
-        ..options.engine.options(Some(&options.speculation))?
+        ..engine_options(&options.engine, Some(&options.speculation))?
     };
     let model_id = engine
         .model

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use rinfer_model::{Engine, EngineOptions, EngineSettings, EngineSetup};
+use rinfer_model::{Engine, EngineOptions, EngineSettings, EngineSetup, Speculation};
 
 use crate::commands::fetch::default_model_path_or_fetch;
-use crate::options::SessionArgs;
+use crate::options::{EngineArgs, SessionArgs, SpeculationOptions};
 use crate::stderr::report;
 
 /// The model file named on the command line, or the default model.
@@ -16,6 +16,29 @@ pub fn model_path(model: &Option<PathBuf>) -> Result<PathBuf> {
         Some(path) => Ok(path.clone()),
         None => default_model_path_or_fetch(),
     }
+}
+
+/// The engine options `args` and `speculation` give, for one sequence (the default model
+/// fetched when none is named).
+pub fn engine_options(
+    args: &EngineArgs,
+    speculation: Option<&SpeculationOptions>,
+) -> Result<EngineOptions> {
+    let model = model_path(&args.model)?;
+    let (speculation, draft_model) = match speculation {
+        Some(options) => (options.speculation()?, options.draft_model.clone()),
+        None => (Speculation::Off, None),
+    };
+    Ok(EngineOptions {
+        draft_model,
+        context: args.ctx,
+        threads: args.threads,
+        device: args.device.unwrap_or_default(),
+        kv_cache_mib: args.kv_cache_mib,
+        kv_type: args.kv_type,
+        speculation,
+        ..EngineOptions::new(model)
+    })
 }
 
 /// A loaded model (and draft model) and how the command line wants it run.

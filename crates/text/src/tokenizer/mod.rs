@@ -22,6 +22,7 @@ mod special;
 mod special_tests;
 mod spm;
 mod stream;
+mod token;
 mod token_index;
 mod vocab;
 
