@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use rinfer_cuda::DeviceRequest;
 use rinfer_formats::GgmlType;
 use rinfer_model::quantize::FileType;
-use rinfer_model::{KvType, SamplingParams, Speculation};
+use rinfer_model::{DeviceRequest, KvType, SamplingParams, Speculation};
 
 use crate::hub::reference::HubModel;
 use crate::limits;
@@ -52,26 +52,25 @@ pub enum CommandOptions {
     Convert(ConvertOptions),
 }
 
-/// The model and how to run it, shared by the commands that compute.
+/// The flags of [`rinfer_model::EngineOptions`] (the model and how to run it), shared by the
+/// commands that compute: run, chat, logits and serve (`commands::session::engine_options`
+/// turns them into the options).
 #[derive(Args, Clone)]
-pub struct EngineOptions {
+pub struct EngineArgs {
     /// A GGUF model file, a Hugging Face model directory, or a hub model `org/repo[:QUANT]`
     /// (from the cache, pulled on first use); the default model (fetched on first use) when
     /// left out.
     #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
     pub model: Option<PathBuf>,
-    /// Print the memory plan (weights per type, KV cache, scratch) to stderr.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
     /// Worker threads (default: all cores; at most 4 per core).
     #[arg(long, short = 't', value_parser = limits::parse_threads)]
     pub threads: Option<usize>,
-    /// Context size in tokens (default: the model's, at most 4096).
+    /// Context size of each sequence in tokens (default: the model's, at most 4096).
     #[arg(long, value_parser = limits::parse_context)]
     pub ctx: Option<usize>,
     /// Where to compute: `cpu`, `cuda` (GPU 0; an error if unusable) or `auto`, the default
     /// (the GPU when one is usable, else the CPU; the reason is printed when `auto` is given
-    /// explicitly or with `--verbose`).
+    /// explicitly or with `--verbose`, and logged by `serve`).
     #[arg(long)]
     pub device: Option<DeviceRequest>,
     /// Memory for the prefix cache, in MiB: keys and values of earlier prompts and replies kept
@@ -84,6 +83,16 @@ pub struct EngineOptions {
     /// values); the CUDA backend keeps f32.
     #[arg(long, value_name = "TYPE")]
     pub kv_type: Option<KvType>,
+}
+
+/// The engine's flags and what to report on stderr, shared by run, chat and logits.
+#[derive(Args, Clone)]
+pub struct SessionArgs {
+    /// Print the memory plan (weights per type, KV cache, scratch) to stderr.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// Which chat template turns a conversation into a prompt.
@@ -130,7 +139,7 @@ pub enum SpeculateMode {
 impl SpeculationOptions {
     /// The engine's speculation setting; an error when `--speculate draft` and `--draft-model`
     /// do not come together.
-    pub fn speculation(&self) -> anyhow::Result<Speculation> {
+    pub fn speculation(&self) -> Result<Speculation> {
         let draft_max = usize::from(self.draft_max);
         Ok(match (self.speculate, &self.draft_model) {
             (SpeculateMode::Draft, None) => {
@@ -212,7 +221,7 @@ pub struct RunOptions {
     #[command(flatten)]
     pub template: ChatTemplateOptions,
     #[command(flatten)]
-    pub engine: EngineOptions,
+    pub session: SessionArgs,
     #[command(flatten)]
     pub sampling: SamplingOptions,
 }
@@ -231,7 +240,7 @@ pub struct ChatOptions {
     #[command(flatten)]
     pub template: ChatTemplateOptions,
     #[command(flatten)]
-    pub engine: EngineOptions,
+    pub session: SessionArgs,
     #[command(flatten)]
     pub sampling: SamplingOptions,
 }
@@ -263,7 +272,7 @@ pub struct LogitsOptions {
     #[arg(long, default_value_t = 10)]
     pub top_k: usize,
     #[command(flatten)]
-    pub engine: EngineOptions,
+    pub session: SessionArgs,
 }
 
 /// Options of `rinfer pull`.
@@ -346,42 +355,20 @@ pub struct ConvertOptions {
 /// Options of `rinfer serve`.
 #[derive(Args)]
 pub struct ServeOptions {
-    /// A GGUF model file, a Hugging Face model directory, or a hub model `org/repo[:QUANT]`
-    /// (pulled on first use); the default model when left out.
-    #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
-    pub model: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
     /// Port to listen on (0: any free port, printed at start).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
-    /// Context size of each sequence in tokens (default: the model's, at most 4096).
-    #[arg(long, value_parser = limits::parse_context)]
-    pub ctx: Option<usize>,
     /// Sequences decoded together, each with its own KV cache.
     #[arg(long, default_value_t = 4, value_parser = limits::parse_parallel)]
     pub parallel: usize,
     /// Requests that may wait for a free sequence; more get 503 with Retry-After.
     #[arg(long, default_value_t = 64, value_parser = limits::parse_queue)]
     pub queue: usize,
-    /// Compute threads (default: all cores; at most 4 per core).
-    #[arg(long, short = 't', value_parser = limits::parse_threads)]
-    pub threads: Option<usize>,
-    /// Where to compute: `cpu`, `cuda` (GPU 0; an error if unusable) or `auto` (the GPU when
-    /// one is usable, else the CPU, with the reason logged).
-    #[arg(long, default_value_t = DeviceRequest::Auto)]
-    pub device: DeviceRequest,
-    /// Memory for the prefix cache, in MiB: keys and values of earlier prompts and replies kept
-    /// for later requests that start with the same tokens (default: a quarter of the memory
-    /// available, at most 4 GiB; 0 keeps only each slot's own last sequence).
-    #[arg(long, value_parser = limits::parse_kv_cache_mib)]
-    pub kv_cache_mib: Option<usize>,
-    /// The type of the KV cache's rows: `f16` (the default, as in llama.cpp), `f32` (twice the
-    /// memory, exactly what the projections computed) or `q8_0` (heads of a multiple of 32
-    /// values); the CUDA backend keeps f32.
-    #[arg(long, value_name = "TYPE")]
-    pub kv_type: Option<KvType>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     #[command(flatten)]
     pub speculation: SpeculationOptions,
     #[command(flatten)]

@@ -4,7 +4,7 @@
 //! decode step replayed as a CUDA graph.
 //!
 //! The GPU runtime is behind the `cuda` cargo feature. Without it this crate still provides
-//! device selection ([`resolve`]), the model view the backend takes ([`HostModel`]), the upload
+//! the model view the backend takes ([`HostModel`]), the upload
 //! plan ([`UploadPlan`]: what goes to the GPU and how much memory it needs), launch shapes and
 //! the graph policy, and a [`GpuModel`] whose `load` reports that CUDA was not built in. With
 //! the feature, `libcuda` and `libnvrtc` are loaded at run time; a machine without them gets
@@ -23,18 +23,15 @@
 //! `crates/cuda/README.md` lists exactly what is unverified.
 //!
 //! ```
-//! use rinfer_cuda::{DeviceRequest, GpuModel, LoadOptions, Resolved, resolve};
+//! use rinfer_cuda::{GpuModel, LoadOptions};
 //!
 //! # fn host_model() -> rinfer_cuda::HostModel<'static> { unimplemented!() }
-//! # fn run() -> Result<(), rinfer_cuda::CudaError> {
 //! let model = host_model();
 //! let options = LoadOptions { ordinal: 0, context: 4096, max_batch: 512, all_logits: false };
-//! match resolve(DeviceRequest::Auto, || GpuModel::load(&model, &options))? {
-//!     Resolved::Cuda(gpu) => println!("running on {}", gpu.info()),
-//!     Resolved::Cpu { reason } => println!("running on the CPU: {reason}"),
+//! match GpuModel::load(&model, &options) {
+//!     Ok(gpu) => println!("running on {}", gpu.info()),
+//!     Err(why) => println!("no usable GPU: {why}"),
 //! }
-//! # Ok(())
-//! # }
 //! ```
 
 mod device;
@@ -51,7 +48,7 @@ mod runtime;
 #[cfg(not(feature = "cuda"))]
 mod unavailable;
 
-pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
+pub use device::GpuInfo;
 pub use error::CudaError;
 pub use host::{HostMatrix, HostModel, HostStacked, HostView};
 pub use plan::{BufferSizes, LoadOptions, PlannedMatrix, UploadPlan, layer_slots};

@@ -1,6 +1,21 @@
 //! The key/value cache of one sequence, its rows stored in a [`KvType`]: full-attention layers
 //! in blocks it may share with other sequences and the prefix cache, sliding-window layers in
 //! rings of its own.
+//!
+//! A full-attention layer's rows live in `KvBlock`s of 16 positions handed out by the engine's
+//! `BlockPool`; the block table maps `pos / 16` to a block and `pos % 16` to its row, and
+//! attention reads rows through it (`PagedRows`; a sliding-window layer's `RingRows`), so the
+//! lookup of a key has no branch on where its layer keeps it. The cache writes only into blocks
+//! it holds alone: `KvCache::prepare` replaces a shared block it is about to write into with
+//! a copy of the positions it holds (copy on write of the tail only) and takes new blocks for
+//! the positions past its table. The pool may hold `sequences × ⌈context / 16⌉` blocks (what
+//! `MemoryPlan` counts and checks at start) plus the prefix cache's budget, so a sequence
+//! always gets its next block; were that broken, the pass fails with `KvBlocksExhausted`,
+//! never a panic.
+//!
+//! A sliding-window layer keeps a ring of `window + max_batch` slots, which has overwritten
+//! positions older than `len - slots`; a cache is cut back only while every ring still holds
+//! the window before the cut (`Rings::can_truncate`).
 
 use std::sync::Arc;
 

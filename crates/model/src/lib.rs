@@ -1,7 +1,9 @@
 //! Transformer inference for rinfer: architectures described by data, neutral weights loaded
-//! from GGUF or safetensors, the forward pass, KV caches, tokenizer, sampling, and the engine that generates.
+//! from GGUF or safetensors, the forward pass, KV caches, sampling, and the engine that
+//! generates (set up once for every front end by [`EngineSetup`]). The tokenizer and chat
+//! templates are `rinfer-text`'s, re-exported here.
 //!
-//! This crate reads model files only through `rinfer-formats` (a tokenizer.json aside), and holds no SIMD code (that
+//! This crate reads model files only through `rinfer-formats`, and holds no SIMD code (that
 //! lives in `rinfer-kernels`).
 
 pub mod arch;
@@ -25,14 +27,13 @@ pub mod quantize;
 pub mod sampling;
 pub mod scratch;
 mod tensor_store;
-pub mod tokenizer;
 pub mod weights;
 
 pub use config::ModelConfig;
 pub use engine::{
-    BLOCK_TOKENS, DeviceReport, DeviceRequest, Engine, EngineSettings, Event, FinishReason,
-    Generation, KvType, PrefixCacheStats, Request, SeqId, Speculation, SpeculationStats,
-    StopMatcher, Timings, TokenLogprob,
+    BLOCK_TOKENS, DEFAULT_CONTEXT, DeviceReport, DeviceRequest, Engine, EngineOptions,
+    EngineSettings, EngineSetup, Event, FinishReason, Generation, KvType, PrefixCacheStats,
+    Request, SeqId, SetupError, Speculation, SpeculationStats, StopMatcher, Timings, TokenLogprob,
 };
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};
@@ -40,6 +41,7 @@ pub use kv_blocks::KvPoolStats;
 pub use kv_cache::KvCache;
 pub use limits::{MAX_CONTEXT, MemoryPlan, available_memory_bytes};
 pub use loaded::LoadedModel;
+pub use rinfer_text::tokenizer;
+pub use rinfer_text::{StreamDecoder, Tokenizer, TokenizerError};
 pub use sampling::{InvalidSamplingParam, Sampler, SamplingParams};
 pub use scratch::Scratch;
-pub use tokenizer::{StreamDecoder, Tokenizer, TokenizerError};

@@ -16,36 +16,17 @@ pub const MAX_THREADS: usize = 1024;
 /// How to serve a model.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
-    /// The GGUF file (or Hugging Face directory) to load.
-    pub model_path: PathBuf,
+    /// The model, the engine's sizes and device: `engine.sequences` sequences decoded together,
+    /// each holding one KV cache of `engine.context` positions.
+    pub engine: rinfer_model::EngineOptions,
     /// The name clients give as `model` and `/v1/models` lists.
     pub model_id: String,
     /// Where to listen.
     pub address: SocketAddr,
-    /// Context size of each sequence, in tokens (`None`: the model's, at most 4096).
-    pub context: Option<usize>,
-    /// Sequences decoded together; each holds one KV cache of `context` positions.
-    pub parallel: usize,
-    /// The prefix cache's budget in MiB (`None`: sized from the memory available, see
-    /// [`rinfer_model::EngineSettings::default_prefix_cache_bytes`]).
-    pub kv_cache_mib: Option<usize>,
-    /// Whether decoding guesses tokens ahead (`--speculate`); a request opts out with
-    /// `"speculate": false`. The text is the same either way.
-    pub speculation: rinfer_model::Speculation,
-    /// The draft model that guesses for [`rinfer_model::Speculation::DraftModel`]
-    /// (`--draft-model`); it must share the model's vocabulary.
-    pub draft_model_path: Option<PathBuf>,
-    /// The type of the KV caches' rows (`None`: f32). A
-    /// smaller type lets more `parallel` sequences fit the memory checked at start.
-    pub kv_type: Option<rinfer_model::KvType>,
     /// Requests that may wait for a free sequence before new ones get 503.
     pub queue: usize,
-    /// Threads of the engine's compute pool (`None`: one per core).
-    pub threads: Option<usize>,
     /// Largest request body accepted, in bytes; larger ones get 413.
     pub max_body_bytes: usize,
-    /// Where the engine computes (`Auto`: the GPU when one is usable, else the CPU).
-    pub device: rinfer_model::DeviceRequest,
     /// Connections served at once; past it a new connection gets a 503 and is closed. Lowered
     /// at start to fit the process's open-file limit.
     pub max_connections: usize,
@@ -88,22 +69,19 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
-    /// Defaults for everything but the model: `127.0.0.1:8080`, 4 parallel sequences, a queue of
+    /// Defaults for everything but the model: `127.0.0.1:8080`, 4 parallel sequences (the
+    /// engine's other options their defaults), a queue of
     /// 64, 2 MiB bodies, 512 connections, 10 s for headers and 30 s for a body, no cross-origin
     /// callers, no host names beyond the address's own.
     pub fn new(model_path: PathBuf, model_id: String) -> Self {
         Self {
-            model_path,
+            engine: rinfer_model::EngineOptions {
+                sequences: 4,
+                ..rinfer_model::EngineOptions::new(model_path)
+            },
             model_id,
             address: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            context: None,
-            parallel: 4,
-            kv_cache_mib: None,
-            speculation: rinfer_model::Speculation::Off,
-            draft_model_path: None,
-            kv_type: None,
             queue: 64,
-            threads: None,
             max_body_bytes: 2 << 20,
             chat_template: None,
             template_process: None,
@@ -117,7 +95,6 @@ impl ServeConfig {
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             half_close: false,
-            device: rinfer_model::DeviceRequest::Auto,
         }
     }
 
@@ -129,12 +106,12 @@ impl ServeConfig {
             true => Ok(()),
             false => Err(format!("{name} {value} is outside 1..={max}")),
         };
-        check("--parallel", self.parallel, MAX_PARALLEL)?;
+        check("--parallel", self.engine.sequences, MAX_PARALLEL)?;
         check("--queue", self.queue, MAX_QUEUE)?;
-        if let Some(context) = self.context {
+        if let Some(context) = self.engine.context {
             check("--ctx", context, rinfer_model::MAX_CONTEXT)?;
         }
-        if let Some(threads) = self.threads {
+        if let Some(threads) = self.engine.threads {
             check("--threads", threads, MAX_THREADS)?;
         }
         Ok(())
@@ -145,25 +122,22 @@ impl ServeConfig {
 mod tests {
     use super::*;
 
+    fn with_engine(
+        base: &ServeConfig,
+        change: impl FnOnce(&mut rinfer_model::EngineOptions),
+    ) -> ServeConfig {
+        let mut config = base.clone();
+        change(&mut config.engine);
+        config
+    }
+
     #[test]
     fn sizes_no_server_can_hold_are_refused_naming_the_option() {
         let base = ServeConfig::new("m.gguf".into(), "m".into());
         assert_eq!(base.validate(), Ok(()));
         let cases = [
-            (
-                "--parallel",
-                ServeConfig {
-                    parallel: 100_000,
-                    ..base.clone()
-                },
-            ),
-            (
-                "--parallel",
-                ServeConfig {
-                    parallel: 0,
-                    ..base.clone()
-                },
-            ),
+            ("--parallel", with_engine(&base, |e| e.sequences = 100_000)),
+            ("--parallel", with_engine(&base, |e| e.sequences = 0)),
             (
                 "--queue",
                 ServeConfig {
@@ -171,19 +145,10 @@ mod tests {
                     ..base.clone()
                 },
             ),
-            (
-                "--ctx",
-                ServeConfig {
-                    context: Some(1 << 62),
-                    ..base.clone()
-                },
-            ),
+            ("--ctx", with_engine(&base, |e| e.context = Some(1 << 62))),
             (
                 "--threads",
-                ServeConfig {
-                    threads: Some(1_000_000),
-                    ..base.clone()
-                },
+                with_engine(&base, |e| e.threads = Some(1_000_000)),
             ),
         ];
         for (option, config) in cases {

@@ -17,14 +17,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
-    /// The model could not be loaded.
-    #[error("cannot load {path}")]
-    Load {
-        /// The model path.
-        path: String,
-        /// Why.
-        source: rinfer_model::ModelError,
-    },
+    /// The compute pool could not be started, or the model or draft model loaded.
+    #[error(transparent)]
+    Setup(rinfer_model::SetupError),
     /// The engine could not be set up (for instance `--device cuda` without a usable GPU).
     #[error("cannot start the engine: {0}")]
     Engine(rinfer_model::ModelError),

@@ -34,10 +34,9 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(1);
 /// ```no_run
 /// use rinfer_serve::{ServeConfig, serve};
 ///
-/// let config = ServeConfig {
-///     parallel: 8,
-///     ..ServeConfig::new("gemma-3-270m-q4_k_m.gguf".into(), "gemma-3-270m-q4_k_m".into())
-/// };
+/// let mut config =
+///     ServeConfig::new("gemma-3-270m-q4_k_m.gguf".into(), "gemma-3-270m-q4_k_m".into());
+/// config.engine.sequences = 8;
 /// serve(config)?;
 /// # Ok::<(), rinfer_serve::ServeError>(())
 /// ```

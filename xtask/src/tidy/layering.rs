@@ -1,7 +1,9 @@
 //! Crate layering, read from the manifests: the crates form layers, lowest first (formats,
-//! transformer, kernels, cuda, model, serve, cli), and a crate may depend (in any dependency
-//! table, dev and build included) only on crates earlier in that list, so file parsing never
-//! learns about models, kernels never learn about serving, and the CLI stays a thin front end.
+//! Crate layering, read from the manifests: the crates form layers, lowest first (formats,
+//! transformer, kernels, cuda, text, model, serve, cli), and a crate may depend (in any
+//! dependency table, dev and build included) only on crates earlier in that list, so file
+//! parsing never learns about models, kernels never learn about serving, and the CLI stays a
+//! thin front end.
 
 use std::fs;
 use std::path::Path;
@@ -10,11 +12,12 @@ use anyhow::{Context, Result, bail};
 use toml::{Table, Value};
 
 /// The rinfer crates, lowest layer first.
-pub const LAYERS: [&str; 7] = [
+pub const LAYERS: [&str; 8] = [
     "rinfer-formats",
     "rinfer-transformer",
     "rinfer-kernels",
     "rinfer-cuda",
+    "rinfer-text",
     "rinfer-model",
     "rinfer-serve",
     "rinfer-cli",

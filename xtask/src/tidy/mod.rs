@@ -1,7 +1,8 @@
 //! `cargo xtask tidy`: architecture invariants read from the sources, which also run as ordinary
 //! tests under `cargo test --workspace`:
 //! - crate layering ([`layering`]): a crate depends only on crates below it;
-//! - module cycles ([`module_cycles`]): a crate's top-level modules depend in one direction;
+//! - module cycles ([`module_cycles`]): the modules of one parent, at every depth, depend in one
+//!   direction;
 //! - file length ([`file_length`]): no source file over 800 lines.
 
 mod file_length;
@@ -15,7 +16,10 @@ use anyhow::{Result, bail};
 /// Violations that existed when their rule was added, each the start of its message: tolerated
 /// until fixed. An entry that matches no violation any more is itself reported, so that the list
 /// only shrinks.
-const KNOWN_VIOLATIONS: &[&str] = &[];
+const KNOWN_VIOLATIONS: &[&str] = &[
+    "module cycles: module cycle in the crate of crates/kernels/src/lib.rs: quant::iq4_nl -> \
+     quant::iq4_xs -> quant::iq4_nl",
+];
 
 /// Runs every check over the workspace and fails naming each violation.
 pub fn run() -> Result<()> {

@@ -1,8 +1,11 @@
-//! Module cycles: within each crate of the workspace, the top-level modules (those its `lib.rs`
-//! or `main.rs` declares) depend on each other in one direction only. A module depends on
-//! another when any of its files names it by path (`crate::other::…`, `super::other::…` from a
-//! submodule, or inside a macro body); test-only code (`#[cfg(test)]` modules and items) is left
-//! out, since tests may use the whole crate.
+//! Module cycles: within each crate of the workspace, the modules that share a parent (the
+//! crate root's modules, a module's submodules, at every depth) depend on each other in one
+//! direction only. A module depends on a sibling when any of its files names the sibling or
+//! something inside it by path (`crate::a::b::…`, `super::b::…`, `self::…`, a path relative
+//! to the module, or `crate::…` inside a macro body). A module naming its parent's own items
+//! (`super::Error`) or its own submodules is no edge: a parent is the interface its children
+//! share. Test-only code (`#[cfg(test)]` modules and items) is left out, since tests may use
+//! the whole crate.
 //!
 //! Files are parsed with `syn` and followed through `mod name;` declarations as the compiler
 //! does (`name.rs` or `name/mod.rs` beside the declaring file, or in its own folder).
@@ -15,45 +18,46 @@ use anyhow::{Context, Result};
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
 
-/// The module graph of one crate target: each top-level module's dependencies, with the first
-/// file where each one was seen.
+/// The modules of one parent and their dependencies on each other, each with the first file
+/// where it was seen. Modules are named by their path from the crate root (`tokenizer::vocab`).
 #[derive(Debug, Default)]
 struct ModuleGraph {
     modules: BTreeSet<String>,
     edges: BTreeMap<String, BTreeMap<String, PathBuf>>,
 }
 
-/// Every import cycle among the top-level modules of the workspace's crates (`crates/*`,
-/// `xtask`, `benches`), one message each.
+/// Every import cycle among sibling modules of the workspace's crates (`crates/*`, `xtask`,
+/// `benches`), one message each.
 pub fn violations(root: &Path) -> Result<Vec<String>> {
     let mut violations = Vec::new();
     for entry in crate_entries(root)? {
-        let graph = module_graph(&entry)?;
         let shown = entry.strip_prefix(root).unwrap_or(&entry);
-        for (cycle, component) in cycles(&graph) {
-            let edges: Vec<String> = cycle
-                .windows(2)
-                .map(|pair| {
-                    let file = &graph.edges[&pair[0]][&pair[1]];
-                    let file = file.strip_prefix(root).unwrap_or(file).display();
-                    format!("{} uses {} in {file}", pair[0], pair[1])
-                })
-                .collect();
-            let all = if component.len() + 1 > cycle.len() {
-                format!(
-                    "; through other paths, {} all depend on each other",
-                    component.join(", ")
-                )
-            } else {
-                String::new()
-            };
-            violations.push(format!(
-                "module cycle in the crate of {}: {} ({}{all}); move what they share into a \
-                 module below them",
-                shown.display(),
-                cycle.join(" -> "),
-                edges.join("; ")
-            ));
+        for graph in module_graphs(&entry)?.values() {
+            for (cycle, component) in cycles(graph) {
+                let edges: Vec<String> = cycle
+                    .windows(2)
+                    .map(|pair| {
+                        let file = &graph.edges[&pair[0]][&pair[1]];
+                        let file = file.strip_prefix(root).unwrap_or(file).display();
+                        format!("{} uses {} in {file}", pair[0], pair[1])
+                    })
+                    .collect();
+                let all = if component.len() + 1 > cycle.len() {
+                    format!(
+                        "; through other paths, {} all depend on each other",
+                        component.join(", ")
+                    )
+                } else {
+                    String::new()
+                };
+                violations.push(format!(
+                    "module cycle in the crate of {}: {} ({}{all}); move what they share into a \
+                     module below them",
+                    shown.display(),
+                    cycle.join(" -> "),
+                    edges.join("; ")
+                ));
+            }
         }
     }
     Ok(violations)
@@ -79,39 +83,78 @@ fn crate_entries(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(entries)
 }
 
-/// Parses the crate rooted at `entry` and collects its top-level modules' dependencies.
-fn module_graph(entry: &Path) -> Result<ModuleGraph> {
+/// Parses the crate rooted at `entry` and collects, for each module with submodules (the crate
+/// root as the empty path), the graph of its submodules' dependencies on each other.
+fn module_graphs(entry: &Path) -> Result<BTreeMap<Vec<String>, ModuleGraph>> {
     let file = parse(entry)?;
     let dir = entry.parent().unwrap_or(Path::new("."));
-    let mut graph = ModuleGraph::default();
-    let mut top = Vec::new();
+    let mut walker = Walker {
+        path: Vec::new(),
+        file: entry.to_path_buf(),
+        child_dir: dir.to_path_buf(),
+        modules: BTreeSet::new(),
+        references: Vec::new(),
+        error: None,
+    };
     for item in &file.items {
-        if let syn::Item::Mod(m) = item
-            && !is_test_only(&m.attrs)
-        {
-            let name = m.ident.to_string();
-            graph.modules.insert(name.clone());
-            top.push(m);
+        if matches!(item, syn::Item::Mod(_)) {
+            walker.visit_item(item);
         }
     }
-    for m in top {
-        let name = m.ident.to_string();
-        let mut walker = Walker {
-            top: name.clone(),
-            path: vec![name],
-            file: entry.to_path_buf(),
-            child_dir: dir.to_path_buf(),
-            modules: &graph.modules,
-            edges: BTreeMap::new(),
-            error: None,
+    if let Some(error) = walker.error {
+        return Err(error);
+    }
+    let mut graphs: BTreeMap<Vec<String>, ModuleGraph> = BTreeMap::new();
+    for module in &walker.modules {
+        let parent = &module[..module.len() - 1];
+        graphs
+            .entry(parent.to_vec())
+            .or_default()
+            .modules
+            .insert(module.join("::"));
+    }
+    for (from, segments, file) in &walker.references {
+        let Some(target) = resolve(from, segments, &walker.modules) else {
+            continue;
         };
-        walker.module(m);
-        if let Some(error) = walker.error {
-            return Err(error);
+        let Some(d) = from.iter().zip(&target).position(|(a, b)| a != b) else {
+            continue;
+        };
+        let sibling = &target[..=d];
+        if !walker.modules.contains(sibling) {
+            continue;
         }
-        graph.edges.insert(walker.top, walker.edges);
+        let graph = graphs.entry(from[..d].to_vec()).or_default();
+        graph
+            .edges
+            .entry(from[..=d].join("::"))
+            .or_default()
+            .entry(sibling.join("::"))
+            .or_insert_with(|| file.clone());
     }
-    Ok(graph)
+    Ok(graphs)
+}
+
+/// The path from the crate root that `segments`, written in module `from`, names (`None`:
+/// something outside the crate, or a name of `from` itself that is no module).
+fn resolve(
+    from: &[String],
+    segments: &[String],
+    modules: &BTreeSet<Vec<String>>,
+) -> Option<Vec<String>> {
+    match segments.first().map(String::as_str)? {
+        "crate" => Some(segments[1..].to_vec()),
+        "self" => Some([from, &segments[1..]].concat()),
+        "super" => {
+            let supers = segments.iter().take_while(|s| *s == "super").count();
+            let kept = from.len().checked_sub(supers)?;
+            Some([&from[..kept], &segments[supers..]].concat())
+        }
+        first => {
+            let child = [from, &[first.to_string()]].concat();
+            modules.contains(&child).then(|| [from, segments].concat())
+        }
+    }
 }
 
 fn parse(path: &Path) -> Result<syn::File> {
@@ -129,22 +172,23 @@ fn is_test_only(attrs: &[syn::Attribute]) -> bool {
     })
 }
 
-/// Walks the files of one top-level module, recording which other top-level modules it names.
-struct Walker<'g> {
-    /// The top-level module being walked.
-    top: String,
+/// Walks a crate's modules, recording every module and every path written in each.
+struct Walker {
     /// The module path of the code being visited (`["packed", "rows"]`).
     path: Vec<String>,
     /// The file being visited.
     file: PathBuf,
     /// Where the files of the current module's `mod name;` children live.
     child_dir: PathBuf,
-    modules: &'g BTreeSet<String>,
-    edges: BTreeMap<String, PathBuf>,
+    /// Every module that is not test-only.
+    modules: BTreeSet<Vec<String>>,
+    /// (module, path as written, file) of every path written outside the crate root's own
+    /// items.
+    references: Vec<(Vec<String>, Vec<String>, PathBuf)>,
     error: Option<anyhow::Error>,
 }
 
-impl Walker<'_> {
+impl Walker {
     /// Visits module `m`, declared in the current file, as a child of the current path.
     fn module(&mut self, m: &syn::ItemMod) {
         let name = m.ident.to_string();
@@ -184,48 +228,37 @@ impl Walker<'_> {
         }
     }
 
-    /// Records the module that the path `segments`, written in the current module, names.
+    /// Records the path `segments`, written in the current module.
     fn record(&mut self, segments: &[String]) {
-        let target = match segments.first().map(String::as_str) {
-            Some("crate") => segments.get(1).cloned(),
-            Some("super") => {
-                let supers = segments.iter().take_while(|s| *s == "super").count();
-                let kept = self.path.len().saturating_sub(supers);
-                self.path[..kept]
-                    .iter()
-                    .chain(&segments[supers..])
-                    .next()
-                    .cloned()
-            }
-            _ => None,
-        };
-        if let Some(target) = target
-            && target != self.top
-            && self.modules.contains(&target)
-        {
-            self.edges
-                .entry(target)
-                .or_insert_with(|| self.file.clone());
+        if !self.path.is_empty() && !segments.is_empty() {
+            self.references
+                .push((self.path.clone(), segments.to_vec(), self.file.clone()));
         }
     }
 
-    /// Records every `crate::name` written inside a macro's tokens.
+    /// Records every `crate::a::b…` written inside a macro's tokens.
     fn record_tokens(&mut self, tokens: TokenStream) {
         let tokens: Vec<TokenTree> = tokens.into_iter().collect();
         for (i, token) in tokens.iter().enumerate() {
             match token {
                 TokenTree::Group(group) => self.record_tokens(group.stream()),
                 TokenTree::Ident(ident) if ident == "crate" => {
-                    if let [
+                    let mut segments = vec!["crate".to_string()];
+                    let mut rest = &tokens[i + 1..];
+                    while let [
                         TokenTree::Punct(a),
                         TokenTree::Punct(b),
                         TokenTree::Ident(name),
                         ..,
-                    ] = &tokens[i + 1..]
+                    ] = rest
                         && a.as_char() == ':'
                         && b.as_char() == ':'
                     {
-                        self.record(&["crate".to_string(), name.to_string()]);
+                        segments.push(name.to_string());
+                        rest = &rest[3..];
+                    }
+                    if segments.len() > 1 {
+                        self.record(&segments);
                     }
                 }
                 _ => {}
@@ -253,7 +286,7 @@ fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<St
     }
 }
 
-impl<'ast> Visit<'ast> for Walker<'_> {
+impl<'ast> Visit<'ast> for Walker {
     fn visit_item(&mut self, item: &'ast syn::Item) {
         let attrs: &[syn::Attribute] = match item {
             syn::Item::Const(i) => &i.attrs,
@@ -277,6 +310,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
 
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         self.path.push(m.ident.to_string());
+        self.modules.insert(self.path.clone());
         self.module(m);
         self.path.pop();
     }
@@ -422,6 +456,41 @@ mod tests {
             ("crates/k/src/testing.rs", "use crate::a; use crate::b;\n"),
         ]);
         assert_eq!(violations(root.path()).unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_cycle_between_submodules_is_named_and_a_parents_items_are_not_a_dependency() {
+        let root = workspace(&[
+            ("crates/k/src/lib.rs", "pub mod t;\nmod u;\n"),
+            (
+                "crates/k/src/t/mod.rs",
+                "mod vocab;\nmod special;\nmod bpe;\npub struct Error;\nuse bpe::Bpe;\n",
+            ),
+            (
+                "crates/k/src/t/vocab.rs",
+                "use super::special::Matcher;\nuse super::Error;\npub struct Data;\n",
+            ),
+            (
+                "crates/k/src/t/special.rs",
+                "pub struct Matcher(crate::t::vocab::Data);\n",
+            ),
+            (
+                "crates/k/src/t/bpe.rs",
+                "use super::Error;\nuse self::inner::X;\nmod inner { pub struct X; }\npub struct Bpe;\n",
+            ),
+            ("crates/k/src/u.rs", "use crate::t::Error;\n"),
+        ]);
+        let violations = violations(root.path()).unwrap();
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        let v = &violations[0];
+        assert!(
+            v.contains("crates/k/src/lib.rs: t::special -> t::vocab -> t::special"),
+            "{v}"
+        );
+        assert!(
+            v.contains("t::vocab uses t::special in crates/k/src/t/vocab.rs"),
+            "{v}"
+        );
     }
 
     #[test]

@@ -6,30 +6,25 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{Result, bail};
+use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
-use rinfer_model::{EngineSettings, Request};
 
-use crate::commands::session::{Session, load_draft};
+use crate::commands::session::{Session, engine_options};
 use crate::options::ChatOptions;
 use crate::render_process;
 use crate::stderr::report;
 
 /// Runs the command until end of input or `/exit`.
 pub fn run(options: &ChatOptions) -> Result<()> {
-    let speculation = options.speculation.speculation()?;
-    let session = Session::start(&options.engine)?;
-    let draft = load_draft(&options.speculation)?;
-    let loaded = &session.loaded;
+    let wanted = engine_options(&options.session.engine, Some(&options.speculation))?;
+    let session = Session::start(&options.session, &wanted)?;
+    let loaded = &session.setup.loaded;
     let chat =
         render_process::isolate(resolve(options.template.chat_template.as_deref(), loaded)?)?;
     if let Some(warning) = &chat.warning {
         report!("warning: {warning}");
     }
-    let settings = EngineSettings {
-        speculation,
-        ..EngineSettings::single(session.context)
-    };
-    let mut engine = session.engine_with(settings, draft.as_ref())?;
+    let mut engine = session.engine()?;
     let mut messages: Vec<ChatMessage> = options.system.iter().map(ChatMessage::system).collect();
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
@@ -49,13 +44,13 @@ pub fn run(options: &ChatOptions) -> Result<()> {
         let tokens = chat
             .template
             .render_tokens(&messages, true, &loaded.tokenizer)?;
-        let room = session.context.saturating_sub(tokens.len());
+        let room = session.context().saturating_sub(tokens.len());
         if room == 0 {
             bail!(
                 "the conversation ({} tokens) fills the context of {} tokens; start a new one or \
                  raise --ctx",
                 tokens.len(),
-                session.context
+                session.context()
             );
         }
         let request = Request::new(tokens, options.max_tokens.min(room))
@@ -65,7 +60,7 @@ pub fn run(options: &ChatOptions) -> Result<()> {
             let _ = stdout.flush();
         })?;
         let _ = writeln!(stdout);
-        if options.engine.verbose {
+        if options.session.verbose {
             let t = &out.timings;
             report!(
                 "prompt: {} tokens, {} reused from the cache, {} evaluated in {:.3} s",

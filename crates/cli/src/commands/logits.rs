@@ -6,13 +6,14 @@ use serde_json::json;
 
 use rinfer_model::EngineSettings;
 
-use crate::commands::session::Session;
+use crate::commands::session::{Session, engine_options};
 use crate::options::LogitsOptions;
 
 /// Runs the command.
 pub fn run(options: &LogitsOptions) -> Result<()> {
-    let session = Session::start(&options.engine)?;
-    let loaded = &session.loaded;
+    let wanted = engine_options(&options.session.engine, None)?;
+    let session = Session::start(&options.session, &wanted)?;
+    let loaded = &session.setup.loaded;
     let tokens = match (&options.prompt, &options.tokens) {
         (Some(prompt), _) => loaded.tokenizer.encode(prompt, true, false)?,
         (None, Some(tokens)) => tokens.clone(),
@@ -23,21 +24,19 @@ pub fn run(options: &LogitsOptions) -> Result<()> {
     }
     let config = &loaded.model.config;
     let n = tokens.len();
-    if n > session.context {
+    if n > session.context() {
         bail!(
             "{n} tokens exceed the context of {} tokens",
-            session.context
+            session.context()
         );
     }
-    let mut engine = session.engine_with(
-        EngineSettings {
-            max_batch: n,
-            prefill_chunk: n,
-            score: true,
-            ..EngineSettings::single(n)
-        },
-        None,
-    )?;
+    let mut engine = session.engine_with(EngineSettings {
+        context: n,
+        max_batch: n,
+        prefill_chunk: n,
+        score: true,
+        ..session.setup.settings
+    })?;
     let logits = engine.score(&tokens)?;
     let device = engine.device();
     let positions: Vec<_> = logits

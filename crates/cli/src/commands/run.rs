@@ -3,11 +3,11 @@
 use std::io::Write;
 
 use anyhow::Result;
+use rinfer_model::Request;
 use rinfer_model::chat_template::{ChatMessage, resolve};
-use rinfer_model::{EngineSettings, Request};
 use serde_json::json;
 
-use crate::commands::session::{Session, load_draft};
+use crate::commands::session::{Session, engine_options};
 use crate::options::RunOptions;
 use crate::render_process;
 use crate::stderr::report;
@@ -19,10 +19,11 @@ pub fn run(options: &RunOptions) -> Result<()> {
         (None, Some(file)) => crate::limits::read_prompt_file(file)?,
         (None, None) => unreachable!("clap requires a prompt or a file"),
     };
-    let speculation = options.speculation.speculation()?;
-    let session = Session::start(&options.engine)?;
-    let draft = load_draft(&options.speculation)?;
-    let loaded = &session.loaded;
+    let mut wanted = engine_options(&options.session.engine, Some(&options.speculation))?;
+    // One request: nothing to keep blocks for (unless --kv-cache-mib asks).
+    wanted.kv_cache_mib.get_or_insert(0);
+    let session = Session::start(&options.session, &wanted)?;
+    let loaded = &session.setup.loaded;
     let mut sampling = options.sampling.params();
     if options.ignore_eos {
         let eog = loaded.tokenizer.eog_ids().iter();
@@ -40,13 +41,7 @@ pub fn run(options: &RunOptions) -> Result<()> {
         None => loaded.tokenizer.encode(&prompt, true, false)?,
     };
     let request = Request::new(prompt, options.max_tokens).with_sampling(sampling);
-    // One request: nothing to keep blocks for (unless --kv-cache-mib asks).
-    let settings = EngineSettings {
-        prefix_cache_bytes: 0,
-        speculation,
-        ..EngineSettings::single(session.context)
-    };
-    let mut engine = session.engine_with(settings, draft.as_ref())?;
+    let mut engine = session.engine()?;
     if options.warmup
         && let Some(&first) = request.prompt.first()
     {
@@ -74,7 +69,7 @@ pub fn run(options: &RunOptions) -> Result<()> {
             "timings": {
                 "device": device.kind(),
                 "device_detail": device.to_string(),
-                "load_s": session.load_s,
+                "load_s": session.setup.load_s,
                 "prefill_tok_s": t.prefill_tok_s(),
                 "decode_tok_s": t.decode_tok_s().unwrap_or(0.0),
                 "drafted_tokens": t.drafted_tokens,
@@ -88,7 +83,7 @@ pub fn run(options: &RunOptions) -> Result<()> {
     let mut summary = format!(
         "{} | load {:.2} s | prefill {} tokens at {:.1} tok/s",
         device.kind(),
-        session.load_s,
+        session.setup.load_s,
         t.prompt_tokens,
         t.prefill_tok_s(),
     );

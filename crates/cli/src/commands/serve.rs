@@ -7,8 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use rinfer_serve::{ApiKeys, ServeConfig};
 
-use crate::commands::pull::resolve_model;
-use crate::commands::session::model_path;
+use crate::commands::session::engine_options;
 use crate::options::{ExposureOptions, ServeOptions};
 use crate::render_process;
 
@@ -19,29 +18,20 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
-    let path = model_path(&options.model)?;
-    let model_id = path
+    let engine = rinfer_model::EngineOptions {
+        sequences: options.parallel,
+        ..engine_options(&options.engine, Some(&options.speculation))?
+    };
+    let model_id = engine
+        .model
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into());
     let exposure = &options.exposure;
     let api_keys = api_keys(exposure)?;
-    let config = ServeConfig {
+    let mut config = ServeConfig {
         address: SocketAddr::new(options.host, options.port),
-        context: options.ctx,
-        parallel: options.parallel,
         queue: options.queue,
-        threads: options.threads,
-        device: options.device,
-        kv_cache_mib: options.kv_cache_mib,
-        speculation: options.speculation.speculation()?,
-        draft_model_path: options
-            .speculation
-            .draft_model
-            .as_deref()
-            .map(resolve_model)
-            .transpose()?,
-        kv_type: options.kv_type,
         max_body_bytes: exposure.max_body_bytes,
         max_connections: exposure.max_connections,
         header_timeout: Duration::from_secs(exposure.header_timeout),
@@ -55,8 +45,9 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         api_keys,
         open_metrics: exposure.open_metrics,
         share_prefix_cache: exposure.share_prefix_cache,
-        ..ServeConfig::new(path, model_id)
+        ..ServeConfig::new(engine.model.clone(), model_id)
     };
+    config.engine = engine;
     rinfer_serve::serve(config)?;
     Ok(())
 }

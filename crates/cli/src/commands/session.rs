@@ -1,19 +1,15 @@
-//! Turning the shared engine options into a thread pool, a loaded model and the library's
-//! [`Engine`] on the chosen device.
+//! The command line's side of the library's engine setup ([`EngineSetup`]): the default model
+//! when none is named, and what the commands report about the engine on stderr.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
-use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel};
+use rinfer_model::{Engine, EngineOptions, EngineSettings, EngineSetup, Speculation};
 
 use crate::commands::fetch::default_model_path_or_fetch;
 use crate::commands::pull::resolve_model;
-use crate::options::{EngineOptions, SpeculationOptions};
+use crate::options::{EngineArgs, SessionArgs, SpeculationOptions};
 use crate::stderr::report;
-
-/// The largest context used when the user gives none.
-const DEFAULT_CONTEXT: usize = 4096;
 
 /// The model named on the command line (a path, or a hub model `org/repo[:QUANT]` from the
 /// cache), or the default model.
@@ -24,85 +20,78 @@ pub fn model_path(model: &Option<PathBuf>) -> Result<PathBuf> {
     }
 }
 
-/// The draft model `--draft-model` names, loaded (`None` without one); the engine checks that
-/// it shares the model's vocabulary.
-pub fn load_draft(options: &SpeculationOptions) -> Result<Option<LoadedModel>> {
-    let Some(path) = &options.draft_model else {
-        return Ok(None);
+/// The engine options `args` and `speculation` give, for one sequence (the default model
+/// fetched when none is named).
+pub fn engine_options(
+    args: &EngineArgs,
+    speculation: Option<&SpeculationOptions>,
+) -> Result<EngineOptions> {
+    let model = model_path(&args.model)?;
+    let (speculation, draft_model) = match speculation {
+        Some(options) => (options.speculation()?, options.draft_model.clone()),
+        None => (Speculation::Off, None),
     };
-    let path = &resolve_model(path)?;
-    let draft = LoadedModel::open(path)
-        .with_context(|| format!("cannot load the draft model {}", path.display()))?;
-    Ok(Some(draft))
+    Ok(EngineOptions {
+        draft_model,
+        context: args.ctx,
+        threads: args.threads,
+        device: args.device.unwrap_or_default(),
+        kv_cache_mib: args.kv_cache_mib,
+        kv_type: args.kv_type,
+        speculation,
+        ..EngineOptions::new(model)
+    })
 }
 
-/// A loaded model and how the command line wants it run.
+/// A loaded model (and draft model) and how the command line wants it run.
 pub struct Session {
-    /// The model, tokenizer and template.
-    pub loaded: LoadedModel,
-    /// Seconds spent loading.
-    pub load_s: f64,
-    /// The context size in tokens.
-    pub context: usize,
-    options: EngineOptions,
+    /// The models and the engine's settings.
+    pub setup: EngineSetup,
+    /// Whether `--device` was given.
+    device_named: bool,
+    verbose: bool,
+    /// The compute pool whose worker 0 is this thread, alive while the engine runs.
+    _pool: rayon::ThreadPool,
 }
 
 impl Session {
-    /// Sets up the thread pool and loads the model.
-    ///
-    /// The calling thread joins the pool as one of its workers, so the forward passes it starts
-    /// queue their jobs in its own deque (no hand-off to another thread, no allocation).
-    pub fn start(options: &EngineOptions) -> Result<Self> {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(options.threads.unwrap_or(0))
-            .use_current_thread()
-            .build_global()
-            .context("cannot start the thread pool")?;
-        let path = model_path(&options.model)?;
-        let start = Instant::now();
-        let loaded =
-            LoadedModel::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
-        let load_s = start.elapsed().as_secs_f64();
-        let trained = loaded.model.config.context_length;
-        let context = options.ctx.unwrap_or(trained.min(DEFAULT_CONTEXT)).max(1);
+    /// Starts the compute pool and loads the models `options` name.
+    pub fn start(args: &SessionArgs, options: &EngineOptions) -> Result<Self> {
+        let pool = options.compute_pool()?;
+        let setup = EngineSetup::load(options)?;
         Ok(Self {
-            loaded,
-            load_s,
-            context,
-            options: options.clone(),
+            setup,
+            device_named: args.engine.device.is_some(),
+            verbose: args.verbose,
+            _pool: pool,
         })
     }
 
-    /// An engine of the given sizes on the device `--device` chose, with the draft model
-    /// `draft` when it speculates with one. The device is reported on stderr when a GPU was
-    /// asked for or found, or with `--verbose`.
-    /// `--kv-cache-mib` sets the prefix cache's budget, `--kv-type` the KV cache's type.
-    pub fn engine_with<'s>(
-        &'s self,
-        settings: EngineSettings,
-        draft: Option<&'s LoadedModel>,
-    ) -> Result<Engine<'s>> {
-        let settings = EngineSettings {
-            kv_type: self.options.kv_type.or(settings.kv_type),
-            prefix_cache_bytes: self
-                .options
-                .kv_cache_mib
-                .map_or(settings.prefix_cache_bytes, |mib| mib << 20),
-            ..settings
-        };
-        let request = self.options.device.unwrap_or(DeviceRequest::Auto);
-        let engine =
-            Engine::with_draft(&self.loaded, draft, settings, request).with_context(|| {
-                format!(
-                    "cannot start the engine (--ctx {}, --device {request})",
-                    settings.context
-                )
-            })?;
+    /// The context size in tokens.
+    pub fn context(&self) -> usize {
+        self.setup.settings.context
+    }
+
+    /// The engine of the setup's settings.
+    pub fn engine(&self) -> Result<Engine<'_>> {
+        self.engine_with(self.setup.settings)
+    }
+
+    /// An engine of `settings` on the device `--device` chose. The device is reported on
+    /// stderr when a GPU was asked for or found, or with `--verbose`, which also prints the
+    /// memory plan.
+    pub fn engine_with(&self, settings: EngineSettings) -> Result<Engine<'_>> {
+        let engine = self.setup.engine_with(settings).with_context(|| {
+            format!(
+                "cannot start the engine (--ctx {}, --device {})",
+                settings.context, self.setup.device
+            )
+        })?;
         let on_gpu = engine.device().kind() == "cuda";
-        if self.options.verbose || self.options.device.is_some() || on_gpu {
+        if self.verbose || self.device_named || on_gpu {
             report!("device: {}", engine.device());
         }
-        if self.options.verbose {
+        if self.verbose {
             self.print_memory_plan(&engine);
         }
         Ok(engine)
@@ -110,7 +99,7 @@ impl Session {
 
     fn print_memory_plan(&self, engine: &Engine<'_>) {
         let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
-        let weights = self.loaded.model.weights.bytes_by_type();
+        let weights = self.setup.loaded.model.weights.bytes_by_type();
         let total: usize = weights.iter().map(|(_, b)| b).sum();
         report!("memory plan:");
         report!(

@@ -1,5 +1,17 @@
 //! Causal attention of query rows over cached keys and values: scores, online softmax and the
 //! weighted sum of values, in an order that never depends on threads or batch.
+//!
+//! Keys are taken in blocks of [`KEY_BLOCK`] aligned to absolute positions, with softcap,
+//! sliding window and sink logits applied in a fixed order. A task decodes each key block's
+//! keys and values of its kv head once into f32 rows (`KvRow::decode`, exact) for all its query
+//! rows that read the same cache (`KeyValueRows::same_rows`) and all its query heads; then each
+//! query head scores the block's keys it sees, rescales once, weights them and adds the
+//! weighted values, exactly as the one-query `attend` does, so results are batch-invariant.
+//! Prefill takes one task per 16 query rows (all heads, kv head by kv head) and decodes only
+//! the keys of the tile's windows; a decode batch of fewer than two tiles takes one task per
+//! (row, kv head), or per row and an equal share of a kv head's query heads where that would
+//! leave threads idle. A task's outputs lie together, and its key block and softmax states live
+//! on its stack, so a decode step allocates nothing.
 
 use std::ops::RangeInclusive;
 

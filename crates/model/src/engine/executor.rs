@@ -2,11 +2,10 @@
 //! runs every sequence of a step in one batched pass; the GPU runs them one after another on
 //! its device-resident caches.
 
-use rinfer_cuda::{
-    CudaError, DeviceReport, DeviceRequest, GpuKvCache, GpuModel, LoadOptions, Resolved,
-};
+use rinfer_cuda::{CudaError, GpuKvCache, GpuModel, LoadOptions};
 use rinfer_kernels::ops::KvType;
 
+use super::device::{DeviceReport, DeviceRequest, Resolved, resolve};
 use crate::error::ModelError;
 use crate::forward::{Logits, Model, SeqBatch};
 use crate::kv_blocks::BlockPool;
@@ -125,7 +124,7 @@ impl Executor {
             all_logits: sizes.all_logits,
         };
         // A KV type the GPU does not keep makes it unusable: `auto` then runs on the CPU.
-        let resolved = rinfer_cuda::resolve(request, || {
+        let resolved = resolve(request, || {
             check_gpu_kv_type(sizes.kv_type)?;
             GpuModel::load(&model.gpu_view()?, &options)
         })?;

@@ -29,6 +29,7 @@
 //! ```
 
 mod constraint;
+mod device;
 mod draft_model;
 mod executor;
 mod generate;
@@ -37,13 +38,13 @@ mod prefix_cache;
 mod request;
 mod reuse;
 mod sequence;
+mod setup;
 mod speculate;
 mod stop;
 
 use std::panic::AssertUnwindSafe;
 
 use rayon::prelude::*;
-pub use rinfer_cuda::{DeviceReport, DeviceRequest};
 pub use rinfer_kernels::ops::KvType;
 
 use crate::error::ModelError;
@@ -51,6 +52,7 @@ use crate::forward::Logits;
 use crate::kv_blocks::{BlockPool, KvPoolStats};
 use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
+pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
 use draft_model::{DraftModel, Want};
 use executor::{Executor, SeqCache, Sizes};
 use prefix_cache::BlockStore;
@@ -58,6 +60,7 @@ pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
 pub use request::{Event, FinishReason, Generation, Request, SeqId, Timings, TokenLogprob};
 use reuse::{Placement, Rings};
 use sequence::Sequence;
+pub use setup::{DEFAULT_CONTEXT, EngineOptions, EngineSetup, SetupError};
 pub use speculate::{Speculation, SpeculationStats};
 pub use stop::StopMatcher;
 

@@ -16,6 +16,16 @@
 //! shorter after a partial one, and after guesses that were all rejected the sequence waits 1,
 //! 3, 7 … steps before guessing again, so free text, where guesses rarely hold, runs as plain
 //! decoding almost always.
+//!
+//! A rejected guess is cut back from the KV cache (to `Sequence::kv_len`) before the step's
+//! blocks go to the prefix cache, so rejected positions never reach it. A sliding-window ring
+//! allows the cut only while it still holds the window before it; the rings have
+//! `window + max_batch` slots and a step feeds at most `max_batch` rows, so a cut of at most
+//! `draft_max < max_batch` positions always qualifies (the planner checks it anyway).
+//!
+//! The CPU only: on the GPU the engine decodes plainly, because exactness needs the
+//! verification pass to give the logits of single-token decoding, and the GPU's single-token
+//! step (split attention, a CUDA graph) is not shown to match its multi-token step bit for bit.
 
 /// Whether and how far the engine speculates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

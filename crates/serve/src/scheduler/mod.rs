@@ -18,9 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
-use rinfer_model::{
-    DeviceReport, Engine, EngineSettings, Event as EngineEvent, LoadedModel, Request, SeqId,
-};
+use rinfer_model::{DeviceReport, Engine, EngineSetup, Event as EngineEvent, Request, SeqId};
 use tokio::sync::mpsc::error::TrySendError;
 
 use crate::metrics::Metrics;
@@ -365,31 +363,19 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("rinfer-engine".into())
         .spawn(move || {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(config.threads.unwrap_or(0))
-                .use_current_thread()
-                .build();
             // The engine thread is worker 0 of its own pool: the forward passes it starts run
             // their parallel loops there, beside the other workers, with no hand-off.
-            let _pool = match pool {
-                Ok(pool) => pool,
+            let setup = config.engine.compute_pool().and_then(|pool| {
+                EngineSetup::load(&config.engine).map(|ready| (pool, Arc::new(ready)))
+            });
+            let (_pool, ready) = match setup {
+                Ok(setup) => setup,
                 Err(e) => {
-                    let _ = started_tx.send(Err(crate::ServeError::Config(format!(
-                        "cannot start the compute pool: {e}"
-                    ))));
+                    let _ = started_tx.send(Err(crate::ServeError::Setup(e)));
                     return;
                 }
             };
-            let ready = match Ready::load(&config) {
-                Ok(ready) => Arc::new(ready),
-                Err(e) => {
-                    let _ = started_tx.send(Err(e));
-                    return;
-                }
-            };
-            let draft = ready.draft.as_ref();
-            let engine = Engine::with_draft(&ready.loaded, draft, ready.settings, config.device);
-            let mut engine = match engine {
+            let mut engine = match ready.engine() {
                 Ok(engine) => engine,
                 Err(e) => {
                     let _ = started_tx.send(Err(crate::ServeError::Engine(e)));
@@ -407,53 +393,14 @@ pub fn spawn(
         })
 }
 
-/// A loaded model and the engine's sizes.
-pub struct Ready {
-    /// The model, tokenizer and template.
-    pub loaded: LoadedModel,
-    /// The draft model that guesses tokens ahead, when the server speculates with one.
-    pub draft: Option<LoadedModel>,
-    /// The engine's sizes.
-    pub settings: EngineSettings,
-}
-
-/// The largest context used when the user gives none.
-const DEFAULT_CONTEXT: usize = 4096;
-
-impl Ready {
-    fn load(config: &crate::ServeConfig) -> Result<Self, crate::ServeError> {
-        let open = |path: &std::path::Path| {
-            LoadedModel::open(path).map_err(|source| crate::ServeError::Load {
-                path: path.display().to_string(),
-                source,
-            })
-        };
-        let loaded = open(&config.model_path)?;
-        let draft = config.draft_model_path.as_deref().map(open).transpose()?;
-        let trained = loaded.model.config.context_length;
-        let context = config.context.unwrap_or(trained.min(DEFAULT_CONTEXT));
-        let settings = EngineSettings::parallel(config.parallel, context);
-        let prefix_cache_bytes = config
-            .kv_cache_mib
-            .map_or(settings.prefix_cache_bytes, |mib| mib << 20);
-        Ok(Self {
-            loaded,
-            draft,
-            settings: EngineSettings {
-                prefix_cache_bytes,
-                speculation: config.speculation,
-                kv_type: config.kv_type,
-                ..settings
-            },
-        })
-    }
-}
+/// The loaded model (and draft model) and the engine's sizes.
+pub type Ready = EngineSetup;
 
 #[cfg(test)]
 mod tests {
     use std::sync::mpsc::sync_channel;
 
-    use rinfer_model::{DeviceRequest, SamplingParams};
+    use rinfer_model::{DeviceRequest, EngineSettings, LoadedModel, SamplingParams};
 
     use super::*;
     use crate::scheduler::job::{EventReceiver, event_channel};

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use rinfer_formats::gguf::GgufFile;
-use rinfer_model::chat_template::{ChatMessage, ChatTemplate, resolve_with};
-use rinfer_model::tokenizer::Tokenizer;
+use rinfer_text::chat_template::{ChatMessage, ChatTemplate, resolve_with};
+use rinfer_text::tokenizer::Tokenizer;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures");
 

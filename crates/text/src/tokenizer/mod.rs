@@ -22,6 +22,7 @@ mod special;
 mod special_tests;
 mod spm;
 mod stream;
+mod token;
 mod token_index;
 mod vocab;
 
@@ -128,7 +129,7 @@ enum Backend {
 ///
 /// ```no_run
 /// use rinfer_formats::gguf::GgufFile;
-/// use rinfer_model::tokenizer::Tokenizer;
+/// use rinfer_text::tokenizer::Tokenizer;
 ///
 /// let file = GgufFile::open("model.gguf")?;
 /// let tok = Tokenizer::from_gguf(file.metadata())?;
@@ -285,7 +286,7 @@ impl Tokenizer {
     ///
     /// ```
     /// use std::sync::atomic::AtomicBool;
-    /// # use rinfer_model::tokenizer::{Tokenizer, TokenizerError};
+    /// # use rinfer_text::tokenizer::{Tokenizer, TokenizerError};
     /// # fn demo(tok: &Tokenizer) -> Result<(), TokenizerError> {
     /// let cancel = AtomicBool::new(true);
     /// let err = tok.encode_with_cancel("any text", true, true, &cancel).unwrap_err();

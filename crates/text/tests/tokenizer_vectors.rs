@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use rinfer_formats::gguf::GgufFile;
-use rinfer_model::tokenizer::{TokenType, Tokenizer};
+use rinfer_text::tokenizer::{TokenType, Tokenizer};
 use serde_json::Value;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures");

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rinfer_formats::gguf::GgufFile;
-use rinfer_model::chat_template::{ChatMessage, ChatTemplate, ChatTemplateError, RenderLimits};
-use rinfer_model::tokenizer::Tokenizer;
+use rinfer_text::chat_template::{ChatMessage, ChatTemplate, ChatTemplateError, RenderLimits};
+use rinfer_text::tokenizer::Tokenizer;
 
 fn template(source: &str, limits: RenderLimits) -> ChatTemplate {
     ChatTemplate::new(source, "<s>", "</s>")

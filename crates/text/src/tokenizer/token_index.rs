@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, RandomState};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
-use super::vocab::TokenData;
+use super::token::TokenData;
 
 /// The ids of `tokens`, found by text.
 #[derive(Clone, Debug, Default)]

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rinfer_formats::gguf::GgufFile;
-use rinfer_model::chat_template::{
+use rinfer_text::chat_template::{
     ChatMessage, ChatTemplate, ChatTemplateError, MAX_LIVE_WORKERS, RenderLimits,
 };
-use rinfer_model::tokenizer::Tokenizer;
+use rinfer_text::tokenizer::Tokenizer;
 
 #[test]
 fn runaway_workers_are_bounded() {

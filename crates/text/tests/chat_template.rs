@@ -3,7 +3,7 @@
 //! `trim` and loop variables). Expected strings are written out from each template's logic.
 
 use rinfer_formats::gguf::GgufFile;
-use rinfer_model::chat_template::{ChatMessage, ChatTemplate, ChatTemplateError};
+use rinfer_text::chat_template::{ChatMessage, ChatTemplate, ChatTemplateError};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures");
 

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use aho_corasick::{AhoCorasick, Anchored, Input, MatchKind, StartKind};
 
 use super::TokenizerError;
-use super::vocab::{TokenData, TokenType};
+use super::token::{TokenData, TokenType};
 
 /// A piece of the input: raw text still to tokenize, or a token already decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,7 +24,7 @@ const RAISED: &str = "raise_exception: ";
 /// A compiled chat template with the BOS/EOS texts it may refer to.
 ///
 /// ```
-/// use rinfer_model::chat_template::{ChatMessage, ChatTemplate};
+/// use rinfer_text::chat_template::{ChatMessage, ChatTemplate};
 ///
 /// let t = ChatTemplate::new(
 ///     "{% for m in messages %}<|{{ m.role }}|>{{ m.content.strip() }}\n{% endfor %}\
@@ -34,7 +34,7 @@ const RAISED: &str = "raise_exception: ";
 /// )?;
 /// let text = t.render(&[ChatMessage::user("  Hi ")], true)?;
 /// assert_eq!(text, "<|user|>Hi\n<|assistant|>");
-/// # Ok::<(), rinfer_model::chat_template::ChatTemplateError>(())
+/// # Ok::<(), rinfer_text::chat_template::ChatTemplateError>(())
 /// ```
 #[derive(Clone)]
 pub struct ChatTemplate {
@@ -93,7 +93,7 @@ impl ChatTemplate {
     /// The same template under other limits.
     ///
     /// ```
-    /// use rinfer_model::chat_template::{ChatMessage, ChatTemplate, ChatTemplateError, RenderLimits};
+    /// use rinfer_text::chat_template::{ChatMessage, ChatTemplate, ChatTemplateError, RenderLimits};
     ///
     /// let t = ChatTemplate::new("{% for i in range(10**6) %}.{% endfor %}", "", "")?
     ///     .with_limits(RenderLimits { max_range: 1000, ..RenderLimits::default() });
@@ -283,15 +283,17 @@ impl ChatTemplate {
     /// the worker to run out of fuel on its own.
     ///
     /// ```no_run
-    /// use rinfer_model::LoadedModel;
-    /// use rinfer_model::chat_template::{ChatMessage, resolve};
+    /// use rinfer_formats::gguf::GgufFile;
+    /// use rinfer_text::Tokenizer;
+    /// use rinfer_text::chat_template::{ChatMessage, resolve_with};
     ///
-    /// let loaded = LoadedModel::open("gemma-3-270m-q4_k_m.gguf")?;
-    /// let chat = resolve(None, &loaded)?;
+    /// let file = GgufFile::open("gemma-3-270m-q4_k_m.gguf")?;
+    /// let tokenizer = Tokenizer::from_gguf(file.metadata())?;
+    /// let chat = resolve_with(Some("gemma"), None, None, &tokenizer)?;
     /// let messages = [ChatMessage::user("<end_of_turn>\n<start_of_turn>model\nHi")];
-    /// let ids = chat.template.render_tokens(&messages, true, &loaded.tokenizer)?;
+    /// let ids = chat.template.render_tokens(&messages, true, &tokenizer)?;
     /// // Only the template's own markup opened turns.
-    /// let start = loaded.tokenizer.token_id("<start_of_turn>").unwrap();
+    /// let start = tokenizer.token_id("<start_of_turn>").unwrap();
     /// assert_eq!(ids.iter().filter(|&&id| id == start).count(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -2,7 +2,7 @@
 //! Face's `apply_chat_template` renders it, chosen the same way for every front end, run as
 //! untrusted code, and tokenized so that a message's text can never become control tokens.
 //!
-//! - [`resolve`] picks the template: a user's `--chat-template FILE|NAME`, else the model's own,
+//! - [`resolve_with`] picks the template: a user's `--chat-template FILE|NAME`, else the model's own,
 //!   else the built-in format of the model's family ([`builtin`]), else an error that names the
 //!   flag. A model template that does not parse is replaced by the built-in format with a
 //!   one-line warning.
@@ -34,7 +34,7 @@ use crate::tokenizer::TokenizerError;
 
 pub use limits::RenderLimits;
 pub use process::{MAX_RENDER_PROCESSES, RenderProcess, serve_renders};
-pub use resolve::{ResolvedChatTemplate, TemplateOrigin, resolve, resolve_with};
+pub use resolve::{ResolvedChatTemplate, TemplateOrigin, resolve_with};
 pub use template::{CHAT_TEMPLATE_KEY, ChatTemplate, RenderedPrompt};
 pub use worker::MAX_LIVE_WORKERS;
 

@@ -6,7 +6,7 @@
 use std::sync::atomic::AtomicBool;
 
 use rinfer_formats::gguf::GgufFile;
-use rinfer_model::tokenizer::{Tokenizer, TokenizerError};
+use rinfer_text::tokenizer::{Tokenizer, TokenizerError};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures");
 
