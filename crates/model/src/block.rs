@@ -3,8 +3,8 @@
 
 use rayon::prelude::*;
 
-use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape};
 use rinfer_kernels::ops::RopeParams;
+use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape};
 use rinfer_transformer::{Ffn, FfnUp, Qkv, Stage};
 
 use crate::compute::{self, linear, linear_shared};
