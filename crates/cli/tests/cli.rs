@@ -405,3 +405,78 @@ fn serve_logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(log.contains("listening on"), "{log}");
     assert!(!log.contains('\u{1b}'), "{log:?}");
 }
+
+/// Writes `llama-tiny-q8_0` as a three-shard split model (llama-gguf-split's names and
+/// `split.*` keys) into `dir`; returns the shards' paths.
+fn write_split_fixture(dir: &Path) -> Vec<PathBuf> {
+    use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue, shard_path};
+    let file = GgufFile::open(fixtures().join("models/llama-tiny-q8_0.gguf")).unwrap();
+    let tensors: Vec<_> = file.tensors().collect();
+    let per = tensors.len().div_ceil(3);
+    let prefix = dir.join("tiny").display().to_string();
+    (0..3)
+        .map(|i| {
+            let mut w = GgufWriter::new();
+            if i == 0 {
+                for (key, value) in file.metadata().iter() {
+                    w.add_metadata(key, value.clone()).unwrap();
+                }
+            }
+            let split = [
+                ("split.no", MetadataValue::U16(i as u16)),
+                ("split.count", MetadataValue::U16(3)),
+                (
+                    "split.tensors.count",
+                    MetadataValue::I32(tensors.len() as i32),
+                ),
+            ];
+            for (key, value) in split {
+                w.add_metadata(key, value).unwrap();
+            }
+            for t in tensors.iter().skip(i * per).take(per) {
+                w.add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
+                    .unwrap();
+            }
+            let path = shard_path(&prefix, i as u32 + 1, 3);
+            w.write_file(&path).unwrap();
+            path
+        })
+        .collect()
+}
+
+#[test]
+fn inspect_reports_a_split_model_whole_and_the_model_loads_from_its_first_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = write_split_fixture(dir.path());
+    let whole = json_of(&rinfer(&[
+        "inspect",
+        "--json",
+        &path("models/llama-tiny-q8_0.gguf"),
+    ]));
+    let split = json_of(&rinfer(&[
+        "inspect",
+        "--json",
+        &shards[1].display().to_string(),
+    ]));
+    assert_eq!(split["shards"], 3);
+    for key in ["tensor_count", "parameters", "architecture", "tensor_types"] {
+        assert_eq!(split[key], whole[key], "{key}");
+    }
+    let first = shards[0].display().to_string();
+    let generate = |model: &str| {
+        let out = rinfer(&[
+            "run", "--model", model, "hello", "-n", "6", "--seed", "5", "--json",
+        ]);
+        json_of(&out)["tokens"].clone()
+    };
+    assert_eq!(
+        generate(&first),
+        generate(&path("models/llama-tiny-q8_0.gguf"))
+    );
+    // Without its siblings the first shard is refused, naming the missing one.
+    std::fs::remove_file(&shards[2]).unwrap();
+    let out = rinfer(&["run", "--model", &first, "-n", "4", "hello"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("tiny-00003-of-00003.gguf"), "{stderr}");
+}

@@ -242,6 +242,72 @@ pub enum GgufError {
         #[source]
         source: std::io::Error,
     },
+    /// A shard of a split model that is not on disk beside the others.
+    #[error(
+        "shard {index} of {count} of the split model is missing: {path} does not exist (download every shard into the same directory)"
+    )]
+    MissingShard {
+        /// The shard's number, from 1.
+        index: u32,
+        /// How many shards the model has.
+        count: u32,
+        /// Where it should be.
+        path: std::path::PathBuf,
+    },
+    /// A split model's shard whose `split.*` metadata disagrees with its name or the first shard.
+    #[error(
+        "{path} is not shard {index} of a {count}-shard split model: {key} is {found}, expected {expected} (are its shards from different splits?)"
+    )]
+    ShardMismatch {
+        /// The shard.
+        path: std::path::PathBuf,
+        /// Its number from its name, from 1.
+        index: u32,
+        /// How many shards the first one announces.
+        count: u32,
+        /// The metadata key that disagrees.
+        key: &'static str,
+        /// Its value there (or "missing").
+        found: String,
+        /// The value it should have.
+        expected: String,
+    },
+    /// A file whose metadata says it is one shard of several but whose name does not say which.
+    #[error(
+        "{path} says it is shard {no} of {count} of a split model, but its name does not end in -NNNNN-of-NNNNN.gguf, so its siblings cannot be found (keep the names llama-gguf-split gave them)"
+    )]
+    UnnamedShard {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its `split.no`, from 1.
+        no: u32,
+        /// Its `split.count`.
+        count: u32,
+    },
+    /// The same tensor in two shards of a split model.
+    #[error("tensor {tensor:?} is in both {first} and {second}")]
+    DuplicateShardTensor {
+        /// The tensor.
+        tensor: String,
+        /// The shard that holds it first.
+        first: std::path::PathBuf,
+        /// The other shard.
+        second: std::path::PathBuf,
+    },
+    /// Shards that together hold another number of tensors than the split announces.
+    #[error(
+        "the {count} shards starting at {path} hold {found} tensors, but split.tensors.count says {expected}"
+    )]
+    ShardTensorCount {
+        /// The first shard.
+        path: std::path::PathBuf,
+        /// How many shards.
+        count: u32,
+        /// Tensors found across the shards.
+        found: u64,
+        /// `split.tensors.count`.
+        expected: u64,
+    },
     /// A streamed file was finished before every tensor announced in its header was written.
     #[error("tensor {tensor:?} was announced but its data never written")]
     MissingTensorData {

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rinfer_formats::HfModelDir;
-use rinfer_formats::gguf::GgufFile;
+use rinfer_formats::gguf::{GgufFile, open_shards};
 
 use crate::arch::config_from_metadata;
 use crate::chat_template::{ChatTemplate, ChatTemplateError};
@@ -17,18 +17,30 @@ use crate::tensor_store::{GgufStore, SafetensorsStore};
 use crate::tokenizer::Tokenizer;
 
 impl Model {
-    /// Opens the GGUF model at `path`: reads its configuration and maps its weights.
+    /// Opens the GGUF model at `path`: reads its configuration and maps its weights. `path` may
+    /// be any shard of a split model; the file returned is then its first shard, which holds the
+    /// model's metadata.
     pub fn open_gguf(path: impl AsRef<Path>) -> Result<(Self, Arc<GgufFile>), ModelError> {
-        let file = Arc::new(GgufFile::open(path)?);
-        let model = Self::from_gguf(&file)?;
-        Ok((model, file))
+        let shards: Vec<Arc<GgufFile>> = open_shards(path)?.into_iter().map(Arc::new).collect();
+        let model = Self::from_gguf_shards(&shards)?;
+        Ok((model, shards[0].clone()))
     }
 
     /// Builds a model over an opened GGUF file (the weights borrow its memory map).
     pub fn from_gguf(file: &Arc<GgufFile>) -> Result<Self, ModelError> {
-        let store = GgufStore::new(file);
+        Self::from_gguf_shards(std::slice::from_ref(file))
+    }
+
+    /// Builds a model over every shard of a split GGUF model, first shard first, as
+    /// [`open_shards`] returns them (the configuration is the first shard's metadata; the
+    /// weights borrow each shard's memory map).
+    pub fn from_gguf_shards(shards: &[Arc<GgufFile>]) -> Result<Self, ModelError> {
+        let first = shards.first().ok_or_else(|| {
+            ModelError::InvalidConfig("a GGUF model needs at least one file".into())
+        })?;
+        let store = GgufStore::new(shards);
         let vocab = load::vocab_rows(&store)?;
-        let mut config = config_from_metadata(file.metadata(), vocab)?;
+        let mut config = config_from_metadata(first.metadata(), vocab)?;
         let weights = load::load(&store, &config)?;
         fit_context_to_positions(&mut config, &weights)?;
         Ok(Self::new(config, weights))
@@ -102,14 +114,16 @@ const VOCABULARY_KEYS: [&str; 4] = [
 ];
 
 impl LoadedModel {
-    /// Opens a GGUF model file, or a Hugging Face model directory (`config.json`,
-    /// `tokenizer.json` and safetensors weights), with its tokenizer and chat template.
+    /// Opens a GGUF model file (any shard of a split model), or a Hugging Face model directory
+    /// (`config.json`, `tokenizer.json` and safetensors weights), with its tokenizer and chat
+    /// template.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ModelError> {
         let path = path.as_ref();
         if path.is_dir() {
             return Self::open_hf_dir(path);
         }
-        let mut file = GgufFile::open(path)?;
+        let mut shards = open_shards(path)?;
+        let file = &mut shards[0];
         let tokenizer = Tokenizer::from_gguf(file.metadata())?;
         let (chat_template, chat_template_error) =
             own_template(ChatTemplate::from_metadata(file.metadata()));
@@ -118,7 +132,8 @@ impl LoadedModel {
         for key in VOCABULARY_KEYS {
             file.metadata_mut().remove(key);
         }
-        let model = Model::from_gguf(&Arc::new(file))?;
+        let shards: Vec<Arc<GgufFile>> = shards.into_iter().map(Arc::new).collect();
+        let model = Model::from_gguf_shards(&shards)?;
         Ok(Self {
             model,
             tokenizer,

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use rinfer_formats::gguf::{GgufError, GgufFile, MetadataValue};
+use rinfer_formats::gguf::{GgufError, GgufFile, MetadataValue, TensorView, open_shards};
 use serde_json::{Value, json};
 
 /// `writeln!` into a `String`, which cannot fail.
@@ -21,21 +21,32 @@ const ARRAY_SHOWN_IN_FULL: usize = 32;
 const ARRAY_HEAD: usize = 8;
 
 /// Prints the format, version, architecture, parameter count, bytes per tensor type, metadata
-/// and (with `tensors`, or always in JSON) the tensor table of the model at `path`.
+/// and (with `tensors`, or always in JSON) the tensor table of the model at `path`. A split
+/// model (`path` any of its shards) is reported whole: the first shard's header and metadata,
+/// every shard's tensors, each with its shard number and its offset in that shard.
 pub fn run(path: &Path, json: bool, tensors: bool) -> Result<()> {
-    let file = match GgufFile::open(path) {
-        Err(e @ GgufError::Io { .. }) => return Err(e.into()),
+    let shards = match open_shards(path) {
+        Err(e @ (GgufError::Io { .. } | GgufError::MissingShard { .. })) => return Err(e.into()),
         opened => {
-            opened.with_context(|| format!("{} is not a usable GGUF file", path.display()))?
+            opened.with_context(|| format!("{} is not a usable GGUF model", path.display()))?
         }
     };
-    let report = Report::of(&file);
+    let report = Report::of(&shards);
     if json {
-        let text = serde_json::to_string_pretty(&report.to_json(&file))?;
+        let text = serde_json::to_string_pretty(&report.to_json(&shards))?;
         crate::stdout::print(&format!("{text}\n"))
     } else {
-        crate::stdout::print(&report.text(&file, tensors))
+        crate::stdout::print(&report.text(&shards, tensors))
     }
+}
+
+/// Every tensor of the model with its shard number (from 1) and its offset in that shard.
+fn all_tensors(shards: &[GgufFile]) -> impl Iterator<Item = (usize, TensorView<'_>, u64)> {
+    shards.iter().enumerate().flat_map(|(i, file)| {
+        let data_offset = file.header().data_offset;
+        file.tensors()
+            .map(move |t| (i + 1, t, data_offset + t.info.offset))
+    })
 }
 
 struct Report {
@@ -45,10 +56,10 @@ struct Report {
 }
 
 impl Report {
-    fn of(file: &GgufFile) -> Self {
+    fn of(shards: &[GgufFile]) -> Self {
         let mut by_type = BTreeMap::new();
         let mut parameters = 0;
-        for t in file.tensors() {
+        for (_, t, _) in all_tensors(shards) {
             parameters += t.info.element_count();
             let entry = by_type.entry(t.ty().name()).or_insert((0, 0));
             entry.0 += 1;
@@ -60,47 +71,60 @@ impl Report {
         }
     }
 
-    fn to_json(&self, file: &GgufFile) -> Value {
+    fn to_json(&self, shards: &[GgufFile]) -> Value {
+        let file = &shards[0];
         let header = file.header();
         let metadata: serde_json::Map<String, Value> = file
             .metadata()
             .iter()
             .map(|(k, v)| (k.to_string(), value_json(v)))
             .collect();
-        let tensors: Vec<Value> = file
-            .tensors()
-            .map(|t| {
-                json!({
+        let tensors: Vec<Value> = all_tensors(shards)
+            .map(|(shard, t, offset)| {
+                let mut entry = json!({
                     "name": t.name(),
                     "type": t.ty().name(),
                     "shape": t.dims(),
-                    "offset": header.data_offset + t.info.offset,
+                    "offset": offset,
                     "bytes": t.info.size,
-                })
+                });
+                if shards.len() > 1 {
+                    entry["shard"] = json!(shard);
+                }
+                entry
             })
             .collect();
+        let tensor_count = tensors.len();
         let types: serde_json::Map<String, Value> = self
             .by_type
             .iter()
             .map(|(ty, (count, bytes))| (ty.to_string(), json!({"tensors": count, "bytes": bytes})))
             .collect();
-        json!({
+        let mut report = json!({
             "format": "gguf",
             "version": header.version,
             "architecture": header.architecture(),
             "parameters": self.parameters,
-            "tensor_count": header.tensors.len(),
+            "tensor_count": tensor_count,
             "tensor_types": types,
             "metadata": metadata,
             "tensors": tensors,
-        })
+        });
+        if shards.len() > 1 {
+            report["shards"] = json!(shards.len());
+        }
+        report
     }
 
     /// The text report: header, tensor types, metadata and (with `tensors`) the tensor table.
-    fn text(&self, file: &GgufFile, tensors: bool) -> String {
+    fn text(&self, shards: &[GgufFile], tensors: bool) -> String {
         let mut out = String::new();
+        let file = &shards[0];
         let header = file.header();
         line!(out, "format:       GGUF v{}", header.version);
+        if shards.len() > 1 {
+            line!(out, "shards:       {}", shards.len());
+        }
         line!(
             out,
             "architecture: {}",
@@ -112,7 +136,11 @@ impl Report {
             self.parameters,
             self.parameters as f64 / 1e6
         );
-        line!(out, "tensors:      {}", header.tensors.len());
+        line!(
+            out,
+            "tensors:      {}",
+            shards.iter().map(|f| f.tensors().len()).sum::<usize>()
+        );
         for (ty, (count, bytes)) in &self.by_type {
             line!(
                 out,
@@ -133,15 +161,20 @@ impl Report {
                 "shape",
                 "offset"
             );
-            for t in file.tensors() {
+            for (shard, t, offset) in all_tensors(shards) {
                 let shape = format!("{:?}", t.dims());
+                let at = if shards.len() > 1 {
+                    format!("{shard}:{offset}")
+                } else {
+                    offset.to_string()
+                };
                 line!(
                     out,
                     "{:<48} {:<8} {:<24} {:>12}",
                     t.name(),
                     t.ty().name(),
                     shape,
-                    header.data_offset + t.info.offset
+                    at
                 );
             }
         }

@@ -54,14 +54,7 @@ pub fn resolve_model(arg: &Path) -> Result<PathBuf> {
             pull(&cache, &model)?
         }
     };
-    if files.len() > 1 {
-        report!(
-            "{model} is split into {} files; rinfer loads single-file GGUF models only, so \
-             merge them first (`llama-gguf-split --merge {} OUT.gguf`)",
-            files.len(),
-            files[0].display()
-        );
-    }
+    // A split model loads from its first shard, which leads the loader to the others.
     Ok(files[0].clone())
 }
 

@@ -1,5 +1,5 @@
-//! Where the loader finds tensors: a GGUF file or a safetensors checkpoint, both seen through
-//! GGUF's tensor names and dimension order.
+//! Where the loader finds tensors: a GGUF file (or every shard of a split one) or a safetensors
+//! checkpoint, both seen through GGUF's tensor names and dimension order.
 
 mod gguf;
 mod safetensors;
