@@ -25,12 +25,12 @@
 //! ```
 //! use rinfer_cuda::{GpuModel, LoadOptions};
 //!
-//! # fn host_model() -> rinfer_cuda::HostModel<'static> { unimplemented!() }
-//! let model = host_model();
-//! let options = LoadOptions { ordinal: 0, context: 4096, max_batch: 512, all_logits: false };
-//! match GpuModel::load(&model, &options) {
-//!     Ok(gpu) => println!("running on {}", gpu.info()),
-//!     Err(why) => println!("no usable GPU: {why}"),
+//! fn start(model: &rinfer_cuda::HostModel<'_>) {
+//!     let options = LoadOptions { ordinal: 0, context: 4096, max_batch: 512, all_logits: false };
+//!     match GpuModel::load(model, &options) {
+//!         Ok(gpu) => println!("running on {}", gpu.info()),
+//!         Err(why) => println!("no usable GPU: {why}"),
+//!     }
 //! }
 //! ```
 

@@ -13,6 +13,7 @@
 //! `parallel_tool_calls` defaults to `true`, as OpenAI's does: an answer may hold several
 //! calls. Only calls of the declared functions are read back as calls (see [`parse_calls`]).
 
+mod call;
 mod format;
 mod history;
 pub mod output;
@@ -24,10 +25,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
+pub use call::ToolCall;
 pub use format::{ToolFormat, call_grammar};
 pub use history::{generic_conversation, message_fields};
 pub use output::{ChatOutput, Delta, StreamShaper};
-pub use parse::{ToolCall, parse_calls};
+pub use parse::parse_calls;
 pub use repeat::RepeatGuard;
 
 /// One entry of `tools`.

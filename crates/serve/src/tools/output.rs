@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::ToolFormat;
-use super::parse::{ToolCall, parse_calls};
+use super::call::ToolCall;
+use super::parse::parse_calls;
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";

@@ -12,15 +12,7 @@
 use serde_json::Value;
 
 use super::ToolFormat;
-
-/// One call the model made.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolCall {
-    /// The function.
-    pub name: String,
-    /// Its arguments, as JSON text (as OpenAI returns them).
-    pub arguments: String,
-}
+use super::call::ToolCall;
 
 /// What an answer says: text and calls.
 #[derive(Debug, Default, PartialEq)]

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::parse::ToolCall;
+use super::call::ToolCall;
 
 /// The call in a `<tool_call>` block's `body`, when it is written in one of the tag formats.
 pub fn tagged_call(body: &str) -> Option<ToolCall> {
