@@ -53,8 +53,8 @@ pub enum SetupError {
     Load {
         /// The model's path.
         path: PathBuf,
-        /// Why.
-        source: ModelError,
+        /// Why (boxed: a load error names files and values, and results carry it by value).
+        source: Box<ModelError>,
     },
     /// The draft model could not be loaded.
     #[error("cannot load the draft model {}", path.display())]
@@ -62,7 +62,7 @@ pub enum SetupError {
         /// The draft model's path.
         path: PathBuf,
         /// Why.
-        source: ModelError,
+        source: Box<ModelError>,
     },
 }
 
@@ -136,7 +136,7 @@ impl EngineSetup {
         let start = Instant::now();
         let loaded = LoadedModel::open(&options.model).map_err(|source| SetupError::Load {
             path: options.model.clone(),
-            source,
+            source: Box::new(source),
         })?;
         let load_s = start.elapsed().as_secs_f64();
         let draft = options
@@ -145,7 +145,7 @@ impl EngineSetup {
             .map(|path: &Path| {
                 LoadedModel::open(path).map_err(|source| SetupError::Draft {
                     path: path.to_owned(),
-                    source,
+                    source: Box::new(source),
                 })
             })
             .transpose()?;
