@@ -4,7 +4,7 @@
 //! cannot handle.
 
 use rinfer_transformer::{
-    Block, Experts, Ffn, Handles, Mapper, Router, Shape, Tensor, Transformer,
+    Block, Experts, Ffn, Gating, Handles, Mapper, Router, Shape, Stage, Tensor, Transformer,
 };
 
 use crate::error::CudaError;
@@ -332,14 +332,39 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
     Ok(())
 }
 
-/// Every stage a GPU kernel runs: an error naming the first layer whose stages it does not.
+/// Every stage a GPU kernel runs: an error naming the first layer whose stages it does not
+/// (the device `auto` then falls back to the CPU with that reason).
 fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
     for (index, block) in c.blocks.iter().enumerate() {
+        let unsupported = |what: &str| {
+            Err(CudaError::Unsupported(format!(
+                "layer {index} uses {what}, which the CUDA backend does not run yet; use \
+                 --device cpu"
+            )))
+        };
         if block.experts().is_some_and(|e| e.ffn == Ffn::Gelu) {
-            return Err(CudaError::Unsupported(format!(
-                "layer {index} uses ungated experts, which the CUDA backend does not run yet; \
-                 use --device cpu"
-            )));
+            return unsupported("ungated experts");
+        }
+        if block.mla().is_some() {
+            return unsupported("multi-head latent attention");
+        }
+        if block.shared_experts().is_some() {
+            return unsupported("shared experts");
+        }
+        for stage in &block.stages {
+            if let Stage::Router {
+                router,
+                selection_bias,
+                ..
+            } = stage
+            {
+                if !matches!(router.gating, Gating::SoftmaxTopK | Gating::TopKSoftmax) {
+                    return unsupported(&format!("{:?} expert routing", router.gating));
+                }
+                if selection_bias.is_some() || router.scale != 1.0 {
+                    return unsupported("a biased or scaled expert router");
+                }
+            }
         }
     }
     Ok(())

@@ -30,6 +30,14 @@ impl Model {
             match stage {
                 Stage::AttentionNorm(norm) => Self::norm(norm, &s.x, &mut s.h, n),
                 Stage::Qkv(qkv) => self.qkv(qkv, n, s)?,
+                Stage::LatentQkv {
+                    mla,
+                    q,
+                    kv_a,
+                    kv_norm,
+                    k_b,
+                } => self.latent_qkv(mla, q, (kv_a, kv_norm), k_b, n, s)?,
+                Stage::LatentOutput { mla, v_b } => self.latent_output(mla, v_b, n, s)?,
                 Stage::QkNorm { eps, q, k } => self.qk_norm(q, k, *eps, n, s),
                 Stage::Rope(params) => self.rope(params, s),
                 Stage::Attention { params, sinks } => {
@@ -43,7 +51,18 @@ impl Model {
                 Stage::AttentionResidual => ops::add_inplace(&mut s.x[..len], &s.out[..len]),
                 Stage::FfnNorm(norm) => Self::norm(norm, &s.x, &mut s.h, n),
                 Stage::Ffn { ffn, up, down } => self.ffn(*ffn, up, down, n, s)?,
-                Stage::Router { router, scores } => moe::route(router, scores, n, s)?,
+                Stage::Router {
+                    router,
+                    scores,
+                    selection_bias,
+                } => moe::route(router, scores, selection_bias.as_deref(), n, s)?,
+                Stage::SharedExperts {
+                    experts,
+                    gate,
+                    up,
+                    down,
+                    gate_inp,
+                } => moe::shared(experts, [gate, up, down], gate_inp.as_deref(), n, s)?,
                 Stage::Experts {
                     experts,
                     gate,
@@ -55,6 +74,9 @@ impl Model {
                     let hidden = self.transformer().hidden;
                     let weights = [gate.as_slice(), up.as_slice(), down.as_slice()];
                     moe::run(experts, weights, hidden, used, n, s)?;
+                    if block.shared_experts().is_some() {
+                        ops::add_inplace(&mut s.h[..len], &s.moe.shared[..len]);
+                    }
                 }
                 Stage::PostFfnNorm(norm) => Self::norm_in_place(norm, &mut s.h, n),
                 Stage::FfnResidual => ops::add_inplace(&mut s.x[..len], &s.h[..len]),

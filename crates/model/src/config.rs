@@ -7,11 +7,11 @@
 use rinfer_kernels::ops;
 use rinfer_transformer::Role;
 use rinfer_transformer::{
-    AttentionParams, Block, Experts, FfnUp, Linear, Norm, NormWeights, Presence, Qkv, RopeParams,
-    Router, Stage, Transformer,
+    AttentionParams, Block, Experts, FfnUp, LatentQ, Linear, Norm, NormWeights, Presence, Qkv,
+    RopeParams, Router, Stage, Transformer,
 };
 
-pub use rinfer_transformer::{Ffn, Gating, NormKind};
+pub use rinfer_transformer::{Ffn, Gating, Mla, NormKind};
 
 /// Which dimension pairs RoPE rotates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub struct YarnScaling {
 }
 
 /// Mixture-of-experts feed-forward blocks: a router picks `used` of `count` experts per token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MoeConfig {
     /// Experts per layer.
     pub count: usize,
@@ -69,6 +69,30 @@ pub struct MoeConfig {
     pub gating: Gating,
     /// The shape of each expert.
     pub ffn: Ffn,
+    /// The routed weights are multiplied by this (`expert_weights_scale`; 1 for none).
+    pub weights_scale: f32,
+    /// The router has a selection bias (`exp_probs_b`) added to its scores to choose.
+    pub selection_bias: bool,
+    /// The first this many layers run the dense FFN instead (`leading_dense_block_count`).
+    pub leading_dense: usize,
+    /// Shared experts every token runs beside its routed ones.
+    pub shared: Option<SharedExpertsConfig>,
+}
+
+/// The shared experts of a mixture-of-experts layer, run as one gated FFN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedExpertsConfig {
+    /// Their inner widths summed.
+    pub ffn_dim: usize,
+    /// Their output is scaled per token by `sigmoid(ffn_gate_inp_shexp · h)` (Qwen3.5-MoE).
+    pub gated: bool,
+}
+
+impl MoeConfig {
+    /// Whether `layer` runs the experts (and not the dense FFN).
+    pub fn applies_to(&self, layer: usize) -> bool {
+        layer >= self.leading_dense
+    }
 }
 
 /// Sliding-window attention on some layers.
@@ -136,6 +160,9 @@ pub struct ModelConfig {
     pub experts: Option<MoeConfig>,
     /// A learned sink logit per head joins each attention softmax (gpt-oss).
     pub attention_sinks: bool,
+    /// Multi-head latent attention (DeepSeek-V2/V3): `heads` query heads over one latent kv
+    /// head of `head_dim = rope + kv_lora` values, whose values are its keys.
+    pub mla: Option<Mla>,
     /// How the weights are laid out in tensors.
     pub layout: TensorLayout,
 }
@@ -161,6 +188,8 @@ pub struct TensorLayout {
     pub biases: Presence,
     /// The tensor of the norm before the FFN: `ffn_norm` (gpt-oss: `post_attention_norm`).
     pub ffn_norm: Role,
+    /// Whether a file must hold the q/k norms when the model has them (GLM-4.5 files may not).
+    pub qk_norm: Presence,
 }
 
 impl TensorLayout {
@@ -170,6 +199,7 @@ impl TensorLayout {
         fused_gate_up: false,
         biases: Presence::Optional,
         ffn_norm: Role::FfnNorm,
+        qk_norm: Presence::Required,
     };
 }
 
@@ -182,6 +212,17 @@ impl ModelConfig {
     /// Width of all key (or value) heads together.
     pub fn kv_dim(&self) -> usize {
         self.kv_heads * self.head_dim
+    }
+
+    /// Whether attention reads each position's values from its key row, so a cache keeps no
+    /// value rows (latent attention's one row per position).
+    pub fn values_in_keys(&self) -> bool {
+        self.mla.is_some()
+    }
+
+    /// Whether `layer` runs mixture-of-experts FFNs.
+    pub fn is_moe_layer(&self, layer: usize) -> bool {
+        self.experts.is_some_and(|moe| moe.applies_to(layer))
     }
 
     /// The attention window of `layer`, if it slides.
@@ -241,20 +282,21 @@ impl ModelConfig {
     fn block(&self, layer: usize) -> Block<Presence> {
         let norm = |role| self.norm(role);
         let window = self.window_of(layer);
-        let qkv = match self.layout.qkv {
-            QkvLayout::Separate => Qkv::Separate {
+        let qkv = match (self.mla, self.layout.qkv) {
+            (Some(mla), _) => self.latent_qkv(mla),
+            (None, QkvLayout::Separate) => Stage::Qkv(Qkv::Separate {
                 q: self.linear(),
                 k: self.linear(),
                 v: self.linear(),
-            },
-            QkvLayout::Fused => Qkv::Fused(self.linear()),
+            }),
+            (None, QkvLayout::Fused) => Stage::Qkv(Qkv::Fused(self.linear())),
         };
-        let mut stages = vec![Stage::AttentionNorm(norm(Role::AttnNorm)), Stage::Qkv(qkv)];
+        let mut stages = vec![Stage::AttentionNorm(norm(Role::AttnNorm)), qkv];
         if self.qk_norm {
             stages.push(Stage::QkNorm {
                 eps: self.norm_eps,
-                q: Presence::Required,
-                k: Presence::Required,
+                q: self.layout.qk_norm,
+                k: self.layout.qk_norm,
             });
         }
         if let Positional::Rope(rope) = self.positional {
@@ -286,6 +328,9 @@ impl ModelConfig {
             },
             sinks: self.attention_sinks.then_some(Presence::Required),
         });
+        if let Some(mla) = self.mla {
+            stages.push(Stage::LatentOutput { mla, v_b: None });
+        }
         stages.push(Stage::AttentionOutput(self.linear()));
         if self.post_norms {
             stages.push(Stage::PostAttentionNorm(norm(Role::PostAttentionNorm)));
@@ -310,32 +355,77 @@ impl ModelConfig {
             Stage::AttentionResidual,
             Stage::FfnNorm(norm(self.layout.ffn_norm)),
         ]);
-        match self.experts {
+        match self.experts.filter(|moe| moe.applies_to(layer)) {
             None => stages.push(dense()),
-            Some(moe) => stages.extend([
-                Stage::Router {
-                    router: Router {
-                        experts: moe.count,
-                        used: moe.used,
-                        gating: moe.gating,
+            Some(moe) => {
+                if let Some(shared) = moe.shared {
+                    stages.push(Stage::SharedExperts {
+                        experts: Experts {
+                            ffn: moe.ffn,
+                            ffn_dim: shared.ffn_dim,
+                        },
+                        gate: self.linear(),
+                        up: self.linear(),
+                        down: self.linear(),
+                        gate_inp: shared.gated.then_some(Presence::Required),
+                    });
+                }
+                stages.extend([
+                    Stage::Router {
+                        router: Router {
+                            experts: moe.count,
+                            used: moe.used,
+                            gating: moe.gating,
+                            scale: moe.weights_scale,
+                        },
+                        scores: self.linear(),
+                        selection_bias: moe.selection_bias.then_some(Presence::Required),
                     },
-                    scores: self.linear(),
-                },
-                Stage::Experts {
-                    experts: Experts {
-                        ffn: moe.ffn,
-                        ffn_dim: moe.ffn_dim,
+                    Stage::Experts {
+                        experts: Experts {
+                            ffn: moe.ffn,
+                            ffn_dim: moe.ffn_dim,
+                        },
+                        gate: Some(self.layout.biases),
+                        up: Some(self.layout.biases),
+                        down: Some(self.layout.biases),
                     },
-                    gate: Some(self.layout.biases),
-                    up: Some(self.layout.biases),
-                    down: Some(self.layout.biases),
-                },
-            ]),
+                ]);
+            }
         }
         if self.post_norms {
             stages.push(Stage::PostFfnNorm(norm(Role::PostFfwNorm)));
         }
         stages.push(Stage::FfnResidual);
         Block { stages }
+    }
+
+    /// Latent attention's projections: the query directly or through its compressed form,
+    /// the latent and its norm, the per-head key absorption.
+    fn latent_qkv(&self, mla: Mla) -> Stage<Presence> {
+        let rms = |role| NormWeights {
+            role,
+            params: Norm {
+                kind: NormKind::Rms,
+                eps: self.norm_eps,
+            },
+            weight: Presence::Required,
+            bias: None,
+        };
+        let q = match mla.q_lora {
+            None => LatentQ::Direct(self.linear()),
+            Some(_) => LatentQ::Lora {
+                a: self.linear(),
+                norm: rms(Role::AttnQANorm),
+                b: self.linear(),
+            },
+        };
+        Stage::LatentQkv {
+            mla,
+            q,
+            kv_a: self.linear(),
+            kv_norm: rms(Role::AttnKvANorm),
+            k_b: None,
+        }
     }
 }

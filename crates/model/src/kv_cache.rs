@@ -31,7 +31,8 @@ enum LayerStore {
     /// context), position `pos` in slot `pos % slots`.
     Ring {
         keys: KvRows,
-        values: KvRows,
+        /// `None` where the values are the keys.
+        values: Option<KvRows>,
         slots: usize,
     },
     /// A full-attention layer: the `index`-th layer of every block of the table.
@@ -128,7 +129,8 @@ impl KvCache {
         let capacity = Self::blocks_for(context)
             .checked_mul(sequences)
             .ok_or_else(overflow)?;
-        let pool = BlockPool::new(kv_type, config.kv_dim(), paged, capacity)?;
+        let widths = (config.kv_dim(), !config.values_in_keys());
+        let pool = BlockPool::new(kv_type, widths, paged, capacity)?;
         (0..sequences)
             .map(|_| Self::in_pool(config, &pool, context, max_batch))
             .collect()
@@ -155,7 +157,10 @@ impl KvCache {
                 let rows = || KvRows::new(pool.kv_type(), slots, kv_dim).ok_or_else(overflow);
                 Ok(LayerStore::Ring {
                     keys: rows()?,
-                    values: rows()?,
+                    values: match config.values_in_keys() {
+                        true => None,
+                        false => Some(rows()?),
+                    },
                     slots,
                 })
             })
@@ -213,7 +218,8 @@ impl KvCache {
         context: usize,
         max_batch: usize,
     ) -> Option<usize> {
-        let row_bytes = kv_type.row_bytes(config.kv_dim())?.checked_mul(2)?;
+        let rows = if config.values_in_keys() { 1 } else { 2 };
+        let row_bytes = kv_type.row_bytes(config.kv_dim())?.checked_mul(rows)?;
         let paged_rows = Self::blocks_for(context).checked_mul(BLOCK_TOKENS)?;
         (0..config.layers)
             .try_fold(0usize, |total, layer| {
@@ -253,7 +259,9 @@ impl KvCache {
             .layers
             .iter()
             .map(|l| match l {
-                LayerStore::Ring { keys, values, .. } => keys.bytes() + values.bytes(),
+                LayerStore::Ring { keys, values, .. } => {
+                    keys.bytes() + values.as_ref().map_or(0, KvRows::bytes)
+                }
                 LayerStore::Paged { .. } => 0,
             })
             .sum();
@@ -362,7 +370,9 @@ impl KvCache {
             } => {
                 let slot = pos % *slots;
                 keys.store(slot, key);
-                values.store(slot, value);
+                if let Some(values) = values {
+                    values.store(slot, value);
+                }
             }
             LayerStore::Paged { index } => {
                 let block = Arc::get_mut(&mut self.table[pos / BLOCK_TOKENS])
@@ -383,7 +393,7 @@ impl KvCache {
                 slots,
             } => Some(RingRows {
                 keys,
-                values,
+                values: values.as_ref().unwrap_or(keys),
                 slots: *slots,
             }),
             LayerStore::Paged { .. } => None,
@@ -412,7 +422,8 @@ impl KvCache {
                 slots,
             } => {
                 let slot = pos % *slots;
-                (keys.row_bytes(slot), values.row_bytes(slot))
+                let value = values.as_ref().map_or(&[][..], |v| v.row_bytes(slot));
+                (keys.row_bytes(slot), value)
             }
             LayerStore::Paged { index } => {
                 self.table[pos / BLOCK_TOKENS].row_bytes(*index, pos % BLOCK_TOKENS)
@@ -431,7 +442,9 @@ impl KvCache {
         {
             let slot = pos % *slots;
             keys.set_row_bytes(slot, key);
-            values.set_row_bytes(slot, value);
+            if let Some(values) = values {
+                values.set_row_bytes(slot, value);
+            }
         }
     }
 }

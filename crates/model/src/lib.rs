@@ -18,6 +18,7 @@ mod forward;
 pub mod gpu;
 mod hf_checkpoint;
 mod kv_blocks;
+mod latent;
 pub mod kv_cache;
 mod limits;
 mod load;

@@ -32,6 +32,8 @@ pub struct Scratch {
     pub(crate) logits: Vec<f32>,
     /// Mixture-of-experts buffers (empty for dense models).
     pub(crate) moe: MoeScratch,
+    /// Latent attention buffers (empty for other models).
+    pub(crate) latent: LatentScratch,
     /// Sequence and position of every row of the batch.
     pub(crate) sources: Vec<RowSource>,
     /// The quantized-activation buffer of the matmul kernels.
@@ -54,7 +56,7 @@ impl Scratch {
             &self.up,
             &self.logits,
         ];
-        buffers.iter().map(|b| b.len() * 4).sum::<usize>() + self.moe.bytes()
+        buffers.iter().map(|b| b.len() * 4).sum::<usize>() + self.moe.bytes() + self.latent.bytes()
     }
 
     /// Bytes of the f32 buffers [`Scratch::with_logit_rows`] allocates for these sizes, or `None`
@@ -68,11 +70,13 @@ impl Scratch {
         let logit_rows = max_logit_rows.clamp(1, n);
         let fused = (config.q_dim() + 2 * config.kv_dim()).max(2 * config.ffn_dim);
         let per_row = 3 * config.hidden
-            + 2 * config.q_dim()
+            + config.q_dim()
+            + attn_width(config)
             + 2 * config.kv_dim()
             + fused
             + 2 * config.ffn_dim;
-        let rows = n.checked_mul(per_row.checked_add(MoeScratch::floats_per_row(config)?)?)?;
+        let extra = MoeScratch::floats_per_row(config)?.checked_add(LatentScratch::floats_per_row(config)?)?;
+        let rows = n.checked_mul(per_row.checked_add(extra)?)?;
         let logits = logit_rows.checked_mul(config.vocab_size)?;
         rows.checked_add(logits)?
             .checked_mul(std::mem::size_of::<f32>())
@@ -101,19 +105,104 @@ impl Scratch {
             k: vec![0.0; n * config.kv_dim()],
             v: vec![0.0; n * config.kv_dim()],
             fused: vec![0.0; n * fused],
-            attn: vec![0.0; n * config.q_dim()],
+            attn: vec![0.0; n * attn_width(config)],
             out: vec![0.0; n * config.hidden],
             gate: vec![0.0; n * config.ffn_dim],
             up: vec![0.0; n * config.ffn_dim],
             logits: vec![0.0; logit_rows * config.vocab_size],
             moe: MoeScratch::new(config, n),
+            latent: LatentScratch::new(config, n),
             sources: Vec::with_capacity(n),
             act: rinfer_kernels::ActivationBuffer::for_matmul(
                 n,
-                config.hidden.max(config.ffn_dim).max(config.q_dim()),
-                config.vocab_size.max(fused).max(config.hidden),
+                widest_input(config),
+                config.vocab_size.max(fused).max(config.hidden).max(latent_rows(config)),
             ),
         }
+    }
+}
+
+/// Width of the attention output: the query heads, or latent attention's values when wider.
+fn attn_width(config: &ModelConfig) -> usize {
+    let values = config.mla.map_or(0, |mla| config.heads * mla.v_head);
+    config.q_dim().max(values)
+}
+
+/// The widest input of a product the stages run outside the experts.
+fn widest_input(config: &ModelConfig) -> usize {
+    let shared = config.experts.and_then(|m| m.shared).map_or(0, |s| s.ffn_dim);
+    let latent = config.mla.map_or(0, |m| m.q_lora.unwrap_or(0).max(m.kv_lora).max(m.nope));
+    [config.hidden, config.ffn_dim, attn_width(config), shared, latent]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+}
+
+/// The most outputs of a latent attention product (0 for other models).
+fn latent_rows(config: &ModelConfig) -> usize {
+    config.mla.map_or(0, |mla| config.heads * mla.q_head())
+}
+
+/// The buffers of latent attention's stages, for `n` rows.
+#[derive(Default)]
+pub(crate) struct LatentScratch {
+    /// The compressed queries `[n, q_lora]`.
+    pub(crate) q_lora: Vec<f32>,
+    /// The queries as projected `[n, heads · (nope + rope)]`.
+    pub(crate) q: Vec<f32>,
+    /// `[c | k_pe]` as projected `[n, kv_lora + rope]`.
+    pub(crate) kv: Vec<f32>,
+    /// One head's `q_nope` of every row `[n, nope]`.
+    pub(crate) nope: Vec<f32>,
+    /// One head's absorbed query, or its latent output, of every row `[n, kv_lora]`.
+    pub(crate) latent: Vec<f32>,
+    /// One head's value output of every row `[n, v_head]`.
+    pub(crate) value: Vec<f32>,
+    /// Every head's value output `[n, heads · v_head]`.
+    pub(crate) values: Vec<f32>,
+}
+
+impl LatentScratch {
+    /// The f32 values per batch row, or `None` on overflow (0 for other models).
+    fn floats_per_row(config: &ModelConfig) -> Option<usize> {
+        let Some(mla) = config.mla else {
+            return Some(0);
+        };
+        mla.q_lora
+            .unwrap_or(0)
+            .checked_add(config.heads.checked_mul(mla.q_head())?)?
+            .checked_add(mla.latent())?
+            .checked_add(mla.nope)?
+            .checked_add(mla.kv_lora)?
+            .checked_add((config.heads + 1).checked_mul(mla.v_head)?)
+    }
+
+    fn new(config: &ModelConfig, n: usize) -> Self {
+        let Some(mla) = config.mla else {
+            return Self::default();
+        };
+        Self {
+            q_lora: vec![0.0; n * mla.q_lora.unwrap_or(0)],
+            q: vec![0.0; n * config.heads * mla.q_head()],
+            kv: vec![0.0; n * mla.latent()],
+            nope: vec![0.0; n * mla.nope],
+            latent: vec![0.0; n * mla.kv_lora],
+            value: vec![0.0; n * mla.v_head],
+            values: vec![0.0; n * config.heads * mla.v_head],
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        let floats = [
+            &self.q_lora,
+            &self.q,
+            &self.kv,
+            &self.nope,
+            &self.latent,
+            &self.value,
+            &self.values,
+        ];
+        floats.iter().map(|b| b.len() * 4).sum()
     }
 }
 
@@ -142,6 +231,12 @@ pub(crate) struct MoeScratch {
     pub(crate) gate_up: Vec<f32>,
     /// The quantized inputs of a decode step's batched expert products (`k` rows).
     pub(crate) act: rinfer_kernels::ActivationBuffer,
+    /// The shared experts' output `[n, hidden]`.
+    pub(crate) shared: Vec<f32>,
+    /// The shared experts' gate `[n, shared_ffn]`.
+    pub(crate) shared_gate: Vec<f32>,
+    /// The shared experts' up `[n, shared_ffn]`.
+    pub(crate) shared_up: Vec<f32>,
 }
 
 impl MoeScratch {
@@ -152,12 +247,14 @@ impl MoeScratch {
         };
         let k = moe.used;
         let hidden = config.hidden;
-        // scores, weights (ids counted as f32-sized), input, gate, up, output, slots
+        let shared = moe.shared.map_or(0, |s| hidden + 2 * s.ffn_dim);
+        // scores, weights (ids counted as f32-sized), input, gate, up, output, slots, shared
         moe.count
             .checked_add(2 * k)?
             .checked_add(2 * hidden)?
             .checked_add(2 * moe.ffn_dim)?
-            .checked_add(k.checked_mul(hidden)?)
+            .checked_add(k.checked_mul(hidden)?)?
+            .checked_add(shared)
     }
 
     fn new(config: &ModelConfig, n: usize) -> Self {
@@ -165,6 +262,7 @@ impl MoeScratch {
             return Self::default();
         };
         let (k, hidden) = (moe.used, config.hidden);
+        let shared_ffn = moe.shared.map_or(0, |s| s.ffn_dim);
         Self {
             scores: vec![0.0; n * moe.count],
             ids: vec![0; n * k],
@@ -177,6 +275,9 @@ impl MoeScratch {
             routed: Vec::with_capacity(n * k),
             gate_up: vec![0.0; 2 * k * moe.ffn_dim],
             act: rinfer_kernels::ActivationBuffer::for_matmul(k, hidden.max(moe.ffn_dim), 0),
+            shared: vec![0.0; moe.shared.map_or(0, |_| n * hidden)],
+            shared_gate: vec![0.0; n * shared_ffn],
+            shared_up: vec![0.0; n * shared_ffn],
         }
     }
 
@@ -190,6 +291,9 @@ impl MoeScratch {
             &self.output,
             &self.slots,
             &self.gate_up,
+            &self.shared,
+            &self.shared_gate,
+            &self.shared_up,
         ];
         floats.iter().map(|b| b.len() * 4).sum::<usize>() + self.ids.len() * 4
     }

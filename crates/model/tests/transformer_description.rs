@@ -29,6 +29,9 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
                 .map(|stage| match stage {
                     Stage::AttentionNorm(_) => "attn_norm",
                     Stage::Qkv(_) => "qkv",
+                    Stage::LatentQkv { .. } => "latent_qkv",
+                    Stage::LatentOutput { .. } => "latent_output",
+                    Stage::SharedExperts { .. } => "shared_experts",
                     Stage::QkNorm { .. } => "qk_norm",
                     Stage::Rope(_) => "rope",
                     Stage::Attention { .. } => "attention",
@@ -162,4 +165,40 @@ fn a_declared_tensor_missing_from_the_file_is_an_error_naming_it() {
         .expect("an error");
     let message = error.to_string();
     assert!(message.contains("blk.1.ffn_norm.weight"), "{message}");
+}
+
+#[test]
+fn a_deepseek2_block_is_latent_attention_then_dense_or_shared_and_routed_experts() {
+    let blocks = stage_names("deepseek2-tiny-q8_0");
+    let attention = [
+        "attn_norm",
+        "latent_qkv",
+        "rope",
+        "attention",
+        "latent_output",
+        "attn_output",
+        "x+=out",
+        "ffn_norm",
+    ];
+    let dense = [&attention[..], &["ffn", "x+=h"]].concat();
+    let moe = [&attention[..], &["shared_experts", "router", "experts", "x+=h"]].concat();
+    assert_eq!(blocks, [dense, moe.clone(), moe]);
+}
+
+#[test]
+fn a_glm4moe_block_norms_q_and_k_and_its_ffn_by_the_post_attention_norm() {
+    let blocks = stage_names("glm4moe-tiny-q8_0");
+    let attention = [
+        "attn_norm",
+        "qkv",
+        "qk_norm",
+        "rope",
+        "attention",
+        "attn_output",
+        "x+=out",
+        "ffn_norm",
+    ];
+    let dense = [&attention[..], &["ffn", "x+=h"]].concat();
+    let moe = [&attention[..], &["shared_experts", "router", "experts", "x+=h"]].concat();
+    assert_eq!(blocks, [dense, moe.clone(), moe]);
 }

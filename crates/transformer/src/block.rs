@@ -20,7 +20,13 @@
 //!
 //! A mixture-of-experts layer replaces [`Stage::Ffn`] by [`Stage::Router`], which picks each
 //! row's experts and their weights, and [`Stage::Experts`], which runs only those experts and
-//! sums their outputs into `h`.
+//! sums their outputs into `h`; a layer with shared experts runs [`Stage::SharedExperts`]
+//! first, on every row, and the experts stage adds its output to the sum.
+//!
+//! Multi-head latent attention ([`Mla`]) replaces [`Stage::Qkv`] by [`Stage::LatentQkv`]
+//! (absorbed queries and one latent key row per position, whose values are the keys) and puts
+//! [`Stage::LatentOutput`] (each head's latent output up-projected) before the output
+//! projection; RoPE and attention are the ordinary stages over one kv head.
 //!
 //! ```
 //! use rinfer_transformer::{Block, Linear, Norm, NormKind, NormWeights, Qkv, Role, Stage};
@@ -41,7 +47,7 @@
 
 use std::fmt::Debug;
 
-use crate::params::{AttentionParams, Experts, Ffn, Norm, RopeParams, Router};
+use crate::params::{AttentionParams, Experts, Ffn, Mla, Norm, RopeParams, Router};
 use crate::tensor::{Role, TensorName};
 
 /// The weight handles of one use of the tree: what a matrix, a vector and a layer's stacked
@@ -206,6 +212,22 @@ pub enum FfnUp<H: Handles> {
     Plain(Linear<H>),
 }
 
+/// How multi-head latent attention projects its queries.
+#[derive(Clone, Debug)]
+pub enum LatentQ<H: Handles> {
+    /// `q = attn_q · h`, `[heads · (nope + rope), hidden]`.
+    Direct(Linear<H>),
+    /// `q = attn_q_b · norm(attn_q_a · h)`: through a compressed query of `q_lora` values.
+    Lora {
+        /// `[q_lora, hidden]`.
+        a: Linear<H>,
+        /// The compressed query's RMSNorm, `[q_lora]`.
+        norm: NormWeights<H>,
+        /// `[heads · (nope + rope), q_lora]`.
+        b: Linear<H>,
+    },
+}
+
 /// One step of a decoder block, on the `n` rows of a batch, with the weights it reads.
 #[derive(Clone, Debug)]
 pub enum Stage<H: Handles> {
@@ -213,6 +235,22 @@ pub enum Stage<H: Handles> {
     AttentionNorm(NormWeights<H>),
     /// `q`, `k`, `v` projected from `h`.
     Qkv(Qkv<H>),
+    /// Multi-head latent attention's projections from `h`: `q` the absorbed query heads
+    /// `[q_pe | W_kb[head] · q_nope]` and `k` the latent row `[k_pe | norm(c)]` of
+    /// `[c | k_pe] = kv_a · h` (the transformer's `head_dim` is `rope + kv_lora` and its one
+    /// kv head this row; attention reads the values from the keys).
+    LatentQkv {
+        /// The widths.
+        mla: Mla,
+        /// The query projection.
+        q: LatentQ<H>,
+        /// `[kv_lora + rope, hidden]`.
+        kv_a: Linear<H>,
+        /// The latent's RMSNorm, `[kv_lora]`.
+        kv_norm: NormWeights<H>,
+        /// Per head `[kv_lora, nope]`: absorbs `q_nope` into the latent space.
+        k_b: H::Experts,
+    },
     /// Every head of `q` and of `k` RMS-normed with the layer's q and k scales (`[head_dim]`).
     QkNorm {
         /// Added to the variance.
@@ -233,7 +271,16 @@ pub enum Stage<H: Handles> {
         /// Per-head sink logits `[heads]`, present exactly when `params.sinks`.
         sinks: Option<H::Vector>,
     },
-    /// `out = attn_output(attn)`, `[hidden, q_dim]`.
+    /// `attn = concat(W_vb[head] · latent part of attn[head])`: each head's output of latent
+    /// attention, `[heads · v_head]`.
+    LatentOutput {
+        /// The widths.
+        mla: Mla,
+        /// Per head `[v_head, kv_lora]`.
+        v_b: H::Experts,
+    },
+    /// `out = attn_output(attn)`, `[hidden, q_dim]` (`[hidden, heads · v_head]` after latent
+    /// attention).
     AttentionOutput(Linear<H>),
     /// `out = norm(out)` with the layer's post-attention norm.
     PostAttentionNorm(NormWeights<H>),
@@ -256,8 +303,25 @@ pub enum Stage<H: Handles> {
         router: Router,
         /// `[experts, hidden]`: one score per expert.
         scores: Linear<H>,
+        /// `[experts]`, added to the scores only to choose the experts (`exp_probs_b`).
+        selection_bias: Option<H::Vector>,
     },
-    /// `h = Σ weight_e · expert_e(h)` over each row's routed experts, in the router's order.
+    /// `shared = g · down(act(gate(h), up(h)))` on every row, kept for [`Stage::Experts`] to
+    /// add; `g = sigmoid(gate_inp · h)` per row where the layer has that gate, else 1.
+    SharedExperts {
+        /// The shape of the shared experts together (their widths summed).
+        experts: Experts,
+        /// `[ffn_dim, hidden]`.
+        gate: Linear<H>,
+        /// `[ffn_dim, hidden]`.
+        up: Linear<H>,
+        /// `[hidden, ffn_dim]`.
+        down: Linear<H>,
+        /// `[hidden]`: the per-row gate's weights (Qwen3.5-MoE).
+        gate_inp: Option<H::Vector>,
+    },
+    /// `h = Σ weight_e · expert_e(h)` over each row's routed experts, in the router's order,
+    /// plus `shared` when the layer has shared experts.
     Experts {
         /// Each expert's shape.
         experts: Experts,
@@ -304,6 +368,22 @@ impl<H: Handles> Block<H> {
     pub fn experts(&self) -> Option<&Experts> {
         self.stages.iter().find_map(|s| match s {
             Stage::Experts { experts, .. } => Some(experts),
+            _ => None,
+        })
+    }
+
+    /// The block's shared experts, if it has them.
+    pub fn shared_experts(&self) -> Option<&Experts> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::SharedExperts { experts, .. } => Some(experts),
+            _ => None,
+        })
+    }
+
+    /// The block's latent attention, if it has one.
+    pub fn mla(&self) -> Option<&Mla> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::LatentQkv { mla, .. } => Some(mla),
             _ => None,
         })
     }
@@ -435,11 +515,10 @@ impl<H: Handles> Transformer<H> {
                 c: self,
                 layer: Some(layer),
             };
-            let stages = block
-                .stages
-                .iter()
-                .map(|stage| at.stage(stage, m))
-                .collect::<Result<_, _>>()?;
+            let mut stages = Vec::with_capacity(block.stages.len());
+            for stage in &block.stages {
+                stages.extend(at.stage(stage, m)?);
+            }
             blocks.push(Block { stages });
         }
         let mut at = Place {
@@ -574,14 +653,17 @@ impl<'t, H: Handles> Place<'t, H> {
         m.experts(&t, e)
     }
 
+    /// The stage with its weights mapped; `None` drops it: q/k norms whose weights the mapper
+    /// finds absent (an optional pair, as GLM-4.5 files may leave out).
     fn stage<B: Handles, M: Mapper<'t, H, B>>(
         &mut self,
         stage: &'t Stage<H>,
         m: &mut M,
-    ) -> Result<Stage<B>, M::Error> {
+    ) -> Result<Option<Stage<B>>, M::Error> {
         let c = self.c;
         let (hidden, q_dim, kv_dim, ffn) = (c.hidden, c.q_dim(), c.kv_dim(), c.ffn_dim);
-        Ok(match stage {
+        let block = &c.blocks[self.layer.unwrap_or(0)];
+        Ok(Some(match stage {
             Stage::AttentionNorm(n) => Stage::AttentionNorm(self.norm(n, hidden, m)?),
             Stage::Qkv(Qkv::Separate { q, k, v }) => Stage::Qkv(Qkv::Separate {
                 q: self.linear(Role::AttnQ, (q_dim, hidden), q, m)?,
@@ -594,10 +676,51 @@ impl<'t, H: Handles> Place<'t, H> {
                 qkv,
                 m,
             )?)),
-            Stage::QkNorm { eps, q, k } => Stage::QkNorm {
-                eps: *eps,
-                q: self.vector(Role::AttnQNorm, c.head_dim, q, m)?,
-                k: self.vector(Role::AttnKNorm, c.head_dim, k, m)?,
+            Stage::QkNorm { eps, q, k } => {
+                let t = Tensor {
+                    name: self.name(Role::AttnQNorm),
+                    shape: Shape::Vector(c.head_dim),
+                };
+                let Some(q) = m.optional_vector(&t, q)? else {
+                    return Ok(None);
+                };
+                Stage::QkNorm {
+                    eps: *eps,
+                    q,
+                    k: self.vector(Role::AttnKNorm, c.head_dim, k, m)?,
+                }
+            }
+            Stage::LatentQkv {
+                mla,
+                q,
+                kv_a,
+                kv_norm,
+                k_b,
+            } => {
+                let q_width = c.heads * mla.q_head();
+                Stage::LatentQkv {
+                    mla: *mla,
+                    q: match q {
+                        LatentQ::Direct(l) => {
+                            LatentQ::Direct(self.linear(Role::AttnQ, (q_width, hidden), l, m)?)
+                        }
+                        LatentQ::Lora { a, norm, b } => {
+                            let lora = mla.q_lora.unwrap_or(0);
+                            LatentQ::Lora {
+                                a: self.linear(Role::AttnQA, (lora, hidden), a, m)?,
+                                norm: self.norm(norm, lora, m)?,
+                                b: self.linear(Role::AttnQB, (q_width, lora), b, m)?,
+                            }
+                        }
+                    },
+                    kv_a: self.linear(Role::AttnKvAMqa, (mla.latent(), hidden), kv_a, m)?,
+                    kv_norm: self.norm(kv_norm, mla.kv_lora, m)?,
+                    k_b: self.experts(Role::AttnKB, (c.heads, mla.kv_lora, mla.nope), k_b, m)?,
+                }
+            }
+            Stage::LatentOutput { mla, v_b } => Stage::LatentOutput {
+                mla: *mla,
+                v_b: self.experts(Role::AttnVB, (c.heads, mla.v_head, mla.kv_lora), v_b, m)?,
             },
             Stage::Rope(params) => Stage::Rope(*params),
             Stage::Attention { params, sinks } => Stage::Attention {
@@ -608,7 +731,8 @@ impl<'t, H: Handles> Place<'t, H> {
                 },
             },
             Stage::AttentionOutput(l) => {
-                Stage::AttentionOutput(self.linear(Role::AttnOutput, (hidden, q_dim), l, m)?)
+                let width = block.mla().map_or(q_dim, |mla| c.heads * mla.v_head);
+                Stage::AttentionOutput(self.linear(Role::AttnOutput, (hidden, width), l, m)?)
             }
             Stage::PostAttentionNorm(n) => Stage::PostAttentionNorm(self.norm(n, hidden, m)?),
             Stage::AttentionResidual => Stage::AttentionResidual,
@@ -633,19 +757,50 @@ impl<'t, H: Handles> Place<'t, H> {
                 },
                 down: self.linear(Role::FfnDown, (hidden, ffn), down, m)?,
             },
-            Stage::Router { router, scores } => Stage::Router {
+            Stage::Router {
+                router,
+                scores,
+                selection_bias,
+            } => Stage::Router {
                 router: *router,
                 scores: self.linear(Role::FfnGateInp, (router.experts, hidden), scores, m)?,
+                selection_bias: match selection_bias {
+                    Some(b) => {
+                        let t = Tensor {
+                            name: self.name(Role::ExpProbsB).bias(),
+                            shape: Shape::Vector(router.experts),
+                        };
+                        Some(m.vector(&t, b)?)
+                    }
+                    None => None,
+                },
             },
+            Stage::SharedExperts {
+                experts,
+                gate,
+                up,
+                down,
+                gate_inp,
+            } => {
+                let f = experts.ffn_dim;
+                Stage::SharedExperts {
+                    experts: *experts,
+                    gate: self.linear(Role::FfnGateShexp, (f, hidden), gate, m)?,
+                    up: self.linear(Role::FfnUpShexp, (f, hidden), up, m)?,
+                    down: self.linear(Role::FfnDownShexp, (hidden, f), down, m)?,
+                    gate_inp: match gate_inp {
+                        Some(g) => Some(self.vector(Role::FfnGateInpShexp, hidden, g, m)?),
+                        None => None,
+                    },
+                }
+            }
             Stage::Experts {
                 experts,
                 gate,
                 up,
                 down,
             } => {
-                let count = self.c.blocks[self.layer.unwrap_or(0)]
-                    .router()
-                    .map_or(0, |r| r.experts);
+                let count = block.router().map_or(0, |r| r.experts);
                 let f = experts.ffn_dim;
                 Stage::Experts {
                     experts: *experts,
@@ -657,6 +812,6 @@ impl<'t, H: Handles> Place<'t, H> {
             Stage::PostFfnNorm(n) => Stage::PostFfnNorm(self.norm(n, hidden, m)?),
             Stage::FfnResidual => Stage::FfnResidual,
             Stage::ParallelResidual => Stage::ParallelResidual,
-        })
+        }))
     }
 }

@@ -46,11 +46,21 @@ pub enum Gating {
     SoftmaxTopK,
     /// The `k` highest raw scores picked; the weights are the softmax of those `k` (gpt-oss).
     TopKSoftmax,
+    /// `p = softmax(scores)` over every expert; the `k` most probable picked with their `p` as
+    /// they are (DeepSeek-V2: no renormalisation).
+    SoftmaxTopKUnnormalized,
+    /// `s = sigmoid(scores)`; the `k` highest `s + selection bias` picked (the bias, where the
+    /// layer has one, only chooses); the weights are the picked `s`, divided by their sum
+    /// when `normalize` (DeepSeek-V3, GLM-4.5).
+    Sigmoid {
+        /// Divide the picked weights by their sum (at least ggml's 6.1e-5).
+        normalize: bool,
+    },
 }
 
 /// A mixture-of-experts router: how many experts a layer has, how many each row runs, and how
 /// their weights are formed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Router {
     /// Experts of the layer.
     pub experts: usize,
@@ -58,6 +68,8 @@ pub struct Router {
     pub used: usize,
     /// From scores to weights.
     pub gating: Gating,
+    /// The weights are multiplied by this last (`expert_weights_scale`; 1 for none).
+    pub scale: f32,
 }
 
 /// The experts of a mixture-of-experts layer: each is a gated feed-forward block.
@@ -67,6 +79,39 @@ pub struct Experts {
     pub ffn: Ffn,
     /// Inner width of one expert.
     pub ffn_dim: usize,
+}
+
+/// Multi-head latent attention's widths (DeepSeek-V2/V3). Each position's keys and values are
+/// one latent row `[k_pe (rope) | c (kv_lora)]` shared by every head; a query head is
+/// absorbed into that space, `[q_pe (rope) | W_kb · q_nope (kv_lora)]`, so attention runs as
+/// one kv head of `rope + kv_lora` values whose values are the keys, and each head's output
+/// is its latent part times `W_vb`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mla {
+    /// Width of the compressed query (`None`: queries are projected from the hidden state
+    /// directly, as in DeepSeek-V2-Lite).
+    pub q_lora: Option<usize>,
+    /// Width of the compressed key/value latent `c`.
+    pub kv_lora: usize,
+    /// The part of a query head without position (`q_nope`).
+    pub nope: usize,
+    /// The rotated part of a query head and of the shared key (`q_pe`, `k_pe`).
+    pub rope: usize,
+    /// Width of one head's value.
+    pub v_head: usize,
+}
+
+impl Mla {
+    /// Width of one query head as projected: `nope + rope`.
+    pub fn q_head(&self) -> usize {
+        self.nope + self.rope
+    }
+
+    /// Width of the latent row a position keeps and of an absorbed query head:
+    /// `rope + kv_lora`.
+    pub fn latent(&self) -> usize {
+        self.rope + self.kv_lora
+    }
 }
 
 /// How scores are formed and which keys a query sees.

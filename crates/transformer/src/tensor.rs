@@ -68,11 +68,35 @@ pub enum Role {
     FfnDownExps,
     /// The norm after the FFN.
     PostFfwNorm,
+    /// The compressing query projection (multi-head latent attention).
+    AttnQA,
+    /// The RMSNorm scale of the compressed query.
+    AttnQANorm,
+    /// The query projection from the compressed query.
+    AttnQB,
+    /// The projection to the key/value latent and the shared rotated key.
+    AttnKvAMqa,
+    /// The RMSNorm scale of the key/value latent.
+    AttnKvANorm,
+    /// Every head's key up-projection from the latent, stacked.
+    AttnKB,
+    /// Every head's value up-projection from the latent, stacked.
+    AttnVB,
+    /// The router's expert selection bias (a `.bias` tensor).
+    ExpProbsB,
+    /// The shared experts' per-token gate `[hidden]`.
+    FfnGateInpShexp,
+    /// The shared experts' gate projection.
+    FfnGateShexp,
+    /// The shared experts' up projection.
+    FfnUpShexp,
+    /// The shared experts' down projection.
+    FfnDownShexp,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 24] = [
+    pub const ALL: [Role; 36] = [
         Role::TokenEmbd,
         Role::PositionEmbd,
         Role::RopeFreqs,
@@ -97,6 +121,18 @@ impl Role {
         Role::FfnUpExps,
         Role::FfnDownExps,
         Role::PostFfwNorm,
+        Role::AttnQA,
+        Role::AttnQANorm,
+        Role::AttnQB,
+        Role::AttnKvAMqa,
+        Role::AttnKvANorm,
+        Role::AttnKB,
+        Role::AttnVB,
+        Role::ExpProbsB,
+        Role::FfnGateInpShexp,
+        Role::FfnGateShexp,
+        Role::FfnUpShexp,
+        Role::FfnDownShexp,
     ];
 
     /// The role's part of a GGUF tensor name.
@@ -126,6 +162,18 @@ impl Role {
             Role::FfnUpExps => "ffn_up_exps",
             Role::FfnDownExps => "ffn_down_exps",
             Role::PostFfwNorm => "post_ffw_norm",
+            Role::AttnQA => "attn_q_a",
+            Role::AttnQANorm => "attn_q_a_norm",
+            Role::AttnQB => "attn_q_b",
+            Role::AttnKvAMqa => "attn_kv_a_mqa",
+            Role::AttnKvANorm => "attn_kv_a_norm",
+            Role::AttnKB => "attn_k_b",
+            Role::AttnVB => "attn_v_b",
+            Role::ExpProbsB => "exp_probs_b",
+            Role::FfnGateInpShexp => "ffn_gate_inp_shexp",
+            Role::FfnGateShexp => "ffn_gate_shexp",
+            Role::FfnUpShexp => "ffn_up_shexp",
+            Role::FfnDownShexp => "ffn_down_shexp",
         }
     }
 

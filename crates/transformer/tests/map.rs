@@ -70,8 +70,10 @@ fn map_names_every_weight_with_the_shape_the_dimensions_imply() {
                 experts: 4,
                 used: 2,
                 gating: Gating::SoftmaxTopK,
+                scale: 1.0,
             },
             scores: linear(false),
+            selection_bias: None,
         },
         Stage::Experts {
             experts: Experts {

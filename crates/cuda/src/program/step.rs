@@ -229,7 +229,12 @@ impl Sequence<'_, '_> {
                 Stage::AttentionResidual => self.add(&[work.x, work.out], len),
                 Stage::FfnNorm(norm) => self.norm(norm, work.x, work.h, n),
                 Stage::Ffn { ffn, up, down } => self.ffn(*ffn, up, down),
-                Stage::Router { router, scores } => self.route(router, scores),
+                Stage::Router { router, scores, .. } => self.route(router, scores),
+                // `UploadPlan::new` refuses the stages the GPU does not run yet (see
+                // `plan::check_stages`), so a step never meets them.
+                Stage::LatentQkv { .. }
+                | Stage::LatentOutput { .. }
+                | Stage::SharedExperts { .. } => {}
                 Stage::Experts {
                     experts,
                     gate,
@@ -388,8 +393,9 @@ impl Sequence<'_, '_> {
         let work = *self.b.work;
         self.linear(scores, work.h, c.hidden, work.router, router.experts);
         let gating = match router.gating {
-            Gating::SoftmaxTopK => 0,
             Gating::TopKSoftmax => 1,
+            // The others are refused by `plan::check_stages`.
+            _ => 0,
         };
         self.fixed(
             "moe_route",

@@ -157,8 +157,10 @@ pub fn moe_model(s: &Storage) -> HostModel<'_> {
             experts: EXPERTS,
             used: USED,
             gating: Gating::SoftmaxTopK,
+            scale: 1.0,
         },
         scores: linear(s, EXPERTS, HIDDEN),
+        selection_bias: None,
     };
     stages.insert(
         ffn + 1,

@@ -21,7 +21,7 @@ pub use elementwise::{add_inplace, scale, softcap};
 pub use kv_row::{KvRow, KvRowMut, KvRows, KvType, UnknownKvType};
 pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};
 pub use rope::{RopeParams, RopeStyle, Yarn, rope};
-pub use routing::{Gating, route};
+pub use routing::{Gating, Router, route};
 pub use vector::VectorKernels;
 
 #[cfg(test)]

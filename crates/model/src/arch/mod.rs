@@ -3,7 +3,9 @@
 //! An `arch/<name>.rs` file only reads that architecture's hyperparameters and sets features;
 //! the decoder block is shared. An architecture not listed here is an error, never a fallback.
 
+mod deepseek;
 mod gemma;
+mod glm;
 mod gpt2;
 mod gpt_oss;
 mod llama;
@@ -31,6 +33,8 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("phi2", phi::phi2),
     ("phi3", phi::phi3),
     ("gpt2", gpt2::config),
+    ("glm4moe", glm::glm4moe),
+    ("deepseek2", deepseek::deepseek2),
 ];
 
 /// The names of the supported architectures.
@@ -121,7 +125,8 @@ impl Hparams<'_> {
         }
         let head_dim = self.usize_or("attention.key_length", hidden / heads)?;
         let value_dim = self.usize_or("attention.value_length", head_dim)?;
-        if value_dim != head_dim {
+        // Latent attention's value rows are part of its key rows (see `deepseek`).
+        if value_dim != head_dim && !self.has("attention.kv_lora_rank") {
             return Err(ModelError::InvalidConfig(format!(
                 "key length {head_dim} differs from value length {value_dim}"
             )));
@@ -162,6 +167,7 @@ impl Hparams<'_> {
             sliding_window: None,
             experts: None,
             attention_sinks: false,
+            mla: None,
             layout: TensorLayout::LLAMA,
         })
     }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use rinfer_model::{KvCache, KvType, Logits, Model, Scratch};
+use rinfer_model::{KvCache, KvType, Logits, Model, ModelConfig, Scratch};
 
 /// The repository's `tests/fixtures`.
 pub fn fixtures() -> PathBuf {
@@ -12,9 +12,11 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The tiny fixture models with llama.cpp references, one per architecture and tensor-type mix.
-pub const FIXTURE_MODELS: [&str; 11] = [
+pub const FIXTURE_MODELS: [&str; 13] = [
+    "deepseek2-tiny-q8_0",
     "gemma3-tiny-f32",
     "gemma3-tiny-q4_k_m",
+    "glm4moe-tiny-q8_0",
     "gpt-oss-tiny-mxfp4",
     "gpt2-tiny-q2_k",
     "llama-tiny-q4_k",
@@ -37,6 +39,14 @@ pub fn default_model() -> PathBuf {
     );
     assert!(path.is_file(), "{} is not a model file", path.display());
     path
+}
+
+/// The KV cache types `config`'s model can keep its rows in (a q8_0 row must be whole blocks
+/// per head: latent attention's rows of the tiny deepseek2 are 48 values).
+pub fn kv_types(config: &ModelConfig) -> impl Iterator<Item = KvType> + '_ {
+    KvType::ALL
+        .into_iter()
+        .filter(|&t| KvCache::check_type(config, t).is_ok())
 }
 
 /// A fixture model.

@@ -91,7 +91,7 @@ pub enum TokenizerError {
     /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement.
     #[error(
         "unsupported BPE pre-tokenizer \"{0}\" in tokenizer.ggml.pre (supported: default, gpt-2, \
-         phi-2, llama-bpe/llama3, qwen2, starcoder, refact)"
+         phi-2, llama-bpe/llama3, qwen2, deepseek-llm, starcoder, refact)"
     )]
     UnsupportedPreTokenizer(String),
     /// The vocabulary or a tokenizer file is inconsistent.
