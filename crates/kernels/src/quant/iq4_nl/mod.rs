@@ -15,10 +15,7 @@ mod quantize;
 #[cfg(test)]
 mod tests;
 
-/// The 16 code values of IQ4_NL and IQ4_XS (ggml's `kvalues_iq4nl`).
-pub const KVALUES: [i8; 16] = [
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-];
+pub use super::iq4_codes::KVALUES;
 
 /// One IQ4_NL block.
 #[repr(C)]

@@ -5,13 +5,14 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
-use super::iq4_nl::KVALUES;
+use super::iq4_codes::KVALUES;
 use super::q8_k::BlockQ8K;
 use super::{BlockFormat, VecDot};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
+mod quantize;
 #[cfg(test)]
 mod tests;
 

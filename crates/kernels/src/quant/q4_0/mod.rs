@@ -5,6 +5,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
+use super::util::max_by_magnitude;
 use super::{BlockFormat, Quantize, VecDot};
 
 #[cfg(target_arch = "x86_64")]
@@ -41,13 +42,7 @@ impl BlockFormat for BlockQ4_0 {
 
 impl Quantize for BlockQ4_0 {
     fn quantize(x: &[f32]) -> Self {
-        let (mut amax, mut max) = (0.0f32, 0.0f32);
-        for &v in x {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
+        let max = max_by_magnitude(x);
         let d = max / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         let code = |v: f32| ((v * id + 8.5) as i32).min(15) as u8;

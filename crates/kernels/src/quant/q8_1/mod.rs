@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
-use super::util::round_away;
+use super::q8_0::{dequantize_codes, quantize_codes};
 use super::{BlockFormat, Quantize};
 
 #[cfg(test)]
@@ -31,22 +31,13 @@ impl BlockFormat for BlockQ8_1 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, &q) in out.iter_mut().zip(&self.qs) {
-            *o = q as f32 * d;
-        }
+        dequantize_codes(self.d, &self.qs, out);
     }
 }
 
 impl Quantize for BlockQ8_1 {
     fn quantize(x: &[f32]) -> Self {
-        let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let mut qs = [0i8; 32];
-        for (q, &v) in qs.iter_mut().zip(x) {
-            *q = round_away(v * id) as i8;
-        }
+        let (d, qs) = quantize_codes(x);
         let sum: i32 = qs.iter().map(|&q| q as i32).sum();
         BlockQ8_1 {
             d: f16::from_f32(d),

@@ -4,7 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 use rinfer_formats::{GgmlType, QK_K};
 
-use super::util::nearest_int;
+use super::util::{max_by_magnitude, nearest_int};
 use super::{BlockFormat, Quantize, QuantizeRowFn};
 
 #[cfg(target_arch = "x86_64")]
@@ -43,14 +43,8 @@ impl Quantize for BlockQ8K {
 
     fn quantize(x: &[f32]) -> Self {
         let mut b = BlockQ8K::zeroed();
-        let (mut max, mut amax) = (0.0f32, 0.0f32);
-        for &v in x {
-            if v.abs() > amax {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        if amax == 0.0 {
+        let max = max_by_magnitude(x);
+        if max == 0.0 {
             return b;
         }
         let iscale = -127.0 / max;

@@ -10,10 +10,10 @@
 
 use bytemuck::{Pod, Zeroable};
 use half::f16;
-use rinfer_formats::{GgmlType, QK_K};
+use rinfer_formats::QK_K;
 
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::ternary::Ternary;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -44,9 +44,13 @@ fn trit(q: u8, n: usize) -> i8 {
     ((q.wrapping_mul(POW3[n]) as u16 * 3) >> 8) as i8 - 1
 }
 
-impl BlockTq1_0 {
+impl Ternary for BlockTq1_0 {
+    fn d(&self) -> f16 {
+        self.d
+    }
+
     /// The 256 values `trit − 1`, in order.
-    pub(crate) fn values(&self) -> [i8; QK_K] {
+    fn values(&self) -> [i8; QK_K] {
         let mut out = [0i8; QK_K];
         let (head, tail) = out.split_at_mut(160);
         let (middle, last) = tail.split_at_mut(80);
@@ -67,32 +71,5 @@ impl BlockTq1_0 {
     }
 }
 
-impl BlockFormat for BlockTq1_0 {
-    const TYPE: GgmlType = GgmlType::TQ1_0;
-    const ELEMS: usize = QK_K;
+family_reference!(BlockTq1_0: TQ1_0, QK_K, ternary, BlockQ8K);
 
-    fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, &v) in out.iter_mut().zip(&self.values()) {
-            *o = v as f32 * d;
-        }
-    }
-}
-
-impl VecDot for BlockTq1_0 {
-    type Activation = BlockQ8K;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
-            let sum: i32 = x
-                .values()
-                .iter()
-                .zip(&y.qs)
-                .map(|(&v, &q)| v as i32 * q as i32)
-                .sum();
-            sumf += sum as f32 * (x.d.to_f32() * y.d);
-        }
-        sumf
-    }
-}

@@ -6,10 +6,10 @@
 
 use bytemuck::{Pod, Zeroable};
 use half::f16;
-use rinfer_formats::{GgmlType, QK_K};
+use rinfer_formats::QK_K;
 
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::ternary::Ternary;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -29,7 +29,11 @@ pub struct BlockTq2_0 {
 
 const _: () = assert!(size_of::<BlockTq2_0>() == 66);
 
-impl BlockTq2_0 {
+impl Ternary for BlockTq2_0 {
+    fn d(&self) -> f16 {
+        self.d
+    }
+
     /// The 256 values `q − 1`, in order.
     fn values(&self) -> [i8; QK_K] {
         let mut out = [0i8; QK_K];
@@ -44,32 +48,5 @@ impl BlockTq2_0 {
     }
 }
 
-impl BlockFormat for BlockTq2_0 {
-    const TYPE: GgmlType = GgmlType::TQ2_0;
-    const ELEMS: usize = QK_K;
+family_reference!(BlockTq2_0: TQ2_0, QK_K, ternary, BlockQ8K);
 
-    fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, &v) in out.iter_mut().zip(&self.values()) {
-            *o = v as f32 * d;
-        }
-    }
-}
-
-impl VecDot for BlockTq2_0 {
-    type Activation = BlockQ8K;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
-            let sum: i32 = x
-                .values()
-                .iter()
-                .zip(&y.qs)
-                .map(|(&v, &q)| v as i32 * q as i32)
-                .sum();
-            sumf += sum as f32 * (y.d * x.d.to_f32());
-        }
-        sumf
-    }
-}
