@@ -81,4 +81,3 @@ pub(crate) fn pack(l: &[u8], qs: &mut [u8]) {
         }
     }
 }
-

@@ -70,7 +70,11 @@ pub(crate) struct Search {
 /// ggml's reference quantizer of one super-block (`quantize_row_q4_K_ref` and `_q5_K_ref`
 /// without importance weights): the packed scales and mins into `scales`, the super-scales
 /// `(d, dmin)` and the codes (`0..=nmax`) of the 256 values, for the format to store.
-pub(crate) fn quantize(x: &[f32], search: &Search, scales: &mut [u8; 12]) -> (f16, f16, [u8; QK_K]) {
+pub(crate) fn quantize(
+    x: &[f32],
+    search: &Search,
+    scales: &mut [u8; 12],
+) -> (f16, f16, [u8; QK_K]) {
     let mut l = [0u8; QK_K];
     let mut weights = [0.0f32; 32];
     let (mut sub_scales, mut mins) = ([0.0f32; 8], [0.0f32; 8]);
@@ -84,12 +88,16 @@ pub(crate) fn quantize(x: &[f32], search: &Search, scales: &mut [u8; 12]) -> (f1
         }
         let lj = &mut l[32 * j..32 * j + 32];
         let Search { nmax, rmin, nstep } = *search;
-        (sub_scales[j], mins[j]) = make_qkx2_quants(nmax, xs, &weights, lj, rmin, 0.1, nstep, false);
+        (sub_scales[j], mins[j]) =
+            make_qkx2_quants(nmax, xs, &weights, lj, rmin, 0.1, nstep, false);
         max_scale = max_scale.max(sub_scales[j]);
         max_min = max_min.max(mins[j]);
     }
     pack_scales_mins(scales, &sub_scales, &mins, max_scale, max_min);
-    let (d, dmin) = (f16::from_f32(max_scale / 63.0), f16::from_f32(max_min / 63.0));
+    let (d, dmin) = (
+        f16::from_f32(max_scale / 63.0),
+        f16::from_f32(max_min / 63.0),
+    );
     for j in 0..8 {
         let (sc, m) = scale_min_k4(j, scales);
         let dl = d.to_f32() * sc as f32;
@@ -131,4 +139,3 @@ pub(crate) fn pack_scales_mins(
         }
     }
 }
-

@@ -77,4 +77,3 @@ impl SignedGrid for BlockIq2S {
 }
 
 family_reference!(BlockIq2S: Iq2S, QK_K, signed_grid, BlockQ8K);
-

@@ -35,7 +35,6 @@ pub struct BlockIq2Xs {
 const _: () = assert!(size_of::<BlockIq2Xs>() == 74);
 
 impl BlockIq2Xs {
-
     /// The 4-bit scale of the 16 values `h` (0..16).
     #[inline]
     pub(crate) fn scale(&self, h: usize) -> u8 {
@@ -65,4 +64,3 @@ impl SignedGrid for BlockIq2Xs {
 }
 
 family_reference!(BlockIq2Xs: Iq2Xs, QK_K, signed_grid, BlockQ8K);
-

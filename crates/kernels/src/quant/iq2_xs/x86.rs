@@ -17,5 +17,8 @@ pub(crate) fn vec_dot(w: &[BlockIq2Xs], a: &[BlockQ8K]) -> f32 {
         let ls = |h: usize| 2 * x.scale(h) as i16 + 1;
         signed_grid_product(g, q8, s, scale_pair(ls(2 * ib), ls(2 * ib + 1)))
     };
-    0.125 * grid_dot(w, a, sub_block, |x, y, sumi| x.d.to_f32() * y.d * sumi as f32)
+    0.125
+        * grid_dot(w, a, sub_block, |x, y, sumi| {
+            x.d.to_f32() * y.d * sumi as f32
+        })
 }

@@ -40,7 +40,6 @@ impl BlockIq2Xxs {
         let word = |lo: u16, hi: u16| lo as u32 | (hi as u32) << 16;
         (word(q[0], q[1]), word(q[2], q[3]))
     }
-
 }
 
 impl SignedGrid for BlockIq2Xxs {
@@ -70,4 +69,3 @@ impl SignedGrid for BlockIq2Xxs {
 }
 
 family_reference!(BlockIq2Xxs: Iq2Xxs, QK_K, signed_grid, BlockQ8K);
-

@@ -21,5 +21,8 @@ pub(crate) fn vec_dot(w: &[BlockIq2Xxs], a: &[BlockQ8K]) -> f32 {
         );
         signed_grid_product(g, q8, s, _mm256_set1_epi16(2 * (signs >> 28) as i16 + 1))
     };
-    0.125 * grid_dot(w, a, sub_block, |x, y, sumi| x.d.to_f32() * y.d * sumi as f32)
+    0.125
+        * grid_dot(w, a, sub_block, |x, y, sumi| {
+            x.d.to_f32() * y.d * sumi as f32
+        })
 }

@@ -75,4 +75,3 @@ impl SignedGrid for BlockIq3S {
 }
 
 family_reference!(BlockIq3S: Iq3S, QK_K, signed_grid, BlockQ8K);
-

@@ -17,5 +17,7 @@ pub(crate) fn vec_dot(w: &[BlockIq3S], a: &[BlockQ8K]) -> f32 {
         let s = u64x4([0, 1, 2, 3].map(|l| SIGN_BYTES[x.signs[4 * ib + l] as usize]));
         signed_grid_product(g, q8, s, _mm256_set1_epi16(x.scale(ib) as i16))
     };
-    grid_dot(w, a, sub_block, |x, y, sumi| x.d.to_f32() * y.d * sumi as f32)
+    grid_dot(w, a, sub_block, |x, y, sumi| {
+        x.d.to_f32() * y.d * sumi as f32
+    })
 }

@@ -44,7 +44,6 @@ impl BlockIq3Xxs {
             self.qs[at + 3],
         ])
     }
-
 }
 
 impl SignedGrid for BlockIq3Xxs {
@@ -71,4 +70,3 @@ impl SignedGrid for BlockIq3Xxs {
 }
 
 family_reference!(BlockIq3Xxs: Iq3Xxs, QK_K, signed_grid, BlockQ8K);
-

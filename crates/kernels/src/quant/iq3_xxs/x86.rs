@@ -21,5 +21,7 @@ pub(crate) fn vec_dot(w: &[BlockIq3Xxs], a: &[BlockQ8K]) -> f32 {
         );
         signed_grid_product(g, q8, s, _mm256_set1_epi16(2 * (word >> 28) as i16 + 1))
     };
-    0.25 * grid_dot(w, a, sub_block, |x, y, sumi| x.d.to_f32() * y.d * sumi as f32)
+    0.25 * grid_dot(w, a, sub_block, |x, y, sumi| {
+        x.d.to_f32() * y.d * sumi as f32
+    })
 }

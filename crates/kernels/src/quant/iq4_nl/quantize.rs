@@ -22,4 +22,3 @@ impl Quantize for BlockIq4Nl {
         b
     }
 }
-

@@ -5,9 +5,9 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::QK_K;
 
+use super::Quantize;
 use super::q8_k::BlockQ8K;
 use super::scale_min_k::{self, ScaleMinK, Search};
-use super::Quantize;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -70,4 +70,3 @@ impl Quantize for BlockQ4K {
         b
     }
 }
-

@@ -72,4 +72,3 @@ impl Ternary for BlockTq1_0 {
 }
 
 family_reference!(BlockTq1_0: TQ1_0, QK_K, ternary, BlockQ8K);
-

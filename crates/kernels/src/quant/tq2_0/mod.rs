@@ -49,4 +49,3 @@ impl Ternary for BlockTq2_0 {
 }
 
 family_reference!(BlockTq2_0: TQ2_0, QK_K, ternary, BlockQ8K);
-
