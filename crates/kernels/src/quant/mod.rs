@@ -9,6 +9,27 @@
 use bytemuck::Pod;
 use rinfer_formats::GgmlType;
 
+/// Declares a block format's struct as ggml stores it: `#[repr(C)]`, plain old data
+/// (`bytemuck`), every field public, and `$bytes` bytes long (checked at compile time).
+macro_rules! block_struct {
+    (
+        $(#[$meta:meta])*
+        $name:ident, $bytes:literal bytes {
+            $($(#[$field_meta:meta])* $field:ident: $ty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[allow(non_camel_case_types)]
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        const _: () = assert!(size_of::<$name>() == $bytes);
+    };
+}
+
 /// Implements [`BlockFormat`] and [`VecDot`] for a block type of a family of formats whose
 /// scalar references are written once, in module `$family` (its `dequantize` and `vec_dot`).
 macro_rules! family_reference {

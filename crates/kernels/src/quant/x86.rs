@@ -89,14 +89,6 @@ pub(crate) fn load_u8x16(b: &[u8; 16]) -> __m128i {
     unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
 }
 
-/// Loads 16 bytes of scales or sums.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn load_bytes_16(b: &[u8; 16]) -> __m128i {
-    // SAFETY: reads exactly the 16 bytes `b` borrows; unaligned loads are allowed.
-    unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
-}
-
 /// The sum of each 32 codes of a Q8_K block (8 i16 lanes), from its sums of 16.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]

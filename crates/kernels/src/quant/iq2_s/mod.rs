@@ -6,7 +6,6 @@
 //! The dot product against Q8_K is ggml's: integer sums per half sub-block times `2s + 1`, one
 //! float multiply-add per super-block, and the factor 1/8 at the end.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::QK_K;
 
@@ -20,21 +19,19 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One IQ2_S super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq2S {
-    /// Super-block scale.
-    pub d: f16,
-    /// The low 8 bits of the 32 grid indices, then the 32 sign bytes.
-    pub qs: [u8; QK_K / 4],
-    /// Per sub-block, the high 2 bits of its four grid indices (group `l` at bits `2l`).
-    pub qh: [u8; QK_K / 32],
-    /// Per sub-block: the scales of its first (low nibble) and second (high) 16 values.
-    pub scales: [u8; QK_K / 32],
+block_struct! {
+    /// One IQ2_S super-block.
+    BlockIq2S, 82 bytes {
+        /// Super-block scale.
+        d: f16,
+        /// The low 8 bits of the 32 grid indices, then the 32 sign bytes.
+        qs: [u8; QK_K / 4],
+        /// Per sub-block, the high 2 bits of its four grid indices (group `l` at bits `2l`).
+        qh: [u8; QK_K / 32],
+        /// Per sub-block: the scales of its first (low nibble) and second (high) 16 values.
+        scales: [u8; QK_K / 32],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq2S>() == 82);
 
 impl BlockIq2S {
     /// The grid index of group `g` (eight values, 0..32).

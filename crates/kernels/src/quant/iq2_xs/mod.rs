@@ -6,7 +6,6 @@
 //! The dot product against Q8_K is ggml's: integer sums per half sub-block times `2s + 1`, one
 //! float multiply-add per super-block, and the factor 1/8 at the end.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::QK_K;
 
@@ -20,19 +19,17 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One IQ2_XS super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq2Xs {
-    /// Super-block scale.
-    pub d: f16,
-    /// Per group of eight values: grid index (low 9 bits) and sign group (high 7 bits).
-    pub qs: [u16; QK_K / 8],
-    /// Per sub-block: the scales of its first (low nibble) and second (high) 16 values.
-    pub scales: [u8; QK_K / 32],
+block_struct! {
+    /// One IQ2_XS super-block.
+    BlockIq2Xs, 74 bytes {
+        /// Super-block scale.
+        d: f16,
+        /// Per group of eight values: grid index (low 9 bits) and sign group (high 7 bits).
+        qs: [u16; QK_K / 8],
+        /// Per sub-block: the scales of its first (low nibble) and second (high) 16 values.
+        scales: [u8; QK_K / 32],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq2Xs>() == 74);
 
 impl BlockIq2Xs {
     /// The 4-bit scale of the 16 values `h` (0..16).

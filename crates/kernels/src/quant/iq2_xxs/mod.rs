@@ -5,7 +5,6 @@
 //! The dot product against Q8_K is ggml's: integer sums per sub-block times `2s + 1`, one
 //! float multiply-add per super-block, and the factor 1/8 at the end.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::QK_K;
 
@@ -19,18 +18,16 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One IQ2_XXS super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq2Xxs {
-    /// Super-block scale.
-    pub d: f16,
-    /// Per sub-block four words: two of grid indices (one byte each), two of four 7-bit sign
-    /// groups and the 4-bit scale in the top bits.
-    pub qs: [u16; QK_K / 8],
+block_struct! {
+    /// One IQ2_XXS super-block.
+    BlockIq2Xxs, 66 bytes {
+        /// Super-block scale.
+        d: f16,
+        /// Per sub-block four words: two of grid indices (one byte each), two of four 7-bit sign
+        /// groups and the 4-bit scale in the top bits.
+        qs: [u16; QK_K / 8],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq2Xxs>() == 66);
 
 impl BlockIq2Xxs {
     /// Sub-block `ib`'s grid indices (bytes) and its sign-and-scale word.

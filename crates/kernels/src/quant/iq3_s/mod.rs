@@ -6,7 +6,6 @@
 //! The dot product against Q8_K is ggml's: integer sums per sub-block times `2s + 1` and one
 //! float multiply-add per super-block.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::QK_K;
 
@@ -20,23 +19,21 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One IQ3_S super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq3S {
-    /// Super-block scale.
-    pub d: f16,
-    /// The low 8 bits of the 64 grid indices.
-    pub qs: [u8; QK_K / 4],
-    /// Per sub-block, the high bits of its eight grid indices (entry `k` at bit `k`).
-    pub qh: [u8; QK_K / 32],
-    /// One sign bit per value.
-    pub signs: [u8; QK_K / 8],
-    /// Per pair of sub-blocks, their 4-bit scales (low nibble first).
-    pub scales: [u8; QK_K / 64],
+block_struct! {
+    /// One IQ3_S super-block.
+    BlockIq3S, 110 bytes {
+        /// Super-block scale.
+        d: f16,
+        /// The low 8 bits of the 64 grid indices.
+        qs: [u8; QK_K / 4],
+        /// Per sub-block, the high bits of its eight grid indices (entry `k` at bit `k`).
+        qh: [u8; QK_K / 32],
+        /// One sign bit per value.
+        signs: [u8; QK_K / 8],
+        /// Per pair of sub-blocks, their 4-bit scales (low nibble first).
+        scales: [u8; QK_K / 64],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq3S>() == 110);
 
 impl BlockIq3S {
     /// The grid index of entry `k` (four values, 0..8) of sub-block `ib`.

@@ -6,7 +6,6 @@
 //! The dot product against Q8_K is ggml's: integer sums per sub-block times `2s + 1`, one
 //! float multiply-add per super-block, and the factor 1/4 at the end.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::QK_K;
 
@@ -20,17 +19,15 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One IQ3_XXS super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq3Xxs {
-    /// Super-block scale.
-    pub d: f16,
-    /// The 64 grid indices, then per sub-block a little-endian word of signs and scale.
-    pub qs: [u8; 3 * QK_K / 8],
+block_struct! {
+    /// One IQ3_XXS super-block.
+    BlockIq3Xxs, 98 bytes {
+        /// Super-block scale.
+        d: f16,
+        /// The 64 grid indices, then per sub-block a little-endian word of signs and scale.
+        qs: [u8; 3 * QK_K / 8],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq3Xxs>() == 98);
 
 impl BlockIq3Xxs {
     /// Sub-block `ib`'s sign-and-scale word.

@@ -1,7 +1,6 @@
 //! IQ4_NL: 32 values per block, 4-bit indices into a fixed non-linear table and one f16 scale:
 //! `x = d * KVALUES[q]`. Codes are packed as in Q4_0.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
@@ -17,17 +16,15 @@ mod tests;
 
 pub use super::iq4_codes::KVALUES;
 
-/// One IQ4_NL block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq4Nl {
-    /// Scale.
-    pub d: f16,
-    /// Packed table indices.
-    pub qs: [u8; 16],
+block_struct! {
+    /// One IQ4_NL block.
+    BlockIq4Nl, 18 bytes {
+        /// Scale.
+        d: f16,
+        /// Packed table indices.
+        qs: [u8; 16],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
 
 impl BlockFormat for BlockIq4Nl {
     const TYPE: GgmlType = GgmlType::Iq4Nl;

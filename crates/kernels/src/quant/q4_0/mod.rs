@@ -1,6 +1,5 @@
 //! Q4_0: 32 values per block, 4-bit codes and one f16 scale: `x = d * (q - 8)`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
@@ -14,18 +13,15 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One Q4_0 block: element `j` in the low nibble of `qs[j]`, element `j + 16` in the high one.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ4_0 {
-    /// Scale.
-    pub d: f16,
-    /// Packed codes.
-    pub qs: [u8; 16],
+block_struct! {
+    /// One Q4_0 block: element `j` in the low nibble of `qs[j]`, element `j + 16` in the high one.
+    BlockQ4_0, 18 bytes {
+        /// Scale.
+        d: f16,
+        /// Packed codes.
+        qs: [u8; 16],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 
 impl BlockFormat for BlockQ4_0 {
     const TYPE: GgmlType = GgmlType::Q4_0;

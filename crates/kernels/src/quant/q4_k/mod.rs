@@ -1,7 +1,7 @@
 //! Q4_K: 256-value super-blocks of eight 32-value sub-blocks, 4-bit codes, 6-bit sub-block
 //! scales and mins, f16 super-scales: `x = d * sc_j * q - dmin * m_j`.
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Zeroable;
 use half::f16;
 use rinfer_formats::QK_K;
 
@@ -15,22 +15,20 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One Q4_K super-block. Codes of sub-blocks `2c` and `2c + 1` share bytes `32c..32c + 32` of
-/// `qs` (low and high nibble).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ4K {
-    /// Super-block scale of the sub-block scales.
-    pub d: f16,
-    /// Super-block scale of the sub-block mins.
-    pub dmin: f16,
-    /// Eight 6-bit scales and eight 6-bit mins, packed.
-    pub scales: [u8; 12],
-    /// Packed codes.
-    pub qs: [u8; QK_K / 2],
+block_struct! {
+    /// One Q4_K super-block. Codes of sub-blocks `2c` and `2c + 1` share bytes `32c..32c + 32` of
+    /// `qs` (low and high nibble).
+    BlockQ4K, 144 bytes {
+        /// Super-block scale of the sub-block scales.
+        d: f16,
+        /// Super-block scale of the sub-block mins.
+        dmin: f16,
+        /// Eight 6-bit scales and eight 6-bit mins, packed.
+        scales: [u8; 12],
+        /// Packed codes.
+        qs: [u8; QK_K / 2],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ4K>() == 144);
 
 impl ScaleMinK for BlockQ4K {
     fn d(&self) -> f16 {

@@ -1,7 +1,6 @@
 //! Q5_0: 32 values per block, 5-bit codes (4 low bits packed as Q4_0, fifth bits in a u32)
 //! and one f16 scale: `x = d * (q - 16)`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
@@ -15,20 +14,17 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One Q5_0 block.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ5_0 {
-    /// Scale.
-    pub d: f16,
-    /// Fifth bit of element `j` in bit `j` (little-endian u32).
-    pub qh: [u8; 4],
-    /// Low 4 bits, packed as Q4_0.
-    pub qs: [u8; 16],
+block_struct! {
+    /// One Q5_0 block.
+    BlockQ5_0, 22 bytes {
+        /// Scale.
+        d: f16,
+        /// Fifth bit of element `j` in bit `j` (little-endian u32).
+        qh: [u8; 4],
+        /// Low 4 bits, packed as Q4_0.
+        qs: [u8; 16],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ5_0>() == 22);
 
 impl BlockQ5_0 {
     /// The 32 codes in `0..32`.

@@ -2,7 +2,6 @@
 //!
 //! Dots run against Q8_1 activations, as in ggml.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
@@ -16,22 +15,19 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One Q5_1 block.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ5_1 {
-    /// Scale.
-    pub d: f16,
-    /// Min (added).
-    pub m: f16,
-    /// Fifth bit of element `j` in bit `j` (little-endian u32).
-    pub qh: [u8; 4],
-    /// Low 4 bits, packed as Q4_0.
-    pub qs: [u8; 16],
+block_struct! {
+    /// One Q5_1 block.
+    BlockQ5_1, 24 bytes {
+        /// Scale.
+        d: f16,
+        /// Min (added).
+        m: f16,
+        /// Fifth bit of element `j` in bit `j` (little-endian u32).
+        qh: [u8; 4],
+        /// Low 4 bits, packed as Q4_0.
+        qs: [u8; 16],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ5_1>() == 24);
 
 impl BlockFormat for BlockQ5_1 {
     const TYPE: GgmlType = GgmlType::Q5_1;

@@ -1,6 +1,6 @@
 //! Q5_K: as Q4_K with a fifth code bit per value: `x = d * sc_j * q - dmin * m_j`, `q < 32`.
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Zeroable;
 use half::f16;
 use rinfer_formats::QK_K;
 
@@ -14,24 +14,22 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One Q5_K super-block. Low nibbles are packed as Q4_K; the fifth bit of value `l` of
-/// sub-block `j` is bit `j` of `qh[l]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ5K {
-    /// Super-block scale of the sub-block scales.
-    pub d: f16,
-    /// Super-block scale of the sub-block mins.
-    pub dmin: f16,
-    /// Eight 6-bit scales and eight 6-bit mins, packed as Q4_K.
-    pub scales: [u8; 12],
-    /// Fifth bits.
-    pub qh: [u8; QK_K / 8],
-    /// Low 4 bits.
-    pub qs: [u8; QK_K / 2],
+block_struct! {
+    /// One Q5_K super-block. Low nibbles are packed as Q4_K; the fifth bit of value `l` of
+    /// sub-block `j` is bit `j` of `qh[l]`.
+    BlockQ5K, 176 bytes {
+        /// Super-block scale of the sub-block scales.
+        d: f16,
+        /// Super-block scale of the sub-block mins.
+        dmin: f16,
+        /// Eight 6-bit scales and eight 6-bit mins, packed as Q4_K.
+        scales: [u8; 12],
+        /// Fifth bits.
+        qh: [u8; QK_K / 8],
+        /// Low 4 bits.
+        qs: [u8; QK_K / 2],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ5K>() == 176);
 
 impl ScaleMinK for BlockQ5K {
     fn d(&self) -> f16 {

@@ -2,7 +2,6 @@
 //!
 //! Also the activation format of Q4_0, Q5_0, Q8_0 and IQ4_NL weights.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
@@ -17,18 +16,15 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One Q8_0 block.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ8_0 {
-    /// Scale.
-    pub d: f16,
-    /// Codes.
-    pub qs: [i8; 32],
+block_struct! {
+    /// One Q8_0 block.
+    BlockQ8_0, 34 bytes {
+        /// Scale.
+        d: f16,
+        /// Codes.
+        qs: [i8; 32],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 
 impl BlockFormat for BlockQ8_0 {
     const TYPE: GgmlType = GgmlType::Q8_0;

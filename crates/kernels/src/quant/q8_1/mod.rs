@@ -1,7 +1,6 @@
 //! Q8_1: Q8_0 plus the block's scaled code sum `s = d * sum(q)`; the activation format of the
 //! affine 32-element formats (Q4_1, Q5_1), whose min term needs that sum.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
@@ -11,20 +10,17 @@ use super::{BlockFormat, Quantize};
 #[cfg(test)]
 mod tests;
 
-/// One Q8_1 block.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ8_1 {
-    /// Scale.
-    pub d: f16,
-    /// `d * sum(qs)`.
-    pub s: f16,
-    /// Codes.
-    pub qs: [i8; 32],
+block_struct! {
+    /// One Q8_1 block.
+    BlockQ8_1, 36 bytes {
+        /// Scale.
+        d: f16,
+        /// `d * sum(qs)`.
+        s: f16,
+        /// Codes.
+        qs: [i8; 32],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ8_1>() == 36);
 
 impl BlockFormat for BlockQ8_1 {
     const TYPE: GgmlType = GgmlType::Q8_1;

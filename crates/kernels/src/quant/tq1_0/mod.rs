@@ -8,7 +8,6 @@
 //!
 //! The dot product against Q8_K is ggml's: an integer sum per super-block times `d_w · d_a`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::QK_K;
 
@@ -21,19 +20,17 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One TQ1_0 super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockTq1_0 {
-    /// Five trits per byte.
-    pub qs: [u8; (QK_K - 4 * QK_K / 64) / 5],
-    /// Four trits per byte.
-    pub qh: [u8; QK_K / 64],
-    /// Super-block scale.
-    pub d: f16,
+block_struct! {
+    /// One TQ1_0 super-block.
+    BlockTq1_0, 54 bytes {
+        /// Five trits per byte.
+        qs: [u8; (QK_K - 4 * QK_K / 64) / 5],
+        /// Four trits per byte.
+        qh: [u8; QK_K / 64],
+        /// Super-block scale.
+        d: f16,
+    }
 }
-
-const _: () = assert!(size_of::<BlockTq1_0>() == 54);
 
 /// `3ⁿ` for the trits of a byte.
 pub(crate) const POW3: [u8; 5] = [1, 3, 9, 27, 81];

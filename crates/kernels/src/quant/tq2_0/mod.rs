@@ -4,7 +4,6 @@
 //!
 //! The dot product against Q8_K is ggml's: an integer sum per super-block times `d_a · d_w`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::QK_K;
 
@@ -17,17 +16,15 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One TQ2_0 super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockTq2_0 {
-    /// Four 2-bit codes per byte.
-    pub qs: [u8; QK_K / 4],
-    /// Super-block scale.
-    pub d: f16,
+block_struct! {
+    /// One TQ2_0 super-block.
+    BlockTq2_0, 66 bytes {
+        /// Four 2-bit codes per byte.
+        qs: [u8; QK_K / 4],
+        /// Super-block scale.
+        d: f16,
+    }
 }
-
-const _: () = assert!(size_of::<BlockTq2_0>() == 66);
 
 impl Ternary for BlockTq2_0 {
     fn d(&self) -> f16 {
