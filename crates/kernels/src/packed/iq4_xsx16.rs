@@ -11,6 +11,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::nibbles::pack_indices;
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::q8_k::BlockQ8K;

@@ -13,6 +13,7 @@ use bytemuck::{Pod, Zeroable};
 use super::nibbles::BlockQ4_0x16;
 use super::q5_0x16::BlockQ5_0x16;
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_1::BlockQ4_1;

@@ -13,6 +13,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::mxfp4::{BlockMxfp4, e8m0_to_f32_half};
 use crate::quant::q8_0::BlockQ8_0;

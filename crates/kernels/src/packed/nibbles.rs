@@ -9,6 +9,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::q4_0::BlockQ4_0;

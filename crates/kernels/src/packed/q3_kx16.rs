@@ -12,6 +12,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::two_bits::{self, GROUPS, GroupCodes};
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q3_k::BlockQ3K;
 use crate::quant::q8_k::BlockQ8K;

@@ -13,6 +13,7 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q8_k::BlockQ8K;

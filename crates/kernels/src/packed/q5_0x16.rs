@@ -13,6 +13,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;

@@ -9,6 +9,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::q4_kx16::BlockQ4Kx16;
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q8_k::BlockQ8K;

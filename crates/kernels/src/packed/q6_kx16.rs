@@ -12,6 +12,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;

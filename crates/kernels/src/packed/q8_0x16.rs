@@ -11,6 +11,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 
