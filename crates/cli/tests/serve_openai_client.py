@@ -8,18 +8,11 @@ import sys
 
 import openai
 
+import client_checks
+from client_checks import check
+
 base_url, model = sys.argv[1], sys.argv[2]
 client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
-checks = 0
-
-
-def check(condition, what):
-    global checks
-    if not condition:
-        sys.exit(f"FAILED: {what}")
-    checks += 1
-
-
 ids = [m.id for m in client.models.list()]
 check(ids == [model], f"models.list() gives {ids}")
 
@@ -102,4 +95,4 @@ try:
 except openai.BadRequestError as e:
     check(e.body.get("param") == "tool_choice", f"tool_choice error {e.body}")
 
-print(f"openai client: {checks} checks passed; chat answer {answer!r}")
+print(f"openai client: {client_checks.passed} checks passed; chat answer {answer!r}")

@@ -28,6 +28,7 @@
 
 #![forbid(unsafe_code)]
 
+mod answer;
 mod anthropic;
 mod auth;
 mod blocking;

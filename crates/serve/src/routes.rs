@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use rinfer_model::FinishReason;
 
+use crate::answer;
 use crate::auth;
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
@@ -305,9 +306,7 @@ async fn collect_response(
             Event::Failed(message) => return Err(ApiError::internal(message)),
         }
     }
-    Err(ApiError::internal(
-        "the engine stopped before the generation ended",
-    ))
+    Err(ApiError::internal(answer::STOPPED_EARLY))
 }
 
 /// Where a stream is.
@@ -469,7 +468,7 @@ fn stream_response(
                 s.done = true;
             }
             None => {
-                let error = ApiError::internal("the engine stopped before the generation ended");
+                let error = ApiError::internal(answer::STOPPED_EARLY);
                 out.push_str(&sse(&error.body()));
                 out.push_str("data: [DONE]\n\n");
                 s.done = true;
@@ -477,13 +476,7 @@ fn stream_response(
         }
         Some((Ok::<_, Infallible>(Bytes::from(out)), s))
     });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        // Tells nginx not to buffer the stream.
-        .header("x-accel-buffering", "no")
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|_| ApiError::internal("cannot build the stream").into_response())
+    answer::event_stream(stream)
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {

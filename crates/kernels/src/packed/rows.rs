@@ -7,6 +7,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 use rinfer_formats::GgmlType;
 
+use super::summary::Summarized;
 use super::{GroupDotFn, PackedFormat, PackedProduct, ROWS, Release};
 use crate::cpu::Isa;
 use crate::operands::{BlockSummary, TOKEN_TILE, WeightMatrix};
@@ -168,7 +169,7 @@ fn quantize_summarized<P: PackedFormat>(
         .zip(blocks.par_chunks(nb))
         .for_each(|(s, b)| {
             for (s, b) in s.chunks_mut(per_block).zip(b) {
-                P::summarize(b, s);
+                b.summarize(s);
             }
         });
 }

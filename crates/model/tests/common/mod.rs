@@ -64,14 +64,17 @@ pub fn reference_prompts(name: &str) -> Vec<Vec<u32>> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|case| {
-            case["tokens"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t.as_u64().unwrap() as u32)
-                .collect()
-        })
+        .map(case_tokens)
+        .collect()
+}
+
+/// The token ids of one case of a reference file.
+pub fn case_tokens(case: &serde_json::Value) -> Vec<u32> {
+    case["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
         .collect()
 }
 

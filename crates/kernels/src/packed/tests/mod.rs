@@ -93,7 +93,7 @@ where
         let a: Vec<P::Act> = rows.iter().flat_map(|x| quantize::<P::Act>(x)).collect();
         let mut s = vec![BlockSummary::default(); a.len() * elems / 32];
         for (a, s) in a.iter().zip(s.chunks_mut(elems / 32)) {
-            P::summarize(a, s);
+            a.summarize(s);
         }
         (a, s)
     })
