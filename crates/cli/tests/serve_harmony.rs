@@ -92,7 +92,8 @@ fn write_harmony_model(path: &Path) {
         };
         writer.add_metadata(key, value).unwrap();
     }
-    let template = std::fs::read_to_string(fixture("chat_templates/gpt_oss_harmony.jinja")).unwrap();
+    let template =
+        std::fs::read_to_string(fixture("chat_templates/gpt_oss_harmony.jinja")).unwrap();
     writer
         .add_metadata("tokenizer.chat_template", MetadataValue::String(template))
         .unwrap();
@@ -211,8 +212,14 @@ fn chat_completions_give_harmony_reasoning_and_calls() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_no_markup(&r.text());
     let message = &r.json()["choices"][0]["message"];
-    assert!(!message["reasoning_content"].as_str().unwrap().is_empty(), "{message}");
-    assert!(!message["content"].as_str().unwrap().is_empty(), "{message}");
+    assert!(
+        !message["reasoning_content"].as_str().unwrap().is_empty(),
+        "{message}"
+    );
+    assert!(
+        !message["content"].as_str().unwrap().is_empty(),
+        "{message}"
+    );
 }
 
 #[test]

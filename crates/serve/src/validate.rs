@@ -181,7 +181,12 @@ pub fn validate(
                 (Markup::Harmony, _) | (_, Some(_)) => tool_format.markers(),
                 _ => &[],
             };
-            shown_controls(tokenizer, ["<think>", "</think>"].into_iter().chain(calls.iter().copied()))
+            shown_controls(
+                tokenizer,
+                ["<think>", "</think>"]
+                    .into_iter()
+                    .chain(calls.iter().copied()),
+            )
         }
         false => Vec::new(),
     };
@@ -219,7 +224,10 @@ fn markup(format: ToolFormat, prompt: &[u32], tokenizer: &Tokenizer) -> Markup {
         .flat_map(|&id| tokenizer.token_piece(id).unwrap_or_default())
         .copied()
         .collect();
-    match String::from_utf8_lossy(&tail).trim_end().ends_with("<think>") {
+    match String::from_utf8_lossy(&tail)
+        .trim_end()
+        .ends_with("<think>")
+    {
         true => Markup::ThinkOpen,
         false => Markup::Think,
     }

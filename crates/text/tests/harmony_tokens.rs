@@ -50,7 +50,10 @@ fn vocabulary(tokens: &[&str]) -> Tokenizer {
         },
     );
     let eos = tokens.iter().position(|t| *t == "<|endoftext|>").unwrap();
-    set("tokenizer.ggml.eos_token_id", MetadataValue::U32(eos as u32));
+    set(
+        "tokenizer.ggml.eos_token_id",
+        MetadataValue::U32(eos as u32),
+    );
     Tokenizer::from_gguf(&meta).unwrap()
 }
 

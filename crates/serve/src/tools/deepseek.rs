@@ -35,7 +35,9 @@ pub fn calls(text: &str) -> Option<ParsedAnswer> {
         .filter_map(|m| text.find(m))
         .min()?;
     let mut content = text[..start].to_string();
-    let mut rest = text[start..].strip_prefix(CALLS_BEGIN).unwrap_or(&text[start..]);
+    let mut rest = text[start..]
+        .strip_prefix(CALLS_BEGIN)
+        .unwrap_or(&text[start..]);
     let mut calls = Vec::new();
     loop {
         rest = rest.trim_start();

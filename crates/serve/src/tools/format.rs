@@ -285,7 +285,8 @@ mod tests {
 
     #[test]
     fn the_format_is_chosen_by_the_templates_markup() {
-        let harmony = include_str!("../../../../tests/fixtures/chat_templates/gpt_oss_harmony.jinja");
+        let harmony =
+            include_str!("../../../../tests/fixtures/chat_templates/gpt_oss_harmony.jinja");
         assert_eq!(format_of(harmony), ToolFormat::Harmony);
         let v3 = "{% for m in messages %}{% if tools %}{% endif %}{{ '<｜tool▁call▁begin｜>' + 'function<｜tool▁sep｜>' + m.content + '\\n```json\\n' }}{% endfor %}";
         assert_eq!(format_of(v3), ToolFormat::DeepSeekV3);

@@ -59,7 +59,9 @@ enum Kind {
     Reasoning,
     Content,
     /// A message to `recipient` (`functions.NAME`, or another tool).
-    Call { recipient: String },
+    Call {
+        recipient: String,
+    },
 }
 
 #[derive(Debug, PartialEq)]
@@ -164,8 +166,7 @@ impl Reader {
                         let kind = kind_of(&self.held[..at]);
                         self.held.drain(..at + MESSAGE.len());
                         self.open(kind, &mut out);
-                    } else if start.is_empty() || start.starts_with('<') && may_be_markup(start)
-                    {
+                    } else if start.is_empty() || start.starts_with('<') && may_be_markup(start) {
                         return out;
                     } else {
                         // Text without a header: a model that does not write harmony.

@@ -80,7 +80,10 @@ fn read_all_ways(output: &ChatOutput, text: &str) -> (Option<String>, String, Ve
     for m in MARKUP.iter().filter(|_| output.markup == Markup::Harmony) {
         assert!(!whole.1.contains(m), "markup {m} in content {:?}", whole.1);
         let reasoning = whole.0.as_deref().unwrap_or("");
-        assert!(!reasoning.contains(m), "markup {m} in reasoning {reasoning:?}");
+        assert!(
+            !reasoning.contains(m),
+            "markup {m} in reasoning {reasoning:?}"
+        );
     }
     whole
 }
@@ -129,14 +132,20 @@ fn harmony_commentary_to_a_function_is_a_call() {
 fn harmony_calls_without_tools_or_of_undeclared_functions_are_content() {
     let (_, content, calls) = read_all_ways(&harmony(false), GPT_OSS_CALL);
     assert!(calls.is_empty());
-    assert_eq!(content, "Let me check the forecast.\n{\"city\":\"Paris\",\"days\":3}");
+    assert_eq!(
+        content,
+        "Let me check the forecast.\n{\"city\":\"Paris\",\"days\":3}"
+    );
     let only_time = ChatOutput {
         declared: Arc::from(["get_time".to_string()]),
         ..harmony(true)
     };
     let (_, content, calls) = read_all_ways(&only_time, GPT_OSS_CALL);
     assert!(calls.is_empty());
-    assert!(content.ends_with("{\"city\":\"Paris\",\"days\":3}"), "{content}");
+    assert!(
+        content.ends_with("{\"city\":\"Paris\",\"days\":3}"),
+        "{content}"
+    );
 }
 
 #[test]
@@ -146,7 +155,10 @@ fn harmony_cut_at_any_byte_keeps_markup_out_and_whole_calls_in() {
         let cut = &GPT_OSS_CALL[..at];
         let (_, _, calls) = read_all_ways(&output, cut);
         // Cut inside the arguments: no call, never half of one.
-        assert!(calls.is_empty() || at > GPT_OSS_CALL.rfind('}').unwrap(), "{cut}");
+        assert!(
+            calls.is_empty() || at > GPT_OSS_CALL.rfind('}').unwrap(),
+            "{cut}"
+        );
     }
     let cut = GPT_OSS_CALL.split("{\"city\"").next().unwrap().to_string() + "{\"city\":\"Pa";
     let (_, content, calls) = read_all_ways(&output, &cut);
@@ -171,7 +183,10 @@ fn malformed_or_foreign_harmony_is_content() {
     assert_eq!(content, "{\"query\":\"x\"}");
     // A model that writes no harmony at all: its text is the content.
     let (reasoning, content, _) = read_all_ways(&output, "Plain <b>text</b> and a < sign.");
-    assert_eq!((reasoning, content.as_str()), (None, "Plain <b>text</b> and a < sign."));
+    assert_eq!(
+        (reasoning, content.as_str()),
+        (None, "Plain <b>text</b> and a < sign.")
+    );
     // Several reasoning messages are one reasoning, a line apart.
     let (reasoning, content, _) = read_all_ways(
         &output,
@@ -227,11 +242,16 @@ fn deepseek_r1_reasoning_opened_by_the_prompt_then_a_call() {
 #[test]
 fn deepseek_cut_short_keeps_the_whole_calls() {
     let output = output(Some(ToolFormat::DeepSeekV3), Markup::Think);
-    let second = DEEPSEEK_V3.find("\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time").unwrap();
+    let second = DEEPSEEK_V3
+        .find("\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time")
+        .unwrap();
     for (at, _) in DEEPSEEK_V3.char_indices().filter(|&(at, _)| at > second) {
         let (_, content, calls) = read_all_ways(&output, &DEEPSEEK_V3[..at]);
         assert_eq!(calls[0].name, "get_weather", "cut at {at}");
-        assert!(calls.len() == 1 || at >= DEEPSEEK_V3.rfind('`').unwrap(), "cut at {at}");
+        assert!(
+            calls.len() == 1 || at >= DEEPSEEK_V3.rfind('`').unwrap(),
+            "cut at {at}"
+        );
         assert!(content.starts_with("I will look up"), "cut at {at}");
     }
     // Cut before any whole call, or malformed: all content.

@@ -181,7 +181,8 @@ fn harmony_end_continues(tokens: &[TokenData], eot: &mut Option<u32>, eog: &mut 
             .copied()
             .find(|&id| tokens.get(id as usize).is_some_and(|t| t.text == text))
     };
-    let (Some(end), Some(ret), Some(_call)) = (find("<|end|>"), find("<|return|>"), find("<|call|>"))
+    let (Some(end), Some(ret), Some(_call)) =
+        (find("<|end|>"), find("<|return|>"), find("<|call|>"))
     else {
         return;
     };
