@@ -1,14 +1,15 @@
 //! gpt-oss's harmony format on `rinfer serve`, end to end under every API: a gpt-oss model
 //! whose vocabulary holds harmony's control tokens (`<|channel|>`, `<|message|>`, ...) and whose
-//! template writes harmony, held to a call by `tool_choice` (which lets it reason first, in the
-//! analysis channel), answers with the reasoning as `reasoning_content` / a `thinking` block /
-//! a reasoning item, and the call as `tool_calls` / a `tool_use` block / a `function_call`
-//! item, whole and streamed alike; a `grammar` holding it to an analysis and a final message
-//! gives reasoning and content. The markup, written as control tokens, never shows.
+//! template writes harmony, held to a call by `tool_choice`, answers with the call as
+//! `tool_calls` / a `tool_use` block / a `function_call` item, and its reasoning (the analysis
+//! channel, which the call grammar allows first unless the request turns reasoning off) as
+//! `reasoning_content` / a `thinking` block / a reasoning item, whole and streamed alike; a
+//! `grammar` holding it to an analysis and a final message gives reasoning and content. The
+//! markup, written as control tokens, never shows.
 //!
 //! The model is the gpt-oss fixture (random weights, GPT-2 vocabulary) with seven tokens
 //! renamed to harmony's markers as control tokens (the merges that made them dropped) and the
-//! harmony template as its own: written once per run into a temporary folder.
+//! harmony template as its own: written once per test into a temporary folder.
 
 mod json_schema_check;
 mod serve_support;
@@ -153,16 +154,21 @@ fn assert_weather_call(name: &str, arguments: &Value) {
 fn events(r: &Response) -> Vec<Value> {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_no_markup(&r.text());
-    r.events()
-        .iter()
-        .filter(|e| *e != "[DONE]")
-        .map(|e| serde_json::from_str(e).unwrap())
+    // Each event's `data:` line (Messages and Responses name their events first).
+    r.text()
+        .split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| serde_json::from_str(data).unwrap())
         .collect()
 }
 
 #[test]
 fn chat_completions_give_harmony_reasoning_and_calls() {
     let s = server();
+    // The random weights would reason until the limit: a bias on `<|end|>` ends the reasoning
+    // as soon as the grammar allows it, and the call follows.
+    let end = MARKERS.iter().find(|(m, _)| *m == "<|end|>").unwrap().1;
     let body = |stream: bool| {
         json!({
             "messages": [{"role": "user", "content": QUESTION}],
@@ -170,6 +176,7 @@ fn chat_completions_give_harmony_reasoning_and_calls() {
                 "name": "get_weather", "description": "The weather in a city.",
                 "parameters": weather_schema()}}],
             "tool_choice": "required",
+            "logit_bias": {end.to_string(): 100},
             "max_tokens": MAX_TOKENS,
             "seed": SEED,
             "stream": stream,
@@ -178,11 +185,17 @@ fn chat_completions_give_harmony_reasoning_and_calls() {
     let r = s.post("/v1/chat/completions", &body(false));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_no_markup(&r.text());
-    let message = &r.json()["choices"][0]["message"];
+    let answer = r.json();
+    let message = &answer["choices"][0]["message"];
+    assert_eq!(
+        answer["choices"][0]["finish_reason"], "tool_calls",
+        "{answer}"
+    );
     let call = &message["tool_calls"][0]["function"];
     let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
     assert_weather_call(call["name"].as_str().unwrap(), &arguments);
-    let reasoning = message["reasoning_content"].as_str().unwrap_or_default();
+    let reasoning = message["reasoning_content"].as_str().unwrap();
+    assert!(!reasoning.is_empty(), "{answer}");
 
     let (mut streamed_reasoning, mut name, mut streamed_arguments) =
         (String::new(), String::new(), String::new());
@@ -225,18 +238,20 @@ fn chat_completions_give_harmony_reasoning_and_calls() {
 #[test]
 fn anthropic_messages_give_thinking_and_tool_use_blocks() {
     let s = server();
-    let body = |stream: bool| {
+    let body = |thinking: &str, stream: bool| {
         json!({
             "messages": [{"role": "user", "content": QUESTION}],
             "tools": [{"name": "get_weather", "description": "The weather in a city.",
                        "input_schema": weather_schema()}],
             "tool_choice": {"type": "any"},
+            "thinking": {"type": thinking},
             "max_tokens": MAX_TOKENS,
             "seed": SEED,
             "stream": stream,
         })
     };
-    let r = s.post("/v1/messages", &body(false));
+    // Thinking disabled: the call comes at once.
+    let r = s.post("/v1/messages", &body("disabled", false));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_no_markup(&r.text());
     let answer = r.json();
@@ -244,55 +259,82 @@ fn anthropic_messages_give_thinking_and_tool_use_blocks() {
     let blocks = answer["content"].as_array().unwrap();
     let tool_use = blocks.iter().find(|b| b["type"] == "tool_use").unwrap();
     assert_weather_call(tool_use["name"].as_str().unwrap(), &tool_use["input"]);
-    let thinking: String = blocks
-        .iter()
-        .filter(|b| b["type"] == "thinking")
-        .map(|b| b["thinking"].as_str().unwrap().to_string())
-        .collect();
-
-    let (mut streamed_thinking, mut input) = (String::new(), String::new());
-    for event in events(&s.post("/v1/messages", &body(true))) {
-        let delta = &event["delta"];
-        streamed_thinking.push_str(delta["thinking"].as_str().unwrap_or_default());
-        input.push_str(delta["partial_json"].as_str().unwrap_or_default());
+    let mut input = String::new();
+    for event in events(&s.post("/v1/messages", &body("disabled", true))) {
+        input.push_str(event["delta"]["partial_json"].as_str().unwrap_or_default());
     }
-    assert_eq!(streamed_thinking, thinking);
     let input: Value = serde_json::from_str(&input).unwrap();
     assert_eq!(input, tool_use["input"]);
+
+    // Thinking enabled: the random weights reason (until the limit), as a thinking block.
+    let r = s.post("/v1/messages", &body("enabled", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_no_markup(&r.text());
+    let answer = r.json();
+    let thinking = answer["content"][0]["thinking"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!thinking.is_empty(), "{answer}");
+    let mut streamed = String::new();
+    for event in events(&s.post("/v1/messages", &body("enabled", true))) {
+        streamed.push_str(event["delta"]["thinking"].as_str().unwrap_or_default());
+    }
+    assert_eq!(streamed, thinking);
 }
 
 #[test]
 fn responses_give_reasoning_and_function_call_items() {
     let s = server();
-    let body = |stream: bool| {
+    let body = |effort: &str, stream: bool| {
         json!({
             "input": QUESTION,
             "tools": [{"type": "function", "name": "get_weather",
                        "description": "The weather in a city.", "parameters": weather_schema()}],
             "tool_choice": "required",
+            "reasoning": {"effort": effort},
             "max_output_tokens": MAX_TOKENS,
             "seed": SEED,
             "stream": stream,
         })
     };
-    let r = s.post("/v1/responses", &body(false));
+    // No reasoning: the call comes at once.
+    let r = s.post("/v1/responses", &body("none", false));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_no_markup(&r.text());
     let answer = r.json();
     let items = answer["output"].as_array().unwrap();
-    let call = items.iter().find(|i| i["type"] == "function_call").unwrap();
+    let call = items
+        .iter()
+        .find(|i| i["type"] == "function_call")
+        .unwrap_or_else(|| panic!("{answer}"));
     let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
     assert_weather_call(call["name"].as_str().unwrap(), &arguments);
-    let reasoning = items.iter().find(|i| i["type"] == "reasoning");
-
     let mut streamed_arguments = String::new();
-    let mut streamed_reasoning = false;
-    for event in events(&s.post("/v1/responses", &body(true))) {
+    for event in events(&s.post("/v1/responses", &body("none", true))) {
         if event["type"] == "response.function_call_arguments.done" {
             streamed_arguments = event["arguments"].as_str().unwrap().to_string();
         }
-        streamed_reasoning |= event["item"]["type"] == "reasoning";
     }
     assert_eq!(streamed_arguments, call["arguments"].as_str().unwrap());
-    assert_eq!(streamed_reasoning, reasoning.is_some());
+
+    // Reasoning allowed: the random weights reason (until the limit), as a reasoning item.
+    let r = s.post("/v1/responses", &body("high", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_no_markup(&r.text());
+    let answer = r.json();
+    let reasoning = answer["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "reasoning")
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert!(!reasoning["content"][0]["text"].as_str().unwrap().is_empty());
+    let mut streamed = String::new();
+    for event in events(&s.post("/v1/responses", &body("high", true))) {
+        if event["type"] == "response.reasoning_text.delta" {
+            streamed.push_str(event["delta"].as_str().unwrap());
+        }
+    }
+    assert_eq!(streamed, reasoning["content"][0]["text"].as_str().unwrap());
 }

@@ -162,7 +162,17 @@ pub fn validate(
                     "a `tool_choice` that requires a call cannot be combined with `grammar` or `regex`",
                 ));
             }
-            call_constraint(plan, req.response_format.as_ref(), served, vocab, cancel)?
+            // Reasoning before a constrained call, unless the request turned it off.
+            let reasoning = vars.get("enable_thinking") != Some(&Value::Bool(false))
+                && vars.get("reasoning_effort").and_then(Value::as_str) != Some("none");
+            call_constraint(
+                plan,
+                reasoning,
+                req.response_format.as_ref(),
+                served,
+                vocab,
+                cancel,
+            )?
         }
         _ if raw.is_some() => raw,
         _ => served.structured.constraint(
@@ -247,6 +257,7 @@ fn shown_controls<'m>(tokenizer: &Tokenizer, markers: impl Iterator<Item = &'m s
 /// it. The schemas are held to the size caps of `schema_limits`, all together.
 pub fn call_constraint(
     plan: &ToolPlan,
+    reasoning: bool,
     response_format: Option<&ResponseFormat>,
     served: &Served,
     vocab: usize,
@@ -268,7 +279,7 @@ pub fn call_constraint(
     let constraint = served
         .structured
         .compile(
-            tools::call_grammar(plan, &served.ready.loaded.tokenizer),
+            tools::call_grammar(plan, reasoning, &served.ready.loaded.tokenizer),
             &served.ready.loaded.tokenizer,
             vocab,
             cancel,

@@ -127,8 +127,9 @@ pub fn generic_instructions(plan: &ToolPlan) -> String {
 
 /// The grammar a `required` or named `tool_choice` holds the output to: calls in the plan's
 /// format, arguments valid against each function's schema. Markup is written as the control
-/// tokens of `tokenizer` that spell it, where it has them.
-pub fn call_grammar(plan: &ToolPlan, tokenizer: &Tokenizer) -> TopLevelGrammar {
+/// tokens of `tokenizer` that spell it, where it has them. A format whose model reasons in its
+/// own messages (harmony) may reason first when `reasoning` is allowed.
+pub fn call_grammar(plan: &ToolPlan, reasoning: bool, tokenizer: &Tokenizer) -> TopLevelGrammar {
     let arguments_key = match plan.format {
         ToolFormat::Llama3 => "parameters",
         _ => "arguments",
@@ -168,7 +169,7 @@ pub fn call_grammar(plan: &ToolPlan, tokenizer: &Tokenizer) -> TopLevelGrammar {
         }))),
         ToolFormat::Mistral => TopLevelGrammar::from_json_schema(compact(list(&call))),
         ToolFormat::Llama3 => TopLevelGrammar::from_json_schema(compact(call)),
-        ToolFormat::Harmony => harmony_grammar(plan, tokenizer, &compact),
+        ToolFormat::Harmony => harmony_grammar(plan, reasoning, tokenizer, &compact),
         ToolFormat::DeepSeekV3 | ToolFormat::DeepSeekV31 => {
             deepseek_grammar(plan, tokenizer, &compact)
         }
@@ -207,9 +208,10 @@ fn call_rules(
 }
 
 /// Harmony: one call in the commentary channel (the model's `<|call|>` ends the answer), after
-/// at most one reasoning message.
+/// at most one reasoning message when `reasoning` is allowed.
 fn harmony_grammar(
     plan: &ToolPlan,
+    reasoning: bool,
     tokenizer: &Tokenizer,
     compact: &dyn Fn(Value) -> Value,
 ) -> TopLevelGrammar {
@@ -227,8 +229,12 @@ fn harmony_grammar(
         },
         "",
     );
+    let start = match reasoning {
+        true => "reasoning? call",
+        false => "call",
+    };
     TopLevelGrammar::from_lark(format!(
-        "start: reasoning? call\n\
+        "start: {start}\n\
          reasoning: {channel} \"analysis\" {message} REASONING {} {} \"assistant\"\n\
          REASONING: /[^<]+/\n{calls}",
         m("<|end|>"),

@@ -63,7 +63,7 @@ fn streamed(output: &ChatOutput, text: &str, n: usize) -> (Option<String>, Strin
 /// they agree and that no markup shows, and returns the whole reading.
 fn read_all_ways(output: &ChatOutput, text: &str) -> (Option<String>, String, Vec<ToolCall>) {
     let whole = output.read(text);
-    for n in (1..=12).chain([text.len()]) {
+    for n in (1..=12).chain([text.len().max(1)]) {
         let (reasoning, content, calls) = streamed(output, text, n);
         match output.markup {
             // A `<think>` answer trims its reasoning whole, not streamed.
