@@ -35,6 +35,10 @@ pub struct Request {
     /// nor how fast it starts tells anything about another tenant's prompts. A front end with
     /// one user leaves it 0.
     pub tenant: u64,
+    /// Control tokens whose text the generated text keeps (they print as nothing otherwise),
+    /// for a front end that reads the model's markup back (gpt-oss's `<|channel|>`) and takes
+    /// it out of what it shows.
+    pub shown_controls: Vec<u32>,
 }
 
 impl Request {
@@ -146,7 +150,7 @@ pub enum Event {
         /// The token.
         token: u32,
         /// Text now safe to show: never half a character, never part of a stop string, no
-        /// control tokens.
+        /// control tokens (but those the request's `shown_controls` names).
         text: String,
         /// Its log-probability, when the request asked for them.
         logprob: Option<TokenLogprob>,

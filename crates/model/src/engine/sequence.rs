@@ -119,7 +119,7 @@ impl<'t> Sequence<'t> {
             generated: Vec::with_capacity(request.max_tokens.min(4096)),
             sampler,
             tokenizer,
-            stream: Some(tokenizer.stream_decoder()),
+            stream: Some(tokenizer.stream_decoder().showing(&request.shown_controls)),
             stops: StopMatcher::new(request.stop),
             constraint: request.constraint.map(|c| c.start()),
             logits_copy: Vec::new(),

@@ -167,7 +167,29 @@ pub(crate) fn detect_eog(
     eog.extend(eos);
     eog.extend(eot);
     eog.extend(eom);
+    harmony_end_continues(tokens, &mut eot, &mut eog);
     (eot, eog)
+}
+
+/// gpt-oss's harmony format ends a message with `<|end|>` and the answer with `<|return|>` or
+/// `<|call|>`: where all three are end-of-generation tokens, `<|end|>` is taken out of the set
+/// (as llama.cpp does), so that the reasoning message does not end the answer; the end of turn
+/// is then `<|return|>`.
+fn harmony_end_continues(tokens: &[TokenData], eot: &mut Option<u32>, eog: &mut BTreeSet<u32>) {
+    let find = |text: &str| {
+        eog.iter()
+            .copied()
+            .find(|&id| tokens.get(id as usize).is_some_and(|t| t.text == text))
+    };
+    let (Some(end), Some(ret), Some(_call)) =
+        (find("<|end|>"), find("<|return|>"), find("<|call|>"))
+    else {
+        return;
+    };
+    eog.remove(&end);
+    if *eot == Some(end) {
+        *eot = Some(ret);
+    }
 }
 
 /// Control, user-defined and unknown tokens, longest text first (ties in id order).
