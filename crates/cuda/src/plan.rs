@@ -4,7 +4,7 @@
 //! cannot handle.
 
 use rinfer_transformer::{
-    Block, Experts, Ffn, Handles, Mapper, Router, Shape, Tensor, Transformer,
+    Block, Experts, Ffn, Handles, Mapper, Router, Shape, Stage, Tensor, Transformer,
 };
 
 use crate::error::CudaError;
@@ -338,6 +338,18 @@ fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
         if block.experts().is_some_and(|e| e.ffn == Ffn::Gelu) {
             return Err(CudaError::Unsupported(format!(
                 "layer {index} uses ungated experts, which the CUDA backend does not run yet; \
+                 use --device cpu"
+            )));
+        }
+        let unsupported = block.stages.iter().find_map(|stage| match stage {
+            Stage::ShortConv { .. } => Some("a short-convolution layer"),
+            Stage::DeltaNet { .. } => Some("a gated delta-net layer"),
+            Stage::AttentionGate => Some("gated attention"),
+            _ => None,
+        });
+        if let Some(what) = unsupported {
+            return Err(CudaError::Unsupported(format!(
+                "layer {index} has {what}, which the CUDA backend does not run yet; \
                  use --device cpu"
             )));
         }

@@ -11,7 +11,7 @@ use rinfer_transformer::{
     Router, Stage, Transformer,
 };
 
-pub use rinfer_transformer::{Ffn, Gating, NormKind};
+pub use rinfer_transformer::{DeltaNet, Ffn, Gating, NormKind, Recurrence, ShortConv};
 
 /// Which dimension pairs RoPE rotates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +87,15 @@ impl SlidingWindow {
     }
 }
 
+/// The layers of a hybrid model that mix positions by a recurrence instead of attention.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecurrentLayers {
+    /// Per layer, whether it is recurrent.
+    pub layers: Vec<bool>,
+    /// What those layers run.
+    pub recurrence: Recurrence,
+}
+
 /// Everything the forward pass needs to know about a model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
@@ -136,6 +145,11 @@ pub struct ModelConfig {
     pub experts: Option<MoeConfig>,
     /// A learned sink logit per head joins each attention softmax (gpt-oss).
     pub attention_sinks: bool,
+    /// Layers that run a recurrence in place of attention (hybrid models).
+    pub recurrent: Option<RecurrentLayers>,
+    /// Each head's attention output is multiplied by `sigmoid` of a gate its query projection
+    /// also gives (Qwen3.5).
+    pub gated_attention: bool,
     /// How the weights are laid out in tensors.
     pub layout: TensorLayout,
 }
@@ -161,6 +175,8 @@ pub struct TensorLayout {
     pub biases: Presence,
     /// The tensor of the norm before the FFN: `ffn_norm` (gpt-oss: `post_attention_norm`).
     pub ffn_norm: Role,
+    /// The tensor of the norm before the LM head: `output_norm` (LFM2: `token_embd_norm`).
+    pub output_norm: Role,
 }
 
 impl TensorLayout {
@@ -170,6 +186,7 @@ impl TensorLayout {
         fused_gate_up: false,
         biases: Presence::Optional,
         ffn_norm: Role::FfnNorm,
+        output_norm: Role::OutputNorm,
     };
 }
 
@@ -182,6 +199,17 @@ impl ModelConfig {
     /// Width of all key (or value) heads together.
     pub fn kv_dim(&self) -> usize {
         self.kv_heads * self.head_dim
+    }
+
+    /// What `layer` runs in place of attention, if it is a recurrent layer.
+    pub fn recurrence_of(&self, layer: usize) -> Option<Recurrence> {
+        let r = self.recurrent.as_ref()?;
+        r.layers.get(layer).copied().unwrap_or(false).then_some(r.recurrence)
+    }
+
+    /// Whether `layer` keeps keys and values (every layer but the recurrent ones).
+    pub fn has_attention(&self, layer: usize) -> bool {
+        self.recurrence_of(layer).is_none()
     }
 
     /// The attention window of `layer`, if it slides.
@@ -209,7 +237,7 @@ impl ModelConfig {
             position_embd: learned.then_some(Presence::Required),
             rope_freqs: (!learned).then_some(Presence::Optional),
             blocks: (0..self.layers).map(|layer| self.block(layer)).collect(),
-            output_norm: norm(Role::OutputNorm),
+            output_norm: norm(self.layout.output_norm),
             output: Some(Presence::Optional),
             output_bias: Some(Presence::Optional),
             final_softcap: self.final_softcap,
@@ -237,19 +265,64 @@ impl ModelConfig {
         }
     }
 
+    /// The stage of a recurrent layer that runs `recurrence`, in place of attention.
+    fn recurrent_stage(&self, recurrence: Recurrence) -> Stage<Presence> {
+        let required = || Linear {
+            weight: Presence::Required,
+            bias: None,
+        };
+        match recurrence {
+            Recurrence::ShortConv(conv) => Stage::ShortConv {
+                conv,
+                in_proj: required(),
+                kernel: Presence::Required,
+                out_proj: required(),
+            },
+            Recurrence::DeltaNet(net) => Stage::DeltaNet {
+                net,
+                qkv: required(),
+                gate: required(),
+                kernel: Presence::Required,
+                dt_bias: Presence::Required,
+                a: Presence::Required,
+                beta: required(),
+                alpha: required(),
+                norm: Presence::Required,
+                output: required(),
+            },
+        }
+    }
+
     /// The stages of `layer`.
     fn block(&self, layer: usize) -> Block<Presence> {
         let norm = |role| self.norm(role);
+        let mut stages = vec![Stage::AttentionNorm(norm(Role::AttnNorm))];
+        match self.recurrence_of(layer) {
+            Some(recurrence) => stages.push(self.recurrent_stage(recurrence)),
+            None => self.attention_stages(layer, &mut stages),
+        }
+        self.ffn_stages(&mut stages);
+        Block { stages }
+    }
+
+    /// The attention stages of `layer`, from the projections to the output's post norm.
+    fn attention_stages(&self, layer: usize, stages: &mut Vec<Stage<Presence>>) {
+        let norm = |role| self.norm(role);
         let window = self.window_of(layer);
-        let qkv = match self.layout.qkv {
-            QkvLayout::Separate => Qkv::Separate {
+        let qkv = match (self.layout.qkv, self.gated_attention) {
+            (_, true) => Qkv::GatedQuery {
                 q: self.linear(),
                 k: self.linear(),
                 v: self.linear(),
             },
-            QkvLayout::Fused => Qkv::Fused(self.linear()),
+            (QkvLayout::Separate, false) => Qkv::Separate {
+                q: self.linear(),
+                k: self.linear(),
+                v: self.linear(),
+            },
+            (QkvLayout::Fused, false) => Qkv::Fused(self.linear()),
         };
-        let mut stages = vec![Stage::AttentionNorm(norm(Role::AttnNorm)), Stage::Qkv(qkv)];
+        stages.push(Stage::Qkv(qkv));
         if self.qk_norm {
             stages.push(Stage::QkNorm {
                 eps: self.norm_eps,
@@ -286,10 +359,18 @@ impl ModelConfig {
             },
             sinks: self.attention_sinks.then_some(Presence::Required),
         });
+        if self.gated_attention {
+            stages.push(Stage::AttentionGate);
+        }
         stages.push(Stage::AttentionOutput(self.linear()));
         if self.post_norms {
             stages.push(Stage::PostAttentionNorm(norm(Role::PostAttentionNorm)));
         }
+    }
+
+    /// The stages after the mixer: the residual, the FFN (dense or experts) and its residual.
+    fn ffn_stages(&self, stages: &mut Vec<Stage<Presence>>) {
+        let norm = |role| self.norm(role);
         let dense = || Stage::Ffn {
             ffn: self.ffn,
             up: match (self.ffn.is_gated(), self.layout.fused_gate_up) {
@@ -304,7 +385,7 @@ impl ModelConfig {
         };
         if self.parallel_block {
             stages.extend([dense(), Stage::ParallelResidual]);
-            return Block { stages };
+            return;
         }
         stages.extend([
             Stage::AttentionResidual,
@@ -336,6 +417,5 @@ impl ModelConfig {
             stages.push(Stage::PostFfnNorm(norm(Role::PostFfwNorm)));
         }
         stages.push(Stage::FfnResidual);
-        Block { stages }
     }
 }

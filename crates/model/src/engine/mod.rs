@@ -496,6 +496,18 @@ impl<'m> Engine<'m> {
             ..
         } = self;
         let model = &loaded.model;
+        // A recurrent state cannot be cut back: keep it from before a step with guesses, so
+        // that rejected ones are undone by restoring it and feeding the kept tokens again.
+        for &(i, n) in plan {
+            let seq = &mut running[i];
+            if let SeqCache::Cpu(cache) = &caches[seq.slot]
+                && seq.prompt_left() == 0
+                && n > 1
+                && cache.is_recurrent()
+            {
+                cache.snapshot_into(&mut seq.state_before);
+            }
+        }
         let mut by_slot: Vec<Option<&mut SeqCache>> = caches.iter_mut().map(Some).collect();
         let batch = plan
             .iter()
@@ -537,9 +549,16 @@ impl<'m> Engine<'m> {
             .par_iter_mut()
             .map(|(seq, rows)| seq.verify(rows, vocab))
             .collect();
+        let mut replays = Vec::new();
         for ((seq, _), verified) in to_sample.into_iter().zip(verified) {
             let cache = &mut caches[seq.slot];
-            cache.truncate(seq.kv_len());
+            match cache {
+                SeqCache::Cpu(c) if !c.can_cut_to(seq.kv_len()) => {
+                    c.restore(&seq.state_before);
+                    replays.push((seq.slot, seq.fed(c.len()..seq.kv_len())));
+                }
+                _ => cache.truncate(seq.kv_len()),
+            }
             reuse::capture(store, seq, cache);
             if verified.drafted > 0 {
                 speculation_counts.record(verified.drafted, verified.accepted);
@@ -547,6 +566,10 @@ impl<'m> Engine<'m> {
             for sampled in verified.sampled {
                 on_event(seq.token_event(sampled));
             }
+        }
+        for (slot, tokens) in replays {
+            let batch = vec![(&tokens[..], Logits::Last, &mut caches[slot])];
+            executor.forward(model, batch)?;
         }
         Ok(())
     }

@@ -28,12 +28,16 @@ const LLAMA3: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{
 /// Qwen 2: like Llama 3 but every digit on its own.
 const QWEN2: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// Qwen 3.5: Qwen 2's expression with combining marks counted as letters.
+const QWEN35: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{M}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 /// The regex splits for a `tokenizer.ggml.pre` value, applied in order, and whether whole
 /// pre-tokenized words found in the vocabulary skip merging (`ignore_merges`).
 fn pre_tokenizer(pre: &str) -> Result<(Vec<&'static str>, bool), TokenizerError> {
     Ok(match pre {
         "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => (vec![LLAMA3], true),
         "qwen2" | "deepseek-r1-qwen" => (vec![QWEN2], false),
+        "qwen35" => (vec![QWEN35], false),
         "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "jina-v2-es" | "jina-v2-de" | "gigachat"
         | "mellum" => (vec![GPT2], false),
         "starcoder" | "refact" => (vec![r"\p{N}", GPT2], false),
