@@ -274,6 +274,18 @@ impl KvCache {
             .filter(|&bytes| bytes <= isize::MAX as usize)
     }
 
+    /// Bytes of the recurrent state of one sequence of `config`'s model (0 without recurrent
+    /// layers).
+    pub fn state_bytes(config: &ModelConfig) -> usize {
+        (0..config.layers)
+            .filter_map(|layer| config.recurrence_of(layer))
+            .map(|r| {
+                let (window, matrices) = r.state_floats();
+                (window + matrices) * 4
+            })
+            .sum()
+    }
+
     /// The type of the stored rows.
     pub fn kv_type(&self) -> KvType {
         self.pool.kv_type()

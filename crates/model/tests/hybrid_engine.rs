@@ -1,7 +1,8 @@
 //! The engine on hybrid models, whose recurrent layers keep a state that cannot be cut back:
 //! speculation restores it when guesses are rejected (the output equals plain decoding), a
-//! slot is reused in place when the new prompt continues what it holds (warm equals cold, the
-//! reused tokens reported), and never when the prompt diverges from it.
+//! slot is reused in place when the new prompt continues what it holds, and a prompt that
+//! branches off a cached one starts from the state its last whole cached block kept (warm
+//! equals cold, the reused tokens reported).
 
 mod common;
 mod speculation_support;
@@ -98,9 +99,20 @@ fn a_slot_is_reused_in_place_exactly_when_the_prompt_continues_its_state() {
             &mut engine(&loaded, settings),
             request(&loaded, next.clone(), None, 10),
         );
-        let (got, cached) = generate_counting(&mut warm, request(&loaded, next, None, 10));
+        let (got, cached) =
+            generate_counting(&mut warm, request(&loaded, next.clone(), None, 10));
         assert_eq!(cached, held, "{name}: the whole held state is reused");
         assert_eq!(got, cold, "{name}: warm equals cold");
+        // Branching off inside the held tokens: the slot cannot go back, the prefix cache's
+        // blocks can, to the state kept at the end of the last whole block before the branch.
+        let branching = [&next[..35], repetitive_prompt(4).as_slice()].concat();
+        let (cold, _) = generate_counting(
+            &mut engine(&loaded, settings),
+            request(&loaded, branching.clone(), None, 10),
+        );
+        let (got, cached) = generate_counting(&mut warm, request(&loaded, branching, None, 10));
+        assert_eq!(cached, 32, "{name}: two whole blocks from the prefix cache");
+        assert_eq!(got, cold, "{name}: from the blocks equals cold");
         // A prompt that diverges inside what the slot holds starts from an empty state.
         let diverging = [&first[..5], repetitive_prompt(3).as_slice()].concat();
         let (cold, _) = generate_counting(

@@ -50,6 +50,7 @@ pub use rinfer_kernels::ops::KvType;
 use crate::error::ModelError;
 use crate::forward::Logits;
 use crate::kv_blocks::{BlockPool, KvPoolStats};
+use crate::kv_cache::KvCache;
 use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
 pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
@@ -239,7 +240,8 @@ impl<'m> Engine<'m> {
                 config.layers,
                 row_bytes,
                 caches.first().and_then(SeqCache::pool).cloned(),
-            ),
+            )
+            .with_state_bytes(KvCache::state_bytes(config)),
             kv_type,
             reuse_counts: PrefixCacheStats::default(),
             speculation_counts: SpeculationStats::default(),
@@ -471,7 +473,14 @@ impl<'m> Engine<'m> {
             if n > 0 {
                 plan.push((i, n));
             } else if budget > 0 {
-                let n = seq.prompt_left().min(budget);
+                let mut n = seq.prompt_left().min(budget);
+                // A recurrent state is kept for the prefix cache only where a pass ends, so
+                // a prompt's chunks end on block boundaries.
+                let held = self.caches[seq.slot].len();
+                let boundary = (held + n) / BLOCK_TOKENS * BLOCK_TOKENS;
+                if self.rings.recurrent && n < seq.prompt_left() && boundary > held {
+                    n = boundary - held;
+                }
                 budget -= n;
                 plan.push((i, n));
             }

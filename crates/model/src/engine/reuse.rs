@@ -10,9 +10,10 @@
 //! rows, so a prefix taken from it is cut anywhere: to the token before the prompt's last.
 //!
 //! A hybrid model's recurrent layers keep only their state after the last position, which
-//! cannot be cut back ([`Rings::can_cut`]): its slot is reused only when the new prompt
-//! continues everything the cache holds (a chat resending its history), and its blocks do not
-//! go to the prefix cache, whose blocks carry no recurrent state.
+//! cannot be cut back ([`Rings::can_cut`]): its slot is reused in place only when the new
+//! prompt continues everything the cache holds (a chat resending its history); from the prefix
+//! cache, up to the last whole block that kept its state. Its prompts are fed in chunks that
+//! end on block boundaries, so that the blocks it stores keep their states.
 
 use super::Engine;
 use super::executor::SeqCache;
@@ -81,11 +82,19 @@ impl Engine<'_> {
             .max_by_key(|&(at, n)| (n, at))?;
         let slot = self.free.remove(at);
         let chain = match self.caches[slot] {
-            SeqCache::Cpu(_) if !self.rings.recurrent => {
+            SeqCache::Cpu(_) if self.rings.recurrent => {
+                // Whole blocks only, ending where a state was kept.
+                let mut chain = self
+                    .store
+                    .longest_prefix(tenant, prompt, limit / BLOCK_TOKENS);
+                chain.truncate(self.store.stateful_prefix(&chain));
+                chain
+            }
+            SeqCache::Cpu(_) => {
                 self.store
                     .longest_prefix(tenant, prompt, limit.div_ceil(BLOCK_TOKENS))
             }
-            SeqCache::Cpu(_) | SeqCache::Cuda(_) => Vec::new(),
+            SeqCache::Cuda(_) => Vec::new(),
         };
         let from_store = (chain.len() * BLOCK_TOKENS).min(limit);
         let cache = &mut self.caches[slot];
@@ -148,9 +157,6 @@ pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &Se
     let SeqCache::Cpu(cache) = cache else {
         return;
     };
-    if cache.is_recurrent() {
-        return;
-    }
     while seq.capturing && (seq.chain.len() + 1) * BLOCK_TOKENS <= cache.len() {
         let start = seq.chain.len() * BLOCK_TOKENS;
         let tokens = seq.fed(start..start + BLOCK_TOKENS);
