@@ -48,7 +48,14 @@ impl Model {
                     in_proj,
                     kernel,
                     out_proj,
-                } => mixer::short_conv(layer, conv, (in_proj, kernel.as_slice(), out_proj), n, seqs, s)?,
+                } => mixer::short_conv(
+                    layer,
+                    conv,
+                    (in_proj, kernel.as_slice(), out_proj),
+                    n,
+                    seqs,
+                    s,
+                )?,
                 Stage::DeltaNet {
                     net,
                     qkv,

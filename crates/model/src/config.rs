@@ -204,7 +204,11 @@ impl ModelConfig {
     /// What `layer` runs in place of attention, if it is a recurrent layer.
     pub fn recurrence_of(&self, layer: usize) -> Option<Recurrence> {
         let r = self.recurrent.as_ref()?;
-        r.layers.get(layer).copied().unwrap_or(false).then_some(r.recurrence)
+        r.layers
+            .get(layer)
+            .copied()
+            .unwrap_or(false)
+            .then_some(r.recurrence)
     }
 
     /// Whether `layer` keeps keys and values (every layer but the recurrent ones).

@@ -410,7 +410,11 @@ impl KvCache {
         });
         let mut count = 0;
         for (to, from) in states.zip(&snapshot.layers) {
-            assert_eq!(to.window.len(), from.window.len(), "a snapshot of another model");
+            assert_eq!(
+                to.window.len(),
+                from.window.len(),
+                "a snapshot of another model"
+            );
             to.window.copy_from_slice(&from.window);
             to.matrices.copy_from_slice(&from.matrices);
             count += 1;

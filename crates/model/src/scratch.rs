@@ -80,7 +80,8 @@ impl Scratch {
             + fused
             + 2 * config.ffn_dim
             + usize::from(config.gated_attention) * config.q_dim();
-        let extra = MoeScratch::floats_per_row(config)?.checked_add(MixerScratch::floats_per_row(config)?)?;
+        let extra = MoeScratch::floats_per_row(config)?
+            .checked_add(MixerScratch::floats_per_row(config)?)?;
         let rows = n.checked_mul(per_row.checked_add(extra)?)?;
         let logits = logit_rows.checked_mul(config.vocab_size)?;
         rows.checked_add(logits)?

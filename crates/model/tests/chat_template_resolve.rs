@@ -171,7 +171,14 @@ fn qwen35_without_template_chats_in_chatml() {
     let chosen = resolve(None, &loaded).unwrap();
     assert_eq!(chosen.origin, TemplateOrigin::Builtin("chatml"));
     let text = chosen.template.render(&hi(), true).unwrap();
-    assert_eq!(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    assert_eq!(
+        text,
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
     let ids = loaded.tokenizer.encode(&text, true, true).unwrap();
-    assert_eq!(ids.first(), Some(&2001), "<|im_start|> is one control token");
+    assert_eq!(
+        ids.first(),
+        Some(&2001),
+        "<|im_start|> is one control token"
+    );
 }

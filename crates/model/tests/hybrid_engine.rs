@@ -49,7 +49,11 @@ fn speculation_on_a_recurrent_state_gives_the_output_of_plain_decoding() {
         };
         let mut plain2 = engine(&loaded, settings(2, Speculation::Off));
         let mut fast2 = engine(&loaded, settings(2, LOOKUP));
-        assert_eq!(run_all(&mut fast2, two()), run_all(&mut plain2, two()), "{name}");
+        assert_eq!(
+            run_all(&mut fast2, two()),
+            run_all(&mut plain2, two()),
+            "{name}"
+        );
         let stats = fast.speculation_stats();
         total.drafted_tokens += stats.drafted_tokens;
         total.accepted_tokens += stats.accepted_tokens;
@@ -99,8 +103,7 @@ fn a_slot_is_reused_in_place_exactly_when_the_prompt_continues_its_state() {
             &mut engine(&loaded, settings),
             request(&loaded, next.clone(), None, 10),
         );
-        let (got, cached) =
-            generate_counting(&mut warm, request(&loaded, next.clone(), None, 10));
+        let (got, cached) = generate_counting(&mut warm, request(&loaded, next.clone(), None, 10));
         assert_eq!(cached, held, "{name}: the whole held state is reused");
         assert_eq!(got, cold, "{name}: warm equals cold");
         // Branching off inside the held tokens: the slot cannot go back, the prefix cache's

@@ -194,11 +194,16 @@ fn recurrent_state_is_exact_across_batch_splits_and_threads() {
         let mut want = Vec::new();
         let mut scratch = Scratch::new(&model.config, n);
         let mut cache = KvCache::new(&model.config, n, n);
-        let all = model.forward(tokens, &mut cache, &mut scratch, Logits::All).unwrap();
+        let all = model
+            .forward(tokens, &mut cache, &mut scratch, Logits::All)
+            .unwrap();
         want.extend(bits(all));
         for chunk in [1, 3, 7] {
             let run = |threads: usize| {
-                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
                 pool.install(|| {
                     let mut cache = KvCache::new(&model.config, n, n);
                     let mut scratch = Scratch::new(&model.config, n);
@@ -215,12 +220,17 @@ fn recurrent_state_is_exact_across_batch_splits_and_threads() {
             for threads in [1, 3] {
                 let got = run(threads);
                 assert_eq!(got.len(), n * vocab);
-                assert!(got == want, "{name}: chunks of {chunk} on {threads} threads");
+                assert!(
+                    got == want,
+                    "{name}: chunks of {chunk} on {threads} threads"
+                );
             }
         }
         // Cutting the cache to empty zeroes the state: the prompt runs again identically.
         cache.clear();
-        let again = model.forward(tokens, &mut cache, &mut scratch, Logits::All).unwrap();
+        let again = model
+            .forward(tokens, &mut cache, &mut scratch, Logits::All)
+            .unwrap();
         assert!(bits(again) == want, "{name}: after clear");
     }
 }

@@ -49,7 +49,10 @@ pub(super) fn qwen35(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
     c.gated_attention = true;
     c.layout.ffn_norm = Role::PostAttentionNorm;
     let sections = hp.metadata.get(&hp.key("rope.dimension_sections"));
-    if sections.and_then(|v| v.as_array()).is_none_or(|s| s.len() != 4) {
+    if sections
+        .and_then(|v| v.as_array())
+        .is_none_or(|s| s.len() != 4)
+    {
         return Err(ModelError::InvalidConfig(format!(
             "{} must be an array of 4 counts",
             hp.key("rope.dimension_sections")

@@ -201,6 +201,9 @@ mod tests {
             recurrent: true,
         };
         assert!(recurrent.can_cut(10, 10) && recurrent.can_cut(10, 0));
-        assert!(!recurrent.can_cut(10, 9), "a recurrent state is not cut back");
+        assert!(
+            !recurrent.can_cut(10, 9),
+            "a recurrent state is not cut back"
+        );
     }
 }
