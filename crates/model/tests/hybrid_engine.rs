@@ -35,7 +35,7 @@ fn speculation_on_a_recurrent_state_gives_the_output_of_plain_decoding() {
         let mut fast = engine(&loaded, settings(1, LOOKUP));
         for case in 0..3u32 {
             for seed in [None, Some(u64::from(case) + 5)] {
-                let make = || request(&loaded, repetitive_prompt(case), seed, 48);
+                let make = || request(&loaded, repetitive_prompt(case), seed, 160);
                 let expected = generate_one(&mut plain, make());
                 let got = generate_one(&mut fast, make());
                 assert_eq!(got, expected, "{name}, case {case}, seed {seed:?}");
