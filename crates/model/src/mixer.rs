@@ -137,9 +137,12 @@ pub(crate) fn delta_net(
         .chunks_exact_mut(hv)
         .zip(m.decay[..n * hv].chunks_exact_mut(hv))
     {
-        for j in 0..hv {
-            beta[j] = ops::sigmoid(beta[j]);
-            decay[j] = (ops::softplus(decay[j] + w.dt_bias[j]) * w.a[j]).exp();
+        for (b, (g, (&dt, &a))) in beta
+            .iter_mut()
+            .zip(decay.iter_mut().zip(w.dt_bias.iter().zip(w.a)))
+        {
+            *b = ops::sigmoid(*b);
+            *g = (ops::softplus(*g + dt) * a).exp();
         }
     }
     let (conv, beta, decay) = (&m.conv, &m.beta, &m.decay);

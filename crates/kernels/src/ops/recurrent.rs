@@ -70,6 +70,7 @@ pub fn causal_conv(
 ///
 /// # Panics
 /// If the lengths disagree.
+#[allow(clippy::too_many_arguments)]
 pub fn delta_rule_step(
     state: &mut [f32],
     q: &[f32],
