@@ -366,6 +366,15 @@ fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
                 }
             }
         }
+        let recurrent = block.stages.iter().find_map(|stage| match stage {
+            Stage::ShortConv { .. } => Some("a short-convolution layer"),
+            Stage::DeltaNet { .. } => Some("a gated delta-net layer"),
+            Stage::AttentionGate => Some("gated attention"),
+            _ => None,
+        });
+        if let Some(what) = recurrent {
+            return unsupported(what);
+        }
     }
     Ok(())
 }

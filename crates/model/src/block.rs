@@ -10,6 +10,7 @@ use rinfer_transformer::{Ffn, FfnUp, Qkv, Stage};
 use crate::compute::{self, linear, linear_shared};
 use crate::error::ModelError;
 use crate::forward::{Model, SeqBatch};
+use crate::mixer::{self, DeltaNetWeights};
 use crate::moe;
 use crate::scratch::RowSource;
 use crate::scratch::Scratch;
@@ -43,6 +44,50 @@ impl Model {
                 Stage::Attention { params, sinks } => {
                     self.store_kv(layer, seqs, s);
                     self.attention(layer, params, sinks.as_deref(), n, seqs, s);
+                }
+                Stage::AttentionGate => {
+                    let len = n * self.transformer().q_dim();
+                    for (a, &g) in s.attn[..len].iter_mut().zip(&s.attn_gate[..len]) {
+                        *a *= ops::sigmoid(g);
+                    }
+                }
+                Stage::ShortConv {
+                    conv,
+                    in_proj,
+                    kernel,
+                    out_proj,
+                } => mixer::short_conv(
+                    layer,
+                    conv,
+                    (in_proj, kernel.as_slice(), out_proj),
+                    n,
+                    seqs,
+                    s,
+                )?,
+                Stage::DeltaNet {
+                    net,
+                    qkv,
+                    gate,
+                    kernel,
+                    dt_bias,
+                    a,
+                    beta,
+                    alpha,
+                    norm,
+                    output,
+                } => {
+                    let weights = DeltaNetWeights {
+                        qkv,
+                        gate,
+                        kernel,
+                        dt_bias,
+                        a,
+                        beta,
+                        alpha,
+                        norm,
+                        output,
+                    };
+                    mixer::delta_net(layer, net, &weights, n, seqs, s)?;
                 }
                 Stage::AttentionOutput(output) => {
                     linear(output, &s.attn, n, &mut s.out, &mut s.act)?;
@@ -107,6 +152,18 @@ impl Model {
             Qkv::Separate { q, k, v } => {
                 let outs = [&mut s.q[..], &mut s.k[..], &mut s.v[..]];
                 linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
+            }
+            Qkv::GatedQuery { q, k, v } => {
+                let outs = [&mut s.fused[..], &mut s.k[..], &mut s.v[..]];
+                linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
+                let d = self.transformer().head_dim;
+                let rows = s.fused[..n * 2 * q_dim].chunks_exact(2 * d);
+                let heads = s.q[..n * q_dim].chunks_exact_mut(d);
+                let gates = s.attn_gate[..n * q_dim].chunks_exact_mut(d);
+                for ((row, q), g) in rows.zip(heads).zip(gates) {
+                    q.copy_from_slice(&row[..d]);
+                    g.copy_from_slice(&row[d..]);
+                }
             }
             Qkv::Fused(qkv) => {
                 let width = q_dim + 2 * kv_dim;

@@ -11,7 +11,7 @@ use rinfer_transformer::{
     RopeParams, Router, Stage, Transformer,
 };
 
-pub use rinfer_transformer::{Ffn, Gating, Mla, NormKind};
+pub use rinfer_transformer::{DeltaNet, Ffn, Gating, Mla, NormKind, Recurrence, ShortConv};
 
 /// Which dimension pairs RoPE rotates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +111,15 @@ impl SlidingWindow {
     }
 }
 
+/// The layers of a hybrid model that mix positions by a recurrence instead of attention.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecurrentLayers {
+    /// Per layer, whether it is recurrent.
+    pub layers: Vec<bool>,
+    /// What those layers run.
+    pub recurrence: Recurrence,
+}
+
 /// Everything the forward pass needs to know about a model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
@@ -163,6 +172,11 @@ pub struct ModelConfig {
     /// Multi-head latent attention (DeepSeek-V2/V3): `heads` query heads over one latent kv
     /// head of `head_dim = rope + kv_lora` values, whose values are its keys.
     pub mla: Option<Mla>,
+    /// Layers that run a recurrence in place of attention (hybrid models).
+    pub recurrent: Option<RecurrentLayers>,
+    /// Each head's attention output is multiplied by `sigmoid` of a gate its query projection
+    /// also gives (Qwen3.5).
+    pub gated_attention: bool,
     /// How the weights are laid out in tensors.
     pub layout: TensorLayout,
 }
@@ -190,6 +204,8 @@ pub struct TensorLayout {
     pub ffn_norm: Role,
     /// Whether a file must hold the q/k norms when the model has them (GLM-4.5 files may not).
     pub qk_norm: Presence,
+    /// The tensor of the norm before the LM head: `output_norm` (LFM2: `token_embd_norm`).
+    pub output_norm: Role,
 }
 
 impl TensorLayout {
@@ -200,6 +216,7 @@ impl TensorLayout {
         biases: Presence::Optional,
         ffn_norm: Role::FfnNorm,
         qk_norm: Presence::Required,
+        output_norm: Role::OutputNorm,
     };
 }
 
@@ -223,6 +240,21 @@ impl ModelConfig {
     /// Whether `layer` runs mixture-of-experts FFNs.
     pub fn is_moe_layer(&self, layer: usize) -> bool {
         self.experts.is_some_and(|moe| moe.applies_to(layer))
+    }
+
+    /// What `layer` runs in place of attention, if it is a recurrent layer.
+    pub fn recurrence_of(&self, layer: usize) -> Option<Recurrence> {
+        let r = self.recurrent.as_ref()?;
+        r.layers
+            .get(layer)
+            .copied()
+            .unwrap_or(false)
+            .then_some(r.recurrence)
+    }
+
+    /// Whether `layer` keeps keys and values (every layer but the recurrent ones).
+    pub fn has_attention(&self, layer: usize) -> bool {
+        self.recurrence_of(layer).is_none()
     }
 
     /// The attention window of `layer`, if it slides.
@@ -250,7 +282,7 @@ impl ModelConfig {
             position_embd: learned.then_some(Presence::Required),
             rope_freqs: (!learned).then_some(Presence::Optional),
             blocks: (0..self.layers).map(|layer| self.block(layer)).collect(),
-            output_norm: norm(Role::OutputNorm),
+            output_norm: norm(self.layout.output_norm),
             output: Some(Presence::Optional),
             output_bias: Some(Presence::Optional),
             final_softcap: self.final_softcap,
@@ -278,20 +310,65 @@ impl ModelConfig {
         }
     }
 
+    /// The stage of a recurrent layer that runs `recurrence`, in place of attention.
+    fn recurrent_stage(&self, recurrence: Recurrence) -> Stage<Presence> {
+        let required = || Linear {
+            weight: Presence::Required,
+            bias: None,
+        };
+        match recurrence {
+            Recurrence::ShortConv(conv) => Stage::ShortConv {
+                conv,
+                in_proj: required(),
+                kernel: Presence::Required,
+                out_proj: required(),
+            },
+            Recurrence::DeltaNet(net) => Stage::DeltaNet {
+                net,
+                qkv: required(),
+                gate: required(),
+                kernel: Presence::Required,
+                dt_bias: Presence::Required,
+                a: Presence::Required,
+                beta: required(),
+                alpha: required(),
+                norm: Presence::Required,
+                output: required(),
+            },
+        }
+    }
+
     /// The stages of `layer`.
     fn block(&self, layer: usize) -> Block<Presence> {
         let norm = |role| self.norm(role);
+        let mut stages = vec![Stage::AttentionNorm(norm(Role::AttnNorm))];
+        match self.recurrence_of(layer) {
+            Some(recurrence) => stages.push(self.recurrent_stage(recurrence)),
+            None => self.attention_stages(layer, &mut stages),
+        }
+        self.ffn_stages(&mut stages);
+        Block { stages }
+    }
+
+    /// The attention stages of `layer`, from the projections to the output's post norm.
+    fn attention_stages(&self, layer: usize, stages: &mut Vec<Stage<Presence>>) {
+        let norm = |role| self.norm(role);
         let window = self.window_of(layer);
-        let qkv = match (self.mla, self.layout.qkv) {
-            (Some(mla), _) => self.latent_qkv(mla),
-            (None, QkvLayout::Separate) => Stage::Qkv(Qkv::Separate {
+        let qkv = match (self.mla, self.layout.qkv, self.gated_attention) {
+            (Some(mla), _, _) => self.latent_qkv(mla),
+            (None, _, true) => Stage::Qkv(Qkv::GatedQuery {
                 q: self.linear(),
                 k: self.linear(),
                 v: self.linear(),
             }),
-            (None, QkvLayout::Fused) => Stage::Qkv(Qkv::Fused(self.linear())),
+            (None, QkvLayout::Separate, false) => Stage::Qkv(Qkv::Separate {
+                q: self.linear(),
+                k: self.linear(),
+                v: self.linear(),
+            }),
+            (None, QkvLayout::Fused, false) => Stage::Qkv(Qkv::Fused(self.linear())),
         };
-        let mut stages = vec![Stage::AttentionNorm(norm(Role::AttnNorm)), qkv];
+        stages.push(qkv);
         if self.qk_norm {
             stages.push(Stage::QkNorm {
                 eps: self.norm_eps,
@@ -331,10 +408,18 @@ impl ModelConfig {
         if let Some(mla) = self.mla {
             stages.push(Stage::LatentOutput { mla, v_b: None });
         }
+        if self.gated_attention {
+            stages.push(Stage::AttentionGate);
+        }
         stages.push(Stage::AttentionOutput(self.linear()));
         if self.post_norms {
             stages.push(Stage::PostAttentionNorm(norm(Role::PostAttentionNorm)));
         }
+    }
+
+    /// The stages after the mixer: the residual, the FFN (dense or experts) and its residual.
+    fn ffn_stages(&self, stages: &mut Vec<Stage<Presence>>) {
+        let norm = |role| self.norm(role);
         let dense = || Stage::Ffn {
             ffn: self.ffn,
             up: match (self.ffn.is_gated(), self.layout.fused_gate_up) {
@@ -349,7 +434,7 @@ impl ModelConfig {
         };
         if self.parallel_block {
             stages.extend([dense(), Stage::ParallelResidual]);
-            return Block { stages };
+            return;
         }
         stages.extend([
             Stage::AttentionResidual,
@@ -397,7 +482,6 @@ impl ModelConfig {
             stages.push(Stage::PostFfnNorm(norm(Role::PostFfwNorm)));
         }
         stages.push(Stage::FfnResidual);
-        Block { stages }
     }
 
     /// Latent attention's projections: the query directly or through its compressed form,

@@ -23,6 +23,7 @@ pub mod kv_cache;
 mod limits;
 mod load;
 mod loaded;
+mod mixer;
 mod moe;
 pub mod quantize;
 pub mod sampling;
@@ -39,7 +40,7 @@ pub use engine::{
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};
 pub use kv_blocks::KvPoolStats;
-pub use kv_cache::KvCache;
+pub use kv_cache::{KvCache, StateSnapshot};
 pub use limits::{MAX_CONTEXT, MemoryPlan, available_memory_bytes};
 pub use loaded::LoadedModel;
 pub use rinfer_text::tokenizer;

@@ -34,6 +34,10 @@ pub struct Scratch {
     pub(crate) moe: MoeScratch,
     /// Latent attention buffers (empty for other models).
     pub(crate) latent: LatentScratch,
+    /// Recurrent mixers' buffers (empty for models without recurrent layers).
+    pub(crate) mixer: MixerScratch,
+    /// Gated attention's gates `[n, q_dim]` (empty without gated attention).
+    pub(crate) attn_gate: Vec<f32>,
     /// Sequence and position of every row of the batch.
     pub(crate) sources: Vec<RowSource>,
     /// The quantized-activation buffer of the matmul kernels.
@@ -56,7 +60,11 @@ impl Scratch {
             &self.up,
             &self.logits,
         ];
-        buffers.iter().map(|b| b.len() * 4).sum::<usize>() + self.moe.bytes() + self.latent.bytes()
+        buffers.iter().map(|b| b.len() * 4).sum::<usize>()
+            + self.moe.bytes()
+            + self.latent.bytes()
+            + self.mixer.bytes()
+            + self.attn_gate.len() * 4
     }
 
     /// Bytes of the f32 buffers [`Scratch::with_logit_rows`] allocates for these sizes, or `None`
@@ -68,14 +76,17 @@ impl Scratch {
     ) -> Option<usize> {
         let n = max_batch.max(1);
         let logit_rows = max_logit_rows.clamp(1, n);
-        let fused = (config.q_dim() + 2 * config.kv_dim()).max(2 * config.ffn_dim);
+        let fused = fused_width(config);
         let per_row = 3 * config.hidden
             + config.q_dim()
             + attn_width(config)
             + 2 * config.kv_dim()
             + fused
-            + 2 * config.ffn_dim;
-        let extra = MoeScratch::floats_per_row(config)?.checked_add(LatentScratch::floats_per_row(config)?)?;
+            + 2 * config.ffn_dim
+            + usize::from(config.gated_attention) * config.q_dim();
+        let extra = MoeScratch::floats_per_row(config)?
+            .checked_add(LatentScratch::floats_per_row(config)?)?
+            .checked_add(MixerScratch::floats_per_row(config)?)?;
         let rows = n.checked_mul(per_row.checked_add(extra)?)?;
         let logits = logit_rows.checked_mul(config.vocab_size)?;
         rows.checked_add(logits)?
@@ -95,7 +106,7 @@ impl Scratch {
     pub fn with_logit_rows(config: &ModelConfig, max_batch: usize, max_logit_rows: usize) -> Self {
         let n = max_batch.max(1);
         let logit_rows = max_logit_rows.clamp(1, n);
-        let fused = (config.q_dim() + 2 * config.kv_dim()).max(2 * config.ffn_dim);
+        let fused = fused_width(config);
         Self {
             max_batch: n,
             max_logit_rows: logit_rows,
@@ -112,11 +123,18 @@ impl Scratch {
             logits: vec![0.0; logit_rows * config.vocab_size],
             moe: MoeScratch::new(config, n),
             latent: LatentScratch::new(config, n),
+            mixer: MixerScratch::new(config, n),
+            attn_gate: vec![0.0; usize::from(config.gated_attention) * n * config.q_dim()],
             sources: Vec::with_capacity(n),
             act: rinfer_kernels::ActivationBuffer::for_matmul(
                 n,
                 widest_input(config),
-                config.vocab_size.max(fused).max(config.hidden).max(latent_rows(config)),
+                config
+                    .vocab_size
+                    .max(fused)
+                    .max(config.hidden)
+                    .max(latent_rows(config))
+                    .max(MixerScratch::widths(config).0),
             ),
         }
     }
@@ -132,7 +150,8 @@ fn attn_width(config: &ModelConfig) -> usize {
 fn widest_input(config: &ModelConfig) -> usize {
     let shared = config.experts.and_then(|m| m.shared).map_or(0, |s| s.ffn_dim);
     let latent = config.mla.map_or(0, |m| m.q_lora.unwrap_or(0).max(m.kv_lora).max(m.nope));
-    [config.hidden, config.ffn_dim, attn_width(config), shared, latent]
+    let mixer = MixerScratch::input_width(config);
+    [config.hidden, config.ffn_dim, attn_width(config), shared, latent, mixer]
         .into_iter()
         .max()
         .unwrap_or(0)
@@ -203,6 +222,93 @@ impl LatentScratch {
             &self.values,
         ];
         floats.iter().map(|b| b.len() * 4).sum()
+    }
+}
+
+/// Width of the fused projections' output: q | k | v, gate | up, or gated attention's
+/// query | gate.
+fn fused_width(config: &ModelConfig) -> usize {
+    let qkv = config.q_dim() * (1 + usize::from(config.gated_attention)) + 2 * config.kv_dim();
+    qkv.max(2 * config.ffn_dim)
+}
+
+/// The buffers of the recurrent mixers, for `n` rows.
+#[derive(Default)]
+pub(crate) struct MixerScratch {
+    /// The input projection `[n, proj]` (delta net: q | k | v; short conv: b | c | u).
+    pub(crate) proj: Vec<f32>,
+    /// The convolution's input then output `[n, conv]`.
+    pub(crate) conv: Vec<f32>,
+    /// The convolution's output `[n, conv]`.
+    pub(crate) mixed: Vec<f32>,
+    /// The delta net's output gate `[n, v_dim]`.
+    pub(crate) gate: Vec<f32>,
+    /// The delta net's β `[n, v_heads]`.
+    pub(crate) beta: Vec<f32>,
+    /// The delta net's decay `[n, v_heads]`.
+    pub(crate) decay: Vec<f32>,
+    /// The delta net's output, head by head `[v_heads, n, state]`, then by row `[n, v_dim]`.
+    pub(crate) heads: Vec<f32>,
+    /// The delta net's output by row `[n, v_dim]`.
+    pub(crate) output: Vec<f32>,
+    /// One work row per value head `[v_heads, state]`.
+    pub(crate) delta: Vec<f32>,
+}
+
+impl MixerScratch {
+    /// Widths `(proj, conv, v_dim, v_heads)` of the buffers per row.
+    fn widths(config: &ModelConfig) -> (usize, usize, usize, usize) {
+        use crate::config::Recurrence;
+        match config.recurrent.as_ref().map(|r| r.recurrence) {
+            None => (0, 0, 0, 0),
+            Some(Recurrence::ShortConv(c)) => (3 * c.channels, c.channels, 0, 0),
+            Some(Recurrence::DeltaNet(d)) => (d.conv_dim(), d.conv_dim(), d.v_dim(), d.v_heads),
+        }
+    }
+
+    /// The widest input of a mixer's products.
+    fn input_width(config: &ModelConfig) -> usize {
+        Self::widths(config).2
+    }
+
+    /// The f32 values per batch row, or `None` on overflow.
+    fn floats_per_row(config: &ModelConfig) -> Option<usize> {
+        let (proj, conv, v_dim, v_heads) = Self::widths(config);
+        proj.checked_add(conv.checked_mul(2)?)?
+            .checked_add(v_dim.checked_mul(3)?)?
+            .checked_add(v_heads.checked_mul(2)?)
+    }
+
+    fn new(config: &ModelConfig, n: usize) -> Self {
+        let (proj, conv, v_dim, v_heads) = Self::widths(config);
+        Self {
+            proj: vec![0.0; n * proj],
+            conv: vec![0.0; n * conv],
+            mixed: vec![0.0; n * conv],
+            gate: vec![0.0; n * v_dim],
+            beta: vec![0.0; n * v_heads],
+            decay: vec![0.0; n * v_heads],
+            heads: vec![0.0; n * v_dim],
+            output: vec![0.0; n * v_dim],
+            delta: vec![0.0; v_dim],
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        [
+            &self.proj,
+            &self.conv,
+            &self.mixed,
+            &self.gate,
+            &self.beta,
+            &self.decay,
+            &self.heads,
+            &self.output,
+            &self.delta,
+        ]
+        .iter()
+        .map(|b| b.len() * 4)
+        .sum()
     }
 }
 

@@ -2,9 +2,9 @@
 //! included) can go to the GPU: its view for the CUDA backend passes the upload plan, which then holds every tensor of the file exactly once, in
 //! its stored bytes (no dequantized copies; a layer's experts as one stacked tensor per
 //! projection). The architectures whose stages the GPU does not run yet (latent attention,
-//! shared experts, sigmoid routing) are refused by the plan with an error that names
-//! `--device cpu`, which makes the device `auto` run them on the CPU. Without a GPU, loading
-//! ends in an error that says why.
+//! shared experts, sigmoid routing, hybrid recurrent layers) are refused by the plan with an
+//! error that names the layer and `--device cpu`, which makes the device `auto` run them on
+//! the CPU. Without a GPU, loading ends in an error that says why.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -42,7 +42,7 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
         let model = Model::from_gguf(&file).unwrap();
         let view = model.gpu_view().unwrap();
         let planned = UploadPlan::new(&view, &options(128, 16));
-        if cpu_only(&path) {
+        if cpu_only(&path) || model.config.recurrent.is_some() {
             match planned {
                 Err(e @ CudaError::Unsupported(_)) => {
                     assert!(e.to_string().contains("--device cpu"), "{e}");

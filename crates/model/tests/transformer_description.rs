@@ -35,6 +35,9 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
                     Stage::QkNorm { .. } => "qk_norm",
                     Stage::Rope(_) => "rope",
                     Stage::Attention { .. } => "attention",
+                    Stage::AttentionGate => "attn_gate",
+                    Stage::ShortConv { .. } => "short_conv",
+                    Stage::DeltaNet { .. } => "delta_net",
                     Stage::AttentionOutput(_) => "attn_output",
                     Stage::PostAttentionNorm(_) => "post_attn_norm",
                     Stage::AttentionResidual => "x+=out",
@@ -49,6 +52,46 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
                 .collect()
         })
         .collect()
+}
+
+#[test]
+fn hybrid_layers_mix_by_recurrence_or_by_attention_as_their_metadata_says() {
+    let recurrent = |mixer| vec!["attn_norm", mixer, "x+=out", "ffn_norm", "ffn", "x+=h"];
+    let conv = recurrent("short_conv");
+    let lfm2_attention = vec![
+        "attn_norm",
+        "qkv",
+        "qk_norm",
+        "rope",
+        "attention",
+        "attn_output",
+        "x+=out",
+        "ffn_norm",
+        "ffn",
+        "x+=h",
+    ];
+    assert_eq!(
+        stage_names("lfm2-tiny-q8_0"),
+        [conv.clone(), conv.clone(), lfm2_attention, conv]
+    );
+    let delta = recurrent("delta_net");
+    let gated = vec![
+        "attn_norm",
+        "qkv",
+        "qk_norm",
+        "rope",
+        "attention",
+        "attn_gate",
+        "attn_output",
+        "x+=out",
+        "ffn_norm",
+        "ffn",
+        "x+=h",
+    ];
+    assert_eq!(
+        stage_names("qwen35-tiny-q8_0"),
+        [delta.clone(), delta.clone(), delta, gated]
+    );
 }
 
 #[test]

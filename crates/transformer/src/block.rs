@@ -47,7 +47,9 @@
 
 use std::fmt::Debug;
 
-use crate::params::{AttentionParams, Experts, Ffn, Mla, Norm, RopeParams, Router};
+use crate::params::{
+    AttentionParams, DeltaNet, Experts, Ffn, Mla, Norm, Recurrence, RopeParams, Router, ShortConv,
+};
 use crate::tensor::{Role, TensorName};
 
 /// The weight handles of one use of the tree: what a matrix, a vector and a layer's stacked
@@ -102,6 +104,14 @@ pub enum Shape {
     Table {
         /// Width of a row.
         cols: usize,
+    },
+    /// A depthwise convolution kernel, f32 `[channels, taps]` (GGUF `[taps, channels]`): a
+    /// [`Handles::Vector`] of `channels · taps` values, each channel's taps together.
+    Filter {
+        /// Channels.
+        channels: usize,
+        /// Taps per channel.
+        taps: usize,
     },
     /// `count` matrices `[rows, cols]`, one per expert, stacked.
     Experts {
@@ -194,6 +204,17 @@ pub enum Qkv<H: Handles> {
     },
     /// One matrix `[q_dim + 2·kv_dim, hidden]`, output q | k | v.
     Fused(Linear<H>),
+    /// Three matrices as [`Qkv::Separate`], the query one `[2·q_dim, hidden]` giving each
+    /// head its query then its output gate (Qwen3.5's gated attention; see
+    /// [`Stage::AttentionGate`]).
+    GatedQuery {
+        /// Queries and gates, per head `[query | gate]`.
+        q: Linear<H>,
+        /// Keys.
+        k: Linear<H>,
+        /// Values.
+        v: Linear<H>,
+    },
 }
 
 /// How the FFN's first projection is stored.
@@ -278,6 +299,44 @@ pub enum Stage<H: Handles> {
         mla: Mla,
         /// Per head `[v_head, kv_lora]`.
         v_b: H::Experts,
+    },
+    /// `attn ⊙= sigmoid(gate)` with the gates of [`Qkv::GatedQuery`].
+    AttentionGate,
+    /// `out = short_conv(h)`, carrying the sequence's convolution window (in place of the
+    /// attention stages of a recurrent layer).
+    ShortConv {
+        /// Channels and taps.
+        conv: ShortConv,
+        /// `[3·hidden, hidden]`: `b | c | u`.
+        in_proj: Linear<H>,
+        /// The kernel, `[channels, taps]`.
+        kernel: H::Vector,
+        /// `[hidden, hidden]`.
+        out_proj: Linear<H>,
+    },
+    /// `out = delta_net(h)`, carrying the sequence's convolution window and state matrices
+    /// (in place of the attention stages of a recurrent layer).
+    DeltaNet {
+        /// Heads, state size, taps.
+        net: DeltaNet,
+        /// `[conv_dim, hidden]`: `q | k | v`.
+        qkv: Linear<H>,
+        /// `[v_dim, hidden]`: the output gate `z`.
+        gate: Linear<H>,
+        /// The convolution kernel, `[conv_dim, taps]`.
+        kernel: H::Vector,
+        /// `[v_heads]`, added to the decay projection.
+        dt_bias: H::Vector,
+        /// `[v_heads]`, the (negative) decay rates.
+        a: H::Vector,
+        /// `[v_heads, hidden]`.
+        beta: Linear<H>,
+        /// `[v_heads, hidden]`.
+        alpha: Linear<H>,
+        /// `[state]`, the output norm of every value head.
+        norm: H::Vector,
+        /// `[hidden, v_dim]`.
+        output: Linear<H>,
     },
     /// `out = attn_output(attn)`, `[hidden, q_dim]` (`[hidden, heads · v_head]` after latent
     /// attention).
@@ -392,6 +451,15 @@ impl<H: Handles> Block<H> {
     pub fn rope(&self) -> Option<&RopeParams> {
         self.stages.iter().find_map(|s| match s {
             Stage::Rope(params) => Some(params),
+            _ => None,
+        })
+    }
+
+    /// What mixes positions in the block in place of attention, if it is a recurrent layer.
+    pub fn recurrence(&self) -> Option<Recurrence> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::ShortConv { conv, .. } => Some(Recurrence::ShortConv(*conv)),
+            Stage::DeltaNet { net, .. } => Some(Recurrence::DeltaNet(*net)),
             _ => None,
         })
     }
@@ -590,6 +658,21 @@ impl<'t, H: Handles> Place<'t, H> {
         m.vector(&t, v)
     }
 
+    /// A convolution kernel of `channels` rows of `taps` values.
+    fn filter<B: Handles, M: Mapper<'t, H, B>>(
+        &self,
+        role: Role,
+        (channels, taps): (usize, usize),
+        v: &'t H::Vector,
+        m: &mut M,
+    ) -> Result<B::Vector, M::Error> {
+        let t = Tensor {
+            name: self.name(role),
+            shape: Shape::Filter { channels, taps },
+        };
+        m.vector(&t, v)
+    }
+
     /// A bias of `len` values beside the weight `weight`.
     fn bias<B: Handles, M: Mapper<'t, H, B>>(
         weight: TensorName,
@@ -676,6 +759,53 @@ impl<'t, H: Handles> Place<'t, H> {
                 qkv,
                 m,
             )?)),
+            Stage::Qkv(Qkv::GatedQuery { q, k, v }) => Stage::Qkv(Qkv::GatedQuery {
+                q: self.linear(Role::AttnQ, (2 * q_dim, hidden), q, m)?,
+                k: self.linear(Role::AttnK, (kv_dim, hidden), k, m)?,
+                v: self.linear(Role::AttnV, (kv_dim, hidden), v, m)?,
+            }),
+            Stage::AttentionGate => Stage::AttentionGate,
+            Stage::ShortConv {
+                conv,
+                in_proj,
+                kernel,
+                out_proj,
+            } => Stage::ShortConv {
+                conv: *conv,
+                in_proj: self.linear(Role::ShortConvInProj, (3 * hidden, hidden), in_proj, m)?,
+                kernel: self.filter(Role::ShortConvConv, (conv.channels, conv.taps), kernel, m)?,
+                out_proj: self.linear(Role::ShortConvOutProj, (hidden, hidden), out_proj, m)?,
+            },
+            Stage::DeltaNet {
+                net,
+                qkv,
+                gate,
+                kernel,
+                dt_bias,
+                a,
+                beta,
+                alpha,
+                norm,
+                output,
+            } => {
+                let (conv_dim, v_dim, heads) = (net.conv_dim(), net.v_dim(), net.v_heads);
+                let dt = Tensor {
+                    name: self.name(Role::SsmDt).bias(),
+                    shape: Shape::Vector(heads),
+                };
+                Stage::DeltaNet {
+                    net: *net,
+                    qkv: self.linear(Role::AttnQkv, (conv_dim, hidden), qkv, m)?,
+                    gate: self.linear(Role::AttnGate, (v_dim, hidden), gate, m)?,
+                    kernel: self.filter(Role::SsmConv1d, (conv_dim, net.taps), kernel, m)?,
+                    dt_bias: m.vector(&dt, dt_bias)?,
+                    a: self.vector(Role::SsmA, heads, a, m)?,
+                    beta: self.linear(Role::SsmBeta, (heads, hidden), beta, m)?,
+                    alpha: self.linear(Role::SsmAlpha, (heads, hidden), alpha, m)?,
+                    norm: self.vector(Role::SsmNorm, net.state, norm, m)?,
+                    output: self.linear(Role::SsmOut, (hidden, v_dim), output, m)?,
+                }
+            }
             Stage::QkNorm { eps, q, k } => {
                 let t = Tensor {
                     name: self.name(Role::AttnQNorm),

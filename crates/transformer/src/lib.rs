@@ -15,6 +15,7 @@ pub use block::{
     Transformer,
 };
 pub use params::{
-    AttentionParams, Experts, Ffn, Gating, Mla, Norm, NormKind, RopeParams, RopeStyle, Router, Yarn,
+    AttentionParams, DeltaNet, Experts, Ffn, Gating, Mla, Norm, NormKind, Recurrence, RopeParams,
+    RopeStyle, Router, ShortConv, Yarn,
 };
 pub use tensor::{Part, Role, TensorName};

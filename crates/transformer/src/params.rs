@@ -188,3 +188,74 @@ impl Yarn {
         }
     }
 }
+
+/// A short causal convolution mixer (LFM2): `[b | c | u] = in_proj·h`, per channel
+/// `y_t = Σ_j kernel[j]·(b⊙u)_{t-taps+1+j}` (zeros before the first position),
+/// `out = out_proj·(c ⊙ y)`. A sequence carries the last `taps - 1` inputs `b⊙u` between passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShortConv {
+    /// Channels (the hidden width).
+    pub channels: usize,
+    /// Kernel length, the current position included.
+    pub taps: usize,
+}
+
+/// A gated delta net (Qwen3.5's linear attention): a causal depthwise convolution and SiLU over
+/// `[q | k | v] = qkv·h`, L2-normed q and k, then per value head `j` (reading q/k head
+/// `j mod k_heads`) a `state × state` matrix `S` updated per position:
+/// `S = exp(g)·S; S += k ⊗ β(v − Sᵀk); o = Sᵀq / √state`, and
+/// `out = output·(rms(o)⊙norm ⊙ silu(gate·h))`. A sequence carries the convolution's last
+/// `taps - 1` inputs and every head's `S` between passes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeltaNet {
+    /// Query/key heads.
+    pub k_heads: usize,
+    /// Value heads (a multiple of `k_heads`).
+    pub v_heads: usize,
+    /// Width of a head, of q, k and v alike, and the side of each state matrix.
+    pub state: usize,
+    /// Convolution kernel length, the current position included.
+    pub taps: usize,
+    /// Added to the variance of the output norm and to the sum of squares of the L2 norms.
+    pub eps: f32,
+}
+
+impl DeltaNet {
+    /// Width of all query (or key) heads together.
+    pub fn qk_dim(&self) -> usize {
+        self.k_heads * self.state
+    }
+
+    /// Width of all value heads together.
+    pub fn v_dim(&self) -> usize {
+        self.v_heads * self.state
+    }
+
+    /// Channels of the convolution: `q | k | v`.
+    pub fn conv_dim(&self) -> usize {
+        2 * self.qk_dim() + self.v_dim()
+    }
+}
+
+/// What mixes positions in a recurrent layer, in place of attention.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Recurrence {
+    /// A short convolution.
+    ShortConv(ShortConv),
+    /// A gated delta net.
+    DeltaNet(DeltaNet),
+}
+
+impl Recurrence {
+    /// The state one sequence carries for a layer of this kind: `(window, matrices)`, the
+    /// f32 values of the convolution's last inputs and of the state matrices.
+    pub fn state_floats(&self) -> (usize, usize) {
+        match *self {
+            Recurrence::ShortConv(c) => (c.taps.saturating_sub(1) * c.channels, 0),
+            Recurrence::DeltaNet(d) => (
+                d.taps.saturating_sub(1) * d.conv_dim(),
+                d.v_heads * d.state * d.state,
+            ),
+        }
+    }
+}

@@ -214,8 +214,13 @@ impl Sequence<'_, '_> {
                             }
                         }
                         Qkv::Fused(qkv) => self.linear(qkv, work.h, h, work.qkv, width),
+                        // The upload plan refuses gated attention (`check_stages`).
+                        Qkv::GatedQuery { .. } => {}
                     }
                 }
+                // The upload plan refuses the recurrent stages and gated attention
+                // (`check_stages`), so no step is built for them.
+                Stage::AttentionGate | Stage::ShortConv { .. } | Stage::DeltaNet { .. } => {}
                 Stage::QkNorm { eps, q, k } => self.qk_norm((*q, *k), *eps),
                 Stage::Rope(rope) => self.rope(rope),
                 Stage::Attention { params, sinks } => {

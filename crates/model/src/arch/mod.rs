@@ -8,6 +8,7 @@ mod gemma;
 mod glm;
 mod gpt2;
 mod gpt_oss;
+mod hybrid;
 mod llama;
 mod moe;
 mod phi;
@@ -35,6 +36,8 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("gpt2", gpt2::config),
     ("glm4moe", glm::glm4moe),
     ("deepseek2", deepseek::deepseek2),
+    ("lfm2", hybrid::lfm2),
+    ("qwen35", hybrid::qwen35),
 ];
 
 /// The names of the supported architectures.
@@ -83,6 +86,50 @@ impl Hparams<'_> {
 
     fn has(&self, suffix: &str) -> bool {
         self.metadata.get(&self.key(suffix)).is_some()
+    }
+
+    /// An array of integers (or one integer, standing for every layer), checked to hold one
+    /// value per layer.
+    fn per_layer_usize(&self, suffix: &str, layers: usize) -> Result<Vec<usize>, ModelError> {
+        let key = self.key(suffix);
+        let value = self.metadata.get(&key);
+        let bad = || ModelError::InvalidConfig(format!("{key} is not {layers} counts"));
+        let Some(items) = value.and_then(|v| v.as_array()) else {
+            return Ok(vec![self.usize(suffix)?; layers]);
+        };
+        if items.len() != layers {
+            return Err(bad());
+        }
+        items
+            .iter()
+            .map(|v| {
+                v.as_i128()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .map(|n| n as usize)
+                    .ok_or_else(bad)
+            })
+            .collect()
+    }
+
+    /// An array of one boolean per layer, `None` when the key is absent.
+    fn per_layer_bool(&self, suffix: &str, layers: usize) -> Result<Option<Vec<bool>>, ModelError> {
+        let key = self.key(suffix);
+        let Some(value) = self.metadata.get(&key) else {
+            return Ok(None);
+        };
+        let bad = || ModelError::InvalidConfig(format!("{key} is not {layers} booleans"));
+        let items = value.as_array().ok_or_else(bad)?;
+        if items.len() != layers {
+            return Err(bad());
+        }
+        items
+            .iter()
+            .map(|v| match v {
+                rinfer_formats::gguf::MetadataValue::Bool(b) => Ok(*b),
+                _ => Err(bad()),
+            })
+            .collect::<Result<_, _>>()
+            .map(Some)
     }
 
     fn usize_or(&self, suffix: &str, default: usize) -> Result<usize, ModelError> {
@@ -142,7 +189,7 @@ impl Hparams<'_> {
             hidden,
             layers: self.usize("block_count")?,
             heads,
-            kv_heads: self.usize_or("attention.head_count_kv", heads)?,
+            kv_heads: self.kv_heads(heads)?,
             head_dim,
             ffn_dim: self.usize("feed_forward_length")?,
             context_length: self.usize("context_length")?,
@@ -168,8 +215,28 @@ impl Hparams<'_> {
             experts: None,
             attention_sinks: false,
             mla: None,
+            recurrent: None,
+            gated_attention: false,
             layout: TensorLayout::LLAMA,
         })
+    }
+
+    /// Key/value heads: `attention.head_count_kv` (the most of any layer where it is an array
+    /// per layer), `heads` without it.
+    fn kv_heads(&self, heads: usize) -> Result<usize, ModelError> {
+        let key = "attention.head_count_kv";
+        match self.metadata.get(&self.key(key)) {
+            None => Ok(heads),
+            Some(v) if v.as_array().is_some() => {
+                let layers = self.usize("block_count")?;
+                Ok(self
+                    .per_layer_usize(key, layers)?
+                    .into_iter()
+                    .max()
+                    .unwrap_or(0))
+            }
+            Some(_) => self.usize(key),
+        }
     }
 
     /// YaRN scaling, when `rope.scaling.type` is `yarn`: its factor and the original context

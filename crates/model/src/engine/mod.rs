@@ -50,6 +50,7 @@ pub use rinfer_kernels::ops::KvType;
 use crate::error::ModelError;
 use crate::forward::Logits;
 use crate::kv_blocks::{BlockPool, KvPoolStats};
+use crate::kv_cache::KvCache;
 use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
 pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
@@ -239,7 +240,8 @@ impl<'m> Engine<'m> {
                 config.layers,
                 row_bytes,
                 caches.first().and_then(SeqCache::pool).cloned(),
-            ),
+            )
+            .with_state_bytes(KvCache::state_bytes(config)),
             kv_type,
             reuse_counts: PrefixCacheStats::default(),
             speculation_counts: SpeculationStats::default(),
@@ -471,7 +473,14 @@ impl<'m> Engine<'m> {
             if n > 0 {
                 plan.push((i, n));
             } else if budget > 0 {
-                let n = seq.prompt_left().min(budget);
+                let mut n = seq.prompt_left().min(budget);
+                // A recurrent state is kept for the prefix cache only where a pass ends, so
+                // a prompt's chunks end on block boundaries.
+                let held = self.caches[seq.slot].len();
+                let boundary = (held + n) / BLOCK_TOKENS * BLOCK_TOKENS;
+                if self.rings.recurrent && n < seq.prompt_left() && boundary > held {
+                    n = boundary - held;
+                }
                 budget -= n;
                 plan.push((i, n));
             }
@@ -496,6 +505,18 @@ impl<'m> Engine<'m> {
             ..
         } = self;
         let model = &loaded.model;
+        // A recurrent state cannot be cut back: keep it from before a step with guesses, so
+        // that rejected ones are undone by restoring it and feeding the kept tokens again.
+        for &(i, n) in plan {
+            let seq = &mut running[i];
+            if let SeqCache::Cpu(cache) = &caches[seq.slot]
+                && seq.prompt_left() == 0
+                && n > 1
+                && cache.is_recurrent()
+            {
+                cache.snapshot_into(&mut seq.state_before);
+            }
+        }
         let mut by_slot: Vec<Option<&mut SeqCache>> = caches.iter_mut().map(Some).collect();
         let batch = plan
             .iter()
@@ -537,9 +558,16 @@ impl<'m> Engine<'m> {
             .par_iter_mut()
             .map(|(seq, rows)| seq.verify(rows, vocab))
             .collect();
+        let mut replays = Vec::new();
         for ((seq, _), verified) in to_sample.into_iter().zip(verified) {
             let cache = &mut caches[seq.slot];
-            cache.truncate(seq.kv_len());
+            match cache {
+                SeqCache::Cpu(c) if !c.can_cut_to(seq.kv_len()) => {
+                    c.restore(&seq.state_before);
+                    replays.push((seq.slot, seq.fed(c.len()..seq.kv_len())));
+                }
+                _ => cache.truncate(seq.kv_len()),
+            }
             reuse::capture(store, seq, cache);
             if verified.drafted > 0 {
                 speculation_counts.record(verified.drafted, verified.accepted);
@@ -547,6 +575,10 @@ impl<'m> Engine<'m> {
             for sampled in verified.sampled {
                 on_event(seq.token_event(sampled));
             }
+        }
+        for (slot, tokens) in replays {
+            let batch = vec![(&tokens[..], Logits::Last, &mut caches[slot])];
+            executor.forward(model, batch)?;
         }
         Ok(())
     }

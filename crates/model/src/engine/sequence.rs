@@ -10,6 +10,7 @@ use super::prefix_cache::BlockKey;
 use super::request::{Event, FinishReason, Request, SeqId, Timings, TokenLogprob};
 use super::speculate::{Drafter, Speculation};
 use super::stop::StopMatcher;
+use crate::kv_cache::StateSnapshot;
 use crate::sampling::Sampler;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 
@@ -33,6 +34,9 @@ pub(super) struct Sequence<'t> {
     pub(super) capturing: bool,
     /// The tokens fed at the next decoding step: the last sampled token, then any guesses.
     feed: Vec<u32>,
+    /// A recurrent cache's state before a step that verifies guesses, to go back to when
+    /// some are rejected.
+    pub(super) state_before: StateSnapshot,
     /// The guesser (its history and guess length), when the sequence speculates.
     drafter: Option<Drafter>,
     /// Whether a draft model guesses (else prompt lookup).
@@ -110,6 +114,7 @@ impl<'t> Sequence<'t> {
             chain,
             capturing: true,
             feed: Vec::with_capacity(draft_max + 1),
+            state_before: StateSnapshot::default(),
             drafter: (request.speculate && draft_max > 0)
                 .then(|| Drafter::new(&request.prompt, draft_max)),
             by_model: matches!(speculation, Speculation::DraftModel { .. }),

@@ -12,7 +12,7 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The tiny fixture models with llama.cpp references, one per architecture and tensor-type mix.
-pub const FIXTURE_MODELS: [&str; 13] = [
+pub const FIXTURE_MODELS: [&str; 14] = [
     "deepseek2-tiny-q8_0",
     "gemma3-tiny-f32",
     "gemma3-tiny-q4_k_m",
@@ -26,6 +26,7 @@ pub const FIXTURE_MODELS: [&str; 13] = [
     "qwen2-tiny-q4_k_m",
     "qwen3-tiny-q5_k_m",
     "qwen3moe-tiny-q4_k_m",
+    "qwen35-tiny-q8_0",
 ];
 
 /// The default model, whose path `cargo xtask test` passes in `RINFER_TEST_MODEL`.

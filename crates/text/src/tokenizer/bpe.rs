@@ -41,6 +41,8 @@ const DEEPSEEK_LLM: [&str; 6] = [
     "[\u{4e00}-\u{9fa5}\u{800}-\u{4e00}\u{ac00}-\u{d7ff}]+",
     "\\p{N}+",
 ];
+/// Qwen 3.5: Qwen 2's expression with combining marks counted as letters.
+const QWEN35: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{M}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The regex splits for a `tokenizer.ggml.pre` value, applied in order, and whether whole
 /// pre-tokenized words found in the vocabulary skip merging (`ignore_merges`).
@@ -49,6 +51,7 @@ fn pre_tokenizer(pre: &str) -> Result<(Vec<&'static str>, bool), TokenizerError>
         "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => (vec![LLAMA3], true),
         "qwen2" | "deepseek-r1-qwen" => (vec![QWEN2], false),
         "deepseek-llm" => (DEEPSEEK_LLM.to_vec(), false),
+        "qwen35" => (vec![QWEN35], false),
         "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "jina-v2-es" | "jina-v2-de" | "gigachat"
         | "mellum" => (vec![GPT2], false),
         "starcoder" | "refact" => (vec![r"\p{N}", GPT2], false),

@@ -288,7 +288,7 @@ impl Vocab {
         if kind == VocabKind::Bpe {
             match pre.as_str() {
                 "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => add_bos = true,
-                "qwen2" | "deepseek-r1-qwen" | "deepseek-llm" => clean_spaces = false,
+                "qwen2" | "qwen35" | "deepseek-r1-qwen" | "deepseek-llm" => clean_spaces = false,
                 _ => {}
             }
         }
