@@ -75,7 +75,8 @@ impl Scratch {
             + 2 * config.kv_dim()
             + fused
             + 2 * config.ffn_dim;
-        let extra = MoeScratch::floats_per_row(config)?.checked_add(LatentScratch::floats_per_row(config)?)?;
+        let extra = MoeScratch::floats_per_row(config)?
+            .checked_add(LatentScratch::floats_per_row(config)?)?;
         let rows = n.checked_mul(per_row.checked_add(extra)?)?;
         let logits = logit_rows.checked_mul(config.vocab_size)?;
         rows.checked_add(logits)?
@@ -116,7 +117,11 @@ impl Scratch {
             act: rinfer_kernels::ActivationBuffer::for_matmul(
                 n,
                 widest_input(config),
-                config.vocab_size.max(fused).max(config.hidden).max(latent_rows(config)),
+                config
+                    .vocab_size
+                    .max(fused)
+                    .max(config.hidden)
+                    .max(latent_rows(config)),
             ),
         }
     }
@@ -130,12 +135,23 @@ fn attn_width(config: &ModelConfig) -> usize {
 
 /// The widest input of a product the stages run outside the experts.
 fn widest_input(config: &ModelConfig) -> usize {
-    let shared = config.experts.and_then(|m| m.shared).map_or(0, |s| s.ffn_dim);
-    let latent = config.mla.map_or(0, |m| m.q_lora.unwrap_or(0).max(m.kv_lora).max(m.nope));
-    [config.hidden, config.ffn_dim, attn_width(config), shared, latent]
-        .into_iter()
-        .max()
-        .unwrap_or(0)
+    let shared = config
+        .experts
+        .and_then(|m| m.shared)
+        .map_or(0, |s| s.ffn_dim);
+    let latent = config
+        .mla
+        .map_or(0, |m| m.q_lora.unwrap_or(0).max(m.kv_lora).max(m.nope));
+    [
+        config.hidden,
+        config.ffn_dim,
+        attn_width(config),
+        shared,
+        latent,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
 }
 
 /// The most outputs of a latent attention product (0 for other models).
