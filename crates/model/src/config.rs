@@ -346,7 +346,7 @@ impl ModelConfig {
             Some(recurrence) => stages.push(self.recurrent_stage(recurrence)),
             None => self.attention_stages(layer, &mut stages),
         }
-        self.ffn_stages(&mut stages);
+        self.ffn_stages(layer, &mut stages);
         Block { stages }
     }
 
@@ -418,7 +418,7 @@ impl ModelConfig {
     }
 
     /// The stages after the mixer: the residual, the FFN (dense or experts) and its residual.
-    fn ffn_stages(&self, stages: &mut Vec<Stage<Presence>>) {
+    fn ffn_stages(&self, layer: usize, stages: &mut Vec<Stage<Presence>>) {
         let norm = |role| self.norm(role);
         let dense = || Stage::Ffn {
             ffn: self.ffn,

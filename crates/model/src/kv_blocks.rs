@@ -144,11 +144,12 @@ impl BlockPool {
         layers: usize,
         capacity: usize,
     ) -> Result<Self, ModelError> {
-        let block_bytes = Self::block_bytes_for(kv_type, (kv_dim, values), layers).ok_or_else(|| {
-            ModelError::SizeOverflow {
-                what: format!("a KV block of {layers} layers"),
-            }
-        })?;
+        let block_bytes =
+            Self::block_bytes_for(kv_type, (kv_dim, values), layers).ok_or_else(|| {
+                ModelError::SizeOverflow {
+                    what: format!("a KV block of {layers} layers"),
+                }
+            })?;
         Ok(Self {
             shared: Arc::new(PoolShared {
                 kv_type,

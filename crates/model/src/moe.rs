@@ -61,7 +61,12 @@ pub(crate) fn shared(
     let (f, m) = (experts.ffn_dim, &mut s.moe);
     let outs = [&mut m.shared_gate[..], &mut m.shared_up[..]];
     linear_shared([gate, up], &s.h, n, outs, &mut s.act)?;
-    activate(experts.ffn, &mut m.shared_gate[..n * f], &m.shared_up[..n * f], f)?;
+    activate(
+        experts.ffn,
+        &mut m.shared_gate[..n * f],
+        &m.shared_up[..n * f],
+        f,
+    )?;
     linear(down, &m.shared_gate, n, &mut m.shared, &mut s.act)?;
     if let Some(g) = gate_inp {
         let hidden = g.len();
@@ -317,9 +322,15 @@ mod tests {
             for c in 0..hidden {
                 let want = dot(&down, c, &act);
                 let at = row * hidden + c;
-                assert!((ungated[at] as f64 - want).abs() < 1e-5, "row {row} col {c}");
+                assert!(
+                    (ungated[at] as f64 - want).abs() < 1e-5,
+                    "row {row} col {c}"
+                );
                 let gated = s.moe.shared[at] as f64;
-                assert!((gated - sigmoid * want).abs() < 1e-5, "gated row {row} col {c}");
+                assert!(
+                    (gated - sigmoid * want).abs() < 1e-5,
+                    "gated row {row} col {c}"
+                );
             }
         }
     }

@@ -180,7 +180,12 @@ fn check_model(name: &str, tol: &Tolerance) {
     for case in refs(name)["cases"].as_array().unwrap() {
         let prompt = case["prompt"].as_str().unwrap();
         let tokens = loaded.tokenizer.encode(prompt, true, false).unwrap();
-        assert_eq!(tokens, ids(&case["tokens"]), "{name} {} tokens", case["case"]);
+        assert_eq!(
+            tokens,
+            ids(&case["tokens"]),
+            "{name} {} tokens",
+            case["case"]
+        );
         check_logits(model, name, case, tol);
         check_greedy(model, name, case, tol);
     }

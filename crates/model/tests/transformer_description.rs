@@ -224,7 +224,11 @@ fn a_deepseek2_block_is_latent_attention_then_dense_or_shared_and_routed_experts
         "ffn_norm",
     ];
     let dense = [&attention[..], &["ffn", "x+=h"]].concat();
-    let moe = [&attention[..], &["shared_experts", "router", "experts", "x+=h"]].concat();
+    let moe = [
+        &attention[..],
+        &["shared_experts", "router", "experts", "x+=h"],
+    ]
+    .concat();
     assert_eq!(blocks, [dense, moe.clone(), moe]);
 }
 
@@ -242,6 +246,10 @@ fn a_glm4moe_block_norms_q_and_k_and_its_ffn_by_the_post_attention_norm() {
         "ffn_norm",
     ];
     let dense = [&attention[..], &["ffn", "x+=h"]].concat();
-    let moe = [&attention[..], &["shared_experts", "router", "experts", "x+=h"]].concat();
+    let moe = [
+        &attention[..],
+        &["shared_experts", "router", "experts", "x+=h"],
+    ]
+    .concat();
     assert_eq!(blocks, [dense, moe.clone(), moe]);
 }

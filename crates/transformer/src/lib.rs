@@ -11,8 +11,8 @@ mod params;
 mod tensor;
 
 pub use block::{
-    Block, FfnUp, Handles, LatentQ, Linear, Mapper, NormWeights, Presence, Qkv, Shape, Stage, Tensor,
-    Transformer,
+    Block, FfnUp, Handles, LatentQ, Linear, Mapper, NormWeights, Presence, Qkv, Shape, Stage,
+    Tensor, Transformer,
 };
 pub use params::{
     AttentionParams, DeltaNet, Experts, Ffn, Gating, Mla, Norm, NormKind, Recurrence, RopeParams,

@@ -115,7 +115,10 @@ mod tests {
     fn sigmoid_picks_by_the_biased_score_and_weighs_by_the_sigmoid_alone() {
         let logits = [0.5f32, 2.0, -1.0, 1.0];
         let bias = [0.0f32, -3.0, 2.0, 0.0];
-        let s: Vec<f64> = logits.iter().map(|&x| 1.0 / (1.0 + (-x as f64).exp())).collect();
+        let s: Vec<f64> = logits
+            .iter()
+            .map(|&x| 1.0 / (1.0 + (-x as f64).exp()))
+            .collect();
         let mut r = router(Gating::Sigmoid { normalize: true }, 4, 2);
         r.scale = 2.5;
         let mut scores = logits;
