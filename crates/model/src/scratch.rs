@@ -148,13 +148,25 @@ fn attn_width(config: &ModelConfig) -> usize {
 
 /// The widest input of a product the stages run outside the experts.
 fn widest_input(config: &ModelConfig) -> usize {
-    let shared = config.experts.and_then(|m| m.shared).map_or(0, |s| s.ffn_dim);
-    let latent = config.mla.map_or(0, |m| m.q_lora.unwrap_or(0).max(m.kv_lora).max(m.nope));
+    let shared = config
+        .experts
+        .and_then(|m| m.shared)
+        .map_or(0, |s| s.ffn_dim);
+    let latent = config
+        .mla
+        .map_or(0, |m| m.q_lora.unwrap_or(0).max(m.kv_lora).max(m.nope));
     let mixer = MixerScratch::input_width(config);
-    [config.hidden, config.ffn_dim, attn_width(config), shared, latent, mixer]
-        .into_iter()
-        .max()
-        .unwrap_or(0)
+    [
+        config.hidden,
+        config.ffn_dim,
+        attn_width(config),
+        shared,
+        latent,
+        mixer,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
 }
 
 /// The most outputs of a latent attention product (0 for other models).

@@ -8,6 +8,7 @@
 
 mod block;
 mod params;
+mod place;
 mod tensor;
 
 pub use block::{

@@ -10,8 +10,7 @@
 
 use serde_json::Value;
 
-use super::call::ToolCall;
-use super::parse::ParsedAnswer;
+use super::call::{ParsedAnswer, ToolCall};
 
 /// Opens the list of calls.
 pub const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";

@@ -12,17 +12,8 @@
 use serde_json::Value;
 
 use super::ToolFormat;
-use super::call::ToolCall;
+use super::call::{ParsedAnswer, ToolCall};
 use super::harmony::Event;
-
-/// What an answer says: text and calls.
-#[derive(Debug, Default, PartialEq)]
-pub struct ParsedAnswer {
-    /// Text outside the calls (trimmed; empty when there is none).
-    pub content: String,
-    /// The calls, in order.
-    pub calls: Vec<ToolCall>,
-}
 
 /// Reads `text` as `format` writes calls, accepting only calls of the functions `declared`.
 /// Text that holds no well-formed call of a declared function is content.
