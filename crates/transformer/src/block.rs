@@ -2,15 +2,16 @@
 //! weights and run by each executor (the CPU forward pass of `rinfer-model`, the CUDA step
 //! builder of `rinfer-cuda`).
 //!
-//! A [`Transformer`] holds the dimensions, the embeddings, one [`Block`] per layer and the
-//! head. A block is the list of [`Stage`]s it runs in order, each with its parameters and the
+//! A [`Transformer`](crate::Transformer) holds the dimensions, the embeddings, one [`Block`]
+//! per layer and the head. A block is the list of [`Stage`]s it runs in order, each with its parameters and the
 //! weights it reads; an executor walks the list with one `match`. Architectures differ only in
 //! these lists and their parameters, never in code.
 //!
 //! The tree is generic over the weight handle ([`Handles`]): an architecture declares it with
 //! [`Presence`] handles (which tensors a file must or may hold), the loader maps that to host
 //! matrices, and a GPU maps the host tree to device addresses, each with one
-//! [`Transformer::map`]. A stage therefore always has the weights it reads; no executor checks.
+//! [`Transformer::map`](crate::Transformer::map). A stage therefore always has the weights it
+//! reads; no executor checks.
 //! `map` hands every weight's [`Tensor`] (its name and the shape the dimensions imply) to the
 //! [`Mapper`], so no backend spells a tensor name or recomputes a shape.
 //!
@@ -50,7 +51,6 @@ use std::fmt::Debug;
 use crate::params::{
     AttentionParams, DeltaNet, Experts, Ffn, Mla, Norm, Recurrence, RopeParams, Router, ShortConv,
 };
-use crate::place::Place;
 use crate::tensor::{Role, TensorName};
 
 /// The weight handles of one use of the tree: what a matrix, a vector and a layer's stacked
@@ -134,8 +134,8 @@ pub struct Tensor {
     pub shape: Shape,
 }
 
-/// Turns each weight handle of a tree of `A` into one of `B` ([`Transformer::map`]); the
-/// handles are borrowed from the tree for `'t`, so `B`'s may borrow from them.
+/// Turns each weight handle of a tree of `A` into one of `B`
+/// ([`Transformer::map`](crate::Transformer::map)); the handles are borrowed from the tree for `'t`, so `B`'s may borrow from them.
 pub trait Mapper<'t, A: Handles, B: Handles> {
     /// What a failed weight reports.
     type Error;
@@ -468,165 +468,5 @@ impl<H: Handles> Block<H> {
     /// Whether the block runs a dense FFN.
     pub fn has_dense_ffn(&self) -> bool {
         self.stages.iter().any(|s| matches!(s, Stage::Ffn { .. }))
-    }
-}
-
-/// A decoder-only transformer: token embedding (times `embedding_scale`, plus learned positions
-/// when the model has them), the blocks, then `logits = softcap(lm_head(output_norm(x)) + b)`.
-#[derive(Clone, Debug)]
-pub struct Transformer<H: Handles> {
-    /// Vocabulary size (rows of the embedding table and of the LM head).
-    pub vocab_size: usize,
-    /// Width of the residual stream.
-    pub hidden: usize,
-    /// Query heads.
-    pub heads: usize,
-    /// Key/value heads (fewer than `heads` under grouped-query attention).
-    pub kv_heads: usize,
-    /// Width of one head.
-    pub head_dim: usize,
-    /// Inner width of the feed-forward block.
-    pub ffn_dim: usize,
-    /// Token embeddings are multiplied by this.
-    pub embedding_scale: Option<f32>,
-    /// `[vocab, hidden]`.
-    pub token_embd: H::Matrix,
-    /// `[positions, hidden]` (learned positions only).
-    pub position_embd: Option<H::Matrix>,
-    /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling).
-    pub rope_freqs: Option<H::Vector>,
-    /// One block per layer.
-    pub blocks: Vec<Block<H>>,
-    /// The norm before the LM head.
-    pub output_norm: NormWeights<H>,
-    /// The LM head `[vocab, hidden]`; `None` when tied to `token_embd`.
-    pub output: Option<H::Matrix>,
-    /// `[vocab]`.
-    pub output_bias: Option<H::Vector>,
-    /// `tanh` soft-capping of the logits.
-    pub final_softcap: Option<f32>,
-}
-
-impl<H: Handles> Transformer<H> {
-    /// Number of decoder layers.
-    pub fn layers(&self) -> usize {
-        self.blocks.len()
-    }
-
-    /// Width of all query heads together.
-    pub fn q_dim(&self) -> usize {
-        self.heads * self.head_dim
-    }
-
-    /// Width of all key (or value) heads together.
-    pub fn kv_dim(&self) -> usize {
-        self.kv_heads * self.head_dim
-    }
-
-    /// The attention window of `layer`, if it slides.
-    pub fn window_of(&self, layer: usize) -> Option<usize> {
-        self.blocks
-            .get(layer)
-            .and_then(Block::attention)
-            .and_then(|a| a.window)
-    }
-
-    /// The matrix that produces logits.
-    pub fn lm_head(&self) -> &H::Matrix {
-        self.output.as_ref().unwrap_or(&self.token_embd)
-    }
-
-    /// The same tree with every weight handle mapped by `m`, in a fixed order: the
-    /// embeddings, the RoPE factors, every layer's stages in turn (a weight before its bias),
-    /// the output norm, the LM head and its bias.
-    pub fn map<'t, B: Handles, M: Mapper<'t, H, B>>(
-        &'t self,
-        m: &mut M,
-    ) -> Result<Transformer<B>, M::Error> {
-        let model = |role| TensorName::model(role);
-        let matrix = |role, rows, cols| Tensor {
-            name: model(role),
-            shape: Shape::Matrix { rows, cols },
-        };
-        let token_embd = m.matrix(
-            &matrix(Role::TokenEmbd, self.vocab_size, self.hidden),
-            &self.token_embd,
-        )?;
-        let position_embd = match &self.position_embd {
-            Some(table) => {
-                let shape = Shape::Table { cols: self.hidden };
-                let t = Tensor {
-                    name: model(Role::PositionEmbd),
-                    shape,
-                };
-                m.optional_matrix(&t, table)?
-            }
-            None => None,
-        };
-        let rope_dims = self
-            .blocks
-            .iter()
-            .find_map(Block::rope)
-            .map_or(0, |r| r.n_rot);
-        let rope_freqs = match &self.rope_freqs {
-            Some(freqs) => {
-                let t = Tensor {
-                    name: model(Role::RopeFreqs),
-                    shape: Shape::Vector(rope_dims / 2),
-                };
-                m.optional_vector(&t, freqs)?
-            }
-            None => None,
-        };
-        let mut blocks = Vec::with_capacity(self.blocks.len());
-        for (layer, block) in self.blocks.iter().enumerate() {
-            let mut at = Place {
-                c: self,
-                layer: Some(layer),
-            };
-            let mut stages = Vec::with_capacity(block.stages.len());
-            for stage in &block.stages {
-                stages.extend(at.stage(stage, m)?);
-            }
-            blocks.push(Block { stages });
-        }
-        let mut at = Place {
-            c: self,
-            layer: None,
-        };
-        let output_norm = at.norm(&self.output_norm, self.hidden, m)?;
-        let output = match &self.output {
-            Some(head) => {
-                m.optional_matrix(&matrix(Role::Output, self.vocab_size, self.hidden), head)?
-            }
-            None => None,
-        };
-        let output_bias = match &self.output_bias {
-            Some(bias) => {
-                let t = Tensor {
-                    name: model(Role::Output).bias(),
-                    shape: Shape::Vector(self.vocab_size),
-                };
-                m.optional_vector(&t, bias)?
-            }
-            None => None,
-        };
-        Ok(Transformer {
-            vocab_size: self.vocab_size,
-            hidden: self.hidden,
-            heads: self.heads,
-            kv_heads: self.kv_heads,
-            head_dim: self.head_dim,
-            ffn_dim: self.ffn_dim,
-            embedding_scale: self.embedding_scale,
-            token_embd,
-            position_embd,
-            rope_freqs,
-            blocks,
-            output_norm,
-            output,
-            output_bias,
-            final_softcap: self.final_softcap,
-        })
     }
 }

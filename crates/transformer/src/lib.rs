@@ -8,15 +8,16 @@
 
 mod block;
 mod params;
-mod place;
 mod tensor;
+mod tree;
 
 pub use block::{
     Block, FfnUp, Handles, LatentQ, Linear, Mapper, NormWeights, Presence, Qkv, Shape, Stage,
-    Tensor, Transformer,
+    Tensor,
 };
 pub use params::{
     AttentionParams, DeltaNet, Experts, Ffn, Gating, Mla, Norm, NormKind, Recurrence, RopeParams,
     RopeStyle, Router, ShortConv, Yarn,
 };
 pub use tensor::{Part, Role, TensorName};
+pub use tree::Transformer;

@@ -1,15 +1,176 @@
-//! The walk of [`Transformer::map`](crate::Transformer::map) over one layer: each stage's
-//! weights with their roles and the shapes the dimensions imply, handed to the [`Mapper`].
+//! The whole model: the dimensions, the embeddings, the blocks and the head
+//! ([`Transformer`]), and the walk of [`Transformer::map`] over it that hands each stage's
+//! weights, with their roles and the shapes the dimensions imply, to the [`Mapper`].
 
 use crate::block::{
-    FfnUp, Handles, LatentQ, Linear, Mapper, NormWeights, Qkv, Shape, Stage, Tensor, Transformer,
+    Block, FfnUp, Handles, LatentQ, Linear, Mapper, NormWeights, Qkv, Shape, Stage, Tensor,
 };
 use crate::tensor::{Role, TensorName};
 
+/// A decoder-only transformer: token embedding (times `embedding_scale`, plus learned positions
+/// when the model has them), the blocks, then `logits = softcap(lm_head(output_norm(x)) + b)`.
+#[derive(Clone, Debug)]
+pub struct Transformer<H: Handles> {
+    /// Vocabulary size (rows of the embedding table and of the LM head).
+    pub vocab_size: usize,
+    /// Width of the residual stream.
+    pub hidden: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (fewer than `heads` under grouped-query attention).
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// Inner width of the feed-forward block.
+    pub ffn_dim: usize,
+    /// Token embeddings are multiplied by this.
+    pub embedding_scale: Option<f32>,
+    /// `[vocab, hidden]`.
+    pub token_embd: H::Matrix,
+    /// `[positions, hidden]` (learned positions only).
+    pub position_embd: Option<H::Matrix>,
+    /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling).
+    pub rope_freqs: Option<H::Vector>,
+    /// One block per layer.
+    pub blocks: Vec<Block<H>>,
+    /// The norm before the LM head.
+    pub output_norm: NormWeights<H>,
+    /// The LM head `[vocab, hidden]`; `None` when tied to `token_embd`.
+    pub output: Option<H::Matrix>,
+    /// `[vocab]`.
+    pub output_bias: Option<H::Vector>,
+    /// `tanh` soft-capping of the logits.
+    pub final_softcap: Option<f32>,
+}
+
+impl<H: Handles> Transformer<H> {
+    /// Number of decoder layers.
+    pub fn layers(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Width of all query heads together.
+    pub fn q_dim(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    /// Width of all key (or value) heads together.
+    pub fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    /// The attention window of `layer`, if it slides.
+    pub fn window_of(&self, layer: usize) -> Option<usize> {
+        self.blocks
+            .get(layer)
+            .and_then(Block::attention)
+            .and_then(|a| a.window)
+    }
+
+    /// The matrix that produces logits.
+    pub fn lm_head(&self) -> &H::Matrix {
+        self.output.as_ref().unwrap_or(&self.token_embd)
+    }
+
+    /// The same tree with every weight handle mapped by `m`, in a fixed order: the
+    /// embeddings, the RoPE factors, every layer's stages in turn (a weight before its bias),
+    /// the output norm, the LM head and its bias.
+    pub fn map<'t, B: Handles, M: Mapper<'t, H, B>>(
+        &'t self,
+        m: &mut M,
+    ) -> Result<Transformer<B>, M::Error> {
+        let model = |role| TensorName::model(role);
+        let matrix = |role, rows, cols| Tensor {
+            name: model(role),
+            shape: Shape::Matrix { rows, cols },
+        };
+        let token_embd = m.matrix(
+            &matrix(Role::TokenEmbd, self.vocab_size, self.hidden),
+            &self.token_embd,
+        )?;
+        let position_embd = match &self.position_embd {
+            Some(table) => {
+                let shape = Shape::Table { cols: self.hidden };
+                let t = Tensor {
+                    name: model(Role::PositionEmbd),
+                    shape,
+                };
+                m.optional_matrix(&t, table)?
+            }
+            None => None,
+        };
+        let rope_dims = self
+            .blocks
+            .iter()
+            .find_map(Block::rope)
+            .map_or(0, |r| r.n_rot);
+        let rope_freqs = match &self.rope_freqs {
+            Some(freqs) => {
+                let t = Tensor {
+                    name: model(Role::RopeFreqs),
+                    shape: Shape::Vector(rope_dims / 2),
+                };
+                m.optional_vector(&t, freqs)?
+            }
+            None => None,
+        };
+        let mut blocks = Vec::with_capacity(self.blocks.len());
+        for (layer, block) in self.blocks.iter().enumerate() {
+            let mut at = Place {
+                c: self,
+                layer: Some(layer),
+            };
+            let mut stages = Vec::with_capacity(block.stages.len());
+            for stage in &block.stages {
+                stages.extend(at.stage(stage, m)?);
+            }
+            blocks.push(Block { stages });
+        }
+        let mut at = Place {
+            c: self,
+            layer: None,
+        };
+        let output_norm = at.norm(&self.output_norm, self.hidden, m)?;
+        let output = match &self.output {
+            Some(head) => {
+                m.optional_matrix(&matrix(Role::Output, self.vocab_size, self.hidden), head)?
+            }
+            None => None,
+        };
+        let output_bias = match &self.output_bias {
+            Some(bias) => {
+                let t = Tensor {
+                    name: model(Role::Output).bias(),
+                    shape: Shape::Vector(self.vocab_size),
+                };
+                m.optional_vector(&t, bias)?
+            }
+            None => None,
+        };
+        Ok(Transformer {
+            vocab_size: self.vocab_size,
+            hidden: self.hidden,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            ffn_dim: self.ffn_dim,
+            embedding_scale: self.embedding_scale,
+            token_embd,
+            position_embd,
+            rope_freqs,
+            blocks,
+            output_norm,
+            output,
+            output_bias,
+            final_softcap: self.final_softcap,
+        })
+    }
+}
+
 /// Where [`Transformer::map`] is: the model and the layer (none for the head).
-pub(crate) struct Place<'t, H: Handles> {
-    pub(crate) c: &'t Transformer<H>,
-    pub(crate) layer: Option<usize>,
+struct Place<'t, H: Handles> {
+    c: &'t Transformer<H>,
+    layer: Option<usize>,
 }
 
 impl<'t, H: Handles> Place<'t, H> {
@@ -20,7 +181,7 @@ impl<'t, H: Handles> Place<'t, H> {
         }
     }
 
-    pub(crate) fn vector<B: Handles, M: Mapper<'t, H, B>>(
+    fn vector<B: Handles, M: Mapper<'t, H, B>>(
         &self,
         role: Role,
         len: usize,
@@ -50,7 +211,7 @@ impl<'t, H: Handles> Place<'t, H> {
     }
 
     /// A bias of `len` values beside the weight `weight`.
-    pub(crate) fn bias<B: Handles, M: Mapper<'t, H, B>>(
+    fn bias<B: Handles, M: Mapper<'t, H, B>>(
         weight: TensorName,
         len: usize,
         bias: &'t Option<H::Vector>,
@@ -66,7 +227,7 @@ impl<'t, H: Handles> Place<'t, H> {
         m.optional_vector(&t, bias)
     }
 
-    pub(crate) fn norm<B: Handles, M: Mapper<'t, H, B>>(
+    fn norm<B: Handles, M: Mapper<'t, H, B>>(
         &mut self,
         n: &'t NormWeights<H>,
         len: usize,
@@ -80,7 +241,7 @@ impl<'t, H: Handles> Place<'t, H> {
         })
     }
 
-    pub(crate) fn linear<B: Handles, M: Mapper<'t, H, B>>(
+    fn linear<B: Handles, M: Mapper<'t, H, B>>(
         &mut self,
         role: Role,
         (rows, cols): (usize, usize),
@@ -114,7 +275,7 @@ impl<'t, H: Handles> Place<'t, H> {
 
     /// The stage with its weights mapped; `None` drops it: q/k norms whose weights the mapper
     /// finds absent (an optional pair, as GLM-4.5 files may leave out).
-    pub(crate) fn stage<B: Handles, M: Mapper<'t, H, B>>(
+    fn stage<B: Handles, M: Mapper<'t, H, B>>(
         &mut self,
         stage: &'t Stage<H>,
         m: &mut M,
