@@ -108,6 +108,7 @@ fn arg(path: &Path) -> String {
 fn two_models_from_start_and_a_third_on_demand_answer_by_name() {
     let dir = models_dir("three-models", &[]);
     std::fs::copy(fixture("llama-tiny-q4_k.gguf"), dir.join("llama.gguf")).unwrap();
+    std::fs::copy(fixture("broken/bad_magic.gguf"), dir.join("broken.gguf")).unwrap();
     let gemma = format!("gemma={}", tiny_model());
     let qwen = fixture("qwen2-tiny-q4_k_m.gguf");
     let dir_arg = arg(&dir);
@@ -129,6 +130,7 @@ fn two_models_from_start_and_a_third_on_demand_answer_by_name() {
         &[
             ("gemma", "loaded"),
             ("qwen2-tiny-q4_k_m", "loaded"),
+            ("broken", "unloaded"),
             ("llama", "unloaded"),
         ],
     );
@@ -147,11 +149,8 @@ fn two_models_from_start_and_a_third_on_demand_answer_by_name() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["model"], "gemma");
 
-    // The third loads on the first request that names it, through any API.
-    let r = s.post(
-        "/v1/chat/completions",
-        &json!({"model": "llama", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}),
-    );
+    // The third loads on the first request that names it.
+    let r = complete(&s, "llama");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["model"], "llama");
     expect_states(
@@ -159,28 +158,47 @@ fn two_models_from_start_and_a_third_on_demand_answer_by_name() {
         &[
             ("gemma", "loaded"),
             ("qwen2-tiny-q4_k_m", "loaded"),
+            ("broken", "unloaded"),
             ("llama", "loaded"),
         ],
     );
     let listed = s.get("/v1/models").json();
-    let llama = &listed["data"][2];
+    let llama = &listed["data"][3];
     assert_eq!(llama["context_length"], 2048);
-    assert!(llama["memory_bytes"].as_u64().unwrap() > 1_000_000, "{llama}");
-    let r = s.post(
-        "/v1/messages",
-        &json!({"model": "qwen2-tiny-q4_k_m", "max_tokens": 3,
-                "messages": [{"role": "user", "content": "Hi"}]}),
+    assert!(
+        llama["memory_bytes"].as_u64().unwrap() > 1_000_000,
+        "{llama}"
     );
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.json()["model"], "qwen2-tiny-q4_k_m");
+    // Every API finds its model by name (the chat ones on the model with a chat template).
+    let chat = json!({"model": "gemma", "messages": [{"role": "user", "content": "Hi"}],
+                      "max_tokens": 3});
+    for path in ["/v1/chat/completions", "/v1/messages"] {
+        let r = s.post(path, &chat);
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        assert_eq!(r.json()["model"], "gemma");
+    }
     let r = s.post(
         "/v1/responses",
-        &json!({"model": "llama", "input": "Hi", "max_output_tokens": 3}),
+        &json!({"model": "gemma", "input": "Hi", "max_output_tokens": 3}),
     );
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.json()["model"], "llama");
+    assert_eq!(r.json()["model"], "gemma");
     let r = s.post("/tokenize", &json!({"model": "llama", "content": "Hi"}));
     assert_eq!(r.status, 200, "{}", r.text());
+
+    // A model that cannot be loaded fails its requests (the cause in the log, not the
+    // answer), stays unloaded, and the others still answer.
+    let r = complete(&s, "broken");
+    assert_eq!(r.status, 500, "{}", r.text());
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("`broken` cannot be loaded"), "{message}");
+    assert!(!message.contains(&dir_arg), "{message}");
+    s.wait_for_log("cannot load the model");
+    assert_eq!(
+        states(&s)[2],
+        ("broken".to_string(), "unloaded".to_string())
+    );
+    assert_eq!(complete(&s, "gemma").status, 200);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -226,7 +244,10 @@ fn the_least_recently_used_idle_model_is_unloaded_and_one_in_use_never_is() {
     // The memory one model needs, as the server estimates it.
     let one = {
         let s = Server::start(&args);
-        expect_states(&s, &[("a", "unloaded"), ("b", "unloaded"), ("c", "unloaded")]);
+        expect_states(
+            &s,
+            &[("a", "unloaded"), ("b", "unloaded"), ("c", "unloaded")],
+        );
         assert_eq!(complete(&s, "a").status, 200);
         s.get("/v1/models").json()["data"][0]["memory_bytes"]
             .as_u64()

@@ -144,7 +144,10 @@ impl ServeConfig {
         let mut ids = std::collections::HashSet::new();
         for model in &self.models {
             if model.id.is_empty() {
-                return Err(format!("the model {} has an empty name", model.path.display()));
+                return Err(format!(
+                    "the model {} has an empty name",
+                    model.path.display()
+                ));
             }
             if !ids.insert(model.id.as_str()) {
                 return Err(format!(

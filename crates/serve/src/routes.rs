@@ -524,7 +524,11 @@ async fn health(State(state): State<Arc<AppState>>) -> Response {
         .list(|model| (model.id.to_string(), json!(model.state.name())))
         .into_iter()
         .collect();
-    (status, axum::Json(json!({ "status": text, "models": models }))).into_response()
+    (
+        status,
+        axum::Json(json!({ "status": text, "models": models })),
+    )
+        .into_response()
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {

@@ -7,33 +7,21 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use rinfer_formats::gguf::ShardName;
+
 use crate::config::ModelEntry;
 use crate::error::ServeError;
 
 /// The name a model file or directory is served as: its stem, without a split GGUF's shard
 /// suffix.
 pub fn model_name(path: &Path) -> String {
-    let stem = if path.is_dir() {
-        path.file_name()
-    } else {
-        path.file_stem()
+    let shard = ShardName::parse(path).filter(|_| !path.is_dir());
+    let name = match &shard {
+        Some(shard) => Path::new(&shard.prefix).file_name(),
+        None if path.is_dir() => path.file_name(),
+        None => path.file_stem(),
     };
-    let stem = stem.map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
-    match shard_of(&stem) {
-        Some((name, _)) => name.to_string(),
-        None => stem,
-    }
-}
-
-/// The `(name, index)` of a split GGUF shard's stem `NAME-00001-of-00003`.
-fn shard_of(stem: &str) -> Option<(&str, u32)> {
-    let (head, total) = stem.rsplit_once("-of-")?;
-    let (name, index) = head.rsplit_once('-')?;
-    let numeral = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
-    if name.is_empty() || !numeral(index) || !numeral(total) {
-        return None;
-    }
-    Some((name, index.parse().ok()?))
+    name.map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned())
 }
 
 /// Every model in `dir` (not its subdirectories' files), loaded on first use, sorted by name.
@@ -68,15 +56,8 @@ pub fn models_in_dir(dir: &Path) -> Result<Vec<ModelEntry>, ServeError> {
         if hidden || !is_model {
             continue;
         }
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if !path.is_dir()
-            && let Some((name, index)) = shard_of(&stem)
-            && index != 1
-        {
-            shards_without_first.push(name.to_string());
+        if !path.is_dir() && ShardName::parse(&path).is_some_and(|shard| shard.index != 1) {
+            shards_without_first.push(model_name(&path));
             continue;
         }
         let name = model_name(&path);
@@ -118,13 +99,16 @@ mod tests {
 
     #[test]
     fn a_split_model_is_named_without_its_shard_suffix() {
-        assert_eq!(shard_of("qwen-7b-q4-00001-of-00003"), Some(("qwen-7b-q4", 1)));
-        assert_eq!(shard_of("qwen-00002-of-00003"), Some(("qwen", 2)));
-        assert_eq!(shard_of("qwen-1-of-3"), None);
-        assert_eq!(shard_of("-00001-of-00003"), None);
-        assert_eq!(shard_of("plain"), None);
+        let name = |path: &str| model_name(Path::new(path));
+        assert_eq!(name("d/qwen-7b-q4-00001-of-00003.gguf"), "qwen-7b-q4");
+        assert_eq!(name("d/qwen-00002-of-00003.gguf"), "qwen");
+        assert_eq!(name("d/qwen-1-of-3.gguf"), "qwen-1-of-3");
+        assert_eq!(name("d/plain.gguf"), "plain");
         assert_eq!(model_name(Path::new("d/m-00001-of-00002.gguf")), "m");
-        assert_eq!(model_name(Path::new("d/gemma-3-270m.Q4_K_M.gguf")), "gemma-3-270m.Q4_K_M");
+        assert_eq!(
+            model_name(Path::new("d/gemma-3-270m.Q4_K_M.gguf")),
+            "gemma-3-270m.Q4_K_M"
+        );
     }
 
     #[test]

@@ -42,7 +42,8 @@ impl Launch {
             admit,
             started_tx,
         )?;
-        let Started { ready, device } = started_rx.await.map_err(|_| ServeError::EngineStopped)??;
+        let Started { ready, device } =
+            started_rx.await.map_err(|_| ServeError::EngineStopped)??;
         let chat = ChatFormat::for_model(
             &ready.loaded,
             self.config.chat_template.as_deref(),

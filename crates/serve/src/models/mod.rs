@@ -146,10 +146,7 @@ impl Models {
 
     /// Starts loading the models that load at start; the first that fails is sent to `failed`.
     pub fn load_at_start(self: &Arc<Self>, failed: oneshot::Sender<ServeError>) {
-        *self
-            .start_failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(failed);
+        *self.start_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(failed);
         let mut slots = self.lock();
         let at_start: Vec<usize> = (0..slots.len())
             .filter(|&i| slots[i].model.load_at_start)
@@ -286,8 +283,7 @@ impl Models {
             let mut unloaded = Vec::new();
             for i in chosen.into_iter().map(|c| holders[c]) {
                 let slot = &mut slots[i];
-                if let State::Loaded(served) = std::mem::replace(&mut slot.state, State::Unloaded)
-                {
+                if let State::Loaded(served) = std::mem::replace(&mut slot.state, State::Unloaded) {
                     tracing::info!(
                         model = %slot.model.id,
                         to_load = %to_load,
@@ -326,10 +322,17 @@ impl Models {
                 }
                 Err(error) => {
                     let message = chain(&error);
-                    tracing::warn!(model = %slot.model.id, "cannot load the model: {message}");
+                    // A model of the start ends the server with this error, printed then.
+                    if !starting {
+                        tracing::warn!(model = %slot.model.id, "cannot load the model: {message}");
+                    }
+                    // The cause names files of the server's: clients get it only in the log.
                     let answer = match error {
                         ServeError::NoRoom(_) => ApiError::unavailable(message, 5),
-                        _ => ApiError::internal(message),
+                        _ => ApiError::internal(format!(
+                            "the model `{}` cannot be loaded; the server's log says why",
+                            slot.model.id
+                        )),
                     };
                     slot.state = State::Unloaded;
                     slot.held = 0;
