@@ -370,7 +370,7 @@ pub fn spawn(
                 .compute_pool()
                 .and_then(|pool| EngineSetup::load(&options).map(|ready| (pool, Arc::new(ready))))
                 .map_err(crate::ServeError::Setup)
-                .and_then(|(pool, ready)| admit(&*ready).map(|()| (pool, ready)));
+                .and_then(|(pool, ready)| admit(&ready).map(|()| (pool, ready)));
             let (_pool, ready) = match setup {
                 Ok(setup) => setup,
                 Err(e) => {
