@@ -87,8 +87,8 @@ except openai.BadRequestError as e:
 try:
     client.chat.completions.create(model="gpt-4o", messages=question)
     check(False, "unknown model accepted")
-except openai.BadRequestError as e:
-    check(e.body.get("code") == "model_not_found", f"unknown model error {e.body}")
+except openai.NotFoundError as e:
+    check(e.status_code == 404 and e.body.get("code") == "model_not_found", f"unknown model error {e.body}")
 try:
     client.chat.completions.create(model=model, messages=question, tools=[], tool_choice="required")
     check(False, "a required call without tools accepted")

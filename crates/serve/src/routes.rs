@@ -181,8 +181,8 @@ async fn generate(
     endpoint: Endpoint,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let request = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
         let req: GenerationRequest = request::parse(bytes)?;
         validate::validate(req, endpoint, served, cancel)
@@ -203,7 +203,7 @@ async fn generate(
         arrived,
         choices,
     };
-    submit(&state, job)?;
+    submit(&state, &served, job)?;
     let meta = ResponseMeta::new(endpoint, &served.model_id);
     if stream {
         Ok(stream_response(
@@ -219,15 +219,16 @@ async fn generate(
     }
 }
 
-/// Queues a job for the engine, as the current request's tenant, or answers 503 when the queue
-/// is full.
-pub(crate) fn submit(state: &AppState, mut job: Job) -> Result<(), ApiError> {
+/// Queues a job for the engine of `served`, as the current request's tenant, holding the model
+/// in use until the job ends, or answers 503 when the queue is full.
+pub(crate) fn submit(state: &AppState, served: &Arc<Served>, mut job: Job) -> Result<(), ApiError> {
     job.request.tenant = auth::current_tenant().unwrap_or(0);
+    job.events = job.events.holding(Arc::clone(served));
     if state.draining() {
         return Err(ApiError::unavailable("the server is shutting down", 5).closing());
     }
     state.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
-    match state.jobs.try_send(job) {
+    match served.jobs.try_send(job) {
         Ok(()) => Ok(()),
         Err(error) => {
             state.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
@@ -479,36 +480,48 @@ fn stream_response(
     answer::event_stream(stream)
 }
 
-async fn models(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    let served = state.served()?;
-    let settings = served.ready.settings;
-    Ok(axum::Json(json!({
-        "object": "list",
-        "data": [{
-            "id": served.model_id,
+async fn models(State(state): State<Arc<AppState>>) -> Response {
+    let data = state.models.list(|model| {
+        let mut entry = json!({
+            "id": model.id,
             "object": "model",
             "created": state.started,
             "owned_by": "rinfer",
-            "context_length": settings.context,
-            "parallel": settings.max_sequences,
-            "device": served.device.kind(),
-            "chat_template": served.chat.source(),
-        }],
-    }))
-    .into_response())
+            "state": model.state.name(),
+        });
+        if let Some(served) = model.served {
+            let settings = served.ready.settings;
+            entry["memory_bytes"] = json!(model.memory_bytes);
+            entry["context_length"] = json!(settings.context);
+            entry["parallel"] = json!(settings.max_sequences);
+            entry["device"] = json!(served.device.kind());
+            entry["chat_template"] = json!(served.chat.source());
+        }
+        entry
+    });
+    axum::Json(json!({ "object": "list", "data": data })).into_response()
 }
 
 async fn health(State(state): State<Arc<AppState>>) -> Response {
     let (status, text) = if state.draining() {
         (StatusCode::SERVICE_UNAVAILABLE, "draining")
-    } else if state.engine_stopped() {
+    } else if state.models.engine_stopped() {
         (StatusCode::SERVICE_UNAVAILABLE, "engine stopped")
-    } else if state.served.get().is_some() {
-        (StatusCode::OK, "ok")
-    } else {
+    } else if state.models.starting() {
         (StatusCode::SERVICE_UNAVAILABLE, "loading")
+    } else {
+        (StatusCode::OK, "ok")
     };
-    (status, axum::Json(json!({ "status": text }))).into_response()
+    let models: serde_json::Map<String, Value> = state
+        .models
+        .list(|model| (model.id.to_string(), json!(model.state.name())))
+        .into_iter()
+        .collect();
+    (
+        status,
+        axum::Json(json!({ "status": text, "models": models })),
+    )
+        .into_response()
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
@@ -520,8 +533,8 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let tokens = parse_blocking(&state, &served, bytes, |bytes, served, cancel| {
         let req: TokenizeRequest = request::parse(bytes)?;
         validate::check_model(req.model.as_deref(), served)?;
@@ -539,8 +552,8 @@ async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Resp
 }
 
 async fn detokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let content = parse_blocking(&state, &served, bytes, |bytes, served, _| {
         let req: DetokenizeRequest = request::parse(bytes)?;
         validate::check_model(req.model.as_deref(), served)?;

@@ -56,8 +56,8 @@ pub async fn messages(
     body: Body,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let (validated, stops) =
         parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
             let req: MessagesRequest = crate::request::parse(bytes)?;
@@ -77,6 +77,7 @@ pub async fn messages(
     let (events, receiver) = event_channel();
     submit(
         &state,
+        &served,
         Job {
             request: validated.request,
             events,
@@ -97,8 +98,8 @@ pub async fn count_tokens(
     State(state): State<Arc<AppState>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let tokens = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
         let req: CountTokensRequest = crate::request::parse(bytes)?;
         let chat = MessagesRequest::from(req).into_chat(true)?;

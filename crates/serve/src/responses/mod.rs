@@ -91,8 +91,8 @@ fn echo(req: &ResponsesRequest) -> Map<String, Value> {
 /// `POST /v1/responses`.
 pub async fn create(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let shared = Arc::clone(&state);
     let prepared = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
         let req: ResponsesRequest = crate::request::parse(bytes)?;
@@ -133,6 +133,7 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Body) -> Result<Re
     let (events, receiver) = event_channel();
     submit(
         &state,
+        &served,
         Job {
             request: validated.request,
             events,

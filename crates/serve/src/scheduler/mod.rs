@@ -349,29 +349,32 @@ pub struct Started {
     pub device: DeviceReport,
 }
 
-/// Starts the engine thread: it builds its compute pool (joining it as a worker), loads the
-/// model, sets up the engine on the configured device, reports through `started_tx`, then
-/// schedules until stopped.
+/// Starts an engine thread: it builds its compute pool (joining it as a worker), loads the
+/// model `options` name, asks `admit` whether it may stay (the memory budget), sets up the
+/// engine on the configured device, reports through `started_tx`, then schedules until
+/// stopped or until every sender of `jobs` is gone.
 pub fn spawn(
-    config: &crate::ServeConfig,
+    options: rinfer_model::EngineOptions,
     jobs: Receiver<Job>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
+    admit: impl FnOnce(&Ready) -> Result<(), crate::ServeError> + Send + 'static,
     started_tx: tokio::sync::oneshot::Sender<Result<Started, crate::ServeError>>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let config = config.clone();
     std::thread::Builder::new()
         .name("rinfer-engine".into())
         .spawn(move || {
             // The engine thread is worker 0 of its own pool: the forward passes it starts run
             // their parallel loops there, beside the other workers, with no hand-off.
-            let setup = config.engine.compute_pool().and_then(|pool| {
-                EngineSetup::load(&config.engine).map(|ready| (pool, Arc::new(ready)))
-            });
+            let setup = options
+                .compute_pool()
+                .and_then(|pool| EngineSetup::load(&options).map(|ready| (pool, Arc::new(ready))))
+                .map_err(crate::ServeError::Setup)
+                .and_then(|(pool, ready)| admit(&ready).map(|()| (pool, ready)));
             let (_pool, ready) = match setup {
                 Ok(setup) => setup,
                 Err(e) => {
-                    let _ = started_tx.send(Err(crate::ServeError::Setup(e)));
+                    let _ = started_tx.send(Err(e));
                     return;
                 }
             };
