@@ -58,12 +58,15 @@ impl VectorKernels {
     /// The kernels for the detected CPU ([`crate::cpu::detected`]): those of
     /// [`crate::Kernels::detected`], for the operations that are not handed a table.
     pub(crate) fn detected() -> &'static VectorKernels {
-        static TABLES: [VectorKernels; Isa::ALL.len()] = [
-            VectorKernels::for_isa(Isa::ALL[0]),
-            VectorKernels::for_isa(Isa::ALL[1]),
-            VectorKernels::for_isa(Isa::ALL[2]),
-            VectorKernels::for_isa(Isa::ALL[3]),
-        ];
+        static TABLES: [VectorKernels; Isa::ALL.len()] = {
+            let mut tables = [VectorKernels::for_isa(Isa::Scalar); Isa::ALL.len()];
+            let mut i = 0;
+            while i < tables.len() {
+                tables[i] = VectorKernels::for_isa(Isa::ALL[i]);
+                i += 1;
+            }
+            tables
+        };
         &TABLES[cpu::detected() as usize]
     }
 
