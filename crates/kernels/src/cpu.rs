@@ -63,7 +63,6 @@ impl Isa {
     }
 
     /// Whether this level includes `other` (usable in constant tables).
-    #[cfg(target_arch = "x86_64")]
     pub(crate) const fn includes(self, other: Isa) -> bool {
         self as u8 >= other as u8
     }

@@ -8,6 +8,8 @@ use half::f16;
 use super::activation::{Activation, gelu_tanh, silu};
 use crate::cpu::{self, Isa};
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -102,7 +104,21 @@ impl VectorKernels {
                 },
             };
         }
+        #[cfg(target_arch = "aarch64")]
+        if isa.includes(Isa::Neon) {
+            return VectorKernels {
+                scaled_dots: aarch64::scaled_dots,
+                axpy_rows: aarch64::axpy_rows,
+                f16_to_f32: aarch64::f16_to_f32,
+                ..Self::reference()
+            };
+        }
         let _ = isa;
+        Self::reference()
+    }
+
+    /// The scalar reference kernels.
+    const fn reference() -> Self {
         VectorKernels {
             gated_silu: gated_silu_reference,
             gated_gelu_tanh: gated_gelu_tanh_reference,
