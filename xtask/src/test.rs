@@ -80,7 +80,7 @@ fn aarch64() -> Result<()> {
         &[
             &["test", "-p", "rinfer-kernels", "--lib"][..],
             &target,
-            &["--", "dispatch", "matvec", "neon"],
+            &["--", "dispatch", "matvec", "neon", "vector"],
         ]
         .concat(),
         plain,
