@@ -75,6 +75,7 @@ pub fn detected() -> Isa {
 }
 
 /// Whether this CPU runs the AVX-512 kernels (never one of another architecture).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     return detected() >= Isa::Avx512;
