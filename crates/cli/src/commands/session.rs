@@ -86,8 +86,9 @@ impl Session {
     }
 
     /// An engine of `settings` on the device `--device` chose. The device is reported on
-    /// stderr when a GPU was asked for or found, or with `--verbose`, which also prints the
-    /// memory plan.
+    /// stderr when a GPU was asked for or found, or with `--verbose`, which also names the CPU
+    /// kernel set this CPU runs (e.g. `avx512`, `NEON + dotprod + i8mm`) and prints the memory
+    /// plan.
     pub fn engine_with(&self, settings: EngineSettings) -> Result<Engine<'_>> {
         let engine = self.setup.engine_with(settings).with_context(|| {
             format!(
@@ -100,6 +101,8 @@ impl Session {
             report!("device: {}", engine.device());
         }
         if self.verbose {
+            let isa = rinfer_kernels::Kernels::detected().isa();
+            report!("cpu kernels: {}", isa.name());
             self.print_memory_plan(&engine);
         }
         Ok(engine)

@@ -1,6 +1,6 @@
 //! Block formats: one module per tensor type, each holding its `#[repr(C)]` block struct, the
-//! scalar reference dequantizer / quantizer / dot product and, beside it, its SIMD variant
-//! (`x86`: AVX2, FMA and F16C).
+//! scalar reference dequantizer / quantizer / dot product and, beside it, its SIMD variants
+//! (`x86`: AVX2, FMA and F16C; `aarch64`: NEON, with and without the dot-product extension).
 //!
 //! The traits here describe a format; [`crate::registry`] lists every format with its kernels,
 //! and [`crate::dispatch`] turns that list into the function table of one instruction set, so
@@ -79,6 +79,8 @@ pub mod q8_k;
 pub mod tq1_0;
 pub mod tq2_0;
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 mod iq4_codes;
 pub(crate) mod iq_grids;
 mod scale_min_k;

@@ -7,6 +7,8 @@ use super::q8_0::BlockQ8_0;
 use super::util::max_by_magnitude;
 use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -8,6 +8,8 @@ use super::Quantize;
 use super::q8_k::BlockQ8K;
 use super::scale_min_k::{self, ScaleMinK, Search};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -9,6 +9,8 @@ use super::q8_k::BlockQ8K;
 use super::util::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
 use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -6,8 +6,10 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::util::round_away;
-use super::{BlockFormat, Quantize, QuantizeRowFn, VecDot};
+use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 mod quantize_avx512;
 #[cfg(target_arch = "x86_64")]
@@ -58,7 +60,7 @@ pub(crate) fn quantize_codes(x: &[f32]) -> (f32, [i8; 32]) {
 
 impl Quantize for BlockQ8_0 {
     #[cfg(target_arch = "x86_64")]
-    const ROW_AVX512: Option<QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
+    const ROW_AVX512: Option<super::QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
 
     fn quantize(x: &[f32]) -> Self {
         let (d, qs) = quantize_codes(x);

@@ -5,7 +5,7 @@ use bytemuck::Zeroable;
 use rinfer_formats::{GgmlType, QK_K};
 
 use super::util::{max_by_magnitude, nearest_int};
-use super::{BlockFormat, Quantize, QuantizeRowFn};
+use super::{BlockFormat, Quantize};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod quantize_avx512;
@@ -37,7 +37,7 @@ impl BlockFormat for BlockQ8K {
 
 impl Quantize for BlockQ8K {
     #[cfg(target_arch = "x86_64")]
-    const ROW_AVX512: Option<QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
+    const ROW_AVX512: Option<super::QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
 
     fn quantize(x: &[f32]) -> Self {
         let mut b = BlockQ8K::zeroed();
