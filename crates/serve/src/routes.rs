@@ -47,6 +47,7 @@ pub fn router(
     let mut keyed = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/embeddings", post(crate::embeddings::embeddings))
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
@@ -201,6 +202,7 @@ async fn generate(
         events,
         arrived,
         choices,
+        index: 0,
     };
     submit(&state, job)?;
     let meta = ResponseMeta::new(endpoint, &served.model_id);
@@ -303,6 +305,7 @@ async fn collect_response(
                 }
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),
+            Event::Embedding { .. } => {}
         }
     }
     Err(ApiError::internal(
@@ -463,6 +466,7 @@ fn stream_response(
                     s.done = true;
                 }
             }
+            Some(Event::Embedding { .. }) => {}
             Some(Event::Failed(message)) => {
                 out.push_str(&sse(&ApiError::internal(message).body()));
                 out.push_str("data: [DONE]\n\n");

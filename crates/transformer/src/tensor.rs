@@ -68,11 +68,19 @@ pub enum Role {
     FfnDownExps,
     /// The norm after the FFN.
     PostFfwNorm,
+    /// Token-type embeddings `[types, hidden]` (BERT; row 0 is added to every token).
+    TokenTypes,
+    /// The LayerNorm of the summed embeddings (BERT).
+    TokenEmbdNorm,
+    /// The norm of the residual stream after attention (BERT's post-norm).
+    AttnOutputNorm,
+    /// The norm of the residual stream after the FFN (BERT's post-norm).
+    LayerOutputNorm,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 24] = [
+    pub const ALL: [Role; 28] = [
         Role::TokenEmbd,
         Role::PositionEmbd,
         Role::RopeFreqs,
@@ -97,6 +105,10 @@ impl Role {
         Role::FfnUpExps,
         Role::FfnDownExps,
         Role::PostFfwNorm,
+        Role::TokenTypes,
+        Role::TokenEmbdNorm,
+        Role::AttnOutputNorm,
+        Role::LayerOutputNorm,
     ];
 
     /// The role's part of a GGUF tensor name.
@@ -126,6 +138,10 @@ impl Role {
             Role::FfnUpExps => "ffn_up_exps",
             Role::FfnDownExps => "ffn_down_exps",
             Role::PostFfwNorm => "post_ffw_norm",
+            Role::TokenTypes => "token_types",
+            Role::TokenEmbdNorm => "token_embd_norm",
+            Role::AttnOutputNorm => "attn_output_norm",
+            Role::LayerOutputNorm => "layer_output_norm",
         }
     }
 
@@ -138,6 +154,8 @@ impl Role {
                 | Role::RopeFreqs
                 | Role::OutputNorm
                 | Role::Output
+                | Role::TokenTypes
+                | Role::TokenEmbdNorm
         )
     }
 

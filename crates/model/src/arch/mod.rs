@@ -3,6 +3,7 @@
 //! An `arch/<name>.rs` file only reads that architecture's hyperparameters and sets features;
 //! the decoder block is shared. An architecture not listed here is an error, never a fallback.
 
+mod bert;
 mod gemma;
 mod gpt2;
 mod gpt_oss;
@@ -13,7 +14,7 @@ mod qwen;
 
 use rinfer_formats::gguf::Metadata;
 
-use crate::config::{ModelConfig, NormKind, Positional, Rope, RopeStyle, TensorLayout};
+use crate::config::{ModelConfig, NormKind, Pooling, Positional, Rope, RopeStyle, TensorLayout};
 use crate::error::ModelError;
 
 /// An architecture's mapping from metadata to configuration.
@@ -31,6 +32,7 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("phi2", phi::phi2),
     ("phi3", phi::phi3),
     ("gpt2", gpt2::config),
+    ("bert", bert::config),
 ];
 
 /// The names of the supported architectures.
@@ -85,6 +87,13 @@ impl Hparams<'_> {
         match self.metadata.get(&self.key(suffix)) {
             None => Ok(default),
             Some(_) => self.usize(suffix),
+        }
+    }
+
+    fn bool_or(&self, suffix: &str, default: bool) -> Result<bool, ModelError> {
+        match self.metadata.get(&self.key(suffix)) {
+            None => Ok(default),
+            Some(_) => Ok(self.metadata.get_bool(&self.key(suffix))?),
         }
     }
 
@@ -163,6 +172,30 @@ impl Hparams<'_> {
             experts: None,
             attention_sinks: false,
             layout: TensorLayout::LLAMA,
+            causal: true,
+            post_norm: false,
+            pooling: self.pooling()?,
+        })
+    }
+
+    /// The pooling of an embedding model (`{arch}.pooling_type`; absent or 0: none).
+    fn pooling(&self) -> Result<Option<Pooling>, ModelError> {
+        Ok(match self.usize_or("pooling_type", 0)? {
+            0 => None,
+            1 => Some(Pooling::Mean),
+            2 => Some(Pooling::Cls),
+            3 => Some(Pooling::Last),
+            4 => {
+                return Err(ModelError::InvalidConfig(
+                    "rerank models (pooling type 4, rank) are not supported yet".into(),
+                ));
+            }
+            other => {
+                return Err(ModelError::InvalidConfig(format!(
+                    "unknown pooling type {other} (llama.cpp knows 0 none, 1 mean, 2 cls, 3 last, \
+                     4 rank)"
+                )));
+            }
         })
     }
 

@@ -81,6 +81,7 @@ pub async fn messages(
             events,
             arrived,
             choices: 1,
+            index: 0,
         },
     )?;
     let meta = MessageMeta::new(&served.model_id, stops);
@@ -129,6 +130,7 @@ async fn whole(
                 return Ok(axum::Json(body).into_response());
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),
+            Event::Embedding { .. } => {}
         }
     }
     Err(ApiError::internal(
@@ -166,6 +168,7 @@ fn stream(
         }
         let out = match s.receiver.recv().await {
             Some(Event::Delta { text, .. }) => s.events.push(&text),
+            Some(Event::Embedding { .. }) => String::new(),
             Some(Event::Done {
                 finish,
                 prompt_tokens,

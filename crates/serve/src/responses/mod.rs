@@ -137,6 +137,7 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Body) -> Result<Re
             events,
             arrived,
             choices: 1,
+            index: 0,
         },
     )?;
     let answer = Answer {
@@ -224,6 +225,7 @@ async fn whole(
                 return Ok(axum::Json(object).into_response());
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),
+            Event::Embedding { .. } => {}
         }
     }
     Err(ApiError::internal(
@@ -270,6 +272,7 @@ fn stream(answer: Answer, receiver: EventReceiver, shaper: StreamShaper) -> Resp
                 let deltas = s.shaper.push(&text);
                 s.builder.push(deltas)
             }
+            Some(Event::Embedding { .. }) => String::new(),
             Some(Event::Done {
                 finish,
                 prompt_tokens,
