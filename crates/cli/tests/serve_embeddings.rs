@@ -161,7 +161,10 @@ fn malformed_embedding_requests_get_400_naming_the_field() {
         (json!({"input": ["a", 1]}), "input"),
         (json!({"input": {"text": "a"}}), "input"),
         (json!({"input": [5000]}), "input"),
-        (json!({"input": "a", "encoding_format": "int8"}), "encoding_format"),
+        (
+            json!({"input": "a", "encoding_format": "int8"}),
+            "encoding_format",
+        ),
         (json!({"input": "a", "dimensions": 0}), "dimensions"),
         (json!({"input": "a", "dimensions": 65}), "dimensions"),
         (json!({"input": "a", "dimensions": "8"}), "dimensions"),

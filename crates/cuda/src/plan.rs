@@ -255,9 +255,11 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
         ));
     }
     if !c.causal || c.token_types.is_some() || c.output_norm.is_none() {
-        return bad("encoders (bidirectional attention, token types, no output norm: BERT) \
+        return bad(
+            "encoders (bidirectional attention, token types, no output norm: BERT) \
                     run on the CPU only"
-            .into());
+                .into(),
+        );
     }
     if c.head_dim == 0 || c.head_dim > MAX_HEAD_DIM {
         return bad(format!(

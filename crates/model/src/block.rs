@@ -161,14 +161,20 @@ impl Model {
             let row = |i: usize| {
                 let RowSource { seq, pos } = sources[i];
                 let rows = seqs[seq].cache.ring_rows(layer);
-                (last(seq, pos), rows.expect("a sliding-window layer keeps a ring"))
+                (
+                    last(seq, pos),
+                    rows.expect("a sliding-window layer keeps a ring"),
+                )
             };
             ops::attention(&shape, params, sinks, queries, row, out);
         } else {
             let row = |i: usize| {
                 let RowSource { seq, pos } = sources[i];
                 let rows = seqs[seq].cache.paged_rows(layer);
-                (last(seq, pos), rows.expect("a full-attention layer keeps blocks"))
+                (
+                    last(seq, pos),
+                    rows.expect("a full-attention layer keeps blocks"),
+                )
             };
             ops::attention(&shape, params, sinks, queries, row, out);
         }

@@ -63,7 +63,11 @@ fn settings(sequences: usize) -> EngineSettings {
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum();
     let norm = |v: &[f32]| v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
     dot / (norm(a) * norm(b))
 }
@@ -140,12 +144,16 @@ fn an_embedding_runs_beside_a_generation_without_changing_either() {
 fn generation_models_refuse_embeddings_and_encoders_refuse_generation() {
     let lm = LoadedModel::open(fixtures().join("models/qwen3-tiny-q5_k_m.gguf")).unwrap();
     let engine = Engine::new(&lm, settings(1), DeviceRequest::Cpu).unwrap();
-    let err = engine.validate(&Request::embedding(vec![1, 2])).unwrap_err();
+    let err = engine
+        .validate(&Request::embedding(vec![1, 2]))
+        .unwrap_err();
     assert!(err.to_string().contains("not an embedding model"), "{err}");
 
     let bert = loaded("bert-embd-tiny-f32");
     let engine = Engine::new(&bert, settings(1), DeviceRequest::Cpu).unwrap();
-    let err = engine.validate(&Request::new(vec![101, 102], 4)).unwrap_err();
+    let err = engine
+        .validate(&Request::new(vec![101, 102], 4))
+        .unwrap_err();
     assert!(err.to_string().contains("encoder"), "{err}");
     let too_long = Request::embedding(vec![101; 600]);
     let err = engine.validate(&too_long).unwrap_err();

@@ -122,10 +122,7 @@ fn measure(server: &Server, rounds: usize) -> Result<(f64, f64)> {
         tokens += embed_once(server.addr, &texts)?;
     }
     let elapsed = start.elapsed().as_secs_f64();
-    Ok((
-        (rounds * TEXTS) as f64 / elapsed,
-        tokens as f64 / elapsed,
-    ))
+    Ok(((rounds * TEXTS) as f64 / elapsed, tokens as f64 / elapsed))
 }
 
 /// Runs the benchmark and prints a Markdown table.
@@ -158,15 +155,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     } else {
         let llama = LlamaCpp::obtain(&super::cache::root()?)?;
         let total = (SLOTS * SLOT_CONTEXT).to_string();
-        let args = [
-            "--embedding",
-            "-c",
-            &total,
-            "-np",
-            &slots,
-            "-t",
-            &threads,
-        ];
+        let args = ["--embedding", "-c", &total, "-np", &slots, "-t", &threads];
         let mut server = Server::llama(llama.server(), &options.model, &args)?;
         let result = measure(&server, options.rounds)?;
         server.stop();
