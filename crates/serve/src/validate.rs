@@ -194,6 +194,7 @@ pub fn validate(
             speculate: checked.speculate,
             // Set as the request is queued, from its API key.
             tenant: 0,
+            embed: false,
         },
         stream: checked.stream,
         include_usage: checked.include_usage,
