@@ -114,11 +114,13 @@ fn base64_and_dimensions_encode_the_same_vector() {
         .unwrap()
         .to_string();
     let bytes = decode_base64(&text);
-    let decoded: Vec<f64> = bytes
+    let decoded: Vec<f32> = bytes
         .chunks_exact(4)
-        .map(|b| f64::from(f32::from_le_bytes(b.try_into().unwrap())))
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect();
-    assert_eq!(decoded, floats);
+    // The JSON numbers are the shortest text of each f32.
+    let floats_f32: Vec<f32> = floats.iter().map(|&x| x as f32).collect();
+    assert_eq!(decoded, floats_f32);
 
     let short = s.post(
         "/v1/embeddings",
