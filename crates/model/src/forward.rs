@@ -126,7 +126,7 @@ impl Model {
         for seq in seqs.iter() {
             self.check(seq.tokens, seq.cache)?;
             let pooled = matches!(seq.logits, Logits::Pooled(_));
-            if (pooled || !self.transformer().causal) && seq.cache.len() > 0 {
+            if (pooled || !self.transformer().causal) && !seq.cache.is_empty() {
                 return Err(ModelError::InvalidRequest(
                     "an embedding (and every pass of an encoder) must run its whole sequence in \
                      one pass"
