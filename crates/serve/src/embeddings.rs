@@ -156,6 +156,20 @@ pub fn validate(
     })
 }
 
+/// Refuses a generation request for an encoder, which makes embeddings only.
+pub fn check_generates(served: &Served) -> Result<(), ApiError> {
+    if served.ready.loaded.model.config.causal {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        "model",
+        format!(
+            "the model `{}` is an encoder: it makes embeddings (/v1/embeddings), not text",
+            served.model_id
+        ),
+    ))
+}
+
 /// The inputs of `input`, in order.
 fn inputs(input: Option<&Value>, vocab: usize) -> Result<Vec<Input<'_>>, ApiError> {
     let shape_error = || {

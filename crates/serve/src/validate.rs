@@ -88,15 +88,7 @@ pub fn validate(
     cancel: &CancelFlag,
 ) -> Result<Validated, ApiError> {
     check_model(req.model.as_deref(), served)?;
-    if !served.ready.loaded.model.config.causal {
-        return Err(ApiError::invalid(
-            "model",
-            format!(
-                "the model `{}` is an encoder: it makes embeddings (/v1/embeddings), not text",
-                served.model_id
-            ),
-        ));
-    }
+    crate::embeddings::check_generates(served)?;
     let vocab = served.ready.loaded.model.config.vocab_size;
     let checked = check(&req, endpoint, vocab)?;
     let tool_format = served
