@@ -156,20 +156,6 @@ pub fn validate(
     })
 }
 
-/// Refuses a generation request for an encoder, which makes embeddings only.
-pub fn check_generates(served: &Served) -> Result<(), ApiError> {
-    if served.ready.loaded.model.config.causal {
-        return Ok(());
-    }
-    Err(ApiError::invalid(
-        "model",
-        format!(
-            "the model `{}` is an encoder: it makes embeddings (/v1/embeddings), not text",
-            served.model_id
-        ),
-    ))
-}
-
 /// The inputs of `input`, in order.
 fn inputs(input: Option<&Value>, vocab: usize) -> Result<Vec<Input<'_>>, ApiError> {
     let shape_error = || {
@@ -216,6 +202,11 @@ fn inputs(input: Option<&Value>, vocab: usize) -> Result<Vec<Input<'_>>, ApiErro
         },
         Some(_) => Err(shape_error()),
     }
+}
+
+/// The route, merged into the server's API routes.
+pub fn routes() -> axum::Router<Arc<AppState>> {
+    axum::Router::new().route("/v1/embeddings", axum::routing::post(embeddings))
 }
 
 /// The handler: validates, queues one engine request per input and answers once all are in.

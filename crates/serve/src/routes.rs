@@ -47,7 +47,6 @@ pub fn router(
     let mut keyed = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
-        .route("/v1/embeddings", post(crate::embeddings::embeddings))
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))

@@ -31,6 +31,22 @@ pub struct Served {
     pub structured: StructuredOutput,
 }
 
+impl Served {
+    /// Refuses a generation request for an encoder, which makes embeddings only.
+    pub fn check_generates(&self) -> Result<(), ApiError> {
+        if self.ready.loaded.model.config.causal {
+            return Ok(());
+        }
+        Err(ApiError::invalid(
+            "model",
+            format!(
+                "the model `{}` is an encoder: it makes embeddings (/v1/embeddings), not text",
+                self.model_id
+            ),
+        ))
+    }
+}
+
 /// What every handler shares.
 pub struct AppState {
     /// The configuration.

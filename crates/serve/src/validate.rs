@@ -88,7 +88,7 @@ pub fn validate(
     cancel: &CancelFlag,
 ) -> Result<Validated, ApiError> {
     check_model(req.model.as_deref(), served)?;
-    crate::embeddings::check_generates(served)?;
+    served.check_generates()?;
     let vocab = served.ready.loaded.model.config.vocab_size;
     let checked = check(&req, endpoint, vocab)?;
     let tool_format = served
