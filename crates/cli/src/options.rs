@@ -41,6 +41,9 @@ pub enum CommandOptions {
     Tokenize(TokenizeOptions),
     /// Print the logits of every position of a prompt, evaluated in one batched pass, as JSON.
     Logits(LogitsOptions),
+    /// Print the embeddings of texts (the arguments, else one per line of stdin) from an
+    /// embedding model, L2-normalised, as JSON or TSV.
+    Embed(EmbedOptions),
     /// Serve the model over an OpenAI-compatible HTTP API, batching concurrent requests.
     Serve(ServeOptions),
     /// Render chat templates for a parent `rinfer` (started by it, not by users).
@@ -279,6 +282,22 @@ pub struct LogitsOptions {
     /// How many of the largest logits to list per position.
     #[arg(long, default_value_t = 10)]
     pub top_k: usize,
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+/// Options of `rinfer embed`.
+#[derive(Args)]
+pub struct EmbedOptions {
+    /// The texts, each tokenized as the model does (BERT: `[CLS]` … `[SEP]`); without any,
+    /// every non-empty line of stdin is one text.
+    pub texts: Vec<String>,
+    /// Print one line per text, its values separated by tabs, instead of JSON.
+    #[arg(long)]
+    pub tsv: bool,
+    /// Keep the values unnormalised (as the model pools them).
+    #[arg(long)]
+    pub raw: bool,
     #[command(flatten)]
     pub session: SessionArgs,
 }

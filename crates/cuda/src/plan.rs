@@ -254,6 +254,13 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
             "a context of {context} and batches of {max_batch} tokens"
         ));
     }
+    if !c.causal || c.token_types.is_some() || c.output_norm.is_none() {
+        return bad(
+            "encoders (bidirectional attention, token types, no output norm: BERT) \
+                    run on the CPU only"
+                .into(),
+        );
+    }
     if c.head_dim == 0 || c.head_dim > MAX_HEAD_DIM {
         return bad(format!(
             "head size {} (the attention kernels take 1 to {MAX_HEAD_DIM})",

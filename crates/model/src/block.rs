@@ -130,6 +130,7 @@ impl Model {
                         *x += a + f;
                     }
                 }
+                Stage::ResidualNorm(norm) => Self::residual_norm(norm, s, n),
             }
         }
         Ok(())
@@ -204,7 +205,9 @@ impl Model {
     }
 
     /// Causal (and, with a window, sliding) attention of the `n` new queries over their
-    /// sequences' caches, into `s.attn`.
+    /// sequences' caches, into `s.attn`. In an encoder every query sees its whole sequence:
+    /// the kernel's key range ends at a row's position, so each row is given the position of
+    /// its sequence's last row (all keys are stored before any query runs).
     fn attention(
         &self,
         layer: usize,
@@ -221,6 +224,14 @@ impl Model {
             head_dim: c.head_dim,
         };
         let sources = &s.sources;
+        let causal = c.causal;
+        let last = |seq: usize, pos: usize| {
+            if causal {
+                pos
+            } else {
+                seqs[seq].cache.len() + seqs[seq].tokens.len() - 1
+            }
+        };
         let len = n * c.q_dim();
         let (queries, out) = (&s.q[..len], &mut s.attn[..len]);
         // Every cache keeps a layer the same way: a ring on sliding-window layers, blocks on
@@ -229,14 +240,20 @@ impl Model {
             let row = |i: usize| {
                 let RowSource { seq, pos } = sources[i];
                 let rows = seqs[seq].cache.ring_rows(layer);
-                (pos, rows.expect("a sliding-window layer keeps a ring"))
+                (
+                    last(seq, pos),
+                    rows.expect("a sliding-window layer keeps a ring"),
+                )
             };
             ops::attention(&shape, params, sinks, queries, row, out);
         } else {
             let row = |i: usize| {
                 let RowSource { seq, pos } = sources[i];
                 let rows = seqs[seq].cache.paged_rows(layer);
-                (pos, rows.expect("a full-attention layer keeps blocks"))
+                (
+                    last(seq, pos),
+                    rows.expect("a full-attention layer keeps blocks"),
+                )
             };
             ops::attention(&shape, params, sinks, queries, row, out);
         }

@@ -56,6 +56,30 @@ pub struct YarnScaling {
     pub original_context: usize,
 }
 
+/// How an embedding is made from the final hidden states of a sequence's tokens (GGUF
+/// `{arch}.pooling_type`, llama.cpp's `llama_pooling_type`); each token's state is taken after
+/// the output norm, when the model has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The average over every token, special tokens included (1).
+    Mean,
+    /// The first token's state (`[CLS]`) (2).
+    Cls,
+    /// The last token's state (3): a decoder embedder appends an end token for it.
+    Last,
+}
+
+impl Pooling {
+    /// llama.cpp's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mean => "mean",
+            Self::Cls => "cls",
+            Self::Last => "last",
+        }
+    }
+}
+
 /// Mixture-of-experts feed-forward blocks: a router picks `used` of `count` experts per token.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MoeConfig {
@@ -179,6 +203,16 @@ pub struct ModelConfig {
     pub gated_attention: bool,
     /// How the weights are laid out in tensors.
     pub layout: TensorLayout,
+    /// Whether a token attends only to the tokens before it (a decoder); an encoder's tokens
+    /// see the whole sequence.
+    pub causal: bool,
+    /// BERT's post-norm layout: token types and a norm of the embeddings, a norm of the
+    /// residual stream after each residual add, no norm before the attention, the FFN or
+    /// the head.
+    pub post_norm: bool,
+    /// How the model pools an embedding, when it is an embedding model (`None`: a language
+    /// model only).
+    pub pooling: Option<Pooling>,
 }
 
 /// How an architecture stores q, k and v.
@@ -280,9 +314,12 @@ impl ModelConfig {
             embedding_scale: self.embedding_scale,
             token_embd: Presence::Required,
             position_embd: learned.then_some(Presence::Required),
+            token_types: self.post_norm.then_some(Presence::Required),
+            embedding_norm: self.post_norm.then(|| norm(Role::TokenEmbdNorm)),
+            causal: self.causal,
             rope_freqs: (!learned).then_some(Presence::Optional),
             blocks: (0..self.layers).map(|layer| self.block(layer)).collect(),
-            output_norm: norm(self.layout.output_norm),
+            output_norm: (!self.post_norm).then(|| norm(self.layout.output_norm)),
             output: Some(Presence::Optional),
             output_bias: Some(Presence::Optional),
             final_softcap: self.final_softcap,
@@ -341,7 +378,11 @@ impl ModelConfig {
     /// The stages of `layer`.
     fn block(&self, layer: usize) -> Block<Presence> {
         let norm = |role| self.norm(role);
-        let mut stages = vec![Stage::AttentionNorm(norm(Role::AttnNorm))];
+        let mut stages = if self.post_norm {
+            Vec::new()
+        } else {
+            vec![Stage::AttentionNorm(norm(Role::AttnNorm))]
+        };
         match self.recurrence_of(layer) {
             Some(recurrence) => stages.push(self.recurrent_stage(recurrence)),
             None => self.attention_stages(layer, &mut stages),
@@ -434,6 +475,16 @@ impl ModelConfig {
         };
         if self.parallel_block {
             stages.extend([dense(), Stage::ParallelResidual]);
+            return;
+        }
+        if self.post_norm {
+            stages.extend([
+                Stage::AttentionResidual,
+                Stage::ResidualNorm(norm(Role::AttnOutputNorm)),
+                dense(),
+                Stage::FfnResidual,
+                Stage::ResidualNorm(norm(Role::LayerOutputNorm)),
+            ]);
             return;
         }
         stages.extend([

@@ -45,6 +45,24 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// The embeddings of the last pass's sequences that wanted one
+    /// ([`Logits::Pooled`](crate::forward::Logits::Pooled)), `[rows, hidden]` in the order of
+    /// those sequences: they are written to the block-output buffer, free once the layers are
+    /// done.
+    pub fn pooled(&self, rows: usize, hidden: usize) -> &[f32] {
+        &self.out[..rows * hidden]
+    }
+
+    /// The first `rows` logits rows and the first `pooled` embeddings of the last pass.
+    pub(crate) fn split_output(
+        &mut self,
+        rows: usize,
+        pooled: usize,
+        hidden: usize,
+    ) -> (&mut [f32], &[f32]) {
+        (&mut self.logits[..rows], &self.out[..pooled * hidden])
+    }
+
     /// Bytes of the f32 buffers (the quantized-activation buffer aside).
     pub fn bytes(&self) -> usize {
         let buffers = [

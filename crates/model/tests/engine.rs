@@ -105,7 +105,7 @@ fn run_together(engine: &mut Engine<'_>, requests: Vec<Request>) -> Vec<Vec<u32>
                 finished += 1;
             }
             Event::Failed { error, .. } => panic!("{error}"),
-            Event::Token { .. } => {}
+            Event::Token { .. } | Event::Embedding { .. } => {}
         });
     }
     tokens

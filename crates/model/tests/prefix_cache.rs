@@ -125,6 +125,7 @@ fn finish_all(engine: &mut Engine<'_>, ids: &[SeqId]) -> (Vec<(Outcome, usize)>,
                 }
             }
             Event::Failed { error, .. } => panic!("{error}"),
+            Event::Embedding { .. } => {}
         });
         most_blocks = most_blocks.max(engine.kv_pool_stats().blocks_in_use);
     }

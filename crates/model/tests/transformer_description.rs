@@ -48,6 +48,7 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
                     Stage::PostFfnNorm(_) => "post_ffn_norm",
                     Stage::FfnResidual => "x+=h",
                     Stage::ParallelResidual => "x+=out+h",
+                    Stage::ResidualNorm(_) => "x=norm(x)",
                 })
                 .collect()
         })
@@ -92,6 +93,25 @@ fn hybrid_layers_mix_by_recurrence_or_by_attention_as_their_metadata_says() {
         stage_names("qwen35-tiny-q8_0"),
         [delta.clone(), delta.clone(), delta, gated]
     );
+}
+
+#[test]
+fn a_bert_block_is_post_norm_and_reads_the_residual_stream() {
+    for block in stage_names("bert-embd-tiny-f32") {
+        assert_eq!(
+            block,
+            [
+                "qkv",
+                "attention",
+                "attn_output",
+                "x+=out",
+                "x=norm(x)",
+                "ffn",
+                "x+=h",
+                "x=norm(x)"
+            ]
+        );
+    }
 }
 
 #[test]

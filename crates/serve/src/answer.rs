@@ -52,6 +52,7 @@ pub(crate) async fn whole(receiver: &mut EventReceiver) -> Result<Whole, ApiErro
                 });
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),
+            Event::Embedding { .. } => {}
         }
     }
     Err(ApiError::internal(STOPPED_EARLY))

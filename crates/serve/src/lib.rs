@@ -39,6 +39,7 @@ mod chat;
 mod compile;
 mod config;
 mod connections;
+mod embeddings;
 mod error;
 mod grammar;
 mod logprob_json;

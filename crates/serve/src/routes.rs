@@ -202,6 +202,7 @@ async fn generate(
         events,
         arrived,
         choices,
+        index: 0,
     };
     submit(&state, &served, job)?;
     let meta = ResponseMeta::new(endpoint, &served.model_id);
@@ -305,6 +306,7 @@ async fn collect_response(
                 }
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),
+            Event::Embedding { .. } => {}
         }
     }
     Err(ApiError::internal(answer::STOPPED_EARLY))
@@ -463,6 +465,7 @@ fn stream_response(
                     s.done = true;
                 }
             }
+            Some(Event::Embedding { .. }) => {}
             Some(Event::Failed(message)) => {
                 out.push_str(&sse(&ApiError::internal(message).body()));
                 out.push_str("data: [DONE]\n\n");

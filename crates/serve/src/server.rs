@@ -112,7 +112,9 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
     });
     let policy = Arc::new(RequestPolicy::new(&config, address));
     // The other APIs' routes, keyed like OpenAI's; errors on Anthropic's paths in its shape.
-    let apis = crate::anthropic::routes().merge(crate::responses::routes());
+    let apis = crate::anthropic::routes()
+        .merge(crate::responses::routes())
+        .merge(crate::embeddings::routes());
     let app = crate::routes::router(Arc::clone(&state), policy, apis).layer(
         axum::middleware::from_fn(crate::anthropic::anthropic_errors),
     );

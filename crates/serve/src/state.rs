@@ -37,6 +37,20 @@ pub struct Served {
 }
 
 impl Served {
+    /// Refuses a generation request for an encoder, which makes embeddings only.
+    pub fn check_generates(&self) -> Result<(), crate::error::ApiError> {
+        if self.ready.loaded.model.config.causal {
+            return Ok(());
+        }
+        Err(crate::error::ApiError::invalid(
+            "model",
+            format!(
+                "the model `{}` is an encoder: it makes embeddings (/v1/embeddings), not text",
+                self.model_id
+            ),
+        ))
+    }
+
     /// Whether the engine thread has ended (it only does at shutdown, or if it failed).
     pub fn engine_stopped(&self) -> bool {
         self.engine

@@ -89,6 +89,7 @@ pub fn validate(
     cancel: &CancelFlag,
 ) -> Result<Validated, ApiError> {
     check_model(req.model.as_deref(), served)?;
+    served.check_generates()?;
     let vocab = served.ready.loaded.model.config.vocab_size;
     let checked = check(&req, endpoint, vocab)?;
     let tool_format = served
@@ -215,6 +216,7 @@ pub fn validate(
             // Set as the request is queued, from its API key.
             tenant: 0,
             shown_controls,
+            embed: false,
         },
         stream: checked.stream,
         include_usage: checked.include_usage,

@@ -398,6 +398,9 @@ pub enum Stage<H: Handles> {
     FfnResidual,
     /// `x += out + h`: attention and FFN both read the normed input (a parallel block).
     ParallelResidual,
+    /// `x = norm(x)` and `h = x`: a post-norm block (BERT) normalises the residual stream
+    /// itself after each residual add, and the next projection reads it unchanged.
+    ResidualNorm(NormWeights<H>),
 }
 
 /// The stages of one decoder layer, in the order they run.

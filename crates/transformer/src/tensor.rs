@@ -92,7 +92,8 @@ pub enum Role {
     FfnUpShexp,
     /// The shared experts' down projection.
     FfnDownShexp,
-    /// The norm before the LM head, where LFM2 keeps it (`token_embd_norm`).
+    /// The norm of the summed embeddings (BERT), or the norm before the LM head where LFM2
+    /// keeps it (`token_embd_norm`).
     TokenEmbdNorm,
     /// The output gate of a gated delta net.
     AttnGate,
@@ -116,11 +117,17 @@ pub enum Role {
     ShortConvInProj,
     /// A short convolution's output projection.
     ShortConvOutProj,
+    /// Token-type embeddings `[types, hidden]` (BERT; row 0 is added to every token).
+    TokenTypes,
+    /// The norm of the residual stream after attention (BERT's post-norm).
+    AttnOutputNorm,
+    /// The norm of the residual stream after the FFN (BERT's post-norm).
+    LayerOutputNorm,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 48] = [
+    pub const ALL: [Role; 51] = [
         Role::TokenEmbd,
         Role::PositionEmbd,
         Role::RopeFreqs,
@@ -169,6 +176,9 @@ impl Role {
         Role::ShortConvConv,
         Role::ShortConvInProj,
         Role::ShortConvOutProj,
+        Role::TokenTypes,
+        Role::AttnOutputNorm,
+        Role::LayerOutputNorm,
     ];
 
     /// The role's part of a GGUF tensor name.
@@ -222,6 +232,9 @@ impl Role {
             Role::ShortConvConv => "shortconv.conv",
             Role::ShortConvInProj => "shortconv.in_proj",
             Role::ShortConvOutProj => "shortconv.out_proj",
+            Role::TokenTypes => "token_types",
+            Role::AttnOutputNorm => "attn_output_norm",
+            Role::LayerOutputNorm => "layer_output_norm",
         }
     }
 
@@ -234,6 +247,7 @@ impl Role {
                 | Role::RopeFreqs
                 | Role::OutputNorm
                 | Role::Output
+                | Role::TokenTypes
                 | Role::TokenEmbdNorm
         )
     }

@@ -7,8 +7,10 @@ use crate::block::{
 };
 use crate::tensor::{Role, TensorName};
 
-/// A decoder-only transformer: token embedding (times `embedding_scale`, plus learned positions
-/// when the model has them), the blocks, then `logits = softcap(lm_head(output_norm(x)) + b)`.
+/// A transformer: token embedding (times `embedding_scale`, plus learned positions and token
+/// type 0 when the model has them, then the embedding norm, if any, as `x` and `h`), the
+/// blocks, then `logits = softcap(lm_head(output_norm(x)) + b)`. An encoder (BERT) has no
+/// output norm; its final `x` is what an embedding pools.
 #[derive(Clone, Debug)]
 pub struct Transformer<H: Handles> {
     /// Vocabulary size (rows of the embedding table and of the LM head).
@@ -29,12 +31,19 @@ pub struct Transformer<H: Handles> {
     pub token_embd: H::Matrix,
     /// `[positions, hidden]` (learned positions only).
     pub position_embd: Option<H::Matrix>,
+    /// `[types, hidden]`: token-type embeddings, of which row 0 is added to every token (BERT).
+    pub token_types: Option<H::Matrix>,
+    /// The norm of the summed embeddings, whose output is both `x` and `h` (BERT).
+    pub embedding_norm: Option<NormWeights<H>>,
+    /// Whether a query sees only the keys up to its own position; otherwise (an encoder) it
+    /// sees every key of its sequence, which must then run in one pass.
+    pub causal: bool,
     /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling).
     pub rope_freqs: Option<H::Vector>,
     /// One block per layer.
     pub blocks: Vec<Block<H>>,
-    /// The norm before the LM head.
-    pub output_norm: NormWeights<H>,
+    /// The norm before the LM head (and before pooling); `None` for a post-norm encoder.
+    pub output_norm: Option<NormWeights<H>>,
     /// The LM head `[vocab, hidden]`; `None` when tied to `token_embd`.
     pub output: Option<H::Matrix>,
     /// `[vocab]`.
@@ -99,6 +108,24 @@ impl<H: Handles> Transformer<H> {
             }
             None => None,
         };
+        let token_types = match &self.token_types {
+            Some(table) => {
+                let t = Tensor {
+                    name: model(Role::TokenTypes),
+                    shape: Shape::Table { cols: self.hidden },
+                };
+                Some(m.matrix(&t, table)?)
+            }
+            None => None,
+        };
+        let mut head = Place {
+            c: self,
+            layer: None,
+        };
+        let embedding_norm = match &self.embedding_norm {
+            Some(norm) => Some(head.norm(norm, self.hidden, m)?),
+            None => None,
+        };
         let rope_dims = self
             .blocks
             .iter()
@@ -126,11 +153,10 @@ impl<H: Handles> Transformer<H> {
             }
             blocks.push(Block { stages });
         }
-        let mut at = Place {
-            c: self,
-            layer: None,
+        let output_norm = match &self.output_norm {
+            Some(norm) => Some(head.norm(norm, self.hidden, m)?),
+            None => None,
         };
-        let output_norm = at.norm(&self.output_norm, self.hidden, m)?;
         let output = match &self.output {
             Some(head) => {
                 m.optional_matrix(&matrix(Role::Output, self.vocab_size, self.hidden), head)?
@@ -157,6 +183,9 @@ impl<H: Handles> Transformer<H> {
             embedding_scale: self.embedding_scale,
             token_embd,
             position_embd,
+            token_types,
+            embedding_norm,
+            causal: self.causal,
             rope_freqs,
             blocks,
             output_norm,
@@ -479,6 +508,7 @@ impl<'t, H: Handles> Place<'t, H> {
             Stage::PostFfnNorm(n) => Stage::PostFfnNorm(self.norm(n, hidden, m)?),
             Stage::FfnResidual => Stage::FfnResidual,
             Stage::ParallelResidual => Stage::ParallelResidual,
+            Stage::ResidualNorm(n) => Stage::ResidualNorm(self.norm(n, hidden, m)?),
         }))
     }
 }

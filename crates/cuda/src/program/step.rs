@@ -114,6 +114,10 @@ impl Sequence<'_, '_> {
                 ],
             );
         }
+        if let Some(norm) = &c.embedding_norm {
+            self.norm(norm, work.x, work.h, self.n);
+            self.norm(norm, work.x, work.x, self.n);
+        }
     }
 
     /// `out[rows, d] = norm(x[rows, d])` (`x` and `out` may be the same buffer).
@@ -254,6 +258,10 @@ impl Sequence<'_, '_> {
                 Stage::PostFfnNorm(norm) => self.norm(norm, work.h, work.h, n),
                 Stage::FfnResidual => self.add(&[work.x, work.h], len),
                 Stage::ParallelResidual => self.add(&[work.x, work.out, work.h], len),
+                Stage::ResidualNorm(norm) => {
+                    self.norm(norm, work.x, work.h, n);
+                    self.norm(norm, work.x, work.x, n);
+                }
             }
         }
     }
@@ -597,7 +605,10 @@ impl Sequence<'_, '_> {
         let c = self.b.model;
         let work = *self.b.work;
         let x = at(work.x, first * c.hidden);
-        self.norm(&c.output_norm, x, work.h, rows);
+        // The upload plan refuses a model without an output norm.
+        if let Some(norm) = &c.output_norm {
+            self.norm(norm, x, work.h, rows);
+        }
         self.matmul(
             c.lm_head(),
             c.output_bias,

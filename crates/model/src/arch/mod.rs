@@ -3,6 +3,7 @@
 //! An `arch/<name>.rs` file only reads that architecture's hyperparameters and sets features;
 //! the decoder block is shared. An architecture not listed here is an error, never a fallback.
 
+mod bert;
 mod deepseek;
 mod gemma;
 mod glm;
@@ -16,7 +17,7 @@ mod qwen;
 
 use rinfer_formats::gguf::Metadata;
 
-use crate::config::{ModelConfig, NormKind, Positional, Rope, RopeStyle, TensorLayout};
+use crate::config::{ModelConfig, NormKind, Pooling, Positional, Rope, RopeStyle, TensorLayout};
 use crate::error::ModelError;
 
 /// An architecture's mapping from metadata to configuration.
@@ -38,6 +39,7 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("deepseek2", deepseek::deepseek2),
     ("lfm2", hybrid::lfm2),
     ("qwen35", hybrid::qwen35),
+    ("bert", bert::config),
 ];
 
 /// The names of the supported architectures.
@@ -139,6 +141,13 @@ impl Hparams<'_> {
         }
     }
 
+    fn bool_or(&self, suffix: &str, default: bool) -> Result<bool, ModelError> {
+        match self.metadata.get(&self.key(suffix)) {
+            None => Ok(default),
+            Some(_) => Ok(self.metadata.get_bool(&self.key(suffix))?),
+        }
+    }
+
     fn f32_or(&self, suffix: &str, default: f32) -> Result<f32, ModelError> {
         match self.metadata.get(&self.key(suffix)) {
             None => Ok(default),
@@ -218,6 +227,30 @@ impl Hparams<'_> {
             recurrent: None,
             gated_attention: false,
             layout: TensorLayout::LLAMA,
+            causal: true,
+            post_norm: false,
+            pooling: self.pooling()?,
+        })
+    }
+
+    /// The pooling of an embedding model (`{arch}.pooling_type`; absent or 0: none).
+    fn pooling(&self) -> Result<Option<Pooling>, ModelError> {
+        Ok(match self.usize_or("pooling_type", 0)? {
+            0 => None,
+            1 => Some(Pooling::Mean),
+            2 => Some(Pooling::Cls),
+            3 => Some(Pooling::Last),
+            4 => {
+                return Err(ModelError::InvalidConfig(
+                    "rerank models (pooling type 4, rank) are not supported yet".into(),
+                ));
+            }
+            other => {
+                return Err(ModelError::InvalidConfig(format!(
+                    "unknown pooling type {other} (llama.cpp knows 0 none, 1 mean, 2 cls, 3 last, \
+                     4 rank)"
+                )));
+            }
         })
     }
 

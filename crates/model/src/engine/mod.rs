@@ -31,6 +31,7 @@
 mod constraint;
 mod device;
 mod draft_model;
+mod embed;
 mod executor;
 mod generate;
 mod logprobs;
@@ -55,6 +56,7 @@ use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
 pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
 use draft_model::{DraftModel, Want};
+pub use embed::normalize;
 use executor::{Executor, SeqCache, Sizes};
 use prefix_cache::BlockStore;
 pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
@@ -352,6 +354,33 @@ impl<'m> Engine<'m> {
         if let Some(&id) = request.prompt.iter().find(|&&t| t as usize >= vocab) {
             return Err(ModelError::TokenOutOfRange { id, vocab });
         }
+        let config = &self.loaded.model.config;
+        if request.embed {
+            if config.pooling.is_none() {
+                return Err(ModelError::InvalidRequest(format!(
+                    "this {} model is not an embedding model (its GGUF has no pooling type); \
+                     load one that has, such as a BERT or a Qwen3 embedding model",
+                    config.arch
+                )));
+            }
+            // The whole prompt runs in one pass, beside one row of every other sequence.
+            let one_pass = self.settings.max_batch + 1 - self.settings.max_sequences;
+            if request.prompt.len() > one_pass.min(self.settings.context) {
+                return Err(ModelError::InvalidRequest(format!(
+                    "the input has {} tokens; an embedding takes at most {} (the batch size and \
+                     the context)",
+                    request.prompt.len(),
+                    one_pass.min(self.settings.context)
+                )));
+            }
+            return Ok(());
+        }
+        if !config.causal {
+            return Err(ModelError::InvalidRequest(format!(
+                "this {} model is an encoder: it makes embeddings, not text",
+                config.arch
+            )));
+        }
         if request.prompt.len().saturating_add(request.max_tokens) > self.settings.context {
             return Err(ModelError::ContextOverflow {
                 prompt: request.prompt.len(),
@@ -366,11 +395,13 @@ impl<'m> Engine<'m> {
     /// cached prefix is reused, not computed.
     pub fn add(&mut self, request: Request) -> Result<SeqId, ModelError> {
         self.validate(&request)?;
+        // An embedding computes its whole prompt (an encoder's keys depend on all of it).
+        let reusable: &[u32] = if request.embed { &[] } else { &request.prompt };
         let Some(Placement {
             slot,
             reused,
             chain,
-        }) = self.place(&request.prompt, request.tenant)
+        }) = self.place(reusable, request.tenant)
         else {
             return Err(ModelError::EngineFull(self.settings.max_sequences));
         };
@@ -383,6 +414,10 @@ impl<'m> Engine<'m> {
         self.next_id += 1;
         let vocab = self.loaded.model.config.vocab_size;
         let tokenizer = &self.loaded.tokenizer;
+        let pooling = request
+            .embed
+            .then_some(self.loaded.model.config.pooling)
+            .flatten();
         self.running.push(Sequence::new(
             id,
             slot,
@@ -390,6 +425,7 @@ impl<'m> Engine<'m> {
             request,
             (tokenizer, vocab),
             self.settings.speculation,
+            pooling,
         ));
         Ok(id)
     }
@@ -467,11 +503,20 @@ impl<'m> Engine<'m> {
         if let Some(draft) = &mut self.draft {
             guess_with(draft, &mut self.running, &mut rows);
         }
+        // An embedding's prompt runs whole, within the rows left, or waits.
+        let mut room = spare;
         let mut budget = chunk.min(spare);
         let mut plan = Vec::with_capacity(self.running.len());
         for (i, (seq, n)) in self.running.iter().zip(rows).enumerate() {
             if n > 0 {
                 plan.push((i, n));
+            } else if seq.pooling.is_some() {
+                let n = seq.prompt_left();
+                if n <= room {
+                    room -= n;
+                    budget = budget.min(room);
+                    plan.push((i, n));
+                }
             } else if budget > 0 {
                 let mut n = seq.prompt_left().min(budget);
                 // A recurrent state is kept for the prefix cache only where a pass ends, so
@@ -482,6 +527,7 @@ impl<'m> Engine<'m> {
                     n = boundary - held;
                 }
                 budget -= n;
+                room -= n;
                 plan.push((i, n));
             }
         }
@@ -525,25 +571,32 @@ impl<'m> Engine<'m> {
                 let cache = by_slot[seq.slot]
                     .take()
                     .expect("each running sequence holds its own slot");
-                let wanted = if seq.prompt_left() == 0 && n > 1 {
-                    Logits::All
-                } else {
-                    Logits::Last
+                let wanted = match seq.pooling {
+                    Some(pooling) => Logits::Pooled(pooling),
+                    None if seq.prompt_left() == 0 && n > 1 => Logits::All,
+                    None => Logits::Last,
                 };
                 (seq.next_tokens(n), wanted, cache)
             })
             .collect();
-        let logits = std::panic::catch_unwind(AssertUnwindSafe(|| executor.forward(model, batch)))
-            .unwrap_or(Err(ModelError::ForwardPanicked))?;
+        let executor::Output { logits, mut pooled } =
+            std::panic::catch_unwind(AssertUnwindSafe(|| executor.forward(model, batch)))
+                .unwrap_or(Err(ModelError::ForwardPanicked))?;
 
-        let vocab = model.config.vocab_size;
-        let mut logits = &mut logits[..];
+        let (vocab, hidden) = (model.config.vocab_size, model.config.hidden);
+        let mut logits = logits;
         let mut planned = plan.iter().peekable();
         let mut to_sample = Vec::with_capacity(plan.len());
         for (i, seq) in running.iter_mut().enumerate() {
             let Some(&(_, n)) = planned.next_if(|&&(j, _)| j == i) else {
                 continue;
             };
+            if seq.pooling.is_some() {
+                let (mine, rest) = pooled.split_at(hidden);
+                pooled = rest;
+                on_event(seq.embedded(mine));
+                continue;
+            }
             let decoding = seq.prompt_left() == 0;
             let rows = if decoding { n } else { 1 };
             let (mine, rest) = std::mem::take(&mut logits).split_at_mut(rows * vocab);

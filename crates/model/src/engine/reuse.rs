@@ -139,7 +139,8 @@ impl Engine<'_> {
     /// Frees `seq`'s slot, remembering the tokens its cache holds (none if it failed).
     pub(super) fn release(&mut self, seq: &Sequence<'_>) {
         let history = &mut self.histories[seq.slot];
-        *history = if seq.failed {
+        // An embedding's keys are not reused: an encoder's depend on the whole sequence.
+        *history = if seq.failed || seq.pooling.is_some() {
             Vec::new()
         } else {
             seq.fed(0..self.caches[seq.slot].len())

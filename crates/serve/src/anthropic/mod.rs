@@ -83,6 +83,7 @@ pub async fn messages(
             events,
             arrived,
             choices: 1,
+            index: 0,
         },
     )?;
     let meta = MessageMeta::new(&served.model_id, stops);
@@ -155,6 +156,7 @@ fn stream(
         }
         let out = match s.receiver.recv().await {
             Some(Event::Delta { text, .. }) => s.events.push(&text),
+            Some(Event::Embedding { .. }) => String::new(),
             Some(Event::Done {
                 finish,
                 prompt_tokens,

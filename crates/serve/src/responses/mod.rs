@@ -139,6 +139,7 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Body) -> Result<Re
             events,
             arrived,
             choices: 1,
+            index: 0,
         },
     )?;
     let answer = Answer {
@@ -259,6 +260,7 @@ fn stream(answer: Answer, receiver: EventReceiver, shaper: StreamShaper) -> Resp
                 let deltas = s.shaper.push(&text);
                 s.builder.push(deltas)
             }
+            Some(Event::Embedding { .. }) => String::new(),
             Some(Event::Done {
                 finish,
                 prompt_tokens,

@@ -74,6 +74,9 @@ pub struct Job {
     /// Choices to generate; the first prefills the prompt, the others start once it has and
     /// reuse its blocks (each samples with the seed plus its index).
     pub choices: usize,
+    /// The index of its first choice in its events (an embeddings request sends one job per
+    /// input down one channel; 0 otherwise).
+    pub index: usize,
 }
 
 /// What the engine reports about one request.
@@ -87,6 +90,13 @@ pub enum Event {
         text: String,
         /// One entry per token generated since the last event, when asked for.
         logprobs: Vec<TokenLogprob>,
+    },
+    /// The embedding of an embedding request's input (not normalised); `Done` follows.
+    Embedding {
+        /// The input.
+        index: usize,
+        /// `[hidden]` values.
+        embedding: Vec<f32>,
     },
     /// One choice's generation ended.
     Done {

@@ -227,6 +227,7 @@ fn admit(engine: &mut Engine<'_>, job: Job, flight: &mut InFlight, metrics: &Met
         events,
         arrived,
         choices,
+        index,
     } = job;
     metrics
         .prompt_tokens
@@ -249,7 +250,7 @@ fn admit(engine: &mut Engine<'_>, job: Job, flight: &mut InFlight, metrics: &Met
                     events,
                     arrived,
                     last_token_at: None,
-                    index: 0,
+                    index,
                     tenant,
                     lagging: false,
                 },
@@ -329,6 +330,14 @@ fn relay(event: EngineEvent, flight: &mut InFlight, metrics: &Metrics) {
                     prompt_tokens: timings.prompt_tokens,
                     cached_tokens: timings.cached_tokens,
                     completion_tokens: tokens.len(),
+                });
+            }
+        }
+        EngineEvent::Embedding { id, embedding } => {
+            if let Some(r) = flight.running.get(&id) {
+                let _ = r.events.try_send(Event::Embedding {
+                    index: r.index,
+                    embedding,
                 });
             }
         }
@@ -423,6 +432,7 @@ mod tests {
             events,
             arrived: Instant::now(),
             choices,
+            index: 0,
         };
         (job, receiver)
     }

@@ -25,6 +25,7 @@ mod stream;
 mod token;
 mod token_index;
 mod vocab;
+mod wpm;
 
 use std::ops::Range;
 use std::path::Path;
@@ -85,7 +86,7 @@ pub enum TokenizerError {
     },
     /// `tokenizer.ggml.model` names a tokenizer this crate does not implement.
     #[error(
-        "unsupported tokenizer model \"{0}\" in tokenizer.ggml.model (supported: \"llama\", \"gpt2\")"
+        "unsupported tokenizer model \"{0}\" in tokenizer.ggml.model (supported: \"llama\", \"gpt2\", \"bert\")"
     )]
     UnsupportedModel(String),
     /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement.
@@ -123,6 +124,8 @@ enum Backend {
     Bpe(Box<tokenizers::Tokenizer>),
     /// A whole `tokenizer.json` pipeline ([`hf`]).
     Hf(Box<hf::HfTokenizer>),
+    /// llama.cpp's WordPiece ([`wpm`]), with the longest token's length in bytes.
+    Wpm { max_token_len: usize },
 }
 
 /// A tokenizer: text to token ids and back, with llama.cpp's semantics for GGUF vocabularies.
@@ -177,6 +180,9 @@ impl Tokenizer {
         let vocab = Vocab::from_gguf(meta)?;
         let backend = match vocab.kind {
             VocabKind::Spm => Backend::Spm,
+            VocabKind::Wpm => Backend::Wpm {
+                max_token_len: vocab.tokens.iter().map(|t| t.text.len()).max().unwrap_or(0),
+            },
             VocabKind::Bpe => {
                 const MERGES: &str = "tokenizer.ggml.merges";
                 let items = meta
@@ -377,6 +383,7 @@ impl Tokenizer {
                             .map_err(|e| TokenizerError::Encode(e.to_string()))?;
                         out.extend_from_slice(enc.get_ids());
                     }
+                    Backend::Wpm { max_token_len } => wpm::tokenize(v, *max_token_len, t, &mut out),
                     Backend::Hf(_) => unreachable!("handled above"),
                 },
             }
@@ -556,7 +563,9 @@ fn gguf_pieces(vocab: &Vocab) -> Pieces {
             (TokenType::Control | TokenType::Unknown | TokenType::UserDefined, _) => {
                 t.text.as_bytes().to_vec()
             }
-            (TokenType::Normal, VocabKind::Spm) => t.text.replace('\u{2581}', " ").into_bytes(),
+            (TokenType::Normal, VocabKind::Spm | VocabKind::Wpm) => {
+                t.text.replace('\u{2581}', " ").into_bytes()
+            }
             (TokenType::Normal, VocabKind::Bpe) => byte_decoder.decode(&t.text),
             (TokenType::Byte, VocabKind::Spm) => parse_byte_token(&t.text)
                 .map(|b| vec![b])

@@ -23,6 +23,8 @@ pub(crate) enum VocabKind {
     Spm,
     /// `gpt2`: byte-level BPE with ranked merges and a regex pre-tokenizer.
     Bpe,
+    /// `bert`: WordPiece; `[CLS]` (as BOS) in front and `[SEP]` (as EOS) at the end.
+    Wpm,
 }
 
 /// The loaded vocabulary.
@@ -37,6 +39,8 @@ pub(crate) struct Vocab {
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub eot: Option<u32>,
+    /// The token of a word WordPiece cannot split.
+    pub unk: Option<u32>,
     pub eog: BTreeSet<u32>,
     pub add_bos: bool,
     pub add_eos: bool,
@@ -220,6 +224,7 @@ impl Vocab {
         let kind = match model {
             "llama" => VocabKind::Spm,
             "gpt2" => VocabKind::Bpe,
+            "bert" => VocabKind::Wpm,
             other => return Err(TokenizerError::UnsupportedModel(other.into())),
         };
         let pre = match meta.get("tokenizer.ggml.pre") {
@@ -284,6 +289,7 @@ impl Vocab {
         let (mut bos, mut eos, mut add_bos, mut add_space_prefix, mut clean_spaces) = match kind {
             VocabKind::Spm => (Some(1), Some(2), true, true, false),
             VocabKind::Bpe => (None, None, false, false, true),
+            VocabKind::Wpm => (Some(101), Some(102), true, false, true),
         };
         if kind == VocabKind::Bpe {
             match pre.as_str() {
@@ -292,7 +298,7 @@ impl Vocab {
                 _ => {}
             }
         }
-        let mut add_eos = false;
+        let mut add_eos = kind == VocabKind::Wpm;
         if let Some(v) = flag(meta, "tokenizer.ggml.add_space_prefix")? {
             add_space_prefix = v;
         }
@@ -319,6 +325,17 @@ impl Vocab {
         }
         if let Some(id) = id_key("tokenizer.ggml.eos_token_id")? {
             eos = Some(id);
+        }
+        let mut unk = id_key("tokenizer.ggml.unknown_token_id")?;
+        if kind == VocabKind::Wpm {
+            // llama.cpp adds `[CLS]` and `[SEP]` around a WordPiece text.
+            if let Some(id) = id_key("tokenizer.ggml.cls_token_id")? {
+                bos = Some(id);
+            }
+            if let Some(id) = id_key("tokenizer.ggml.seperator_token_id")? {
+                eos = Some(id);
+            }
+            unk = unk.or(Some(100)).filter(|&id| (id as usize) < n_tokens);
         }
         let eot = id_key("tokenizer.ggml.eot_token_id")?;
         let eom = id_key("tokenizer.ggml.eom_token_id")?;
@@ -367,6 +384,7 @@ impl Vocab {
             bos,
             eos,
             eot,
+            unk,
             eog,
             add_bos,
             add_eos,
