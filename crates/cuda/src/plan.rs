@@ -4,7 +4,7 @@
 //! cannot handle.
 
 use rinfer_transformer::{
-    Block, Experts, Ffn, Handles, Mapper, Router, Shape, Tensor, Transformer,
+    Block, Experts, Ffn, Handles, Mapper, Qkv, Router, Shape, Stage, Tensor, Transformer,
 };
 
 use crate::error::CudaError;
@@ -334,12 +334,33 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
 
 /// Every stage a GPU kernel runs: an error naming the first layer whose stages it does not.
 fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
+    let unsupported = |what: String| {
+        Err(CudaError::Unsupported(format!(
+            "{what}, which the CUDA backend does not run yet; use --device cpu"
+        )))
+    };
+    if c.per_layer_inputs.is_some() {
+        return unsupported("the model has per-layer inputs (gemma4)".into());
+    }
     for (index, block) in c.blocks.iter().enumerate() {
         if block.experts().is_some_and(|e| e.ffn == Ffn::Gelu) {
-            return Err(CudaError::Unsupported(format!(
-                "layer {index} uses ungated experts, which the CUDA backend does not run yet; \
-                 use --device cpu"
-            )));
+            return unsupported(format!("layer {index} uses ungated experts"));
+        }
+        if block.heads != c.model_heads() {
+            return unsupported(format!(
+                "layer {index} has heads of its own ({} of {} values over {} kv heads)",
+                block.heads.heads, block.heads.head_dim, block.heads.kv_heads
+            ));
+        }
+        for stage in &block.stages {
+            let what = match stage {
+                Stage::ValueNorm { .. } => "normed values",
+                Stage::Qkv(Qkv::OptionalValue { .. }) => "values that may be its keys",
+                Stage::PerLayerInput { .. } => "a per-layer input",
+                Stage::OutputScale(_) => "a scaled output",
+                _ => continue,
+            };
+            return unsupported(format!("layer {index} has {what} (gemma4)"));
         }
     }
     Ok(())

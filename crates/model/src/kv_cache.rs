@@ -128,7 +128,7 @@ impl KvCache {
         let capacity = Self::blocks_for(context)
             .checked_mul(sequences)
             .ok_or_else(overflow)?;
-        let pool = BlockPool::new(kv_type, config.kv_dim(), paged, capacity)?;
+        let pool = BlockPool::new(kv_type, config.paged_kv_dim(), paged, capacity)?;
         (0..sequences)
             .map(|_| Self::in_pool(config, &pool, context, max_batch))
             .collect()
@@ -143,7 +143,6 @@ impl KvCache {
         let overflow = || ModelError::SizeOverflow {
             what: format!("a KV cache of {context} positions"),
         };
-        let kv_dim = config.kv_dim();
         let mut paged = 0;
         let layers = (0..config.layers)
             .map(|layer| {
@@ -152,6 +151,7 @@ impl KvCache {
                     return Ok(LayerStore::Paged { index: paged - 1 });
                 }
                 let slots = Self::slots(config, layer, context, max_batch);
+                let kv_dim = config.heads_of(layer).kv_dim();
                 let rows = || KvRows::new(pool.kv_type(), slots, kv_dim).ok_or_else(overflow);
                 Ok(LayerStore::Ring {
                     keys: rows()?,
@@ -173,14 +173,15 @@ impl KvCache {
     /// values, as in llama.cpp).
     pub fn check_type(config: &ModelConfig, kv_type: KvType) -> Result<(), ModelError> {
         let block = kv_type.block_values();
-        if config.head_dim.is_multiple_of(block) {
-            Ok(())
-        } else {
-            Err(ModelError::InvalidConfig(format!(
+        let misfit = (0..config.layers)
+            .map(|layer| config.heads_of(layer).head_dim)
+            .find(|head_dim| !head_dim.is_multiple_of(block));
+        match misfit {
+            None => Ok(()),
+            Some(head_dim) => Err(ModelError::InvalidConfig(format!(
                 "a {kv_type} KV cache needs heads of a multiple of {block} values, and this \
-                 model's have {}: choose --kv-type f16 or f32",
-                config.head_dim
-            )))
+                 model's have {head_dim}: choose --kv-type f16 or f32"
+            ))),
         }
     }
 
@@ -213,10 +214,11 @@ impl KvCache {
         context: usize,
         max_batch: usize,
     ) -> Option<usize> {
-        let row_bytes = kv_type.row_bytes(config.kv_dim())?.checked_mul(2)?;
         let paged_rows = Self::blocks_for(context).checked_mul(BLOCK_TOKENS)?;
         (0..config.layers)
             .try_fold(0usize, |total, layer| {
+                let kv_dim = config.heads_of(layer).kv_dim();
+                let row_bytes = kv_type.row_bytes(kv_dim)?.checked_mul(2)?;
                 let rows = match config.window_of(layer) {
                     Some(_) => Self::slots(config, layer, context, max_batch),
                     None => paged_rows,
@@ -299,6 +301,14 @@ impl KvCache {
         match self.layers[layer] {
             LayerStore::Ring { slots, .. } => slots,
             LayerStore::Paged { .. } => self.context,
+        }
+    }
+
+    /// Bytes of one key (or value) row of `layer`.
+    pub(crate) fn row_len(&self, layer: usize) -> usize {
+        match &self.layers[layer] {
+            LayerStore::Ring { keys, .. } => keys.row_bytes(0).len(),
+            LayerStore::Paged { .. } => self.pool.row_bytes(),
         }
     }
 

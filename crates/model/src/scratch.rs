@@ -30,6 +30,12 @@ pub struct Scratch {
     pub(crate) up: Vec<f32>,
     /// Logits `[n, vocab]`.
     pub(crate) logits: Vec<f32>,
+    /// Every row's input to each layer `[n, layers · width]` (gemma4's per-layer embeddings;
+    /// empty without them).
+    pub(crate) per_layer: Vec<f32>,
+    /// The projection of every row's embedding to its per-layer inputs `[n, layers · width]`,
+    /// then one layer's gated per-layer input `[n, width]`.
+    pub(crate) per_layer_gate: Vec<f32>,
     /// Mixture-of-experts buffers (empty for dense models).
     pub(crate) moe: MoeScratch,
     /// Sequence and position of every row of the batch.
@@ -53,6 +59,8 @@ impl Scratch {
             &self.gate,
             &self.up,
             &self.logits,
+            &self.per_layer,
+            &self.per_layer_gate,
         ];
         buffers.iter().map(|b| b.len() * 4).sum::<usize>() + self.moe.bytes()
     }
@@ -71,7 +79,8 @@ impl Scratch {
             + 2 * config.q_dim()
             + 2 * config.kv_dim()
             + fused
-            + 2 * config.ffn_dim;
+            + 2 * config.ffn_dim
+            + per_layer_floats(config).checked_mul(2)?;
         let rows = n.checked_mul(per_row.checked_add(MoeScratch::floats_per_row(config)?)?)?;
         let logits = logit_rows.checked_mul(config.vocab_size)?;
         rows.checked_add(logits)?
@@ -106,15 +115,26 @@ impl Scratch {
             gate: vec![0.0; n * config.ffn_dim],
             up: vec![0.0; n * config.ffn_dim],
             logits: vec![0.0; logit_rows * config.vocab_size],
+            per_layer: vec![0.0; n * per_layer_floats(config)],
+            per_layer_gate: vec![0.0; n * per_layer_floats(config)],
             moe: MoeScratch::new(config, n),
             sources: Vec::with_capacity(n),
             act: rinfer_kernels::ActivationBuffer::for_matmul(
                 n,
                 config.hidden.max(config.ffn_dim).max(config.q_dim()),
-                config.vocab_size.max(fused).max(config.hidden),
+                config
+                    .vocab_size
+                    .max(fused)
+                    .max(config.hidden)
+                    .max(per_layer_floats(config)),
             ),
         }
     }
+}
+
+/// Per-layer input values of one row: every layer's width (0 without per-layer inputs).
+fn per_layer_floats(config: &ModelConfig) -> usize {
+    config.per_layer_input.unwrap_or(0).saturating_mul(config.layers)
 }
 
 /// The buffers of the mixture-of-experts stages, for `n` rows routed to `k` experts each.

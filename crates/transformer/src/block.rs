@@ -18,17 +18,23 @@
 //! stream, `h` the normed input (and then the FFN's output), `q`, `k`, `v` the projections,
 //! `attn` the attention output and `out` its projection.
 //!
+//! Layers may differ in their heads ([`Block::heads`]: gemma4's full-attention layers have
+//! wider heads and fewer of them than its sliding-window ones), so a layer's q, k and v widths
+//! are its block's, and so are the rows its KV cache keeps.
+//!
 //! A mixture-of-experts layer replaces [`Stage::Ffn`] by [`Stage::Router`], which picks each
 //! row's experts and their weights, and [`Stage::Experts`], which runs only those experts and
 //! sums their outputs into `h`.
 //!
 //! ```
-//! use rinfer_transformer::{Block, Linear, Norm, NormKind, NormWeights, Qkv, Role, Stage};
+//! use rinfer_transformer::{Block, Heads, Linear, Norm, NormKind, NormWeights, Qkv, Role, Stage};
 //!
 //! // A block without positions or attention, with `()` for every weight, to show the list.
 //! let norm = |role| NormWeights { role, params: Norm { kind: NormKind::Rms, eps: 1e-6 }, weight: (), bias: None };
 //! let linear = || Linear { weight: (), bias: None };
+//! let heads = Heads { heads: 4, kv_heads: 2, head_dim: 16 };
 //! let block: Block<()> = Block {
+//!     heads,
 //!     stages: vec![
 //!         Stage::AttentionNorm(norm(Role::AttnNorm)),
 //!         Stage::Qkv(Qkv::Fused(linear())),
@@ -41,7 +47,7 @@
 
 use std::fmt::Debug;
 
-use crate::params::{AttentionParams, Experts, Ffn, Norm, RopeParams, Router};
+use crate::params::{AttentionParams, Experts, Ffn, Heads, Norm, RopeParams, Router};
 use crate::tensor::{Role, TensorName};
 
 /// The weight handles of one use of the tree: what a matrix, a vector and a layer's stacked
@@ -188,6 +194,16 @@ pub enum Qkv<H: Handles> {
     },
     /// One matrix `[q_dim + 2·kv_dim, hidden]`, output q | k | v.
     Fused(Linear<H>),
+    /// Separate q and k, and v where the file has it; without it the values are the keys as
+    /// projected, before any norm or rotation (gemma4's full-attention layers).
+    OptionalValue {
+        /// Queries.
+        q: Linear<H>,
+        /// Keys.
+        k: Linear<H>,
+        /// Values, if the layer has its own.
+        v: Option<Linear<H>>,
+    },
 }
 
 /// How the FFN's first projection is stored.
@@ -221,6 +237,11 @@ pub enum Stage<H: Handles> {
         q: H::Vector,
         /// Scale of every key head.
         k: H::Vector,
+    },
+    /// Every head of `v` RMS-normed without a scale (gemma4).
+    ValueNorm {
+        /// Added to the variance.
+        eps: f32,
     },
     /// `q` and `k` rotated at each row's position (with the model's per-frequency factors, if
     /// it has them).
@@ -274,11 +295,25 @@ pub enum Stage<H: Handles> {
     FfnResidual,
     /// `x += out + h`: attention and FFN both read the normed input (a parallel block).
     ParallelResidual,
+    /// `x += norm(proj(gelu(gate(x)) ⊙ input))` with the row's input to this layer from
+    /// [`Transformer::per_layer_inputs`] (gemma4's per-layer embeddings).
+    PerLayerInput {
+        /// `[width, hidden]`.
+        gate: Linear<H>,
+        /// `[hidden, width]`.
+        proj: Linear<H>,
+        /// The norm of the projection.
+        norm: NormWeights<H>,
+    },
+    /// `x *= scale`, a one-value tensor (gemma4's `layer_output_scale`).
+    OutputScale(H::Vector),
 }
 
 /// The stages of one decoder layer, in the order they run.
 #[derive(Clone, Debug)]
 pub struct Block<H: Handles> {
+    /// The layer's attention heads: the widths of its q, k and v and of its KV cache rows.
+    pub heads: Heads,
     /// The stages.
     pub stages: Vec<Stage<H>>,
 }
@@ -322,6 +357,22 @@ impl<H: Handles> Block<H> {
     }
 }
 
+/// Gemma 4's per-layer inputs: each token gets a `width`-wide input for every layer, computed
+/// once from its id and its scaled input embedding `x0`:
+/// `input_l = (rms_norm(model_proj(x0) / sqrt(hidden))_l ⊙ proj_norm + token_embd[tok]_l ·
+/// sqrt(width)) / sqrt(2)`, where `_l` is layer `l`'s slice of `width` values.
+#[derive(Clone, Debug)]
+pub struct PerLayerInputs<H: Handles> {
+    /// Values per layer.
+    pub width: usize,
+    /// `[vocab, width · layers]`.
+    pub token_embd: H::Matrix,
+    /// `[width · layers, hidden]`.
+    pub model_proj: H::Matrix,
+    /// The RMSNorm of each layer's slice of the projection, `[width]`.
+    pub proj_norm: NormWeights<H>,
+}
+
 /// A decoder-only transformer: token embedding (times `embedding_scale`, plus learned positions
 /// when the model has them), the blocks, then `logits = softcap(lm_head(output_norm(x)) + b)`.
 #[derive(Clone, Debug)]
@@ -330,11 +381,11 @@ pub struct Transformer<H: Handles> {
     pub vocab_size: usize,
     /// Width of the residual stream.
     pub hidden: usize,
-    /// Query heads.
+    /// Query heads of most layers (each block has its own [`Block::heads`]).
     pub heads: usize,
-    /// Key/value heads (fewer than `heads` under grouped-query attention).
+    /// Key/value heads (fewer than `heads` under grouped-query attention) of most layers.
     pub kv_heads: usize,
-    /// Width of one head.
+    /// Width of one head of most layers.
     pub head_dim: usize,
     /// Inner width of the feed-forward block.
     pub ffn_dim: usize,
@@ -344,8 +395,11 @@ pub struct Transformer<H: Handles> {
     pub token_embd: H::Matrix,
     /// `[positions, hidden]` (learned positions only).
     pub position_embd: Option<H::Matrix>,
-    /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling).
+    /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling, gemma4's
+    /// proportional RoPE), on the layers whose RoPE takes [`RopeParams::factors`].
     pub rope_freqs: Option<H::Vector>,
+    /// Every layer's extra input per token (gemma4).
+    pub per_layer_inputs: Option<PerLayerInputs<H>>,
     /// One block per layer.
     pub blocks: Vec<Block<H>>,
     /// The norm before the LM head.
@@ -364,14 +418,28 @@ impl<H: Handles> Transformer<H> {
         self.blocks.len()
     }
 
-    /// Width of all query heads together.
+    /// Width of all query heads together (of most layers).
     pub fn q_dim(&self) -> usize {
         self.heads * self.head_dim
     }
 
-    /// Width of all key (or value) heads together.
+    /// Width of all key (or value) heads together (of most layers).
     pub fn kv_dim(&self) -> usize {
         self.kv_heads * self.head_dim
+    }
+
+    /// The heads of most layers, as [`Transformer::heads`] and its neighbours give them.
+    pub fn model_heads(&self) -> Heads {
+        Heads {
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+        }
+    }
+
+    /// Whether every layer has the model's heads.
+    pub fn uniform_heads(&self) -> bool {
+        self.blocks.iter().all(|b| b.heads == self.model_heads())
     }
 
     /// The attention window of `layer`, if it slides.
@@ -417,8 +485,11 @@ impl<H: Handles> Transformer<H> {
         let rope_dims = self
             .blocks
             .iter()
-            .find_map(Block::rope)
-            .map_or(0, |r| r.n_rot);
+            .filter_map(Block::rope)
+            .filter(|r| r.factors)
+            .map(|r| r.n_rot)
+            .max()
+            .unwrap_or(0);
         let rope_freqs = match &self.rope_freqs {
             Some(freqs) => {
                 let t = Tensor {
@@ -429,23 +500,46 @@ impl<H: Handles> Transformer<H> {
             }
             None => None,
         };
+        let mut at = Place {
+            c: self,
+            layer: None,
+            heads: self.model_heads(),
+        };
+        let per_layer_inputs = match &self.per_layer_inputs {
+            Some(p) => {
+                let all = p.width * self.layers();
+                Some(PerLayerInputs {
+                    width: p.width,
+                    token_embd: m.matrix(
+                        &matrix(Role::PerLayerTokenEmbd, self.vocab_size, all),
+                        &p.token_embd,
+                    )?,
+                    model_proj: m.matrix(
+                        &matrix(Role::PerLayerModelProj, all, self.hidden),
+                        &p.model_proj,
+                    )?,
+                    proj_norm: at.norm(&p.proj_norm, p.width, m)?,
+                })
+            }
+            None => None,
+        };
         let mut blocks = Vec::with_capacity(self.blocks.len());
         for (layer, block) in self.blocks.iter().enumerate() {
             let mut at = Place {
                 c: self,
                 layer: Some(layer),
+                heads: block.heads,
             };
             let stages = block
                 .stages
                 .iter()
                 .map(|stage| at.stage(stage, m))
                 .collect::<Result<_, _>>()?;
-            blocks.push(Block { stages });
+            blocks.push(Block {
+                heads: block.heads,
+                stages,
+            });
         }
-        let mut at = Place {
-            c: self,
-            layer: None,
-        };
         let output_norm = at.norm(&self.output_norm, self.hidden, m)?;
         let output = match &self.output {
             Some(head) => {
@@ -474,6 +568,7 @@ impl<H: Handles> Transformer<H> {
             token_embd,
             position_embd,
             rope_freqs,
+            per_layer_inputs,
             blocks,
             output_norm,
             output,
@@ -483,10 +578,11 @@ impl<H: Handles> Transformer<H> {
     }
 }
 
-/// Where [`Transformer::map`] is: the model and the layer (none for the head).
+/// Where [`Transformer::map`] is: the model, the layer (none for the head) and its heads.
 struct Place<'t, H: Handles> {
     c: &'t Transformer<H>,
     layer: Option<usize>,
+    heads: Heads,
 }
 
 impl<'t, H: Handles> Place<'t, H> {
@@ -560,6 +656,28 @@ impl<'t, H: Handles> Place<'t, H> {
         })
     }
 
+    /// A linear layer the file may lack: `None` when the mapper drops its weight.
+    fn optional_linear<B: Handles, M: Mapper<'t, H, B>>(
+        &mut self,
+        role: Role,
+        (rows, cols): (usize, usize),
+        l: &'t Linear<H>,
+        m: &mut M,
+    ) -> Result<Option<Linear<B>>, M::Error> {
+        let name = self.name(role);
+        let t = Tensor {
+            name,
+            shape: Shape::Matrix { rows, cols },
+        };
+        let Some(weight) = m.optional_matrix(&t, &l.weight)? else {
+            return Ok(None);
+        };
+        Ok(Some(Linear {
+            weight,
+            bias: Self::bias(name, rows, &l.bias, m)?,
+        }))
+    }
+
     fn experts<B: Handles, M: Mapper<'t, H, B>>(
         &mut self,
         role: Role,
@@ -580,7 +698,8 @@ impl<'t, H: Handles> Place<'t, H> {
         m: &mut M,
     ) -> Result<Stage<B>, M::Error> {
         let c = self.c;
-        let (hidden, q_dim, kv_dim, ffn) = (c.hidden, c.q_dim(), c.kv_dim(), c.ffn_dim);
+        let (hidden, ffn) = (c.hidden, c.ffn_dim);
+        let (q_dim, kv_dim, head_dim) = (self.heads.q_dim(), self.heads.kv_dim(), self.heads.head_dim);
         Ok(match stage {
             Stage::AttentionNorm(n) => Stage::AttentionNorm(self.norm(n, hidden, m)?),
             Stage::Qkv(Qkv::Separate { q, k, v }) => Stage::Qkv(Qkv::Separate {
@@ -594,16 +713,25 @@ impl<'t, H: Handles> Place<'t, H> {
                 qkv,
                 m,
             )?)),
+            Stage::Qkv(Qkv::OptionalValue { q, k, v }) => Stage::Qkv(Qkv::OptionalValue {
+                q: self.linear(Role::AttnQ, (q_dim, hidden), q, m)?,
+                k: self.linear(Role::AttnK, (kv_dim, hidden), k, m)?,
+                v: match v {
+                    Some(v) => self.optional_linear(Role::AttnV, (kv_dim, hidden), v, m)?,
+                    None => None,
+                },
+            }),
             Stage::QkNorm { eps, q, k } => Stage::QkNorm {
                 eps: *eps,
-                q: self.vector(Role::AttnQNorm, c.head_dim, q, m)?,
-                k: self.vector(Role::AttnKNorm, c.head_dim, k, m)?,
+                q: self.vector(Role::AttnQNorm, head_dim, q, m)?,
+                k: self.vector(Role::AttnKNorm, head_dim, k, m)?,
             },
+            Stage::ValueNorm { eps } => Stage::ValueNorm { eps: *eps },
             Stage::Rope(params) => Stage::Rope(*params),
             Stage::Attention { params, sinks } => Stage::Attention {
                 params: *params,
                 sinks: match sinks {
-                    Some(s) => Some(self.vector(Role::AttnSinks, c.heads, s, m)?),
+                    Some(s) => Some(self.vector(Role::AttnSinks, self.heads.heads, s, m)?),
                     None => None,
                 },
             },
@@ -657,6 +785,17 @@ impl<'t, H: Handles> Place<'t, H> {
             Stage::PostFfnNorm(n) => Stage::PostFfnNorm(self.norm(n, hidden, m)?),
             Stage::FfnResidual => Stage::FfnResidual,
             Stage::ParallelResidual => Stage::ParallelResidual,
+            Stage::PerLayerInput { gate, proj, norm } => {
+                let width = c.per_layer_inputs.as_ref().map_or(0, |p| p.width);
+                Stage::PerLayerInput {
+                    gate: self.linear(Role::PerLayerInpGate, (width, hidden), gate, m)?,
+                    proj: self.linear(Role::PerLayerProj, (hidden, width), proj, m)?,
+                    norm: self.norm(norm, hidden, m)?,
+                }
+            }
+            Stage::OutputScale(scale) => {
+                Stage::OutputScale(self.vector(Role::LayerOutputScale, 1, scale, m)?)
+            }
         })
     }
 }

@@ -11,10 +11,10 @@ mod params;
 mod tensor;
 
 pub use block::{
-    Block, FfnUp, Handles, Linear, Mapper, NormWeights, Presence, Qkv, Shape, Stage, Tensor,
-    Transformer,
+    Block, FfnUp, Handles, Linear, Mapper, NormWeights, PerLayerInputs, Presence, Qkv, Shape,
+    Stage, Tensor, Transformer,
 };
 pub use params::{
-    AttentionParams, Experts, Ffn, Gating, Norm, NormKind, RopeParams, RopeStyle, Router, Yarn,
+    AttentionParams, Experts, Ffn, Gating, Heads, Norm, NormKind, RopeParams, RopeStyle, Router, Yarn,
 };
 pub use tensor::{Part, Role, TensorName};

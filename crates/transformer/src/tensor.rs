@@ -68,11 +68,25 @@ pub enum Role {
     FfnDownExps,
     /// The norm after the FFN.
     PostFfwNorm,
+    /// Per-layer token embeddings `[vocab, width · layers]` (gemma4's per-layer inputs).
+    PerLayerTokenEmbd,
+    /// The projection of the embedded input to every layer's input `[width · layers, hidden]`.
+    PerLayerModelProj,
+    /// The RMSNorm scale of each layer's projected input `[width]`.
+    PerLayerProjNorm,
+    /// A layer's gate of its per-layer input `[width, hidden]`.
+    PerLayerInpGate,
+    /// A layer's projection of its gated per-layer input back to the residual `[hidden, width]`.
+    PerLayerProj,
+    /// The norm after that projection.
+    PerLayerPostNorm,
+    /// A layer's one-value scale of its output.
+    LayerOutputScale,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 24] = [
+    pub const ALL: [Role; 31] = [
         Role::TokenEmbd,
         Role::PositionEmbd,
         Role::RopeFreqs,
@@ -97,6 +111,13 @@ impl Role {
         Role::FfnUpExps,
         Role::FfnDownExps,
         Role::PostFfwNorm,
+        Role::PerLayerTokenEmbd,
+        Role::PerLayerModelProj,
+        Role::PerLayerProjNorm,
+        Role::PerLayerInpGate,
+        Role::PerLayerProj,
+        Role::PerLayerPostNorm,
+        Role::LayerOutputScale,
     ];
 
     /// The role's part of a GGUF tensor name.
@@ -126,6 +147,13 @@ impl Role {
             Role::FfnUpExps => "ffn_up_exps",
             Role::FfnDownExps => "ffn_down_exps",
             Role::PostFfwNorm => "post_ffw_norm",
+            Role::PerLayerTokenEmbd => "per_layer_token_embd",
+            Role::PerLayerModelProj => "per_layer_model_proj",
+            Role::PerLayerProjNorm => "per_layer_proj_norm",
+            Role::PerLayerInpGate => "inp_gate",
+            Role::PerLayerProj => "proj",
+            Role::PerLayerPostNorm => "post_norm",
+            Role::LayerOutputScale => "layer_output_scale",
         }
     }
 
@@ -138,6 +166,9 @@ impl Role {
                 | Role::RopeFreqs
                 | Role::OutputNorm
                 | Role::Output
+                | Role::PerLayerTokenEmbd
+                | Role::PerLayerModelProj
+                | Role::PerLayerProjNorm
         )
     }
 

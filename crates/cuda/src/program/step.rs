@@ -214,6 +214,8 @@ impl Sequence<'_, '_> {
                             }
                         }
                         Qkv::Fused(qkv) => self.linear(qkv, work.h, h, work.qkv, width),
+                        // Refused by `UploadPlan::new` (`check_stages`).
+                        Qkv::OptionalValue { .. } => {}
                     }
                 }
                 Stage::QkNorm { eps, q, k } => self.qk_norm((*q, *k), *eps),
@@ -244,6 +246,10 @@ impl Sequence<'_, '_> {
                 Stage::PostFfnNorm(norm) => self.norm(norm, work.h, work.h, n),
                 Stage::FfnResidual => self.add(&[work.x, work.h], len),
                 Stage::ParallelResidual => self.add(&[work.x, work.out, work.h], len),
+                // Refused by `UploadPlan::new` (`check_stages`): no launch runs them yet.
+                Stage::ValueNorm { .. }
+                | Stage::PerLayerInput { .. }
+                | Stage::OutputScale(_) => {}
             }
         }
     }
@@ -312,7 +318,7 @@ impl Sequence<'_, '_> {
                     Arg::Ptr(self.b.work.positions),
                     Arg::F32(theta_scale),
                     Arg::F32(rope.freq_scale),
-                    opt(self.b.model.rope_freqs),
+                    opt(self.b.model.rope_freqs.filter(|_| rope.factors)),
                     Arg::I32(i32::from(rope.style == RopeStyle::Neox)),
                     Arg::F32(yarn.corr_dims[0]),
                     Arg::F32(yarn.corr_dims[1]),

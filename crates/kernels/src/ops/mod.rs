@@ -19,7 +19,7 @@ pub use attention::{
 };
 pub use elementwise::{add_inplace, scale, softcap};
 pub use kv_row::{KvRow, KvRowMut, KvRows, KvType, UnknownKvType};
-pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};
+pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace, rms_normalize_inplace};
 pub use rope::{RopeParams, RopeStyle, Yarn, rope};
 pub use routing::{Gating, route};
 pub use vector::VectorKernels;

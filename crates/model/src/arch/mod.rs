@@ -4,6 +4,7 @@
 //! the decoder block is shared. An architecture not listed here is an error, never a fallback.
 
 mod gemma;
+mod gemma4;
 mod gpt2;
 mod gpt_oss;
 mod llama;
@@ -28,6 +29,7 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("gpt-oss", gpt_oss::config),
     ("gemma2", gemma::gemma2),
     ("gemma3", gemma::gemma3),
+    ("gemma4", gemma4::config),
     ("phi2", phi::phi2),
     ("phi3", phi::phi3),
     ("gpt2", gpt2::config),
@@ -102,6 +104,60 @@ impl Hparams<'_> {
         }
     }
 
+    /// A per-layer value given as an array of `layers` integers, or one integer for every
+    /// layer; `None` when the key is absent.
+    fn usize_per_layer(&self, suffix: &str, layers: usize) -> Result<Option<Vec<usize>>, ModelError> {
+        let key = self.key(suffix);
+        let Some(value) = self.metadata.get(&key) else {
+            return Ok(None);
+        };
+        let Some(items) = value.as_array() else {
+            return Ok(Some(vec![self.usize(suffix)?; layers]));
+        };
+        if items.len() != layers {
+            return Err(ModelError::InvalidConfig(format!(
+                "{key} has {} values for {layers} layers",
+                items.len()
+            )));
+        }
+        items
+            .iter()
+            .map(|v| {
+                v.as_i128()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .ok_or_else(|| {
+                        ModelError::InvalidConfig(format!("{key} holds {v:?}, not a count"))
+                    })
+            })
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+
+    /// A per-layer flag given as an array of `layers` booleans; `None` when the key is absent.
+    fn bool_per_layer(&self, suffix: &str, layers: usize) -> Result<Option<Vec<bool>>, ModelError> {
+        let key = self.key(suffix);
+        if self.metadata.get(&key).is_none() {
+            return Ok(None);
+        }
+        let items = self.metadata.get_array(&key)?;
+        if items.len() != layers {
+            return Err(ModelError::InvalidConfig(format!(
+                "{key} has {} values for {layers} layers",
+                items.len()
+            )));
+        }
+        items
+            .iter()
+            .map(|v| match v {
+                rinfer_formats::gguf::MetadataValue::Bool(b) => Ok(*b),
+                v => Err(ModelError::InvalidConfig(format!(
+                    "{key} holds {v:?}, not a boolean"
+                ))),
+            })
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+
     /// The configuration fields every architecture shares, with llama-like defaults: RMSNorm,
     /// SwiGLU, interleaved RoPE over the whole head, no extras.
     fn base(&self, norm: NormKind) -> Result<ModelConfig, ModelError> {
@@ -131,13 +187,20 @@ impl Hparams<'_> {
             NormKind::Layer => "attention.layer_norm_epsilon",
         };
         let base = self.f32_or("rope.freq_base", 10_000.0)?;
+        let layers = self.usize("block_count")?;
+        // A per-layer array (gemma4) gives its widest layer here; the architecture reads the
+        // rest.
+        let kv_heads = self
+            .usize_per_layer("attention.head_count_kv", layers)?
+            .map_or(heads, |per_layer| per_layer.into_iter().max().unwrap_or(0));
+        let rope_dims = self.usize_or("rope.dimension_count", head_dim)?;
         Ok(ModelConfig {
             arch: self.arch.into(),
             vocab_size: self.vocab_size,
             hidden,
-            layers: self.usize("block_count")?,
+            layers,
             heads,
-            kv_heads: self.usize_or("attention.head_count_kv", heads)?,
+            kv_heads,
             head_dim,
             ffn_dim: self.usize("feed_forward_length")?,
             context_length: self.usize("context_length")?,
@@ -146,7 +209,8 @@ impl Hparams<'_> {
             ffn: crate::config::Ffn::SiluGated,
             positional: Positional::Rope(Rope {
                 style: RopeStyle::Interleaved,
-                dims: self.usize_or("rope.dimension_count", head_dim)?,
+                dims: rope_dims,
+                dims_local: rope_dims,
                 base,
                 base_local: base,
                 linear_scale: 1.0,
@@ -162,6 +226,10 @@ impl Hparams<'_> {
             sliding_window: None,
             experts: None,
             attention_sinks: false,
+            layer_attention: None,
+            value_norm: false,
+            per_layer_input: None,
+            layer_output_scale: false,
             layout: TensorLayout::LLAMA,
         })
     }
@@ -233,6 +301,49 @@ fn validate(c: &ModelConfig) -> Result<(), ModelError> {
     }
     if c.sliding_window.is_some_and(|sw| sw.window == 0) {
         return bad("sliding window of zero positions".into());
+    }
+    validate_layers(c)
+}
+
+/// Checks every layer's heads and rotation, and that the full-attention layers, which share
+/// the KV cache's blocks, keep rows of one width.
+fn validate_layers(c: &ModelConfig) -> Result<(), ModelError> {
+    let bad = |msg: String| Err(ModelError::InvalidConfig(msg));
+    if let Some(layers) = &c.layer_attention
+        && layers.len() != c.layers
+    {
+        return bad(format!(
+            "{} layers described for a model of {}",
+            layers.len(),
+            c.layers
+        ));
+    }
+    let paged = c.paged_kv_dim();
+    for layer in 0..c.layers {
+        let h = c.heads_of(layer);
+        if h.heads == 0 || h.head_dim == 0 || h.kv_heads == 0 || !h.heads.is_multiple_of(h.kv_heads)
+        {
+            return bad(format!(
+                "layer {layer}: {} query heads of {} values are not a multiple of {} kv heads",
+                h.heads, h.head_dim, h.kv_heads
+            ));
+        }
+        let window = c.window_of(layer);
+        if let Positional::Rope(rope) = c.positional {
+            let dims = if window.is_some() { rope.dims_local } else { rope.dims };
+            if dims > h.head_dim || dims % 2 != 0 {
+                return bad(format!(
+                    "layer {layer}: rope dimension {dims} does not fit head size {}",
+                    h.head_dim
+                ));
+            }
+        }
+        if window.is_none() && h.kv_dim() != paged {
+            return bad(format!(
+                "the full-attention layers keep keys of different widths ({} and {paged})",
+                h.kv_dim()
+            ));
+        }
     }
     Ok(())
 }

@@ -12,9 +12,10 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The tiny fixture models with llama.cpp references, one per architecture and tensor-type mix.
-pub const FIXTURE_MODELS: [&str; 11] = [
+pub const FIXTURE_MODELS: [&str; 12] = [
     "gemma3-tiny-f32",
     "gemma3-tiny-q4_k_m",
+    "gemma4-tiny-q8_0",
     "gpt-oss-tiny-mxfp4",
     "gpt2-tiny-q2_k",
     "llama-tiny-q4_k",
