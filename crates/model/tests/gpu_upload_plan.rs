@@ -1,7 +1,8 @@
 //! Every fixture model (dense and mixture-of-experts, gpt-oss with its sinks and expert biases
 //! included) can go to the GPU: its view for the CUDA backend passes the upload plan, which then holds every tensor of the file exactly once, in
 //! its stored bytes (no dequantized copies; a layer's experts as one stacked tensor per
-//! projection). Without a GPU, loading ends in an error that says why.
+//! projection). Without a GPU, loading ends in an error that says why. Gemma 4, whose stages
+//! the backend does not run yet, is refused by the plan with a reason.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -30,8 +31,17 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
         let file = Arc::new(GgufFile::open(&path).unwrap());
         let model = Model::from_gguf(&file).unwrap();
         let view = model.gpu_view().unwrap();
-        let plan = UploadPlan::new(&view, &options(128, 16))
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let plan = UploadPlan::new(&view, &options(128, 16));
+        if path.to_string_lossy().contains("gemma4") {
+            // Not run by the CUDA backend yet: refused before any upload, saying so, which
+            // lets `--device auto` fall back to the CPU with that reason.
+            let Err(CudaError::Unsupported(why)) = plan else {
+                panic!("{}: the plan accepted gemma4", path.display());
+            };
+            assert!(why.contains("gemma4") && why.contains("--device cpu"), "{why}");
+            continue;
+        }
+        let plan = plan.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let file_bytes: usize = file.tensors().map(|t| t.data.len()).sum();
         assert_eq!(plan.weight_bytes(), file_bytes, "{}", path.display());
         assert_eq!(view.vocab_size, model.config.vocab_size);

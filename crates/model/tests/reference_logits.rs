@@ -239,3 +239,46 @@ fn safetensors_checkpoint_of_an_unknown_model_type_is_refused() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(err.contains("gpt_neox"), "{err}");
 }
+
+/// Gemma 4's greedy continuation, token by token through its sliding-window rings and its
+/// full-attention blocks, equals llama.cpp's up to the first step whose margin is below the
+/// F32 tolerance (README §3.4).
+#[test]
+fn gemma4_f32_greedy_matches_llama_cpp() {
+    let name = "gemma4-tiny-f32";
+    let (model, _file) = Model::open_gguf(format!("{}/models/{name}.gguf", fixtures())).unwrap();
+    let refs: Value =
+        serde_json::from_slice(&std::fs::read(format!("{}/refs/{name}.json", fixtures())).unwrap())
+            .unwrap();
+    let ids = |v: &Value| -> Vec<u32> {
+        let ids = v.as_array().unwrap().iter();
+        ids.map(|t| t.as_u64().unwrap() as u32).collect()
+    };
+    let mut compared = 0;
+    for case in refs["cases"].as_array().unwrap() {
+        let tokens = ids(&case["tokens"]);
+        let want = ids(&case["greedy"]["ids"]);
+        let margins = case["greedy"]["top2_margin"].as_array().unwrap();
+        let mut cache = KvCache::new(&model.config, tokens.len() + want.len(), tokens.len());
+        let mut scratch = Scratch::new(&model.config, tokens.len());
+        let mut logits = model
+            .forward(&tokens, &mut cache, &mut scratch, Logits::Last)
+            .unwrap()
+            .to_vec();
+        for (step, (&want, margin)) in want.iter().zip(margins).enumerate() {
+            if margin.as_f64().unwrap() < F32_GEMMA4.argmax_margin {
+                break;
+            }
+            let got = (0..logits.len())
+                .max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a)))
+                .unwrap() as u32;
+            assert_eq!(got, want, "{name} {} greedy step {step}", case["case"]);
+            compared += 1;
+            logits = model
+                .forward(&[got], &mut cache, &mut scratch, Logits::Last)
+                .unwrap()
+                .to_vec();
+        }
+    }
+    assert!(compared >= 8, "only {compared} greedy steps compared");
+}
