@@ -40,7 +40,7 @@ impl Model {
                 Stage::Rope(params) => self.rope(heads, params, s),
                 Stage::Attention { params, sinks } => {
                     Self::store_kv(layer, heads, seqs, s);
-                    self.attention(layer, heads, params, sinks.as_deref(), n, seqs, s);
+                    self.attention(layer, params, sinks.as_deref(), n, seqs, s);
                 }
                 Stage::AttentionOutput(output) => {
                     linear(output, &s.attn, n, &mut s.out, &mut s.act)?;
@@ -144,17 +144,16 @@ impl Model {
 
     /// Causal (and, with a window, sliding) attention of the `n` new queries over their
     /// sequences' caches, into `s.attn`.
-    #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         layer: usize,
-        heads: &Heads,
         params: &AttentionParams,
         sinks: Option<&[f32]>,
         n: usize,
         seqs: &[SeqBatch<'_>],
         s: &mut Scratch,
     ) {
+        let heads = &self.transformer().blocks[layer].heads;
         let shape = AttentionShape {
             heads: heads.heads,
             kv_heads: heads.kv_heads,

@@ -206,7 +206,13 @@ impl Model {
         let width = inputs.width;
         let all = width * c.layers();
         let n = s.sources.len();
-        compute::matmul(&inputs.model_proj, &s.x, n, &mut s.per_layer_gate, &mut s.act)?;
+        compute::matmul(
+            &inputs.model_proj,
+            &s.x,
+            n,
+            &mut s.per_layer_gate,
+            &mut s.act,
+        )?;
         let proj_scale = 1.0 / (c.hidden as f32).sqrt();
         let token_scale = (width as f32).sqrt();
         let norm = &inputs.proj_norm;
@@ -215,7 +221,10 @@ impl Model {
             compute::dequantize(&inputs.token_embd, tok as usize, row)?;
             let proj = &mut s.per_layer_gate[i * all..(i + 1) * all];
             ops::scale(proj, proj_scale);
-            for (slice, embd) in proj.chunks_exact_mut(width).zip(row.chunks_exact_mut(width)) {
+            for (slice, embd) in proj
+                .chunks_exact_mut(width)
+                .zip(row.chunks_exact_mut(width))
+            {
                 ops::rms_norm_inplace(slice, &norm.weight, norm.params.eps);
                 for (e, p) in embd.iter_mut().zip(slice.iter()) {
                     *e = (p + *e * token_scale) * std::f32::consts::FRAC_1_SQRT_2;

@@ -134,7 +134,10 @@ impl Scratch {
 
 /// Per-layer input values of one row: every layer's width (0 without per-layer inputs).
 fn per_layer_floats(config: &ModelConfig) -> usize {
-    config.per_layer_input.unwrap_or(0).saturating_mul(config.layers)
+    config
+        .per_layer_input
+        .unwrap_or(0)
+        .saturating_mul(config.layers)
 }
 
 /// The buffers of the mixture-of-experts stages, for `n` rows routed to `k` experts each.

@@ -39,7 +39,10 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
             let Err(CudaError::Unsupported(why)) = plan else {
                 panic!("{}: the plan accepted gemma4", path.display());
             };
-            assert!(why.contains("gemma4") && why.contains("--device cpu"), "{why}");
+            assert!(
+                why.contains("gemma4") && why.contains("--device cpu"),
+                "{why}"
+            );
             continue;
         }
         let plan = plan.unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -133,11 +133,21 @@ fn gemma4_layers_carry_their_own_heads_and_rope() {
         .map(|b| {
             let rope = b.rope().unwrap();
             let window = b.attention().unwrap().window;
-            let has_v = b.stages.iter().any(|s| {
-                matches!(s, Stage::Qkv(Qkv::OptionalValue { v: Some(_), .. }))
-            });
+            let has_v = b
+                .stages
+                .iter()
+                .any(|s| matches!(s, Stage::Qkv(Qkv::OptionalValue { v: Some(_), .. })));
             let h = b.heads;
-            (h.heads, h.kv_heads, h.head_dim, window, rope.n_rot, rope.freq_base, rope.factors, has_v)
+            (
+                h.heads,
+                h.kv_heads,
+                h.head_dim,
+                window,
+                rope.n_rot,
+                rope.freq_base,
+                rope.factors,
+                has_v,
+            )
         })
         .collect();
     assert_eq!(

@@ -381,11 +381,12 @@ pub struct Transformer<H: Handles> {
     pub vocab_size: usize,
     /// Width of the residual stream.
     pub hidden: usize,
-    /// Query heads of most layers (each block has its own [`Block::heads`]).
+    /// Query heads, as the model states them; each layer's are its [`Block::heads`], which
+    /// differ from these three where the layers differ (gemma4).
     pub heads: usize,
-    /// Key/value heads (fewer than `heads` under grouped-query attention) of most layers.
+    /// Key/value heads (fewer than `heads` under grouped-query attention).
     pub kv_heads: usize,
-    /// Width of one head of most layers.
+    /// Width of one head.
     pub head_dim: usize,
     /// Inner width of the feed-forward block.
     pub ffn_dim: usize,
@@ -418,28 +419,23 @@ impl<H: Handles> Transformer<H> {
         self.blocks.len()
     }
 
-    /// Width of all query heads together (of most layers).
+    /// Width of all query heads together, of [`Transformer::heads`].
     pub fn q_dim(&self) -> usize {
         self.heads * self.head_dim
     }
 
-    /// Width of all key (or value) heads together (of most layers).
+    /// Width of all key (or value) heads together, of [`Transformer::kv_heads`].
     pub fn kv_dim(&self) -> usize {
         self.kv_heads * self.head_dim
     }
 
-    /// The heads of most layers, as [`Transformer::heads`] and its neighbours give them.
+    /// The heads [`Transformer::heads`] and its neighbours state.
     pub fn model_heads(&self) -> Heads {
         Heads {
             heads: self.heads,
             kv_heads: self.kv_heads,
             head_dim: self.head_dim,
         }
-    }
-
-    /// Whether every layer has the model's heads.
-    pub fn uniform_heads(&self) -> bool {
-        self.blocks.iter().all(|b| b.heads == self.model_heads())
     }
 
     /// The attention window of `layer`, if it slides.
@@ -699,7 +695,8 @@ impl<'t, H: Handles> Place<'t, H> {
     ) -> Result<Stage<B>, M::Error> {
         let c = self.c;
         let (hidden, ffn) = (c.hidden, c.ffn_dim);
-        let (q_dim, kv_dim, head_dim) = (self.heads.q_dim(), self.heads.kv_dim(), self.heads.head_dim);
+        let (q_dim, kv_dim, head_dim) =
+            (self.heads.q_dim(), self.heads.kv_dim(), self.heads.head_dim);
         Ok(match stage {
             Stage::AttentionNorm(n) => Stage::AttentionNorm(self.norm(n, hidden, m)?),
             Stage::Qkv(Qkv::Separate { q, k, v }) => Stage::Qkv(Qkv::Separate {

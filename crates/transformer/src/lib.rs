@@ -15,6 +15,7 @@ pub use block::{
     Stage, Tensor, Transformer,
 };
 pub use params::{
-    AttentionParams, Experts, Ffn, Gating, Heads, Norm, NormKind, RopeParams, RopeStyle, Router, Yarn,
+    AttentionParams, Experts, Ffn, Gating, Heads, Norm, NormKind, RopeParams, RopeStyle, Router,
+    Yarn,
 };
 pub use tensor::{Part, Role, TensorName};

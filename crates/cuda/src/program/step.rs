@@ -247,9 +247,7 @@ impl Sequence<'_, '_> {
                 Stage::FfnResidual => self.add(&[work.x, work.h], len),
                 Stage::ParallelResidual => self.add(&[work.x, work.out, work.h], len),
                 // Refused by `UploadPlan::new` (`check_stages`): no launch runs them yet.
-                Stage::ValueNorm { .. }
-                | Stage::PerLayerInput { .. }
-                | Stage::OutputScale(_) => {}
+                Stage::ValueNorm { .. } | Stage::PerLayerInput { .. } | Stage::OutputScale(_) => {}
             }
         }
     }

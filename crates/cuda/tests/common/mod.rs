@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use rinfer_cuda::{HostMatrix, HostModel, HostStacked, HostView, Transformer};
 use rinfer_formats::GgmlType;
 use rinfer_transformer::{
-    AttentionParams, Block, Experts, Ffn, FfnUp, Gating, Heads, Linear, Norm, NormKind, NormWeights, Qkv,
-    Role, RopeParams, RopeStyle, Router, Stage,
+    AttentionParams, Block, Experts, Ffn, FfnUp, Gating, Heads, Linear, Norm, NormKind,
+    NormWeights, Qkv, Role, RopeParams, RopeStyle, Router, Stage,
 };
 
 pub const HIDDEN: usize = 64;

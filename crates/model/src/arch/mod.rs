@@ -106,7 +106,11 @@ impl Hparams<'_> {
 
     /// A per-layer value given as an array of `layers` integers, or one integer for every
     /// layer; `None` when the key is absent.
-    fn usize_per_layer(&self, suffix: &str, layers: usize) -> Result<Option<Vec<usize>>, ModelError> {
+    fn usize_per_layer(
+        &self,
+        suffix: &str,
+        layers: usize,
+    ) -> Result<Option<Vec<usize>>, ModelError> {
         let key = self.key(suffix);
         let Some(value) = self.metadata.get(&key) else {
             return Ok(None);
@@ -330,7 +334,11 @@ fn validate_layers(c: &ModelConfig) -> Result<(), ModelError> {
         }
         let window = c.window_of(layer);
         if let Positional::Rope(rope) = c.positional {
-            let dims = if window.is_some() { rope.dims_local } else { rope.dims };
+            let dims = if window.is_some() {
+                rope.dims_local
+            } else {
+                rope.dims
+            };
             if dims > h.head_dim || dims % 2 != 0 {
                 return bad(format!(
                     "layer {layer}: rope dimension {dims} does not fit head size {}",
