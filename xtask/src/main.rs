@@ -32,6 +32,10 @@ tasks:
               [--rinfer-only]
                 time to first token of each turn of a chat that resends its history (a system
                 prompt of about 1,000 tokens), rinfer serve beside llama-server, one slot each
+  bench serve --embeddings [--model PATH] [--rounds 10] [--threads N] [--rinfer-only]
+                embedding throughput (requests of 64 short texts to /v1/embeddings) of rinfer
+                serve beside llama-server --embedding, 16 slots each (default model: the tiny
+                BERT fixture)
   bench speculative [--threads N] [--repeat 3] [--max-tokens 256] [--draft-max 8]
                   [--draft-model PATH]
                 decode tok/s with and without prompt-lookup (or draft-model) speculation on

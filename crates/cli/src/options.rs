@@ -41,6 +41,9 @@ pub enum CommandOptions {
     Tokenize(TokenizeOptions),
     /// Print the logits of every position of a prompt, evaluated in one batched pass, as JSON.
     Logits(LogitsOptions),
+    /// Print the embeddings of texts (the arguments, else one per line of stdin) from an
+    /// embedding model, L2-normalised, as JSON or TSV.
+    Embed(EmbedOptions),
     /// Serve the model over an OpenAI-compatible HTTP API, batching concurrent requests.
     Serve(ServeOptions),
     /// Render chat templates for a parent `rinfer` (started by it, not by users).
@@ -53,8 +56,8 @@ pub enum CommandOptions {
 }
 
 /// The flags of [`rinfer_model::EngineOptions`] (the model and how to run it), shared by the
-/// commands that compute: run, chat, logits and serve (`commands::session::engine_options`
-/// turns them into the options).
+/// commands that compute: run, chat and logits (`commands::session::engine_options` turns
+/// them into the options).
 #[derive(Args, Clone)]
 pub struct EngineArgs {
     /// A GGUF model file, a Hugging Face model directory, or a hub model `org/repo[:QUANT]`
@@ -62,6 +65,14 @@ pub struct EngineArgs {
     /// left out.
     #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
     pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// How to run a model: the engine's flags besides the model, shared by every command that
+/// computes (serve applies them to each model it serves).
+#[derive(Args, Clone)]
+pub struct RunArgs {
     /// Worker threads (default: all cores; at most 4 per core).
     #[arg(long, short = 't', value_parser = limits::parse_threads)]
     pub threads: Option<usize>,
@@ -275,6 +286,22 @@ pub struct LogitsOptions {
     pub session: SessionArgs,
 }
 
+/// Options of `rinfer embed`.
+#[derive(Args)]
+pub struct EmbedOptions {
+    /// The texts, each tokenized as the model does (BERT: `[CLS]` … `[SEP]`); without any,
+    /// every non-empty line of stdin is one text.
+    pub texts: Vec<String>,
+    /// Print one line per text, its values separated by tabs, instead of JSON.
+    #[arg(long)]
+    pub tsv: bool,
+    /// Keep the values unnormalised (as the model pools them).
+    #[arg(long)]
+    pub raw: bool,
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
 /// Options of `rinfer pull`.
 #[derive(Args)]
 pub struct PullOptions {
@@ -364,11 +391,30 @@ pub struct ServeOptions {
     /// Sequences decoded together, each with its own KV cache.
     #[arg(long, default_value_t = 4, value_parser = limits::parse_parallel)]
     pub parallel: usize,
-    /// Requests that may wait for a free sequence; more get 503 with Retry-After.
+    /// Requests that may wait for a free sequence (of each model); more get 503 with
+    /// Retry-After.
     #[arg(long, default_value_t = 64, value_parser = limits::parse_queue)]
     pub queue: usize,
+    /// A model to serve, loaded at start: a GGUF file, a Hugging Face model directory or a hub
+    /// model `org/repo[:QUANT]`, served as its file stem, or `NAME=MODEL` to name it
+    /// (repeatable; the first is the model of requests that name none). Without --model and
+    /// --models-dir: the default model.
+    #[arg(long, short = 'm', value_name = "[NAME=]MODEL")]
+    pub model: Vec<String>,
+    /// A directory of models to serve besides --model, each loaded on first use: its GGUF
+    /// files (a split model's shards as one), named by file stem, and its Hugging Face model
+    /// directories, named by directory.
+    #[arg(long, value_name = "DIR")]
+    pub models_dir: Option<PathBuf>,
+    /// The memory the loaded models may hold together, in MiB, as their memory plans estimate
+    /// it (weights, KV caches, scratch buffers and prefix cache budget; lower --kv-cache-mib to
+    /// fit more): loading one past it first unloads the least recently used models without
+    /// requests in flight, or answers 503 if they all have some. Default: the memory available
+    /// at start.
+    #[arg(long, value_name = "MIB")]
+    pub models_memory_mib: Option<u64>,
     #[command(flatten)]
-    pub engine: EngineArgs,
+    pub engine: RunArgs,
     #[command(flatten)]
     pub speculation: SpeculationOptions,
     #[command(flatten)]

@@ -1,22 +1,13 @@
 //! The `rinfer` binary as users run it: exit codes, one-line errors, JSON outputs.
 
+mod cli_support;
 mod serve_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use cli_support::{fixtures, rinfer};
 use serde_json::Value;
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
-fn rinfer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(args)
-        .output()
-        .expect("the rinfer binary runs")
-}
 
 fn json_of(out: &Output) -> Value {
     assert!(

@@ -3,23 +3,15 @@
 //! temporary file goes on every exit (an error, Ctrl-C), and a destination that is a symlink,
 //! a FIFO or one of the inputs is refused.
 
+mod cli_support;
+
 use std::io::{Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cli_support::{fixtures, rinfer};
 use serde_json::{Map, Value, json};
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
-fn rinfer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(args)
-        .output()
-        .expect("the rinfer binary runs")
-}
 
 fn arg(p: &Path) -> String {
     p.display().to_string()

@@ -2,30 +2,20 @@
 //! for types rinfer cannot write, and a Hugging Face checkpoint taken to a quantized model that
 //! runs.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod cli_support;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
+use std::path::Path;
+use std::process::Output;
 
-fn rinfer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(args)
-        .output()
-        .expect("the rinfer binary runs")
-}
+use cli_support::{fixtures, rinfer, succeeded};
 
-fn succeeded(out: &Output) {
-    assert!(
-        out.status.success(),
-        "rinfer failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn arg(p: &std::path::Path) -> String {
+fn arg(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// `rinfer quantize INPUT OUT TYPE`.
+fn quantize(input: &Path, out: &Path, ty: &str) -> Output {
+    rinfer(&["quantize", &arg(input), &arg(out), ty])
 }
 
 #[test]
@@ -45,12 +35,7 @@ fn quantize_writes_the_file_llama_quantize_writes() {
 fn a_type_rinfer_cannot_write_is_refused_naming_those_it_can() {
     let dir = tempfile::tempdir().unwrap();
     let input = fixtures().join("models/gemma3-tiny-f32.gguf");
-    let out = rinfer(&[
-        "quantize",
-        &arg(&input),
-        &arg(&dir.path().join("x.gguf")),
-        "IQ2_XXS",
-    ]);
+    let out = quantize(&input, &dir.path().join("x.gguf"), "IQ2_XXS");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -64,12 +49,7 @@ fn a_type_rinfer_cannot_write_is_refused_naming_those_it_can() {
 fn a_failed_quantization_leaves_no_file_behind() {
     let dir = tempfile::tempdir().unwrap();
     let input = fixtures().join("models/gemma3-tiny-q4_k_m.gguf");
-    let out = rinfer(&[
-        "quantize",
-        &arg(&input),
-        &arg(&dir.path().join("x.gguf")),
-        "Q8_0",
-    ]);
+    let out = quantize(&input, &dir.path().join("x.gguf"), "Q8_0");
     assert!(!out.status.success());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
@@ -78,12 +58,7 @@ fn a_failed_quantization_leaves_no_file_behind() {
 fn an_already_quantized_model_is_refused_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let input = fixtures().join("models/gemma3-tiny-q4_k_m.gguf");
-    let out = rinfer(&[
-        "quantize",
-        &arg(&input),
-        &arg(&dir.path().join("x.gguf")),
-        "Q8_0",
-    ]);
+    let out = quantize(&input, &dir.path().join("x.gguf"), "Q8_0");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("already Q"), "{stderr}");

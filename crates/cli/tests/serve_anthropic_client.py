@@ -13,27 +13,12 @@ import sys
 import anthropic
 import jsonschema
 
+import client_checks
+from client_checks import check
+
 base_url, model, key = sys.argv[1], sys.argv[2], sys.argv[3]
 client = anthropic.Anthropic(base_url=base_url, api_key=key, max_retries=0, timeout=300)
-checks = 0
-
-
-def check(condition, what):
-    global checks
-    if not condition:
-        sys.exit(f"FAILED: {what}")
-    checks += 1
-
-
-WEATHER = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "maxLength": 12},
-        "unit": {"enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city", "unit"],
-    "additionalProperties": False,
-}
+WEATHER = client_checks.weather(12)
 TOOLS = [{"name": "get_weather", "description": "The weather in a city.", "input_schema": WEATHER}]
 QUESTION = [{"role": "user", "content": "What is the weather in Paris?"}]
 # `temperature` goes in the body as the API defines it (the SDK version may not name it).
@@ -130,4 +115,4 @@ try:
 except anthropic.AuthenticationError as e:
     check(e.body["error"]["type"] == "authentication_error", f"error type {e.body}")
 
-print(f"{checks} checks passed")
+print(f"{client_checks.passed} checks passed")

@@ -8,18 +8,11 @@ import sys
 
 import openai
 
+import client_checks
+from client_checks import check
+
 base_url, model = sys.argv[1], sys.argv[2]
 client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
-checks = 0
-
-
-def check(condition, what):
-    global checks
-    if not condition:
-        sys.exit(f"FAILED: {what}")
-    checks += 1
-
-
 ids = [m.id for m in client.models.list()]
 check(ids == [model], f"models.list() gives {ids}")
 
@@ -94,12 +87,12 @@ except openai.BadRequestError as e:
 try:
     client.chat.completions.create(model="gpt-4o", messages=question)
     check(False, "unknown model accepted")
-except openai.BadRequestError as e:
-    check(e.body.get("code") == "model_not_found", f"unknown model error {e.body}")
+except openai.NotFoundError as e:
+    check(e.status_code == 404 and e.body.get("code") == "model_not_found", f"unknown model error {e.body}")
 try:
     client.chat.completions.create(model=model, messages=question, tools=[], tool_choice="required")
     check(False, "a required call without tools accepted")
 except openai.BadRequestError as e:
     check(e.body.get("param") == "tool_choice", f"tool_choice error {e.body}")
 
-print(f"openai client: {checks} checks passed; chat answer {answer!r}")
+print(f"openai client: {client_checks.passed} checks passed; chat answer {answer!r}")

@@ -5,18 +5,8 @@
 
 mod serve_support;
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
-use serve_support::Server;
-
-fn fixture(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(path)
-        .display()
-        .to_string()
-}
+use serve_support::{Server, fixture};
 
 fn prompt_tokens(s: &Server, extra: Value) -> u64 {
     let mut body = json!({

@@ -7,18 +7,8 @@
 mod python_support;
 mod serve_support;
 
-use std::path::PathBuf;
-
 use python_support::{python_with, run_script};
-use serve_support::Server;
-
-fn fixture(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(path)
-        .display()
-        .to_string()
-}
+use serve_support::{Server, fixture};
 
 #[test]
 fn the_openai_python_client_works_against_the_responses_api() {

@@ -13,27 +13,12 @@ import sys
 import jsonschema
 import openai
 
+import client_checks
+from client_checks import check
+
 base_url, model = sys.argv[1], sys.argv[2]
 client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
-checks = 0
-
-
-def check(condition, what):
-    global checks
-    if not condition:
-        sys.exit(f"FAILED: {what}")
-    checks += 1
-
-
-WEATHER = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "maxLength": 12},
-        "unit": {"enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city", "unit"],
-    "additionalProperties": False,
-}
+WEATHER = client_checks.weather(12)
 TOOLS = [{"type": "function", "name": "get_weather", "description": "The weather in a city.", "parameters": WEATHER}]
 SEED = {"seed": 7}
 
@@ -128,7 +113,7 @@ try:
     client.responses.retrieve(first.id)
     check(False, "a deleted response is still there")
 except openai.NotFoundError:
-    checks += 1
+    client_checks.passed += 1
 
 # store false: nothing to retrieve or continue.
 unstored = client.responses.create(model=model, input="Hi", max_output_tokens=4, store=False, extra_body=SEED)
@@ -136,7 +121,7 @@ try:
     client.responses.create(model=model, input="Again", previous_response_id=unstored.id, max_output_tokens=4)
     check(False, "continued a response that was not stored")
 except openai.NotFoundError:
-    checks += 1
+    client_checks.passed += 1
 
 try:
     client.responses.create(model=model, input="Hi", max_output_tokens=4, extra_body={"background": True})
@@ -144,4 +129,4 @@ try:
 except openai.BadRequestError as e:
     check("background" in str(e), f"error {e}")
 
-print(f"{checks} checks passed")
+print(f"{client_checks.passed} checks passed")

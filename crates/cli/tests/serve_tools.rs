@@ -7,18 +7,8 @@
 mod json_schema_check;
 mod serve_support;
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
-use serve_support::{Response, Server};
-
-fn fixture(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(path)
-        .display()
-        .to_string()
-}
+use serve_support::{Response, Server, fixture, weather_schema};
 
 fn server(model: &str, template: Option<&str>) -> Server {
     let model = fixture(model);
@@ -28,18 +18,6 @@ fn server(model: &str, template: Option<&str>) -> Server {
         args.extend(["--chat-template", t]);
     }
     Server::start(&args)
-}
-
-fn weather_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "maxLength": 12},
-            "unit": {"enum": ["celsius", "fahrenheit"]}
-        },
-        "required": ["city", "unit"],
-        "additionalProperties": false
-    })
 }
 
 fn time_schema() -> Value {

@@ -12,27 +12,12 @@ import sys
 import jsonschema
 import openai
 
+import client_checks
+from client_checks import check
+
 base_url, model, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
-checks = 0
-
-
-def check(condition, what):
-    global checks
-    if not condition:
-        sys.exit(f"FAILED: {what}")
-    checks += 1
-
-
-WEATHER = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "maxLength": 20},
-        "unit": {"enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city", "unit"],
-    "additionalProperties": False,
-}
+WEATHER = client_checks.weather(20)
 TIME = {
     "type": "object",
     "properties": {"zone": {"type": "integer", "minimum": -12, "maximum": 14}},
@@ -118,4 +103,4 @@ if mode == "full":
     r = client.chat.completions.create(model=model, messages=history, tools=TOOLS, tool_choice="none", max_tokens=40, temperature=0)
     check(r.choices[0].message.content, f"no answer after the tool result: {r.choices[0].message}")
 
-print(f"openai client tool calls: {checks} checks passed")
+print(f"openai client tool calls: {client_checks.passed} checks passed")

@@ -7,19 +7,7 @@ mod json_schema_check;
 mod serve_support;
 
 use serde_json::{Value, json};
-use serve_support::{Response, Server, default_model};
-
-fn weather_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "maxLength": 12},
-            "unit": {"enum": ["celsius", "fahrenheit"]}
-        },
-        "required": ["city", "unit"],
-        "additionalProperties": false
-    })
-}
+use serve_support::{Response, Server, default_model, weather_schema};
 
 fn chat_body(seed: u64, stream: bool) -> Value {
     json!({

@@ -6,18 +6,8 @@
 mod python_support;
 mod serve_support;
 
-use std::path::PathBuf;
-
 use python_support::{python_with, run_script};
-use serve_support::{Server, default_model};
-
-fn fixture(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(path)
-        .display()
-        .to_string()
-}
+use serve_support::{Server, default_model, fixture};
 
 fn run(model: &str, model_id: &str, template: Option<&str>, mode: &str) {
     let python = python_with(&["openai", "jsonschema"], &["openai", "jsonschema"]);

@@ -4,7 +4,7 @@
 //! cannot handle.
 
 use rinfer_transformer::{
-    Block, Experts, Ffn, Handles, Mapper, Qkv, Router, Shape, Stage, Tensor, Transformer,
+    Block, Experts, Ffn, Gating, Handles, Mapper, Qkv, Router, Shape, Stage, Tensor, Transformer,
 };
 
 use crate::error::CudaError;
@@ -254,6 +254,13 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
             "a context of {context} and batches of {max_batch} tokens"
         ));
     }
+    if !c.causal || c.token_types.is_some() || c.output_norm.is_none() {
+        return bad(
+            "encoders (bidirectional attention, token types, no output norm: BERT) \
+                    run on the CPU only"
+                .into(),
+        );
+    }
     if c.head_dim == 0 || c.head_dim > MAX_HEAD_DIM {
         return bad(format!(
             "head size {} (the attention kernels take 1 to {MAX_HEAD_DIM})",
@@ -332,23 +339,59 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
     Ok(())
 }
 
-/// Every stage a GPU kernel runs: an error naming the first layer whose stages it does not.
+/// Every stage a GPU kernel runs: an error naming the first layer whose stages it does not
+/// (the device `auto` then falls back to the CPU with that reason).
 fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
-    let unsupported = |what: String| {
-        Err(CudaError::Unsupported(format!(
-            "{what}, which the CUDA backend does not run yet; use --device cpu"
-        )))
-    };
     if c.per_layer_inputs.is_some() {
-        return unsupported("the model has per-layer inputs (gemma4)".into());
+        return Err(CudaError::Unsupported(
+            "the model has per-layer inputs (gemma4), which the CUDA backend does not run yet; \
+             use --device cpu"
+                .into(),
+        ));
     }
     for (index, block) in c.blocks.iter().enumerate() {
+        let unsupported = |what: &str| {
+            Err(CudaError::Unsupported(format!(
+                "layer {index} uses {what}, which the CUDA backend does not run yet; use \
+                 --device cpu"
+            )))
+        };
         if block.experts().is_some_and(|e| e.ffn == Ffn::Gelu) {
-            return unsupported(format!("layer {index} uses ungated experts"));
+            return unsupported("ungated experts");
+        }
+        if block.mla().is_some() {
+            return unsupported("multi-head latent attention");
+        }
+        if block.shared_experts().is_some() {
+            return unsupported("shared experts");
+        }
+        for stage in &block.stages {
+            if let Stage::Router {
+                router,
+                selection_bias,
+                ..
+            } = stage
+            {
+                if !matches!(router.gating, Gating::SoftmaxTopK | Gating::TopKSoftmax) {
+                    return unsupported(&format!("{:?} expert routing", router.gating));
+                }
+                if selection_bias.is_some() || router.scale != 1.0 {
+                    return unsupported("a biased or scaled expert router");
+                }
+            }
+        }
+        let recurrent = block.stages.iter().find_map(|stage| match stage {
+            Stage::ShortConv { .. } => Some("a short-convolution layer"),
+            Stage::DeltaNet { .. } => Some("a gated delta-net layer"),
+            Stage::AttentionGate => Some("gated attention"),
+            _ => None,
+        });
+        if let Some(what) = recurrent {
+            return unsupported(what);
         }
         if block.heads != c.model_heads() {
-            return unsupported(format!(
-                "layer {index} has heads of its own ({} of {} values over {} kv heads)",
+            return unsupported(&format!(
+                "heads of its own ({} of {} values over {} kv heads, gemma4)",
                 block.heads.heads, block.heads.head_dim, block.heads.kv_heads
             ));
         }
@@ -360,7 +403,7 @@ fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
                 Stage::OutputScale(_) => "a scaled output",
                 _ => continue,
             };
-            return unsupported(format!("layer {index} has {what} (gemma4)"));
+            return unsupported(&format!("{what} (gemma4)"));
         }
     }
     Ok(())

@@ -5,30 +5,60 @@
 
 use std::sync::OnceLock;
 
-/// The instruction-set level a kernel table is built for, in increasing capability.
+/// The instruction-set level a kernel table is built for, in increasing capability. The levels
+/// are those of the architecture compiled for: a build never names another's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Isa {
     /// Portable scalar Rust; the reference every other level is tested against.
     Scalar,
     /// x86-64 with AVX2, FMA and F16C.
+    #[cfg(target_arch = "x86_64")]
     Avx2,
     /// x86-64 with AVX-512 F, BW, VL and VNNI on top of [`Isa::Avx2`].
+    #[cfg(target_arch = "x86_64")]
     Avx512,
     /// [`Isa::Avx512`] with Intel AMX (tile and int8 units), which Linux granted this process.
+    #[cfg(target_arch = "x86_64")]
     Amx,
+    /// AArch64 Advanced SIMD (NEON), which every AArch64 CPU has.
+    #[cfg(target_arch = "aarch64")]
+    Neon,
+    /// [`Isa::Neon`] with the dot-product extension (`sdot`).
+    #[cfg(target_arch = "aarch64")]
+    Dotprod,
+    /// [`Isa::Dotprod`] with the int8 matrix-multiply extension (`smmla`).
+    #[cfg(target_arch = "aarch64")]
+    I8mm,
 }
 
 impl Isa {
-    /// Every level, lowest first.
-    pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx];
+    /// Every level of this architecture, lowest first.
+    #[cfg(target_arch = "x86_64")]
+    pub const ALL: &'static [Isa] = &[Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx];
+    /// Every level of this architecture, lowest first.
+    #[cfg(target_arch = "aarch64")]
+    pub const ALL: &'static [Isa] = &[Isa::Scalar, Isa::Neon, Isa::Dotprod, Isa::I8mm];
+    /// Every level of this architecture, lowest first.
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    pub const ALL: &'static [Isa] = &[Isa::Scalar];
 
-    /// The name shown in logs (`"scalar"`, `"avx2"`, `"avx512"`, `"avx512+amx"`).
+    /// The name shown in logs (`"scalar"`, `"avx2"`, `"avx512"`, `"avx512+amx"`, `"NEON"`,
+    /// `"NEON + dotprod"`, `"NEON + dotprod + i8mm"`).
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
+            #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => "avx512",
+            #[cfg(target_arch = "x86_64")]
             Isa::Amx => "avx512+amx",
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => "NEON",
+            #[cfg(target_arch = "aarch64")]
+            Isa::Dotprod => "NEON + dotprod",
+            #[cfg(target_arch = "aarch64")]
+            Isa::I8mm => "NEON + dotprod + i8mm",
         }
     }
 
@@ -42,6 +72,15 @@ impl Isa {
 pub fn detected() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
     *ISA.get_or_init(detect)
+}
+
+/// Whether this CPU runs the AVX-512 kernels (never one of another architecture).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return detected() >= Isa::Avx512;
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -91,7 +130,18 @@ fn tile_data_permitted() -> bool {
     false
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
+fn detect() -> Isa {
+    use std::arch::is_aarch64_feature_detected as has;
+    match (has!("neon"), has!("dotprod"), has!("i8mm")) {
+        (true, true, true) => Isa::I8mm,
+        (true, true, false) => Isa::Dotprod,
+        (true, false, _) => Isa::Neon,
+        _ => Isa::Scalar,
+    }
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn detect() -> Isa {
     Isa::Scalar
 }

@@ -14,7 +14,7 @@ use crate::operands::{TOKEN_TILE, WeightMatrix};
 use crate::ops::VectorKernels;
 use crate::packed::{PackFn, PackedMatrix};
 use crate::quant::QuantizeBytesSimdFn;
-use crate::registry::{self, TABLE_LEN, TypeTraits, VecDotFn, VecDotTileFn};
+use crate::registry::{self, TABLE_LEN, TypeTraits, VecDotFn, VecDotPairFn, VecDotTileFn};
 
 /// The kernels of one weight type, chosen for one instruction set.
 #[derive(Clone, Copy)]
@@ -23,6 +23,7 @@ pub(crate) struct TypeKernels {
     align: usize,
     vec_dot: VecDotFn,
     vec_dot_tile: Option<VecDotTileFn>,
+    vec_dot_pairs: Option<VecDotPairFn>,
     quantize_activation: QuantizeBytesSimdFn,
     pack: Option<PackFn>,
 }
@@ -31,12 +32,13 @@ impl TypeKernels {
     /// The kernels of weight type `t` for `isa`, or `None` if it is no weight type.
     fn select(t: &TypeTraits, isa: Isa) -> Option<Self> {
         let weight = t.weight?;
-        let simd = weight.simd.filter(|simd| simd.isa <= isa);
+        let simd = weight.simd_for(isa);
         Some(TypeKernels {
             act_ty: weight.activation,
             align: t.align,
             vec_dot: simd.map_or(weight.reference, |simd| simd.dot),
             vec_dot_tile: simd.and_then(|simd| simd.tile),
+            vec_dot_pairs: simd.and_then(|simd| simd.pairs),
             quantize_activation: registry::traits(weight.activation)?.quantizer(isa)?,
             pack: weight
                 .packed
@@ -93,6 +95,34 @@ impl TypeKernels {
         }
     }
 
+    /// Whether [`TypeKernels::vec_dot_pairs`] has a kernel of its own (rather than two
+    /// [`TypeKernels::vec_dot_tile`] calls): whether the drivers should hand it rows in pairs.
+    pub(crate) fn has_row_pairs(&self) -> bool {
+        self.vec_dot_pairs.is_some()
+    }
+
+    /// [`TypeKernels::vec_dot_tile`] of the two weight rows `w` holds one after the other:
+    /// `out[r·n + t]` for row `r` and activation row `t` (`n = out.len() / 2`, at most
+    /// [`TOKEN_TILE`]). Bit-identical to one `vec_dot` per row and activation row.
+    ///
+    /// # Panics
+    /// As [`TypeKernels::vec_dot_tile`], or if `w` or `out` does not split in two.
+    #[inline]
+    pub(crate) fn vec_dot_pairs(&self, w: &[u8], a: &[u8], out: &mut [f32]) {
+        assert!(w.len().is_multiple_of(2) && out.len().is_multiple_of(2));
+        assert!(out.len() / 2 <= TOKEN_TILE);
+        match self.vec_dot_pairs {
+            // SAFETY: as for `vec_dot`: only selected for an instruction set the CPU supports.
+            Some(pairs) => unsafe { pairs(w, a, out) },
+            None => {
+                let (w0, w1) = w.split_at(w.len() / 2);
+                let (o0, o1) = out.split_at_mut(out.len() / 2);
+                self.vec_dot_tile(w0, a, o0);
+                self.vec_dot_tile(w1, a, o1);
+            }
+        }
+    }
+
     /// Quantizes `x` into `out` in the activation format.
     ///
     /// # Panics
@@ -112,7 +142,8 @@ impl TypeKernels {
 /// let best = Kernels::detected();
 /// assert!(Kernels::scalar().isa() <= best.isa());
 /// // A table never asks for more than the CPU has.
-/// assert_eq!(Kernels::with_isa(Isa::Amx).isa(), best.isa());
+/// let highest = *Isa::ALL.last().expect("scalar at least");
+/// assert_eq!(Kernels::with_isa(highest).isa(), best.isa());
 /// ```
 pub struct Kernels {
     isa: Isa,

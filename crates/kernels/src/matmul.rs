@@ -3,7 +3,8 @@
 //! Each task owns a contiguous range of weight rows for every token (one parallel region per
 //! product) and dots each row with a tile of [`TOKEN_TILE`] tokens at a time while it is hot in
 //! cache; [`TypeKernels::vec_dot_tile`] decodes each weight block once for the whole tile where
-//! the type has a tile kernel. Every output equals the [`TypeKernels::vec_dot`] call that
+//! the type has a tile kernel, and [`TypeKernels::vec_dot_pairs`] takes two rows at once where
+//! the type has a two-row kernel (AArch64's int8 matrix multiply). Every output equals the [`TypeKernels::vec_dot`] call that
 //! [`crate::matvec()`] makes, so each token's outputs are bit-identical to a matvec of that
 //! token.
 
@@ -79,14 +80,23 @@ fn matmul_group(
     let chunk = rows_per_task(w.rows(), w.row_bytes() * n);
     for_row_ranges(n, chunk, tile, y, |first, out| {
         let len = out.len() / n;
-        let mut dots = [0.0; TOKEN_TILE];
+        // Row pairs where the type has a two-row kernel, else single rows.
+        let step = if k.has_row_pairs() { 2 } else { 1 };
+        let mut dots = [0.0; 2 * TOKEN_TILE];
         for t0 in (0..n).step_by(TOKEN_TILE) {
             let nt = TOKEN_TILE.min(n - t0);
             let acts = &a[t0 * a_row..(t0 + nt) * a_row];
-            for i in 0..len {
-                k.vec_dot_tile(w.row(first + i), acts, &mut dots[..nt]);
-                for (t, &d) in dots[..nt].iter().enumerate() {
-                    out[(t0 + t) * len + i] = d;
+            for i in (0..len).step_by(step) {
+                let rows = step.min(len - i);
+                let dots = &mut dots[..rows * nt];
+                match rows {
+                    2 => k.vec_dot_pairs(w.row_range(first + i, 2), acts, dots),
+                    _ => k.vec_dot_tile(w.row(first + i), acts, dots),
+                }
+                for (r, dots) in dots.chunks_exact(nt).enumerate() {
+                    for (t, &d) in dots.iter().enumerate() {
+                        out[(t0 + t) * len + i + r] = d;
+                    }
                 }
             }
         }

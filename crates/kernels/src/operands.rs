@@ -95,6 +95,12 @@ impl<'a> WeightMatrix<'a> {
         &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
     }
 
+    /// The raw bytes of the `n` rows from row `r` on, one after the other.
+    #[inline]
+    pub(crate) fn row_range(&self, r: usize, n: usize) -> &'a [u8] {
+        &self.data[r * self.row_bytes..(r + n) * self.row_bytes]
+    }
+
     /// Checks that the data starts at a multiple of `align` (that of the type's blocks).
     pub(crate) fn check_align(&self, align: usize) -> Result<(), KernelError> {
         if !(self.data.as_ptr() as usize).is_multiple_of(align) {

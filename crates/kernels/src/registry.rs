@@ -12,8 +12,10 @@ use half::{bf16, f16};
 use rinfer_formats::GgmlType;
 
 use crate::cpu::Isa;
-use crate::packed::{self, PackFn};
 #[cfg(target_arch = "x86_64")]
+use crate::packed;
+use crate::packed::PackFn;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use crate::quant::float;
 use crate::quant::{
     BlockFormat, DequantizeBytesFn, Quantize, QuantizeBytesFn, QuantizeBytesSimdFn, VecDot,
@@ -30,6 +32,11 @@ pub(crate) type VecDotFn = unsafe fn(&[u8], &[u8]) -> f32;
 /// One weight row against several activation rows stored one after the other, one output per
 /// activation row; bit-identical to a [`VecDotFn`] call per row.
 pub(crate) type VecDotTileFn = unsafe fn(&[u8], &[u8], &mut [f32]);
+
+/// Two weight rows stored one after the other against several activation rows, `out[r·n + t]`
+/// for row `r` and activation row `t` (`n = out.len() / 2`); bit-identical to a [`VecDotFn`]
+/// call per pair.
+pub(crate) type VecDotPairFn = unsafe fn(&[u8], &[u8], &mut [f32]);
 
 /// Everything this crate implements for one tensor type.
 #[derive(Clone, Copy)]
@@ -56,10 +63,37 @@ pub(crate) struct WeightTraits {
     pub(crate) activation: GgmlType,
     /// The scalar reference dot product (safe to call on any CPU).
     pub(crate) reference: VecDotFn,
-    /// The row-major SIMD dot product, where one exists.
-    pub(crate) simd: Option<SimdDot>,
+    /// The row-major SIMD dot products of this architecture, lowest instruction set first
+    /// (empty slots last).
+    pub(crate) simd: [Option<SimdDot>; SIMD_LEVELS],
     /// The packed layout and its kernel, where one exists.
     pub(crate) packed: Option<PackedLayout>,
+}
+
+impl SimdDot {
+    /// With the two-row kernel `pairs`.
+    #[cfg(target_arch = "aarch64")]
+    const fn with_pairs(self, pairs: VecDotPairFn) -> Self {
+        SimdDot {
+            pairs: Some(pairs),
+            ..self
+        }
+    }
+}
+
+/// The most row-major SIMD dot products one type has on one architecture.
+const SIMD_LEVELS: usize = 3;
+
+impl WeightTraits {
+    /// The fastest row-major SIMD dot product that `isa` runs, where the type has one.
+    pub(crate) fn simd_for(&self, isa: Isa) -> Option<SimdDot> {
+        self.simd
+            .iter()
+            .rev()
+            .flatten()
+            .find(|simd| simd.isa <= isa)
+            .copied()
+    }
 }
 
 /// A SIMD dot product of one weight type and the instruction set it needs.
@@ -71,6 +105,9 @@ pub(crate) struct SimdDot {
     pub(crate) dot: VecDotFn,
     /// Its tile twin, bit-identical to one `dot` per activation row, where one exists.
     pub(crate) tile: Option<VecDotTileFn>,
+    /// Its two-row twin, bit-identical to one `dot` per row and activation row, where one
+    /// exists.
+    pub(crate) pairs: Option<VecDotPairFn>,
 }
 
 /// A packed layout of one weight type and the instruction set its kernel needs.
@@ -113,7 +150,7 @@ impl TypeTraits {
             weight: Some(WeightTraits {
                 activation: <W::Activation as BlockFormat>::TYPE,
                 reference: dot_bytes::<W>,
-                simd: None,
+                simd: [None; SIMD_LEVELS],
                 packed: None,
             }),
             ..Self::format::<W>()
@@ -132,16 +169,31 @@ impl TypeTraits {
 
     /// The fastest row quantizer of this type that `isa` runs, where the type has a quantizer.
     pub(crate) fn quantizer(&self, isa: Isa) -> Option<QuantizeBytesSimdFn> {
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = isa;
         match self.quantize_avx512 {
+            #[cfg(target_arch = "x86_64")]
             Some(simd) if isa >= Isa::Avx512 => Some(simd),
             _ => self.quantize.map(|q| q as QuantizeBytesSimdFn),
         }
     }
 
-    /// With the SIMD dot product `simd` (`None`: none on this architecture).
+    /// With the SIMD dot product `simd` as well (`None`: none on this architecture), for an
+    /// instruction set above those of the ones it already has.
     const fn simd(mut self, simd: Option<SimdDot>) -> Self {
-        if let Some(weight) = &mut self.weight {
-            weight.simd = simd;
+        if let (Some(weight), Some(new)) = (&mut self.weight, simd) {
+            let mut i = 0;
+            while weight.simd[i].is_some() {
+                i += 1;
+            }
+            if i > 0 {
+                let below = weight.simd[i - 1].expect("filled slot");
+                assert!(
+                    (below.isa as u8) < (new.isa as u8),
+                    "SIMD dot products listed lowest first"
+                );
+            }
+            weight.simd[i] = Some(new);
         }
         self
     }
@@ -187,6 +239,7 @@ macro_rules! avx2 {
                 entry
             },
             tile: avx2!(@tile $($tile)?),
+            pairs: None,
         })
     };
     (@tile) => {
@@ -205,6 +258,79 @@ macro_rules! avx2 {
     };
 }
 
+/// `Some(entry)` on AArch64; `None` elsewhere, where the kernels it names do not exist.
+#[cfg(target_arch = "aarch64")]
+macro_rules! aarch64 {
+    ($entry:expr) => {
+        Some($entry)
+    };
+}
+
+/// `Some(entry)` on AArch64; `None` elsewhere, where the kernels it names do not exist.
+#[cfg(not(target_arch = "aarch64"))]
+macro_rules! aarch64 {
+    ($entry:expr) => {
+        None
+    };
+}
+
+/// The [`SimdDot`] of an AArch64 kernel that needs the instruction set `$isa` (`Neon`,
+/// `Dotprod` or `I8mm`): a byte-level entry that casts the rows to the kernel's blocks.
+macro_rules! arm {
+    ($isa:ident, $dot:path) => {
+        aarch64!(SimdDot {
+            isa: Isa::$isa,
+            dot: {
+                /// # Safety
+                /// The CPU must support the instruction set listed beside the entry.
+                unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
+                    // SAFETY: the caller guarantees the features the kernel is compiled for.
+                    unsafe { dot_with($dot, w, a) }
+                }
+                entry
+            },
+            tile: None,
+            pairs: None,
+        })
+    };
+}
+
+/// The plain NEON [`SimdDot`] of a type's `aarch64` module (`vec_dot_neon`).
+macro_rules! neon {
+    ($ty:ident) => {
+        arm!(Neon, $ty::aarch64::vec_dot_neon)
+    };
+}
+
+/// The dot-product-extension [`SimdDot`] of a type's `aarch64` module (`vec_dot_dotprod`).
+macro_rules! dotprod {
+    ($ty:ident) => {
+        arm!(Dotprod, $ty::aarch64::vec_dot_dotprod)
+    };
+}
+
+/// The int8 matrix-multiply [`SimdDot`] of a type's `aarch64` module: its dot-product kernel
+/// (`vec_dot_dotprod`) for single rows and `vec_dot_pairs_i8mm` for rows in pairs.
+macro_rules! i8mm {
+    ($ty:ident) => {
+        aarch64!(
+            SimdDot {
+                isa: Isa::I8mm,
+                ..arm!(Dotprod, $ty::aarch64::vec_dot_dotprod).expect("an AArch64 entry")
+            }
+            .with_pairs({
+                /// # Safety
+                /// The CPU must support the int8 matrix-multiply extension.
+                unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
+                    // SAFETY: the caller guarantees the features the kernel is compiled for.
+                    unsafe { pairs_with($ty::aarch64::vec_dot_pairs_i8mm, w, a, out) }
+                }
+                entry
+            })
+        )
+    };
+}
+
 /// The [`PackedLayout`] of a packer whose kernel needs AVX-512 F, BW, VL and VNNI (with AVX2,
 /// FMA and F16C).
 macro_rules! avx512_packed {
@@ -218,39 +344,68 @@ macro_rules! avx512_packed {
 
 /// Every type this crate implements, by GGUF id.
 static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
-    TypeTraits::quantized_weight::<f32>().simd(avx2!(float::x86::vec_dot_f32)),
-    TypeTraits::quantized_weight::<f16>().simd(avx2!(float::x86::vec_dot_f16)),
-    TypeTraits::quantized_weight::<bf16>().simd(avx2!(float::x86::vec_dot_bf16)),
+    TypeTraits::quantized_weight::<f32>()
+        .simd(avx2!(float::x86::vec_dot_f32))
+        .simd(arm!(Neon, float::aarch64::vec_dot_f32)),
+    TypeTraits::quantized_weight::<f16>()
+        .simd(avx2!(float::x86::vec_dot_f16))
+        .simd(arm!(Neon, float::aarch64::vec_dot_f16)),
+    TypeTraits::quantized_weight::<bf16>()
+        .simd(avx2!(float::x86::vec_dot_bf16))
+        .simd(arm!(Neon, float::aarch64::vec_dot_bf16)),
     TypeTraits::quantized_weight::<q4_0::BlockQ4_0>()
         .simd(avx2!(q4_0::x86::vec_dot))
+        .simd(neon!(q4_0))
+        .simd(dotprod!(q4_0))
+        .simd(i8mm!(q4_0))
         .packed(avx512_packed!(packed::nibbles_avx512::pack_q4_0)),
     TypeTraits::quantized_weight::<q4_1::BlockQ4_1>()
         .simd(avx2!(q4_1::x86::vec_dot))
+        .simd(neon!(q4_1))
+        .simd(dotprod!(q4_1))
         .packed(avx512_packed!(packed::min_formats_avx512::pack_q4_1)),
     TypeTraits::quantized_weight::<q5_0::BlockQ5_0>()
         .simd(avx2!(q5_0::x86::vec_dot, tile: q5_0::x86::vec_dot_tile))
+        .simd(neon!(q5_0))
+        .simd(dotprod!(q5_0))
+        .simd(i8mm!(q5_0))
         .packed(avx512_packed!(packed::q5_0x16_avx512::pack)),
     TypeTraits::quantized_weight::<q5_1::BlockQ5_1>()
         .simd(avx2!(q5_1::x86::vec_dot))
+        .simd(neon!(q5_1))
+        .simd(dotprod!(q5_1))
         .packed(avx512_packed!(packed::min_formats_avx512::pack_q5_1)),
     TypeTraits::quantized_weight::<q8_0::BlockQ8_0>()
         .simd(avx2!(q8_0::x86::vec_dot))
+        .simd(neon!(q8_0))
+        .simd(dotprod!(q8_0))
+        .simd(i8mm!(q8_0))
         .packed(avx512_packed!(packed::q8_0x16_avx512::pack)),
     TypeTraits::activation::<q8_1::BlockQ8_1>(),
     TypeTraits::quantized_weight::<q2_k::BlockQ2K>()
         .simd(avx2!(q2_k::x86::vec_dot))
+        .simd(neon!(q2_k))
+        .simd(dotprod!(q2_k))
         .packed(avx512_packed!(packed::q2_kx16_avx512::pack)),
     TypeTraits::quantized_weight::<q3_k::BlockQ3K>()
         .simd(avx2!(q3_k::x86::vec_dot))
+        .simd(neon!(q3_k))
+        .simd(dotprod!(q3_k))
         .packed(avx512_packed!(packed::q3_kx16_avx512::pack)),
     TypeTraits::quantized_weight::<q4_k::BlockQ4K>()
         .simd(avx2!(q4_k::x86::vec_dot))
+        .simd(neon!(q4_k))
+        .simd(dotprod!(q4_k))
         .packed(avx512_packed!(packed::q4_kx16_avx512::pack)),
     TypeTraits::quantized_weight::<q5_k::BlockQ5K>()
         .simd(avx2!(q5_k::x86::vec_dot))
+        .simd(neon!(q5_k))
+        .simd(dotprod!(q5_k))
         .packed(avx512_packed!(packed::q5_kx16_avx512::pack)),
     TypeTraits::quantized_weight::<q6_k::BlockQ6K>()
         .simd(avx2!(q6_k::x86::vec_dot))
+        .simd(neon!(q6_k))
+        .simd(dotprod!(q6_k))
         .packed(avx512_packed!(packed::q6_kx16_avx512::pack)),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
     TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simd(avx2!(iq2_xxs::x86::vec_dot)),
@@ -259,11 +414,16 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::weight::<iq1_s::BlockIq1S>().simd(avx2!(iq1_s::x86::vec_dot)),
     TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
         .simd(avx2!(iq4_nl::x86::vec_dot))
+        .simd(neon!(iq4_nl))
+        .simd(dotprod!(iq4_nl))
+        .simd(i8mm!(iq4_nl))
         .packed(avx512_packed!(packed::nibbles_avx512::pack_iq4_nl)),
     TypeTraits::weight::<iq3_s::BlockIq3S>().simd(avx2!(iq3_s::x86::vec_dot)),
     TypeTraits::weight::<iq2_s::BlockIq2S>().simd(avx2!(iq2_s::x86::vec_dot)),
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
         .simd(avx2!(iq4_xs::x86::vec_dot))
+        .simd(neon!(iq4_xs))
+        .simd(dotprod!(iq4_xs))
         .packed(avx512_packed!(packed::iq4_xsx16_avx512::pack)),
     TypeTraits::weight::<iq1_m::BlockIq1M>().simd(avx2!(iq1_m::x86::vec_dot)),
     TypeTraits::weight::<tq1_0::BlockTq1_0>().simd(avx2!(tq1_0::x86::vec_dot)),
@@ -317,7 +477,7 @@ fn dot_bytes<W: VecDot>(w: &[u8], a: &[u8]) -> f32 {
 ///
 /// # Safety
 /// The CPU must support the features `kernel` is compiled for.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
 unsafe fn dot_with<W: BlockFormat, A: BlockFormat>(
     kernel: unsafe fn(&[W], &[A]) -> f32,
@@ -346,6 +506,27 @@ unsafe fn tile_with<W: BlockFormat, A: BlockFormat>(
     let w: &[W] = bytemuck::cast_slice(w);
     let a: &[A] = bytemuck::cast_slice(a);
     assert_eq!(w.len() * W::ELEMS * out.len(), a.len() * A::ELEMS);
+    // SAFETY: the caller guarantees the CPU features.
+    unsafe { kernel(w, a, out) }
+}
+
+/// As [`tile_with`] for a two-row kernel: `w` holds two rows, `a` holds `out.len() / 2` rows
+/// as long as one of them.
+///
+/// # Safety
+/// The CPU must support the features `kernel` is compiled for.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+unsafe fn pairs_with<W: BlockFormat, A: BlockFormat>(
+    kernel: unsafe fn(&[W], &[A], &mut [f32]),
+    w: &[u8],
+    a: &[u8],
+    out: &mut [f32],
+) {
+    let w: &[W] = bytemuck::cast_slice(w);
+    let a: &[A] = bytemuck::cast_slice(a);
+    assert!(w.len().is_multiple_of(2) && out.len().is_multiple_of(2));
+    assert_eq!(w.len() / 2 * W::ELEMS * (out.len() / 2), a.len() * A::ELEMS);
     // SAFETY: the caller guarantees the CPU features.
     unsafe { kernel(w, a, out) }
 }
@@ -385,8 +566,10 @@ mod tests {
                 ..
             }) = &row.weight
             {
-                let simd = simd.expect("row-major SIMD kernel");
-                assert!(simd.isa < packed.isa, "{}", row.ty);
+                assert!(simd[0].is_some(), "{}: row-major SIMD kernel", row.ty);
+                for simd in simd.iter().flatten() {
+                    assert!(simd.isa < packed.isa, "{}", row.ty);
+                }
             }
         }
     }

@@ -10,6 +10,7 @@ use rinfer_transformer::{Ffn, FfnUp, Heads, Qkv, Stage};
 use crate::compute::{self, linear, linear_shared};
 use crate::error::ModelError;
 use crate::forward::{Model, SeqBatch};
+use crate::mixer::{self, DeltaNetWeights};
 use crate::moe;
 use crate::scratch::RowSource;
 use crate::scratch::Scratch;
@@ -31,6 +32,14 @@ impl Model {
             match stage {
                 Stage::AttentionNorm(norm) => Self::norm(norm, &s.x, &mut s.h, n),
                 Stage::Qkv(qkv) => Self::qkv(qkv, heads, n, s)?,
+                Stage::LatentQkv {
+                    mla,
+                    q,
+                    kv_a,
+                    kv_norm,
+                    k_b,
+                } => self.latent_qkv(mla, q, (kv_a, kv_norm), k_b, n, s)?,
+                Stage::LatentOutput { mla, v_b } => self.latent_output(mla, v_b, n, s)?,
                 Stage::QkNorm { eps, q, k } => Self::qk_norm(heads, q, k, *eps, n, s),
                 Stage::ValueNorm { eps } => {
                     for head in s.v[..n * heads.kv_dim()].chunks_exact_mut(heads.head_dim) {
@@ -42,6 +51,50 @@ impl Model {
                     Self::store_kv(layer, heads, seqs, s);
                     self.attention(layer, params, sinks.as_deref(), n, seqs, s);
                 }
+                Stage::AttentionGate => {
+                    let len = n * heads.q_dim();
+                    for (a, &g) in s.attn[..len].iter_mut().zip(&s.attn_gate[..len]) {
+                        *a *= ops::sigmoid(g);
+                    }
+                }
+                Stage::ShortConv {
+                    conv,
+                    in_proj,
+                    kernel,
+                    out_proj,
+                } => mixer::short_conv(
+                    layer,
+                    conv,
+                    (in_proj, kernel.as_slice(), out_proj),
+                    n,
+                    seqs,
+                    s,
+                )?,
+                Stage::DeltaNet {
+                    net,
+                    qkv,
+                    gate,
+                    kernel,
+                    dt_bias,
+                    a,
+                    beta,
+                    alpha,
+                    norm,
+                    output,
+                } => {
+                    let weights = DeltaNetWeights {
+                        qkv,
+                        gate,
+                        kernel,
+                        dt_bias,
+                        a,
+                        beta,
+                        alpha,
+                        norm,
+                        output,
+                    };
+                    mixer::delta_net(layer, net, &weights, n, seqs, s)?;
+                }
                 Stage::AttentionOutput(output) => {
                     linear(output, &s.attn, n, &mut s.out, &mut s.act)?;
                 }
@@ -49,7 +102,18 @@ impl Model {
                 Stage::AttentionResidual => ops::add_inplace(&mut s.x[..len], &s.out[..len]),
                 Stage::FfnNorm(norm) => Self::norm(norm, &s.x, &mut s.h, n),
                 Stage::Ffn { ffn, up, down } => self.ffn(*ffn, up, down, n, s)?,
-                Stage::Router { router, scores } => moe::route(router, scores, n, s)?,
+                Stage::Router {
+                    router,
+                    scores,
+                    selection_bias,
+                } => moe::route(router, scores, selection_bias.as_deref(), n, s)?,
+                Stage::SharedExperts {
+                    experts,
+                    gate,
+                    up,
+                    down,
+                    gate_inp,
+                } => moe::shared(experts, [gate, up, down], gate_inp.as_deref(), n, s)?,
                 Stage::Experts {
                     experts,
                     gate,
@@ -61,6 +125,9 @@ impl Model {
                     let hidden = self.transformer().hidden;
                     let weights = [gate.as_slice(), up.as_slice(), down.as_slice()];
                     moe::run(experts, weights, hidden, used, n, s)?;
+                    if block.shared_experts().is_some() {
+                        ops::add_inplace(&mut s.h[..len], &s.moe.shared[..len]);
+                    }
                 }
                 Stage::PostFfnNorm(norm) => Self::norm_in_place(norm, &mut s.h, n),
                 Stage::FfnResidual => ops::add_inplace(&mut s.x[..len], &s.h[..len]),
@@ -73,6 +140,7 @@ impl Model {
                     self.per_layer_input(layer, gate, proj, norm, n, s)?;
                 }
                 Stage::OutputScale(scale) => ops::scale(&mut s.x[..len], scale[0]),
+                Stage::ResidualNorm(norm) => Self::residual_norm(norm, s, n),
             }
         }
         Ok(())
@@ -104,6 +172,18 @@ impl Model {
             Qkv::Separate { q, k, v } => {
                 let outs = [&mut s.q[..], &mut s.k[..], &mut s.v[..]];
                 linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
+            }
+            Qkv::GatedQuery { q, k, v } => {
+                let outs = [&mut s.fused[..], &mut s.k[..], &mut s.v[..]];
+                linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
+                let d = heads.head_dim;
+                let rows = s.fused[..n * 2 * q_dim].chunks_exact(2 * d);
+                let heads = s.q[..n * q_dim].chunks_exact_mut(d);
+                let gates = s.attn_gate[..n * q_dim].chunks_exact_mut(d);
+                for ((row, q), g) in rows.zip(heads).zip(gates) {
+                    q.copy_from_slice(&row[..d]);
+                    g.copy_from_slice(&row[d..]);
+                }
             }
             Qkv::Fused(qkv) => {
                 let width = q_dim + 2 * kv_dim;
@@ -143,7 +223,9 @@ impl Model {
     }
 
     /// Causal (and, with a window, sliding) attention of the `n` new queries over their
-    /// sequences' caches, into `s.attn`.
+    /// sequences' caches, into `s.attn`. In an encoder every query sees its whole sequence:
+    /// the kernel's key range ends at a row's position, so each row is given the position of
+    /// its sequence's last row (all keys are stored before any query runs).
     fn attention(
         &self,
         layer: usize,
@@ -160,6 +242,14 @@ impl Model {
             head_dim: heads.head_dim,
         };
         let sources = &s.sources;
+        let causal = self.transformer().causal;
+        let last = |seq: usize, pos: usize| {
+            if causal {
+                pos
+            } else {
+                seqs[seq].cache.len() + seqs[seq].tokens.len() - 1
+            }
+        };
         let len = n * heads.q_dim();
         let (queries, out) = (&s.q[..len], &mut s.attn[..len]);
         // Every cache keeps a layer the same way: a ring on sliding-window layers, blocks on
@@ -168,14 +258,20 @@ impl Model {
             let row = |i: usize| {
                 let RowSource { seq, pos } = sources[i];
                 let rows = seqs[seq].cache.ring_rows(layer);
-                (pos, rows.expect("a sliding-window layer keeps a ring"))
+                (
+                    last(seq, pos),
+                    rows.expect("a sliding-window layer keeps a ring"),
+                )
             };
             ops::attention(&shape, params, sinks, queries, row, out);
         } else {
             let row = |i: usize| {
                 let RowSource { seq, pos } = sources[i];
                 let rows = seqs[seq].cache.paged_rows(layer);
-                (pos, rows.expect("a full-attention layer keeps blocks"))
+                (
+                    last(seq, pos),
+                    rows.expect("a full-attention layer keeps blocks"),
+                )
             };
             ops::attention(&shape, params, sinks, queries, row, out);
         }

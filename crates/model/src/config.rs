@@ -7,11 +7,11 @@
 use rinfer_kernels::ops;
 use rinfer_transformer::Role;
 use rinfer_transformer::{
-    AttentionParams, Block, Experts, FfnUp, Linear, Norm, NormWeights, PerLayerInputs, Presence,
-    Qkv, RopeParams, Router, Stage, Transformer,
+    AttentionParams, Block, Experts, FfnUp, LatentQ, Linear, Norm, NormWeights, PerLayerInputs,
+    Presence, Qkv, RopeParams, Router, Stage, Transformer,
 };
 
-pub use rinfer_transformer::{Ffn, Gating, Heads, NormKind};
+pub use rinfer_transformer::{DeltaNet, Ffn, Gating, Heads, Mla, NormKind, Recurrence, ShortConv};
 
 /// Which dimension pairs RoPE rotates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,8 +58,32 @@ pub struct YarnScaling {
     pub original_context: usize,
 }
 
-/// Mixture-of-experts feed-forward blocks: a router picks `used` of `count` experts per token.
+/// How an embedding is made from the final hidden states of a sequence's tokens (GGUF
+/// `{arch}.pooling_type`, llama.cpp's `llama_pooling_type`); each token's state is taken after
+/// the output norm, when the model has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The average over every token, special tokens included (1).
+    Mean,
+    /// The first token's state (`[CLS]`) (2).
+    Cls,
+    /// The last token's state (3): a decoder embedder appends an end token for it.
+    Last,
+}
+
+impl Pooling {
+    /// llama.cpp's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mean => "mean",
+            Self::Cls => "cls",
+            Self::Last => "last",
+        }
+    }
+}
+
+/// Mixture-of-experts feed-forward blocks: a router picks `used` of `count` experts per token.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MoeConfig {
     /// Experts per layer.
     pub count: usize,
@@ -71,6 +95,30 @@ pub struct MoeConfig {
     pub gating: Gating,
     /// The shape of each expert.
     pub ffn: Ffn,
+    /// The routed weights are multiplied by this (`expert_weights_scale`; 1 for none).
+    pub weights_scale: f32,
+    /// The router has a selection bias (`exp_probs_b`) added to its scores to choose.
+    pub selection_bias: bool,
+    /// The first this many layers run the dense FFN instead (`leading_dense_block_count`).
+    pub leading_dense: usize,
+    /// Shared experts every token runs beside its routed ones.
+    pub shared: Option<SharedExpertsConfig>,
+}
+
+/// The shared experts of a mixture-of-experts layer, run as one gated FFN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedExpertsConfig {
+    /// Their inner widths summed.
+    pub ffn_dim: usize,
+    /// Their output is scaled per token by `sigmoid(ffn_gate_inp_shexp · h)` (Qwen3.5-MoE).
+    pub gated: bool,
+}
+
+impl MoeConfig {
+    /// Whether `layer` runs the experts (and not the dense FFN).
+    pub fn applies_to(&self, layer: usize) -> bool {
+        layer >= self.leading_dense
+    }
 }
 
 /// Sliding-window attention on some layers.
@@ -97,6 +145,15 @@ impl SlidingWindow {
     pub fn applies_to(&self, layer: usize) -> bool {
         self.pattern <= 1 || layer % self.pattern < self.pattern - 1
     }
+}
+
+/// The layers of a hybrid model that mix positions by a recurrence instead of attention.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecurrentLayers {
+    /// Per layer, whether it is recurrent.
+    pub layers: Vec<bool>,
+    /// What those layers run.
+    pub recurrence: Recurrence,
 }
 
 /// Everything the forward pass needs to know about a model.
@@ -157,8 +214,26 @@ pub struct ModelConfig {
     pub per_layer_input: Option<usize>,
     /// Each layer's output is multiplied by its one-value `layer_output_scale` (gemma4).
     pub layer_output_scale: bool,
+    /// Multi-head latent attention (DeepSeek-V2/V3): `heads` query heads over one latent kv
+    /// head of `head_dim = rope + kv_lora` values, whose values are its keys.
+    pub mla: Option<Mla>,
+    /// Layers that run a recurrence in place of attention (hybrid models).
+    pub recurrent: Option<RecurrentLayers>,
+    /// Each head's attention output is multiplied by `sigmoid` of a gate its query projection
+    /// also gives (Qwen3.5).
+    pub gated_attention: bool,
     /// How the weights are laid out in tensors.
     pub layout: TensorLayout,
+    /// Whether a token attends only to the tokens before it (a decoder); an encoder's tokens
+    /// see the whole sequence.
+    pub causal: bool,
+    /// BERT's post-norm layout: token types and a norm of the embeddings, a norm of the
+    /// residual stream after each residual add, no norm before the attention, the FFN or
+    /// the head.
+    pub post_norm: bool,
+    /// How the model pools an embedding, when it is an embedding model (`None`: a language
+    /// model only).
+    pub pooling: Option<Pooling>,
 }
 
 /// How an architecture stores q, k and v.
@@ -185,6 +260,10 @@ pub struct TensorLayout {
     pub biases: Presence,
     /// The tensor of the norm before the FFN: `ffn_norm` (gpt-oss: `post_attention_norm`).
     pub ffn_norm: Role,
+    /// Whether a file must hold the q/k norms when the model has them (GLM-4.5 files may not).
+    pub qk_norm: Presence,
+    /// The tensor of the norm before the LM head: `output_norm` (LFM2: `token_embd_norm`).
+    pub output_norm: Role,
 }
 
 impl TensorLayout {
@@ -194,6 +273,8 @@ impl TensorLayout {
         fused_gate_up: false,
         biases: Presence::Optional,
         ffn_norm: Role::FfnNorm,
+        qk_norm: Presence::Required,
+        output_norm: Role::OutputNorm,
     };
 }
 
@@ -236,6 +317,32 @@ impl ModelConfig {
             .unwrap_or_else(|| self.kv_dim())
     }
 
+    /// Whether attention reads each position's values from its key row, so a cache keeps no
+    /// value rows (latent attention's one row per position).
+    pub fn values_in_keys(&self) -> bool {
+        self.mla.is_some()
+    }
+
+    /// Whether `layer` runs mixture-of-experts FFNs.
+    pub fn is_moe_layer(&self, layer: usize) -> bool {
+        self.experts.is_some_and(|moe| moe.applies_to(layer))
+    }
+
+    /// What `layer` runs in place of attention, if it is a recurrent layer.
+    pub fn recurrence_of(&self, layer: usize) -> Option<Recurrence> {
+        let r = self.recurrent.as_ref()?;
+        r.layers
+            .get(layer)
+            .copied()
+            .unwrap_or(false)
+            .then_some(r.recurrence)
+    }
+
+    /// Whether `layer` keeps keys and values (every layer but the recurrent ones).
+    pub fn has_attention(&self, layer: usize) -> bool {
+        self.recurrence_of(layer).is_none()
+    }
+
     /// The attention window of `layer`, if it slides.
     pub fn window_of(&self, layer: usize) -> Option<usize> {
         let sw = self.sliding_window?;
@@ -262,6 +369,9 @@ impl ModelConfig {
             embedding_scale: self.embedding_scale,
             token_embd: Presence::Required,
             position_embd: learned.then_some(Presence::Required),
+            token_types: self.post_norm.then_some(Presence::Required),
+            embedding_norm: self.post_norm.then(|| norm(Role::TokenEmbdNorm)),
+            causal: self.causal,
             rope_freqs: (!learned).then_some(Presence::Optional),
             per_layer_inputs: self.per_layer_input.map(|width| PerLayerInputs {
                 width,
@@ -270,7 +380,7 @@ impl ModelConfig {
                 proj_norm: norm(Role::PerLayerProjNorm),
             }),
             blocks: (0..self.layers).map(|layer| self.block(layer)).collect(),
-            output_norm: norm(Role::OutputNorm),
+            output_norm: (!self.post_norm).then(|| norm(self.layout.output_norm)),
             output: Some(Presence::Optional),
             output_bias: Some(Presence::Optional),
             final_softcap: self.final_softcap,
@@ -298,32 +408,95 @@ impl ModelConfig {
         }
     }
 
+    /// The stage of a recurrent layer that runs `recurrence`, in place of attention.
+    fn recurrent_stage(&self, recurrence: Recurrence) -> Stage<Presence> {
+        let required = || Linear {
+            weight: Presence::Required,
+            bias: None,
+        };
+        match recurrence {
+            Recurrence::ShortConv(conv) => Stage::ShortConv {
+                conv,
+                in_proj: required(),
+                kernel: Presence::Required,
+                out_proj: required(),
+            },
+            Recurrence::DeltaNet(net) => Stage::DeltaNet {
+                net,
+                qkv: required(),
+                gate: required(),
+                kernel: Presence::Required,
+                dt_bias: Presence::Required,
+                a: Presence::Required,
+                beta: required(),
+                alpha: required(),
+                norm: Presence::Required,
+                output: required(),
+            },
+        }
+    }
+
     /// The stages of `layer`.
     fn block(&self, layer: usize) -> Block<Presence> {
         let norm = |role| self.norm(role);
+        let mut stages = if self.post_norm {
+            Vec::new()
+        } else {
+            vec![Stage::AttentionNorm(norm(Role::AttnNorm))]
+        };
+        match self.recurrence_of(layer) {
+            Some(recurrence) => stages.push(self.recurrent_stage(recurrence)),
+            None => self.attention_stages(layer, &mut stages),
+        }
+        self.ffn_stages(layer, &mut stages);
+        if self.per_layer_input.is_some() {
+            stages.push(Stage::PerLayerInput {
+                gate: self.linear(),
+                proj: self.linear(),
+                norm: norm(Role::PerLayerPostNorm),
+            });
+        }
+        if self.layer_output_scale {
+            stages.push(Stage::OutputScale(Presence::Required));
+        }
+        Block {
+            heads: self.heads_of(layer),
+            stages,
+        }
+    }
+
+    /// The attention stages of `layer`, from the projections to the output's post norm.
+    fn attention_stages(&self, layer: usize, stages: &mut Vec<Stage<Presence>>) {
+        let norm = |role| self.norm(role);
         let window = self.window_of(layer);
-        let qkv = match self.layout.qkv {
-            QkvLayout::Separate => Qkv::Separate {
+        let qkv = match (self.mla, self.layout.qkv, self.gated_attention) {
+            (Some(mla), _, _) => self.latent_qkv(mla),
+            (None, _, true) => Stage::Qkv(Qkv::GatedQuery {
                 q: self.linear(),
                 k: self.linear(),
                 v: self.linear(),
-            },
-            QkvLayout::Fused => Qkv::Fused(self.linear()),
-            QkvLayout::OptionalValue => Qkv::OptionalValue {
+            }),
+            (None, QkvLayout::Separate, false) => Stage::Qkv(Qkv::Separate {
+                q: self.linear(),
+                k: self.linear(),
+                v: self.linear(),
+            }),
+            (None, QkvLayout::Fused, false) => Stage::Qkv(Qkv::Fused(self.linear())),
+            (None, QkvLayout::OptionalValue, false) => Stage::Qkv(Qkv::OptionalValue {
                 q: self.linear(),
                 k: self.linear(),
                 v: Some(Linear {
                     weight: Presence::Optional,
                     bias: Some(self.layout.biases),
                 }),
-            },
+            }),
         };
-        let mut stages = vec![Stage::AttentionNorm(norm(Role::AttnNorm)), Stage::Qkv(qkv)];
+        stages.push(qkv);
         if self.qk_norm {
             stages.push(Stage::QkNorm {
                 eps: self.norm_eps,
-                q: Presence::Required,
-                k: Presence::Required,
+                q: self.layout.qk_norm,
+                k: self.layout.qk_norm,
             });
         }
         if self.value_norm {
@@ -365,10 +538,21 @@ impl ModelConfig {
             },
             sinks: self.attention_sinks.then_some(Presence::Required),
         });
+        if let Some(mla) = self.mla {
+            stages.push(Stage::LatentOutput { mla, v_b: None });
+        }
+        if self.gated_attention {
+            stages.push(Stage::AttentionGate);
+        }
         stages.push(Stage::AttentionOutput(self.linear()));
         if self.post_norms {
             stages.push(Stage::PostAttentionNorm(norm(Role::PostAttentionNorm)));
         }
+    }
+
+    /// The stages after the mixer: the residual, the FFN (dense or experts) and its residual.
+    fn ffn_stages(&self, layer: usize, stages: &mut Vec<Stage<Presence>>) {
+        let norm = |role| self.norm(role);
         let dense = || Stage::Ffn {
             ffn: self.ffn,
             up: match (self.ffn.is_gated(), self.layout.fused_gate_up) {
@@ -381,51 +565,94 @@ impl ModelConfig {
             },
             down: self.linear(),
         };
-        let heads = self.heads_of(layer);
         if self.parallel_block {
             stages.extend([dense(), Stage::ParallelResidual]);
-            return Block { heads, stages };
+            return;
+        }
+        if self.post_norm {
+            stages.extend([
+                Stage::AttentionResidual,
+                Stage::ResidualNorm(norm(Role::AttnOutputNorm)),
+                dense(),
+                Stage::FfnResidual,
+                Stage::ResidualNorm(norm(Role::LayerOutputNorm)),
+            ]);
+            return;
         }
         stages.extend([
             Stage::AttentionResidual,
             Stage::FfnNorm(norm(self.layout.ffn_norm)),
         ]);
-        match self.experts {
+        match self.experts.filter(|moe| moe.applies_to(layer)) {
             None => stages.push(dense()),
-            Some(moe) => stages.extend([
-                Stage::Router {
-                    router: Router {
-                        experts: moe.count,
-                        used: moe.used,
-                        gating: moe.gating,
+            Some(moe) => {
+                if let Some(shared) = moe.shared {
+                    stages.push(Stage::SharedExperts {
+                        experts: Experts {
+                            ffn: moe.ffn,
+                            ffn_dim: shared.ffn_dim,
+                        },
+                        gate: self.linear(),
+                        up: self.linear(),
+                        down: self.linear(),
+                        gate_inp: shared.gated.then_some(Presence::Required),
+                    });
+                }
+                stages.extend([
+                    Stage::Router {
+                        router: Router {
+                            experts: moe.count,
+                            used: moe.used,
+                            gating: moe.gating,
+                            scale: moe.weights_scale,
+                        },
+                        scores: self.linear(),
+                        selection_bias: moe.selection_bias.then_some(Presence::Required),
                     },
-                    scores: self.linear(),
-                },
-                Stage::Experts {
-                    experts: Experts {
-                        ffn: moe.ffn,
-                        ffn_dim: moe.ffn_dim,
+                    Stage::Experts {
+                        experts: Experts {
+                            ffn: moe.ffn,
+                            ffn_dim: moe.ffn_dim,
+                        },
+                        gate: Some(self.layout.biases),
+                        up: Some(self.layout.biases),
+                        down: Some(self.layout.biases),
                     },
-                    gate: Some(self.layout.biases),
-                    up: Some(self.layout.biases),
-                    down: Some(self.layout.biases),
-                },
-            ]),
+                ]);
+            }
         }
         if self.post_norms {
             stages.push(Stage::PostFfnNorm(norm(Role::PostFfwNorm)));
         }
         stages.push(Stage::FfnResidual);
-        if self.per_layer_input.is_some() {
-            stages.push(Stage::PerLayerInput {
-                gate: self.linear(),
-                proj: self.linear(),
-                norm: norm(Role::PerLayerPostNorm),
-            });
+    }
+
+    /// Latent attention's projections: the query directly or through its compressed form,
+    /// the latent and its norm, the per-head key absorption.
+    fn latent_qkv(&self, mla: Mla) -> Stage<Presence> {
+        let rms = |role| NormWeights {
+            role,
+            params: Norm {
+                kind: NormKind::Rms,
+                eps: self.norm_eps,
+            },
+            weight: Presence::Required,
+            bias: None,
+        };
+        let q = match mla.q_lora {
+            None => LatentQ::Direct(self.linear()),
+            Some(_) => LatentQ::Lora {
+                a: self.linear(),
+                norm: rms(Role::AttnQANorm),
+                b: self.linear(),
+            },
+        };
+        Stage::LatentQkv {
+            mla,
+            q,
+            kv_a: self.linear(),
+            kv_norm: rms(Role::AttnKvANorm),
+            k_b: None,
         }
-        if self.layer_output_scale {
-            stages.push(Stage::OutputScale(Presence::Required));
-        }
-        Block { heads, stages }
     }
 }

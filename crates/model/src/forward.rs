@@ -10,7 +10,7 @@ use rinfer_kernels::ops;
 use rinfer_transformer::{NormKind, PerLayerInputs, Transformer};
 
 use crate::compute;
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, Pooling};
 use crate::error::ModelError;
 use crate::kv_cache::KvCache;
 use crate::scratch::{RowSource, Scratch};
@@ -23,6 +23,10 @@ pub enum Logits {
     Last,
     /// Every token (scoring, `rinfer logits`); the batch must fit in the scratch buffers.
     All,
+    /// No logits: the final hidden states of the sequence's tokens (after the output norm,
+    /// if any) pooled into one embedding row of `hidden` values ([`Scratch::pooled`]). The
+    /// whole sequence must run in this one pass.
+    Pooled(Pooling),
 }
 
 /// A loaded model: its configuration and the transformer it describes, with its weights.
@@ -86,9 +90,11 @@ impl Model {
 
     /// Runs every sequence's tokens in one pass, so each weight is read once for all rows, and
     /// returns the logits rows concatenated in the order of `seqs`: one row for
-    /// [`Logits::Last`] (none for a sequence without tokens), one per token for [`Logits::All`].
-    /// The tokens of all sequences together must fit the scratch's batch, and the logits rows
-    /// its logits rows. A sequence's logits do not depend on what runs beside it.
+    /// [`Logits::Last`] (none for a sequence without tokens), one per token for [`Logits::All`],
+    /// none for [`Logits::Pooled`] (its embedding goes to [`Scratch::pooled`], in the same
+    /// order). The tokens of all sequences together must fit the scratch's batch, and the
+    /// logits and embedding rows its logits rows. A sequence's logits do not depend on what
+    /// runs beside it.
     ///
     /// Every sequence is checked before any work, so an error leaves every cache's positions
     /// unchanged.
@@ -108,7 +114,7 @@ impl Model {
             .iter()
             .map(|s| match s.logits {
                 Logits::All => s.tokens.len(),
-                Logits::Last => usize::from(!s.tokens.is_empty()),
+                Logits::Last | Logits::Pooled(_) => usize::from(!s.tokens.is_empty()),
             })
             .sum();
         if logit_rows > scratch.max_logit_rows {
@@ -119,6 +125,14 @@ impl Model {
         }
         for seq in seqs.iter() {
             self.check(seq.tokens, seq.cache)?;
+            let pooled = matches!(seq.logits, Logits::Pooled(_));
+            if (pooled || !self.transformer().causal) && !seq.cache.is_empty() {
+                return Err(ModelError::InvalidRequest(
+                    "an embedding (and every pass of an encoder) must run its whole sequence in \
+                     one pass"
+                        .into(),
+                ));
+            }
         }
         for seq in seqs.iter_mut() {
             seq.cache.prepare(seq.tokens.len())?;
@@ -176,6 +190,7 @@ impl Model {
     fn embed(&self, seqs: &[SeqBatch<'_>], s: &mut Scratch) -> Result<(), ModelError> {
         let c = self.transformer();
         let tokens = seqs.iter().flat_map(|seq| seq.tokens.iter());
+        let mut n = 0;
         for (i, (&tok, source)) in tokens.zip(&s.sources).enumerate() {
             let row = &mut s.x[i * c.hidden..(i + 1) * c.hidden];
             compute::dequantize(&c.token_embd, tok as usize, row)?;
@@ -187,6 +202,15 @@ impl Model {
                 compute::dequantize(pos_embd, source.pos, position)?;
                 ops::add_inplace(row, position);
             }
+            if let Some(types) = &c.token_types {
+                let token_type = &mut s.h[..c.hidden];
+                compute::dequantize(types, 0, token_type)?;
+                ops::add_inplace(row, token_type);
+            }
+            n = i + 1;
+        }
+        if let Some(norm) = &c.embedding_norm {
+            Self::residual_norm(norm, s, n);
         }
         if let Some(inputs) = &c.per_layer_inputs {
             let tokens = seqs.iter().flat_map(|seq| seq.tokens.iter().copied());
@@ -234,6 +258,13 @@ impl Model {
         Ok(())
     }
 
+    /// `x = norm(x)` and `h = x` for `n` rows (a post-norm model's residual stream).
+    pub(crate) fn residual_norm(weights: &NormWeights, s: &mut Scratch, n: usize) {
+        let len = n * weights.weight.len();
+        Self::norm_in_place(weights, &mut s.x, n);
+        s.h[..len].copy_from_slice(&s.x[..len]);
+    }
+
     /// `out = norm(x)` for `n` rows.
     pub(crate) fn norm(weights: &NormWeights, x: &[f32], out: &mut [f32], n: usize) {
         let (norm, d) = (weights.params, weights.weight.len());
@@ -263,11 +294,48 @@ impl Model {
         }
     }
 
-    /// Final norm and LM head for the rows each sequence wants, into `s.logits`; returns the
-    /// number of logits rows.
+    /// The embedding of one sequence whose final states are the rows of `x`: each row after
+    /// the output norm (if the model has one), pooled; `row` is room for one normed row.
+    /// The mean sums in row order.
+    fn pool(&self, pooling: Pooling, x: &[f32], out: &mut [f32], row: &mut [f32]) {
+        let c = self.transformer();
+        let d = c.hidden;
+        let normed = |src: &[f32], dst: &mut [f32]| match &c.output_norm {
+            Some(norm) => Self::norm(norm, src, dst, 1),
+            None => dst.copy_from_slice(src),
+        };
+        let rows = x.len() / d;
+        match pooling {
+            Pooling::Cls => normed(&x[..d], out),
+            Pooling::Last => normed(&x[(rows - 1) * d..], out),
+            Pooling::Mean => {
+                out.fill(0.0);
+                for src in x.chunks_exact(d) {
+                    normed(src, row);
+                    ops::add_inplace(out, row);
+                }
+                ops::scale(out, 1.0 / rows as f32);
+            }
+        }
+    }
+
+    /// The embeddings of the sequences that want one, into `s.out` (see [`Scratch::pooled`]),
+    /// then the final norm and LM head for the rows the others want, into `s.logits`; returns
+    /// the number of logits rows.
     fn head(&self, seqs: &[SeqBatch<'_>], s: &mut Scratch) -> Result<usize, ModelError> {
         let c = self.transformer();
         let d = c.hidden;
+        let mut first = 0;
+        let mut pooled = 0;
+        for seq in seqs {
+            let n = seq.tokens.len();
+            if let (Logits::Pooled(pooling), true) = (seq.logits, n > 0) {
+                let (x, out) = (&s.x, &mut s.out[pooled * d..(pooled + 1) * d]);
+                self.pool(pooling, &x[first * d..(first + n) * d], out, &mut s.h[..d]);
+                pooled += 1;
+            }
+            first += n;
+        }
         let mut rows = 0;
         let mut first = 0;
         for seq in seqs {
@@ -275,15 +343,21 @@ impl Model {
             let wanted = match seq.logits {
                 Logits::All => first..first + n,
                 Logits::Last if n > 0 => first + n - 1..first + n,
-                Logits::Last => first..first,
+                Logits::Last | Logits::Pooled(_) => first..first,
             };
             for row in wanted {
                 let src = &s.x[row * d..(row + 1) * d];
-                let out = &mut s.h[rows * d..];
-                Self::norm(&c.output_norm, src, out, 1);
+                let out = &mut s.h[rows * d..(rows + 1) * d];
+                match &c.output_norm {
+                    Some(norm) => Self::norm(norm, src, out, 1),
+                    None => out.copy_from_slice(src),
+                }
                 rows += 1;
             }
             first += n;
+        }
+        if rows == 0 {
+            return Ok(0);
         }
         compute::matmul(c.lm_head(), &s.h, rows, &mut s.logits, &mut s.act)?;
         let logits = &mut s.logits[..rows * c.vocab_size];

@@ -2,7 +2,8 @@
 //! sequences and the prefix cache, and the pool that hands them out within a capacity.
 //!
 //! A block holds [`BLOCK_TOKENS`] consecutive positions of every full-attention layer, in the
-//! cache's [`KvType`]. A sequence's cache lists its blocks in a table (`pos / BLOCK_TOKENS`
+//! cache's [`KvType`]: key and value rows, or key rows alone where attention reads the values
+//! from the keys (latent attention's one row per position). A sequence's cache lists its blocks in a table (`pos / BLOCK_TOKENS`
 //! → block, `pos % BLOCK_TOKENS` → row), and the prefix cache holds the same blocks, so a
 //! prefix found there is appended to a new sequence's table instead of copied.
 //!
@@ -28,7 +29,8 @@ pub(crate) struct KvBlock {
     /// Row `layer * BLOCK_TOKENS + offset` holds position `offset` of the block in the
     /// `layer`-th full-attention layer.
     keys: KvRows,
-    values: KvRows,
+    /// `None` where the values are the keys.
+    values: Option<KvRows>,
     /// The pool's count of blocks in existence, which this block leaves when dropped.
     existing: Arc<AtomicUsize>,
 }
@@ -40,24 +42,31 @@ impl KvBlock {
         self.keys.row(layer * BLOCK_TOKENS + offset)
     }
 
-    /// The value row of position `offset` in full-attention layer `layer`.
+    /// The value row of position `offset` in full-attention layer `layer` (its key row where
+    /// the values are the keys).
     #[inline]
     pub(crate) fn value(&self, layer: usize, offset: usize) -> KvRow<'_> {
-        self.values.row(layer * BLOCK_TOKENS + offset)
+        let i = layer * BLOCK_TOKENS + offset;
+        self.values.as_ref().unwrap_or(&self.keys).row(i)
     }
 
-    /// The stored bytes of the key and value rows of position `offset` in layer `layer`.
+    /// The stored bytes of the key and value rows of position `offset` in layer `layer` (no
+    /// value bytes where the values are the keys).
     pub(crate) fn row_bytes(&self, layer: usize, offset: usize) -> (&[u8], &[u8]) {
         let i = layer * BLOCK_TOKENS + offset;
-        (self.keys.row_bytes(i), self.values.row_bytes(i))
+        let value = self.values.as_ref().map_or(&[][..], |v| v.row_bytes(i));
+        (self.keys.row_bytes(i), value)
     }
 
-    /// Stores the key and value rows of position `offset` in layer `layer`.
+    /// Stores the key and value rows of position `offset` in layer `layer` (the key alone
+    /// where the values are the keys).
     #[inline]
     pub(crate) fn store(&mut self, layer: usize, offset: usize, key: &[f32], value: &[f32]) {
         let i = layer * BLOCK_TOKENS + offset;
         self.keys.store(i, key);
-        self.values.store(i, value);
+        if let Some(values) = &mut self.values {
+            values.store(i, value);
+        }
     }
 
     /// Copies the first `positions` positions of every layer from `other` (the tail of a shared
@@ -68,7 +77,9 @@ impl KvBlock {
             for offset in 0..positions.min(BLOCK_TOKENS) {
                 let i = layer * BLOCK_TOKENS + offset;
                 self.keys.set_row_bytes(i, other.keys.row_bytes(i));
-                self.values.set_row_bytes(i, other.values.row_bytes(i));
+                if let (Some(mine), Some(theirs)) = (&mut self.values, &other.values) {
+                    mine.set_row_bytes(i, theirs.row_bytes(i));
+                }
             }
         }
     }
@@ -109,6 +120,7 @@ struct PoolState {
 struct PoolShared {
     kv_type: KvType,
     kv_dim: usize,
+    values: bool,
     layers: usize,
     block_bytes: usize,
     existing: Arc<AtomicUsize>,
@@ -124,22 +136,25 @@ pub(crate) struct BlockPool {
 
 impl BlockPool {
     /// A pool of at most `capacity` blocks of `layers` full-attention layers' rows of `kv_dim`
-    /// values in `kv_type`, none allocated yet; an error when a block's size overflows.
+    /// values in `kv_type` (key rows alone unless `values`), none allocated yet; an error when
+    /// a block's size overflows.
     pub(crate) fn new(
         kv_type: KvType,
-        kv_dim: usize,
+        (kv_dim, values): (usize, bool),
         layers: usize,
         capacity: usize,
     ) -> Result<Self, ModelError> {
-        let block_bytes = Self::block_bytes_for(kv_type, kv_dim, layers).ok_or_else(|| {
-            ModelError::SizeOverflow {
-                what: format!("a KV block of {layers} layers"),
-            }
-        })?;
+        let block_bytes =
+            Self::block_bytes_for(kv_type, (kv_dim, values), layers).ok_or_else(|| {
+                ModelError::SizeOverflow {
+                    what: format!("a KV block of {layers} layers"),
+                }
+            })?;
         Ok(Self {
             shared: Arc::new(PoolShared {
                 kv_type,
                 kv_dim,
+                values,
                 layers,
                 block_bytes,
                 existing: Arc::new(AtomicUsize::new(0)),
@@ -151,11 +166,17 @@ impl BlockPool {
         })
     }
 
-    /// Bytes of a block of `layers` layers' key and value rows of `kv_dim` values in `kv_type`.
-    pub(crate) fn block_bytes_for(kv_type: KvType, kv_dim: usize, layers: usize) -> Option<usize> {
+    /// Bytes of a block of `layers` layers' key (and, with `values`, value) rows of `kv_dim`
+    /// values in `kv_type`.
+    pub(crate) fn block_bytes_for(
+        kv_type: KvType,
+        (kv_dim, values): (usize, bool),
+        layers: usize,
+    ) -> Option<usize> {
+        let rows = if values { 2 } else { 1 };
         kv_type
             .row_bytes(kv_dim)?
-            .checked_mul(2 * BLOCK_TOKENS)?
+            .checked_mul(rows * BLOCK_TOKENS)?
             .checked_mul(layers)
     }
 
@@ -215,7 +236,7 @@ impl BlockPool {
         };
         let block = KvBlock {
             keys: rows()?,
-            values: rows()?,
+            values: if s.values { Some(rows()?) } else { None },
             existing: Arc::clone(&s.existing),
         };
         s.existing.fetch_add(1, Ordering::Relaxed);
@@ -280,7 +301,7 @@ mod tests {
     use super::*;
 
     fn pool(capacity: usize) -> BlockPool {
-        BlockPool::new(KvType::F32, 8, 2, capacity).unwrap()
+        BlockPool::new(KvType::F32, (8, true), 2, capacity).unwrap()
     }
 
     #[test]

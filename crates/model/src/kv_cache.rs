@@ -16,6 +16,11 @@
 //! A sliding-window layer keeps a ring of `window + max_batch` slots, which has overwritten
 //! positions older than `len - slots`; a cache is cut back only while every ring still holds
 //! the window before the cut (`Rings::can_truncate`).
+//!
+//! A recurrent layer of a hybrid model keeps no rows but its state after the last position
+//! (a convolution window, state matrices), allocated with the cache. That state cannot be cut
+//! back: a cache is cut only to empty (which zeroes it), or to a position whose state a
+//! [`StateSnapshot`] taken there restores.
 
 use std::sync::Arc;
 
@@ -31,11 +36,43 @@ enum LayerStore {
     /// context), position `pos` in slot `pos % slots`.
     Ring {
         keys: KvRows,
-        values: KvRows,
+        /// `None` where the values are the keys.
+        values: Option<KvRows>,
         slots: usize,
     },
     /// A full-attention layer: the `index`-th layer of every block of the table.
     Paged { index: usize },
+    /// A recurrent layer: its state after the last position.
+    Recurrent(RecurrentState),
+}
+
+/// A recurrent layer's state after the last position of its sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RecurrentState {
+    /// The convolution's last inputs, oldest first.
+    pub(crate) window: Vec<f32>,
+    /// The state matrices (none for a short convolution).
+    pub(crate) matrices: Vec<f32>,
+}
+
+/// The recurrent state of every recurrent layer of a cache at one position, to restore when
+/// the cache is cut back there (speculation's rejected tokens, a cached prefix).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StateSnapshot {
+    /// The position the state follows.
+    pub(crate) len: usize,
+    /// Per recurrent layer, in layer order.
+    pub(crate) layers: Vec<RecurrentState>,
+}
+
+impl StateSnapshot {
+    /// Bytes of the state it holds.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| (l.window.len() + l.matrices.len()) * 4)
+            .sum()
+    }
 }
 
 /// The KV cache of one sequence.
@@ -123,12 +160,13 @@ impl KvCache {
         };
         Self::bytes_for(config, kv_type, context, max_batch).ok_or_else(overflow)?;
         let paged = (0..config.layers)
-            .filter(|&layer| config.window_of(layer).is_none())
+            .filter(|&layer| config.window_of(layer).is_none() && config.has_attention(layer))
             .count();
         let capacity = Self::blocks_for(context)
             .checked_mul(sequences)
             .ok_or_else(overflow)?;
-        let pool = BlockPool::new(kv_type, config.paged_kv_dim(), paged, capacity)?;
+        let widths = (config.paged_kv_dim(), !config.values_in_keys());
+        let pool = BlockPool::new(kv_type, widths, paged, capacity)?;
         (0..sequences)
             .map(|_| Self::in_pool(config, &pool, context, max_batch))
             .collect()
@@ -146,6 +184,13 @@ impl KvCache {
         let mut paged = 0;
         let layers = (0..config.layers)
             .map(|layer| {
+                if let Some(recurrence) = config.recurrence_of(layer) {
+                    let (window, matrices) = recurrence.state_floats();
+                    return Ok(LayerStore::Recurrent(RecurrentState {
+                        window: vec![0.0; window],
+                        matrices: vec![0.0; matrices],
+                    }));
+                }
                 if config.window_of(layer).is_none() {
                     paged += 1;
                     return Ok(LayerStore::Paged { index: paged - 1 });
@@ -155,7 +200,10 @@ impl KvCache {
                 let rows = || KvRows::new(pool.kv_type(), slots, kv_dim).ok_or_else(overflow);
                 Ok(LayerStore::Ring {
                     keys: rows()?,
-                    values: rows()?,
+                    values: match config.values_in_keys() {
+                        true => None,
+                        false => Some(rows()?),
+                    },
                     slots,
                 })
             })
@@ -214,11 +262,17 @@ impl KvCache {
         context: usize,
         max_batch: usize,
     ) -> Option<usize> {
+        let rows_per_position = if config.values_in_keys() { 1 } else { 2 };
         let paged_rows = Self::blocks_for(context).checked_mul(BLOCK_TOKENS)?;
         (0..config.layers)
             .try_fold(0usize, |total, layer| {
+                if let Some(recurrence) = config.recurrence_of(layer) {
+                    let (window, matrices) = recurrence.state_floats();
+                    let bytes = window.checked_add(matrices)?.checked_mul(4)?;
+                    return total.checked_add(bytes);
+                }
                 let kv_dim = config.heads_of(layer).kv_dim();
-                let row_bytes = kv_type.row_bytes(kv_dim)?.checked_mul(2)?;
+                let row_bytes = kv_type.row_bytes(kv_dim)?.checked_mul(rows_per_position)?;
                 let rows = match config.window_of(layer) {
                     Some(_) => Self::slots(config, layer, context, max_batch),
                     None => paged_rows,
@@ -226,6 +280,18 @@ impl KvCache {
                 total.checked_add(rows.checked_mul(row_bytes)?)
             })
             .filter(|&bytes| bytes <= isize::MAX as usize)
+    }
+
+    /// Bytes of the recurrent state of one sequence of `config`'s model (0 without recurrent
+    /// layers).
+    pub fn state_bytes(config: &ModelConfig) -> usize {
+        (0..config.layers)
+            .filter_map(|layer| config.recurrence_of(layer))
+            .map(|r| {
+                let (window, matrices) = r.state_floats();
+                (window + matrices) * 4
+            })
+            .sum()
     }
 
     /// The type of the stored rows.
@@ -255,8 +321,11 @@ impl KvCache {
             .layers
             .iter()
             .map(|l| match l {
-                LayerStore::Ring { keys, values, .. } => keys.bytes() + values.bytes(),
+                LayerStore::Ring { keys, values, .. } => {
+                    keys.bytes() + values.as_ref().map_or(0, KvRows::bytes)
+                }
                 LayerStore::Paged { .. } => 0,
+                LayerStore::Recurrent(state) => (state.window.len() + state.matrices.len()) * 4,
             })
             .sum();
         rings + Self::blocks_for(self.context) * self.pool.block_bytes()
@@ -274,13 +343,101 @@ impl KvCache {
     }
 
     /// Forgets positions from `len` on (blocks past the one holding position `len - 1` go
-    /// back to the pool).
+    /// back to the pool). A recurrent layer's state cannot be cut back: it is zeroed when the
+    /// cache is cut to empty, and the caller restores a [`StateSnapshot`] taken at `len` for
+    /// any other cut ([`Self::can_cut_to`]).
     pub fn truncate(&mut self, len: usize) {
+        if len == 0 {
+            for layer in &mut self.layers {
+                if let LayerStore::Recurrent(state) = layer {
+                    state.window.fill(0.0);
+                    state.matrices.fill(0.0);
+                }
+            }
+        }
         self.len = self.len.min(len);
         let keep = Self::blocks_for(self.len);
         while self.table.len() > keep {
             let block = self.table.pop().expect("the table is longer than `keep`");
             self.pool.give_back(block);
+        }
+    }
+
+    /// Whether some layer carries a recurrent state.
+    pub fn is_recurrent(&self) -> bool {
+        self.layers
+            .iter()
+            .any(|l| matches!(l, LayerStore::Recurrent(_)))
+    }
+
+    /// Whether cutting the cache back to `len` keeps it exact without restoring a snapshot:
+    /// always for attention alone; for a recurrent cache, only to empty or to where it is.
+    pub fn can_cut_to(&self, len: usize) -> bool {
+        !self.is_recurrent() || len == 0 || len >= self.len
+    }
+
+    /// The recurrent state of every recurrent layer now, at position [`Self::len`] (into
+    /// `into`, reusing its buffers).
+    pub fn snapshot_into(&self, into: &mut StateSnapshot) {
+        into.len = self.len;
+        let states = self.layers.iter().filter_map(|l| match l {
+            LayerStore::Recurrent(state) => Some(state),
+            _ => None,
+        });
+        into.layers.resize_with(
+            self.layers
+                .iter()
+                .filter(|l| matches!(l, LayerStore::Recurrent(_)))
+                .count(),
+            || RecurrentState {
+                window: Vec::new(),
+                matrices: Vec::new(),
+            },
+        );
+        for (to, from) in into.layers.iter_mut().zip(states) {
+            to.window.clone_from(&from.window);
+            to.matrices.clone_from(&from.matrices);
+        }
+    }
+
+    /// The recurrent state now, at position [`Self::len`].
+    pub fn snapshot(&self) -> StateSnapshot {
+        let mut snapshot = StateSnapshot::default();
+        self.snapshot_into(&mut snapshot);
+        snapshot
+    }
+
+    /// Cuts the cache back to the snapshot's position and puts its recurrent state back.
+    ///
+    /// # Panics
+    /// If the snapshot is past the cache's length or of another model.
+    pub fn restore(&mut self, snapshot: &StateSnapshot) {
+        assert!(snapshot.len <= self.len, "a snapshot past the cache's end");
+        self.truncate(snapshot.len);
+        let states = self.layers.iter_mut().filter_map(|l| match l {
+            LayerStore::Recurrent(state) => Some(state),
+            _ => None,
+        });
+        let mut count = 0;
+        for (to, from) in states.zip(&snapshot.layers) {
+            assert_eq!(
+                to.window.len(),
+                from.window.len(),
+                "a snapshot of another model"
+            );
+            to.window.copy_from_slice(&from.window);
+            to.matrices.copy_from_slice(&from.matrices);
+            count += 1;
+        }
+        assert_eq!(count, snapshot.layers.len(), "a snapshot of another model");
+    }
+
+    /// The state of recurrent layer `layer`, for the forward pass to continue (`None` on an
+    /// attention layer).
+    pub(crate) fn recurrent_state(&mut self, layer: usize) -> Option<&mut RecurrentState> {
+        match &mut self.layers[layer] {
+            LayerStore::Recurrent(state) => Some(state),
+            _ => None,
         }
     }
 
@@ -300,7 +457,7 @@ impl KvCache {
     pub(crate) fn ring_slots(&self, layer: usize) -> usize {
         match self.layers[layer] {
             LayerStore::Ring { slots, .. } => slots,
-            LayerStore::Paged { .. } => self.context,
+            LayerStore::Paged { .. } | LayerStore::Recurrent(_) => self.context,
         }
     }
 
@@ -309,6 +466,7 @@ impl KvCache {
         match &self.layers[layer] {
             LayerStore::Ring { keys, .. } => keys.row_bytes(0).len(),
             LayerStore::Paged { .. } => self.pool.row_bytes(),
+            LayerStore::Recurrent(_) => 0,
         }
     }
 
@@ -372,12 +530,17 @@ impl KvCache {
             } => {
                 let slot = pos % *slots;
                 keys.store(slot, key);
-                values.store(slot, value);
+                if let Some(values) = values {
+                    values.store(slot, value);
+                }
             }
             LayerStore::Paged { index } => {
                 let block = Arc::get_mut(&mut self.table[pos / BLOCK_TOKENS])
                     .expect("`prepare` made the block of every position written this cache's own");
                 block.store(*index, pos % BLOCK_TOKENS, key, value);
+            }
+            LayerStore::Recurrent(_) => {
+                debug_assert!(false, "a recurrent layer stores no rows");
             }
         }
     }
@@ -393,10 +556,10 @@ impl KvCache {
                 slots,
             } => Some(RingRows {
                 keys,
-                values,
+                values: values.as_ref().unwrap_or(keys),
                 slots: *slots,
             }),
-            LayerStore::Paged { .. } => None,
+            LayerStore::Paged { .. } | LayerStore::Recurrent(_) => None,
         }
     }
 
@@ -409,7 +572,7 @@ impl KvCache {
                 table: &self.table,
                 index,
             }),
-            LayerStore::Ring { .. } => None,
+            LayerStore::Ring { .. } | LayerStore::Recurrent(_) => None,
         }
     }
 
@@ -422,11 +585,13 @@ impl KvCache {
                 slots,
             } => {
                 let slot = pos % *slots;
-                (keys.row_bytes(slot), values.row_bytes(slot))
+                let value = values.as_ref().map_or(&[][..], |v| v.row_bytes(slot));
+                (keys.row_bytes(slot), value)
             }
             LayerStore::Paged { index } => {
                 self.table[pos / BLOCK_TOKENS].row_bytes(*index, pos % BLOCK_TOKENS)
             }
+            LayerStore::Recurrent(_) => (&[], &[]),
         }
     }
 
@@ -441,7 +606,9 @@ impl KvCache {
         {
             let slot = pos % *slots;
             keys.set_row_bytes(slot, key);
-            values.set_row_bytes(slot, value);
+            if let Some(values) = values {
+                values.set_row_bytes(slot, value);
+            }
         }
     }
 }

@@ -72,7 +72,7 @@ impl Loader<'_> {
         let (rows, cols) = match t.shape {
             Shape::Matrix { rows, cols } => (rows, cols),
             Shape::Table { cols } => (tensor.dims.get(1).copied().unwrap_or(0) as usize, cols),
-            Shape::Vector(_) | Shape::Experts { .. } => {
+            Shape::Vector(_) | Shape::Filter { .. } | Shape::Experts { .. } => {
                 return Err(ModelError::InvalidConfig(format!(
                     "{} is declared as a matrix of shape {:?}",
                     t.name, t.shape
@@ -95,11 +95,14 @@ impl Loader<'_> {
 
     fn load_vector(&mut self, t: &Tensor) -> Result<Vec<f32>, ModelError> {
         let view = self.require(&t.name.to_string())?;
-        let len = match t.shape {
-            Shape::Vector(len) => len,
-            _ => 0,
-        };
-        Self::check_shape(&view, &[len as u64])?;
+        match t.shape {
+            Shape::Vector(len) => Self::check_shape(&view, &[len as u64])?,
+            // A convolution kernel, each channel's taps together.
+            Shape::Filter { channels, taps } => {
+                Self::check_shape(&view, &[taps as u64, channels as u64])?
+            }
+            _ => Self::check_shape(&view, &[0])?,
+        }
         to_f32(&view)
     }
 

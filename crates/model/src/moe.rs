@@ -17,7 +17,7 @@ use rinfer_kernels::ops::{self, Activation};
 use rinfer_kernels::{RowsProduct, matvec_packed_batch};
 use rinfer_transformer::{Experts, Ffn, Router};
 
-use crate::compute::{self, linear};
+use crate::compute::{self, linear, linear_shared};
 use crate::error::ModelError;
 use crate::scratch::Scratch;
 use crate::weights::Linear;
@@ -33,6 +33,7 @@ struct ExpertWeights<'w> {
 pub(crate) fn route(
     router: &Router,
     scores: &Linear,
+    selection_bias: Option<&[f32]>,
     n: usize,
     s: &mut Scratch,
 ) -> Result<(), ModelError> {
@@ -43,7 +44,38 @@ pub(crate) fn route(
     let ids = m.ids[..n * k].chunks_exact_mut(k);
     let weights = m.weights[..n * k].chunks_exact_mut(k);
     for ((scores, ids), weights) in rows.zip(ids).zip(weights) {
-        ops::route(router.gating, scores, ids, weights);
+        ops::route(router, scores, selection_bias, ids, weights);
+    }
+    Ok(())
+}
+
+/// `s.moe.shared = g · down(act(gate(h), up(h)))` for the `n` rows of `s.h`, with
+/// `g = sigmoid(gate_inp · h)` per row where the layer gates its shared experts, else 1.
+pub(crate) fn shared(
+    experts: &Experts,
+    [gate, up, down]: [&Linear; 3],
+    gate_inp: Option<&[f32]>,
+    n: usize,
+    s: &mut Scratch,
+) -> Result<(), ModelError> {
+    let (f, m) = (experts.ffn_dim, &mut s.moe);
+    let outs = [&mut m.shared_gate[..], &mut m.shared_up[..]];
+    linear_shared([gate, up], &s.h, n, outs, &mut s.act)?;
+    activate(
+        experts.ffn,
+        &mut m.shared_gate[..n * f],
+        &m.shared_up[..n * f],
+        f,
+    )?;
+    linear(down, &m.shared_gate, n, &mut m.shared, &mut s.act)?;
+    if let Some(g) = gate_inp {
+        let hidden = g.len();
+        let rows = m.shared[..n * hidden].chunks_exact_mut(hidden);
+        for (out, h) in rows.zip(s.h.chunks_exact(hidden)) {
+            let dot: f32 = g.iter().zip(h).map(|(&g, &h)| g * h).sum();
+            let gate = 1.0 / (1.0 + (-dot).exp());
+            out.iter_mut().for_each(|y| *y *= gate);
+        }
     }
     Ok(())
 }
@@ -212,4 +244,94 @@ fn activate(ffn: Ffn, gate: &mut [f32], up: &[f32], f: usize) -> Result<(), Mode
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rinfer_formats::GgmlType;
+
+    use super::*;
+    use crate::config::ModelConfig;
+    use crate::loaded::LoadedModel;
+    use crate::weights::Matrix;
+
+    /// The deepseek2 fixture's configuration, its shared experts gated as Qwen3.5-MoE's are.
+    fn gated_config() -> ModelConfig {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/models/deepseek2-tiny-f32.gguf"
+        );
+        let mut config = LoadedModel::open(path).unwrap().model.config;
+        let moe = config.experts.as_mut().unwrap();
+        moe.shared.as_mut().unwrap().gated = true;
+        config
+    }
+
+    /// An f32 linear layer `[rows, cols]` from a fixed sequence.
+    fn f32_linear(rows: usize, cols: usize, seed: usize) -> Linear {
+        let values = (0..rows * cols).map(|i| (((i * 37 + seed * 11) % 23) as f32 - 11.0) / 40.0);
+        let bytes = values.flat_map(f32::to_le_bytes).collect();
+        Linear {
+            weight: Matrix::from_owned(GgmlType::F32, rows, cols, bytes),
+            bias: None,
+        }
+    }
+
+    #[test]
+    fn shared_experts_are_a_swiglu_scaled_by_the_sigmoid_of_their_gate() {
+        let config = gated_config();
+        let (hidden, n) = (config.hidden, 2);
+        let f = config.experts.unwrap().shared.unwrap().ffn_dim;
+        let experts = Experts {
+            ffn: Ffn::SiluGated,
+            ffn_dim: f,
+        };
+        let (gate, up, down) = (
+            f32_linear(f, hidden, 1),
+            f32_linear(f, hidden, 2),
+            f32_linear(hidden, f, 3),
+        );
+        let gate_inp: Vec<f32> = (0..hidden).map(|i| (i % 5) as f32 / 10.0 - 0.2).collect();
+        let mut s = Scratch::new(&config, n);
+        for (i, h) in s.h[..n * hidden].iter_mut().enumerate() {
+            *h = ((i * 7) % 13) as f32 / 13.0 - 0.5;
+        }
+        shared(&experts, [&gate, &up, &down], None, n, &mut s).unwrap();
+        let ungated = s.moe.shared[..n * hidden].to_vec();
+        shared(&experts, [&gate, &up, &down], Some(&gate_inp), n, &mut s).unwrap();
+        let w = |l: &Linear, r: usize, c: usize| {
+            let bytes = &l.weight.data()[(r * l.weight.cols + c) * 4..][..4];
+            f32::from_le_bytes(bytes.try_into().unwrap()) as f64
+        };
+        for row in 0..n {
+            let h: Vec<f64> = s.h[row * hidden..(row + 1) * hidden]
+                .iter()
+                .map(|&v| v as f64)
+                .collect();
+            let dot = |l: &Linear, r: usize, x: &[f64]| -> f64 {
+                x.iter().enumerate().map(|(c, &v)| w(l, r, c) * v).sum()
+            };
+            let act: Vec<f64> = (0..f)
+                .map(|j| {
+                    let (g, u) = (dot(&gate, j, &h), dot(&up, j, &h));
+                    g / (1.0 + (-g).exp()) * u
+                })
+                .collect();
+            let g: f64 = gate_inp.iter().zip(&h).map(|(&g, &h)| g as f64 * h).sum();
+            let sigmoid = 1.0 / (1.0 + (-g).exp());
+            for c in 0..hidden {
+                let want = dot(&down, c, &act);
+                let at = row * hidden + c;
+                assert!(
+                    (ungated[at] as f64 - want).abs() < 1e-5,
+                    "row {row} col {c}"
+                );
+                let gated = s.moe.shared[at] as f64;
+                assert!(
+                    (gated - sigmoid * want).abs() < 1e-5,
+                    "gated row {row} col {c}"
+                );
+            }
+        }
+    }
 }

@@ -162,3 +162,23 @@ fn template_that_does_not_parse_falls_back_with_one_warning_line() {
     let chosen = resolve(Some("chatml"), &loaded).unwrap();
     assert!(chosen.warning.is_none());
 }
+
+/// Qwen3.5 (a hybrid model) carries no template in the fixture and gets ChatML from its
+/// `<|im_start|>` token, which `rinfer chat` renders and tokenizes as control tokens.
+#[test]
+fn qwen35_without_template_chats_in_chatml() {
+    let loaded = LoadedModel::open(format!("{FIXTURES}/models/qwen35-tiny-q8_0.gguf")).unwrap();
+    let chosen = resolve(None, &loaded).unwrap();
+    assert_eq!(chosen.origin, TemplateOrigin::Builtin("chatml"));
+    let text = chosen.template.render(&hi(), true).unwrap();
+    assert_eq!(
+        text,
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let ids = loaded.tokenizer.encode(&text, true, true).unwrap();
+    assert_eq!(
+        ids.first(),
+        Some(&2001),
+        "<|im_start|> is one control token"
+    );
+}

@@ -3,32 +3,20 @@
 //! made, cut to two rows per matrix in `tests/fixtures/quantize`) and computes the logits of the
 //! safetensors checkpoint it came from.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::Arc;
 
+use common::{batched_logits, fixtures};
 use rinfer_formats::GgmlType;
 use rinfer_formats::gguf::GgufFile;
 use rinfer_model::convert::convert_hf_dir;
-use rinfer_model::{KvCache, LoadedModel, Logits, Model, Scratch};
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
+use rinfer_model::{LoadedModel, Model};
 
 fn converted(ty: GgmlType) -> GgufFile {
     let dir = fixtures().join("llama3bpe-tiny-hf");
     let bytes = convert_hf_dir(&dir, ty, Vec::new(), &mut |_, _, _| {}).unwrap();
     GgufFile::from_bytes(bytes).expect("the output parses")
-}
-
-fn all_logits(model: &Model, tokens: &[u32]) -> Vec<f32> {
-    let n = tokens.len();
-    let mut cache = KvCache::new(&model.config, n, n);
-    let mut scratch = Scratch::new(&model.config, n);
-    model
-        .forward(tokens, &mut cache, &mut scratch, Logits::All)
-        .unwrap()
-        .to_vec()
 }
 
 #[test]
@@ -69,7 +57,7 @@ fn converted_file_computes_the_checkpoints_logits() {
     let hf = Model::open_safetensors(fixtures().join("llama3bpe-tiny-hf")).unwrap();
     let gguf = Model::from_gguf(&Arc::new(converted(GgmlType::F32))).unwrap();
     let tokens = [4000, 17, 250, 3999, 42, 1024, 7, 7];
-    let (a, b) = (all_logits(&hf, &tokens), all_logits(&gguf, &tokens));
+    let (a, b) = (batched_logits(&hf, &tokens), batched_logits(&gguf, &tokens));
     let max = a
         .iter()
         .zip(&b)

@@ -92,7 +92,7 @@ fn decode_steps_do_not_allocate() {
         .unwrap();
     for name in FIXTURE_MODELS {
         let model = fixture_model(name);
-        for kv_type in KvType::ALL {
+        for kv_type in common::kv_types(&model.config) {
             assert_eq!(
                 pool.install(|| allocations_per_decode(&model, kv_type, 16)),
                 0,

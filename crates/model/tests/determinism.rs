@@ -121,7 +121,7 @@ fn fixture_models_give_the_same_bits_however_the_work_is_split() {
     for name in FIXTURE_MODELS {
         let model = fixture_model(name);
         let tokens = &common::reference_prompts(name)[1];
-        for kv_type in KvType::ALL {
+        for kv_type in common::kv_types(&model.config) {
             check_model(&model, kv_type, tokens, name);
         }
     }

@@ -10,11 +10,14 @@
 //! itself is checked value for value against gguf-py in the kernels' tests; no llama.cpp
 //! logits of these files exist.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{batched_logits, case_tokens};
 use rinfer_formats::GgmlType;
 use rinfer_formats::gguf::{GgufFile, GgufWriter};
-use rinfer_model::{KvCache, Logits, Model, Scratch};
+use rinfer_model::Model;
 use serde_json::Value;
 
 fn fixtures() -> String {
@@ -36,17 +39,6 @@ fn decoded_twin(file: &GgufFile) -> GgufFile {
             .unwrap();
     }
     GgufFile::from_bytes(w.to_bytes()).unwrap()
-}
-
-/// The logits of every position of `tokens`.
-fn logits(model: &Model, tokens: &[u32]) -> Vec<f32> {
-    let n = tokens.len();
-    let mut cache = KvCache::new(&model.config, n, n);
-    let mut scratch = Scratch::new(&model.config, n);
-    model
-        .forward(tokens, &mut cache, &mut scratch, Logits::All)
-        .unwrap()
-        .to_vec()
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
@@ -78,13 +70,11 @@ fn check(name: &str, ty: GgmlType) {
     .unwrap();
     let vocab = model.config.vocab_size;
     for case in refs["cases"].as_array().unwrap() {
-        let tokens: Vec<u32> = case["tokens"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t.as_u64().unwrap() as u32)
-            .collect();
-        let (got, want) = (logits(&model, &tokens), logits(&twin, &tokens));
+        let tokens = case_tokens(case);
+        let (got, want) = (
+            batched_logits(&model, &tokens),
+            batched_logits(&twin, &tokens),
+        );
         let (mut max_abs, mut sum_abs, mut count) = (0f64, 0f64, 0usize);
         for (row, exact) in got.chunks_exact(vocab).zip(want.chunks_exact(vocab)) {
             let best = top(exact, 20);

@@ -3,10 +3,10 @@
 
 mod common;
 
-use rinfer_model::{KvCache, KvType, Logits, Model, Scratch};
+use rinfer_model::{KvType, Model};
 use serde_json::Value;
 
-use common::{fixture_model, fixtures};
+use common::{batched_logits_with, case_tokens, fixture_model, fixtures};
 
 /// Fixture models with a KV noise floor: every architecture, f32 and quantized weights.
 const MODELS: [&str; 11] = [
@@ -29,17 +29,6 @@ fn refs(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-/// Logits of every position of `tokens` in one batch, with a `kv_type` cache.
-fn logits(model: &Model, kv_type: KvType, tokens: &[u32]) -> Vec<f32> {
-    let n = tokens.len();
-    let mut cache = KvCache::with_type(&model.config, kv_type, n, n);
-    let mut scratch = Scratch::new(&model.config, n);
-    model
-        .forward(tokens, &mut cache, &mut scratch, Logits::All)
-        .unwrap()
-        .to_vec()
-}
-
 /// Differences over the reference's top-20 ids of every position of every case.
 struct Shift {
     max_abs: f64,
@@ -54,14 +43,9 @@ fn shift(model: &Model, refs: &Value, kv_type: KvType, margin: f64) -> Shift {
     let vocab = model.config.vocab_size;
     let (mut max_abs, mut sum, mut count, mut moved) = (0f64, 0f64, 0usize, 0);
     for case in refs["cases"].as_array().unwrap() {
-        let tokens: Vec<u32> = case["tokens"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t.as_u64().unwrap() as u32)
-            .collect();
-        let exact = logits(model, KvType::F32, &tokens);
-        let typed = logits(model, kv_type, &tokens);
+        let tokens = case_tokens(case);
+        let exact = batched_logits_with(model, KvType::F32, &tokens);
+        let typed = batched_logits_with(model, kv_type, &tokens);
         for i in 0..tokens.len() {
             let (a, b) = (
                 &exact[i * vocab..(i + 1) * vocab],

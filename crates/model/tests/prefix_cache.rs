@@ -14,7 +14,11 @@ use rinfer_model::{
 };
 
 /// Gemma 3 (sliding window of 16 on two of its three layers) and Llama (full attention only).
-const MODELS: [&str; 2] = ["gemma3-tiny-q4_k_m", "llama-tiny-q4_k"];
+const MODELS: [&str; 3] = [
+    "gemma3-tiny-q4_k_m",
+    "llama-tiny-q4_k",
+    "deepseek2-tiny-q8_0",
+];
 
 fn loaded(name: &str) -> LoadedModel {
     LoadedModel::open(fixtures().join(format!("models/{name}.gguf"))).unwrap()
@@ -121,6 +125,7 @@ fn finish_all(engine: &mut Engine<'_>, ids: &[SeqId]) -> (Vec<(Outcome, usize)>,
                 }
             }
             Event::Failed { error, .. } => panic!("{error}"),
+            Event::Embedding { .. } => {}
         });
         most_blocks = most_blocks.max(engine.kv_pool_stats().blocks_in_use);
     }

@@ -1,5 +1,8 @@
 //! Logits of every fixture model against llama.cpp's, within the fixtures' stated tolerances.
 
+mod common;
+
+use common::case_tokens;
 use rinfer_model::{KvCache, Logits, Model, Scratch};
 use serde_json::Value;
 
@@ -92,12 +95,7 @@ fn check_against_refs(model: &Model, name: &str, tol: &Tolerance) {
             .unwrap();
     let vocab = model.config.vocab_size;
     for case in refs["cases"].as_array().unwrap() {
-        let tokens: Vec<u32> = case["tokens"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t.as_u64().unwrap() as u32)
-            .collect();
+        let tokens = case_tokens(case);
         let n = tokens.len();
         let mut cache = KvCache::new(&model.config, n, n);
         let mut scratch = Scratch::new(&model.config, n);

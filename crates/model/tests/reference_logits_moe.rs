@@ -1,12 +1,13 @@
 //! The mixture-of-experts fixture models (qwen3moe, Mixtral-style llama, gpt-oss with MXFP4
-//! experts) against llama.cpp's logits and greedy continuations, within the fixtures README's
+//! experts, GLM-4.5 and DeepSeek-V2 with sigmoid routing, shared experts and latent attention)
+//! against llama.cpp's logits, greedy continuations and tokens, within the fixtures README's
 //! MoE tolerances (§3.4). Routing is discontinuous: where two experts' scores nearly tie, any
 //! rounding difference may pick the other one, so quantized models are held per position.
 
 mod common;
 
-use common::{fixture_model, fixtures};
-use rinfer_model::{KvCache, Logits, Model, Scratch};
+use common::fixtures;
+use rinfer_model::{KvCache, LoadedModel, Logits, Model, Scratch};
 use serde_json::Value;
 
 /// The README's tolerances for one class of MoE model.
@@ -46,6 +47,24 @@ const QUANTIZED_MOE: Tolerance = Tolerance {
     max_abs: 1.5,
     mean_abs: 0.03,
     argmax_share: 0.97,
+    greedy_margin: 1.0,
+    min_cosine: None,
+};
+
+/// F32 weights of the 2026 MoE families: greedy ids hold up to the first step whose margin is
+/// below the tolerance (README §3.4).
+const F32_NEW_MOE: Tolerance = Tolerance {
+    greedy_margin: 1e-3,
+    ..F32_MOE
+};
+
+/// Q8_0 weights of the 2026 families, activations quantized as ggml does (README §3.4).
+const QUANTIZED_NEW: Tolerance = Tolerance {
+    per_position: 0.5,
+    share: 0.99,
+    max_abs: 1.5,
+    mean_abs: 0.03,
+    argmax_share: 0.96,
     greedy_margin: 1.0,
     min_cosine: None,
 };
@@ -155,10 +174,20 @@ fn check_greedy(model: &Model, name: &str, case: &Value, tol: &Tolerance) {
 }
 
 fn check_model(name: &str, tol: &Tolerance) {
-    let model = fixture_model(name);
+    let path = fixtures().join(format!("models/{name}.gguf"));
+    let loaded = LoadedModel::open(path).unwrap();
+    let model = &loaded.model;
     for case in refs(name)["cases"].as_array().unwrap() {
-        check_logits(&model, name, case, tol);
-        check_greedy(&model, name, case, tol);
+        let prompt = case["prompt"].as_str().unwrap();
+        let tokens = loaded.tokenizer.encode(prompt, true, false).unwrap();
+        assert_eq!(
+            tokens,
+            ids(&case["tokens"]),
+            "{name} {} tokens",
+            case["case"]
+        );
+        check_logits(model, name, case, tol);
+        check_greedy(model, name, case, tol);
     }
 }
 
@@ -190,4 +219,24 @@ fn gpt_oss_f32_matches_llama_cpp() {
 #[test]
 fn gpt_oss_mxfp4_matches_llama_cpp() {
     check_model("gpt-oss-tiny-mxfp4", &QUANTIZED_MOE);
+}
+
+#[test]
+fn glm4moe_f32_matches_llama_cpp() {
+    check_model("glm4moe-tiny-f32", &F32_NEW_MOE);
+}
+
+#[test]
+fn glm4moe_q8_0_matches_llama_cpp() {
+    check_model("glm4moe-tiny-q8_0", &QUANTIZED_NEW);
+}
+
+#[test]
+fn deepseek2_f32_matches_llama_cpp() {
+    check_model("deepseek2-tiny-f32", &F32_NEW_MOE);
+}
+
+#[test]
+fn deepseek2_q8_0_matches_llama_cpp() {
+    check_model("deepseek2-tiny-q8_0", &QUANTIZED_NEW);
 }

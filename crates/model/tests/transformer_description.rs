@@ -29,9 +29,15 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
                 .map(|stage| match stage {
                     Stage::AttentionNorm(_) => "attn_norm",
                     Stage::Qkv(_) => "qkv",
+                    Stage::LatentQkv { .. } => "latent_qkv",
+                    Stage::LatentOutput { .. } => "latent_output",
+                    Stage::SharedExperts { .. } => "shared_experts",
                     Stage::QkNorm { .. } => "qk_norm",
                     Stage::Rope(_) => "rope",
                     Stage::Attention { .. } => "attention",
+                    Stage::AttentionGate => "attn_gate",
+                    Stage::ShortConv { .. } => "short_conv",
+                    Stage::DeltaNet { .. } => "delta_net",
                     Stage::AttentionOutput(_) => "attn_output",
                     Stage::PostAttentionNorm(_) => "post_attn_norm",
                     Stage::AttentionResidual => "x+=out",
@@ -45,10 +51,70 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
                     Stage::ValueNorm { .. } => "v_norm",
                     Stage::PerLayerInput { .. } => "x+=per_layer",
                     Stage::OutputScale(_) => "x*=scale",
+                    Stage::ResidualNorm(_) => "x=norm(x)",
                 })
                 .collect()
         })
         .collect()
+}
+
+#[test]
+fn hybrid_layers_mix_by_recurrence_or_by_attention_as_their_metadata_says() {
+    let recurrent = |mixer| vec!["attn_norm", mixer, "x+=out", "ffn_norm", "ffn", "x+=h"];
+    let conv = recurrent("short_conv");
+    let lfm2_attention = vec![
+        "attn_norm",
+        "qkv",
+        "qk_norm",
+        "rope",
+        "attention",
+        "attn_output",
+        "x+=out",
+        "ffn_norm",
+        "ffn",
+        "x+=h",
+    ];
+    assert_eq!(
+        stage_names("lfm2-tiny-q8_0"),
+        [conv.clone(), conv.clone(), lfm2_attention, conv]
+    );
+    let delta = recurrent("delta_net");
+    let gated = vec![
+        "attn_norm",
+        "qkv",
+        "qk_norm",
+        "rope",
+        "attention",
+        "attn_gate",
+        "attn_output",
+        "x+=out",
+        "ffn_norm",
+        "ffn",
+        "x+=h",
+    ];
+    assert_eq!(
+        stage_names("qwen35-tiny-q8_0"),
+        [delta.clone(), delta.clone(), delta, gated]
+    );
+}
+
+#[test]
+fn a_bert_block_is_post_norm_and_reads_the_residual_stream() {
+    for block in stage_names("bert-embd-tiny-f32") {
+        assert_eq!(
+            block,
+            [
+                "qkv",
+                "attention",
+                "attn_output",
+                "x+=out",
+                "x=norm(x)",
+                "ffn",
+                "x+=h",
+                "x=norm(x)"
+            ]
+        );
+    }
 }
 
 #[test]
@@ -235,4 +301,48 @@ fn a_declared_tensor_missing_from_the_file_is_an_error_naming_it() {
         .expect("an error");
     let message = error.to_string();
     assert!(message.contains("blk.1.ffn_norm.weight"), "{message}");
+}
+
+#[test]
+fn a_deepseek2_block_is_latent_attention_then_dense_or_shared_and_routed_experts() {
+    let blocks = stage_names("deepseek2-tiny-q8_0");
+    let attention = [
+        "attn_norm",
+        "latent_qkv",
+        "rope",
+        "attention",
+        "latent_output",
+        "attn_output",
+        "x+=out",
+        "ffn_norm",
+    ];
+    let dense = [&attention[..], &["ffn", "x+=h"]].concat();
+    let moe = [
+        &attention[..],
+        &["shared_experts", "router", "experts", "x+=h"],
+    ]
+    .concat();
+    assert_eq!(blocks, [dense, moe.clone(), moe]);
+}
+
+#[test]
+fn a_glm4moe_block_norms_q_and_k_and_its_ffn_by_the_post_attention_norm() {
+    let blocks = stage_names("glm4moe-tiny-q8_0");
+    let attention = [
+        "attn_norm",
+        "qkv",
+        "qk_norm",
+        "rope",
+        "attention",
+        "attn_output",
+        "x+=out",
+        "ffn_norm",
+    ];
+    let dense = [&attention[..], &["ffn", "x+=h"]].concat();
+    let moe = [
+        &attention[..],
+        &["shared_experts", "router", "experts", "x+=h"],
+    ]
+    .concat();
+    assert_eq!(blocks, [dense, moe.clone(), moe]);
 }

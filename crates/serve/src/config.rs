@@ -13,14 +13,33 @@ pub const MAX_QUEUE: usize = 1 << 16;
 /// The most compute threads: more than this only adds contention.
 pub const MAX_THREADS: usize = 1024;
 
-/// How to serve a model.
+/// One model the server serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelEntry {
+    /// The name clients give as `model` and `/v1/models` lists.
+    pub id: String,
+    /// A GGUF file (the first shard of a split model) or a Hugging Face model directory.
+    pub path: PathBuf,
+    /// Load it when the server starts (`/health` answers 503 until it has) instead of on the
+    /// first request that names it.
+    pub load_at_start: bool,
+}
+
+/// How to serve one model or several.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
-    /// The model, the engine's sizes and device: `engine.sequences` sequences decoded together,
-    /// each holding one KV cache of `engine.context` positions.
+    /// How every model runs, each in an engine of its own: `engine.sequences` sequences decoded
+    /// together, each holding one KV cache of `engine.context` positions, on `engine.device`.
+    /// Its `model` is the first model's path; each model runs from its own entry's path, and
+    /// only the first speculates with `engine.draft_model`.
     pub engine: rinfer_model::EngineOptions,
-    /// The name clients give as `model` and `/v1/models` lists.
-    pub model_id: String,
+    /// The models served, by name. A request without `model` goes to the first when it loads
+    /// at start, or to the only one.
+    pub models: Vec<ModelEntry>,
+    /// The memory the loaded models may hold together, in bytes, as their memory plans
+    /// estimate it (weights, KV caches, scratch buffers, prefix cache budget): loading one
+    /// past it first unloads the least recently used idle models. `None`: no limit.
+    pub models_memory_bytes: Option<u64>,
     /// Where to listen.
     pub address: SocketAddr,
     /// Requests that may wait for a free sequence before new ones get 503.
@@ -69,17 +88,22 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
-    /// Defaults for everything but the model: `127.0.0.1:8080`, 4 parallel sequences (the
-    /// engine's other options their defaults), a queue of
-    /// 64, 2 MiB bodies, 512 connections, 10 s for headers and 30 s for a body, no cross-origin
-    /// callers, no host names beyond the address's own.
+    /// Defaults for everything but the model (loaded at start, served as `model_id`):
+    /// `127.0.0.1:8080`, 4 parallel sequences (the engine's other options their defaults), a
+    /// queue of 64, 2 MiB bodies, 512 connections, 10 s for headers and 30 s for a body, no
+    /// cross-origin callers, no host names beyond the address's own, no memory limit.
     pub fn new(model_path: PathBuf, model_id: String) -> Self {
         Self {
             engine: rinfer_model::EngineOptions {
                 sequences: 4,
-                ..rinfer_model::EngineOptions::new(model_path)
+                ..rinfer_model::EngineOptions::new(model_path.clone())
             },
-            model_id,
+            models: vec![ModelEntry {
+                id: model_id,
+                path: model_path,
+                load_at_start: true,
+            }],
+            models_memory_bytes: None,
             address: SocketAddr::from(([127, 0, 0, 1], 8080)),
             queue: 64,
             max_body_bytes: 2 << 20,
@@ -114,7 +138,50 @@ impl ServeConfig {
         if let Some(threads) = self.engine.threads {
             check("--threads", threads, MAX_THREADS)?;
         }
+        if self.models.is_empty() {
+            return Err("no model to serve".into());
+        }
+        let mut ids = std::collections::HashSet::new();
+        for model in &self.models {
+            if model.id.is_empty() {
+                return Err(format!(
+                    "the model {} has an empty name",
+                    model.path.display()
+                ));
+            }
+            if !ids.insert(model.id.as_str()) {
+                return Err(format!(
+                    "two models are named `{}`: name them apart with --model NAME=PATH",
+                    model.id
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The model a request that names none goes to: the first when it loads at start, or
+    /// the only one.
+    pub fn default_model(&self) -> Option<&ModelEntry> {
+        match self.models.as_slice() {
+            [only] => Some(only),
+            [first, ..] if first.load_at_start => Some(first),
+            _ => None,
+        }
+    }
+
+    /// The engine options of `model`: these options with its path, and the draft model only
+    /// for the first model (a draft must share its model's vocabulary).
+    pub fn engine_for(&self, model: &ModelEntry) -> rinfer_model::EngineOptions {
+        let first = self.models.first().is_some_and(|m| m.id == model.id);
+        let mut engine = rinfer_model::EngineOptions {
+            model: model.path.clone(),
+            ..self.engine.clone()
+        };
+        if !first && engine.draft_model.is_some() {
+            engine.draft_model = None;
+            engine.speculation = rinfer_model::Speculation::Off;
+        }
+        engine
     }
 }
 
@@ -155,5 +222,33 @@ mod tests {
             let err = config.validate().unwrap_err();
             assert!(err.starts_with(option), "{err}");
         }
+    }
+
+    #[test]
+    fn two_models_of_one_name_are_refused() {
+        let mut config = ServeConfig::new("a/m.gguf".into(), "m".into());
+        config.models.push(ModelEntry {
+            id: "m".into(),
+            path: "b/m.gguf".into(),
+            load_at_start: false,
+        });
+        assert!(config.validate().unwrap_err().contains("`m`"));
+    }
+
+    #[test]
+    fn a_request_without_a_model_goes_to_the_first_loaded_at_start_or_the_only_one() {
+        let entry = |id: &str, load_at_start| ModelEntry {
+            id: id.into(),
+            path: format!("{id}.gguf").into(),
+            load_at_start,
+        };
+        let mut config = ServeConfig::new("a.gguf".into(), "a".into());
+        assert_eq!(config.default_model().map(|m| m.id.as_str()), Some("a"));
+        config.models.push(entry("b", false));
+        assert_eq!(config.default_model().map(|m| m.id.as_str()), Some("a"));
+        config.models = vec![entry("b", false), entry("c", false)];
+        assert_eq!(config.default_model(), None);
+        config.models.truncate(1);
+        assert_eq!(config.default_model().map(|m| m.id.as_str()), Some("b"));
     }
 }

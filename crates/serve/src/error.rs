@@ -32,6 +32,9 @@ pub enum ServeError {
     /// The engine thread ended unexpectedly.
     #[error("the engine thread stopped unexpectedly")]
     EngineStopped,
+    /// A model does not fit the memory budget beside the models in use.
+    #[error("{0}")]
+    NoRoom(String),
 }
 
 /// An error answered to one request as an OpenAI error object:

@@ -91,16 +91,18 @@ pub fn check_host_and_origin(
 /// The tool-call formats, by a fuzzer's selector byte.
 fn tool_format(selector: u8) -> crate::tools::ToolFormat {
     use crate::tools::ToolFormat;
-    match selector % 4 {
+    match selector % 6 {
         0 => ToolFormat::Generic,
         1 => ToolFormat::Hermes,
         2 => ToolFormat::Llama3,
+        3 => ToolFormat::DeepSeekV3,
+        4 => ToolFormat::DeepSeekV31,
         _ => ToolFormat::Mistral,
     }
 }
 
 /// Reads `text` as an answer of a request declaring three functions, in the tool-call format
-/// `selector` picks (generic, Hermes, Llama 3, Mistral), whole and streamed in pieces of
+/// `selector` picks (generic, Hermes, Llama 3, DeepSeek, Mistral), whole and streamed in pieces of
 /// `piece` characters, and checks what every answer must satisfy: only declared
 /// functions are called, an answer without calls keeps its text, and the stream calls what
 /// the whole answer calls. Panics when one does not hold.
@@ -126,6 +128,7 @@ pub fn check_tool_answer(text: &str, selector: u8, piece: usize) {
     let output = ChatOutput {
         tools: Some(format),
         declared: declared.into(),
+        markup: Default::default(),
     };
     let (message, called) = output.message(text);
     let _ = message.to_string();

@@ -5,10 +5,13 @@
 //! `/v1/chat/completions`, Anthropic's `/v1/messages` (and `/v1/messages/count_tokens`),
 //! OpenAI's `/v1/responses` (with `GET` and `DELETE /v1/responses/{id}`), `/v1/models`,
 //! `/health`, `/metrics`, `/tokenize` and `/detokenize` (and a chat page at `/`) until SIGTERM
-//! or Ctrl-C, then drains the requests in flight and returns. Every API reaches the one engine
+//! or Ctrl-C, then drains the requests in flight and returns. Every API reaches the engine
 //! through the same validation and scheduler.
 //!
-//! The engine thread owns the model, the scratch buffers and a pool of KV caches (one per
+//! Several models may be served, by name: each request's `model` picks one, loaded on first use
+//! into an engine of its own within a memory budget (`models`).
+//!
+//! An engine thread owns its model, the scratch buffers and a pool of KV caches (one per
 //! parallel sequence) and runs one batched forward pass per step over every running sequence
 //! plus a chunk of a waiting prompt. It must never run on the async runtime's threads, and the
 //! HTTP side must never block on it: requests reach it through a bounded queue, tokens come back
@@ -28,6 +31,7 @@
 
 #![forbid(unsafe_code)]
 
+mod answer;
 mod anthropic;
 mod auth;
 mod blocking;
@@ -35,11 +39,13 @@ mod chat;
 mod compile;
 mod config;
 mod connections;
+mod embeddings;
 mod error;
 mod grammar;
 mod logprob_json;
 mod metric_aliases;
 mod metrics;
+mod models;
 mod page;
 mod request;
 mod request_policy;
@@ -60,6 +66,7 @@ mod validate;
 pub mod fuzzing;
 
 pub use auth::ApiKeys;
-pub use config::{MAX_PARALLEL, MAX_QUEUE, MAX_THREADS, ServeConfig};
+pub use config::{MAX_PARALLEL, MAX_QUEUE, MAX_THREADS, ModelEntry, ServeConfig};
 pub use error::ServeError;
+pub use models::{model_name, models_in_dir};
 pub use server::serve;

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use rinfer_model::FinishReason;
 
+use crate::answer;
 use crate::auth;
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
@@ -180,8 +181,8 @@ async fn generate(
     endpoint: Endpoint,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let request = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
         let req: GenerationRequest = request::parse(bytes)?;
         validate::validate(req, endpoint, served, cancel)
@@ -201,8 +202,9 @@ async fn generate(
         events,
         arrived,
         choices,
+        index: 0,
     };
-    submit(&state, job)?;
+    submit(&state, &served, job)?;
     let meta = ResponseMeta::new(endpoint, &served.model_id);
     if stream {
         Ok(stream_response(
@@ -218,15 +220,16 @@ async fn generate(
     }
 }
 
-/// Queues a job for the engine, as the current request's tenant, or answers 503 when the queue
-/// is full.
-pub(crate) fn submit(state: &AppState, mut job: Job) -> Result<(), ApiError> {
+/// Queues a job for the engine of `served`, as the current request's tenant, holding the model
+/// in use until the job ends, or answers 503 when the queue is full.
+pub(crate) fn submit(state: &AppState, served: &Arc<Served>, mut job: Job) -> Result<(), ApiError> {
     job.request.tenant = auth::current_tenant().unwrap_or(0);
+    job.events = job.events.holding(Arc::clone(served));
     if state.draining() {
         return Err(ApiError::unavailable("the server is shutting down", 5).closing());
     }
     state.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
-    match state.jobs.try_send(job) {
+    match served.jobs.try_send(job) {
         Ok(()) => Ok(()),
         Err(error) => {
             state.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
@@ -303,11 +306,10 @@ async fn collect_response(
                 }
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),
+            Event::Embedding { .. } => {}
         }
     }
-    Err(ApiError::internal(
-        "the engine stopped before the generation ended",
-    ))
+    Err(ApiError::internal(answer::STOPPED_EARLY))
 }
 
 /// Where a stream is.
@@ -463,13 +465,14 @@ fn stream_response(
                     s.done = true;
                 }
             }
+            Some(Event::Embedding { .. }) => {}
             Some(Event::Failed(message)) => {
                 out.push_str(&sse(&ApiError::internal(message).body()));
                 out.push_str("data: [DONE]\n\n");
                 s.done = true;
             }
             None => {
-                let error = ApiError::internal("the engine stopped before the generation ended");
+                let error = ApiError::internal(answer::STOPPED_EARLY);
                 out.push_str(&sse(&error.body()));
                 out.push_str("data: [DONE]\n\n");
                 s.done = true;
@@ -477,45 +480,51 @@ fn stream_response(
         }
         Some((Ok::<_, Infallible>(Bytes::from(out)), s))
     });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        // Tells nginx not to buffer the stream.
-        .header("x-accel-buffering", "no")
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|_| ApiError::internal("cannot build the stream").into_response())
+    answer::event_stream(stream)
 }
 
-async fn models(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    let served = state.served()?;
-    let settings = served.ready.settings;
-    Ok(axum::Json(json!({
-        "object": "list",
-        "data": [{
-            "id": served.model_id,
+async fn models(State(state): State<Arc<AppState>>) -> Response {
+    let data = state.models.list(|model| {
+        let mut entry = json!({
+            "id": model.id,
             "object": "model",
             "created": state.started,
             "owned_by": "rinfer",
-            "context_length": settings.context,
-            "parallel": settings.max_sequences,
-            "device": served.device.kind(),
-            "chat_template": served.chat.source(),
-        }],
-    }))
-    .into_response())
+            "state": model.state.name(),
+        });
+        if let Some(served) = model.served {
+            let settings = served.ready.settings;
+            entry["memory_bytes"] = json!(model.memory_bytes);
+            entry["context_length"] = json!(settings.context);
+            entry["parallel"] = json!(settings.max_sequences);
+            entry["device"] = json!(served.device.kind());
+            entry["chat_template"] = json!(served.chat.source());
+        }
+        entry
+    });
+    axum::Json(json!({ "object": "list", "data": data })).into_response()
 }
 
 async fn health(State(state): State<Arc<AppState>>) -> Response {
     let (status, text) = if state.draining() {
         (StatusCode::SERVICE_UNAVAILABLE, "draining")
-    } else if state.engine_stopped() {
+    } else if state.models.engine_stopped() {
         (StatusCode::SERVICE_UNAVAILABLE, "engine stopped")
-    } else if state.served.get().is_some() {
-        (StatusCode::OK, "ok")
-    } else {
+    } else if state.models.starting() {
         (StatusCode::SERVICE_UNAVAILABLE, "loading")
+    } else {
+        (StatusCode::OK, "ok")
     };
-    (status, axum::Json(json!({ "status": text }))).into_response()
+    let models: serde_json::Map<String, Value> = state
+        .models
+        .list(|model| (model.id.to_string(), json!(model.state.name())))
+        .into_iter()
+        .collect();
+    (
+        status,
+        axum::Json(json!({ "status": text, "models": models })),
+    )
+        .into_response()
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
@@ -527,8 +536,8 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let tokens = parse_blocking(&state, &served, bytes, |bytes, served, cancel| {
         let req: TokenizeRequest = request::parse(bytes)?;
         validate::check_model(req.model.as_deref(), served)?;
@@ -546,8 +555,8 @@ async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Resp
 }
 
 async fn detokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let content = parse_blocking(&state, &served, bytes, |bytes, served, _| {
         let req: DetokenizeRequest = request::parse(bytes)?;
         validate::check_model(req.model.as_deref(), served)?;

@@ -1,9 +1,9 @@
-//! Starting, running and stopping the server: bind first, load on the engine thread, serve,
-//! and on SIGTERM or Ctrl-C drain (finish the requests in flight while `/health` answers 503),
-//! stop accepting, stop the engine.
+//! Starting, running and stopping the server: bind first, load the models that load at start
+//! (each on its engine thread), serve, and on SIGTERM or Ctrl-C drain (finish the requests in
+//! flight while `/health` answers 503), stop accepting, stop the engines.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -11,15 +11,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 use crate::blocking::BlockingJobs;
-use crate::chat::{ChatFormat, max_prompt_bytes};
 use crate::config::ServeConfig;
 use crate::connections::{self, ConnectionLimits};
 use crate::error::ServeError;
 use crate::metrics::Metrics;
+use crate::models::{Launch, Models};
 use crate::request_policy::RequestPolicy;
-use crate::scheduler::{self, Started};
-use crate::state::{AppState, Served};
-use crate::structured::StructuredOutput;
+use crate::state::AppState;
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,7 +26,8 @@ const RUNTIME_THREADS: usize = 2;
 /// How long blocking request work still running at exit may delay it.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Serves `config` until SIGTERM or Ctrl-C (then drains) or until the model fails to load.
+/// Serves `config` until SIGTERM or Ctrl-C (then drains) or until a model that loads at start
+/// fails to load.
 /// Blocks the calling thread; starts its own async runtime and engine thread.
 ///
 /// ```no_run
@@ -81,52 +80,26 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
         );
     }
 
-    let (jobs, job_receiver) = std::sync::mpsc::sync_channel(config.queue);
     let metrics = Arc::new(Metrics::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let (loaded_tx, loaded_rx) = oneshot::channel();
-    let engine = scheduler::spawn(
-        &config,
-        job_receiver,
-        Arc::clone(&metrics),
-        Arc::clone(&stop),
-        loaded_tx,
-    )?;
+    let models = Arc::new(Models::new(Launch {
+        config: config.clone(),
+        metrics: Arc::clone(&metrics),
+        stop: Arc::clone(&stop),
+    }));
     let state = Arc::new(AppState {
         config: config.clone(),
-        served: OnceLock::new(),
-        jobs,
+        models: Arc::clone(&models),
         metrics,
         drain: watch::Sender::new(false),
         blocking: BlockingJobs::per_core(),
-        engine: Mutex::new(Some(engine)),
         started: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         responses: crate::response_store::ResponseStore::default(),
     });
-
     let (failed_tx, failed_rx) = oneshot::channel::<ServeError>();
-    let loader_state = Arc::clone(&state);
-    tokio::spawn(async move {
-        let error = match loaded_rx.await {
-            Ok(Ok(started)) => match served(&loader_state.config, started) {
-                Ok(served) => {
-                    tracing::info!(
-                        model = %served.model_id,
-                        chat_template = %served.chat.source(),
-                        "model loaded; ready"
-                    );
-                    let _ = loader_state.served.set(Arc::new(served));
-                    return;
-                }
-                Err(e) => e,
-            },
-            Ok(Err(e)) => e,
-            Err(_) => ServeError::EngineStopped,
-        };
-        let _ = failed_tx.send(error);
-    });
+    models.load_at_start(failed_tx);
 
     let (load_error_tx, mut load_error_rx) = oneshot::channel();
     let signal_state = Arc::clone(&state);
@@ -139,7 +112,9 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
     });
     let policy = Arc::new(RequestPolicy::new(&config, address));
     // The other APIs' routes, keyed like OpenAI's; errors on Anthropic's paths in its shape.
-    let apis = crate::anthropic::routes().merge(crate::responses::routes());
+    let apis = crate::anthropic::routes()
+        .merge(crate::responses::routes())
+        .merge(crate::embeddings::routes());
     let app = crate::routes::router(Arc::clone(&state), policy, apis).layer(
         axum::middleware::from_fn(crate::anthropic::anthropic_errors),
     );
@@ -160,39 +135,24 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
         () = deadline => tracing::warn!("requests still running after {DRAIN_TIMEOUT:?}; stopping anyway"),
     }
     stop.store(true, Ordering::Relaxed);
-    let engine = state
-        .engine
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
+    let engines = state.models.take_engines();
     drop(state);
+    drop(models);
     if let Ok(error) = load_error_rx.try_recv() {
         return Err(error);
     }
-    let engine_result = tokio::task::spawn_blocking(move || engine.map(JoinHandle::join)).await;
-    if !matches!(engine_result, Ok(Some(Ok(())))) {
+    let joined = tokio::task::spawn_blocking(move || {
+        engines
+            .into_iter()
+            .map(JoinHandle::join)
+            .all(|ended| ended.is_ok())
+    })
+    .await;
+    if !matches!(joined, Ok(true)) {
         return Err(ServeError::EngineStopped);
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-fn served(config: &ServeConfig, started: Started) -> Result<Served, ServeError> {
-    let Started { ready, device } = started;
-    let chat = ChatFormat::for_model(
-        &ready.loaded,
-        config.chat_template.as_deref(),
-        config.template_process.as_ref(),
-        max_prompt_bytes(&ready.loaded.tokenizer, ready.settings.context),
-    )
-    .map_err(|e| ServeError::Config(e.to_string()))?;
-    Ok(Served {
-        ready,
-        device,
-        chat,
-        model_id: config.model_id.clone(),
-        structured: StructuredOutput::new(),
-    })
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -7,7 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rinfer_model::chat_template::{ChatMessage, ChatTemplateError};
 use rinfer_model::engine::TokenConstraint;
-use rinfer_model::{Request, SamplingParams};
+use rinfer_model::tokenizer::TokenType;
+use rinfer_model::{Request, SamplingParams, Tokenizer};
 use serde_json::Value;
 
 use crate::blocking::CancelFlag;
@@ -17,7 +18,7 @@ use crate::request::{ChatMessageIn, Endpoint, GenerationRequest};
 use crate::schema_limits;
 use crate::state::Served;
 use crate::structured::ResponseFormat;
-use crate::tools::{self, ChatOutput, ToolFormat, ToolPlan};
+use crate::tools::{self, ChatOutput, Markup, ToolFormat, ToolPlan};
 
 /// A request the engine can run, and how to answer it.
 #[derive(Debug)]
@@ -88,6 +89,7 @@ pub fn validate(
     cancel: &CancelFlag,
 ) -> Result<Validated, ApiError> {
     check_model(req.model.as_deref(), served)?;
+    served.check_generates()?;
     let vocab = served.ready.loaded.model.config.vocab_size;
     let checked = check(&req, endpoint, vocab)?;
     let tool_format = served
@@ -161,7 +163,17 @@ pub fn validate(
                     "a `tool_choice` that requires a call cannot be combined with `grammar` or `regex`",
                 ));
             }
-            call_constraint(plan, req.response_format.as_ref(), served, vocab, cancel)?
+            // Reasoning before a constrained call, unless the request turned it off.
+            let reasoning = vars.get("enable_thinking") != Some(&Value::Bool(false))
+                && vars.get("reasoning_effort").and_then(Value::as_str) != Some("none");
+            call_constraint(
+                plan,
+                reasoning,
+                req.response_format.as_ref(),
+                served,
+                vocab,
+                cancel,
+            )?
         }
         _ if raw.is_some() => raw,
         _ => served.structured.constraint(
@@ -170,6 +182,24 @@ pub fn validate(
             vocab,
             cancel,
         )?,
+    };
+    let chat = endpoint == Endpoint::Chat;
+    let tokenizer = &served.ready.loaded.tokenizer;
+    let markup = markup(tool_format, &prompt, tokenizer);
+    let shown_controls = match chat {
+        true => {
+            let calls = match (markup, &plan) {
+                (Markup::Harmony, _) | (_, Some(_)) => tool_format.markers(),
+                _ => &[],
+            };
+            shown_controls(
+                tokenizer,
+                ["<think>", "</think>"]
+                    .into_iter()
+                    .chain(calls.iter().copied()),
+            )
+        }
+        false => Vec::new(),
     };
     Ok(Validated {
         choices,
@@ -185,11 +215,43 @@ pub fn validate(
             speculate: checked.speculate,
             // Set as the request is queued, from its API key.
             tenant: 0,
+            shown_controls,
+            embed: false,
         },
         stream: checked.stream,
         include_usage: checked.include_usage,
-        output: (endpoint == Endpoint::Chat).then(|| ChatOutput::of_plan(plan.as_ref())),
+        output: chat.then(|| ChatOutput::new(plan.as_ref(), markup)),
     })
+}
+
+/// How the answer of a chat prompt `prompt` marks its reasoning: harmony channels for a
+/// harmony template, else `<think>` blocks, open from the start when the prompt ends by opening
+/// one.
+fn markup(format: ToolFormat, prompt: &[u32], tokenizer: &Tokenizer) -> Markup {
+    if format == ToolFormat::Harmony {
+        return Markup::Harmony;
+    }
+    let tail: Vec<u8> = prompt[prompt.len().saturating_sub(8)..]
+        .iter()
+        .flat_map(|&id| tokenizer.token_piece(id).unwrap_or_default())
+        .copied()
+        .collect();
+    match String::from_utf8_lossy(&tail)
+        .trim_end()
+        .ends_with("<think>")
+    {
+        true => Markup::ThinkOpen,
+        false => Markup::Think,
+    }
+}
+
+/// The control tokens among `markers` (texts of the answer's markup), which the generated text
+/// must show for the answer to be read back; the markup never reaches the client as text.
+fn shown_controls<'m>(tokenizer: &Tokenizer, markers: impl Iterator<Item = &'m str>) -> Vec<u32> {
+    markers
+        .filter_map(|text| tokenizer.token_id(text))
+        .filter(|&id| tokenizer.token_type(id) == Some(TokenType::Control))
+        .collect()
 }
 
 /// The constraint of a `required` or named `tool_choice`: calls in the plan's format, their
@@ -197,6 +259,7 @@ pub fn validate(
 /// it. The schemas are held to the size caps of `schema_limits`, all together.
 pub fn call_constraint(
     plan: &ToolPlan,
+    reasoning: bool,
     response_format: Option<&ResponseFormat>,
     served: &Served,
     vocab: usize,
@@ -218,7 +281,7 @@ pub fn call_constraint(
     let constraint = served
         .structured
         .compile(
-            tools::call_grammar(plan),
+            tools::call_grammar(plan, reasoning, &served.ready.loaded.tokenizer),
             &served.ready.loaded.tokenizer,
             vocab,
             cancel,

@@ -423,3 +423,30 @@ fn no_vocabulary_refuses_text_naming_it() {
     assert!(err.contains("no vocabulary"), "{err}");
     assert_eq!(tok.decode(&[0, 5]), "");
 }
+
+/// The truncated vocabularies inside the 2026 fixture models (deepseek-llm's pre-tokenizer,
+/// Llama 3's) tokenize the reference prompts (digits, currency, accents, CJK, emoji, math) as
+/// llama.cpp did, BOS included, and decode them back.
+#[test]
+fn fixture_model_vocabularies_tokenize_the_reference_prompts() {
+    for model in ["deepseek2-tiny-q8_0", "glm4moe-tiny-q8_0"] {
+        let path = fixture(&format!("models/{model}.gguf"));
+        let file = GgufFile::open(&path).unwrap();
+        let tok = Tokenizer::from_gguf(file.metadata()).unwrap_or_else(|e| panic!("{model}: {e}"));
+        let refs: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(&format!("refs/{model}.json"))).unwrap(),
+        )
+        .unwrap();
+        for case in refs["cases"].as_array().unwrap() {
+            let prompt = case["prompt"].as_str().unwrap();
+            let want = ids(&case["tokens"]);
+            assert_eq!(
+                tok.encode(prompt, true, false).unwrap(),
+                want,
+                "{model} {prompt:?}"
+            );
+            let text = tok.decode(&want[1..]);
+            assert_eq!(text, prompt, "{model} decodes {prompt:?}");
+        }
+    }
+}

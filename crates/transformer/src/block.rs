@@ -2,15 +2,16 @@
 //! weights and run by each executor (the CPU forward pass of `rinfer-model`, the CUDA step
 //! builder of `rinfer-cuda`).
 //!
-//! A [`Transformer`] holds the dimensions, the embeddings, one [`Block`] per layer and the
-//! head. A block is the list of [`Stage`]s it runs in order, each with its parameters and the
+//! A [`Transformer`](crate::Transformer) holds the dimensions, the embeddings, one [`Block`]
+//! per layer and the head. A block is the list of [`Stage`]s it runs in order, each with its parameters and the
 //! weights it reads; an executor walks the list with one `match`. Architectures differ only in
 //! these lists and their parameters, never in code.
 //!
 //! The tree is generic over the weight handle ([`Handles`]): an architecture declares it with
 //! [`Presence`] handles (which tensors a file must or may hold), the loader maps that to host
 //! matrices, and a GPU maps the host tree to device addresses, each with one
-//! [`Transformer::map`]. A stage therefore always has the weights it reads; no executor checks.
+//! [`Transformer::map`](crate::Transformer::map). A stage therefore always has the weights it
+//! reads; no executor checks.
 //! `map` hands every weight's [`Tensor`] (its name and the shape the dimensions imply) to the
 //! [`Mapper`], so no backend spells a tensor name or recomputes a shape.
 //!
@@ -24,7 +25,13 @@
 //!
 //! A mixture-of-experts layer replaces [`Stage::Ffn`] by [`Stage::Router`], which picks each
 //! row's experts and their weights, and [`Stage::Experts`], which runs only those experts and
-//! sums their outputs into `h`.
+//! sums their outputs into `h`; a layer with shared experts runs [`Stage::SharedExperts`]
+//! first, on every row, and the experts stage adds its output to the sum.
+//!
+//! Multi-head latent attention ([`Mla`]) replaces [`Stage::Qkv`] by [`Stage::LatentQkv`]
+//! (absorbed queries and one latent key row per position, whose values are the keys) and puts
+//! [`Stage::LatentOutput`] (each head's latent output up-projected) before the output
+//! projection; RoPE and attention are the ordinary stages over one kv head.
 //!
 //! ```
 //! use rinfer_transformer::{Block, Heads, Linear, Norm, NormKind, NormWeights, Qkv, Role, Stage};
@@ -47,7 +54,10 @@
 
 use std::fmt::Debug;
 
-use crate::params::{AttentionParams, Experts, Ffn, Heads, Norm, RopeParams, Router};
+use crate::params::{
+    AttentionParams, DeltaNet, Experts, Ffn, Heads, Mla, Norm, Recurrence, RopeParams, Router,
+    ShortConv,
+};
 use crate::tensor::{Role, TensorName};
 
 /// The weight handles of one use of the tree: what a matrix, a vector and a layer's stacked
@@ -103,6 +113,14 @@ pub enum Shape {
         /// Width of a row.
         cols: usize,
     },
+    /// A depthwise convolution kernel, f32 `[channels, taps]` (GGUF `[taps, channels]`): a
+    /// [`Handles::Vector`] of `channels · taps` values, each channel's taps together.
+    Filter {
+        /// Channels.
+        channels: usize,
+        /// Taps per channel.
+        taps: usize,
+    },
     /// `count` matrices `[rows, cols]`, one per expert, stacked.
     Experts {
         /// Experts.
@@ -123,8 +141,8 @@ pub struct Tensor {
     pub shape: Shape,
 }
 
-/// Turns each weight handle of a tree of `A` into one of `B` ([`Transformer::map`]); the
-/// handles are borrowed from the tree for `'t`, so `B`'s may borrow from them.
+/// Turns each weight handle of a tree of `A` into one of `B`
+/// ([`Transformer::map`](crate::Transformer::map)); the handles are borrowed from the tree for `'t`, so `B`'s may borrow from them.
 pub trait Mapper<'t, A: Handles, B: Handles> {
     /// What a failed weight reports.
     type Error;
@@ -204,6 +222,17 @@ pub enum Qkv<H: Handles> {
         /// Values, if the layer has its own.
         v: Option<Linear<H>>,
     },
+    /// Three matrices as [`Qkv::Separate`], the query one `[2·q_dim, hidden]` giving each
+    /// head its query then its output gate (Qwen3.5's gated attention; see
+    /// [`Stage::AttentionGate`]).
+    GatedQuery {
+        /// Queries and gates, per head `[query | gate]`.
+        q: Linear<H>,
+        /// Keys.
+        k: Linear<H>,
+        /// Values.
+        v: Linear<H>,
+    },
 }
 
 /// How the FFN's first projection is stored.
@@ -222,6 +251,22 @@ pub enum FfnUp<H: Handles> {
     Plain(Linear<H>),
 }
 
+/// How multi-head latent attention projects its queries.
+#[derive(Clone, Debug)]
+pub enum LatentQ<H: Handles> {
+    /// `q = attn_q · h`, `[heads · (nope + rope), hidden]`.
+    Direct(Linear<H>),
+    /// `q = attn_q_b · norm(attn_q_a · h)`: through a compressed query of `q_lora` values.
+    Lora {
+        /// `[q_lora, hidden]`.
+        a: Linear<H>,
+        /// The compressed query's RMSNorm, `[q_lora]`.
+        norm: NormWeights<H>,
+        /// `[heads · (nope + rope), q_lora]`.
+        b: Linear<H>,
+    },
+}
+
 /// One step of a decoder block, on the `n` rows of a batch, with the weights it reads.
 #[derive(Clone, Debug)]
 pub enum Stage<H: Handles> {
@@ -229,6 +274,22 @@ pub enum Stage<H: Handles> {
     AttentionNorm(NormWeights<H>),
     /// `q`, `k`, `v` projected from `h`.
     Qkv(Qkv<H>),
+    /// Multi-head latent attention's projections from `h`: `q` the absorbed query heads
+    /// `[q_pe | W_kb[head] · q_nope]` and `k` the latent row `[k_pe | norm(c)]` of
+    /// `[c | k_pe] = kv_a · h` (the transformer's `head_dim` is `rope + kv_lora` and its one
+    /// kv head this row; attention reads the values from the keys).
+    LatentQkv {
+        /// The widths.
+        mla: Mla,
+        /// The query projection.
+        q: LatentQ<H>,
+        /// `[kv_lora + rope, hidden]`.
+        kv_a: Linear<H>,
+        /// The latent's RMSNorm, `[kv_lora]`.
+        kv_norm: NormWeights<H>,
+        /// Per head `[kv_lora, nope]`: absorbs `q_nope` into the latent space.
+        k_b: H::Experts,
+    },
     /// Every head of `q` and of `k` RMS-normed with the layer's q and k scales (`[head_dim]`).
     QkNorm {
         /// Added to the variance.
@@ -254,7 +315,54 @@ pub enum Stage<H: Handles> {
         /// Per-head sink logits `[heads]`, present exactly when `params.sinks`.
         sinks: Option<H::Vector>,
     },
-    /// `out = attn_output(attn)`, `[hidden, q_dim]`.
+    /// `attn = concat(W_vb[head] · latent part of attn[head])`: each head's output of latent
+    /// attention, `[heads · v_head]`.
+    LatentOutput {
+        /// The widths.
+        mla: Mla,
+        /// Per head `[v_head, kv_lora]`.
+        v_b: H::Experts,
+    },
+    /// `attn ⊙= sigmoid(gate)` with the gates of [`Qkv::GatedQuery`].
+    AttentionGate,
+    /// `out = short_conv(h)`, carrying the sequence's convolution window (in place of the
+    /// attention stages of a recurrent layer).
+    ShortConv {
+        /// Channels and taps.
+        conv: ShortConv,
+        /// `[3·hidden, hidden]`: `b | c | u`.
+        in_proj: Linear<H>,
+        /// The kernel, `[channels, taps]`.
+        kernel: H::Vector,
+        /// `[hidden, hidden]`.
+        out_proj: Linear<H>,
+    },
+    /// `out = delta_net(h)`, carrying the sequence's convolution window and state matrices
+    /// (in place of the attention stages of a recurrent layer).
+    DeltaNet {
+        /// Heads, state size, taps.
+        net: DeltaNet,
+        /// `[conv_dim, hidden]`: `q | k | v`.
+        qkv: Linear<H>,
+        /// `[v_dim, hidden]`: the output gate `z`.
+        gate: Linear<H>,
+        /// The convolution kernel, `[conv_dim, taps]`.
+        kernel: H::Vector,
+        /// `[v_heads]`, added to the decay projection.
+        dt_bias: H::Vector,
+        /// `[v_heads]`, the (negative) decay rates.
+        a: H::Vector,
+        /// `[v_heads, hidden]`.
+        beta: Linear<H>,
+        /// `[v_heads, hidden]`.
+        alpha: Linear<H>,
+        /// `[state]`, the output norm of every value head.
+        norm: H::Vector,
+        /// `[hidden, v_dim]`.
+        output: Linear<H>,
+    },
+    /// `out = attn_output(attn)`, `[hidden, q_dim]` (`[hidden, heads · v_head]` after latent
+    /// attention).
     AttentionOutput(Linear<H>),
     /// `out = norm(out)` with the layer's post-attention norm.
     PostAttentionNorm(NormWeights<H>),
@@ -277,8 +385,25 @@ pub enum Stage<H: Handles> {
         router: Router,
         /// `[experts, hidden]`: one score per expert.
         scores: Linear<H>,
+        /// `[experts]`, added to the scores only to choose the experts (`exp_probs_b`).
+        selection_bias: Option<H::Vector>,
     },
-    /// `h = Σ weight_e · expert_e(h)` over each row's routed experts, in the router's order.
+    /// `shared = g · down(act(gate(h), up(h)))` on every row, kept for [`Stage::Experts`] to
+    /// add; `g = sigmoid(gate_inp · h)` per row where the layer has that gate, else 1.
+    SharedExperts {
+        /// The shape of the shared experts together (their widths summed).
+        experts: Experts,
+        /// `[ffn_dim, hidden]`.
+        gate: Linear<H>,
+        /// `[ffn_dim, hidden]`.
+        up: Linear<H>,
+        /// `[hidden, ffn_dim]`.
+        down: Linear<H>,
+        /// `[hidden]`: the per-row gate's weights (Qwen3.5-MoE).
+        gate_inp: Option<H::Vector>,
+    },
+    /// `h = Σ weight_e · expert_e(h)` over each row's routed experts, in the router's order,
+    /// plus `shared` when the layer has shared experts.
     Experts {
         /// Each expert's shape.
         experts: Experts,
@@ -296,7 +421,7 @@ pub enum Stage<H: Handles> {
     /// `x += out + h`: attention and FFN both read the normed input (a parallel block).
     ParallelResidual,
     /// `x += norm(proj(gelu(gate(x)) ⊙ input))` with the row's input to this layer from
-    /// [`Transformer::per_layer_inputs`] (gemma4's per-layer embeddings).
+    /// [`Transformer::per_layer_inputs`](crate::Transformer::per_layer_inputs) (gemma4's per-layer embeddings).
     PerLayerInput {
         /// `[width, hidden]`.
         gate: Linear<H>,
@@ -307,6 +432,9 @@ pub enum Stage<H: Handles> {
     },
     /// `x *= scale`, a one-value tensor (gemma4's `layer_output_scale`).
     OutputScale(H::Vector),
+    /// `x = norm(x)` and `h = x`: a post-norm block (BERT) normalises the residual stream
+    /// itself after each residual add, and the next projection reads it unchanged.
+    ResidualNorm(NormWeights<H>),
 }
 
 /// The stages of one decoder layer, in the order they run.
@@ -343,6 +471,22 @@ impl<H: Handles> Block<H> {
         })
     }
 
+    /// The block's shared experts, if it has them.
+    pub fn shared_experts(&self) -> Option<&Experts> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::SharedExperts { experts, .. } => Some(experts),
+            _ => None,
+        })
+    }
+
+    /// The block's latent attention, if it has one.
+    pub fn mla(&self) -> Option<&Mla> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::LatentQkv { mla, .. } => Some(mla),
+            _ => None,
+        })
+    }
+
     /// The block's rotary embedding, if it has one.
     pub fn rope(&self) -> Option<&RopeParams> {
         self.stages.iter().find_map(|s| match s {
@@ -351,448 +495,17 @@ impl<H: Handles> Block<H> {
         })
     }
 
+    /// What mixes positions in the block in place of attention, if it is a recurrent layer.
+    pub fn recurrence(&self) -> Option<Recurrence> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::ShortConv { conv, .. } => Some(Recurrence::ShortConv(*conv)),
+            Stage::DeltaNet { net, .. } => Some(Recurrence::DeltaNet(*net)),
+            _ => None,
+        })
+    }
+
     /// Whether the block runs a dense FFN.
     pub fn has_dense_ffn(&self) -> bool {
         self.stages.iter().any(|s| matches!(s, Stage::Ffn { .. }))
-    }
-}
-
-/// Gemma 4's per-layer inputs: each token gets a `width`-wide input for every layer, computed
-/// once from its id and its scaled input embedding `x0`:
-/// `input_l = (rms_norm(model_proj(x0) / sqrt(hidden))_l ⊙ proj_norm + token_embd[tok]_l ·
-/// sqrt(width)) / sqrt(2)`, where `_l` is layer `l`'s slice of `width` values.
-#[derive(Clone, Debug)]
-pub struct PerLayerInputs<H: Handles> {
-    /// Values per layer.
-    pub width: usize,
-    /// `[vocab, width · layers]`.
-    pub token_embd: H::Matrix,
-    /// `[width · layers, hidden]`.
-    pub model_proj: H::Matrix,
-    /// The RMSNorm of each layer's slice of the projection, `[width]`.
-    pub proj_norm: NormWeights<H>,
-}
-
-/// A decoder-only transformer: token embedding (times `embedding_scale`, plus learned positions
-/// when the model has them), the blocks, then `logits = softcap(lm_head(output_norm(x)) + b)`.
-#[derive(Clone, Debug)]
-pub struct Transformer<H: Handles> {
-    /// Vocabulary size (rows of the embedding table and of the LM head).
-    pub vocab_size: usize,
-    /// Width of the residual stream.
-    pub hidden: usize,
-    /// Query heads, as the model states them; each layer's are its [`Block::heads`], which
-    /// differ from these three where the layers differ (gemma4).
-    pub heads: usize,
-    /// Key/value heads (fewer than `heads` under grouped-query attention).
-    pub kv_heads: usize,
-    /// Width of one head.
-    pub head_dim: usize,
-    /// Inner width of the feed-forward block.
-    pub ffn_dim: usize,
-    /// Token embeddings are multiplied by this.
-    pub embedding_scale: Option<f32>,
-    /// `[vocab, hidden]`.
-    pub token_embd: H::Matrix,
-    /// `[positions, hidden]` (learned positions only).
-    pub position_embd: Option<H::Matrix>,
-    /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling, gemma4's
-    /// proportional RoPE), on the layers whose RoPE takes [`RopeParams::factors`].
-    pub rope_freqs: Option<H::Vector>,
-    /// Every layer's extra input per token (gemma4).
-    pub per_layer_inputs: Option<PerLayerInputs<H>>,
-    /// One block per layer.
-    pub blocks: Vec<Block<H>>,
-    /// The norm before the LM head.
-    pub output_norm: NormWeights<H>,
-    /// The LM head `[vocab, hidden]`; `None` when tied to `token_embd`.
-    pub output: Option<H::Matrix>,
-    /// `[vocab]`.
-    pub output_bias: Option<H::Vector>,
-    /// `tanh` soft-capping of the logits.
-    pub final_softcap: Option<f32>,
-}
-
-impl<H: Handles> Transformer<H> {
-    /// Number of decoder layers.
-    pub fn layers(&self) -> usize {
-        self.blocks.len()
-    }
-
-    /// Width of all query heads together, of [`Transformer::heads`].
-    pub fn q_dim(&self) -> usize {
-        self.heads * self.head_dim
-    }
-
-    /// Width of all key (or value) heads together, of [`Transformer::kv_heads`].
-    pub fn kv_dim(&self) -> usize {
-        self.kv_heads * self.head_dim
-    }
-
-    /// The heads [`Transformer::heads`] and its neighbours state.
-    pub fn model_heads(&self) -> Heads {
-        Heads {
-            heads: self.heads,
-            kv_heads: self.kv_heads,
-            head_dim: self.head_dim,
-        }
-    }
-
-    /// The attention window of `layer`, if it slides.
-    pub fn window_of(&self, layer: usize) -> Option<usize> {
-        self.blocks
-            .get(layer)
-            .and_then(Block::attention)
-            .and_then(|a| a.window)
-    }
-
-    /// The matrix that produces logits.
-    pub fn lm_head(&self) -> &H::Matrix {
-        self.output.as_ref().unwrap_or(&self.token_embd)
-    }
-
-    /// The same tree with every weight handle mapped by `m`, in a fixed order: the
-    /// embeddings, the RoPE factors, every layer's stages in turn (a weight before its bias),
-    /// the output norm, the LM head and its bias.
-    pub fn map<'t, B: Handles, M: Mapper<'t, H, B>>(
-        &'t self,
-        m: &mut M,
-    ) -> Result<Transformer<B>, M::Error> {
-        let model = |role| TensorName::model(role);
-        let matrix = |role, rows, cols| Tensor {
-            name: model(role),
-            shape: Shape::Matrix { rows, cols },
-        };
-        let token_embd = m.matrix(
-            &matrix(Role::TokenEmbd, self.vocab_size, self.hidden),
-            &self.token_embd,
-        )?;
-        let position_embd = match &self.position_embd {
-            Some(table) => {
-                let shape = Shape::Table { cols: self.hidden };
-                let t = Tensor {
-                    name: model(Role::PositionEmbd),
-                    shape,
-                };
-                m.optional_matrix(&t, table)?
-            }
-            None => None,
-        };
-        let rope_dims = self
-            .blocks
-            .iter()
-            .filter_map(Block::rope)
-            .filter(|r| r.factors)
-            .map(|r| r.n_rot)
-            .max()
-            .unwrap_or(0);
-        let rope_freqs = match &self.rope_freqs {
-            Some(freqs) => {
-                let t = Tensor {
-                    name: model(Role::RopeFreqs),
-                    shape: Shape::Vector(rope_dims / 2),
-                };
-                m.optional_vector(&t, freqs)?
-            }
-            None => None,
-        };
-        let mut at = Place {
-            c: self,
-            layer: None,
-            heads: self.model_heads(),
-        };
-        let per_layer_inputs = match &self.per_layer_inputs {
-            Some(p) => {
-                let all = p.width * self.layers();
-                Some(PerLayerInputs {
-                    width: p.width,
-                    token_embd: m.matrix(
-                        &matrix(Role::PerLayerTokenEmbd, self.vocab_size, all),
-                        &p.token_embd,
-                    )?,
-                    model_proj: m.matrix(
-                        &matrix(Role::PerLayerModelProj, all, self.hidden),
-                        &p.model_proj,
-                    )?,
-                    proj_norm: at.norm(&p.proj_norm, p.width, m)?,
-                })
-            }
-            None => None,
-        };
-        let mut blocks = Vec::with_capacity(self.blocks.len());
-        for (layer, block) in self.blocks.iter().enumerate() {
-            let mut at = Place {
-                c: self,
-                layer: Some(layer),
-                heads: block.heads,
-            };
-            let stages = block
-                .stages
-                .iter()
-                .map(|stage| at.stage(stage, m))
-                .collect::<Result<_, _>>()?;
-            blocks.push(Block {
-                heads: block.heads,
-                stages,
-            });
-        }
-        let output_norm = at.norm(&self.output_norm, self.hidden, m)?;
-        let output = match &self.output {
-            Some(head) => {
-                m.optional_matrix(&matrix(Role::Output, self.vocab_size, self.hidden), head)?
-            }
-            None => None,
-        };
-        let output_bias = match &self.output_bias {
-            Some(bias) => {
-                let t = Tensor {
-                    name: model(Role::Output).bias(),
-                    shape: Shape::Vector(self.vocab_size),
-                };
-                m.optional_vector(&t, bias)?
-            }
-            None => None,
-        };
-        Ok(Transformer {
-            vocab_size: self.vocab_size,
-            hidden: self.hidden,
-            heads: self.heads,
-            kv_heads: self.kv_heads,
-            head_dim: self.head_dim,
-            ffn_dim: self.ffn_dim,
-            embedding_scale: self.embedding_scale,
-            token_embd,
-            position_embd,
-            rope_freqs,
-            per_layer_inputs,
-            blocks,
-            output_norm,
-            output,
-            output_bias,
-            final_softcap: self.final_softcap,
-        })
-    }
-}
-
-/// Where [`Transformer::map`] is: the model, the layer (none for the head) and its heads.
-struct Place<'t, H: Handles> {
-    c: &'t Transformer<H>,
-    layer: Option<usize>,
-    heads: Heads,
-}
-
-impl<'t, H: Handles> Place<'t, H> {
-    fn name(&self, role: Role) -> TensorName {
-        match self.layer {
-            Some(layer) => TensorName::layer(role, layer),
-            None => TensorName::model(role),
-        }
-    }
-
-    fn vector<B: Handles, M: Mapper<'t, H, B>>(
-        &self,
-        role: Role,
-        len: usize,
-        v: &'t H::Vector,
-        m: &mut M,
-    ) -> Result<B::Vector, M::Error> {
-        let t = Tensor {
-            name: self.name(role),
-            shape: Shape::Vector(len),
-        };
-        m.vector(&t, v)
-    }
-
-    /// A bias of `len` values beside the weight `weight`.
-    fn bias<B: Handles, M: Mapper<'t, H, B>>(
-        weight: TensorName,
-        len: usize,
-        bias: &'t Option<H::Vector>,
-        m: &mut M,
-    ) -> Result<Option<B::Vector>, M::Error> {
-        let Some(bias) = bias else {
-            return Ok(None);
-        };
-        let t = Tensor {
-            name: weight.bias(),
-            shape: Shape::Vector(len),
-        };
-        m.optional_vector(&t, bias)
-    }
-
-    fn norm<B: Handles, M: Mapper<'t, H, B>>(
-        &mut self,
-        n: &'t NormWeights<H>,
-        len: usize,
-        m: &mut M,
-    ) -> Result<NormWeights<B>, M::Error> {
-        Ok(NormWeights {
-            role: n.role,
-            params: n.params,
-            weight: self.vector(n.role, len, &n.weight, m)?,
-            bias: Self::bias(self.name(n.role), len, &n.bias, m)?,
-        })
-    }
-
-    fn linear<B: Handles, M: Mapper<'t, H, B>>(
-        &mut self,
-        role: Role,
-        (rows, cols): (usize, usize),
-        l: &'t Linear<H>,
-        m: &mut M,
-    ) -> Result<Linear<B>, M::Error> {
-        let name = self.name(role);
-        let t = Tensor {
-            name,
-            shape: Shape::Matrix { rows, cols },
-        };
-        Ok(Linear {
-            weight: m.matrix(&t, &l.weight)?,
-            bias: Self::bias(name, rows, &l.bias, m)?,
-        })
-    }
-
-    /// A linear layer the file may lack: `None` when the mapper drops its weight.
-    fn optional_linear<B: Handles, M: Mapper<'t, H, B>>(
-        &mut self,
-        role: Role,
-        (rows, cols): (usize, usize),
-        l: &'t Linear<H>,
-        m: &mut M,
-    ) -> Result<Option<Linear<B>>, M::Error> {
-        let name = self.name(role);
-        let t = Tensor {
-            name,
-            shape: Shape::Matrix { rows, cols },
-        };
-        let Some(weight) = m.optional_matrix(&t, &l.weight)? else {
-            return Ok(None);
-        };
-        Ok(Some(Linear {
-            weight,
-            bias: Self::bias(name, rows, &l.bias, m)?,
-        }))
-    }
-
-    fn experts<B: Handles, M: Mapper<'t, H, B>>(
-        &mut self,
-        role: Role,
-        (count, rows, cols): (usize, usize, usize),
-        e: &'t H::Experts,
-        m: &mut M,
-    ) -> Result<B::Experts, M::Error> {
-        let t = Tensor {
-            name: self.name(role),
-            shape: Shape::Experts { count, rows, cols },
-        };
-        m.experts(&t, e)
-    }
-
-    fn stage<B: Handles, M: Mapper<'t, H, B>>(
-        &mut self,
-        stage: &'t Stage<H>,
-        m: &mut M,
-    ) -> Result<Stage<B>, M::Error> {
-        let c = self.c;
-        let (hidden, ffn) = (c.hidden, c.ffn_dim);
-        let (q_dim, kv_dim, head_dim) =
-            (self.heads.q_dim(), self.heads.kv_dim(), self.heads.head_dim);
-        Ok(match stage {
-            Stage::AttentionNorm(n) => Stage::AttentionNorm(self.norm(n, hidden, m)?),
-            Stage::Qkv(Qkv::Separate { q, k, v }) => Stage::Qkv(Qkv::Separate {
-                q: self.linear(Role::AttnQ, (q_dim, hidden), q, m)?,
-                k: self.linear(Role::AttnK, (kv_dim, hidden), k, m)?,
-                v: self.linear(Role::AttnV, (kv_dim, hidden), v, m)?,
-            }),
-            Stage::Qkv(Qkv::Fused(qkv)) => Stage::Qkv(Qkv::Fused(self.linear(
-                Role::AttnQkv,
-                (q_dim + 2 * kv_dim, hidden),
-                qkv,
-                m,
-            )?)),
-            Stage::Qkv(Qkv::OptionalValue { q, k, v }) => Stage::Qkv(Qkv::OptionalValue {
-                q: self.linear(Role::AttnQ, (q_dim, hidden), q, m)?,
-                k: self.linear(Role::AttnK, (kv_dim, hidden), k, m)?,
-                v: match v {
-                    Some(v) => self.optional_linear(Role::AttnV, (kv_dim, hidden), v, m)?,
-                    None => None,
-                },
-            }),
-            Stage::QkNorm { eps, q, k } => Stage::QkNorm {
-                eps: *eps,
-                q: self.vector(Role::AttnQNorm, head_dim, q, m)?,
-                k: self.vector(Role::AttnKNorm, head_dim, k, m)?,
-            },
-            Stage::ValueNorm { eps } => Stage::ValueNorm { eps: *eps },
-            Stage::Rope(params) => Stage::Rope(*params),
-            Stage::Attention { params, sinks } => Stage::Attention {
-                params: *params,
-                sinks: match sinks {
-                    Some(s) => Some(self.vector(Role::AttnSinks, self.heads.heads, s, m)?),
-                    None => None,
-                },
-            },
-            Stage::AttentionOutput(l) => {
-                Stage::AttentionOutput(self.linear(Role::AttnOutput, (hidden, q_dim), l, m)?)
-            }
-            Stage::PostAttentionNorm(n) => Stage::PostAttentionNorm(self.norm(n, hidden, m)?),
-            Stage::AttentionResidual => Stage::AttentionResidual,
-            Stage::FfnNorm(n) => Stage::FfnNorm(self.norm(n, hidden, m)?),
-            Stage::Ffn {
-                ffn: kind,
-                up,
-                down,
-            } => Stage::Ffn {
-                ffn: *kind,
-                up: match up {
-                    FfnUp::Gated { gate, up } => FfnUp::Gated {
-                        gate: self.linear(Role::FfnGate, (ffn, hidden), gate, m)?,
-                        up: self.linear(Role::FfnUp, (ffn, hidden), up, m)?,
-                    },
-                    FfnUp::FusedGated(l) => {
-                        FfnUp::FusedGated(self.linear(Role::FfnUp, (2 * ffn, hidden), l, m)?)
-                    }
-                    FfnUp::Plain(l) => {
-                        FfnUp::Plain(self.linear(Role::FfnUp, (ffn, hidden), l, m)?)
-                    }
-                },
-                down: self.linear(Role::FfnDown, (hidden, ffn), down, m)?,
-            },
-            Stage::Router { router, scores } => Stage::Router {
-                router: *router,
-                scores: self.linear(Role::FfnGateInp, (router.experts, hidden), scores, m)?,
-            },
-            Stage::Experts {
-                experts,
-                gate,
-                up,
-                down,
-            } => {
-                let count = self.c.blocks[self.layer.unwrap_or(0)]
-                    .router()
-                    .map_or(0, |r| r.experts);
-                let f = experts.ffn_dim;
-                Stage::Experts {
-                    experts: *experts,
-                    gate: self.experts(Role::FfnGateExps, (count, f, hidden), gate, m)?,
-                    up: self.experts(Role::FfnUpExps, (count, f, hidden), up, m)?,
-                    down: self.experts(Role::FfnDownExps, (count, hidden, f), down, m)?,
-                }
-            }
-            Stage::PostFfnNorm(n) => Stage::PostFfnNorm(self.norm(n, hidden, m)?),
-            Stage::FfnResidual => Stage::FfnResidual,
-            Stage::ParallelResidual => Stage::ParallelResidual,
-            Stage::PerLayerInput { gate, proj, norm } => {
-                let width = c.per_layer_inputs.as_ref().map_or(0, |p| p.width);
-                Stage::PerLayerInput {
-                    gate: self.linear(Role::PerLayerInpGate, (width, hidden), gate, m)?,
-                    proj: self.linear(Role::PerLayerProj, (hidden, width), proj, m)?,
-                    norm: self.norm(norm, hidden, m)?,
-                }
-            }
-            Stage::OutputScale(scale) => {
-                Stage::OutputScale(self.vector(Role::LayerOutputScale, 1, scale, m)?)
-            }
-        })
     }
 }

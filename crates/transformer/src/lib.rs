@@ -9,13 +9,15 @@
 mod block;
 mod params;
 mod tensor;
+mod tree;
 
 pub use block::{
-    Block, FfnUp, Handles, Linear, Mapper, NormWeights, PerLayerInputs, Presence, Qkv, Shape,
-    Stage, Tensor, Transformer,
+    Block, FfnUp, Handles, LatentQ, Linear, Mapper, NormWeights, Presence, Qkv, Shape, Stage,
+    Tensor,
 };
 pub use params::{
-    AttentionParams, Experts, Ffn, Gating, Heads, Norm, NormKind, RopeParams, RopeStyle, Router,
-    Yarn,
+    AttentionParams, DeltaNet, Experts, Ffn, Gating, Heads, Mla, Norm, NormKind, Recurrence,
+    RopeParams, RopeStyle, Router, ShortConv, Yarn,
 };
 pub use tensor::{Part, Role, TensorName};
+pub use tree::{PerLayerInputs, Transformer};

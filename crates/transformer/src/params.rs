@@ -46,11 +46,21 @@ pub enum Gating {
     SoftmaxTopK,
     /// The `k` highest raw scores picked; the weights are the softmax of those `k` (gpt-oss).
     TopKSoftmax,
+    /// `p = softmax(scores)` over every expert; the `k` most probable picked with their `p` as
+    /// they are (DeepSeek-V2: no renormalisation).
+    SoftmaxTopKUnnormalized,
+    /// `s = sigmoid(scores)`; the `k` highest `s + selection bias` picked (the bias, where the
+    /// layer has one, only chooses); the weights are the picked `s`, divided by their sum
+    /// when `normalize` (DeepSeek-V3, GLM-4.5).
+    Sigmoid {
+        /// Divide the picked weights by their sum (at least ggml's 6.1e-5).
+        normalize: bool,
+    },
 }
 
 /// A mixture-of-experts router: how many experts a layer has, how many each row runs, and how
 /// their weights are formed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Router {
     /// Experts of the layer.
     pub experts: usize,
@@ -58,6 +68,8 @@ pub struct Router {
     pub used: usize,
     /// From scores to weights.
     pub gating: Gating,
+    /// The weights are multiplied by this last (`expert_weights_scale`; 1 for none).
+    pub scale: f32,
 }
 
 /// The experts of a mixture-of-experts layer: each is a gated feed-forward block.
@@ -89,6 +101,39 @@ impl Heads {
     /// Width of all key (or value) heads together.
     pub fn kv_dim(&self) -> usize {
         self.kv_heads * self.head_dim
+    }
+}
+
+/// Multi-head latent attention's widths (DeepSeek-V2/V3). Each position's keys and values are
+/// one latent row `[k_pe (rope) | c (kv_lora)]` shared by every head; a query head is
+/// absorbed into that space, `[q_pe (rope) | W_kb · q_nope (kv_lora)]`, so attention runs as
+/// one kv head of `rope + kv_lora` values whose values are the keys, and each head's output
+/// is its latent part times `W_vb`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mla {
+    /// Width of the compressed query (`None`: queries are projected from the hidden state
+    /// directly, as in DeepSeek-V2-Lite).
+    pub q_lora: Option<usize>,
+    /// Width of the compressed key/value latent `c`.
+    pub kv_lora: usize,
+    /// The part of a query head without position (`q_nope`).
+    pub nope: usize,
+    /// The rotated part of a query head and of the shared key (`q_pe`, `k_pe`).
+    pub rope: usize,
+    /// Width of one head's value.
+    pub v_head: usize,
+}
+
+impl Mla {
+    /// Width of one query head as projected: `nope + rope`.
+    pub fn q_head(&self) -> usize {
+        self.nope + self.rope
+    }
+
+    /// Width of the latent row a position keeps and of an absorbed query head:
+    /// `rope + kv_lora`.
+    pub fn latent(&self) -> usize {
+        self.rope + self.kv_lora
     }
 }
 
@@ -166,6 +211,77 @@ impl Yarn {
         Yarn {
             corr_dims: [low, high],
             mscale: 1.0 + 0.1 * factor.ln(),
+        }
+    }
+}
+
+/// A short causal convolution mixer (LFM2): `[b | c | u] = in_proj·h`, per channel
+/// `y_t = Σ_j kernel[j]·(b⊙u)_{t-taps+1+j}` (zeros before the first position),
+/// `out = out_proj·(c ⊙ y)`. A sequence carries the last `taps - 1` inputs `b⊙u` between passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShortConv {
+    /// Channels (the hidden width).
+    pub channels: usize,
+    /// Kernel length, the current position included.
+    pub taps: usize,
+}
+
+/// A gated delta net (Qwen3.5's linear attention): a causal depthwise convolution and SiLU over
+/// `[q | k | v] = qkv·h`, L2-normed q and k, then per value head `j` (reading q/k head
+/// `j mod k_heads`) a `state × state` matrix `S` updated per position:
+/// `S = exp(g)·S; S += k ⊗ β(v − Sᵀk); o = Sᵀq / √state`, and
+/// `out = output·(rms(o)⊙norm ⊙ silu(gate·h))`. A sequence carries the convolution's last
+/// `taps - 1` inputs and every head's `S` between passes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeltaNet {
+    /// Query/key heads.
+    pub k_heads: usize,
+    /// Value heads (a multiple of `k_heads`).
+    pub v_heads: usize,
+    /// Width of a head, of q, k and v alike, and the side of each state matrix.
+    pub state: usize,
+    /// Convolution kernel length, the current position included.
+    pub taps: usize,
+    /// Added to the variance of the output norm and to the sum of squares of the L2 norms.
+    pub eps: f32,
+}
+
+impl DeltaNet {
+    /// Width of all query (or key) heads together.
+    pub fn qk_dim(&self) -> usize {
+        self.k_heads * self.state
+    }
+
+    /// Width of all value heads together.
+    pub fn v_dim(&self) -> usize {
+        self.v_heads * self.state
+    }
+
+    /// Channels of the convolution: `q | k | v`.
+    pub fn conv_dim(&self) -> usize {
+        2 * self.qk_dim() + self.v_dim()
+    }
+}
+
+/// What mixes positions in a recurrent layer, in place of attention.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Recurrence {
+    /// A short convolution.
+    ShortConv(ShortConv),
+    /// A gated delta net.
+    DeltaNet(DeltaNet),
+}
+
+impl Recurrence {
+    /// The state one sequence carries for a layer of this kind: `(window, matrices)`, the
+    /// f32 values of the convolution's last inputs and of the state matrices.
+    pub fn state_floats(&self) -> (usize, usize) {
+        match *self {
+            Recurrence::ShortConv(c) => (c.taps.saturating_sub(1) * c.channels, 0),
+            Recurrence::DeltaNet(d) => (
+                d.taps.saturating_sub(1) * d.conv_dim(),
+                d.v_heads * d.state * d.state,
+            ),
         }
     }
 }

@@ -82,11 +82,66 @@ pub enum Role {
     PerLayerPostNorm,
     /// A layer's one-value scale of its output.
     LayerOutputScale,
+    /// The compressing query projection (multi-head latent attention).
+    AttnQA,
+    /// The RMSNorm scale of the compressed query.
+    AttnQANorm,
+    /// The query projection from the compressed query.
+    AttnQB,
+    /// The projection to the key/value latent and the shared rotated key.
+    AttnKvAMqa,
+    /// The RMSNorm scale of the key/value latent.
+    AttnKvANorm,
+    /// Every head's key up-projection from the latent, stacked.
+    AttnKB,
+    /// Every head's value up-projection from the latent, stacked.
+    AttnVB,
+    /// The router's expert selection bias (a `.bias` tensor).
+    ExpProbsB,
+    /// The shared experts' per-token gate `[hidden]`.
+    FfnGateInpShexp,
+    /// The shared experts' gate projection.
+    FfnGateShexp,
+    /// The shared experts' up projection.
+    FfnUpShexp,
+    /// The shared experts' down projection.
+    FfnDownShexp,
+    /// The norm of the summed embeddings (BERT), or the norm before the LM head where LFM2
+    /// keeps it (`token_embd_norm`).
+    TokenEmbdNorm,
+    /// The output gate of a gated delta net.
+    AttnGate,
+    /// A gated delta net's convolution kernel `[taps, channels]`.
+    SsmConv1d,
+    /// A gated delta net's time-step bias (stored as `ssm_dt.bias` alone).
+    SsmDt,
+    /// A gated delta net's decay rates `-exp(A_log)` (stored as `ssm_a`, without a suffix).
+    SsmA,
+    /// A gated delta net's β projection.
+    SsmBeta,
+    /// A gated delta net's decay projection.
+    SsmAlpha,
+    /// A gated delta net's output norm.
+    SsmNorm,
+    /// A gated delta net's output projection.
+    SsmOut,
+    /// A short convolution's kernel `[taps, channels]`.
+    ShortConvConv,
+    /// A short convolution's input projection (`b | c | u`).
+    ShortConvInProj,
+    /// A short convolution's output projection.
+    ShortConvOutProj,
+    /// Token-type embeddings `[types, hidden]` (BERT; row 0 is added to every token).
+    TokenTypes,
+    /// The norm of the residual stream after attention (BERT's post-norm).
+    AttnOutputNorm,
+    /// The norm of the residual stream after the FFN (BERT's post-norm).
+    LayerOutputNorm,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 31] = [
+    pub const ALL: [Role; 58] = [
         Role::TokenEmbd,
         Role::PositionEmbd,
         Role::RopeFreqs,
@@ -118,6 +173,33 @@ impl Role {
         Role::PerLayerProj,
         Role::PerLayerPostNorm,
         Role::LayerOutputScale,
+        Role::AttnQA,
+        Role::AttnQANorm,
+        Role::AttnQB,
+        Role::AttnKvAMqa,
+        Role::AttnKvANorm,
+        Role::AttnKB,
+        Role::AttnVB,
+        Role::ExpProbsB,
+        Role::FfnGateInpShexp,
+        Role::FfnGateShexp,
+        Role::FfnUpShexp,
+        Role::FfnDownShexp,
+        Role::TokenEmbdNorm,
+        Role::AttnGate,
+        Role::SsmConv1d,
+        Role::SsmDt,
+        Role::SsmA,
+        Role::SsmBeta,
+        Role::SsmAlpha,
+        Role::SsmNorm,
+        Role::SsmOut,
+        Role::ShortConvConv,
+        Role::ShortConvInProj,
+        Role::ShortConvOutProj,
+        Role::TokenTypes,
+        Role::AttnOutputNorm,
+        Role::LayerOutputNorm,
     ];
 
     /// The role's part of a GGUF tensor name.
@@ -154,6 +236,33 @@ impl Role {
             Role::PerLayerProj => "proj",
             Role::PerLayerPostNorm => "post_norm",
             Role::LayerOutputScale => "layer_output_scale",
+            Role::AttnQA => "attn_q_a",
+            Role::AttnQANorm => "attn_q_a_norm",
+            Role::AttnQB => "attn_q_b",
+            Role::AttnKvAMqa => "attn_kv_a_mqa",
+            Role::AttnKvANorm => "attn_kv_a_norm",
+            Role::AttnKB => "attn_k_b",
+            Role::AttnVB => "attn_v_b",
+            Role::ExpProbsB => "exp_probs_b",
+            Role::FfnGateInpShexp => "ffn_gate_inp_shexp",
+            Role::FfnGateShexp => "ffn_gate_shexp",
+            Role::FfnUpShexp => "ffn_up_shexp",
+            Role::FfnDownShexp => "ffn_down_shexp",
+            Role::TokenEmbdNorm => "token_embd_norm",
+            Role::AttnGate => "attn_gate",
+            Role::SsmConv1d => "ssm_conv1d",
+            Role::SsmDt => "ssm_dt",
+            Role::SsmA => "ssm_a",
+            Role::SsmBeta => "ssm_beta",
+            Role::SsmAlpha => "ssm_alpha",
+            Role::SsmNorm => "ssm_norm",
+            Role::SsmOut => "ssm_out",
+            Role::ShortConvConv => "shortconv.conv",
+            Role::ShortConvInProj => "shortconv.in_proj",
+            Role::ShortConvOutProj => "shortconv.out_proj",
+            Role::TokenTypes => "token_types",
+            Role::AttnOutputNorm => "attn_output_norm",
+            Role::LayerOutputNorm => "layer_output_norm",
         }
     }
 
@@ -169,7 +278,14 @@ impl Role {
                 | Role::PerLayerTokenEmbd
                 | Role::PerLayerModelProj
                 | Role::PerLayerProjNorm
+                | Role::TokenTypes
+                | Role::TokenEmbdNorm
         )
+    }
+
+    /// Whether the tensor's weight is named without the `.weight` suffix (`blk.N.ssm_a`).
+    pub fn bare(self) -> bool {
+        matches!(self, Role::SsmA)
     }
 
     /// The role of one expert's matrix of a stacked expert role (`ffn_gate_exps` → `ffn_gate`,
@@ -249,6 +365,9 @@ impl TensorName {
 
     /// The name read back from its GGUF spelling; `None` for a tensor rinfer has no role for.
     pub fn parse(name: &str) -> Option<Self> {
+        if let Some(bare) = Self::parse_bare(name) {
+            return Some(bare);
+        }
         let (stem, part) = name.rsplit_once('.')?;
         let part = match part {
             "weight" => Part::Weight,
@@ -256,20 +375,23 @@ impl TensorName {
             _ => return None,
         };
         let Some(rest) = stem.strip_prefix("blk.") else {
-            let role = Role::from_gguf(stem).filter(|r| !r.per_layer())?;
+            let role = Role::from_gguf(stem).filter(|r| !r.per_layer() && !r.bare())?;
             return Some(Self {
                 part,
                 ..Self::model(role)
             });
         };
-        let mut pieces = rest.split('.');
-        let layer = pieces.next()?.parse().ok()?;
-        let role = Role::from_gguf(pieces.next()?).filter(|r| r.per_layer())?;
-        let expert = match pieces.next() {
-            Some(e) => Some(e.parse().ok()?),
-            None => None,
+        let (layer, rest) = rest.split_once('.')?;
+        let layer = layer.parse().ok()?;
+        let (role, expert) = match Role::from_gguf(rest) {
+            Some(role) => (role, None),
+            None => {
+                let (role, expert) = rest.rsplit_once('.')?;
+                (Role::from_gguf(role)?, Some(expert.parse().ok()?))
+            }
         };
-        if pieces.next().is_some()
+        if !role.per_layer()
+            || role.bare() && part == Part::Weight
             || expert.is_some() && !matches!(role, Role::FfnGate | Role::FfnUp | Role::FfnDown)
         {
             return None;
@@ -280,6 +402,13 @@ impl TensorName {
             expert,
             part,
         })
+    }
+
+    /// A per-layer weight stored without a suffix (`blk.N.ssm_a`).
+    fn parse_bare(name: &str) -> Option<Self> {
+        let (layer, role) = name.strip_prefix("blk.")?.split_once('.')?;
+        let role = Role::from_gguf(role).filter(|r| r.bare())?;
+        Some(Self::layer(role, layer.parse().ok()?))
     }
 }
 
@@ -293,6 +422,7 @@ impl fmt::Display for TensorName {
             write!(f, ".{expert}")?;
         }
         f.write_str(match self.part {
+            Part::Weight if self.role.bare() => "",
             Part::Weight => ".weight",
             Part::Bias => ".bias",
         })
@@ -320,6 +450,18 @@ mod tests {
     }
 
     #[test]
+    fn dotted_and_bare_roles_read_back() {
+        let conv = TensorName::layer(Role::ShortConvConv, 2);
+        assert_eq!(conv.to_string(), "blk.2.shortconv.conv.weight");
+        assert_eq!(TensorName::parse("blk.2.shortconv.conv.weight"), Some(conv));
+        let a = TensorName::layer(Role::SsmA, 1);
+        assert_eq!(a.to_string(), "blk.1.ssm_a");
+        assert_eq!(TensorName::parse("blk.1.ssm_a"), Some(a));
+        let dt = TensorName::layer(Role::SsmDt, 0).bias();
+        assert_eq!(TensorName::parse("blk.0.ssm_dt.bias"), Some(dt));
+    }
+
+    #[test]
     fn names_without_a_role_are_not_parsed() {
         for name in [
             "blk.0.attn_kv_b.weight",
@@ -328,6 +470,9 @@ mod tests {
             "blk.0.output.weight",
             "token_embd.scale",
             "blk.0.attn_q.1.weight",
+            "blk.0.ssm_a.weight",
+            "blk.0.shortconv.weight",
+            "ssm_a",
         ] {
             assert_eq!(TensorName::parse(name), None, "{name}");
         }

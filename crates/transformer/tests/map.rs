@@ -71,8 +71,10 @@ fn map_names_every_weight_with_the_shape_the_dimensions_imply() {
                 experts: 4,
                 used: 2,
                 gating: Gating::SoftmaxTopK,
+                scale: 1.0,
             },
             scores: linear(false),
+            selection_bias: None,
         },
         Stage::Experts {
             experts: Experts {
@@ -95,6 +97,9 @@ fn map_names_every_weight_with_the_shape_the_dimensions_imply() {
         embedding_scale: None,
         token_embd: (),
         position_embd: None,
+        token_types: None,
+        embedding_norm: None,
+        causal: true,
         rope_freqs: Some(()),
         per_layer_inputs: None,
         blocks: vec![Block {
@@ -105,7 +110,7 @@ fn map_names_every_weight_with_the_shape_the_dimensions_imply() {
             },
             stages,
         }],
-        output_norm: norm(Role::OutputNorm),
+        output_norm: Some(norm(Role::OutputNorm)),
         output: Some(()),
         output_bias: None,
         final_softcap: None,

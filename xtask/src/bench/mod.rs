@@ -5,12 +5,14 @@
 //! `make-model` writes the synthetic llama-shaped model the model bench can also run;
 //! `kernels` measures matvec and matmul of every weight type against the machine's bandwidth;
 //! `serve` measures `rinfer serve` at several concurrent streams, and with `--multi-turn` the time
-//! to first token of each turn of a resent chat, beside llama.cpp's `llama-server`;
+//! to first token of each turn of a resent chat, beside llama.cpp's `llama-server`, and with
+//! `--embeddings` the embedding throughput beside `llama-server --embedding`;
 //! `speculative` measures decoding with and without prompt-lookup speculation.
 
 mod cache;
 mod ceiling;
 mod child;
+mod embeddings;
 mod kernels;
 mod llama_cpp;
 mod measure;

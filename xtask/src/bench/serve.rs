@@ -62,6 +62,9 @@ pub fn run(args: &[&str]) -> Result<()> {
     if let Some((&"--multi-turn", rest)) = args.split_first() {
         return super::multi_turn::run(rest);
     }
+    if let Some((&"--embeddings", rest)) = args.split_first() {
+        return super::embeddings::run(rest);
+    }
     let options = parse(args)?;
     crate::fetch_model::run()?;
     crate::cargo(&["build", "--release", "-p", "rinfer-cli"])?;

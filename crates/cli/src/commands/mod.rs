@@ -3,6 +3,7 @@
 
 pub mod chat;
 pub mod convert;
+pub mod embed;
 pub mod fetch;
 pub mod inspect;
 pub mod logits;

@@ -8,7 +8,7 @@ use rinfer_model::{Engine, EngineOptions, EngineSettings, EngineSetup, Speculati
 
 use crate::commands::fetch::default_model_path_or_fetch;
 use crate::commands::pull::resolve_model;
-use crate::options::{EngineArgs, SessionArgs, SpeculationOptions};
+use crate::options::{EngineArgs, RunArgs, SessionArgs, SpeculationOptions};
 use crate::stderr::report;
 
 /// The model named on the command line (a path, or a hub model `org/repo[:QUANT]` from the
@@ -26,7 +26,15 @@ pub fn engine_options(
     args: &EngineArgs,
     speculation: Option<&SpeculationOptions>,
 ) -> Result<EngineOptions> {
-    let model = model_path(&args.model)?;
+    run_options(model_path(&args.model)?, &args.run, speculation)
+}
+
+/// The engine options of `model` that `args` and `speculation` give, for one sequence.
+pub fn run_options(
+    model: PathBuf,
+    args: &RunArgs,
+    speculation: Option<&SpeculationOptions>,
+) -> Result<EngineOptions> {
     let (speculation, draft_model) = match speculation {
         Some(options) => (options.speculation()?, options.draft_model.clone()),
         None => (Speculation::Off, None),
@@ -61,7 +69,7 @@ impl Session {
         let setup = EngineSetup::load(options)?;
         Ok(Self {
             setup,
-            device_named: args.engine.device.is_some(),
+            device_named: args.engine.run.device.is_some(),
             verbose: args.verbose,
             _pool: pool,
         })
@@ -78,8 +86,9 @@ impl Session {
     }
 
     /// An engine of `settings` on the device `--device` chose. The device is reported on
-    /// stderr when a GPU was asked for or found, or with `--verbose`, which also prints the
-    /// memory plan.
+    /// stderr when a GPU was asked for or found, or with `--verbose`, which also names the CPU
+    /// kernel set this CPU runs (e.g. `avx512`, `NEON + dotprod + i8mm`) and prints the memory
+    /// plan.
     pub fn engine_with(&self, settings: EngineSettings) -> Result<Engine<'_>> {
         let engine = self.setup.engine_with(settings).with_context(|| {
             format!(
@@ -92,6 +101,8 @@ impl Session {
             report!("device: {}", engine.device());
         }
         if self.verbose {
+            let isa = rinfer_kernels::Kernels::detected().isa();
+            report!("cpu kernels: {}", isa.name());
             self.print_memory_plan(&engine);
         }
         Ok(engine)

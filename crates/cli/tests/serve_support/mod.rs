@@ -13,12 +13,31 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// A fixture model: tiny, random weights, a Gemma 3 tokenizer.
-pub fn tiny_model() -> String {
+/// The path of `path` in the repository's `tests/fixtures` folder.
+pub fn fixture(path: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/models/gemma3-tiny-q4_k_m.gguf")
+        .join("../../tests/fixtures")
+        .join(path)
         .display()
         .to_string()
+}
+
+/// The JSON schema of the test tool `get_weather`'s arguments.
+pub fn weather_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 12},
+            "unit": {"enum": ["celsius", "fahrenheit"]}
+        },
+        "required": ["city", "unit"],
+        "additionalProperties": false
+    })
+}
+
+/// A fixture model: tiny, random weights, a Gemma 3 tokenizer.
+pub fn tiny_model() -> String {
+    fixture("models/gemma3-tiny-q4_k_m.gguf")
 }
 
 /// The default model, whose path `cargo xtask test` resolves through `rinfer fetch` and passes

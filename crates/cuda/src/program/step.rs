@@ -114,6 +114,10 @@ impl Sequence<'_, '_> {
                 ],
             );
         }
+        if let Some(norm) = &c.embedding_norm {
+            self.norm(norm, work.x, work.h, self.n);
+            self.norm(norm, work.x, work.x, self.n);
+        }
     }
 
     /// `out[rows, d] = norm(x[rows, d])` (`x` and `out` may be the same buffer).
@@ -215,9 +219,12 @@ impl Sequence<'_, '_> {
                         }
                         Qkv::Fused(qkv) => self.linear(qkv, work.h, h, work.qkv, width),
                         // Refused by `UploadPlan::new` (`check_stages`).
-                        Qkv::OptionalValue { .. } => {}
+                        Qkv::OptionalValue { .. } | Qkv::GatedQuery { .. } => {}
                     }
                 }
+                // The upload plan refuses the recurrent stages and gated attention
+                // (`check_stages`), so no step is built for them.
+                Stage::AttentionGate | Stage::ShortConv { .. } | Stage::DeltaNet { .. } => {}
                 Stage::QkNorm { eps, q, k } => self.qk_norm((*q, *k), *eps),
                 Stage::Rope(rope) => self.rope(rope),
                 Stage::Attention { params, sinks } => {
@@ -231,7 +238,12 @@ impl Sequence<'_, '_> {
                 Stage::AttentionResidual => self.add(&[work.x, work.out], len),
                 Stage::FfnNorm(norm) => self.norm(norm, work.x, work.h, n),
                 Stage::Ffn { ffn, up, down } => self.ffn(*ffn, up, down),
-                Stage::Router { router, scores } => self.route(router, scores),
+                Stage::Router { router, scores, .. } => self.route(router, scores),
+                // `UploadPlan::new` refuses the stages the GPU does not run yet (see
+                // `plan::check_stages`), so a step never meets them.
+                Stage::LatentQkv { .. }
+                | Stage::LatentOutput { .. }
+                | Stage::SharedExperts { .. } => {}
                 Stage::Experts {
                     experts,
                     gate,
@@ -248,6 +260,10 @@ impl Sequence<'_, '_> {
                 Stage::ParallelResidual => self.add(&[work.x, work.out, work.h], len),
                 // Refused by `UploadPlan::new` (`check_stages`): no launch runs them yet.
                 Stage::ValueNorm { .. } | Stage::PerLayerInput { .. } | Stage::OutputScale(_) => {}
+                Stage::ResidualNorm(norm) => {
+                    self.norm(norm, work.x, work.h, n);
+                    self.norm(norm, work.x, work.x, n);
+                }
             }
         }
     }
@@ -392,8 +408,9 @@ impl Sequence<'_, '_> {
         let work = *self.b.work;
         self.linear(scores, work.h, c.hidden, work.router, router.experts);
         let gating = match router.gating {
-            Gating::SoftmaxTopK => 0,
             Gating::TopKSoftmax => 1,
+            // The others are refused by `plan::check_stages`.
+            _ => 0,
         };
         self.fixed(
             "moe_route",
@@ -590,7 +607,10 @@ impl Sequence<'_, '_> {
         let c = self.b.model;
         let work = *self.b.work;
         let x = at(work.x, first * c.hidden);
-        self.norm(&c.output_norm, x, work.h, rows);
+        // The upload plan refuses a model without an output norm.
+        if let Some(norm) = &c.output_norm {
+            self.norm(norm, x, work.h, rows);
+        }
         self.matmul(
             c.lm_head(),
             c.output_bias,

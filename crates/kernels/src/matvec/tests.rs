@@ -139,7 +139,7 @@ fn matvec_is_bit_identical_on_one_and_two_threads() {
 #[test]
 fn matmul_rows_are_bit_identical_to_matvec() {
     // Every instruction set this CPU has, so each tile kernel meets the dot it must equal.
-    for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+    for &isa in Isa::ALL {
         matmul_matches_matvec(&Kernels::with_isa(isa));
     }
 }

@@ -9,6 +9,7 @@ mod attention;
 mod elementwise;
 mod kv_row;
 mod norm;
+mod recurrent;
 mod rope;
 mod routing;
 mod vector;
@@ -20,8 +21,9 @@ pub use attention::{
 pub use elementwise::{add_inplace, scale, softcap};
 pub use kv_row::{KvRow, KvRowMut, KvRows, KvType, UnknownKvType};
 pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace, rms_normalize_inplace};
+pub use recurrent::{causal_conv, delta_rule_step, l2_norm_inplace, sigmoid, softplus};
 pub use rope::{RopeParams, RopeStyle, Yarn, rope};
-pub use routing::{Gating, route};
+pub use routing::{Gating, Router, route};
 pub use vector::VectorKernels;
 
 #[cfg(test)]

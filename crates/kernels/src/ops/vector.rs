@@ -8,6 +8,8 @@ use half::f16;
 use super::activation::{Activation, gelu_tanh, silu};
 use crate::cpu::{self, Isa};
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -58,12 +60,15 @@ impl VectorKernels {
     /// The kernels for the detected CPU ([`crate::cpu::detected`]): those of
     /// [`crate::Kernels::detected`], for the operations that are not handed a table.
     pub(crate) fn detected() -> &'static VectorKernels {
-        static TABLES: [VectorKernels; Isa::ALL.len()] = [
-            VectorKernels::for_isa(Isa::ALL[0]),
-            VectorKernels::for_isa(Isa::ALL[1]),
-            VectorKernels::for_isa(Isa::ALL[2]),
-            VectorKernels::for_isa(Isa::ALL[3]),
-        ];
+        static TABLES: [VectorKernels; Isa::ALL.len()] = {
+            let mut tables = [VectorKernels::for_isa(Isa::Scalar); Isa::ALL.len()];
+            let mut i = 0;
+            while i < tables.len() {
+                tables[i] = VectorKernels::for_isa(Isa::ALL[i]);
+                i += 1;
+            }
+            tables
+        };
         &TABLES[cpu::detected() as usize]
     }
 
@@ -99,7 +104,21 @@ impl VectorKernels {
                 },
             };
         }
+        #[cfg(target_arch = "aarch64")]
+        if isa.includes(Isa::Neon) {
+            return VectorKernels {
+                scaled_dots: aarch64::scaled_dots,
+                axpy_rows: aarch64::axpy_rows,
+                f16_to_f32: aarch64::f16_to_f32,
+                ..Self::reference()
+            };
+        }
         let _ = isa;
+        Self::reference()
+    }
+
+    /// The scalar reference kernels.
+    const fn reference() -> Self {
         VectorKernels {
             gated_silu: gated_silu_reference,
             gated_gelu_tanh: gated_gelu_tanh_reference,

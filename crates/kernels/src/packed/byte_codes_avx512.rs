@@ -61,16 +61,7 @@ pub(super) fn dot_group<B: ByteCodes>(
     for (c, out) in out.chunks_mut(TOKENS).enumerate() {
         let first = c * TOKENS * nb;
         let (a, s) = (&a[first..], &s[first..]);
-        match out.len() {
-            1 => dot_tokens::<B, 1>(w, a, s, out, codes),
-            2 => dot_tokens::<B, 2>(w, a, s, out, codes),
-            3 => dot_tokens::<B, 3>(w, a, s, out, codes),
-            4 => dot_tokens::<B, 4>(w, a, s, out, codes),
-            5 => dot_tokens::<B, 5>(w, a, s, out, codes),
-            6 => dot_tokens::<B, 6>(w, a, s, out, codes),
-            7 => dot_tokens::<B, 7>(w, a, s, out, codes),
-            _ => dot_tokens::<B, 8>(w, a, s, out, codes),
-        }
+        for_tokens!(out.len(), 8, dot_tokens[B](w, a, s, out, codes));
     }
 }
 

@@ -10,7 +10,8 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::nibbles::pack_indices;
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::q8_k::BlockQ8K;
@@ -42,22 +43,11 @@ impl PackedFormat for BlockIq4Xsx16 {
             }
         }
     }
-    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
-        summary::q8_k(a, out);
-    }
 }
 
 impl BlockIq4Xsx16 {
     /// How far the byte codes lie above the table values.
     pub(crate) const OFFSET: i32 = 128;
-
-    /// [`PackedFormat::pack_into`] a zeroed block.
-    #[cfg(test)]
-    pub(crate) fn pack(rows: &[BlockIq4Xs]) -> Self {
-        let mut out = Self::zeroed();
-        out.pack_into(&rows.iter().collect::<Vec<_>>());
-        out
-    }
 
     /// Row `i`'s byte code `l` of sub-block `j` (the table value plus 128).
     #[cfg(test)]

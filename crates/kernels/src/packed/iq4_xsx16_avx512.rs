@@ -28,12 +28,7 @@ pub(crate) fn dot_group(
     for (c, out) in out.chunks_mut(TOKENS).enumerate() {
         let first = c * TOKENS * nb;
         let (a, s) = (&a[first..], &s[8 * first..]);
-        match out.len() {
-            1 => dot_tokens::<1>(w, a, s, out),
-            2 => dot_tokens::<2>(w, a, s, out),
-            3 => dot_tokens::<3>(w, a, s, out),
-            _ => dot_tokens::<4>(w, a, s, out),
-        }
+        for_tokens!(out.len(), 4, dot_tokens(w, a, s, out));
     }
 }
 

@@ -12,7 +12,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::nibbles::BlockQ4_0x16;
 use super::q5_0x16::BlockQ5_0x16;
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_1::BlockQ4_1;
@@ -47,9 +48,6 @@ impl PackedFormat for BlockQ4_1x16 {
             self.m[i] = block.m.to_bits();
         }
     }
-    fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
-        out[0] = summary::q8_0(a);
-    }
 }
 
 /// One Q5_1 block of sixteen rows.
@@ -82,9 +80,6 @@ impl PackedFormat for BlockQ5_1x16 {
             self.m[i] = block.m.to_bits();
         }
     }
-    fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
-        out[0] = summary::q8_0(a);
-    }
 }
 
 /// Stamps out the test-only packer and scalar reference of a format above.
@@ -92,13 +87,6 @@ impl PackedFormat for BlockQ5_1x16 {
 macro_rules! min_format_reference {
     ($packed:ty, $source:ty) => {
         impl $packed {
-            /// [`PackedFormat::pack_into`] a zeroed block.
-            pub(crate) fn pack(rows: &[$source]) -> Self {
-                let mut out = Self::zeroed();
-                out.pack_into(&rows.iter().collect::<Vec<_>>());
-                out
-            }
-
             /// Scalar reference, see `byte_codes_reference`.
             pub(crate) fn dot_group(
                 w: &[Self],

@@ -16,6 +16,9 @@
 //! Which type packs into which layout, and for which instruction set, is written once in
 //! [`crate::registry`]; this module knows the layouts and their kernels, not the CPU.
 
+// Only x86 kernels multiply packed matrices; elsewhere the layouts serve their tests alone.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
 use std::ops::Range;
 
 use bytemuck::Pod;
@@ -23,7 +26,35 @@ use rinfer_formats::GgmlType;
 
 use crate::error::KernelError;
 use crate::operands::{ActivationBuffer, BlockSummary, ScratchParts, TOKEN_TILE, WeightMatrix};
-use crate::quant::{BlockFormat, Quantize};
+use crate::quant::BlockFormat;
+use summary::Summarized;
+
+/// Calls `$kernel::<N>` (after the type arguments in brackets, if any) with `N` the number of
+/// tokens `$n`, from 1 to the most given (4 or 8; more tokens take the most). The kernels are
+/// written for a fixed number of tokens, so that their accumulators stay in registers.
+#[cfg(target_arch = "x86_64")]
+macro_rules! for_tokens {
+    ($n:expr, 4, $kernel:ident $([$g:ty])? ($($arg:expr),*)) => {
+        match $n {
+            1 => $kernel::<$($g,)? 1>($($arg),*),
+            2 => $kernel::<$($g,)? 2>($($arg),*),
+            3 => $kernel::<$($g,)? 3>($($arg),*),
+            _ => $kernel::<$($g,)? 4>($($arg),*),
+        }
+    };
+    ($n:expr, 8, $kernel:ident $([$g:ty])? ($($arg:expr),*)) => {
+        match $n {
+            1 => $kernel::<$($g,)? 1>($($arg),*),
+            2 => $kernel::<$($g,)? 2>($($arg),*),
+            3 => $kernel::<$($g,)? 3>($($arg),*),
+            4 => $kernel::<$($g,)? 4>($($arg),*),
+            5 => $kernel::<$($g,)? 5>($($arg),*),
+            6 => $kernel::<$($g,)? 6>($($arg),*),
+            7 => $kernel::<$($g,)? 7>($($arg),*),
+            _ => $kernel::<$($g,)? 8>($($arg),*),
+        }
+    };
+}
 
 mod allocation;
 #[cfg(target_arch = "x86_64")]
@@ -89,11 +120,17 @@ trait PackedFormat: Pod + Send + Sync {
     /// The stored block it is packed from, whose activation format it multiplies.
     type Source: BlockFormat;
     /// The activation block format.
-    type Act: Quantize;
+    type Act: Summarized;
     /// Packs one block of each of up to sixteen rows into `self` (zeroed).
     fn pack_into(&mut self, rows: &[&Self::Source]);
-    /// The summaries of the 32-value groups of one activation block.
-    fn summarize(a: &Self::Act, out: &mut [BlockSummary]);
+
+    /// [`PackedFormat::pack_into`] a zeroed block.
+    #[cfg(test)]
+    fn pack(rows: &[Self::Source]) -> Self {
+        let mut out = Self::zeroed();
+        out.pack_into(&rows.iter().collect::<Vec<_>>());
+        out
+    }
 }
 
 /// A packed kernel: the sixteen rows of one row group against several tokens.

@@ -12,7 +12,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::mxfp4::{BlockMxfp4, e8m0_to_f32_half};
 use crate::quant::q8_0::BlockQ8_0;
@@ -34,20 +35,9 @@ impl PackedFormat for BlockMxfp4x16 {
     fn pack_into(&mut self, rows: &[&BlockMxfp4]) {
         BlockMxfp4x16::pack_into(self, rows);
     }
-    fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
-        out[0] = summary::q8_0(a);
-    }
 }
 
 impl BlockMxfp4x16 {
-    /// [`Self::pack_into`] a zeroed block.
-    #[cfg(test)]
-    pub(crate) fn pack(rows: &[BlockMxfp4]) -> Self {
-        let mut out = Self::zeroed();
-        out.pack_into(&rows.iter().collect::<Vec<_>>());
-        out
-    }
-
     /// Packs one block of each of up to sixteen rows into `self`, which must be zeroed
     /// (missing rows stay zero: code 0 is the value 0).
     pub(crate) fn pack_into(&mut self, rows: &[&BlockMxfp4]) {

@@ -8,7 +8,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::q4_0::BlockQ4_0;
@@ -40,9 +41,6 @@ macro_rules! nibble_format {
                     pack_indices(&block.qs, i, &mut self.qs);
                 }
             }
-            fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
-                out[0] = summary::q8_0(a);
-            }
         }
 
         impl $packed {
@@ -59,14 +57,6 @@ macro_rules! nibble_format {
                 }
                 codes
             };
-
-            /// [`PackedFormat::pack_into`] a zeroed block.
-            #[cfg(test)]
-            pub(crate) fn pack(rows: &[$source]) -> Self {
-                let mut out = Self::zeroed();
-                out.pack_into(&rows.iter().collect::<Vec<_>>());
-                out
-            }
 
             /// Row `i`'s byte code `j`.
             #[cfg(test)]

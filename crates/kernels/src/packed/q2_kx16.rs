@@ -10,7 +10,8 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::two_bits::{self, GROUPS, GroupCodes};
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q2_k::BlockQ2K;
 use crate::quant::q8_k::BlockQ8K;
@@ -45,20 +46,9 @@ impl PackedFormat for BlockQ2Kx16 {
             two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
         }
     }
-    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
-        summary::q8_k(a, out);
-    }
 }
 
 impl BlockQ2Kx16 {
-    /// [`PackedFormat::pack_into`] a zeroed block.
-    #[cfg(test)]
-    pub(crate) fn pack(rows: &[BlockQ2K]) -> Self {
-        let mut out = Self::zeroed();
-        out.pack_into(&rows.iter().collect::<Vec<_>>());
-        out
-    }
-
     /// Row `i`'s scale and min of group `g`.
     #[cfg(test)]
     pub(crate) fn scale_min(&self, i: usize, g: usize) -> (i32, i32) {

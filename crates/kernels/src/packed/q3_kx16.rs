@@ -11,7 +11,8 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::two_bits::{self, GROUPS, GroupCodes};
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q3_k::BlockQ3K;
 use crate::quant::q8_k::BlockQ8K;
@@ -54,22 +55,11 @@ impl PackedFormat for BlockQ3Kx16 {
             }
         }
     }
-    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
-        summary::q8_k(a, out);
-    }
 }
 
 impl BlockQ3Kx16 {
     /// How far the codes lie above the values they stand for.
     pub(crate) const OFFSET: i32 = 4;
-
-    /// [`PackedFormat::pack_into`] a zeroed block.
-    #[cfg(test)]
-    pub(crate) fn pack(rows: &[BlockQ3K]) -> Self {
-        let mut out = Self::zeroed();
-        out.pack_into(&rows.iter().collect::<Vec<_>>());
-        out
-    }
 
     /// Row `i`'s code `l` of group `g` (`0..8`).
     #[cfg(test)]

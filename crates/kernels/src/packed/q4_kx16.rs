@@ -12,7 +12,8 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q8_k::BlockQ8K;
@@ -41,20 +42,9 @@ impl PackedFormat for BlockQ4Kx16 {
     fn pack_into(&mut self, rows: &[&BlockQ4K]) {
         BlockQ4Kx16::pack_into(self, rows);
     }
-    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
-        summary::q8_k(a, out);
-    }
 }
 
 impl BlockQ4Kx16 {
-    /// [`Self::pack_into`] a zeroed block.
-    #[cfg(test)]
-    pub(crate) fn pack(rows: &[BlockQ4K]) -> Self {
-        let mut out = Self::zeroed();
-        out.pack_into(&rows.iter().collect::<Vec<_>>());
-        out
-    }
-
     /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
     /// (missing rows stay zero).
     pub(crate) fn pack_into(&mut self, rows: &[&BlockQ4K]) {

@@ -39,12 +39,7 @@ pub(super) fn dot_group_with<P>(
     for (c, out) in out.chunks_mut(TOKENS).enumerate() {
         let first = c * TOKENS * nb;
         let a = &a[first..];
-        match out.len() {
-            1 => dot_tokens::<P, 1>(w, a, out, base, codes),
-            2 => dot_tokens::<P, 2>(w, a, out, base, codes),
-            3 => dot_tokens::<P, 3>(w, a, out, base, codes),
-            _ => dot_tokens::<P, 4>(w, a, out, base, codes),
-        }
+        for_tokens!(out.len(), 4, dot_tokens[P](w, a, out, base, codes));
     }
 }
 

@@ -8,7 +8,8 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::q4_kx16::BlockQ4Kx16;
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q8_k::BlockQ8K;
@@ -40,20 +41,9 @@ impl PackedFormat for BlockQ5Kx16 {
             }
         }
     }
-    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
-        summary::q8_k(a, out);
-    }
 }
 
 impl BlockQ5Kx16 {
-    /// [`PackedFormat::pack_into`] a zeroed block.
-    #[cfg(test)]
-    pub(crate) fn pack(rows: &[BlockQ5K]) -> Self {
-        let mut out = Self::zeroed();
-        out.pack_into(&rows.iter().collect::<Vec<_>>());
-        out
-    }
-
     /// Row `i`'s code `l` of sub-block `j` (`0..32`).
     #[cfg(test)]
     pub(crate) fn code(&self, i: usize, j: usize, l: usize) -> i32 {

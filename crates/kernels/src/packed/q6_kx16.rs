@@ -11,7 +11,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
@@ -40,20 +41,9 @@ impl PackedFormat for BlockQ6Kx16 {
     fn pack_into(&mut self, rows: &[&BlockQ6K]) {
         BlockQ6Kx16::pack_into(self, rows);
     }
-    fn summarize(a: &BlockQ8K, out: &mut [BlockSummary]) {
-        summary::q8_k(a, out);
-    }
 }
 
 impl BlockQ6Kx16 {
-    /// [`Self::pack_into`] a zeroed block.
-    #[cfg(test)]
-    pub(crate) fn pack(rows: &[BlockQ6K]) -> Self {
-        let mut out = Self::zeroed();
-        out.pack_into(&rows.iter().collect::<Vec<_>>());
-        out
-    }
-
     /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
     /// (missing rows stay zero). Each packed
     /// byte is gathered from the codes in one go (this runs over every weight at load).

@@ -23,12 +23,7 @@ pub(crate) fn dot_group(
     let nb = w.len();
     for (c, out) in out.chunks_mut(TOKENS).enumerate() {
         let a = &a[c * TOKENS * nb..];
-        match out.len() {
-            1 => dot_tokens::<1>(w, a, out),
-            2 => dot_tokens::<2>(w, a, out),
-            3 => dot_tokens::<3>(w, a, out),
-            _ => dot_tokens::<4>(w, a, out),
-        }
+        for_tokens!(out.len(), 4, dot_tokens(w, a, out));
     }
 }
 

@@ -10,7 +10,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{PackedFormat, ROWS, summary};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 
@@ -32,20 +33,9 @@ impl PackedFormat for BlockQ8_0x16 {
     fn pack_into(&mut self, rows: &[&BlockQ8_0]) {
         BlockQ8_0x16::pack_into(self, rows);
     }
-    fn summarize(a: &BlockQ8_0, out: &mut [BlockSummary]) {
-        out[0] = summary::q8_0(a);
-    }
 }
 
 impl BlockQ8_0x16 {
-    /// [`Self::pack_into`] a zeroed block.
-    #[cfg(test)]
-    pub(crate) fn pack(rows: &[BlockQ8_0]) -> Self {
-        let mut out = Self::zeroed();
-        out.pack_into(&rows.iter().collect::<Vec<_>>());
-        out
-    }
-
     /// Packs one block of each of up to sixteen rows into `self`, which must be zeroed
     /// (missing rows stay zero).
     pub(crate) fn pack_into(&mut self, rows: &[&BlockQ8_0]) {

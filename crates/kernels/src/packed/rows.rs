@@ -7,8 +7,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 use rinfer_formats::GgmlType;
 
+use super::summary::Summarized;
 use super::{GroupDotFn, PackedFormat, PackedProduct, ROWS, Release};
-use crate::cpu::Isa;
 use crate::operands::{BlockSummary, TOKEN_TILE, WeightMatrix};
 use crate::parallel::{for_row_ranges, rows_per_task};
 use crate::quant::{BlockFormat, quantize_bytes, quantize_bytes_avx512};
@@ -157,7 +157,7 @@ fn quantize_summarized<P: PackedFormat>(
     bytes
         .par_chunks_mut(row_bytes)
         .zip(x.par_chunks(cols))
-        .for_each(|(out, x)| match crate::cpu::detected() >= Isa::Avx512 {
+        .for_each(|(out, x)| match crate::cpu::has_avx512() {
             // SAFETY: this CPU has AVX-512.
             true => unsafe { quantize_bytes_avx512::<P::Act>(x, out) },
             false => quantize_bytes::<P::Act>(x, out),
@@ -168,7 +168,7 @@ fn quantize_summarized<P: PackedFormat>(
         .zip(blocks.par_chunks(nb))
         .for_each(|(s, b)| {
             for (s, b) in s.chunks_mut(per_block).zip(b) {
-                P::summarize(b, s);
+                b.summarize(s);
             }
         });
 }

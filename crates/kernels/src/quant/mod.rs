@@ -1,6 +1,6 @@
 //! Block formats: one module per tensor type, each holding its `#[repr(C)]` block struct, the
-//! scalar reference dequantizer / quantizer / dot product and, beside it, its SIMD variant
-//! (`x86`: AVX2, FMA and F16C).
+//! scalar reference dequantizer / quantizer / dot product and, beside it, its SIMD variants
+//! (`x86`: AVX2, FMA and F16C; `aarch64`: NEON, with and without the dot-product extension).
 //!
 //! The traits here describe a format; [`crate::registry`] lists every format with its kernels,
 //! and [`crate::dispatch`] turns that list into the function table of one instruction set, so
@@ -8,6 +8,50 @@
 
 use bytemuck::Pod;
 use rinfer_formats::GgmlType;
+
+/// Declares a block format's struct as ggml stores it: `#[repr(C)]`, plain old data
+/// (`bytemuck`), every field public, and `$bytes` bytes long (checked at compile time).
+macro_rules! block_struct {
+    (
+        $(#[$meta:meta])*
+        $name:ident, $bytes:literal bytes {
+            $($(#[$field_meta:meta])* $field:ident: $ty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[allow(non_camel_case_types)]
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        const _: () = assert!(size_of::<$name>() == $bytes);
+    };
+}
+
+/// Implements [`BlockFormat`] and [`VecDot`] for a block type of a family of formats whose
+/// scalar references are written once, in module `$family` (its `dequantize` and `vec_dot`).
+macro_rules! family_reference {
+    ($block:ty: $ty:ident, $elems:expr, $family:ident, $act:ty) => {
+        impl $crate::quant::BlockFormat for $block {
+            const TYPE: rinfer_formats::GgmlType = rinfer_formats::GgmlType::$ty;
+            const ELEMS: usize = $elems;
+
+            fn dequantize(&self, out: &mut [f32]) {
+                $crate::quant::$family::dequantize(self, out);
+            }
+        }
+
+        impl $crate::quant::VecDot for $block {
+            type Activation = $act;
+
+            fn vec_dot(w: &[Self], a: &[$act]) -> f32 {
+                $crate::quant::$family::vec_dot(w, a)
+            }
+        }
+    };
+}
 
 pub mod float;
 pub mod iq1_m;
@@ -35,7 +79,13 @@ pub mod q8_k;
 pub mod tq1_0;
 pub mod tq2_0;
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
+mod iq4_codes;
 pub(crate) mod iq_grids;
+mod scale_min_k;
+mod signed_grid;
+mod ternary;
 pub(crate) mod util;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;

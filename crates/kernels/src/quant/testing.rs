@@ -213,13 +213,15 @@ pub(crate) fn dot_case<W: VecDot + std::fmt::Debug>(
 }
 
 /// Whether the AVX2 kernels can run here.
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn has_avx2() -> bool {
     crate::cpu::detected() >= crate::cpu::Isa::Avx2
 }
 
 /// Whether the AVX-512 kernels can run here.
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn has_avx512() -> bool {
-    crate::cpu::detected() >= crate::cpu::Isa::Avx512
+    crate::cpu::has_avx512()
 }
 
 /// Checks the activation quantizer byte for byte on `act_<name>.input.f32` against each of
@@ -316,6 +318,34 @@ pub(crate) fn check_avx2_dot_exact<W: VecDot>(
     );
 }
 
+/// A NEON dot kernel under test.
+#[cfg(target_arch = "aarch64")]
+pub(crate) type NeonDot<W> = unsafe fn(&[W], &[<W as VecDot>::Activation]) -> f32;
+
+/// Checks the NEON kernel `neon` against the reference dot product of `w` and `x` (quantized
+/// to `W::Activation`) within [`DOT_RTOL`] of the dot magnitude plus twice the min terms, and,
+/// where the CPU has the dot-product extension, that `dotprod` gives `neon`'s bits.
+#[cfg(target_arch = "aarch64")]
+pub(crate) fn check_neon_dots<W: VecDot>(
+    w: &[W],
+    x: &[f32],
+    neon: NeonDot<W>,
+    dotprod: NeonDot<W>,
+    min_terms: MinTerms<W>,
+) {
+    use crate::cpu::{Isa, detected};
+    let a = quantize::<W::Activation>(x);
+    // SAFETY: every AArch64 CPU has NEON, all the plain NEON kernels need.
+    let got = unsafe { neon(w, &a) };
+    let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
+    assert_dot_close(got, W::vec_dot(w, &a), magnitude);
+    if detected() >= Isa::Dotprod {
+        // SAFETY: the dot-product extension was detected just above.
+        let with_sdot = unsafe { dotprod(w, &a) };
+        assert_bits_eq(&[with_sdot], &[got], "dotprod kernel against the NEON one");
+    }
+}
+
 /// How the tests read and set the f16 scale `d` and min `m` of an affine block (`d * q + m`)
 /// dotted against Q8_1.
 #[derive(Clone, Copy)]
@@ -366,7 +396,7 @@ pub(crate) fn check_affine_reference_dot<W: VecDot<Activation = BlockQ8_1>>(
 
 /// `sum |d_w d_a| * |q_w| * |q_a| + |m * s|` over blocks: the scale of the rounding of both the
 /// code sums and the min terms, which the SIMD kernel adds in another order.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn affine_magnitude<W: BlockFormat>(w: &[W], a: &[BlockQ8_1], scales: AffineScales<W>) -> f32 {
     let mut sum = 0.0f64;
     let mut codes = vec![0.0f32; W::ELEMS];
@@ -405,6 +435,29 @@ pub(crate) fn check_affine_avx2_dot<W: VecDot<Activation = BlockQ8_1>>(
     Ok(())
 }
 
+/// [`check_neon_dots`] for an affine `w` against Q8_1, within [`DOT_RTOL`] of
+/// [`affine_magnitude`].
+#[cfg(target_arch = "aarch64")]
+pub(crate) fn check_affine_neon_dots<W: VecDot<Activation = BlockQ8_1>>(
+    w: &[W],
+    x: &[f32],
+    neon: NeonDot<W>,
+    dotprod: NeonDot<W>,
+    scales: AffineScales<W>,
+) -> Result<(), TestCaseError> {
+    use crate::cpu::{Isa, detected};
+    let a = q8_1_with_finite_sums(x)?;
+    // SAFETY: every AArch64 CPU has NEON, all the plain NEON kernels need.
+    let got = unsafe { neon(w, &a) };
+    assert_dot_close(got, W::vec_dot(w, &a), affine_magnitude(w, &a, scales));
+    if detected() >= Isa::Dotprod {
+        // SAFETY: the dot-product extension was detected just above.
+        let with_sdot = unsafe { dotprod(w, &a) };
+        assert_bits_eq(&[with_sdot], &[got], "dotprod kernel against the NEON one");
+    }
+    Ok(())
+}
+
 /// Stamps out the fixture tests of block format `$block`, whose files are named `$name`:
 /// - `dequantize`: the reference dequantizer matches llama.cpp bit for bit on both fixture sets
 ///   (random blocks and the reference quantizer's output);
@@ -439,13 +492,15 @@ pub(crate) use fixture_tests;
 /// [`dot_case`], whose random f16 scales go to the fields `scales: [..]` (`d` and, for formats
 /// with one, the min scale): the reference dot product matches the dequantized dot
 /// ([`check_reference_dot`]) and the AVX2 kernel `avx2` matches the reference
-/// ([`check_avx2_dot`]), both allowing for `min_terms`.
+/// ([`check_avx2_dot`]), both allowing for `min_terms`; with `neon: module`, the module's NEON
+/// kernels do too ([`check_neon_dots`]).
 macro_rules! dot_tests {
     (
         $block:ty,
         scales: [$d:ident $(, $m:ident)?],
         avx2: $avx2:expr,
-        min_terms: $min_terms:expr $(,)?
+        min_terms: $min_terms:expr
+        $(, neon: $neon:ident)? $(,)?
     ) => {
         fn dot_operands()
         -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
@@ -466,6 +521,20 @@ macro_rules! dot_tests {
             fn avx2_dot_matches_reference((w, x) in dot_operands()) {
                 $crate::quant::testing::check_avx2_dot(&w, &x, $avx2, $min_terms);
             }
+
+            $(
+                #[cfg(target_arch = "aarch64")]
+                #[test]
+                fn neon_dots_match_reference((w, x) in dot_operands()) {
+                    $crate::quant::testing::check_neon_dots(
+                        &w,
+                        &x,
+                        $neon::vec_dot_neon,
+                        $neon::vec_dot_dotprod,
+                        $min_terms,
+                    );
+                }
+            )?
         }
     };
 }
@@ -503,9 +572,10 @@ macro_rules! exact_dot_tests {
 pub(crate) use exact_dot_tests;
 
 /// [`dot_tests`] for an affine format `$block` (fields `d` and `m`) dotted against Q8_1:
-/// [`check_affine_reference_dot`] and [`check_affine_avx2_dot`] with the kernel `$avx2`.
+/// [`check_affine_reference_dot`] and [`check_affine_avx2_dot`] with the kernel `$avx2`, and
+/// with `neon: module`, [`check_affine_neon_dots`] with the module's NEON kernels.
 macro_rules! affine_dot_tests {
-    ($block:ty, avx2: $avx2:expr $(,)?) => {
+    ($block:ty, avx2: $avx2:expr $(, neon: $neon:ident)? $(,)?) => {
         const SCALES: $crate::quant::testing::AffineScales<$block> =
             $crate::quant::testing::AffineScales {
                 get: |b| (b.d, b.m),
@@ -527,6 +597,22 @@ macro_rules! affine_dot_tests {
             ) {
                 $crate::quant::testing::check_affine_avx2_dot(&w, &x, $avx2, SCALES)?;
             }
+
+            $(
+                #[cfg(target_arch = "aarch64")]
+                #[test]
+                fn neon_dots_match_reference(
+                    (w, x) in $crate::quant::testing::dot_case::<$block>(SCALES.set)
+                ) {
+                    $crate::quant::testing::check_affine_neon_dots(
+                        &w,
+                        &x,
+                        $neon::vec_dot_neon,
+                        $neon::vec_dot_dotprod,
+                        SCALES,
+                    )?;
+                }
+            )?
         }
     };
 }
@@ -548,10 +634,12 @@ pub(crate) fn check_quantize_round_trip<B: Quantize>(x: &[f32], rtol: f32) {
 }
 
 /// A SIMD row quantizer under test.
+#[cfg(target_arch = "x86_64")]
 pub(crate) type RowQuantizer<B> = unsafe fn(&[f32], &mut [B]);
 
 /// Checks an AVX-512 row quantizer byte for byte against [`Quantize::quantize`] on `x`
 /// (whole blocks), or skips with a message where the CPU has no AVX-512.
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn check_row_quantizer<B: Quantize>(simd: RowQuantizer<B>, x: &[f32]) {
     if !has_avx512() {
         eprintln!("skipped: this CPU has no AVX-512");
@@ -573,6 +661,7 @@ pub(crate) fn check_row_quantizer<B: Quantize>(simd: RowQuantizer<B>, x: &[f32])
 /// Rows of `n` values that test a quantizer's edges: zeros, ties of `+a` and `-a`, exact
 /// halves, tiny and huge magnitudes, and NaN, infinities and subnormals among ordinary values
 /// or alone.
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn quantizer_edge_rows(n: usize) -> Vec<Vec<f32>> {
     let mut rows: Vec<Vec<f32>> = vec![
         vec![0.0; n],

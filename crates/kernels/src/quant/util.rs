@@ -22,6 +22,20 @@ pub(crate) fn round_away(x: f32) -> f32 {
     }
 }
 
+/// The value of `x` with the largest magnitude (the first of equal ones; 0 when all are 0),
+/// as ggml's quantizers find it.
+#[inline]
+pub(crate) fn max_by_magnitude(x: &[f32]) -> f32 {
+    let (mut amax, mut max) = (0.0f32, 0.0f32);
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    max
+}
+
 /// Values below this magnitude count as an all-zero group (ggml's `GROUP_MAX_EPS`).
 pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
 
@@ -147,15 +161,8 @@ pub(crate) fn make_qkx2_quants(
 /// offset by `nmax` to `l` and returns the scale.
 pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
     let n = x.len();
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
-    if amax < GROUP_MAX_EPS {
+    let max = max_by_magnitude(x);
+    if max.abs() < GROUP_MAX_EPS {
         l[..n].fill(0);
         return 0.0;
     }
@@ -199,15 +206,8 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
 /// offset by `nmax` to `l` and returns the scale.
 pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
     let n = x.len();
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
-    if amax < GROUP_MAX_EPS {
+    let max = max_by_magnitude(x);
+    if max.abs() < GROUP_MAX_EPS {
         l[..n].fill(0);
         return 0.0;
     }

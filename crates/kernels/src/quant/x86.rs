@@ -89,14 +89,6 @@ pub(crate) fn load_u8x16(b: &[u8; 16]) -> __m128i {
     unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
 }
 
-/// Loads 16 bytes of scales or sums.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn load_bytes_16(b: &[u8; 16]) -> __m128i {
-    // SAFETY: reads exactly the 16 bytes `b` borrows; unaligned loads are allowed.
-    unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
-}
-
 /// The sum of each 32 codes of a Q8_K block (8 i16 lanes), from its sums of 16.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -240,4 +232,38 @@ pub(crate) fn u64x4(words: [u64; 4]) -> __m256i {
 pub(crate) fn u32x8(words: [u32; 8]) -> __m256i {
     let [a, b, c, d, e, f, g, h] = words.map(|w| w as i32);
     _mm256_set_epi32(h, g, f, e, d, c, b, a)
+}
+
+/// The frame of the grid formats' dot products (IQ1_S, IQ2_*, IQ3_*): per super-block, the i32
+/// lanes `sub_block(x, ib, q8)` of its eight 32-value sub-blocks (`q8` the activations of
+/// sub-block `ib`) are summed exactly, and `sumf += super_block(x, y, sum)`, super-blocks in
+/// order; the caller applies the format's constant factor to the result.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn grid_dot<W>(
+    w: &[W],
+    a: &[BlockQ8K],
+    sub_block: impl Fn(&W, usize, __m256i) -> __m256i,
+    super_block: impl Fn(&W, &BlockQ8K, i32) -> f32,
+) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        prefetch_ahead(x);
+        let (q8, _) = y.qs.as_chunks::<32>();
+        let mut acc = _mm256_setzero_si256();
+        for (ib, q8) in q8.iter().enumerate() {
+            acc = _mm256_add_epi32(acc, sub_block(x, ib, load_i8x32(q8)));
+        }
+        sumf += super_block(x, y, hsum_i32_8(acc));
+    }
+    sumf
+}
+
+/// `Σ ±grid·q8` in i16 pairs: the grid bytes `g` times the activations `q8` with the signs of
+/// `s` applied, then scaled by the i16 lanes `ls` into i32 lanes (the step every grid format
+/// takes per sub-block).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn signed_grid_product(g: __m256i, q8: __m256i, s: __m256i, ls: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(q8, s)), ls)
 }

@@ -41,11 +41,13 @@ pub(super) fn config(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
 
     let layers = c.layers;
     let sliding = hp
-        .bool_per_layer("attention.sliding_window_pattern", layers)?
+        .per_layer_bool("attention.sliding_window_pattern", layers)?
         .unwrap_or_else(|| vec![false; layers]);
-    let kv_heads = hp
-        .usize_per_layer("attention.head_count_kv", layers)?
-        .unwrap_or_else(|| vec![c.heads; layers]);
+    let kv_heads = if hp.has("attention.head_count_kv") {
+        hp.per_layer_usize("attention.head_count_kv", layers)?
+    } else {
+        vec![c.heads; layers]
+    };
     let head_dim_local = hp.usize_or("attention.key_length_swa", c.head_dim)?;
     let value_dim_local = hp.usize_or("attention.value_length_swa", head_dim_local)?;
     if value_dim_local != head_dim_local {

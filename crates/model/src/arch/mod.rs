@@ -3,10 +3,14 @@
 //! An `arch/<name>.rs` file only reads that architecture's hyperparameters and sets features;
 //! the decoder block is shared. An architecture not listed here is an error, never a fallback.
 
+mod bert;
+mod deepseek;
 mod gemma;
 mod gemma4;
+mod glm;
 mod gpt2;
 mod gpt_oss;
+mod hybrid;
 mod llama;
 mod moe;
 mod phi;
@@ -14,7 +18,7 @@ mod qwen;
 
 use rinfer_formats::gguf::Metadata;
 
-use crate::config::{ModelConfig, NormKind, Positional, Rope, RopeStyle, TensorLayout};
+use crate::config::{ModelConfig, NormKind, Pooling, Positional, Rope, RopeStyle, TensorLayout};
 use crate::error::ModelError;
 
 /// An architecture's mapping from metadata to configuration.
@@ -33,6 +37,11 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("phi2", phi::phi2),
     ("phi3", phi::phi3),
     ("gpt2", gpt2::config),
+    ("glm4moe", glm::glm4moe),
+    ("deepseek2", deepseek::deepseek2),
+    ("lfm2", hybrid::lfm2),
+    ("qwen35", hybrid::qwen35),
+    ("bert", bert::config),
 ];
 
 /// The names of the supported architectures.
@@ -83,10 +92,61 @@ impl Hparams<'_> {
         self.metadata.get(&self.key(suffix)).is_some()
     }
 
+    /// An array of integers (or one integer, standing for every layer), checked to hold one
+    /// value per layer.
+    fn per_layer_usize(&self, suffix: &str, layers: usize) -> Result<Vec<usize>, ModelError> {
+        let key = self.key(suffix);
+        let value = self.metadata.get(&key);
+        let bad = || ModelError::InvalidConfig(format!("{key} is not {layers} counts"));
+        let Some(items) = value.and_then(|v| v.as_array()) else {
+            return Ok(vec![self.usize(suffix)?; layers]);
+        };
+        if items.len() != layers {
+            return Err(bad());
+        }
+        items
+            .iter()
+            .map(|v| {
+                v.as_i128()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .map(|n| n as usize)
+                    .ok_or_else(bad)
+            })
+            .collect()
+    }
+
+    /// An array of one boolean per layer, `None` when the key is absent.
+    fn per_layer_bool(&self, suffix: &str, layers: usize) -> Result<Option<Vec<bool>>, ModelError> {
+        let key = self.key(suffix);
+        let Some(value) = self.metadata.get(&key) else {
+            return Ok(None);
+        };
+        let bad = || ModelError::InvalidConfig(format!("{key} is not {layers} booleans"));
+        let items = value.as_array().ok_or_else(bad)?;
+        if items.len() != layers {
+            return Err(bad());
+        }
+        items
+            .iter()
+            .map(|v| match v {
+                rinfer_formats::gguf::MetadataValue::Bool(b) => Ok(*b),
+                _ => Err(bad()),
+            })
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+
     fn usize_or(&self, suffix: &str, default: usize) -> Result<usize, ModelError> {
         match self.metadata.get(&self.key(suffix)) {
             None => Ok(default),
             Some(_) => self.usize(suffix),
+        }
+    }
+
+    fn bool_or(&self, suffix: &str, default: bool) -> Result<bool, ModelError> {
+        match self.metadata.get(&self.key(suffix)) {
+            None => Ok(default),
+            Some(_) => Ok(self.metadata.get_bool(&self.key(suffix))?),
         }
     }
 
@@ -102,64 +162,6 @@ impl Hparams<'_> {
             None => Ok(None),
             Some(_) => Ok(Some(self.metadata.get_f32(&self.key(suffix))?)),
         }
-    }
-
-    /// A per-layer value given as an array of `layers` integers, or one integer for every
-    /// layer; `None` when the key is absent.
-    fn usize_per_layer(
-        &self,
-        suffix: &str,
-        layers: usize,
-    ) -> Result<Option<Vec<usize>>, ModelError> {
-        let key = self.key(suffix);
-        let Some(value) = self.metadata.get(&key) else {
-            return Ok(None);
-        };
-        let Some(items) = value.as_array() else {
-            return Ok(Some(vec![self.usize(suffix)?; layers]));
-        };
-        if items.len() != layers {
-            return Err(ModelError::InvalidConfig(format!(
-                "{key} has {} values for {layers} layers",
-                items.len()
-            )));
-        }
-        items
-            .iter()
-            .map(|v| {
-                v.as_i128()
-                    .and_then(|i| usize::try_from(i).ok())
-                    .ok_or_else(|| {
-                        ModelError::InvalidConfig(format!("{key} holds {v:?}, not a count"))
-                    })
-            })
-            .collect::<Result<_, _>>()
-            .map(Some)
-    }
-
-    /// A per-layer flag given as an array of `layers` booleans; `None` when the key is absent.
-    fn bool_per_layer(&self, suffix: &str, layers: usize) -> Result<Option<Vec<bool>>, ModelError> {
-        let key = self.key(suffix);
-        if self.metadata.get(&key).is_none() {
-            return Ok(None);
-        }
-        let items = self.metadata.get_array(&key)?;
-        if items.len() != layers {
-            return Err(ModelError::InvalidConfig(format!(
-                "{key} has {} values for {layers} layers",
-                items.len()
-            )));
-        }
-        items
-            .iter()
-            .map(|v| match v {
-                rinfer_formats::gguf::MetadataValue::Bool(b) => Ok(*b),
-                v => Err(ModelError::InvalidConfig(format!(
-                    "{key} holds {v:?}, not a boolean"
-                ))),
-            })
-            .collect::<Result<_, _>>()
-            .map(Some)
     }
 
     /// The configuration fields every architecture shares, with llama-like defaults: RMSNorm,
@@ -181,7 +183,8 @@ impl Hparams<'_> {
         }
         let head_dim = self.usize_or("attention.key_length", hidden / heads)?;
         let value_dim = self.usize_or("attention.value_length", head_dim)?;
-        if value_dim != head_dim {
+        // Latent attention's value rows are part of its key rows (see `deepseek`).
+        if value_dim != head_dim && !self.has("attention.kv_lora_rank") {
             return Err(ModelError::InvalidConfig(format!(
                 "key length {head_dim} differs from value length {value_dim}"
             )));
@@ -192,11 +195,6 @@ impl Hparams<'_> {
         };
         let base = self.f32_or("rope.freq_base", 10_000.0)?;
         let layers = self.usize("block_count")?;
-        // A per-layer array (gemma4) gives its widest layer here; the architecture reads the
-        // rest.
-        let kv_heads = self
-            .usize_per_layer("attention.head_count_kv", layers)?
-            .map_or(heads, |per_layer| per_layer.into_iter().max().unwrap_or(0));
         let rope_dims = self.usize_or("rope.dimension_count", head_dim)?;
         Ok(ModelConfig {
             arch: self.arch.into(),
@@ -204,7 +202,7 @@ impl Hparams<'_> {
             hidden,
             layers,
             heads,
-            kv_heads,
+            kv_heads: self.kv_heads(heads)?,
             head_dim,
             ffn_dim: self.usize("feed_forward_length")?,
             context_length: self.usize("context_length")?,
@@ -234,8 +232,53 @@ impl Hparams<'_> {
             value_norm: false,
             per_layer_input: None,
             layer_output_scale: false,
+            mla: None,
+            recurrent: None,
+            gated_attention: false,
             layout: TensorLayout::LLAMA,
+            causal: true,
+            post_norm: false,
+            pooling: self.pooling()?,
         })
+    }
+
+    /// The pooling of an embedding model (`{arch}.pooling_type`; absent or 0: none).
+    fn pooling(&self) -> Result<Option<Pooling>, ModelError> {
+        Ok(match self.usize_or("pooling_type", 0)? {
+            0 => None,
+            1 => Some(Pooling::Mean),
+            2 => Some(Pooling::Cls),
+            3 => Some(Pooling::Last),
+            4 => {
+                return Err(ModelError::InvalidConfig(
+                    "rerank models (pooling type 4, rank) are not supported yet".into(),
+                ));
+            }
+            other => {
+                return Err(ModelError::InvalidConfig(format!(
+                    "unknown pooling type {other} (llama.cpp knows 0 none, 1 mean, 2 cls, 3 last, \
+                     4 rank)"
+                )));
+            }
+        })
+    }
+
+    /// Key/value heads: `attention.head_count_kv` (the most of any layer where it is an array
+    /// per layer), `heads` without it.
+    fn kv_heads(&self, heads: usize) -> Result<usize, ModelError> {
+        let key = "attention.head_count_kv";
+        match self.metadata.get(&self.key(key)) {
+            None => Ok(heads),
+            Some(v) if v.as_array().is_some() => {
+                let layers = self.usize("block_count")?;
+                Ok(self
+                    .per_layer_usize(key, layers)?
+                    .into_iter()
+                    .max()
+                    .unwrap_or(0))
+            }
+            Some(_) => self.usize(key),
+        }
     }
 
     /// YaRN scaling, when `rope.scaling.type` is `yarn`: its factor and the original context

@@ -111,7 +111,7 @@ impl<'m> DraftModel<'m> {
             .take_while(|(a, b)| a == b)
             .count()
             .min(want.history.len().saturating_sub(1));
-        let keep = if self.rings.can_truncate(held.len(), common) {
+        let keep = if self.rings.can_cut(held.len(), common) {
             common
         } else {
             0

@@ -82,6 +82,14 @@ pub(super) enum Executor {
     Faulty { inner: Box<Executor>, poison: u32 },
 }
 
+/// What a pass computed: the logits rows, then the embeddings of the sequences that pool.
+pub(super) struct Output<'a> {
+    /// `[rows, vocab]`.
+    pub(super) logits: &'a mut [f32],
+    /// `[pooled sequences, hidden]`, in the order of the batch.
+    pub(super) pooled: &'a [f32],
+}
+
 /// How big the buffers of an engine are.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Sizes {
@@ -126,6 +134,7 @@ impl Executor {
         // A KV type the GPU does not keep makes it unusable: `auto` then runs on the CPU.
         let resolved = resolve(request, || {
             check_gpu_kv_type(sizes.kv_type)?;
+            check_gpu_runs(&model.config)?;
             GpuModel::load(&model.gpu_view()?, &options)
         })?;
         let config = &model.config;
@@ -175,7 +184,11 @@ impl Executor {
         &mut self,
         model: &Model,
         batch: Vec<(&[u32], Logits, &mut SeqCache)>,
-    ) -> Result<&mut [f32], ModelError> {
+    ) -> Result<Output<'_>, ModelError> {
+        let pooling = batch
+            .iter()
+            .filter(|(tokens, wanted, _)| matches!(wanted, Logits::Pooled(_)) && !tokens.is_empty())
+            .count();
         match self {
             Self::Cpu { scratch } => {
                 let mut seqs = Vec::with_capacity(batch.len());
@@ -189,8 +202,13 @@ impl Executor {
                         logits,
                     });
                 }
-                model.forward_batch(&mut seqs, scratch)
+                let rows = model.forward_batch(&mut seqs, scratch)?.len();
+                let (logits, pooled) = scratch.split_output(rows, pooling, model.config.hidden);
+                Ok(Output { logits, pooled })
             }
+            Self::Cuda { .. } if pooling > 0 => Err(ModelError::InvalidRequest(
+                "embeddings are computed on the CPU only: start with --device cpu".into(),
+            )),
             Self::Cuda { gpu, logits } => {
                 let vocab = model.config.vocab_size;
                 let mut rows = 0;
@@ -201,7 +219,7 @@ impl Executor {
                     };
                     let before = cache.len();
                     let wanted = match wanted {
-                        Logits::Last => rinfer_cuda::Logits::Last,
+                        Logits::Last | Logits::Pooled(_) => rinfer_cuda::Logits::Last,
                         Logits::All => rinfer_cuda::Logits::All,
                     };
                     let result = gpu.forward(tokens, cache, wanted).and_then(|out| {
@@ -228,7 +246,10 @@ impl Executor {
                     }
                     done.push((cache, before));
                 }
-                Ok(&mut logits[..rows * vocab])
+                Ok(Output {
+                    logits: &mut logits[..rows * vocab],
+                    pooled: &[],
+                })
             }
             #[cfg(test)]
             Self::Faulty { inner, poison } => {
@@ -279,6 +300,19 @@ pub(super) fn cache_bytes(caches: &[SeqCache]) -> usize {
 
 fn wrong_device() -> ModelError {
     ModelError::InvalidConfig("a KV cache of another device reached this executor".into())
+}
+
+/// Refuses the models the GPU's step does not run: encoders (bidirectional attention) and
+/// embedding models (pooling), which `auto` then runs on the CPU.
+fn check_gpu_runs(config: &crate::config::ModelConfig) -> Result<(), CudaError> {
+    if !config.causal || config.pooling.is_some() {
+        return Err(CudaError::Unsupported(format!(
+            "it does not pool embeddings nor run encoders yet ({} model): run it on the CPU \
+             with --device cpu",
+            config.arch
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a KV type other than f32 on the GPU, whose caches and kernels keep f32.

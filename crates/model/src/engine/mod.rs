@@ -31,6 +31,7 @@
 mod constraint;
 mod device;
 mod draft_model;
+mod embed;
 mod executor;
 mod generate;
 mod logprobs;
@@ -50,10 +51,12 @@ pub use rinfer_kernels::ops::KvType;
 use crate::error::ModelError;
 use crate::forward::Logits;
 use crate::kv_blocks::{BlockPool, KvPoolStats};
+use crate::kv_cache::KvCache;
 use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
 pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
 use draft_model::{DraftModel, Want};
+pub use embed::normalize;
 use executor::{Executor, SeqCache, Sizes};
 use prefix_cache::BlockStore;
 pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
@@ -239,7 +242,8 @@ impl<'m> Engine<'m> {
                 config.layers,
                 row_bytes,
                 caches.first().and_then(SeqCache::pool).cloned(),
-            ),
+            )
+            .with_state_bytes(KvCache::state_bytes(config)),
             kv_type,
             reuse_counts: PrefixCacheStats::default(),
             speculation_counts: SpeculationStats::default(),
@@ -350,6 +354,33 @@ impl<'m> Engine<'m> {
         if let Some(&id) = request.prompt.iter().find(|&&t| t as usize >= vocab) {
             return Err(ModelError::TokenOutOfRange { id, vocab });
         }
+        let config = &self.loaded.model.config;
+        if request.embed {
+            if config.pooling.is_none() {
+                return Err(ModelError::InvalidRequest(format!(
+                    "this {} model is not an embedding model (its GGUF has no pooling type); \
+                     load one that has, such as a BERT or a Qwen3 embedding model",
+                    config.arch
+                )));
+            }
+            // The whole prompt runs in one pass, beside one row of every other sequence.
+            let one_pass = self.settings.max_batch + 1 - self.settings.max_sequences;
+            if request.prompt.len() > one_pass.min(self.settings.context) {
+                return Err(ModelError::InvalidRequest(format!(
+                    "the input has {} tokens; an embedding takes at most {} (the batch size and \
+                     the context)",
+                    request.prompt.len(),
+                    one_pass.min(self.settings.context)
+                )));
+            }
+            return Ok(());
+        }
+        if !config.causal {
+            return Err(ModelError::InvalidRequest(format!(
+                "this {} model is an encoder: it makes embeddings, not text",
+                config.arch
+            )));
+        }
         if request.prompt.len().saturating_add(request.max_tokens) > self.settings.context {
             return Err(ModelError::ContextOverflow {
                 prompt: request.prompt.len(),
@@ -364,11 +395,13 @@ impl<'m> Engine<'m> {
     /// cached prefix is reused, not computed.
     pub fn add(&mut self, request: Request) -> Result<SeqId, ModelError> {
         self.validate(&request)?;
+        // An embedding computes its whole prompt (an encoder's keys depend on all of it).
+        let reusable: &[u32] = if request.embed { &[] } else { &request.prompt };
         let Some(Placement {
             slot,
             reused,
             chain,
-        }) = self.place(&request.prompt, request.tenant)
+        }) = self.place(reusable, request.tenant)
         else {
             return Err(ModelError::EngineFull(self.settings.max_sequences));
         };
@@ -381,6 +414,10 @@ impl<'m> Engine<'m> {
         self.next_id += 1;
         let vocab = self.loaded.model.config.vocab_size;
         let tokenizer = &self.loaded.tokenizer;
+        let pooling = request
+            .embed
+            .then_some(self.loaded.model.config.pooling)
+            .flatten();
         self.running.push(Sequence::new(
             id,
             slot,
@@ -388,6 +425,7 @@ impl<'m> Engine<'m> {
             request,
             (tokenizer, vocab),
             self.settings.speculation,
+            pooling,
         ));
         Ok(id)
     }
@@ -465,14 +503,31 @@ impl<'m> Engine<'m> {
         if let Some(draft) = &mut self.draft {
             guess_with(draft, &mut self.running, &mut rows);
         }
+        // An embedding's prompt runs whole, within the rows left, or waits.
+        let mut room = spare;
         let mut budget = chunk.min(spare);
         let mut plan = Vec::with_capacity(self.running.len());
         for (i, (seq, n)) in self.running.iter().zip(rows).enumerate() {
             if n > 0 {
                 plan.push((i, n));
+            } else if seq.pooling.is_some() {
+                let n = seq.prompt_left();
+                if n <= room {
+                    room -= n;
+                    budget = budget.min(room);
+                    plan.push((i, n));
+                }
             } else if budget > 0 {
-                let n = seq.prompt_left().min(budget);
+                let mut n = seq.prompt_left().min(budget);
+                // A recurrent state is kept for the prefix cache only where a pass ends, so
+                // a prompt's chunks end on block boundaries.
+                let held = self.caches[seq.slot].len();
+                let boundary = (held + n) / BLOCK_TOKENS * BLOCK_TOKENS;
+                if self.rings.recurrent && n < seq.prompt_left() && boundary > held {
+                    n = boundary - held;
+                }
                 budget -= n;
+                room -= n;
                 plan.push((i, n));
             }
         }
@@ -496,6 +551,18 @@ impl<'m> Engine<'m> {
             ..
         } = self;
         let model = &loaded.model;
+        // A recurrent state cannot be cut back: keep it from before a step with guesses, so
+        // that rejected ones are undone by restoring it and feeding the kept tokens again.
+        for &(i, n) in plan {
+            let seq = &mut running[i];
+            if let SeqCache::Cpu(cache) = &caches[seq.slot]
+                && seq.prompt_left() == 0
+                && n > 1
+                && cache.is_recurrent()
+            {
+                cache.snapshot_into(&mut seq.state_before);
+            }
+        }
         let mut by_slot: Vec<Option<&mut SeqCache>> = caches.iter_mut().map(Some).collect();
         let batch = plan
             .iter()
@@ -504,25 +571,32 @@ impl<'m> Engine<'m> {
                 let cache = by_slot[seq.slot]
                     .take()
                     .expect("each running sequence holds its own slot");
-                let wanted = if seq.prompt_left() == 0 && n > 1 {
-                    Logits::All
-                } else {
-                    Logits::Last
+                let wanted = match seq.pooling {
+                    Some(pooling) => Logits::Pooled(pooling),
+                    None if seq.prompt_left() == 0 && n > 1 => Logits::All,
+                    None => Logits::Last,
                 };
                 (seq.next_tokens(n), wanted, cache)
             })
             .collect();
-        let logits = std::panic::catch_unwind(AssertUnwindSafe(|| executor.forward(model, batch)))
-            .unwrap_or(Err(ModelError::ForwardPanicked))?;
+        let executor::Output { logits, mut pooled } =
+            std::panic::catch_unwind(AssertUnwindSafe(|| executor.forward(model, batch)))
+                .unwrap_or(Err(ModelError::ForwardPanicked))?;
 
-        let vocab = model.config.vocab_size;
-        let mut logits = &mut logits[..];
+        let (vocab, hidden) = (model.config.vocab_size, model.config.hidden);
+        let mut logits = logits;
         let mut planned = plan.iter().peekable();
         let mut to_sample = Vec::with_capacity(plan.len());
         for (i, seq) in running.iter_mut().enumerate() {
             let Some(&(_, n)) = planned.next_if(|&&(j, _)| j == i) else {
                 continue;
             };
+            if seq.pooling.is_some() {
+                let (mine, rest) = pooled.split_at(hidden);
+                pooled = rest;
+                on_event(seq.embedded(mine));
+                continue;
+            }
             let decoding = seq.prompt_left() == 0;
             let rows = if decoding { n } else { 1 };
             let (mine, rest) = std::mem::take(&mut logits).split_at_mut(rows * vocab);
@@ -537,9 +611,16 @@ impl<'m> Engine<'m> {
             .par_iter_mut()
             .map(|(seq, rows)| seq.verify(rows, vocab))
             .collect();
+        let mut replays = Vec::new();
         for ((seq, _), verified) in to_sample.into_iter().zip(verified) {
             let cache = &mut caches[seq.slot];
-            cache.truncate(seq.kv_len());
+            match cache {
+                SeqCache::Cpu(c) if !c.can_cut_to(seq.kv_len()) => {
+                    c.restore(&seq.state_before);
+                    replays.push((seq.slot, seq.fed(c.len()..seq.kv_len())));
+                }
+                _ => cache.truncate(seq.kv_len()),
+            }
             reuse::capture(store, seq, cache);
             if verified.drafted > 0 {
                 speculation_counts.record(verified.drafted, verified.accepted);
@@ -547,6 +628,10 @@ impl<'m> Engine<'m> {
             for sampled in verified.sampled {
                 on_event(seq.token_event(sampled));
             }
+        }
+        for (slot, tokens) in replays {
+            let batch = vec![(&tokens[..], Logits::Last, &mut caches[slot])];
+            executor.forward(model, batch)?;
         }
         Ok(())
     }

@@ -18,6 +18,12 @@
 //!
 //! The rows of position `p` depend only on tokens `0..=p`, and the kernels give the same rows
 //! whatever the batch split, so reused rows are bit-identical to recomputed ones.
+//!
+//! A hybrid model's recurrent layers keep no rows, only their state after the last position:
+//! a block stored while its sequence's cache ended exactly at the block's end also keeps that
+//! state (a [`StateSnapshot`]), and a prefix is reused only up to its last block with one,
+//! whose state the new sequence starts from. The state depends only on the tokens before it
+//! and is the same bits whatever the batch split, so the reuse is exact too.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -25,7 +31,7 @@ use std::sync::Arc;
 
 pub use crate::kv_blocks::BLOCK_TOKENS;
 use crate::kv_blocks::{BlockPool, KvBlock};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, StateSnapshot};
 
 /// The name of a cached block (and of the prefix it ends).
 pub(super) type BlockKey = u64;
@@ -71,6 +77,8 @@ struct Block {
     /// Per sliding-window layer: the stored bytes of the `BLOCK_TOKENS` key rows, then of the
     /// value rows, in the KV cache's type.
     ring_rows: Vec<u8>,
+    /// A recurrent model's state at the block's end, when the cache ended there.
+    state: Option<StateSnapshot>,
     last_used: u64,
     children: usize,
     /// Running sequences whose prefix it is (it is not evicted while they run).
@@ -84,6 +92,8 @@ pub(super) struct BlockStore {
     /// Bytes a block counts against the budget: every layer's key and value rows of its
     /// positions.
     block_bytes: usize,
+    /// Bytes a block's recurrent state may add (0 without recurrent layers).
+    state_bytes: usize,
     /// The pool of the KV caches' blocks, which the store's blocks go back to (`None`: the
     /// caches are not on the CPU, and nothing is stored).
     pool: Option<BlockPool>,
@@ -111,10 +121,31 @@ impl BlockStore {
             blocks: HashMap::new(),
             budget,
             block_bytes,
+            state_bytes: 0,
             pool,
             clock: 0,
             evictions: 0,
         }
+    }
+
+    /// The same store counting `bytes` more per block, for a recurrent model's state.
+    pub(super) fn with_state_bytes(mut self, bytes: usize) -> Self {
+        self.state_bytes = bytes;
+        self
+    }
+
+    /// Bytes one block counts against the budget.
+    fn bytes_per_block(&self) -> usize {
+        self.block_bytes.saturating_add(self.state_bytes)
+    }
+
+    /// The leading blocks of `chain` up to its last one that keeps a recurrent state: the
+    /// prefix a recurrent cache can start from.
+    pub(super) fn stateful_prefix(&self, chain: &[BlockKey]) -> usize {
+        chain
+            .iter()
+            .rposition(|key| self.blocks.get(key).is_some_and(|b| b.state.is_some()))
+            .map_or(0, |i| i + 1)
     }
 
     fn key(tenant: u64, parent: Option<BlockKey>, tokens: &[u32]) -> BlockKey {
@@ -173,6 +204,14 @@ impl BlockStore {
     pub(super) fn restore(&self, chain: &[BlockKey], len: usize, cache: &mut KvCache) {
         let blocks = chain.iter().map(|key| Arc::clone(&self.blocks[key].shared));
         cache.attach(blocks, len);
+        if cache.is_recurrent() {
+            // `len` is the end of the chain's last block, which keeps its state.
+            let last = chain.last().and_then(|key| self.blocks[key].state.as_ref());
+            match last {
+                Some(state) if state.len == len => cache.restore(state),
+                _ => cache.clear(),
+            }
+        }
         // The rings' rows lie ring after ring, keys then values, each ring its own width.
         let mut first = 0;
         let rings: Vec<usize> = (0..cache.layers())
@@ -236,6 +275,8 @@ impl BlockStore {
                 }
             }
         }
+        let at_end = cache.len() == start + BLOCK_TOKENS;
+        let state = (cache.is_recurrent() && at_end).then(|| cache.snapshot());
         self.clock += 1;
         let block = Block {
             tenant,
@@ -243,6 +284,7 @@ impl BlockStore {
             tokens: tokens.to_vec(),
             shared: Arc::clone(cache.block(start / BLOCK_TOKENS)),
             ring_rows,
+            state,
             last_used: self.clock,
             children: 0,
             users: 0,
@@ -270,10 +312,11 @@ impl BlockStore {
     /// Evicts least recently used leaves that no running sequence holds until one more block
     /// fits; false if it cannot fit.
     fn make_room(&mut self) -> bool {
-        if self.block_bytes > self.budget {
+        let per_block = self.bytes_per_block();
+        if per_block > self.budget {
             return false;
         }
-        while (self.blocks.len() + 1) * self.block_bytes > self.budget {
+        while (self.blocks.len() + 1) * per_block > self.budget {
             let Some(victim) = self
                 .blocks
                 .iter()
@@ -316,7 +359,7 @@ impl BlockStore {
 
     /// Bytes the blocks hold now.
     pub(super) fn bytes(&self) -> usize {
-        self.blocks.len() * self.block_bytes
+        self.blocks.len() * self.bytes_per_block()
     }
 
     /// The most bytes the blocks may hold.

@@ -35,6 +35,13 @@ pub struct Request {
     /// nor how fast it starts tells anything about another tenant's prompts. A front end with
     /// one user leaves it 0.
     pub tenant: u64,
+    /// Control tokens whose text the generated text keeps (they print as nothing otherwise),
+    /// for a front end that reads the model's markup back (gpt-oss's `<|channel|>`) and takes
+    /// it out of what it shows.
+    pub shown_controls: Vec<u32>,
+    /// Whether to pool the prompt into an embedding ([`Event::Embedding`]) instead of
+    /// generating: the model must be an embedding model, and the prompt runs in one pass.
+    pub embed: bool,
 }
 
 impl Request {
@@ -46,6 +53,17 @@ impl Request {
             max_tokens,
             penalize_prompt: true,
             speculate: true,
+            ..Self::default()
+        }
+    }
+
+    /// A request for the embedding of `prompt` (tokenized with the model's special tokens),
+    /// pooled as the model says.
+    pub fn embedding(prompt: Vec<u32>) -> Self {
+        Self {
+            prompt,
+            max_tokens: 1,
+            embed: true,
             ..Self::default()
         }
     }
@@ -146,10 +164,18 @@ pub enum Event {
         /// The token.
         token: u32,
         /// Text now safe to show: never half a character, never part of a stop string, no
-        /// control tokens.
+        /// control tokens (but those the request's `shown_controls` names).
         text: String,
         /// Its log-probability, when the request asked for them.
         logprob: Option<TokenLogprob>,
+    },
+    /// The embedding of an embedding request's prompt, pooled as the model says and not
+    /// normalised; [`Event::Finished`] follows.
+    Embedding {
+        /// The sequence.
+        id: SeqId,
+        /// `[hidden]` values.
+        embedding: Vec<f32>,
     },
     /// The sequence ended; its KV memory is free again.
     Finished {

@@ -8,6 +8,12 @@
 //! overwritten old positions, so a cache is cut back only as far as every ring still holds the
 //! window before the cut ([`Rings::can_truncate`]). The prefix cache keeps its blocks' ring
 //! rows, so a prefix taken from it is cut anywhere: to the token before the prompt's last.
+//!
+//! A hybrid model's recurrent layers keep only their state after the last position, which
+//! cannot be cut back ([`Rings::can_cut`]): its slot is reused in place only when the new
+//! prompt continues everything the cache holds (a chat resending its history); from the prefix
+//! cache, up to the last whole block that kept its state. Its prompts are fed in chunks that
+//! end on block boundaries, so that the blocks it stores keep their states.
 
 use super::Engine;
 use super::executor::SeqCache;
@@ -16,8 +22,12 @@ use super::sequence::Sequence;
 use crate::config::ModelConfig;
 use crate::kv_cache::KvCache;
 
-/// The window and ring size of each sliding-window layer.
-pub(super) struct Rings(Vec<(usize, usize)>);
+/// The window and ring size of each sliding-window layer, and whether the model has
+/// recurrent layers.
+pub(super) struct Rings {
+    rings: Vec<(usize, usize)>,
+    pub(super) recurrent: bool,
+}
 
 impl Rings {
     /// The rings of caches of `context` positions fed `max_batch` at a time.
@@ -28,14 +38,22 @@ impl Rings {
                 Some((window, KvCache::slots(config, layer, context, max_batch)))
             })
             .collect();
-        Self(rings)
+        let recurrent = (0..config.layers).any(|layer| config.recurrence_of(layer).is_some());
+        Self { rings, recurrent }
+    }
+
+    /// Whether a cache holding `held` positions may be cut back to `keep` and stay exact
+    /// without restoring a recurrent state: the rings allow it and, with recurrent layers,
+    /// nothing is cut or everything is.
+    pub(super) fn can_cut(&self, held: usize, keep: usize) -> bool {
+        self.can_truncate(held, keep) && (!self.recurrent || keep == 0 || keep >= held)
     }
 
     /// Whether a cache holding `held` positions, cut back to `keep`, still holds every row that
     /// a query at position `keep` or later may attend to.
     pub(super) fn can_truncate(&self, held: usize, keep: usize) -> bool {
         keep >= held
-            || self.0.iter().all(|&(window, slots)| {
+            || self.rings.iter().all(|&(window, slots)| {
                 held <= slots || keep.saturating_sub(window) >= held - slots
             })
     }
@@ -64,6 +82,14 @@ impl Engine<'_> {
             .max_by_key(|&(at, n)| (n, at))?;
         let slot = self.free.remove(at);
         let chain = match self.caches[slot] {
+            SeqCache::Cpu(_) if self.rings.recurrent => {
+                // Whole blocks only, ending where a state was kept.
+                let mut chain = self
+                    .store
+                    .longest_prefix(tenant, prompt, limit / BLOCK_TOKENS);
+                chain.truncate(self.store.stateful_prefix(&chain));
+                chain
+            }
             SeqCache::Cpu(_) => {
                 self.store
                     .longest_prefix(tenant, prompt, limit.div_ceil(BLOCK_TOKENS))
@@ -103,7 +129,7 @@ impl Engine<'_> {
             .take_while(|(a, b)| a == b)
             .count()
             .min(limit);
-        if self.rings.can_truncate(held.len(), common) {
+        if self.rings.can_cut(held.len(), common) {
             common
         } else {
             0
@@ -113,7 +139,8 @@ impl Engine<'_> {
     /// Frees `seq`'s slot, remembering the tokens its cache holds (none if it failed).
     pub(super) fn release(&mut self, seq: &Sequence<'_>) {
         let history = &mut self.histories[seq.slot];
-        *history = if seq.failed {
+        // An embedding's keys are not reused: an encoder's depend on the whole sequence.
+        *history = if seq.failed || seq.pooling.is_some() {
             Vec::new()
         } else {
             seq.fed(0..self.caches[seq.slot].len())
@@ -151,7 +178,10 @@ mod tests {
     #[test]
     fn a_ring_is_cut_back_only_while_it_still_holds_the_window_before_the_cut() {
         // One sliding layer: window 8, ring of 12 slots.
-        let rings = Rings(vec![(8, 12)]);
+        let rings = Rings {
+            rings: vec![(8, 12)],
+            recurrent: false,
+        };
         assert!(rings.can_truncate(10, 3), "nothing overwritten yet");
         assert!(rings.can_truncate(30, 30), "nothing cut");
         assert!(
@@ -162,9 +192,19 @@ mod tests {
             !rings.can_truncate(30, 25),
             "position 17 is needed but overwritten"
         );
+        let full = Rings {
+            rings: Vec::new(),
+            recurrent: false,
+        };
+        assert!(full.can_truncate(1000, 1), "full layers keep everything");
+        let recurrent = Rings {
+            rings: Vec::new(),
+            recurrent: true,
+        };
+        assert!(recurrent.can_cut(10, 10) && recurrent.can_cut(10, 0));
         assert!(
-            Rings(Vec::new()).can_truncate(1000, 1),
-            "full layers keep everything"
+            !recurrent.can_cut(10, 9),
+            "a recurrent state is not cut back"
         );
     }
 }

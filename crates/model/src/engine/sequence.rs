@@ -10,6 +10,8 @@ use super::prefix_cache::BlockKey;
 use super::request::{Event, FinishReason, Request, SeqId, Timings, TokenLogprob};
 use super::speculate::{Drafter, Speculation};
 use super::stop::StopMatcher;
+use crate::config::Pooling;
+use crate::kv_cache::StateSnapshot;
 use crate::sampling::Sampler;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 
@@ -33,6 +35,9 @@ pub(super) struct Sequence<'t> {
     pub(super) capturing: bool,
     /// The tokens fed at the next decoding step: the last sampled token, then any guesses.
     feed: Vec<u32>,
+    /// A recurrent cache's state before a step that verifies guesses, to go back to when
+    /// some are rejected.
+    pub(super) state_before: StateSnapshot,
     /// The guesser (its history and guess length), when the sequence speculates.
     drafter: Option<Drafter>,
     /// Whether a draft model guesses (else prompt lookup).
@@ -55,6 +60,8 @@ pub(super) struct Sequence<'t> {
     admitted: Instant,
     first_token: Option<Instant>,
     pub(super) finish: Option<FinishReason>,
+    /// How it pools its prompt, when it is an embedding request.
+    pub(super) pooling: Option<Pooling>,
     /// Whether the forward pass failed on it (it reports no `Finished`).
     pub(super) failed: bool,
     /// Why its constraint could not be followed, when it could not (it then fails with it).
@@ -89,6 +96,7 @@ impl<'t> Sequence<'t> {
         request: Request,
         (tokenizer, vocab): (&'t Tokenizer, usize),
         speculation: Speculation,
+        pooling: Option<Pooling>,
     ) -> Self {
         let draft_max = speculation.draft_max();
         let mut params = request.sampling;
@@ -108,8 +116,9 @@ impl<'t> Sequence<'t> {
             prefilled: reused,
             cached: reused,
             chain,
-            capturing: true,
+            capturing: pooling.is_none(),
             feed: Vec::with_capacity(draft_max + 1),
+            state_before: StateSnapshot::default(),
             drafter: (request.speculate && draft_max > 0)
                 .then(|| Drafter::new(&request.prompt, draft_max)),
             by_model: matches!(speculation, Speculation::DraftModel { .. }),
@@ -119,13 +128,14 @@ impl<'t> Sequence<'t> {
             generated: Vec::with_capacity(request.max_tokens.min(4096)),
             sampler,
             tokenizer,
-            stream: Some(tokenizer.stream_decoder()),
+            stream: Some(tokenizer.stream_decoder().showing(&request.shown_controls)),
             stops: StopMatcher::new(request.stop),
             constraint: request.constraint.map(|c| c.start()),
             logits_copy: Vec::new(),
             admitted: Instant::now(),
             first_token: None,
             finish: None,
+            pooling,
             failed: false,
             constraint_failure: None,
             prompt: request.prompt,
@@ -299,6 +309,18 @@ impl<'t> Sequence<'t> {
             token,
             text,
             logprob,
+        }
+    }
+
+    /// Records that its whole prompt ran into `embedding` and ends it; returns the event
+    /// reporting the embedding.
+    pub(super) fn embedded(&mut self, embedding: &[f32]) -> Event {
+        self.prefilled = self.prompt.len();
+        self.first_token = Some(Instant::now());
+        self.finish = Some(FinishReason::EndOfGeneration);
+        Event::Embedding {
+            id: self.id,
+            embedding: embedding.to_vec(),
         }
     }
 

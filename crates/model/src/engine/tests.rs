@@ -18,7 +18,7 @@ fn drain(engine: &mut Engine<'_>) -> (Vec<(SeqId, Vec<u32>)>, Vec<SeqId>) {
         engine.step(|event| match event {
             Event::Finished { id, tokens, .. } => finished.push((id, tokens)),
             Event::Failed { id, .. } => failed.push(id),
-            Event::Token { .. } => {}
+            Event::Token { .. } | Event::Embedding { .. } => {}
         });
     }
     finished.sort_by_key(|(id, _)| *id);

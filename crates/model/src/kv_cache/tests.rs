@@ -103,3 +103,27 @@ fn truncating_and_dropping_give_blocks_back_to_the_pool() {
     let stats = pool.stats();
     assert_eq!((stats.blocks_in_use, stats.blocks_allocated), (0, 8));
 }
+
+#[test]
+fn a_latent_attention_cache_keeps_one_row_per_position_whose_values_are_its_keys() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/models/deepseek2-tiny-f32.gguf"
+    );
+    let config = LoadedModel::open(path).unwrap().model.config;
+    let mla = config.mla.unwrap();
+    assert_eq!((config.kv_heads, config.kv_dim()), (1, mla.latent()));
+    // `rope + kv_lora` f32 values per position and layer, no value rows.
+    let bytes = KvCache::bytes_for(&config, KvType::F32, 64, 8).unwrap();
+    assert_eq!(bytes, config.layers * 64 * mla.latent() * 4);
+    let mut cache = KvCache::new(&config, 64, 8);
+    assert_eq!(cache.bytes(), bytes);
+    cache.prepare(1).unwrap();
+    let key: Vec<f32> = (0..config.kv_dim()).map(|i| i as f32).collect();
+    cache.store(1, 0, &key, &[]);
+    cache.advance(1);
+    let rows = cache.paged_rows(1).unwrap();
+    let mut value = vec![0.0; key.len()];
+    rows.value(0).decode(&mut value);
+    assert_eq!(value, key);
+}

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use rinfer_model::{KvCache, KvType, Logits, Model, Scratch};
+use rinfer_model::{KvCache, KvType, Logits, Model, ModelConfig, Scratch};
 
 /// The repository's `tests/fixtures`.
 pub fn fixtures() -> PathBuf {
@@ -12,10 +12,12 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The tiny fixture models with llama.cpp references, one per architecture and tensor-type mix.
-pub const FIXTURE_MODELS: [&str; 12] = [
+pub const FIXTURE_MODELS: [&str; 15] = [
+    "deepseek2-tiny-q8_0",
     "gemma3-tiny-f32",
     "gemma3-tiny-q4_k_m",
     "gemma4-tiny-q8_0",
+    "glm4moe-tiny-q8_0",
     "gpt-oss-tiny-mxfp4",
     "gpt2-tiny-q2_k",
     "llama-tiny-q4_k",
@@ -25,6 +27,7 @@ pub const FIXTURE_MODELS: [&str; 12] = [
     "qwen2-tiny-q4_k_m",
     "qwen3-tiny-q5_k_m",
     "qwen3moe-tiny-q4_k_m",
+    "qwen35-tiny-q8_0",
 ];
 
 /// The default model, whose path `cargo xtask test` passes in `RINFER_TEST_MODEL`.
@@ -38,6 +41,14 @@ pub fn default_model() -> PathBuf {
     );
     assert!(path.is_file(), "{} is not a model file", path.display());
     path
+}
+
+/// The KV cache types `config`'s model can keep its rows in (a q8_0 row must be whole blocks
+/// per head: latent attention's rows of the tiny deepseek2 are 48 values).
+pub fn kv_types(config: &ModelConfig) -> impl Iterator<Item = KvType> + '_ {
+    KvType::ALL
+        .into_iter()
+        .filter(|&t| KvCache::check_type(config, t).is_ok())
 }
 
 /// A fixture model.
@@ -55,14 +66,17 @@ pub fn reference_prompts(name: &str) -> Vec<Vec<u32>> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|case| {
-            case["tokens"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t.as_u64().unwrap() as u32)
-                .collect()
-        })
+        .map(case_tokens)
+        .collect()
+}
+
+/// The token ids of one case of a reference file.
+pub fn case_tokens(case: &serde_json::Value) -> Vec<u32> {
+    case["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
         .collect()
 }
 

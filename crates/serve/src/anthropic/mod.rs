@@ -26,6 +26,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::answer;
 use crate::error::ApiError;
 use crate::request::Endpoint;
 use crate::routes::{parse_blocking, read_body, submit};
@@ -55,8 +56,8 @@ pub async fn messages(
     body: Body,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let (validated, stops) =
         parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
             let req: MessagesRequest = crate::request::parse(bytes)?;
@@ -76,11 +77,13 @@ pub async fn messages(
     let (events, receiver) = event_channel();
     submit(
         &state,
+        &served,
         Job {
             request: validated.request,
             events,
             arrived,
             choices: 1,
+            index: 0,
         },
     )?;
     let meta = MessageMeta::new(&served.model_id, stops);
@@ -96,8 +99,8 @@ pub async fn count_tokens(
     State(state): State<Arc<AppState>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let tokens = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
         let req: CountTokensRequest = crate::request::parse(bytes)?;
         let chat = MessagesRequest::from(req).into_chat(true)?;
@@ -113,27 +116,14 @@ async fn whole(
     mut receiver: EventReceiver,
     output: ChatOutput,
 ) -> Result<Response, ApiError> {
-    let mut text = String::new();
-    while let Some(event) = receiver.recv().await {
-        match event {
-            Event::Delta { text: piece, .. } => text.push_str(&piece),
-            Event::Done {
-                finish,
-                prompt_tokens,
-                cached_tokens,
-                completion_tokens,
-                ..
-            } => {
-                let usage = MessageUsage::new(prompt_tokens, cached_tokens, completion_tokens);
-                let body = response::message(&meta, &output, &text, finish, usage);
-                return Ok(axum::Json(body).into_response());
-            }
-            Event::Failed(message) => return Err(ApiError::internal(message)),
-        }
-    }
-    Err(ApiError::internal(
-        "the engine stopped before the generation ended",
-    ))
+    let answer = answer::whole(&mut receiver).await?;
+    let usage = MessageUsage::new(
+        answer.prompt_tokens,
+        answer.cached_tokens,
+        answer.completion_tokens,
+    );
+    let body = response::message(&meta, &output, &answer.text, answer.finish, usage);
+    Ok(axum::Json(body).into_response())
 }
 
 fn stream(
@@ -166,6 +156,7 @@ fn stream(
         }
         let out = match s.receiver.recv().await {
             Some(Event::Delta { text, .. }) => s.events.push(&text),
+            Some(Event::Embedding { .. }) => String::new(),
             Some(Event::Done {
                 finish,
                 prompt_tokens,
@@ -183,19 +174,12 @@ fn stream(
             }
             None => {
                 s.done = true;
-                error_event(&ApiError::internal(
-                    "the engine stopped before the generation ended",
-                ))
+                error_event(&ApiError::internal(answer::STOPPED_EARLY))
             }
         };
         Some((Ok(Bytes::from(out)), s))
     });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no")
-        .body(Body::from_stream(body))
-        .unwrap_or_else(|_| ApiError::internal("cannot build the stream").into_response())
+    answer::event_stream(body)
 }
 
 fn error_event(error: &ApiError) -> String {

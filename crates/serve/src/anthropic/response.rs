@@ -296,6 +296,7 @@ mod tests {
         ChatOutput {
             tools: Some(ToolFormat::Hermes),
             declared: Arc::from(["get_weather".to_string()]),
+            markup: Default::default(),
         }
     }
 
@@ -392,6 +393,7 @@ mod tests {
         let plain = ChatOutput {
             tools: None,
             declared: Arc::from([]),
+            markup: Default::default(),
         };
         let usage = MessageUsage::default();
         let m = message(&one, &plain, "Hi", FinishReason::StopString, usage);

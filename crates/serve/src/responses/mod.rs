@@ -19,11 +19,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use crate::scheduler::job::{EventReceiver, event_channel};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rinfer_model::FinishReason;
 use serde_json::{Map, Value, json};
 
+use crate::answer;
 use crate::error::ApiError;
 use crate::request::Endpoint;
 use crate::response_store::{Stored, random_id};
@@ -90,8 +91,8 @@ fn echo(req: &ResponsesRequest) -> Map<String, Value> {
 /// `POST /v1/responses`.
 pub async fn create(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let served = state.served()?;
     let bytes = read_body(&state, body).await?;
+    let served = state.served(&bytes).await?;
     let shared = Arc::clone(&state);
     let prepared = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
         let req: ResponsesRequest = crate::request::parse(bytes)?;
@@ -132,11 +133,13 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Body) -> Result<Re
     let (events, receiver) = event_channel();
     submit(
         &state,
+        &served,
         Job {
             request: validated.request,
             events,
             arrived,
             choices: 1,
+            index: 0,
         },
     )?;
     let answer = Answer {
@@ -200,35 +203,22 @@ async fn whole(
     mut receiver: EventReceiver,
     output: &ChatOutput,
 ) -> Result<Response, ApiError> {
-    let mut text = String::new();
-    while let Some(event) = receiver.recv().await {
-        match event {
-            Event::Delta { text: piece, .. } => text.push_str(&piece),
-            Event::Done {
-                finish,
-                prompt_tokens,
-                cached_tokens,
-                completion_tokens,
-                ..
-            } => {
-                let (reasoning, content, calls) = output.read(&text);
-                let mut deltas = Vec::new();
-                deltas.extend(reasoning.map(Delta::Reasoning));
-                deltas.push(Delta::Content(content));
-                deltas.push(Delta::ToolCalls(calls));
-                let mut builder = OutputBuilder::default();
-                let mut events = builder.push(deltas);
-                let outputs = builder.finish(&mut events);
-                let counts = counts(prompt_tokens, cached_tokens, completion_tokens);
-                let object = answer.complete(outputs, finish, counts);
-                return Ok(axum::Json(object).into_response());
-            }
-            Event::Failed(message) => return Err(ApiError::internal(message)),
-        }
-    }
-    Err(ApiError::internal(
-        "the engine stopped before the generation ended",
-    ))
+    let whole = answer::whole(&mut receiver).await?;
+    let (reasoning, content, calls) = output.read(&whole.text);
+    let mut deltas = Vec::new();
+    deltas.extend(reasoning.map(Delta::Reasoning));
+    deltas.push(Delta::Content(content));
+    deltas.push(Delta::ToolCalls(calls));
+    let mut builder = OutputBuilder::default();
+    let mut events = builder.push(deltas);
+    let outputs = builder.finish(&mut events);
+    let counts = counts(
+        whole.prompt_tokens,
+        whole.cached_tokens,
+        whole.completion_tokens,
+    );
+    let object = answer.complete(outputs, whole.finish, counts);
+    Ok(axum::Json(object).into_response())
 }
 
 fn stream(answer: Answer, receiver: EventReceiver, shaper: StreamShaper) -> Response {
@@ -270,6 +260,7 @@ fn stream(answer: Answer, receiver: EventReceiver, shaper: StreamShaper) -> Resp
                 let deltas = s.shaper.push(&text);
                 s.builder.push(deltas)
             }
+            Some(Event::Embedding { .. }) => String::new(),
             Some(Event::Done {
                 finish,
                 prompt_tokens,
@@ -296,21 +287,12 @@ fn stream(answer: Answer, receiver: EventReceiver, shaper: StreamShaper) -> Resp
             }
             None => {
                 s.done = true;
-                failed(
-                    &mut s.builder,
-                    &s.answer.head,
-                    "the engine stopped before the generation ended",
-                )
+                failed(&mut s.builder, &s.answer.head, answer::STOPPED_EARLY)
             }
         };
         Some((Ok(Bytes::from(out)), s))
     });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no")
-        .body(Body::from_stream(body))
-        .unwrap_or_else(|_| ApiError::internal("cannot build the stream").into_response())
+    answer::event_stream(body)
 }
 
 fn failed(builder: &mut OutputBuilder, head: &ResponseHead, message: &str) -> String {

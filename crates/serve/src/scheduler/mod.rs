@@ -227,6 +227,7 @@ fn admit(engine: &mut Engine<'_>, job: Job, flight: &mut InFlight, metrics: &Met
         events,
         arrived,
         choices,
+        index,
     } = job;
     metrics
         .prompt_tokens
@@ -249,7 +250,7 @@ fn admit(engine: &mut Engine<'_>, job: Job, flight: &mut InFlight, metrics: &Met
                     events,
                     arrived,
                     last_token_at: None,
-                    index: 0,
+                    index,
                     tenant,
                     lagging: false,
                 },
@@ -332,6 +333,14 @@ fn relay(event: EngineEvent, flight: &mut InFlight, metrics: &Metrics) {
                 });
             }
         }
+        EngineEvent::Embedding { id, embedding } => {
+            if let Some(r) = flight.running.get(&id) {
+                let _ = r.events.try_send(Event::Embedding {
+                    index: r.index,
+                    embedding,
+                });
+            }
+        }
         EngineEvent::Failed { id, error } => {
             flight.siblings.remove(&id);
             if let Some(r) = flight.running.remove(&id) {
@@ -349,29 +358,32 @@ pub struct Started {
     pub device: DeviceReport,
 }
 
-/// Starts the engine thread: it builds its compute pool (joining it as a worker), loads the
-/// model, sets up the engine on the configured device, reports through `started_tx`, then
-/// schedules until stopped.
+/// Starts an engine thread: it builds its compute pool (joining it as a worker), loads the
+/// model `options` name, asks `admit` whether it may stay (the memory budget), sets up the
+/// engine on the configured device, reports through `started_tx`, then schedules until
+/// stopped or until every sender of `jobs` is gone.
 pub fn spawn(
-    config: &crate::ServeConfig,
+    options: rinfer_model::EngineOptions,
     jobs: Receiver<Job>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
+    admit: impl FnOnce(&Ready) -> Result<(), crate::ServeError> + Send + 'static,
     started_tx: tokio::sync::oneshot::Sender<Result<Started, crate::ServeError>>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let config = config.clone();
     std::thread::Builder::new()
         .name("rinfer-engine".into())
         .spawn(move || {
             // The engine thread is worker 0 of its own pool: the forward passes it starts run
             // their parallel loops there, beside the other workers, with no hand-off.
-            let setup = config.engine.compute_pool().and_then(|pool| {
-                EngineSetup::load(&config.engine).map(|ready| (pool, Arc::new(ready)))
-            });
+            let setup = options
+                .compute_pool()
+                .and_then(|pool| EngineSetup::load(&options).map(|ready| (pool, Arc::new(ready))))
+                .map_err(crate::ServeError::Setup)
+                .and_then(|(pool, ready)| admit(&ready).map(|()| (pool, ready)));
             let (_pool, ready) = match setup {
                 Ok(setup) => setup,
                 Err(e) => {
-                    let _ = started_tx.send(Err(crate::ServeError::Setup(e)));
+                    let _ = started_tx.send(Err(e));
                     return;
                 }
             };
@@ -420,6 +432,7 @@ mod tests {
             events,
             arrived: Instant::now(),
             choices,
+            index: 0,
         };
         (job, receiver)
     }

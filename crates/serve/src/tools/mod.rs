@@ -2,8 +2,10 @@
 //! calls and results of its history, and the model's output parsed back into `tool_calls`.
 //!
 //! A template that reads `tools` (the models trained for tool calls: Qwen, Hermes, Llama 3.1,
-//! Mistral) gets them as Hugging Face's `apply_chat_template` gives them, and the model's own
-//! call format is parsed ([`ToolFormat`]). A template that knows no tools (the default model)
+//! Mistral, gpt-oss, DeepSeek) gets them as Hugging Face's `apply_chat_template` gives them, and
+//! the model's own call format is parsed ([`ToolFormat`]); the format's markers that are control
+//! tokens are kept in the generated text for the parser ([`ToolFormat::markers`]), which takes
+//! them out again. A template that knows no tools (the default model)
 //! gets the generic format instead: a system message lists the functions and asks for
 //! `{"tool_calls": [{"name": ..., "arguments": {...}}]}`; calls and results in the history are
 //! written as text the same way. With `tool_choice` `required` or a named function, the output
@@ -14,11 +16,15 @@
 //! calls. Only calls of the declared functions are read back as calls (see [`parse_calls`]).
 
 mod call;
+mod deepseek;
 mod format;
+mod harmony;
 mod history;
 pub mod output;
 mod parse;
 mod repeat;
+#[cfg(test)]
+mod transcript_tests;
 mod xml;
 
 use serde::Deserialize;
@@ -28,7 +34,7 @@ use crate::error::ApiError;
 pub use call::ToolCall;
 pub use format::{ToolFormat, call_grammar};
 pub use history::{generic_conversation, message_fields};
-pub use output::{ChatOutput, Delta, StreamShaper};
+pub use output::{ChatOutput, Delta, Markup, StreamShaper};
 pub use parse::parse_calls;
 pub use repeat::RepeatGuard;
 
@@ -253,6 +259,8 @@ mod tests {
             plan(json!("auto")).unwrap().unwrap().choice,
             ToolChoice::Auto
         );
+        // `parallel_tool_calls` left out: several calls allowed, as OpenAI's default.
+        assert!(plan(json!("auto")).unwrap().unwrap().parallel);
         assert_eq!(
             plan(json!("required")).unwrap().unwrap().choice,
             ToolChoice::Required

@@ -1,6 +1,9 @@
 //! A chat answer shaped for the client: text inside a leading `<think>…</think>` becomes
-//! `reasoning_content`, and, when tools are offered, calls become `tool_calls` (whole answers
-//! and streams alike).
+//! `reasoning_content` (all text up to `</think>` when the prompt itself opened the block, as
+//! DeepSeek R1's and Qwen3's thinking templates do), and, when tools are offered, calls become
+//! `tool_calls` (whole answers and streams alike). A gpt-oss answer is read by its harmony
+//! channels instead ([`super::harmony`]). A whole answer is read as the same answer streamed
+//! would be, so both give the same text.
 
 use std::sync::Arc;
 
@@ -8,7 +11,8 @@ use serde_json::{Value, json};
 
 use super::ToolFormat;
 use super::call::ToolCall;
-use super::parse::parse_calls;
+use super::harmony::{self, Event};
+use super::parse::{end_at_first_repeat, parse_calls};
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
@@ -21,6 +25,20 @@ pub struct ChatOutput {
     pub tools: Option<ToolFormat>,
     /// The functions the request declared: only calls of these are calls.
     pub declared: Arc<[String]>,
+    /// How reasoning is marked.
+    pub markup: Markup,
+}
+
+/// How a model marks its reasoning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Markup {
+    /// `<think>…</think>` before the answer.
+    #[default]
+    Think,
+    /// As [`Markup::Think`], the block opened by the prompt: the answer starts inside it.
+    ThinkOpen,
+    /// gpt-oss's harmony channels.
+    Harmony,
 }
 
 /// A piece of a streamed answer.
@@ -72,18 +90,36 @@ pub fn calls_json(calls: &[ToolCall], first: usize, with_index: bool) -> Value {
 }
 
 impl ChatOutput {
-    /// How the answer of a request with tool plan `plan` (if any) is read.
-    pub fn of_plan(plan: Option<&super::ToolPlan>) -> Self {
+    /// How the answer of a request with tool plan `plan` (if any) is read, its reasoning marked
+    /// by `markup`.
+    pub fn new(plan: Option<&super::ToolPlan>, markup: Markup) -> Self {
         Self {
             tools: plan.map(|p| p.format),
             declared: plan
                 .map(|p| p.functions.iter().map(|f| f.name.clone()).collect())
                 .unwrap_or_default(),
+            markup,
         }
+    }
+
+    /// As [`Self::new`], with `<think>` blocks.
+    pub fn of_plan(plan: Option<&super::ToolPlan>) -> Self {
+        Self::new(plan, Markup::Think)
     }
 
     /// The reasoning, the content and the calls of a whole answer.
     pub fn read(&self, text: &str) -> (Option<String>, String, Vec<ToolCall>) {
+        if self.markup == Markup::Harmony {
+            return self.read_streamed(text);
+        }
+        let opened;
+        let text = match self.markup {
+            Markup::ThinkOpen => {
+                opened = format!("{THINK_OPEN}{text}");
+                &opened
+            }
+            _ => text,
+        };
         let (reasoning, answer) = split_think(text);
         let reasoning = reasoning.map(str::to_string);
         match self.tools {
@@ -120,12 +156,82 @@ impl ChatOutput {
         StreamShaper {
             tools: self.tools,
             declared: Arc::clone(&self.declared),
-            think: ThinkState::Undecided,
+            think: match self.markup {
+                Markup::ThinkOpen => ThinkState::Inside,
+                _ => ThinkState::Undecided,
+            },
             held: String::new(),
             calls: CallState::Undecided,
             call_text: String::new(),
             after_think: false,
+            harmony: (self.markup == Markup::Harmony).then(HarmonyShaper::default),
         }
+    }
+
+    /// A whole answer read as its stream is.
+    fn read_streamed(&self, text: &str) -> (Option<String>, String, Vec<ToolCall>) {
+        let mut shaper = self.stream();
+        let mut deltas = shaper.push(text);
+        deltas.extend(shaper.finish().0);
+        let (mut reasoning, mut content, mut calls) = (None::<String>, String::new(), Vec::new());
+        for delta in deltas {
+            match delta {
+                Delta::Reasoning(text) => reasoning.get_or_insert_default().push_str(&text),
+                Delta::Content(text) => content.push_str(&text),
+                Delta::ToolCalls(more) => calls.extend(more),
+            }
+        }
+        (reasoning, content, calls)
+    }
+}
+
+/// A harmony answer's stream: reasoning and content as they come, calls held to the end.
+#[derive(Debug, Default)]
+struct HarmonyShaper {
+    reader: harmony::Reader,
+    calls: Vec<ToolCall>,
+    /// Bodies of messages meant as calls that are none.
+    not_calls: Vec<String>,
+    content_seen: bool,
+}
+
+impl HarmonyShaper {
+    fn take(&mut self, events: Vec<Event>, out: &mut Vec<Delta>) {
+        for event in events {
+            match event {
+                Event::Reasoning(text) => push_nonempty(out, Delta::Reasoning(text)),
+                Event::Content(text) => {
+                    self.content_seen |= !text.is_empty();
+                    push_nonempty(out, Delta::Content(text));
+                }
+                Event::Call(call) => self.calls.push(call),
+                Event::NotACall(text) => self.not_calls.push(text),
+            }
+        }
+    }
+
+    /// The held calls, when tools are offered and every call is of a declared function; else
+    /// their text, as content.
+    fn finish(&mut self, tools: bool, declared: &[String], out: &mut Vec<Delta>) -> bool {
+        let events = self.reader.finish();
+        self.take(events, out);
+        let mut calls = std::mem::take(&mut self.calls);
+        let accepted = tools && calls.iter().all(|c| declared.contains(&c.name));
+        let mut rest = std::mem::take(&mut self.not_calls);
+        if !accepted {
+            rest.splice(0..0, calls.drain(..).map(|c| c.arguments));
+        }
+        for text in rest {
+            if self.content_seen {
+                out.push(Delta::Content("\n".into()));
+            }
+            self.content_seen = true;
+            out.push(Delta::Content(text));
+        }
+        end_at_first_repeat(&mut calls);
+        let called = !calls.is_empty();
+        push_nonempty(out, Delta::ToolCalls(calls));
+        called
     }
 }
 
@@ -159,6 +265,8 @@ pub struct StreamShaper {
     call_text: String,
     /// The reasoning just ended: white space before the answer is dropped.
     after_think: bool,
+    /// A harmony answer's reader (the other fields are unused then).
+    harmony: Option<HarmonyShaper>,
 }
 
 /// Whether `s` may still become a text starting with `marker`.
@@ -178,6 +286,11 @@ impl StreamShaper {
     /// The deltas `text` (the next piece of the answer) releases.
     pub fn push(&mut self, text: &str) -> Vec<Delta> {
         let mut out = Vec::new();
+        if let Some(harmony) = &mut self.harmony {
+            let events = harmony.reader.push(text);
+            harmony.take(events, &mut out);
+            return out;
+        }
         self.held.push_str(text);
         loop {
             match self.think {
@@ -233,10 +346,11 @@ impl StreamShaper {
         self.call_text.push_str(text);
         // What a call may start with: the format's marker, or (for the JSON formats, whose
         // parser reads any JSON shape of calls) any JSON object or list.
+        let inline = inline_openers(format);
         let openers: &[&str] = match format {
-            ToolFormat::Hermes => &[HERMES_OPEN],
             ToolFormat::Mistral | ToolFormat::Generic => &["{", "["],
             ToolFormat::Llama3 => &["{", "[", "<|python_tag|>"],
+            _ => inline,
         };
         if self.calls == CallState::Undecided {
             let start = self.call_text.trim_start();
@@ -251,23 +365,25 @@ impl StreamShaper {
             };
         }
         if self.calls == CallState::Streaming {
-            if format == ToolFormat::Hermes
-                && let Some(at) = self.call_text.find(HERMES_OPEN)
-            {
+            if let Some(at) = inline.iter().filter_map(|o| self.call_text.find(o)).min() {
                 // Space before a call is not content, as in the whole answer's.
                 let before: String = self.call_text.drain(..at).collect();
                 push_nonempty(out, Delta::Content(before.trim_end().to_string()));
                 self.calls = CallState::Holding;
                 return;
             }
-            let keep = match format {
-                ToolFormat::Hermes => {
+            let keep = match inline.is_empty() {
+                false => {
                     // A marker's start, and the space before it, wait for what follows.
-                    let marker = partial_marker_len(&self.call_text, HERMES_OPEN);
+                    let marker = inline
+                        .iter()
+                        .map(|o| partial_marker_len(&self.call_text, o))
+                        .max()
+                        .unwrap_or(0);
                     let body = &self.call_text[..self.call_text.len() - marker];
                     marker + body.len() - body.trim_end().len()
                 }
-                _ => 0,
+                true => 0,
             };
             let cut = self.call_text.len() - keep;
             let released: String = self.call_text.drain(..cut).collect();
@@ -278,6 +394,10 @@ impl StreamShaper {
     /// The deltas left at the end of the answer, and whether it called tools.
     pub fn finish(&mut self) -> (Vec<Delta>, bool) {
         let mut out = Vec::new();
+        if let Some(harmony) = &mut self.harmony {
+            let called = harmony.finish(self.tools.is_some(), &self.declared, &mut out);
+            return (out, called);
+        }
         let held = std::mem::take(&mut self.held);
         match self.think {
             ThinkState::Inside => push_nonempty(&mut out, Delta::Reasoning(held)),
@@ -302,6 +422,17 @@ impl StreamShaper {
             }
         }
         (out, called)
+    }
+}
+
+/// The markers that open calls in the middle of text, in the formats that have them.
+fn inline_openers(format: ToolFormat) -> &'static [&'static str] {
+    match format {
+        ToolFormat::Hermes => &[HERMES_OPEN],
+        ToolFormat::DeepSeekV3 | ToolFormat::DeepSeekV31 => {
+            &[super::deepseek::CALLS_BEGIN, super::deepseek::CALL_BEGIN]
+        }
+        _ => &[],
     }
 }
 
@@ -347,6 +478,7 @@ mod tests {
         let output = ChatOutput {
             tools: None,
             declared: Arc::from([]),
+            markup: Default::default(),
         };
         let text = "<think>\nThe user greets.\n</think>\n\nHello!";
         let (message, called) = output.message(text);
@@ -365,6 +497,7 @@ mod tests {
         let output = ChatOutput {
             tools: Some(ToolFormat::Generic),
             declared: Arc::from([]),
+            markup: Default::default(),
         };
         let text = " <b>Paris</b> is the capital.";
         let (message, called) = output.message(text);
@@ -394,6 +527,7 @@ mod tests {
             let output = ChatOutput {
                 tools: Some(format),
                 declared: Arc::from(["f".to_string()]),
+                markup: Default::default(),
             };
             let (message, called) = output.message(text);
             assert!(called, "{format:?}");

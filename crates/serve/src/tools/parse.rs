@@ -12,16 +12,8 @@
 use serde_json::Value;
 
 use super::ToolFormat;
-use super::call::ToolCall;
-
-/// What an answer says: text and calls.
-#[derive(Debug, Default, PartialEq)]
-pub struct ParsedAnswer {
-    /// Text outside the calls (trimmed; empty when there is none).
-    pub content: String,
-    /// The calls, in order.
-    pub calls: Vec<ToolCall>,
-}
+use super::call::{ParsedAnswer, ToolCall};
+use super::harmony::Event;
 
 /// Reads `text` as `format` writes calls, accepting only calls of the functions `declared`.
 /// Text that holds no well-formed call of a declared function is content.
@@ -56,11 +48,27 @@ fn any_calls(text: &str, format: ToolFormat) -> Option<ParsedAnswer> {
         ToolFormat::Mistral => json_calls(text.trim().trim_start_matches("[TOOL_CALLS]")),
         ToolFormat::Llama3 => json_calls(text.trim().trim_start_matches("<|python_tag|>")),
         ToolFormat::Generic => json_calls(text),
+        ToolFormat::DeepSeekV3 | ToolFormat::DeepSeekV31 => super::deepseek::calls(text),
+        ToolFormat::Harmony => harmony_calls(text),
     }
 }
 
+/// The calls of a harmony answer, and its content (reasoning left out).
+fn harmony_calls(text: &str) -> Option<ParsedAnswer> {
+    let mut parsed = ParsedAnswer::default();
+    for event in super::harmony::read(text) {
+        match event {
+            Event::Call(call) => parsed.calls.push(call),
+            Event::Content(text) | Event::NotACall(text) => parsed.content.push_str(&text),
+            Event::Reasoning(_) => {}
+        }
+    }
+    parsed.content = parsed.content.trim().to_string();
+    (!parsed.calls.is_empty()).then_some(parsed)
+}
+
 /// Drops every call from the first that repeats an earlier one.
-fn end_at_first_repeat(calls: &mut Vec<ToolCall>) {
+pub(super) fn end_at_first_repeat(calls: &mut Vec<ToolCall>) {
     let repeat = (1..calls.len()).find(|&i| calls[..i].iter().any(|c| same_call(c, &calls[i])));
     if let Some(i) = repeat {
         calls.truncate(i);

@@ -74,8 +74,8 @@ impl ConstraintMatcher for RepeatMatcher {
             return;
         };
         self.text.extend_from_slice(piece);
-        // A call can only have just ended where an object closed.
-        if !self.repeated && piece.contains(&b'}') {
+        // A call can only have just ended where an object or a marker closed.
+        if !self.repeated && (piece.contains(&b'}') || piece.contains(&b'>')) {
             self.repeated = repeats_a_call(&String::from_utf8_lossy(&self.text), self.format);
         }
     }

@@ -141,6 +141,7 @@ pub(crate) fn load(
         bos,
         eos,
         eot,
+        unk: None,
         eog,
         add_bos,
         add_eos,

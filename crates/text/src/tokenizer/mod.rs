@@ -30,6 +30,7 @@ mod stream;
 mod token;
 mod token_index;
 mod vocab;
+mod wpm;
 
 use std::ops::Range;
 use std::path::Path;
@@ -90,7 +91,7 @@ pub enum TokenizerError {
     },
     /// `tokenizer.ggml.model` names a tokenizer this crate does not implement.
     #[error(
-        "unsupported tokenizer model \"{0}\" in tokenizer.ggml.model (supported: \"llama\", \"gpt2\", \"gemma4\", \"none\")"
+        "unsupported tokenizer model \"{0}\" in tokenizer.ggml.model (supported: \"llama\", \"gpt2\", \"bert\", \"gemma4\", \"none\")"
     )]
     UnsupportedModel(String),
     /// The model file has no vocabulary (`tokenizer.ggml.model = "none"`), so text cannot
@@ -103,7 +104,7 @@ pub enum TokenizerError {
     /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement.
     #[error(
         "unsupported BPE pre-tokenizer \"{0}\" in tokenizer.ggml.pre (supported: default, gpt-2, \
-         phi-2, llama-bpe/llama3, qwen2, starcoder, refact)"
+         phi-2, llama-bpe/llama3, qwen2, deepseek-llm, starcoder, refact)"
     )]
     UnsupportedPreTokenizer(String),
     /// The vocabulary or a tokenizer file is inconsistent.
@@ -139,6 +140,8 @@ enum Backend {
     None,
     /// A whole `tokenizer.json` pipeline ([`hf`]).
     Hf(Box<hf::HfTokenizer>),
+    /// llama.cpp's WordPiece ([`wpm`]), with the longest token's length in bytes.
+    Wpm { max_token_len: usize },
 }
 
 /// A tokenizer: text to token ids and back, with llama.cpp's semantics for GGUF vocabularies.
@@ -211,6 +214,9 @@ impl Tokenizer {
             VocabKind::PieceBpe => {
                 Backend::PieceBpe(Box::new(piece_bpe::PieceBpe::build(&vocab, &merges()?)?))
             }
+            VocabKind::Wpm => Backend::Wpm {
+                max_token_len: vocab.tokens.iter().map(|t| t.text.len()).max().unwrap_or(0),
+            },
             VocabKind::None => Backend::None,
         };
         let pieces = gguf_pieces(&vocab);
@@ -394,6 +400,7 @@ impl Tokenizer {
                         out.extend_from_slice(enc.get_ids());
                     }
                     Backend::PieceBpe(model) => model.tokenize(v, t, &mut out)?,
+                    Backend::Wpm { max_token_len } => wpm::tokenize(v, *max_token_len, t, &mut out),
                     Backend::Hf(_) | Backend::None => unreachable!("handled above"),
                 },
             }
@@ -579,7 +586,7 @@ fn gguf_pieces(vocab: &Vocab) -> Pieces {
             (TokenType::Control | TokenType::Unknown | TokenType::UserDefined, _) => {
                 t.text.as_bytes().to_vec()
             }
-            (TokenType::Normal, VocabKind::Spm | VocabKind::PieceBpe) => {
+            (TokenType::Normal, VocabKind::Spm | VocabKind::PieceBpe | VocabKind::Wpm) => {
                 t.text.replace('\u{2581}', " ").into_bytes()
             }
             (TokenType::Normal, VocabKind::Bpe) => byte_decoder.decode(&t.text),

@@ -8,12 +8,16 @@ use super::Tokenizer;
 /// byte-level BPE tokens that end mid-character). Bytes are held back until the character is
 /// complete; bytes that can never become valid UTF-8 are emitted as U+FFFD. Control tokens and media
 /// markers print nothing, as in [`Tokenizer::decode`]; unlike `decode`, no leading space is removed and no
-/// spaces are cleaned up, since a stream is usually the continuation of a prompt.
+/// spaces are cleaned up, since a stream is usually the continuation of a prompt. The control
+/// tokens a decoder is told to show ([`StreamDecoder::showing`]) print as their text, for a
+/// reader of the output that needs them (gpt-oss's `<|channel|>` markup).
 #[derive(Debug)]
 pub struct StreamDecoder<'a> {
     tokenizer: &'a Tokenizer,
     /// Bytes received but not yet returned: the start of an incomplete character.
     pending: Vec<u8>,
+    /// Control tokens printed as their text, ascending.
+    shown: Vec<u32>,
 }
 
 impl<'a> StreamDecoder<'a> {
@@ -21,13 +25,26 @@ impl<'a> StreamDecoder<'a> {
         StreamDecoder {
             tokenizer,
             pending: Vec::new(),
+            shown: Vec::new(),
         }
+    }
+
+    /// The same decoder, printing the tokens `shown` as their text even where they are control
+    /// tokens (which print as nothing otherwise).
+    pub fn showing(mut self, shown: &[u32]) -> Self {
+        self.shown = shown.to_vec();
+        self.shown.sort_unstable();
+        self.shown.dedup();
+        self
     }
 
     /// Adds one token; returns the text that became complete, if any.
     pub fn push(&mut self, id: u32) -> Option<String> {
-        self.pending
-            .extend_from_slice(self.tokenizer.visible_piece(id));
+        let piece = match self.shown.binary_search(&id) {
+            Ok(_) => self.tokenizer.token_piece(id).unwrap_or_default(),
+            Err(_) => self.tokenizer.visible_piece(id),
+        };
+        self.pending.extend_from_slice(piece);
         let mut out = String::new();
         loop {
             match std::str::from_utf8(&self.pending) {

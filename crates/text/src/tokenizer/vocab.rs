@@ -28,6 +28,8 @@ pub(crate) enum VocabKind {
     PieceBpe,
     /// `none`: no vocabulary; the model runs on token ids alone (llama.cpp's no-vocab mode).
     None,
+    /// `bert`: WordPiece; `[CLS]` (as BOS) in front and `[SEP]` (as EOS) at the end.
+    Wpm,
 }
 
 /// The loaded vocabulary.
@@ -42,6 +44,8 @@ pub(crate) struct Vocab {
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub eot: Option<u32>,
+    /// The token of a word WordPiece cannot split.
+    pub unk: Option<u32>,
     pub eog: BTreeSet<u32>,
     pub add_bos: bool,
     pub add_eos: bool,
@@ -174,7 +178,29 @@ pub(crate) fn detect_eog(
     eog.extend(eos);
     eog.extend(eot);
     eog.extend(eom);
+    harmony_end_continues(tokens, &mut eot, &mut eog);
     (eot, eog)
+}
+
+/// gpt-oss's harmony format ends a message with `<|end|>` and the answer with `<|return|>` or
+/// `<|call|>`: where all three are end-of-generation tokens, `<|end|>` is taken out of the set
+/// (as llama.cpp does), so that the reasoning message does not end the answer; the end of turn
+/// is then `<|return|>`.
+fn harmony_end_continues(tokens: &[TokenData], eot: &mut Option<u32>, eog: &mut BTreeSet<u32>) {
+    let find = |text: &str| {
+        eog.iter()
+            .copied()
+            .find(|&id| tokens.get(id as usize).is_some_and(|t| t.text == text))
+    };
+    let (Some(end), Some(ret), Some(_call)) =
+        (find("<|end|>"), find("<|return|>"), find("<|call|>"))
+    else {
+        return;
+    };
+    eog.remove(&end);
+    if *eot == Some(end) {
+        *eot = Some(ret);
+    }
 }
 
 /// Control, user-defined and unknown tokens, longest text first (ties in id order).
@@ -207,6 +233,7 @@ impl Vocab {
             "gpt2" => VocabKind::Bpe,
             "gemma4" => VocabKind::PieceBpe,
             "none" => return Self::empty(),
+            "bert" => VocabKind::Wpm,
             other => return Err(TokenizerError::UnsupportedModel(other.into())),
         };
         let pre = match meta.get("tokenizer.ggml.pre") {
@@ -272,15 +299,16 @@ impl Vocab {
             VocabKind::Spm => (Some(1), Some(2), true, true, false),
             VocabKind::Bpe => (None, None, false, false, true),
             VocabKind::PieceBpe | VocabKind::None => (None, None, true, false, false),
+            VocabKind::Wpm => (Some(101), Some(102), true, false, true),
         };
         if kind == VocabKind::Bpe {
             match pre.as_str() {
                 "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => add_bos = true,
-                "qwen2" | "deepseek-r1-qwen" | "deepseek-llm" => clean_spaces = false,
+                "qwen2" | "qwen35" | "deepseek-r1-qwen" | "deepseek-llm" => clean_spaces = false,
                 _ => {}
             }
         }
-        let mut add_eos = false;
+        let mut add_eos = kind == VocabKind::Wpm;
         if let Some(v) = flag(meta, "tokenizer.ggml.add_space_prefix")? {
             add_space_prefix = v;
         }
@@ -309,6 +337,17 @@ impl Vocab {
         }
         if let Some(id) = id_key("tokenizer.ggml.eos_token_id")? {
             eos = Some(id);
+        }
+        let mut unk = id_key("tokenizer.ggml.unknown_token_id")?;
+        if kind == VocabKind::Wpm {
+            // llama.cpp adds `[CLS]` and `[SEP]` around a WordPiece text.
+            if let Some(id) = id_key("tokenizer.ggml.cls_token_id")? {
+                bos = Some(id);
+            }
+            if let Some(id) = id_key("tokenizer.ggml.seperator_token_id")? {
+                eos = Some(id);
+            }
+            unk = unk.or(Some(100)).filter(|&id| (id as usize) < n_tokens);
         }
         let eot = id_key("tokenizer.ggml.eot_token_id")?;
         let eom = id_key("tokenizer.ggml.eom_token_id")?;
@@ -357,6 +396,7 @@ impl Vocab {
             bos,
             eos,
             eot,
+            unk,
             eog,
             add_bos,
             add_eos,
@@ -377,6 +417,7 @@ impl Vocab {
             bos: None,
             eos: None,
             eot: None,
+            unk: None,
             eog: BTreeSet::new(),
             add_bos: false,
             add_eos: false,

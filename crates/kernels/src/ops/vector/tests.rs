@@ -54,10 +54,11 @@ fn same_bits(got: &[f32], want: &[f32]) -> bool {
             .all(|(g, w)| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()))
 }
 
-/// The SIMD tables this CPU can run: each instruction set's from AVX2 up to the detected one.
+/// The SIMD tables this CPU can run: each instruction set's above scalar, up to the detected one.
 fn simd_tables() -> Vec<VectorKernels> {
-    [Isa::Avx2, Isa::Avx512]
-        .into_iter()
+    Isa::ALL[1..]
+        .iter()
+        .copied()
         .filter(|&isa| isa <= crate::cpu::detected())
         .map(VectorKernels::for_isa)
         .collect()

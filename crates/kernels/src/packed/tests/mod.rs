@@ -93,7 +93,7 @@ where
         let a: Vec<P::Act> = rows.iter().flat_map(|x| quantize::<P::Act>(x)).collect();
         let mut s = vec![BlockSummary::default(); a.len() * elems / 32];
         for (a, s) in a.iter().zip(s.chunks_mut(elems / 32)) {
-            P::summarize(a, s);
+            a.summarize(s);
         }
         (a, s)
     })
@@ -180,6 +180,41 @@ fn check_avx512_kernel<P: PackedFormat>(
     }
 }
 
+/// On AArch64, each SIMD level's row-major dot product of the source type (NEON, dot product,
+/// int8 matrix multiply) gives each row and token the packed reference's bits: the NEON kernels
+/// follow the float steps of the x86 packed kernels. Types without an AArch64 kernel, or whose
+/// row-major kernel multiplies another activation format (Q4_1 and Q5_1: Q8_1), are skipped.
+#[cfg(target_arch = "aarch64")]
+fn check_neon_kernels<P: PackedFormat>(
+    case: &CaseOf<P>,
+    pack: fn(&[P::Source]) -> P,
+    reference: ReferenceFn<P>,
+) {
+    let ty = P::Source::TYPE;
+    let weight = crate::registry::traits(ty).and_then(|t| t.weight);
+    let Some(weight) = weight.filter(|w| w.activation == P::Act::TYPE) else {
+        return;
+    };
+    let (nb, packed) = (case.nb, pack_group(case, pack));
+    let tokens = case.a.len() / nb;
+    let mut want = vec![[0.0; ROWS]; tokens];
+    reference(&packed, &case.a, &case.s, &mut want);
+    for &isa in &crate::Isa::ALL[1..] {
+        if weight.simd_for(isa).is_none() || isa > crate::cpu::detected() {
+            continue;
+        }
+        let kernels = Kernels::with_isa(isa);
+        let k = kernels.get(ty).expect("a weight type");
+        for (i, row) in case.w.chunks(nb).enumerate() {
+            for (t, want) in want.iter().enumerate() {
+                let at = &case.a[t * nb..(t + 1) * nb];
+                let got = k.vec_dot(bytemuck::cast_slice(row), bytemuck::cast_slice(at));
+                assert_bits_eq(&[got], &[want[i]], &format!("{ty} on {isa:?}: row {i}"));
+            }
+        }
+    }
+}
+
 /// `sum |w_i| * |a_i|` over one row and token, the rounding scale of formats without mins.
 fn dequantized_magnitude<W: VecDot>(row: &[W], at: &[W::Activation]) -> f64 {
     dot_magnitude(row, at) as f64
@@ -190,7 +225,8 @@ fn dequantized_magnitude<W: VecDot>(row: &[W], at: &[W::Activation]) -> f64 {
 /// source block's scale fields), run `$config` many times: packing keeps every row
 /// ([`check_packing`] with `$row_kept`), the reference kernel `$reference` matches the
 /// dequantized dot within `1e-4` of `$magnitude` ([`check_reference_kernel`]), and the AVX-512
-/// kernel `$avx512` matches the reference bit for bit ([`check_avx512_kernel`]).
+/// kernel `$avx512` (on AArch64, the source type's NEON kernels: [`check_neon_kernels`]) matches
+/// the reference bit for bit ([`check_avx512_kernel`]).
 macro_rules! packed_format_tests {
     ($(
         $format:ident: $packed:ty, $config:expr, blocks $blocks_per_row:expr, tokens $tokens:expr,
@@ -223,6 +259,12 @@ macro_rules! packed_format_tests {
                 #[test]
                 fn avx512_matches_reference_bit_exact(case in cases()) {
                     check_avx512_kernel::<$packed>(&case, <$packed>::pack, $reference, $avx512);
+                }
+
+                #[cfg(target_arch = "aarch64")]
+                #[test]
+                fn neon_matches_reference_bit_exact(case in cases()) {
+                    check_neon_kernels::<$packed>(&case, <$packed>::pack, $reference);
                 }
             }
         }

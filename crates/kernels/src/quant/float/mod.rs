@@ -7,6 +7,8 @@ use rinfer_formats::GgmlType;
 
 use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

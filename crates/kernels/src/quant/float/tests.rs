@@ -44,4 +44,22 @@ proptest! {
             assert_dot_close(sb16, bf16::vec_dot(&wb, &a), dot_magnitude(&wb, &a));
         }
     }
+
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn neon_dots_match_reference((w, a) in row()) {
+        let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+        let wb: Vec<bf16> = w.iter().map(|&v| f32_to_bf16(v)).collect();
+        // SAFETY: every AArch64 CPU has NEON, all these kernels need.
+        let (s32, s16, sb16) = unsafe {
+            (
+                aarch64::vec_dot_f32(&w, &a),
+                aarch64::vec_dot_f16(&wh, &a),
+                aarch64::vec_dot_bf16(&wb, &a),
+            )
+        };
+        assert_dot_close(s32, f32::vec_dot(&w, &a), dot_magnitude(&w, &a));
+        assert_dot_close(s16, f16::vec_dot(&wh, &a), dot_magnitude(&wh, &a));
+        assert_dot_close(sb16, bf16::vec_dot(&wb, &a), dot_magnitude(&wb, &a));
+    }
 }

@@ -7,7 +7,6 @@
 //! The dot product against Q8_K is ggml's: the grid part and the shift part as integers per
 //! super-block, then `d_w · d_a · (grid sum + δ · shift sum)` in float.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
@@ -22,21 +21,19 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One IQ1_M super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq1M {
-    /// The low 8 bits of the 32 grid indices.
-    pub qs: [u8; QK_K / 8],
-    /// Per pair of groups, a nibble each (first group low): the high 3 index bits and the sign
-    /// of the group's shift (bit 3: negative).
-    pub qh: [u8; QK_K / 16],
-    /// Four little-endian words: the 3-bit scales of the 16 half sub-blocks (four per word,
-    /// bits 0–11) and a nibble of the f16 super-block scale each (bits 12–15, lowest first).
-    pub scales: [u8; QK_K / 32],
+block_struct! {
+    /// One IQ1_M super-block.
+    BlockIq1M, 56 bytes {
+        /// The low 8 bits of the 32 grid indices.
+        qs: [u8; QK_K / 8],
+        /// Per pair of groups, a nibble each (first group low): the high 3 index bits and the sign
+        /// of the group's shift (bit 3: negative).
+        qh: [u8; QK_K / 16],
+        /// Four little-endian words: the 3-bit scales of the 16 half sub-blocks (four per word,
+        /// bits 0–11) and a nibble of the f16 super-block scale each (bits 12–15, lowest first).
+        scales: [u8; QK_K / 32],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq1M>() == 56);
 
 impl BlockIq1M {
     /// Scale word `k` (0..4).

@@ -1,3 +1,5 @@
+use bytemuck::Zeroable;
+
 use super::*;
 use crate::quant::testing::*;
 

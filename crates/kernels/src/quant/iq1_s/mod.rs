@@ -7,7 +7,6 @@
 //! activations' sums of 16) as integers per super-block, then
 //! `d_w · d_a · (grid sum + δ · shift sum)` in float.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
@@ -24,20 +23,18 @@ mod tests;
 /// The shift `δ` of IQ1_S and IQ1_M groups (ggml's `IQ1S_DELTA`, `IQ1M_DELTA`).
 pub(crate) const DELTA: f32 = 0.125;
 
-/// One IQ1_S super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq1S {
-    /// Super-block scale.
-    pub d: f16,
-    /// The low 8 bits of the 32 grid indices.
-    pub qs: [u8; QK_K / 8],
-    /// Per sub-block: the high 3 bits of its four indices (group `l` at bits `3l`), its scale
-    /// (bits 12–14) and the sign of its shift (bit 15: negative).
-    pub qh: [u16; QK_K / 32],
+block_struct! {
+    /// One IQ1_S super-block.
+    BlockIq1S, 50 bytes {
+        /// Super-block scale.
+        d: f16,
+        /// The low 8 bits of the 32 grid indices.
+        qs: [u8; QK_K / 8],
+        /// Per sub-block: the high 3 bits of its four indices (group `l` at bits `3l`), its scale
+        /// (bits 12–14) and the sign of its shift (bit 15: negative).
+        qh: [u16; QK_K / 32],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq1S>() == 50);
 
 impl BlockIq1S {
     /// The grid entry of group `l` (0..4) of sub-block `ib`: eight bytes −1, 0 or 1.

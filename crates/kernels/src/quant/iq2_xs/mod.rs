@@ -6,13 +6,12 @@
 //! The dot product against Q8_K is ggml's: integer sums per half sub-block times `2s + 1`, one
 //! float multiply-add per super-block, and the factor 1/8 at the end.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
-use rinfer_formats::{GgmlType, QK_K};
+use rinfer_formats::QK_K;
 
 use super::iq_grids::{IQ2XS_GRID, KSIGNS, signed8};
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::signed_grid::SignedGrid;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -20,28 +19,19 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One IQ2_XS super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq2Xs {
-    /// Super-block scale.
-    pub d: f16,
-    /// Per group of eight values: grid index (low 9 bits) and sign group (high 7 bits).
-    pub qs: [u16; QK_K / 8],
-    /// Per sub-block: the scales of its first (low nibble) and second (high) 16 values.
-    pub scales: [u8; QK_K / 32],
+block_struct! {
+    /// One IQ2_XS super-block.
+    BlockIq2Xs, 74 bytes {
+        /// Super-block scale.
+        d: f16,
+        /// Per group of eight values: grid index (low 9 bits) and sign group (high 7 bits).
+        qs: [u16; QK_K / 8],
+        /// Per sub-block: the scales of its first (low nibble) and second (high) 16 values.
+        scales: [u8; QK_K / 32],
+    }
 }
 
-const _: () = assert!(size_of::<BlockIq2Xs>() == 74);
-
 impl BlockIq2Xs {
-    /// Group `g` (eight values, 0..32), signed.
-    #[inline]
-    fn group(&self, g: usize) -> [i8; 8] {
-        let q = self.qs[g];
-        signed8(IQ2XS_GRID[(q & 511) as usize], KSIGNS[(q >> 9) as usize])
-    }
-
     /// The 4-bit scale of the 16 values `h` (0..16).
     #[inline]
     pub(crate) fn scale(&self, h: usize) -> u8 {
@@ -49,45 +39,25 @@ impl BlockIq2Xs {
     }
 }
 
-impl BlockFormat for BlockIq2Xs {
-    const TYPE: GgmlType = GgmlType::Iq2Xs;
-    const ELEMS: usize = QK_K;
+impl SignedGrid for BlockIq2Xs {
+    const GROUPS_PER_SCALE: usize = 2;
+    const DOT_FACTOR: f32 = 0.125;
 
-    fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (g, o) in out.chunks_exact_mut(8).enumerate() {
-            let db = d * (0.5 + self.scale(g / 2) as f32) * 0.25;
-            // `db · (−g)` is `−(db · g)` exactly: the sign may go with the magnitude.
-            for (o, &v) in o.iter_mut().zip(&self.group(g)) {
-                *o = db * v as f32;
-            }
-        }
+    fn d(&self) -> f16 {
+        self.d
+    }
+    #[inline]
+    fn group(&self, g: usize) -> [i8; 8] {
+        let q = self.qs[g];
+        signed8(IQ2XS_GRID[(q & 511) as usize], KSIGNS[(q >> 9) as usize])
+    }
+    #[inline]
+    fn multiplier(&self, s: usize) -> i32 {
+        2 * self.scale(s) as i32 + 1
+    }
+    fn value_scale(&self, d: f32, s: usize) -> f32 {
+        d * (0.5 + self.scale(s) as f32) * 0.25
     }
 }
 
-impl VecDot for BlockIq2Xs {
-    type Activation = BlockQ8K;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
-            let d = x.d.to_f32() * y.d;
-            let mut bsum = 0i32;
-            for (h, q8) in y.qs.chunks_exact(16).enumerate() {
-                let ls = 2 * x.scale(h) as i32 + 1;
-                let mut sumi = 0i32;
-                for (k, q8) in q8.chunks_exact(8).enumerate() {
-                    let g = x.group(2 * h + k);
-                    sumi += g
-                        .iter()
-                        .zip(q8)
-                        .map(|(&g, &q)| g as i32 * q as i32)
-                        .sum::<i32>();
-                }
-                bsum += sumi * ls;
-            }
-            sumf += d * bsum as f32;
-        }
-        0.125 * sumf
-    }
-}
+family_reference!(BlockIq2Xs: Iq2Xs, QK_K, signed_grid, BlockQ8K);

@@ -1,13 +1,14 @@
 //! IQ4_NL: 32 values per block, 4-bit indices into a fixed non-linear table and one f16 scale:
 //! `x = d * KVALUES[q]`. Codes are packed as in Q4_0.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
 use super::{BlockFormat, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -15,22 +16,17 @@ mod quantize;
 #[cfg(test)]
 mod tests;
 
-/// The 16 code values of IQ4_NL and IQ4_XS (ggml's `kvalues_iq4nl`).
-pub const KVALUES: [i8; 16] = [
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-];
+pub use super::iq4_codes::KVALUES;
 
-/// One IQ4_NL block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq4Nl {
-    /// Scale.
-    pub d: f16,
-    /// Packed table indices.
-    pub qs: [u8; 16],
+block_struct! {
+    /// One IQ4_NL block.
+    BlockIq4Nl, 18 bytes {
+        /// Scale.
+        d: f16,
+        /// Packed table indices.
+        qs: [u8; 16],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
 
 impl BlockFormat for BlockIq4Nl {
     const TYPE: GgmlType = GgmlType::Iq4Nl;

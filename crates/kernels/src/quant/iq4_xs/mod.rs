@@ -1,35 +1,35 @@
 //! IQ4_XS: 256-value super-blocks of eight 32-value sub-blocks, 4-bit indices into the IQ4_NL
 //! table, signed 6-bit sub-block scales and an f16 super-scale: `x = d * (ls_j - 32) * KVALUES[q]`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
-use super::iq4_nl::KVALUES;
+use super::iq4_codes::KVALUES;
 use super::q8_k::BlockQ8K;
 use super::{BlockFormat, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
+mod quantize;
 #[cfg(test)]
 mod tests;
 
-/// One IQ4_XS super-block; each sub-block's 16 bytes of `qs` are packed as IQ4_NL.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockIq4Xs {
-    /// Super-block scale.
-    pub d: f16,
-    /// High 2 bits of the eight sub-block scales.
-    pub scales_h: u16,
-    /// Low 4 bits of the eight sub-block scales.
-    pub scales_l: [u8; QK_K / 64],
-    /// Packed table indices.
-    pub qs: [u8; QK_K / 2],
+block_struct! {
+    /// One IQ4_XS super-block; each sub-block's 16 bytes of `qs` are packed as IQ4_NL.
+    BlockIq4Xs, 136 bytes {
+        /// Super-block scale.
+        d: f16,
+        /// High 2 bits of the eight sub-block scales.
+        scales_h: u16,
+        /// Low 4 bits of the eight sub-block scales.
+        scales_l: [u8; QK_K / 64],
+        /// Packed table indices.
+        qs: [u8; QK_K / 2],
+    }
 }
-
-const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
 
 impl BlockIq4Xs {
     /// Scale of sub-block `j`, minus 32.

@@ -4,7 +4,7 @@
 use std::arch::x86_64::*;
 
 use super::BlockIq4Xs;
-use crate::quant::iq4_nl::KVALUES;
+use crate::quant::iq4_codes::KVALUES;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::{
     f16_broadcast_8, hsum_float_8, load_i8x32, lookup_nibbles_32, mul_add_i8_pairs, prefetch_ahead,

@@ -1,7 +1,6 @@
 //! MXFP4 (OCP microscaling FP4): 32 values per block, 4-bit E2M1 codes and one shared E8M0
 //! exponent: `x = KVALUES[q] * 2^(e - 128)`. Codes are packed as in Q4_0.
 
-use bytemuck::{Pod, Zeroable};
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
@@ -17,17 +16,15 @@ mod tests;
 /// scale is half the E8M0 one.
 pub const KVALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
-/// One MXFP4 block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockMxfp4 {
-    /// Shared exponent (E8M0).
-    pub e: u8,
-    /// Packed codes: value `j` in the low nibble of `qs[j]`, value `j + 16` in the high.
-    pub qs: [u8; 16],
+block_struct! {
+    /// One MXFP4 block.
+    BlockMxfp4, 17 bytes {
+        /// Shared exponent (E8M0).
+        e: u8,
+        /// Packed codes: value `j` in the low nibble of `qs[j]`, value `j + 16` in the high.
+        qs: [u8; 16],
+    }
 }
-
-const _: () = assert!(size_of::<BlockMxfp4>() == 17);
 
 /// `2^(e - 128)`, half the E8M0 scale `2^(e - 127)`, exactly (ggml's
 /// `GGML_E8M0_TO_FP32_HALF`: subnormal for `e < 2`).

@@ -1,13 +1,14 @@
 //! Q2_K: 256-value super-blocks of sixteen 16-value groups, 2-bit codes, 4-bit group scales and
 //! mins, f16 super-scales: `x = d * sc_g * q - dmin * m_g`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
 use super::q8_k::BlockQ8K;
 use super::{BlockFormat, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -15,23 +16,21 @@ mod quantize;
 #[cfg(test)]
 mod tests;
 
-/// One Q2_K super-block. Value `i` is bits `2j..2j+2` of `qs[32n + l]` where `n = i / 128`,
-/// `j = i % 128 / 32`, `l = i % 32`; group `g = i / 16` has scale `scales[g] & 0xF` and min
-/// `scales[g] >> 4`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ2K {
-    /// Group scales (low nibble) and mins (high nibble).
-    pub scales: [u8; QK_K / 16],
-    /// Packed codes.
-    pub qs: [u8; QK_K / 4],
-    /// Super-block scale of the group scales.
-    pub d: f16,
-    /// Super-block scale of the group mins.
-    pub dmin: f16,
+block_struct! {
+    /// One Q2_K super-block. Value `i` is bits `2j..2j+2` of `qs[32n + l]` where `n = i / 128`,
+    /// `j = i % 128 / 32`, `l = i % 32`; group `g = i / 16` has scale `scales[g] & 0xF` and min
+    /// `scales[g] >> 4`.
+    BlockQ2K, 84 bytes {
+        /// Group scales (low nibble) and mins (high nibble).
+        scales: [u8; QK_K / 16],
+        /// Packed codes.
+        qs: [u8; QK_K / 4],
+        /// Super-block scale of the group scales.
+        d: f16,
+        /// Super-block scale of the group mins.
+        dmin: f16,
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ2K>() == 84);
 
 impl BlockQ2K {
     /// Code of value `i`.

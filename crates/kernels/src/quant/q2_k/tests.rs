@@ -11,4 +11,7 @@ fn min_terms_bound(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
 }
 
 fixture_tests!(BlockQ2K, "Q2_K", dequantize, quantize);
-dot_tests!(BlockQ2K, scales: [d, dmin], avx2: x86::vec_dot, min_terms: min_terms_bound);
+dot_tests!(BlockQ2K, scales: [d, dmin], avx2: x86::vec_dot,
+    min_terms: min_terms_bound,
+    neon: aarch64,
+);

@@ -2,13 +2,14 @@
 //! high-bit mask), signed 6-bit group scales and an f16 super-scale: `x = d * (sc_g - 32) * q`
 //! with `q` in `-4..4`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
 use super::q8_k::BlockQ8K;
 use super::{BlockFormat, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -16,23 +17,21 @@ mod quantize;
 #[cfg(test)]
 mod tests;
 
-/// One Q3_K super-block. Value `i` has low bits `2j..2j+2` of `qs[32n + l]` and its high bit
-/// (set means "no -4") in bit `4n + j` of `hmask[l]`, where `n = i / 128`, `j = i % 128 / 32`,
-/// `l = i % 32`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ3K {
-    /// High bits.
-    pub hmask: [u8; QK_K / 8],
-    /// Low 2 bits.
-    pub qs: [u8; QK_K / 4],
-    /// Sixteen 6-bit scales, packed.
-    pub scales: [u8; 12],
-    /// Super-block scale.
-    pub d: f16,
+block_struct! {
+    /// One Q3_K super-block. Value `i` has low bits `2j..2j+2` of `qs[32n + l]` and its high bit
+    /// (set means "no -4") in bit `4n + j` of `hmask[l]`, where `n = i / 128`, `j = i % 128 / 32`,
+    /// `l = i % 32`.
+    BlockQ3K, 110 bytes {
+        /// High bits.
+        hmask: [u8; QK_K / 8],
+        /// Low 2 bits.
+        qs: [u8; QK_K / 4],
+        /// Sixteen 6-bit scales, packed.
+        scales: [u8; 12],
+        /// Super-block scale.
+        d: f16,
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ3K>() == 110);
 
 impl BlockQ3K {
     /// The sixteen group scales, already minus 32.

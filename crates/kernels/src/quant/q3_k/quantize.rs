@@ -7,7 +7,7 @@ use rinfer_formats::QK_K;
 
 use super::BlockQ3K;
 use crate::quant::Quantize;
-use crate::quant::util::{make_q3_quants, nearest_int};
+use crate::quant::util::{make_q3_quants, max_by_magnitude, nearest_int};
 
 impl BlockQ3K {
     /// Stores the 6-bit scale code `l` (`0..64`) of group `g` in ggml's split layout.
@@ -37,14 +37,10 @@ impl Quantize for BlockQ3K {
         let mut b = BlockQ3K::zeroed();
         let mut l = [0i8; QK_K];
         let mut scales = [0.0f32; QK_K / 16];
-        let (mut max_scale, mut amax) = (0.0f32, 0.0f32);
         for (g, s) in scales.iter_mut().enumerate() {
             *s = make_q3_quants(4, &x[16 * g..16 * g + 16], &mut l[16 * g..16 * g + 16]);
-            if s.abs() > amax {
-                amax = s.abs();
-                max_scale = *s;
-            }
         }
+        let max_scale = max_by_magnitude(&scales);
         if max_scale != 0.0 {
             let iscale = -32.0 / max_scale;
             for (g, &s) in scales.iter().enumerate() {

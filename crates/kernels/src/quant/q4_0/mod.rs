@@ -1,30 +1,29 @@
 //! Q4_0: 32 values per block, 4-bit codes and one f16 scale: `x = d * (q - 8)`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
+use super::util::max_by_magnitude;
 use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 #[cfg(test)]
 mod tests;
 
-/// One Q4_0 block: element `j` in the low nibble of `qs[j]`, element `j + 16` in the high one.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ4_0 {
-    /// Scale.
-    pub d: f16,
-    /// Packed codes.
-    pub qs: [u8; 16],
+block_struct! {
+    /// One Q4_0 block: element `j` in the low nibble of `qs[j]`, element `j + 16` in the high one.
+    BlockQ4_0, 18 bytes {
+        /// Scale.
+        d: f16,
+        /// Packed codes.
+        qs: [u8; 16],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 
 impl BlockFormat for BlockQ4_0 {
     const TYPE: GgmlType = GgmlType::Q4_0;
@@ -41,13 +40,7 @@ impl BlockFormat for BlockQ4_0 {
 
 impl Quantize for BlockQ4_0 {
     fn quantize(x: &[f32]) -> Self {
-        let (mut amax, mut max) = (0.0f32, 0.0f32);
-        for &v in x {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
+        let max = max_by_magnitude(x);
         let d = max / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         let code = |v: f32| ((v * id + 8.5) as i32).min(15) as u8;

@@ -2,33 +2,31 @@
 //!
 //! Dots run against Q8_1 activations, whose stored sum `s` carries the min term, as in ggml.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_1::BlockQ8_1;
 use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 #[cfg(test)]
 mod tests;
 
-/// One Q4_1 block, codes packed as in Q4_0.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ4_1 {
-    /// Scale.
-    pub d: f16,
-    /// Min (added).
-    pub m: f16,
-    /// Packed codes.
-    pub qs: [u8; 16],
+block_struct! {
+    /// One Q4_1 block, codes packed as in Q4_0.
+    BlockQ4_1, 20 bytes {
+        /// Scale.
+        d: f16,
+        /// Min (added).
+        m: f16,
+        /// Packed codes.
+        qs: [u8; 16],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 
 impl BlockFormat for BlockQ4_1 {
     const TYPE: GgmlType = GgmlType::Q4_1;

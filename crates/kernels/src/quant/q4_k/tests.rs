@@ -9,7 +9,10 @@ fn min_terms_bound(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
 }
 
 fixture_tests!(BlockQ4K, "Q4_K", dequantize, quantize);
-dot_tests!(BlockQ4K, scales: [d, dmin], avx2: x86::vec_dot, min_terms: min_terms_bound);
+dot_tests!(BlockQ4K, scales: [d, dmin], avx2: x86::vec_dot,
+    min_terms: min_terms_bound,
+    neon: aarch64,
+);
 
 proptest! {
     #[test]

@@ -2,47 +2,32 @@
 //!
 //! Dots run against Q8_1 activations, as in ggml.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
+use super::q5_0::{five_bit_codes, pack_five_bits};
 use super::q8_1::BlockQ8_1;
 use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 #[cfg(test)]
 mod tests;
 
-/// One Q5_1 block.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ5_1 {
-    /// Scale.
-    pub d: f16,
-    /// Min (added).
-    pub m: f16,
-    /// Fifth bit of element `j` in bit `j` (little-endian u32).
-    pub qh: [u8; 4],
-    /// Low 4 bits, packed as Q4_0.
-    pub qs: [u8; 16],
-}
-
-const _: () = assert!(size_of::<BlockQ5_1>() == 24);
-
-impl BlockQ5_1 {
-    /// The 32 codes in `0..32`.
-    #[inline]
-    fn codes(&self) -> [i32; 32] {
-        let qh = u32::from_le_bytes(self.qh);
-        let mut q = [0i32; 32];
-        for (j, &b) in self.qs.iter().enumerate() {
-            q[j] = ((b & 0xF) as u32 | (((qh >> j) << 4) & 0x10)) as i32;
-            q[j + 16] = ((b >> 4) as u32 | ((qh >> (j + 12)) & 0x10)) as i32;
-        }
-        q
+block_struct! {
+    /// One Q5_1 block.
+    BlockQ5_1, 24 bytes {
+        /// Scale.
+        d: f16,
+        /// Min (added).
+        m: f16,
+        /// Fifth bit of element `j` in bit `j` (little-endian u32).
+        qh: [u8; 4],
+        /// Low 4 bits, packed as Q4_0.
+        qs: [u8; 16],
     }
 }
 
@@ -52,7 +37,7 @@ impl BlockFormat for BlockQ5_1 {
 
     fn dequantize(&self, out: &mut [f32]) {
         let (d, m) = (self.d.to_f32(), self.m.to_f32());
-        for (o, q) in out.iter_mut().zip(self.codes()) {
+        for (o, q) in out.iter_mut().zip(five_bit_codes(&self.qs, self.qh)) {
             *o = q as f32 * d + m;
         }
     }
@@ -68,18 +53,11 @@ impl Quantize for BlockQ5_1 {
         let d = (max - min) / 31.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         let code = |v: f32| (((v - min) * id + 0.5) as i32).min(31) as u32;
-        let mut qs = [0u8; 16];
-        let mut qh = 0u32;
-        for (j, q) in qs.iter_mut().enumerate() {
-            let (q0, q1) = (code(x[j]), code(x[j + 16]));
-            *q = ((q0 & 0xF) | ((q1 & 0xF) << 4)) as u8;
-            qh |= ((q0 & 0x10) >> 4) << j;
-            qh |= ((q1 & 0x10) >> 4) << (j + 16);
-        }
+        let (qs, qh) = pack_five_bits(x, code);
         BlockQ5_1 {
             d: f16::from_f32(d),
             m: f16::from_f32(min),
-            qh: qh.to_le_bytes(),
+            qh,
             qs,
         }
     }
@@ -91,8 +69,7 @@ impl VecDot for BlockQ5_1 {
     fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
         let mut sumf = 0.0f32;
         for (x, y) in w.iter().zip(a) {
-            let sumi: i32 = x
-                .codes()
+            let sumi: i32 = five_bit_codes(&x.qs, x.qh)
                 .iter()
                 .zip(&y.qs)
                 .map(|(&q, &v)| q * v as i32)

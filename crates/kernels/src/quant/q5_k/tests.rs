@@ -7,4 +7,7 @@ fn min_terms_bound(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
 }
 
 fixture_tests!(BlockQ5K, "Q5_K", dequantize, quantize);
-dot_tests!(BlockQ5K, scales: [d, dmin], avx2: x86::vec_dot, min_terms: min_terms_bound);
+dot_tests!(BlockQ5K, scales: [d, dmin], avx2: x86::vec_dot,
+    min_terms: min_terms_bound,
+    neon: aarch64,
+);

@@ -7,7 +7,7 @@ use super::BlockQ5K;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::util::scales_mins_k4;
 use crate::quant::x86::{
-    f16x2_to_f32, hsum_float_8, hsum_i32_4, i16_broadcast_control, load_bytes_16, load_i8x32,
+    f16x2_to_f32, hsum_float_8, hsum_i32_4, i16_broadcast_control, load_i8x32, load_u8x16,
     load_u8x32, prefetch_ahead, q8k_sums_32,
 };
 
@@ -21,7 +21,7 @@ pub(crate) fn vec_dot(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
     for (x, y) in w.iter().zip(a) {
         prefetch_ahead(x);
         // Lanes 0..8: sub-block scales; 8..16: sub-block mins.
-        let scales_mins = _mm256_cvtepu8_epi16(load_bytes_16(&scales_mins_k4(&x.scales)));
+        let scales_mins = _mm256_cvtepu8_epi16(load_u8x16(&scales_mins_k4(&x.scales)));
         let mins = _mm256_extracti128_si256::<1>(scales_mins);
         let sum_mins = hsum_i32_4(_mm_madd_epi16(mins, q8k_sums_32(y)));
         // [y.d * d, y.d * dmin]

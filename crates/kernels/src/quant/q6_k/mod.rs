@@ -1,7 +1,7 @@
 //! Q6_K: 256-value super-blocks of sixteen 16-value groups, 6-bit codes, signed 8-bit group
 //! scales and an f16 super-scale: `x = d * sc_g * (q - 32)`.
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Zeroable;
 use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
@@ -9,29 +9,29 @@ use super::q8_k::BlockQ8K;
 use super::util::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
 use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 #[cfg(test)]
 mod tests;
 
-/// One Q6_K super-block. Per 128 values `n`: low nibbles of values `l` and `l + 64` share
-/// `ql[64n + l]`, of `l + 32` and `l + 96` share `ql[64n + 32 + l]`; their high 2 bits are the
-/// four bit pairs of `qh[32n + l]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ6K {
-    /// Low 4 bits.
-    pub ql: [u8; QK_K / 2],
-    /// High 2 bits.
-    pub qh: [u8; QK_K / 4],
-    /// Group scales.
-    pub scales: [i8; QK_K / 16],
-    /// Super-block scale.
-    pub d: f16,
+block_struct! {
+    /// One Q6_K super-block. Per 128 values `n`: low nibbles of values `l` and `l + 64` share
+    /// `ql[64n + l]`, of `l + 32` and `l + 96` share `ql[64n + 32 + l]`; their high 2 bits are the
+    /// four bit pairs of `qh[32n + l]`.
+    BlockQ6K, 210 bytes {
+        /// Low 4 bits.
+        ql: [u8; QK_K / 2],
+        /// High 2 bits.
+        qh: [u8; QK_K / 4],
+        /// Group scales.
+        scales: [i8; QK_K / 16],
+        /// Super-block scale.
+        d: f16,
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ6K>() == 210);
 
 impl BlockQ6K {
     /// The 256 codes minus 32, in `-32..32`.

@@ -2,13 +2,14 @@
 //!
 //! Also the activation format of Q4_0, Q5_0, Q8_0 and IQ4_NL weights.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::util::round_away;
-use super::{BlockFormat, Quantize, QuantizeRowFn, VecDot};
+use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 mod quantize_avx512;
 #[cfg(target_arch = "x86_64")]
@@ -17,43 +18,52 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One Q8_0 block.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ8_0 {
-    /// Scale.
-    pub d: f16,
-    /// Codes.
-    pub qs: [i8; 32],
+block_struct! {
+    /// One Q8_0 block.
+    BlockQ8_0, 34 bytes {
+        /// Scale.
+        d: f16,
+        /// Codes.
+        qs: [i8; 32],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 
 impl BlockFormat for BlockQ8_0 {
     const TYPE: GgmlType = GgmlType::Q8_0;
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, &q) in out.iter_mut().zip(&self.qs) {
-            *o = q as f32 * d;
-        }
+        dequantize_codes(self.d, &self.qs, out);
     }
+}
+
+/// `x = d * q` for the 32 codes `qs` of a Q8_0 or Q8_1 block.
+pub(crate) fn dequantize_codes(d: f16, qs: &[i8; 32], out: &mut [f32]) {
+    let d = d.to_f32();
+    for (o, &q) in out.iter_mut().zip(qs) {
+        *o = q as f32 * d;
+    }
+}
+
+/// The scale (as f32) and the codes of 32 values in a Q8_0 or Q8_1 block: `d = max|x| / 127`,
+/// each code rounded half away from zero as ggml's `roundf`.
+pub(crate) fn quantize_codes(x: &[f32]) -> (f32, [i8; 32]) {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut qs = [0i8; 32];
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = round_away(v * id) as i8;
+    }
+    (d, qs)
 }
 
 impl Quantize for BlockQ8_0 {
     #[cfg(target_arch = "x86_64")]
-    const ROW_AVX512: Option<QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
+    const ROW_AVX512: Option<super::QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
 
     fn quantize(x: &[f32]) -> Self {
-        let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let mut qs = [0i8; 32];
-        for (q, &v) in qs.iter_mut().zip(x) {
-            *q = round_away(v * id) as i8;
-        }
+        let (d, qs) = quantize_codes(x);
         BlockQ8_0 {
             d: f16::from_f32(d),
             qs,

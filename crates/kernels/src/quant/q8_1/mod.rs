@@ -1,52 +1,39 @@
 //! Q8_1: Q8_0 plus the block's scaled code sum `s = d * sum(q)`; the activation format of the
 //! affine 32-element formats (Q4_1, Q5_1), whose min term needs that sum.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 use rinfer_formats::GgmlType;
 
-use super::util::round_away;
+use super::q8_0::{dequantize_codes, quantize_codes};
 use super::{BlockFormat, Quantize};
 
 #[cfg(test)]
 mod tests;
 
-/// One Q8_1 block.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ8_1 {
-    /// Scale.
-    pub d: f16,
-    /// `d * sum(qs)`.
-    pub s: f16,
-    /// Codes.
-    pub qs: [i8; 32],
+block_struct! {
+    /// One Q8_1 block.
+    BlockQ8_1, 36 bytes {
+        /// Scale.
+        d: f16,
+        /// `d * sum(qs)`.
+        s: f16,
+        /// Codes.
+        qs: [i8; 32],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ8_1>() == 36);
 
 impl BlockFormat for BlockQ8_1 {
     const TYPE: GgmlType = GgmlType::Q8_1;
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, &q) in out.iter_mut().zip(&self.qs) {
-            *o = q as f32 * d;
-        }
+        dequantize_codes(self.d, &self.qs, out);
     }
 }
 
 impl Quantize for BlockQ8_1 {
     fn quantize(x: &[f32]) -> Self {
-        let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let mut qs = [0i8; 32];
-        for (q, &v) in qs.iter_mut().zip(x) {
-            *q = round_away(v * id) as i8;
-        }
+        let (d, qs) = quantize_codes(x);
         let sum: i32 = qs.iter().map(|&q| q as i32).sum();
         BlockQ8_1 {
             d: f16::from_f32(d),

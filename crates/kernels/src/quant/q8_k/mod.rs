@@ -1,30 +1,28 @@
 //! Q8_K: 256 values per super-block, signed 8-bit codes, an f32 scale and the sums of each
 //! 16 codes. The activation format of the K-quants and IQ4_XS; never stored in files.
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Zeroable;
 use rinfer_formats::{GgmlType, QK_K};
 
-use super::util::nearest_int;
-use super::{BlockFormat, Quantize, QuantizeRowFn};
+use super::util::{max_by_magnitude, nearest_int};
+use super::{BlockFormat, Quantize};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod quantize_avx512;
 #[cfg(test)]
 mod tests;
 
-/// One Q8_K super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockQ8K {
-    /// Scale.
-    pub d: f32,
-    /// Codes, in `-127..=127` when produced by [`Quantize::quantize`].
-    pub qs: [i8; QK_K],
-    /// Sum of each group of 16 codes.
-    pub bsums: [i16; QK_K / 16],
+block_struct! {
+    /// One Q8_K super-block.
+    BlockQ8K, 292 bytes {
+        /// Scale.
+        d: f32,
+        /// Codes, in `-127..=127` when produced by [`Quantize::quantize`].
+        qs: [i8; QK_K],
+        /// Sum of each group of 16 codes.
+        bsums: [i16; QK_K / 16],
+    }
 }
-
-const _: () = assert!(size_of::<BlockQ8K>() == 292);
 
 impl BlockFormat for BlockQ8K {
     const TYPE: GgmlType = GgmlType::Q8K;
@@ -39,18 +37,12 @@ impl BlockFormat for BlockQ8K {
 
 impl Quantize for BlockQ8K {
     #[cfg(target_arch = "x86_64")]
-    const ROW_AVX512: Option<QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
+    const ROW_AVX512: Option<super::QuantizeRowFn<Self>> = Some(quantize_avx512::quantize_row);
 
     fn quantize(x: &[f32]) -> Self {
         let mut b = BlockQ8K::zeroed();
-        let (mut max, mut amax) = (0.0f32, 0.0f32);
-        for &v in x {
-            if v.abs() > amax {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        if amax == 0.0 {
+        let max = max_by_magnitude(x);
+        if max == 0.0 {
             return b;
         }
         let iscale = -127.0 / max;

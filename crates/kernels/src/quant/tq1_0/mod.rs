@@ -8,12 +8,11 @@
 //!
 //! The dot product against Q8_K is ggml's: an integer sum per super-block times `d_w · d_a`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
-use rinfer_formats::{GgmlType, QK_K};
+use rinfer_formats::QK_K;
 
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::ternary::Ternary;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -21,19 +20,17 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One TQ1_0 super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockTq1_0 {
-    /// Five trits per byte.
-    pub qs: [u8; (QK_K - 4 * QK_K / 64) / 5],
-    /// Four trits per byte.
-    pub qh: [u8; QK_K / 64],
-    /// Super-block scale.
-    pub d: f16,
+block_struct! {
+    /// One TQ1_0 super-block.
+    BlockTq1_0, 54 bytes {
+        /// Five trits per byte.
+        qs: [u8; (QK_K - 4 * QK_K / 64) / 5],
+        /// Four trits per byte.
+        qh: [u8; QK_K / 64],
+        /// Super-block scale.
+        d: f16,
+    }
 }
-
-const _: () = assert!(size_of::<BlockTq1_0>() == 54);
 
 /// `3ⁿ` for the trits of a byte.
 pub(crate) const POW3: [u8; 5] = [1, 3, 9, 27, 81];
@@ -44,9 +41,13 @@ fn trit(q: u8, n: usize) -> i8 {
     ((q.wrapping_mul(POW3[n]) as u16 * 3) >> 8) as i8 - 1
 }
 
-impl BlockTq1_0 {
+impl Ternary for BlockTq1_0 {
+    fn d(&self) -> f16 {
+        self.d
+    }
+
     /// The 256 values `trit − 1`, in order.
-    pub(crate) fn values(&self) -> [i8; QK_K] {
+    fn values(&self) -> [i8; QK_K] {
         let mut out = [0i8; QK_K];
         let (head, tail) = out.split_at_mut(160);
         let (middle, last) = tail.split_at_mut(80);
@@ -67,32 +68,4 @@ impl BlockTq1_0 {
     }
 }
 
-impl BlockFormat for BlockTq1_0 {
-    const TYPE: GgmlType = GgmlType::TQ1_0;
-    const ELEMS: usize = QK_K;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, &v) in out.iter_mut().zip(&self.values()) {
-            *o = v as f32 * d;
-        }
-    }
-}
-
-impl VecDot for BlockTq1_0 {
-    type Activation = BlockQ8K;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
-            let sum: i32 = x
-                .values()
-                .iter()
-                .zip(&y.qs)
-                .map(|(&v, &q)| v as i32 * q as i32)
-                .sum();
-            sumf += sum as f32 * (x.d.to_f32() * y.d);
-        }
-        sumf
-    }
-}
+family_reference!(BlockTq1_0: TQ1_0, QK_K, ternary, BlockQ8K);

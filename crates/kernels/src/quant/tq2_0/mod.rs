@@ -4,12 +4,11 @@
 //!
 //! The dot product against Q8_K is ggml's: an integer sum per super-block times `d_a · d_w`.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
-use rinfer_formats::{GgmlType, QK_K};
+use rinfer_formats::QK_K;
 
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::ternary::Ternary;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -17,19 +16,21 @@ pub(crate) mod x86;
 #[cfg(test)]
 mod tests;
 
-/// One TQ2_0 super-block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub struct BlockTq2_0 {
-    /// Four 2-bit codes per byte.
-    pub qs: [u8; QK_K / 4],
-    /// Super-block scale.
-    pub d: f16,
+block_struct! {
+    /// One TQ2_0 super-block.
+    BlockTq2_0, 66 bytes {
+        /// Four 2-bit codes per byte.
+        qs: [u8; QK_K / 4],
+        /// Super-block scale.
+        d: f16,
+    }
 }
 
-const _: () = assert!(size_of::<BlockTq2_0>() == 66);
+impl Ternary for BlockTq2_0 {
+    fn d(&self) -> f16 {
+        self.d
+    }
 
-impl BlockTq2_0 {
     /// The 256 values `q − 1`, in order.
     fn values(&self) -> [i8; QK_K] {
         let mut out = [0i8; QK_K];
@@ -44,32 +45,4 @@ impl BlockTq2_0 {
     }
 }
 
-impl BlockFormat for BlockTq2_0 {
-    const TYPE: GgmlType = GgmlType::TQ2_0;
-    const ELEMS: usize = QK_K;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, &v) in out.iter_mut().zip(&self.values()) {
-            *o = v as f32 * d;
-        }
-    }
-}
-
-impl VecDot for BlockTq2_0 {
-    type Activation = BlockQ8K;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
-            let sum: i32 = x
-                .values()
-                .iter()
-                .zip(&y.qs)
-                .map(|(&v, &q)| v as i32 * q as i32)
-                .sum();
-            sumf += sum as f32 * (y.d * x.d.to_f32());
-        }
-        sumf
-    }
-}
+family_reference!(BlockTq2_0: TQ2_0, QK_K, ternary, BlockQ8K);

@@ -1,0 +1,118 @@
+//! `rinfer embed`: texts as arguments or lines of stdin, JSON or TSV, llama.cpp's vectors (the
+//! fixture's references), and a clear refusal for a model that does not embed.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn fixture(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+fn rinfer(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the rinfer binary runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The prompts and normalised embeddings of the fixture's reference cases.
+fn cases(model: &str) -> Vec<(String, Vec<f64>)> {
+    let path = fixture(&format!("refs/{model}.embeddings.json"));
+    let refs: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    refs["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let v = c["embedding"].as_array().unwrap();
+            let prompt = c["prompt"].as_str().unwrap().to_string();
+            (prompt, v.iter().map(|x| x.as_f64().unwrap()).collect())
+        })
+        .collect()
+}
+
+fn cosine(a: &[f64], b: &[f64]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+#[test]
+fn texts_as_arguments_print_llama_cpp_vectors_as_json() {
+    let model = "bert-embd-tiny-f32";
+    let path = fixture(&format!("models/{model}.gguf"));
+    let cases = cases(model);
+    let mut args = vec!["embed", "-m", path.as_str(), "-t", "2"];
+    args.extend(cases.iter().map(|c| c.0.as_str()));
+    let out = rinfer(&args, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["pooling"], "mean");
+    assert_eq!(report["dimensions"], 64);
+    let embeddings = report["embeddings"].as_array().unwrap();
+    assert_eq!(embeddings.len(), cases.len());
+    for (ours, (prompt, reference)) in embeddings.iter().zip(&cases) {
+        let ours: Vec<f64> = ours
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let cos = cosine(&ours, reference);
+        assert!(cos >= 0.9999, "{prompt:?}: cosine {cos}");
+    }
+}
+
+#[test]
+fn lines_of_stdin_print_as_tsv() {
+    let model = "qwen3-embd-tiny-f32";
+    let path = fixture(&format!("models/{model}.gguf"));
+    let cases = cases(model);
+    // The third prompt holds a newline; the first two are single lines.
+    let stdin = format!("{}\n\n{}\n", cases[0].0, cases[1].0);
+    let out = rinfer(&["embed", "-m", &path, "-t", "2", "--tsv"], &stdin);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (line, (prompt, reference)) in lines.iter().zip(&cases) {
+        let ours: Vec<f64> = line.split('\t').map(|x| x.parse().unwrap()).collect();
+        assert_eq!(ours.len(), 64);
+        let cos = cosine(&ours, reference);
+        assert!(cos >= 0.9999, "{prompt:?}: cosine {cos}");
+    }
+}
+
+#[test]
+fn a_model_without_pooling_is_refused() {
+    let path = fixture("models/qwen3-tiny-q5_k_m.gguf");
+    let out = rinfer(&["embed", "-m", &path, "hello"], "");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not an embedding model"), "{stderr}");
+}

@@ -1,0 +1,226 @@
+//! The recurrences of hybrid models' mixers, one sequence at a time: a causal depthwise
+//! convolution that carries its last inputs between calls, and the gated delta rule.
+//!
+//! Both run token by token in position order, with one fixed summation order per output
+//! value, so a sequence fed in one call or in many, on any number of threads, gives the same
+//! bits. The loops run over contiguous channels or state columns, which the compiler
+//! vectorizes without reordering any sum (each lane is its own output).
+//!
+//! *Convolution.* For `n` rows of `channels` inputs `x_t` and a kernel `w[c, j]` of `taps`
+//! taps per channel, `y_t[c] = Σ_{j < taps} w[c, j]·x_{t-taps+1+j}[c]`, summed over `j`
+//! upward; the rows before the first are the `taps - 1` rows of `window` (oldest first, zeros
+//! for a new sequence), which then holds the last `taps - 1` inputs.
+//!
+//! *Delta rule.* One head's state `S` (`dk × dv`, row `i` for key dimension `i`) takes a
+//! token's key `k`, value `v`, query `q`, decay `d = exp(g)` and rate `β`:
+//! `S = d·S; m = Sᵀk; S += k ⊗ β(v − m); o = Sᵀq`, each sum over `i` upward.
+
+/// The causal convolution of `n = x.len() / channels` rows continuing `window`, into `out`;
+/// `window` then holds the last `taps - 1` rows of inputs.
+///
+/// # Panics
+/// If `kernel` is not `channels × taps`, `window` not `(taps - 1) × channels`, or `x` and
+/// `out` not the same whole number of rows.
+pub fn causal_conv(
+    kernel: &[f32],
+    taps: usize,
+    channels: usize,
+    window: &mut [f32],
+    x: &[f32],
+    out: &mut [f32],
+) {
+    assert!(taps >= 1 && kernel.len() == channels * taps);
+    assert_eq!(window.len(), (taps - 1) * channels);
+    assert_eq!(x.len(), out.len());
+    assert!(channels > 0 && x.len().is_multiple_of(channels));
+    let n = x.len() / channels;
+    let held = taps - 1;
+    for t in 0..n {
+        let y = &mut out[t * channels..(t + 1) * channels];
+        y.fill(0.0);
+        for j in 0..taps {
+            // Input row t - taps + 1 + j, i.e. row t + j of window ++ x.
+            let r = t + j;
+            let src = if r < held {
+                &window[r * channels..(r + 1) * channels]
+            } else {
+                &x[(r - held) * channels..(r - held + 1) * channels]
+            };
+            for ((acc, &s), c) in y.iter_mut().zip(src).zip(0..channels) {
+                *acc += kernel[c * taps + j] * s;
+            }
+        }
+    }
+    if held == 0 {
+        return;
+    }
+    // The last `held` rows of window ++ x become the window.
+    if n >= held {
+        window.copy_from_slice(&x[(n - held) * channels..n * channels]);
+    } else {
+        window.copy_within(n * channels.., 0);
+        let keep = (held - n) * channels;
+        window[keep..].copy_from_slice(x);
+    }
+}
+
+/// One token of the gated delta rule on one head's `state` (`k.len() × v.len()`, row-major by
+/// key dimension): `S = decay·S; m = Sᵀk; S += k ⊗ β(v − m); out = Sᵀq`. `delta` is a
+/// work row of `v.len()` values.
+///
+/// # Panics
+/// If the lengths disagree.
+#[allow(clippy::too_many_arguments)]
+pub fn delta_rule_step(
+    state: &mut [f32],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    decay: f32,
+    beta: f32,
+    delta: &mut [f32],
+    out: &mut [f32],
+) {
+    let (dk, dv) = (k.len(), v.len());
+    assert_eq!(q.len(), dk);
+    assert_eq!(state.len(), dk * dv);
+    assert_eq!(delta.len(), dv);
+    assert_eq!(out.len(), dv);
+    delta.fill(0.0);
+    for (row, &ki) in state.chunks_exact_mut(dv).zip(k) {
+        for (m, s) in delta.iter_mut().zip(row.iter_mut()) {
+            *s *= decay;
+            *m += *s * ki;
+        }
+    }
+    for (d, &vj) in delta.iter_mut().zip(v) {
+        *d = beta * (vj - *d);
+    }
+    out.fill(0.0);
+    for ((row, &ki), &qi) in state.chunks_exact_mut(dv).zip(k).zip(q) {
+        for ((s, &d), o) in row.iter_mut().zip(delta.iter()).zip(out.iter_mut()) {
+            *s += ki * d;
+            *o += *s * qi;
+        }
+    }
+}
+
+/// `x / max(sqrt(Σx²), eps)` in place, the sum in f64 (ggml's `l2_norm`).
+pub fn l2_norm_inplace(x: &mut [f32], eps: f32) {
+    let sum: f64 = x.iter().map(|&v| (v as f64) * (v as f64)).sum();
+    let scale = 1.0 / (sum.sqrt() as f32).max(eps);
+    for v in x {
+        *v *= scale;
+    }
+}
+
+/// `1 / (1 + e^-x)`.
+#[inline]
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// `ln(1 + e^x)`, `x` itself above 20 (ggml's threshold).
+#[inline]
+pub fn softplus(x: f32) -> f32 {
+    if x > 20.0 { x } else { x.exp().ln_1p() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i + seed) * 37 % 101) as f32 - 50.0) / 61.0)
+            .collect()
+    }
+
+    /// The convolution straight from its definition, in f64, over the whole sequence.
+    fn conv_reference(kernel: &[f32], taps: usize, channels: usize, x: &[f32]) -> Vec<f64> {
+        let n = x.len() / channels;
+        let mut out = vec![0.0; x.len()];
+        for t in 0..n {
+            for c in 0..channels {
+                for j in 0..taps {
+                    let src = (t + j) as isize - (taps as isize - 1);
+                    if src >= 0 {
+                        out[t * channels + c] +=
+                            kernel[c * taps + j] as f64 * x[src as usize * channels + c] as f64;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn conv_in_any_split_matches_the_definition_bit_for_bit_across_splits() {
+        for taps in [1, 2, 3, 4] {
+            let (channels, n) = (5, 9);
+            let kernel = values(channels * taps, taps);
+            let x = values(n * channels, 7);
+            let want = conv_reference(&kernel, taps, channels, &x);
+            let mut whole = vec![0.0; x.len()];
+            let mut window = vec![0.0; (taps - 1) * channels];
+            causal_conv(&kernel, taps, channels, &mut window, &x, &mut whole);
+            for (g, w) in whole.iter().zip(&want) {
+                assert!((*g as f64 - w).abs() < 1e-5, "taps {taps}: {g} vs {w}");
+            }
+            for split in [1, 2, 5] {
+                let mut window = vec![0.0; (taps - 1) * channels];
+                let mut parts = vec![0.0; x.len()];
+                for (xs, ys) in x
+                    .chunks(split * channels)
+                    .zip(parts.chunks_mut(split * channels))
+                {
+                    causal_conv(&kernel, taps, channels, &mut window, xs, ys);
+                }
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&parts), bits(&whole), "taps {taps}, split {split}");
+            }
+        }
+    }
+
+    #[test]
+    fn delta_rule_matches_the_definition() {
+        let (dk, dv) = (4, 3);
+        let mut state = values(dk * dv, 3);
+        let mut want: Vec<f64> = state.iter().map(|&s| s as f64).collect();
+        let (q, k, v) = (values(dk, 1), values(dk, 2), values(dv, 5));
+        let (decay, beta) = (0.9f32, 0.6f32);
+        let (mut delta, mut out) = (vec![0.0; dv], vec![0.0; dv]);
+        delta_rule_step(&mut state, &q, &k, &v, decay, beta, &mut delta, &mut out);
+        for s in &mut want {
+            *s *= decay as f64;
+        }
+        let m: Vec<f64> = (0..dv)
+            .map(|j| (0..dk).map(|i| want[i * dv + j] * k[i] as f64).sum())
+            .collect();
+        for i in 0..dk {
+            for j in 0..dv {
+                want[i * dv + j] += k[i] as f64 * beta as f64 * (v[j] as f64 - m[j]);
+            }
+        }
+        for (g, w) in state.iter().zip(&want) {
+            assert!((*g as f64 - w).abs() < 1e-5, "state {g} vs {w}");
+        }
+        for j in 0..dv {
+            let o: f64 = (0..dk).map(|i| want[i * dv + j] * q[i] as f64).sum();
+            assert!((out[j] as f64 - o).abs() < 1e-5, "out {} vs {o}", out[j]);
+        }
+    }
+
+    #[test]
+    fn l2_norm_and_softplus_edges() {
+        let mut zero = vec![0.0; 4];
+        l2_norm_inplace(&mut zero, 1e-6);
+        assert!(zero.iter().all(|v| *v == 0.0));
+        let mut x = vec![3.0, 4.0];
+        l2_norm_inplace(&mut x, 1e-6);
+        assert_eq!(x, vec![0.6, 0.8]);
+        assert_eq!(softplus(30.0), 30.0);
+        assert!((softplus(0.0) - std::f32::consts::LN_2).abs() < 1e-7);
+        assert!(softplus(-100.0) >= 0.0);
+    }
+}

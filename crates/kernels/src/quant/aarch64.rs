@@ -1,0 +1,350 @@
+//! AArch64 building blocks shared by the per-type NEON kernels.
+//!
+//! A kernel is written once, generic over [`Dot4`] (dot products of groups of four signed
+//! bytes), and stamped out twice by [`dot4_kernels`]: with plain NEON widening multiplies
+//! ([`Widening`]) and with the dot-product extension's `sdot` ([`Sdot`]). Both give the same
+//! exact integers, so the two entries return the same bits.
+//!
+//! The float steps are those of the x86 packed (AVX-512) kernels, which their scalar
+//! references in `crate::packed` spell out: per row and block (super-block for the K-quants)
+//! the exact integer sums, converted to f32 and added to the running sum with one fused
+//! multiply-add each (scale products `d_w · d_a`), blocks in order. So wherever both use
+//! integer dots, a NEON kernel returns the bits the x86 packed kernel gives that row, and a
+//! tile kernel built on `smmla` (sums of eight products, of two rows at once) returns the bits
+//! of its one-row twin.
+//!
+//! The dot-product and matrix-multiply instructions are not yet stable Rust intrinsics; they are
+//! written as inline assembly in functions that enable their target feature.
+
+use std::arch::aarch64::*;
+use std::arch::asm;
+
+use super::q8_k::BlockQ8K;
+
+/// Dot products of groups of four signed bytes: lane `j` of the result is `acc[j]` plus
+/// `Σ a[4j + k] · b[4j + k]` over `k < 4`, exact for all inputs.
+pub(crate) trait Dot4 {
+    /// The dot products.
+    ///
+    /// # Safety
+    /// The CPU must support what the implementation needs (see each).
+    unsafe fn dot4(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t;
+}
+
+/// [`Dot4`] with plain NEON widening multiplies and pairwise adds (every AArch64 CPU).
+pub(crate) struct Widening;
+
+impl Dot4 for Widening {
+    #[inline(always)]
+    unsafe fn dot4(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        // SAFETY: NEON is part of every AArch64 CPU.
+        unsafe {
+            let lo = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+            let hi = vpaddlq_s16(vmull_high_s8(a, b));
+            vaddq_s32(acc, vpaddq_s32(lo, hi))
+        }
+    }
+}
+
+/// [`Dot4`] with the dot-product extension's `sdot`.
+pub(crate) struct Sdot;
+
+impl Dot4 for Sdot {
+    /// # Safety
+    /// The CPU must support the dot-product extension.
+    #[inline(always)]
+    unsafe fn dot4(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        // SAFETY: the caller guarantees the dot-product extension.
+        unsafe { sdot(acc, a, b) }
+    }
+}
+
+/// `sdot`: lane `j` of `acc` plus the dot product of bytes `4j..4j + 4` of `a` and `b`.
+#[inline]
+#[target_feature(enable = "dotprod")]
+pub(crate) fn sdot(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    // SAFETY: `sdot` only reads and writes the named vector registers; the function enables the
+    // dot-product extension, which its callers detected.
+    unsafe {
+        asm!(
+            "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    acc
+}
+
+/// `smmla`: with `a` as a 2×8 matrix (rows: its two 8-byte halves) and `b` likewise,
+/// `acc + a·bᵀ` as a 2×2 matrix `[c00, c01, c10, c11]`, each an exact sum of eight products.
+#[inline]
+#[target_feature(enable = "i8mm")]
+pub(crate) fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    // SAFETY: `smmla` only reads and writes the named vector registers; the function enables
+    // the int8 matrix-multiply extension, which its callers detected.
+    unsafe {
+        asm!(
+            "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    acc
+}
+
+/// Loads 16 signed bytes.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn load_i8x16(b: &[i8; 16]) -> int8x16_t {
+    // SAFETY: reads exactly the 16 bytes `b` borrows; NEON loads need no alignment.
+    unsafe { vld1q_s8(b.as_ptr()) }
+}
+
+/// Loads 16 bytes.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn load_u8x16(b: &[u8; 16]) -> uint8x16_t {
+    // SAFETY: reads exactly the 16 bytes `b` borrows; NEON loads need no alignment.
+    unsafe { vld1q_u8(b.as_ptr()) }
+}
+
+/// The two 16-byte halves of a 32-byte array, as signed bytes.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn load_i8x32(b: &[i8; 32]) -> [int8x16_t; 2] {
+    let (halves, _) = b.as_chunks::<16>();
+    [load_i8x16(&halves[0]), load_i8x16(&halves[1])]
+}
+
+/// The two 16-byte halves of a 32-byte array.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn load_u8x32(b: &[u8; 32]) -> [uint8x16_t; 2] {
+    let (halves, _) = b.as_chunks::<16>();
+    [load_u8x16(&halves[0]), load_u8x16(&halves[1])]
+}
+
+/// The sum of the four i32 lanes of `x` (exact: the kernels' sums fit an i32).
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn hsum_i32(x: int32x4_t) -> i32 {
+    vaddvq_s32(x)
+}
+
+/// The dot product of 32 signed bytes, `x` and `y` each as two 16-byte halves, as four lanes.
+///
+/// # Safety
+/// The CPU must support what `D` needs.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn dot32<D: Dot4>(x: [int8x16_t; 2], y: [int8x16_t; 2]) -> int32x4_t {
+    // SAFETY: the caller guarantees what `D` needs.
+    unsafe { D::dot4(D::dot4(vdupq_n_s32(0), x[0], y[0]), x[1], y[1]) }
+}
+
+/// Stamps out the two entries of a kernel body generic over [`Dot4`]:
+/// `$neon` with [`Widening`] (any AArch64 CPU) and `$dotprod` with [`Sdot`].
+macro_rules! dot4_kernels {
+    ($body:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $neon:ident, $dotprod:ident) => {
+        /// The NEON kernel (any AArch64 CPU).
+        #[target_feature(enable = "neon")]
+        pub(crate) fn $neon($($arg: $ty),*) -> $ret {
+            // SAFETY: `Widening` needs NEON only, which this function enables.
+            unsafe { $body::<$crate::quant::aarch64::Widening>($($arg),*) }
+        }
+
+        /// The NEON kernel with the dot-product extension.
+        #[target_feature(enable = "neon,dotprod")]
+        pub(crate) fn $dotprod($($arg: $ty),*) -> $ret {
+            // SAFETY: `Sdot` needs the dot-product extension, which this function enables.
+            unsafe { $body::<$crate::quant::aarch64::Sdot>($($arg),*) }
+        }
+    };
+}
+pub(crate) use dot4_kernels;
+
+/// The exact `Σ_j m_j · (bsums[2j] + bsums[2j + 1])` of eight sub-block mins against a Q8_K
+/// block's sums of 16 (the min term of Q4_K and Q5_K).
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn mins_dot_q8k(mins: &[u8; 8], y: &BlockQ8K) -> i32 {
+    let (sums, _) = y.bsums.as_chunks::<8>();
+    // SAFETY: each load reads exactly the 8 sums or 8 mins its array holds.
+    let (s0, s1, m) = unsafe {
+        (
+            vld1q_s16(sums[0].as_ptr()),
+            vld1q_s16(sums[1].as_ptr()),
+            vld1_u8(mins.as_ptr()),
+        )
+    };
+    // Sums of 32 (at most 32 · 128 in magnitude: no i16 overflow) times the mins (below 64).
+    let sums_32 = vpaddq_s16(s0, s1);
+    let m = vreinterpretq_s16_u16(vmovl_u8(m));
+    let lo = vmull_s16(vget_low_s16(sums_32), vget_low_s16(m));
+    let hi = vmull_high_s16(sums_32, m);
+    vaddvq_s32(vaddq_s32(lo, hi))
+}
+
+/// The 32 fifth bits of a Q5_0 or Q5_1 block (`qh`, bit `j` for value `j`) as bytes `0x10` or
+/// 0, values `0..16` in the first register and `16..32` in the second.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn fifth_bits_32(qh: [u8; 4]) -> [uint8x16_t; 2] {
+    const INDEX: [u8; 32] = {
+        let mut index = [0u8; 32];
+        let mut j = 0;
+        while j < 32 {
+            index[j] = (j / 8) as u8;
+            j += 1;
+        }
+        index
+    };
+    const BIT: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
+    let bytes = vreinterpretq_u8_u32(vdupq_n_u32(u32::from_le_bytes(qh)));
+    let (index, _) = INDEX.as_chunks::<16>();
+    let (bit, m16) = (load_u8x16(&BIT), vdupq_n_u8(0x10));
+    let spread = |index: &[u8; 16]| vqtbl1q_u8(bytes, load_u8x16(index));
+    [0, 1].map(|h| vandq_u8(vtstq_u8(spread(&index[h]), bit), m16))
+}
+
+/// The 32 nibbles of a Q4_0-packed block (element `j` in the low nibble of `q[j]`, element
+/// `j + 16` in the high one) as bytes, in two registers of 16.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn nibbles_32(q: &[u8; 16]) -> [uint8x16_t; 2] {
+    let bits = load_u8x16(q);
+    [vandq_u8(bits, vdupq_n_u8(0xF)), vshrq_n_u8::<4>(bits)]
+}
+
+/// A 32-value weight block with one scale, dotted against Q8_0 (Q4_0, Q5_0, Q8_0, IQ4_NL):
+/// what the two-row `smmla` kernel ([`pair_tile_q8_0`]) needs of it.
+pub(crate) trait ScaledCodes32 {
+    /// The block's 32 codes as the signed values they stand for, in two registers of 16.
+    fn codes(&self) -> [int8x16_t; 2];
+    /// The block's scale.
+    fn scale(&self) -> f32;
+}
+
+/// Two weight rows `w` (`2·nb` blocks, row 0 first) against the `n = out.len() / 2` activation
+/// rows of `a` (`nb` blocks each): `out[r·n + t]` is row `r` against row `t`, with the bits of
+/// the one-row kernels (per block the exact integer `Σ q·a`, then `acc = fma(d_w·d_a, sum, acc)`,
+/// blocks in order).
+///
+/// `smmla` multiplies a 2×8 by an 8×2 byte matrix: with the two weight rows' bytes as the rows
+/// of one operand and two tokens' as the other, each instruction does four 8-value dots, all of
+/// them needed (a one-row dot wastes half of them, so rows come in pairs).
+///
+/// # Safety
+/// The CPU must support the int8 matrix-multiply extension.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn pair_tile_q8_0<W: ScaledCodes32>(
+    w: &[W],
+    a: &[super::q8_0::BlockQ8_0],
+    out: &mut [f32],
+) {
+    let nb = w.len() / 2;
+    let n = out.len() / 2;
+    let (w0, w1) = w.split_at(nb);
+    for t0 in (0..n).step_by(2) {
+        // An odd last token is paired with itself.
+        let t1 = (t0 + 1).min(n - 1);
+        let (y0, y1) = (&a[t0 * nb..(t0 + 1) * nb], &a[t1 * nb..(t1 + 1) * nb]);
+        let mut acc = vdupq_n_f32(0.0);
+        for (((x0, x1), y0), y1) in w0.iter().zip(w1).zip(y0).zip(y1) {
+            let (c0, c1) = (x0.codes(), x1.codes());
+            let (q0, q1) = (load_i8x32(&y0.qs), load_i8x32(&y1.qs));
+            let mut sums = vdupq_n_s32(0);
+            for h in 0..2 {
+                // Each 8-byte chunk of this half: both rows' bytes, against both tokens'.
+                let (r0, r1) = (vreinterpretq_s64_s8(c0[h]), vreinterpretq_s64_s8(c1[h]));
+                let (s0, s1) = (vreinterpretq_s64_s8(q0[h]), vreinterpretq_s64_s8(q1[h]));
+                for (wpair, ypair) in [
+                    (vzip1q_s64(r0, r1), vzip1q_s64(s0, s1)),
+                    (vzip2q_s64(r0, r1), vzip2q_s64(s0, s1)),
+                ] {
+                    let (wpair, ypair) = (vreinterpretq_s8_s64(wpair), vreinterpretq_s8_s64(ypair));
+                    // SAFETY: the caller guarantees the int8 matrix-multiply extension.
+                    sums = unsafe { smmla(sums, wpair, ypair) };
+                }
+            }
+            let (d0, d1) = (x0.scale(), x1.scale());
+            let (e0, e1) = (y0.d.to_f32(), y1.d.to_f32());
+            let d = [d0 * e0, d0 * e1, d1 * e0, d1 * e1];
+            // SAFETY: reads the four floats of `d`.
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(sums), unsafe { vld1q_f32(d.as_ptr()) });
+        }
+        let mut lanes = [0.0f32; 4];
+        // SAFETY: writes the four floats of `lanes`.
+        unsafe { vst1q_f32(lanes.as_mut_ptr(), acc) };
+        out[t0] = lanes[0];
+        out[n + t0] = lanes[2];
+        out[t1] = lanes[1];
+        out[n + t1] = lanes[3];
+    }
+}
+
+/// The dot product of a row of [`ScaledCodes32`] blocks with a Q8_0 row: per block the exact
+/// integer `Σ q·a`, then `acc = fma(d_w·d_a, sum, acc)`, blocks in order (the arithmetic of the
+/// packed x86 kernels, `byte_codes_reference`).
+///
+/// # Safety
+/// The CPU must support what `D` needs.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn vec_dot_q8_0<D: Dot4, W: ScaledCodes32>(
+    w: &[W],
+    a: &[super::q8_0::BlockQ8_0],
+) -> f32 {
+    let mut acc = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        // SAFETY: the caller guarantees what `D` needs.
+        let sum = hsum_i32(unsafe { dot32::<D>(x.codes(), load_i8x32(&y.qs)) });
+        acc = (x.scale() * y.d.to_f32()).mul_add(sum as f32, acc);
+    }
+    acc
+}
+
+/// Stamps out the kernels of a [`ScaledCodes32`] block type `$w` against Q8_0:
+/// `vec_dot_neon`, `vec_dot_dotprod` ([`vec_dot_q8_0`]) and `vec_dot_pairs_i8mm`
+/// ([`pair_tile_q8_0`]).
+macro_rules! q8_0_kernels {
+    ($w:ty) => {
+        /// The dot product ([`vec_dot_q8_0`](crate::quant::aarch64::vec_dot_q8_0)).
+        ///
+        /// # Safety
+        /// The CPU must support what `D` needs.
+        #[inline]
+        #[target_feature(enable = "neon")]
+        unsafe fn vec_dot<D: $crate::quant::aarch64::Dot4>(
+            w: &[$w],
+            a: &[$crate::quant::q8_0::BlockQ8_0],
+        ) -> f32 {
+            // SAFETY: the caller guarantees what `D` needs.
+            unsafe { $crate::quant::aarch64::vec_dot_q8_0::<D, $w>(w, a) }
+        }
+
+        $crate::quant::aarch64::dot4_kernels!(
+            vec_dot(w: &[$w], a: &[$crate::quant::q8_0::BlockQ8_0]) -> f32;
+            vec_dot_neon,
+            vec_dot_dotprod
+        );
+
+        /// Two rows against several tokens with the int8 matrix-multiply extension
+        /// ([`pair_tile_q8_0`](crate::quant::aarch64::pair_tile_q8_0)).
+        #[target_feature(enable = "neon,dotprod,i8mm")]
+        pub(crate) fn vec_dot_pairs_i8mm(
+            w: &[$w],
+            a: &[$crate::quant::q8_0::BlockQ8_0],
+            out: &mut [f32],
+        ) {
+            // SAFETY: this function enables the int8 matrix-multiply extension.
+            unsafe { $crate::quant::aarch64::pair_tile_q8_0(w, a, out) }
+        }
+    };
+}
+pub(crate) use q8_0_kernels;

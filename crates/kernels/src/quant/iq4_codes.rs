@@ -1,0 +1,83 @@
+//! The code table of IQ4_NL and IQ4_XS and the parts of ggml's quantizer they share
+//! (`quantize_row_iq4_nl_impl` without importance weights, seven scale trials each side).
+
+use super::util::{GROUP_MAX_EPS, max_by_magnitude};
+
+/// The 16 code values of IQ4_NL and IQ4_XS (ggml's `kvalues_iq4nl`).
+pub const KVALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// Scale trials on each side of the first guess (ggml's `ntry`).
+const NTRY: i32 = 7;
+
+/// Index of the table value nearest `x` (ggml's `best_index_int8`; ties go up).
+pub(crate) fn best_index(x: f32) -> u8 {
+    let val = |i: usize| KVALUES[i] as f32;
+    if x <= val(0) {
+        return 0;
+    }
+    if x >= val(15) {
+        return 15;
+    }
+    let (mut ml, mut mu) = (0usize, 15usize);
+    while mu - ml > 1 {
+        let mav = (ml + mu) / 2;
+        if x < val(mav) {
+            mu = mav;
+        } else {
+            ml = mav;
+        }
+    }
+    if x - val(mu - 1) < val(mu) - x {
+        (mu - 1) as u8
+    } else {
+        mu as u8
+    }
+}
+
+/// The least-squares scale of one 32-value sub-block over the table, with its first-guess codes
+/// in `l`; 0 for an all-zero sub-block (whose `l` is left as it was).
+pub(crate) fn sub_block_scale(x: &[f32], l: &mut [u8]) -> f32 {
+    let max = max_by_magnitude(x);
+    if max.abs() < GROUP_MAX_EPS {
+        return 0.0;
+    }
+    let sums = |id: f32, mut codes: Option<&mut [u8]>| {
+        let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
+        for (j, &v) in x.iter().enumerate() {
+            let k = best_index(id * v);
+            if let Some(codes) = codes.as_deref_mut() {
+                codes[j] = k;
+            }
+            let q = KVALUES[k as usize] as f32;
+            let w = v * v;
+            sumqx += w * q * v;
+            sumq2 += w * q * q;
+        }
+        (sumqx, sumq2)
+    };
+    let d = -max / KVALUES[0] as f32;
+    let (sumqx, sumq2) = sums(1.0 / d, Some(l));
+    let mut d = sumqx / sumq2;
+    let mut best = d * sumqx;
+    for itry in -NTRY..=NTRY {
+        let id = (itry + KVALUES[0] as i32) as f32 / max;
+        let (sumqx, sumq2) = sums(id, None);
+        if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+            d = sumqx / sumq2;
+            best = d * sumqx;
+        }
+    }
+    d
+}
+
+/// Packs 32 codes per 16 bytes: code `j` in the low nibble of byte `j`, code `j + 16` in the
+/// high one.
+pub(crate) fn pack(l: &[u8], qs: &mut [u8]) {
+    for (l, q) in l.chunks_exact(32).zip(qs.chunks_exact_mut(16)) {
+        for j in 0..16 {
+            q[j] = l[j] | (l[j + 16] << 4);
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! NEON IQ4_NL × Q8_0 dot products, with the float steps of the packed x86 kernel (`nibbles`).
+
+use std::arch::aarch64::*;
+
+use super::{BlockIq4Nl, KVALUES};
+use crate::quant::aarch64::{ScaledCodes32, load_i8x16, nibbles_32, q8_0_kernels};
+
+impl ScaledCodes32 for BlockIq4Nl {
+    /// The table values the nibbles index.
+    #[inline(always)]
+    fn codes(&self) -> [int8x16_t; 2] {
+        // SAFETY: NEON is part of every AArch64 CPU.
+        unsafe {
+            let table = load_i8x16(&KVALUES);
+            nibbles_32(&self.qs).map(|n| vqtbl1q_s8(table, n))
+        }
+    }
+
+    #[inline(always)]
+    fn scale(&self) -> f32 {
+        self.d.to_f32()
+    }
+}
+
+q8_0_kernels!(BlockIq4Nl);

@@ -1,0 +1,39 @@
+//! ggml's IQ4_XS quantizer: IQ4_NL's scale search per sub-block, the sub-block scales
+//! quantized to six bits against the super-block scale, then the nearest table codes.
+
+use bytemuck::Zeroable;
+use half::f16;
+use rinfer_formats::QK_K;
+
+use super::BlockIq4Xs;
+use crate::quant::Quantize;
+use crate::quant::iq4_codes::{best_index, pack, sub_block_scale};
+use crate::quant::util::{max_by_magnitude, nearest_int};
+
+impl Quantize for BlockIq4Xs {
+    fn quantize(x: &[f32]) -> Self {
+        let mut b = BlockIq4Xs::zeroed();
+        let mut l = [0u8; QK_K];
+        let mut scales = [0.0f32; QK_K / 32];
+        for (ib, s) in scales.iter_mut().enumerate() {
+            *s = sub_block_scale(&x[32 * ib..32 * ib + 32], &mut l[32 * ib..32 * ib + 32]);
+        }
+        let max_scale = max_by_magnitude(&scales);
+        let d = -max_scale / 32.0;
+        b.d = f16::from_f32(d);
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        for (ib, &s) in scales.iter().enumerate() {
+            let ls = nearest_int(id * s).clamp(-32, 31);
+            let dl = d * ls as f32;
+            let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
+            for j in 32 * ib..32 * ib + 32 {
+                l[j] = best_index(idl * x[j]);
+            }
+            let ls = (ls + 32) as u8;
+            b.scales_l[ib / 2] |= (ls & 0xF) << (4 * (ib % 2));
+            b.scales_h |= ((ls >> 4) as u16) << (2 * ib);
+        }
+        pack(&l, &mut b.qs);
+        b
+    }
+}

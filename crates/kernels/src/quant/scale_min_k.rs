@@ -1,0 +1,141 @@
+//! What Q4_K and Q5_K share: 256-value super-blocks of eight 32-value sub-blocks, each with a
+//! 6-bit scale and min packed into twelve bytes, f16 super-scales, and
+//! `x = d * sc_j * q - dmin * m_j`. The formats differ only in how many bits a code has and
+//! where they are stored, so the reference dequantizer, dot product and quantizer are written
+//! once over [`ScaleMinK`].
+
+use half::f16;
+use rinfer_formats::QK_K;
+
+use super::q8_k::BlockQ8K;
+use super::util::{make_qkx2_quants, nearest_int, scale_min_k4};
+
+/// A super-block with packed 6-bit sub-block scales and mins (Q4_K, Q5_K).
+pub(crate) trait ScaleMinK {
+    /// Super-block scale of the sub-block scales.
+    fn d(&self) -> f16;
+    /// Super-block scale of the sub-block mins.
+    fn dmin(&self) -> f16;
+    /// The packed scales and mins.
+    fn scales(&self) -> &[u8; 12];
+    /// Code `l` (0..32) of sub-block `j`.
+    fn code(&self, j: usize, l: usize) -> u8;
+}
+
+/// The reference dequantizer of a [`ScaleMinK`] block.
+pub(crate) fn dequantize<B: ScaleMinK>(b: &B, out: &mut [f32]) {
+    let (d, min) = (b.d().to_f32(), b.dmin().to_f32());
+    for (j, o) in out.chunks_exact_mut(32).enumerate() {
+        let (sc, m) = scale_min_k4(j, b.scales());
+        let (dl, ml) = (d * sc as f32, min * m as f32);
+        for (l, o) in o.iter_mut().enumerate() {
+            *o = dl * b.code(j, l) as f32 - ml;
+        }
+    }
+}
+
+/// The reference dot product of [`ScaleMinK`] blocks with Q8_K activations.
+pub(crate) fn vec_dot<B: ScaleMinK>(w: &[B], a: &[BlockQ8K]) -> f32 {
+    let (mut sumf, mut summ) = (0.0f32, 0.0f32);
+    for (x, y) in w.iter().zip(a) {
+        let (mut sumi, mut sum_mins) = (0i32, 0i32);
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, x.scales());
+            let ys = &y.qs[32 * j..32 * j + 32];
+            let s: i32 = ys
+                .iter()
+                .enumerate()
+                .map(|(l, &v)| x.code(j, l) as i32 * v as i32)
+                .sum();
+            sumi += sc as i32 * s;
+            sum_mins += m as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
+        }
+        sumf += y.d * x.d().to_f32() * sumi as f32;
+        summ += y.d * x.dmin().to_f32() * sum_mins as f32;
+    }
+    sumf - summ
+}
+
+/// The search settings of ggml's reference quantizer for one format.
+#[derive(Clone, Copy)]
+pub(crate) struct Search {
+    /// The largest code.
+    pub(crate) nmax: i32,
+    /// `make_qkx2_quants`'s `rmin`.
+    pub(crate) rmin: f32,
+    /// `make_qkx2_quants`'s `nstep`.
+    pub(crate) nstep: i32,
+}
+
+/// ggml's reference quantizer of one super-block (`quantize_row_q4_K_ref` and `_q5_K_ref`
+/// without importance weights): the packed scales and mins into `scales`, the super-scales
+/// `(d, dmin)` and the codes (`0..=nmax`) of the 256 values, for the format to store.
+pub(crate) fn quantize(
+    x: &[f32],
+    search: &Search,
+    scales: &mut [u8; 12],
+) -> (f16, f16, [u8; QK_K]) {
+    let mut l = [0u8; QK_K];
+    let mut weights = [0.0f32; 32];
+    let (mut sub_scales, mut mins) = ([0.0f32; 8], [0.0f32; 8]);
+    let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
+    for j in 0..8 {
+        let xs = &x[32 * j..32 * j + 32];
+        let sum_x2 = xs.iter().fold(0.0f32, |s, v| s + v * v);
+        let av_x = (sum_x2 / 32.0).sqrt();
+        for (w, v) in weights.iter_mut().zip(xs) {
+            *w = av_x + v.abs();
+        }
+        let lj = &mut l[32 * j..32 * j + 32];
+        let Search { nmax, rmin, nstep } = *search;
+        (sub_scales[j], mins[j]) =
+            make_qkx2_quants(nmax, xs, &weights, lj, rmin, 0.1, nstep, false);
+        max_scale = max_scale.max(sub_scales[j]);
+        max_min = max_min.max(mins[j]);
+    }
+    pack_scales_mins(scales, &sub_scales, &mins, max_scale, max_min);
+    let (d, dmin) = (
+        f16::from_f32(max_scale / 63.0),
+        f16::from_f32(max_min / 63.0),
+    );
+    for j in 0..8 {
+        let (sc, m) = scale_min_k4(j, scales);
+        let dl = d.to_f32() * sc as f32;
+        if dl == 0.0 {
+            continue;
+        }
+        let dm = dmin.to_f32() * m as f32;
+        for i in 32 * j..32 * j + 32 {
+            l[i] = nearest_int((x[i] + dm) / dl).clamp(0, search.nmax) as u8;
+        }
+    }
+    (d, dmin, l)
+}
+
+/// Quantizes eight sub-block scales and mins to 6 bits and packs them as Q4_K/Q5_K store them.
+pub(crate) fn pack_scales_mins(
+    out: &mut [u8; 12],
+    scales: &[f32; 8],
+    mins: &[f32; 8],
+    max_scale: f32,
+    max_min: f32,
+) {
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
+    let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    for j in 0..8 {
+        let ls = (nearest_int(inv_scale * scales[j]) as u8).min(63);
+        let lm = (nearest_int(inv_min * mins[j]) as u8).min(63);
+        if j < 4 {
+            out[j] = ls;
+            out[j + 4] = lm;
+        } else {
+            out[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4);
+            out[j - 4] |= (ls >> 4) << 6;
+            out[j] |= (lm >> 4) << 6;
+        }
+    }
+}

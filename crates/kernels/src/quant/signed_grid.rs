@@ -1,0 +1,64 @@
+//! What the grid formats IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S share: a 256-value
+//! super-block is an f16 scale `d` times 32 groups of eight signed grid coordinates, and each
+//! run of groups (16 or 32 values) has a small integer scale.
+//!
+//! The reference dot product against Q8_K is ggml's for all of them: per scale run the exact
+//! integer sum of the group products times the run's integer multiplier, one float multiply-add
+//! per super-block, and the format's constant factor at the end. The formats differ only in
+//! how a group and a scale are stored, which [`SignedGrid`] reads.
+
+use half::f16;
+
+use super::q8_k::BlockQ8K;
+
+/// A super-block of 32 signed eight-value grid groups.
+pub(crate) trait SignedGrid {
+    /// Groups that share one scale (2: 16 values, 4: 32 values).
+    const GROUPS_PER_SCALE: usize;
+    /// The factor the dot product's sum is multiplied by at the end.
+    const DOT_FACTOR: f32;
+
+    /// Super-block scale.
+    fn d(&self) -> f16;
+    /// Group `g` (eight values, 0..32), signed.
+    fn group(&self, g: usize) -> [i8; 8];
+    /// The integer multiplier of scale run `s` in the dot product.
+    fn multiplier(&self, s: usize) -> i32;
+    /// The float scale of the values of scale run `s`, given the super-block scale `d`.
+    fn value_scale(&self, d: f32, s: usize) -> f32;
+}
+
+/// The reference dequantizer of a [`SignedGrid`] block.
+pub(crate) fn dequantize<B: SignedGrid>(b: &B, out: &mut [f32]) {
+    let d = b.d().to_f32();
+    for (g, o) in out.chunks_exact_mut(8).enumerate() {
+        let db = b.value_scale(d, g / B::GROUPS_PER_SCALE);
+        // `db · (−g)` is `−(db · g)` exactly: the sign may go with the magnitude.
+        for (o, &v) in o.iter_mut().zip(&b.group(g)) {
+            *o = db * v as f32;
+        }
+    }
+}
+
+/// The reference dot product of [`SignedGrid`] blocks with Q8_K activations.
+pub(crate) fn vec_dot<B: SignedGrid>(w: &[B], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let d = x.d().to_f32() * y.d;
+        let mut bsum = 0i32;
+        for (s, q8) in y.qs.chunks_exact(8 * B::GROUPS_PER_SCALE).enumerate() {
+            let mut sumi = 0i32;
+            for (k, q8) in q8.chunks_exact(8).enumerate() {
+                let g = x.group(B::GROUPS_PER_SCALE * s + k);
+                sumi += g
+                    .iter()
+                    .zip(q8)
+                    .map(|(&g, &q)| g as i32 * q as i32)
+                    .sum::<i32>();
+            }
+            bsum += sumi * x.multiplier(s);
+        }
+        sumf += d * bsum as f32;
+    }
+    B::DOT_FACTOR * sumf
+}

@@ -1,0 +1,161 @@
+//! Embedding models against llama.cpp's pooled embeddings (`refs/<model>.embeddings.json`):
+//! BERT (bidirectional, post-norm, MEAN pooling, WordPiece) and a Qwen3 embedder (LAST
+//! pooling, an end token appended), F32 and Q8_0, through the engine, alone and batched.
+
+mod common;
+
+use common::fixtures;
+use rinfer_model::engine::normalize;
+use rinfer_model::{
+    DeviceRequest, Engine, EngineSettings, Event, KvType, LoadedModel, Request, SamplingParams,
+};
+use serde_json::Value;
+
+/// The embedding fixtures with the least cosine and the largest per-component difference of
+/// the normalised vectors allowed (fixtures README §3.4).
+const MODELS: [(&str, f64, f32); 4] = [
+    ("bert-embd-tiny-f32", 0.99999, 1e-3),
+    ("bert-embd-tiny-q8_0", 0.999, 0.02),
+    ("qwen3-embd-tiny-f32", 0.99999, 1e-3),
+    ("qwen3-embd-tiny-q8_0", 0.999, 0.02),
+];
+
+struct Case {
+    prompt: String,
+    tokens: Vec<u32>,
+    embedding: Vec<f32>,
+}
+
+fn cases(name: &str) -> Vec<Case> {
+    let path = fixtures().join(format!("refs/{name}.embeddings.json"));
+    let refs: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let numbers = |v: &Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    refs["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|case| Case {
+            prompt: case["prompt"].as_str().unwrap().to_string(),
+            tokens: numbers(&case["tokens"]).iter().map(|&t| t as u32).collect(),
+            embedding: numbers(&case["embedding"])
+                .iter()
+                .map(|&x| x as f32)
+                .collect(),
+        })
+        .collect()
+}
+
+fn loaded(name: &str) -> LoadedModel {
+    LoadedModel::open(fixtures().join(format!("models/{name}.gguf"))).unwrap()
+}
+
+fn settings(sequences: usize) -> EngineSettings {
+    EngineSettings {
+        kv_type: Some(KvType::F32),
+        ..EngineSettings::parallel(sequences, 512)
+    }
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum();
+    let norm = |v: &[f32]| v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+#[test]
+fn texts_tokenize_as_llama_cpp_with_its_special_tokens() {
+    for (name, _, _) in MODELS {
+        let loaded = loaded(name);
+        for case in cases(name) {
+            let tokens = loaded.tokenizer.encode(&case.prompt, true, false).unwrap();
+            assert_eq!(tokens, case.tokens, "{name}: {:?}", case.prompt);
+        }
+    }
+}
+
+#[test]
+fn pooled_embeddings_match_llama_cpp_alone_and_batched() {
+    for (name, min_cosine, max_diff) in MODELS {
+        let loaded = loaded(name);
+        let cases = cases(name);
+        let prompts: Vec<Vec<u32>> = cases.iter().map(|c| c.tokens.clone()).collect();
+        let mut alone = Vec::new();
+        for prompt in &prompts {
+            let mut engine = Engine::new(&loaded, settings(1), DeviceRequest::Cpu).unwrap();
+            alone.extend(engine.embed(std::slice::from_ref(prompt)).unwrap());
+        }
+        let mut engine = Engine::new(&loaded, settings(3), DeviceRequest::Cpu).unwrap();
+        let batched = engine.embed(&prompts).unwrap();
+        assert_eq!(alone, batched, "{name}: a batch changed an embedding");
+        for (case, mut ours) in cases.iter().zip(batched) {
+            normalize(&mut ours);
+            let cos = cosine(&ours, &case.embedding);
+            let diff = ours
+                .iter()
+                .zip(&case.embedding)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(
+                cos >= min_cosine && diff <= max_diff,
+                "{name} {:?}: cosine {cos}, largest difference {diff}",
+                &case.prompt[..20]
+            );
+        }
+    }
+}
+
+#[test]
+fn an_embedding_runs_beside_a_generation_without_changing_either() {
+    let loaded = loaded("qwen3-embd-tiny-f32");
+    let case = &cases("qwen3-embd-tiny-f32")[0];
+    let generation = || Request::new(vec![1, 2, 3, 4], 6).with_sampling(SamplingParams::greedy());
+    let mut engine = Engine::new(&loaded, settings(2), DeviceRequest::Cpu).unwrap();
+    let alone = engine.generate(generation(), |_| {}).unwrap().tokens;
+    let embedding_alone = engine.embed(std::slice::from_ref(&case.tokens)).unwrap();
+
+    let mut engine = Engine::new(&loaded, settings(2), DeviceRequest::Cpu).unwrap();
+    let generating = engine.add(generation()).unwrap();
+    engine.step(|_| {});
+    let embedding = engine.add(Request::embedding(case.tokens.clone())).unwrap();
+    let (mut tokens, mut pooled) = (Vec::new(), None);
+    while engine.is_busy() {
+        engine.step(|event| match event {
+            Event::Token { id, token, .. } if id == generating => tokens.push(token),
+            Event::Embedding { id, embedding: e } if id == embedding => pooled = Some(e),
+            _ => {}
+        });
+    }
+    assert_eq!(Some(embedding_alone[0].clone()), pooled);
+    // The first token came out of the step before the embedding was added.
+    assert_eq!(alone[1..], tokens[..]);
+}
+
+#[test]
+fn generation_models_refuse_embeddings_and_encoders_refuse_generation() {
+    let lm = LoadedModel::open(fixtures().join("models/qwen3-tiny-q5_k_m.gguf")).unwrap();
+    let engine = Engine::new(&lm, settings(1), DeviceRequest::Cpu).unwrap();
+    let err = engine
+        .validate(&Request::embedding(vec![1, 2]))
+        .unwrap_err();
+    assert!(err.to_string().contains("not an embedding model"), "{err}");
+
+    let bert = loaded("bert-embd-tiny-f32");
+    let engine = Engine::new(&bert, settings(1), DeviceRequest::Cpu).unwrap();
+    let err = engine
+        .validate(&Request::new(vec![101, 102], 4))
+        .unwrap_err();
+    assert!(err.to_string().contains("encoder"), "{err}");
+    let too_long = Request::embedding(vec![101; 600]);
+    let err = engine.validate(&too_long).unwrap_err();
+    assert!(err.to_string().contains("at most"), "{err}");
+}

@@ -1,0 +1,193 @@
+//! `cargo xtask bench serve --embeddings`: embedding throughput, one `/v1/embeddings` request
+//! of 64 short texts at a time, against `rinfer serve` and llama.cpp's `llama-server
+//! --embedding` (built as the model bench builds llama-bench), each with 16 slots, the same
+//! model and threads. Prints texts and prompt tokens per second for both, side by side.
+//!
+//! The model is an embedding GGUF (`--model PATH`; default the tiny BERT fixture, which only
+//! shows that the path works). Each server answers one request first, then `--rounds`
+//! requests whose times are summed.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use super::llama_cpp::LlamaCpp;
+use super::server::{Server, post};
+
+/// Texts per request.
+const TEXTS: usize = 64;
+/// Slots of both servers.
+const SLOTS: usize = 16;
+/// Context of each slot.
+const SLOT_CONTEXT: usize = 512;
+/// Sentence parts the texts are built from (each text a different combination).
+const SUBJECTS: [&str; 8] = [
+    "The lighthouse keeper",
+    "A fishing boat",
+    "The storm",
+    "An old map",
+    "The harbour master",
+    "A message in a bottle",
+    "The night watch",
+    "A flock of gulls",
+];
+const PREDICATES: [&str; 8] = [
+    "arrived before dawn.",
+    "was seen near the rocks.",
+    "changed the course of the evening.",
+    "kept everyone awake until morning.",
+    "was written about in the log.",
+    "surprised the villagers.",
+    "waited for the tide to turn.",
+    "disappeared into the fog.",
+];
+
+struct Options {
+    model: PathBuf,
+    rounds: usize,
+    threads: usize,
+    rinfer_only: bool,
+}
+
+fn parse(args: &[&str]) -> Result<Options> {
+    let mut options = Options {
+        model: crate::workspace_root().join("tests/fixtures/models/bert-embd-tiny-f32.gguf"),
+        rounds: 10,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        rinfer_only: false,
+    };
+    let mut args = args.iter();
+    while let Some(&arg) = args.next() {
+        if arg == "--rinfer-only" {
+            options.rinfer_only = true;
+            continue;
+        }
+        let value = args
+            .next()
+            .with_context(|| format!("{arg} needs a value"))?;
+        let number = || -> Result<usize> {
+            match value.parse() {
+                Ok(0) | Err(_) => bail!("{arg} needs a positive number, not {value:?}"),
+                Ok(n) => Ok(n),
+            }
+        };
+        match arg {
+            "--model" => options.model = PathBuf::from(value),
+            "--rounds" => options.rounds = number()?,
+            "--threads" => options.threads = number()?,
+            other => bail!("unknown option {other}; see `cargo xtask help`"),
+        }
+    }
+    Ok(options)
+}
+
+/// The `TEXTS` texts of a request, each different.
+fn texts() -> Vec<String> {
+    (0..TEXTS)
+        .map(|i| format!("{} {}", SUBJECTS[i % 8], PREDICATES[(i / 8) % 8]))
+        .collect()
+}
+
+/// One request of every text; returns the prompt tokens the server counted.
+fn embed_once(addr: SocketAddr, texts: &[String]) -> Result<u64> {
+    let body = json!({"input": texts, "model": "bench"}).to_string();
+    let mut reader = post(addr, "/v1/embeddings", &body)?;
+    let mut response = String::new();
+    reader.read_to_string(&mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .context("a response without a body")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("an embeddings request failed: {head}\n{body}");
+    }
+    let value: Value = serde_json::from_str(body).context("the response is not JSON")?;
+    let data = value["data"].as_array().map_or(0, Vec::len);
+    if data != texts.len() {
+        bail!("expected {} embeddings, got {data}", texts.len());
+    }
+    Ok(value["usage"]["prompt_tokens"].as_u64().unwrap_or(0))
+}
+
+/// Texts and prompt tokens per second over `rounds` requests after a warm-up.
+fn measure(server: &Server, rounds: usize) -> Result<(f64, f64)> {
+    let texts = texts();
+    embed_once(server.addr, &texts)?;
+    let start = Instant::now();
+    let mut tokens = 0;
+    for _ in 0..rounds {
+        tokens += embed_once(server.addr, &texts)?;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    Ok(((rounds * TEXTS) as f64 / elapsed, tokens as f64 / elapsed))
+}
+
+/// Runs the benchmark and prints a Markdown table.
+pub fn run(args: &[&str]) -> Result<()> {
+    let options = parse(args)?;
+    if !options.model.is_file() {
+        bail!("no model file {}", options.model.display());
+    }
+    crate::cargo(&["build", "--release", "-p", "rinfer-cli"])?;
+    let model = options.model.to_string_lossy().into_owned();
+    let threads = options.threads.to_string();
+    let slots = SLOTS.to_string();
+    let context = SLOT_CONTEXT.to_string();
+    let mut server = Server::rinfer(&[
+        "-m",
+        &model,
+        "--parallel",
+        &slots,
+        "--ctx",
+        &context,
+        "-t",
+        &threads,
+        "--queue",
+        &TEXTS.to_string(),
+    ])?;
+    let ours = measure(&server, options.rounds)?;
+    server.stop();
+    let theirs = if options.rinfer_only {
+        None
+    } else {
+        let llama = LlamaCpp::obtain(&super::cache::root()?)?;
+        let total = (SLOTS * SLOT_CONTEXT).to_string();
+        let args = ["--embedding", "-c", &total, "-np", &slots, "-t", &threads];
+        let mut server = Server::llama(llama.server(), &options.model, &args)?;
+        let result = measure(&server, options.rounds)?;
+        server.stop();
+        Some(result)
+    };
+    println!("| server | texts/s | prompt tok/s |\n|---|---:|---:|");
+    println!("| rinfer serve | {:.1} | {:.0} |", ours.0, ours.1);
+    if let Some((texts_s, tok_s)) = theirs {
+        println!("| llama-server --embedding | {texts_s:.1} | {tok_s:.0} |");
+    }
+    println!(
+        "\n{} (`{}`), requests of {TEXTS} short texts, {} rounds after a warm-up, {SLOTS} slots \
+         of {SLOT_CONTEXT} positions, {} threads.",
+        options
+            .model
+            .file_name()
+            .map_or("?".into(), |n| n.to_string_lossy()),
+        options.model.display(),
+        options.rounds,
+        options.threads
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_texts_of_a_request_all_differ() {
+        let texts = texts();
+        let distinct: std::collections::BTreeSet<_> = texts.iter().collect();
+        assert_eq!(distinct.len(), TEXTS);
+    }
+}
