@@ -29,7 +29,8 @@ use crate::error::ApiError;
 use crate::request;
 use crate::routes::{parse_blocking, read_body, submit};
 use crate::scheduler::job::{Event, Job, event_channel};
-use crate::state::{AppState, Served};
+use crate::served::Served;
+use crate::state::AppState;
 use crate::validate::{check_model, encode};
 
 /// The most inputs one request may hold (OpenAI's limit).

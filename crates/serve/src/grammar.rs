@@ -10,7 +10,7 @@ use rinfer_model::engine::TokenConstraint;
 
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
-use crate::state::Served;
+use crate::served::Served;
 use crate::structured::ResponseFormat;
 
 /// Longest `grammar` or `regex` in bytes.

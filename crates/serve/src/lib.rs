@@ -55,6 +55,7 @@ mod responses;
 mod routes;
 mod scheduler;
 mod schema_limits;
+mod served;
 mod server;
 mod speculation_metrics;
 mod state;

@@ -31,7 +31,8 @@ use crate::request::{self, DetokenizeRequest, GenerationRequest, TokenizeRequest
 use crate::request_policy::{self, RequestPolicy};
 use crate::response::{self, Choice, ResponseMeta, Usage};
 use crate::scheduler::job::{Event, EventReceiver, Job, event_channel};
-use crate::state::{AppState, Served};
+use crate::served::Served;
+use crate::state::AppState;
 use crate::tools::{ChatOutput, Delta, StreamShaper, output as tools_output};
 use crate::validate::{self, Validated};
 
@@ -224,7 +225,7 @@ async fn generate(
 /// in use until the job ends, or answers 503 when the queue is full.
 pub(crate) fn submit(state: &AppState, served: &Arc<Served>, mut job: Job) -> Result<(), ApiError> {
     job.request.tenant = auth::current_tenant().unwrap_or(0);
-    job.events = job.events.holding(Arc::clone(served));
+    job.events = job.events.holding(served.clone());
     if state.draining() {
         return Err(ApiError::unavailable("the server is shutting down", 5).closing());
     }

@@ -11,7 +11,7 @@ use crate::config::{ModelEntry, ServeConfig};
 use crate::error::ServeError;
 use crate::metrics::Metrics;
 use crate::scheduler::{self, Ready, Started};
-use crate::state::Served;
+use crate::served::Served;
 use crate::structured::StructuredOutput;
 
 /// What every engine is started with.

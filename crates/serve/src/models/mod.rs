@@ -29,7 +29,7 @@ use tokio::sync::{oneshot, watch};
 use crate::config::{ModelEntry, ServeConfig};
 use crate::error::{ApiError, ServeError};
 use crate::scheduler::Ready;
-use crate::state::Served;
+use crate::served::Served;
 pub use discover::{model_name, models_in_dir};
 pub use load::Launch;
 

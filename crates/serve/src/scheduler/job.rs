@@ -8,6 +8,7 @@
 //! keeps the sender until the request ends, so a model is in use exactly while a handler or
 //! its engine holds a request for it, and is never unloaded then.
 
+use std::any::Any;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,8 +17,6 @@ use rinfer_model::{FinishReason, Request};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
-use crate::state::Served;
-
 /// The most events a request's channel holds unread.
 pub const MAX_BACKLOG: usize = 1024;
 
@@ -25,8 +24,9 @@ pub const MAX_BACKLOG: usize = 1024;
 #[derive(Clone)]
 pub struct EventSender {
     channel: mpsc::Sender<Event>,
-    /// The model the request runs on, counted in use while any clone of this sender lives.
-    _model: Option<Arc<Served>>,
+    /// The model the request runs on (the server's `Served`), counted in use while any clone
+    /// of this sender lives.
+    _model: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl EventSender {
@@ -42,7 +42,7 @@ impl EventSender {
     }
 
     /// This sender, holding `model` in use until it and its clones are dropped.
-    pub fn holding(self, model: Arc<Served>) -> Self {
+    pub fn holding(self, model: Arc<dyn Any + Send + Sync>) -> Self {
         Self {
             _model: Some(model),
             ..self

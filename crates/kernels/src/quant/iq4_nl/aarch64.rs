@@ -3,7 +3,8 @@
 use std::arch::aarch64::*;
 
 use super::{BlockIq4Nl, KVALUES};
-use crate::quant::aarch64::{ScaledCodes32, load_i8x16, nibbles_32, q8_0_kernels};
+use crate::quant::aarch64::{load_i8x16, nibbles_32};
+use crate::quant::q8_0::aarch64::{ScaledCodes32, q8_0_kernels};
 
 impl ScaledCodes32 for BlockIq4Nl {
     /// The table values the nibbles index.

@@ -3,7 +3,8 @@
 use std::arch::aarch64::*;
 
 use super::BlockQ4_0;
-use crate::quant::aarch64::{ScaledCodes32, nibbles_32, q8_0_kernels};
+use crate::quant::aarch64::nibbles_32;
+use crate::quant::q8_0::aarch64::{ScaledCodes32, q8_0_kernels};
 
 impl ScaledCodes32 for BlockQ4_0 {
     /// The nibbles, less 8.
