@@ -257,7 +257,7 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
     if !c.causal || c.token_types.is_some() || c.output_norm.is_none() {
         return bad(
             "encoders (bidirectional attention, token types, no output norm: BERT) \
-                    run on the CPU only"
+                    run on the CPU only; use --device cpu"
                 .into(),
         );
     }
