@@ -4,7 +4,7 @@
 //! cannot handle.
 
 use rinfer_transformer::{
-    Block, Experts, Ffn, Gating, Handles, Mapper, Router, Shape, Stage, Tensor, Transformer,
+    Block, Experts, Ffn, Gating, Handles, Mapper, Qkv, Router, Shape, Stage, Tensor, Transformer,
 };
 
 use crate::error::CudaError;
@@ -257,7 +257,7 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
     if !c.causal || c.token_types.is_some() || c.output_norm.is_none() {
         return bad(
             "encoders (bidirectional attention, token types, no output norm: BERT) \
-                    run on the CPU only"
+                    run on the CPU only; use --device cpu"
                 .into(),
         );
     }
@@ -342,6 +342,13 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
 /// Every stage a GPU kernel runs: an error naming the first layer whose stages it does not
 /// (the device `auto` then falls back to the CPU with that reason).
 fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
+    if c.per_layer_inputs.is_some() {
+        return Err(CudaError::Unsupported(
+            "the model has per-layer inputs (gemma4), which the CUDA backend does not run yet; \
+             use --device cpu"
+                .into(),
+        ));
+    }
     for (index, block) in c.blocks.iter().enumerate() {
         let unsupported = |what: &str| {
             Err(CudaError::Unsupported(format!(
@@ -381,6 +388,22 @@ fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
         });
         if let Some(what) = recurrent {
             return unsupported(what);
+        }
+        if block.heads != c.model_heads() {
+            return unsupported(&format!(
+                "heads of its own ({} of {} values over {} kv heads, gemma4)",
+                block.heads.heads, block.heads.head_dim, block.heads.kv_heads
+            ));
+        }
+        for stage in &block.stages {
+            let what = match stage {
+                Stage::ValueNorm { .. } => "normed values",
+                Stage::Qkv(Qkv::OptionalValue { .. }) => "values that may be its keys",
+                Stage::PerLayerInput { .. } => "a per-layer input",
+                Stage::OutputScale(_) => "a scaled output",
+                _ => continue,
+            };
+            return unsupported(&format!("{what} (gemma4)"));
         }
     }
     Ok(())

@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use rinfer_kernels::ops::RopeParams;
 use rinfer_kernels::ops::{self, Activation, AttentionParams, AttentionShape};
-use rinfer_transformer::{Ffn, FfnUp, Qkv, Stage};
+use rinfer_transformer::{Ffn, FfnUp, Heads, Qkv, Stage};
 
 use crate::compute::{self, linear, linear_shared};
 use crate::error::ModelError;
@@ -26,11 +26,12 @@ impl Model {
         s: &mut Scratch,
     ) -> Result<(), ModelError> {
         let block = &self.transformer().blocks[layer];
+        let heads = &block.heads;
         let len = n * self.transformer().hidden;
         for stage in &block.stages {
             match stage {
                 Stage::AttentionNorm(norm) => Self::norm(norm, &s.x, &mut s.h, n),
-                Stage::Qkv(qkv) => self.qkv(qkv, n, s)?,
+                Stage::Qkv(qkv) => Self::qkv(qkv, heads, n, s)?,
                 Stage::LatentQkv {
                     mla,
                     q,
@@ -39,14 +40,19 @@ impl Model {
                     k_b,
                 } => self.latent_qkv(mla, q, (kv_a, kv_norm), k_b, n, s)?,
                 Stage::LatentOutput { mla, v_b } => self.latent_output(mla, v_b, n, s)?,
-                Stage::QkNorm { eps, q, k } => self.qk_norm(q, k, *eps, n, s),
-                Stage::Rope(params) => self.rope(params, s),
+                Stage::QkNorm { eps, q, k } => Self::qk_norm(heads, q, k, *eps, n, s),
+                Stage::ValueNorm { eps } => {
+                    for head in s.v[..n * heads.kv_dim()].chunks_exact_mut(heads.head_dim) {
+                        ops::rms_normalize_inplace(head, *eps);
+                    }
+                }
+                Stage::Rope(params) => self.rope(heads, params, s),
                 Stage::Attention { params, sinks } => {
-                    self.store_kv(layer, seqs, s);
+                    Self::store_kv(layer, heads, seqs, s);
                     self.attention(layer, params, sinks.as_deref(), n, seqs, s);
                 }
                 Stage::AttentionGate => {
-                    let len = n * self.transformer().q_dim();
+                    let len = n * heads.q_dim();
                     for (a, &g) in s.attn[..len].iter_mut().zip(&s.attn_gate[..len]) {
                         *a *= ops::sigmoid(g);
                     }
@@ -130,6 +136,10 @@ impl Model {
                         *x += a + f;
                     }
                 }
+                Stage::PerLayerInput { gate, proj, norm } => {
+                    self.per_layer_input(layer, gate, proj, norm, n, s)?;
+                }
+                Stage::OutputScale(scale) => ops::scale(&mut s.x[..len], scale[0]),
                 Stage::ResidualNorm(norm) => Self::residual_norm(norm, s, n),
             }
         }
@@ -137,8 +147,8 @@ impl Model {
     }
 
     /// Every row's key and value into its sequence's cache of `layer`, at its position.
-    fn store_kv(&self, layer: usize, seqs: &mut [SeqBatch<'_>], s: &Scratch) {
-        let kv_dim = self.transformer().kv_dim();
+    fn store_kv(layer: usize, heads: &Heads, seqs: &mut [SeqBatch<'_>], s: &Scratch) {
+        let kv_dim = heads.kv_dim();
         for (i, source) in s.sources.iter().enumerate() {
             let row = i * kv_dim..(i + 1) * kv_dim;
             let (k, v) = (&s.k[row.clone()], &s.v[row]);
@@ -147,9 +157,18 @@ impl Model {
     }
 
     /// `q`, `k` and `v` of the `n` rows of `s.h`.
-    fn qkv(&self, qkv: &Qkv<Cpu>, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
-        let (q_dim, kv_dim) = (self.transformer().q_dim(), self.transformer().kv_dim());
+    fn qkv(qkv: &Qkv<Cpu>, heads: &Heads, n: usize, s: &mut Scratch) -> Result<(), ModelError> {
+        let (q_dim, kv_dim) = (heads.q_dim(), heads.kv_dim());
         match qkv {
+            Qkv::OptionalValue { q, k, v: Some(v) } => {
+                let outs = [&mut s.q[..], &mut s.k[..], &mut s.v[..]];
+                linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
+            }
+            Qkv::OptionalValue { q, k, v: None } => {
+                let outs = [&mut s.q[..], &mut s.k[..]];
+                linear_shared([q, k], &s.h, n, outs, &mut s.act)?;
+                s.v[..n * kv_dim].copy_from_slice(&s.k[..n * kv_dim]);
+            }
             Qkv::Separate { q, k, v } => {
                 let outs = [&mut s.q[..], &mut s.k[..], &mut s.v[..]];
                 linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
@@ -157,7 +176,7 @@ impl Model {
             Qkv::GatedQuery { q, k, v } => {
                 let outs = [&mut s.fused[..], &mut s.k[..], &mut s.v[..]];
                 linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
-                let d = self.transformer().head_dim;
+                let d = heads.head_dim;
                 let rows = s.fused[..n * 2 * q_dim].chunks_exact(2 * d);
                 let heads = s.q[..n * q_dim].chunks_exact_mut(d);
                 let gates = s.attn_gate[..n * q_dim].chunks_exact_mut(d);
@@ -181,26 +200,25 @@ impl Model {
     }
 
     /// Every head of `q` and `k` RMS-normed with its scales.
-    fn qk_norm(&self, q_norm: &[f32], k_norm: &[f32], eps: f32, n: usize, s: &mut Scratch) {
-        let c = self.transformer();
-        for head in s.q[..n * c.q_dim()].chunks_exact_mut(c.head_dim) {
+    fn qk_norm(h: &Heads, q_norm: &[f32], k_norm: &[f32], eps: f32, n: usize, s: &mut Scratch) {
+        for head in s.q[..n * h.q_dim()].chunks_exact_mut(h.head_dim) {
             ops::rms_norm_inplace(head, q_norm, eps);
         }
-        for head in s.k[..n * c.kv_dim()].chunks_exact_mut(c.head_dim) {
+        for head in s.k[..n * h.kv_dim()].chunks_exact_mut(h.head_dim) {
             ops::rms_norm_inplace(head, k_norm, eps);
         }
     }
 
     /// `q` and `k` of every row rotated at its position.
-    fn rope(&self, params: &RopeParams, s: &mut Scratch) {
-        let c = self.transformer();
-        let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
-        let freqs = c.rope_freqs.as_deref();
+    fn rope(&self, heads: &Heads, params: &RopeParams, s: &mut Scratch) {
+        let (q_dim, kv_dim, hd) = (heads.q_dim(), heads.kv_dim(), heads.head_dim);
+        let freqs = self.transformer().rope_freqs.as_deref();
+        let freqs = freqs.filter(|_| params.factors);
         for (i, source) in s.sources.iter().enumerate() {
             let q = &mut s.q[i * q_dim..(i + 1) * q_dim];
-            ops::rope(q, c.head_dim, source.pos, params, freqs);
+            ops::rope(q, hd, source.pos, params, freqs);
             let k = &mut s.k[i * kv_dim..(i + 1) * kv_dim];
-            ops::rope(k, c.head_dim, source.pos, params, freqs);
+            ops::rope(k, hd, source.pos, params, freqs);
         }
     }
 
@@ -217,14 +235,14 @@ impl Model {
         seqs: &[SeqBatch<'_>],
         s: &mut Scratch,
     ) {
-        let c = self.transformer();
+        let heads = &self.transformer().blocks[layer].heads;
         let shape = AttentionShape {
-            heads: c.heads,
-            kv_heads: c.kv_heads,
-            head_dim: c.head_dim,
+            heads: heads.heads,
+            kv_heads: heads.kv_heads,
+            head_dim: heads.head_dim,
         };
         let sources = &s.sources;
-        let causal = c.causal;
+        let causal = self.transformer().causal;
         let last = |seq: usize, pos: usize| {
             if causal {
                 pos
@@ -232,7 +250,7 @@ impl Model {
                 seqs[seq].cache.len() + seqs[seq].tokens.len() - 1
             }
         };
-        let len = n * c.q_dim();
+        let len = n * heads.q_dim();
         let (queries, out) = (&s.q[..len], &mut s.attn[..len]);
         // Every cache keeps a layer the same way: a ring on sliding-window layers, blocks on
         // the others; attention runs over the one kind the layer has.
@@ -257,6 +275,34 @@ impl Model {
             };
             ops::attention(&shape, params, sinks, queries, row, out);
         }
+    }
+
+    /// `x += norm(proj(gelu(gate(x)) ⊙ input))` with each row's input to `layer` (gemma4's
+    /// per-layer embeddings, prepared by the embedding).
+    fn per_layer_input(
+        &self,
+        layer: usize,
+        gate: &Linear,
+        proj: &Linear,
+        norm: &crate::weights::NormWeights,
+        n: usize,
+        s: &mut Scratch,
+    ) -> Result<(), ModelError> {
+        let c = self.transformer();
+        let width = c.per_layer_inputs.as_ref().map_or(0, |p| p.width);
+        let all = width * c.layers();
+        let hidden = c.hidden;
+        linear(gate, &s.x, n, &mut s.per_layer_gate, &mut s.act)?;
+        let gated = &mut s.per_layer_gate[..n * width];
+        ops::apply(compute::GELU, gated);
+        for (i, row) in gated.chunks_exact_mut(width).enumerate() {
+            let input = &s.per_layer[i * all + layer * width..][..width];
+            row.iter_mut().zip(input).for_each(|(g, x)| *g *= x);
+        }
+        linear(proj, &s.per_layer_gate, n, &mut s.out, &mut s.act)?;
+        Self::norm_in_place(norm, &mut s.out, n);
+        ops::add_inplace(&mut s.x[..n * hidden], &s.out[..n * hidden]);
+        Ok(())
     }
 
     /// The feed-forward block from `s.h`; its output overwrites `s.h`.

@@ -7,11 +7,11 @@
 use rinfer_kernels::ops;
 use rinfer_transformer::Role;
 use rinfer_transformer::{
-    AttentionParams, Block, Experts, FfnUp, LatentQ, Linear, Norm, NormWeights, Presence, Qkv,
-    RopeParams, Router, Stage, Transformer,
+    AttentionParams, Block, Experts, FfnUp, LatentQ, Linear, Norm, NormWeights, PerLayerInputs,
+    Presence, Qkv, RopeParams, Router, Stage, Transformer,
 };
 
-pub use rinfer_transformer::{DeltaNet, Ffn, Gating, Mla, NormKind, Recurrence, ShortConv};
+pub use rinfer_transformer::{DeltaNet, Ffn, Gating, Heads, Mla, NormKind, Recurrence, ShortConv};
 
 /// Which dimension pairs RoPE rotates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +38,8 @@ pub struct Rope {
     pub style: RopeStyle,
     /// Leading dimensions of each head that rotate (the rest pass through).
     pub dims: usize,
+    /// Leading dimensions that rotate on sliding-window layers (gemma4's are narrower).
+    pub dims_local: usize,
     /// Frequency base on full-attention layers.
     pub base: f32,
     /// Frequency base on sliding-window layers.
@@ -124,8 +126,18 @@ impl MoeConfig {
 pub struct SlidingWindow {
     /// A query may attend keys at most `window - 1` positions back.
     pub window: usize,
-    /// Layer `i` uses the window iff `i % pattern < pattern - 1` (pattern 1: every layer).
+    /// Layer `i` uses the window iff `i % pattern < pattern - 1` (pattern 1: every layer),
+    /// unless [`ModelConfig::layer_attention`] lists the layers.
     pub pattern: usize,
+}
+
+/// One layer's attention, where the layers differ in more than their window (gemma4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerAttention {
+    /// Its heads.
+    pub heads: Heads,
+    /// Whether its window slides.
+    pub sliding: bool,
 }
 
 impl SlidingWindow {
@@ -193,6 +205,15 @@ pub struct ModelConfig {
     pub experts: Option<MoeConfig>,
     /// A learned sink logit per head joins each attention softmax (gpt-oss).
     pub attention_sinks: bool,
+    /// Each layer's heads and window, where they differ from layer to layer (gemma4); `None`:
+    /// every layer has the heads above, and [`SlidingWindow::pattern`] picks the windows.
+    pub layer_attention: Option<Vec<LayerAttention>>,
+    /// Every value head RMS-normed without a scale (gemma4).
+    pub value_norm: bool,
+    /// Width of each layer's per-layer input (gemma4's per-layer embeddings).
+    pub per_layer_input: Option<usize>,
+    /// Each layer's output is multiplied by its one-value `layer_output_scale` (gemma4).
+    pub layer_output_scale: bool,
     /// Multi-head latent attention (DeepSeek-V2/V3): `heads` query heads over one latent kv
     /// head of `head_dim = rope + kv_lora` values, whose values are its keys.
     pub mla: Option<Mla>,
@@ -222,6 +243,9 @@ pub enum QkvLayout {
     Separate,
     /// One `attn_qkv`, output q | k | v.
     Fused,
+    /// `attn_q`, `attn_k`, and `attn_v` where a layer has it (gemma4: the values of a layer
+    /// without one are its keys).
+    OptionalValue,
 }
 
 /// The tensors an architecture stores its weights in, beyond what the features imply (q/k
@@ -255,14 +279,42 @@ impl TensorLayout {
 }
 
 impl ModelConfig {
-    /// Width of all query heads together.
-    pub fn q_dim(&self) -> usize {
-        self.heads * self.head_dim
+    /// The heads of `layer`.
+    pub fn heads_of(&self, layer: usize) -> Heads {
+        match self.layer_attention.as_ref().and_then(|l| l.get(layer)) {
+            Some(attention) => attention.heads,
+            None => Heads {
+                heads: self.heads,
+                kv_heads: self.kv_heads,
+                head_dim: self.head_dim,
+            },
+        }
     }
 
-    /// Width of all key (or value) heads together.
+    /// Width of all query heads together, on the widest layer.
+    pub fn q_dim(&self) -> usize {
+        (0..self.layers)
+            .map(|layer| self.heads_of(layer).q_dim())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Width of all key (or value) heads together, on the widest layer.
     pub fn kv_dim(&self) -> usize {
-        self.kv_heads * self.head_dim
+        (0..self.layers)
+            .map(|layer| self.heads_of(layer).kv_dim())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Width of the key (or value) rows of the full-attention layers, which share the KV
+    /// cache's blocks (the configuration is refused when they differ).
+    pub fn paged_kv_dim(&self) -> usize {
+        (0..self.layers)
+            .filter(|&layer| self.window_of(layer).is_none())
+            .map(|layer| self.heads_of(layer).kv_dim())
+            .max()
+            .unwrap_or_else(|| self.kv_dim())
     }
 
     /// Whether attention reads each position's values from its key row, so a cache keeps no
@@ -293,9 +345,12 @@ impl ModelConfig {
 
     /// The attention window of `layer`, if it slides.
     pub fn window_of(&self, layer: usize) -> Option<usize> {
-        self.sliding_window
-            .filter(|sw| sw.applies_to(layer))
-            .map(|sw| sw.window)
+        let sw = self.sliding_window?;
+        let slides = match &self.layer_attention {
+            Some(layers) => layers.get(layer).is_some_and(|l| l.sliding),
+            None => sw.applies_to(layer),
+        };
+        slides.then_some(sw.window)
     }
 
     /// The transformer this configuration describes: every layer's stages with their
@@ -318,6 +373,12 @@ impl ModelConfig {
             embedding_norm: self.post_norm.then(|| norm(Role::TokenEmbdNorm)),
             causal: self.causal,
             rope_freqs: (!learned).then_some(Presence::Optional),
+            per_layer_inputs: self.per_layer_input.map(|width| PerLayerInputs {
+                width,
+                token_embd: Presence::Required,
+                model_proj: Presence::Required,
+                proj_norm: norm(Role::PerLayerProjNorm),
+            }),
             blocks: (0..self.layers).map(|layer| self.block(layer)).collect(),
             output_norm: (!self.post_norm).then(|| norm(self.layout.output_norm)),
             output: Some(Presence::Optional),
@@ -388,7 +449,20 @@ impl ModelConfig {
             None => self.attention_stages(layer, &mut stages),
         }
         self.ffn_stages(layer, &mut stages);
-        Block { stages }
+        if self.per_layer_input.is_some() {
+            stages.push(Stage::PerLayerInput {
+                gate: self.linear(),
+                proj: self.linear(),
+                norm: norm(Role::PerLayerPostNorm),
+            });
+        }
+        if self.layer_output_scale {
+            stages.push(Stage::OutputScale(Presence::Required));
+        }
+        Block {
+            heads: self.heads_of(layer),
+            stages,
+        }
     }
 
     /// The attention stages of `layer`, from the projections to the output's post norm.
@@ -408,6 +482,14 @@ impl ModelConfig {
                 v: self.linear(),
             }),
             (None, QkvLayout::Fused, false) => Stage::Qkv(Qkv::Fused(self.linear())),
+            (None, QkvLayout::OptionalValue, false) => Stage::Qkv(Qkv::OptionalValue {
+                q: self.linear(),
+                k: self.linear(),
+                v: Some(Linear {
+                    weight: Presence::Optional,
+                    bias: Some(self.layout.biases),
+                }),
+            }),
         };
         stages.push(qkv);
         if self.qk_norm {
@@ -417,14 +499,21 @@ impl ModelConfig {
                 k: self.layout.qk_norm,
             });
         }
+        if self.value_norm {
+            stages.push(Stage::ValueNorm { eps: self.norm_eps });
+        }
         if let Positional::Rope(rope) = self.positional {
             let freq_base = if window.is_some() {
                 rope.base_local
             } else {
                 rope.base
             };
+            let n_rot = match window {
+                Some(_) => rope.dims_local,
+                None => rope.dims,
+            };
             stages.push(Stage::Rope(RopeParams {
-                n_rot: rope.dims,
+                n_rot,
                 freq_base,
                 freq_scale: 1.0 / rope.linear_scale,
                 style: match rope.style {
@@ -433,8 +522,11 @@ impl ModelConfig {
                 },
                 yarn: rope.yarn.map(|yarn| {
                     let orig = yarn.original_context;
-                    ops::Yarn::new(rope.dims, freq_base, orig, rope.linear_scale)
+                    ops::Yarn::new(n_rot, freq_base, orig, rope.linear_scale)
                 }),
+                // Per-frequency factors never apply on sliding-window layers (gemma4 keeps
+                // them for its full-attention layers; no other model has both).
+                factors: window.is_none(),
             }));
         }
         stages.push(Stage::Attention {

@@ -7,7 +7,7 @@
 //! nor on the number of threads.
 
 use rinfer_kernels::ops;
-use rinfer_transformer::{NormKind, Transformer};
+use rinfer_transformer::{NormKind, PerLayerInputs, Transformer};
 
 use crate::compute;
 use crate::config::{ModelConfig, Pooling};
@@ -211,6 +211,49 @@ impl Model {
         }
         if let Some(norm) = &c.embedding_norm {
             Self::residual_norm(norm, s, n);
+        }
+        if let Some(inputs) = &c.per_layer_inputs {
+            let tokens = seqs.iter().flat_map(|seq| seq.tokens.iter().copied());
+            Self::per_layer_inputs(c, inputs, tokens, s)?;
+        }
+        Ok(())
+    }
+
+    /// Every row's input to each layer, from its token and its scaled embedding `s.x`, into
+    /// `s.per_layer` (see [`PerLayerInputs`]).
+    fn per_layer_inputs(
+        c: &Transformer<Cpu>,
+        inputs: &PerLayerInputs<Cpu>,
+        tokens: impl Iterator<Item = u32>,
+        s: &mut Scratch,
+    ) -> Result<(), ModelError> {
+        let width = inputs.width;
+        let all = width * c.layers();
+        let n = s.sources.len();
+        compute::matmul(
+            &inputs.model_proj,
+            &s.x,
+            n,
+            &mut s.per_layer_gate,
+            &mut s.act,
+        )?;
+        let proj_scale = 1.0 / (c.hidden as f32).sqrt();
+        let token_scale = (width as f32).sqrt();
+        let norm = &inputs.proj_norm;
+        for (i, tok) in tokens.enumerate() {
+            let row = &mut s.per_layer[i * all..(i + 1) * all];
+            compute::dequantize(&inputs.token_embd, tok as usize, row)?;
+            let proj = &mut s.per_layer_gate[i * all..(i + 1) * all];
+            ops::scale(proj, proj_scale);
+            for (slice, embd) in proj
+                .chunks_exact_mut(width)
+                .zip(row.chunks_exact_mut(width))
+            {
+                ops::rms_norm_inplace(slice, &norm.weight, norm.params.eps);
+                for (e, p) in embd.iter_mut().zip(slice.iter()) {
+                    *e = (p + *e * token_scale) * std::f32::consts::FRAC_1_SQRT_2;
+                }
+            }
         }
         Ok(())
     }

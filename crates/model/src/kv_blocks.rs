@@ -199,6 +199,12 @@ impl BlockPool {
         self.shared.block_bytes
     }
 
+    /// Bytes of one key (or value) row of a block.
+    pub(crate) fn row_bytes(&self) -> usize {
+        let s = &self.shared;
+        s.kv_type.row_bytes(s.kv_dim).unwrap_or(0)
+    }
+
     /// Lets `blocks` more blocks exist.
     pub(crate) fn add_capacity(&self, blocks: usize) {
         let mut state = self.state();

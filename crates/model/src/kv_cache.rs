@@ -165,7 +165,7 @@ impl KvCache {
         let capacity = Self::blocks_for(context)
             .checked_mul(sequences)
             .ok_or_else(overflow)?;
-        let widths = (config.kv_dim(), !config.values_in_keys());
+        let widths = (config.paged_kv_dim(), !config.values_in_keys());
         let pool = BlockPool::new(kv_type, widths, paged, capacity)?;
         (0..sequences)
             .map(|_| Self::in_pool(config, &pool, context, max_batch))
@@ -181,7 +181,6 @@ impl KvCache {
         let overflow = || ModelError::SizeOverflow {
             what: format!("a KV cache of {context} positions"),
         };
-        let kv_dim = config.kv_dim();
         let mut paged = 0;
         let layers = (0..config.layers)
             .map(|layer| {
@@ -197,6 +196,7 @@ impl KvCache {
                     return Ok(LayerStore::Paged { index: paged - 1 });
                 }
                 let slots = Self::slots(config, layer, context, max_batch);
+                let kv_dim = config.heads_of(layer).kv_dim();
                 let rows = || KvRows::new(pool.kv_type(), slots, kv_dim).ok_or_else(overflow);
                 Ok(LayerStore::Ring {
                     keys: rows()?,
@@ -221,14 +221,15 @@ impl KvCache {
     /// values, as in llama.cpp).
     pub fn check_type(config: &ModelConfig, kv_type: KvType) -> Result<(), ModelError> {
         let block = kv_type.block_values();
-        if config.head_dim.is_multiple_of(block) {
-            Ok(())
-        } else {
-            Err(ModelError::InvalidConfig(format!(
+        let misfit = (0..config.layers)
+            .map(|layer| config.heads_of(layer).head_dim)
+            .find(|head_dim| !head_dim.is_multiple_of(block));
+        match misfit {
+            None => Ok(()),
+            Some(head_dim) => Err(ModelError::InvalidConfig(format!(
                 "a {kv_type} KV cache needs heads of a multiple of {block} values, and this \
-                 model's have {}: choose --kv-type f16 or f32",
-                config.head_dim
-            )))
+                 model's have {head_dim}: choose --kv-type f16 or f32"
+            ))),
         }
     }
 
@@ -261,8 +262,7 @@ impl KvCache {
         context: usize,
         max_batch: usize,
     ) -> Option<usize> {
-        let rows = if config.values_in_keys() { 1 } else { 2 };
-        let row_bytes = kv_type.row_bytes(config.kv_dim())?.checked_mul(rows)?;
+        let rows_per_position = if config.values_in_keys() { 1 } else { 2 };
         let paged_rows = Self::blocks_for(context).checked_mul(BLOCK_TOKENS)?;
         (0..config.layers)
             .try_fold(0usize, |total, layer| {
@@ -271,6 +271,8 @@ impl KvCache {
                     let bytes = window.checked_add(matrices)?.checked_mul(4)?;
                     return total.checked_add(bytes);
                 }
+                let kv_dim = config.heads_of(layer).kv_dim();
+                let row_bytes = kv_type.row_bytes(kv_dim)?.checked_mul(rows_per_position)?;
                 let rows = match config.window_of(layer) {
                     Some(_) => Self::slots(config, layer, context, max_batch),
                     None => paged_rows,
@@ -456,6 +458,15 @@ impl KvCache {
         match self.layers[layer] {
             LayerStore::Ring { slots, .. } => slots,
             LayerStore::Paged { .. } | LayerStore::Recurrent(_) => self.context,
+        }
+    }
+
+    /// Bytes of one key (or value) row of `layer`.
+    pub(crate) fn row_len(&self, layer: usize) -> usize {
+        match &self.layers[layer] {
+            LayerStore::Ring { keys, .. } => keys.row_bytes(0).len(),
+            LayerStore::Paged { .. } => self.pool.row_bytes(),
+            LayerStore::Recurrent(_) => 0,
         }
     }
 

@@ -30,6 +30,12 @@ pub struct Scratch {
     pub(crate) up: Vec<f32>,
     /// Logits `[n, vocab]`.
     pub(crate) logits: Vec<f32>,
+    /// Every row's input to each layer `[n, layers · width]` (gemma4's per-layer embeddings;
+    /// empty without them).
+    pub(crate) per_layer: Vec<f32>,
+    /// The projection of every row's embedding to its per-layer inputs `[n, layers · width]`,
+    /// then one layer's gated per-layer input `[n, width]`.
+    pub(crate) per_layer_gate: Vec<f32>,
     /// Mixture-of-experts buffers (empty for dense models).
     pub(crate) moe: MoeScratch,
     /// Latent attention buffers (empty for other models).
@@ -77,6 +83,8 @@ impl Scratch {
             &self.gate,
             &self.up,
             &self.logits,
+            &self.per_layer,
+            &self.per_layer_gate,
         ];
         buffers.iter().map(|b| b.len() * 4).sum::<usize>()
             + self.moe.bytes()
@@ -101,6 +109,7 @@ impl Scratch {
             + 2 * config.kv_dim()
             + fused
             + 2 * config.ffn_dim
+            + per_layer_floats(config).checked_mul(2)?
             + usize::from(config.gated_attention) * config.q_dim();
         let extra = MoeScratch::floats_per_row(config)?
             .checked_add(LatentScratch::floats_per_row(config)?)?
@@ -139,6 +148,8 @@ impl Scratch {
             gate: vec![0.0; n * config.ffn_dim],
             up: vec![0.0; n * config.ffn_dim],
             logits: vec![0.0; logit_rows * config.vocab_size],
+            per_layer: vec![0.0; n * per_layer_floats(config)],
+            per_layer_gate: vec![0.0; n * per_layer_floats(config)],
             moe: MoeScratch::new(config, n),
             latent: LatentScratch::new(config, n),
             mixer: MixerScratch::new(config, n),
@@ -151,11 +162,20 @@ impl Scratch {
                     .vocab_size
                     .max(fused)
                     .max(config.hidden)
+                    .max(per_layer_floats(config))
                     .max(latent_rows(config))
                     .max(MixerScratch::widths(config).0),
             ),
         }
     }
+}
+
+/// Per-layer input values of one row: every layer's width (0 without per-layer inputs).
+fn per_layer_floats(config: &ModelConfig) -> usize {
+    config
+        .per_layer_input
+        .unwrap_or(0)
+        .saturating_mul(config.layers)
 }
 
 /// Width of the attention output: the query heads, or latent attention's values when wider.

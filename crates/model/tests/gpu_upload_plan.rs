@@ -2,9 +2,9 @@
 //! included) can go to the GPU: its view for the CUDA backend passes the upload plan, which then holds every tensor of the file exactly once, in
 //! its stored bytes (no dequantized copies; a layer's experts as one stacked tensor per
 //! projection). The architectures whose stages the GPU does not run yet (latent attention,
-//! shared experts, sigmoid routing, hybrid recurrent layers) are refused by the plan with an
-//! error that names the layer and `--device cpu`, which makes the device `auto` run them on
-//! the CPU. Without a GPU, loading ends in an error that says why.
+//! shared experts, sigmoid routing, hybrid recurrent layers, Gemma 4) are refused by the plan
+//! with an error that names the reason and `--device cpu`, which makes the device `auto` run
+//! them on the CPU. Without a GPU, loading ends in an error that says why.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use rinfer_model::weights::Matrix;
 use rinfer_transformer::{Block, Stage};
 
 /// The fixture architectures the CUDA backend refuses, by file name prefix.
-const CPU_ONLY: [&str; 2] = ["deepseek2-", "glm4moe-"];
+const CPU_ONLY: [&str; 3] = ["bert-", "deepseek2-", "glm4moe-"];
 
 fn cpu_only(path: &std::path::Path) -> bool {
     let name = path.file_name().unwrap().to_string_lossy();
@@ -42,6 +42,19 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
         let model = Model::from_gguf(&file).unwrap();
         let view = model.gpu_view().unwrap();
         let planned = UploadPlan::new(&view, &options(128, 16));
+        let name = path.file_name().unwrap().to_string_lossy();
+        if name.starts_with("gemma4") {
+            // Not run by the CUDA backend yet: refused before any upload, saying so, which
+            // lets `--device auto` fall back to the CPU with that reason.
+            let Err(CudaError::Unsupported(why)) = planned else {
+                panic!("{}: the plan accepted gemma4", path.display());
+            };
+            assert!(
+                why.contains("gemma4") && why.contains("--device cpu"),
+                "{why}"
+            );
+            continue;
+        }
         if cpu_only(&path) || model.config.recurrent.is_some() {
             match planned {
                 Err(e @ CudaError::Unsupported(_)) => {

@@ -8,7 +8,7 @@ use common::fixture_model;
 use rinfer_formats::gguf::{GgufFile, GgufWriter};
 use rinfer_model::Model;
 use rinfer_model::config::Positional;
-use rinfer_transformer::{Block, Handles, RopeStyle, Stage};
+use rinfer_transformer::{Block, Handles, Qkv, RopeStyle, Stage};
 
 /// The stages of every layer, by name.
 fn stage_names(name: &str) -> Vec<Vec<&'static str>> {
@@ -48,6 +48,9 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
                     Stage::PostFfnNorm(_) => "post_ffn_norm",
                     Stage::FfnResidual => "x+=h",
                     Stage::ParallelResidual => "x+=out+h",
+                    Stage::ValueNorm { .. } => "v_norm",
+                    Stage::PerLayerInput { .. } => "x+=per_layer",
+                    Stage::OutputScale(_) => "x*=scale",
                     Stage::ResidualNorm(_) => "x=norm(x)",
                 })
                 .collect()
@@ -155,6 +158,76 @@ fn a_gemma3_block_adds_qk_norms_and_post_norms() {
             ]
         );
     }
+}
+
+#[test]
+fn a_gemma4_block_norms_values_and_adds_its_per_layer_input() {
+    for block in stage_names("gemma4-tiny-q8_0") {
+        assert_eq!(
+            block,
+            [
+                "attn_norm",
+                "qkv",
+                "qk_norm",
+                "v_norm",
+                "rope",
+                "attention",
+                "attn_output",
+                "post_attn_norm",
+                "x+=out",
+                "ffn_norm",
+                "ffn",
+                "post_ffn_norm",
+                "x+=h",
+                "x+=per_layer",
+                "x*=scale"
+            ]
+        );
+    }
+}
+
+/// Gemma 4's layers differ: its sliding-window layers have narrower heads and more kv heads,
+/// rotate all their dimensions at the local base and no factors; its full-attention layer has
+/// wider heads, no `attn_v` (its values are its keys) and proportional RoPE.
+#[test]
+fn gemma4_layers_carry_their_own_heads_and_rope() {
+    let model = fixture_model("gemma4-tiny-q8_0");
+    let t = model.transformer();
+    let shapes: Vec<_> = t
+        .blocks
+        .iter()
+        .map(|b| {
+            let rope = b.rope().unwrap();
+            let window = b.attention().unwrap().window;
+            let has_v = b
+                .stages
+                .iter()
+                .any(|s| matches!(s, Stage::Qkv(Qkv::OptionalValue { v: Some(_), .. })));
+            let h = b.heads;
+            (
+                h.heads,
+                h.kv_heads,
+                h.head_dim,
+                window,
+                rope.n_rot,
+                rope.freq_base,
+                rope.factors,
+                has_v,
+            )
+        })
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            (2, 2, 32, Some(16), 32, 10_000.0, false, true),
+            (2, 2, 32, Some(16), 32, 10_000.0, false, true),
+            (2, 1, 64, None, 64, 1_000_000.0, true, false),
+        ]
+    );
+    assert_eq!(t.rope_freqs.as_ref().map(Vec::len), Some(32));
+    assert_eq!(t.per_layer_inputs.as_ref().map(|p| p.width), Some(16));
+    assert!(t.blocks.iter().all(|b| b.attention().unwrap().scale == 1.0));
+    assert_eq!(t.final_softcap, Some(30.0));
 }
 
 #[test]

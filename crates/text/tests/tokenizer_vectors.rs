@@ -383,6 +383,47 @@ fn tiny_model_prompts_match_llama_cpp() {
     assert!(checked >= 6, "only {checked} prompts found");
 }
 
+/// Gemma 4's vocabulary (`tokenizer.ggml.model = "gemma4"`: BPE over `▁` pieces with byte
+/// fallback) gives back the prompts it encodes, ends generation at `<turn|>`, and parses its
+/// turn markers as single control tokens.
+#[test]
+fn gemma4_pieces_round_trip_and_mark_turns() {
+    let file = GgufFile::open(fixture("models/gemma4-tiny-q8_0.gguf")).unwrap();
+    let tok = Tokenizer::from_gguf(file.metadata()).unwrap();
+    let text = std::fs::read_to_string(fixture("refs/gemma4-tiny-q8_0.json")).unwrap();
+    let reference: Value = serde_json::from_str(&text).unwrap();
+    for case in reference["cases"].as_array().unwrap() {
+        let prompt = case["prompt"].as_str().unwrap();
+        let ids = tok.encode(prompt, true, false).unwrap();
+        assert_eq!(ids[0], 2, "BOS first");
+        assert_eq!(tok.decode(&ids[1..]), prompt);
+    }
+    let turn = tok.token_id("<|turn>").unwrap();
+    let end = tok.token_id("<turn|>").unwrap();
+    assert_eq!((turn, end), (105, 106));
+    assert!(tok.is_eog(end));
+    let ids = tok.encode("<|turn>user\nHi<turn|>", false, true).unwrap();
+    assert_eq!(ids.first(), Some(&turn));
+    assert_eq!(ids.last(), Some(&end));
+    let literal = tok.encode("<|turn>", false, false).unwrap();
+    assert!(!literal.contains(&turn), "{literal:?}");
+}
+
+/// A file without a vocabulary (`tokenizer.ggml.model = "none"`) has a tokenizer that cannot
+/// encode text and says why.
+#[test]
+fn no_vocabulary_refuses_text_naming_it() {
+    use rinfer_formats::gguf::{Metadata, MetadataValue};
+    let mut meta = Metadata::default();
+    meta.insert("tokenizer.ggml.model", MetadataValue::String("none".into()))
+        .unwrap();
+    let tok = Tokenizer::from_gguf(&meta).unwrap();
+    assert!(!tok.has_vocabulary());
+    let err = tok.encode("text", true, false).unwrap_err().to_string();
+    assert!(err.contains("no vocabulary"), "{err}");
+    assert_eq!(tok.decode(&[0, 5]), "");
+}
+
 /// The truncated vocabularies inside the 2026 fixture models (deepseek-llm's pre-tokenizer,
 /// Llama 3's) tokenize the reference prompts (digits, currency, accents, CJK, emoji, math) as
 /// llama.cpp did, BOS included, and decode them back.

@@ -19,6 +19,10 @@
 //! stream, `h` the normed input (and then the FFN's output), `q`, `k`, `v` the projections,
 //! `attn` the attention output and `out` its projection.
 //!
+//! Layers may differ in their heads ([`Block::heads`]: gemma4's full-attention layers have
+//! wider heads and fewer of them than its sliding-window ones), so a layer's q, k and v widths
+//! are its block's, and so are the rows its KV cache keeps.
+//!
 //! A mixture-of-experts layer replaces [`Stage::Ffn`] by [`Stage::Router`], which picks each
 //! row's experts and their weights, and [`Stage::Experts`], which runs only those experts and
 //! sums their outputs into `h`; a layer with shared experts runs [`Stage::SharedExperts`]
@@ -30,12 +34,14 @@
 //! projection; RoPE and attention are the ordinary stages over one kv head.
 //!
 //! ```
-//! use rinfer_transformer::{Block, Linear, Norm, NormKind, NormWeights, Qkv, Role, Stage};
+//! use rinfer_transformer::{Block, Heads, Linear, Norm, NormKind, NormWeights, Qkv, Role, Stage};
 //!
 //! // A block without positions or attention, with `()` for every weight, to show the list.
 //! let norm = |role| NormWeights { role, params: Norm { kind: NormKind::Rms, eps: 1e-6 }, weight: (), bias: None };
 //! let linear = || Linear { weight: (), bias: None };
+//! let heads = Heads { heads: 4, kv_heads: 2, head_dim: 16 };
 //! let block: Block<()> = Block {
+//!     heads,
 //!     stages: vec![
 //!         Stage::AttentionNorm(norm(Role::AttnNorm)),
 //!         Stage::Qkv(Qkv::Fused(linear())),
@@ -49,7 +55,8 @@
 use std::fmt::Debug;
 
 use crate::params::{
-    AttentionParams, DeltaNet, Experts, Ffn, Mla, Norm, Recurrence, RopeParams, Router, ShortConv,
+    AttentionParams, DeltaNet, Experts, Ffn, Heads, Mla, Norm, Recurrence, RopeParams, Router,
+    ShortConv,
 };
 use crate::tensor::{Role, TensorName};
 
@@ -205,6 +212,16 @@ pub enum Qkv<H: Handles> {
     },
     /// One matrix `[q_dim + 2·kv_dim, hidden]`, output q | k | v.
     Fused(Linear<H>),
+    /// Separate q and k, and v where the file has it; without it the values are the keys as
+    /// projected, before any norm or rotation (gemma4's full-attention layers).
+    OptionalValue {
+        /// Queries.
+        q: Linear<H>,
+        /// Keys.
+        k: Linear<H>,
+        /// Values, if the layer has its own.
+        v: Option<Linear<H>>,
+    },
     /// Three matrices as [`Qkv::Separate`], the query one `[2·q_dim, hidden]` giving each
     /// head its query then its output gate (Qwen3.5's gated attention; see
     /// [`Stage::AttentionGate`]).
@@ -281,6 +298,11 @@ pub enum Stage<H: Handles> {
         q: H::Vector,
         /// Scale of every key head.
         k: H::Vector,
+    },
+    /// Every head of `v` RMS-normed without a scale (gemma4).
+    ValueNorm {
+        /// Added to the variance.
+        eps: f32,
     },
     /// `q` and `k` rotated at each row's position (with the model's per-frequency factors, if
     /// it has them).
@@ -398,6 +420,18 @@ pub enum Stage<H: Handles> {
     FfnResidual,
     /// `x += out + h`: attention and FFN both read the normed input (a parallel block).
     ParallelResidual,
+    /// `x += norm(proj(gelu(gate(x)) ⊙ input))` with the row's input to this layer from
+    /// [`Transformer::per_layer_inputs`](crate::Transformer::per_layer_inputs) (gemma4's per-layer embeddings).
+    PerLayerInput {
+        /// `[width, hidden]`.
+        gate: Linear<H>,
+        /// `[hidden, width]`.
+        proj: Linear<H>,
+        /// The norm of the projection.
+        norm: NormWeights<H>,
+    },
+    /// `x *= scale`, a one-value tensor (gemma4's `layer_output_scale`).
+    OutputScale(H::Vector),
     /// `x = norm(x)` and `h = x`: a post-norm block (BERT) normalises the residual stream
     /// itself after each residual add, and the next projection reads it unchanged.
     ResidualNorm(NormWeights<H>),
@@ -406,6 +440,8 @@ pub enum Stage<H: Handles> {
 /// The stages of one decoder layer, in the order they run.
 #[derive(Clone, Debug)]
 pub struct Block<H: Handles> {
+    /// The layer's attention heads: the widths of its q, k and v and of its KV cache rows.
+    pub heads: Heads,
     /// The stages.
     pub stages: Vec<Stage<H>>,
 }

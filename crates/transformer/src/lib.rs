@@ -16,8 +16,8 @@ pub use block::{
     Tensor,
 };
 pub use params::{
-    AttentionParams, DeltaNet, Experts, Ffn, Gating, Mla, Norm, NormKind, Recurrence, RopeParams,
-    RopeStyle, Router, ShortConv, Yarn,
+    AttentionParams, DeltaNet, Experts, Ffn, Gating, Heads, Mla, Norm, NormKind, Recurrence,
+    RopeParams, RopeStyle, Router, ShortConv, Yarn,
 };
 pub use tensor::{Part, Role, TensorName};
-pub use tree::Transformer;
+pub use tree::{PerLayerInputs, Transformer};

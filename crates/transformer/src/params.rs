@@ -81,6 +81,29 @@ pub struct Experts {
     pub ffn_dim: usize,
 }
 
+/// The attention heads of a layer: query head `h` reads kv head `h / (heads / kv_heads)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heads {
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (`heads` is a multiple of them).
+    pub kv_heads: usize,
+    /// Width of one head (queries, keys and values alike).
+    pub head_dim: usize,
+}
+
+impl Heads {
+    /// Width of all query heads together.
+    pub fn q_dim(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    /// Width of all key (or value) heads together.
+    pub fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+}
+
 /// Multi-head latent attention's widths (DeepSeek-V2/V3). Each position's keys and values are
 /// one latent row `[k_pe (rope) | c (kv_lora)]` shared by every head; a query head is
 /// absorbed into that space, `[q_pe (rope) | W_kb · q_nope (kv_lora)]`, so attention runs as
@@ -158,6 +181,9 @@ pub struct RopeParams {
     pub style: RopeStyle,
     /// YaRN's blend of interpolated and extrapolated angles, where the model scales that way.
     pub yarn: Option<Yarn>,
+    /// Whether the model's per-frequency divisors (`rope_freqs`, where it has them) divide
+    /// this layer's angles (gemma4 applies them on its full-attention layers only).
+    pub factors: bool,
 }
 
 /// YaRN context extension as ggml applies it (`ext_factor` 1): pairs below `corr_dims[0]` keep

@@ -68,6 +68,20 @@ pub enum Role {
     FfnDownExps,
     /// The norm after the FFN.
     PostFfwNorm,
+    /// Per-layer token embeddings `[vocab, width · layers]` (gemma4's per-layer inputs).
+    PerLayerTokenEmbd,
+    /// The projection of the embedded input to every layer's input `[width · layers, hidden]`.
+    PerLayerModelProj,
+    /// The RMSNorm scale of each layer's projected input `[width]`.
+    PerLayerProjNorm,
+    /// A layer's gate of its per-layer input `[width, hidden]`.
+    PerLayerInpGate,
+    /// A layer's projection of its gated per-layer input back to the residual `[hidden, width]`.
+    PerLayerProj,
+    /// The norm after that projection.
+    PerLayerPostNorm,
+    /// A layer's one-value scale of its output.
+    LayerOutputScale,
     /// The compressing query projection (multi-head latent attention).
     AttnQA,
     /// The RMSNorm scale of the compressed query.
@@ -127,7 +141,7 @@ pub enum Role {
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 51] = [
+    pub const ALL: [Role; 58] = [
         Role::TokenEmbd,
         Role::PositionEmbd,
         Role::RopeFreqs,
@@ -152,6 +166,13 @@ impl Role {
         Role::FfnUpExps,
         Role::FfnDownExps,
         Role::PostFfwNorm,
+        Role::PerLayerTokenEmbd,
+        Role::PerLayerModelProj,
+        Role::PerLayerProjNorm,
+        Role::PerLayerInpGate,
+        Role::PerLayerProj,
+        Role::PerLayerPostNorm,
+        Role::LayerOutputScale,
         Role::AttnQA,
         Role::AttnQANorm,
         Role::AttnQB,
@@ -208,6 +229,13 @@ impl Role {
             Role::FfnUpExps => "ffn_up_exps",
             Role::FfnDownExps => "ffn_down_exps",
             Role::PostFfwNorm => "post_ffw_norm",
+            Role::PerLayerTokenEmbd => "per_layer_token_embd",
+            Role::PerLayerModelProj => "per_layer_model_proj",
+            Role::PerLayerProjNorm => "per_layer_proj_norm",
+            Role::PerLayerInpGate => "inp_gate",
+            Role::PerLayerProj => "proj",
+            Role::PerLayerPostNorm => "post_norm",
+            Role::LayerOutputScale => "layer_output_scale",
             Role::AttnQA => "attn_q_a",
             Role::AttnQANorm => "attn_q_a_norm",
             Role::AttnQB => "attn_q_b",
@@ -247,6 +275,9 @@ impl Role {
                 | Role::RopeFreqs
                 | Role::OutputNorm
                 | Role::Output
+                | Role::PerLayerTokenEmbd
+                | Role::PerLayerModelProj
+                | Role::PerLayerProjNorm
                 | Role::TokenTypes
                 | Role::TokenEmbdNorm
         )

@@ -5,7 +5,24 @@
 use crate::block::{
     Block, FfnUp, Handles, LatentQ, Linear, Mapper, NormWeights, Qkv, Shape, Stage, Tensor,
 };
+use crate::params::Heads;
 use crate::tensor::{Role, TensorName};
+
+/// Gemma 4's per-layer inputs: each token gets a `width`-wide input for every layer, computed
+/// once from its id and its scaled input embedding `x0`:
+/// `input_l = (rms_norm(model_proj(x0) / sqrt(hidden))_l ⊙ proj_norm + token_embd[tok]_l ·
+/// sqrt(width)) / sqrt(2)`, where `_l` is layer `l`'s slice of `width` values.
+#[derive(Clone, Debug)]
+pub struct PerLayerInputs<H: Handles> {
+    /// Values per layer.
+    pub width: usize,
+    /// `[vocab, width · layers]`.
+    pub token_embd: H::Matrix,
+    /// `[width · layers, hidden]`.
+    pub model_proj: H::Matrix,
+    /// The RMSNorm of each layer's slice of the projection, `[width]`.
+    pub proj_norm: NormWeights<H>,
+}
 
 /// A transformer: token embedding (times `embedding_scale`, plus learned positions and token
 /// type 0 when the model has them, then the embedding norm, if any, as `x` and `h`), the
@@ -17,7 +34,8 @@ pub struct Transformer<H: Handles> {
     pub vocab_size: usize,
     /// Width of the residual stream.
     pub hidden: usize,
-    /// Query heads.
+    /// Query heads, as the model states them; each layer's are its [`Block::heads`], which
+    /// differ from these three where the layers differ (gemma4).
     pub heads: usize,
     /// Key/value heads (fewer than `heads` under grouped-query attention).
     pub kv_heads: usize,
@@ -38,8 +56,13 @@ pub struct Transformer<H: Handles> {
     /// Whether a query sees only the keys up to its own position; otherwise (an encoder) it
     /// sees every key of its sequence, which must then run in one pass.
     pub causal: bool,
-    /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling).
+    /// Per-frequency RoPE divisors, `[rope_dims / 2]` (Llama 3.1 scaling, gemma4's
+    /// proportional RoPE), on the layers whose RoPE takes [`RopeParams::factors`].
+    ///
+    /// [`RopeParams::factors`]: crate::RopeParams::factors
     pub rope_freqs: Option<H::Vector>,
+    /// Every layer's extra input per token (gemma4).
+    pub per_layer_inputs: Option<PerLayerInputs<H>>,
     /// One block per layer.
     pub blocks: Vec<Block<H>>,
     /// The norm before the LM head (and before pooling); `None` for a post-norm encoder.
@@ -58,14 +81,23 @@ impl<H: Handles> Transformer<H> {
         self.blocks.len()
     }
 
-    /// Width of all query heads together.
+    /// Width of all query heads together, of [`Transformer::heads`].
     pub fn q_dim(&self) -> usize {
         self.heads * self.head_dim
     }
 
-    /// Width of all key (or value) heads together.
+    /// Width of all key (or value) heads together, of [`Transformer::kv_heads`].
     pub fn kv_dim(&self) -> usize {
         self.kv_heads * self.head_dim
+    }
+
+    /// The heads [`Transformer::heads`] and its neighbours state.
+    pub fn model_heads(&self) -> Heads {
+        Heads {
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+        }
     }
 
     /// The attention window of `layer`, if it slides.
@@ -121,6 +153,7 @@ impl<H: Handles> Transformer<H> {
         let mut head = Place {
             c: self,
             layer: None,
+            heads: self.model_heads(),
         };
         let embedding_norm = match &self.embedding_norm {
             Some(norm) => Some(head.norm(norm, self.hidden, m)?),
@@ -129,8 +162,11 @@ impl<H: Handles> Transformer<H> {
         let rope_dims = self
             .blocks
             .iter()
-            .find_map(Block::rope)
-            .map_or(0, |r| r.n_rot);
+            .filter_map(Block::rope)
+            .filter(|r| r.factors)
+            .map(|r| r.n_rot)
+            .max()
+            .unwrap_or(0);
         let rope_freqs = match &self.rope_freqs {
             Some(freqs) => {
                 let t = Tensor {
@@ -141,17 +177,39 @@ impl<H: Handles> Transformer<H> {
             }
             None => None,
         };
+        let per_layer_inputs = match &self.per_layer_inputs {
+            Some(p) => {
+                let all = p.width * self.layers();
+                Some(PerLayerInputs {
+                    width: p.width,
+                    token_embd: m.matrix(
+                        &matrix(Role::PerLayerTokenEmbd, self.vocab_size, all),
+                        &p.token_embd,
+                    )?,
+                    model_proj: m.matrix(
+                        &matrix(Role::PerLayerModelProj, all, self.hidden),
+                        &p.model_proj,
+                    )?,
+                    proj_norm: head.norm(&p.proj_norm, p.width, m)?,
+                })
+            }
+            None => None,
+        };
         let mut blocks = Vec::with_capacity(self.blocks.len());
         for (layer, block) in self.blocks.iter().enumerate() {
             let mut at = Place {
                 c: self,
                 layer: Some(layer),
+                heads: block.heads,
             };
             let mut stages = Vec::with_capacity(block.stages.len());
             for stage in &block.stages {
                 stages.extend(at.stage(stage, m)?);
             }
-            blocks.push(Block { stages });
+            blocks.push(Block {
+                heads: block.heads,
+                stages,
+            });
         }
         let output_norm = match &self.output_norm {
             Some(norm) => Some(head.norm(norm, self.hidden, m)?),
@@ -187,6 +245,7 @@ impl<H: Handles> Transformer<H> {
             embedding_norm,
             causal: self.causal,
             rope_freqs,
+            per_layer_inputs,
             blocks,
             output_norm,
             output,
@@ -196,10 +255,11 @@ impl<H: Handles> Transformer<H> {
     }
 }
 
-/// Where [`Transformer::map`] is: the model and the layer (none for the head).
+/// Where [`Transformer::map`] is: the model, the layer (none for the head) and its heads.
 struct Place<'t, H: Handles> {
     c: &'t Transformer<H>,
     layer: Option<usize>,
+    heads: Heads,
 }
 
 impl<'t, H: Handles> Place<'t, H> {
@@ -288,6 +348,28 @@ impl<'t, H: Handles> Place<'t, H> {
         })
     }
 
+    /// A linear layer the file may lack: `None` when the mapper drops its weight.
+    fn optional_linear<B: Handles, M: Mapper<'t, H, B>>(
+        &mut self,
+        role: Role,
+        (rows, cols): (usize, usize),
+        l: &'t Linear<H>,
+        m: &mut M,
+    ) -> Result<Option<Linear<B>>, M::Error> {
+        let name = self.name(role);
+        let t = Tensor {
+            name,
+            shape: Shape::Matrix { rows, cols },
+        };
+        let Some(weight) = m.optional_matrix(&t, &l.weight)? else {
+            return Ok(None);
+        };
+        Ok(Some(Linear {
+            weight,
+            bias: Self::bias(name, rows, &l.bias, m)?,
+        }))
+    }
+
     fn experts<B: Handles, M: Mapper<'t, H, B>>(
         &mut self,
         role: Role,
@@ -310,7 +392,9 @@ impl<'t, H: Handles> Place<'t, H> {
         m: &mut M,
     ) -> Result<Option<Stage<B>>, M::Error> {
         let c = self.c;
-        let (hidden, q_dim, kv_dim, ffn) = (c.hidden, c.q_dim(), c.kv_dim(), c.ffn_dim);
+        let (hidden, ffn) = (c.hidden, c.ffn_dim);
+        let (q_dim, kv_dim, head_dim) =
+            (self.heads.q_dim(), self.heads.kv_dim(), self.heads.head_dim);
         let block = &c.blocks[self.layer.unwrap_or(0)];
         Ok(Some(match stage {
             Stage::AttentionNorm(n) => Stage::AttentionNorm(self.norm(n, hidden, m)?),
@@ -329,6 +413,14 @@ impl<'t, H: Handles> Place<'t, H> {
                 q: self.linear(Role::AttnQ, (2 * q_dim, hidden), q, m)?,
                 k: self.linear(Role::AttnK, (kv_dim, hidden), k, m)?,
                 v: self.linear(Role::AttnV, (kv_dim, hidden), v, m)?,
+            }),
+            Stage::Qkv(Qkv::OptionalValue { q, k, v }) => Stage::Qkv(Qkv::OptionalValue {
+                q: self.linear(Role::AttnQ, (q_dim, hidden), q, m)?,
+                k: self.linear(Role::AttnK, (kv_dim, hidden), k, m)?,
+                v: match v {
+                    Some(v) => self.optional_linear(Role::AttnV, (kv_dim, hidden), v, m)?,
+                    None => None,
+                },
             }),
             Stage::AttentionGate => Stage::AttentionGate,
             Stage::ShortConv {
@@ -375,7 +467,7 @@ impl<'t, H: Handles> Place<'t, H> {
             Stage::QkNorm { eps, q, k } => {
                 let t = Tensor {
                     name: self.name(Role::AttnQNorm),
-                    shape: Shape::Vector(c.head_dim),
+                    shape: Shape::Vector(head_dim),
                 };
                 let Some(q) = m.optional_vector(&t, q)? else {
                     return Ok(None);
@@ -383,9 +475,10 @@ impl<'t, H: Handles> Place<'t, H> {
                 Stage::QkNorm {
                     eps: *eps,
                     q,
-                    k: self.vector(Role::AttnKNorm, c.head_dim, k, m)?,
+                    k: self.vector(Role::AttnKNorm, head_dim, k, m)?,
                 }
             }
+            Stage::ValueNorm { eps } => Stage::ValueNorm { eps: *eps },
             Stage::LatentQkv {
                 mla,
                 q,
@@ -422,7 +515,7 @@ impl<'t, H: Handles> Place<'t, H> {
             Stage::Attention { params, sinks } => Stage::Attention {
                 params: *params,
                 sinks: match sinks {
-                    Some(s) => Some(self.vector(Role::AttnSinks, c.heads, s, m)?),
+                    Some(s) => Some(self.vector(Role::AttnSinks, self.heads.heads, s, m)?),
                     None => None,
                 },
             },
@@ -509,6 +602,17 @@ impl<'t, H: Handles> Place<'t, H> {
             Stage::FfnResidual => Stage::FfnResidual,
             Stage::ParallelResidual => Stage::ParallelResidual,
             Stage::ResidualNorm(n) => Stage::ResidualNorm(self.norm(n, hidden, m)?),
+            Stage::PerLayerInput { gate, proj, norm } => {
+                let width = c.per_layer_inputs.as_ref().map_or(0, |p| p.width);
+                Stage::PerLayerInput {
+                    gate: self.linear(Role::PerLayerInpGate, (width, hidden), gate, m)?,
+                    proj: self.linear(Role::PerLayerProj, (hidden, width), proj, m)?,
+                    norm: self.norm(norm, hidden, m)?,
+                }
+            }
+            Stage::OutputScale(scale) => {
+                Stage::OutputScale(self.vector(Role::LayerOutputScale, 1, scale, m)?)
+            }
         }))
     }
 }

@@ -2,7 +2,7 @@
 //! shape the dimensions imply: what the loader checks tensors against and the GPU names them by.
 
 use rinfer_transformer::{
-    Block, Experts, Ffn, Gating, Linear, Mapper, Norm, NormKind, NormWeights, Qkv, Role,
+    Block, Experts, Ffn, Gating, Heads, Linear, Mapper, Norm, NormKind, NormWeights, Qkv, Role,
     RopeParams, RopeStyle, Router, Shape, Stage, Tensor, Transformer,
 };
 
@@ -61,6 +61,7 @@ fn map_names_every_weight_with_the_shape_the_dimensions_imply() {
             freq_scale: 1.0,
             style: RopeStyle::Neox,
             yarn: None,
+            factors: true,
         }),
         Stage::AttentionOutput(linear(false)),
         Stage::AttentionResidual,
@@ -100,7 +101,15 @@ fn map_names_every_weight_with_the_shape_the_dimensions_imply() {
         embedding_norm: None,
         causal: true,
         rope_freqs: Some(()),
-        blocks: vec![Block { stages }],
+        per_layer_inputs: None,
+        blocks: vec![Block {
+            heads: Heads {
+                heads: 2,
+                kv_heads: 1,
+                head_dim: 8,
+            },
+            stages,
+        }],
         output_norm: Some(norm(Role::OutputNorm)),
         output: Some(()),
         output_bias: None,

@@ -218,8 +218,8 @@ impl Sequence<'_, '_> {
                             }
                         }
                         Qkv::Fused(qkv) => self.linear(qkv, work.h, h, work.qkv, width),
-                        // The upload plan refuses gated attention (`check_stages`).
-                        Qkv::GatedQuery { .. } => {}
+                        // Refused by `UploadPlan::new` (`check_stages`).
+                        Qkv::OptionalValue { .. } | Qkv::GatedQuery { .. } => {}
                     }
                 }
                 // The upload plan refuses the recurrent stages and gated attention
@@ -258,6 +258,8 @@ impl Sequence<'_, '_> {
                 Stage::PostFfnNorm(norm) => self.norm(norm, work.h, work.h, n),
                 Stage::FfnResidual => self.add(&[work.x, work.h], len),
                 Stage::ParallelResidual => self.add(&[work.x, work.out, work.h], len),
+                // Refused by `UploadPlan::new` (`check_stages`): no launch runs them yet.
+                Stage::ValueNorm { .. } | Stage::PerLayerInput { .. } | Stage::OutputScale(_) => {}
                 Stage::ResidualNorm(norm) => {
                     self.norm(norm, work.x, work.h, n);
                     self.norm(norm, work.x, work.x, n);
@@ -330,7 +332,7 @@ impl Sequence<'_, '_> {
                     Arg::Ptr(self.b.work.positions),
                     Arg::F32(theta_scale),
                     Arg::F32(rope.freq_scale),
-                    opt(self.b.model.rope_freqs),
+                    opt(self.b.model.rope_freqs.filter(|_| rope.factors)),
                     Arg::I32(i32::from(rope.style == RopeStyle::Neox)),
                     Arg::F32(yarn.corr_dims[0]),
                     Arg::F32(yarn.corr_dims[1]),

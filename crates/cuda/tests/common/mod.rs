@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use rinfer_cuda::{HostMatrix, HostModel, HostStacked, HostView, Transformer};
 use rinfer_formats::GgmlType;
 use rinfer_transformer::{
-    AttentionParams, Block, Experts, Ffn, FfnUp, Gating, Linear, Norm, NormKind, NormWeights, Qkv,
-    Role, RopeParams, RopeStyle, Router, Stage,
+    AttentionParams, Block, Experts, Ffn, FfnUp, Gating, Heads, Linear, Norm, NormKind,
+    NormWeights, Qkv, Role, RopeParams, RopeStyle, Router, Stage,
 };
 
 pub const HIDDEN: usize = 64;
@@ -77,6 +77,11 @@ pub fn norm(s: &Storage, role: Role) -> NormWeights<HostView<'_>> {
 /// window of 16, layer 2 is global.
 pub fn model(s: &Storage) -> HostModel<'_> {
     let block = |layer: usize| Block {
+        heads: Heads {
+            heads: HEADS,
+            kv_heads: KV_HEADS,
+            head_dim: HEAD_DIM,
+        },
         stages: vec![
             Stage::AttentionNorm(norm(s, Role::AttnNorm)),
             Stage::Qkv(Qkv::Separate {
@@ -90,6 +95,7 @@ pub fn model(s: &Storage) -> HostModel<'_> {
                 freq_scale: 1.0,
                 style: RopeStyle::Norm,
                 yarn: None,
+                factors: true,
             }),
             Stage::Attention {
                 params: AttentionParams {
@@ -128,6 +134,7 @@ pub fn model(s: &Storage) -> HostModel<'_> {
         embedding_norm: None,
         causal: true,
         rope_freqs: None,
+        per_layer_inputs: None,
         blocks: (0..LAYERS).map(block).collect(),
         output_norm: Some(norm(s, Role::OutputNorm)),
         output: None,

@@ -20,7 +20,7 @@ pub use attention::{
 };
 pub use elementwise::{add_inplace, scale, softcap};
 pub use kv_row::{KvRow, KvRowMut, KvRows, KvType, UnknownKvType};
-pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace};
+pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace, rms_normalize_inplace};
 pub use recurrent::{causal_conv, delta_rule_step, l2_norm_inplace, sigmoid, softplus};
 pub use rope::{RopeParams, RopeStyle, Yarn, rope};
 pub use routing::{Gating, Router, route};

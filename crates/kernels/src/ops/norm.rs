@@ -26,6 +26,12 @@ pub fn rms_norm_inplace(x: &mut [f32], weight: &[f32], eps: f32) {
     }
 }
 
+/// `x = x / sqrt(mean(x²) + eps)`: RMSNorm without a scale.
+pub fn rms_normalize_inplace(x: &mut [f32], eps: f32) {
+    let scale = rms_scale(x, eps);
+    x.iter_mut().for_each(|v| *v *= scale);
+}
+
 /// `out = (x - mean) / sqrt(var + eps) * weight + bias`.
 pub fn layer_norm(x: &[f32], weight: &[f32], bias: Option<&[f32]>, eps: f32, out: &mut [f32]) {
     assert_eq!(x.len(), out.len());

@@ -79,6 +79,7 @@ fn rope_matches_f64_for_both_styles_and_partial_rotation() {
             freq_scale,
             style,
             yarn: None,
+            factors: true,
         };
         for pos in [0, 1, 7, 100] {
             let x = row(3 * head_dim);
@@ -162,6 +163,7 @@ fn yarn_ramp_and_scale_are_ggmls_for_gpt_oss_tiny() {
         freq_scale: 1.0 / 32.0,
         style: RopeStyle::Neox,
         yarn: Some(yarn),
+        factors: true,
     };
     let pos = 5;
     let x = row(64);

@@ -6,6 +6,7 @@
 mod bert;
 mod deepseek;
 mod gemma;
+mod gemma4;
 mod glm;
 mod gpt2;
 mod gpt_oss;
@@ -32,6 +33,7 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("gpt-oss", gpt_oss::config),
     ("gemma2", gemma::gemma2),
     ("gemma3", gemma::gemma3),
+    ("gemma4", gemma4::config),
     ("phi2", phi::phi2),
     ("phi3", phi::phi3),
     ("gpt2", gpt2::config),
@@ -192,11 +194,13 @@ impl Hparams<'_> {
             NormKind::Layer => "attention.layer_norm_epsilon",
         };
         let base = self.f32_or("rope.freq_base", 10_000.0)?;
+        let layers = self.usize("block_count")?;
+        let rope_dims = self.usize_or("rope.dimension_count", head_dim)?;
         Ok(ModelConfig {
             arch: self.arch.into(),
             vocab_size: self.vocab_size,
             hidden,
-            layers: self.usize("block_count")?,
+            layers,
             heads,
             kv_heads: self.kv_heads(heads)?,
             head_dim,
@@ -207,7 +211,8 @@ impl Hparams<'_> {
             ffn: crate::config::Ffn::SiluGated,
             positional: Positional::Rope(Rope {
                 style: RopeStyle::Interleaved,
-                dims: self.usize_or("rope.dimension_count", head_dim)?,
+                dims: rope_dims,
+                dims_local: rope_dims,
                 base,
                 base_local: base,
                 linear_scale: 1.0,
@@ -223,6 +228,10 @@ impl Hparams<'_> {
             sliding_window: None,
             experts: None,
             attention_sinks: false,
+            layer_attention: None,
+            value_norm: false,
+            per_layer_input: None,
+            layer_output_scale: false,
             mla: None,
             recurrent: None,
             gated_attention: false,
@@ -339,6 +348,53 @@ fn validate(c: &ModelConfig) -> Result<(), ModelError> {
     }
     if c.sliding_window.is_some_and(|sw| sw.window == 0) {
         return bad("sliding window of zero positions".into());
+    }
+    validate_layers(c)
+}
+
+/// Checks every layer's heads and rotation, and that the full-attention layers, which share
+/// the KV cache's blocks, keep rows of one width.
+fn validate_layers(c: &ModelConfig) -> Result<(), ModelError> {
+    let bad = |msg: String| Err(ModelError::InvalidConfig(msg));
+    if let Some(layers) = &c.layer_attention
+        && layers.len() != c.layers
+    {
+        return bad(format!(
+            "{} layers described for a model of {}",
+            layers.len(),
+            c.layers
+        ));
+    }
+    let paged = c.paged_kv_dim();
+    for layer in 0..c.layers {
+        let h = c.heads_of(layer);
+        if h.heads == 0 || h.head_dim == 0 || h.kv_heads == 0 || !h.heads.is_multiple_of(h.kv_heads)
+        {
+            return bad(format!(
+                "layer {layer}: {} query heads of {} values are not a multiple of {} kv heads",
+                h.heads, h.head_dim, h.kv_heads
+            ));
+        }
+        let window = c.window_of(layer);
+        if let Positional::Rope(rope) = c.positional {
+            let dims = if window.is_some() {
+                rope.dims_local
+            } else {
+                rope.dims
+            };
+            if dims > h.head_dim || dims % 2 != 0 {
+                return bad(format!(
+                    "layer {layer}: rope dimension {dims} does not fit head size {}",
+                    h.head_dim
+                ));
+            }
+        }
+        if window.is_none() && h.kv_dim() != paged {
+            return bad(format!(
+                "the full-attention layers keep keys of different widths ({} and {paged})",
+                h.kv_dim()
+            ));
+        }
     }
     Ok(())
 }

@@ -212,20 +212,23 @@ impl BlockStore {
                 _ => cache.clear(),
             }
         }
-        let row_bytes = self.block_bytes / (cache.layers() * 2 * BLOCK_TOKENS).max(1);
-        let span = BLOCK_TOKENS * row_bytes;
+        // The rings' rows lie ring after ring, keys then values, each ring its own width.
+        let mut first = 0;
         let rings: Vec<usize> = (0..cache.layers())
             .filter(|&layer| cache.is_ring(layer))
             .collect();
-        for (ring, layer) in rings.into_iter().enumerate() {
+        for layer in rings {
+            let row_bytes = cache.row_len(layer);
+            let span = BLOCK_TOKENS * row_bytes;
             for pos in len.saturating_sub(cache.ring_slots(layer))..len {
                 let block = &self.blocks[&chain[pos / BLOCK_TOKENS]];
-                let rows = &block.ring_rows[ring * 2 * span..(ring + 1) * 2 * span];
+                let rows = &block.ring_rows[first..first + 2 * span];
                 let (keys, values) = rows.split_at(span);
                 let i = pos % BLOCK_TOKENS;
                 let row = i * row_bytes..(i + 1) * row_bytes;
                 cache.store_ring_bytes(layer, pos, &keys[row.clone()], &values[row]);
             }
+            first += 2 * span;
         }
     }
 

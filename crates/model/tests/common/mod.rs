@@ -12,10 +12,11 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The tiny fixture models with llama.cpp references, one per architecture and tensor-type mix.
-pub const FIXTURE_MODELS: [&str; 14] = [
+pub const FIXTURE_MODELS: [&str; 15] = [
     "deepseek2-tiny-q8_0",
     "gemma3-tiny-f32",
     "gemma3-tiny-q4_k_m",
+    "gemma4-tiny-q8_0",
     "glm4moe-tiny-q8_0",
     "gpt-oss-tiny-mxfp4",
     "gpt2-tiny-q2_k",

@@ -17,6 +17,12 @@ pub struct BuiltinFormat {
 /// vocabulary has.
 pub const FORMATS: &[BuiltinFormat] = &[
     BuiltinFormat {
+        // Gemma 4's turns: `<|turn>role` … `<turn|>`, with a system turn of its own.
+        name: "gemma4",
+        source: include_str!("builtin/gemma4.jinja"),
+        marker: Some("<|turn>"),
+    },
+    BuiltinFormat {
         // Gemma's turns, as in Gemma 3's own template.
         name: "gemma",
         source: include_str!("builtin/gemma.jinja"),

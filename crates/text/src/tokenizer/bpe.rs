@@ -94,17 +94,7 @@ pub(crate) fn build(
         .zip(&vocab.tokens)
         .map(|(id, t)| (t.text.clone(), id))
         .collect();
-    let mut pairs = Vec::with_capacity(merges.len());
-    for m in merges {
-        // llama.cpp splits at the first space after the first byte.
-        let split = m
-            .bytes()
-            .skip(1)
-            .position(|b| b == b' ')
-            .map(|i| i + 1)
-            .ok_or_else(|| TokenizerError::Invalid(format!("malformed BPE merge {m:?}")))?;
-        pairs.push((m[..split].to_owned(), m[split + 1..].to_owned()));
-    }
+    let pairs = merge_pairs(merges)?;
     let model = BPE::builder()
         .vocab_and_merges(map, pairs)
         .ignore_merges(ignore_merges)
@@ -126,6 +116,24 @@ pub(crate) fn build(
     let mut tk = tokenizers::Tokenizer::new(model);
     tk.with_pre_tokenizer(Some(Sequence::new(steps)));
     Ok(tk)
+}
+
+/// The pairs of `tokenizer.ggml.merges`, each split as llama.cpp does: at the first space
+/// after the first byte.
+pub(crate) fn merge_pairs(merges: &[&str]) -> Result<Vec<(String, String)>, TokenizerError> {
+    merges
+        .iter()
+        .map(|m| {
+            let split = m
+                .bytes()
+                .skip(1)
+                .position(|b| b == b' ')
+                .map(|i| i + 1)
+                .filter(|&i| m.is_char_boundary(i))
+                .ok_or_else(|| TokenizerError::Invalid(format!("malformed BPE merge {m:?}")))?;
+            Ok((m[..split].to_owned(), m[split + 1..].to_owned()))
+        })
+        .collect()
 }
 
 /// GPT-2's map from bytes to printable characters, indexed by byte.

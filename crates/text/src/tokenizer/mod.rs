@@ -10,12 +10,17 @@
 //!   merge is not what the `tokenizers` crate implements;
 //! - `gpt2` (byte-level BPE): module `bpe`, a `tokenizers` BPE model rebuilt from the GGUF
 //!   vocabulary and merges, with the pre-tokenizer regexes llama.cpp picks by
-//!   `tokenizer.ggml.pre`.
+//!   `tokenizer.ggml.pre`;
+//! - `gemma4` (BPE over SentencePiece-style pieces): module `piece_bpe`, a `tokenizers` BPE
+//!   model over the GGUF pieces with byte fallback;
+//! - `none` (no vocabulary, llama.cpp's no-vocab mode): token ids only; encoding text is an
+//!   error that says so, and ids decode to nothing.
 //!
 //! A `tokenizer.json` runs entirely through the `tokenizers` crate, with Hugging Face semantics.
 
 mod bpe;
 mod hf;
+mod piece_bpe;
 mod pieces;
 mod special;
 #[cfg(test)]
@@ -86,9 +91,16 @@ pub enum TokenizerError {
     },
     /// `tokenizer.ggml.model` names a tokenizer this crate does not implement.
     #[error(
-        "unsupported tokenizer model \"{0}\" in tokenizer.ggml.model (supported: \"llama\", \"gpt2\", \"bert\")"
+        "unsupported tokenizer model \"{0}\" in tokenizer.ggml.model (supported: \"llama\", \"gpt2\", \"bert\", \"gemma4\", \"none\")"
     )]
     UnsupportedModel(String),
+    /// The model file has no vocabulary (`tokenizer.ggml.model = "none"`), so text cannot
+    /// become token ids.
+    #[error(
+        "this model has no vocabulary (tokenizer.ggml.model = \"none\"): give the prompt as \
+         token ids, not text"
+    )]
+    NoVocabulary,
     /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement.
     #[error(
         "unsupported BPE pre-tokenizer \"{0}\" in tokenizer.ggml.pre (supported: default, gpt-2, \
@@ -122,6 +134,10 @@ enum Backend {
     Spm,
     /// A `tokenizers` byte-level BPE model rebuilt from GGUF ([`bpe`]).
     Bpe(Box<tokenizers::Tokenizer>),
+    /// BPE over SentencePiece-style pieces ([`piece_bpe`]).
+    PieceBpe(Box<piece_bpe::PieceBpe>),
+    /// No vocabulary: text cannot be encoded.
+    None,
     /// A whole `tokenizer.json` pipeline ([`hf`]).
     Hf(Box<hf::HfTokenizer>),
     /// llama.cpp's WordPiece ([`wpm`]), with the longest token's length in bytes.
@@ -178,32 +194,30 @@ impl Tokenizer {
     /// [`TokenizerError::UnsupportedPreTokenizer`]).
     pub fn from_gguf(meta: &Metadata) -> Result<Self, TokenizerError> {
         let vocab = Vocab::from_gguf(meta)?;
+        let merges = || {
+            const MERGES: &str = "tokenizer.ggml.merges";
+            let wrong = || TokenizerError::WrongType {
+                key: MERGES.into(),
+                expected: "an array of strings",
+            };
+            meta.get(MERGES)
+                .ok_or_else(|| TokenizerError::MissingKey { key: MERGES.into() })?
+                .as_array()
+                .ok_or_else(wrong)?
+                .iter()
+                .map(|m| m.as_str().ok_or_else(wrong))
+                .collect::<Result<Vec<_>, _>>()
+        };
         let backend = match vocab.kind {
             VocabKind::Spm => Backend::Spm,
+            VocabKind::Bpe => Backend::Bpe(Box::new(bpe::build(&vocab, &merges()?)?)),
+            VocabKind::PieceBpe => {
+                Backend::PieceBpe(Box::new(piece_bpe::PieceBpe::build(&vocab, &merges()?)?))
+            }
             VocabKind::Wpm => Backend::Wpm {
                 max_token_len: vocab.tokens.iter().map(|t| t.text.len()).max().unwrap_or(0),
             },
-            VocabKind::Bpe => {
-                const MERGES: &str = "tokenizer.ggml.merges";
-                let items = meta
-                    .get(MERGES)
-                    .ok_or_else(|| TokenizerError::MissingKey { key: MERGES.into() })?
-                    .as_array()
-                    .ok_or_else(|| TokenizerError::WrongType {
-                        key: MERGES.into(),
-                        expected: "an array of strings",
-                    })?;
-                let merges = items
-                    .iter()
-                    .map(|m| {
-                        m.as_str().ok_or_else(|| TokenizerError::WrongType {
-                            key: MERGES.into(),
-                            expected: "an array of strings",
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                Backend::Bpe(Box::new(bpe::build(&vocab, &merges)?))
-            }
+            VocabKind::None => Backend::None,
         };
         let pieces = gguf_pieces(&vocab);
         Ok(Self::assemble(vocab, backend, pieces))
@@ -345,8 +359,10 @@ impl Tokenizer {
             _ => Ok(()),
         };
         check()?;
-        if let Backend::Hf(hf) = &self.backend {
-            return self.encode_hf(hf, text, add_special, control, check);
+        match &self.backend {
+            Backend::Hf(hf) => return self.encode_hf(hf, text, add_special, control, check),
+            Backend::None => return Err(TokenizerError::NoVocabulary),
+            _ => {}
         }
         let v = &self.vocab;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
@@ -383,8 +399,9 @@ impl Tokenizer {
                             .map_err(|e| TokenizerError::Encode(e.to_string()))?;
                         out.extend_from_slice(enc.get_ids());
                     }
+                    Backend::PieceBpe(model) => model.tokenize(v, t, &mut out)?,
                     Backend::Wpm { max_token_len } => wpm::tokenize(v, *max_token_len, t, &mut out),
-                    Backend::Hf(_) => unreachable!("handled above"),
+                    Backend::Hf(_) | Backend::None => unreachable!("handled above"),
                 },
             }
         }
@@ -525,6 +542,12 @@ impl Tokenizer {
         self.vocab.add_space_prefix
     }
 
+    /// Whether the file had a vocabulary: without one (`tokenizer.ggml.model = "none"`) only
+    /// token ids can be given to the model, and generated ids decode to nothing.
+    pub fn has_vocabulary(&self) -> bool {
+        !matches!(self.backend, Backend::None)
+    }
+
     /// Whether [`Tokenizer::encode`] with `add_special` adds BOS.
     pub fn add_bos(&self) -> bool {
         self.vocab.add_bos
@@ -563,11 +586,11 @@ fn gguf_pieces(vocab: &Vocab) -> Pieces {
             (TokenType::Control | TokenType::Unknown | TokenType::UserDefined, _) => {
                 t.text.as_bytes().to_vec()
             }
-            (TokenType::Normal, VocabKind::Spm | VocabKind::Wpm) => {
+            (TokenType::Normal, VocabKind::Spm | VocabKind::PieceBpe | VocabKind::Wpm) => {
                 t.text.replace('\u{2581}', " ").into_bytes()
             }
             (TokenType::Normal, VocabKind::Bpe) => byte_decoder.decode(&t.text),
-            (TokenType::Byte, VocabKind::Spm) => parse_byte_token(&t.text)
+            (TokenType::Byte, VocabKind::Spm | VocabKind::PieceBpe) => parse_byte_token(&t.text)
                 .map(|b| vec![b])
                 .unwrap_or_default(),
             _ => Vec::new(),

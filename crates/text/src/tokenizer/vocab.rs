@@ -23,6 +23,11 @@ pub(crate) enum VocabKind {
     Spm,
     /// `gpt2`: byte-level BPE with ranked merges and a regex pre-tokenizer.
     Bpe,
+    /// `gemma4`: BPE with ranked merges over SentencePiece-style pieces (`▁` for spaces,
+    /// `<0xNN>` byte fallback).
+    PieceBpe,
+    /// `none`: no vocabulary; the model runs on token ids alone (llama.cpp's no-vocab mode).
+    None,
     /// `bert`: WordPiece; `[CLS]` (as BOS) in front and `[SEP]` (as EOS) at the end.
     Wpm,
 }
@@ -59,6 +64,7 @@ const EOT_TEXTS: &[&str] = &[
     "<|im_end|>",
     "<|end|>",
     "<end_of_turn>",
+    "<turn|>",
     "<|endoftext|>",
     "<EOT>",
     "_<EOT>",
@@ -74,6 +80,7 @@ const EOG_TEXTS: &[&str] = &[
     "<|return|>",
     "<|call|>",
     "<end_of_turn>",
+    "<turn|>",
     "<|endoftext|>",
     "<|eom_id|>",
     "<EOT>",
@@ -224,6 +231,8 @@ impl Vocab {
         let kind = match model {
             "llama" => VocabKind::Spm,
             "gpt2" => VocabKind::Bpe,
+            "gemma4" => VocabKind::PieceBpe,
+            "none" => return Self::empty(),
             "bert" => VocabKind::Wpm,
             other => return Err(TokenizerError::UnsupportedModel(other.into())),
         };
@@ -289,6 +298,7 @@ impl Vocab {
         let (mut bos, mut eos, mut add_bos, mut add_space_prefix, mut clean_spaces) = match kind {
             VocabKind::Spm => (Some(1), Some(2), true, true, false),
             VocabKind::Bpe => (None, None, false, false, true),
+            VocabKind::PieceBpe | VocabKind::None => (None, None, true, false, false),
             VocabKind::Wpm => (Some(101), Some(102), true, false, true),
         };
         if kind == VocabKind::Bpe {
@@ -305,6 +315,8 @@ impl Vocab {
         if let Some(v) = flag(meta, "tokenizer.ggml.add_bos_token")? {
             add_bos = v;
         }
+        // llama.cpp adds BOS for Gemma 4 whatever the file says.
+        add_bos |= kind == VocabKind::PieceBpe;
         if let Some(v) = flag(meta, "tokenizer.ggml.add_eos_token")? {
             add_eos = v;
         }
@@ -392,6 +404,27 @@ impl Vocab {
             clean_spaces,
             special,
             media_markers,
+        })
+    }
+
+    /// No tokens at all (`tokenizer.ggml.model = "none"`): ids pass through, text cannot.
+    fn empty() -> Result<Self, TokenizerError> {
+        Ok(Vocab {
+            kind: VocabKind::None,
+            pre: "default".to_owned(),
+            tokens: Vec::new(),
+            token_to_id: TokenIndex::new(&[]),
+            bos: None,
+            eos: None,
+            eot: None,
+            unk: None,
+            eog: BTreeSet::new(),
+            add_bos: false,
+            add_eos: false,
+            add_space_prefix: false,
+            clean_spaces: false,
+            special: SpecialMatcher::new(&[], &[])?,
+            media_markers: Vec::new(),
         })
     }
 
