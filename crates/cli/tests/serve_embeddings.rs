@@ -152,7 +152,7 @@ fn decode_base64(text: &str) -> Vec<u8> {
 }
 
 #[test]
-fn malformed_embedding_requests_get_400_naming_the_field() {
+fn malformed_embedding_requests_get_400_naming_the_field_and_unknown_models_404() {
     let s = serve("bert-embd-tiny-f32");
     let bad = [
         (json!({}), "input"),
@@ -170,7 +170,6 @@ fn malformed_embedding_requests_get_400_naming_the_field() {
         (json!({"input": "a", "dimensions": 0}), "dimensions"),
         (json!({"input": "a", "dimensions": 65}), "dimensions"),
         (json!({"input": "a", "dimensions": "8"}), "dimensions"),
-        (json!({"input": "a", "model": "another"}), "model"),
         (json!({"input": "a", "truncate": true}), "truncate"),
         (json!({"input": "a ".repeat(600)}), "input"),
     ];
@@ -179,6 +178,11 @@ fn malformed_embedding_requests_get_400_naming_the_field() {
         assert_eq!(r.status, 400, "{body}: {}", r.text());
         assert_eq!(r.error_param().as_deref(), Some(param), "{body}");
     }
+    // A model the server does not serve is not found, as on every API.
+    let body = json!({"input": "a", "model": "another"});
+    let r = s.post("/v1/embeddings", &body);
+    assert_eq!(r.status, 404, "{body}: {}", r.text());
+    assert_eq!(r.error_param().as_deref(), Some("model"), "{body}");
     // An encoder does not generate.
     let r = s.post(
         "/v1/completions",
