@@ -7,27 +7,8 @@
 mod common;
 
 use common::fixtures;
-use rinfer_model::{KvCache, LoadedModel, Logits, Model, Scratch};
-use serde_json::Value;
-
-/// The README's tolerances for one class of MoE model.
-struct Tolerance {
-    /// Largest top-20 logit difference allowed at `share` of the positions...
-    per_position: f64,
-    /// ...this share of them.
-    share: f64,
-    /// Largest difference anywhere.
-    max_abs: f64,
-    /// Largest mean difference over a case's top-20 logits.
-    mean_abs: f64,
-    /// Least share of positions whose argmax equals llama.cpp's.
-    argmax_share: f64,
-    /// Greedy ids must match until the first step whose reference margin is below this.
-    greedy_margin: f64,
-    /// Least cosine of the full-vocabulary last-position logits (`None`: a routing flip at the
-    /// last position may move it).
-    min_cosine: Option<f64>,
-}
+use common::reference::{Tolerance, check_greedy, check_logits, ids, refs};
+use rinfer_model::LoadedModel;
 
 /// F32 weights: the architecture itself, exactly (README §3.4).
 const F32_MOE: Tolerance = Tolerance {
@@ -68,110 +49,6 @@ const QUANTIZED_NEW: Tolerance = Tolerance {
     greedy_margin: 1.0,
     min_cosine: None,
 };
-
-fn refs(name: &str) -> Value {
-    let path = fixtures().join(format!("refs/{name}.json"));
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    let ids = v.as_array().unwrap().iter();
-    ids.map(|t| t.as_u64().unwrap() as u32).collect()
-}
-
-fn argmax(row: &[f32]) -> usize {
-    (0..row.len())
-        .max_by(|&a, &b| row[a].total_cmp(&row[b]).then(b.cmp(&a)))
-        .unwrap()
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
-    let norm = |v: &[f32]| v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (norm(a) * norm(b))
-}
-
-fn last_logits(case: &Value) -> Vec<f32> {
-    let file = case["last_logits_file"].as_str().unwrap();
-    let bytes = std::fs::read(fixtures().join(file)).unwrap();
-    let values = bytes.chunks_exact(4);
-    values
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect()
-}
-
-/// Every position's logits of one case against the reference's top-20.
-fn check_logits(model: &Model, name: &str, case: &Value, tol: &Tolerance) {
-    let tokens = ids(&case["tokens"]);
-    let (n, vocab) = (tokens.len(), model.config.vocab_size);
-    let mut cache = KvCache::new(&model.config, n, n);
-    let mut scratch = Scratch::new(&model.config, n);
-    let logits = model
-        .forward(&tokens, &mut cache, &mut scratch, Logits::All)
-        .unwrap();
-    let (mut within, mut argmax_equal, mut sum, mut count, mut max) = (0, 0, 0f64, 0, 0f64);
-    for i in 0..n {
-        let row = &logits[i * vocab..(i + 1) * vocab];
-        let want = case["top_logits"][i].as_array().unwrap();
-        let mut worst = 0f64;
-        for (id, want) in ids(&case["top_ids"][i]).iter().zip(want) {
-            let diff = (row[*id as usize] as f64 - want.as_f64().unwrap()).abs();
-            worst = worst.max(diff);
-            sum += diff;
-            count += 1;
-        }
-        max = max.max(worst);
-        within += usize::from(worst <= tol.per_position);
-        argmax_equal += usize::from(argmax(row) as u64 == case["argmax"][i].as_u64().unwrap());
-    }
-    let label = format!("{name} {}", case["case"]);
-    let mean = sum / count as f64;
-    eprintln!(
-        "{label}: {within}/{n} positions within {}, max {max:.2e}, mean {mean:.2e}, argmax {argmax_equal}/{n}",
-        tol.per_position
-    );
-    assert!(
-        within as f64 >= tol.share * n as f64,
-        "{label}: {within}/{n} positions within"
-    );
-    assert!(max <= tol.max_abs, "{label}: max abs {max}");
-    assert!(mean <= tol.mean_abs, "{label}: mean abs {mean}");
-    let share = argmax_equal as f64 / n as f64;
-    assert!(
-        share >= tol.argmax_share,
-        "{label}: argmax {argmax_equal}/{n}"
-    );
-    if let Some(min_cosine) = tol.min_cosine {
-        let cos = cosine(&logits[(n - 1) * vocab..], &last_logits(case));
-        assert!(cos >= min_cosine, "{label}: last-position cosine {cos}");
-    }
-}
-
-/// The greedy continuation of one case, token by token after the prompt, against llama.cpp's
-/// up to its first step with a margin below the tolerance.
-fn check_greedy(model: &Model, name: &str, case: &Value, tol: &Tolerance) {
-    let tokens = ids(&case["tokens"]);
-    let greedy = &case["greedy"];
-    let want = ids(&greedy["ids"]);
-    let margins = greedy["top2_margin"].as_array().unwrap();
-    let mut cache = KvCache::new(&model.config, tokens.len() + want.len(), tokens.len());
-    let mut scratch = Scratch::new(&model.config, tokens.len());
-    let mut logits = model
-        .forward(&tokens, &mut cache, &mut scratch, Logits::Last)
-        .unwrap()
-        .to_vec();
-    for (step, (&want, margin)) in want.iter().zip(margins).enumerate() {
-        if margin.as_f64().unwrap() < tol.greedy_margin {
-            break;
-        }
-        let got = argmax(&logits) as u32;
-        assert_eq!(got, want, "{name} {} greedy step {step}", case["case"]);
-        logits = model
-            .forward(&[got], &mut cache, &mut scratch, Logits::Last)
-            .unwrap()
-            .to_vec();
-    }
-}
 
 fn check_model(name: &str, tol: &Tolerance) {
     let path = fixtures().join(format!("models/{name}.gguf"));

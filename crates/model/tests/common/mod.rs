@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod reference;
+
 use std::path::PathBuf;
 
 use rinfer_model::{KvCache, KvType, Logits, Model, ModelConfig, Scratch};
