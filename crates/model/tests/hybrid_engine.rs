@@ -7,24 +7,10 @@
 mod common;
 mod speculation_support;
 
-use rinfer_model::{
-    DeviceRequest, Engine, EngineSettings, Event, LoadedModel, Speculation, SpeculationStats,
-};
+use rinfer_model::{Engine, EngineSettings, Event, Speculation, SpeculationStats};
 use speculation_support::*;
 
 const MODELS: [&str; 2] = ["lfm2-tiny-q8_0", "qwen35-tiny-q8_0"];
-
-const LOOKUP: Speculation = Speculation::PromptLookup { draft_max: 6 };
-
-fn engine(loaded: &LoadedModel, settings: EngineSettings) -> Engine<'_> {
-    Engine::new(loaded, settings, DeviceRequest::Cpu).unwrap()
-}
-
-/// A prompt that repeats itself, so its continuation is likely to repeat too.
-fn repetitive_prompt(seed: u32) -> Vec<u32> {
-    let phrase: Vec<u32> = (0..7).map(|i| 3 + (seed * 131 + i * 17) % 400).collect();
-    [phrase.as_slice(), &phrase, &phrase[..4]].concat()
-}
 
 #[test]
 fn speculation_on_a_recurrent_state_gives_the_output_of_plain_decoding() {

@@ -6,9 +6,7 @@
 mod common;
 mod speculation_support;
 
-use rinfer_model::{
-    DeviceRequest, Engine, EngineSettings, Generation, LoadedModel, Speculation, SpeculationStats,
-};
+use rinfer_model::{EngineSettings, Generation, Speculation, SpeculationStats};
 use speculation_support::*;
 
 /// Gemma 3 (sliding window of 16 on two of its three layers), Llama and Qwen 3 (full
@@ -19,18 +17,6 @@ const MODELS: [&str; 4] = [
     "qwen3-tiny-q5_k_m",
     "qwen3moe-tiny-q4_k_m",
 ];
-
-const LOOKUP: Speculation = Speculation::PromptLookup { draft_max: 6 };
-
-fn engine(loaded: &LoadedModel, settings: EngineSettings) -> Engine<'_> {
-    Engine::new(loaded, settings, DeviceRequest::Cpu).unwrap()
-}
-
-/// A prompt that repeats itself, so its continuation is likely to repeat too.
-fn repetitive_prompt(seed: u32) -> Vec<u32> {
-    let phrase: Vec<u32> = (0..7).map(|i| 3 + (seed * 131 + i * 17) % 400).collect();
-    [phrase.as_slice(), &phrase, &phrase[..4]].concat()
-}
 
 #[test]
 fn greedy_and_seeded_speculation_give_the_output_of_plain_decoding() {

@@ -1,11 +1,28 @@
 //! What the speculation tests share: fixture models, engine settings whose sliding-window
 //! rings wrap, requests that run to their ends, and a loop that collects every output.
 
+#![allow(dead_code)]
+
 use rinfer_model::{
-    Engine, EngineSettings, Event, LoadedModel, Request, SamplingParams, SeqId, Speculation,
+    DeviceRequest, Engine, EngineSettings, Event, LoadedModel, Request, SamplingParams, SeqId,
+    Speculation,
 };
 
 use crate::common::fixtures;
+
+/// Prompt lookup with up to 6 guesses a step.
+pub const LOOKUP: Speculation = Speculation::PromptLookup { draft_max: 6 };
+
+/// An engine on the CPU.
+pub fn engine(loaded: &LoadedModel, settings: EngineSettings) -> Engine<'_> {
+    Engine::new(loaded, settings, DeviceRequest::Cpu).unwrap()
+}
+
+/// A prompt that repeats itself, so its continuation is likely to repeat too.
+pub fn repetitive_prompt(seed: u32) -> Vec<u32> {
+    let phrase: Vec<u32> = (0..7).map(|i| 3 + (seed * 131 + i * 17) % 400).collect();
+    [phrase.as_slice(), &phrase, &phrase[..4]].concat()
+}
 
 pub fn loaded(name: &str) -> LoadedModel {
     LoadedModel::open(fixtures().join(format!("models/{name}.gguf"))).unwrap()
