@@ -6,9 +6,7 @@
 
 mod common;
 
-use common::fixtures;
-use common::reference::{Tolerance, check_greedy, check_logits, ids, refs};
-use rinfer_model::LoadedModel;
+use common::reference::{Tolerance, check_model};
 
 /// F32 weights: the architecture itself, exactly (README §3.4).
 const F32_MOE: Tolerance = Tolerance {
@@ -49,24 +47,6 @@ const QUANTIZED_NEW: Tolerance = Tolerance {
     greedy_margin: 1.0,
     min_cosine: None,
 };
-
-fn check_model(name: &str, tol: &Tolerance) {
-    let path = fixtures().join(format!("models/{name}.gguf"));
-    let loaded = LoadedModel::open(path).unwrap();
-    let model = &loaded.model;
-    for case in refs(name)["cases"].as_array().unwrap() {
-        let prompt = case["prompt"].as_str().unwrap();
-        let tokens = loaded.tokenizer.encode(prompt, true, false).unwrap();
-        assert_eq!(
-            tokens,
-            ids(&case["tokens"]),
-            "{name} {} tokens",
-            case["case"]
-        );
-        check_logits(model, name, case, tol);
-        check_greedy(model, name, case, tol);
-    }
-}
 
 #[test]
 fn qwen3moe_f32_matches_llama_cpp() {

@@ -8,7 +8,7 @@ use common::fixture_model;
 use rinfer_formats::gguf::{GgufFile, GgufWriter};
 use rinfer_model::Model;
 use rinfer_model::config::Positional;
-use rinfer_transformer::{Block, Handles, Qkv, RopeStyle, Stage};
+use rinfer_transformer::{Block, Gating, Handles, Qkv, RopeStyle, Stage};
 
 /// The stages of every layer, by name.
 fn stage_names(name: &str) -> Vec<Vec<&'static str>> {
@@ -94,8 +94,35 @@ fn hybrid_layers_mix_by_recurrence_or_by_attention_as_their_metadata_says() {
     ];
     assert_eq!(
         stage_names("qwen35-tiny-q8_0"),
-        [delta.clone(), delta.clone(), delta, gated]
+        [delta.clone(), delta.clone(), delta.clone(), gated.clone()]
     );
+    // Qwen3.5-MoE: the same mixers, each FFN a gated shared expert beside softmax-routed ones.
+    let moe = |mut block: Vec<&'static str>| {
+        let ffn = block.iter().position(|&s| s == "ffn").unwrap();
+        block.splice(ffn..=ffn, ["shared_experts", "router", "experts"]);
+        block
+    };
+    assert_eq!(
+        stage_names("qwen35moe-tiny-q8_0"),
+        [
+            moe(delta.clone()),
+            moe(delta.clone()),
+            moe(delta),
+            moe(gated)
+        ]
+    );
+    for block in &fixture_model("qwen35moe-tiny-q8_0").transformer().blocks {
+        for stage in &block.stages {
+            match stage {
+                Stage::SharedExperts { gate_inp, .. } => assert!(gate_inp.is_some()),
+                Stage::Router { router, .. } => {
+                    assert_eq!(router.gating, Gating::SoftmaxTopK);
+                    assert_eq!((router.experts, router.used, router.scale), (8, 2, 1.0));
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 #[test]

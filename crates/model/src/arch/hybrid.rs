@@ -1,12 +1,14 @@
 //! Hybrid architectures, whose layers mix positions by attention or by a recurrence:
-//! LFM2 (short convolutions; a layer with no key/value heads is a convolution layer) and
-//! Qwen3.5 (gated delta nets beside gated full attention).
+//! LFM2 (short convolutions; a layer with no key/value heads is a convolution layer),
+//! Qwen3.5 (gated delta nets beside gated full attention) and Qwen3.5-MoE (Qwen3.5's layers
+//! with mixture-of-experts FFNs).
 
 use rinfer_transformer::Role;
 
-use super::{Hparams, with_rope_style};
+use super::{Hparams, moe, with_rope_style};
 use crate::config::{
-    DeltaNet, ModelConfig, NormKind, Recurrence, RecurrentLayers, RopeStyle, ShortConv,
+    DeltaNet, Ffn, Gating, ModelConfig, NormKind, Recurrence, RecurrentLayers, RopeStyle,
+    SharedExpertsConfig, ShortConv,
 };
 use crate::error::ModelError;
 
@@ -89,5 +91,28 @@ pub(super) fn qwen35(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
         layers,
         recurrence: Recurrence::DeltaNet(net),
     });
+    Ok(c)
+}
+
+/// Qwen3.5-MoE: Qwen3.5's layers, each FFN a mixture of experts (softmax over
+/// `expert_count` router scores, the top `expert_used_count` renormalised, experts
+/// `expert_feed_forward_length` wide) beside one shared expert of
+/// `expert_shared_feed_forward_length`, scaled per token by `sigmoid(ffn_gate_inp_shexp · h)`.
+pub(super) fn qwen35moe(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
+    let mut c = qwen35(hp)?;
+    let ffn_dim = hp.usize("expert_feed_forward_length")?;
+    let mut experts = moe::experts(hp, ffn_dim, Gating::SoftmaxTopK, Ffn::SiluGated)?;
+    let shared = hp.usize("expert_shared_feed_forward_length")?;
+    if shared == 0 {
+        return Err(ModelError::InvalidConfig(format!(
+            "{} is zero: Qwen3.5-MoE layers have a shared expert",
+            hp.key("expert_shared_feed_forward_length")
+        )));
+    }
+    experts.shared = Some(SharedExpertsConfig {
+        ffn_dim: shared,
+        gated: true,
+    });
+    c.experts = Some(experts);
     Ok(c)
 }

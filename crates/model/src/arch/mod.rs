@@ -41,6 +41,7 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("deepseek2", deepseek::deepseek2),
     ("lfm2", hybrid::lfm2),
     ("qwen35", hybrid::qwen35),
+    ("qwen35moe", hybrid::qwen35moe),
     ("bert", bert::config),
 ];
 

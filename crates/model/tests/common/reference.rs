@@ -2,7 +2,7 @@
 //! position's top-20 logits, the last position's full logits and the greedy continuation,
 //! within a class of the fixtures README's tolerances.
 
-use rinfer_model::{KvCache, Logits, Model, Scratch};
+use rinfer_model::{KvCache, LoadedModel, Logits, Model, Scratch};
 use serde_json::Value;
 
 use super::fixtures;
@@ -17,7 +17,7 @@ pub struct Tolerance {
     pub max_abs: f64,
     /// Largest mean difference over a case's top-20 logits.
     pub mean_abs: f64,
-    /// Least share of positions whose argmax equals llama.cpp's.
+    /// Least share of positions, over every case, whose argmax equals llama.cpp's.
     pub argmax_share: f64,
     /// Greedy ids must match until the first step whose reference margin is below this.
     pub greedy_margin: f64,
@@ -57,8 +57,36 @@ pub fn last_logits(case: &Value) -> Vec<f32> {
         .collect()
 }
 
-/// Every position's logits of one case against the reference's top-20.
-pub fn check_logits(model: &Model, name: &str, case: &Value, tol: &Tolerance) {
+/// Every case of a fixture model's references: its prompt's tokens, logits and greedy
+/// continuation, and the share of positions whose argmax is llama.cpp's over all cases.
+pub fn check_model(name: &str, tol: &Tolerance) {
+    let path = fixtures().join(format!("models/{name}.gguf"));
+    let loaded = LoadedModel::open(path).unwrap();
+    let model = &loaded.model;
+    let (mut argmax_equal, mut positions) = (0, 0);
+    for case in refs(name)["cases"].as_array().unwrap() {
+        let prompt = case["prompt"].as_str().unwrap();
+        let tokens = loaded.tokenizer.encode(prompt, true, false).unwrap();
+        assert_eq!(
+            tokens,
+            ids(&case["tokens"]),
+            "{name} {} tokens",
+            case["case"]
+        );
+        argmax_equal += check_logits(model, name, case, tol);
+        positions += tokens.len();
+        check_greedy(model, name, case, tol);
+    }
+    let share = argmax_equal as f64 / positions as f64;
+    assert!(
+        share >= tol.argmax_share,
+        "{name}: argmax {argmax_equal}/{positions}"
+    );
+}
+
+/// Every position's logits of one case against the reference's top-20; the count of
+/// positions whose argmax is llama.cpp's.
+pub fn check_logits(model: &Model, name: &str, case: &Value, tol: &Tolerance) -> usize {
     let tokens = ids(&case["tokens"]);
     let (n, vocab) = (tokens.len(), model.config.vocab_size);
     let mut cache = KvCache::new(&model.config, n, n);
@@ -93,15 +121,11 @@ pub fn check_logits(model: &Model, name: &str, case: &Value, tol: &Tolerance) {
     );
     assert!(max <= tol.max_abs, "{label}: max abs {max}");
     assert!(mean <= tol.mean_abs, "{label}: mean abs {mean}");
-    let share = argmax_equal as f64 / n as f64;
-    assert!(
-        share >= tol.argmax_share,
-        "{label}: argmax {argmax_equal}/{n}"
-    );
     if let Some(min_cosine) = tol.min_cosine {
         let cos = cosine(&logits[(n - 1) * vocab..], &last_logits(case));
         assert!(cos >= min_cosine, "{label}: last-position cosine {cos}");
     }
+    argmax_equal
 }
 
 /// The greedy continuation of one case, token by token after the prompt, against llama.cpp's
