@@ -10,7 +10,7 @@ mod speculation_support;
 use rinfer_model::{Engine, EngineSettings, Event, Speculation, SpeculationStats};
 use speculation_support::*;
 
-const MODELS: [&str; 2] = ["lfm2-tiny-q8_0", "qwen35-tiny-q8_0"];
+const MODELS: [&str; 3] = ["lfm2-tiny-q8_0", "qwen35-tiny-q8_0", "qwen35moe-tiny-q8_0"];
 
 #[test]
 fn speculation_on_a_recurrent_state_gives_the_output_of_plain_decoding() {

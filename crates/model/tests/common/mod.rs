@@ -14,7 +14,7 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The tiny fixture models with llama.cpp references, one per architecture and tensor-type mix.
-pub const FIXTURE_MODELS: [&str; 15] = [
+pub const FIXTURE_MODELS: [&str; 17] = [
     "deepseek2-tiny-q8_0",
     "gemma3-tiny-f32",
     "gemma3-tiny-q4_k_m",
@@ -22,6 +22,7 @@ pub const FIXTURE_MODELS: [&str; 15] = [
     "glm4moe-tiny-q8_0",
     "gpt-oss-tiny-mxfp4",
     "gpt2-tiny-q2_k",
+    "lfm2-tiny-q8_0",
     "llama-tiny-q4_k",
     "llama-tiny-q8_0",
     "mixtral-tiny-q8_0",
@@ -30,6 +31,7 @@ pub const FIXTURE_MODELS: [&str; 15] = [
     "qwen3-tiny-q5_k_m",
     "qwen3moe-tiny-q4_k_m",
     "qwen35-tiny-q8_0",
+    "qwen35moe-tiny-q8_0",
 ];
 
 /// The default model, whose path `cargo xtask test` passes in `RINFER_TEST_MODEL`.
