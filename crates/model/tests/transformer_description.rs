@@ -373,3 +373,41 @@ fn a_glm4moe_block_norms_q_and_k_and_its_ffn_by_the_post_attention_norm() {
     .concat();
     assert_eq!(blocks, [dense, moe.clone(), moe]);
 }
+
+/// A fixture rewritten without the metadata key `skip`.
+fn without_key(name: &str, skip: &str) -> std::sync::Arc<GgufFile> {
+    let path = common::fixtures().join(format!("models/{name}.gguf"));
+    let file = GgufFile::open(path).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter().filter(|(key, _)| *key != skip) {
+        writer.add_metadata(key, value.clone()).unwrap();
+    }
+    for t in file.tensors() {
+        writer
+            .add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
+            .unwrap();
+    }
+    std::sync::Arc::new(GgufFile::from_bytes(writer.to_bytes()).unwrap())
+}
+
+#[test]
+fn the_dense_ffn_width_may_be_absent_only_where_every_layer_runs_experts() {
+    let file = without_key("qwen35moe-tiny-q8_0", "qwen35moe.feed_forward_length");
+    let model = Model::from_gguf(&file).unwrap();
+    assert_eq!(model.config.ffn_dim, 0);
+    let tokens = &common::reference_prompts("qwen35moe-tiny-q8_0")[0];
+    let with_width = fixture_model("qwen35moe-tiny-q8_0");
+    assert_eq!(
+        common::bits(&common::batched_logits(&model, tokens)),
+        common::bits(&common::batched_logits(&with_width, tokens))
+    );
+    let file = without_key("qwen35-tiny-q8_0", "qwen35.feed_forward_length");
+    let error = Model::from_gguf(&file).err().expect("an error").to_string();
+    assert!(error.contains("qwen35.feed_forward_length"), "{error}");
+    let file = without_key("deepseek2-tiny-q8_0", "deepseek2.feed_forward_length");
+    let error = Model::from_gguf(&file).err().expect("an error").to_string();
+    assert!(
+        error.contains("deepseek2.feed_forward_length") && error.contains("layer 0"),
+        "{error}"
+    );
+}

@@ -205,7 +205,7 @@ impl Hparams<'_> {
             heads,
             kv_heads: self.kv_heads(heads)?,
             head_dim,
-            ffn_dim: self.usize("feed_forward_length")?,
+            ffn_dim: self.dense_ffn_dim()?,
             context_length: self.usize("context_length")?,
             norm,
             norm_eps: self.metadata.get_f32(&self.key(eps_key))?,
@@ -241,6 +241,17 @@ impl Hparams<'_> {
             post_norm: false,
             pooling: self.pooling()?,
         })
+    }
+
+    /// The dense FFN's width, `feed_forward_length`. A mixture-of-experts file may leave it
+    /// out when every layer runs experts (llama.cpp reads it as optional): 0 then, which
+    /// `validate` refuses where some layer runs the dense FFN.
+    fn dense_ffn_dim(&self) -> Result<usize, ModelError> {
+        if self.has("expert_count") {
+            self.usize_or("feed_forward_length", 0)
+        } else {
+            self.usize("feed_forward_length")
+        }
     }
 
     /// The pooling of an embedding model (`{arch}.pooling_type`; absent or 0: none).
@@ -324,10 +335,19 @@ fn with_rope_style(mut config: ModelConfig, style: RopeStyle) -> ModelConfig {
 
 fn validate(c: &ModelConfig) -> Result<(), ModelError> {
     let bad = |msg: String| Err(ModelError::InvalidConfig(msg));
-    if c.hidden == 0 || c.layers == 0 || c.head_dim == 0 || c.ffn_dim == 0 || c.vocab_size == 0 {
+    if c.hidden == 0 || c.layers == 0 || c.head_dim == 0 || c.vocab_size == 0 {
         return bad(format!(
-            "zero-sized dimension (hidden {}, layers {}, head_dim {}, ffn {}, vocab {})",
-            c.hidden, c.layers, c.head_dim, c.ffn_dim, c.vocab_size
+            "zero-sized dimension (hidden {}, layers {}, head_dim {}, vocab {})",
+            c.hidden, c.layers, c.head_dim, c.vocab_size
+        ));
+    }
+    let dense = (0..c.layers).find(|&layer| !c.experts.is_some_and(|m| m.applies_to(layer)));
+    if let Some(layer) = dense
+        && c.ffn_dim == 0
+    {
+        return bad(format!(
+            "{}.feed_forward_length is missing or zero, and layer {layer} runs the dense FFN",
+            c.arch
         ));
     }
     if c.kv_heads == 0 || !c.heads.is_multiple_of(c.kv_heads) {
