@@ -25,7 +25,7 @@ tasks:
   bench kernels [--json] [TYPE...]
                 matvec GB/s (1 and 2 threads, vs measured read bandwidth) and matmul GFLOP/s of
                 every weight type (or the named ones) at real model shapes
-  bench serve [--streams 1,4,16] [--max-tokens N]
+  bench serve [--streams 1,4,16] [--max-tokens N] [--threads N] [--vs-llama-cpp]
                 aggregate generated tok/s and p50/p99 inter-token latency of `rinfer serve` on
                 the default model at several concurrent streams
   bench serve --multi-turn [--turns 6] [--system-rules 28] [--max-tokens 32] [--threads N]

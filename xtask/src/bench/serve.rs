@@ -1,6 +1,8 @@
 //! `cargo xtask bench serve`: `rinfer serve` (release build, default model) under 1, 4 and 16
-//! concurrent streaming clients. Reports aggregate generated tokens per second, its ratio to
-//! the single-stream rate, and p50/p99 inter-token latency as clients see it (gaps between
+//! concurrent streaming clients, and with `--vs-llama-cpp` llama.cpp's `llama-server` (built as
+//! the model bench builds llama-bench) with as many slots, the same model, context and threads,
+//! measured after rinfer. Reports aggregate generated tokens per second, its ratio to the
+//! single-stream rate, and p50/p99 inter-token latency as clients see it (gaps between
 //! consecutive SSE chunks of one stream).
 //!
 //! End-of-generation tokens get a `logit_bias` of -100 so that every request generates exactly
@@ -13,6 +15,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
+use super::llama_cpp::LlamaCpp;
 use super::server::{Server, post};
 
 /// Requests per client at each level, after the warm-up.
@@ -27,15 +30,23 @@ const EOG_IDS: [u32; 2] = [1, 106];
 struct Options {
     streams: Vec<usize>,
     max_tokens: usize,
+    threads: usize,
+    vs_llama_cpp: bool,
 }
 
 fn parse(args: &[&str]) -> Result<Options> {
     let mut options = Options {
         streams: vec![1, 4, 16],
         max_tokens: 64,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        vs_llama_cpp: false,
     };
     let mut args = args.iter();
     while let Some(&arg) = args.next() {
+        if arg == "--vs-llama-cpp" {
+            options.vs_llama_cpp = true;
+            continue;
+        }
         let value = args
             .next()
             .with_context(|| format!("{arg} needs a value"))?;
@@ -47,6 +58,7 @@ fn parse(args: &[&str]) -> Result<Options> {
                     .collect::<Result<_>>()?;
             }
             "--max-tokens" => options.max_tokens = value.parse().context("bad --max-tokens")?,
+            "--threads" => options.threads = value.parse().context("bad --threads")?,
             other => bail!("unknown option {other}; see `cargo xtask help`"),
         }
     }
@@ -66,49 +78,105 @@ pub fn run(args: &[&str]) -> Result<()> {
         return super::embeddings::run(rest);
     }
     let options = parse(args)?;
-    crate::fetch_model::run()?;
+    let model = crate::fetch_model::run()?;
     crate::cargo(&["build", "--release", "-p", "rinfer-cli"])?;
     let most = options.streams.iter().copied().max().unwrap_or(1);
-    let context = (256 + options.max_tokens).to_string();
-    let mut server = Server::rinfer(&["--parallel", &most.to_string(), "--ctx", &context])?;
+    let slot_context = 256 + options.max_tokens;
+    let (context, slots, threads) = (
+        slot_context.to_string(),
+        most.to_string(),
+        options.threads.to_string(),
+    );
+    let mut server = Server::rinfer(&["--parallel", &slots, "--ctx", &context, "-t", &threads])?;
+    let ours = measure_levels("rinfer", &server, &options)?;
+    server.stop();
+    let theirs = if options.vs_llama_cpp {
+        let llama = LlamaCpp::obtain(&super::cache::root()?)?;
+        let total = (slot_context * most).to_string();
+        let args = ["-c", &total, "-np", &slots, "-t", &threads];
+        let mut server = Server::llama(llama.server(), &model, &args)?;
+        let levels = measure_levels("llama-server", &server, &options)?;
+        server.stop();
+        Some(levels)
+    } else {
+        None
+    };
+    print_table("rinfer serve", &ours, None);
+    if let Some(theirs) = &theirs {
+        println!();
+        print_table("llama-server", theirs, None);
+        println!();
+        print_table("rinfer / llama-server", &ours, Some(theirs));
+    }
+    println!(
+        "\n`rinfer serve --parallel {most}`{}, default model, {} tokens per request, greedy, {} \
+         requests per stream after a warm-up; {} threads.",
+        if theirs.is_some() {
+            format!(" and `llama-server -np {most}`")
+        } else {
+            String::new()
+        },
+        options.max_tokens,
+        ROUNDS,
+        options.threads
+    );
+    Ok(())
+}
+
+/// Every level of `options` against one server.
+fn measure_levels(name: &str, server: &Server, options: &Options) -> Result<Vec<(usize, Level)>> {
     let mut rows = Vec::new();
     for &streams in &options.streams {
         let level = measure(server.addr, streams, options.max_tokens)?;
         eprintln!(
-            "{streams:>3} streams: {:.1} tok/s, inter-token p50 {:.1} ms, p99 {:.1} ms",
+            "{name}: {streams:>3} streams: {:.1} tok/s, inter-token p50 {:.1} ms, p99 {:.1} ms",
             level.tok_s,
             level.p50 * 1e3,
             level.p99 * 1e3
         );
         rows.push((streams, level));
     }
-    server.stop();
+    Ok(rows)
+}
+
+/// One server's levels as a Markdown table, or (with `peer`) the ratios of each column.
+fn print_table(title: &str, rows: &[(usize, Level)], peer: Option<&[(usize, Level)]>) {
     let single = rows
         .iter()
         .find(|(s, _)| *s == 1)
-        .map(|(_, l)| l.tok_s)
-        .unwrap_or(rows[0].1.tok_s);
-    println!(
-        "| streams | generated tok/s | vs 1 stream | inter-token p50 | inter-token p99 |\n\
-         |---:|---:|---:|---:|---:|"
-    );
-    for (streams, level) in rows {
-        println!(
-            "| {streams} | {:.1} | {:.2}× | {:.1} ms | {:.1} ms |",
-            level.tok_s,
-            level.tok_s / single,
-            level.p50 * 1e3,
-            level.p99 * 1e3
-        );
+        .map_or(rows[0].1.tok_s, |(_, l)| l.tok_s);
+    println!("{title}\n");
+    match peer {
+        None => {
+            println!(
+                "| streams | generated tok/s | vs 1 stream | inter-token p50 | inter-token p99 |\n\
+                 |---:|---:|---:|---:|---:|"
+            );
+            for (streams, level) in rows {
+                println!(
+                    "| {streams} | {:.1} | {:.2}× | {:.1} ms | {:.1} ms |",
+                    level.tok_s,
+                    level.tok_s / single,
+                    level.p50 * 1e3,
+                    level.p99 * 1e3
+                );
+            }
+        }
+        Some(peer) => {
+            println!(
+                "| streams | generated tok/s | inter-token p50 | inter-token p99 |\n\
+                 |---:|---:|---:|---:|"
+            );
+            for ((streams, ours), (_, theirs)) in rows.iter().zip(peer) {
+                println!(
+                    "| {streams} | {:.2}× | {:.2}× | {:.2}× |",
+                    ours.tok_s / theirs.tok_s,
+                    ours.p50 / theirs.p50,
+                    ours.p99 / theirs.p99
+                );
+            }
+        }
     }
-    println!(
-        "\n`rinfer serve --parallel {most}`, default model, {} tokens per request, greedy, {} \
-         requests per stream after a warm-up; {} cores.",
-        options.max_tokens,
-        ROUNDS,
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    Ok(())
 }
 
 /// One level's results.
@@ -139,8 +207,9 @@ fn stream_once(addr: SocketAddr, max_tokens: usize) -> Result<(usize, Vec<f64>)>
         if line.starts_with("HTTP/1.1 ") {
             status_ok = line.contains(" 200 ");
         }
-        // Every chunk with text is one token (no stop strings, no logprobs).
-        if line.starts_with("data: {") && line.contains("\"finish_reason\":null") {
+        // Every chunk with text is one token (no stop strings, no logprobs); rinfer ends with
+        // an empty chunk, llama-server may carry the last token in its final one.
+        if line.starts_with("data: {") && !line.contains("\"text\":\"\"") {
             let now = Instant::now();
             if let Some(previous) = last.replace(now) {
                 gaps.push((now - previous).as_secs_f64());
@@ -194,12 +263,12 @@ fn measure(addr: SocketAddr, streams: usize, max_tokens: usize) -> Result<Level>
         Ok((tokens, gaps, elapsed))
     };
     run_clients(1)?;
-    let (tokens, mut gaps, elapsed) = run_clients(ROUNDS)?;
-    if tokens != streams * ROUNDS * max_tokens {
-        bail!(
-            "expected {} generated tokens, counted {tokens}",
-            streams * ROUNDS * max_tokens
-        );
+    let (chunks, mut gaps, elapsed) = run_clients(ROUNDS)?;
+    // Every request generates `max_tokens` (end-of-generation is banned); a token whose text
+    // is an incomplete character arrives in no chunk of its own, so chunks may count fewer.
+    let tokens = streams * ROUNDS * max_tokens;
+    if chunks > tokens || chunks * 10 < tokens * 9 {
+        bail!("expected {tokens} generated tokens, counted {chunks} chunks with text");
     }
     gaps.sort_by(f64::total_cmp);
     let quantile = |q: f64| gaps[((gaps.len() - 1) as f64 * q).round() as usize];
