@@ -258,6 +258,27 @@ macro_rules! avx2 {
     };
 }
 
+/// The row-major [`SimdDot`] of an AVX-512 kernel (one that needs AVX-512 F, BW, VL and VNNI,
+/// with AVX2, FMA and F16C): a byte-level entry that casts the rows to the kernel's blocks.
+macro_rules! avx512 {
+    ($dot:path) => {
+        x86_64!(SimdDot {
+            isa: Isa::Avx512,
+            dot: {
+                /// # Safety
+                /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C.
+                unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
+                    // SAFETY: the caller guarantees the features the kernel is compiled for.
+                    unsafe { dot_with($dot, w, a) }
+                }
+                entry
+            },
+            tile: None,
+            pairs: None,
+        })
+    };
+}
+
 /// `Some(entry)` on AArch64; `None` elsewhere, where the kernels it names do not exist.
 #[cfg(target_arch = "aarch64")]
 macro_rules! aarch64 {
@@ -408,28 +429,60 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(dotprod!(q6_k))
         .packed(avx512_packed!(packed::q6_kx16_avx512::pack)),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
-    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simd(avx2!(iq2_xxs::x86::vec_dot)),
-    TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simd(avx2!(iq2_xs::x86::vec_dot)),
-    TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>().simd(avx2!(iq3_xxs::x86::vec_dot)),
-    TypeTraits::weight::<iq1_s::BlockIq1S>().simd(avx2!(iq1_s::x86::vec_dot)),
+    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>()
+        .simd(avx2!(iq2_xxs::x86::vec_dot))
+        .simd(neon!(iq2_xxs))
+        .simd(dotprod!(iq2_xxs)),
+    TypeTraits::weight::<iq2_xs::BlockIq2Xs>()
+        .simd(avx2!(iq2_xs::x86::vec_dot))
+        .simd(neon!(iq2_xs))
+        .simd(dotprod!(iq2_xs)),
+    TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>()
+        .simd(avx2!(iq3_xxs::x86::vec_dot))
+        .simd(neon!(iq3_xxs))
+        .simd(dotprod!(iq3_xxs)),
+    TypeTraits::weight::<iq1_s::BlockIq1S>()
+        .simd(avx2!(iq1_s::x86::vec_dot))
+        .simd(neon!(iq1_s))
+        .simd(dotprod!(iq1_s)),
     TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
         .simd(avx2!(iq4_nl::x86::vec_dot))
         .simd(neon!(iq4_nl))
         .simd(dotprod!(iq4_nl))
         .simd(i8mm!(iq4_nl))
         .packed(avx512_packed!(packed::nibbles_avx512::pack_iq4_nl)),
-    TypeTraits::weight::<iq3_s::BlockIq3S>().simd(avx2!(iq3_s::x86::vec_dot)),
-    TypeTraits::weight::<iq2_s::BlockIq2S>().simd(avx2!(iq2_s::x86::vec_dot)),
+    TypeTraits::weight::<iq3_s::BlockIq3S>()
+        .simd(avx2!(iq3_s::x86::vec_dot))
+        .simd(neon!(iq3_s))
+        .simd(dotprod!(iq3_s)),
+    TypeTraits::weight::<iq2_s::BlockIq2S>()
+        .simd(avx2!(iq2_s::x86::vec_dot))
+        .simd(neon!(iq2_s))
+        .simd(dotprod!(iq2_s)),
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
         .simd(avx2!(iq4_xs::x86::vec_dot))
         .simd(neon!(iq4_xs))
         .simd(dotprod!(iq4_xs))
         .packed(avx512_packed!(packed::iq4_xsx16_avx512::pack)),
-    TypeTraits::weight::<iq1_m::BlockIq1M>().simd(avx2!(iq1_m::x86::vec_dot)),
-    TypeTraits::weight::<tq1_0::BlockTq1_0>().simd(avx2!(tq1_0::x86::vec_dot)),
-    TypeTraits::weight::<tq2_0::BlockTq2_0>().simd(avx2!(tq2_0::x86::vec_dot)),
+    TypeTraits::weight::<iq1_m::BlockIq1M>()
+        .simd(avx2!(iq1_m::x86::vec_dot))
+        .simd(neon!(iq1_m))
+        .simd(dotprod!(iq1_m)),
+    TypeTraits::weight::<tq1_0::BlockTq1_0>()
+        .simd(avx2!(tq1_0::x86::vec_dot))
+        .simd(avx512!(tq1_0::avx512::vec_dot))
+        .simd(neon!(tq1_0))
+        .simd(dotprod!(tq1_0)),
+    TypeTraits::weight::<tq2_0::BlockTq2_0>()
+        .simd(avx2!(tq2_0::x86::vec_dot))
+        .simd(avx512!(tq2_0::avx512::vec_dot))
+        .simd(neon!(tq2_0))
+        .simd(dotprod!(tq2_0)),
     TypeTraits::quantized_weight::<mxfp4::BlockMxfp4>()
         .simd(avx2!(mxfp4::x86::vec_dot))
+        .simd(neon!(mxfp4))
+        .simd(dotprod!(mxfp4))
+        .simd(i8mm!(mxfp4))
         .packed(avx512_packed!(packed::mxfp4x16_avx512::pack)),
 ]);
 

@@ -107,8 +107,11 @@ impl VectorKernels {
         #[cfg(target_arch = "aarch64")]
         if isa.includes(Isa::Neon) {
             return VectorKernels {
+                gated_silu: aarch64::gated_silu,
+                gated_gelu_tanh: aarch64::gated_gelu_tanh,
                 scaled_dots: aarch64::scaled_dots,
                 axpy_rows: aarch64::axpy_rows,
+                exp_shifted: aarch64::exp_shifted,
                 f16_to_f32: aarch64::f16_to_f32,
                 ..Self::reference()
             };

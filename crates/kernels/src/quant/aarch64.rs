@@ -219,3 +219,60 @@ pub(crate) fn nibbles_32(q: &[u8; 16]) -> [uint8x16_t; 2] {
     let bits = load_u8x16(q);
     [vandq_u8(bits, vdupq_n_u8(0xF)), vshrq_n_u8::<4>(bits)]
 }
+
+/// Two 8-byte groups as one register of signed bytes, `words[0]` in the low half.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn i8x16_from_u64x2(words: [u64; 2]) -> int8x16_t {
+    vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(words[0]), vcreate_u64(words[1])))
+}
+
+/// The dot products of the 32 activations `q8` with four eight-value groups: group `l` has
+/// the magnitudes `grid[l]` (byte `j` is value `j`, below 128) and the signs `signs[l]` (a
+/// `SIGN_BYTES` word: byte `j` is 1 or −1). The signs multiply the activations (exact: codes
+/// of Q8_K lie in `−127..=127`), then the magnitudes are dotted with them; the result is the
+/// sum of the first 16 values' products in the first register and of the last 16 in the
+/// second, each as four lanes.
+///
+/// # Safety
+/// The CPU must support what `D` needs.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn signed_grid_halves<D: Dot4>(
+    grid: [u64; 4],
+    signs: [u64; 4],
+    q8: &[i8; 32],
+) -> [int32x4_t; 2] {
+    let q8 = load_i8x32(q8);
+    let zero = vdupq_n_s32(0);
+    [0, 1].map(|h| {
+        let g = i8x16_from_u64x2([grid[2 * h], grid[2 * h + 1]]);
+        let s = i8x16_from_u64x2([signs[2 * h], signs[2 * h + 1]]);
+        // SAFETY: the caller guarantees what `D` needs.
+        unsafe { D::dot4(zero, g, vmulq_s8(q8[h], s)) }
+    })
+}
+
+/// The frame of the grid formats' dot products (IQ1_S, IQ2_*, IQ3_*), as the x86 one: per
+/// super-block the i32 lanes `sub_block(x, ib, q8)` of its eight 32-value sub-blocks (`q8` the
+/// activations of sub-block `ib`) are summed exactly, and `sumf += super_block(x, y, sum)`,
+/// super-blocks in order; the caller applies the format's constant factor to the result.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn grid_dot<W>(
+    w: &[W],
+    a: &[BlockQ8K],
+    sub_block: impl Fn(&W, usize, &[i8; 32]) -> int32x4_t,
+    super_block: impl Fn(&W, &BlockQ8K, i32) -> f32,
+) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let (q8, _) = y.qs.as_chunks::<32>();
+        let mut acc = vdupq_n_s32(0);
+        for (ib, q8) in q8.iter().enumerate() {
+            acc = vaddq_s32(acc, sub_block(x, ib, q8));
+        }
+        sumf += super_block(x, y, hsum_i32(acc));
+    }
+    sumf
+}

@@ -24,9 +24,9 @@ pub(crate) static KSIGNS: [u8; 128] = {
     table
 };
 
-/// For each sign byte `s`, the eight bytes `0xff` (bit `j` of `s` set) or `0x01`, which
-/// `_mm256_sign_epi8` multiplies by.
-#[cfg(target_arch = "x86_64")]
+/// For each sign byte `s`, the eight bytes `0xff` (bit `j` of `s` set) or `0x01`: the signs
+/// `_mm256_sign_epi8` applies, and as signed bytes (−1 or 1) the factors NEON multiplies by.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) static SIGN_BYTES: [u64; 256] = {
     let mut table = [0u64; 256];
     let mut s = 0;

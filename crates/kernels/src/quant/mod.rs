@@ -1,6 +1,7 @@
 //! Block formats: one module per tensor type, each holding its `#[repr(C)]` block struct, the
 //! scalar reference dequantizer / quantizer / dot product and, beside it, its SIMD variants
-//! (`x86`: AVX2, FMA and F16C; `aarch64`: NEON, with and without the dot-product extension).
+//! (`x86`: AVX2, FMA and F16C; `avx512`: AVX-512 VNNI, where a type's row-major dot gains from
+//! it; `aarch64`: NEON, with and without the dot-product extension).
 //!
 //! The traits here describe a format; [`crate::registry`] lists every format with its kernels,
 //! and [`crate::dispatch`] turns that list into the function table of one instruction set, so

@@ -318,6 +318,28 @@ pub(crate) fn check_avx2_dot_exact<W: VecDot>(
     );
 }
 
+/// Where AVX-512 runs, checks that the kernel `avx512` gives the reference dot product of `w`
+/// and `x` (quantized to `W::Activation`) bit for bit.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn check_avx512_dot_exact<W: VecDot>(
+    w: &[W],
+    x: &[f32],
+    avx512: unsafe fn(&[W], &[W::Activation]) -> f32,
+) {
+    if !has_avx512() {
+        return;
+    }
+    let a = quantize::<W::Activation>(x);
+    // SAFETY: AVX-512 F, BW, VL and VNNI with AVX2, FMA and F16C were detected just above, all
+    // an AVX-512 dot kernel needs.
+    let simd = unsafe { avx512(w, &a) };
+    let reference = W::vec_dot(w, &a);
+    assert!(
+        simd.to_bits() == reference.to_bits() || (simd.is_nan() && reference.is_nan()),
+        "simd {simd} vs reference {reference}"
+    );
+}
+
 /// A NEON dot kernel under test.
 #[cfg(target_arch = "aarch64")]
 pub(crate) type NeonDot<W> = unsafe fn(&[W], &[<W as VecDot>::Activation]) -> f32;
@@ -343,6 +365,34 @@ pub(crate) fn check_neon_dots<W: VecDot>(
         // SAFETY: the dot-product extension was detected just above.
         let with_sdot = unsafe { dotprod(w, &a) };
         assert_bits_eq(&[with_sdot], &[got], "dotprod kernel against the NEON one");
+    }
+}
+
+/// Checks that the NEON kernel `neon` gives the reference dot product of `w` and `x`
+/// (quantized to `W::Activation`) bit for bit, and, where the CPU has the dot-product
+/// extension, that `dotprod` does too: for kernels whose integer sums are exact and whose float
+/// steps are the reference's.
+#[cfg(target_arch = "aarch64")]
+pub(crate) fn check_neon_dots_exact<W: VecDot>(
+    w: &[W],
+    x: &[f32],
+    neon: NeonDot<W>,
+    dotprod: NeonDot<W>,
+) {
+    use crate::cpu::{Isa, detected};
+    let a = quantize::<W::Activation>(x);
+    let reference = W::vec_dot(w, &a);
+    let check = |got: f32, what: &str| {
+        assert!(
+            got.to_bits() == reference.to_bits() || (got.is_nan() && reference.is_nan()),
+            "{what} {got} vs reference {reference}"
+        );
+    };
+    // SAFETY: every AArch64 CPU has NEON, all the plain NEON kernels need.
+    check(unsafe { neon(w, &a) }, "NEON kernel");
+    if detected() >= Isa::Dotprod {
+        // SAFETY: the dot-product extension was detected just above.
+        check(unsafe { dotprod(w, &a) }, "dotprod kernel");
     }
 }
 
@@ -540,13 +590,21 @@ macro_rules! dot_tests {
 }
 pub(crate) use dot_tests;
 
-/// The dot-product properties of weight format `$block` whose AVX2 kernel is bit-exact: on
+/// The dot-product properties of weight format `$block` whose SIMD kernels are bit-exact: on
 /// rows from [`dot_case`] (random, all-zero and all-ones code bits; `$patch` sets the block
 /// `$b`'s scale from the drawn f16 `$d`), the reference dot product matches the dequantized dot
-/// ([`check_reference_dot`]) and the AVX2 kernel `$avx2` gives the reference's bits
-/// ([`check_avx2_dot_exact`]).
+/// ([`check_reference_dot`]), the AVX2 kernel `$avx2` gives the reference's bits
+/// ([`check_avx2_dot_exact`]) and, with `avx512: kernel`, so does that AVX-512 kernel
+/// ([`check_avx512_dot_exact`]) and with `neon: module` the module's NEON kernels
+/// ([`check_neon_dots_exact`]).
 macro_rules! exact_dot_tests {
-    ($block:ty, scale: |$b:ident, $d:ident| $patch:expr, avx2: $avx2:expr $(,)?) => {
+    (
+        $block:ty,
+        scale: |$b:ident, $d:ident| $patch:expr,
+        avx2: $avx2:expr
+        $(, avx512: $avx512:expr)?
+        $(, neon: $neon:ident)? $(,)?
+    ) => {
         fn dot_operands() -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
             $crate::quant::testing::dot_case::<$block>(|$b, $d, _| $patch)
         }
@@ -566,6 +624,27 @@ macro_rules! exact_dot_tests {
             fn avx2_dot_matches_reference_bit_exact((w, x) in dot_operands()) {
                 $crate::quant::testing::check_avx2_dot_exact(&w, &x, $avx2);
             }
+
+            $(
+                #[cfg(target_arch = "x86_64")]
+                #[test]
+                fn avx512_dot_matches_reference_bit_exact((w, x) in dot_operands()) {
+                    $crate::quant::testing::check_avx512_dot_exact(&w, &x, $avx512);
+                }
+            )?
+
+            $(
+                #[cfg(target_arch = "aarch64")]
+                #[test]
+                fn neon_dots_match_reference_bit_exact((w, x) in dot_operands()) {
+                    $crate::quant::testing::check_neon_dots_exact(
+                        &w,
+                        &x,
+                        $neon::vec_dot_neon,
+                        $neon::vec_dot_dotprod,
+                    );
+                }
+            )?
         }
     };
 }

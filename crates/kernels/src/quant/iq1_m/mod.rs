@@ -15,6 +15,8 @@ use super::iq1_s::DELTA;
 use super::q8_k::BlockQ8K;
 use super::{BlockFormat, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -4,7 +4,7 @@ use super::*;
 use crate::quant::testing::*;
 
 fixture_tests!(BlockIq1M, "IQ1_M", dequantize_random_blocks);
-exact_dot_tests!(BlockIq1M, scale: |b, d| b.set_d(d), avx2: x86::vec_dot);
+exact_dot_tests!(BlockIq1M, scale: |b, d| b.set_d(d), avx2: x86::vec_dot, neon: aarch64);
 
 #[test]
 fn shift_signs_and_scales_follow_ggml() {

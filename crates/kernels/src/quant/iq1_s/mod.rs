@@ -14,6 +14,8 @@ use super::iq_grids::IQ1S_GRID;
 use super::q8_k::BlockQ8K;
 use super::{BlockFormat, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -13,6 +13,8 @@ use super::iq_grids::{IQ2XS_GRID, KSIGNS, signed8};
 use super::q8_k::BlockQ8K;
 use super::signed_grid::SignedGrid;
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -2,4 +2,4 @@ use super::*;
 use crate::quant::testing::*;
 
 fixture_tests!(BlockIq3Xxs, "IQ3_XXS", dequantize_random_blocks);
-exact_dot_tests!(BlockIq3Xxs, scale: |b, d| b.d = d, avx2: x86::vec_dot);
+exact_dot_tests!(BlockIq3Xxs, scale: |b, d| b.d = d, avx2: x86::vec_dot, neon: aarch64);

@@ -6,6 +6,8 @@ use rinfer_formats::GgmlType;
 use super::q8_0::BlockQ8_0;
 use super::{BlockFormat, Quantize, VecDot};
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -55,6 +55,12 @@ proptest! {
     fn avx2_dot_matches_reference((w, x) in dot_operands()) {
         check_avx2_dot(&w, &x, x86::vec_dot, no_min_terms);
     }
+
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn neon_dots_match_reference((w, x) in dot_operands()) {
+        check_neon_dots(&w, &x, aarch64::vec_dot_neon, aarch64::vec_dot_dotprod, no_min_terms);
+    }
 }
 
 /// A block whose values are codes times its scale comes back unchanged; other values take the

@@ -10,6 +10,10 @@ use rinfer_formats::QK_K;
 use super::q8_k::BlockQ8K;
 use super::ternary::Ternary;
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -1,0 +1,28 @@
+//! NEON MXFP4 × Q8_0 dot products, with the float steps of the packed x86 kernel
+//! (`mxfp4x16`): the codes' values looked up from the 16-entry table (`tbl`), exact integer
+//! sums per block, one fused multiply-add per block.
+
+use std::arch::aarch64::*;
+
+use super::{BlockMxfp4, KVALUES, e8m0_to_f32_half};
+use crate::quant::aarch64::{load_i8x16, nibbles_32};
+use crate::quant::q8_0::aarch64::{ScaledCodes32, q8_0_kernels};
+
+impl ScaledCodes32 for BlockMxfp4 {
+    /// The table values the nibbles index.
+    #[inline(always)]
+    fn codes(&self) -> [int8x16_t; 2] {
+        // SAFETY: NEON is part of every AArch64 CPU.
+        unsafe {
+            let table = load_i8x16(&KVALUES);
+            nibbles_32(&self.qs).map(|n| vqtbl1q_s8(table, n))
+        }
+    }
+
+    #[inline(always)]
+    fn scale(&self) -> f32 {
+        e8m0_to_f32_half(self.e)
+    }
+}
+
+q8_0_kernels!(BlockMxfp4);
