@@ -9,7 +9,8 @@ use cudarc::nvrtc::Ptx;
 use crate::error::CudaError;
 use crate::kernels::{FIXED_KERNELS, GpuType};
 use crate::program::KernelRef;
-use crate::runtime::driver::{compile_kernels, driver};
+use crate::runtime::driver::driver;
+use crate::runtime::nvrtc::Nvrtc;
 
 /// The kernels of one weight format.
 #[derive(Debug)]
@@ -33,9 +34,13 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
-    /// Compiles the program for the device's architecture and loads every kernel.
-    pub fn load(ctx: &Arc<CudaContext>, arch: (u32, u32)) -> Result<Self, CudaError> {
-        let cubin = compile_kernels(arch)?;
+    /// Compiles the program with `nvrtc` for the device's architecture and loads every kernel.
+    pub fn load(
+        ctx: &Arc<CudaContext>,
+        nvrtc: &Nvrtc,
+        arch: (u32, u32),
+    ) -> Result<Self, CudaError> {
+        let cubin = nvrtc.compile(&crate::kernels::program_source(), arch)?;
         let module = ctx
             .load_module(Ptx::from_binary(cubin))
             .map_err(driver("module load"))?;
