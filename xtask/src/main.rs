@@ -17,7 +17,9 @@ usage: cargo xtask <task>
 
 tasks:
   test          fetch the model, then cargo fmt --check, clippy -D warnings (also with the cuda
-                feature), cargo test --workspace and the cuda feature's host-side tests
+                feature), cargo test --workspace, the cuda feature's host-side tests and the
+                CUDA kernels compiled with NVRTC (the nvidia-cuda-nvrtc-cu12 wheel, installed
+                into target/nvrtc with pip)
   bench         measure rinfer on a model (pp128, pp512, pp2048, tg128, load-to-first-token, peak RSS);
                 --vs-llama-cpp measures llama.cpp beside it; `cargo xtask bench --help` for more
   bench make-model [PATH]

@@ -14,6 +14,8 @@ pub struct GpuInfo {
     pub compute_capability: (u32, u32),
     /// Total memory in bytes.
     pub total_memory: u64,
+    /// The NVRTC that compiled the kernels (version and file), once a model is loaded.
+    pub nvrtc: Option<String>,
 }
 
 impl fmt::Display for GpuInfo {
@@ -25,6 +27,10 @@ impl fmt::Display for GpuInfo {
             self.ordinal,
             self.name,
             self.total_memory >> 20
-        )
+        )?;
+        if let Some(nvrtc) = &self.nvrtc {
+            write!(f, ", kernels compiled by {nvrtc}")?;
+        }
+        Ok(())
     }
 }

@@ -29,12 +29,12 @@ pub enum CudaError {
     },
     /// NVRTC, which compiles the kernels at load time, could not be loaded.
     #[error(
-        "NVRTC not found: none of {searched} could be loaded; install the CUDA 12 runtime \
-         compiler (e.g. the `nvidia-cuda-nvrtc-cu12` package) and add its lib folder to \
-         LD_LIBRARY_PATH"
+        "NVRTC not found: looked for {searched}; install the CUDA runtime compiler matching \
+         the driver (a CUDA toolkit, or `pip install nvidia-cuda-nvrtc` for CUDA 13, \
+         `nvidia-cuda-nvrtc-cu12` for CUDA 12), or add its lib folder to LD_LIBRARY_PATH"
     )]
     NoNvrtc {
-        /// The library names tried.
+        /// The files and folders tried.
         searched: String,
     },
     /// A CUDA driver call failed.

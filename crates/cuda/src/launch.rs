@@ -5,6 +5,14 @@
 pub const MATMUL_WARPS: u32 = 4;
 /// Tokens per warp of the batched matmul kernel (`MATMUL_TOKENS`).
 pub const MATMUL_TOKENS: u32 = 8;
+/// Warps per block of the q8_1 matvec (`MMVQ_WARPS`).
+pub const MMVQ_WARPS: u32 = 4;
+/// Weight rows per warp of the q8_1 matvec (`MMVQ_ROWS`).
+pub const MMVQ_ROWS: u32 = 2;
+/// The most activation rows one q8_1 matvec launch takes (`MMVQ_TOKENS`).
+pub const MMVQ_TOKENS: u32 = 8;
+/// q8_1 blocks (warps) per block of the activation quantizer (`Q8_1_BLOCKS_PER_CTA`).
+pub const Q8_1_BLOCKS_PER_CTA: u32 = 4;
 /// Warps per block of the attention kernels (`ATTN_WARPS`).
 pub const ATTN_WARPS: u32 = 4;
 /// Warps (queries) per block of prefill attention (`PREFILL_WARPS`).
@@ -54,6 +62,20 @@ pub fn matmul(rows: usize, n: usize) -> LaunchShape {
         (rows.div_ceil(MATMUL_WARPS as usize), groups),
         MATMUL_WARPS * 32,
     )
+}
+
+/// The q8_1 matvec of `rows` weight rows ([`MMVQ_ROWS`] per warp, any number of tokens up
+/// to [`MMVQ_TOKENS`] in one launch).
+pub fn matvec_q8_1(rows: usize) -> LaunchShape {
+    let per_block = (MMVQ_WARPS * MMVQ_ROWS) as usize;
+    LaunchShape::new((rows.div_ceil(per_block), 1), MMVQ_WARPS * 32)
+}
+
+/// The q8_1 quantization of `n` activation rows of `cols` elements: a warp per 32-element
+/// block.
+pub fn quantize_q8_1(n: usize, cols: usize) -> LaunchShape {
+    let blocks = (cols / 32).div_ceil(Q8_1_BLOCKS_PER_CTA as usize).max(1);
+    LaunchShape::new((blocks, n), Q8_1_BLOCKS_PER_CTA * 32)
 }
 
 /// The largest grid.y a launch may have.

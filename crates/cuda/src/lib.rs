@@ -40,6 +40,7 @@ pub mod graph_policy;
 mod host;
 pub mod kernels;
 pub mod launch;
+pub mod nvrtc_search;
 mod plan;
 pub mod program;
 
@@ -54,7 +55,7 @@ pub use host::{HostMatrix, HostModel, HostStacked, HostView};
 pub use plan::{BufferSizes, LoadOptions, PlannedMatrix, UploadPlan, layer_slots};
 pub use rinfer_transformer::Transformer;
 #[cfg(feature = "cuda")]
-pub use runtime::{GpuKvCache, GpuModel, compile_kernels, probe};
+pub use runtime::{GpuKvCache, GpuModel, Nvrtc, compile_kernels, probe};
 #[cfg(not(feature = "cuda"))]
 pub use unavailable::{GpuKvCache, GpuModel, compile_kernels, probe};
 

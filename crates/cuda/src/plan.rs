@@ -74,12 +74,20 @@ pub struct BufferSizes {
     pub expert_gate_up: usize,
     /// Every routed expert's output `[batch · used, hidden]`.
     pub expert_out: usize,
+    /// q8_1 codes of the activation rows of a decode matvec, in 4-byte words
+    /// (`[min(batch, MMVQ_TOKENS), widest input]` bytes).
+    pub xq: usize,
+    /// Their block metas `[min(batch, MMVQ_TOKENS), widest input / 32, 4]`.
+    pub xq_meta: usize,
 }
 
 impl BufferSizes {
     fn new<H: Handles>(c: &Transformer<H>, options: &LoadOptions, splits: &DecodeSplits) -> Self {
         let b = options.max_batch;
         let logit_rows = if options.all_logits { b } else { 1 };
+        // The widest input of a dense matrix (q8_1 codes are only made for those).
+        let widest = c.hidden.max(c.q_dim()).max(c.ffn_dim).next_multiple_of(32);
+        let q8_1_rows = b.min(launch::MMVQ_TOKENS as usize);
         Self {
             x: b * c.hidden,
             h: b * c.hidden,
@@ -100,6 +108,8 @@ impl BufferSizes {
             expert_lists: b * largest(c, |r, _| r.experts),
             expert_gate_up: b * largest(c, |r, e| r.used * 2 * e.ffn_dim),
             expert_out: b * largest(c, |r, _| r.used * c.hidden),
+            xq: q8_1_rows * widest / 4,
+            xq_meta: q8_1_rows * widest / 32 * 4,
         }
     }
 
@@ -120,7 +130,9 @@ impl BufferSizes {
             + self.expert_counts
             + self.expert_lists
             + self.expert_gate_up
-            + self.expert_out)
+            + self.expert_out
+            + self.xq
+            + self.xq_meta)
     }
 }
 

@@ -3,7 +3,8 @@
 
 use rinfer_cuda::kernels::{self, GpuType, program_source};
 use rinfer_cuda::launch::{
-    self, ATTN_WARPS, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, PREFILL_TILE, PREFILL_WARPS,
+    self, ATTN_WARPS, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, MMVQ_ROWS, MMVQ_TOKENS,
+    MMVQ_WARPS, PREFILL_TILE, PREFILL_WARPS, Q8_1_BLOCKS_PER_CTA,
 };
 
 fn define(name: &str) -> u64 {
@@ -31,9 +32,14 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
         assert!(source.contains(&fmt), "no kernels for {ty:?}");
         assert_eq!(GpuType::of(ty.ggml()), Some(ty));
     }
+    for ty in GpuType::Q8_1 {
+        let fmt = format!("DEFINE_Q8_1_KERNELS({0}, q8_{0})", ty.suffix());
+        assert!(source.contains(&fmt), "no q8_1 matvec for {ty:?}");
+        assert!(GpuType::ALL.contains(&ty));
+    }
     assert_eq!(
         kernels::all_kernel_names().len(),
-        kernels::FIXED_KERNELS.len() + 5 * GpuType::ALL.len()
+        kernels::FIXED_KERNELS.len() + 5 * GpuType::ALL.len() + 2 * GpuType::Q8_1.len()
     );
 }
 
@@ -45,6 +51,13 @@ fn launch_constants_match_the_sources() {
     assert_eq!(define("MAX_HEAD_DIM"), MAX_HEAD_DIM as u64);
     assert_eq!(define("PREFILL_WARPS"), u64::from(PREFILL_WARPS));
     assert_eq!(define("PREFILL_TILE"), u64::from(PREFILL_TILE));
+    assert_eq!(define("MMVQ_WARPS"), u64::from(MMVQ_WARPS));
+    assert_eq!(define("MMVQ_ROWS"), u64::from(MMVQ_ROWS));
+    assert_eq!(define("MMVQ_TOKENS"), u64::from(MMVQ_TOKENS));
+    assert_eq!(
+        define("Q8_1_BLOCKS_PER_CTA"),
+        u64::from(Q8_1_BLOCKS_PER_CTA)
+    );
 }
 
 #[test]
@@ -58,6 +71,9 @@ fn launch_shapes_cover_their_work() {
     assert_eq!(launch::rope(5, 8, 128).block, (64, 1, 1));
     assert_eq!(launch::rope(5, 8, 20).block, (32, 1, 1));
     assert_eq!(launch::elementwise(257).grid, (2, 1, 1));
+    // Two rows per warp, four warps per block; a warp per q8_1 block of 32 activations.
+    assert_eq!(launch::matvec_q8_1(1001).grid, (126, 1, 1));
+    assert_eq!(launch::quantize_q8_1(3, 2048).grid, (16, 3, 1));
     assert_eq!(launch::attention_prefill(17, 4).grid, (3, 4, 1));
     // Every routed (token, expert) slot a grid.y of its own, each row of the expert a warp.
     assert_eq!(launch::matmul_by_id(1001, 9 * 8).grid, (251, 72, 1));

@@ -16,6 +16,7 @@ fn h100() -> Result<GpuInfo, CudaError> {
         name: "NVIDIA H100".into(),
         compute_capability: (9, 0),
         total_memory: 80 << 30,
+        nvrtc: None,
     })
 }
 

@@ -18,6 +18,8 @@ pub const DEQUANT: &str = include_str!("dequant.cuh");
 pub const REDUCE: &str = include_str!("reduce.cuh");
 /// Quantized matrix × vector (decode) and matrix × matrix (prefill), embedding row lookup.
 pub const MATMUL: &str = include_str!("matmul.cu");
+/// Activation rows quantized to q8_1 and the integer (dp4a) decode matvec over them.
+pub const MATVEC_Q8_1: &str = include_str!("matvec_q8_1.cu");
 /// RMSNorm, LayerNorm, per-head RMSNorm.
 pub const NORM: &str = include_str!("norm.cu");
 /// Rotary embeddings, both pair layouts.
@@ -36,6 +38,7 @@ pub fn program_source() -> String {
         DEQUANT,
         REDUCE,
         MATMUL,
+        MATVEC_Q8_1,
         NORM,
         ROPE,
         ATTENTION,
@@ -69,6 +72,22 @@ impl GpuType {
         GpuType(GgmlType::F32),
         GpuType(GgmlType::F16),
         GpuType(GgmlType::BF16),
+        GpuType(GgmlType::Q4_0),
+        GpuType(GgmlType::Q4_1),
+        GpuType(GgmlType::Q5_0),
+        GpuType(GgmlType::Q5_1),
+        GpuType(GgmlType::Q8_0),
+        GpuType(GgmlType::MXFP4),
+        GpuType(GgmlType::Q2K),
+        GpuType(GgmlType::Q3K),
+        GpuType(GgmlType::Q4K),
+        GpuType(GgmlType::Q5K),
+        GpuType(GgmlType::Q6K),
+    ];
+
+    /// The formats with an integer matvec over q8_1 activations (`matvec_q8_1.cu`): every
+    /// block-quantized one; the float formats keep their f32 kernels.
+    pub const Q8_1: [GpuType; 11] = [
         GpuType(GgmlType::Q4_0),
         GpuType(GgmlType::Q4_1),
         GpuType(GgmlType::Q5_0),
@@ -124,6 +143,30 @@ impl GpuType {
     pub fn get_rows_kernel(self) -> String {
         format!("get_rows_{}", self.suffix())
     }
+
+    /// Whether the format has the integer matvec over q8_1 activations.
+    pub fn has_q8_1_matvec(self) -> bool {
+        Self::Q8_1.contains(&self)
+    }
+
+    /// The byte alignment the q8_1 matvec needs of a matrix's address (its 128-bit loads of
+    /// Q4_K and Q5_K blocks; 16-bit loads elsewhere).
+    pub fn q8_1_alignment(self) -> u64 {
+        match self.0 {
+            GgmlType::Q4K | GgmlType::Q5K => 16,
+            _ => 2,
+        }
+    }
+
+    /// The integer decode kernel over one q8_1 activation row.
+    pub fn matvec_q8_1_kernel(self) -> String {
+        format!("matvec_q8_1_{}", self.suffix())
+    }
+
+    /// The integer kernel over 2 to [`crate::launch::MMVQ_TOKENS`] q8_1 activation rows.
+    pub fn matvec_batch_q8_1_kernel(self) -> String {
+        format!("matvec_batch_q8_1_{}", self.suffix())
+    }
 }
 
 /// The kernels that do not depend on a weight format.
@@ -144,6 +187,7 @@ pub const FIXED_KERNELS: &[&str] = &[
     "moe_route",
     "moe_group",
     "moe_weighted_sum",
+    "quantize_q8_1",
 ];
 
 /// Every kernel name the runtime loads from the compiled module.
@@ -155,6 +199,10 @@ pub fn all_kernel_names() -> Vec<String> {
         names.push(ty.matvec_id_kernel());
         names.push(ty.matmul_id_kernel());
         names.push(ty.get_rows_kernel());
+    }
+    for ty in GpuType::Q8_1 {
+        names.push(ty.matvec_q8_1_kernel());
+        names.push(ty.matvec_batch_q8_1_kernel());
     }
     names
 }

@@ -151,6 +151,11 @@ pub struct WorkAddresses {
     pub expert_gate_up: u64,
     /// Every routed expert's output `[n · used, hidden]`.
     pub expert_out: u64,
+    /// q8_1 codes of up to `MMVQ_TOKENS` activation rows `[rows, cols]` (i8), for the
+    /// integer matvec.
+    pub xq: u64,
+    /// Their block metas `[rows, cols / 32]` ({d, d Σq first half, d Σq second half, 0}).
+    pub xq_meta: u64,
     /// Token ids `[n]` (i32).
     pub tokens: u64,
     /// Positions `[n]` (i32).

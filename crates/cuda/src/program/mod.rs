@@ -58,6 +58,10 @@ pub enum KernelRef {
     MatmulById(GpuType),
     /// The embedding lookup of a format.
     GetRows(GpuType),
+    /// The integer matvec of a format over one q8_1 activation row.
+    MatvecQ8_1(GpuType),
+    /// The integer matvec of a format over 2 to `MMVQ_TOKENS` q8_1 activation rows.
+    MatvecBatchQ8_1(GpuType),
 }
 
 impl KernelRef {
@@ -70,6 +74,8 @@ impl KernelRef {
             KernelRef::MatvecById(ty) => ty.matvec_id_kernel(),
             KernelRef::MatmulById(ty) => ty.matmul_id_kernel(),
             KernelRef::GetRows(ty) => ty.get_rows_kernel(),
+            KernelRef::MatvecQ8_1(ty) => ty.matvec_q8_1_kernel(),
+            KernelRef::MatvecBatchQ8_1(ty) => ty.matvec_batch_q8_1_kernel(),
         }
     }
 }

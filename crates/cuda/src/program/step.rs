@@ -45,7 +45,12 @@ impl StepBuilder<'_> {
         rows: usize,
         out: &mut Vec<Launch>,
     ) {
-        let mut s = Sequence { b: self, out, n };
+        let mut s = Sequence {
+            b: self,
+            out,
+            n,
+            quantized: None,
+        };
         s.embed();
         for layer in 0..self.model.layers() {
             s.block(layer, cache);
@@ -75,10 +80,19 @@ struct Sequence<'b, 'a> {
     b: &'b StepBuilder<'a>,
     out: &'b mut Vec<Launch>,
     n: usize,
+    /// The activations `(x, ldx, cols)` whose q8_1 codes the q8_1 buffers hold: set by a
+    /// quantization, kept while only q8_1 matvecs (which do not write their input) follow.
+    quantized: Option<(u64, usize, usize)>,
 }
 
 impl Sequence<'_, '_> {
     fn push(&mut self, kernel: KernelRef, shape: launch::LaunchShape, args: &[Arg]) {
+        if !matches!(
+            kernel,
+            KernelRef::MatvecQ8_1(_) | KernelRef::MatvecBatchQ8_1(_)
+        ) {
+            self.quantized = None;
+        }
         self.out.push(Launch::new(kernel, shape, args));
     }
 
@@ -157,8 +171,9 @@ impl Sequence<'_, '_> {
         self.matmul(&l.weight, l.bias, x, ldx, y, ldy, n);
     }
 
-    /// `y[t, r] = W[r] · x[t] + b[r]`: the decode kernel for one token, the batched one
-    /// otherwise.
+    /// `y[t, r] = W[r] · x[t] + b[r]`: for up to `MMVQ_TOKENS` tokens and a block-quantized
+    /// format, the integer matvec over the q8_1 codes of `x` (quantized once for every matrix
+    /// that reads it); otherwise the f32 decode kernel for one token, the batched one beyond.
     #[allow(clippy::too_many_arguments)]
     fn matmul(
         &mut self,
@@ -170,6 +185,13 @@ impl Sequence<'_, '_> {
         ldy: usize,
         n: usize,
     ) {
+        let integer = n <= launch::MMVQ_TOKENS as usize
+            && w.ty.has_q8_1_matvec()
+            && w.ptr.is_multiple_of(w.ty.q8_1_alignment());
+        if integer {
+            self.matvec_q8_1(w, bias, (x, ldx), (y, ldy), n);
+            return;
+        }
         let kernel = if n == 1 {
             KernelRef::Matvec(w.ty)
         } else {
@@ -191,6 +213,57 @@ impl Sequence<'_, '_> {
                 Arg::I32(n as i32),
             ],
         );
+    }
+
+    /// `y[t, r] = W[r] · q8_1(x[t]) + b[r]` for `n` ≤ `MMVQ_TOKENS` tokens, `x` quantized
+    /// first unless the q8_1 buffers already hold it.
+    fn matvec_q8_1(
+        &mut self,
+        w: &MatrixAddress,
+        bias: Option<u64>,
+        (x, ldx): (u64, usize),
+        (y, ldy): (u64, usize),
+        n: usize,
+    ) {
+        let work = *self.b.work;
+        if self.quantized != Some((x, ldx, w.cols)) {
+            self.fixed(
+                "quantize_q8_1",
+                launch::quantize_q8_1(n, w.cols),
+                &[
+                    Arg::Ptr(x),
+                    Arg::I32(ldx as i32),
+                    Arg::I32(w.cols as i32),
+                    Arg::Ptr(work.xq),
+                    Arg::Ptr(work.xq_meta),
+                ],
+            );
+            self.quantized = Some((x, ldx, w.cols));
+        }
+        let kernel = if n == 1 {
+            KernelRef::MatvecQ8_1(w.ty)
+        } else {
+            KernelRef::MatvecBatchQ8_1(w.ty)
+        };
+        self.push(
+            kernel,
+            launch::matvec_q8_1(w.rows),
+            &[
+                Arg::Ptr(w.ptr),
+                Arg::I64(w.row_bytes),
+                Arg::Ptr(work.xq),
+                Arg::Ptr(work.xq_meta),
+                Arg::Ptr(y),
+                Arg::I32(ldy as i32),
+                opt(bias),
+                Arg::I32(w.rows as i32),
+                Arg::I32(w.cols as i32),
+                Arg::I32(n as i32),
+            ],
+        );
+        if y == x {
+            self.quantized = None;
+        }
     }
 
     fn elementwise(&mut self, name: &'static str, args: &[Arg], len: usize) {

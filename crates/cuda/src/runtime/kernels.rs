@@ -9,7 +9,8 @@ use cudarc::nvrtc::Ptx;
 use crate::error::CudaError;
 use crate::kernels::{FIXED_KERNELS, GpuType};
 use crate::program::KernelRef;
-use crate::runtime::driver::{compile_kernels, driver};
+use crate::runtime::driver::driver;
+use crate::runtime::nvrtc::Nvrtc;
 
 /// The kernels of one weight format.
 #[derive(Debug)]
@@ -26,16 +27,30 @@ struct WeightKernels {
     get_rows: CudaFunction,
 }
 
+/// The integer matvecs of one block-quantized format over q8_1 activations.
+#[derive(Debug)]
+struct Q8_1Kernels {
+    /// One token.
+    matvec: CudaFunction,
+    /// 2 to `MMVQ_TOKENS` tokens.
+    batch: CudaFunction,
+}
+
 /// Every kernel, by name.
 pub(crate) struct Kernels {
     fixed: HashMap<&'static str, CudaFunction>,
     weights: HashMap<GpuType, WeightKernels>,
+    q8_1: HashMap<GpuType, Q8_1Kernels>,
 }
 
 impl Kernels {
-    /// Compiles the program for the device's architecture and loads every kernel.
-    pub fn load(ctx: &Arc<CudaContext>, arch: (u32, u32)) -> Result<Self, CudaError> {
-        let cubin = compile_kernels(arch)?;
+    /// Compiles the program with `nvrtc` for the device's architecture and loads every kernel.
+    pub fn load(
+        ctx: &Arc<CudaContext>,
+        nvrtc: &Nvrtc,
+        arch: (u32, u32),
+    ) -> Result<Self, CudaError> {
+        let cubin = nvrtc.compile(&crate::kernels::program_source(), arch)?;
         let module = ctx
             .load_module(Ptx::from_binary(cubin))
             .map_err(driver("module load"))?;
@@ -57,7 +72,21 @@ impl Kernels {
                 },
             );
         }
-        Ok(Self { fixed, weights })
+        let mut q8_1 = HashMap::new();
+        for ty in GpuType::Q8_1 {
+            q8_1.insert(
+                ty,
+                Q8_1Kernels {
+                    matvec: function(&ty.matvec_q8_1_kernel())?,
+                    batch: function(&ty.matvec_batch_q8_1_kernel())?,
+                },
+            );
+        }
+        Ok(Self {
+            fixed,
+            weights,
+            q8_1,
+        })
     }
 
     /// The function of a kernel reference. Every [`KernelRef`] the step builder makes names
@@ -70,6 +99,8 @@ impl Kernels {
             KernelRef::MatvecById(ty) => &self.weights[&ty].matvec_id,
             KernelRef::MatmulById(ty) => &self.weights[&ty].matmul_id,
             KernelRef::GetRows(ty) => &self.weights[&ty].get_rows,
+            KernelRef::MatvecQ8_1(ty) => &self.q8_1[&ty].matvec,
+            KernelRef::MatvecBatchQ8_1(ty) => &self.q8_1[&ty].batch,
         }
     }
 }

@@ -6,8 +6,10 @@ mod driver;
 mod kernels;
 mod launcher;
 mod model;
+mod nvrtc;
 mod weights;
 
 pub use buffers::GpuKvCache;
 pub use driver::{compile_kernels, probe};
 pub use model::GpuModel;
+pub use nvrtc::Nvrtc;

@@ -13,9 +13,10 @@ use crate::host::HostModel;
 use crate::plan::{LoadOptions, UploadPlan};
 use crate::program::{Launch, StepBuilder, WeightAddresses, WorkAddresses};
 use crate::runtime::buffers::{GpuKvCache, Workspace};
-use crate::runtime::driver::{driver, open};
+use crate::runtime::driver::{driver, driver_cuda_major, open};
 use crate::runtime::kernels::Kernels;
 use crate::runtime::launcher::launch;
+use crate::runtime::nvrtc::Nvrtc;
 use crate::runtime::weights::{DeviceWeights, upload};
 
 /// A model whose weights, KV caches and buffers live on one GPU.
@@ -40,11 +41,13 @@ impl GpuModel {
     /// buffers.
     pub fn load(model: &HostModel<'_>, options: &LoadOptions) -> Result<Self, CudaError> {
         let plan = UploadPlan::new(model, options)?;
-        let (ctx, info) = open(options.ordinal)?;
+        let (ctx, mut info) = open(options.ordinal)?;
         let (free, _total) = ctx.mem_get_info().map_err(driver("memory query"))?;
         plan.check_fits(free as u64)?;
         let stream = ctx.new_stream().map_err(driver("stream creation"))?;
-        let kernels = Kernels::load(&ctx, info.compute_capability)?;
+        let nvrtc = Nvrtc::find(driver_cuda_major())?;
+        info.nvrtc = Some(nvrtc.to_string());
+        let kernels = Kernels::load(&ctx, &nvrtc, info.compute_capability)?;
         let weights = upload(model, &stream)?;
         let work = Workspace::new(&stream, &plan.buffers)?;
         let work_addresses = work.addresses();

@@ -25,6 +25,9 @@ struct dim3 {
 struct float4 {
     float x, y, z, w;
 };
+struct int4 {
+    int x, y, z, w;
+};
 
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -47,6 +50,11 @@ inline float __int_as_float(int i) {
     float f;
     std::memcpy(&f, &i, 4);
     return f;
+}
+// c + the dot product of the four signed bytes of a with those of b.
+inline int __dp4a(int a, int b, int c) {
+    for (int k = 0; k < 4; k++) c += (int)(signed char)(a >> (8 * k)) * (int)(signed char)(b >> (8 * k));
+    return c;
 }
 
 namespace emulation {

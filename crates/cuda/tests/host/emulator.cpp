@@ -14,6 +14,7 @@
 #include "../../src/kernels/dequant.cuh"
 #include "../../src/kernels/reduce.cuh"
 #include "../../src/kernels/matmul.cu"
+#include "../../src/kernels/matvec_q8_1.cu"
 #include "../../src/kernels/norm.cu"
 #include "../../src/kernels/rope.cu"
 #include "../../src/kernels/attention.cu"
@@ -75,6 +76,7 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
     KERNEL(moe_route)
     KERNEL(moe_group)
     KERNEL(moe_weighted_sum)
+    KERNEL(quantize_q8_1)
 #define WEIGHT_KERNELS(suffix) KERNEL(matvec_##suffix) KERNEL(matmul_##suffix) KERNEL(matvec_id_##suffix) KERNEL(matmul_id_##suffix) KERNEL(get_rows_##suffix)
     WEIGHT_KERNELS(f32)
     WEIGHT_KERNELS(f16)
@@ -90,5 +92,17 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
     WEIGHT_KERNELS(q4_k)
     WEIGHT_KERNELS(q5_k)
     WEIGHT_KERNELS(q6_k)
+#define Q8_1_KERNELS(suffix) KERNEL(matvec_q8_1_##suffix) KERNEL(matvec_batch_q8_1_##suffix)
+    Q8_1_KERNELS(q4_0)
+    Q8_1_KERNELS(q4_1)
+    Q8_1_KERNELS(q5_0)
+    Q8_1_KERNELS(q5_1)
+    Q8_1_KERNELS(q8_0)
+    Q8_1_KERNELS(mxfp4)
+    Q8_1_KERNELS(q2_k)
+    Q8_1_KERNELS(q3_k)
+    Q8_1_KERNELS(q4_k)
+    Q8_1_KERNELS(q5_k)
+    Q8_1_KERNELS(q6_k)
     return 1;
 }

@@ -11,6 +11,7 @@
 #include "../../src/kernels/dequant.cuh"
 #include "../../src/kernels/reduce.cuh"
 #include "../../src/kernels/matmul.cu"
+#include "../../src/kernels/matvec_q8_1.cu"
 #include "../../src/kernels/norm.cu"
 #include "../../src/kernels/rope.cu"
 #include "../../src/kernels/attention.cu"
@@ -201,6 +202,95 @@ static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long
     check_weight_kernels<fmt_##suffix>(Format{#suffix, fmt_##suffix::QK, fmt_##suffix::BYTES, __VA_ARGS__}, \
                                        matvec_##suffix, matmul_##suffix, get_rows_##suffix, \
                                        matvec_id_##suffix, matmul_id_##suffix)
+
+// ---- q8_1 activations and the integer matvec ------------------------------------------------
+
+// The q8_1 reference: per 32-element block d = max|x| / 127, q = round(x / d), and the meta
+// {d, d * sum(q[0..16]), d * sum(q[16..32]), 0}, with the kernel's f32 operations.
+static void quantize_reference(const std::vector<float>& x, int ldx, int cols, int n,
+                               std::vector<i8>& q, std::vector<float>& meta) {
+    q.assign((size_t)n * cols, 0);
+    meta.assign((size_t)n * cols / 32 * 4, 0.0f);
+    for (int t = 0; t < n; t++)
+        for (int b = 0; b < cols / 32; b++) {
+            const float* v = &x[(size_t)t * ldx + 32 * b];
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++) amax = std::max(amax, std::fabs(v[j]));
+            const float d = amax / 127.0f;
+            int sums[2] = {0, 0};
+            for (int j = 0; j < 32; j++) {
+                const int code = amax == 0.0f ? 0 : (int)std::round(v[j] / d);
+                q[(size_t)t * cols + 32 * b + j] = (i8)code;
+                sums[j / 16] += code;
+            }
+            float* m = &meta[((size_t)t * (cols / 32) + b) * 4];
+            m[0] = d;
+            m[1] = d * (float)sums[0];
+            m[2] = d * (float)sums[1];
+        }
+}
+
+typedef void (*Q8_1Matvec)(const u8*, long long, const i8*, const float*, float*, int, const float*, int, int, int);
+
+// The activation quantizer matches its reference exactly (codes and metas, an all-zero block
+// and outliers included), and each format's integer matvec, for 1, 5 and 8 token rows, matches
+// the double-precision product of the dequantized weights with the dequantized q8_1 rows.
+template <typename F>
+static void check_q8_1_kernels(const Format& f, Q8_1Matvec matvec, Q8_1Matvec batch) {
+    const int rows = 13, cols = 1280, n = 8, ldx = cols + 64, out_offset = 3, ldy = rows + 5;
+    // 16-byte aligned weights, as the device's allocations are.
+    const auto bytes = random_weights<F>(f, rows, cols);
+    std::vector<int4> aligned((bytes.size() + 15) / 16);
+    u8* w = (u8*)aligned.data();
+    std::memcpy(w, bytes.data(), bytes.size());
+    const auto dense = dequantize<F>(bytes, rows, cols);
+    const long long row_bytes = cols / F::QK * F::BYTES;
+    auto x = random_vector((size_t)n * ldx, 2.0f);
+    for (int j = 0; j < 32; j++) x[(size_t)1 * ldx + 64 + j] = 0.0f;  // an all-zero block
+    x[(size_t)2 * ldx + 5] = 40.0f;                                    // outliers
+    x[(size_t)3 * ldx + 700] = -75.0f;
+    const auto bias = random_vector(rows);
+
+    std::vector<int4> q_store((size_t)n * cols / 16);
+    std::vector<float4> meta_store((size_t)n * cols / 32);
+    i8* xq = (i8*)q_store.data();
+    float* meta = (float*)meta_store.data();
+    launch(quantize_q8_1, dim3{(unsigned)((cols / 32 + Q8_1_BLOCKS_PER_CTA - 1) / Q8_1_BLOCKS_PER_CTA), (unsigned)n},
+           dim3{Q8_1_BLOCKS_PER_CTA * 32}, x.data(), ldx, cols, xq, meta);
+    std::vector<i8> want_q;
+    std::vector<float> want_meta;
+    quantize_reference(x, ldx, cols, n, want_q, want_meta);
+    const bool same = std::memcmp(xq, want_q.data(), want_q.size()) == 0 &&
+                      std::memcmp(meta, want_meta.data(), want_meta.size() * 4) == 0;
+    if (same) passed++;
+    else {
+        failed++;
+        std::printf("FAILED quantize_q8_1 (for %s): codes or metas differ from the reference\n", f.name);
+    }
+
+    for (int tokens : {1, 5, n}) {
+        std::vector<float> y((size_t)tokens * ldy, 0.0f);
+        std::vector<double> want(y.size(), 0.0);
+        for (int t = 0; t < tokens; t++)
+            for (int r = 0; r < rows; r++) {
+                double s = bias[r];
+                for (int c = 0; c < cols; c++) {
+                    const double xv = (double)want_meta[((size_t)t * (cols / 32) + c / 32) * 4] * want_q[(size_t)t * cols + c];
+                    s += (double)dense[(size_t)r * cols + c] * xv;
+                }
+                want[(size_t)t * ldy + out_offset + r] = s;
+            }
+        const unsigned per_block = MMVQ_WARPS * MMVQ_ROWS;
+        launch(tokens == 1 ? matvec : batch, dim3{(rows + per_block - 1) / per_block}, dim3{MMVQ_WARPS * 32}, w,
+               row_bytes, xq, meta, y.data() + out_offset, ldy, bias.data(), rows, cols, tokens);
+        check(std::string(tokens == 1 ? "matvec_q8_1_" : "matvec_batch_q8_1_") + f.name + " x" + std::to_string(tokens), y,
+              want, 1e-4);
+    }
+}
+
+#define CHECK_Q8_1(suffix, ...) \
+    check_q8_1_kernels<fmt_##suffix>(Format{#suffix, fmt_##suffix::QK, fmt_##suffix::BYTES, __VA_ARGS__}, \
+                                     matvec_q8_1_##suffix, matvec_batch_q8_1_##suffix)
 
 // ---- norms, rope ------------------------------------------------------------------------------
 
@@ -525,6 +615,17 @@ int main() {
     CHECK_FORMAT(q4_k, {0, 2});
     CHECK_FORMAT(q5_k, {0, 2});
     CHECK_FORMAT(q6_k, {208});
+    CHECK_Q8_1(q4_0, {0});
+    CHECK_Q8_1(q4_1, {0, 2});
+    CHECK_Q8_1(q5_0, {0});
+    CHECK_Q8_1(q5_1, {0, 2});
+    CHECK_Q8_1(q8_0, {0});
+    CHECK_Q8_1(mxfp4, {}, {0});
+    CHECK_Q8_1(q2_k, {80, 82});
+    CHECK_Q8_1(q3_k, {108});
+    CHECK_Q8_1(q4_k, {0, 2});
+    CHECK_Q8_1(q5_k, {0, 2});
+    CHECK_Q8_1(q6_k, {208});
     check_norms();
     check_rope();
     // GQA, a sliding window over a ring of window + batch slots, soft-capping, MQA with wide
