@@ -2,6 +2,7 @@
 //! kernels, uploading weights, the forward step and its CUDA graph.
 
 mod buffers;
+mod decode_rows;
 mod driver;
 mod kernels;
 mod launcher;
