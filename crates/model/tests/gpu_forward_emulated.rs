@@ -518,15 +518,15 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
         &plan,
     );
     let mut worst = 0.0f32;
-    for s in 0..caches.len() {
-        compare(name, "batched decode", &batched[s], &cpu[s][0]);
-        compare(name, "batched vs alone", &batched[s], &alone[s]);
+    for (s, row) in batched.iter().enumerate() {
+        compare(name, "batched decode", row, &cpu[s][0]);
+        compare(name, "batched vs alone", row, &alone[s]);
         let order = [1, 2, 0][s];
         assert!(
-            batched[s] == reordered[order],
+            *row == reordered[order],
             "{name}: sequence {s}'s logits depend on the order of the rows"
         );
-        let diff = batched[s].iter().zip(&alone[s]).map(|(a, b)| (a - b).abs());
+        let diff = row.iter().zip(&alone[s]).map(|(a, b)| (a - b).abs());
         worst = diff.fold(worst, f32::max);
     }
     println!("{name}: max |batched - alone| = {worst:e}");
