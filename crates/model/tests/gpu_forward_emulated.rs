@@ -24,6 +24,16 @@ use rinfer_transformer::{Mapper, Tensor};
 type EmulateLaunch =
     unsafe extern "C" fn(*const u8, *const u32, *const u32, *const u64, i32) -> i32;
 
+/// The emulator keeps its launch state in globals, so tests run one launch at a time: each
+/// test holds this for its whole run (and while it builds the library).
+static EMULATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn take_turn() -> std::sync::MutexGuard<'static, ()> {
+    EMULATION
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The kernels built for the host as a shared library.
 fn emulator() -> libloading::Library {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda_emulator");
@@ -304,6 +314,7 @@ fn check_fixture(emulate: &EmulateLaunch, name: &str) {
 
 #[test]
 fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
+    let _turn = take_turn();
     let library = emulator();
     // SAFETY: the symbol has this signature in emulator.cpp.
     let emulate: libloading::Symbol<'_, EmulateLaunch> =
@@ -541,6 +552,7 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
 
 #[test]
 fn batched_decode_gives_each_sequence_its_own_logits() {
+    let _turn = take_turn();
     let library = emulator();
     // SAFETY: the symbol has this signature in emulator.cpp.
     let emulate: libloading::Symbol<'_, EmulateLaunch> =
