@@ -7,48 +7,11 @@
 //! captured per row count and replayed whichever sequences fill the rows
 //! ([`DecodeGraph`] keyed by that count, the policy of the single-sequence graphs otherwise).
 
-use cudarc::driver::CudaGraph;
-
 use crate::error::CudaError;
-use crate::graph_policy::{DecodeGraph, StepPlan};
-use crate::plan::UploadPlan;
-use crate::program::CacheTables;
+use crate::graph_policy::StepPlan;
 use crate::runtime::buffers::GpuKvCache;
 use crate::runtime::driver::driver;
 use crate::runtime::model::GpuModel;
-
-/// The batched decode's host-side state, allocated once at load.
-pub(crate) struct RowDecode {
-    /// Where the device tables are and how they are laid out.
-    tables: CacheTables,
-    /// The host image of the tables `[layers, 2, rows]`.
-    table: Vec<u64>,
-    /// Token ids of the rows `[rows]`.
-    ids: Vec<i32>,
-    /// Positions of the rows `[rows]`.
-    positions: Vec<i32>,
-    /// One graph per row count.
-    graphs: DecodeGraph<CudaGraph>,
-}
-
-impl RowDecode {
-    /// The state for `plan`'s batched decode, its tables at device address `tables`.
-    pub(crate) fn new(plan: &UploadPlan, tables: u64) -> Self {
-        let rows = plan.decode_rows;
-        let tables = CacheTables {
-            base: tables,
-            rows,
-            slots: plan.kv_slots.clone(),
-        };
-        Self {
-            table: vec![0; tables.len()],
-            tables,
-            ids: vec![0; rows],
-            positions: vec![0; rows],
-            graphs: DecodeGraph::default(),
-        }
-    }
-}
 
 impl GpuModel {
     /// Decodes one token for each of several sequences in one pass: row `i` runs token

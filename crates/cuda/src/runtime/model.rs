@@ -13,10 +13,10 @@ use crate::host::HostModel;
 use crate::plan::{LoadOptions, UploadPlan};
 use crate::program::{Launch, StepBuilder, WeightAddresses, WorkAddresses};
 use crate::runtime::buffers::{GpuKvCache, Workspace};
-use crate::runtime::decode_rows::RowDecode;
 use crate::runtime::driver::{driver, open};
 use crate::runtime::kernels::Kernels;
 use crate::runtime::launcher::launch;
+use crate::runtime::row_state::RowDecode;
 use crate::runtime::weights::{DeviceWeights, upload};
 
 /// A model whose weights, KV caches and buffers live on one GPU.
