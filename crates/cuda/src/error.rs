@@ -114,6 +114,20 @@ pub enum CudaError {
         /// The largest batch.
         max: usize,
     },
+    /// A batched decode step was given more sequences than its buffers hold.
+    #[error(
+        "a decode step of {requested} sequences exceeds the {max} the GPU buffers were planned \
+         for (LoadOptions::sequences, at most max_batch): split the step"
+    )]
+    TooManyRows {
+        /// Sequences given.
+        requested: usize,
+        /// The most one step decodes.
+        max: usize,
+    },
+    /// The same KV cache was given for two rows of one batched decode step.
+    #[error("the same KV cache appears twice in one decode step; each row needs its own sequence")]
+    CacheTwice,
     /// A KV cache made for another model or device was passed.
     #[error("the KV cache was made for a different model (its shape does not match)")]
     ForeignCache,

@@ -4,7 +4,9 @@
 //!
 //! A graph bakes in the buffers it was captured with, so it belongs to one KV cache; graphs of
 //! the [`MAX_GRAPHS`] most recently used caches are kept, so sequences that take turns do not
-//! recapture. Any failure drops the failing cache's graph: its next step captures a fresh one,
+//! recapture. The batched decode keeps its own graphs by the same rules, keyed by its number of
+//! rows instead of a cache: its rows' caches are read through a table rewritten before each
+//! replay. Any failure drops the failing cache's graph: its next step captures a fresh one,
 //! so an error in one request never leaves a broken graph for the next. Capture failing
 //! [`MAX_CAPTURE_FAILURES`] times in a row (a driver that cannot capture) turns graphs off for
 //! the model's lifetime; steps then run as plain launches, which compute the same thing.

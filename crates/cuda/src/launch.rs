@@ -170,6 +170,20 @@ pub fn attention_combine(heads: usize, head_dim: usize) -> LaunchShape {
     LaunchShape::new((heads, 1), (head_dim.div_ceil(32).clamp(1, 8) as u32) * 32)
 }
 
+/// Decode attention of a batch of sequences, one query row each: grid (heads, splits, rows).
+pub fn attention_decode_rows(heads: usize, splits: &DecodeSplits, rows: usize) -> LaunchShape {
+    let mut shape = attention_decode(heads, splits);
+    shape.grid.2 = to_u32(rows);
+    shape
+}
+
+/// The merge of the decode splits of `rows` query rows: one block per (head, row).
+pub fn attention_combine_rows(heads: usize, head_dim: usize, rows: usize) -> LaunchShape {
+    let mut shape = attention_combine(heads, head_dim);
+    shape.grid.1 = to_u32(rows);
+    shape
+}
+
 /// Prefill attention: grid (query groups, heads).
 pub fn attention_prefill(n: usize, heads: usize) -> LaunchShape {
     LaunchShape::new(

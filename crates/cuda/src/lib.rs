@@ -1,7 +1,8 @@
 //! NVIDIA GPU backend for rinfer through `cudarc`: the whole decode step on the GPU, weights
 //! uploaded once in their GGUF block formats (no dequantized copies), a device-resident KV
 //! cache, buffers allocated once, kernels compiled by NVRTC for the device at load, and the
-//! decode step replayed as a CUDA graph.
+//! decode step replayed as a CUDA graph; a batched decode runs one token of each of many
+//! sequences in one pass, each row over its own KV cache ([`GpuModel::forward_rows`]).
 //!
 //! The GPU runtime is behind the `cuda` cargo feature. Without it this crate still provides
 //! the model view the backend takes ([`HostModel`]), the upload
@@ -26,7 +27,13 @@
 //! use rinfer_cuda::{GpuModel, LoadOptions};
 //!
 //! fn start(model: &rinfer_cuda::HostModel<'_>) {
-//!     let options = LoadOptions { ordinal: 0, context: 4096, max_batch: 512, all_logits: false };
+//!     let options = LoadOptions {
+//!         ordinal: 0,
+//!         context: 4096,
+//!         max_batch: 512,
+//!         all_logits: false,
+//!         sequences: 16,
+//!     };
 //!     match GpuModel::load(model, &options) {
 //!         Ok(gpu) => println!("running on {}", gpu.info()),
 //!         Err(why) => println!("no usable GPU: {why}"),

@@ -24,6 +24,10 @@ pub struct LoadOptions {
     /// Whether [`Logits::All`](crate::Logits::All) is wanted: the logits buffer then holds
     /// `max_batch` rows instead of one (`[512, 262144]` f32 is 512 MiB for Gemma 3).
     pub all_logits: bool,
+    /// The most sequences one decode step runs together, one row each
+    /// ([`GpuModel::forward_rows`](crate::GpuModel::forward_rows)); at most `max_batch` are
+    /// planned. Each row needs a logits row and its attention partials.
+    pub sequences: usize,
 }
 
 /// One weight matrix as it will sit in device memory.
@@ -58,8 +62,11 @@ pub struct BufferSizes {
     pub gate_up: usize,
     /// Logits `[batch, vocab]` (or `[1, vocab]` when only the last row is wanted).
     pub logits: usize,
-    /// Decode-attention partials `[heads, splits, head_dim + 2]`.
+    /// Decode-attention partials `[rows, heads, splits, head_dim + 2]`, rows the batched
+    /// decode's.
     pub partials: usize,
+    /// The batched decode's KV-cache tables `[layers, 2, rows]` (u64 addresses, 8 bytes).
+    pub cache_tables: usize,
     /// Token ids and positions `[batch]` each (i32).
     pub ids: usize,
     /// Router scores `[batch, experts]` (mixture-of-experts layers; 0 otherwise).
@@ -82,9 +89,14 @@ pub struct BufferSizes {
 }
 
 impl BufferSizes {
-    fn new<H: Handles>(c: &Transformer<H>, options: &LoadOptions, splits: &DecodeSplits) -> Self {
+    fn new<H: Handles>(
+        c: &Transformer<H>,
+        options: &LoadOptions,
+        splits: &DecodeSplits,
+        decode_rows: usize,
+    ) -> Self {
         let b = options.max_batch;
-        let logit_rows = if options.all_logits { b } else { 1 };
+        let logit_rows = if options.all_logits { b } else { 1 }.max(decode_rows);
         // The widest input of a dense matrix (q8_1 codes are only made for those).
         let widest = c.hidden.max(c.q_dim()).max(c.ffn_dim).next_multiple_of(32);
         let q8_1_rows = b.min(launch::MMVQ_TOKENS as usize);
@@ -100,7 +112,8 @@ impl BufferSizes {
                 0
             },
             logits: logit_rows * c.vocab_size,
-            partials: c.heads * splits.splits * (c.head_dim + 2),
+            partials: decode_rows * c.heads * splits.splits * (c.head_dim + 2),
+            cache_tables: 2 * c.layers() * decode_rows,
             ids: b,
             router: b * largest(c, |r, _| r.experts),
             routes: b * largest(c, |r, _| r.used),
@@ -113,7 +126,7 @@ impl BufferSizes {
         }
     }
 
-    /// Bytes of all buffers together (f32 and i32 elements are 4 bytes).
+    /// Bytes of all buffers together (f32 and i32 elements are 4 bytes, addresses 8).
     pub fn bytes(&self) -> usize {
         4 * (self.x
             + self.h
@@ -123,6 +136,7 @@ impl BufferSizes {
             + self.gate_up
             + self.logits
             + self.partials
+            + 2 * self.cache_tables
             + 2 * self.ids
             + 1
             + self.router
@@ -168,6 +182,9 @@ pub struct UploadPlan {
     pub buffers: BufferSizes,
     /// Decode attention's split of the keys.
     pub splits: DecodeSplits,
+    /// The most sequences one decode step runs together: `options.sequences`, at least 1 and
+    /// at most `max_batch`.
+    pub decode_rows: usize,
     /// What the plan was made for.
     pub options: LoadOptions,
 }
@@ -204,14 +221,16 @@ impl UploadPlan {
             .max()
             .unwrap_or(context);
         let splits = launch::decode_splits(longest);
+        let decode_rows = options.sequences.clamp(1, max_batch);
         Ok(Self {
             matrices,
             vector_bytes: 4 * vectors,
             tied_lm_head,
             kv_slots,
             kv_bytes,
-            buffers: BufferSizes::new(c, options, &splits),
+            buffers: BufferSizes::new(c, options, &splits, decode_rows),
             splits,
+            decode_rows,
             options: *options,
         })
     }

@@ -72,6 +72,19 @@ impl GpuModel {
         match self.never {}
     }
 
+    /// The batched decode: one token for each of several sequences.
+    pub fn forward_rows(
+        &mut self,
+        _rows: &mut [(u32, &mut GpuKvCache)],
+    ) -> Result<&[f32], CudaError> {
+        match self.never {}
+    }
+
+    /// Why the batched decode runs without CUDA graphs, if it does.
+    pub fn rows_graph_disabled_reason(&self) -> Option<&str> {
+        match self.never {}
+    }
+
     /// The forward pass, returning the greedy token.
     pub fn forward_argmax(
         &mut self,

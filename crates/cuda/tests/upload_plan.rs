@@ -54,6 +54,32 @@ fn the_kv_cache_keeps_a_ring_on_sliding_window_layers() {
 }
 
 #[test]
+fn the_batched_decode_gets_a_logits_row_partials_and_cache_tables_per_sequence() {
+    let s = Storage::new();
+    let last_only = |sequences| LoadOptions {
+        all_logits: false,
+        sequences,
+        ..options(64, 8)
+    };
+    let one = UploadPlan::new(&model(&s), &last_only(1)).unwrap();
+    assert_eq!(one.decode_rows, 1);
+    assert_eq!(one.buffers.logits, VOCAB);
+    let four = UploadPlan::new(&model(&s), &last_only(4)).unwrap();
+    assert_eq!(four.decode_rows, 4);
+    assert_eq!(four.buffers.logits, 4 * VOCAB);
+    assert_eq!(four.buffers.partials, 4 * one.buffers.partials);
+    // Keys and values of every layer, one address per row each.
+    assert_eq!(four.buffers.cache_tables, 2 * LAYERS * 4);
+    assert_eq!(
+        four.buffers.bytes() - one.buffers.bytes(),
+        4 * (3 * VOCAB + 3 * one.buffers.partials) + 8 * 2 * LAYERS * 3
+    );
+    // No more rows than a batch holds.
+    let many = UploadPlan::new(&model(&s), &last_only(100)).unwrap();
+    assert_eq!(many.decode_rows, 8);
+}
+
+#[test]
 fn an_unsupported_block_format_is_refused_naming_the_tensor() {
     let s = Storage::new();
     let mut model = model(&s);
@@ -186,5 +212,6 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         context,
         max_batch,
         all_logits: true,
+        sequences: 1,
     }
 }

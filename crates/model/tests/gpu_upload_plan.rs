@@ -164,5 +164,6 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         context,
         max_batch,
         all_logits: true,
+        sequences: 1,
     }
 }

@@ -18,6 +18,22 @@ extern "C" __global__ void kv_store(const float* qkv, int ld, int k_off, int v_o
     }
 }
 
+// kv_store for a batch of sequences, each row into its own cache: row i's keys and values go
+// to keys[i] and values[i] (tables of the rows' cache addresses for this layer), slot
+// positions[i] % slots. grid (rows).
+extern "C" __global__ void kv_store_rows(const float* qkv, int ld, int k_off, int v_off,
+                                         float* const* keys, float* const* values, int kv_dim,
+                                         const int* positions, int slots) {
+    const float* row = qkv + (size_t)blockIdx.x * ld;
+    const size_t slot = (size_t)(positions[blockIdx.x] % slots) * kv_dim;
+    float* k = keys[blockIdx.x];
+    float* v = values[blockIdx.x];
+    for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+        k[slot + i] = row[k_off + i];
+        v[slot + i] = row[v_off + i];
+    }
+}
+
 // One warp's online-softmax pass over keys begin, begin + stride, ... < end.
 __device__ __forceinline__ void attend(const float* q, const float* keys, const float* values,
                                        int slots, int kv_dim, int kv, int head_dim, int begin,
@@ -63,26 +79,24 @@ __device__ __forceinline__ void attend(const float* q, const float* keys, const 
     *sum_out = s;
 }
 
-// Decode (one token, position positions[0]), split-K: grid (heads, splits), ATTN_WARPS warps.
-// Split s covers keys [first + s * split_len, ...) of the token's window; its warps interleave
-// over those keys and merge in shared memory. Writes part[head, split] = (max, sum, acc[head_dim]);
-// an empty split writes sum 0. The grid is sized for the longest window so that one CUDA graph
-// serves every position.
-extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode(
-    const float* qkv, int q_off, const float* keys, const float* values, int slots, int kv_dim,
-    int head_dim, int group, const int* positions, int window, float scale, float softcap,
-    int split_len, float* part) {
+// One split of one head of a decode query at position pos, split-K: block (head, split) of
+// ATTN_WARPS warps. Split s covers keys [first + s * split_len, ...) of the query's window; its
+// warps interleave over those keys and merge in shared memory. Writes part[head, split] =
+// (max, sum, acc[head_dim]) with `splits` splits per head; an empty split writes sum 0.
+__device__ __forceinline__ void attention_decode_split(
+    const float* q, const float* keys, const float* values, int slots, int kv_dim, int head_dim,
+    int group, int pos, int window, float scale, float softcap, int split_len, int splits,
+    float* part) {
     __shared__ float sm_max[ATTN_WARPS], sm_sum[ATTN_WARPS];
     __shared__ float sm_acc[ATTN_WARPS][MAX_HEAD_DIM];
-    const int h = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
+    const int h = blockIdx.x, split = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int pos = positions[0];
     const int first = window > 0 ? max(0, pos + 1 - window) : 0;
     const int begin = first + split * split_len;
     const int end = min(begin + split_len, pos + 1);
     float m, s, acc[DIMS_PER_LANE];
-    attend(qkv + q_off + h * head_dim, keys, values, slots, kv_dim, (h / group) * head_dim,
-           head_dim, begin + warp, end, ATTN_WARPS, scale, softcap, &m, &s, acc);
+    attend(q + h * head_dim, keys, values, slots, kv_dim, (h / group) * head_dim, head_dim,
+           begin + warp, end, ATTN_WARPS, scale, softcap, &m, &s, acc);
     if (lane == 0) {
         sm_max[warp] = m;
         sm_sum[warp] = s;
@@ -115,11 +129,39 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode(
     }
 }
 
-// Merges the splits of attention_decode (and the head's sink) into out[head * head_dim + d].
-// grid (heads).
+// Decode (one token, position positions[0]), split-K: grid (heads, splits), ATTN_WARPS warps,
+// part [heads, splits, head_dim + 2]. The grid is sized for the longest window so that one
+// CUDA graph serves every position.
+extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode(
+    const float* qkv, int q_off, const float* keys, const float* values, int slots, int kv_dim,
+    int head_dim, int group, const int* positions, int window, float scale, float softcap,
+    int split_len, float* part) {
+    attention_decode_split(qkv + q_off, keys, values, slots, kv_dim, head_dim, group,
+                           positions[0], window, scale, softcap, split_len, gridDim.y, part);
+}
+
+// Decode of a batch of sequences, one query row each: grid (heads, splits, rows). Row i (its
+// q at qkv + i * ld + q_off) attends at position positions[i] over its own cache, keys[i] and
+// values[i] (tables of the rows' cache addresses for this layer), into part [rows, heads,
+// splits, head_dim + 2]. Each row computes exactly what attention_decode computes for it
+// alone, so a row's output does not depend on the other rows of the batch.
+extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode_rows(
+    const float* qkv, int ld, int q_off, const float* const* keys, const float* const* values,
+    int slots, int kv_dim, int head_dim, int group, const int* positions, int window,
+    float scale, float softcap, int split_len, float* part) {
+    const int row = blockIdx.z, splits = gridDim.y;
+    attention_decode_split(qkv + (size_t)row * ld + q_off, keys[row], values[row], slots, kv_dim,
+                           head_dim, group, positions[row], window, scale, softcap, split_len,
+                           splits, part + (size_t)row * gridDim.x * splits * (head_dim + 2));
+}
+
+// Merges the splits of attention_decode (and the head's sink) into out[head * head_dim + d],
+// grid (heads); of attention_decode_rows into out[row, head * head_dim + d], grid (heads, rows).
 extern "C" __global__ void attention_decode_combine(const float* part, int splits, int head_dim,
                                                     const float* sinks, float* out) {
-    const int h = blockIdx.x;
+    const int h = blockIdx.x, heads = gridDim.x;
+    part += (size_t)blockIdx.y * heads * splits * (head_dim + 2);
+    out += (size_t)blockIdx.y * heads * head_dim;
     const float* p = part + (size_t)h * splits * (head_dim + 2);
     float total_max = -INFINITY;
     for (int s = 0; s < splits; s++) {

@@ -24,7 +24,8 @@ pub const MATVEC_Q8_1: &str = include_str!("matvec_q8_1.cu");
 pub const NORM: &str = include_str!("norm.cu");
 /// Rotary embeddings, both pair layouts.
 pub const ROPE: &str = include_str!("rope.cu");
-/// KV-cache writes, split-K decode attention and causal prefill attention.
+/// KV-cache writes, split-K decode attention (one sequence, or a batch of sequences each over
+/// its own cache) and causal prefill attention.
 pub const ATTENTION: &str = include_str!("attention.cu");
 /// Gated activations, residual adds, soft-capping, argmax.
 pub const ELEMENTWISE: &str = include_str!("elementwise.cu");
@@ -179,6 +180,8 @@ pub const FIXED_KERNELS: &[&str] = &[
     "attention_decode",
     "attention_decode_combine",
     "attention_prefill",
+    "kv_store_rows",
+    "attention_decode_rows",
     "gated_activation",
     "add_inplace",
     "add2_inplace",

@@ -170,3 +170,62 @@ pub struct CacheAddresses {
     /// `(keys, values, slots)` per layer, `[slots, kv_dim]` f32 each.
     pub layers: Vec<(u64, u64, usize)>,
 }
+
+/// The KV caches of the rows of a batched decode step, each row a sequence with its own cache,
+/// found through tables in device memory: one buffer of `[layers, 2, rows]` addresses, per
+/// layer the rows' key caches then their value caches. The table is rewritten before each
+/// step, so the launches (and a CUDA graph of them) depend only on the number of rows, not on
+/// which sequences they are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheTables {
+    /// Where the table buffer is.
+    pub base: u64,
+    /// Rows each layer's tables hold (the most sequences one step decodes).
+    pub rows: usize,
+    /// KV-cache slots of each layer (the same in every cache of a model).
+    pub slots: Vec<usize>,
+}
+
+impl CacheTables {
+    /// Entries (addresses) of the whole table.
+    pub fn len(&self) -> usize {
+        2 * self.rows * self.slots.len()
+    }
+
+    /// Whether the table is empty (a model without layers).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Index in the table of the key cache of layer `layer`, row `row`; the value cache's is
+    /// `rows` further.
+    pub fn index(&self, layer: usize, row: usize) -> usize {
+        2 * layer * self.rows + row
+    }
+
+    /// Address of layer `layer`'s table of key caches (its value caches' follows it).
+    fn keys(&self, layer: usize) -> u64 {
+        self.base + 8 * self.index(layer, 0) as u64
+    }
+
+    /// `(key table, value table, slots)` of layer `layer`.
+    pub fn layer(&self, layer: usize) -> (u64, u64, usize) {
+        let keys = self.keys(layer);
+        (keys, keys + 8 * self.rows as u64, self.slots[layer])
+    }
+
+    /// Writes row `row`'s cache (`(keys, values)` per layer) into `table`, the host image of
+    /// the table buffer.
+    pub fn set_row(
+        &self,
+        table: &mut [u64],
+        row: usize,
+        layers: impl IntoIterator<Item = (u64, u64)>,
+    ) {
+        for (layer, (keys, values)) in layers.into_iter().enumerate() {
+            let at = self.index(layer, row);
+            table[at] = keys;
+            table[at + self.rows] = values;
+        }
+    }
+}

@@ -8,8 +8,8 @@ mod addresses;
 mod step;
 
 pub use addresses::{
-    CacheAddresses, MatrixAddress, OnDevice, StackedAddress, WeightAddresses, WorkAddresses,
-    place_weights,
+    CacheAddresses, CacheTables, MatrixAddress, OnDevice, StackedAddress, WeightAddresses,
+    WorkAddresses, place_weights,
 };
 pub use step::StepBuilder;
 

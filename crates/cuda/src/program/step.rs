@@ -9,7 +9,7 @@ use rinfer_transformer::{
 
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
-    Arg, CacheAddresses, KernelRef, Launch, MatrixAddress, OnDevice, StackedAddress,
+    Arg, CacheAddresses, CacheTables, KernelRef, Launch, MatrixAddress, OnDevice, StackedAddress,
     WeightAddresses, WorkAddresses,
 };
 
@@ -53,12 +53,32 @@ impl StepBuilder<'_> {
         };
         s.embed();
         for layer in 0..self.model.layers() {
-            s.block(layer, cache);
+            s.block(layer, Caches::One(cache));
         }
         s.head(first, rows);
         if n == 1 {
             s.out.push(self.argmax());
         }
+    }
+
+    /// Appends to `out` the launches of one decode step of `n` sequences, one token each (ids
+    /// and positions already in their buffers, row `i` the `i`-th sequence's), every row
+    /// storing and attending to its own KV cache, found through `tables` (rows `0..n` filled
+    /// in); the logits of row `i` go to row `i` of the logits buffer. Every kernel computes
+    /// each row on its own in a fixed order, so a row's logits do not depend on which
+    /// sequences share the step nor on their order.
+    pub fn decode(&self, n: usize, tables: &CacheTables, out: &mut Vec<Launch>) {
+        let mut s = Sequence {
+            b: self,
+            out,
+            n,
+            quantized: None,
+        };
+        s.embed();
+        for layer in 0..self.model.layers() {
+            s.block(layer, Caches::Rows(tables));
+        }
+        s.head(0, n);
     }
 
     /// The argmax of logits row 0 into the argmax buffer.
@@ -73,6 +93,15 @@ impl StepBuilder<'_> {
             ],
         )
     }
+}
+
+/// The KV caches a step stores to and attends over.
+#[derive(Clone, Copy)]
+enum Caches<'c> {
+    /// One sequence's: the step's rows are its tokens.
+    One(&'c CacheAddresses),
+    /// One sequence per row, each through the tables.
+    Rows(&'c CacheTables),
 }
 
 /// The launches of one step being appended.
@@ -271,7 +300,7 @@ impl Sequence<'_, '_> {
     }
 
     /// The launches of layer `layer`'s stages.
-    fn block(&mut self, layer: usize, cache: &CacheAddresses) {
+    fn block(&mut self, layer: usize, caches: Caches<'_>) {
         let c = self.b.model;
         let block = &c.blocks[layer];
         let work = *self.b.work;
@@ -300,10 +329,16 @@ impl Sequence<'_, '_> {
                 Stage::AttentionGate | Stage::ShortConv { .. } | Stage::DeltaNet { .. } => {}
                 Stage::QkNorm { eps, q, k } => self.qk_norm((*q, *k), *eps),
                 Stage::Rope(rope) => self.rope(rope),
-                Stage::Attention { params, sinks } => {
-                    self.kv_store(cache.layers[layer]);
-                    self.attention(params, *sinks, cache.layers[layer]);
-                }
+                Stage::Attention { params, sinks } => match caches {
+                    Caches::One(cache) => {
+                        self.kv_store(cache.layers[layer]);
+                        self.attention(params, *sinks, cache.layers[layer]);
+                    }
+                    Caches::Rows(tables) => {
+                        self.kv_store_rows(tables.layer(layer));
+                        self.attention_rows(params, *sinks, tables.layer(layer));
+                    }
+                },
                 Stage::AttentionOutput(output) => {
                     self.linear(output, work.attn, c.q_dim(), work.out, c.hidden);
                 }
@@ -701,5 +736,72 @@ impl Sequence<'_, '_> {
                 len,
             );
         }
+    }
+
+    /// Each row's keys and values into its own cache (`keys[i]`, `values[i]` of the layer's
+    /// tables) at its position.
+    fn kv_store_rows(&mut self, (keys, values, slots): (u64, u64, usize)) {
+        let c = self.b.model;
+        let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
+        self.fixed(
+            "kv_store_rows",
+            launch::per_row(self.n, kv_dim),
+            &[
+                Arg::Ptr(self.b.work.qkv),
+                Arg::I32(self.qkv_width() as i32),
+                Arg::I32(q_dim as i32),
+                Arg::I32((q_dim + kv_dim) as i32),
+                Arg::Ptr(keys),
+                Arg::Ptr(values),
+                Arg::I32(kv_dim as i32),
+                Arg::Ptr(self.b.work.positions),
+                Arg::I32(slots as i32),
+            ],
+        );
+    }
+
+    /// Split-K decode attention of each row's query over its own cache into `attn`
+    /// `[n, q_dim]`.
+    fn attention_rows(
+        &mut self,
+        params: &AttentionParams,
+        sinks: Option<u64>,
+        (keys, values, slots): (u64, u64, usize),
+    ) {
+        let c = self.b.model;
+        let work = *self.b.work;
+        let (n, splits) = (self.n, self.b.splits);
+        self.fixed(
+            "attention_decode_rows",
+            launch::attention_decode_rows(c.heads, &splits, n),
+            &[
+                Arg::Ptr(work.qkv),
+                Arg::I32(self.qkv_width() as i32),
+                Arg::I32(0),
+                Arg::Ptr(keys),
+                Arg::Ptr(values),
+                Arg::I32(slots as i32),
+                Arg::I32(c.kv_dim() as i32),
+                Arg::I32(c.head_dim as i32),
+                Arg::I32((c.heads / c.kv_heads) as i32),
+                Arg::Ptr(work.positions),
+                Arg::I32(params.window.unwrap_or(0) as i32),
+                Arg::F32(params.scale),
+                Arg::F32(params.softcap.unwrap_or(0.0)),
+                Arg::I32(splits.split_len as i32),
+                Arg::Ptr(work.partials),
+            ],
+        );
+        self.fixed(
+            "attention_decode_combine",
+            launch::attention_combine_rows(c.heads, c.head_dim, n),
+            &[
+                Arg::Ptr(work.partials),
+                Arg::I32(splits.splits as i32),
+                Arg::I32(c.head_dim as i32),
+                opt(sinks),
+                Arg::Ptr(work.attn),
+            ],
+        );
     }
 }

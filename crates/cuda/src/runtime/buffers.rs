@@ -37,6 +37,8 @@ pub(crate) struct Workspace {
     pub gate_up: Buffer<f32>,
     pub logits: Buffer<f32>,
     pub partials: Buffer<f32>,
+    /// The batched decode's KV-cache tables (see [`CacheTables`](crate::program::CacheTables)).
+    pub cache_tables: Buffer<u64>,
     pub router: Buffer<f32>,
     pub expert_ids: Buffer<i32>,
     pub expert_weights: Buffer<f32>,
@@ -88,6 +90,7 @@ impl Workspace {
             gate_up: Buffer::new(stream, s.gate_up)?,
             logits: Buffer::new(stream, s.logits)?,
             partials: Buffer::new(stream, s.partials)?,
+            cache_tables: Buffer::new(stream, s.cache_tables)?,
             router: Buffer::new(stream, s.router)?,
             expert_ids: Buffer::new(stream, s.routes)?,
             expert_weights: Buffer::new(stream, s.routes)?,

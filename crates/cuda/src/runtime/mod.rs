@@ -2,11 +2,13 @@
 //! kernels, uploading weights, the forward step and its CUDA graph.
 
 mod buffers;
+mod decode_rows;
 mod driver;
 mod kernels;
 mod launcher;
 mod model;
 mod nvrtc;
+mod row_state;
 mod weights;
 
 pub use buffers::GpuKvCache;

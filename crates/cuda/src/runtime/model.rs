@@ -17,6 +17,7 @@ use crate::runtime::driver::{driver, driver_cuda_major, open};
 use crate::runtime::kernels::Kernels;
 use crate::runtime::launcher::launch;
 use crate::runtime::nvrtc::Nvrtc;
+use crate::runtime::row_state::RowDecode;
 use crate::runtime::weights::{DeviceWeights, upload};
 
 /// A model whose weights, KV caches and buffers live on one GPU.
@@ -26,11 +27,13 @@ pub struct GpuModel {
     pub(crate) kernels: Kernels,
     pub(crate) weights: DeviceWeights,
     pub(crate) work: Workspace,
-    work_addresses: WorkAddresses,
+    pub(crate) work_addresses: WorkAddresses,
     pub(crate) graph: DecodeGraph<CudaGraph>,
+    /// The batched decode's tables and graphs.
+    pub(crate) rows: RowDecode,
     pub(crate) host_logits: Vec<f32>,
     /// The launches of the step being run (reused, so steps do not allocate).
-    launches: Vec<Launch>,
+    pub(crate) launches: Vec<Launch>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) ctx: Arc<CudaContext>,
 }
@@ -51,6 +54,7 @@ impl GpuModel {
         let weights = upload(model, &stream)?;
         let work = Workspace::new(&stream, &plan.buffers)?;
         let work_addresses = work.addresses();
+        let rows = RowDecode::new(&plan, work.cache_tables.ptr);
         stream.synchronize().map_err(driver("upload"))?;
         Ok(Self {
             host_logits: vec![0.0; plan.buffers.logits],
@@ -61,6 +65,7 @@ impl GpuModel {
             work,
             work_addresses,
             graph: DecodeGraph::default(),
+            rows,
             launches: Vec::new(),
             stream,
             ctx,
@@ -151,15 +156,7 @@ impl GpuModel {
                 vocab: vocab_size,
             });
         }
-        if cache.layers.len() != self.plan.kv_slots.len()
-            || cache
-                .layers
-                .iter()
-                .zip(&self.plan.kv_slots)
-                .any(|(l, &s)| l.slots != s)
-        {
-            return Err(CudaError::ForeignCache);
-        }
+        self.check_cache(cache)?;
         if cache.len + tokens.len() > cache.context {
             return Err(CudaError::ContextOverflow {
                 cached: cache.len,
@@ -198,6 +195,17 @@ impl GpuModel {
             cache.len += n;
         }
         Ok(rows)
+    }
+
+    /// An error if `cache` was not made for this model.
+    pub(crate) fn check_cache(&self, cache: &GpuKvCache) -> Result<(), CudaError> {
+        let slots = &self.plan.kv_slots;
+        if cache.layers.len() != slots.len()
+            || cache.layers.iter().zip(slots).any(|(l, &s)| l.slots != s)
+        {
+            return Err(CudaError::ForeignCache);
+        }
+        Ok(())
     }
 
     /// Writes the batch's token ids and positions to their device buffers.
@@ -239,7 +247,7 @@ impl GpuModel {
         }
     }
 
-    fn builder(&self) -> StepBuilder<'_> {
+    pub(crate) fn builder(&self) -> StepBuilder<'_> {
         StepBuilder {
             model: &self.weights.addresses,
             work: &self.work_addresses,
@@ -264,7 +272,7 @@ impl GpuModel {
         result
     }
 
-    fn execute(&self, launches: &[Launch]) -> Result<(), CudaError> {
+    pub(crate) fn execute(&self, launches: &[Launch]) -> Result<(), CudaError> {
         for l in launches {
             launch(
                 &self.stream,
@@ -287,10 +295,18 @@ impl GpuModel {
     /// Records the decode step (kernels only: the token and position are read from device
     /// buffers written before each replay) into a graph.
     fn capture(&mut self, cache: &GpuKvCache) -> Result<CudaGraph, CudaError> {
+        self.record_graph(|model| model.launch_step(1, cache, 0, 1))
+    }
+
+    /// Records the launches `record` makes on the stream into a graph.
+    pub(crate) fn record_graph(
+        &mut self,
+        record: impl FnOnce(&mut Self) -> Result<(), CudaError>,
+    ) -> Result<CudaGraph, CudaError> {
         self.stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(driver("graph capture"))?;
-        let recorded = self.launch_step(1, cache, 0, 1);
+        let recorded = record(self);
         // Capture always ends, even after a failed launch, so the stream is usable again.
         let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
         recorded?;

@@ -68,6 +68,8 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
     KERNEL(attention_decode)
     KERNEL(attention_decode_combine)
     KERNEL(attention_prefill)
+    KERNEL(kv_store_rows)
+    KERNEL(attention_decode_rows)
     KERNEL(gated_activation)
     KERNEL(add_inplace)
     KERNEL(add2_inplace)

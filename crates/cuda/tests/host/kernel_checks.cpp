@@ -490,6 +490,82 @@ static void check_attention(const AttentionCase& a) {
     }
 }
 
+// A batch of sequences decoded together, each over its own cache (its keys and values found
+// through the tables kv_store_rows and attention_decode_rows read) and at its own position:
+// every row matches the naive reference over its own keys, and equals bit for bit the
+// single-sequence kernels run on that row alone.
+static void check_attention_rows(const AttentionCase& a) {
+    const std::string label = "heads=" + std::to_string(a.heads) + "/" + std::to_string(a.kv_heads) +
+                              " hd=" + std::to_string(a.head_dim) + " window=" + std::to_string(a.window) +
+                              (a.sinks ? " sinks" : "");
+    const float* sinks = a.sinks ? SINKS : nullptr;
+    const int q_dim = a.heads * a.head_dim, kv_dim = a.kv_heads * a.head_dim;
+    const int width = q_dim + 2 * kv_dim, group = a.heads / a.kv_heads;
+    const float scale = 1.0f / std::sqrt((float)a.head_dim);
+    const int context = 100;
+    // Positions in one split, across a split boundary, past the window's ring, and the first.
+    const std::vector<int> positions = {5, 70, 93, 0};
+    const int rows = (int)positions.size();
+    const int longest = a.window > 0 ? std::min(a.window, context) : context;
+    const int split_len = 64, splits = (longest + split_len - 1) / split_len;
+    const unsigned combine_threads = (unsigned)std::clamp((a.head_dim + 31) / 32, 1, 8) * 32;
+    std::vector<std::vector<float>> history(rows), keys(rows), values(rows);
+    std::vector<float> batch((size_t)rows * width);
+    std::vector<float*> key_table(rows), value_table(rows);
+    for (int r = 0; r < rows; r++) {
+        const int pos = positions[r];
+        history[r] = random_vector((size_t)(pos + 1) * width);
+        keys[r].assign((size_t)a.slots * kv_dim, 0.0f);
+        values[r].assign((size_t)a.slots * kv_dim, 0.0f);
+        // Earlier positions already in the cache's ring; the new one stored by kv_store_rows.
+        for (int p = 0; p < pos; p++) {
+            const size_t slot = (size_t)(p % a.slots) * kv_dim;
+            std::memcpy(&keys[r][slot], &history[r][(size_t)p * width + q_dim], 4 * kv_dim);
+            std::memcpy(&values[r][slot], &history[r][(size_t)p * width + q_dim + kv_dim], 4 * kv_dim);
+        }
+        std::memcpy(&batch[(size_t)r * width], &history[r][(size_t)pos * width], 4 * width);
+        key_table[r] = keys[r].data();
+        value_table[r] = values[r].data();
+    }
+    launch(kv_store_rows, dim3{(unsigned)rows}, dim3{threads_for(kv_dim)}, (const float*)batch.data(), width,
+           q_dim, q_dim + kv_dim, (float* const*)key_table.data(), (float* const*)value_table.data(), kv_dim,
+           positions.data(), a.slots);
+    std::vector<const float*> const_keys(key_table.begin(), key_table.end());
+    std::vector<const float*> const_values(value_table.begin(), value_table.end());
+    std::vector<float> partials((size_t)rows * a.heads * splits * (a.head_dim + 2));
+    launch(attention_decode_rows, dim3{(unsigned)a.heads, (unsigned)splits, (unsigned)rows},
+           dim3{ATTN_WARPS * 32}, (const float*)batch.data(), width, 0, const_keys.data(),
+           const_values.data(), a.slots, kv_dim, a.head_dim, group, positions.data(), a.window, scale,
+           a.softcap, split_len, partials.data());
+    std::vector<float> out((size_t)rows * q_dim);
+    launch(attention_decode_combine, dim3{(unsigned)a.heads, (unsigned)rows}, dim3{combine_threads},
+           (const float*)partials.data(), splits, a.head_dim, sinks, out.data());
+    for (int r = 0; r < rows; r++) {
+        const int pos = positions[r];
+        const float* q = &batch[(size_t)r * width];
+        std::vector<float> keys_by_pos((size_t)(pos + 1) * kv_dim), values_by_pos((size_t)(pos + 1) * kv_dim);
+        for (int p = 0; p <= pos; p++) {
+            std::memcpy(&keys_by_pos[(size_t)p * kv_dim], &history[r][(size_t)p * width + q_dim], 4 * kv_dim);
+            std::memcpy(&values_by_pos[(size_t)p * kv_dim], &history[r][(size_t)p * width + q_dim + kv_dim],
+                        4 * kv_dim);
+        }
+        const std::string at = label + " row " + std::to_string(r) + " at " + std::to_string(pos);
+        const std::vector<float> row_out(out.begin() + (size_t)r * q_dim, out.begin() + (size_t)(r + 1) * q_dim);
+        check("attention_decode_rows " + at, row_out,
+              reference_attention(a, q, pos, keys_by_pos, values_by_pos, scale), 1e-5);
+        // The same row alone through the single-sequence kernels.
+        const int position[1] = {pos};
+        std::vector<float> alone_partials((size_t)a.heads * splits * (a.head_dim + 2)), alone(q_dim);
+        launch(attention_decode, dim3{(unsigned)a.heads, (unsigned)splits}, dim3{ATTN_WARPS * 32}, q, 0,
+               (const float*)keys[r].data(), (const float*)values[r].data(), a.slots, kv_dim, a.head_dim, group,
+               position, a.window, scale, a.softcap, split_len, alone_partials.data());
+        launch(attention_decode_combine, dim3{(unsigned)a.heads}, dim3{combine_threads},
+               (const float*)alone_partials.data(), splits, a.head_dim, sinks, alone.data());
+        const bool same = std::memcmp(alone.data(), row_out.data(), 4 * (size_t)q_dim) == 0;
+        check("attention_decode_rows " + at + " equals the row alone", {same ? 1.0f : 0.0f}, {1.0}, 0);
+    }
+}
+
 // ---- elementwise ------------------------------------------------------------------------------
 
 static void check_elementwise() {
@@ -636,6 +712,10 @@ int main() {
     check_attention({3, 1, 80, 20, 20 + 11, 0.0f});
     check_attention({4, 2, 64, 0, 100, 0.0f, true});
     check_attention({4, 4, 64, 20, 20 + 11, 0.0f, true});
+    // Batched decode: rows over their own caches (GQA, MQA with a window over a ring, sinks).
+    check_attention_rows({4, 2, 64, 0, 100, 0.0f});
+    check_attention_rows({4, 1, 128, 40, 40 + 11, 50.0f});
+    check_attention_rows({3, 1, 80, 20, 20 + 11, 0.0f, true});
     check_elementwise();
     check_moe();
     std::printf("%d passed, %d failed\n", passed, failed);

@@ -1,6 +1,7 @@
 //! Where the forward pass runs: the device is chosen here, once, for every front end. The CPU
-//! runs every sequence of a step in one batched pass; the GPU runs them one after another on
-//! its device-resident caches.
+//! runs every sequence of a step in one batched pass. The GPU runs the decoding sequences of a
+//! step (one token each) in one batched pass, each row over its own device-resident cache, and
+//! the prefill chunks one after another.
 
 use rinfer_cuda::{CudaError, GpuKvCache, GpuModel, LoadOptions};
 use rinfer_kernels::ops::KvType;
@@ -130,6 +131,7 @@ impl Executor {
             context: sizes.context,
             max_batch: sizes.max_batch,
             all_logits: sizes.all_logits,
+            sequences: sizes.sequences,
         };
         // A KV type the GPU does not keep makes it unusable: `auto` then runs on the CPU.
         let resolved = resolve(request, || {
@@ -210,44 +212,9 @@ impl Executor {
                 "embeddings are computed on the CPU only: start with --device cpu".into(),
             )),
             Self::Cuda { gpu, logits } => {
-                let vocab = model.config.vocab_size;
-                let mut rows = 0;
-                let mut done: Vec<(&mut GpuKvCache, usize)> = Vec::with_capacity(batch.len());
-                for (tokens, wanted, cache) in batch {
-                    let SeqCache::Cuda(cache) = cache else {
-                        return Err(wrong_device());
-                    };
-                    let before = cache.len();
-                    let wanted = match wanted {
-                        Logits::Last | Logits::Pooled(_) => rinfer_cuda::Logits::Last,
-                        Logits::All => rinfer_cuda::Logits::All,
-                    };
-                    let result = gpu.forward(tokens, cache, wanted).and_then(|out| {
-                        let end = rows * vocab + out.len();
-                        let max = logits.len() / vocab;
-                        let room = logits.get_mut(rows * vocab..end).ok_or(
-                            rinfer_cuda::CudaError::BatchTooLarge {
-                                requested: out.len() / vocab,
-                                max,
-                            },
-                        )?;
-                        room.copy_from_slice(out);
-                        Ok(out.len() / vocab)
-                    });
-                    match result {
-                        Ok(n) => rows += n,
-                        Err(error) => {
-                            // Each sequence ran in its own pass: undo the ones that succeeded.
-                            for (cache, len) in done {
-                                cache.truncate(len);
-                            }
-                            return Err(error.into());
-                        }
-                    }
-                    done.push((cache, before));
-                }
+                let rows = forward_on_gpu(gpu, logits, model.config.vocab_size, batch)?;
                 Ok(Output {
-                    logits: &mut logits[..rows * vocab],
+                    logits: &mut logits[..rows * model.config.vocab_size],
                     pooled: &[],
                 })
             }
@@ -291,6 +258,93 @@ impl Executor {
             Self::Faulty { inner, .. } => inner.scratch_bytes(),
         }
     }
+}
+
+/// One sequence of a GPU step.
+struct GpuSeq<'b> {
+    tokens: &'b [u32],
+    wanted: rinfer_cuda::Logits,
+    cache: &'b mut GpuKvCache,
+    /// Its first row in the step's logits.
+    row: usize,
+    /// Its cache's length before the step.
+    before: usize,
+}
+
+/// Runs a step on the GPU and returns the number of logits rows written to `logits`
+/// (`[rows, vocab]`, in the order of the batch). On an error every cache is back at its
+/// length before the step.
+fn forward_on_gpu(
+    gpu: &mut GpuModel,
+    logits: &mut [f32],
+    vocab: usize,
+    batch: Vec<(&[u32], Logits, &mut SeqCache)>,
+) -> Result<usize, ModelError> {
+    let mut seqs = Vec::with_capacity(batch.len());
+    let mut rows = 0;
+    for (tokens, wanted, cache) in batch {
+        let SeqCache::Cuda(cache) = cache else {
+            return Err(wrong_device());
+        };
+        let (wanted, n) = match wanted {
+            Logits::All => (rinfer_cuda::Logits::All, tokens.len()),
+            Logits::Last | Logits::Pooled(_) => {
+                (rinfer_cuda::Logits::Last, usize::from(!tokens.is_empty()))
+            }
+        };
+        let before = cache.len();
+        seqs.push(GpuSeq {
+            tokens,
+            wanted,
+            cache,
+            row: rows,
+            before,
+        });
+        rows += n;
+    }
+    if rows * vocab > logits.len() {
+        return Err(CudaError::BatchTooLarge {
+            requested: rows,
+            max: logits.len() / vocab,
+        }
+        .into());
+    }
+    let result = run_on_gpu(gpu, logits, vocab, &mut seqs);
+    if result.is_err() {
+        for s in &mut seqs {
+            s.cache.truncate(s.before);
+        }
+    }
+    result?;
+    Ok(rows)
+}
+
+/// The prefill chunks of `seqs` one by one, then the decoding sequences (one token each) in
+/// batched passes of up to the plan's decode rows.
+fn run_on_gpu(
+    gpu: &mut GpuModel,
+    logits: &mut [f32],
+    vocab: usize,
+    seqs: &mut [GpuSeq<'_>],
+) -> Result<(), CudaError> {
+    for s in seqs.iter_mut().filter(|s| s.tokens.len() > 1) {
+        let out = gpu.forward(s.tokens, s.cache, s.wanted)?;
+        logits[s.row * vocab..][..out.len()].copy_from_slice(out);
+    }
+    let mut rows = Vec::with_capacity(seqs.len());
+    let mut at = Vec::with_capacity(seqs.len());
+    for s in seqs.iter_mut().filter(|s| s.tokens.len() == 1) {
+        rows.push((s.tokens[0], &mut *s.cache));
+        at.push(s.row);
+    }
+    let per_pass = gpu.plan().decode_rows;
+    for (pass, at) in rows.chunks_mut(per_pass).zip(at.chunks(per_pass)) {
+        let out = gpu.forward_rows(pass)?;
+        for (row, &to) in out.chunks_exact(vocab).zip(at) {
+            logits[to * vocab..][..vocab].copy_from_slice(row);
+        }
+    }
+    Ok(())
 }
 
 /// Host memory of the KV caches.

@@ -1,0 +1,153 @@
+//! The batched decode: one token for each of several sequences in one pass over the weights,
+//! every row storing to and attending over its own KV cache.
+//!
+//! The rows' caches are reached through a table of addresses in device memory
+//! ([`CacheTables`]), written before each step together with the rows' token ids and
+//! positions. The launches therefore depend only on the number of rows, and a CUDA graph is
+//! captured per row count and replayed whichever sequences fill the rows
+//! ([`DecodeGraph`] keyed by that count, the policy of the single-sequence graphs otherwise).
+
+use crate::error::CudaError;
+use crate::graph_policy::StepPlan;
+use crate::runtime::buffers::GpuKvCache;
+use crate::runtime::driver::driver;
+use crate::runtime::model::GpuModel;
+
+impl GpuModel {
+    /// Decodes one token for each of several sequences in one pass: row `i` runs token
+    /// `rows[i].0` at the position following its cache `rows[i].1`, stores its keys and values
+    /// there and attends over that cache only. Returns the logits `[rows, vocab]`, row `i` the
+    /// `i`-th sequence's. A row's logits do not depend on which sequences share the step nor
+    /// on their order ([`StepBuilder::decode`](crate::program::StepBuilder::decode)). At most
+    /// [`UploadPlan::decode_rows`] rows, each with its own cache; on an error no cache has
+    /// grown.
+    pub fn forward_rows(
+        &mut self,
+        rows: &mut [(u32, &mut GpuKvCache)],
+    ) -> Result<&[f32], CudaError> {
+        let n = rows.len();
+        if n == 0 {
+            return Ok(&[]);
+        }
+        self.check_rows(rows)?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("context binding"))?;
+        if let Err(error) = self.write_rows(rows).and_then(|()| self.step_rows(n)) {
+            self.rows.graphs.invalidate(n as u64);
+            return Err(error);
+        }
+        let len = n * self.config().vocab_size;
+        let logits = self.work.logits.slice.slice(..len);
+        self.stream
+            .memcpy_dtoh(&logits, &mut self.host_logits[..len])
+            .map_err(driver("logits copy"))?;
+        self.stream.synchronize().map_err(driver("forward"))?;
+        for (_, cache) in rows.iter_mut() {
+            cache.len += 1;
+        }
+        Ok(&self.host_logits[..len])
+    }
+
+    /// Why the batched decode runs without CUDA graphs, if it does.
+    pub fn rows_graph_disabled_reason(&self) -> Option<&str> {
+        self.rows.graphs.disabled_reason()
+    }
+
+    /// Refuses too many rows, a token outside the vocabulary, a foreign or full cache, and a
+    /// cache given twice.
+    fn check_rows(&self, rows: &[(u32, &mut GpuKvCache)]) -> Result<(), CudaError> {
+        let max = self.plan.decode_rows;
+        if rows.len() > max {
+            return Err(CudaError::TooManyRows {
+                requested: rows.len(),
+                max,
+            });
+        }
+        let vocab = self.config().vocab_size;
+        for (i, (token, cache)) in rows.iter().enumerate() {
+            if *token as usize >= vocab {
+                return Err(CudaError::TokenOutOfRange { id: *token, vocab });
+            }
+            self.check_cache(cache)?;
+            if cache.len + 1 > cache.context {
+                return Err(CudaError::ContextOverflow {
+                    cached: cache.len,
+                    requested: 1,
+                    context: cache.context,
+                });
+            }
+            if rows[..i].iter().any(|(_, other)| other.id == cache.id) {
+                return Err(CudaError::CacheTwice);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the rows' token ids, positions and cache tables to the device.
+    fn write_rows(&mut self, rows: &[(u32, &mut GpuKvCache)]) -> Result<(), CudaError> {
+        let n = rows.len();
+        let state = &mut self.rows;
+        for (row, (token, cache)) in rows.iter().enumerate() {
+            state.ids[row] = *token as i32;
+            state.positions[row] = cache.len as i32;
+            let layers = cache.layers.iter().map(|l| (l.keys.ptr, l.values.ptr));
+            state.tables.set_row(&mut state.table, row, layers);
+        }
+        const UPLOAD: &str = "decode rows upload";
+        let mut dst = self.work.tokens.slice.slice_mut(..n);
+        self.stream
+            .memcpy_htod(&state.ids[..n], &mut dst)
+            .map_err(driver(UPLOAD))?;
+        let mut dst = self.work.positions.slice.slice_mut(..n);
+        self.stream
+            .memcpy_htod(&state.positions[..n], &mut dst)
+            .map_err(driver(UPLOAD))?;
+        let mut dst = self.work.cache_tables.slice.slice_mut(..state.table.len());
+        self.stream
+            .memcpy_htod(&state.table, &mut dst)
+            .map_err(driver(UPLOAD))
+    }
+
+    /// Runs the step of `n` rows: replays its graph, capturing it first if needed, or
+    /// launches the kernels when graphs are off.
+    fn step_rows(&mut self, n: usize) -> Result<(), CudaError> {
+        let key = n as u64;
+        match self.rows.graphs.plan(key) {
+            StepPlan::Launch => self.launch_rows(n),
+            StepPlan::Replay => self.replay_rows(key),
+            StepPlan::Capture => {
+                match self.record_graph(|model| model.launch_rows(n)) {
+                    Ok(graph) => self.rows.graphs.captured(graph, key),
+                    Err(error) => {
+                        self.rows.graphs.capture_failed(key, error.to_string());
+                        return self.launch_rows(n);
+                    }
+                }
+                self.replay_rows(key)
+            }
+        }
+    }
+
+    /// Builds and launches the step of `n` rows.
+    fn launch_rows(&mut self, n: usize) -> Result<(), CudaError> {
+        let mut launches = std::mem::take(&mut self.launches);
+        launches.clear();
+        self.builder().decode(n, &self.rows.tables, &mut launches);
+        let result = self.execute(&launches);
+        self.launches = launches;
+        result
+    }
+
+    fn replay_rows(&mut self, key: u64) -> Result<(), CudaError> {
+        let graph = self
+            .rows
+            .graphs
+            .graph(key)
+            .ok_or_else(|| CudaError::Driver {
+                op: "graph replay",
+                message: "no graph was captured".into(),
+            })?;
+        graph.launch().map_err(driver("graph replay"))
+    }
+}
