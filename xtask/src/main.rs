@@ -22,8 +22,9 @@ tasks:
                 into target/nvrtc with pip)
   bench         measure rinfer on a model (pp128, pp512, pp2048, tg128, load-to-first-token, peak RSS);
                 --vs-llama-cpp measures llama.cpp beside it; `cargo xtask bench --help` for more
-  bench make-model [PATH]
-                write the synthetic llama 1B Q4_K_M model (default: into the models cache)
+  bench make-model [llama-1b|qwen3moe|qwen35|lfm2|deepseek2] [PATH]
+                write a synthetic Q4_K_M model (llama 1B by default; into the models cache
+                unless PATH is given)
   bench kernels [--json] [TYPE...]
                 matvec GB/s (1 and 2 threads, vs measured read bandwidth) and matmul GFLOP/s of
                 every weight type (or the named ones) at real model shapes

@@ -2,7 +2,8 @@
 //!
 //! `model` (the default) measures prompt processing, generation, load-to-first-token and peak
 //! memory of the `rinfer` binary, and with `--vs-llama-cpp` llama.cpp beside it in the same run;
-//! `make-model` writes the synthetic llama-shaped model the model bench can also run;
+//! `make-model` writes the synthetic models (llama, Qwen3-MoE, Qwen3.5, LFM2, DeepSeek-V2) the
+//! model bench can also run;
 //! `kernels` measures matvec and matmul of every weight type against the machine's bandwidth;
 //! `serve` measures `rinfer serve` at several concurrent streams, and with `--multi-turn` the time
 //! to first token of each turn of a resent chat, beside llama.cpp's `llama-server`, and with
@@ -25,7 +26,9 @@ mod serve;
 mod server;
 mod speculative;
 mod stats;
+mod synthetic_families;
 mod synthetic_model;
+mod synthetic_quant_mix;
 mod synthetic_vocab;
 
 use anyhow::Result;

@@ -8,14 +8,16 @@ use super::synthetic_model::MODELS;
 
 /// How to call the model bench.
 pub const USAGE: &str = "\
-usage: cargo xtask bench [model] [--model default|llama-1b|qwen3moe|PATH] [--threads 1,2]
-                         [--reps 5] [--vs-llama-cpp] [--json]
-       cargo xtask bench make-model [llama-1b|qwen3moe] [PATH]
+usage: cargo xtask bench [model] [--model default|llama-1b|qwen3moe|qwen35|lfm2|deepseek2|PATH]
+                         [--threads 1,2] [--reps 5] [--vs-llama-cpp] [--json]
+       cargo xtask bench make-model [llama-1b|qwen3moe|qwen35|lfm2|deepseek2] [PATH]
 
-  --model         default: the default model (Gemma 3 270M Q4_K_M); llama-1b: the synthetic
-                  llama-shaped 1.1B model; qwen3moe: the synthetic Qwen3-MoE of 5.1B parameters
-                  with 64 experts, 6 used (synthetic models are written on first use); or a GGUF
-                  file
+  --model         default: the default model (Gemma 3 270M Q4_K_M); or a synthetic Q4_K_M model
+                  (written on first use): llama-1b: llama-shaped, 1.1B; qwen3moe: Qwen3-MoE,
+                  5.1B, 64 experts, 6 used; qwen35: Qwen3.5-0.8B-shaped gated delta-net hybrid;
+                  lfm2: LFM2-1.2B-shaped short-convolution hybrid; deepseek2: DeepSeek-V2-Lite's
+                  latent attention and experts cut to 3.3B (10 layers, 32 experts, 6 used, 2
+                  shared); or a GGUF file
   --threads       comma-separated thread counts, each measured (default 1,2)
   --reps          repetitions of every measurement (default 5); the median and min-max are shown
   --vs-llama-cpp  measure llama.cpp too, alternating with rinfer, and print rinfer/llama.cpp ratios

@@ -1,10 +1,13 @@
-//! `cargo xtask bench make-model [llama-1b|qwen3moe] [PATH]`: models with seeded random weights
-//! in llama.cpp's Q4_K_M mix and a synthetic SentencePiece vocabulary, so that rinfer and
+//! `cargo xtask bench make-model [NAME] [PATH]`: models with seeded random weights in
+//! llama.cpp's Q4_K_M mix and a synthetic SentencePiece vocabulary, so that rinfer and
 //! llama.cpp can be measured on models larger than the default one without downloading them:
-//! a llama of 1.1 billion parameters (TinyLlama's shape) and a Qwen3-MoE of 5.1 billion with
-//! 64 experts, 6 used per token (about 13 % of the weights read per token; Qwen3-30B-A3B's
-//! layout at a sixth of its size). Their text is noise; their speed is that of any model of
-//! their shape and types.
+//! a llama of 1.1 billion parameters (TinyLlama's shape), a Qwen3-MoE of 5.1 billion with 64
+//! experts, 6 used per token (about 13 % of the weights read per token; Qwen3-30B-A3B's layout
+//! at a sixth of its size), and the hybrid and latent-attention families at the sizes people
+//! run on CPUs: Qwen3.5-0.8B, LFM2-1.2B and a DeepSeek-V2-Lite cut to 3.3 billion. Each
+//! family's tensors are data (`synthetic_families`), their types llama.cpp's rules
+//! (`synthetic_quant_mix`). Their text is noise; their speed is that of any model of their
+//! shape and types.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -13,78 +16,162 @@ use anyhow::{Context, Result, bail};
 use rinfer_formats::GgmlType;
 use rinfer_formats::gguf::{GgufWriter, MetadataValue};
 
+use super::synthetic_families::{self, DeltaNet, Experts, Family, LatentAttention, ShortConv};
+use super::synthetic_quant_mix::QuantMix;
 use super::synthetic_vocab;
 
-/// The experts of a mixture-of-experts feed-forward block.
-#[derive(Clone, Copy, Debug)]
-pub struct Experts {
-    /// Experts per layer.
-    pub count: usize,
-    /// Experts the router picks per token.
-    pub used: usize,
-    /// Feed-forward width of one expert.
-    pub ffn: usize,
-}
-
-/// A synthetic model's architecture and dimensions.
+/// A synthetic model's family and dimensions.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
-    /// The GGUF architecture: `llama` (dense) or `qwen3moe` (with [`Shape::experts`]).
-    pub arch: &'static str,
     /// The name of the model's file in the models cache.
     pub file_name: &'static str,
+    /// What the layers are made of.
+    pub family: Family,
     /// Decoder blocks.
     pub layers: usize,
     /// Embedding width.
     pub hidden: usize,
-    /// Feed-forward width.
+    /// Feed-forward width (of the dense blocks).
     pub ffn: usize,
     /// Query heads.
     pub heads: usize,
-    /// Key/value heads.
+    /// Key/value heads (of the attention layers).
     pub kv_heads: usize,
+    /// Width of an attention head.
+    pub head_dim: usize,
     /// Vocabulary size.
     pub vocab: usize,
     /// Trained context length.
     pub context: usize,
-    /// The experts, for a mixture of experts.
-    pub experts: Option<Experts>,
+    /// RoPE's base frequency.
+    pub rope_base: f32,
+    /// RMS norm epsilon.
+    pub norm_eps: f32,
 }
 
 /// TinyLlama 1.1B's shape.
 pub const LLAMA_1B: Shape = Shape {
-    arch: "llama",
     file_name: "llama-1b-synthetic-q4_k_m.gguf",
+    family: Family::Llama,
     layers: 22,
     hidden: 2048,
     ffn: 5632,
     heads: 32,
     kv_heads: 4,
+    head_dim: 64,
     vocab: 32_000,
     context: 2048,
-    experts: None,
+    rope_base: 1e4,
+    norm_eps: 1e-5,
 };
 
 /// A Qwen3-MoE of 5.1 billion parameters: 16 layers of 64 experts, 6 used per token.
 pub const QWEN3_MOE: Shape = Shape {
-    arch: "qwen3moe",
     file_name: "qwen3moe-5b-synthetic-q4_k_m.gguf",
+    family: Family::Qwen3Moe(Experts {
+        count: 64,
+        used: 6,
+        ffn: 768,
+    }),
     layers: 16,
     hidden: 2048,
     ffn: 768,
     heads: 32,
     kv_heads: 4,
+    head_dim: 64,
     vocab: 32_000,
     context: 4096,
-    experts: Some(Experts {
-        count: 64,
-        used: 6,
-        ffn: 768,
+    rope_base: 1e6,
+    norm_eps: 1e-5,
+};
+
+/// Qwen3.5-0.8B's text model: 24 layers, three gated delta-net layers to one of gated full
+/// attention, a 248k vocabulary, tied embeddings.
+pub const QWEN35_0_8B: Shape = Shape {
+    file_name: "qwen35-0.8b-synthetic-q4_k_m.gguf",
+    family: Family::Qwen35(DeltaNet {
+        full_attention_interval: 4,
+        qk_heads: 16,
+        v_heads: 16,
+        state: 128,
+        conv_kernel: 4,
+        rope_dims: 64,
     }),
+    layers: 24,
+    hidden: 1024,
+    ffn: 3584,
+    heads: 8,
+    kv_heads: 2,
+    head_dim: 256,
+    vocab: 248_320,
+    context: 262_144,
+    rope_base: 1e7,
+    norm_eps: 1e-6,
+};
+
+/// The layers of LFM2-1.2B that run attention; its other ten run short convolutions.
+const LFM2_1_2B_ATTENTION: [usize; 6] = [2, 5, 8, 10, 12, 14];
+
+/// LFM2-1.2B: 16 layers, six of them attention, the rest short convolutions of 3 taps.
+pub const LFM2_1_2B: Shape = Shape {
+    file_name: "lfm2-1.2b-synthetic-q4_k_m.gguf",
+    family: Family::Lfm2(ShortConv {
+        attention_layers: &LFM2_1_2B_ATTENTION,
+        taps: 3,
+    }),
+    layers: 16,
+    hidden: 2048,
+    ffn: 8192,
+    heads: 32,
+    kv_heads: 8,
+    head_dim: 64,
+    vocab: 65_536,
+    context: 128_000,
+    rope_base: 1e6,
+    norm_eps: 1e-5,
+};
+
+/// DeepSeek-V2-Lite cut to 3.3 billion parameters: its attention (16 latent-attention heads
+/// over a 512-wide latent, no query compression), its vocabulary and dense first layer, but 10
+/// layers instead of 27 and 32 routed experts instead of 64 (6 used, 2 shared).
+pub const DEEPSEEK2_LITE_3B: Shape = Shape {
+    file_name: "deepseek2-lite-3b-synthetic-q4_k_m.gguf",
+    family: Family::DeepSeek2(
+        LatentAttention {
+            q_lora: None,
+            kv_lora: 512,
+            nope: 128,
+            rope: 64,
+            v_head: 128,
+            shared_experts: 2,
+            leading_dense: 1,
+        },
+        Experts {
+            count: 32,
+            used: 6,
+            ffn: 1408,
+        },
+    ),
+    layers: 10,
+    hidden: 2048,
+    ffn: 10_944,
+    heads: 16,
+    kv_heads: 1,
+    head_dim: 192,
+    vocab: 102_400,
+    context: 4096,
+    rope_base: 1e4,
+    norm_eps: 1e-6,
 };
 
 /// The synthetic models, by the name the bench options give them.
-pub const MODELS: [(&str, &Shape); 2] = [("llama-1b", &LLAMA_1B), ("qwen3moe", &QWEN3_MOE)];
+pub const MODELS: [(&str, &Shape); 5] = [
+    ("llama-1b", &LLAMA_1B),
+    ("qwen3moe", &QWEN3_MOE),
+    ("qwen35", &QWEN35_0_8B),
+    ("lfm2", &LFM2_1_2B),
+    ("deepseek2", &DEEPSEEK2_LITE_3B),
+];
 
 /// The synthetic model called `name`.
 pub fn by_name(name: &str) -> Option<&'static Shape> {
@@ -106,7 +193,8 @@ const FILE_TYPE_Q4_K_M: u32 = 15;
 /// Runs `make-model [NAME] [PATH]`: writes the model NAME (`llama-1b` by default) to PATH (by
 /// default into the models cache).
 pub fn run(args: &[String]) -> Result<()> {
-    const USAGE: &str = "usage: cargo xtask bench make-model [llama-1b|qwen3moe] [PATH]";
+    const USAGE: &str =
+        "usage: cargo xtask bench make-model [llama-1b|qwen3moe|qwen35|lfm2|deepseek2] [PATH]";
     let (shape, rest) = match args.split_first() {
         Some((name, rest)) if by_name(name).is_some() => (by_name(name).unwrap_or(&LLAMA_1B), rest),
         _ => (&LLAMA_1B, args),
@@ -144,12 +232,7 @@ pub fn write(shape: &Shape, path: &Path) -> Result<()> {
     }
     for (name, ty, dims) in tensors(shape) {
         let data = match ty {
-            // Routers: random, so that tokens spread over the experts as trained ones do.
-            GgmlType::F32 if name.ends_with("ffn_gate_inp.weight") => random_f32(&name, &dims),
-            // Norm weights: ones, as a freshly initialised model has.
-            GgmlType::F32 => 1f32
-                .to_le_bytes()
-                .repeat(dims.iter().product::<u64>() as usize),
+            GgmlType::F32 => f32_values(&name, &dims),
             _ => random_quantized(&name, ty, &dims)?,
         };
         writer.add_tensor(&name, ty, &dims, data)?;
@@ -166,10 +249,10 @@ pub fn write(shape: &Shape, path: &Path) -> Result<()> {
 }
 
 fn metadata(s: &Shape) -> Vec<(String, MetadataValue)> {
-    use MetadataValue::{F32, String as Str, U32};
-    let u32 = |n: usize| U32(n as u32);
+    use MetadataValue::{String as Str, U32};
+    let arch = s.family.arch();
     let mut entries = vec![
-        ("general.architecture".into(), Str(s.arch.into())),
+        ("general.architecture".into(), Str(arch.into())),
         (
             "general.name".into(),
             Str(format!("{} synthetic", s.file_name)),
@@ -177,34 +260,10 @@ fn metadata(s: &Shape) -> Vec<(String, MetadataValue)> {
         ("general.file_type".into(), U32(FILE_TYPE_Q4_K_M)),
         ("general.quantization_version".into(), U32(2)),
     ];
-    let head_dim = s.hidden / s.heads;
-    let mut arch = vec![
-        ("context_length", u32(s.context)),
-        ("embedding_length", u32(s.hidden)),
-        ("block_count", u32(s.layers)),
-        ("feed_forward_length", u32(s.ffn)),
-        ("rope.dimension_count", u32(head_dim)),
-        (
-            "rope.freq_base",
-            F32(if s.experts.is_some() { 1e6 } else { 1e4 }),
-        ),
-        ("attention.head_count", u32(s.heads)),
-        ("attention.head_count_kv", u32(s.kv_heads)),
-        ("attention.layer_norm_rms_epsilon", F32(1e-5)),
-        ("vocab_size", u32(s.vocab)),
-    ];
-    if let Some(e) = s.experts {
-        arch.extend([
-            ("attention.key_length", u32(head_dim)),
-            ("attention.value_length", u32(head_dim)),
-            ("expert_count", u32(e.count)),
-            ("expert_used_count", u32(e.used)),
-            ("expert_feed_forward_length", u32(e.ffn)),
-        ]);
-    }
     entries.extend(
-        arch.into_iter()
-            .map(|(k, v)| (format!("{}.{k}", s.arch), v)),
+        synthetic_families::arch_metadata(s)
+            .into_iter()
+            .map(|(k, v)| (format!("{arch}.{k}"), v)),
     );
     entries.extend(
         synthetic_vocab::metadata(s.vocab)
@@ -216,64 +275,51 @@ fn metadata(s: &Shape) -> Vec<(String, MetadataValue)> {
 
 /// Every tensor's name, type and GGUF dims (innermost first), in file order.
 fn tensors(s: &Shape) -> Vec<(String, GgmlType, Vec<u64>)> {
-    let (hidden, ffn, vocab) = (s.hidden as u64, s.ffn as u64, s.vocab as u64);
-    let kv = (s.hidden / s.heads * s.kv_heads) as u64;
+    let (hidden, vocab) = (s.hidden as u64, s.vocab as u64);
     let mut list = vec![
-        (
-            "token_embd.weight".to_string(),
-            GgmlType::Q4K,
-            vec![hidden, vocab],
-        ),
-        ("output_norm.weight".into(), GgmlType::F32, vec![hidden]),
-        ("output.weight".into(), GgmlType::Q6K, vec![hidden, vocab]),
+        ("token_embd.weight".to_string(), vec![hidden, vocab]),
+        (s.family.output_norm().into(), vec![hidden]),
     ];
+    if !s.family.tied_embeddings() {
+        list.push(("output.weight".into(), vec![hidden, vocab]));
+    }
     for i in 0..s.layers {
-        let more_bits = if use_more_bits(i, s.layers) {
-            GgmlType::Q6K
-        } else {
-            GgmlType::Q4K
-        };
-        let attention = [
-            ("attn_norm", GgmlType::F32, vec![hidden]),
-            ("attn_q", GgmlType::Q4K, vec![hidden, hidden]),
-            ("attn_k", GgmlType::Q4K, vec![hidden, kv]),
-            ("attn_v", more_bits, vec![hidden, kv]),
-            ("attn_output", GgmlType::Q4K, vec![hidden, hidden]),
-            ("ffn_norm", GgmlType::F32, vec![hidden]),
-        ];
-        let head_dim = (s.hidden / s.heads) as u64;
-        let ffn_block = match s.experts {
-            None => vec![
-                ("ffn_gate", GgmlType::Q4K, vec![hidden, ffn]),
-                ("ffn_up", GgmlType::Q4K, vec![hidden, ffn]),
-                ("ffn_down", more_bits, vec![ffn, hidden]),
-            ],
-            Some(e) => {
-                let (n, eff) = (e.count as u64, e.ffn as u64);
-                vec![
-                    ("attn_q_norm", GgmlType::F32, vec![head_dim]),
-                    ("attn_k_norm", GgmlType::F32, vec![head_dim]),
-                    ("ffn_gate_inp", GgmlType::F32, vec![hidden, n]),
-                    ("ffn_gate_exps", GgmlType::Q4K, vec![hidden, eff, n]),
-                    ("ffn_up_exps", GgmlType::Q4K, vec![hidden, eff, n]),
-                    ("ffn_down_exps", more_bits, vec![eff, hidden, n]),
-                ]
-            }
-        };
         list.extend(
-            attention
+            synthetic_families::layer_tensors(s, i)
                 .into_iter()
-                .chain(ffn_block)
-                .map(|(role, ty, dims)| (format!("blk.{i}.{role}.weight"), ty, dims)),
+                .map(|(role, dims)| (format!("blk.{i}.{role}"), dims)),
         );
     }
-    list
+    let experts = s.family.experts().map_or(0, |e| e.count);
+    let mut mix = QuantMix::new(
+        list.iter().map(|(name, _)| name.as_str()),
+        s.layers,
+        experts,
+    );
+    list.into_iter()
+        .map(|(name, dims)| {
+            let ty = mix.next_type(&name, &dims);
+            (name, ty, dims)
+        })
+        .collect()
 }
 
-/// llama.cpp's Q4_K_M rule for `attn_v` and `ffn_down` of layer `i` of `n`: Q6_K in the first
-/// and last eighth of the layers and in every third layer between, Q4_K elsewhere.
-fn use_more_bits(i: usize, n: usize) -> bool {
-    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
+/// The values of an unquantized tensor: routers and convolution taps random (so that tokens
+/// spread over the experts and the convolutions mix, as trained ones do); biases zero; the
+/// delta net's `ssm_a` (stored as `-exp(A_log)`) minus one, so its state decays; norm weights
+/// and scales one, as a freshly initialised model has.
+fn f32_values(name: &str, dims: &[u64]) -> Vec<u8> {
+    let count = dims.iter().product::<u64>() as usize;
+    let constant = |v: f32| v.to_le_bytes().repeat(count);
+    if name.ends_with(".bias") {
+        constant(0.0)
+    } else if name.ends_with(".ssm_a") {
+        constant(-1.0)
+    } else if dims.len() >= 2 {
+        random_f32(name, dims)
+    } else {
+        constant(1.0)
+    }
 }
 
 /// A tensor of uniform random values quantized to `ty`, row by row on every core; each row's
@@ -343,41 +389,81 @@ mod tests {
     use rinfer_formats::gguf::GgufFile;
 
     const TINY: Shape = Shape {
-        arch: "llama",
         file_name: "tiny.gguf",
+        family: Family::Llama,
         layers: 8,
         hidden: 256,
         ffn: 512,
         heads: 4,
         kv_heads: 2,
+        head_dim: 64,
         vocab: 1024,
         context: 128,
-        experts: None,
+        rope_base: 1e4,
+        norm_eps: 1e-5,
     };
 
-    const TINY_MOE: Shape = Shape {
-        arch: "qwen3moe",
-        file_name: "tiny-moe.gguf",
+    const TINY_EXPERTS: Experts = Experts {
+        count: 8,
+        used: 2,
         ffn: 256,
-        experts: Some(Experts {
-            count: 8,
-            used: 2,
-            ffn: 256,
-        }),
-        ..TINY
     };
 
-    #[test]
-    fn attn_v_and_ffn_down_get_q6_k_where_llama_cpp_q4_k_m_puts_it() {
-        let more: Vec<usize> = (0..22).filter(|&i| use_more_bits(i, 22)).collect();
-        assert_eq!(more, [0, 1, 4, 7, 10, 13, 16, 19, 20, 21]);
-    }
-
-    #[test]
-    fn the_1b_shape_has_about_1_1_billion_parameters() {
-        let params = params(&LLAMA_1B);
-        assert!((1_090_000_000..1_110_000_000).contains(&params), "{params}");
-    }
+    /// Every family at tiny dims, each feature of the real shapes kept (a full-attention layer
+    /// after three delta-net ones, a dense layer before the experts, conv and attention layers).
+    const TINY_FAMILIES: [Shape; 4] = [
+        Shape {
+            file_name: "tiny-qwen3moe.gguf",
+            family: Family::Qwen3Moe(TINY_EXPERTS),
+            ffn: 256,
+            ..TINY
+        },
+        Shape {
+            file_name: "tiny-qwen35.gguf",
+            family: Family::Qwen35(DeltaNet {
+                full_attention_interval: 4,
+                qk_heads: 2,
+                v_heads: 4,
+                state: 32,
+                conv_kernel: 4,
+                rope_dims: 32,
+            }),
+            layers: 4,
+            heads: 2,
+            kv_heads: 1,
+            head_dim: 128,
+            rope_base: 1e7,
+            ..TINY
+        },
+        Shape {
+            file_name: "tiny-lfm2.gguf",
+            family: Family::Lfm2(ShortConv {
+                attention_layers: &[2],
+                taps: 3,
+            }),
+            layers: 4,
+            ..TINY
+        },
+        Shape {
+            file_name: "tiny-deepseek2.gguf",
+            family: Family::DeepSeek2(
+                LatentAttention {
+                    q_lora: None,
+                    kv_lora: 64,
+                    nope: 32,
+                    rope: 16,
+                    v_head: 32,
+                    shared_experts: 2,
+                    leading_dense: 1,
+                },
+                TINY_EXPERTS,
+            ),
+            layers: 3,
+            kv_heads: 1,
+            head_dim: 48,
+            ..TINY
+        },
+    ];
 
     fn params(shape: &Shape) -> u64 {
         let tensors = tensors(shape);
@@ -387,26 +473,89 @@ mod tests {
             .sum()
     }
 
-    #[test]
-    fn the_moe_shape_has_about_5_billion_parameters_of_which_a_tenth_are_read_per_token() {
-        let total = params(&QWEN3_MOE);
-        assert!((5_000_000_000..5_200_000_000).contains(&total), "{total}");
-        let experts = tensors(&QWEN3_MOE)
+    /// The share of `shape`'s weights one token reads.
+    fn active_share(shape: &Shape) -> f64 {
+        let total = params(shape);
+        let experts = tensors(shape)
             .iter()
             .filter(|(name, _, _)| name.ends_with("_exps.weight"))
             .map(|(_, _, dims)| dims.iter().product::<u64>())
             .sum::<u64>();
-        let active = total - experts + experts * 6 / 64;
-        let share = active as f64 / total as f64;
-        assert!((0.1..0.15).contains(&share), "{share}");
+        let e = shape.family.experts().expect("a mixture of experts");
+        let active = total - experts + experts * e.used as u64 / e.count as u64;
+        active as f64 / total as f64
     }
 
     #[test]
-    fn a_tiny_moe_model_routes_and_generates_in_rinfer() {
+    fn the_real_shapes_have_the_parameter_counts_the_docs_give() {
+        for (shape, millions) in [
+            (&LLAMA_1B, 1_100..1_110),
+            (&QWEN3_MOE, 5_000..5_200),
+            (&QWEN35_0_8B, 700..800),
+            (&LFM2_1_2B, 1_100..1_200),
+            (&DEEPSEEK2_LITE_3B, 3_000..3_500),
+        ] {
+            let params = params(shape) / 1_000_000;
+            assert!(
+                millions.contains(&params),
+                "{}: {params} M",
+                shape.file_name
+            );
+        }
+    }
+
+    #[test]
+    fn the_moe_shapes_read_a_small_share_of_their_weights_per_token() {
+        let qwen = active_share(&QWEN3_MOE);
+        assert!((0.1..0.15).contains(&qwen), "{qwen}");
+        let deepseek = active_share(&DEEPSEEK2_LITE_3B);
+        assert!((0.3..0.4).contains(&deepseek), "{deepseek}");
+    }
+
+    #[test]
+    fn every_tensor_name_is_unique() {
+        for shape in MODELS.iter().map(|&(_, s)| s).chain(&TINY_FAMILIES) {
+            let tensors = tensors(shape);
+            let names: std::collections::HashSet<_> = tensors.iter().map(|t| &t.0).collect();
+            assert_eq!(names.len(), tensors.len(), "{}", shape.file_name);
+        }
+    }
+
+    #[test]
+    fn the_hybrids_get_llama_cpp_types_for_their_mixers() {
+        let types: std::collections::HashMap<_, _> = tensors(&QWEN35_0_8B)
+            .into_iter()
+            .map(|(name, ty, _)| (name, ty))
+            .collect();
+        assert_eq!(types["token_embd.weight"], GgmlType::Q6K, "tied");
+        assert_eq!(types["blk.0.attn_qkv.weight"], GgmlType::Q5K);
+        assert_eq!(types["blk.0.ssm_conv1d.weight"], GgmlType::F32);
+        assert_eq!(types["blk.3.attn_v.weight"], GgmlType::Q6K);
+        assert_eq!(types["blk.15.attn_v.weight"], GgmlType::Q4K);
+        let deepseek: std::collections::HashMap<_, _> = tensors(&DEEPSEEK2_LITE_3B)
+            .into_iter()
+            .map(|(name, ty, _)| (name, ty))
+            .collect();
+        assert_eq!(
+            deepseek["blk.0.ffn_down.weight"],
+            GgmlType::Q8_0,
+            "10944 columns"
+        );
+        assert_eq!(
+            deepseek["blk.1.attn_k_b.weight"],
+            GgmlType::Q5_0,
+            "128 columns"
+        );
+        assert_eq!(deepseek["blk.1.ffn_gate_inp.weight"], GgmlType::F32);
+    }
+
+    /// Writes `shape` into a temporary directory, loads it in rinfer and generates from it.
+    fn generates_in_rinfer(shape: &Shape) {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("moe.gguf");
-        write(&TINY_MOE, &path).unwrap();
-        let loaded = rinfer_model::LoadedModel::open(&path).unwrap();
+        let path = dir.path().join(shape.file_name);
+        write(shape, &path).unwrap();
+        let loaded = rinfer_model::LoadedModel::open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", shape.file_name));
         let prompt = loaded
             .tokenizer
             .encode("the river ran low", true, false)
@@ -419,7 +568,15 @@ mod tests {
             rinfer_model::DeviceRequest::Cpu,
         )
         .unwrap();
-        assert!(!engine.generate(request, |_| {}).unwrap().tokens.is_empty());
+        let out = engine.generate(request, |_| {}).unwrap();
+        assert!(!out.tokens.is_empty(), "{}", shape.file_name);
+    }
+
+    #[test]
+    fn every_family_at_tiny_dims_loads_and_generates_in_rinfer() {
+        for shape in &TINY_FAMILIES {
+            generates_in_rinfer(shape);
+        }
     }
 
     #[test]
@@ -448,15 +605,6 @@ mod tests {
             prompt.len() > 2 && prompt[1..].iter().all(|&t| t >= 259),
             "{prompt:?}"
         );
-        let request = rinfer_model::Request::new(prompt, 2)
-            .with_sampling(rinfer_model::SamplingParams::greedy());
-        let mut engine = rinfer_model::Engine::new(
-            &loaded,
-            rinfer_model::EngineSettings::single(16),
-            rinfer_model::DeviceRequest::Cpu,
-        )
-        .unwrap();
-        let out = engine.generate(request, |_| {}).unwrap();
-        assert!(!out.tokens.is_empty());
+        generates_in_rinfer(&TINY);
     }
 }

@@ -1,0 +1,378 @@
+//! The architecture families a synthetic model can have, as data: each family's GGUF
+//! architecture name, its `<arch>.*` metadata and, per layer, the tensors llama.cpp's loader
+//! for that architecture requires (names and GGUF dims, innermost first), as
+//! `../shared/fixtures/README.md` § "New architectures" lists them for the 2026 families.
+//! Types are not chosen here: the Q4_K_M mix derives them from the names and dims alone, as
+//! llama.cpp's quantizer does.
+
+use rinfer_formats::gguf::{MetadataValue, ValueType};
+
+use super::synthetic_model::Shape;
+
+/// The experts of a mixture-of-experts feed-forward block.
+#[derive(Clone, Copy, Debug)]
+pub struct Experts {
+    /// Experts per layer.
+    pub count: usize,
+    /// Experts the router picks per token.
+    pub used: usize,
+    /// Feed-forward width of one expert.
+    pub ffn: usize,
+}
+
+/// Qwen3.5's gated delta-net layers (linear attention with a short convolution).
+#[derive(Clone, Copy, Debug)]
+pub struct DeltaNet {
+    /// Every this many layers one is full attention (the last of each group); the others are
+    /// delta-net layers.
+    pub full_attention_interval: usize,
+    /// Query/key heads of a delta-net layer.
+    pub qk_heads: usize,
+    /// Value heads of a delta-net layer.
+    pub v_heads: usize,
+    /// Width of a delta-net head (keys and values alike): the state is `state × state`.
+    pub state: usize,
+    /// Taps of the causal convolution.
+    pub conv_kernel: usize,
+    /// Rotated dimensions of a full-attention head.
+    pub rope_dims: usize,
+}
+
+/// LFM2's mix of short-convolution layers and attention layers.
+#[derive(Clone, Copy, Debug)]
+pub struct ShortConv {
+    /// The layers that run attention; all others run the short convolution.
+    pub attention_layers: &'static [usize],
+    /// Taps of the convolution (`shortconv.l_cache`).
+    pub taps: usize,
+}
+
+/// DeepSeek-V2's multi-head latent attention and its shared experts.
+#[derive(Clone, Copy, Debug)]
+pub struct LatentAttention {
+    /// Rank of the query compression; `None` projects queries directly (V2-Lite).
+    pub q_lora: Option<usize>,
+    /// Rank of the compressed key/value latent.
+    pub kv_lora: usize,
+    /// Non-rotated part of a query/key head.
+    pub nope: usize,
+    /// Rotated part of a query/key head.
+    pub rope: usize,
+    /// Width of a value head.
+    pub v_head: usize,
+    /// Shared experts every token runs beside the routed ones.
+    pub shared_experts: usize,
+    /// Leading layers with a dense feed-forward block instead of experts.
+    pub leading_dense: usize,
+}
+
+/// What a synthetic model's layers are made of.
+#[derive(Clone, Copy, Debug)]
+pub enum Family {
+    /// Llama: grouped-query attention and a SwiGLU feed-forward block.
+    Llama,
+    /// Qwen3-MoE: Llama's attention with q/k norms, softmax-routed experts.
+    Qwen3Moe(Experts),
+    /// Qwen3.5: gated delta-net layers with gated full attention every few layers.
+    Qwen35(DeltaNet),
+    /// LFM2: short convolutions with a few attention layers.
+    Lfm2(ShortConv),
+    /// DeepSeek-V2: latent attention, softmax-routed and shared experts.
+    DeepSeek2(LatentAttention, Experts),
+}
+
+impl Family {
+    /// The GGUF architecture name.
+    pub fn arch(&self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Qwen3Moe(_) => "qwen3moe",
+            Family::Qwen35(_) => "qwen35",
+            Family::Lfm2(_) => "lfm2",
+            Family::DeepSeek2(..) => "deepseek2",
+        }
+    }
+
+    /// The routed experts, if the family has them.
+    pub fn experts(&self) -> Option<Experts> {
+        match *self {
+            Family::Qwen3Moe(e) | Family::DeepSeek2(_, e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether the output projection is the token embedding (no `output.weight`).
+    pub fn tied_embeddings(&self) -> bool {
+        matches!(self, Family::Qwen35(_) | Family::Lfm2(_))
+    }
+
+    /// The name of the norm before the output projection.
+    pub fn output_norm(&self) -> &'static str {
+        match self {
+            Family::Lfm2(_) => "token_embd_norm.weight",
+            _ => "output_norm.weight",
+        }
+    }
+}
+
+/// A metadata key relative to `<arch>.` and its value.
+type ArchKey = (&'static str, MetadataValue);
+
+/// The `<arch>.*` metadata of `s`, keys relative to the architecture prefix.
+pub fn arch_metadata(s: &Shape) -> Vec<ArchKey> {
+    use MetadataValue::{Bool, F32, I32, U32};
+    let u32 = |n: usize| U32(n as u32);
+    let array = |element, items| MetadataValue::Array { element, items };
+    let mut keys = vec![
+        ("context_length", u32(s.context)),
+        ("embedding_length", u32(s.hidden)),
+        ("block_count", u32(s.layers)),
+        ("feed_forward_length", u32(s.ffn)),
+        ("rope.freq_base", F32(s.rope_base)),
+        ("attention.head_count", u32(s.heads)),
+        ("attention.layer_norm_rms_epsilon", F32(s.norm_eps)),
+    ];
+    let head_dims = [
+        ("attention.key_length", u32(s.head_dim)),
+        ("attention.value_length", u32(s.head_dim)),
+    ];
+    match s.family {
+        Family::Llama => keys.extend([
+            ("attention.head_count_kv", u32(s.kv_heads)),
+            ("rope.dimension_count", u32(s.head_dim)),
+            ("vocab_size", u32(s.vocab)),
+        ]),
+        Family::Qwen3Moe(e) => keys.extend(
+            [
+                ("attention.head_count_kv", u32(s.kv_heads)),
+                ("rope.dimension_count", u32(s.head_dim)),
+                ("vocab_size", u32(s.vocab)),
+            ]
+            .into_iter()
+            .chain(head_dims)
+            .chain(expert_keys(e)),
+        ),
+        Family::Qwen35(d) => {
+            // Text gives every section the same position: only their sum (the rotated pairs)
+            // matters; split as Qwen3.5's `mrope_section` is.
+            let pairs = d.rope_dims / 2;
+            let first = pairs.div_ceil(3);
+            let second = (pairs - first).div_ceil(2);
+            let sections = [first, second, pairs - first - second, 0];
+            keys.extend(head_dims);
+            keys.extend([
+                ("attention.head_count_kv", u32(s.kv_heads)),
+                ("rope.dimension_count", u32(d.rope_dims)),
+                (
+                    "rope.dimension_sections",
+                    array(
+                        ValueType::I32,
+                        sections.iter().map(|&n| I32(n as i32)).collect(),
+                    ),
+                ),
+                ("ssm.conv_kernel", u32(d.conv_kernel)),
+                ("ssm.state_size", u32(d.state)),
+                ("ssm.group_count", u32(d.qk_heads)),
+                ("ssm.time_step_rank", u32(d.v_heads)),
+                ("ssm.inner_size", u32(d.v_heads * d.state)),
+                (
+                    "attention.recurrent_layers",
+                    array(
+                        ValueType::Bool,
+                        (0..s.layers)
+                            .map(|i| Bool(!is_full_attention(d, i)))
+                            .collect(),
+                    ),
+                ),
+                ("full_attention_interval", u32(d.full_attention_interval)),
+            ]);
+        }
+        Family::Lfm2(c) => keys.extend([
+            (
+                "attention.head_count_kv",
+                array(
+                    ValueType::I32,
+                    (0..s.layers)
+                        .map(|i| {
+                            I32(if c.attention_layers.contains(&i) {
+                                s.kv_heads as i32
+                            } else {
+                                0
+                            })
+                        })
+                        .collect(),
+                ),
+            ),
+            ("shortconv.l_cache", u32(c.taps)),
+        ]),
+        Family::DeepSeek2(m, e) => {
+            keys.extend([
+                ("attention.head_count_kv", u32(1)),
+                ("attention.kv_lora_rank", u32(m.kv_lora)),
+                ("attention.key_length", u32(m.kv_lora + m.rope)),
+                ("attention.value_length", u32(m.kv_lora)),
+                ("attention.key_length_mla", u32(m.nope + m.rope)),
+                ("attention.value_length_mla", u32(m.v_head)),
+                ("rope.dimension_count", u32(m.rope)),
+                ("leading_dense_block_count", u32(m.leading_dense)),
+                ("expert_shared_count", u32(m.shared_experts)),
+                ("expert_weights_scale", F32(1.0)),
+                ("expert_weights_norm", Bool(false)),
+                ("expert_gating_func", u32(1)),
+                ("vocab_size", u32(s.vocab)),
+            ]);
+            if let Some(q_lora) = m.q_lora {
+                keys.push(("attention.q_lora_rank", u32(q_lora)));
+            }
+            keys.extend(expert_keys(e));
+        }
+    }
+    keys
+}
+
+fn expert_keys(e: Experts) -> [ArchKey; 3] {
+    [
+        ("expert_count", MetadataValue::U32(e.count as u32)),
+        ("expert_used_count", MetadataValue::U32(e.used as u32)),
+        (
+            "expert_feed_forward_length",
+            MetadataValue::U32(e.ffn as u32),
+        ),
+    ]
+}
+
+/// Whether layer `i` of a Qwen3.5 model is a full-attention layer (llama.cpp's rule for
+/// `full_attention_interval`).
+fn is_full_attention(d: DeltaNet, i: usize) -> bool {
+    (i + 1).is_multiple_of(d.full_attention_interval)
+}
+
+/// A tensor of one layer: its name after `blk.N.` and its GGUF dims.
+type LayerTensor = (&'static str, Vec<u64>);
+
+/// The tensors of layer `i` of `s`, in file order.
+pub fn layer_tensors(s: &Shape, i: usize) -> Vec<LayerTensor> {
+    let (e, ffn) = (s.hidden as u64, s.ffn as u64);
+    let (hd, heads, kv) = (s.head_dim as u64, s.heads as u64, s.kv_heads as u64);
+    let attention = |q_rows: u64| {
+        vec![
+            ("attn_q.weight", vec![e, q_rows]),
+            ("attn_k.weight", vec![e, kv * hd]),
+            ("attn_v.weight", vec![e, kv * hd]),
+            ("attn_output.weight", vec![heads * hd, e]),
+        ]
+    };
+    let qk_norms = || {
+        vec![
+            ("attn_q_norm.weight", vec![hd]),
+            ("attn_k_norm.weight", vec![hd]),
+        ]
+    };
+    let dense_ffn = |width: u64| {
+        vec![
+            ("ffn_gate.weight", vec![e, width]),
+            ("ffn_up.weight", vec![e, width]),
+            ("ffn_down.weight", vec![width, e]),
+        ]
+    };
+    let routed = |x: Experts| {
+        let (n, w) = (x.count as u64, x.ffn as u64);
+        vec![
+            ("ffn_gate_inp.weight", vec![e, n]),
+            ("ffn_gate_exps.weight", vec![e, w, n]),
+            ("ffn_up_exps.weight", vec![e, w, n]),
+            ("ffn_down_exps.weight", vec![w, e, n]),
+        ]
+    };
+    let mut list = vec![("attn_norm.weight", vec![e])];
+    match s.family {
+        Family::Llama => {
+            list.extend(attention(heads * hd));
+            list.push(("ffn_norm.weight", vec![e]));
+            list.extend(dense_ffn(ffn));
+        }
+        Family::Qwen3Moe(x) => {
+            list.extend(attention(heads * hd));
+            list.push(("ffn_norm.weight", vec![e]));
+            list.extend(qk_norms());
+            list.extend(routed(x));
+        }
+        Family::Qwen35(d) => {
+            list.push(("post_attention_norm.weight", vec![e]));
+            if is_full_attention(d, i) {
+                // Each query head is followed by its output gate.
+                list.extend(attention(2 * heads * hd));
+                list.extend(qk_norms());
+            } else {
+                let (hk, hv, st) = (d.qk_heads as u64, d.v_heads as u64, d.state as u64);
+                let conv_channels = 2 * hk * st + hv * st;
+                list.extend([
+                    ("attn_qkv.weight", vec![e, conv_channels]),
+                    ("attn_gate.weight", vec![e, hv * st]),
+                    (
+                        "ssm_conv1d.weight",
+                        vec![d.conv_kernel as u64, conv_channels],
+                    ),
+                    ("ssm_dt.bias", vec![hv]),
+                    ("ssm_a", vec![hv]),
+                    ("ssm_beta.weight", vec![e, hv]),
+                    ("ssm_alpha.weight", vec![e, hv]),
+                    ("ssm_norm.weight", vec![st]),
+                    ("ssm_out.weight", vec![hv * st, e]),
+                ]);
+            }
+            list.extend(dense_ffn(ffn));
+        }
+        Family::Lfm2(c) => {
+            if c.attention_layers.contains(&i) {
+                list.extend(attention(heads * hd));
+                list.extend(qk_norms());
+            } else {
+                list.extend([
+                    ("shortconv.conv.weight", vec![c.taps as u64, e]),
+                    ("shortconv.in_proj.weight", vec![e, 3 * e]),
+                    ("shortconv.out_proj.weight", vec![e, e]),
+                ]);
+            }
+            list.push(("ffn_norm.weight", vec![e]));
+            list.extend(dense_ffn(ffn));
+        }
+        Family::DeepSeek2(m, x) => {
+            let (kv_lora, nope, rope, v_head) = (
+                m.kv_lora as u64,
+                m.nope as u64,
+                m.rope as u64,
+                m.v_head as u64,
+            );
+            let q_rows = heads * (nope + rope);
+            match m.q_lora {
+                Some(q_lora) => list.extend([
+                    ("attn_q_a.weight", vec![e, q_lora as u64]),
+                    ("attn_q_a_norm.weight", vec![q_lora as u64]),
+                    ("attn_q_b.weight", vec![q_lora as u64, q_rows]),
+                ]),
+                None => list.push(("attn_q.weight", vec![e, q_rows])),
+            }
+            list.extend([
+                ("attn_kv_a_mqa.weight", vec![e, kv_lora + rope]),
+                ("attn_kv_a_norm.weight", vec![kv_lora]),
+                ("attn_k_b.weight", vec![nope, kv_lora, heads]),
+                ("attn_v_b.weight", vec![kv_lora, v_head, heads]),
+                ("attn_output.weight", vec![heads * v_head, e]),
+                ("ffn_norm.weight", vec![e]),
+            ]);
+            if i < m.leading_dense {
+                list.extend(dense_ffn(ffn));
+            } else {
+                let shared = (x.ffn * m.shared_experts) as u64;
+                list.extend(routed(x));
+                list.extend([
+                    ("ffn_gate_shexp.weight", vec![e, shared]),
+                    ("ffn_up_shexp.weight", vec![e, shared]),
+                    ("ffn_down_shexp.weight", vec![shared, e]),
+                ]);
+            }
+        }
+    }
+    list
+}
