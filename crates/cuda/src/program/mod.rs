@@ -58,6 +58,10 @@ pub enum KernelRef {
     MatmulById(GpuType),
     /// The embedding lookup of a format.
     GetRows(GpuType),
+    /// The batched matmul of a quantized format on tensor cores.
+    Mma(GpuType),
+    /// The batched mixture-of-experts matmul of a quantized format on tensor cores.
+    MmaById(GpuType),
 }
 
 impl KernelRef {
@@ -70,6 +74,8 @@ impl KernelRef {
             KernelRef::MatvecById(ty) => ty.matvec_id_kernel(),
             KernelRef::MatmulById(ty) => ty.matmul_id_kernel(),
             KernelRef::GetRows(ty) => ty.get_rows_kernel(),
+            KernelRef::Mma(ty) => ty.mma_kernel(),
+            KernelRef::MmaById(ty) => ty.mma_id_kernel(),
         }
     }
 }

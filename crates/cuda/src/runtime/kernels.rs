@@ -26,10 +26,20 @@ struct WeightKernels {
     get_rows: CudaFunction,
 }
 
+/// The tensor-core kernels of one quantized format.
+#[derive(Debug)]
+struct MmaKernels {
+    /// Several tokens.
+    mma: CudaFunction,
+    /// Routed slots grouped by expert.
+    mma_id: CudaFunction,
+}
+
 /// Every kernel, by name.
 pub(crate) struct Kernels {
     fixed: HashMap<&'static str, CudaFunction>,
     weights: HashMap<GpuType, WeightKernels>,
+    mma: HashMap<GpuType, MmaKernels>,
 }
 
 impl Kernels {
@@ -57,7 +67,21 @@ impl Kernels {
                 },
             );
         }
-        Ok(Self { fixed, weights })
+        let mut mma = HashMap::new();
+        for ty in GpuType::ALL.into_iter().filter(|ty| ty.has_mma()) {
+            mma.insert(
+                ty,
+                MmaKernels {
+                    mma: function(&ty.mma_kernel())?,
+                    mma_id: function(&ty.mma_id_kernel())?,
+                },
+            );
+        }
+        Ok(Self {
+            fixed,
+            weights,
+            mma,
+        })
     }
 
     /// The function of a kernel reference. Every [`KernelRef`] the step builder makes names
@@ -70,6 +94,8 @@ impl Kernels {
             KernelRef::MatvecById(ty) => &self.weights[&ty].matvec_id,
             KernelRef::MatmulById(ty) => &self.weights[&ty].matmul_id,
             KernelRef::GetRows(ty) => &self.weights[&ty].get_rows,
+            KernelRef::Mma(ty) => &self.mma[&ty].mma,
+            KernelRef::MmaById(ty) => &self.mma[&ty].mma_id,
         }
     }
 }
