@@ -13,6 +13,16 @@ pub const MMVQ_ROWS: u32 = 2;
 pub const MMVQ_TOKENS: u32 = 8;
 /// q8_1 blocks (warps) per block of the activation quantizer (`Q8_1_BLOCKS_PER_CTA`).
 pub const Q8_1_BLOCKS_PER_CTA: u32 = 4;
+/// Weight rows per block of the tensor-core matmul (`MMA_ROWS`).
+pub const MMA_ROWS: u32 = 128;
+/// Tokens per block of the tensor-core matmul (`MMA_TOKENS`).
+pub const MMA_TOKENS: u32 = 64;
+/// Warps per block of the tensor-core matmul (`MMA_WARPS`).
+pub const MMA_WARPS: u32 = 8;
+/// The smallest batch whose quantized matmuls run on tensor cores. Below it the f32 kernels
+/// read each weight row once per [`MATMUL_TOKENS`] tokens, few enough passes; from two such
+/// passes on, one tensor-core pass over the weights per [`MMA_TOKENS`] tokens does less work.
+pub const MMA_MIN_TOKENS: usize = 2 * MATMUL_TOKENS as usize;
 /// Warps per block of the attention kernels (`ATTN_WARPS`).
 pub const ATTN_WARPS: u32 = 4;
 /// Warps (queries) per block of prefill attention (`PREFILL_WARPS`).
@@ -76,6 +86,27 @@ pub fn matvec_q8_1(rows: usize) -> LaunchShape {
 pub fn quantize_q8_1(n: usize, cols: usize) -> LaunchShape {
     let blocks = (cols / 32).div_ceil(Q8_1_BLOCKS_PER_CTA as usize).max(1);
     LaunchShape::new((blocks, n), Q8_1_BLOCKS_PER_CTA * 32)
+}
+
+/// `y = W x` on tensor cores for `rows` weight rows and `n` tokens: a block per tile of
+/// [`MMA_ROWS`] rows × [`MMA_TOKENS`] tokens.
+pub fn mma(rows: usize, n: usize) -> LaunchShape {
+    LaunchShape::new(
+        (
+            rows.div_ceil(MMA_ROWS as usize),
+            n.div_ceil(MMA_TOKENS as usize),
+        ),
+        MMA_WARPS * 32,
+    )
+}
+
+/// Batched `y = W_e x` on tensor cores: per grid.y one group of up to [`MMA_TOKENS`] of the
+/// slots one expert received, `groups` groups per expert.
+pub fn mma_grouped_by_id(rows: usize, experts: usize, groups: usize) -> LaunchShape {
+    LaunchShape::new(
+        (rows.div_ceil(MMA_ROWS as usize), experts * groups),
+        MMA_WARPS * 32,
+    )
 }
 
 /// The largest grid.y a launch may have.

@@ -3,8 +3,8 @@
 
 use rinfer_cuda::kernels::{self, GpuType, program_source};
 use rinfer_cuda::launch::{
-    self, ATTN_WARPS, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, MMVQ_ROWS, MMVQ_TOKENS,
-    MMVQ_WARPS, PREFILL_TILE, PREFILL_WARPS, Q8_1_BLOCKS_PER_CTA,
+    self, ATTN_WARPS, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, MMA_ROWS, MMA_TOKENS, MMA_WARPS,
+    MMVQ_ROWS, MMVQ_TOKENS, MMVQ_WARPS, PREFILL_TILE, PREFILL_WARPS, Q8_1_BLOCKS_PER_CTA,
 };
 
 fn define(name: &str) -> u64 {
@@ -31,15 +31,30 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
         );
         assert!(source.contains(&fmt), "no kernels for {ty:?}");
         assert_eq!(GpuType::of(ty.ggml()), Some(ty));
+        let mma = format!("DEFINE_MMA_KERNELS({}, fmt_{})", ty.suffix(), ty.suffix());
+        assert_eq!(
+            source.contains(&mma),
+            ty.has_mma(),
+            "tensor-core kernels of {ty:?}"
+        );
     }
     for ty in GpuType::Q8_1 {
         let fmt = format!("DEFINE_Q8_1_KERNELS({0}, q8_{0})", ty.suffix());
         assert!(source.contains(&fmt), "no q8_1 matvec for {ty:?}");
         assert!(GpuType::ALL.contains(&ty));
     }
+    let with_mma = GpuType::ALL.iter().filter(|ty| ty.has_mma()).count();
+    assert_eq!(
+        with_mma,
+        GpuType::ALL.len() - 3,
+        "all but F32, F16 and BF16"
+    );
     assert_eq!(
         kernels::all_kernel_names().len(),
-        kernels::FIXED_KERNELS.len() + 5 * GpuType::ALL.len() + 2 * GpuType::Q8_1.len()
+        kernels::FIXED_KERNELS.len()
+            + 5 * GpuType::ALL.len()
+            + 2 * GpuType::Q8_1.len()
+            + 2 * with_mma
     );
 }
 
@@ -58,6 +73,9 @@ fn launch_constants_match_the_sources() {
         define("Q8_1_BLOCKS_PER_CTA"),
         u64::from(Q8_1_BLOCKS_PER_CTA)
     );
+    assert_eq!(define("MMA_ROWS"), u64::from(MMA_ROWS));
+    assert_eq!(define("MMA_TOKENS"), u64::from(MMA_TOKENS));
+    assert_eq!(define("MMA_WARPS"), u64::from(MMA_WARPS));
 }
 
 #[test]
@@ -84,6 +102,12 @@ fn launch_shapes_cover_their_work() {
         launch::matmul_grouped_by_id(1001, 128, 3).grid,
         (251, 384, 1)
     );
+    // Tensor cores: a block per 128 rows × 64 tokens (or 64 of one expert's slots), 8 warps.
+    let mma = launch::mma(5632, 512);
+    assert_eq!(mma.grid, (44, 8, 1));
+    assert_eq!(mma.block, (256, 1, 1));
+    assert_eq!(launch::mma(129, 65).grid, (2, 2, 1));
+    assert_eq!(launch::mma_grouped_by_id(1001, 128, 3).grid, (8, 384, 1));
     for keys in [1, 63, 64, 65, 512, 4096, 32_768, 131_072] {
         let s = launch::decode_splits(keys);
         assert!(s.splits * s.split_len >= keys, "{keys}: {s:?}");

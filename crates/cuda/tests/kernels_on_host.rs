@@ -2,7 +2,9 @@
 //! cuda_emulation.h`: a std::thread per CUDA thread, barriers for `__syncthreads` and warp
 //! shuffles), agrees with a naive double-precision reference: matvec, batched matmul and
 //! embedding lookup for all 14 weight formats (bias, strides, partial token groups), and the
-//! mixture-of-experts matvec by expert id (stacked experts and their biases), RMSNorm,
+//! mixture-of-experts matvec by expert id (stacked experts and their biases), the quantized
+//! formats' tensor-core matmul and its by-expert-id variant (against a reference rounding
+//! weights and activations to bf16 as they do; partial row, token and column tiles), RMSNorm,
 //! LayerNorm, per-head norm, both RoPE layouts with partial rotation and frequency factors,
 //! KV-cache writes, split-K decode attention and tiled prefill attention (GQA, MQA, sliding
 //! windows over ring slots, soft-capping, head sizes 64 to 256 and 80), gated activations,

@@ -13,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, OnceLock};
 
 use rinfer_cuda::program::{
     CacheAddresses, CacheTables, KernelRef, Launch, StepBuilder, WorkAddresses, place_weights,
@@ -26,9 +27,8 @@ use rinfer_transformer::{Mapper, Tensor};
 type EmulateLaunch =
     unsafe extern "C" fn(*const u8, *const u32, *const u32, *const u64, i32) -> i32;
 
-/// The emulator keeps its launch state in globals, so tests run one launch at a time: each
-/// test holds this for its whole run (and while it builds the library).
-static EMULATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The emulation keeps its state in globals: one test at a time runs kernels through it.
+static EMULATION: Mutex<()> = Mutex::new(());
 
 fn take_turn() -> std::sync::MutexGuard<'static, ()> {
     EMULATION
@@ -36,8 +36,16 @@ fn take_turn() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The kernels built for the host as a shared library.
+/// The kernels built for the host as a shared library (once: the tests run in parallel).
 fn emulator() -> libloading::Library {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let lib = BUILT.get_or_init(build_emulator);
+    // SAFETY: the library was built from the emulator source; loading it runs no initialisers
+    // beyond the C++ runtime's.
+    unsafe { libloading::Library::new(lib) }.expect("load the emulator")
+}
+
+fn build_emulator() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda_emulator");
     std::fs::create_dir_all(&dir).unwrap();
     let lib = dir.join("librinfer_cuda_emulator.so");
@@ -54,9 +62,7 @@ fn emulator() -> libloading::Library {
         .status()
         .expect("a host C++ compiler (`c++`) is needed to emulate the CUDA kernels");
     assert!(status.success(), "compiling {} failed", source.display());
-    // SAFETY: the library was just built from the emulator source; loading it runs no
-    // initialisers beyond the C++ runtime's.
-    unsafe { libloading::Library::new(&lib) }.expect("load the emulator")
+    lib
 }
 
 fn run(emulate: &EmulateLaunch, launches: &[Launch]) {
@@ -213,48 +219,96 @@ fn dequantized(model: &Model) -> Model {
     Model::new(model.config.clone(), Weights { transformer })
 }
 
-/// How far the GPU's logits may be from the CPU's.
+/// How far the GPU's logits may be from the CPU's: the largest absolute difference at a
+/// share of the positions (the others unbounded: a routing flip), and the mean.
 #[derive(Clone, Copy)]
 struct Tolerance {
     max: f64,
+    positions_within_max: f64,
     mean: f64,
-    /// The argmax must agree where the CPU's best logit leads by more than this.
-    margin: f32,
 }
 
-/// Both in f32 arithmetic (the CPU reference on dequantized weights).
-const SAME_ARITHMETIC: Tolerance = Tolerance {
+/// The f32 kernels against the CPU's f32 arithmetic (measured: about 5e-6).
+const F32_KERNELS: Tolerance = Tolerance {
     max: 1e-4,
+    positions_within_max: 1.0,
     mean: 1e-5,
-    margin: 1e-4,
+};
+
+/// Weights and activations rounded to bf16 on tensor cores against the CPU's f32 arithmetic:
+/// the fixtures' tolerance for quantized models whose engine rounds activations (README §3.4,
+/// max 0.5, mean 0.06; the bf16 activations are at least as exact as ggml's q8). Measured on
+/// 40 positions: max 0.19, mean 0.022.
+const TENSOR_CORES: Tolerance = Tolerance {
+    max: 0.5,
+    positions_within_max: 1.0,
+    mean: 0.06,
+};
+
+/// The same for mixture-of-experts models, where rounding can flip a near-tie of the router:
+/// the fixtures' tolerance for quantized MoE models computed exactly (README §3.4, 1.5 at
+/// 95 % of the positions, mean 0.25). Measured: mixtral-tiny-q8_0 2.16 at one of 40
+/// positions, mean 0.035.
+const MOE_TENSOR_CORES: Tolerance = Tolerance {
+    max: 1.5,
+    positions_within_max: 0.95,
+    mean: 0.25,
 };
 
 /// A step whose integer matvecs quantize the activations to q8_1 (as llama.cpp does), against
 /// the f32 reference: the reference fixtures' suggested tolerance for an engine that quantizes
-/// activations like ggml (max 0.5, mean 0.06, the argmax where the margin exceeds 0.5).
+/// activations like ggml (max 0.5, mean 0.06).
 const QUANTIZED_ACTIVATIONS: Tolerance = Tolerance {
     max: 0.5,
+    positions_within_max: 1.0,
     mean: 0.06,
-    margin: 0.5,
 };
 
 fn compare(name: &str, what: &str, gpu: &[f32], cpu: &[f32], tolerance: Tolerance) {
-    let (max_allowed, mean_allowed) = (tolerance.max, tolerance.mean);
+    let vocab = gpu.len().min(cpu.len()).max(1);
+    compare_positions(name, what, gpu, cpu, vocab, tolerance);
+}
+
+/// `gpu` and `cpu` hold rows of `vocab` logits, one per position.
+fn compare_positions(
+    name: &str,
+    what: &str,
+    gpu: &[f32],
+    cpu: &[f32],
+    vocab: usize,
+    tolerance: Tolerance,
+) {
     let diffs: Vec<f64> = gpu
         .iter()
         .zip(cpu)
         .map(|(&g, &c)| (g as f64 - c as f64).abs())
         .collect();
-    let max = diffs.iter().cloned().fold(0.0, f64::max);
     let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
-    println!("{name} {what}: max |gpu - cpu| {max:.3e}, mean {mean:.3e}");
+    let position_max: Vec<f64> = diffs
+        .chunks(vocab)
+        .map(|row| row.iter().cloned().fold(0.0, f64::max))
+        .collect();
+    let within = position_max.iter().filter(|&&m| m <= tolerance.max).count();
+    let needed = (tolerance.positions_within_max * position_max.len() as f64).ceil() as usize;
+    let max = position_max.iter().cloned().fold(0.0, f64::max);
     assert!(
-        max <= max_allowed && mean <= mean_allowed,
-        "{name} {what}: max |gpu - cpu| {max}, mean {mean}"
+        within >= needed && mean <= tolerance.mean,
+        "{name} {what}: {within} of {} positions within {} (max {max}), mean |gpu - cpu| {mean}",
+        position_max.len(),
+        tolerance.max
     );
 }
 
-fn check_fixture(emulate: &EmulateLaunch, name: &str) {
+/// Prefills `prompt_len` tokens of fixture `name` and decodes two more, on the GPU program and
+/// on the CPU, and compares every position's logits. `tensor_cores`: whether the prefill's
+/// matmuls run on tensor cores (all of the model's projections, its experts' too).
+fn check_fixture(
+    emulate: &EmulateLaunch,
+    name: &str,
+    prompt_len: u32,
+    tolerance: Tolerance,
+    tensor_cores: bool,
+) {
     let path = format!(
         "{}/../../tests/fixtures/models/{name}.gguf",
         env!("CARGO_MANIFEST_DIR")
@@ -262,7 +316,9 @@ fn check_fixture(emulate: &EmulateLaunch, name: &str) {
     let (model, _file) = Model::open_gguf(&path).unwrap();
     let reference = dequantized(&model);
     let vocab = model.config.vocab_size;
-    let prompt: Vec<u32> = (0..9).map(|i| (i * 37 + 5) % vocab as u32).collect();
+    let prompt: Vec<u32> = (0..prompt_len)
+        .map(|i| (i * 37 + 5) % vocab as u32)
+        .collect();
     let decoded = [7u32 % vocab as u32, 123 % vocab as u32];
     let context = prompt.len() + decoded.len();
 
@@ -314,13 +370,23 @@ fn check_fixture(emulate: &EmulateLaunch, name: &str) {
         buffers.positions[i] = i as i32;
     }
     builder.step(prompt.len(), &cache, 0, prompt.len(), &mut launches);
+    let kernels = |f: fn(&KernelRef) -> bool| launches.iter().filter(|l| f(&l.kernel)).count();
+    let mma = kernels(|k| matches!(k, KernelRef::Mma(_) | KernelRef::MmaById(_)));
+    let f32_matmul = kernels(|k| matches!(k, KernelRef::Matmul(_) | KernelRef::MatmulById(_)));
+    if tensor_cores {
+        assert!(mma > 0, "{name}: no matmul on tensor cores");
+    } else {
+        assert_eq!(mma, 0, "{name}: a matmul on tensor cores");
+        assert!(f32_matmul > 0, "{name}: no batched matmul");
+    }
     run(emulate, &launches);
-    compare(
+    compare_positions(
         name,
         "prefill",
         &buffers.logits()[..prompt.len() * vocab],
         &cpu_prompt,
-        SAME_ARITHMETIC,
+        vocab,
+        tolerance,
     );
 
     for (step, (&t, cpu)) in decoded.iter().zip(&cpu_decode).enumerate() {
@@ -335,10 +401,10 @@ fn check_fixture(emulate: &EmulateLaunch, name: &str) {
                 KernelRef::MatvecQ8_1(_) | KernelRef::MatvecBatchQ8_1(_)
             )
         });
-        let tolerance = if integer {
+        let tolerance = if integer && tolerance.max < QUANTIZED_ACTIVATIONS.max {
             QUANTIZED_ACTIVATIONS
         } else {
-            SAME_ARITHMETIC
+            tolerance
         };
         compare(name, "decode", &buffers.logits()[..vocab], cpu, tolerance);
         let best = (0..vocab)
@@ -350,7 +416,7 @@ fn check_fixture(emulate: &EmulateLaunch, name: &str) {
             .filter(|&(i, _)| i != best)
             .map(|(_, &l)| cpu[best] - l)
             .fold(f32::INFINITY, f32::min);
-        if margin > tolerance.margin {
+        if f64::from(margin) > tolerance.max {
             assert_eq!(buffers.argmax[0] as usize, best, "{name}: device argmax");
         }
     }
@@ -377,7 +443,41 @@ fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
         "gpt-oss-tiny-f32",
         "gpt-oss-tiny-mxfp4",
     ] {
-        check_fixture(&emulate, name);
+        check_fixture(&emulate, name, 9, F32_KERNELS, false);
+    }
+}
+
+/// A prompt long enough for the tensor-core matmuls (`launch::MMA_MIN_TOKENS` and more, not a
+/// whole tile): quantized matrices run on them, within the fixtures' tolerance for rounded
+/// activations; F32 matrices keep the f32 kernels and their tight agreement.
+#[test]
+fn a_long_prefill_on_tensor_cores_matches_the_cpu_forward() {
+    let prompt_len = 40;
+    assert!(prompt_len as usize >= rinfer_cuda::launch::MMA_MIN_TOKENS);
+    let _turn = take_turn();
+    let library = emulator();
+    // SAFETY: the symbol has this signature in emulator.cpp.
+    let emulate: libloading::Symbol<'_, EmulateLaunch> =
+        unsafe { library.get(b"rinfer_emulate_launch\0") }.expect("the emulator entry point");
+    for name in [
+        "llama-tiny-q8_0",
+        "qwen2-tiny-q4_k_m",
+        "qwen3-tiny-q5_k_m",
+        "gemma3-tiny-q4_k_m",
+        "phi2-tiny-q3_k_m",
+        "gpt2-tiny-q2_k",
+    ] {
+        check_fixture(&emulate, name, prompt_len, TENSOR_CORES, true);
+    }
+    for name in [
+        "qwen3moe-tiny-q4_k_m",
+        "mixtral-tiny-q8_0",
+        "gpt-oss-tiny-mxfp4",
+    ] {
+        check_fixture(&emulate, name, prompt_len, MOE_TENSOR_CORES, true);
+    }
+    for name in ["qwen3moe-tiny-f32", "gpt-oss-tiny-f32"] {
+        check_fixture(&emulate, name, prompt_len, F32_KERNELS, false);
     }
 }
 
@@ -581,7 +681,7 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
             &cpu[s][0],
             QUANTIZED_ACTIVATIONS,
         );
-        compare(name, "batched vs alone", row, &alone[s], SAME_ARITHMETIC);
+        compare(name, "batched vs alone", row, &alone[s], F32_KERNELS);
         let order = [1, 2, 0][s];
         assert!(
             *row == reordered[order],

@@ -31,6 +31,11 @@ pub const ATTENTION: &str = include_str!("attention.cu");
 pub const ELEMENTWISE: &str = include_str!("elementwise.cu");
 /// Mixture-of-experts routing and the weighted sum of the experts' outputs.
 pub const MOE: &str = include_str!("moe.cu");
+/// The subset of CUDA's warp matrix API (`nvcuda::wmma`) the tensor-core kernels use, in PTX
+/// (device only: the host emulation defines the same names).
+pub const WMMA: &str = include_str!("wmma.cuh");
+/// Prefill matmul of the quantized formats on tensor cores (bf16 tiles, f32 accumulators).
+pub const MMA: &str = include_str!("mma.cu");
 
 /// The whole program handed to NVRTC: the headers first, then every kernel file.
 pub fn program_source() -> String {
@@ -45,6 +50,8 @@ pub fn program_source() -> String {
         ATTENTION,
         ELEMENTWISE,
         MOE,
+        WMMA,
+        MMA,
     ]
     .join("\n")
 }
@@ -57,6 +64,16 @@ pub fn weight_kernel_instantiations() -> String {
     GpuType::ALL
         .iter()
         .map(|ty| format!("DEFINE_WEIGHT_KERNELS({0}, fmt_{0})\n", ty.suffix()))
+        .collect()
+}
+
+/// The tensor-core kernels' instantiations at the end of `mma.cu`, one per format of
+/// [`GpuType::ALL`] that [`GpuType::has_mma`] (`DEFINE_MMA_KERNELS(q4_k, fmt_q4_k)`).
+pub fn mma_kernel_instantiations() -> String {
+    GpuType::ALL
+        .iter()
+        .filter(|ty| ty.has_mma())
+        .map(|ty| format!("DEFINE_MMA_KERNELS({0}, fmt_{0})\n", ty.suffix()))
         .collect()
 }
 
@@ -168,6 +185,25 @@ impl GpuType {
     pub fn matvec_batch_q8_1_kernel(self) -> String {
         format!("matvec_batch_q8_1_{}", self.suffix())
     }
+
+    /// Whether the format has tensor-core kernels ([`Self::mma_kernel`]): every quantized
+    /// one. F32, F16 and BF16 weights keep the f32 kernels, whose products match the CPU's
+    /// f32 arithmetic; bf16 tiles would not.
+    pub fn has_mma(self) -> bool {
+        !matches!(self.0, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+    }
+
+    /// The batched kernel on tensor cores: weights and activations rounded to bf16, tiles of
+    /// [`crate::launch::MMA_ROWS`] rows × [`crate::launch::MMA_TOKENS`] tokens.
+    pub fn mma_kernel(self) -> String {
+        format!("mma_{}", self.suffix())
+    }
+
+    /// The batched mixture-of-experts kernel on tensor cores: up to
+    /// [`crate::launch::MMA_TOKENS`] slots of one expert per block.
+    pub fn mma_id_kernel(self) -> String {
+        format!("mma_id_{}", self.suffix())
+    }
 }
 
 /// The kernels that do not depend on a weight format.
@@ -202,6 +238,10 @@ pub fn all_kernel_names() -> Vec<String> {
         names.push(ty.matvec_id_kernel());
         names.push(ty.matmul_id_kernel());
         names.push(ty.get_rows_kernel());
+        if ty.has_mma() {
+            names.push(ty.mma_kernel());
+            names.push(ty.mma_id_kernel());
+        }
     }
     for ty in GpuType::Q8_1 {
         names.push(ty.matvec_q8_1_kernel());
@@ -222,17 +262,29 @@ mod tests {
         Some((start, end))
     }
 
+    /// Rewrites the generated block of `file` (whose text is `source`) to `want` if it differs,
+    /// and fails once.
+    fn regenerate(file: &str, source: &str, want: &str) {
+        let (start, end) =
+            generated_block(source).unwrap_or_else(|| panic!("generated block markers in {file}"));
+        if source[start..end] != *want {
+            let path = format!("{}/src/kernels/{file}", env!("CARGO_MANIFEST_DIR"));
+            let updated = format!("{}{want}{}", &source[..start], &source[end..]);
+            std::fs::write(&path, updated).unwrap_or_else(|e| panic!("rewrite {path}: {e}"));
+            panic!("{file}'s kernel instantiations were stale and have been regenerated");
+        }
+    }
+
     /// `matmul.cu` instantiates the weight kernels of exactly the types of [`GpuType::ALL`];
     /// when the list changed, the test rewrites the file's generated block and fails once.
     #[test]
     fn weight_kernel_instantiations_follow_the_type_list() {
-        let (start, end) = generated_block(MATMUL).expect("generated block markers in matmul.cu");
-        let want = weight_kernel_instantiations();
-        if MATMUL[start..end] != want {
-            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/kernels/matmul.cu");
-            let updated = format!("{}{want}{}", &MATMUL[..start], &MATMUL[end..]);
-            std::fs::write(path, updated).expect("rewrite matmul.cu");
-            panic!("matmul.cu's weight kernel instantiations were stale and have been regenerated");
-        }
+        regenerate("matmul.cu", MATMUL, &weight_kernel_instantiations());
+    }
+
+    /// `mma.cu` instantiates the tensor-core kernels of exactly the types that have them.
+    #[test]
+    fn mma_kernel_instantiations_follow_the_type_list() {
+        regenerate("mma.cu", MMA, &mma_kernel_instantiations());
     }
 }

@@ -62,6 +62,10 @@ pub enum KernelRef {
     MatvecQ8_1(GpuType),
     /// The integer matvec of a format over 2 to `MMVQ_TOKENS` q8_1 activation rows.
     MatvecBatchQ8_1(GpuType),
+    /// The batched matmul of a quantized format on tensor cores.
+    Mma(GpuType),
+    /// The batched mixture-of-experts matmul of a quantized format on tensor cores.
+    MmaById(GpuType),
 }
 
 impl KernelRef {
@@ -76,6 +80,8 @@ impl KernelRef {
             KernelRef::GetRows(ty) => ty.get_rows_kernel(),
             KernelRef::MatvecQ8_1(ty) => ty.matvec_q8_1_kernel(),
             KernelRef::MatvecBatchQ8_1(ty) => ty.matvec_batch_q8_1_kernel(),
+            KernelRef::Mma(ty) => ty.mma_kernel(),
+            KernelRef::MmaById(ty) => ty.mma_id_kernel(),
         }
     }
 }

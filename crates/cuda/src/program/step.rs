@@ -7,6 +7,7 @@ use rinfer_transformer::{
     RopeStyle, Router, Stage, Yarn,
 };
 
+use crate::kernels::GpuType;
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
     Arg, CacheAddresses, CacheTables, KernelRef, Launch, MatrixAddress, OnDevice, StackedAddress,
@@ -20,6 +21,11 @@ fn at(base: u64, offset: usize) -> u64 {
 
 fn opt(v: Option<u64>) -> Arg {
     Arg::Ptr(v.unwrap_or(0))
+}
+
+/// Whether `n` tokens' products with a matrix of type `ty` run on tensor cores.
+fn on_tensor_cores(ty: GpuType, n: usize) -> bool {
+    n >= launch::MMA_MIN_TOKENS && ty.has_mma()
 }
 
 /// Builds the launches of forward steps for one model.
@@ -202,7 +208,9 @@ impl Sequence<'_, '_> {
 
     /// `y[t, r] = W[r] · x[t] + b[r]`: for up to `MMVQ_TOKENS` tokens and a block-quantized
     /// format, the integer matvec over the q8_1 codes of `x` (quantized once for every matrix
-    /// that reads it); otherwise the f32 decode kernel for one token, the batched one beyond.
+    /// that reads it); otherwise the f32 decode kernel for one token, the tensor-core one for a
+    /// quantized matrix and at least [`launch::MMA_MIN_TOKENS`] tokens, the batched f32 one
+    /// otherwise.
     #[allow(clippy::too_many_arguments)]
     fn matmul(
         &mut self,
@@ -221,14 +229,16 @@ impl Sequence<'_, '_> {
             self.matvec_q8_1(w, bias, (x, ldx), (y, ldy), n);
             return;
         }
-        let kernel = if n == 1 {
-            KernelRef::Matvec(w.ty)
+        let (kernel, shape) = if n == 1 {
+            (KernelRef::Matvec(w.ty), launch::matmul(w.rows, n))
+        } else if on_tensor_cores(w.ty, n) {
+            (KernelRef::Mma(w.ty), launch::mma(w.rows, n))
         } else {
-            KernelRef::Matmul(w.ty)
+            (KernelRef::Matmul(w.ty), launch::matmul(w.rows, n))
         };
         self.push(
             kernel,
-            launch::matmul(w.rows, n),
+            shape,
             &[
                 Arg::Ptr(w.ptr),
                 Arg::I64(w.row_bytes),
@@ -592,10 +602,18 @@ impl Sequence<'_, '_> {
         let work = *self.b.work;
         let n = self.n;
         if n > 1 {
-            let groups = n.div_ceil(launch::MATMUL_TOKENS as usize);
+            let (kernel, groups, shape) = if on_tensor_cores(w.ty, n) {
+                let groups = n.div_ceil(launch::MMA_TOKENS as usize);
+                let shape = launch::mma_grouped_by_id(w.rows, router.experts, groups);
+                (KernelRef::MmaById(w.ty), groups, shape)
+            } else {
+                let groups = n.div_ceil(launch::MATMUL_TOKENS as usize);
+                let shape = launch::matmul_grouped_by_id(w.rows, router.experts, groups);
+                (KernelRef::MatmulById(w.ty), groups, shape)
+            };
             self.push(
-                KernelRef::MatmulById(w.ty),
-                launch::matmul_grouped_by_id(w.rows, router.experts, groups),
+                kernel,
+                shape,
                 &[
                     Arg::Ptr(w.ptr),
                     Arg::I64(w.expert_bytes),

@@ -36,11 +36,21 @@ struct Q8_1Kernels {
     batch: CudaFunction,
 }
 
+/// The tensor-core kernels of one quantized format.
+#[derive(Debug)]
+struct MmaKernels {
+    /// Several tokens.
+    mma: CudaFunction,
+    /// Routed slots grouped by expert.
+    mma_id: CudaFunction,
+}
+
 /// Every kernel, by name.
 pub(crate) struct Kernels {
     fixed: HashMap<&'static str, CudaFunction>,
     weights: HashMap<GpuType, WeightKernels>,
     q8_1: HashMap<GpuType, Q8_1Kernels>,
+    mma: HashMap<GpuType, MmaKernels>,
 }
 
 impl Kernels {
@@ -82,10 +92,21 @@ impl Kernels {
                 },
             );
         }
+        let mut mma = HashMap::new();
+        for ty in GpuType::ALL.into_iter().filter(|ty| ty.has_mma()) {
+            mma.insert(
+                ty,
+                MmaKernels {
+                    mma: function(&ty.mma_kernel())?,
+                    mma_id: function(&ty.mma_id_kernel())?,
+                },
+            );
+        }
         Ok(Self {
             fixed,
             weights,
             q8_1,
+            mma,
         })
     }
 
@@ -101,6 +122,8 @@ impl Kernels {
             KernelRef::GetRows(ty) => &self.weights[&ty].get_rows,
             KernelRef::MatvecQ8_1(ty) => &self.q8_1[&ty].matvec,
             KernelRef::MatvecBatchQ8_1(ty) => &self.q8_1[&ty].batch,
+            KernelRef::Mma(ty) => &self.mma[&ty].mma,
+            KernelRef::MmaById(ty) => &self.mma[&ty].mma_id,
         }
     }
 }

@@ -28,6 +28,12 @@ struct float4 {
 struct int4 {
     int x, y, z, w;
 };
+struct uint2 {
+    unsigned x, y;
+};
+struct uint4 {
+    unsigned x, y, z, w;
+};
 
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -37,6 +43,7 @@ inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __restrict__ __restrict
 #define __launch_bounds__(x)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 using std::max;
 using std::min;
@@ -55,6 +62,11 @@ inline float __int_as_float(int i) {
 inline int __dp4a(int a, int b, int c) {
     for (int k = 0; k < 4; k++) c += (int)(signed char)(a >> (8 * k)) * (int)(signed char)(b >> (8 * k));
     return c;
+}
+inline unsigned int __float_as_uint(float f) {
+    unsigned int u;
+    std::memcpy(&u, &f, 4);
+    return u;
 }
 
 namespace emulation {
@@ -177,6 +189,80 @@ T __shfl_xor_sync(unsigned, T value, int offset) {
     emulation::wait(l.warps[warp]);
     return out;
 }
+
+inline void __syncwarp(unsigned = 0xffffffffu) {
+    emulation::wait(emulation::active->warps[threadIdx.x >> 5]);
+}
+
+// The warp matrix API (nvcuda::wmma of <mma.h>, which the device code gets from
+// src/kernels/wmma.cuh under the same names): bf16 16x16x16 tiles, f32 accumulators. Each
+// lane holds the whole tile, and every call begins with a warp barrier, so a call that not all
+// lanes of the warp reach deadlocks as it would on a GPU. store_matrix_sync writes only the
+// lane's share of the tile (elements lane, lane + 32, ...), so reading what other lanes stored
+// without a __syncwarp in between reads stale memory, as it may on a GPU.
+namespace wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+typedef unsigned short bf16;
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+    static_assert(M == 16 && N == 16 && K == 16, "only 16x16x16 tiles are emulated");
+    float x[256];  // a: (m, k) at 16 m + k; b: (k, n) at 16 k + n; accumulator: (m, n) at 16 m + n
+};
+
+typedef fragment<matrix_a, 16, 16, 16, bf16, row_major> bf16_a_row;
+typedef fragment<matrix_b, 16, 16, 16, bf16, col_major> bf16_b_col;
+typedef fragment<accumulator, 16, 16, 16, float, void> f32_acc;
+
+inline void warp_barrier() { __syncwarp(); }
+
+inline float from_bf16(bf16 b) { return __uint_as_float((unsigned)b << 16); }
+
+inline void fill_fragment(f32_acc& f, float v) {
+    for (float& e : f.x) e = v;
+}
+
+inline void load_matrix_sync(bf16_a_row& f, const bf16* p, unsigned ldm) {
+    warp_barrier();
+    for (int m = 0; m < 16; m++)
+        for (int k = 0; k < 16; k++) f.x[16 * m + k] = from_bf16(p[m * ldm + k]);
+}
+
+inline void load_matrix_sync(bf16_b_col& f, const bf16* p, unsigned ldm) {
+    warp_barrier();
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 16; n++) f.x[16 * k + n] = from_bf16(p[n * ldm + k]);
+}
+
+// d = a b + c, each product exact in f32 (bf16 × bf16) and summed in k order.
+inline void mma_sync(f32_acc& d, const bf16_a_row& a, const bf16_b_col& b, const f32_acc& c) {
+    warp_barrier();
+    float out[256];
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            float s = c.x[16 * m + n];
+            for (int k = 0; k < 16; k++) s += a.x[16 * m + k] * b.x[16 * k + n];
+            out[16 * m + n] = s;
+        }
+    std::memcpy(d.x, out, sizeof out);
+}
+
+inline void store_matrix_sync(float* p, const f32_acc& f, unsigned ldm, layout_t layout) {
+    warp_barrier();
+    for (unsigned e = threadIdx.x & 31; e < 256; e += 32) {
+        const unsigned m = e / 16, n = e % 16;
+        p[layout == mem_row_major ? m * ldm + n : n * ldm + m] = f.x[e];
+    }
+}
+
+}  // namespace wmma
 
 // kernel<<<grid, block>>>(args...), synchronously. Block dimensions must be whole warps.
 template <typename Kernel, typename... Args>

@@ -20,6 +20,7 @@
 #include "../../src/kernels/attention.cu"
 #include "../../src/kernels/elementwise.cu"
 #include "../../src/kernels/moe.cu"
+#include "../../src/kernels/mma.cu"
 
 template <typename T>
 static T unpack(unsigned long long slot) {
@@ -106,5 +107,17 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
     Q8_1_KERNELS(q4_k)
     Q8_1_KERNELS(q5_k)
     Q8_1_KERNELS(q6_k)
+#define MMA_KERNELS(suffix) KERNEL(mma_##suffix) KERNEL(mma_id_##suffix)
+    MMA_KERNELS(q4_0)
+    MMA_KERNELS(q4_1)
+    MMA_KERNELS(q5_0)
+    MMA_KERNELS(q5_1)
+    MMA_KERNELS(q8_0)
+    MMA_KERNELS(mxfp4)
+    MMA_KERNELS(q2_k)
+    MMA_KERNELS(q3_k)
+    MMA_KERNELS(q4_k)
+    MMA_KERNELS(q5_k)
+    MMA_KERNELS(q6_k)
     return 1;
 }

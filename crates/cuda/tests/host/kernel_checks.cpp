@@ -17,6 +17,7 @@
 #include "../../src/kernels/attention.cu"
 #include "../../src/kernels/elementwise.cu"
 #include "../../src/kernels/moe.cu"
+#include "../../src/kernels/mma.cu"
 
 static int passed = 0, failed = 0;
 static std::mt19937 rng(1234);
@@ -291,6 +292,132 @@ static void check_q8_1_kernels(const Format& f, Q8_1Matvec matvec, Q8_1Matvec ba
 #define CHECK_Q8_1(suffix, ...) \
     check_q8_1_kernels<fmt_##suffix>(Format{#suffix, fmt_##suffix::QK, fmt_##suffix::BYTES, __VA_ARGS__}, \
                                      matvec_q8_1_##suffix, matvec_batch_q8_1_##suffix)
+
+// ---- tensor-core matmul ----------------------------------------------------------------------
+
+// f to the nearer of the two bf16 values around it, ties to the even one (an independent
+// formulation of the kernels' rounding).
+static double round_bf16(float f) {
+    u32 bits;
+    std::memcpy(&bits, &f, 4);
+    const u32 lo_bits = bits & 0xffff0000u, hi_bits = lo_bits + 0x10000u;
+    const double lo = __uint_as_float(lo_bits), hi = __uint_as_float(hi_bits);
+    const double below = std::fabs((double)f - lo), above = std::fabs(hi - (double)f);
+    if (below != above) return below < above ? lo : hi;
+    return (lo_bits & 0x10000u) == 0 ? lo : hi;
+}
+
+// Σ_c bf16(W[row, c]) · bf16(x[c]) + bias in double, and |bias| + Σ_c |bf16(W) · bf16(x)|,
+// the scale of the f32 summation's error.
+struct Bf16Dot {
+    double value, magnitude;
+};
+
+static Bf16Dot bf16_dot(const std::vector<float>& dense, size_t row, const float* x, int cols,
+                        double bias) {
+    Bf16Dot d{bias, std::fabs(bias)};
+    for (int c = 0; c < cols; c++) {
+        const double p = round_bf16(dense[row * cols + c]) * round_bf16(x[c]);
+        d.value += p;
+        d.magnitude += std::fabs(p);
+    }
+    return d;
+}
+
+// got against the references, each error relative to the reference's magnitude.
+static void check_scaled(const std::string& what, const std::vector<float>& got,
+                         const std::vector<Bf16Dot>& want, double tolerance) {
+    std::vector<float> scaled(got.size());
+    std::vector<double> scaled_want(want.size());
+    for (size_t i = 0; i < want.size(); i++) {
+        const double m = want[i].magnitude > 0 ? want[i].magnitude : 1.0;
+        scaled[i] = (float)(got[i] / m);
+        scaled_want[i] = want[i].value / m;
+    }
+    check(what, scaled, scaled_want, tolerance);
+}
+
+// The tensor-core kernels against bf16_dot: products of bf16 values are exact in f32, so the
+// kernel differs from the reference only by f32 summation, whose error is a multiple of
+// 2^-24 · Σ|products| (about √cols multiples when the errors are random, at most cols):
+// tolerance 1e-6 of that magnitude (measured: at most 1.5e-7). Weights rounded by truncation
+// instead would be off by about 2^-9 / √cols ≈ 1e-4 of it.
+// Rows, tokens and (for 32-element blocks) columns are not multiples of the tile: 136 rows
+// (128 + 8), 70 tokens (64 + 6), 288 columns (4.5 steps of MMA_K); x rows strided wider than
+// the matrix, y written at an offset into wider rows.
+template <typename F>
+static void check_mma_kernels(const Format& f,
+                              void (*mma)(const u8*, long long, const float*, int, float*, int, const float*, int, int, int),
+                              void (*mma_id)(const u8*, long long, long long, const int*, const int*, int, int, const float*, int, int, float*, int, const float*, int, int)) {
+    const int rows = MMA_ROWS + 8, cols = f.qk == 256 ? 512 : 288, n = MMA_TOKENS + 6;
+    const int ldx = cols + 4, out_offset = 5, ldy = rows + 9;
+    const double tolerance = 1e-6;
+    const auto w = random_weights<F>(f, rows, cols);
+    const auto dense = dequantize<F>(w, rows, cols);
+    const long long row_bytes = cols / F::QK * F::BYTES;
+    const auto x = random_vector((size_t)n * ldx);
+    const auto bias = random_vector(rows);
+    for (int tokens : {n, 3}) {
+        std::vector<float> y((size_t)tokens * ldy, 0.0f);
+        std::vector<Bf16Dot> want(y.size(), Bf16Dot{0.0, 0.0});
+        const bool biased = tokens == n;
+        for (int t = 0; t < tokens; t++)
+            for (int r = 0; r < rows; r++)
+                want[(size_t)t * ldy + out_offset + r] =
+                    bf16_dot(dense, r, &x[(size_t)t * ldx], cols, biased ? bias[r] : 0.0);
+        const dim3 grid{(unsigned)((rows + MMA_ROWS - 1) / MMA_ROWS), (unsigned)((tokens + MMA_TOKENS - 1) / MMA_TOKENS)};
+        launch(mma, grid, dim3{MMA_WARPS * 32}, w.data(), row_bytes, x.data(), ldx, y.data() + out_offset, ldy,
+               biased ? bias.data() : nullptr, rows, cols, tokens);
+        check_scaled(std::string("mma_") + f.name + " " + std::to_string(tokens) + " tokens", y, want, tolerance);
+    }
+
+    // By expert id: 3 experts, n tokens routed to 2 each, expert 1 receiving every token (two
+    // groups of MMA_TOKENS, the second partial), experts 0 and 2 alternate tokens.
+    const int experts = 3, k = 2, slots = n * k;
+    const auto stacked = random_weights<F>(f, experts * rows, cols);
+    const auto stacked_dense = dequantize<F>(stacked, experts * rows, cols);
+    const auto expert_bias = random_vector((size_t)experts * rows);
+    std::vector<int> routed(slots);
+    for (int t = 0; t < n; t++) {
+        routed[t * k] = t % 2 == 0 ? 0 : 2;
+        routed[t * k + 1] = 1;
+    }
+    std::vector<int> counts(experts, -1), lists((size_t)experts * n, -1);
+    launch(moe_group, dim3{(unsigned)experts}, dim3{1}, routed.data(), slots, n, counts.data(), lists.data());
+    std::vector<float> y((size_t)slots * ldy, 0.0f);
+    std::vector<Bf16Dot> want(y.size(), Bf16Dot{0.0, 0.0});
+    for (int slot = 0; slot < slots; slot++)
+        for (int r = 0; r < rows; r++) {
+            const size_t row = (size_t)routed[slot] * rows + r;
+            want[(size_t)slot * ldy + out_offset + r] =
+                bf16_dot(stacked_dense, row, &x[(size_t)(slot / k) * ldx], cols, expert_bias[row]);
+        }
+    const int groups = (n + MMA_TOKENS - 1) / MMA_TOKENS;
+    const dim3 grid{(unsigned)((rows + MMA_ROWS - 1) / MMA_ROWS), (unsigned)(experts * groups)};
+    launch(mma_id, grid, dim3{MMA_WARPS * 32}, stacked.data(), rows * row_bytes, row_bytes, counts.data(),
+           lists.data(), n, groups, x.data(), ldx, k, y.data() + out_offset, ldy, expert_bias.data(), rows, cols);
+    check_scaled(std::string("mma_id_") + f.name, y, want, tolerance);
+}
+
+#define CHECK_MMA(suffix, ...) \
+    check_mma_kernels<fmt_##suffix>(Format{#suffix, fmt_##suffix::QK, fmt_##suffix::BYTES, __VA_ARGS__}, \
+                                    mma_##suffix, mma_id_##suffix)
+
+static void check_bf16_rounding() {
+    // Ties to even (down from an even mantissa, up from an odd one), plain rounding both ways,
+    // the largest finite values, infinities and NaN.
+    const u32 inputs[] = {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0x7f7fffffu,
+                          0xff7f0000u, 0x7f800000u, 0xff800000u, 0x7fc00001u, 0x00000001u};
+    const u32 expected[] = {0x3f80u, 0x3f82u, 0x3f81u, 0x3f80u, 0x7f80u,
+                            0xff7fu, 0x7f80u, 0xff80u, 0x7fc0u, 0x0000u};
+    std::vector<float> got;
+    std::vector<double> want;
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+        got.push_back((float)bf16_bits(__uint_as_float(inputs[i])));
+        want.push_back((double)expected[i]);
+    }
+    check("bf16_bits", got, want, 0);
+}
 
 // ---- norms, rope ------------------------------------------------------------------------------
 
@@ -702,6 +829,18 @@ int main() {
     CHECK_Q8_1(q4_k, {0, 2});
     CHECK_Q8_1(q5_k, {0, 2});
     CHECK_Q8_1(q6_k, {208});
+    check_bf16_rounding();
+    CHECK_MMA(q4_0, {0});
+    CHECK_MMA(q4_1, {0, 2});
+    CHECK_MMA(q5_0, {0});
+    CHECK_MMA(q5_1, {0, 2});
+    CHECK_MMA(q8_0, {0});
+    CHECK_MMA(mxfp4, {}, {0});
+    CHECK_MMA(q2_k, {80, 82});
+    CHECK_MMA(q3_k, {108});
+    CHECK_MMA(q4_k, {0, 2});
+    CHECK_MMA(q5_k, {0, 2});
+    CHECK_MMA(q6_k, {208});
     check_norms();
     check_rope();
     // GQA, a sliding window over a ring of window + batch slots, soft-capping, MQA with wide
