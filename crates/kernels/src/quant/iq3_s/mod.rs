@@ -16,6 +16,8 @@ use super::signed_grid::SignedGrid;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
+mod quantize;
+
 #[cfg(test)]
 mod tests;
 

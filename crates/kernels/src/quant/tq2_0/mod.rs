@@ -13,6 +13,8 @@ use super::ternary::Ternary;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
+mod quantize;
+
 #[cfg(test)]
 mod tests;
 
