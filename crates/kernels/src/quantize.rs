@@ -11,7 +11,7 @@ use rinfer_formats::GgmlType;
 
 use crate::error::KernelError;
 use crate::quant::{
-    QuantizeWeighted, QuantizeWeightedBytesFn, iq1_s, iq2_xxs, iq3_s, q4_k,
+    QuantizeWeighted, QuantizeWeightedBytesFn, iq1_s, iq2_xxs, iq3_s, q2_k, q3_k, q4_k, q5_k, q6_k,
     quantize_weighted_bytes, tq2_0,
 };
 use crate::registry;
@@ -35,7 +35,11 @@ impl WeightedQuantizer {
 /// The importance-weighted quantizer of `ty`, where rinfer has one.
 fn weighted_quantizer(ty: GgmlType) -> Option<WeightedQuantizer> {
     Some(match ty {
+        GgmlType::Q2K => WeightedQuantizer::of::<q2_k::BlockQ2K>(),
+        GgmlType::Q3K => WeightedQuantizer::of::<q3_k::BlockQ3K>(),
         GgmlType::Q4K => WeightedQuantizer::of::<q4_k::BlockQ4K>(),
+        GgmlType::Q5K => WeightedQuantizer::of::<q5_k::BlockQ5K>(),
+        GgmlType::Q6K => WeightedQuantizer::of::<q6_k::BlockQ6K>(),
         GgmlType::Iq1S => WeightedQuantizer::of::<iq1_s::BlockIq1S>(),
         GgmlType::Iq2Xxs => WeightedQuantizer::of::<iq2_xxs::BlockIq2Xxs>(),
         GgmlType::Iq3S => WeightedQuantizer::of::<iq3_s::BlockIq3S>(),

@@ -100,7 +100,7 @@ impl ImportanceMatrix {
     /// # Errors
     /// As [`ImportanceMatrix::open`].
     pub fn from_gguf(file: &GgufFile) -> Result<Self, ImatrixError> {
-        if file.tensors().len() == 0 {
+        if file.tensors().next().is_none() {
             return Err(ImatrixError::Empty);
         }
         let meta = file.metadata();
