@@ -45,16 +45,16 @@ pub(crate) fn make_qkx3_quants(
     let mut max = x[0];
     let mut sum_w = w(0);
     let mut sum_x = sum_w * x[0];
-    for i in 1..n {
-        if x[i] < min {
-            min = x[i];
+    for (i, &xi) in x.iter().enumerate().skip(1) {
+        if xi < min {
+            min = xi;
         }
-        if x[i] > max {
-            max = x[i];
+        if xi > max {
+            max = xi;
         }
         let wi = w(i);
         sum_w += wi;
-        sum_x += wi * x[i];
+        sum_x += wi * xi;
     }
     if min > 0.0 {
         min = 0.0;
