@@ -53,7 +53,7 @@ fn run(options: Options) -> Result<()> {
         CommandOptions::RenderChatTemplate => Ok(rinfer_model::chat_template::serve_renders()?),
         CommandOptions::Quantize(q) => {
             let input = commands::pull::resolve_model(&q.input)?;
-            commands::quantize::run(&input, &q.output, q.file_type, q.pure)
+            commands::quantize::run(&input, &q.output, q.file_type, q.pure, q.imatrix.as_deref())
         }
         CommandOptions::Convert(c) => {
             commands::convert::run(&c.dir, &c.output, c.outtype.ggml_type())

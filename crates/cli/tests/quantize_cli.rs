@@ -35,13 +35,48 @@ fn quantize_writes_the_file_llama_quantize_writes() {
 fn a_type_rinfer_cannot_write_is_refused_naming_those_it_can() {
     let dir = tempfile::tempdir().unwrap();
     let input = fixtures().join("models/gemma3-tiny-f32.gguf");
-    let out = quantize(&input, &dir.path().join("x.gguf"), "IQ2_XXS");
+    let out = quantize(&input, &dir.path().join("x.gguf"), "IQ3_XXS");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        stderr.contains("IQ2_XXS") && stderr.contains("Q4_K_M"),
+        stderr.contains("IQ3_XXS") && stderr.contains("Q4_K_M"),
         "{stderr}"
     );
+    assert!(!dir.path().join("x.gguf").exists());
+}
+
+#[test]
+fn quantize_with_an_imatrix_writes_the_file_llama_quantize_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("iq2_xxs.gguf");
+    let models = fixtures().join("models");
+    // llama-quantize recorded the matrix's file name as given, relative to its directory.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .current_dir(models.join("iq"))
+        .args(["quantize", "--imatrix", "llama-tiny.imatrix.gguf"])
+        .args([
+            &arg(&models.join("llama-tiny-f32.gguf")),
+            &arg(&out),
+            "IQ2_XXS",
+        ])
+        .output()
+        .unwrap();
+    succeeded(&output);
+    let expected = std::fs::read(models.join("iq/llama-tiny-iq2_xxs.gguf")).unwrap();
+    assert!(
+        std::fs::read(&out).unwrap() == expected,
+        "differs from llama.cpp's file"
+    );
+}
+
+#[test]
+fn iq2_xxs_without_an_imatrix_is_refused_pointing_to_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures().join("models/llama-tiny-f32.gguf");
+    let out = quantize(&input, &dir.path().join("x.gguf"), "IQ2_XXS");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--imatrix"), "{stderr}");
     assert!(!dir.path().join("x.gguf").exists());
 }
 

@@ -62,4 +62,6 @@ pub use packed::{
     matvec_packed_batch,
 };
 pub use quant::q8_0::BlockQ8_0;
-pub use quantize::{can_quantize, quantize_rows};
+pub use quantize::{
+    can_quantize, can_quantize_weighted, needs_weights, quantize_rows, quantize_rows_weighted,
+};

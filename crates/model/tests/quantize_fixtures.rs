@@ -194,7 +194,11 @@ fn every_file_type_rinfer_writes_loads_and_stays_close_to_f32() {
     let f32_file = Arc::new(open(fixtures().join("models/gemma3-tiny-f32.gguf")));
     let reference = rinfer_model::Model::from_gguf(&f32_file).unwrap();
     let tokens = [2, 651, 3037, 576, 1081, 603, 1024, 17];
-    for name in FileType::names().filter(|n| *n != "MXFP4_MOE") {
+    // MXFP4_MOE is for MoE models, TQ2_0 for models trained ternary (random weights keep a
+    // cosine near 0.1); IQ1_S and IQ2_XXS need an importance matrix. `quantize_imatrix.rs`
+    // compares those three with llama.cpp's files.
+    let skipped = ["MXFP4_MOE", "TQ2_0", "IQ1_S", "IQ2_XXS"];
+    for name in FileType::names().filter(|n| !skipped.contains(n)) {
         let file_type: FileType = name.parse().unwrap();
         let bytes = quantize_model(&f32_file, file_type, false, Vec::new(), |_| {}).unwrap();
         let model = rinfer_model::Model::from_gguf(&Arc::new(GgufFile::from_bytes(bytes).unwrap()))
@@ -206,6 +210,7 @@ fn every_file_type_rinfer_writes_loads_and_stays_close_to_f32() {
             FileType::F32 | FileType::F16 | FileType::Bf16 | FileType::Q8_0 => 0.999,
             FileType::Q2K => 0.75,
             FileType::Q3KS => 0.85,
+            FileType::Iq3S => 0.8,
             _ => 0.93,
         };
         assert!(cos > floor, "{name}: cosine {cos} under {floor}");

@@ -82,12 +82,14 @@ pub mod tq2_0;
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
+pub(crate) mod grid_search;
 mod iq4_codes;
 pub(crate) mod iq_grids;
 mod scale_min_k;
 mod signed_grid;
 mod ternary;
 pub(crate) mod util;
+mod weighted;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -118,6 +120,40 @@ pub trait Quantize: BlockFormat {
 
     /// Encodes `x` (`x.len() == Self::ELEMS`) into one block.
     fn quantize(x: &[f32]) -> Self;
+}
+
+/// A block format with ggml's quantizer that takes importance weights (`quantize_<type>` with
+/// `quant_weights`), the one `llama-quantize --imatrix` runs.
+pub trait QuantizeWeighted: BlockFormat {
+    /// Whether ggml refuses to quantize the format without weights (the IQ1 and IQ2 types).
+    const NEEDS_WEIGHTS: bool = false;
+
+    /// Encodes `x` (`x.len() == Self::ELEMS`) into one block, weighting each value's error by
+    /// the importance `weights` of its column (`None`: ggml's quantizer without an importance
+    /// matrix; for a format that [needs weights](Self::NEEDS_WEIGHTS), equal weights).
+    fn quantize_weighted(x: &[f32], weights: Option<&[f32]>) -> Self;
+}
+
+/// A row quantizer with optional importance weights (one per value of the row), writing raw
+/// bytes.
+pub(crate) type QuantizeWeightedBytesFn = fn(&[f32], Option<&[f32]>, &mut [u8]);
+
+/// Quantizes whole blocks of a row with [`QuantizeWeighted::quantize_weighted`], each block
+/// with its slice of `weights`; `out.len()` must be `x.len() / B::ELEMS * B::BYTES`, `weights`
+/// as long as `x`.
+pub(crate) fn quantize_weighted_bytes<B: QuantizeWeighted>(
+    x: &[f32],
+    weights: Option<&[f32]>,
+    out: &mut [u8],
+) {
+    for (i, (o, x)) in out
+        .chunks_exact_mut(B::BYTES)
+        .zip(x.chunks_exact(B::ELEMS))
+        .enumerate()
+    {
+        let w = weights.map(|w| &w[i * B::ELEMS..(i + 1) * B::ELEMS]);
+        o.copy_from_slice(bytemuck::bytes_of(&B::quantize_weighted(x, w)));
+    }
 }
 
 /// A row quantizer of whole blocks.

@@ -9,6 +9,7 @@ use rinfer_formats::QK_K;
 
 use super::q8_k::BlockQ8K;
 use super::util::{make_qkx2_quants, nearest_int, scale_min_k4};
+use super::weighted::{importance_weights, make_qkx3_quants, make_qp_quants, sum_squares};
 
 /// A super-block with packed 6-bit sub-block scales and mins (Q4_K, Q5_K).
 pub(crate) trait ScaleMinK {
@@ -107,6 +108,57 @@ pub(crate) fn quantize(
         let dm = dmin.to_f32() * m as f32;
         for i in 32 * j..32 * j + 32 {
             l[i] = nearest_int((x[i] + dm) / dl).clamp(0, search.nmax) as u8;
+        }
+    }
+    (d, dmin, l)
+}
+
+/// ggml's quantizer of one super-block with importance weights `qw` (`quantize_row_q4_K_impl`
+/// and `_q5_K_impl`, codes `0..=nmax`): each sub-block's scale and min by a weighted search,
+/// the eight scales and the eight mins to 6 bits by another weighted search, then the codes
+/// again against the stored scales. Packs the scales and mins into `scales` and gives the
+/// super-scales `(d, dmin)` and the codes.
+pub(crate) fn quantize_weighted(
+    x: &[f32],
+    qw: &[f32],
+    nmax: i32,
+    scales: &mut [u8; 12],
+) -> (f16, f16, [u8; QK_K]) {
+    let mut l = [0u8; QK_K];
+    let (mut ls, mut lm) = ([0u8; 8], [0u8; 8]);
+    let (mut sw, mut mins, mut sub_scales) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
+    let sigma2 = 2.0 * sum_squares(&x[..QK_K]) / QK_K as f32;
+    let mut w = [0.0f32; 32];
+    for j in 0..8 {
+        let xs = &x[32 * j..32 * j + 32];
+        importance_weights(&qw[32 * j..32 * j + 32], xs, sigma2, &mut w);
+        sw[j] = w.iter().fold(0.0f32, |s, v| s + v);
+        let lj = &mut l[32 * j..32 * j + 32];
+        (sub_scales[j], mins[j]) = make_qkx3_quants(nmax, xs, Some(&w), lj, -0.9, 0.05, 36, false);
+    }
+    let d_block = make_qp_quants(63, &sub_scales, &mut ls, &sw);
+    let m_block = make_qp_quants(63, &mins, &mut lm, &sw);
+    for j in 0..8 {
+        let (s, m) = (ls[j].min(63), lm[j].min(63));
+        if j < 4 {
+            scales[j] = s;
+            scales[j + 4] = m;
+        } else {
+            scales[j + 4] = (s & 0xF) | ((m & 0xF) << 4);
+            scales[j - 4] |= (s >> 4) << 6;
+            scales[j] |= (m >> 4) << 6;
+        }
+    }
+    let (d, dmin) = (f16::from_f32(d_block), f16::from_f32(m_block));
+    for j in 0..8 {
+        let (sc, m) = scale_min_k4(j, scales);
+        let dl = d.to_f32() * sc as f32;
+        if dl == 0.0 {
+            continue;
+        }
+        let dm = dmin.to_f32() * m as f32;
+        for i in 32 * j..32 * j + 32 {
+            l[i] = nearest_int((x[i] + dm) / dl).clamp(0, nmax) as u8;
         }
     }
     (d, dmin, l)

@@ -50,6 +50,14 @@ pub enum FileType {
     Iq4Xs,
     /// Expert tensors MXFP4, every other weight Q8_0.
     Mxfp4Moe,
+    /// IQ1_S with llama.cpp's IQ1 mix (needs an importance matrix).
+    Iq1S,
+    /// IQ2_XXS with llama.cpp's IQ2 mix (needs an importance matrix).
+    Iq2Xxs,
+    /// IQ3_S.
+    Iq3S,
+    /// TQ2_0, for ternary models.
+    Tq2_0,
 }
 
 impl FileType {
@@ -72,6 +80,10 @@ impl FileType {
         (FileType::Iq4Nl, &["IQ4_NL"]),
         (FileType::Iq4Xs, &["IQ4_XS"]),
         (FileType::Mxfp4Moe, &["MXFP4_MOE"]),
+        (FileType::Iq1S, &["IQ1_S"]),
+        (FileType::Iq2Xxs, &["IQ2_XXS"]),
+        (FileType::Iq3S, &["IQ3_S"]),
+        (FileType::Tq2_0, &["TQ2_0"]),
         (FileType::F16, &["F16"]),
         (FileType::Bf16, &["BF16"]),
         (FileType::F32, &["F32"]),
@@ -109,9 +121,13 @@ impl FileType {
             FileType::Q5KS => 16,
             FileType::Q5KM => 17,
             FileType::Q6K => 18,
+            FileType::Iq2Xxs => 19,
+            FileType::Iq1S => 24,
             FileType::Iq4Nl => 25,
+            FileType::Iq3S => 26,
             FileType::Iq4Xs => 30,
             FileType::Bf16 => 32,
+            FileType::Tq2_0 => 37,
             FileType::Mxfp4Moe => 38,
         }
     }
@@ -135,6 +151,10 @@ impl FileType {
             FileType::Iq4Nl => GgmlType::Iq4Nl,
             FileType::Iq4Xs => GgmlType::Iq4Xs,
             FileType::Mxfp4Moe => GgmlType::MXFP4,
+            FileType::Iq1S => GgmlType::Iq1S,
+            FileType::Iq2Xxs => GgmlType::Iq2Xxs,
+            FileType::Iq3S => GgmlType::Iq3S,
+            FileType::Tq2_0 => GgmlType::TQ2_0,
         }
     }
 }
@@ -177,7 +197,8 @@ mod tests {
         assert_eq!("Q4_K".parse::<FileType>(), Ok(FileType::Q4KM));
         assert_eq!("Q3_K".parse::<FileType>(), Ok(FileType::Q3KM));
         assert_eq!("mxfp4_moe".parse::<FileType>(), Ok(FileType::Mxfp4Moe));
-        let err = "IQ2_XXS".parse::<FileType>().unwrap_err();
+        assert_eq!("iq2_xxs".parse::<FileType>(), Ok(FileType::Iq2Xxs));
+        let err = "IQ3_XXS".parse::<FileType>().unwrap_err();
         assert!(err.to_string().contains("Q4_K_M"), "{err}");
         for name in FileType::names() {
             assert_eq!(name.parse::<FileType>().map(FileType::name), Ok(name));

@@ -1,11 +1,14 @@
 //! `rinfer quantize`: a GGUF model rewritten with its weights in another type, tensor for tensor
-//! and byte for byte what llama.cpp's `llama-quantize` writes without an importance matrix
-//! (same tensor order, types, data, `general.file_type` and alignment).
+//! and byte for byte what llama.cpp's `llama-quantize` writes, without an importance matrix or
+//! with one (`--imatrix`): same tensor order, types, data, metadata and alignment.
 //!
 //! [`FileType`] names the targets as `llama-quantize` does; [`TypePlanner`] holds llama.cpp's
-//! per-tensor rules of the mixes; [`quantize_model`] runs them over a file.
+//! per-tensor rules of the mixes; [`quantize_model`] runs them over a file, and
+//! [`quantize_model_with`] with an [`ImportanceMatrix`], whose entry for a tensor weights the
+//! rounding error of each of its input columns.
 
 mod file_type;
+mod imatrix;
 mod tensor_types;
 
 use std::cmp::Ordering;
@@ -18,6 +21,7 @@ use rinfer_formats::gguf::{
 use rinfer_kernels::KernelError;
 
 pub use file_type::{FileType, UnknownFileType};
+pub use imatrix::{ImatrixError, ImportanceMatrix};
 pub use tensor_types::{MixParams, TypePlanner, allows_quantization};
 
 /// The quantization format version llama.cpp writes as `general.quantization_version`.
@@ -68,6 +72,41 @@ pub enum QuantizeError {
     /// A tensor is larger than the memory available (its file may be sparse).
     #[error("{0}")]
     Memory(String),
+    /// The type of a tensor cannot be written without an importance matrix (llama.cpp
+    /// refuses it too), and there is no entry for the tensor.
+    #[error(
+        "tensor {tensor:?} would be {ty}, which needs an importance matrix entry for it; pass \
+         one with --imatrix (from `llama-imatrix` or `rinfer imatrix`)"
+    )]
+    MissingImatrix {
+        /// The tensor.
+        tensor: String,
+        /// The type the mix chose.
+        ty: GgmlType,
+    },
+    /// The importance matrix entry of a tensor has another number of columns than the tensor.
+    #[error(
+        "the importance matrix entry of tensor {tensor:?} has {entry} values, the tensor \
+         {expected} columns (times experts): the matrix was computed for another model"
+    )]
+    ImatrixSize {
+        /// The tensor.
+        tensor: String,
+        /// Values in the entry.
+        entry: usize,
+        /// Columns times experts of the tensor.
+        expected: usize,
+    },
+}
+
+/// An importance matrix for [`quantize_model_with`], with the name of its file, which
+/// llama.cpp records in the output (`quantize.imatrix.file`).
+#[derive(Clone, Copy, Debug)]
+pub struct Imatrix<'a> {
+    /// The matrix.
+    pub matrix: &'a ImportanceMatrix,
+    /// Its file, as the user named it.
+    pub file: &'a str,
 }
 
 /// How far [`quantize_model`] got: called after each tensor.
@@ -122,6 +161,17 @@ pub fn plan_types<'f>(
     file_type: FileType,
     pure: bool,
 ) -> Vec<(TensorView<'f>, GgmlType)> {
+    plan_types_with(input, file_type, pure, false)
+}
+
+/// [`plan_types`] with the rules llama.cpp applies when an importance matrix is given
+/// (`has_imatrix`).
+pub fn plan_types_with<'f>(
+    input: &'f GgufFile,
+    file_type: FileType,
+    pure: bool,
+    has_imatrix: bool,
+) -> Vec<(TensorView<'f>, GgmlType)> {
     let mut tensors: Vec<TensorView<'f>> = input.tensors().collect();
     tensors.sort_by(|a, b| llama_order(a.name(), b.name()));
     let mut planner = TypePlanner::new(
@@ -129,7 +179,8 @@ pub fn plan_types<'f>(
         pure,
         mix_params(input),
         tensors.iter().map(|t| t.name()),
-    );
+    )
+    .with_imatrix(has_imatrix);
     tensors
         .into_iter()
         .map(|t| {
@@ -153,9 +204,28 @@ pub fn quantize_model<W: Write>(
     file_type: FileType,
     pure: bool,
     out: W,
+    progress: impl FnMut(Progress<'_>),
+) -> Result<W, QuantizeError> {
+    quantize_model_with(input, file_type, pure, None, out, progress)
+}
+
+/// [`quantize_model`] with an importance matrix, as `llama-quantize --imatrix`: each tensor
+/// with an entry is quantized minimising its importance-weighted error, and the output records
+/// the matrix (`quantize.imatrix.*`).
+///
+/// # Errors
+/// Those of [`quantize_model`]; [`QuantizeError::MissingImatrix`] when a tensor's type needs an
+/// importance matrix (IQ1_S, IQ2_XXS) and has no entry, and [`QuantizeError::ImatrixSize`] when
+/// an entry does not fit its tensor.
+pub fn quantize_model_with<W: Write>(
+    input: &GgufFile,
+    file_type: FileType,
+    pure: bool,
+    imatrix: Option<Imatrix<'_>>,
+    out: W,
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<W, QuantizeError> {
-    let planned = plan_types(input, file_type, pure);
+    let planned = plan_types_with(input, file_type, pure, imatrix.is_some());
     for (t, ty) in &planned {
         if *ty == t.ty() {
             continue;
@@ -166,7 +236,14 @@ pub fn quantize_model<W: Write>(
                 ty: t.ty(),
             });
         }
-        if !rinfer_kernels::can_quantize(*ty) {
+        let weighted = tensor_imatrix(t, imatrix)?.is_some();
+        if !weighted && rinfer_kernels::needs_weights(*ty) && !is_embedding_or_output(t.name()) {
+            return Err(QuantizeError::MissingImatrix {
+                tensor: t.name().into(),
+                ty: *ty,
+            });
+        }
+        if !rinfer_kernels::can_quantize_weighted(*ty, weighted) {
             return Err(QuantizeError::UnsupportedType {
                 tensor: t.name().into(),
                 ty: *ty,
@@ -185,6 +262,9 @@ pub fn quantize_model<W: Write>(
         MetadataValue::U32(QUANTIZATION_VERSION),
     )?;
     metadata.insert("general.file_type", MetadataValue::U32(file_type.id()))?;
+    if let Some(imatrix) = imatrix {
+        record_imatrix(&mut metadata, imatrix)?;
+    }
     let headers: Vec<TensorHeader> = planned
         .iter()
         .map(|(t, ty)| TensorHeader {
@@ -200,7 +280,8 @@ pub fn quantize_model<W: Write>(
         if ty == t.ty() {
             stream.write_tensor(t.data)?;
         } else {
-            stream.write_tensor(&convert_tensor(&t, ty)?)?;
+            let weights = tensor_imatrix(&t, imatrix)?;
+            stream.write_tensor(&convert_in_slabs(&t, ty, weights, SLAB_VALUES)?)?;
         }
         progress(Progress {
             done: done + 1,
@@ -212,19 +293,90 @@ pub fn quantize_model<W: Write>(
     Ok(stream.finish()?)
 }
 
+/// Whether llama.cpp names `tensor` the token embeddings or the output matrix, which it never
+/// requires an importance matrix for.
+fn is_embedding_or_output(tensor: &str) -> bool {
+    matches!(
+        tensor,
+        "token_embd.weight" | "per_layer_token_embd.weight" | "output.weight"
+    )
+}
+
+/// The importance-matrix entry of `t`, if the matrix has one (`ne0` values per expert).
+///
+/// # Errors
+/// [`QuantizeError::ImatrixSize`] for an entry of another size, except on the token
+/// embeddings, whose entry llama.cpp ignores then.
+fn tensor_imatrix<'m>(
+    t: &TensorView<'_>,
+    imatrix: Option<Imatrix<'m>>,
+) -> Result<Option<&'m [f32]>, QuantizeError> {
+    let Some(entry) = imatrix.and_then(|m| m.matrix.get(t.name())) else {
+        return Ok(None);
+    };
+    let dim = |i: usize| t.dims().get(i).copied().unwrap_or(1) as usize;
+    let expected = dim(0) * dim(2);
+    if entry.len() == expected {
+        Ok(Some(entry))
+    } else if matches!(
+        t.name(),
+        "token_embd.weight" | "per_layer_token_embd.weight"
+    ) {
+        Ok(None)
+    } else {
+        Err(QuantizeError::ImatrixSize {
+            tensor: t.name().into(),
+            entry: entry.len(),
+            expected,
+        })
+    }
+}
+
+/// llama.cpp's longest recorded string (`llama_model_kv_override::val_str` less its NUL).
+const MAX_RECORDED_STRING: usize = 127;
+
+/// Records `imatrix` in the output's metadata as `llama-quantize` does.
+fn record_imatrix(metadata: &mut Metadata, imatrix: Imatrix<'_>) -> Result<(), QuantizeError> {
+    let text = |s: &str| {
+        let mut end = s.len().min(MAX_RECORDED_STRING);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        MetadataValue::String(s[..end].to_string())
+    };
+    let m = imatrix.matrix;
+    let mut set = |key: &str, value| {
+        metadata.remove(key);
+        metadata.insert(key, value)
+    };
+    set("quantize.imatrix.file", text(imatrix.file))?;
+    if let Some(dataset) = m.datasets().first() {
+        set("quantize.imatrix.dataset", text(dataset))?;
+    }
+    set(
+        "quantize.imatrix.entries_count",
+        MetadataValue::U32(m.len() as u32),
+    )?;
+    if m.chunk_count() > 0 {
+        set(
+            "quantize.imatrix.chunks_count",
+            MetadataValue::U32(m.chunk_count()),
+        )?;
+    }
+    Ok(())
+}
+
 /// f32 values converted at a time: the rows of a slab of about this many values go through f32
 /// together, so a large tensor never exists in f32 whole.
 const SLAB_VALUES: usize = 1 << 22;
 
-/// The data of `t` in type `ty`, through f32, a slab of rows at a time.
-fn convert_tensor(t: &TensorView<'_>, ty: GgmlType) -> Result<Vec<u8>, QuantizeError> {
-    convert_in_slabs(t, ty, SLAB_VALUES)
-}
-
-/// [`convert_tensor`] with slabs of about `slab_values` values.
+/// The data of `t` in type `ty` through f32, a slab of about `slab_values` values at a time,
+/// each row quantized with its expert's slice of the importance `weights` (`ne0` values per
+/// expert) where given.
 fn convert_in_slabs(
     t: &TensorView<'_>,
     ty: GgmlType,
+    weights: Option<&[f32]>,
     slab_values: usize,
 ) -> Result<Vec<u8>, QuantizeError> {
     let kernel = |source| QuantizeError::Kernel {
@@ -244,7 +396,12 @@ fn convert_in_slabs(
             unit: "elements",
         }));
     }
-    let slab_rows = (slab_values / row_len).max(1);
+    // Rows of one expert share its slice of the weights; a slab never crosses experts.
+    let group_rows = match weights {
+        Some(w) if w.len() > row_len => t.dims().get(1).copied().unwrap_or(1).max(1) as usize,
+        _ => rows.max(1),
+    };
+    let slab_rows = (slab_values / row_len).clamp(1, group_rows);
     let bytes = (rows as u64).checked_mul(out_row as u64);
     crate::limits::check_allocation(
         || format!("quantizing tensor {} ({:?}) to {ty}", t.name(), t.dims()),
@@ -253,21 +410,27 @@ fn convert_in_slabs(
     .map_err(|e| QuantizeError::Memory(e.to_string()))?;
     let mut values = vec![0.0f32; slab_rows.min(rows) * row_len];
     let mut out = vec![0u8; rows * out_row];
-    for (slab, (input, output)) in t
+    let groups = t
         .data
-        .chunks(slab_rows * in_row)
-        .zip(out.chunks_mut(slab_rows * out_row))
-        .enumerate()
-    {
-        let values = &mut values[..input.len() / in_row * row_len];
-        rinfer_kernels::dequantize_row(t.ty(), input, values).map_err(kernel)?;
-        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return Err(QuantizeError::NonFinite {
-                tensor: t.name().into(),
-                index: slab * slab_rows * row_len + i,
-            });
+        .chunks(group_rows * in_row)
+        .zip(out.chunks_mut(group_rows * out_row));
+    for (group, (input, output)) in groups.enumerate() {
+        let weights = weights.map(|w| &w[(group * row_len) % w.len()..][..row_len]);
+        let slabs = input
+            .chunks(slab_rows * in_row)
+            .zip(output.chunks_mut(slab_rows * out_row));
+        for (slab, (input, output)) in slabs.enumerate() {
+            let values = &mut values[..input.len() / in_row * row_len];
+            rinfer_kernels::dequantize_row(t.ty(), input, values).map_err(kernel)?;
+            if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+                return Err(QuantizeError::NonFinite {
+                    tensor: t.name().into(),
+                    index: (group * group_rows + slab * slab_rows) * row_len + i,
+                });
+            }
+            rinfer_kernels::quantize_rows_weighted(ty, values, row_len, weights, output)
+                .map_err(kernel)?;
         }
-        rinfer_kernels::quantize_rows(ty, values, row_len, output).map_err(kernel)?;
     }
     Ok(out)
 }
@@ -294,9 +457,12 @@ mod tests {
             .collect();
         let file = one_matrix(&values);
         let t = file.tensor("m.weight").unwrap();
-        let whole = convert_in_slabs(&t, GgmlType::Q4_0, 512).unwrap();
+        let whole = convert_in_slabs(&t, GgmlType::Q4_0, None, 512).unwrap();
         for slab in [64, 100, 192] {
-            assert_eq!(convert_in_slabs(&t, GgmlType::Q4_0, slab).unwrap(), whole);
+            assert_eq!(
+                convert_in_slabs(&t, GgmlType::Q4_0, None, slab).unwrap(),
+                whole
+            );
         }
     }
 
@@ -306,7 +472,7 @@ mod tests {
         values[300] = f32::INFINITY;
         let file = one_matrix(&values);
         let t = file.tensor("m.weight").unwrap();
-        let err = convert_in_slabs(&t, GgmlType::Q8_0, 128).unwrap_err();
+        let err = convert_in_slabs(&t, GgmlType::Q8_0, None, 128).unwrap_err();
         assert!(
             matches!(err, QuantizeError::NonFinite { index: 300, .. }),
             "{err}"

@@ -103,6 +103,7 @@ fn use_more_bits(i_layer: usize, n_layers: usize) -> bool {
 pub struct TypePlanner {
     file_type: FileType,
     pure: bool,
+    has_imatrix: bool,
     params: MixParams,
     tied_embeddings: bool,
     n_attention_wv: usize,
@@ -130,12 +131,19 @@ impl TypePlanner {
         TypePlanner {
             file_type,
             pure,
+            has_imatrix: false,
             params,
             tied_embeddings,
             n_attention_wv,
             i_attention_wv: 0,
             i_ffn_down: 0,
         }
+    }
+
+    /// With the rules llama.cpp applies when an importance matrix is given (`has_imatrix`).
+    pub fn with_imatrix(mut self, has_imatrix: bool) -> Self {
+        self.has_imatrix = has_imatrix;
+        self
     }
 
     /// The type tensor `name` of `dims` (`ne0` first), now `current`, is written in.
@@ -171,16 +179,25 @@ impl TypePlanner {
             }
         };
         let mut t = default;
+        let iq_mix = matches!(ft, F::Iq1S | F::Iq2Xxs);
         if cat == Category::Output || (self.tied_embeddings && cat == Category::TokenEmbd) {
             if ft == F::Mxfp4Moe || p.falcon || !ne0.is_multiple_of(default.block_size()) {
                 t = T::Q8_0;
+            } else if iq_mix {
+                t = T::Q5K;
             } else if t != T::Q8_0 {
                 t = T::Q6K;
             }
         } else if ft == F::Mxfp4Moe {
             t = if ne2 > 1 { T::MXFP4 } else { T::Q8_0 };
         } else if cat == Category::TokenEmbd {
-            // No rule for the file types rinfer writes.
+            match ft {
+                F::Iq1S | F::Iq2Xxs => t = T::Q2K,
+                F::Tq2_0 => t = T::Q4K,
+                _ => {}
+            }
+        } else if iq_mix {
+            t = self.iq_mix_type(cat, t);
         } else if cat == Category::AttnV {
             let i = self.i_attention_wv;
             match ft {
@@ -188,6 +205,7 @@ impl TypePlanner {
                 F::Q3KM => t = if i < 2 { T::Q5K } else { T::Q4K },
                 F::Q3KL => t = T::Q5K,
                 F::Iq4Nl | F::Iq4Xs if p.n_gqa >= 4 => t = T::Q5K,
+                F::Iq3S if p.n_gqa >= 4 => t = T::Q4K,
                 F::Q4KM | F::Q5KM if use_more_bits(i, self.n_attention_wv) => t = T::Q6K,
                 F::Q4KS if i < 4 => t = T::Q5K,
                 _ => {}
@@ -227,9 +245,11 @@ impl TypePlanner {
                     }
                 }
                 F::Q4KM if use_more_bits(i, n) => t = T::Q6K,
-                F::Iq4Nl | F::Iq4Xs if i < n / 8 => t = T::Q5K,
+                F::Iq4Nl | F::Iq4Xs if i < n / 8 && !self.has_imatrix => t = T::Q5K,
                 F::Q5KM if use_more_bits(i, n) => t = T::Q6K,
                 F::Q4KS if !p.falcon && i < n / 8 => t = T::Q5K,
+                F::Q4_0 if self.has_imatrix && i < n / 8 => t = T::Q4_1,
+                F::Q5_0 if self.has_imatrix && i < n / 8 => t = T::Q5_1,
                 _ => {}
             }
             self.i_ffn_down += 1;
@@ -238,7 +258,14 @@ impl TypePlanner {
                 if p.n_expert == 8 {
                     if matches!(
                         ft,
-                        F::Q2K | F::Q3KS | F::Q3KM | F::Iq4Nl | F::Iq4Xs | F::Q4KS | F::Q4KM
+                        F::Q2K
+                            | F::Q3KS
+                            | F::Q3KM
+                            | F::Iq4Nl
+                            | F::Iq4Xs
+                            | F::Q4KS
+                            | F::Q4KM
+                            | F::Iq3S
                     ) {
                         t = T::Q5K;
                     }
@@ -256,6 +283,31 @@ impl TypePlanner {
         }
         t
     }
+
+    /// llama.cpp's rules of the IQ1 and IQ2 mixes for the tensors of the layers.
+    fn iq_mix_type(&mut self, cat: Category, default: GgmlType) -> GgmlType {
+        use GgmlType as T;
+        let p = self.params;
+        match cat {
+            Category::AttnV => {
+                self.i_attention_wv += 1;
+                if p.n_gqa >= 4 || p.n_expert >= 4 {
+                    T::Q4K
+                } else {
+                    T::Q2K
+                }
+            }
+            Category::AttnK if p.n_expert == 8 => T::Q4K,
+            Category::FfnDown => {
+                let i = self.i_ffn_down;
+                self.i_ffn_down += 1;
+                if i < p.n_layer / 8 { T::Q2K } else { default }
+            }
+            Category::AttnOutput if p.n_expert == 8 => T::Q5K,
+            Category::AttnOutput if self.file_type == FileType::Iq1S => T::Iq2Xxs,
+            _ => default,
+        }
+    }
 }
 
 /// llama.cpp's fallback when rows of `ne0` values are not whole blocks of `ty`.
@@ -269,6 +321,8 @@ fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
         T::Q4K => T::Q5_0,
         T::Q5K => T::Q5_1,
         T::Q6K => T::Q8_0,
+        T::Iq1S | T::Iq2Xxs | T::Iq3S => T::Iq4Nl,
+        T::TQ2_0 => T::Q4_0,
         other => other,
     };
     if ne0.is_multiple_of(next.block_size() as u64) {

@@ -13,6 +13,7 @@ pub(crate) mod aarch64;
 pub(crate) mod x86;
 
 mod quantize;
+mod quantize_weighted;
 #[cfg(test)]
 mod tests;
 

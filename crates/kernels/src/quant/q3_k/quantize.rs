@@ -11,7 +11,7 @@ use crate::quant::util::{make_q3_quants, max_by_magnitude, nearest_int};
 
 impl BlockQ3K {
     /// Stores the 6-bit scale code `l` (`0..64`) of group `g` in ggml's split layout.
-    fn set_scale_code(&mut self, g: usize, l: u8) {
+    pub(super) fn set_scale_code(&mut self, g: usize, l: u8) {
         if g < 8 {
             self.scales[g] = l & 0xF;
         } else {
@@ -49,6 +49,15 @@ impl Quantize for BlockQ3K {
             }
             b.d = f16::from_f32(1.0 / iscale);
         }
+        b.pack_codes(x, l)
+    }
+}
+
+impl BlockQ3K {
+    /// Rounds `x` again against the stored scales (where `l` keeps the codes of groups whose
+    /// scale is zero) and packs the codes, as ggml's Q3_K quantizers finish.
+    pub(super) fn pack_codes(mut self, x: &[f32], mut l: [i8; QK_K]) -> Self {
+        let b = &mut self;
         for g in 0..QK_K / 16 {
             let d = b.d.to_f32() * b.scale_code(g) as f32;
             if d == 0.0 {
@@ -71,6 +80,6 @@ impl Quantize for BlockQ3K {
                 b.qs[32 * n + k] = l[k] | (l[k + 32] << 2) | (l[k + 64] << 4) | (l[k + 96] << 6);
             }
         }
-        b
+        self
     }
 }

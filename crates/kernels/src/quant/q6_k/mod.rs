@@ -14,6 +14,7 @@ pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
+mod quantize_weighted;
 #[cfg(test)]
 mod tests;
 
@@ -66,12 +67,23 @@ impl BlockFormat for BlockQ6K {
 
 impl Quantize for BlockQ6K {
     fn quantize(x: &[f32]) -> Self {
+        BlockQ6K::quantize_groups(x, |_, xg, l| make_qx_quants(32, xg, l))
+    }
+}
+
+impl BlockQ6K {
+    /// ggml's Q6_K quantizer with `group_scale(g, x_g, l_g)` finding group `g`'s scale and
+    /// codes (offset by 32): the scales to signed 8 bits of the largest, then the codes again.
+    pub(crate) fn quantize_groups(
+        x: &[f32],
+        mut group_scale: impl FnMut(usize, &[f32], &mut [i8]) -> f32,
+    ) -> Self {
         let mut b = BlockQ6K::zeroed();
         let mut l = [0i8; QK_K];
         let mut scales = [0.0f32; QK_K / 16];
         let (mut max_scale, mut max_abs_scale) = (0.0f32, 0.0f32);
         for (g, s) in scales.iter_mut().enumerate() {
-            *s = make_qx_quants(32, &x[16 * g..16 * g + 16], &mut l[16 * g..16 * g + 16]);
+            *s = group_scale(g, &x[16 * g..16 * g + 16], &mut l[16 * g..16 * g + 16]);
             if s.abs() > max_abs_scale {
                 max_abs_scale = s.abs();
                 max_scale = *s;

@@ -1,0 +1,170 @@
+//! `rinfer quantize --imatrix` against `llama-quantize --imatrix`: each file of
+//! `tests/fixtures/models/iq` was made by llama.cpp from `llama-tiny-f32.gguf` with the
+//! importance matrix beside it (its `README.md` and `manifest.json` give the commands), so
+//! quantizing the same input with the same matrix must give the same file, byte for byte.
+
+use std::path::PathBuf;
+
+use rinfer_formats::GgmlType;
+use rinfer_formats::gguf::GgufFile;
+use rinfer_model::quantize::{
+    FileType, Imatrix, ImportanceMatrix, QuantizeError, quantize_model, quantize_model_with,
+};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/models")
+}
+
+fn open(path: PathBuf) -> GgufFile {
+    GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The fixture's importance matrix.
+fn imatrix() -> ImportanceMatrix {
+    ImportanceMatrix::open(fixtures().join("iq/llama-tiny.imatrix.gguf")).expect("imatrix")
+}
+
+/// llama-quantize records the matrix under the name it was given on its command line.
+const IMATRIX_NAME: &str = "llama-tiny.imatrix.gguf";
+
+/// Quantizes the F32 fixture as `file_type` with the fixture's matrix and compares the whole
+/// file with llama.cpp's, naming the first tensor that differs.
+fn assert_reproduces(file_type: FileType, expected_file: &str) {
+    let input = open(fixtures().join("llama-tiny-f32.gguf"));
+    let matrix = imatrix();
+    let imatrix = Imatrix {
+        matrix: &matrix,
+        file: IMATRIX_NAME,
+    };
+    let got = quantize_model_with(&input, file_type, false, Some(imatrix), Vec::new(), |_| {})
+        .unwrap_or_else(|e| panic!("{file_type}: {e}"));
+    let expected_path = fixtures().join("iq").join(expected_file);
+    let expected = std::fs::read(&expected_path).expect("fixture");
+    if got == expected {
+        return;
+    }
+    let (g, w) = (
+        GgufFile::from_bytes(got.clone()).expect("output parses"),
+        open(expected_path),
+    );
+    for (a, b) in g.tensors().zip(w.tensors()) {
+        assert_eq!(
+            (a.name(), a.ty(), a.dims()),
+            (b.name(), b.ty(), b.dims()),
+            "{file_type}: tensor order and types"
+        );
+        if let Some(i) = a.data.iter().zip(b.data).position(|(x, y)| x != y) {
+            let block = i / a.ty().type_size();
+            panic!(
+                "{file_type}: {} ({}) differs first at byte {i} (block {block})",
+                a.name(),
+                a.ty()
+            );
+        }
+    }
+    assert_eq!(
+        g.metadata().iter().map(|(k, _)| k).collect::<Vec<_>>(),
+        w.metadata().iter().map(|(k, _)| k).collect::<Vec<_>>(),
+        "{file_type}: metadata keys"
+    );
+    assert_eq!(got.len(), expected.len(), "{file_type}: file size");
+    panic!("{file_type}: the files differ outside the tensors (metadata values?)");
+}
+
+#[test]
+fn iq1_s_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
+    assert_reproduces(FileType::Iq1S, "llama-tiny-iq1_s.gguf");
+}
+
+#[test]
+fn iq2_xxs_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
+    assert_reproduces(FileType::Iq2Xxs, "llama-tiny-iq2_xxs.gguf");
+}
+
+#[test]
+fn iq3_s_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
+    assert_reproduces(FileType::Iq3S, "llama-tiny-iq3_s.gguf");
+}
+
+#[test]
+fn tq2_0_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
+    assert_reproduces(FileType::Tq2_0, "llama-tiny-tq2_0.gguf");
+}
+
+#[test]
+fn the_fixture_matrix_has_an_entry_per_layer_matrix_with_llama_cpp_metadata() {
+    let m = imatrix();
+    assert_eq!(m.len(), 14);
+    assert_eq!((m.chunk_count(), m.chunk_size()), (27, 128));
+    assert_eq!(m.datasets(), ["imatrix_text.txt"]);
+    let down = m.get("blk.1.ffn_down.weight").expect("ffn_down entry");
+    assert_eq!(down.len(), 512);
+    assert!(down.iter().all(|v| v.is_finite() && *v >= 0.0));
+    assert!(m.get("token_embd.weight").is_none());
+}
+
+#[test]
+fn iq1_and_iq2_types_are_refused_without_an_imatrix_as_llama_cpp_does() {
+    let input = open(fixtures().join("llama-tiny-f32.gguf"));
+    for file_type in [FileType::Iq1S, FileType::Iq2Xxs] {
+        let err = quantize_model(&input, file_type, false, Vec::new(), |_| {})
+            .expect_err("refused without an importance matrix");
+        assert!(
+            matches!(err, QuantizeError::MissingImatrix { .. }),
+            "{file_type}: {err}"
+        );
+        assert!(err.to_string().contains("--imatrix"), "{err}");
+    }
+}
+
+#[test]
+fn an_imatrix_entry_of_the_wrong_width_is_refused() {
+    use rinfer_formats::gguf::{GgufWriter, MetadataValue, ValueType};
+    let mut w = GgufWriter::new();
+    w.add_metadata(
+        "imatrix.datasets",
+        MetadataValue::Array {
+            element: ValueType::String,
+            items: vec![MetadataValue::String("t.txt".into())],
+        },
+    )
+    .unwrap();
+    w.add_metadata("imatrix.chunk_count", MetadataValue::U32(1))
+        .unwrap();
+    w.add_metadata("imatrix.chunk_size", MetadataValue::U32(8))
+        .unwrap();
+    let floats = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    w.add_tensor(
+        "blk.0.attn_q.weight.in_sum2",
+        GgmlType::F32,
+        &[128],
+        floats(&[1.0; 128]),
+    )
+    .unwrap();
+    w.add_tensor(
+        "blk.0.attn_q.weight.counts",
+        GgmlType::F32,
+        &[1],
+        floats(&[1.0]),
+    )
+    .unwrap();
+    let matrix = ImportanceMatrix::from_bytes(w.to_bytes()).unwrap();
+    let input = open(fixtures().join("llama-tiny-f32.gguf"));
+    let imatrix = Imatrix {
+        matrix: &matrix,
+        file: "wrong.gguf",
+    };
+    let err = quantize_model_with(
+        &input,
+        FileType::Iq3S,
+        false,
+        Some(imatrix),
+        Vec::new(),
+        |_| {},
+    )
+    .expect_err("a 128-column entry for a 256-column matrix");
+    assert!(
+        matches!(&err, QuantizeError::ImatrixSize { tensor, entry: 128, expected: 256 } if tensor == "blk.0.attn_q.weight"),
+        "{err}"
+    );
+}
