@@ -1,17 +1,14 @@
-//! `rinfer serve` with several models: each request's `model` picks one, loaded on first use
-//! within a memory budget (the least recently used idle model unloaded to make room, never one
-//! with requests in flight), each with an engine of its own; `/v1/models` and `/health` say
-//! where each is.
+//! `rinfer serve --model NAME=MODEL --model MODEL --models-dir DIR`: the models the command
+//! line names load at start, a directory's on first use, each answering by its name under
+//! every API; a model that cannot load fails its requests, with the cause in the log.
+//! The rest of serving several models is tested in `crates/serve/tests/models.rs`.
 
 mod serve_support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use serve_support::{Server, send_head, tiny_model};
+use serde_json::json;
+use serve_support::{Server, tiny_model};
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -61,43 +58,6 @@ fn complete(s: &Server, model: &str) -> serve_support::Response {
         "/v1/completions",
         &json!({"model": model, "prompt": "Hello", "max_tokens": 3, "temperature": 0}),
     )
-}
-
-/// A streamed request to `model` that runs for seconds (4000 tokens, the tiny Gemma's
-/// end-of-generation tokens banned; needs `--ctx 4096`), read up to its first token.
-fn open_long_stream(addr: SocketAddr, model: &str) -> BufReader<TcpStream> {
-    let body = json!({"model": model, "prompt": "a", "max_tokens": 4000, "stream": true,
-                      "logit_bias": {"1": -100, "106": -100}})
-    .to_string();
-    let mut stream = TcpStream::connect(addr).unwrap();
-    send_head(&mut stream, "POST", "/v1/completions", body.len()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    let mut stream = BufReader::new(stream);
-    next_event(&mut stream);
-    stream
-}
-
-/// The next `data:` payload of a stream.
-fn next_event(stream: &mut BufReader<TcpStream>) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(stream.read_line(&mut line).unwrap() > 0, "the stream ended");
-        if let Some(data) = line.strip_prefix("data: ") {
-            return data.trim_end().to_string();
-        }
-    }
-}
-
-fn wait_for(mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "condition never held"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn arg(path: &Path) -> String {
@@ -199,136 +159,5 @@ fn two_models_from_start_and_a_third_on_demand_answer_by_name() {
         ("broken".to_string(), "unloaded".to_string())
     );
     assert_eq!(complete(&s, "gemma").status, 200);
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn an_unknown_model_is_a_404_on_every_api() {
-    let s = Server::start(&["--model", &tiny_model(), "--threads", "2", "--ctx", "512"]);
-    let chat = json!({"model": "nope", "messages": [{"role": "user", "content": "Hi"}]});
-    for (path, body) in [
-        ("/v1/completions", json!({"model": "nope", "prompt": "Hi"})),
-        ("/v1/chat/completions", chat.clone()),
-        ("/v1/responses", json!({"model": "nope", "input": "Hi"})),
-        ("/tokenize", json!({"model": "nope", "content": "Hi"})),
-    ] {
-        let r = s.post(path, &body);
-        assert_eq!(r.status, 404, "{path}: {}", r.text());
-        let error = &r.json()["error"];
-        assert_eq!(error["type"], "invalid_request_error", "{path}");
-        assert_eq!(error["code"], "model_not_found", "{path}");
-        assert_eq!(error["param"], "model", "{path}");
-        let message = error["message"].as_str().unwrap();
-        assert!(message.contains("`nope`"), "{message}");
-        assert!(message.contains("`gemma3-tiny-q4_k_m`"), "{message}");
-    }
-    // Anthropic's path answers in its own shape.
-    let r = s.post(
-        "/v1/messages",
-        &json!({"model": "nope", "max_tokens": 3, "messages": [{"role": "user", "content": "Hi"}]}),
-    );
-    assert_eq!(r.status, 404, "{}", r.text());
-    assert_eq!(r.json()["type"], "error");
-    // The one model still answers.
-    assert_eq!(complete(&s, "gemma3-tiny-q4_k_m").status, 200);
-}
-
-#[test]
-fn the_least_recently_used_idle_model_is_unloaded_and_one_in_use_never_is() {
-    let dir = models_dir("lru", &["a", "b", "c"]);
-    let dir_arg = arg(&dir);
-    let common = ["--threads", "2", "--ctx", "4096", "--parallel", "1"];
-    let mut args = vec!["--models-dir", dir_arg.as_str(), "--kv-cache-mib", "0"];
-    args.extend(common);
-
-    // The memory one model needs, as the server estimates it.
-    let one = {
-        let s = Server::start(&args);
-        expect_states(
-            &s,
-            &[("a", "unloaded"), ("b", "unloaded"), ("c", "unloaded")],
-        );
-        assert_eq!(complete(&s, "a").status, 200);
-        s.get("/v1/models").json()["data"][0]["memory_bytes"]
-            .as_u64()
-            .unwrap()
-    };
-    // Room for two.
-    let budget = (2 * one).div_ceil(1 << 20).to_string();
-    args.extend(["--models-memory-mib", budget.as_str()]);
-    let s = Server::start(&args);
-    for model in ["a", "b", "a"] {
-        assert_eq!(complete(&s, model).status, 200);
-    }
-    expect_states(&s, &[("a", "loaded"), ("b", "loaded"), ("c", "unloaded")]);
-    // `b` was used least recently: it makes room for `c`.
-    assert_eq!(complete(&s, "c").status, 200);
-    expect_states(&s, &[("a", "loaded"), ("b", "unloaded"), ("c", "loaded")]);
-
-    // `c` is in use: `a` makes room for `b`, though `c` was used before it.
-    let mut running_c = open_long_stream(s.addr, "c");
-    assert_eq!(complete(&s, "a").status, 200);
-    assert_eq!(complete(&s, "b").status, 200);
-    expect_states(&s, &[("a", "unloaded"), ("b", "loaded"), ("c", "loaded")]);
-
-    // Both loaded models in use: nothing can make room for `a`.
-    let mut running_b = open_long_stream(s.addr, "b");
-    let r = complete(&s, "a");
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert!(r.header("retry-after").is_some());
-    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
-    assert!(message.contains("cannot load `a`"), "{message}");
-    assert!(message.contains("in use"), "{message}");
-    expect_states(&s, &[("a", "unloaded"), ("b", "loaded"), ("c", "loaded")]);
-    // Both streams still run.
-    assert_ne!(next_event(&mut running_b), "[DONE]");
-    assert_ne!(next_event(&mut running_c), "[DONE]");
-
-    // Once their clients leave, `a` loads again.
-    for stream in [&running_b, &running_c] {
-        let _ = stream.get_ref().shutdown(std::net::Shutdown::Both);
-    }
-    wait_for(|| complete(&s, "a").status == 200);
-    let loaded = states(&s)
-        .iter()
-        .filter(|(_, state)| state == "loaded")
-        .count();
-    assert_eq!(loaded, 2);
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn requests_to_two_models_run_at_once() {
-    let dir = models_dir("concurrent", &["a", "b"]);
-    let dir_arg = arg(&dir);
-    let s = Server::start(&[
-        "--models-dir",
-        &dir_arg,
-        "--threads",
-        "2",
-        "--ctx",
-        "4096",
-        "--parallel",
-        "1",
-        "--kv-cache-mib",
-        "0",
-    ]);
-    // A request that names no model, with several served and none loaded at start: 400.
-    let r = s.post("/v1/completions", &json!({"prompt": "Hi", "max_tokens": 2}));
-    assert_eq!(r.status, 400, "{}", r.text());
-    assert_eq!(r.json()["error"]["param"], "model");
-
-    // `a` generates for seconds on its one sequence; `b`, on an engine of its own, answers
-    // meanwhile.
-    let mut running = open_long_stream(s.addr, "a");
-    let r = complete(&s, "b");
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.json()["model"], "b");
-    let event: Value = serde_json::from_str(&next_event(&mut running)).unwrap();
-    assert_eq!(event["model"], "a");
-    assert!(event["choices"][0]["finish_reason"].is_null(), "{event}");
-    let _ = running.get_ref().shutdown(std::net::Shutdown::Both);
-    let health = s.get("/health").json();
-    assert_eq!(health["models"], json!({"a": "loaded", "b": "loaded"}));
     std::fs::remove_dir_all(&dir).unwrap();
 }

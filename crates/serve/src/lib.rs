@@ -5,8 +5,10 @@
 //! `/v1/chat/completions`, Anthropic's `/v1/messages` (and `/v1/messages/count_tokens`),
 //! OpenAI's `/v1/responses` (with `GET` and `DELETE /v1/responses/{id}`), `/v1/models`,
 //! `/health`, `/metrics`, `/tokenize` and `/detokenize` (and a chat page at `/`) until SIGTERM
-//! or Ctrl-C, then drains the requests in flight and returns. Every API reaches the engine
-//! through the same validation and scheduler.
+//! or Ctrl-C, then drains the requests in flight and returns. [`serve_on`] does the same on a
+//! listener the caller bound, until a future the caller gives resolves: the server inside
+//! another program (and inside the tests). Every API reaches the engine through the same
+//! validation and scheduler.
 //!
 //! Several models may be served, by name: each request's `model` picks one, loaded on first use
 //! into an engine of its own within a memory budget (`models`).
@@ -70,4 +72,4 @@ pub use auth::ApiKeys;
 pub use config::{MAX_PARALLEL, MAX_QUEUE, MAX_THREADS, ModelEntry, ServeConfig};
 pub use error::ServeError;
 pub use models::{model_name, models_in_dir};
-pub use server::serve;
+pub use server::{serve, serve_on};

@@ -1,6 +1,7 @@
 //! Starting, running and stopping the server: bind first, load the models that load at start
-//! (each on its engine thread), serve, and on SIGTERM or Ctrl-C drain (finish the requests in
-//! flight while `/health` answers 503), stop accepting, stop the engines.
+//! (each on its engine thread), serve, and on SIGTERM or Ctrl-C (or, for [`serve_on`], when
+//! the caller's shutdown future resolves) drain (finish the requests in flight while `/health`
+//! answers 503), stop accepting, stop the engines.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,6 +41,69 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(1);
 /// # Ok::<(), rinfer_serve::ServeError>(())
 /// ```
 pub fn serve(config: ServeConfig) -> Result<(), ServeError> {
+    check(&config)?;
+    in_runtime(async {
+        let listener =
+            TcpListener::bind(config.address)
+                .await
+                .map_err(|source| ServeError::Bind {
+                    address: config.address,
+                    source,
+                })?;
+        run(listener, config, shutdown_signal()).await
+    })
+}
+
+/// Serves `config` on `listener`, already bound by the caller (`config.address` is not used),
+/// until `shutdown` resolves (then drains as on a signal) or until a model that loads at start
+/// fails to load. This is how a program runs the server inside itself, on an address it chose,
+/// and stops it when it wants: it listens to no signal.
+/// Blocks the calling thread; starts its own async runtime and engine thread.
+///
+/// ```no_run
+/// use rinfer_serve::{ServeConfig, serve_on};
+///
+/// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// println!("serving on http://{}", listener.local_addr()?);
+/// let config = ServeConfig::new("gemma-3-270m-q4_k_m.gguf".into(), "gemma".into());
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// let server = std::thread::spawn(move || {
+///     serve_on(listener, config, async {
+///         let _ = stopped.await;
+///     })
+/// });
+/// // ... requests ...
+/// let _ = stop.send(());
+/// server.join().expect("the server thread ends")?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn serve_on(
+    listener: std::net::TcpListener,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    check(&config)?;
+    listener.set_nonblocking(true)?;
+    in_runtime(async {
+        let listener = TcpListener::from_std(listener)?;
+        run(listener, config, shutdown).await
+    })
+}
+
+/// Runs `server` to its end on a runtime of its own.
+fn in_runtime(server: impl Future<Output = Result<(), ServeError>>) -> Result<(), ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(RUNTIME_THREADS)
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(server);
+    // A tokenization whose client is gone may still be finishing on the blocking pool.
+    runtime.shutdown_timeout(EXIT_TIMEOUT);
+    result
+}
+
+/// The settings checks that need no model.
+fn check(config: &ServeConfig) -> Result<(), ServeError> {
     config.validate().map_err(ServeError::Config)?;
     if config.max_connections == 0 {
         return Err(ServeError::Config(
@@ -54,23 +118,14 @@ pub fn serve(config: ServeConfig) -> Result<(), ServeError> {
             "--header-timeout, --body-timeout and --write-timeout must be above 0".into(),
         ));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(RUNTIME_THREADS)
-        .enable_all()
-        .build()?;
-    let result = runtime.block_on(run(config));
-    // A tokenization whose client is gone may still be finishing on the blocking pool.
-    runtime.shutdown_timeout(EXIT_TIMEOUT);
-    result
+    Ok(())
 }
 
-async fn run(config: ServeConfig) -> Result<(), ServeError> {
-    let listener = TcpListener::bind(config.address)
-        .await
-        .map_err(|source| ServeError::Bind {
-            address: config.address,
-            source,
-        })?;
+async fn run(
+    listener: TcpListener,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
     let address = listener.local_addr()?;
     tracing::info!("listening on http://{address}");
     if !config.api_keys.is_empty() {
@@ -105,7 +160,7 @@ async fn run(config: ServeConfig) -> Result<(), ServeError> {
     let signal_state = Arc::clone(&state);
     tokio::spawn(async move {
         tokio::select! {
-            () = shutdown_signal() => tracing::info!("shutdown signal: draining requests in flight"),
+            () = shutdown => tracing::info!("shutdown signal: draining requests in flight"),
             Ok(error) = failed_rx => { let _ = load_error_tx.send(error); }
         }
         signal_state.drain.send_replace(true);

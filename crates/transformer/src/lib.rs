@@ -7,17 +7,19 @@
 //! the CUDA step builder) walks it; a GPU maps it once to device addresses.
 
 mod block;
+mod handles;
 mod params;
+mod place;
+mod stage;
 mod tensor;
 mod tree;
 
-pub use block::{
-    Block, FfnUp, Handles, LatentQ, Linear, Mapper, NormWeights, Presence, Qkv, Shape, Stage,
-    Tensor,
-};
+pub use block::Block;
+pub use handles::{Handles, Linear, Mapper, NormWeights, Presence, Shape, Tensor};
 pub use params::{
     AttentionParams, DeltaNet, Experts, Ffn, Gating, Heads, Mla, Norm, NormKind, Recurrence,
     RopeParams, RopeStyle, Router, ShortConv, Yarn,
 };
+pub use stage::{FfnUp, LatentQ, Qkv, Stage};
 pub use tensor::{Part, Role, TensorName};
 pub use tree::{PerLayerInputs, Transformer};

@@ -1,28 +1,27 @@
-//! `rinfer serve` as clients meet it, on a tiny fixture model: the OpenAI response shapes,
-//! streaming, strict validation, limits, batching that does not change results, cancellation
-//! and draining.
+//! The server as clients meet it, on a tiny fixture model: the OpenAI response shapes,
+//! streaming, strict validation, limits, batching that does not change results and
+//! cancellation.
 
-mod serve_support;
+mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use rinfer_serve::ServeConfig;
 use serde_json::{Value, json};
-use serve_support::{Server, request, send_head, tiny_model};
+use support::{Server, config, request, send_head, tiny_model};
 
-fn server(extra: &[&str]) -> Server {
-    let model = tiny_model();
-    let mut args = vec!["--model", model.as_str(), "--threads", "2"];
-    if !extra.contains(&"--ctx") {
-        args.extend(["--ctx", "512"]);
-    }
-    args.extend_from_slice(extra);
-    Server::start(&args)
+/// The tiny model on 2 threads with a context of 512, then `configure`.
+fn server(configure: impl FnOnce(&mut ServeConfig)) -> Server {
+    let mut config = config(&tiny_model(), 512);
+    config.engine.threads = Some(2);
+    configure(&mut config);
+    Server::start(config)
 }
 
 /// A request that runs for seconds on the tiny model (4000 tokens; its end-of-generation
-/// tokens banned), for tests that need one in flight. Needs `--ctx 4096`.
+/// tokens banned), for tests that need one in flight. Needs a context of 4096.
 fn long_request(stream: bool) -> String {
     json!({"prompt": "a", "max_tokens": 4000, "stream": stream,
            "logit_bias": {"1": -100, "106": -100}})
@@ -31,7 +30,7 @@ fn long_request(stream: bool) -> String {
 
 #[test]
 fn completions_and_chat_answer_in_the_openai_shape() {
-    let s = server(&[]);
+    let s = server(|_| {});
     let r = s.post(
         "/v1/completions",
         &json!({"model": "gemma3-tiny-q4_k_m", "prompt": "Hello", "max_tokens": 5, "temperature": 0}),
@@ -116,7 +115,7 @@ fn completions_and_chat_answer_in_the_openai_shape() {
 
 #[test]
 fn stop_strings_end_generation_and_are_not_returned() {
-    let s = server(&[]);
+    let s = server(|_| {});
     let ask = |stop: Value| {
         s.post(
             "/v1/completions",
@@ -139,7 +138,7 @@ fn stop_strings_end_generation_and_are_not_returned() {
 
 #[test]
 fn the_same_seed_gives_the_same_text_alone_or_beside_other_requests() {
-    let s = server(&["--parallel", "8"]);
+    let s = server(|c| c.engine.sequences = 8);
     // Long enough (end-of-generation banned) that the eight overlap in the engine's batches.
     let body = |i: usize| {
         json!({"prompt": "Story number ".repeat(i + 1), "max_tokens": 300, "seed": i,
@@ -167,7 +166,7 @@ fn the_same_seed_gives_the_same_text_alone_or_beside_other_requests() {
 
 #[test]
 fn malformed_requests_get_400_with_an_error_object_naming_the_field() {
-    let s = server(&[]);
+    let s = server(|_| {});
     let post_raw = |path: &str, body: &[u8]| request(s.addr, "POST", path, body);
     // (body, expected param; None when the body as a whole is at fault)
     let corpus: &[(&str, Option<&str>)] = &[
@@ -360,7 +359,11 @@ fn malformed_requests_get_400_with_an_error_object_naming_the_field() {
 
 #[test]
 fn limits_are_refused_with_the_right_status() {
-    let s = server(&["--parallel", "1", "--queue", "1", "--ctx", "4096"]);
+    let s = server(|c| {
+        c.engine.sequences = 1;
+        c.queue = 1;
+        c.engine.context = Some(4096);
+    });
     // Prompt plus max_tokens beyond the context: 400, never truncation.
     let long: String = (0..5000).map(|i| format!("w{i} ")).collect();
     let r = s.post("/v1/completions", &json!({"prompt": long, "max_tokens": 4}));
@@ -419,7 +422,10 @@ fn wait_for(mut condition: impl FnMut() -> bool) {
 
 #[test]
 fn a_client_that_disconnects_mid_stream_frees_its_slot() {
-    let s = server(&["--parallel", "1", "--ctx", "4096"]);
+    let s = server(|c| {
+        c.engine.sequences = 1;
+        c.engine.context = Some(4096);
+    });
     let body = long_request(true);
     let mut stream = open_stream(s.addr, &body);
     // Read until the first generated chunk arrives.
@@ -460,7 +466,7 @@ fn a_client_that_disconnects_mid_stream_frees_its_slot() {
 
 #[test]
 fn tokenize_models_health_and_metrics() {
-    let s = server(&[]);
+    let s = server(|_| {});
     let tokens = s
         .post("/tokenize", &json!({"content": "Hello world"}))
         .json()["tokens"]
@@ -499,76 +505,6 @@ fn tokenize_models_health_and_metrics() {
     }
 }
 
-#[test]
-fn sigterm_finishes_streams_in_flight_answering_health_with_503_then_exits() {
-    let mut s = server(&["--ctx", "4096"]);
-    let mut stream = open_stream(s.addr, &long_request(true));
-    wait_for(|| s.metric("rinfer_running_sequences") == 1.0);
-    s.terminate();
-    // While the stream in flight goes on, the listener still answers: `/health` says 503 (so
-    // that a load balancer sees the drain) and new generations get 503.
-    // A connection accepted just before the signal and still sending its headers when the
-    // drain starts is dropped (the drain does not wait for half-sent requests): retry.
-    wait_for(|| {
-        serve_support::try_request(s.addr, "GET", "/health", b"").is_ok_and(|r| r.status == 503)
-    });
-    assert_eq!(s.get("/health").json()["status"], "draining");
-    let r = s.post("/v1/completions", &json!({"prompt": "a", "max_tokens": 2}));
-    assert_eq!(r.status, 503, "{}", r.text());
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stream, &mut rest).unwrap();
-    assert!(rest.contains("data: [DONE]"), "the stream was cut: {rest}");
-    assert!(rest.contains("\"finish_reason\":\"length\""));
-    assert!(
-        s.wait_exit(Duration::from_secs(30)),
-        "exit status not success"
-    );
-    assert!(TcpStream::connect(s.addr).is_err(), "still accepting");
-}
-
-/// The `error:` line of a `rinfer serve` that could not start.
-fn startup_error(args: &[&str]) -> String {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .arg("serve")
-        .args(args)
-        .output()
-        .expect("rinfer runs");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    stderr
-        .lines()
-        .find(|l| l.starts_with("error: "))
-        .unwrap_or_else(|| panic!("no error line in {stderr}"))
-        .to_string()
-}
-
-#[test]
-fn a_startup_error_names_its_cause_once() {
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = taken.local_addr().unwrap().port().to_string();
-    let model = tiny_model();
-    let line = startup_error(&["--model", &model, "--port", &port]);
-    assert!(
-        line.contains(&format!("cannot listen on 127.0.0.1:{port}")),
-        "{line}"
-    );
-    let cause = line.rsplit(": ").next().unwrap();
-    assert_eq!(line.matches(cause).count(), 1, "the cause repeats: {line}");
-
-    let dir = tempfile::tempdir().unwrap();
-    let garbage = dir.path().join("garbage.gguf");
-    std::fs::write(&garbage, b"GGUF not really a model").unwrap();
-    let line = startup_error(&["--model", garbage.to_str().unwrap(), "--port", "0"]);
-    assert!(line.contains("cannot load"), "{line}");
-    let parts: Vec<&str> = line.trim_start_matches("error: ").split(": ").collect();
-    for (i, part) in parts.iter().enumerate() {
-        assert!(
-            !parts[i + 1..].iter().any(|later| later.contains(part)),
-            "{part:?} repeats in {line}"
-        );
-    }
-}
-
 /// A two-turn chat: the second request resends the first turn and its reply.
 fn conversation(reply: Option<&str>) -> Value {
     let mut messages = vec![
@@ -584,7 +520,7 @@ fn conversation(reply: Option<&str>) -> Value {
 
 #[test]
 fn a_resent_conversation_reports_its_cached_prompt_tokens_and_answers_as_if_cold() {
-    let s = server(&["--parallel", "1"]);
+    let s = server(|c| c.engine.sequences = 1);
     let first = s.post("/v1/chat/completions", &conversation(None)).json();
     assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
     let reply = first["choices"][0]["message"]["content"].as_str().unwrap();
@@ -607,7 +543,7 @@ fn a_resent_conversation_reports_its_cached_prompt_tokens_and_answers_as_if_cold
     assert_eq!(s.metric("rinfer_prefix_cache_hits_total"), 1.0);
     assert!(s.metric("rinfer_prefix_cache_hit_rate") > 0.0);
 
-    let cold = server(&["--parallel", "1"])
+    let cold = server(|c| c.engine.sequences = 1)
         .post("/v1/chat/completions", &conversation(Some(reply)))
         .json();
     assert_eq!(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
@@ -624,7 +560,7 @@ const LONG_PROMPT: &str = "The keeper of the lighthouse wrote in the log every e
 
 #[test]
 fn n_choices_sample_apart_and_share_the_prompts_blocks() {
-    let s = server(&["--parallel", "3"]);
+    let s = server(|c| c.engine.sequences = 3);
     let body = json!({"prompt": LONG_PROMPT, "max_tokens": 6, "n": 3, "seed": 11,
                       "temperature": 1.5, "logit_bias": {"1": -100, "106": -100}});
     let r = s.post("/v1/completions", &body);
@@ -665,7 +601,7 @@ fn n_choices_sample_apart_and_share_the_prompts_blocks() {
 
 #[test]
 fn n_streamed_choices_each_open_and_finish_then_one_usage_chunk() {
-    let s = server(&["--parallel", "2"]);
+    let s = server(|c| c.engine.sequences = 2);
     let r = s.post(
         "/v1/chat/completions",
         &json!({"messages": [{"role": "user", "content": LONG_PROMPT}], "max_tokens": 3,
@@ -695,7 +631,10 @@ fn n_streamed_choices_each_open_and_finish_then_one_usage_chunk() {
 
 #[test]
 fn a_request_for_n_choices_waits_until_all_of_them_have_room() {
-    let s = server(&["--parallel", "2", "--ctx", "4096"]);
+    let s = server(|c| {
+        c.engine.sequences = 2;
+        c.engine.context = Some(4096);
+    });
     let mut long = open_stream(s.addr, &long_request(true));
     wait_for(|| s.metric("rinfer_running_sequences") == 1.0);
     let addr = s.addr;

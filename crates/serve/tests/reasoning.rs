@@ -1,12 +1,12 @@
-//! Reasoning controls on `rinfer serve`: `chat_template_kwargs` and `reasoning_effort` reach
+//! Reasoning controls on the server: `chat_template_kwargs` and `reasoning_effort` reach
 //! the chat template (a Qwen3-style template whose `enable_thinking: false` pre-fills an empty
 //! reasoning block, so the prompt grows), on chat completions and through Anthropic's
 //! `thinking` and the Responses API's `reasoning.effort`; bad values are 400s.
 
-mod serve_support;
+mod support;
 
 use serde_json::{Value, json};
-use serve_support::{Server, fixture};
+use support::{Server, config, fixture};
 
 fn prompt_tokens(s: &Server, extra: Value) -> u64 {
     let mut body = json!({
@@ -25,16 +25,10 @@ fn prompt_tokens(s: &Server, extra: Value) -> u64 {
 fn template_variables_reach_the_template_under_every_api() {
     let model = fixture("models/qwen3-tiny-q5_k_m.gguf");
     let template = fixture("chat_templates/qwen3_thinking.jinja");
-    let s = Server::start(&[
-        "--model",
-        &model,
-        "--chat-template",
-        &template,
-        "--threads",
-        "2",
-        "--ctx",
-        "512",
-    ]);
+    let mut config = config(&model, 512);
+    config.chat_template = Some(template);
+    config.engine.threads = Some(2);
+    let s = Server::start(config);
     let plain = prompt_tokens(&s, json!({}));
     let off = prompt_tokens(
         &s,

@@ -1,21 +1,23 @@
-//! `rinfer serve` against clients that do not play along, on a tiny fixture model: headers or
-//! bodies sent byte by byte, more connections than allowed, requests half sent when SIGTERM
-//! comes, clients that half-close; the server cuts them on time and keeps answering the rest.
+//! The server against clients that do not play along, on a tiny fixture model: headers or
+//! bodies sent byte by byte, more connections than allowed, requests half sent when the server
+//! is stopped, clients that half-close; the server cuts them on time and keeps answering the
+//! rest.
 
-mod serve_support;
+mod support;
 
 use std::io::{BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
+use rinfer_serve::ServeConfig;
 use serde_json::json;
-use serve_support::{Server, read_one_response, tiny_model};
+use support::{Server, config, read_one_response, tiny_model};
 
-fn server(extra: &[&str]) -> Server {
-    let model = tiny_model();
-    let mut args = vec!["--model", model.as_str(), "--threads", "2", "--ctx", "512"];
-    args.extend_from_slice(extra);
-    Server::start(&args)
+fn server(configure: impl FnOnce(&mut ServeConfig)) -> Server {
+    let mut config = config(&tiny_model(), 512);
+    config.engine.threads = Some(2);
+    configure(&mut config);
+    Server::start(config)
 }
 
 /// Whether the server has closed `stream` (EOF or reset); drops any data it sent.
@@ -36,7 +38,7 @@ fn is_closed(stream: &mut TcpStream) -> bool {
 
 #[test]
 fn a_client_that_dribbles_its_headers_is_cut_after_the_header_timeout() {
-    let s = server(&["--header-timeout", "1"]);
+    let s = server(|c| c.header_timeout = Duration::from_secs(1));
     let mut stream = TcpStream::connect(s.addr).unwrap();
     let start = Instant::now();
     stream
@@ -64,7 +66,7 @@ fn a_client_that_dribbles_its_headers_is_cut_after_the_header_timeout() {
 
 #[test]
 fn a_client_that_dribbles_its_body_gets_408_after_the_body_timeout() {
-    let s = server(&["--body-timeout", "1"]);
+    let s = server(|c| c.body_timeout = Duration::from_secs(1));
     let mut stream = TcpStream::connect(s.addr).unwrap();
     let start = Instant::now();
     stream
@@ -84,7 +86,7 @@ fn a_client_that_dribbles_its_body_gets_408_after_the_body_timeout() {
 
 #[test]
 fn past_the_connection_cap_new_connections_are_refused_while_open_ones_still_answer() {
-    let s = server(&["--max-connections", "3"]);
+    let s = server(|c| c.max_connections = 3);
     let mut kept = BufReader::new(TcpStream::connect(s.addr).unwrap());
     let health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
     kept.get_mut().write_all(health).unwrap();
@@ -122,7 +124,7 @@ fn past_the_connection_cap_new_connections_are_refused_while_open_ones_still_ans
     drop(kept);
     let start = Instant::now();
     loop {
-        match serve_support::try_request(s.addr, "GET", "/health", b"") {
+        match support::try_request(s.addr, "GET", "/health", b"") {
             Ok(r) if r.status == 200 => break,
             _ => assert!(
                 start.elapsed() < Duration::from_secs(5),
@@ -135,7 +137,7 @@ fn past_the_connection_cap_new_connections_are_refused_while_open_ones_still_ans
 
 #[test]
 fn shutdown_during_half_sent_requests_completes_promptly() {
-    let mut s = server(&[]);
+    let mut s = server(|_| {});
     // Headers cut in the middle, and a body cut in the middle (the default timeouts, 10 s and
     // 30 s, must not hold the drain).
     let mut headers = TcpStream::connect(s.addr).unwrap();
@@ -150,11 +152,7 @@ fn shutdown_during_half_sent_requests_completes_promptly() {
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
-    s.terminate();
-    assert!(
-        s.wait_exit(Duration::from_secs(30)),
-        "exit status not success"
-    );
+    s.stop().expect("the server stops cleanly");
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "the drain waited {:?} for half-sent requests",
@@ -173,7 +171,7 @@ fn shutdown_during_half_sent_requests_completes_promptly() {
 
 #[test]
 fn a_client_that_half_closes_after_its_request_gets_its_answer() {
-    let s = server(&["--half-close"]);
+    let s = server(|c| c.half_close = true);
     let body = json!({"prompt": "a", "max_tokens": 8}).to_string();
     let mut stream = TcpStream::connect(s.addr).unwrap();
     write!(
@@ -190,38 +188,4 @@ fn a_client_that_half_closes_after_its_request_gets_its_answer() {
     let r = read_one_response(&mut BufReader::new(stream)).expect("an answer");
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(r.json()["choices"][0]["text"].is_string());
-}
-
-#[test]
-fn under_a_low_open_file_limit_the_cap_shrinks_so_new_connections_are_still_answered() {
-    let model = tiny_model();
-    let s = Server::start_with_open_file_limit(
-        128,
-        &["--model", &model, "--threads", "2", "--ctx", "512"],
-    );
-    s.wait_for_log("serving at most 64 connections");
-    let mut kept = BufReader::new(TcpStream::connect(s.addr).unwrap());
-    let health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    kept.get_mut().write_all(health).unwrap();
-    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
-    // More idle connections than the process has file descriptors left.
-    let idle: Vec<TcpStream> = (0..150)
-        .filter_map(|_| TcpStream::connect(s.addr).ok())
-        .collect();
-    assert!(idle.len() > 64);
-    // A new connection is answered at once (503) instead of waiting in the backlog, and the
-    // connection served before still gets its answers.
-    let start = Instant::now();
-    let mut refused = TcpStream::connect(s.addr).unwrap();
-    let _ = refused.write_all(health);
-    refused
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut answer = Vec::new();
-    let _ = refused.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer);
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
-    assert!(start.elapsed() < Duration::from_secs(2));
-    kept.get_mut().write_all(health).unwrap();
-    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
 }

@@ -4,25 +4,23 @@
 //! and Llama 3's templates.
 
 mod python_support;
-mod serve_support;
+mod support;
 
 use python_support::{python_with, run_script};
-use serve_support::{Server, default_model, fixture};
+use support::{Server, config, default_model, fixture};
 
 fn run(model: &str, model_id: &str, template: Option<&str>, mode: &str) {
     let python = python_with(&["openai", "jsonschema"], &["openai", "jsonschema"]);
-    let mut args = vec!["--model", model, "--ctx", "1024", "--parallel", "2"];
-    let template = template.map(fixture);
-    if let Some(t) = &template {
-        args.extend(["--chat-template", t]);
-    }
-    let s = Server::start(&args);
+    let mut config = config(model, 1024);
+    config.engine.sequences = 2;
+    config.chat_template = template.map(fixture);
+    let s = Server::start(config);
     let script_args = [
         format!("http://{}/v1", s.addr),
         model_id.to_string(),
         mode.to_string(),
     ];
-    run_script(&python, "serve_tools_client.py", &script_args, &s.log);
+    run_script(&python, "tools_client.py", &script_args);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 of strings, token ids and lists of token ids (the client asks for base64 and decodes it),
 explicit float, `dimensions`, usage, and a typed error.
 
-Usage: python serve_embeddings_client.py BASE_URL MODEL_ID REFS_JSON
+Usage: python embeddings_client.py BASE_URL MODEL_ID REFS_JSON
 Exits non-zero with a message on the first check that fails.
 """
 

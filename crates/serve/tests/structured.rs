@@ -1,27 +1,20 @@
-//! Structured output (`response_format`) on `rinfer serve`, on a tiny fixture model whose
+//! Structured output (`response_format`) on the server, on a tiny fixture model whose
 //! random weights would never write JSON by themselves: whatever the model prefers, the
 //! constrained output parses and follows the schema, on chat and completions, streamed and
 //! not; when `max_tokens` cuts it, `finish_reason` is `length` and the text is a prefix the
 //! schema allows; a schema that cannot be compiled is a 400 that says why.
 
 mod json_schema_check;
-mod serve_support;
+mod support;
 
 use serde_json::{Value, json};
-use serve_support::{Server, tiny_model};
+use support::{Server, config, tiny_model};
 
 fn server() -> Server {
-    let model = tiny_model();
-    Server::start(&[
-        "--model",
-        &model,
-        "--threads",
-        "2",
-        "--ctx",
-        "512",
-        "--parallel",
-        "4",
-    ])
+    let mut config = config(&tiny_model(), 512);
+    config.engine.threads = Some(2);
+    config.engine.sequences = 4;
+    Server::start(config)
 }
 
 /// Schemas over nested objects, arrays, enums, bounded numbers and optional fields, every

@@ -5,23 +5,30 @@
 //! The browser test needs Debian's `chromium` and `chromium-driver`; it installs them with
 //! apt-get when missing, and skips with a message where they cannot be installed.
 
-mod python_support;
-mod serve_support;
+mod support;
 
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rinfer_serve::{ApiKeys, ServeConfig};
 use serde_json::{Value, json};
-use serve_support::{Server, tiny_model};
+use support::{Server, config, tiny_model};
 
 const KEY: &str = "sk-page-test";
 
+/// `config` with [`KEY`] as its one API key.
+fn keyed(mut config: ServeConfig) -> ServeConfig {
+    config.api_keys = ApiKeys::new([KEY]).unwrap();
+    config
+}
+
 #[test]
 fn the_page_is_served_without_a_key_and_loads_nothing_from_elsewhere() {
-    let model = tiny_model();
-    let s = Server::start(&["--model", &model, "--threads", "2", "--api-key", KEY]);
+    let mut config = config(&tiny_model(), 512);
+    config.engine.threads = Some(2);
+    let s = Server::start(keyed(config));
     let r = s.get("/");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
@@ -131,9 +138,9 @@ impl Driver {
         stream
             .set_read_timeout(Some(Duration::from_secs(120)))
             .unwrap();
-        serve_support::send_head(&mut stream, method, path, body.len()).unwrap();
+        support::send_head(&mut stream, method, path, body.len()).unwrap();
         stream.write_all(body.as_bytes()).unwrap();
-        let r = serve_support::read_one_response(&mut BufReader::new(stream))
+        let r = support::read_one_response(&mut BufReader::new(stream))
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
         assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
         r.json()["value"].clone()
@@ -202,8 +209,8 @@ fn in_chromium_the_page_asks_for_the_key_streams_an_answer_and_stops_it() {
     let Some((browser, driver)) = chromium() else {
         return;
     };
-    let model = serve_support::default_model().display().to_string();
-    let s = Server::start(&["--model", &model, "--ctx", "2048", "--api-key", KEY]);
+    let model = support::default_model().display().to_string();
+    let s = Server::start(keyed(config(&model, 2048)));
     let d = Driver::start(&browser, &driver);
     d.session_call(
         "POST",

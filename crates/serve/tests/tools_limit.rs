@@ -4,10 +4,10 @@
 //! its list there (the answer then holds each call once and is not cut by the limit).
 
 mod json_schema_check;
-mod serve_support;
+mod support;
 
 use serde_json::{Value, json};
-use serve_support::{Response, Server, default_model, weather_schema};
+use support::{Response, Server, config, default_model, weather_schema};
 
 fn chat_body(seed: u64, stream: bool) -> Value {
     json!({
@@ -68,7 +68,9 @@ fn streamed_calls(r: &Response) -> Vec<(String, String)> {
 #[test]
 fn required_calls_survive_the_token_limit_on_the_default_model() {
     let model = default_model().display().to_string();
-    let s = Server::start(&["--model", &model, "--ctx", "1024", "--parallel", "2"]);
+    let mut config = config(&model, 1024);
+    config.engine.sequences = 2;
+    let s = Server::start(config);
     for seed in [1, 2, 3] {
         let (calls, finish) = whole_calls(&s.post("/v1/chat/completions", &chat_body(seed, false)));
         assert!(!calls.is_empty(), "seed {seed}: no call");

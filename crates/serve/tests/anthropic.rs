@@ -1,4 +1,4 @@
-//! Anthropic's Messages API on `rinfer serve`, driven by the official `anthropic` Python
+//! Anthropic's Messages API on the server, driven by the official `anthropic` Python
 //! client: create and stream (the same text for the same seed), tools with `tool_choice` `any`
 //! and a named tool (schema-valid input, whole and streamed), a `tool_result` round trip,
 //! count_tokens, `x-api-key`, and typed errors. A fixture model with random weights, served
@@ -8,10 +8,11 @@
 //! anthropic`).
 
 mod python_support;
-mod serve_support;
+mod support;
 
 use python_support::{python_with, run_script};
-use serve_support::{Server, fixture};
+use rinfer_serve::ApiKeys;
+use support::{Server, config, fixture};
 
 #[test]
 fn the_anthropic_python_client_works_against_the_messages_api() {
@@ -19,22 +20,15 @@ fn the_anthropic_python_client_works_against_the_messages_api() {
     let model = fixture("models/qwen2-tiny-q4_k_m.gguf");
     let template = fixture("chat_templates/qwen2_5_tools.jinja");
     let key = "sk-anthropic-test";
-    let s = Server::start(&[
-        "--model",
-        &model,
-        "--chat-template",
-        &template,
-        "--ctx",
-        "1024",
-        "--threads",
-        "2",
-        "--api-key",
-        key,
-    ]);
+    let mut config = config(&model, 1024);
+    config.chat_template = Some(template);
+    config.engine.threads = Some(2);
+    config.api_keys = ApiKeys::new([key]).unwrap();
+    let s = Server::start(config);
     let args = [
         format!("http://{}", s.addr),
         "qwen2-tiny-q4_k_m".to_string(),
         key.to_string(),
     ];
-    run_script(&python, "serve_anthropic_client.py", &args, &s.log);
+    run_script(&python, "anthropic_client.py", &args);
 }

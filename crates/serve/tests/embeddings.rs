@@ -1,27 +1,18 @@
-//! `/v1/embeddings` on `rinfer serve`: OpenAI's shape for every input form, llama.cpp's
+//! `/v1/embeddings` on the server: OpenAI's shape for every input form, llama.cpp's
 //! vectors (the fixtures' references), base64, `dimensions`, usage, the errors of a
 //! malformed request, a model that does not embed, and the official `openai` Python client's
 //! `embeddings.create`.
 
 mod python_support;
-mod serve_support;
-
-use std::path::PathBuf;
+mod support;
 
 use serde_json::{Value, json};
-use serve_support::Server;
-
-fn fixture(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(path)
-        .display()
-        .to_string()
-}
+use support::{Server, config, fixture};
 
 fn serve(model: &str) -> Server {
-    let model = fixture(&format!("models/{model}.gguf"));
-    Server::start(&["--model", &model, "--threads", "2", "--ctx", "512"])
+    let mut config = config(&fixture(&format!("models/{model}.gguf")), 512);
+    config.engine.threads = Some(2);
+    Server::start(config)
 }
 
 /// The reference cases (prompt, tokens, normalised embedding) of a fixture.
@@ -208,5 +199,5 @@ fn the_openai_python_client_creates_embeddings() {
     let s = serve(model);
     let refs = fixture(&format!("refs/{model}.embeddings.json"));
     let args = [format!("http://{}/v1", s.addr), model.to_string(), refs];
-    python_support::run_script(&python, "serve_embeddings_client.py", &args, &s.log);
+    python_support::run_script(&python, "embeddings_client.py", &args);
 }

@@ -1,4 +1,4 @@
-//! gpt-oss's harmony format on `rinfer serve`, end to end under every API: a gpt-oss model
+//! gpt-oss's harmony format on the server, end to end under every API: a gpt-oss model
 //! whose vocabulary holds harmony's control tokens (`<|channel|>`, `<|message|>`, ...) and whose
 //! template writes harmony, held to a call by `tool_choice`, answers with the call as
 //! `tool_calls` / a `tool_use` block / a `function_call` item, and its reasoning (the analysis
@@ -12,14 +12,14 @@
 //! harmony template as its own: written once per test into a temporary folder.
 
 mod json_schema_check;
-mod serve_support;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue, ValueType};
 use serde_json::{Value, json};
-use serve_support::{Response, Server};
+use support::{Response, Server, config};
 
 /// The harmony markers and the ids they take in the fixture's vocabulary.
 const MARKERS: &[(&str, u32)] = &[
@@ -120,7 +120,9 @@ fn harmony_model() -> &'static Path {
 
 fn server() -> Server {
     let model = harmony_model().display().to_string();
-    Server::start(&["--model", &model, "--threads", "2", "--ctx", "2048"])
+    let mut config = config(&model, 2048);
+    config.engine.threads = Some(2);
+    Server::start(config)
 }
 
 fn weather_schema() -> Value {

@@ -3,7 +3,7 @@ as create for the same seed, events in Anthropic's order), tools with `tool_choi
 a named tool (whole and streamed, schema-valid input), a tool result round trip, count_tokens,
 x-api-key, and errors in Anthropic's shape.
 
-Usage: python serve_anthropic_client.py BASE_URL MODEL_ID API_KEY
+Usage: python anthropic_client.py BASE_URL MODEL_ID API_KEY
 Exits non-zero with a message on the first check that fails.
 """
 

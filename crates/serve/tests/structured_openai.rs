@@ -6,29 +6,24 @@
 //! the client's requests with the key, and raises `AuthenticationError` without it.
 
 mod python_support;
-mod serve_support;
+mod support;
 
 use python_support::{python_with, run_script};
-use serve_support::{Server, default_model};
+use rinfer_serve::ApiKeys;
+use support::{Server, config, default_model};
 
 #[test]
 fn constrained_outputs_from_the_openai_client_all_validate() {
     let python = python_with(&["openai", "jsonschema"], &["openai", "jsonschema"]);
     let model = default_model();
-    let s = Server::start(&[
-        "--model",
-        &model.display().to_string(),
-        "--ctx",
-        "1024",
-        "--parallel",
-        "4",
-        "--api-key",
-        "sk-structured-test",
-    ]);
+    let mut config = config(&model.display().to_string(), 1024);
+    config.engine.sequences = 4;
+    config.api_keys = ApiKeys::new(["sk-structured-test"]).unwrap();
+    let s = Server::start(config);
     let args = [
         format!("http://{}/v1", s.addr),
         "gemma-3-270m-q4_k_m".to_string(),
         "sk-structured-test".to_string(),
     ];
-    run_script(&python, "serve_structured_client.py", &args, &s.log);
+    run_script(&python, "structured_client.py", &args);
 }

@@ -1,6 +1,6 @@
-"""Drives `rinfer serve` with the official `openai` Python client, as users do.
+"""Drives the server with the official `openai` Python client, as users do.
 
-Usage: python serve_openai_client.py BASE_URL MODEL_ID
+Usage: python openai_client.py BASE_URL MODEL_ID
 Exits non-zero with a message on the first check that fails.
 """
 

@@ -1,15 +1,16 @@
-//! Raw constraints on `rinfer serve`: a `regex` and a Lark `grammar` hold a fixture model's
+//! Raw constraints on the server: a `regex` and a Lark `grammar` hold a fixture model's
 //! random output to them on both endpoints, and a grammar or regex that cannot compile, or
 //! one combined with `response_format`, is a 400 naming the field.
 
-mod serve_support;
+mod support;
 
 use serde_json::{Value, json};
-use serve_support::{Server, tiny_model};
+use support::{Server, config, tiny_model};
 
 fn server() -> Server {
-    let model = tiny_model();
-    Server::start(&["--model", &model, "--threads", "2", "--ctx", "512"])
+    let mut config = config(&tiny_model(), 512);
+    config.engine.threads = Some(2);
+    Server::start(config)
 }
 
 fn chat(extra: Value) -> Value {

@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 
 /// A Python in which `modules` import, installing `packages` into the shared test venv when
 /// one does not.
@@ -50,9 +49,9 @@ pub fn python_with(modules: &[&str], packages: &[&str]) -> PathBuf {
     python
 }
 
-/// Runs `script` (under `tests/`) with `args`, failing the test with its output and the
-/// server's log when it exits non-zero.
-pub fn run_script(python: &Path, script: &str, args: &[String], server_log: &Mutex<Vec<String>>) {
+/// Runs `script` (under `tests/`) with `args`, failing the test with its output when it exits
+/// non-zero.
+pub fn run_script(python: &Path, script: &str, args: &[String]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join(script);
@@ -65,8 +64,7 @@ pub fn run_script(python: &Path, script: &str, args: &[String], server_log: &Mut
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "the Python checks failed:\n{stdout}\n{stderr}\nserver log:\n{}",
-        server_log.lock().unwrap().join("\n")
+        "the Python checks failed:\n{stdout}\n{stderr}"
     );
     eprintln!("{stdout}");
 }

@@ -1,23 +1,20 @@
-//! Tool calls on `rinfer serve`, on tiny fixture models whose random weights would never call
+//! Tool calls on the server, on tiny fixture models whose random weights would never call
 //! a tool by themselves: with `tool_choice` `required` or a named function, the answer is a
 //! call whose arguments follow the function's schema, whole and streamed, in the generic
 //! format (a template without tools), Qwen's `<tool_call>` blocks and Llama 3's JSON (their
 //! templates as fixtures); histories with calls and results render; misuse is a 400.
 
 mod json_schema_check;
-mod serve_support;
+mod support;
 
 use serde_json::{Value, json};
-use serve_support::{Response, Server, fixture, weather_schema};
+use support::{Response, Server, config, fixture, weather_schema};
 
 fn server(model: &str, template: Option<&str>) -> Server {
-    let model = fixture(model);
-    let mut args = vec!["--model", &model, "--threads", "2", "--ctx", "1024"];
-    let template = template.map(fixture);
-    if let Some(t) = &template {
-        args.extend(["--chat-template", t]);
-    }
-    Server::start(&args)
+    let mut config = config(&fixture(model), 1024);
+    config.engine.threads = Some(2);
+    config.chat_template = template.map(fixture);
+    Server::start(config)
 }
 
 fn time_schema() -> Value {

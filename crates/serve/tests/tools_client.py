@@ -1,6 +1,6 @@
 """Tool calls through the official `openai` client, as applications use them.
 
-Usage: python serve_tools_client.py BASE_URL MODEL_ID MODE
+Usage: python tools_client.py BASE_URL MODEL_ID MODE
 MODE `full` also checks `auto` and a whole round trip (a model that can talk); `constrained`
 checks only `required` and named calls (fixture models with random weights).
 Exits non-zero with a message on the first check that fails.

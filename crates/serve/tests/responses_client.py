@@ -3,7 +3,7 @@ create for the same seed, events in OpenAI's order), function tools (required an
 schema-valid arguments, whole and streamed), a function_call_output round trip through
 previous_response_id, retrieve and delete, store false, and typed errors.
 
-Usage: python serve_responses_client.py BASE_URL MODEL_ID
+Usage: python responses_client.py BASE_URL MODEL_ID
 Exits non-zero with a message on the first check that fails.
 """
 

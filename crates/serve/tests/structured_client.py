@@ -1,6 +1,6 @@
 """Structured output through the official `openai` client, as applications use it.
 
-Usage: python serve_structured_client.py BASE_URL MODEL_ID API_KEY
+Usage: python structured_client.py BASE_URL MODEL_ID API_KEY
 Sends at least 50 constrained requests over several schemas; every answer must parse and
 validate (with `jsonschema`). Exits non-zero with a message on the first check that fails.
 """
