@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::reference::{Tolerance, check_greedy, check_logits, refs};
+use common::reference::{Q8_0_NEW_ARCHS, Tolerance, check_greedy, check_logits, refs};
 use common::{bits, fixture_model};
 use rinfer_model::{KvCache, Logits, Scratch};
 
@@ -20,22 +20,11 @@ const F32_HYBRID: Tolerance = Tolerance {
     min_cosine: Some(0.99999),
 };
 
-/// Q8_0 weights, activations quantized as ggml does (README §3.4, Q8_0 new archs).
-const Q8_0_HYBRID: Tolerance = Tolerance {
-    per_position: 0.5,
-    share: 0.99,
-    max_abs: 1.5,
-    mean_abs: 0.03,
-    argmax_share: 0.96,
-    greedy_margin: 1.0,
-    min_cosine: Some(0.995),
-};
-
 fn check_model(name: &str, tol: &Tolerance) {
     let model = fixture_model(name);
     for case in refs(name)["cases"].as_array().unwrap() {
         check_logits(&model, name, case, tol);
-        check_greedy(&model, name, case, tol);
+        check_greedy(&model, name, case, tol.greedy_margin);
     }
 }
 
@@ -46,7 +35,7 @@ fn lfm2_f32_matches_llama_cpp() {
 
 #[test]
 fn lfm2_q8_0_matches_llama_cpp() {
-    check_model("lfm2-tiny-q8_0", &Q8_0_HYBRID);
+    check_model("lfm2-tiny-q8_0", &Q8_0_NEW_ARCHS);
 }
 
 #[test]
@@ -56,7 +45,7 @@ fn qwen35_f32_matches_llama_cpp() {
 
 #[test]
 fn qwen35_q8_0_matches_llama_cpp() {
-    check_model("qwen35-tiny-q8_0", &Q8_0_HYBRID);
+    check_model("qwen35-tiny-q8_0", &Q8_0_NEW_ARCHS);
 }
 
 /// A prompt fed in one pass, token by token, and in uneven chunks gives the same logits bit
