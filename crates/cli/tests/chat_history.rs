@@ -1,17 +1,9 @@
 //! `rinfer chat` resends the whole conversation each turn, and its engine reuses the earlier
 //! turns' keys and values: from the second turn on only the new tokens are evaluated.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod cli_support;
 
-/// The fixture model of the CLI tests.
-fn tiny_model() -> String {
-    concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/models/gemma3-tiny-q4_k_m.gguf"
-    )
-    .to_string()
-}
+use cli_support::{fixture, rinfer_with_stdin};
 
 /// `(prompt tokens, reused tokens)` of each turn, from `--verbose`'s report.
 fn turns(stderr: &str) -> Vec<(usize, usize)> {
@@ -30,21 +22,22 @@ fn turns(stderr: &str) -> Vec<(usize, usize)> {
 
 #[test]
 fn chat_turns_after_the_first_evaluate_only_the_new_tokens() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(["chat", "--model", &tiny_model(), "--verbose", "-n", "6"])
-        .args(["--temperature", "0", "--ctx", "512"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the rinfer binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"Hello there, how are you today?\nTell me more.\nAnd then?\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let model = fixture("models/gemma3-tiny-q4_k_m.gguf");
+    let out = rinfer_with_stdin(
+        &[
+            "chat",
+            "--model",
+            &model,
+            "--verbose",
+            "-n",
+            "6",
+            "--temperature",
+            "0",
+            "--ctx",
+            "512",
+        ],
+        b"Hello there, how are you today?\nTell me more.\nAnd then?\n",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let turns = turns(&stderr);

@@ -6,20 +6,12 @@ mod serve_support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use cli_support::{fixtures, rinfer};
+use cli_support::{failure, fixture, fixtures, rinfer, succeeded};
 use serde_json::Value;
 
 fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "rinfer failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(out);
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
-}
-
-fn path(relative: &str) -> String {
-    fixtures().join(relative).display().to_string()
 }
 
 #[test]
@@ -41,7 +33,7 @@ fn every_broken_file_exits_with_status_1_and_a_one_line_error() {
 
 #[test]
 fn tokenize_works_on_a_vocabulary_only_file() {
-    let vocab = path("tokenizer/ggml-vocab-llama-spm.gguf");
+    let vocab = fixture("tokenizer/ggml-vocab-llama-spm.gguf");
     let out = json_of(&rinfer(&[
         "tokenize",
         "--model",
@@ -62,7 +54,7 @@ fn tokenize_works_on_a_vocabulary_only_file() {
 
 #[test]
 fn logits_reports_every_position() {
-    let model = path("models/llama-tiny-q8_0.gguf");
+    let model = fixture("models/llama-tiny-q8_0.gguf");
     let out = json_of(&rinfer(&[
         "logits",
         "--model",
@@ -85,7 +77,7 @@ fn logits_reports_every_position() {
 
 #[test]
 fn run_json_reports_tokens_text_and_timings() {
-    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    let model = fixture("models/gemma3-tiny-q4_k_m.gguf");
     let out = json_of(&rinfer(&[
         "run",
         "--model",
@@ -107,7 +99,7 @@ fn run_json_reports_tokens_text_and_timings() {
 
 #[test]
 fn the_same_seed_gives_the_same_text() {
-    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    let model = fixture("models/gemma3-tiny-q4_k_m.gguf");
     let args = [
         "run",
         "--model",
@@ -129,7 +121,7 @@ fn the_same_seed_gives_the_same_text() {
 
 #[test]
 fn a_prompt_beyond_the_context_is_refused_before_any_work() {
-    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    let model = fixture("models/gemma3-tiny-q4_k_m.gguf");
     let out = rinfer(&[
         "run",
         "--model",
@@ -140,17 +132,14 @@ fn a_prompt_beyond_the_context_is_refused_before_any_work() {
         "--ctx",
         "16",
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failure(&out);
     assert!(stderr.contains("context"), "{stderr}");
 }
 
 #[test]
 fn a_file_without_weights_is_a_clear_error() {
-    let vocab = path("tokenizer/ggml-vocab-gpt-2.gguf");
-    let out = rinfer(&["run", "--model", &vocab, "hi"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let vocab = fixture("tokenizer/ggml-vocab-gpt-2.gguf");
+    let stderr = failure(&rinfer(&["run", "--model", &vocab, "hi"]));
     assert!(stderr.contains("token_embd.weight"), "{stderr}");
 }
 
@@ -194,19 +183,8 @@ fn assert_refused(out: &Output, expected: &str) {
 fn gpt2_claiming_context(dir: &Path, context: u32) -> String {
     use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue};
     let file = GgufFile::open(fixtures().join("models/gpt2-tiny-q2_k.gguf")).unwrap();
-    let mut writer = GgufWriter::new();
-    for (key, value) in file.metadata().iter() {
-        let value = match key {
-            "gpt2.context_length" => MetadataValue::U32(context),
-            _ => value.clone(),
-        };
-        writer.add_metadata(key, value).unwrap();
-    }
-    for t in file.tensors() {
-        writer
-            .add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
-            .unwrap();
-    }
+    let mut writer = GgufWriter::from_file(&file).unwrap();
+    writer.set_metadata("gpt2.context_length", MetadataValue::U32(context));
     let path = dir.join("gpt2-claims-4096.gguf");
     writer.write_file(&path).unwrap();
     path.display().to_string()
@@ -214,7 +192,7 @@ fn gpt2_claiming_context(dir: &Path, context: u32) -> String {
 
 #[test]
 fn a_context_past_the_learned_position_table_is_refused_not_a_panic() {
-    let model = path("models/gpt2-tiny-q2_k.gguf");
+    let model = fixture("models/gpt2-tiny-q2_k.gguf");
     let out = rinfer_within(
         120,
         &[
@@ -248,7 +226,7 @@ fn a_model_claiming_more_context_than_its_position_table_runs_within_the_table()
 
 #[test]
 fn numeric_options_beyond_their_limits_are_refused_naming_the_limit() {
-    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    let model = fixture("models/gemma3-tiny-q4_k_m.gguf");
     let cases: &[&[&str]] = &[
         &["run", "-m", &model, "--ctx", "1000000000", "hi"],
         &["run", "-m", &model, "--ctx", "4611686018427387904", "hi"],
@@ -282,7 +260,7 @@ fn a_context_beyond_the_available_memory_is_refused_before_allocating() {
         eprintln!("skipped: this machine has {available:?} bytes available");
         return;
     }
-    let model = path("models/qwen3-tiny-q5_k_m.gguf");
+    let model = fixture("models/qwen3-tiny-q5_k_m.gguf");
     let out = rinfer_within(
         60,
         &[
@@ -301,7 +279,7 @@ fn a_context_beyond_the_available_memory_is_refused_before_allocating() {
 
 #[test]
 fn sampling_options_out_of_range_are_refused_as_the_server_refuses_them() {
-    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    let model = fixture("models/gemma3-tiny-q4_k_m.gguf");
     for (flag, value) in [
         ("--temperature", "NaN"),
         ("--temperature", "-1"),
@@ -339,7 +317,7 @@ fn fifos_and_devices_are_refused_as_model_or_prompt_files() {
     let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(made.success());
     let fifo = fifo.display().to_string();
-    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    let model = fixture("models/gemma3-tiny-q4_k_m.gguf");
 
     assert_refused(
         &rinfer_within(30, &["run", "-m", &fifo, "hi"]),
@@ -363,7 +341,7 @@ fn a_prompt_file_over_the_size_limit_is_refused() {
         .unwrap()
         .set_len((64 << 20) + 1)
         .unwrap();
-    let model = path("models/gemma3-tiny-q4_k_m.gguf");
+    let model = fixture("models/gemma3-tiny-q4_k_m.gguf");
     let out = rinfer_within(30, &["run", "-m", &model, "-f", &big.display().to_string()]);
     assert_refused(&out, "64 MiB");
 }
@@ -371,15 +349,13 @@ fn a_prompt_file_over_the_size_limit_is_refused() {
 #[test]
 fn an_error_names_its_cause_once() {
     let out = rinfer_within(30, &["run", "-m", "/nonexistent/model.gguf", "hi"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = failure(&out);
     assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
     let out = rinfer_within(
         30,
         &["serve", "-m", "/nonexistent/model.gguf", "--port", "0"],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = failure(&out);
     assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
     assert_eq!(stderr.matches("cannot access").count(), 1, "{stderr}");
 }
@@ -388,7 +364,7 @@ fn an_error_names_its_cause_once() {
 fn serve_logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
     let server = serve_support::Server::start(&[
         "--model",
-        &path("models/gemma3-tiny-q4_k_m.gguf"),
+        &fixture("models/gemma3-tiny-q4_k_m.gguf"),
         "--ctx",
         "64",
     ]);
@@ -442,7 +418,7 @@ fn inspect_reports_a_split_model_whole_and_the_model_loads_from_its_first_shard(
     let whole = json_of(&rinfer(&[
         "inspect",
         "--json",
-        &path("models/llama-tiny-q8_0.gguf"),
+        &fixture("models/llama-tiny-q8_0.gguf"),
     ]));
     let split = json_of(&rinfer(&[
         "inspect",
@@ -462,12 +438,10 @@ fn inspect_reports_a_split_model_whole_and_the_model_loads_from_its_first_shard(
     };
     assert_eq!(
         generate(&first),
-        generate(&path("models/llama-tiny-q8_0.gguf"))
+        generate(&fixture("models/llama-tiny-q8_0.gguf"))
     );
     // Without its siblings the first shard is refused, naming the missing one.
     std::fs::remove_file(&shards[2]).unwrap();
-    let out = rinfer(&["run", "--model", &first, "-n", "4", "hello"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = failure(&rinfer(&["run", "--model", &first, "-n", "4", "hello"]));
     assert!(stderr.contains("tiny-00003-of-00003.gguf"), "{stderr}");
 }

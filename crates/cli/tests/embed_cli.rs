@@ -1,36 +1,10 @@
 //! `rinfer embed`: texts as arguments or lines of stdin, JSON or TSV, llama.cpp's vectors (the
 //! fixture's references), and a clear refusal for a model that does not embed.
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+mod cli_support;
 
+use cli_support::{fixture, rinfer_with_stdin, succeeded};
 use serde_json::Value;
-
-fn fixture(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(path)
-        .display()
-        .to_string()
-}
-
-fn rinfer(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the rinfer binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
 
 /// The prompts and normalised embeddings of the fixture's reference cases.
 fn cases(model: &str) -> Vec<(String, Vec<f64>)> {
@@ -61,12 +35,8 @@ fn texts_as_arguments_print_llama_cpp_vectors_as_json() {
     let cases = cases(model);
     let mut args = vec!["embed", "-m", path.as_str(), "-t", "2"];
     args.extend(cases.iter().map(|c| c.0.as_str()));
-    let out = rinfer(&args, "");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = rinfer_with_stdin(&args, b"");
+    succeeded(&out);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["pooling"], "mean");
     assert_eq!(report["dimensions"], 64);
@@ -91,12 +61,11 @@ fn lines_of_stdin_print_as_tsv() {
     let cases = cases(model);
     // The third prompt holds a newline; the first two are single lines.
     let stdin = format!("{}\n\n{}\n", cases[0].0, cases[1].0);
-    let out = rinfer(&["embed", "-m", &path, "-t", "2", "--tsv"], &stdin);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = rinfer_with_stdin(
+        &["embed", "-m", &path, "-t", "2", "--tsv"],
+        stdin.as_bytes(),
     );
+    succeeded(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
@@ -111,7 +80,7 @@ fn lines_of_stdin_print_as_tsv() {
 #[test]
 fn a_model_without_pooling_is_refused() {
     let path = fixture("models/qwen3-tiny-q5_k_m.gguf");
-    let out = rinfer(&["embed", "-m", &path, "hello"], "");
+    let out = rinfer_with_stdin(&["embed", "-m", &path, "hello"], b"");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not an embedding model"), "{stderr}");

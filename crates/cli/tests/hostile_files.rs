@@ -7,10 +7,10 @@ mod cli_support;
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cli_support::{fixtures, rinfer};
+use cli_support::{failure, fixtures, rinfer};
 use serde_json::{Map, Value, json};
 
 fn arg(p: &Path) -> String {
@@ -79,15 +79,35 @@ fn with_embedding(
 
 const EMBEDDING_BYTES: u64 = 4010 * 256 * 4;
 
+/// Rewrites the checkpoint's weights in `dir` so that its embedding claims `rows × columns` F32
+/// values: a hole (a sparse file) before the other tensors, which keep their bytes.
+fn claim_embedding(dir: &Path, rows: u64, columns: u64) {
+    let path = dir.join("model.safetensors");
+    let (header, data) = read_safetensors(&path);
+    let claimed = rows * columns * 4;
+    let header = with_embedding(
+        &header,
+        json!([rows, columns]),
+        claimed,
+        claimed as i64 - EMBEDDING_BYTES as i64,
+    );
+    let rest = &data[EMBEDDING_BYTES as usize..];
+    write_safetensors(&path, &header, claimed + rest.len() as u64, claimed, rest);
+}
+
+/// Asserts that `result` failed with an error (exit 1, not an abort) containing `expected`.
+fn assert_fails_with(result: &Output, expected: &str) {
+    let stderr = failure(result);
+    assert!(stderr.contains(expected), "{stderr}");
+}
+
 /// Runs `rinfer convert` of `input` into a fresh directory; asserts it failed with an error
 /// (exit 1, not an abort) containing `expected`, and left nothing in that directory.
 fn convert_fails(input: &Path, expected: &str) {
     let out = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let result = rinfer(&["convert", &arg(input), &arg(&out.path().join("m.gguf"))]);
-    let stderr = String::from_utf8_lossy(&result.stderr);
-    assert_eq!(result.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains(expected), "{stderr}");
+    assert_fails_with(&result, expected);
     assert_eq!(
         std::fs::read_dir(out.path()).unwrap().count(),
         0,
@@ -112,33 +132,14 @@ fn a_tokenizer_id_of_2_to_the_40_is_an_error_not_an_abort() {
 #[test]
 fn an_embedding_of_2_to_the_31_rows_and_no_columns_is_an_error_not_an_abort() {
     let dir = checkpoint();
-    let path = dir.path().join("model.safetensors");
-    let (header, data) = read_safetensors(&path);
-    let header = with_embedding(
-        &header,
-        json!([1u64 << 31, 0]),
-        0,
-        -(EMBEDDING_BYTES as i64),
-    );
-    let rest = &data[EMBEDDING_BYTES as usize..];
-    write_safetensors(&path, &header, rest.len() as u64, 0, rest);
+    claim_embedding(dir.path(), 1 << 31, 0);
     convert_fails(dir.path(), "no elements");
 }
 
 #[test]
 fn a_sparse_checkpoint_claiming_64_gib_is_an_error_not_an_abort() {
     let dir = checkpoint();
-    let path = dir.path().join("model.safetensors");
-    let (header, data) = read_safetensors(&path);
-    let claimed: u64 = (1 << 22) * 4096 * 4;
-    let header = with_embedding(
-        &header,
-        json!([1u64 << 22, 4096]),
-        claimed,
-        claimed as i64 - EMBEDDING_BYTES as i64,
-    );
-    let rest = &data[EMBEDDING_BYTES as usize..];
-    write_safetensors(&path, &header, claimed + rest.len() as u64, claimed, rest);
+    claim_embedding(dir.path(), 1 << 22, 4096);
     convert_fails(dir.path(), "MiB of memory is available");
 }
 
@@ -166,9 +167,7 @@ fn destinations_that_are_links_fifos_or_inputs_are_refused() {
         (&weights, "one of the files this command reads"),
     ] {
         let result = rinfer(&["convert", &arg(dir.path()), &arg(destination)]);
-        let stderr = String::from_utf8_lossy(&result.stderr);
-        assert_eq!(result.status.code(), Some(1), "{stderr}");
-        assert!(stderr.contains(expected), "{stderr}");
+        assert_fails_with(&result, expected);
     }
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
     assert!(
@@ -180,9 +179,7 @@ fn destinations_that_are_links_fifos_or_inputs_are_refused() {
     std::fs::copy(fixtures().join("models/gemma3-tiny-f32.gguf"), &model).unwrap();
     let before = std::fs::read(&model).unwrap();
     let result = rinfer(&["quantize", &arg(&model), &arg(&model), "Q8_0"]);
-    let stderr = String::from_utf8_lossy(&result.stderr);
-    assert_eq!(result.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("one of the files"), "{stderr}");
+    assert_fails_with(&result, "one of the files");
     assert!(
         std::fs::read(&model).unwrap() == before,
         "the input changed"
@@ -203,17 +200,7 @@ fn signal(child: &std::process::Child, name: &str) {
 fn ctrl_c_during_a_conversion_removes_its_temporary_file() {
     let dir = checkpoint();
     // A conversion that takes a while: an embedding of 128 MiB (of zeros, a sparse file).
-    let path = dir.path().join("model.safetensors");
-    let (header, data) = read_safetensors(&path);
-    let claimed: u64 = (1 << 17) * 256 * 4;
-    let header = with_embedding(
-        &header,
-        json!([1u64 << 17, 256]),
-        claimed,
-        claimed as i64 - EMBEDDING_BYTES as i64,
-    );
-    let rest = &data[EMBEDDING_BYTES as usize..];
-    write_safetensors(&path, &header, claimed + rest.len() as u64, claimed, rest);
+    claim_embedding(dir.path(), 1 << 17, 256);
     let out = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
         .args([
@@ -272,9 +259,7 @@ fn a_sparse_gguf_claiming_256_gib_is_an_error_not_an_abort() {
     drop(file);
     let output = dir.path().join("q8.gguf");
     let result = rinfer(&["quantize", &arg(&input), &arg(&output), "Q8_0"]);
-    let stderr = String::from_utf8_lossy(&result.stderr);
-    assert_eq!(result.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("MiB of memory is available"), "{stderr}");
+    assert_fails_with(&result, "MiB of memory is available");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         1,

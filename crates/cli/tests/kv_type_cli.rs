@@ -1,25 +1,14 @@
 //! `--kv-type` as users give it: every computing command takes it, an unknown type is refused
 //! naming the choices, and the memory plan of `-v` shows the KV cache shrink.
 
+mod cli_support;
 mod serve_support;
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
+use cli_support::{fixture, rinfer};
 use serve_support::Server;
 
 fn model() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/models/gemma3-tiny-q4_k_m.gguf")
-        .display()
-        .to_string()
-}
-
-fn rinfer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(args)
-        .output()
-        .expect("the rinfer binary runs")
+    fixture("models/gemma3-tiny-q4_k_m.gguf")
 }
 
 /// The MiB of the KV cache line of `-v`'s memory plan, and its type.

@@ -1,10 +1,10 @@
 //! One engine behind every front end: the same prompt, seed and sampling settings give the same
 //! tokens through `rinfer run`, through the library's `Engine`, and through `/v1/completions`.
 
+mod cli_support;
 mod serve_support;
 
-use std::process::Command;
-
+use cli_support::{failure, rinfer, rinfer_with_stdin, succeeded};
 use rinfer_model::{DeviceRequest, Engine, EngineSettings, LoadedModel, Request, SamplingParams};
 use serde_json::{Value, json};
 use serve_support::{Server, default_model, tiny_model};
@@ -14,18 +14,20 @@ const MAX_TOKENS: usize = 24;
 
 /// `rinfer run --json` with `temperature` and `seed`: its tokens and text.
 fn through_cli(temperature: f32, seed: u64) -> (Vec<u32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(["run", "--model", &tiny_model(), PROMPT, "--json"])
-        .args(["-n", &MAX_TOKENS.to_string()])
-        .args(["--temperature", &temperature.to_string()])
-        .args(["--seed", &seed.to_string()])
-        .output()
-        .expect("the rinfer binary runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = rinfer(&[
+        "run",
+        "--model",
+        &tiny_model(),
+        PROMPT,
+        "--json",
+        "-n",
+        &MAX_TOKENS.to_string(),
+        "--temperature",
+        &temperature.to_string(),
+        "--seed",
+        &seed.to_string(),
+    ]);
+    succeeded(&out);
     let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     let tokens = report["tokens"]
         .as_array()
@@ -96,13 +98,11 @@ fn run_the_library_engine_and_the_server_agree_greedy_and_seeded() {
 
 #[test]
 fn serve_with_device_cuda_and_no_gpu_exits_1_with_a_clear_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(["serve", "--model", &tiny_model(), "--port", "0"])
-        .args(["--device", "cuda"])
-        .output()
-        .expect("the rinfer binary runs");
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let model = tiny_model();
+    let out = rinfer(&[
+        "serve", "--model", &model, "--port", "0", "--device", "cuda",
+    ]);
+    let stderr = failure(&out);
     assert!(stderr.contains("cannot start the engine"), "{stderr}");
     assert!(stderr.contains("CUDA"), "{stderr}");
 }
@@ -116,10 +116,8 @@ fn serve_with_device_auto_falls_back_to_the_cpu_and_says_why() {
 
 #[test]
 fn run_on_the_cpu_by_default_prints_no_device_notice() {
-    let out = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(["run", "--model", &tiny_model(), "Hello", "-n", "1"])
-        .output()
-        .expect("the rinfer binary runs");
+    let model = tiny_model();
+    let out = rinfer(&["run", "--model", &model, "Hello", "-n", "1"]);
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("CUDA"), "{stderr}");
@@ -131,24 +129,11 @@ fn run_on_the_cpu_by_default_prints_no_device_notice() {
 
 #[test]
 fn chat_on_the_default_model_answers_a_scripted_question() {
-    use std::io::Write;
-    use std::process::Stdio;
-
     let model = default_model().display().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(["chat", "--model", &model, "-n", "24", "--temperature", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the rinfer binary runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin is piped")
-        .write_all(b"What is the capital of France?\n/exit\n")
-        .expect("the question is written");
-    let out = child.wait_with_output().expect("rinfer chat ends");
+    let out = rinfer_with_stdin(
+        &["chat", "--model", &model, "-n", "24", "--temperature", "0"],
+        b"What is the capital of France?\n/exit\n",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     // The default model is a small base model: what it answers is not the point, that the

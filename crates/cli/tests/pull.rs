@@ -3,6 +3,7 @@
 //! checksum without leaving anything behind, split models, and models resolved from the cache
 //! without the network.
 
+mod cli_support;
 mod pull_support;
 
 use std::fs;
@@ -11,12 +12,9 @@ use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::Duration;
 
+use cli_support::{failure, fixtures, succeeded};
 use pull_support::{COMMIT, MockHub, hex};
 use sha2::{Digest, Sha256};
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
 
 /// `rinfer ARGS` with its cache in `home` and the hub at `endpoint`, run to its end.
 fn rinfer(home: &Path, endpoint: &str, args: &[&str]) -> Output {
@@ -40,11 +38,7 @@ fn command(home: &Path, endpoint: &str, args: &[&str]) -> Command {
 }
 
 fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "rinfer failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(out);
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
@@ -108,10 +102,7 @@ fn pull_picks_q4_k_m_by_default_and_caches_it_in_the_hub_layout() {
     assert_eq!(fs::read_to_string(repo.join("refs/main")).unwrap(), COMMIT);
     // Only the chosen file was downloaded; the token went with every request to the hub.
     let seen = hub.take_seen();
-    let downloads: Vec<_> = seen
-        .iter()
-        .filter(|s| s.target.starts_with("/cdn/"))
-        .collect();
+    let downloads: Vec<_> = seen.iter().filter(|s| s.is_download()).collect();
     assert_eq!(downloads.len(), 1, "{seen:?}");
     assert!(downloads[0].target.ends_with("/model-Q4_K_M.gguf"));
     assert!(
@@ -149,7 +140,7 @@ fn a_cut_connection_is_resumed_with_a_range_request() {
     let ranges: Vec<_> = hub
         .take_seen()
         .into_iter()
-        .filter(|s| s.target.contains("/resolve/") || s.target.starts_with("/cdn/"))
+        .filter(|s| s.target.contains("/resolve/") || s.is_download())
         .map(|s| s.range)
         .collect();
     // The first try asked for the whole file; the second for the rest, through the redirect.
@@ -171,12 +162,7 @@ fn a_server_that_ignores_the_range_restarts_the_file_from_its_first_byte() {
 
     let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
     assert_eq!(fs::read(stdout(&out).trim()).unwrap(), data);
-    let ranges: Vec<_> = hub
-        .take_seen()
-        .into_iter()
-        .filter(|s| s.target.starts_with("/cdn/"))
-        .map(|s| s.range)
-        .collect();
+    let ranges: Vec<_> = hub.take_downloads().into_iter().map(|s| s.range).collect();
     assert_eq!(ranges, [None, Some("bytes=7000-".to_owned())]);
 }
 
@@ -189,8 +175,7 @@ fn a_pull_that_keeps_breaking_keeps_its_bytes_and_the_next_pull_resumes_them() {
     let home = tempfile::tempdir().unwrap();
 
     let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
-    assert_eq!(out.status.code(), Some(1));
-    let error = stderr(&out);
+    let error = failure(&out);
     assert!(
         error.contains("run `rinfer pull` again to resume"),
         "{error}"
@@ -210,11 +195,7 @@ fn a_pull_that_keeps_breaking_keeps_its_bytes_and_the_next_pull_resumes_them() {
     hub.take_seen();
     let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
     assert_eq!(fs::read(stdout(&out).trim()).unwrap(), data);
-    let downloads: Vec<_> = hub
-        .take_seen()
-        .into_iter()
-        .filter(|s| s.target.starts_with("/cdn/"))
-        .collect();
+    let downloads = hub.take_downloads();
     assert_eq!(downloads.len(), 1, "{downloads:?}");
     assert_eq!(downloads[0].range.as_deref(), Some("bytes=12000-"));
     assert!(!partial.exists());
@@ -229,8 +210,7 @@ fn a_wrong_checksum_is_refused_and_nothing_of_the_file_is_cached() {
     let home = tempfile::tempdir().unwrap();
 
     let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
-    assert_eq!(out.status.code(), Some(1));
-    let error = stderr(&out);
+    let error = failure(&out);
     assert!(
         error.contains("model-Q4_K_M.gguf failed its checksum"),
         "{error}"
@@ -251,8 +231,7 @@ fn a_wrong_checksum_is_refused_and_nothing_of_the_file_is_cached() {
         &hub.endpoint(),
         &["inspect", "org/model:Q4_K_M"],
     );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("failed its checksum"));
+    assert!(failure(&out).contains("failed its checksum"));
     assert!(all_files(&repo_dir(home.path(), "org/model")).is_empty());
 }
 
@@ -282,12 +261,7 @@ fn every_shard_of_a_split_model_is_pulled_and_the_first_is_the_model() {
             .join(format!("model-F16-{:05}-of-00003.gguf", i + 1));
         assert_eq!(&fs::read(path).unwrap(), shard);
     }
-    let downloads = hub
-        .take_seen()
-        .into_iter()
-        .filter(|s| s.target.starts_with("/cdn/"))
-        .count();
-    assert_eq!(downloads, 3);
+    assert_eq!(hub.take_downloads().len(), 3);
 }
 
 #[test]
@@ -325,8 +299,8 @@ fn a_hub_model_argument_is_pulled_on_first_use_then_read_from_the_cache_offline(
     assert!(info.is_object());
     // A quantisation never pulled is not in the cache, and the dead hub says so.
     let out = rinfer(home.path(), &dead, &["inspect", "org/vocab:Q4_0"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("cannot reach"), "{}", stderr(&out));
+    let error = failure(&out);
+    assert!(error.contains("cannot reach"), "{error}");
 }
 
 #[test]
@@ -337,8 +311,7 @@ fn a_missing_quantisation_or_repository_is_a_clear_error() {
     let home = tempfile::tempdir().unwrap();
 
     let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model:Q5_K_M"]);
-    assert_eq!(out.status.code(), Some(1));
-    let error = stderr(&out);
+    let error = failure(&out);
     assert!(
         error.contains("no GGUF file of quantisation Q5_K_M"),
         "{error}"
@@ -346,8 +319,7 @@ fn a_missing_quantisation_or_repository_is_a_clear_error() {
     assert!(error.contains("model-Q8_0.gguf"), "{error}");
 
     let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/nothing"]);
-    assert_eq!(out.status.code(), Some(1));
-    let error = stderr(&out);
+    let error = failure(&out);
     assert!(error.contains("404: Repository not found"), "{error}");
     assert!(error.contains("HF_TOKEN"), "{error}");
 
@@ -382,9 +354,7 @@ fn a_second_process_pulling_the_same_file_waits_for_the_first() {
         "the second pull did not wait"
     );
     assert!(
-        !hub.take_seen()
-            .iter()
-            .any(|s| s.target.starts_with("/cdn/")),
+        hub.take_downloads().is_empty(),
         "the second pull downloaded while the first held the lock"
     );
 

@@ -7,7 +7,7 @@ mod cli_support;
 use std::path::Path;
 use std::process::Output;
 
-use cli_support::{fixtures, rinfer, succeeded};
+use cli_support::{failure, fixtures, rinfer, succeeded};
 
 fn arg(p: &Path) -> String {
     p.display().to_string()
@@ -81,23 +81,13 @@ fn iq2_xxs_without_an_imatrix_is_refused_pointing_to_the_option() {
 }
 
 #[test]
-fn a_failed_quantization_leaves_no_file_behind() {
+fn an_already_quantized_model_is_refused_with_one_line_and_no_file_left_behind() {
     let dir = tempfile::tempdir().unwrap();
     let input = fixtures().join("models/gemma3-tiny-q4_k_m.gguf");
-    let out = quantize(&input, &dir.path().join("x.gguf"), "Q8_0");
-    assert!(!out.status.success());
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-}
-
-#[test]
-fn an_already_quantized_model_is_refused_with_one_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = fixtures().join("models/gemma3-tiny-q4_k_m.gguf");
-    let out = quantize(&input, &dir.path().join("x.gguf"), "Q8_0");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = failure(&quantize(&input, &dir.path().join("x.gguf"), "Q8_0"));
     assert!(stderr.contains("already Q"), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]

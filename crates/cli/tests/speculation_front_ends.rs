@@ -5,42 +5,43 @@
 //! are refused; `rinfer chat` with a draft model answers every turn as a plain chat does; and `rinfer serve --speculate ngram|draft` answers a request the same with
 //! speculation or without (`"speculate": false`), counting guesses at `/metrics`.
 
+mod cli_support;
 mod serve_support;
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+use cli_support::{fixture, rinfer, rinfer_with_stdin, succeeded};
 use serde_json::{Value, json};
 use serve_support::{Server, tiny_model};
 
 /// A prompt whose continuation repeats it, so prompt lookup has something to find.
 const PROMPT: &str = "one two three four one two three four one two three four one two";
 
-/// A fixture model's path.
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../../tests/fixtures/models/{name}.gguf"))
-        .display()
-        .to_string()
+/// The F32 gemma3 fixture, and its quantized sibling to draft for it.
+fn target_and_draft() -> (String, String) {
+    (
+        fixture("models/gemma3-tiny-f32.gguf"),
+        fixture("models/gemma3-tiny-q4_k_m.gguf"),
+    )
 }
 
 /// `rinfer run --json` of `model`, greedy, with `extra` flags.
 fn run_model(model: &str, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(["run", "--model", model, PROMPT, "--json"])
-        .args([
-            "-n",
-            "60",
-            "--ignore-eos",
-            "--temperature",
-            "0",
-            "--threads",
-            "2",
-        ])
-        .args(extra)
-        .output()
-        .expect("the rinfer binary runs")
+    let args = [
+        "run",
+        "--model",
+        model,
+        PROMPT,
+        "--json",
+        "-n",
+        "60",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--threads",
+        "2",
+    ];
+    rinfer(&[&args[..], extra].concat())
 }
 
 /// `rinfer run --json` of the tiny model, greedy, with `extra` flags: its report.
@@ -50,11 +51,7 @@ fn run(extra: &[&str]) -> Value {
 
 /// The report of a run that succeeded.
 fn report(out: Output) -> Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     serde_json::from_slice(&out.stdout).expect("one JSON object")
 }
 
@@ -71,7 +68,7 @@ fn run_with_prompt_lookup_prints_the_text_of_a_plain_run_and_keeps_guesses() {
 
 #[test]
 fn run_with_a_draft_model_prints_the_text_of_a_plain_run_and_keeps_guesses() {
-    let (target, draft) = (fixture("gemma3-tiny-f32"), fixture("gemma3-tiny-q4_k_m"));
+    let (target, draft) = target_and_draft();
     let plain = report(run_model(&target, &["--speculate", "off"]));
     let flags = [
         "--speculate",
@@ -90,18 +87,21 @@ fn run_with_a_draft_model_prints_the_text_of_a_plain_run_and_keeps_guesses() {
 
 /// What `rinfer chat` of `model`, greedy, with `extra` flags, prints for three turns.
 fn chat(model: &str, extra: &[&str]) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(["chat", "--model", model, "-n", "24", "--temperature", "0"])
-        .args(["--ctx", "512", "--threads", "2"])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the rinfer binary runs");
+    let args = [
+        "chat",
+        "--model",
+        model,
+        "-n",
+        "24",
+        "--temperature",
+        "0",
+        "--ctx",
+        "512",
+        "--threads",
+        "2",
+    ];
     let turns = b"Hello there, how are you today?\nTell me more.\nAnd then?\n";
-    child.stdin.take().unwrap().write_all(turns).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = rinfer_with_stdin(&[&args[..], extra].concat(), turns);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     String::from_utf8(out.stdout).unwrap()
@@ -109,7 +109,7 @@ fn chat(model: &str, extra: &[&str]) -> String {
 
 #[test]
 fn chat_with_a_draft_model_answers_every_turn_as_a_plain_chat() {
-    let (target, draft) = (fixture("gemma3-tiny-f32"), fixture("gemma3-tiny-q4_k_m"));
+    let (target, draft) = target_and_draft();
     let plain = chat(&target, &[]);
     assert!(!plain.trim().is_empty());
     let fast = chat(&target, &["--speculate", "draft", "--draft-model", &draft]);
@@ -131,7 +131,7 @@ fn draft_flags_that_disagree_or_a_draft_of_another_vocabulary_are_refused() {
         "--speculate draft",
     );
     refused(&["--draft-model", &twin], "--speculate draft");
-    let other = fixture("llama-tiny-q4_k");
+    let other = fixture("models/llama-tiny-q4_k.gguf");
     refused(
         &["--speculate", "draft", "--draft-model", &other],
         "vocabulary",
@@ -140,7 +140,7 @@ fn draft_flags_that_disagree_or_a_draft_of_another_vocabulary_are_refused() {
 
 #[test]
 fn a_server_with_a_draft_model_answers_as_a_plain_one_and_counts_guesses() {
-    let (target, draft) = (fixture("gemma3-tiny-f32"), fixture("gemma3-tiny-q4_k_m"));
+    let (target, draft) = target_and_draft();
     let s = Server::start(&[
         "--model",
         &target,

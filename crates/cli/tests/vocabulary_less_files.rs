@@ -3,40 +3,26 @@
 //! refused with an error that names the missing vocabulary. The broken mixture-of-experts
 //! files, which have no vocabulary either, are refused for their own fault.
 
+mod cli_support;
 mod serve_support;
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
+use cli_support::{failure, fixture, rinfer, succeeded};
 use serde_json::{Value, json};
 use serve_support::Server;
 
 fn broken(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../../tests/fixtures/models/broken/{name}.gguf"))
-        .display()
-        .to_string()
-}
-
-fn rinfer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(args)
-        .output()
-        .expect("the rinfer binary runs")
+    fixture(&format!("models/broken/{name}.gguf"))
 }
 
 #[test]
 fn logits_of_token_ids_run_without_a_vocabulary() {
     let model = broken("moe_control_valid");
     let out = rinfer(&["logits", "--model", &model, "--tokens", "1,7,14,63"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    succeeded(&out);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["positions"].as_array().unwrap().len(), 4);
 
-    let out = rinfer(&["logits", "--model", &model, "--prompt", "hello"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = failure(&rinfer(&["logits", "--model", &model, "--prompt", "hello"]));
     assert!(stderr.contains("no vocabulary"), "{stderr}");
 }
 

@@ -122,3 +122,33 @@ fn removing_a_metadata_entry_keeps_the_others_reachable() {
     let keys: Vec<&str> = meta.iter().map(|(k, _)| k).collect();
     assert_eq!(keys, ["a", "c", "d"]);
 }
+
+#[test]
+fn an_edited_copy_keeps_the_order_and_changes_only_what_was_edited() {
+    let mut writer = GgufWriter::new();
+    writer.add_metadata("a", MetadataValue::U32(0)).unwrap();
+    writer.add_metadata("b", MetadataValue::U32(1)).unwrap();
+    for name in ["x", "y"] {
+        writer
+            .add_tensor(name, GgmlType::F32, &[2], vec![0; 8])
+            .unwrap();
+    }
+    let file = GgufFile::from_bytes(writer.to_bytes()).unwrap();
+    let mut copy = GgufWriter::from_file(&file).unwrap();
+    copy.set_metadata("a", MetadataValue::U32(7));
+    copy.set_metadata("c", MetadataValue::U32(2));
+    assert!(copy.remove_tensor("x"));
+    assert!(!copy.remove_tensor("x"));
+    let edited = GgufFile::from_bytes(copy.to_bytes()).unwrap();
+    let entries: Vec<(&str, &MetadataValue)> = edited.metadata().iter().collect();
+    assert!(matches!(
+        entries[..],
+        [
+            ("a", MetadataValue::U32(7)),
+            ("b", MetadataValue::U32(1)),
+            ("c", MetadataValue::U32(2))
+        ]
+    ));
+    let tensors: Vec<&str> = edited.tensors().map(|t| t.name()).collect();
+    assert_eq!(tensors, ["y"]);
+}

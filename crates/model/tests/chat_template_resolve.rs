@@ -23,6 +23,14 @@ fn tokenizer(name: &str) -> Tokenizer {
     Tokenizer::from_gguf(vocab(name).metadata()).unwrap()
 }
 
+/// The Qwen2 vocabulary, and the template its file carries.
+fn qwen2_and_its_template() -> (Tokenizer, Arc<ChatTemplate>) {
+    let file = vocab("qwen2");
+    let own = ChatTemplate::from_metadata(file.metadata()).unwrap();
+    let tokenizer = Tokenizer::from_gguf(file.metadata()).unwrap();
+    (tokenizer, Arc::new(own.unwrap()))
+}
+
 fn hi() -> Vec<ChatMessage> {
     vec![ChatMessage::user("Hi")]
 }
@@ -45,13 +53,7 @@ fn gemma_vocabulary_without_template_gets_builtin_gemma() {
 /// ChatML for a vocabulary with `<|im_start|>`; the model's own template comes first.
 #[test]
 fn model_template_comes_before_the_family_format() {
-    let file = vocab("qwen2");
-    let tok = Tokenizer::from_gguf(file.metadata()).unwrap();
-    let own = Arc::new(
-        ChatTemplate::from_metadata(file.metadata())
-            .unwrap()
-            .unwrap(),
-    );
+    let (tok, own) = qwen2_and_its_template();
     let chosen = resolve_with(None, Some(&own), None, &tok).unwrap();
     assert_eq!(chosen.origin, TemplateOrigin::Model);
     assert!(Arc::ptr_eq(&chosen.template, &own));
@@ -62,13 +64,7 @@ fn model_template_comes_before_the_family_format() {
 /// `--chat-template NAME` and `--chat-template FILE` override the model's template.
 #[test]
 fn the_users_choice_comes_first() {
-    let file = vocab("qwen2");
-    let tok = Tokenizer::from_gguf(file.metadata()).unwrap();
-    let own = Arc::new(
-        ChatTemplate::from_metadata(file.metadata())
-            .unwrap()
-            .unwrap(),
-    );
+    let (tok, own) = qwen2_and_its_template();
 
     let named = resolve_with(Some("llama2"), Some(&own), None, &tok).unwrap();
     assert_eq!(named.origin, TemplateOrigin::Builtin("llama2"));
@@ -110,23 +106,11 @@ fn no_template_error_names_the_flag() {
 fn model_with_template(text: &str) -> PathBuf {
     let source =
         GgufFile::open(Path::new(FIXTURES).join("models/gemma3-tiny-q4_k_m.gguf")).unwrap();
-    let mut writer = GgufWriter::new();
-    for (key, value) in source.metadata().iter() {
-        if key != "tokenizer.chat_template" {
-            writer.add_metadata(key, value.clone()).unwrap();
-        }
-    }
-    writer
-        .add_metadata(
-            "tokenizer.chat_template",
-            MetadataValue::String(text.into()),
-        )
-        .unwrap();
-    for t in source.tensors() {
-        writer
-            .add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
-            .unwrap();
-    }
+    let mut writer = GgufWriter::from_file(&source).unwrap();
+    writer.set_metadata(
+        "tokenizer.chat_template",
+        MetadataValue::String(text.into()),
+    );
     let path = std::env::temp_dir().join(format!(
         "rinfer-broken-template-{}-{}.gguf",
         std::process::id(),

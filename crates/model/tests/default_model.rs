@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{batched_logits, default_model, fixtures};
+use common::reference::{check_greedy, cosine, ids, last_logits, log_sum_exp};
+use common::{batched_logits, default_model};
 use rinfer_model::sampling::argmax;
 use rinfer_model::{KvCache, Logits, Model, Scratch};
 use serde_json::Value;
@@ -20,17 +21,7 @@ const MIN_COSINE: f64 = 0.99;
 const GREEDY_MARGIN: f64 = 0.5;
 
 fn refs() -> Value {
-    serde_json::from_slice(&std::fs::read(fixtures().join("refs/gemma3-270m.json")).unwrap())
-        .unwrap()
-}
-
-fn ids(value: &Value) -> Vec<u32> {
-    value
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
+    common::reference::refs("gemma3-270m")
 }
 
 fn floats(value: &Value) -> Vec<f64> {
@@ -40,21 +31,6 @@ fn floats(value: &Value) -> Vec<f64> {
         .iter()
         .map(|t| t.as_f64().unwrap())
         .collect()
-}
-
-fn log_sum_exp(row: &[f32]) -> f64 {
-    let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
-    max + row
-        .iter()
-        .map(|&l| (l as f64 - max).exp())
-        .sum::<f64>()
-        .ln()
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
-    let norm = |v: &[f32]| v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (norm(a) * norm(b))
 }
 
 fn open() -> Model {
@@ -93,13 +69,7 @@ fn prompt_logits_match_llama_cpp() {
             }
         }
         let mean_abs = sum_abs / count as f64;
-        let file = case["last_logits_file"].as_str().unwrap();
-        let reference: Vec<f32> = std::fs::read(fixtures().join(file))
-            .unwrap()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        let cos = cosine(&logits[logits.len() - vocab..], &reference);
+        let cos = cosine(&logits[logits.len() - vocab..], &last_logits(case));
         eprintln!("{name}: max abs {max_abs:.3} mean abs {mean_abs:.3} last cosine {cos:.5}");
         assert!(max_abs <= MAX_ABS, "{name}: max abs {max_abs}");
         assert!(mean_abs <= MEAN_ABS, "{name}: mean abs {mean_abs}");
@@ -114,30 +84,11 @@ fn prompt_logits_match_llama_cpp() {
 fn greedy_continuations_match_llama_cpp() {
     let model = open();
     for case in refs()["cases"].as_array().unwrap() {
-        let name = &case["case"];
-        let prompt = ids(&case["tokens"]);
-        let greedy = &case["greedy"];
-        let expected = ids(&greedy["ids"]);
-        let margins = floats(&greedy["top2_margin"]);
-        let mut cache = KvCache::new(&model.config, prompt.len() + expected.len(), prompt.len());
-        let mut scratch = Scratch::new(&model.config, prompt.len());
-        let mut next = argmax(
-            model
-                .forward(&prompt, &mut cache, &mut scratch, Logits::Last)
-                .unwrap(),
+        let decisive = check_greedy(&model, "gemma3-270m", case, GREEDY_MARGIN);
+        eprintln!(
+            "{}: {decisive} greedy tokens equal to llama.cpp's",
+            case["case"]
         );
-        let decisive = margins
-            .iter()
-            .position(|&m| m < GREEDY_MARGIN)
-            .unwrap_or(margins.len());
-        for (step, &want) in expected.iter().enumerate().take(decisive) {
-            assert_eq!(next, want, "{name}: greedy token {step}");
-            let logits = model
-                .forward(&[next], &mut cache, &mut scratch, Logits::Last)
-                .unwrap();
-            next = argmax(logits);
-        }
-        eprintln!("{name}: {decisive} greedy tokens equal to llama.cpp's");
     }
 }
 

@@ -7,26 +7,21 @@
 mod common;
 mod speculation_support;
 
-use rinfer_model::{Engine, EngineSettings, Event, Speculation, SpeculationStats};
+use rinfer_model::{Engine, EngineSettings, Event, Speculation};
 use speculation_support::*;
 
 const MODELS: [&str; 3] = ["lfm2-tiny-q8_0", "qwen35-tiny-q8_0", "qwen35moe-tiny-q8_0"];
 
 #[test]
 fn speculation_on_a_recurrent_state_gives_the_output_of_plain_decoding() {
-    let mut total = SpeculationStats::default();
+    let mut guesses = Guesses::default();
+    let prompts: Vec<_> = (0..3).map(repetitive_prompt).collect();
     for name in MODELS {
         let loaded = loaded(name);
         let mut plain = engine(&loaded, settings(1, Speculation::Off));
         let mut fast = engine(&loaded, settings(1, LOOKUP));
-        for case in 0..3u32 {
-            for seed in [None, Some(u64::from(case) + 5)] {
-                let make = || request(&loaded, repetitive_prompt(case), seed, 160);
-                let expected = generate_one(&mut plain, make());
-                let got = generate_one(&mut fast, make());
-                assert_eq!(got, expected, "{name}, case {case}, seed {seed:?}");
-            }
-        }
+        let engines = (&mut plain, &mut fast);
+        assert_outputs_of_plain_decoding(name, &loaded, engines, &prompts, 160);
         // Two sequences speculating side by side.
         let two = || {
             (0..2)
@@ -40,15 +35,9 @@ fn speculation_on_a_recurrent_state_gives_the_output_of_plain_decoding() {
             run_all(&mut plain2, two()),
             "{name}"
         );
-        let stats = fast.speculation_stats();
-        total.drafted_tokens += stats.drafted_tokens;
-        total.accepted_tokens += stats.accepted_tokens;
+        guesses.add(&fast);
     }
-    assert!(total.accepted_tokens > 0, "no guess confirmed: {total:?}");
-    assert!(
-        total.accepted_tokens < total.drafted_tokens,
-        "no guess rejected, so no state was restored: {total:?}"
-    );
+    guesses.assert_some_confirmed_and_some_rejected();
 }
 
 /// Tokens and the prompt tokens reused of one request run alone.
@@ -82,34 +71,28 @@ fn a_slot_is_reused_in_place_exactly_when_the_prompt_continues_its_state() {
         let mut warm = engine(&loaded, settings);
         let (out, cached) = generate_counting(&mut warm, request(&loaded, first.clone(), None, 10));
         assert_eq!(cached, 0);
+        // `prompt` on the warm engine gives what it gives on a fresh one; the prompt tokens
+        // the warm one reused.
+        let mut reused = |prompt: &[u32], what: &str| {
+            let make = || request(&loaded, prompt.to_vec(), None, 10);
+            let (cold, _) = generate_counting(&mut engine(&loaded, settings), make());
+            let (got, cached) = generate_counting(&mut warm, make());
+            assert_eq!(got, cold, "{name}, {what}: warm equals cold");
+            cached
+        };
         // A chat turn: the history, the reply (all but its last token is in the cache), more.
         let held = first.len() + out.len() - 1;
         let next = [first.as_slice(), &out, &repetitive_prompt(2)].concat();
-        let (cold, _) = generate_counting(
-            &mut engine(&loaded, settings),
-            request(&loaded, next.clone(), None, 10),
-        );
-        let (got, cached) = generate_counting(&mut warm, request(&loaded, next.clone(), None, 10));
+        let cached = reused(&next, "a chat turn");
         assert_eq!(cached, held, "{name}: the whole held state is reused");
-        assert_eq!(got, cold, "{name}: warm equals cold");
         // Branching off inside the held tokens: the slot cannot go back, the prefix cache's
         // blocks can, to the state kept at the end of the last whole block before the branch.
         let branching = [&next[..35], repetitive_prompt(4).as_slice()].concat();
-        let (cold, _) = generate_counting(
-            &mut engine(&loaded, settings),
-            request(&loaded, branching.clone(), None, 10),
-        );
-        let (got, cached) = generate_counting(&mut warm, request(&loaded, branching, None, 10));
+        let cached = reused(&branching, "a branch");
         assert_eq!(cached, 32, "{name}: two whole blocks from the prefix cache");
-        assert_eq!(got, cold, "{name}: from the blocks equals cold");
         // A prompt that diverges inside what the slot holds starts from an empty state.
         let diverging = [&first[..5], repetitive_prompt(3).as_slice()].concat();
-        let (cold, _) = generate_counting(
-            &mut engine(&loaded, settings),
-            request(&loaded, diverging.clone(), None, 10),
-        );
-        let (got, cached) = generate_counting(&mut warm, request(&loaded, diverging, None, 10));
+        let cached = reused(&diverging, "a divergence");
         assert_eq!(cached, 0, "{name}: a recurrent state is not cut back");
-        assert_eq!(got, cold, "{name}");
     }
 }

@@ -20,19 +20,8 @@ const GPT2_POSITIONS: usize = 512;
 fn gpt2_claiming_context(context: u32) -> Model {
     let path = fixtures().join("models/gpt2-tiny-q2_k.gguf");
     let file = GgufFile::open(path).unwrap();
-    let mut writer = GgufWriter::new();
-    for (key, value) in file.metadata().iter() {
-        let value = match key {
-            "gpt2.context_length" => MetadataValue::U32(context),
-            _ => value.clone(),
-        };
-        writer.add_metadata(key, value).unwrap();
-    }
-    for t in file.tensors() {
-        writer
-            .add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
-            .unwrap();
-    }
+    let mut writer = GgufWriter::from_file(&file).unwrap();
+    writer.set_metadata("gpt2.context_length", MetadataValue::U32(context));
     let file = GgufFile::from_bytes(writer.to_bytes()).unwrap();
     Model::from_gguf(&Arc::new(file)).unwrap()
 }

@@ -2,13 +2,9 @@
 
 mod common;
 
-use common::case_tokens;
+use common::reference::{argmax, check_greedy, cosine, last_logits, log_sum_exp, refs};
+use common::{case_tokens, fixtures};
 use rinfer_model::{KvCache, Logits, Model, Scratch};
-use serde_json::Value;
-
-fn fixtures() -> String {
-    format!("{}/../../tests/fixtures", env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Tolerances of the fixtures README §3.4 for one model class.
 struct Tolerance {
@@ -58,43 +54,19 @@ const Q8_0_GEMMA4: Tolerance = Tolerance {
     min_cosine: 0.995,
 };
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
-    let norm = |v: &[f32]| v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (norm(a) * norm(b))
-}
-
-/// The reference's full-vocabulary logits at the last position of a case.
-fn last_logits(case: &Value) -> Vec<f32> {
-    let file = case["last_logits_file"].as_str().unwrap();
-    let bytes = std::fs::read(format!("{}/{file}", fixtures())).unwrap();
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect()
-}
-
-fn log_sum_exp(row: &[f32]) -> f64 {
-    let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
-    max + row
-        .iter()
-        .map(|&l| (l as f64 - max).exp())
-        .sum::<f64>()
-        .ln()
+fn open_fixture(name: &str) -> Model {
+    let (model, _file) = Model::open_gguf(fixtures().join(format!("models/{name}.gguf"))).unwrap();
+    model
 }
 
 fn check_model(name: &str, tol: &Tolerance) {
-    let (model, _file) = Model::open_gguf(format!("{}/models/{name}.gguf", fixtures())).unwrap();
-    check_against_refs(&model, name, tol);
+    check_against_refs(&open_fixture(name), name, tol);
 }
 
 /// Checks `model` against the llama.cpp references of the fixture model `name`.
 fn check_against_refs(model: &Model, name: &str, tol: &Tolerance) {
-    let refs: Value =
-        serde_json::from_slice(&std::fs::read(format!("{}/refs/{name}.json", fixtures())).unwrap())
-            .unwrap();
     let vocab = model.config.vocab_size;
-    for case in refs["cases"].as_array().unwrap() {
+    for case in refs(name)["cases"].as_array().unwrap() {
         let tokens = case_tokens(case);
         let n = tokens.len();
         let mut cache = KvCache::new(&model.config, n, n);
@@ -123,11 +95,8 @@ fn check_against_refs(model: &Model, name: &str, tol: &Tolerance) {
             );
             let margin = case["top2_margin"][i].as_f64().unwrap();
             if margin > tol.argmax_margin {
-                let argmax = (0..vocab)
-                    .max_by(|&a, &b| row[a].total_cmp(&row[b]).then(b.cmp(&a)))
-                    .unwrap();
                 assert_eq!(
-                    argmax as u64,
+                    argmax(row) as u64,
                     case["argmax"][i].as_u64().unwrap(),
                     "{name} {} pos {i}: argmax (margin {margin})",
                     case["case"]
@@ -212,7 +181,7 @@ fn llama_q4_k_matches_llama_cpp() {
 /// the logits llama.cpp computed from its GGUF twin.
 #[test]
 fn safetensors_twin_matches_its_gguf_twin() {
-    let model = Model::open_safetensors(format!("{}/llama3bpe-tiny-hf", fixtures())).unwrap();
+    let model = Model::open_safetensors(fixtures().join("llama3bpe-tiny-hf")).unwrap();
     check_against_refs(&model, "llama3bpe-tiny-f32", &F32_RMS);
 }
 
@@ -221,15 +190,15 @@ fn safetensors_twin_matches_its_gguf_twin() {
 fn safetensors_checkpoint_of_an_unknown_model_type_is_refused() {
     let dir = std::env::temp_dir().join(format!("rinfer-unknown-arch-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let twin = format!("{}/llama3bpe-tiny-hf", fixtures());
-    let config = std::fs::read_to_string(format!("{twin}/config.json")).unwrap();
+    let twin = fixtures().join("llama3bpe-tiny-hf");
+    let config = std::fs::read_to_string(twin.join("config.json")).unwrap();
     std::fs::write(
         dir.join("config.json"),
         config.replace("\"llama\"", "\"gpt_neox\""),
     )
     .unwrap();
     std::fs::copy(
-        format!("{twin}/model.safetensors"),
+        twin.join("model.safetensors"),
         dir.join("model.safetensors"),
     )
     .unwrap();
@@ -244,39 +213,12 @@ fn safetensors_checkpoint_of_an_unknown_model_type_is_refused() {
 #[test]
 fn gemma4_f32_greedy_matches_llama_cpp() {
     let name = "gemma4-tiny-f32";
-    let (model, _file) = Model::open_gguf(format!("{}/models/{name}.gguf", fixtures())).unwrap();
-    let refs: Value =
-        serde_json::from_slice(&std::fs::read(format!("{}/refs/{name}.json", fixtures())).unwrap())
-            .unwrap();
-    let ids = |v: &Value| -> Vec<u32> {
-        let ids = v.as_array().unwrap().iter();
-        ids.map(|t| t.as_u64().unwrap() as u32).collect()
-    };
-    let mut compared = 0;
-    for case in refs["cases"].as_array().unwrap() {
-        let tokens = ids(&case["tokens"]);
-        let want = ids(&case["greedy"]["ids"]);
-        let margins = case["greedy"]["top2_margin"].as_array().unwrap();
-        let mut cache = KvCache::new(&model.config, tokens.len() + want.len(), tokens.len());
-        let mut scratch = Scratch::new(&model.config, tokens.len());
-        let mut logits = model
-            .forward(&tokens, &mut cache, &mut scratch, Logits::Last)
-            .unwrap()
-            .to_vec();
-        for (step, (&want, margin)) in want.iter().zip(margins).enumerate() {
-            if margin.as_f64().unwrap() < F32_GEMMA4.argmax_margin {
-                break;
-            }
-            let got = (0..logits.len())
-                .max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a)))
-                .unwrap() as u32;
-            assert_eq!(got, want, "{name} {} greedy step {step}", case["case"]);
-            compared += 1;
-            logits = model
-                .forward(&[got], &mut cache, &mut scratch, Logits::Last)
-                .unwrap()
-                .to_vec();
-        }
-    }
+    let model = open_fixture(name);
+    let compared: usize = refs(name)["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|case| check_greedy(&model, name, case, F32_GEMMA4.argmax_margin))
+        .sum();
     assert!(compared >= 8, "only {compared} greedy steps compared");
 }

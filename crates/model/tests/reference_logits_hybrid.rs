@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::reference::{Tolerance, check_model};
+use common::reference::{Q8_0_NEW_ARCHS, Tolerance, check_model};
 use common::{bits, fixture_model};
 use rinfer_model::{KvCache, Logits, Scratch};
 
@@ -21,29 +21,13 @@ const F32_HYBRID: Tolerance = Tolerance {
     min_cosine: Some(0.99999),
 };
 
-/// Q8_0 weights, activations quantized as ggml does (README §3.4, Q8_0 new archs).
-const Q8_0_HYBRID: Tolerance = Tolerance {
-    per_position: 0.5,
-    share: 0.99,
-    max_abs: 1.5,
-    mean_abs: 0.03,
-    argmax_share: 0.96,
-    greedy_margin: 1.0,
-    min_cosine: Some(0.995),
-};
-
 /// Q8_0 weights of a hybrid MoE model, activations quantized as ggml does: the stricter of
 /// README §3.4's bounds for the Q8_0 new architectures and for quantized MoE models (near-tied
 /// reference logits may swap the argmax at a few positions), and the quantized models'
 /// last-position cosine, which no routing flip moves on these prompts.
 const Q8_0_HYBRID_MOE: Tolerance = Tolerance {
-    per_position: 0.5,
-    share: 0.99,
-    max_abs: 1.5,
-    mean_abs: 0.03,
     argmax_share: 0.97,
-    greedy_margin: 1.0,
-    min_cosine: Some(0.995),
+    ..Q8_0_NEW_ARCHS
 };
 
 #[test]
@@ -53,7 +37,7 @@ fn lfm2_f32_matches_llama_cpp() {
 
 #[test]
 fn lfm2_q8_0_matches_llama_cpp() {
-    check_model("lfm2-tiny-q8_0", &Q8_0_HYBRID);
+    check_model("lfm2-tiny-q8_0", &Q8_0_NEW_ARCHS);
 }
 
 #[test]
@@ -63,7 +47,7 @@ fn qwen35_f32_matches_llama_cpp() {
 
 #[test]
 fn qwen35_q8_0_matches_llama_cpp() {
-    check_model("qwen35-tiny-q8_0", &Q8_0_HYBRID);
+    check_model("qwen35-tiny-q8_0", &Q8_0_NEW_ARCHS);
 }
 
 #[test]

@@ -58,40 +58,42 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
         .collect()
 }
 
+/// A pre-norm block: `attn_norm`, the `mixer` stages, the residual add, then `ffn_norm`, the
+/// `ffn` stages and their residual add.
+fn pre_norm(mixer: &[&'static str], ffn: &[&'static str]) -> Vec<&'static str> {
+    [
+        &["attn_norm"],
+        mixer,
+        &["x+=out", "ffn_norm"],
+        ffn,
+        &["x+=h"],
+    ]
+    .concat()
+}
+
 #[test]
 fn hybrid_layers_mix_by_recurrence_or_by_attention_as_their_metadata_says() {
-    let recurrent = |mixer| vec!["attn_norm", mixer, "x+=out", "ffn_norm", "ffn", "x+=h"];
-    let conv = recurrent("short_conv");
-    let lfm2_attention = vec![
-        "attn_norm",
-        "qkv",
-        "qk_norm",
-        "rope",
-        "attention",
-        "attn_output",
-        "x+=out",
-        "ffn_norm",
-        "ffn",
-        "x+=h",
-    ];
+    let conv = pre_norm(&["short_conv"], &["ffn"]);
+    let lfm2_attention = pre_norm(
+        &["qkv", "qk_norm", "rope", "attention", "attn_output"],
+        &["ffn"],
+    );
     assert_eq!(
         stage_names("lfm2-tiny-q8_0"),
         [conv.clone(), conv.clone(), lfm2_attention, conv]
     );
-    let delta = recurrent("delta_net");
-    let gated = vec![
-        "attn_norm",
-        "qkv",
-        "qk_norm",
-        "rope",
-        "attention",
-        "attn_gate",
-        "attn_output",
-        "x+=out",
-        "ffn_norm",
-        "ffn",
-        "x+=h",
-    ];
+    let delta = pre_norm(&["delta_net"], &["ffn"]);
+    let gated = pre_norm(
+        &[
+            "qkv",
+            "qk_norm",
+            "rope",
+            "attention",
+            "attn_gate",
+            "attn_output",
+        ],
+        &["ffn"],
+    );
     assert_eq!(
         stage_names("qwen35-tiny-q8_0"),
         [delta.clone(), delta.clone(), delta.clone(), gated.clone()]
@@ -146,70 +148,45 @@ fn a_bert_block_is_post_norm_and_reads_the_residual_stream() {
 
 #[test]
 fn a_llama_block_is_pre_norm_attention_then_ffn() {
+    let expected = pre_norm(&["qkv", "rope", "attention", "attn_output"], &["ffn"]);
     for block in stage_names("llama-tiny-q4_k") {
-        assert_eq!(
-            block,
-            [
-                "attn_norm",
-                "qkv",
-                "rope",
-                "attention",
-                "attn_output",
-                "x+=out",
-                "ffn_norm",
-                "ffn",
-                "x+=h"
-            ]
-        );
+        assert_eq!(block, expected);
     }
 }
 
 #[test]
 fn a_gemma3_block_adds_qk_norms_and_post_norms() {
+    let expected = pre_norm(
+        &[
+            "qkv",
+            "qk_norm",
+            "rope",
+            "attention",
+            "attn_output",
+            "post_attn_norm",
+        ],
+        &["ffn", "post_ffn_norm"],
+    );
     for block in stage_names("gemma3-tiny-f32") {
-        assert_eq!(
-            block,
-            [
-                "attn_norm",
-                "qkv",
-                "qk_norm",
-                "rope",
-                "attention",
-                "attn_output",
-                "post_attn_norm",
-                "x+=out",
-                "ffn_norm",
-                "ffn",
-                "post_ffn_norm",
-                "x+=h"
-            ]
-        );
+        assert_eq!(block, expected);
     }
 }
 
 #[test]
 fn a_gemma4_block_norms_values_and_adds_its_per_layer_input() {
+    let attention = [
+        "qkv",
+        "qk_norm",
+        "v_norm",
+        "rope",
+        "attention",
+        "attn_output",
+        "post_attn_norm",
+    ];
+    let block = pre_norm(&attention, &["ffn", "post_ffn_norm"]);
+    let expected = [&block[..], &["x+=per_layer", "x*=scale"]].concat();
     for block in stage_names("gemma4-tiny-q8_0") {
-        assert_eq!(
-            block,
-            [
-                "attn_norm",
-                "qkv",
-                "qk_norm",
-                "v_norm",
-                "rope",
-                "attention",
-                "attn_output",
-                "post_attn_norm",
-                "x+=out",
-                "ffn_norm",
-                "ffn",
-                "post_ffn_norm",
-                "x+=h",
-                "x+=per_layer",
-                "x*=scale"
-            ]
-        );
+        assert_eq!(block, expected);
     }
 }
 
@@ -310,18 +287,8 @@ fn sliding_layers_carry_their_window_and_local_rope_base() {
 fn a_declared_tensor_missing_from_the_file_is_an_error_naming_it() {
     let path = common::fixtures().join("models/llama-tiny-q4_k.gguf");
     let file = GgufFile::open(path).unwrap();
-    let mut writer = GgufWriter::new();
-    for (key, value) in file.metadata().iter() {
-        writer.add_metadata(key, value.clone()).unwrap();
-    }
-    for t in file
-        .tensors()
-        .filter(|t| t.name() != "blk.1.ffn_norm.weight")
-    {
-        writer
-            .add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())
-            .unwrap();
-    }
+    let mut writer = GgufWriter::from_file(&file).unwrap();
+    assert!(writer.remove_tensor("blk.1.ffn_norm.weight"));
     let file = GgufFile::from_bytes(writer.to_bytes()).unwrap();
     let error = Model::from_gguf(&std::sync::Arc::new(file))
         .err()
@@ -332,46 +299,29 @@ fn a_declared_tensor_missing_from_the_file_is_an_error_naming_it() {
 
 #[test]
 fn a_deepseek2_block_is_latent_attention_then_dense_or_shared_and_routed_experts() {
-    let blocks = stage_names("deepseek2-tiny-q8_0");
     let attention = [
-        "attn_norm",
         "latent_qkv",
         "rope",
         "attention",
         "latent_output",
         "attn_output",
-        "x+=out",
-        "ffn_norm",
     ];
-    let dense = [&attention[..], &["ffn", "x+=h"]].concat();
-    let moe = [
-        &attention[..],
-        &["shared_experts", "router", "experts", "x+=h"],
-    ]
-    .concat();
-    assert_eq!(blocks, [dense, moe.clone(), moe]);
+    assert_eq!(
+        stage_names("deepseek2-tiny-q8_0"),
+        dense_then_moe(&attention)
+    );
 }
 
 #[test]
 fn a_glm4moe_block_norms_q_and_k_and_its_ffn_by_the_post_attention_norm() {
-    let blocks = stage_names("glm4moe-tiny-q8_0");
-    let attention = [
-        "attn_norm",
-        "qkv",
-        "qk_norm",
-        "rope",
-        "attention",
-        "attn_output",
-        "x+=out",
-        "ffn_norm",
-    ];
-    let dense = [&attention[..], &["ffn", "x+=h"]].concat();
-    let moe = [
-        &attention[..],
-        &["shared_experts", "router", "experts", "x+=h"],
-    ]
-    .concat();
-    assert_eq!(blocks, [dense, moe.clone(), moe]);
+    let attention = ["qkv", "qk_norm", "rope", "attention", "attn_output"];
+    assert_eq!(stage_names("glm4moe-tiny-q8_0"), dense_then_moe(&attention));
+}
+
+/// The three layers of the MoE fixtures: one dense FFN, then two of shared and routed experts.
+fn dense_then_moe(attention: &[&'static str]) -> [Vec<&'static str>; 3] {
+    let moe = pre_norm(attention, &["shared_experts", "router", "experts"]);
+    [pre_norm(attention, &["ffn"]), moe.clone(), moe]
 }
 
 /// A fixture rewritten without the metadata key `skip`.

@@ -106,6 +106,19 @@ pub struct ChatMessageIn {
     pub name: Option<String>,
 }
 
+impl ChatMessageIn {
+    /// A message of `role` whose content is the text `content`.
+    pub fn text(role: &str, content: String) -> Self {
+        Self {
+            role: role.into(),
+            content: Value::String(content),
+            tool_calls: None,
+            tool_call_id: None,
+            name: None,
+        }
+    }
+}
+
 /// The body of `/tokenize`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

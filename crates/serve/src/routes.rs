@@ -197,15 +197,7 @@ async fn generate(
         output,
     } = request;
     let logprobs = request.logprobs;
-    let (events, receiver) = event_channel();
-    let job = Job {
-        request,
-        events,
-        arrived,
-        choices,
-        index: 0,
-    };
-    submit(&state, &served, job)?;
+    let receiver = submit_request(&state, &served, request, arrived, choices)?;
     let meta = ResponseMeta::new(endpoint, &served.model_id);
     if stream {
         Ok(stream_response(
@@ -219,6 +211,27 @@ async fn generate(
     } else {
         collect_response(meta, receiver, choices, logprobs.is_some(), output).await
     }
+}
+
+/// Queues `request` (its `choices` down one event channel) for the engine of `served` and
+/// returns where its events arrive; see [`submit`].
+pub(crate) fn submit_request(
+    state: &AppState,
+    served: &Arc<Served>,
+    request: rinfer_model::Request,
+    arrived: Instant,
+    choices: usize,
+) -> Result<EventReceiver, ApiError> {
+    let (events, receiver) = event_channel();
+    let job = Job {
+        request,
+        events,
+        arrived,
+        choices,
+        index: 0,
+    };
+    submit(state, served, job)?;
+    Ok(receiver)
 }
 
 /// Queues a job for the engine of `served`, as the current request's tenant, holding the model

@@ -31,17 +31,31 @@ fn generous() -> RenderLimits {
     }
 }
 
+/// The error rendering `source` under `limits` ends in.
+fn render_error(source: &str, limits: RenderLimits) -> ChatTemplateError {
+    template(source, limits).render(&hi(), true).unwrap_err()
+}
+
+/// `source`, whose data doubles without bound, runs out of a million steps of fuel.
+fn assert_runs_out_of_fuel(source: &str) {
+    let limits = RenderLimits {
+        fuel: 1_000_000,
+        ..generous()
+    };
+    let err = render_error(source, limits);
+    assert!(matches!(err, ChatTemplateError::OutOfFuel { .. }), "{err}");
+}
+
 /// Would write 10 GB; stops at the output cap.
 #[test]
 fn ten_gigabytes_of_output_stop_at_the_cap() {
-    let t = template(
+    let err = render_error(
         "{% for i in range(100000) %}{% for j in range(100000) %}xxxxxxxxxx{% endfor %}{% endfor %}",
         RenderLimits {
             max_output_bytes: 1 << 20,
             ..generous()
         },
     );
-    let err = t.render(&hi(), true).unwrap_err();
     assert!(
         matches!(err, ChatTemplateError::OutputTooLarge { limit } if limit == 1 << 20),
         "{err}"
@@ -55,15 +69,14 @@ fn ten_gigabytes_of_output_stop_at_the_cap() {
 /// Two nested `range(100000)` loops would run 10^10 steps; fuel ends them.
 #[test]
 fn nested_loops_run_out_of_fuel() {
-    let t = template(
+    let start = Instant::now();
+    let err = render_error(
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
         RenderLimits {
             fuel: 200_000,
             ..generous()
         },
     );
-    let start = Instant::now();
-    let err = t.render(&hi(), true).unwrap_err();
     assert!(
         matches!(err, ChatTemplateError::OutOfFuel { fuel: 200_000 }),
         "{err}"
@@ -74,48 +87,30 @@ fn nested_loops_run_out_of_fuel() {
 /// A list that doubles 40 times would need terabytes; fuel charges every slot first.
 #[test]
 fn a_list_doubling_forty_times_runs_out_of_fuel() {
-    let t = template(
+    assert_runs_out_of_fuel(
         "{% set ns = namespace(items=[1]) %}{% for i in range(40) %}\
          {% set ns.items = (ns.items + ns.items) | list %}{% endfor %}{{ ns.items | length }}",
-        RenderLimits {
-            fuel: 1_000_000,
-            ..generous()
-        },
     );
-    let err = t.render(&hi(), true).unwrap_err();
-    assert!(matches!(err, ChatTemplateError::OutOfFuel { .. }), "{err}");
 }
 
 /// Doubled lazily (`+` alone keeps the halves), the list costs nothing until it is used; then
 /// every item is charged.
 #[test]
 fn a_lazily_doubled_list_runs_out_of_fuel_when_used() {
-    let t = template(
+    assert_runs_out_of_fuel(
         "{% set ns = namespace(items=[1]) %}{% for i in range(30) %}\
          {% set ns.items = ns.items + ns.items %}{% endfor %}\
          {% for x in ns.items %}{% endfor %}",
-        RenderLimits {
-            fuel: 1_000_000,
-            ..generous()
-        },
     );
-    let err = t.render(&hi(), true).unwrap_err();
-    assert!(matches!(err, ChatTemplateError::OutOfFuel { .. }), "{err}");
 }
 
 /// The same doubling with strings.
 #[test]
 fn a_string_doubling_forty_times_runs_out_of_fuel() {
-    let t = template(
+    assert_runs_out_of_fuel(
         "{% set ns = namespace(s='x') %}{% for i in range(40) %}\
          {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
-        RenderLimits {
-            fuel: 1_000_000,
-            ..generous()
-        },
     );
-    let err = t.render(&hi(), true).unwrap_err();
-    assert!(matches!(err, ChatTemplateError::OutOfFuel { .. }), "{err}");
 }
 
 /// `range` refuses more items than the limit, whatever the step.
@@ -130,8 +125,7 @@ fn range_is_bounded() {
         "range(-5000, 5000, 7)",
         "range(5000, -5000, -3)",
     ] {
-        let t = template(&format!("{{% for i in {call} %}}{{% endfor %}}"), limits);
-        let err = t.render(&hi(), true).unwrap_err();
+        let err = render_error(&format!("{{% for i in {call} %}}{{% endfor %}}"), limits);
         assert!(matches!(err, ChatTemplateError::Render(_)), "{call}: {err}");
         assert!(
             err.to_string().contains("over the limit of 1000"),
@@ -149,14 +143,13 @@ fn range_is_bounded() {
 /// A macro that calls itself forever stops at the recursion limit.
 #[test]
 fn endless_recursion_stops_at_the_limit() {
-    let t = template(
+    let err = render_error(
         "{% macro down(n) %}{{ down(n + 1) }}{% endmacro %}{{ down(0) }}",
         RenderLimits {
             recursion: 50,
             ..generous()
         },
     );
-    let err = t.render(&hi(), true).unwrap_err();
     assert!(matches!(err, ChatTemplateError::Render(_)), "{err}");
     assert!(err.to_string().contains("recursion"), "{err}");
 }

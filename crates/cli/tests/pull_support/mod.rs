@@ -106,6 +106,21 @@ impl MockHub {
     pub fn take_seen(&self) -> Vec<Seen> {
         std::mem::take(&mut self.state.lock().unwrap().seen)
     }
+
+    /// The downloads of file contents (the requests to the CDN) so far, and forgets every
+    /// request.
+    pub fn take_downloads(&self) -> Vec<Seen> {
+        let mut seen = self.take_seen();
+        seen.retain(Seen::is_download);
+        seen
+    }
+}
+
+impl Seen {
+    /// Whether this request downloads a file's contents (from the CDN the hub redirects to).
+    pub fn is_download(&self) -> bool {
+        self.target.starts_with("/cdn/")
+    }
 }
 
 /// Lower-case hex.

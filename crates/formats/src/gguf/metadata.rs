@@ -339,6 +339,17 @@ impl Metadata {
         Ok(())
     }
 
+    /// Sets `key` to `value`: in its place when present, else as a new last entry.
+    pub fn set(&mut self, key: &str, value: MetadataValue) {
+        match self.index.get(key) {
+            Some(&i) => self.entries[i].1 = value,
+            None => {
+                self.index.insert(key.into(), self.entries.len());
+                self.entries.push((key.into(), value));
+            }
+        }
+    }
+
     /// Removes `key`'s entry and gives back its value, if present (to hand a large value, like a
     /// vocabulary, to whatever keeps it instead of holding two copies).
     pub fn remove(&mut self, key: &str) -> Option<MetadataValue> {

@@ -49,6 +49,18 @@ impl GgufWriter {
         self.metadata.insert(key, value)
     }
 
+    /// Sets a metadata entry: replaces the value of a key already added, in its place.
+    pub fn set_metadata(&mut self, key: &str, value: MetadataValue) {
+        self.metadata.set(key, value);
+    }
+
+    /// Removes the tensor `name`; whether there was one.
+    pub fn remove_tensor(&mut self, name: &str) -> bool {
+        let before = self.tensors.len();
+        self.tensors.retain(|t| t.name != name);
+        self.tensors.len() < before
+    }
+
     /// Adds a tensor whose `data` must be exactly the bytes its type and shape need.
     pub fn add_tensor(
         &mut self,

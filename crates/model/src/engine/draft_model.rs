@@ -15,7 +15,6 @@ use super::reuse::Rings;
 use crate::error::ModelError;
 use crate::forward::{Logits, Model, SeqBatch};
 use crate::kv_cache::KvCache;
-use crate::limits::MemoryPlan;
 use crate::loaded::LoadedModel;
 use crate::sampling::argmax;
 use crate::scratch::Scratch;
@@ -53,16 +52,8 @@ impl<'m> DraftModel<'m> {
     pub(super) fn start(draft: &'m LoadedModel, sizes: Sizes) -> Result<Self, ModelError> {
         let config = &draft.model.config;
         draft.model.check_context(sizes.context)?;
+        sizes.check_memory(config, sizes.sequences)?;
         let kv_type = sizes.kv_type.unwrap_or_default();
-        let plan = MemoryPlan::new(
-            config,
-            kv_type,
-            sizes.context,
-            sizes.sequences,
-            sizes.max_batch,
-            sizes.sequences,
-        )?;
-        plan.check_available()?;
         let caches = (0..sizes.sequences)
             .map(|_| KvCache::try_with_type(config, kv_type, sizes.context, sizes.max_batch))
             .collect::<Result<_, _>>()?;

@@ -7,6 +7,7 @@ use rinfer_cuda::{CudaError, GpuKvCache, GpuModel, LoadOptions};
 use rinfer_kernels::ops::KvType;
 
 use super::device::{DeviceReport, DeviceRequest, Resolved, resolve};
+use crate::config::ModelConfig;
 use crate::error::ModelError;
 use crate::forward::{Logits, Model, SeqBatch};
 use crate::kv_blocks::BlockPool;
@@ -106,6 +107,24 @@ pub(super) struct Sizes {
 }
 
 impl Sizes {
+    /// Checks that the KV caches and scratch buffers of a CPU model of `config` at these sizes,
+    /// with `logit_rows` rows of logits, fit the memory available.
+    pub(super) fn check_memory(
+        &self,
+        config: &ModelConfig,
+        logit_rows: usize,
+    ) -> Result<(), ModelError> {
+        let plan = MemoryPlan::new(
+            config,
+            self.kv_type.unwrap_or_default(),
+            self.context,
+            self.sequences,
+            self.max_batch,
+            logit_rows,
+        )?;
+        plan.check_available()
+    }
+
     /// Most rows of logits one step produces.
     fn logit_rows(&self) -> usize {
         if self.all_logits {
@@ -153,15 +172,7 @@ impl Executor {
             Resolved::Cpu { reason } => {
                 let logit_rows = sizes.logit_rows();
                 let kv_type = sizes.kv_type.unwrap_or_default();
-                let plan = MemoryPlan::new(
-                    config,
-                    kv_type,
-                    sizes.context,
-                    sizes.sequences,
-                    sizes.max_batch,
-                    logit_rows,
-                )?;
-                plan.check_available()?;
+                sizes.check_memory(config, logit_rows)?;
                 let scratch = Scratch::with_logit_rows(config, sizes.max_batch, logit_rows);
                 let caches = KvCache::try_pooled(
                     config,
@@ -358,7 +369,7 @@ fn wrong_device() -> ModelError {
 
 /// Refuses the models the GPU's step does not run: encoders (bidirectional attention) and
 /// embedding models (pooling), which `auto` then runs on the CPU.
-fn check_gpu_runs(config: &crate::config::ModelConfig) -> Result<(), CudaError> {
+fn check_gpu_runs(config: &ModelConfig) -> Result<(), CudaError> {
     if !config.causal || config.pooling.is_some() {
         return Err(CudaError::Unsupported(format!(
             "it does not pool embeddings nor run encoders yet ({} model): run it on the CPU \

@@ -5,7 +5,7 @@
 
 use rinfer_model::{
     DeviceRequest, Engine, EngineSettings, Event, LoadedModel, Request, SamplingParams, SeqId,
-    Speculation,
+    Speculation, SpeculationStats,
 };
 
 use crate::common::fixtures;
@@ -91,4 +91,45 @@ pub fn run_all(engine: &mut Engine<'_>, requests: Vec<Request>) -> Vec<Output> {
 
 pub fn generate_one(engine: &mut Engine<'_>, request: Request) -> Output {
     run_all(engine, vec![request]).pop().unwrap()
+}
+
+/// Asserts that `fast` (speculating) gives `plain`'s output for each of `prompts`, greedy and
+/// seeded (with its index plus 5), `max_tokens` each; `label` names the model in failures.
+pub fn assert_outputs_of_plain_decoding(
+    label: &str,
+    loaded: &LoadedModel,
+    (plain, fast): (&mut Engine<'_>, &mut Engine<'_>),
+    prompts: &[Vec<u32>],
+    max_tokens: usize,
+) {
+    for (case, prompt) in prompts.iter().enumerate() {
+        for seed in [None, Some(case as u64 + 5)] {
+            let make = || request(loaded, prompt.clone(), seed, max_tokens);
+            let expected = generate_one(plain, make());
+            let got = generate_one(fast, make());
+            assert_eq!(got, expected, "{label}, case {case}, seed {seed:?}");
+        }
+    }
+}
+
+/// The guesses of several speculating engines, added up.
+#[derive(Debug, Default)]
+pub struct Guesses(SpeculationStats);
+
+impl Guesses {
+    pub fn add(&mut self, engine: &Engine<'_>) {
+        let stats = engine.speculation_stats();
+        self.0.drafted_tokens += stats.drafted_tokens;
+        self.0.accepted_tokens += stats.accepted_tokens;
+    }
+
+    /// Asserts that some guesses were confirmed and some rejected (so the rollback ran).
+    pub fn assert_some_confirmed_and_some_rejected(&self) {
+        let total = &self.0;
+        assert!(total.accepted_tokens > 0, "no guess confirmed: {total:?}");
+        assert!(
+            total.accepted_tokens < total.drafted_tokens,
+            "no guess was rejected, so no rollback was tested: {total:?}"
+        );
+    }
 }

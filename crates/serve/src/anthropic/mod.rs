@@ -18,7 +18,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::scheduler::job::{EventReceiver, event_channel};
+use crate::scheduler::job::EventReceiver;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -29,8 +29,8 @@ use serde_json::{Value, json};
 use crate::answer;
 use crate::error::ApiError;
 use crate::request::Endpoint;
-use crate::routes::{parse_blocking, read_body, submit};
-use crate::scheduler::job::{Event, Job};
+use crate::routes::{parse_blocking, read_body, submit_request};
+use crate::scheduler::job::Event;
 use crate::state::AppState;
 use crate::tools::ChatOutput;
 use crate::validate;
@@ -69,23 +69,9 @@ pub async fn messages(
             ))
         })
         .await?;
-    let output = validated
-        .output
-        .clone()
-        .unwrap_or_else(|| ChatOutput::of_plan(None));
+    let output = validated.chat_output();
     let prompt_tokens = validated.request.prompt.len();
-    let (events, receiver) = event_channel();
-    submit(
-        &state,
-        &served,
-        Job {
-            request: validated.request,
-            events,
-            arrived,
-            choices: 1,
-            index: 0,
-        },
-    )?;
+    let receiver = submit_request(&state, &served, validated.request, arrived, 1)?;
     let meta = MessageMeta::new(&served.model_id, stops);
     if validated.stream {
         Ok(stream(meta, receiver, output, prompt_tokens))

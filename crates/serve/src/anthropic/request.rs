@@ -145,7 +145,7 @@ impl MessagesRequest {
         }
         let mut messages = Vec::with_capacity(self.messages.len() + 1);
         if let Some(system) = &self.system {
-            messages.push(plain("system", text_of(system, "system")?));
+            messages.push(ChatMessageIn::text("system", text_of(system, "system")?));
         }
         if self.messages.is_empty() {
             return Err(ApiError::invalid("messages", "`messages` is empty"));
@@ -157,16 +157,7 @@ impl MessagesRequest {
             None => (None, None),
             Some(choice) => tool_choice(choice)?,
         };
-        let tools = self
-            .tools
-            .map(|tools| {
-                tools
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, t)| tool(i, t))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?;
+        let tools = ToolIn::convert_all(self.tools, tool)?;
         Ok(GenerationRequest {
             model: self.model,
             messages: Some(messages),
@@ -188,16 +179,6 @@ impl MessagesRequest {
             }),
             ..GenerationRequest::default()
         })
-    }
-}
-
-fn plain(role: &str, content: String) -> ChatMessageIn {
-    ChatMessageIn {
-        role: role.into(),
-        content: Value::String(content),
-        tool_calls: None,
-        tool_call_id: None,
-        name: None,
     }
 }
 
@@ -264,7 +245,7 @@ fn convert_message(
     };
     let blocks = match &message.content {
         Value::String(s) => {
-            out.push(plain(role, s.clone()));
+            out.push(ChatMessageIn::text(role, s.clone()));
             return Ok(());
         }
         Value::Array(blocks) => blocks,
@@ -314,7 +295,7 @@ fn convert_message(
                 }
                 out.push(ChatMessageIn {
                     tool_call_id: Some(id.to_string()),
-                    ..plain("tool", result)
+                    ..ChatMessageIn::text("tool", result)
                 });
             }
             (other, _) => {
@@ -335,7 +316,7 @@ fn convert_message(
                 Value::String(text)
             },
             tool_calls: (!calls.is_empty()).then_some(calls),
-            ..plain(role, String::new())
+            ..ChatMessageIn::text(role, String::new())
         });
     }
     Ok(())
@@ -370,7 +351,7 @@ fn tool_choice(choice: &ToolChoiceIn) -> Result<(Option<Value>, Option<bool>), A
     Ok((Some(value), choice.disable_parallel_tool_use.map(|d| !d)))
 }
 
-fn tool(i: usize, t: ToolDefinition) -> Result<ToolIn, ApiError> {
+fn tool(i: usize, t: ToolDefinition) -> Result<FunctionIn, ApiError> {
     if let Some(kind) = t.kind.as_deref()
         && kind != "custom"
     {
@@ -379,14 +360,11 @@ fn tool(i: usize, t: ToolDefinition) -> Result<ToolIn, ApiError> {
             format!("tool type {kind:?} is not available on this server; only \"custom\" is"),
         ));
     }
-    Ok(ToolIn {
-        kind: "function".into(),
-        function: FunctionIn {
-            name: t.name,
-            description: t.description,
-            parameters: t.input_schema,
-            strict: None,
-        },
+    Ok(FunctionIn {
+        name: t.name,
+        description: t.description,
+        parameters: t.input_schema,
+        strict: None,
     })
 }
 

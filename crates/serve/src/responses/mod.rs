@@ -16,7 +16,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::scheduler::job::{EventReceiver, event_channel};
+use crate::scheduler::job::EventReceiver;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -28,8 +28,8 @@ use crate::answer;
 use crate::error::ApiError;
 use crate::request::Endpoint;
 use crate::response_store::{Stored, random_id};
-use crate::routes::{parse_blocking, read_body, submit};
-use crate::scheduler::job::{Event, Job};
+use crate::routes::{parse_blocking, read_body, submit_request};
+use crate::scheduler::job::Event;
 use crate::state::AppState;
 use crate::tools::{ChatOutput, Delta, StreamShaper};
 use crate::validate::{self, Validated};
@@ -126,22 +126,8 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Body) -> Result<Re
         store,
     } = prepared;
     echo.insert("model".into(), json!(served.model_id));
-    let output = validated
-        .output
-        .clone()
-        .unwrap_or_else(|| ChatOutput::of_plan(None));
-    let (events, receiver) = event_channel();
-    submit(
-        &state,
-        &served,
-        Job {
-            request: validated.request,
-            events,
-            arrived,
-            choices: 1,
-            index: 0,
-        },
-    )?;
+    let output = validated.chat_output();
+    let receiver = submit_request(&state, &served, validated.request, arrived, 1)?;
     let answer = Answer {
         head: ResponseHead {
             id: random_id("resp"),

@@ -121,7 +121,7 @@ impl ResponsesRequest {
         }
         let mut messages = Vec::with_capacity(items.len() + 1);
         if let Some(instructions) = &self.instructions {
-            messages.push(plain("system", instructions.clone()));
+            messages.push(ChatMessageIn::text("system", instructions.clone()));
         }
         for (i, item) in items.iter().enumerate() {
             convert_item(i, item, &mut messages)?;
@@ -129,16 +129,7 @@ impl ResponsesRequest {
         if messages.is_empty() {
             return Err(ApiError::invalid("input", "`input` is empty"));
         }
-        let tools = self
-            .tools
-            .map(|tools| {
-                tools
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, t)| function_tool(i, t))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?;
+        let tools = ToolIn::convert_all(self.tools, function_tool)?;
         let tool_choice = self.tool_choice.map(|choice| match &choice {
             Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
                 json!({"type": "function", "function": {"name": o.get("name")}})
@@ -168,7 +159,7 @@ impl ResponsesRequest {
     }
 }
 
-fn function_tool(i: usize, t: FunctionTool) -> Result<ToolIn, ApiError> {
+fn function_tool(i: usize, t: FunctionTool) -> Result<FunctionIn, ApiError> {
     if t.kind != "function" {
         return Err(ApiError::invalid(
             format!("tools[{i}].type"),
@@ -178,25 +169,12 @@ fn function_tool(i: usize, t: FunctionTool) -> Result<ToolIn, ApiError> {
             ),
         ));
     }
-    Ok(ToolIn {
-        kind: "function".into(),
-        function: FunctionIn {
-            name: t.name,
-            description: t.description,
-            parameters: t.parameters,
-            strict: t.strict,
-        },
+    Ok(FunctionIn {
+        name: t.name,
+        description: t.description,
+        parameters: t.parameters,
+        strict: t.strict,
     })
-}
-
-fn plain(role: &str, content: String) -> ChatMessageIn {
-    ChatMessageIn {
-        role: role.into(),
-        content: Value::String(content),
-        tool_calls: None,
-        tool_call_id: None,
-        name: None,
-    }
 }
 
 fn text_field<'v>(item: &'v Value, key: &str, param: &str) -> Result<&'v str, ApiError> {
@@ -255,7 +233,7 @@ fn convert_item(i: usize, item: &Value, out: &mut Vec<ChatMessageIn>) -> Result<
                     ));
                 }
             };
-            out.push(plain(role, text));
+            out.push(ChatMessageIn::text(role, text));
         }
         "function_call" => {
             let call = json!({
@@ -273,7 +251,7 @@ fn convert_item(i: usize, item: &Value, out: &mut Vec<ChatMessageIn>) -> Result<
                 _ => out.push(ChatMessageIn {
                     content: Value::Null,
                     tool_calls: Some(vec![call]),
-                    ..plain("assistant", String::new())
+                    ..ChatMessageIn::text("assistant", String::new())
                 }),
             }
         }
@@ -285,7 +263,7 @@ fn convert_item(i: usize, item: &Value, out: &mut Vec<ChatMessageIn>) -> Result<
             };
             out.push(ChatMessageIn {
                 tool_call_id: Some(text_field(item, "call_id", &param)?.to_string()),
-                ..plain("tool", output)
+                ..ChatMessageIn::text("tool", output)
             });
         }
         "reasoning" => {}

@@ -447,20 +447,18 @@ mod tests {
         let stop = AtomicBool::new(false);
         let mut flight = InFlight::default();
         let mut waiting = VecDeque::new();
+        let admit = |engine: &mut Engine<'_>,
+                     waiting: &mut VecDeque<(Job, Instant)>,
+                     flight: &mut InFlight| {
+            admit_jobs(engine, &jobs, waiting, flight, &metrics, &stop)
+        };
         let (long, _long_events) = job(1, 200);
         let (wide, _wide_events) = job(4, 4);
         let (small, _small_events) = job(1, 4);
         for job in [long, wide, small] {
             jobs_tx.send(job).unwrap();
         }
-        assert!(admit_jobs(
-            &mut engine,
-            &jobs,
-            &mut waiting,
-            &mut flight,
-            &metrics,
-            &stop
-        ));
+        assert!(admit(&mut engine, &mut waiting, &mut flight));
         // The long job and the small one run; the wide one waits for all four sequences.
         assert_eq!(engine.running(), 2);
         assert_eq!(waiting.len(), 1);
@@ -469,14 +467,7 @@ mod tests {
         waiting[0].1 = Instant::now() - WIDE_PATIENCE;
         let (late, _late_events) = job(1, 4);
         jobs_tx.send(late).unwrap();
-        admit_jobs(
-            &mut engine,
-            &jobs,
-            &mut waiting,
-            &mut flight,
-            &metrics,
-            &stop,
-        );
+        admit(&mut engine, &mut waiting, &mut flight);
         assert_eq!(engine.running(), 2);
         // The running sequences end: the wide job starts first.
         let running: Vec<SeqId> = flight.running.keys().copied().collect();
@@ -484,14 +475,7 @@ mod tests {
             engine.cancel(id, |_| {});
             flight.running.remove(&id);
         }
-        admit_jobs(
-            &mut engine,
-            &jobs,
-            &mut waiting,
-            &mut flight,
-            &metrics,
-            &stop,
-        );
+        admit(&mut engine, &mut waiting, &mut flight);
         assert_eq!(engine.running(), 1, "the wide job's first choice");
         assert_eq!(flight.reserved(), 3);
     }

@@ -66,6 +66,30 @@ pub struct FunctionIn {
     pub strict: Option<bool>,
 }
 
+impl ToolIn {
+    /// Another API's tool definitions as chat's `tools`: `convert` turns each (given its index,
+    /// for the error's field) into a function, or refuses it.
+    pub fn convert_all<T>(
+        tools: Option<Vec<T>>,
+        convert: impl Fn(usize, T) -> Result<FunctionIn, ApiError>,
+    ) -> Result<Option<Vec<ToolIn>>, ApiError> {
+        tools
+            .map(|tools| {
+                tools
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        Ok(ToolIn {
+                            kind: "function".into(),
+                            function: convert(i, t)?,
+                        })
+                    })
+                    .collect()
+            })
+            .transpose()
+    }
+}
+
 impl FunctionIn {
     /// The argument schema (`{"type": "object"}` when none was given).
     pub fn parameters(&self) -> Value {

@@ -37,6 +37,15 @@ pub struct Validated {
     pub output: Option<ChatOutput>,
 }
 
+impl Validated {
+    /// How a chat answer is read back: its plan's, or plain text when it has none.
+    pub fn chat_output(&self) -> ChatOutput {
+        self.output
+            .clone()
+            .unwrap_or_else(|| ChatOutput::of_plan(None))
+    }
+}
+
 /// Most choices one request may ask for (`n`).
 pub const MAX_CHOICES: u64 = 16;
 
