@@ -8,7 +8,7 @@ mod serve_support;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use serve_support::{Server, tiny_model};
+use serve_support::{Server, models_dir, tiny_model};
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -16,18 +16,6 @@ fn fixture(name: &str) -> String {
         .join(name)
         .display()
         .to_string()
-}
-
-/// A fresh directory holding a copy of the tiny Gemma 3 model under each of `names` (each
-/// `NAME.gguf`): models of one size, so that a budget can be set in their units.
-fn models_dir(test: &str, names: &[&str]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rinfer-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for name in names {
-        std::fs::copy(tiny_model(), dir.join(format!("{name}.gguf"))).unwrap();
-    }
-    dir
 }
 
 /// The state `/v1/models` gives each model, by name, in its order.

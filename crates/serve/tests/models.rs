@@ -12,19 +12,7 @@ use std::time::{Duration, Instant};
 
 use rinfer_serve::{ServeConfig, models_in_dir};
 use serde_json::{Value, json};
-use support::{Server, config, send_head, tiny_model};
-
-/// A fresh directory holding a copy of the tiny Gemma 3 model under each of `names` (each
-/// `NAME.gguf`): models of one size, so that a budget can be set in their units.
-fn models_dir(test: &str, names: &[&str]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rinfer-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for name in names {
-        std::fs::copy(tiny_model(), dir.join(format!("{name}.gguf"))).unwrap();
-    }
-    dir
-}
+use support::{Server, config, models_dir, send_head, tiny_model};
 
 /// The state `/v1/models` gives each model, by name, in its order.
 fn states(s: &Server) -> Vec<(String, String)> {
