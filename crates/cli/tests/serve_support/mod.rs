@@ -201,4 +201,3 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
-

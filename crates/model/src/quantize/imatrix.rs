@@ -341,11 +341,20 @@ mod tests {
             ],
         );
         assert!(ImportanceMatrix::from_bytes(bytes.clone()).is_ok());
-        for len in 0..bytes.len() {
+        // Only the alignment padding after the last tensor's data may be missing.
+        let accepted: Vec<usize> = (0..bytes.len())
+            .filter(|&len| ImportanceMatrix::from_bytes(bytes[..len].to_vec()).is_ok())
+            .collect();
+        if let Some(&shortest) = accepted.first() {
             assert!(
-                ImportanceMatrix::from_bytes(bytes[..len].to_vec()).is_err(),
-                "accepted {len} of {} bytes",
+                bytes.len() - shortest < 32,
+                "accepted {shortest} of {} bytes",
                 bytes.len()
+            );
+            assert_eq!(
+                accepted.len(),
+                bytes.len() - shortest,
+                "a gap in the lengths"
             );
         }
     }
