@@ -7,7 +7,6 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rinfer_serve::{ServeConfig, models_in_dir};

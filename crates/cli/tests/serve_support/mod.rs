@@ -9,12 +9,14 @@ mod http;
 #[path = "../../../serve/tests/support/inputs.rs"]
 mod inputs;
 
+// Each test file uses its own part of the support.
+#[allow(unused_imports)]
 pub use http::*;
+#[allow(unused_imports)]
 pub use inputs::*;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -12,11 +12,13 @@
 mod http;
 mod inputs;
 
+// Each test file uses its own part of the support.
+#[allow(unused_imports)]
 pub use http::*;
+#[allow(unused_imports)]
 pub use inputs::*;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
