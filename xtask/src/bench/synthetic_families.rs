@@ -7,7 +7,34 @@
 
 use rinfer_formats::gguf::{MetadataValue, ValueType};
 
-use super::synthetic_model::Shape;
+/// A synthetic model's family and dimensions.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// The name of the model's file in the models cache.
+    pub file_name: &'static str,
+    /// What the layers are made of.
+    pub family: Family,
+    /// Decoder blocks.
+    pub layers: usize,
+    /// Embedding width.
+    pub hidden: usize,
+    /// Feed-forward width (of the dense blocks).
+    pub ffn: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (of the attention layers).
+    pub kv_heads: usize,
+    /// Width of an attention head.
+    pub head_dim: usize,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// Trained context length.
+    pub context: usize,
+    /// RoPE's base frequency.
+    pub rope_base: f32,
+    /// RMS norm epsilon.
+    pub norm_eps: f32,
+}
 
 /// The experts of a mixture-of-experts feed-forward block.
 #[derive(Clone, Copy, Debug)]

@@ -16,38 +16,10 @@ use anyhow::{Context, Result, bail};
 use rinfer_formats::GgmlType;
 use rinfer_formats::gguf::{GgufWriter, MetadataValue};
 
+pub use super::synthetic_families::Shape;
 use super::synthetic_families::{self, DeltaNet, Experts, Family, LatentAttention, ShortConv};
 use super::synthetic_quant_mix::QuantMix;
 use super::synthetic_vocab;
-
-/// A synthetic model's family and dimensions.
-#[derive(Clone, Copy, Debug)]
-pub struct Shape {
-    /// The name of the model's file in the models cache.
-    pub file_name: &'static str,
-    /// What the layers are made of.
-    pub family: Family,
-    /// Decoder blocks.
-    pub layers: usize,
-    /// Embedding width.
-    pub hidden: usize,
-    /// Feed-forward width (of the dense blocks).
-    pub ffn: usize,
-    /// Query heads.
-    pub heads: usize,
-    /// Key/value heads (of the attention layers).
-    pub kv_heads: usize,
-    /// Width of an attention head.
-    pub head_dim: usize,
-    /// Vocabulary size.
-    pub vocab: usize,
-    /// Trained context length.
-    pub context: usize,
-    /// RoPE's base frequency.
-    pub rope_base: f32,
-    /// RMS norm epsilon.
-    pub norm_eps: f32,
-}
 
 /// TinyLlama 1.1B's shape.
 pub const LLAMA_1B: Shape = Shape {
