@@ -8,7 +8,7 @@ mod serve_support;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use serve_support::{Server, models_dir, tiny_model};
+use serve_support::{Server, expect_model_states, model_states, models_dir, tiny_model};
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -16,29 +16,6 @@ fn fixture(name: &str) -> String {
         .join(name)
         .display()
         .to_string()
-}
-
-/// The state `/v1/models` gives each model, by name, in its order.
-fn states(s: &Server) -> Vec<(String, String)> {
-    let r = s.get("/v1/models");
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            let id = m["id"].as_str().unwrap().to_string();
-            (id, m["state"].as_str().unwrap().to_string())
-        })
-        .collect()
-}
-
-fn expect_states(s: &Server, expected: &[(&str, &str)]) {
-    let expected: Vec<(String, String)> = expected
-        .iter()
-        .map(|(id, state)| (id.to_string(), state.to_string()))
-        .collect();
-    assert_eq!(states(s), expected);
 }
 
 fn complete(s: &Server, model: &str) -> serve_support::Response {
@@ -73,8 +50,8 @@ fn two_models_from_start_and_a_third_on_demand_answer_by_name() {
         "0",
     ]);
     // Healthy once both models of --model are loaded; the directory's waits for a request.
-    expect_states(
-        &s,
+    expect_model_states(
+        s.addr,
         &[
             ("gemma", "loaded"),
             ("qwen2-tiny-q4_k_m", "loaded"),
@@ -101,8 +78,8 @@ fn two_models_from_start_and_a_third_on_demand_answer_by_name() {
     let r = complete(&s, "llama");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["model"], "llama");
-    expect_states(
-        &s,
+    expect_model_states(
+        s.addr,
         &[
             ("gemma", "loaded"),
             ("qwen2-tiny-q4_k_m", "loaded"),
@@ -143,7 +120,7 @@ fn two_models_from_start_and_a_third_on_demand_answer_by_name() {
     assert!(!message.contains(&dir_arg), "{message}");
     s.wait_for_log("cannot load the model");
     assert_eq!(
-        states(&s)[2],
+        model_states(s.addr)[2],
         ("broken".to_string(), "unloaded".to_string())
     );
     assert_eq!(complete(&s, "gemma").status, 200);

@@ -33,6 +33,7 @@
 //!         max_batch: 512,
 //!         all_logits: false,
 //!         sequences: 16,
+//!         nvrtc: Default::default(),
 //!     };
 //!     match GpuModel::load(model, &options) {
 //!         Ok(gpu) => println!("running on {}", gpu.info()),

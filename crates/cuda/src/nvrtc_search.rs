@@ -14,8 +14,14 @@
 //! through its own paths. The candidates are then ranked by major version: the driver's own
 //! first (its NVRTC emits code that driver accepts), then older majors newest first, then
 //! newer ones; without a driver, newest first. Files of the same rank keep the search order.
-//! The environment is read once, by [`NvrtcSearch::from_environment`]; the ranking is a pure
-//! function of a [`NvrtcSearch`], so tests can give it any folders.
+//! This crate reads no environment: the program does, once ([`NvrtcSearch::from_variables`]
+//! with its variables; the `rinfer` binary at start), and hands the search down in
+//! [`LoadOptions`](crate::LoadOptions). [`NvrtcSearch::default`] is the search without
+//! variables: the usual install folders, then the system loader (which honours
+//! `LD_LIBRARY_PATH` itself). The ranking is a pure function of a [`NvrtcSearch`], so tests
+//! can give it any folders.
+
+use std::ffi::OsString;
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +29,7 @@ use std::path::{Path, PathBuf};
 const KNOWN_MAJORS: [u32; 2] = [13, 12];
 
 /// Where to look for NVRTC.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NvrtcSearch {
     /// Library folders searched first (`LD_LIBRARY_PATH`).
     pub library_path: Vec<PathBuf>,
@@ -43,12 +49,20 @@ pub struct NvrtcCandidate {
     pub major: Option<u32>,
 }
 
+impl Default for NvrtcSearch {
+    /// The search without environment variables: the usual toolkit and Python folders.
+    fn default() -> Self {
+        Self::from_variables(|_| None)
+    }
+}
+
 impl NvrtcSearch {
-    /// The search of this process: `LD_LIBRARY_PATH`, the toolkit named by `CUDA_PATH` and
-    /// `CUDA_HOME` and the usual install folders, and the Python prefixes of `VIRTUAL_ENV`,
-    /// `CONDA_PREFIX`, `~/.local` and the system.
-    pub fn from_environment() -> Self {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    /// The search for a process whose environment variable `name` is `variable(name)`:
+    /// `LD_LIBRARY_PATH`, the toolkit named by `CUDA_PATH` and `CUDA_HOME` and the usual
+    /// install folders, and the Python prefixes of `VIRTUAL_ENV`, `CONDA_PREFIX`, `~/.local`
+    /// (under `HOME`) and the system.
+    pub fn from_variables(variable: impl Fn(&str) -> Option<OsString>) -> Self {
+        let var = |name: &str| variable(name).filter(|v| !v.is_empty());
         let library_path = var("LD_LIBRARY_PATH")
             .map(|v| std::env::split_paths(&v).collect())
             .unwrap_or_default();

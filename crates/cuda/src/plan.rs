@@ -11,9 +11,10 @@ use crate::error::CudaError;
 use crate::host::{HostMatrix, HostModel, HostStacked, HostView};
 use crate::kernels::GpuType;
 use crate::launch::{self, DecodeSplits, MAX_HEAD_DIM};
+use crate::nvrtc_search::NvrtcSearch;
 
 /// How a model is loaded onto the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadOptions {
     /// The GPU's ordinal.
     pub ordinal: usize,
@@ -28,6 +29,8 @@ pub struct LoadOptions {
     /// ([`GpuModel::forward_rows`](crate::GpuModel::forward_rows)); at most `max_batch` are
     /// planned. Each row needs a logits row and its attention partials.
     pub sequences: usize,
+    /// Where NVRTC is looked for (the program's environment, read once by the program).
+    pub nvrtc: NvrtcSearch,
 }
 
 /// One weight matrix as it will sit in device memory.
@@ -231,7 +234,7 @@ impl UploadPlan {
             buffers: BufferSizes::new(c, options, &splits, decode_rows),
             splits,
             decode_rows,
-            options: *options,
+            options: options.clone(),
         })
     }
 

@@ -7,6 +7,7 @@ use crate::Logits;
 use crate::device::GpuInfo;
 use crate::error::CudaError;
 use crate::host::HostModel;
+use crate::nvrtc_search::NvrtcSearch;
 use crate::plan::{LoadOptions, UploadPlan};
 use crate::program::WeightAddresses;
 
@@ -26,7 +27,7 @@ pub fn probe(_ordinal: usize) -> Result<GpuInfo, CudaError> {
 }
 
 /// Always [`CudaError::NotBuilt`].
-pub fn compile_kernels(_arch: (u32, u32)) -> Result<Vec<u8>, CudaError> {
+pub fn compile_kernels(_search: &NvrtcSearch, _arch: (u32, u32)) -> Result<Vec<u8>, CudaError> {
     Err(CudaError::NotBuilt)
 }
 

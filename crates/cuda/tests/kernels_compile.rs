@@ -1,15 +1,17 @@
 //! The kernel program compiles with NVRTC for the GPU generations rinfer targets (Ampere,
-//! Ada, Hopper). Needs NVRTC, not a GPU: the test finds it the way the runtime does (the
-//! toolkits, the Python wheels, `LD_LIBRARY_PATH`), and where none is installed it says so and
+//! Ada, Hopper). Needs NVRTC, not a GPU: the test finds it where the runtime looks without
+//! environment variables (the toolkits, the system's Python wheels, then the system loader,
+//! which honours `LD_LIBRARY_PATH`), and where none is installed it says so and
 //! passes. `cargo xtask test` installs the `nvidia-cuda-nvrtc-cu12` wheel and requires the
 //! compilation to have run.
 #![cfg(feature = "cuda")]
 
+use rinfer_cuda::nvrtc_search::NvrtcSearch;
 use rinfer_cuda::{CudaError, Nvrtc, kernels::program_source};
 
 #[test]
 fn kernels_compile_for_ampere_ada_and_hopper() {
-    let nvrtc = match Nvrtc::find(None) {
+    let nvrtc = match Nvrtc::find(&NvrtcSearch::default(), None) {
         Ok(nvrtc) => nvrtc,
         Err(CudaError::NoNvrtc { searched }) => {
             println!("skipped: no NVRTC found (looked for {searched})");

@@ -213,5 +213,6 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         max_batch,
         all_logits: true,
         sequences: 1,
+        nvrtc: Default::default(),
     }
 }

@@ -33,9 +33,10 @@ pub mod weights;
 
 pub use config::ModelConfig;
 pub use engine::{
-    BLOCK_TOKENS, DEFAULT_CONTEXT, DeviceReport, DeviceRequest, Engine, EngineOptions,
-    EngineSettings, EngineSetup, Event, FinishReason, Generation, KvType, PrefixCacheStats,
-    Request, SeqId, SetupError, Speculation, SpeculationStats, StopMatcher, Timings, TokenLogprob,
+    BLOCK_TOKENS, DEFAULT_CONTEXT, Device, DeviceReport, DeviceRequest, Engine, EngineOptions,
+    EngineSettings, EngineSetup, Event, FinishReason, Generation, KvType, NvrtcSearch,
+    PrefixCacheStats, Request, SeqId, SetupError, Speculation, SpeculationStats, StopMatcher,
+    Timings, TokenLogprob,
 };
 pub use error::ModelError;
 pub use forward::{Logits, Model, SeqBatch};

@@ -30,10 +30,16 @@ type EmulateLaunch =
 /// The emulation keeps its state in globals: one test at a time runs kernels through it.
 static EMULATION: Mutex<()> = Mutex::new(());
 
-fn take_turn() -> std::sync::MutexGuard<'static, ()> {
-    EMULATION
+/// Runs `test` with the emulator's launch entry point, its turn taken.
+fn with_emulator(test: impl FnOnce(&EmulateLaunch)) {
+    let _turn = EMULATION
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let library = emulator();
+    // SAFETY: the symbol has this signature in emulator.cpp.
+    let emulate: libloading::Symbol<'_, EmulateLaunch> =
+        unsafe { library.get(b"rinfer_emulate_launch\0") }.expect("the emulator entry point");
+    test(&emulate);
 }
 
 /// The kernels built for the host as a shared library (once: the tests run in parallel).
@@ -347,6 +353,7 @@ fn check_fixture(
         max_batch: prompt.len(),
         all_logits: true,
         sequences: 1,
+        nvrtc: Default::default(),
     };
     let plan = UploadPlan::new(&view, &options).unwrap();
     let weights = place_weights(
@@ -431,27 +438,24 @@ fn check_fixture(
 
 #[test]
 fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
-    let _turn = take_turn();
-    let library = emulator();
-    // SAFETY: the symbol has this signature in emulator.cpp.
-    let emulate: libloading::Symbol<'_, EmulateLaunch> =
-        unsafe { library.get(b"rinfer_emulate_launch\0") }.expect("the emulator entry point");
-    for name in [
-        "llama-tiny-q8_0",
-        "qwen2-tiny-q4_k_m",
-        "qwen3-tiny-q5_k_m",
-        "gemma3-tiny-q4_k_m",
-        "phi2-tiny-q3_k_m",
-        "gpt2-tiny-q2_k",
-        "qwen3moe-tiny-f32",
-        "qwen3moe-tiny-q4_k_m",
-        "mixtral-tiny-f32",
-        "mixtral-tiny-q8_0",
-        "gpt-oss-tiny-f32",
-        "gpt-oss-tiny-mxfp4",
-    ] {
-        check_fixture(&emulate, name, 9, F32_KERNELS, false);
-    }
+    with_emulator(|emulate| {
+        for name in [
+            "llama-tiny-q8_0",
+            "qwen2-tiny-q4_k_m",
+            "qwen3-tiny-q5_k_m",
+            "gemma3-tiny-q4_k_m",
+            "phi2-tiny-q3_k_m",
+            "gpt2-tiny-q2_k",
+            "qwen3moe-tiny-f32",
+            "qwen3moe-tiny-q4_k_m",
+            "mixtral-tiny-f32",
+            "mixtral-tiny-q8_0",
+            "gpt-oss-tiny-f32",
+            "gpt-oss-tiny-mxfp4",
+        ] {
+            check_fixture(emulate, name, 9, F32_KERNELS, false);
+        }
+    });
 }
 
 /// A prompt long enough for the tensor-core matmuls (`launch::MMA_MIN_TOKENS` and more, not a
@@ -461,31 +465,28 @@ fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
 fn a_long_prefill_on_tensor_cores_matches_the_cpu_forward() {
     let prompt_len = 40;
     assert!(prompt_len as usize >= rinfer_cuda::launch::MMA_MIN_TOKENS);
-    let _turn = take_turn();
-    let library = emulator();
-    // SAFETY: the symbol has this signature in emulator.cpp.
-    let emulate: libloading::Symbol<'_, EmulateLaunch> =
-        unsafe { library.get(b"rinfer_emulate_launch\0") }.expect("the emulator entry point");
-    for name in [
-        "llama-tiny-q8_0",
-        "qwen2-tiny-q4_k_m",
-        "qwen3-tiny-q5_k_m",
-        "gemma3-tiny-q4_k_m",
-        "phi2-tiny-q3_k_m",
-        "gpt2-tiny-q2_k",
-    ] {
-        check_fixture(&emulate, name, prompt_len, TENSOR_CORES, true);
-    }
-    for name in [
-        "qwen3moe-tiny-q4_k_m",
-        "mixtral-tiny-q8_0",
-        "gpt-oss-tiny-mxfp4",
-    ] {
-        check_fixture(&emulate, name, prompt_len, MOE_TENSOR_CORES, true);
-    }
-    for name in ["qwen3moe-tiny-f32", "gpt-oss-tiny-f32"] {
-        check_fixture(&emulate, name, prompt_len, F32_KERNELS, false);
-    }
+    with_emulator(|emulate| {
+        for name in [
+            "llama-tiny-q8_0",
+            "qwen2-tiny-q4_k_m",
+            "qwen3-tiny-q5_k_m",
+            "gemma3-tiny-q4_k_m",
+            "phi2-tiny-q3_k_m",
+            "gpt2-tiny-q2_k",
+        ] {
+            check_fixture(emulate, name, prompt_len, TENSOR_CORES, true);
+        }
+        for name in [
+            "qwen3moe-tiny-q4_k_m",
+            "mixtral-tiny-q8_0",
+            "gpt-oss-tiny-mxfp4",
+        ] {
+            check_fixture(emulate, name, prompt_len, MOE_TENSOR_CORES, true);
+        }
+        for name in ["qwen3moe-tiny-f32", "gpt-oss-tiny-f32"] {
+            check_fixture(emulate, name, prompt_len, F32_KERNELS, false);
+        }
+    });
 }
 
 /// The GPU program on host buffers: the emulator, the step builder and the buffers its
@@ -634,6 +635,7 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
         max_batch: longest,
         all_logits: false,
         sequences: lengths.len(),
+        nvrtc: Default::default(),
     };
     let plan = UploadPlan::new(&view, &options).unwrap();
     assert_eq!(plan.decode_rows, lengths.len());
@@ -713,19 +715,16 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
 
 #[test]
 fn batched_decode_gives_each_sequence_its_own_logits() {
-    let _turn = take_turn();
-    let library = emulator();
-    // SAFETY: the symbol has this signature in emulator.cpp.
-    let emulate: libloading::Symbol<'_, EmulateLaunch> =
-        unsafe { library.get(b"rinfer_emulate_launch\0") }.expect("the emulator entry point");
-    // Plain GQA, sliding-window layers (gemma3), experts (qwen3moe), and gpt-oss's sinks and
-    // experts with biases.
-    for name in [
-        "llama-tiny-q8_0",
-        "gemma3-tiny-q4_k_m",
-        "qwen3moe-tiny-q4_k_m",
-        "gpt-oss-tiny-mxfp4",
-    ] {
-        check_batched_decode(&emulate, name);
-    }
+    with_emulator(|emulate| {
+        // Plain GQA, sliding-window layers (gemma3), experts (qwen3moe), and gpt-oss's sinks and
+        // experts with biases.
+        for name in [
+            "llama-tiny-q8_0",
+            "gemma3-tiny-q4_k_m",
+            "qwen3moe-tiny-q4_k_m",
+            "gpt-oss-tiny-mxfp4",
+        ] {
+            check_batched_decode(emulate, name);
+        }
+    });
 }

@@ -11,30 +11,9 @@ use std::time::{Duration, Instant};
 
 use rinfer_serve::{ServeConfig, models_in_dir};
 use serde_json::{Value, json};
-use support::{Server, config, models_dir, send_head, tiny_model};
-
-/// The state `/v1/models` gives each model, by name, in its order.
-fn states(s: &Server) -> Vec<(String, String)> {
-    let r = s.get("/v1/models");
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            let id = m["id"].as_str().unwrap().to_string();
-            (id, m["state"].as_str().unwrap().to_string())
-        })
-        .collect()
-}
-
-fn expect_states(s: &Server, expected: &[(&str, &str)]) {
-    let expected: Vec<(String, String)> = expected
-        .iter()
-        .map(|(id, state)| (id.to_string(), state.to_string()))
-        .collect();
-    assert_eq!(states(s), expected);
-}
+use support::{
+    Server, config, expect_model_states, model_states, models_dir, send_head, tiny_model,
+};
 
 fn complete(s: &Server, model: &str) -> support::Response {
     s.post(
@@ -133,8 +112,8 @@ fn the_least_recently_used_idle_model_is_unloaded_and_one_in_use_never_is() {
     // The memory one model needs, as the server estimates it.
     let one = {
         let s = Server::start(config.clone());
-        expect_states(
-            &s,
+        expect_model_states(
+            s.addr,
             &[("a", "unloaded"), ("b", "unloaded"), ("c", "unloaded")],
         );
         assert_eq!(complete(&s, "a").status, 200);
@@ -148,16 +127,25 @@ fn the_least_recently_used_idle_model_is_unloaded_and_one_in_use_never_is() {
     for model in ["a", "b", "a"] {
         assert_eq!(complete(&s, model).status, 200);
     }
-    expect_states(&s, &[("a", "loaded"), ("b", "loaded"), ("c", "unloaded")]);
+    expect_model_states(
+        s.addr,
+        &[("a", "loaded"), ("b", "loaded"), ("c", "unloaded")],
+    );
     // `b` was used least recently: it makes room for `c`.
     assert_eq!(complete(&s, "c").status, 200);
-    expect_states(&s, &[("a", "loaded"), ("b", "unloaded"), ("c", "loaded")]);
+    expect_model_states(
+        s.addr,
+        &[("a", "loaded"), ("b", "unloaded"), ("c", "loaded")],
+    );
 
     // `c` is in use: `a` makes room for `b`, though `c` was used before it.
     let mut running_c = open_long_stream(s.addr, "c");
     assert_eq!(complete(&s, "a").status, 200);
     assert_eq!(complete(&s, "b").status, 200);
-    expect_states(&s, &[("a", "unloaded"), ("b", "loaded"), ("c", "loaded")]);
+    expect_model_states(
+        s.addr,
+        &[("a", "unloaded"), ("b", "loaded"), ("c", "loaded")],
+    );
 
     // Both loaded models in use: nothing can make room for `a`.
     let mut running_b = open_long_stream(s.addr, "b");
@@ -167,7 +155,10 @@ fn the_least_recently_used_idle_model_is_unloaded_and_one_in_use_never_is() {
     let message = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(message.contains("cannot load `a`"), "{message}");
     assert!(message.contains("in use"), "{message}");
-    expect_states(&s, &[("a", "unloaded"), ("b", "loaded"), ("c", "loaded")]);
+    expect_model_states(
+        s.addr,
+        &[("a", "unloaded"), ("b", "loaded"), ("c", "loaded")],
+    );
     // Both streams still run.
     assert_ne!(next_event(&mut running_b), "[DONE]");
     assert_ne!(next_event(&mut running_c), "[DONE]");
@@ -177,7 +168,7 @@ fn the_least_recently_used_idle_model_is_unloaded_and_one_in_use_never_is() {
         let _ = stream.get_ref().shutdown(std::net::Shutdown::Both);
     }
     wait_for(|| complete(&s, "a").status == 200);
-    let loaded = states(&s)
+    let loaded = model_states(s.addr)
         .iter()
         .filter(|(_, state)| state == "loaded")
         .count();

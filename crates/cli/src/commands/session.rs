@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use rinfer_model::{Engine, EngineOptions, EngineSettings, EngineSetup, Speculation};
+use rinfer_model::{Engine, EngineOptions, EngineSettings, EngineSetup, NvrtcSearch, Speculation};
 
 use crate::commands::fetch::default_model_path_or_fetch;
 use crate::commands::pull::resolve_model;
@@ -44,6 +44,7 @@ pub fn run_options(
         context: args.ctx,
         threads: args.threads,
         device: args.device.unwrap_or_default(),
+        nvrtc: NvrtcSearch::from_variables(|name| std::env::var_os(name)),
         kv_cache_mib: args.kv_cache_mib,
         kv_type: args.kv_type,
         speculation,
@@ -93,7 +94,7 @@ impl Session {
         let engine = self.setup.engine_with(settings).with_context(|| {
             format!(
                 "cannot start the engine (--ctx {}, --device {})",
-                settings.context, self.setup.device
+                settings.context, self.setup.device.request
             )
         })?;
         let on_gpu = engine.device().kind() == "cuda";

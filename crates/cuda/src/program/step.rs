@@ -343,11 +343,11 @@ impl Sequence<'_, '_> {
                 Stage::Rope(rope) => self.rope(rope),
                 Stage::Attention { params, sinks } => match caches {
                     Caches::One(cache) => {
-                        self.kv_store(cache.layers[layer]);
+                        self.kv_store("kv_store", cache.layers[layer]);
                         self.attention(params, *sinks, cache.layers[layer]);
                     }
                     Caches::Rows(tables) => {
-                        self.kv_store_rows(tables.layer(layer));
+                        self.kv_store("kv_store_rows", tables.layer(layer));
                         self.attention_rows(params, *sinks, tables.layer(layer));
                     }
                 },
@@ -462,12 +462,14 @@ impl Sequence<'_, '_> {
         }
     }
 
-    /// The rows' keys and values into the layer's cache at their positions.
-    fn kv_store(&mut self, (keys, values, slots): (u64, u64, usize)) {
+    /// The rows' keys and values into the layer's cache at their positions: `kv_store` into one
+    /// sequence's cache (`keys`, `values` its addresses), `kv_store_rows` each row into its own
+    /// (`keys`, `values` the layer's tables of addresses); both take the same arguments.
+    fn kv_store(&mut self, kernel: &'static str, (keys, values, slots): (u64, u64, usize)) {
         let c = self.b.model;
         let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
         self.fixed(
-            "kv_store",
+            kernel,
             launch::per_row(self.n, kv_dim),
             &[
                 Arg::Ptr(self.b.work.qkv),

@@ -7,6 +7,7 @@ use cudarc::driver::{CudaContext, DriverError};
 
 use crate::device::GpuInfo;
 use crate::error::CudaError;
+use crate::nvrtc_search::NvrtcSearch;
 use crate::runtime::nvrtc::Nvrtc;
 
 /// A driver error as a [`CudaError`] naming the operation.
@@ -93,8 +94,8 @@ pub(crate) fn driver_cuda_major() -> Option<u32> {
 }
 
 /// Compiles the kernel program to a CUBIN for compute capability `arch` (e.g. `(9, 0)`) with
-/// the NVRTC [`Nvrtc::find`] picks for the installed driver (the newest without one). Needs
-/// only NVRTC, not a GPU.
-pub fn compile_kernels(arch: (u32, u32)) -> Result<Vec<u8>, CudaError> {
-    Nvrtc::find(driver_cuda_major())?.compile(&crate::kernels::program_source(), arch)
+/// the NVRTC [`Nvrtc::find`] picks in `search` for the installed driver (the newest without
+/// one). Needs only NVRTC, not a GPU.
+pub fn compile_kernels(search: &NvrtcSearch, arch: (u32, u32)) -> Result<Vec<u8>, CudaError> {
+    Nvrtc::find(search, driver_cuda_major())?.compile(&crate::kernels::program_source(), arch)
 }

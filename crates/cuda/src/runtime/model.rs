@@ -48,7 +48,7 @@ impl GpuModel {
         let (free, _total) = ctx.mem_get_info().map_err(driver("memory query"))?;
         plan.check_fits(free as u64)?;
         let stream = ctx.new_stream().map_err(driver("stream creation"))?;
-        let nvrtc = Nvrtc::find(driver_cuda_major())?;
+        let nvrtc = Nvrtc::find(&options.nvrtc, driver_cuda_major())?;
         info.nvrtc = Some(nvrtc.to_string());
         let kernels = Kernels::load(&ctx, &nvrtc, info.compute_capability)?;
         let weights = upload(model, &stream)?;

@@ -67,10 +67,9 @@ impl fmt::Debug for Nvrtc {
 }
 
 impl Nvrtc {
-    /// Loads the best NVRTC this process can find for a driver of CUDA major version
-    /// `driver_major` (`None` when there is no driver: the newest).
-    pub fn find(driver_major: Option<u32>) -> Result<Self, CudaError> {
-        let search = NvrtcSearch::from_environment();
+    /// Loads the best NVRTC `search` finds for a driver of CUDA major version `driver_major`
+    /// (`None` when there is no driver: the newest).
+    pub fn find(search: &NvrtcSearch, driver_major: Option<u32>) -> Result<Self, CudaError> {
         let mut refused = Vec::new();
         for candidate in search.candidates(driver_major) {
             match Self::open(&candidate.path) {

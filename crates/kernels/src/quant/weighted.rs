@@ -7,7 +7,7 @@
 //! `w_i = imatrix_i · sqrt(σ² + x_i²)` (σ² a multiple of the block's mean square) and minimise
 //! the weighted squared error of each block instead of the plain one.
 
-use super::util::{GROUP_MAX_EPS, max_by_magnitude, nearest_int};
+use super::util::{GROUP_MAX_EPS, make_qkx2_quants, max_by_magnitude, nearest_int};
 
 /// The per-value weights of one group of values: `qw_i · sqrt(sigma2 + x_i²)` (ggml's
 /// weighting of the importance matrix `qw`).
@@ -26,7 +26,8 @@ pub(crate) fn sum_squares(x: &[f32]) -> f32 {
 
 /// Affine quantization of one sub-block to `0..=nmax` with a weighted grid search over the
 /// scale (ggml's `make_qkx3_quants`; `weights` `None` means `x_i²`). Writes codes to `l` and
-/// returns `(scale, -min)`.
+/// returns `(scale, -min)`. It is `make_qkx2_quants` with those default weights: ggml's
+/// `max <= min` test there is its `max == min` (the min is never above the max).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn make_qkx3_quants(
     nmax: i32,
@@ -38,77 +39,17 @@ pub(crate) fn make_qkx3_quants(
     nstep: i32,
     use_mad: bool,
 ) -> (f32, f32) {
-    let n = x.len();
-    let w = |i: usize| weights.map_or(x[i] * x[i], |w| w[i]);
-    let mut laux = [0u8; 32];
-    let mut min = x[0];
-    let mut max = x[0];
-    let mut sum_w = w(0);
-    let mut sum_x = sum_w * x[0];
-    for (i, &xi) in x.iter().enumerate().skip(1) {
-        if xi < min {
-            min = xi;
-        }
-        if xi > max {
-            max = xi;
-        }
-        let wi = w(i);
-        sum_w += wi;
-        sum_x += wi * xi;
-    }
-    if min > 0.0 {
-        min = 0.0;
-    }
-    if max <= min {
-        l[..n].fill(0);
-        return (0.0, -min);
-    }
-    let err = |d: f32| if use_mad { d.abs() } else { d * d };
-    let mut iscale = nmax as f32 / (max - min);
-    let mut scale = 1.0 / iscale;
-    let mut best_mad = 0.0f32;
-    for i in 0..n {
-        let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-        l[i] = q as u8;
-        let diff = scale * l[i] as f32 + min - x[i];
-        best_mad += w(i) * err(diff);
-    }
-    if nstep < 1 {
-        return (scale, -min);
-    }
-    for is in 0..=nstep {
-        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
-        for i in 0..n {
-            let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-            laux[i] = q as u8;
-            let (wi, q) = (w(i), q as f32);
-            sum_l += wi * q;
-            sum_l2 += wi * q * q;
-            sum_xl += wi * q * x[i];
-        }
-        let det = sum_w * sum_l2 - sum_l * sum_l;
-        if det > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-            if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
+    let mut squares = [0.0f32; 32];
+    let weights = match weights {
+        Some(weights) => weights,
+        None => {
+            for (square, &v) in squares.iter_mut().zip(x) {
+                *square = v * v;
             }
-            let mut mad = 0.0f32;
-            for i in 0..n {
-                let diff = this_scale * laux[i] as f32 + this_min - x[i];
-                mad += w(i) * err(diff);
-            }
-            if mad < best_mad {
-                l[..n].copy_from_slice(&laux[..n]);
-                best_mad = mad;
-                scale = this_scale;
-                min = this_min;
-            }
+            &squares[..x.len()]
         }
-    }
-    (scale, -min)
+    };
+    make_qkx2_quants(nmax, x, weights, l, rmin, rdelta, nstep, use_mad)
 }
 
 /// Quantization of non-negative values (sub-block scales or mins) to `0..=nmax` with a weighted

@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use rinfer_cuda::GpuInfo;
+pub use rinfer_cuda::nvrtc_search::NvrtcSearch;
 
 /// The device the user asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,6 +42,26 @@ impl fmt::Display for DeviceRequest {
             Self::Cuda => "cuda",
             Self::Auto => "auto",
         })
+    }
+}
+
+/// The device asked for, with what setting a GPU up needs from the program's environment
+/// (read by the program, once: this crate reads none). A [`DeviceRequest`] alone is a device
+/// with the default search for NVRTC.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Device {
+    /// The device asked for.
+    pub request: DeviceRequest,
+    /// Where NVRTC is looked for when a GPU is set up.
+    pub nvrtc: NvrtcSearch,
+}
+
+impl From<DeviceRequest> for Device {
+    fn from(request: DeviceRequest) -> Self {
+        Self {
+            request,
+            nvrtc: NvrtcSearch::default(),
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 use rinfer_cuda::{CudaError, GpuKvCache, GpuModel, LoadOptions};
 use rinfer_kernels::ops::KvType;
 
-use super::device::{DeviceReport, DeviceRequest, Resolved, resolve};
+use super::device::{Device, DeviceReport, Resolved, resolve};
 use crate::config::ModelConfig;
 use crate::error::ModelError;
 use crate::forward::{Logits, Model, SeqBatch};
@@ -139,10 +139,10 @@ impl Sizes {
 }
 
 impl Executor {
-    /// Sets up the device `request` asks for, with `sizes.sequences` KV caches.
+    /// Sets up the device `device` asks for, with `sizes.sequences` KV caches.
     pub(super) fn start(
         model: &Model,
-        request: DeviceRequest,
+        device: Device,
         sizes: Sizes,
     ) -> Result<(Self, Vec<SeqCache>, DeviceReport), ModelError> {
         let options = LoadOptions {
@@ -151,9 +151,10 @@ impl Executor {
             max_batch: sizes.max_batch,
             all_logits: sizes.all_logits,
             sequences: sizes.sequences,
+            nvrtc: device.nvrtc,
         };
         // A KV type the GPU does not keep makes it unusable: `auto` then runs on the CPU.
-        let resolved = resolve(request, || {
+        let resolved = resolve(device.request, || {
             check_gpu_kv_type(sizes.kv_type)?;
             check_gpu_runs(&model.config)?;
             GpuModel::load(&model.gpu_view()?, &options)

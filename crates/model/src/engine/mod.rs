@@ -54,7 +54,7 @@ use crate::kv_blocks::{BlockPool, KvPoolStats};
 use crate::kv_cache::KvCache;
 use crate::loaded::LoadedModel;
 pub use constraint::{ConstraintMatcher, TokenConstraint};
-pub use device::{DeviceReport, DeviceRequest, GpuInfo, Resolved, resolve};
+pub use device::{Device, DeviceReport, DeviceRequest, GpuInfo, NvrtcSearch, Resolved, resolve};
 use draft_model::{DraftModel, Want};
 pub use embed::normalize;
 use executor::{Executor, SeqCache, Sizes};
@@ -165,7 +165,7 @@ impl<'m> Engine<'m> {
     pub fn new(
         loaded: &'m LoadedModel,
         settings: EngineSettings,
-        device: DeviceRequest,
+        device: impl Into<Device>,
     ) -> Result<Self, ModelError> {
         Self::with_draft(loaded, None, settings, device)
     }
@@ -177,7 +177,7 @@ impl<'m> Engine<'m> {
         loaded: &'m LoadedModel,
         draft: Option<&'m LoadedModel>,
         settings: EngineSettings,
-        device: DeviceRequest,
+        device: impl Into<Device>,
     ) -> Result<Self, ModelError> {
         let wants_draft = matches!(settings.speculation, Speculation::DraftModel { .. });
         if wants_draft != draft.is_some() {
@@ -208,7 +208,7 @@ impl<'m> Engine<'m> {
         if let Some(draft) = draft {
             draft_model::check_vocabulary(loaded, draft)?;
         }
-        let (executor, caches, device) = Executor::start(&loaded.model, device, sizes)?;
+        let (executor, caches, device) = Executor::start(&loaded.model, device.into(), sizes)?;
         let mut settings = settings;
         if matches!(device, DeviceReport::Cuda(_)) && settings.speculation != Speculation::Off {
             // Exactness needs a verification pass to give the logits of single-token decoding,

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::{DeviceRequest, Engine, EngineSettings, KvType, Speculation};
+use super::{Device, DeviceRequest, Engine, EngineSettings, KvType, NvrtcSearch, Speculation};
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
 
@@ -33,6 +33,9 @@ pub struct EngineOptions {
     pub threads: Option<usize>,
     /// Where to compute (`Auto`: the GPU when one is usable, else the CPU).
     pub device: DeviceRequest,
+    /// Where NVRTC is looked for when a GPU is set up (the program's environment, which the
+    /// program reads once; the default: the usual install folders).
+    pub nvrtc: NvrtcSearch,
     /// The prefix cache's budget in MiB (`None`: the settings' default, see
     /// [`EngineSettings::default_prefix_cache_bytes`]).
     pub kv_cache_mib: Option<usize>,
@@ -76,6 +79,7 @@ impl EngineOptions {
             context: None,
             threads: None,
             device: DeviceRequest::Auto,
+            nvrtc: NvrtcSearch::default(),
             kv_cache_mib: None,
             kv_type: None,
             speculation: Speculation::Off,
@@ -121,7 +125,7 @@ pub struct EngineSetup {
     /// with their KV cache and speculation options.
     pub settings: EngineSettings,
     /// Where the engine computes.
-    pub device: DeviceRequest,
+    pub device: Device,
     /// Seconds spent loading the model (the draft model aside).
     pub load_s: f64,
 }
@@ -156,7 +160,10 @@ impl EngineSetup {
             loaded,
             draft,
             settings,
-            device: options.device,
+            device: Device {
+                request: options.device,
+                nvrtc: options.nvrtc.clone(),
+            },
             load_s,
         })
     }
@@ -177,6 +184,11 @@ impl EngineSetup {
     ///
     /// As [`Engine::with_draft`].
     pub fn engine_with(&self, settings: EngineSettings) -> Result<Engine<'_>, ModelError> {
-        Engine::with_draft(&self.loaded, self.draft.as_ref(), settings, self.device)
+        Engine::with_draft(
+            &self.loaded,
+            self.draft.as_ref(),
+            settings,
+            self.device.clone(),
+        )
     }
 }

@@ -8,6 +8,13 @@ use std::path::PathBuf;
 
 use rinfer_model::{KvCache, KvType, Logits, Model, ModelConfig, Scratch};
 
+#[path = "../../../../tests/support/default_model.rs"]
+mod default_model;
+
+// Only the tests that need the default model use it.
+#[allow(unused_imports)]
+pub use default_model::default_model;
+
 /// The repository's `tests/fixtures`.
 pub fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
@@ -33,19 +40,6 @@ pub const FIXTURE_MODELS: [&str; 17] = [
     "qwen35-tiny-q8_0",
     "qwen35moe-tiny-q8_0",
 ];
-
-/// The default model, whose path `cargo xtask test` passes in `RINFER_TEST_MODEL`.
-///
-/// # Panics
-/// When the variable is unset or names no file, saying how to run the tests.
-pub fn default_model() -> PathBuf {
-    // `cargo xtask test` resolves the model through `rinfer fetch` and passes its path down.
-    let path = std::env::var_os("RINFER_TEST_MODEL").map(PathBuf::from).expect(
-        "RINFER_TEST_MODEL is unset: run the tests with `cargo xtask test`, or set it to the path `rinfer fetch` prints",
-    );
-    assert!(path.is_file(), "{} is not a model file", path.display());
-    path
-}
 
 /// The KV cache types `config`'s model can keep its rows in (a q8_0 row must be whole blocks
 /// per head: latent attention's rows of the tiny deepseek2 are 48 values).

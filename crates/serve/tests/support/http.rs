@@ -197,3 +197,27 @@ fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
         data = data.get(size + 2..)?;
     }
 }
+
+/// The state `GET /v1/models` gives each model, by name, in its order.
+pub fn model_states(addr: SocketAddr) -> Vec<(String, String)> {
+    let r = request(addr, "GET", "/v1/models", b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let id = m["id"].as_str().unwrap().to_string();
+            (id, m["state"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+/// Asserts the models' states are `expected`, in its order.
+pub fn expect_model_states(addr: SocketAddr, expected: &[(&str, &str)]) {
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(id, state)| (id.to_string(), state.to_string()))
+        .collect();
+    assert_eq!(model_states(addr), expected);
+}

@@ -7,6 +7,13 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+#[path = "../../../../tests/support/default_model.rs"]
+mod default_model;
+
+// Only the tests that need the default model use it.
+#[allow(unused_imports)]
+pub use default_model::default_model;
+
 /// The path of `path` in the repository's `tests/fixtures` folder.
 pub fn fixture(path: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -32,16 +39,6 @@ pub fn weather_schema() -> Value {
 /// A fixture model: tiny, random weights, a Gemma 3 tokenizer.
 pub fn tiny_model() -> String {
     fixture("models/gemma3-tiny-q4_k_m.gguf")
-}
-
-/// The default model, whose path `cargo xtask test` resolves through `rinfer fetch` and passes
-/// down in `RINFER_TEST_MODEL`.
-pub fn default_model() -> PathBuf {
-    let path = std::env::var_os("RINFER_TEST_MODEL").map(PathBuf::from).expect(
-        "RINFER_TEST_MODEL is unset: run the tests with `cargo xtask test`, or set it to the path `rinfer fetch` prints",
-    );
-    assert!(path.is_file(), "{} is not a model file", path.display());
-    path
 }
 
 /// A fresh directory holding a copy of the tiny Gemma 3 model under each of `names` (each

@@ -1,5 +1,5 @@
-//! The launches of a batched decode step that differ from one sequence's: each row stores to
-//! and attends over its own KV cache, found through the step's cache tables.
+//! The attention of a batched decode step, where it differs from one sequence's: each row
+//! attends over its own KV cache, found through the step's cache tables.
 
 use rinfer_transformer::AttentionParams;
 
@@ -8,28 +8,6 @@ use crate::launch;
 use crate::program::Arg;
 
 impl Sequence<'_, '_> {
-    /// Each row's keys and values into its own cache (`keys[i]`, `values[i]` of the layer's
-    /// tables) at its position.
-    pub(super) fn kv_store_rows(&mut self, (keys, values, slots): (u64, u64, usize)) {
-        let c = self.b.model;
-        let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
-        self.fixed(
-            "kv_store_rows",
-            launch::per_row(self.n, kv_dim),
-            &[
-                Arg::Ptr(self.b.work.qkv),
-                Arg::I32(self.qkv_width() as i32),
-                Arg::I32(q_dim as i32),
-                Arg::I32((q_dim + kv_dim) as i32),
-                Arg::Ptr(keys),
-                Arg::Ptr(values),
-                Arg::I32(kv_dim as i32),
-                Arg::Ptr(self.b.work.positions),
-                Arg::I32(slots as i32),
-            ],
-        );
-    }
-
     /// Split-K decode attention of each row's query over its own cache into `attn`
     /// `[n, q_dim]`.
     pub(super) fn attention_rows(
