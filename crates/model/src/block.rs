@@ -96,7 +96,7 @@ impl Model {
                     mixer::delta_net(layer, net, &weights, n, seqs, s)?;
                 }
                 Stage::AttentionOutput(output) => {
-                    linear(output, &s.attn, n, &mut s.out, &mut s.act)?;
+                    linear(output, &s.attn, n, &mut s.out, &mut s.products)?;
                 }
                 Stage::PostAttentionNorm(norm) => Self::norm_in_place(norm, &mut s.out, n),
                 Stage::AttentionResidual => ops::add_inplace(&mut s.x[..len], &s.out[..len]),
@@ -162,20 +162,20 @@ impl Model {
         match qkv {
             Qkv::OptionalValue { q, k, v: Some(v) } => {
                 let outs = [&mut s.q[..], &mut s.k[..], &mut s.v[..]];
-                linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
+                linear_shared([q, k, v], &s.h, n, outs, &mut s.products)?;
             }
             Qkv::OptionalValue { q, k, v: None } => {
                 let outs = [&mut s.q[..], &mut s.k[..]];
-                linear_shared([q, k], &s.h, n, outs, &mut s.act)?;
+                linear_shared([q, k], &s.h, n, outs, &mut s.products)?;
                 s.v[..n * kv_dim].copy_from_slice(&s.k[..n * kv_dim]);
             }
             Qkv::Separate { q, k, v } => {
                 let outs = [&mut s.q[..], &mut s.k[..], &mut s.v[..]];
-                linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
+                linear_shared([q, k, v], &s.h, n, outs, &mut s.products)?;
             }
             Qkv::GatedQuery { q, k, v } => {
                 let outs = [&mut s.fused[..], &mut s.k[..], &mut s.v[..]];
-                linear_shared([q, k, v], &s.h, n, outs, &mut s.act)?;
+                linear_shared([q, k, v], &s.h, n, outs, &mut s.products)?;
                 let d = heads.head_dim;
                 let rows = s.fused[..n * 2 * q_dim].chunks_exact(2 * d);
                 let heads = s.q[..n * q_dim].chunks_exact_mut(d);
@@ -187,7 +187,7 @@ impl Model {
             }
             Qkv::Fused(qkv) => {
                 let width = q_dim + 2 * kv_dim;
-                linear(qkv, &s.h, n, &mut s.fused, &mut s.act)?;
+                linear(qkv, &s.h, n, &mut s.fused, &mut s.products)?;
                 for i in 0..n {
                     let row = &s.fused[i * width..(i + 1) * width];
                     s.q[i * q_dim..(i + 1) * q_dim].copy_from_slice(&row[..q_dim]);
@@ -292,14 +292,14 @@ impl Model {
         let width = c.per_layer_inputs.as_ref().map_or(0, |p| p.width);
         let all = width * c.layers();
         let hidden = c.hidden;
-        linear(gate, &s.x, n, &mut s.per_layer_gate, &mut s.act)?;
+        linear(gate, &s.x, n, &mut s.per_layer_gate, &mut s.products)?;
         let gated = &mut s.per_layer_gate[..n * width];
         ops::apply(compute::GELU, gated);
         for (i, row) in gated.chunks_exact_mut(width).enumerate() {
             let input = &s.per_layer[i * all + layer * width..][..width];
             row.iter_mut().zip(input).for_each(|(g, x)| *g *= x);
         }
-        linear(proj, &s.per_layer_gate, n, &mut s.out, &mut s.act)?;
+        linear(proj, &s.per_layer_gate, n, &mut s.out, &mut s.products)?;
         Self::norm_in_place(norm, &mut s.out, n);
         ops::add_inplace(&mut s.x[..n * hidden], &s.out[..n * hidden]);
         Ok(())
@@ -318,10 +318,10 @@ impl Model {
         match up {
             FfnUp::Gated { gate, up } => {
                 let outs = [&mut s.gate[..], &mut s.up[..]];
-                linear_shared([gate, up], &s.h, n, outs, &mut s.act)?;
+                linear_shared([gate, up], &s.h, n, outs, &mut s.products)?;
             }
             FfnUp::FusedGated(gate_up) => {
-                linear(gate_up, &s.h, n, &mut s.fused, &mut s.act)?;
+                linear(gate_up, &s.h, n, &mut s.fused, &mut s.products)?;
                 for i in 0..n {
                     let row = &s.fused[i * 2 * f..(i + 1) * 2 * f];
                     s.gate[i * f..(i + 1) * f].copy_from_slice(&row[..f]);
@@ -329,7 +329,7 @@ impl Model {
                 }
             }
             FfnUp::Plain(up) => {
-                linear(up, &s.h, n, &mut s.gate, &mut s.act)?;
+                linear(up, &s.h, n, &mut s.gate, &mut s.products)?;
             }
         }
         let gate = &mut s.gate[..n * f];
@@ -345,6 +345,6 @@ impl Model {
             Ffn::Gelu => ops::apply(compute::GELU, gate),
             Ffn::ClampedSwiGlu => ops::swiglu_clamped_inplace(gate, &s.up[..n * f]),
         }
-        linear(down, &s.gate, n, &mut s.h, &mut s.act)
+        linear(down, &s.gate, n, &mut s.h, &mut s.products)
     }
 }

@@ -1,9 +1,10 @@
 //! The model's calls into the kernels, in the shapes the forward pass uses.
 
 use rinfer_kernels::ops::{self, Activation};
-use rinfer_kernels::{ActivationBuffer, Kernels, PackedMatrix, WeightMatrix, matmul_packed_shared};
+use rinfer_kernels::{Kernels, PackedMatrix, WeightMatrix, matmul_packed_shared};
 
 use crate::error::ModelError;
+use crate::observe::Products;
 use crate::weights::{Linear, Matrix};
 
 /// The kernel view of a weight matrix.
@@ -22,9 +23,11 @@ pub(crate) fn matmul(
     x: &[f32],
     n: usize,
     out: &mut [f32],
-    act: &mut ActivationBuffer,
+    products: &mut Products,
 ) -> Result<(), ModelError> {
     let (x, y) = (&x[..n * w.cols], &mut out[..n * w.rows]);
+    products.observe(w, x, n);
+    let act = &mut products.buffer;
     if let Some((packed, rows)) = w.packed() {
         return Ok(rinfer_kernels::matmul_packed_rows(
             packed, rows, x, n, act, y,
@@ -47,9 +50,9 @@ pub(crate) fn linear(
     x: &[f32],
     n: usize,
     out: &mut [f32],
-    act: &mut ActivationBuffer,
+    products: &mut Products,
 ) -> Result<(), ModelError> {
-    matmul(&l.weight, x, n, out, act)?;
+    matmul(&l.weight, x, n, out, products)?;
     add_bias(l, n, out);
     Ok(())
 }
@@ -72,7 +75,7 @@ pub(crate) fn linear_shared<'l, const N: usize>(
     x: &[f32],
     n: usize,
     outs: [&mut [f32]; N],
-    act: &mut ActivationBuffer,
+    products: &mut Products,
 ) -> Result<(), ModelError> {
     let whole = |l: &'l Linear| -> Option<&'l PackedMatrix> {
         let (packed, rows) = l.weight.packed()?;
@@ -85,14 +88,18 @@ pub(crate) fn linear_shared<'l, const N: usize>(
             for (y, w) in ys.iter_mut().zip(&ws) {
                 *y = &mut std::mem::take(y)[..n * w.rows()];
             }
-            matmul_packed_shared(&ws, &x[..n * ws[0].cols()], n, act, &mut ys)?;
+            for l in ls {
+                products.observe(&l.weight, x, n);
+            }
+            let x = &x[..n * ws[0].cols()];
+            matmul_packed_shared(&ws, x, n, &mut products.buffer, &mut ys)?;
             for (l, out) in ls.iter().zip(ys) {
                 add_bias(l, n, out);
             }
         }
         _ => {
             for (l, out) in ls.iter().zip(outs) {
-                linear(l, x, n, out, act)?;
+                linear(l, x, n, out, products)?;
             }
         }
     }

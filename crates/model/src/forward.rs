@@ -235,7 +235,7 @@ impl Model {
             &s.x,
             n,
             &mut s.per_layer_gate,
-            &mut s.act,
+            &mut s.products,
         )?;
         let proj_scale = 1.0 / (c.hidden as f32).sqrt();
         let token_scale = (width as f32).sqrt();
@@ -359,7 +359,7 @@ impl Model {
         if rows == 0 {
             return Ok(0);
         }
-        compute::matmul(c.lm_head(), &s.h, rows, &mut s.logits, &mut s.act)?;
+        compute::matmul(c.lm_head(), &s.h, rows, &mut s.logits, &mut s.products)?;
         let logits = &mut s.logits[..rows * c.vocab_size];
         if let Some(bias) = &c.output_bias {
             for row in logits.chunks_exact_mut(c.vocab_size) {

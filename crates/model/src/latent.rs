@@ -41,14 +41,14 @@ impl Model {
             (mla.q_head(), mla.latent(), mla.rope, mla.nope, mla.kv_lora);
         let l = &mut s.latent;
         match q {
-            LatentQ::Direct(wq) => linear(wq, &s.h, n, &mut l.q, &mut s.act)?,
+            LatentQ::Direct(wq) => linear(wq, &s.h, n, &mut l.q, &mut s.products)?,
             LatentQ::Lora { a, norm, b } => {
-                linear(a, &s.h, n, &mut l.q_lora, &mut s.act)?;
+                linear(a, &s.h, n, &mut l.q_lora, &mut s.products)?;
                 Self::norm_in_place(norm, &mut l.q_lora, n);
-                linear(b, &l.q_lora, n, &mut l.q, &mut s.act)?;
+                linear(b, &l.q_lora, n, &mut l.q, &mut s.products)?;
             }
         }
-        linear(kv_a, &s.h, n, &mut l.kv, &mut s.act)?;
+        linear(kv_a, &s.h, n, &mut l.kv, &mut s.products)?;
         let rows = l.kv[..n * latent].chunks_exact(latent);
         for (kv, k) in rows.zip(s.k.chunks_exact_mut(latent)) {
             k[..rope].copy_from_slice(&kv[kv_lora..]);
@@ -61,7 +61,7 @@ impl Model {
                 let absorbed = &mut s.q[(i * heads + head) * latent..][..rope];
                 absorbed.copy_from_slice(&projected[nope..]);
             }
-            linear(k_b, &l.nope, n, &mut l.latent, &mut s.act)?;
+            linear(k_b, &l.nope, n, &mut l.latent, &mut s.products)?;
             for i in 0..n {
                 let absorbed = &mut s.q[(i * heads + head) * latent + rope..][..kv_lora];
                 absorbed.copy_from_slice(&l.latent[i * kv_lora..(i + 1) * kv_lora]);
@@ -87,7 +87,7 @@ impl Model {
                 let out = &s.attn[(i * heads + head) * latent + rope..][..kv_lora];
                 l.latent[i * kv_lora..(i + 1) * kv_lora].copy_from_slice(out);
             }
-            linear(v_b, &l.latent, n, &mut l.value, &mut s.act)?;
+            linear(v_b, &l.latent, n, &mut l.value, &mut s.products)?;
             for i in 0..n {
                 let value = &l.value[i * v_head..(i + 1) * v_head];
                 l.values[(i * heads + head) * v_head..][..v_head].copy_from_slice(value);

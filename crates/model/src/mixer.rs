@@ -69,7 +69,7 @@ pub(crate) fn short_conv(
 ) -> Result<(), ModelError> {
     let e = conv.channels;
     let m = &mut s.mixer;
-    linear(in_proj, &s.h, n, &mut m.proj, &mut s.act)?;
+    linear(in_proj, &s.h, n, &mut m.proj, &mut s.products)?;
     for (row, input) in m.proj[..n * 3 * e]
         .chunks_exact(3 * e)
         .zip(m.conv[..n * e].chunks_exact_mut(e))
@@ -93,7 +93,7 @@ pub(crate) fn short_conv(
             *y *= c;
         }
     }
-    linear(out_proj, &m.mixed, n, &mut s.out, &mut s.act)
+    linear(out_proj, &m.mixed, n, &mut s.out, &mut s.products)
 }
 
 /// Qwen3.5's gated delta net of the `n` rows of `s.h` into `s.out`.
@@ -114,7 +114,13 @@ pub(crate) fn delta_net(
         &mut m.beta[..],
         &mut m.decay[..],
     ];
-    linear_shared([w.qkv, w.gate, w.beta, w.alpha], &s.h, n, outs, &mut s.act)?;
+    linear_shared(
+        [w.qkv, w.gate, w.beta, w.alpha],
+        &s.h,
+        n,
+        outs,
+        &mut s.products,
+    )?;
     for (seq, rows) in runs(&s.sources) {
         let window = &mut state(seqs, seq, layer).window;
         let span = rows.start * conv_dim..rows.end * conv_dim;
@@ -177,5 +183,5 @@ pub(crate) fn delta_net(
             }
         }
     }
-    linear(w.output, &m.output, n, &mut s.out, &mut s.act)
+    linear(w.output, &m.output, n, &mut s.out, &mut s.products)
 }

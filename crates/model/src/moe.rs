@@ -38,7 +38,7 @@ pub(crate) fn route(
     s: &mut Scratch,
 ) -> Result<(), ModelError> {
     let m = &mut s.moe;
-    linear(scores, &s.h, n, &mut m.scores, &mut s.act)?;
+    linear(scores, &s.h, n, &mut m.scores, &mut s.products)?;
     let (e, k) = (router.experts, router.used);
     let rows = m.scores[..n * e].chunks_exact_mut(e);
     let ids = m.ids[..n * k].chunks_exact_mut(k);
@@ -60,14 +60,14 @@ pub(crate) fn shared(
 ) -> Result<(), ModelError> {
     let (f, m) = (experts.ffn_dim, &mut s.moe);
     let outs = [&mut m.shared_gate[..], &mut m.shared_up[..]];
-    linear_shared([gate, up], &s.h, n, outs, &mut s.act)?;
+    linear_shared([gate, up], &s.h, n, outs, &mut s.products)?;
     activate(
         experts.ffn,
         &mut m.shared_gate[..n * f],
         &m.shared_up[..n * f],
         f,
     )?;
-    linear(down, &m.shared_gate, n, &mut m.shared, &mut s.act)?;
+    linear(down, &m.shared_gate, n, &mut m.shared, &mut s.products)?;
     if let Some(g) = gate_inp {
         let hidden = g.len();
         let rows = m.shared[..n * hidden].chunks_exact_mut(hidden);
@@ -91,7 +91,7 @@ pub(crate) fn run(
 ) -> Result<(), ModelError> {
     let f = experts.ffn_dim;
     let w = &ExpertWeights { gate, up, down };
-    if n == 1 && decode_batched(experts, w, hidden, k, s)? {
+    if n == 1 && !s.products.observed() && decode_batched(experts, w, hidden, k, s)? {
         sum_slots(hidden, k, n, s);
         return Ok(());
     }
@@ -111,10 +111,10 @@ pub(crate) fn run(
             let src = &s.h[row * hidden..(row + 1) * hidden];
             m.input[r * hidden..(r + 1) * hidden].copy_from_slice(src);
         }
-        linear(&w.gate[e], &m.input, rows, &mut m.gate, &mut s.act)?;
-        linear(&w.up[e], &m.input, rows, &mut m.up, &mut s.act)?;
+        linear(&w.gate[e], &m.input, rows, &mut m.gate, &mut s.products)?;
+        linear(&w.up[e], &m.input, rows, &mut m.up, &mut s.products)?;
         activate(experts.ffn, &mut m.gate[..rows * f], &m.up[..rows * f], f)?;
-        linear(&w.down[e], &m.gate, rows, &mut m.output, &mut s.act)?;
+        linear(&w.down[e], &m.gate, rows, &mut m.output, &mut s.products)?;
         for (r, &(_, slot)) in m.routed.iter().enumerate() {
             let out = &m.output[r * hidden..(r + 1) * hidden];
             m.slots[slot * hidden..(slot + 1) * hidden].copy_from_slice(out);

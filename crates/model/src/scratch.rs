@@ -1,6 +1,7 @@
 //! Activation buffers for one forward call, sized once for the largest batch.
 
 use crate::config::ModelConfig;
+use crate::observe::{MatmulObserver, Products};
 
 /// Every intermediate of the forward pass; rows are tokens of the batch.
 pub struct Scratch {
@@ -46,11 +47,25 @@ pub struct Scratch {
     pub(crate) attn_gate: Vec<f32>,
     /// Sequence and position of every row of the batch.
     pub(crate) sources: Vec<RowSource>,
-    /// The quantized-activation buffer of the matmul kernels.
-    pub(crate) act: rinfer_kernels::ActivationBuffer,
+    /// The matmul kernels' quantized-activation buffer, and the observer of their inputs.
+    pub(crate) products: Products,
 }
 
 impl Scratch {
+    /// Shows `observer` the input rows of every matrix product of the following forward
+    /// passes (see [`crate::observe`]); returns the observer it replaces.
+    pub fn set_observer(
+        &mut self,
+        observer: Box<dyn MatmulObserver>,
+    ) -> Option<Box<dyn MatmulObserver>> {
+        self.products.set_observer(Some(observer))
+    }
+
+    /// Stops observing the products, returning the observer.
+    pub fn take_observer(&mut self) -> Option<Box<dyn MatmulObserver>> {
+        self.products.set_observer(None)
+    }
+
     /// The embeddings of the last pass's sequences that wanted one
     /// ([`Logits::Pooled`](crate::forward::Logits::Pooled)), `[rows, hidden]` in the order of
     /// those sequences: they are written to the block-output buffer, free once the layers are
@@ -155,7 +170,7 @@ impl Scratch {
             mixer: MixerScratch::new(config, n),
             attn_gate: vec![0.0; usize::from(config.gated_attention) * n * config.q_dim()],
             sources: Vec::with_capacity(n),
-            act: rinfer_kernels::ActivationBuffer::for_matmul(
+            products: Products::new(rinfer_kernels::ActivationBuffer::for_matmul(
                 n,
                 widest_input(config),
                 config
@@ -165,7 +180,7 @@ impl Scratch {
                     .max(per_layer_floats(config))
                     .max(latent_rows(config))
                     .max(MixerScratch::widths(config).0),
-            ),
+            )),
         }
     }
 }

@@ -265,6 +265,7 @@ mod tests {
 
     use super::*;
     use crate::compute::matmul;
+    use crate::observe::Products;
 
     /// `rows × cols` Q8_0 weights from a fixed sequence.
     fn q8_0_rows(rows: usize, cols: usize) -> Vec<u8> {
@@ -297,7 +298,7 @@ mod tests {
                     let first = if shared { e * rows } else { 0 };
                     assert_eq!(range, first..first + rows);
                 }
-                let mut act = ActivationBuffer::for_matmul(2, cols, rows * count);
+                let mut act = Products::new(ActivationBuffer::for_matmul(2, cols, rows * count));
                 let (mut got, mut want) = (vec![0.0; 2 * rows], vec![0.0; 2 * rows]);
                 matmul(part, &x, 2, &mut got, &mut act).unwrap();
                 matmul(&alone, &x, 2, &mut want, &mut act).unwrap();
