@@ -55,6 +55,7 @@ fn run(options: Options) -> Result<()> {
             let input = commands::pull::resolve_model(&q.input)?;
             commands::quantize::run(&input, &q.output, q.file_type, q.pure, q.imatrix.as_deref())
         }
+        CommandOptions::Imatrix(i) => commands::imatrix::run(&i),
         CommandOptions::Convert(c) => {
             commands::convert::run(&c.dir, &c.output, c.outtype.ggml_type())
         }

@@ -53,6 +53,9 @@ pub enum CommandOptions {
     Quantize(QuantizeOptions),
     /// Write a Hugging Face checkpoint (llama, mistral, qwen2, qwen3) as a GGUF file.
     Convert(ConvertOptions),
+    /// Compute an importance matrix from a calibration text, as `llama-imatrix` does, for
+    /// `quantize --imatrix` (llama.cpp's GGUF imatrix format).
+    Imatrix(ImatrixOptions),
 }
 
 /// The flags of [`rinfer_model::EngineOptions`] (the model and how to run it), shared by the
@@ -348,6 +351,33 @@ pub struct QuantizeOptions {
     /// --imatrix` does; IQ1_S and IQ2_XXS need one.
     #[arg(long, value_name = "FILE")]
     pub imatrix: Option<PathBuf>,
+}
+
+/// Options of `rinfer imatrix`.
+#[derive(Args)]
+pub struct ImatrixOptions {
+    /// The model (F32, F16 or BF16 weights give the matrix for quantizing them), or a hub
+    /// model `org/repo[:QUANT]`; the default model when left out.
+    #[arg(long, short = 'm', value_parser = limits::parse_model_path)]
+    pub model: Option<PathBuf>,
+    /// The calibration text (UTF-8), tokenized as the model does.
+    #[arg(long, short = 'f', value_name = "TEXT")]
+    pub file: PathBuf,
+    /// The importance matrix to write.
+    #[arg(long, short = 'o', default_value = "imatrix.gguf")]
+    pub output: PathBuf,
+    /// Tokens per chunk; each chunk runs as a sequence of its own, from BOS.
+    #[arg(long = "chunk", short = 'c', default_value_t = 512, value_parser = limits::parse_context)]
+    pub chunk_size: usize,
+    /// The most chunks to run (default: every whole chunk of the text).
+    #[arg(long, value_parser = limits::parse_context)]
+    pub chunks: Option<usize>,
+    /// Skip the perplexity of each chunk's second half.
+    #[arg(long)]
+    pub no_ppl: bool,
+    /// Worker threads (default: all cores; at most 4 per core).
+    #[arg(long, short = 't', value_parser = limits::parse_threads)]
+    pub threads: Option<usize>,
 }
 
 /// The weight type of `rinfer convert`.

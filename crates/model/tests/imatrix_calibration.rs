@@ -206,3 +206,62 @@ fn metadata_names_the_dataset_and_counts_whole_chunks() {
         assert_eq!(e.counts(), [3 * 64]);
     }
 }
+
+/// A mixture of experts against llama-imatrix (`models/iq/qwen3moe-tiny.imatrix.gguf`, the
+/// same text and chunks): the same entries and shapes, routed experts with a count each.
+/// The router picks among near-tied experts on this random model, so a token in a few hundred
+/// goes to another expert than in llama.cpp (as it does in llama.cpp itself without flash
+/// attention): each expert's count is held to 0.5 % of llama.cpp's, their total exactly (every
+/// token goes to `used` experts), and the experts' sums on average.
+#[test]
+fn a_mixture_of_experts_counts_each_experts_tokens_as_llama_imatrix() {
+    let loaded =
+        LoadedModel::open(fixtures().join("models/qwen3moe-tiny-f32.gguf")).expect("fixture");
+    let text = std::fs::read_to_string(fixtures().join("models/iq/imatrix_text.txt")).unwrap();
+    let (ids, bos) = tokens(&loaded, &text);
+    let options = CalibrationOptions {
+        dataset: "iq/imatrix_text.txt".into(),
+        perplexity: false,
+        ..options(128)
+    };
+    let sums = calibrate(&loaded.model, &ids, bos, &options, |_| {}).expect("calibrates");
+    let ours = GgufFile::from_bytes(sums.to_gguf().unwrap().to_bytes()).unwrap();
+    let theirs = GgufFile::open(fixtures().join("models/iq/qwen3moe-tiny.imatrix.gguf")).unwrap();
+    let keys = |f: &GgufFile| {
+        f.metadata()
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys(&ours), keys(&theirs), "metadata");
+    assert_eq!(ours.tensors().len(), theirs.tensors().len());
+    for (a, b) in ours.tensors().zip(theirs.tensors()) {
+        assert_eq!((a.name(), a.ty(), a.dims()), (b.name(), b.ty(), b.dims()));
+        let (x, y) = (floats(&a), floats(&b));
+        let routed = a.name().contains("_exps.");
+        match (a.name().ends_with(".counts"), routed) {
+            (true, false) => assert_eq!(x, y, "{}", a.name()),
+            (true, true) => {
+                assert_eq!(x.iter().sum::<f32>(), y.iter().sum::<f32>(), "{}", a.name());
+                for (c, l) in x.iter().zip(&y) {
+                    assert!((c - l).abs() <= l * 0.005, "{}: {x:?} vs {y:?}", a.name());
+                }
+            }
+            (false, false) => {
+                for (i, (x, y)) in x.iter().zip(&y).enumerate() {
+                    let rel = (x - y).abs() / y.abs();
+                    assert!(rel <= 3e-3, "{} [{i}]: {x} vs {y}", a.name());
+                }
+            }
+            (false, true) => {
+                let rel = x.iter().zip(&y).map(|(x, y)| (x - y).abs() / y.abs());
+                let mean = rel.sum::<f32>() / x.len() as f32;
+                assert!(
+                    mean <= 5e-3,
+                    "{}: mean relative difference {mean}",
+                    a.name()
+                );
+            }
+        }
+    }
+}

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod convert;
 pub mod embed;
 pub mod fetch;
+pub mod imatrix;
 pub mod inspect;
 pub mod logits;
 pub mod output_file;
