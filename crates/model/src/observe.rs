@@ -53,6 +53,11 @@ impl Products {
         self.observer.is_some()
     }
 
+    /// The observer, if one is set.
+    pub(crate) fn observer_mut(&mut self) -> Option<&mut dyn MatmulObserver> {
+        self.observer.as_deref_mut()
+    }
+
     /// Sets `observer`, returning the one it replaces.
     pub(crate) fn set_observer(
         &mut self,

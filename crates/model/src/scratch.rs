@@ -61,6 +61,11 @@ impl Scratch {
         self.products.set_observer(Some(observer))
     }
 
+    /// The observer of the products, if one is set.
+    pub fn observer_mut(&mut self) -> Option<&mut dyn MatmulObserver> {
+        self.products.observer_mut()
+    }
+
     /// Stops observing the products, returning the observer.
     pub fn take_observer(&mut self) -> Option<Box<dyn MatmulObserver>> {
         self.products.set_observer(None)

@@ -265,3 +265,44 @@ fn a_mixture_of_experts_counts_each_experts_tokens_as_llama_imatrix() {
         }
     }
 }
+
+/// Latent attention (the deepseek2 fixture): llama-imatrix on the same text with `-c 128`
+/// counted 3712 rows for every dense product and `attn_k_b`, but 3569 for `attn_v_b`, which
+/// reads each chunk's rows of a micro-batch apart and so skipped the last micro-batch of the
+/// second batch (13 chunks, 11 rows each). Each writes one count and its heads' sums in a row.
+#[test]
+fn latent_attention_counts_its_value_product_per_chunk_as_llama_imatrix() {
+    let loaded =
+        LoadedModel::open(fixtures().join("models/deepseek2-tiny-f32.gguf")).expect("fixture");
+    let text = std::fs::read_to_string(fixtures().join("models/iq/imatrix_text.txt")).unwrap();
+    let (ids, bos) = tokens(&loaded, &text);
+    let options = CalibrationOptions {
+        perplexity: false,
+        ..options(128)
+    };
+    let sums = calibrate(&loaded.model, &ids, bos, &options, |_| {}).expect("calibrates");
+    assert_eq!(sums.chunk_count(), 29);
+    let entry = |name: &str| &sums.entries()[name];
+    for layer in 0..3 {
+        assert_eq!(
+            entry(&format!("blk.{layer}.attn_q_a.weight")).counts(),
+            [3712]
+        );
+        assert_eq!(
+            entry(&format!("blk.{layer}.attn_k_b.weight")).counts(),
+            [3712]
+        );
+        let v_b = entry(&format!("blk.{layer}.attn_v_b.weight"));
+        assert_eq!(v_b.counts(), [3569]);
+        assert_eq!(v_b.sums().len() % v_b.cols(), 0);
+    }
+    let file = GgufFile::from_bytes(sums.to_gguf().unwrap().to_bytes()).unwrap();
+    let v_b = file
+        .tensor("blk.0.attn_v_b.weight.in_sum2")
+        .expect("written");
+    assert_eq!(
+        v_b.dims().len(),
+        1,
+        "heads' sums in one row, as ggml writes them"
+    );
+}

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use rinfer_transformer::{Mapper, Tensor};
+use rinfer_transformer::{Mapper, Role, Tensor};
 
 use crate::observe::MatmulObserver;
 use crate::weights::{Cpu, Linear, Matrix};
@@ -20,6 +20,10 @@ pub(crate) enum Kind {
     /// One matrix per head stacked in a 3-D tensor (latent attention's `attn_k_b`,
     /// `attn_v_b`; a `MUL_MAT` over the heads): sums per head, one count of the batch's rows.
     PerHead,
+    /// As [`Kind::PerHead`], of a product that reads each KV stream (chunk) of the batch apart
+    /// (latent attention's `attn_v_b`, after attention): fewer than 16 rows per chunk are
+    /// skipped.
+    PerHeadPerChunk,
     /// Routed experts (`MUL_MAT_ID`): sums and a count per expert, of the rows routed to it.
     Routed,
 }
@@ -61,6 +65,8 @@ pub(crate) struct Collector {
     entries: Vec<Entry>,
     /// Per matrix (by the address of its bytes): its entry and which of its matrices it is.
     targets: HashMap<usize, (usize, usize)>,
+    /// Rows each chunk (KV stream) has in the current pass.
+    rows_per_chunk: usize,
 }
 
 impl Collector {
@@ -71,6 +77,7 @@ impl Collector {
             names: Vec::new(),
             entries: Vec::new(),
             targets: HashMap::new(),
+            rows_per_chunk: 0,
         };
         let Ok(_) = transformer.map(&mut Targets(&mut collector));
         collector
@@ -102,6 +109,11 @@ impl Collector {
         });
     }
 
+    /// The next passes hold `rows` rows of each of their chunks.
+    pub(crate) fn pass_rows_per_chunk(&mut self, rows: usize) {
+        self.rows_per_chunk = rows;
+    }
+
     /// The entries by tensor name.
     pub(crate) fn into_entries(self) -> HashMap<String, Entry> {
         self.names.into_iter().zip(self.entries).collect()
@@ -119,7 +131,12 @@ impl MatmulObserver for Collector {
             return;
         };
         let e = &mut self.entries[entry];
-        if e.kind != Kind::Routed && rows < FEWEST_ROWS {
+        let skipped = match e.kind {
+            Kind::Dense | Kind::PerHead => rows < FEWEST_ROWS,
+            Kind::PerHeadPerChunk => rows.min(self.rows_per_chunk) < FEWEST_ROWS,
+            Kind::Routed => false,
+        };
+        if skipped {
             return;
         }
         let acc = &mut e.sums[index * e.cols..(index + 1) * e.cols];
@@ -131,8 +148,8 @@ impl MatmulObserver for Collector {
         match e.kind {
             Kind::Routed => e.counts[index] += rows as u64,
             // Every head sees the same rows: count them once.
-            Kind::PerHead if index > 0 => {}
-            Kind::Dense | Kind::PerHead => e.counts[0] += rows as u64,
+            Kind::PerHead | Kind::PerHeadPerChunk if index > 0 => {}
+            Kind::Dense | Kind::PerHead | Kind::PerHeadPerChunk => e.counts[0] += rows as u64,
         }
     }
 }
@@ -153,9 +170,10 @@ impl<'t> Mapper<'t, Cpu, ()> for Targets<'_> {
     }
 
     fn experts(&mut self, t: &Tensor, e: &'t Vec<Linear>) -> Result<(), Self::Error> {
-        let kind = match t.name.role.single_expert() {
-            Some(_) => Kind::Routed,
-            None => Kind::PerHead,
+        let kind = match (t.name.role.single_expert(), t.name.role) {
+            (Some(_), _) => Kind::Routed,
+            (None, Role::AttnVB) => Kind::PerHeadPerChunk,
+            (None, _) => Kind::PerHead,
         };
         let matrices: Vec<&Matrix> = e.iter().map(|l| &l.weight).collect();
         self.0.add(t, kind, &matrices);

@@ -4,8 +4,9 @@
 //! The tokens (BOS first where the vocabulary adds one) are cut into `chunk_size`-token
 //! chunks; a text of fewer than two chunks is refused, and a last partial chunk is dropped.
 //! Each chunk runs as a sequence of its own from position 0 with its first token replaced by
-//! BOS (where the vocabulary adds one). A pass holds `512 / chunk_size` whole chunks side by
-//! side (llama.cpp's micro-batch of 512 rows), or 512 rows of a longer chunk.
+//! BOS (where the vocabulary adds one). The passes are llama.cpp's micro-batches: it runs
+//! `2048 / chunk_size` chunks a batch, each in a KV stream of its own, and each micro-batch
+//! takes `512 / chunks` tokens from every chunk of the batch (a chunk alone: 512 tokens).
 //!
 //! Every product of a layer weight (`blk.*`: the embedding and the LM head are left out) adds,
 //! per input column, the square of each input row to the weight's sums, in f32 as llama.cpp
@@ -18,7 +19,8 @@
 //! after each chunk.
 //!
 //! The sums match llama.cpp's to float rounding: its activations differ from rinfer's in the
-//! last bits, and it adds a batch's rows in its own order.
+//! last bits, and it adds a batch's rows in its own order. Latent attention's `attn_v_b`
+//! product sees each stream's rows apart, so its rule of 16 rows counts the rows per chunk.
 
 mod collector;
 mod write;
@@ -37,6 +39,8 @@ use rinfer_kernels::ops::KvType;
 
 /// Rows per pass: llama.cpp's default micro-batch.
 const PASS_ROWS: usize = 512;
+/// Tokens per batch: llama.cpp's default batch, which llama-imatrix fills with whole chunks.
+const BATCH_TOKENS: usize = 2048;
 
 /// Why an importance matrix could not be computed.
 #[derive(Debug, thiserror::Error)]
@@ -188,6 +192,16 @@ impl Nll {
     }
 }
 
+/// The collector `calibrate` set on `scratch`.
+fn collector(scratch: &mut Scratch) -> &mut Collector {
+    let observer: &mut dyn Any = scratch
+        .observer_mut()
+        .expect("the collector observes until the end");
+    observer
+        .downcast_mut::<Collector>()
+        .expect("the observer is the collector")
+}
+
 /// Computes the importance matrix of `model` over `tokens` (the text as the model tokenizes
 /// it, BOS first where it adds one; `bos`: the BOS that starts every chunk, where the
 /// vocabulary adds one), reporting each chunk to `progress`.
@@ -217,18 +231,21 @@ pub fn calibrate(
     }
     let whole = tokens.len() / c;
     let chunks = options.max_chunks.map_or(whole, |n| n.min(whole));
-    let pass = c.min(PASS_ROWS);
-    let group = (PASS_ROWS / c).max(1);
-    let config = &model.config;
-    let logit_rows = if options.perplexity {
-        group * pass
+    // llama-imatrix runs `2048 / c` chunks per batch, each in a KV stream of its own; a
+    // micro-batch then takes as many tokens from every chunk (512 over the chunks), or, for one
+    // chunk a batch, 512 of its tokens.
+    let group = (BATCH_TOKENS / c).clamp(1, PASS_ROWS);
+    let max_rows = if group > 1 {
+        PASS_ROWS
     } else {
-        group
+        c.min(PASS_ROWS)
     };
-    let mut scratch = Scratch::with_logit_rows(config, group * pass, logit_rows);
+    let config = &model.config;
+    let logit_rows = if options.perplexity { max_rows } else { group };
+    let mut scratch = Scratch::with_logit_rows(config, max_rows, logit_rows);
     scratch.set_observer(Box::new(Collector::new(model.transformer())));
     let mut caches = (0..group)
-        .map(|_| KvCache::try_with_type(config, KvType::F16, c, pass))
+        .map(|_| KvCache::try_with_type(config, KvType::F16, c, max_rows))
         .collect::<Result<Vec<_>, _>>()?;
     let mut inputs: Vec<Vec<u32>> = vec![Vec::with_capacity(c); group];
     let wanted = match options.perplexity {
@@ -251,8 +268,13 @@ pub fn calibrate(
         for cache in &mut caches[..n_seq] {
             cache.clear();
         }
-        for start in (0..c).step_by(pass) {
-            let len = pass.min(c - start);
+        let per_chunk = match group {
+            1 => c.min(PASS_ROWS),
+            _ => (PASS_ROWS / n_seq).max(1),
+        };
+        for start in (0..c).step_by(per_chunk) {
+            let len = per_chunk.min(c - start);
+            collector(&mut scratch).pass_rows_per_chunk(len);
             let mut seqs: Vec<SeqBatch<'_>> = caches[..n_seq]
                 .iter_mut()
                 .zip(&inputs)
