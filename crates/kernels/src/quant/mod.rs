@@ -82,6 +82,7 @@ pub mod tq2_0;
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
+pub(crate) mod grid_fit;
 pub(crate) mod grid_search;
 mod iq4_codes;
 pub(crate) mod iq_grids;
