@@ -34,6 +34,78 @@ pub(crate) struct Trials {
     pub max: f32,
 }
 
+/// How a format fits one sub-block to its grid: the sign storage, the threshold below which the
+/// sub-block is stored as zero, the scale trials around `max / (2·levels − 1)` and the refit.
+pub(crate) struct SubBlockFit<'g, const N: usize> {
+    /// The grid.
+    pub grid: &'g GridSearch<N>,
+    /// Seven stored sign bits per group of eight ([`even_signs`]) rather than eight ([`signs`]).
+    pub even_signs: bool,
+    /// Sub-blocks whose largest magnitude is below this are stored as zero.
+    pub eps: f32,
+    /// The range of `is` of the [`Trials`].
+    pub steps: std::ops::RangeInclusive<i32>,
+    /// The step of the [`Trials`].
+    pub step: f32,
+    /// Which groups are snapped again at the best scale.
+    pub refit: Refit,
+}
+
+/// One sub-block fitted by [`SubBlockFit::fit`]: a non-negative scale, the sign bits of each
+/// group of eight and the levels of each value (the first `len / 8` and `len` used).
+pub(crate) struct Fitted {
+    pub scale: f32,
+    pub signs: [u8; 4],
+    pub levels: [u8; 32],
+}
+
+impl<const N: usize> SubBlockFit<'_, N> {
+    /// Fits the values `xb` (16 or 32) with the value weights `weight`; `None` when the
+    /// sub-block is stored as zero.
+    pub(crate) fn fit(&self, xb: &[f32], weight: &[f32]) -> Option<Fitted> {
+        let n = xb.len();
+        let (mut waux, mut xval) = ([0.0f32; 32], [0.0f32; 32]);
+        let (waux, xval) = (&mut waux[..n], &mut xval[..n]);
+        for (a, &w) in waux.iter_mut().zip(weight) {
+            *a = w.sqrt();
+        }
+        let mut signs_of = [0u8; 4];
+        for (k, s) in signs_of[..n / 8].iter_mut().enumerate() {
+            let g = 8 * k..8 * k + 8;
+            *s = if self.even_signs {
+                even_signs(&xb[g.clone()], &weight[g.clone()], &mut xval[g])
+            } else {
+                signs(&xb[g.clone()], &mut xval[g])
+            };
+        }
+        let max = max_of(xval);
+        if max < self.eps {
+            return None;
+        }
+        let mut levels = [0u8; 32];
+        let trials = Trials {
+            steps: self.steps.clone(),
+            step: self.step,
+            max,
+        };
+        let scale0 = max / (2 * self.grid.levels_count() - 1) as f32;
+        let l = &mut levels[..n];
+        let mut scale = search_scale(self.grid, trials, xval, weight, waux, scale0, self.refit, l);
+        if scale < 0.0 {
+            scale = -scale;
+            let mask = if self.even_signs { 127 } else { 255 };
+            for s in &mut signs_of {
+                *s = !*s & mask;
+            }
+        }
+        Some(Fitted {
+            scale,
+            signs: signs_of,
+            levels,
+        })
+    }
+}
+
 /// Fits the magnitudes `xval` of one sub-block (whole groups of `N`) to the grid with the value
 /// weights `weight` and the distance weights `waux` (their square roots): writes the levels of
 /// each group into `l` and gives the scale. `scale` is the scale kept when no trial fits

@@ -40,18 +40,9 @@ pub(crate) fn best_index(x: f32) -> u8 {
 /// The weights of the values `x` of one super-block (32 values for IQ4_NL, 256 for IQ4_XS):
 /// `qw·sqrt(σ² + x²)` with `σ² = 2/len · Σx²` given the importance `qw`, else `x²`.
 pub(crate) fn value_weights(x: &[f32], qw: Option<&[f32]>, weight: &mut [f32]) {
-    match qw {
-        Some(qw) => {
-            let mut sigma2 = x.iter().fold(0.0f32, |s, v| s + v * v);
-            sigma2 *= 2.0 / x.len() as f32;
-            super::weighted::importance_weights(qw, x, sigma2, weight);
-        }
-        None => {
-            for (w, &v) in weight.iter_mut().zip(x) {
-                *w = v * v;
-            }
-        }
-    }
+    let mut sigma2 = x.iter().fold(0.0f32, |s, v| s + v * v);
+    sigma2 *= 2.0 / x.len() as f32;
+    super::weighted::squares_or_importance(qw, x, sigma2, weight);
 }
 
 /// The weighted least-squares scale of one 32-value sub-block over the table, with its

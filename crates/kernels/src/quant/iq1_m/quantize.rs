@@ -21,7 +21,7 @@ use crate::quant::QuantizeWeighted;
 use crate::quant::grid_search::{IQ1S, Lookup};
 use crate::quant::iq1_s::DELTA;
 use crate::quant::util::nearest_int;
-use crate::quant::weighted::{importance_weights, sum_squares};
+use crate::quant::weighted::{squares_or_importance, sum_squares};
 
 /// Sub-blocks with no value above this magnitude are stored as zero (ggml's
 /// `GROUP_MAX_EPS_IQ1_M`).
@@ -41,18 +41,6 @@ fn levels_of(pair: usize, k: usize) -> &'static [f32; 3] {
     if minus { &X_M } else { &X_P }
 }
 
-/// The importance weights of one sub-block: `qw·sqrt(σ² + x²)`, or `x²` without `qw`.
-fn sub_block_weights(qw: Option<&[f32]>, xb: &[f32], sigma2: f32, weight: &mut [f32; BLOCK]) {
-    match qw {
-        Some(qw) => importance_weights(qw, xb, sigma2, weight),
-        None => {
-            for (w, &v) in weight.iter_mut().zip(xb) {
-                *w = v * v;
-            }
-        }
-    }
-}
-
 impl QuantizeWeighted for BlockIq1M {
     fn quantize_weighted(x: &[f32], weights: Option<&[f32]>) -> Self {
         let grid = &*IQ1S;
@@ -66,7 +54,7 @@ impl QuantizeWeighted for BlockIq1M {
         let qw_of = |ib: usize| weights.map(|w| &w[BLOCK * ib..BLOCK * ib + BLOCK]);
         for ib in 0..QK_K / BLOCK {
             let xb = &x[BLOCK * ib..BLOCK * ib + BLOCK];
-            sub_block_weights(qw_of(ib), xb, sigma2, &mut weight);
+            squares_or_importance(qw_of(ib), xb, sigma2, &mut weight);
             let max = xb[1..]
                 .iter()
                 .fold(xb[0].abs(), |m, v| if m > v.abs() { m } else { v.abs() });
@@ -129,7 +117,7 @@ impl QuantizeWeighted for BlockIq1M {
             words[ib / 4] |= (l as u16) << (3 * (ib % 4));
             b.qh[ib] |= SHIFT_MASKS[pairs[ib]];
             let xb = &x[BLOCK * ib..BLOCK * ib + BLOCK];
-            sub_block_weights(qw_of(ib), xb, sigma2, &mut weight);
+            squares_or_importance(qw_of(ib), xb, sigma2, &mut weight);
             for k in 0..2 {
                 let xx = levels_of(pairs[ib], k);
                 for (j, &lv) in grid.levels(index[ib][k]).iter().enumerate() {

@@ -3,11 +3,11 @@
 //! Per 16-value half sub-block: the signs are taken out (each group of eight keeps an even
 //! number of negatives, flipping the least important value when needed, so seven bits store
 //! them), and the magnitudes fitted to [`IQ2XS_GRID`] at the best of nineteen scales around
-//! `max / 5` ([`grid_fit::search_scale`], only the groups that were off the grid snapped again).
+//! `max / 5` ([`SubBlockFit`], only the groups that were off the grid snapped again).
 //! The half sub-block scales are then stored as 4-bit odd multiples of the largest over 31.
 //!
 //! [`IQ2XS_GRID`]: crate::quant::iq_grids::IQ2XS_GRID
-//! [`grid_fit::search_scale`]: crate::quant::grid_fit::search_scale
+//! [`SubBlockFit`]: crate::quant::grid_fit::SubBlockFit
 
 use bytemuck::Zeroable;
 use half::f16;
@@ -15,7 +15,7 @@ use rinfer_formats::QK_K;
 
 use super::BlockIq2Xs;
 use crate::quant::QuantizeWeighted;
-use crate::quant::grid_fit::{Refit, Trials, even_signs, max_of, scale_level, search_scale};
+use crate::quant::grid_fit::{Fitted, Refit, SubBlockFit, scale_level};
 use crate::quant::grid_search::IQ2XS;
 use crate::quant::util::GROUP_MAX_EPS;
 use crate::quant::weighted::{importance_weights, sum_squares};
@@ -27,55 +27,35 @@ impl QuantizeWeighted for BlockIq2Xs {
     const NEEDS_WEIGHTS: bool = true;
 
     fn quantize_weighted(x: &[f32], weights: Option<&[f32]>) -> Self {
-        let grid = &*IQ2XS;
         let ones = [1.0f32; QK_K];
         let qw = weights.unwrap_or(&ones);
         let mut b = BlockIq2Xs::zeroed();
         let mut scales = [0.0f32; QK_K / BLOCK];
         let mut max_scale = 0.0f32;
         let sigma2 = sum_squares(&x[..QK_K]) / QK_K as f32;
-        let (mut weight, mut waux, mut xval) = ([0.0f32; BLOCK], [0.0f32; BLOCK], [0.0f32; BLOCK]);
+        let fit = SubBlockFit {
+            grid: &*IQ2XS,
+            even_signs: true,
+            eps: GROUP_MAX_EPS,
+            steps: -9..=9,
+            step: 0.1,
+            refit: Refit::OffGridOnly,
+        };
+        let mut weight = [0.0f32; BLOCK];
         for ib in 0..QK_K / BLOCK {
             let at = BLOCK * ib..BLOCK * ib + BLOCK;
             let xb = &x[at.clone()];
             importance_weights(&qw[at], xb, sigma2, &mut weight);
-            for (a, &w) in waux.iter_mut().zip(&weight) {
-                *a = w.sqrt();
-            }
-            let mut block_signs = [0u8; BLOCK / 8];
-            for (k, s) in block_signs.iter_mut().enumerate() {
-                let g = 8 * k..8 * k + 8;
-                *s = even_signs(&xb[g.clone()], &weight[g.clone()], &mut xval[g]);
-            }
-            let max = max_of(&xval);
-            if max < GROUP_MAX_EPS {
+            let Some(Fitted {
+                scale,
+                signs,
+                levels,
+            }) = fit.fit(xb, &weight)
+            else {
                 continue;
-            }
-            let mut l = [0u8; BLOCK];
-            let trials = Trials {
-                steps: -9..=9,
-                step: 0.1,
-                max,
             };
-            let scale0 = max / 5.0;
-            let mut scale = search_scale(
-                grid,
-                trials,
-                &xval,
-                &weight,
-                &waux,
-                scale0,
-                Refit::OffGridOnly,
-                &mut l,
-            );
-            if scale < 0.0 {
-                scale = -scale;
-                for s in &mut block_signs {
-                    *s = !*s & 127;
-                }
-            }
-            for (k, &s) in block_signs.iter().enumerate() {
-                let index = grid.index_of(&l[8 * k..8 * k + 8]);
+            for (k, &s) in signs[..BLOCK / 8].iter().enumerate() {
+                let index = fit.grid.index_of(&levels[8 * k..8 * k + 8]);
                 b.qs[2 * ib + k] = index as u16 | (s as u16) << 9;
             }
             scales[ib] = scale;

@@ -6,14 +6,14 @@
 //! snapped to [`IQ3S_GRID`] (the nearest neighbour in weighted distance when off it) and the
 //! scale with the best weighted fit kept, then refitted. Sub-block scales are stored as 4-bit
 //! odd multiples of the largest over 31, the super-block scale with ggml's factor 1.033
-//! ([`grid_fit::search_scale`] does the search).
+//! ([`SubBlockFit`] does the search).
 //!
 //! ggml does not advance its grid-index and sign cursors past an all-zero sub-block, so the
 //! sub-blocks after one are stored one place early; this port does the same, for the same
 //! bytes.
 //!
 //! [`IQ3S_GRID`]: crate::quant::iq_grids::IQ3S_GRID
-//! [`grid_fit::search_scale`]: crate::quant::grid_fit::search_scale
+//! [`SubBlockFit`]: crate::quant::grid_fit::SubBlockFit
 
 use bytemuck::Zeroable;
 use half::f16;
@@ -21,78 +21,50 @@ use rinfer_formats::QK_K;
 
 use super::BlockIq3S;
 use crate::quant::QuantizeWeighted;
-use crate::quant::grid_fit::{Refit, Trials, max_of, scale_level, search_scale, signs};
+use crate::quant::grid_fit::{Fitted, Refit, SubBlockFit, scale_level};
 use crate::quant::grid_search::IQ3S;
-use crate::quant::weighted::{importance_weights, sum_squares};
+use crate::quant::weighted::{squares_or_importance, sum_squares};
 
-/// Levels per value (`2l + 1`, `l < K_MAX_Q`).
-const K_MAX_Q: i32 = 8;
 /// Values per sub-block.
 const BLOCK: usize = 32;
 
 impl QuantizeWeighted for BlockIq3S {
     fn quantize_weighted(x: &[f32], weights: Option<&[f32]>) -> Self {
-        let grid = &*IQ3S;
         let mut b = BlockIq3S::zeroed();
         let (mut qs_at, mut signs_at) = (0, 0);
         let mut scales = [0.0f32; QK_K / BLOCK];
         let mut max_scale = 0.0f32;
         let sigma2 = 2.0 * sum_squares(&x[..QK_K]) / QK_K as f32;
-        let (mut weight, mut waux, mut xval) = ([0.0f32; BLOCK], [0.0f32; BLOCK], [0.0f32; BLOCK]);
+        let fit = SubBlockFit {
+            grid: &*IQ3S,
+            even_signs: false,
+            // ggml skips only sub-blocks of magnitude 0: below the least positive float.
+            eps: f32::from_bits(1),
+            steps: -9..=9,
+            step: 0.2,
+            refit: Refit::AllUnlessOnGrid,
+        };
+        let mut weight = [0.0f32; BLOCK];
         for ib in 0..QK_K / BLOCK {
-            let xb = &x[BLOCK * ib..BLOCK * ib + BLOCK];
-            match weights {
-                Some(qw) => {
-                    importance_weights(&qw[BLOCK * ib..BLOCK * ib + BLOCK], xb, sigma2, &mut weight)
-                }
-                None => {
-                    for (w, &v) in weight.iter_mut().zip(xb) {
-                        *w = v * v;
-                    }
-                }
-            }
-            for (a, &w) in waux.iter_mut().zip(&weight) {
-                *a = w.sqrt();
-            }
-            let mut block_signs = [0u8; BLOCK / 8];
-            for (k, s) in block_signs.iter_mut().enumerate() {
-                *s = signs(&xb[8 * k..8 * k + 8], &mut xval[8 * k..8 * k + 8]);
-            }
-            let max = max_of(&xval);
-            if max == 0.0 {
+            let at = BLOCK * ib..BLOCK * ib + BLOCK;
+            let xb = &x[at.clone()];
+            squares_or_importance(weights.map(|w| &w[at]), xb, sigma2, &mut weight);
+            let Some(Fitted {
+                scale,
+                signs,
+                levels,
+            }) = fit.fit(xb, &weight)
+            else {
                 continue;
-            }
-            let mut l = [0u8; BLOCK];
-            let trials = Trials {
-                steps: -9..=9,
-                step: 0.2,
-                max,
             };
-            let scale0 = max / (2 * K_MAX_Q - 1) as f32;
-            let mut scale = search_scale(
-                grid,
-                trials,
-                &xval,
-                &weight,
-                &waux,
-                scale0,
-                Refit::AllUnlessOnGrid,
-                &mut l,
-            );
-            if scale < 0.0 {
-                scale = -scale;
-                for s in &mut block_signs {
-                    *s = !*s;
-                }
-            }
             for k in 0..BLOCK / 4 {
-                let index = grid.index_of(&l[4 * k..4 * k + 4]);
+                let index = fit.grid.index_of(&levels[4 * k..4 * k + 4]);
                 let n = ib * (BLOCK / 4) + k;
                 b.qs[qs_at + k] = (index & 255) as u8;
                 b.qh[n / 8] |= ((index >> 8) << (n % 8)) as u8;
             }
             qs_at += BLOCK / 4;
-            b.signs[signs_at..signs_at + BLOCK / 8].copy_from_slice(&block_signs);
+            b.signs[signs_at..signs_at + BLOCK / 8].copy_from_slice(&signs);
             signs_at += BLOCK / 8;
             scales[ib] = scale;
             max_scale = if max_scale > scale { max_scale } else { scale };
