@@ -29,23 +29,34 @@ fn imatrix() -> ImportanceMatrix {
 /// llama-quantize records the matrix under the name it was given on its command line.
 const IMATRIX_NAME: &str = "llama-tiny.imatrix.gguf";
 
-/// The F32 fixture quantized as `file_type` with the fixture's matrix.
-fn quantize_fixture(file_type: FileType) -> Vec<u8> {
-    let input = open(fixtures().join("llama-tiny-f32.gguf"));
+/// `input` quantized as `file_type` with the fixture's matrix.
+fn quantize_with_matrix(input: &GgufFile, file_type: FileType) -> Vec<u8> {
     let matrix = imatrix();
     let imatrix = Imatrix {
         matrix: &matrix,
         file: IMATRIX_NAME,
     };
-    quantize_model_with(&input, file_type, false, Some(imatrix), Vec::new(), |_| {})
+    quantize_model_with(input, file_type, false, Some(imatrix), Vec::new(), |_| {})
         .unwrap_or_else(|e| panic!("{file_type}: {e}"))
+}
+
+/// The F32 fixture quantized as `file_type` with the fixture's matrix.
+fn quantize_fixture(file_type: FileType) -> Vec<u8> {
+    quantize_with_matrix(&open(fixtures().join("llama-tiny-f32.gguf")), file_type)
 }
 
 /// Quantizes the F32 fixture as `file_type` with the fixture's matrix and compares the whole
 /// file with llama.cpp's, naming the first tensor that differs.
 fn assert_reproduces(file_type: FileType, expected_file: &str) {
-    let got = quantize_fixture(file_type);
-    let expected_path = fixtures().join("iq").join(expected_file);
+    assert_same_file(
+        file_type,
+        quantize_fixture(file_type),
+        fixtures().join("iq").join(expected_file),
+    );
+}
+
+/// Compares `got` with the file at `expected_path`, naming the first tensor that differs.
+fn assert_same_file(file_type: FileType, got: Vec<u8>, expected_path: PathBuf) {
     let expected = std::fs::read(&expected_path).expect("fixture");
     if got == expected {
         return;
@@ -194,6 +205,26 @@ fn iq4_nl_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
 #[test]
 fn iq4_xs_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
     assert_reproduces_hashed(FileType::Iq4Xs);
+}
+
+/// The small byte references: llama.cpp's files cut to the first two rows of every matrix by
+/// `tests/fixtures/quantize/make_slim.py`, which rinfer must write for the cut F32 input, as
+/// quantization works row by row and the importance matrix by column.
+#[test]
+fn the_first_rows_are_llama_cpp_bytes_for_each_new_iq_kernel() {
+    let slim = fixtures().join("../quantize");
+    let input = open(slim.join("llama-tiny-f32.slim.gguf"));
+    for file_type in [
+        FileType::Iq1M,
+        FileType::Iq2Xs,
+        FileType::Iq2M,
+        FileType::Iq3Xs,
+        FileType::Iq4Xs,
+    ] {
+        let name = file_type.name().to_ascii_lowercase();
+        let expected = slim.join(format!("llama-tiny-{name}.imatrix.slim.gguf"));
+        assert_same_file(file_type, quantize_with_matrix(&input, file_type), expected);
+    }
 }
 
 #[test]
