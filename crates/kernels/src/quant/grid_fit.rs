@@ -4,9 +4,11 @@
 //! A group of values is stored as signs apart and magnitudes on a grid ([`GridSearch`]). The
 //! magnitudes of a sub-block are fitted by [`search_scale`]: a scale is tried at a row of values
 //! around a first estimate; at each, every group is rounded to the odd levels `2l + 1` and
-//! snapped to the grid, and the trial with the best weighted fit (`Σwxq)² / Σwq²`) is kept. The
+//! snapped to the grid, and the trial with the best weighted fit `(Σwxq)² / Σwq²` is kept. The
 //! groups that were off the grid are then snapped again at that best scale (which of them, the
-//! quantizers differ on: [`Refit`]) and the scale refitted by least squares.
+//! quantizers differ on: [`Refit`]) and the scale refitted by least squares. [`SubBlockFit`]
+//! does a whole sub-block: its signs, the all-zero test, the search and a sign flip should the
+//! scale come out negative.
 
 use super::grid_search::GridSearch;
 
@@ -23,8 +25,8 @@ pub(crate) enum Refit {
     OffGridOnly,
 }
 
-/// The scales [`search_scale`] tries: inverse scales `(2·levels − 1 + is·step) / max` for `is`
-/// in `steps`.
+/// The scales [`search_scale`] tries, inverse scales `(2·levels − 1 + is·step) / max` for `is`
+/// in `steps`, and what it does with the best.
 pub(crate) struct Trials {
     /// The range of `is`.
     pub steps: std::ops::RangeInclusive<i32>,
@@ -32,6 +34,10 @@ pub(crate) struct Trials {
     pub step: f32,
     /// The denominator: the largest magnitude (or an estimate of the largest level's value).
     pub max: f32,
+    /// The scale kept when no trial fits better.
+    pub start: f32,
+    /// Which groups are snapped again at the best scale.
+    pub refit: Refit,
 }
 
 /// How a format fits one sub-block to its grid: the sign storage, the threshold below which the
@@ -87,10 +93,10 @@ impl<const N: usize> SubBlockFit<'_, N> {
             steps: self.steps.clone(),
             step: self.step,
             max,
+            start: max / (2 * self.grid.levels_count() - 1) as f32,
+            refit: self.refit,
         };
-        let scale0 = max / (2 * self.grid.levels_count() - 1) as f32;
-        let l = &mut levels[..n];
-        let mut scale = search_scale(self.grid, trials, xval, weight, waux, scale0, self.refit, l);
+        let mut scale = search_scale(self.grid, trials, xval, weight, waux, &mut levels[..n]);
         if scale < 0.0 {
             scale = -scale;
             let mask = if self.even_signs { 127 } else { 255 };
@@ -108,18 +114,17 @@ impl<const N: usize> SubBlockFit<'_, N> {
 
 /// Fits the magnitudes `xval` of one sub-block (whole groups of `N`) to the grid with the value
 /// weights `weight` and the distance weights `waux` (their square roots): writes the levels of
-/// each group into `l` and gives the scale. `scale` is the scale kept when no trial fits
-/// better, and `l` the levels kept then.
+/// each group into `l` and gives the scale. `l` holds the levels kept when no trial fits
+/// better than `trials.start`.
 pub(crate) fn search_scale<const N: usize>(
     grid: &GridSearch<N>,
     trials: Trials,
     xval: &[f32],
     weight: &[f32],
     waux: &[f32],
-    mut scale: f32,
-    refit: Refit,
     l: &mut [u8],
 ) -> f32 {
+    let (mut scale, refit) = (trials.start, trials.refit);
     let n = xval.len();
     let groups = n / N;
     let mut laux = [0u8; 32];
@@ -156,8 +161,8 @@ pub(crate) fn search_scale<const N: usize>(
     };
     if refit_now && scale > 0.0 {
         let id = 1.0 / scale;
-        for k in 0..groups {
-            if refit == Refit::OffGridOnly && on_grid[k] {
+        for (k, &on) in on_grid[..groups].iter().enumerate() {
+            if refit == Refit::OffGridOnly && on {
                 continue;
             }
             let at = N * k..N * k + N;

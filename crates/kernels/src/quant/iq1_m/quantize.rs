@@ -97,8 +97,8 @@ impl QuantizeWeighted for BlockIq1M {
                     scale = sumqx / sumq2;
                 }
             }
-            for k in 0..2 {
-                b.qs[2 * ib + k] = (index[ib][k] & 255) as u8;
+            for (k, &i) in index[ib].iter().enumerate() {
+                b.qs[2 * ib + k] = (i & 255) as u8;
             }
             b.qh[ib] = ((index[ib][0] >> 8) | ((index[ib][1] >> 8) << 4)) as u8;
             scales[ib] = scale;

@@ -41,7 +41,7 @@ impl QuantizeWeighted for BlockIq2S {
             refit: Refit::OffGridOnly,
         };
         let mut weight = [0.0f32; BLOCK];
-        for ib in 0..QK_K / BLOCK {
+        for (ib, scale_of) in scales.iter_mut().enumerate() {
             let at = BLOCK * ib..BLOCK * ib + BLOCK;
             let xb = &x[at.clone()];
             match weights {
@@ -67,7 +67,7 @@ impl QuantizeWeighted for BlockIq2S {
                 b.qh[g / 4] |= ((index >> 8) << (2 * (g % 4))) as u8;
                 b.qs[QK_K / 8 + g] = s;
             }
-            scales[ib] = scale;
+            *scale_of = scale;
             max_scale = if max_scale > scale { max_scale } else { scale };
         }
         if max_scale == 0.0 {

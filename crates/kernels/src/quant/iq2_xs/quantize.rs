@@ -42,7 +42,7 @@ impl QuantizeWeighted for BlockIq2Xs {
             refit: Refit::OffGridOnly,
         };
         let mut weight = [0.0f32; BLOCK];
-        for ib in 0..QK_K / BLOCK {
+        for (ib, scale_of) in scales.iter_mut().enumerate() {
             let at = BLOCK * ib..BLOCK * ib + BLOCK;
             let xb = &x[at.clone()];
             importance_weights(&qw[at], xb, sigma2, &mut weight);
@@ -58,7 +58,7 @@ impl QuantizeWeighted for BlockIq2Xs {
                 let index = fit.grid.index_of(&levels[8 * k..8 * k + 8]);
                 b.qs[2 * ib + k] = index as u16 | (s as u16) << 9;
             }
-            scales[ib] = scale;
+            *scale_of = scale;
             max_scale = if max_scale > scale { max_scale } else { scale };
         }
         if max_scale == 0.0 {

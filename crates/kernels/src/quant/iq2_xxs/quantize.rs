@@ -61,17 +61,10 @@ impl QuantizeWeighted for BlockIq2Xxs {
                 steps: -6..=6,
                 step: 0.1,
                 max: eff_max,
+                start: scale,
+                refit: Refit::Always,
             };
-            let mut scale = search_scale(
-                grid,
-                trials,
-                &xval,
-                &weight,
-                &waux,
-                scale,
-                Refit::Always,
-                &mut l,
-            );
+            let mut scale = search_scale(grid, trials, &xval, &weight, &waux, &mut l);
             if scale < 0.0 {
                 scale = -scale;
                 for s in &mut block_signs {

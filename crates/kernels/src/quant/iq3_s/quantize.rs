@@ -45,7 +45,7 @@ impl QuantizeWeighted for BlockIq3S {
             refit: Refit::AllUnlessOnGrid,
         };
         let mut weight = [0.0f32; BLOCK];
-        for ib in 0..QK_K / BLOCK {
+        for (ib, scale_of) in scales.iter_mut().enumerate() {
             let at = BLOCK * ib..BLOCK * ib + BLOCK;
             let xb = &x[at.clone()];
             squares_or_importance(weights.map(|w| &w[at]), xb, sigma2, &mut weight);
@@ -66,7 +66,7 @@ impl QuantizeWeighted for BlockIq3S {
             qs_at += BLOCK / 4;
             b.signs[signs_at..signs_at + BLOCK / 8].copy_from_slice(&signs);
             signs_at += BLOCK / 8;
-            scales[ib] = scale;
+            *scale_of = scale;
             max_scale = if max_scale > scale { max_scale } else { scale };
         }
         if max_scale == 0.0 {
