@@ -443,6 +443,56 @@ mod tests {
     }
 
     #[test]
+    fn iq3_xs_puts_the_middle_layers_ffn_up_and_gate_in_iq3_xxs() {
+        let names: Vec<String> = (0..32)
+            .flat_map(|i| {
+                [
+                    format!("blk.{i}.ffn_gate.weight"),
+                    format!("blk.{i}.ffn_up.weight"),
+                ]
+            })
+            .collect();
+        let mut planner = TypePlanner::new(
+            FileType::Iq3Xs,
+            false,
+            DENSE,
+            names.iter().map(String::as_str),
+        );
+        let types: Vec<GgmlType> = names
+            .iter()
+            .map(|n| planner.tensor_type(n, &[4096, 1024], GgmlType::F32))
+            .collect();
+        let layer = |i: usize| (types[2 * i], types[2 * i + 1]);
+        assert_eq!(layer(3), (GgmlType::Iq3S, GgmlType::Iq3S));
+        assert_eq!(layer(4), (GgmlType::Iq3Xxs, GgmlType::Iq3Xxs));
+        assert_eq!(layer(27), (GgmlType::Iq3Xxs, GgmlType::Iq3Xxs));
+        assert_eq!(layer(28), (GgmlType::Iq3S, GgmlType::Iq3S));
+    }
+
+    #[test]
+    fn iq2_s_spends_iq3_s_where_the_iq2_mixes_spend_more_bits() {
+        let no_gqa = MixParams { n_gqa: 1, ..DENSE };
+        let names = [
+            "output.weight",
+            "token_embd.weight",
+            "blk.0.attn_v.weight",
+            "blk.0.attn_output.weight",
+            "blk.0.ffn_down.weight",
+            "blk.0.ffn_up.weight",
+        ];
+        let mut planner = TypePlanner::new(FileType::Iq2S, false, no_gqa, names);
+        let types: Vec<GgmlType> = names
+            .iter()
+            .map(|n| planner.tensor_type(n, &[4096, 1024], GgmlType::F32))
+            .collect();
+        use GgmlType as T;
+        assert_eq!(
+            types,
+            [T::Q5K, T::Iq3S, T::Iq3S, T::Iq3S, T::Iq3S, T::Iq2Xs]
+        );
+    }
+
+    #[test]
     fn rows_that_are_not_whole_super_blocks_fall_back_like_llama_cpp() {
         assert_eq!(fallback(GgmlType::Q4K, 64), GgmlType::Q5_0);
         assert_eq!(fallback(GgmlType::Q6K, 96), GgmlType::Q8_0);
