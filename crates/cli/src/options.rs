@@ -341,14 +341,15 @@ pub struct QuantizeOptions {
     pub output: PathBuf,
     /// The type, named as `llama-quantize` names it: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S,
     /// Q3_K_M (Q3_K), Q3_K_L, Q4_K_S, Q4_K_M (Q4_K), Q5_K_S, Q5_K_M (Q5_K), Q6_K, IQ4_NL,
-    /// IQ4_XS, IQ3_S, IQ2_XXS, IQ1_S, TQ2_0, MXFP4_MOE, F16, BF16 or F32.
+    /// IQ4_XS, IQ3_M, IQ3_S, IQ3_XS, IQ3_XXS, IQ2_M, IQ2_S, IQ2_XS, IQ2_XXS, IQ1_M, IQ1_S, TQ2_0,
+    /// MXFP4_MOE, F16, BF16 or F32.
     pub file_type: FileType,
     /// Every 2-D weight in the type itself, without the mix's per-tensor choices.
     #[arg(long)]
     pub pure: bool,
     /// An importance matrix (llama.cpp's GGUF imatrix format, from `llama-imatrix`) to weight
     /// each weight's rounding error by its input column's importance, as `llama-quantize
-    /// --imatrix` does; IQ1_S and IQ2_XXS need one.
+    /// --imatrix` does; the IQ1, IQ2, IQ3_XXS and IQ3_XS types need one.
     #[arg(long, value_name = "FILE")]
     pub imatrix: Option<PathBuf>,
 }

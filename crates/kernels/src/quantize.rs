@@ -11,8 +11,8 @@ use rinfer_formats::GgmlType;
 
 use crate::error::KernelError;
 use crate::quant::{
-    QuantizeWeighted, QuantizeWeightedBytesFn, iq1_s, iq2_xxs, iq3_s, q2_k, q3_k, q4_k, q5_k, q6_k,
-    quantize_weighted_bytes, tq2_0,
+    QuantizeWeighted, QuantizeWeightedBytesFn, iq1_m, iq1_s, iq2_s, iq2_xs, iq2_xxs, iq3_s,
+    iq3_xxs, iq4_nl, iq4_xs, q2_k, q3_k, q4_k, q5_k, q6_k, quantize_weighted_bytes, tq2_0,
 };
 use crate::registry;
 
@@ -41,8 +41,14 @@ fn weighted_quantizer(ty: GgmlType) -> Option<WeightedQuantizer> {
         GgmlType::Q5K => WeightedQuantizer::of::<q5_k::BlockQ5K>(),
         GgmlType::Q6K => WeightedQuantizer::of::<q6_k::BlockQ6K>(),
         GgmlType::Iq1S => WeightedQuantizer::of::<iq1_s::BlockIq1S>(),
+        GgmlType::Iq1M => WeightedQuantizer::of::<iq1_m::BlockIq1M>(),
         GgmlType::Iq2Xxs => WeightedQuantizer::of::<iq2_xxs::BlockIq2Xxs>(),
+        GgmlType::Iq2Xs => WeightedQuantizer::of::<iq2_xs::BlockIq2Xs>(),
+        GgmlType::Iq2S => WeightedQuantizer::of::<iq2_s::BlockIq2S>(),
+        GgmlType::Iq3Xxs => WeightedQuantizer::of::<iq3_xxs::BlockIq3Xxs>(),
         GgmlType::Iq3S => WeightedQuantizer::of::<iq3_s::BlockIq3S>(),
+        GgmlType::Iq4Nl => WeightedQuantizer::of::<iq4_nl::BlockIq4Nl>(),
+        GgmlType::Iq4Xs => WeightedQuantizer::of::<iq4_xs::BlockIq4Xs>(),
         GgmlType::TQ2_0 => WeightedQuantizer::of::<tq2_0::BlockTq2_0>(),
         _ => return None,
     })

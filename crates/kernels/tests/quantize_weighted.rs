@@ -62,8 +62,14 @@ const IMPLEMENTED: &[GgmlType] = &[
     GgmlType::Q6K,
     GgmlType::TQ2_0,
     GgmlType::Iq1S,
+    GgmlType::Iq1M,
     GgmlType::Iq2Xxs,
+    GgmlType::Iq2Xs,
+    GgmlType::Iq2S,
+    GgmlType::Iq3Xxs,
     GgmlType::Iq3S,
+    GgmlType::Iq4Nl,
+    GgmlType::Iq4Xs,
 ];
 
 #[test]
@@ -90,9 +96,9 @@ fn weighted_quantizers_write_ggml_bytes_with_and_without_weights() {
 }
 
 #[test]
-fn iq1_and_iq2_types_need_weights() {
+fn the_quantizers_ggml_asserts_weights_in_need_weights() {
     let (x, n, _, _) = fixture();
-    for ty in [GgmlType::Iq1S, GgmlType::Iq2Xxs] {
+    for ty in [GgmlType::Iq1S, GgmlType::Iq2Xxs, GgmlType::Iq2Xs] {
         assert!(!can_quantize_weighted(ty, false));
         let mut out = vec![0u8; x.len() / ty.block_size() * ty.type_size()];
         assert!(quantize_rows_weighted(ty, &x, n, None, &mut out).is_err());

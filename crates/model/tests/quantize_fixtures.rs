@@ -195,9 +195,20 @@ fn every_file_type_rinfer_writes_loads_and_stays_close_to_f32() {
     let reference = rinfer_model::Model::from_gguf(&f32_file).unwrap();
     let tokens = [2, 651, 3037, 576, 1081, 603, 1024, 17];
     // MXFP4_MOE is for MoE models, TQ2_0 for models trained ternary (random weights keep a
-    // cosine near 0.1); IQ1_S and IQ2_XXS need an importance matrix. `quantize_imatrix.rs`
-    // compares those three with llama.cpp's files.
-    let skipped = ["MXFP4_MOE", "TQ2_0", "IQ1_S", "IQ2_XXS"];
+    // cosine near 0.1); the IQ1, IQ2, IQ3_XXS and IQ3_XS types need an importance matrix.
+    // `quantize_imatrix.rs` compares those with llama.cpp's files.
+    let skipped = [
+        "MXFP4_MOE",
+        "TQ2_0",
+        "IQ1_S",
+        "IQ1_M",
+        "IQ2_XXS",
+        "IQ2_XS",
+        "IQ2_S",
+        "IQ2_M",
+        "IQ3_XXS",
+        "IQ3_XS",
+    ];
     for name in FileType::names().filter(|n| !skipped.contains(n)) {
         let file_type: FileType = name.parse().unwrap();
         let bytes = quantize_model(&f32_file, file_type, false, Vec::new(), |_| {}).unwrap();
@@ -210,7 +221,7 @@ fn every_file_type_rinfer_writes_loads_and_stays_close_to_f32() {
             FileType::F32 | FileType::F16 | FileType::Bf16 | FileType::Q8_0 => 0.999,
             FileType::Q2K => 0.75,
             FileType::Q3KS => 0.85,
-            FileType::Iq3S => 0.8,
+            FileType::Iq3S | FileType::Iq3M => 0.8,
             _ => 0.93,
         };
         assert!(cos > floor, "{name}: cosine {cos} under {floor}");

@@ -15,7 +15,11 @@ use std::sync::LazyLock;
 
 use rayon::prelude::*;
 
-use super::iq_grids::{IQ1S_PACKED, IQ2XXS_PACKED, IQ3S_PACKED};
+use super::util::nearest_int;
+
+use super::iq_grids::{
+    IQ1S_PACKED, IQ2S_PACKED, IQ2XS_PACKED, IQ2XXS_PACKED, IQ3S_PACKED, IQ3XXS_PACKED,
+};
 
 /// A grid and its lattice lookup, for groups of `N` values.
 pub(crate) struct GridSearch<const N: usize> {
@@ -26,6 +30,10 @@ pub(crate) struct GridSearch<const N: usize> {
     map: Vec<i32>,
     /// Lists of nearest grid entries, each its length followed by the indices.
     neighbours: Vec<u16>,
+    /// Bits per packed level.
+    bits: u32,
+    /// Levels a value may round to (`0..levels`).
+    levels: i32,
 }
 
 /// Where a packed lattice point lies.
@@ -37,9 +45,9 @@ pub(crate) enum Lookup<'a> {
 }
 
 impl<const N: usize> GridSearch<N> {
-    /// The tables of the grid `packed` (levels of `bits` bits), for lattice points packed into
-    /// `map_size` numbers, keeping the entries at the `nwant` smallest distances.
-    fn build(packed: &[u16], bits: u32, map_size: usize, nwant: usize) -> Self {
+    /// The tables of the grid `packed` (levels `0..levels` of `bits` bits), for lattice points
+    /// packed into `map_size` numbers, keeping the entries at the `nwant` smallest distances.
+    fn build(packed: &[u16], bits: u32, levels: i32, map_size: usize, nwant: usize) -> Self {
         let mask = (1u32 << bits) - 1;
         let lattice = |code: u32| -> [i8; N] {
             std::array::from_fn(|j| (2 * ((code >> (bits * j as u32)) & mask) + 1) as i8)
@@ -65,6 +73,57 @@ impl<const N: usize> GridSearch<N> {
             points,
             map,
             neighbours,
+            bits,
+            levels,
+        }
+    }
+
+    /// Levels a value may round to (`0..levels`).
+    pub(crate) fn levels_count(&self) -> i32 {
+        self.levels
+    }
+
+    /// `N` levels packed as the map indexes them (level `j` at bits `bits·j`).
+    #[inline]
+    pub(crate) fn pack(&self, levels: &[u8]) -> usize {
+        levels
+            .iter()
+            .enumerate()
+            .fold(0, |u, (j, &l)| u | (l as usize) << (self.bits as usize * j))
+    }
+
+    /// The grid index of the levels `l` of one group, which the quantizers only ask of levels
+    /// that came from the grid (ggml aborts otherwise; 0 here).
+    #[inline]
+    pub(crate) fn index_of(&self, l: &[u8]) -> usize {
+        match self.lookup(self.pack(l)) {
+            Lookup::OnGrid(i) => i,
+            Lookup::Neighbours(_) => 0,
+        }
+    }
+
+    /// Rounds the magnitudes `xval` of one group to levels `l` at inverse scale `id` (ggml's
+    /// `nearest_int(0.5·(id·x − 1))`, clamped) and, off the grid, replaces them by the
+    /// neighbour nearest `xval` at `scale` in the distance weighted by `waux`: the grid index
+    /// and whether the rounded levels were on the grid.
+    pub(crate) fn snap(
+        &self,
+        xval: &[f32],
+        waux: &[f32],
+        id: f32,
+        scale: f32,
+        l: &mut [u8],
+    ) -> (usize, bool) {
+        for (q, &x) in l.iter_mut().zip(xval) {
+            *q = nearest_int(0.5 * (id * x - 1.0)).clamp(0, self.levels - 1) as u8;
+        }
+        match self.lookup(self.pack(l)) {
+            Lookup::OnGrid(i) => (i, true),
+            Lookup::Neighbours(list) => {
+                let i = self.best_neighbour(list, xval, waux, scale);
+                l.copy_from_slice(&self.levels(i).map(|v| v as u8));
+                (i, false)
+            }
         }
     }
 
@@ -114,6 +173,33 @@ impl<const N: usize> GridSearch<N> {
         best
     }
 
+    /// Of the grid entries `list`, the one whose levels, as the values `values[l]`, times
+    /// `scale` are nearest `xval` in `weight`ed squared distance, the first of equals (ggml's
+    /// `iq1_find_best_neighbour2`); the first entry when no distance is finite.
+    pub(crate) fn best_valued_neighbour(
+        &self,
+        list: &[u16],
+        xval: &[f32],
+        weight: &[f32],
+        scale: f32,
+        values: &[f32],
+    ) -> usize {
+        let mut best_score = f32::MAX;
+        let mut best = list[0] as usize;
+        for &j in list {
+            let mut d2 = 0.0f32;
+            for (i, &lv) in self.levels(j as usize).iter().enumerate() {
+                let diff = scale * values[lv as usize] - xval[i];
+                d2 += weight[i] * diff * diff;
+            }
+            if d2 < best_score {
+                best_score = d2;
+                best = j as usize;
+            }
+        }
+        best
+    }
+
     /// The levels `l` of grid entry `i`.
     #[inline]
     pub(crate) fn levels(&self, i: usize) -> [i8; N] {
@@ -151,15 +237,27 @@ const MAP_SIZE_3BIT_4: usize = 4096;
 
 /// IQ2_XXS's grid of 256 entries, two distances of neighbours.
 pub(crate) static IQ2XXS: LazyLock<GridSearch<8>> =
-    LazyLock::new(|| GridSearch::build(&IQ2XXS_PACKED, 2, MAP_SIZE_2BIT_8, 2));
+    LazyLock::new(|| GridSearch::build(&IQ2XXS_PACKED, 2, 3, MAP_SIZE_2BIT_8, 2));
+
+/// IQ2_XS's grid of 512 entries, two distances of neighbours.
+pub(crate) static IQ2XS: LazyLock<GridSearch<8>> =
+    LazyLock::new(|| GridSearch::build(&IQ2XS_PACKED, 2, 3, MAP_SIZE_2BIT_8, 2));
+
+/// IQ2_S's grid of 1024 entries, the nearest distance only.
+pub(crate) static IQ2S: LazyLock<GridSearch<8>> =
+    LazyLock::new(|| GridSearch::build(&IQ2S_PACKED, 2, 3, MAP_SIZE_2BIT_8, 1));
 
 /// IQ1_S's (and IQ1_M's) grid of 2048 entries, three distances of neighbours.
 pub(crate) static IQ1S: LazyLock<GridSearch<8>> =
-    LazyLock::new(|| GridSearch::build(&IQ1S_PACKED, 2, MAP_SIZE_2BIT_8, 3));
+    LazyLock::new(|| GridSearch::build(&IQ1S_PACKED, 2, 3, MAP_SIZE_2BIT_8, 3));
+
+/// IQ3_XXS's grid of 256 entries, two distances of neighbours.
+pub(crate) static IQ3XXS: LazyLock<GridSearch<4>> =
+    LazyLock::new(|| GridSearch::build(&IQ3XXS_PACKED, 3, 8, MAP_SIZE_3BIT_4, 2));
 
 /// IQ3_S's grid of 512 entries, three distances of neighbours.
 pub(crate) static IQ3S: LazyLock<GridSearch<4>> =
-    LazyLock::new(|| GridSearch::build(&IQ3S_PACKED, 3, MAP_SIZE_3BIT_4, 3));
+    LazyLock::new(|| GridSearch::build(&IQ3S_PACKED, 3, 8, MAP_SIZE_3BIT_4, 3));
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,6 @@
 //! The code table of IQ4_NL and IQ4_XS and the parts of ggml's quantizer they share
-//! (`quantize_row_iq4_nl_impl` without importance weights, seven scale trials each side).
+//! (`quantize_row_iq4_nl_impl` as `quantize_iq4_nl` and `quantize_iq4_xs` run it: seven scale
+//! trials each side, with importance weights or without).
 
 use super::util::{GROUP_MAX_EPS, max_by_magnitude};
 
@@ -36,22 +37,29 @@ pub(crate) fn best_index(x: f32) -> u8 {
     }
 }
 
-/// The least-squares scale of one 32-value sub-block over the table, with its first-guess codes
-/// in `l`; 0 for an all-zero sub-block (whose `l` is left as it was).
-pub(crate) fn sub_block_scale(x: &[f32], l: &mut [u8]) -> f32 {
+/// The weights of the values `x` of one super-block (32 values for IQ4_NL, 256 for IQ4_XS):
+/// `qw·sqrt(σ² + x²)` with `σ² = 2/len · Σx²` given the importance `qw`, else `x²`.
+pub(crate) fn value_weights(x: &[f32], qw: Option<&[f32]>, weight: &mut [f32]) {
+    let mut sigma2 = x.iter().fold(0.0f32, |s, v| s + v * v);
+    sigma2 *= 2.0 / x.len() as f32;
+    super::weighted::squares_or_importance(qw, x, sigma2, weight);
+}
+
+/// The weighted least-squares scale of one 32-value sub-block over the table, with its
+/// first-guess codes in `l`; 0 for an all-zero sub-block (whose `l` is left as it was).
+pub(crate) fn sub_block_scale(x: &[f32], weight: &[f32], l: &mut [u8]) -> f32 {
     let max = max_by_magnitude(x);
     if max.abs() < GROUP_MAX_EPS {
         return 0.0;
     }
     let sums = |id: f32, mut codes: Option<&mut [u8]>| {
         let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
-        for (j, &v) in x.iter().enumerate() {
+        for (j, (&v, &w)) in x.iter().zip(weight).enumerate() {
             let k = best_index(id * v);
             if let Some(codes) = codes.as_deref_mut() {
                 codes[j] = k;
             }
             let q = KVALUES[k as usize] as f32;
-            let w = v * v;
             sumqx += w * q * v;
             sumq2 += w * q * q;
         }
@@ -59,7 +67,7 @@ pub(crate) fn sub_block_scale(x: &[f32], l: &mut [u8]) -> f32 {
     };
     let d = -max / KVALUES[0] as f32;
     let (sumqx, sumq2) = sums(1.0 / d, Some(l));
-    let mut d = sumqx / sumq2;
+    let mut d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
     let mut best = d * sumqx;
     for itry in -NTRY..=NTRY {
         let id = (itry + KVALUES[0] as i32) as f32 / max;

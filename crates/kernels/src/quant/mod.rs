@@ -82,6 +82,7 @@ pub mod tq2_0;
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
+pub(crate) mod grid_fit;
 pub(crate) mod grid_search;
 mod iq4_codes;
 pub(crate) mod iq_grids;
@@ -125,7 +126,8 @@ pub trait Quantize: BlockFormat {
 /// A block format with ggml's quantizer that takes importance weights (`quantize_<type>` with
 /// `quant_weights`), the one `llama-quantize --imatrix` runs.
 pub trait QuantizeWeighted: BlockFormat {
-    /// Whether ggml refuses to quantize the format without weights (the IQ1 and IQ2 types).
+    /// Whether ggml refuses to quantize the format without weights (IQ1_S, IQ2_XXS and IQ2_XS
+    /// assert them; llama.cpp's file-level refusals are the model crate's).
     const NEEDS_WEIGHTS: bool = false;
 
     /// Encodes `x` (`x.len() == Self::ELEMS`) into one block, weighting each value's error by

@@ -18,6 +18,20 @@ pub(crate) fn importance_weights(qw: &[f32], x: &[f32], sigma2: f32, out: &mut [
     }
 }
 
+/// [`importance_weights`] where the importance `qw` is given, else the squares `x_i²` (ggml's
+/// weights without an importance matrix).
+#[inline]
+pub(crate) fn squares_or_importance(qw: Option<&[f32]>, x: &[f32], sigma2: f32, out: &mut [f32]) {
+    match qw {
+        Some(qw) => importance_weights(qw, x, sigma2, out),
+        None => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = v * v;
+            }
+        }
+    }
+}
+
 /// The sum of squares of `x`, accumulated in order.
 #[inline]
 pub(crate) fn sum_squares(x: &[f32]) -> f32 {

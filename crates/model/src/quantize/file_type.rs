@@ -52,10 +52,26 @@ pub enum FileType {
     Mxfp4Moe,
     /// IQ1_S with llama.cpp's IQ1 mix (needs an importance matrix).
     Iq1S,
+    /// IQ1_M with llama.cpp's IQ1 mix (needs an importance matrix).
+    Iq1M,
     /// IQ2_XXS with llama.cpp's IQ2 mix (needs an importance matrix).
     Iq2Xxs,
+    /// IQ2_XS with llama.cpp's IQ2 mix (needs an importance matrix).
+    Iq2Xs,
+    /// IQ2_XS weights with IQ3_S in the places the IQ2 mix spends more bits (needs an
+    /// importance matrix).
+    Iq2S,
+    /// IQ2_S weights with IQ3_S in the places the IQ2 mix spends more bits (needs an
+    /// importance matrix).
+    Iq2M,
+    /// IQ3_XXS (needs an importance matrix).
+    Iq3Xxs,
+    /// IQ3_S with IQ3_XXS for the middle layers' attention and FFN up and gate.
+    Iq3Xs,
     /// IQ3_S.
     Iq3S,
+    /// IQ3_S with Q4_K for attention V and output and the first FFN down layers.
+    Iq3M,
     /// TQ2_0, for ternary models.
     Tq2_0,
 }
@@ -81,8 +97,15 @@ impl FileType {
         (FileType::Iq4Xs, &["IQ4_XS"]),
         (FileType::Mxfp4Moe, &["MXFP4_MOE"]),
         (FileType::Iq1S, &["IQ1_S"]),
+        (FileType::Iq1M, &["IQ1_M"]),
         (FileType::Iq2Xxs, &["IQ2_XXS"]),
+        (FileType::Iq2Xs, &["IQ2_XS"]),
+        (FileType::Iq2S, &["IQ2_S"]),
+        (FileType::Iq2M, &["IQ2_M"]),
+        (FileType::Iq3Xxs, &["IQ3_XXS"]),
+        (FileType::Iq3Xs, &["IQ3_XS"]),
         (FileType::Iq3S, &["IQ3_S"]),
+        (FileType::Iq3M, &["IQ3_M"]),
         (FileType::Tq2_0, &["TQ2_0"]),
         (FileType::F16, &["F16"]),
         (FileType::Bf16, &["BF16"]),
@@ -122,10 +145,17 @@ impl FileType {
             FileType::Q5KM => 17,
             FileType::Q6K => 18,
             FileType::Iq2Xxs => 19,
+            FileType::Iq2Xs => 20,
+            FileType::Iq3Xs => 22,
+            FileType::Iq3Xxs => 23,
             FileType::Iq1S => 24,
             FileType::Iq4Nl => 25,
             FileType::Iq3S => 26,
+            FileType::Iq3M => 27,
+            FileType::Iq2S => 28,
+            FileType::Iq2M => 29,
             FileType::Iq4Xs => 30,
+            FileType::Iq1M => 31,
             FileType::Bf16 => 32,
             FileType::Tq2_0 => 37,
             FileType::Mxfp4Moe => 38,
@@ -152,8 +182,12 @@ impl FileType {
             FileType::Iq4Xs => GgmlType::Iq4Xs,
             FileType::Mxfp4Moe => GgmlType::MXFP4,
             FileType::Iq1S => GgmlType::Iq1S,
+            FileType::Iq1M => GgmlType::Iq1M,
             FileType::Iq2Xxs => GgmlType::Iq2Xxs,
-            FileType::Iq3S => GgmlType::Iq3S,
+            FileType::Iq2Xs | FileType::Iq2S => GgmlType::Iq2Xs,
+            FileType::Iq2M => GgmlType::Iq2S,
+            FileType::Iq3Xxs => GgmlType::Iq3Xxs,
+            FileType::Iq3Xs | FileType::Iq3S | FileType::Iq3M => GgmlType::Iq3S,
             FileType::Tq2_0 => GgmlType::TQ2_0,
         }
     }
@@ -198,7 +232,8 @@ mod tests {
         assert_eq!("Q3_K".parse::<FileType>(), Ok(FileType::Q3KM));
         assert_eq!("mxfp4_moe".parse::<FileType>(), Ok(FileType::Mxfp4Moe));
         assert_eq!("iq2_xxs".parse::<FileType>(), Ok(FileType::Iq2Xxs));
-        let err = "IQ3_XXS".parse::<FileType>().unwrap_err();
+        assert_eq!("iq3_xxs".parse::<FileType>(), Ok(FileType::Iq3Xxs));
+        let err = "IQ5_XXS".parse::<FileType>().unwrap_err();
         assert!(err.to_string().contains("Q4_K_M"), "{err}");
         for name in FileType::names() {
             assert_eq!(name.parse::<FileType>().map(FileType::name), Ok(name));

@@ -215,7 +215,7 @@ pub fn quantize_model<W: Write>(
 ///
 /// # Errors
 /// Those of [`quantize_model`]; [`QuantizeError::MissingImatrix`] when a tensor's type needs an
-/// importance matrix (IQ1_S, IQ2_XXS) and has no entry, and [`QuantizeError::ImatrixSize`] when
+/// importance matrix (the IQ1 and IQ2 types and IQ3_XXS) and has no entry, and [`QuantizeError::ImatrixSize`] when
 /// an entry does not fit its tensor.
 pub fn quantize_model_with<W: Write>(
     input: &GgufFile,
@@ -237,7 +237,7 @@ pub fn quantize_model_with<W: Write>(
             });
         }
         let weighted = tensor_imatrix(t, imatrix)?.is_some();
-        if !weighted && rinfer_kernels::needs_weights(*ty) && !is_embedding_or_output(t.name()) {
+        if !weighted && tensor_types::requires_imatrix(t.name(), *ty) {
             return Err(QuantizeError::MissingImatrix {
                 tensor: t.name().into(),
                 ty: *ty,
@@ -291,15 +291,6 @@ pub fn quantize_model_with<W: Write>(
         });
     }
     Ok(stream.finish()?)
-}
-
-/// Whether llama.cpp names `tensor` the token embeddings or the output matrix, which it never
-/// requires an importance matrix for.
-fn is_embedding_or_output(tensor: &str) -> bool {
-    matches!(
-        tensor,
-        "token_embd.weight" | "per_layer_token_embd.weight" | "output.weight"
-    )
 }
 
 /// The importance-matrix entry of `t`, if the matrix has one (`ne0` values per expert).

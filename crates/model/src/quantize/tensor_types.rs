@@ -84,6 +84,20 @@ pub fn allows_quantization(name: &str, dims: &[u64]) -> bool {
         && name != "token_types.weight"
 }
 
+/// Whether llama.cpp refuses to write tensor `name` as `ty` without an importance matrix entry
+/// for it (its `tensor_requires_imatrix`): the IQ1 and IQ2 types and IQ3_XXS, except on the
+/// token embeddings and the output matrix.
+pub(crate) fn requires_imatrix(name: &str, ty: GgmlType) -> bool {
+    use GgmlType as T;
+    !matches!(
+        name,
+        "token_embd.weight" | "per_layer_token_embd.weight" | "output.weight"
+    ) && matches!(
+        ty,
+        T::Iq1S | T::Iq1M | T::Iq2Xxs | T::Iq2Xs | T::Iq2S | T::Iq3Xxs
+    )
+}
+
 /// The layer of a `blk.N.` tensor.
 pub(crate) fn layer_of(name: &str) -> Option<usize> {
     let rest = name.strip_prefix("blk.")?;
@@ -109,6 +123,8 @@ pub struct TypePlanner {
     n_attention_wv: usize,
     i_attention_wv: usize,
     i_ffn_down: usize,
+    i_ffn_gate: usize,
+    i_ffn_up: usize,
 }
 
 impl TypePlanner {
@@ -137,6 +153,8 @@ impl TypePlanner {
             n_attention_wv,
             i_attention_wv: 0,
             i_ffn_down: 0,
+            i_ffn_gate: 0,
+            i_ffn_up: 0,
         }
     }
 
@@ -179,11 +197,14 @@ impl TypePlanner {
             }
         };
         let mut t = default;
-        let iq_mix = matches!(ft, F::Iq1S | F::Iq2Xxs);
+        let iq_mix = matches!(
+            ft,
+            F::Iq1S | F::Iq1M | F::Iq2Xxs | F::Iq2Xs | F::Iq2S | F::Iq2M
+        );
         if cat == Category::Output || (self.tied_embeddings && cat == Category::TokenEmbd) {
             if ft == F::Mxfp4Moe || p.falcon || !ne0.is_multiple_of(default.block_size()) {
                 t = T::Q8_0;
-            } else if iq_mix {
+            } else if iq_mix || ft == F::Iq3Xxs {
                 t = T::Q5K;
             } else if t != T::Q8_0 {
                 t = T::Q6K;
@@ -192,7 +213,8 @@ impl TypePlanner {
             t = if ne2 > 1 { T::MXFP4 } else { T::Q8_0 };
         } else if cat == Category::TokenEmbd {
             match ft {
-                F::Iq1S | F::Iq2Xxs => t = T::Q2K,
+                F::Iq1S | F::Iq1M | F::Iq2Xxs | F::Iq2Xs => t = T::Q2K,
+                F::Iq2S | F::Iq2M | F::Iq3Xxs => t = T::Iq3S,
                 F::Tq2_0 => t = T::Q4K,
                 _ => {}
             }
@@ -202,10 +224,14 @@ impl TypePlanner {
             let i = self.i_attention_wv;
             match ft {
                 F::Q2K => t = if p.n_gqa >= 4 { T::Q4K } else { T::Q3K },
+                F::Iq3Xxs if p.n_gqa >= 4 => t = T::Q4K,
+                F::Iq3Xxs if !self.has_imatrix => t = T::Iq3S,
+                F::Iq3Xxs => t = T::Iq3Xxs,
+                F::Iq3Xs | F::Iq3S if p.n_gqa >= 4 => t = T::Q4K,
+                F::Iq3M => t = T::Q4K,
                 F::Q3KM => t = if i < 2 { T::Q5K } else { T::Q4K },
                 F::Q3KL => t = T::Q5K,
                 F::Iq4Nl | F::Iq4Xs if p.n_gqa >= 4 => t = T::Q5K,
-                F::Iq3S if p.n_gqa >= 4 => t = T::Q4K,
                 F::Q4KM | F::Q5KM if use_more_bits(i, self.n_attention_wv) => t = T::Q6K,
                 F::Q4KS if i < 4 => t = T::Q5K,
                 _ => {}
@@ -220,11 +246,23 @@ impl TypePlanner {
         } else if cat == Category::AttnK {
             if p.n_expert == 8 {
                 t = T::Q8_0;
+            } else if ft == F::Iq3Xs {
+                t = T::Iq3Xxs;
+            } else if ft == F::Iq3Xxs {
+                t = T::Iq2S;
+            }
+        } else if cat == Category::AttnQ {
+            match ft {
+                F::Iq3Xs => t = T::Iq3Xxs,
+                F::Iq3Xxs => t = T::Iq2S,
+                _ => {}
             }
         } else if cat == Category::FfnDown {
             let (i, n) = (layer(self.i_ffn_down), p.n_layer);
             match ft {
                 F::Q2K => t = T::Q3K,
+                F::Iq3Xxs if !self.has_imatrix => t = if i < n / 8 { T::Q4K } else { T::Q3K },
+                F::Iq3M if i < n / 8 || (p.n_expert == 8 && use_more_bits(i, n)) => t = T::Q4K,
                 F::Q3KM => {
                     t = if i < n / 16 {
                         T::Q5K
@@ -259,6 +297,9 @@ impl TypePlanner {
                     if matches!(
                         ft,
                         F::Q2K
+                            | F::Iq3Xs
+                            | F::Iq3Xxs
+                            | F::Iq3M
                             | F::Q3KS
                             | F::Q3KM
                             | F::Iq4Nl
@@ -272,13 +313,26 @@ impl TypePlanner {
                 } else {
                     match ft {
                         F::Q2K => t = T::Q3K,
+                        F::Iq3Xxs => t = T::Iq3S,
                         F::Q3KM => t = T::Q4K,
                         F::Q3KL => t = T::Q5K,
+                        F::Iq3M => t = T::Q4K,
                         _ => {}
                     }
                 }
             } else if ft == F::Q3KL {
                 t = T::Q4K;
+            }
+        } else if matches!(cat, Category::FfnGate | Category::FfnUp) {
+            let counter = if cat == Category::FfnGate {
+                &mut self.i_ffn_gate
+            } else {
+                &mut self.i_ffn_up
+            };
+            let (i, n) = (layer(*counter), p.n_layer);
+            *counter += 1;
+            if ft == F::Iq3Xs && i >= n / 8 && i < 7 * n / 8 {
+                t = T::Iq3Xxs;
             }
         }
         t
@@ -286,25 +340,36 @@ impl TypePlanner {
 
     /// llama.cpp's rules of the IQ1 and IQ2 mixes for the tensors of the layers.
     fn iq_mix_type(&mut self, cat: Category, default: GgmlType) -> GgmlType {
+        use FileType as F;
         use GgmlType as T;
         let p = self.params;
+        // The tensors the mixes spend more bits on: IQ3_S in IQ2_S and IQ2_M, else Q2_K.
+        let more = if matches!(self.file_type, F::Iq2S | F::Iq2M) {
+            T::Iq3S
+        } else {
+            T::Q2K
+        };
         match cat {
             Category::AttnV => {
                 self.i_attention_wv += 1;
                 if p.n_gqa >= 4 || p.n_expert >= 4 {
                     T::Q4K
                 } else {
-                    T::Q2K
+                    more
                 }
             }
             Category::AttnK if p.n_expert == 8 => T::Q4K,
             Category::FfnDown => {
                 let i = self.i_ffn_down;
                 self.i_ffn_down += 1;
-                if i < p.n_layer / 8 { T::Q2K } else { default }
+                if i < p.n_layer / 8 { more } else { default }
             }
             Category::AttnOutput if p.n_expert == 8 => T::Q5K,
-            Category::AttnOutput if self.file_type == FileType::Iq1S => T::Iq2Xxs,
+            Category::AttnOutput => match self.file_type {
+                F::Iq1S | F::Iq1M => T::Iq2Xxs,
+                F::Iq2S | F::Iq2M => T::Iq3S,
+                _ => default,
+            },
             _ => default,
         }
     }
@@ -317,12 +382,13 @@ fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
         return ty;
     }
     let next = match ty {
-        T::Q2K | T::Q3K | T::Iq4Xs => T::Iq4Nl,
+        T::Iq1S | T::Iq1M | T::Iq2Xxs | T::Iq2Xs | T::Iq2S | T::Iq3Xxs | T::Iq3S | T::Iq4Xs => {
+            T::Iq4Nl
+        }
+        T::Q2K | T::Q3K | T::TQ1_0 | T::TQ2_0 => T::Q4_0,
         T::Q4K => T::Q5_0,
         T::Q5K => T::Q5_1,
         T::Q6K => T::Q8_0,
-        T::Iq1S | T::Iq2Xxs | T::Iq3S => T::Iq4Nl,
-        T::TQ2_0 => T::Q4_0,
         other => other,
     };
     if ne0.is_multiple_of(next.block_size() as u64) {
@@ -377,10 +443,61 @@ mod tests {
     }
 
     #[test]
+    fn iq3_xs_puts_the_middle_layers_ffn_up_and_gate_in_iq3_xxs() {
+        let names: Vec<String> = (0..32)
+            .flat_map(|i| {
+                [
+                    format!("blk.{i}.ffn_gate.weight"),
+                    format!("blk.{i}.ffn_up.weight"),
+                ]
+            })
+            .collect();
+        let mut planner = TypePlanner::new(
+            FileType::Iq3Xs,
+            false,
+            DENSE,
+            names.iter().map(String::as_str),
+        );
+        let types: Vec<GgmlType> = names
+            .iter()
+            .map(|n| planner.tensor_type(n, &[4096, 1024], GgmlType::F32))
+            .collect();
+        let layer = |i: usize| (types[2 * i], types[2 * i + 1]);
+        assert_eq!(layer(3), (GgmlType::Iq3S, GgmlType::Iq3S));
+        assert_eq!(layer(4), (GgmlType::Iq3Xxs, GgmlType::Iq3Xxs));
+        assert_eq!(layer(27), (GgmlType::Iq3Xxs, GgmlType::Iq3Xxs));
+        assert_eq!(layer(28), (GgmlType::Iq3S, GgmlType::Iq3S));
+    }
+
+    #[test]
+    fn iq2_s_spends_iq3_s_where_the_iq2_mixes_spend_more_bits() {
+        let no_gqa = MixParams { n_gqa: 1, ..DENSE };
+        let names = [
+            "output.weight",
+            "token_embd.weight",
+            "blk.0.attn_v.weight",
+            "blk.0.attn_output.weight",
+            "blk.0.ffn_down.weight",
+            "blk.0.ffn_up.weight",
+        ];
+        let mut planner = TypePlanner::new(FileType::Iq2S, false, no_gqa, names);
+        let types: Vec<GgmlType> = names
+            .iter()
+            .map(|n| planner.tensor_type(n, &[4096, 1024], GgmlType::F32))
+            .collect();
+        use GgmlType as T;
+        assert_eq!(
+            types,
+            [T::Q5K, T::Iq3S, T::Iq3S, T::Iq3S, T::Iq3S, T::Iq2Xs]
+        );
+    }
+
+    #[test]
     fn rows_that_are_not_whole_super_blocks_fall_back_like_llama_cpp() {
         assert_eq!(fallback(GgmlType::Q4K, 64), GgmlType::Q5_0);
         assert_eq!(fallback(GgmlType::Q6K, 96), GgmlType::Q8_0);
-        assert_eq!(fallback(GgmlType::Q3K, 32), GgmlType::Iq4Nl);
+        assert_eq!(fallback(GgmlType::Q3K, 32), GgmlType::Q4_0);
+        assert_eq!(fallback(GgmlType::Iq2Xs, 32), GgmlType::Iq4Nl);
         assert_eq!(fallback(GgmlType::Q4K, 40), GgmlType::F16);
         let mut pure = TypePlanner::new(FileType::Q4KM, true, DENSE, ["a.weight"]);
         assert_eq!(

@@ -15,7 +15,7 @@ use rinfer_formats::QK_K;
 
 use super::{BlockIq1S, DELTA};
 use crate::quant::QuantizeWeighted;
-use crate::quant::grid_search::{GridSearch, IQ1S, Lookup};
+use crate::quant::grid_search::{IQ1S, Lookup};
 use crate::quant::util::nearest_int;
 use crate::quant::weighted::{importance_weights, sum_squares};
 
@@ -79,7 +79,7 @@ impl QuantizeWeighted for BlockIq1S {
                     Lookup::Neighbours(list) => {
                         all_on_grid = false;
                         let (xg, wg) = (&xb[8 * k..8 * k + 8], &weight[8 * k..8 * k + 8]);
-                        best_neighbour(grid, list, xg, wg, scale, xx)
+                        grid.best_valued_neighbour(list, xg, wg, scale, xx)
                     }
                 };
             }
@@ -180,31 +180,4 @@ fn best_split(
         };
     }
     Some((scale, shift, l))
-}
-
-/// Of the grid entries `list`, the one whose levels (as values `xx`) times `scale` are nearest
-/// `xval` in `weight`ed squared distance, the first of equals (ggml's
-/// `iq1_find_best_neighbour2`); the first entry when no distance is finite.
-fn best_neighbour(
-    grid: &GridSearch<8>,
-    list: &[u16],
-    xval: &[f32],
-    weight: &[f32],
-    scale: f32,
-    xx: &[f32; 3],
-) -> usize {
-    let mut best_score = f32::MAX;
-    let mut best = list[0] as usize;
-    for &j in list {
-        let mut d2 = 0.0f32;
-        for (i, &lv) in grid.levels(j as usize).iter().enumerate() {
-            let diff = scale * xx[lv as usize] - xval[i];
-            d2 += weight[i] * diff * diff;
-        }
-        if d2 < best_score {
-            best_score = d2;
-            best = j as usize;
-        }
-    }
-    best
 }

@@ -18,6 +18,8 @@ pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
+mod quantize;
+
 #[cfg(test)]
 mod tests;
 

@@ -1,22 +1,32 @@
 //! ggml's IQ4_XS quantizer: IQ4_NL's scale search per sub-block, the sub-block scales
-//! quantized to six bits against the super-block scale, then the nearest table codes.
+//! quantized to six bits against the super-block scale, then the nearest table codes; with
+//! importance weights or, without them, the squares of the values as weights.
 
 use bytemuck::Zeroable;
 use half::f16;
 use rinfer_formats::QK_K;
 
 use super::BlockIq4Xs;
-use crate::quant::Quantize;
-use crate::quant::iq4_codes::{best_index, pack, sub_block_scale};
+use crate::quant::iq4_codes::{best_index, pack, sub_block_scale, value_weights};
 use crate::quant::util::{max_by_magnitude, nearest_int};
+use crate::quant::{Quantize, QuantizeWeighted};
 
 impl Quantize for BlockIq4Xs {
     fn quantize(x: &[f32]) -> Self {
+        Self::quantize_weighted(x, None)
+    }
+}
+
+impl QuantizeWeighted for BlockIq4Xs {
+    fn quantize_weighted(x: &[f32], weights: Option<&[f32]>) -> Self {
         let mut b = BlockIq4Xs::zeroed();
+        let mut weight = [0.0f32; QK_K];
+        value_weights(&x[..QK_K], weights, &mut weight);
         let mut l = [0u8; QK_K];
         let mut scales = [0.0f32; QK_K / 32];
         for (ib, s) in scales.iter_mut().enumerate() {
-            *s = sub_block_scale(&x[32 * ib..32 * ib + 32], &mut l[32 * ib..32 * ib + 32]);
+            let at = 32 * ib..32 * ib + 32;
+            *s = sub_block_scale(&x[at.clone()], &weight[at.clone()], &mut l[at]);
         }
         let max_scale = max_by_magnitude(&scales);
         let d = -max_scale / 32.0;
