@@ -16,7 +16,7 @@
 //! Without a divergence to go back to, the drafter takes the longest match of the whole
 //! history. The number of tokens guessed follows the acceptance: more after a fully accepted
 //! guess, `accepted + 1` after a partial one, half after a rejected one; a searched guess is at
-//! least as long as its match. A guess from a search
+//! least as long as its match, and one from a place near a divergence at most four tokens. A guess from a search
 //! of the whole history that is rejected entirely makes the drafter wait 1, 3, 7 … steps
 //! before guessing again, so that free text, where such matches rarely hold, runs as plain
 //! decoding; guesses that follow a source or its divergence never wait.
@@ -30,6 +30,8 @@ const SPAN: usize = 32;
 /// How many more last tokens a match anywhere must repeat to win over the place near a
 /// divergence.
 const NEAR_BONUS: usize = 2;
+/// The most tokens guessed from a place found near a divergence, before one held.
+const REANCHORED_MAX: usize = 4;
 /// The longest wait, in steps, after guesses that were all rejected.
 const MAX_WAIT: u32 = 31;
 
@@ -142,6 +144,11 @@ impl Drafter {
     /// Up to `limit` guessed tokens to follow the history by prompt lookup (none while waiting
     /// or when nothing matches).
     pub(in crate::engine) fn draft(&mut self, limit: usize, out: &mut Vec<u32>) {
+        if limit == 0 {
+            // Still a step: it counts towards the wait.
+            self.budget(0);
+            return;
+        }
         let Some((from, origin, evidence)) = self.locate() else {
             return;
         };
@@ -152,8 +159,10 @@ impl Drafter {
         if n == 0 {
             return;
         }
-        // A search's long match predicts a long continuation.
+        // A search's long match predicts a long continuation; a place found near a divergence
+        // is a guess until a token confirms it.
         let n = match origin {
+            Origin::Source if self.source.is_none() => n.min(REANCHORED_MAX),
             Origin::Source => n,
             Origin::Search => limit.min(n.max(evidence)),
         };
