@@ -16,10 +16,10 @@
 //! Without a divergence to go back to, the drafter takes the longest match of the whole
 //! history. The number of tokens guessed follows the acceptance: more after a fully accepted
 //! guess, `accepted + 1` after a partial one, half after a rejected one; a searched guess is at
-//! least as long as its match, and one from a place near a divergence at most four tokens. A guess from a search
-//! of the whole history that is rejected entirely makes the drafter wait 1, 3, 7 … steps
-//! before guessing again, so that free text, where such matches rarely hold, runs as plain
-//! decoding; guesses that follow a source or its divergence never wait.
+//! least as long as its match, and one from a place near a divergence at most four tokens. A
+//! guess from a search of the whole history that is rejected entirely makes the drafter wait
+//! 1, 3, 7 … steps before guessing again, so that free text, where such matches rarely hold,
+//! runs as plain decoding; guesses that follow a source or its divergence never wait.
 
 use super::lookup::{self, Match};
 
