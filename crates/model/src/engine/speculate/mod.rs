@@ -9,8 +9,9 @@
 //! same seeded generator), and a guess is accepted only if it equals that draw. The first draw
 //! that differs is the next token itself, and the positions after it are cut from the KV cache.
 //! Both sources guess deterministically (the draft distribution `q` is one-hot; a draft model's
-//! guess is its argmax), and for such a guess this is the speculative sampling rule: the guess is accepted with probability `p(guess)`, and a rejection yields a
-//! token drawn from `p` without the guess, the normalized `max(0, p - q)`.
+//! guess is its argmax), and for such a guess this is the speculative sampling rule: the guess
+//! is accepted with probability `p(guess)`, and a rejection yields a token drawn from `p`
+//! without the guess, the normalized `max(0, p - q)`.
 //!
 //! Prompt lookup follows the text a sequence is repeating and finds where it continues after an
 //! edit ([`drafter`]); the searches it uses are in [`lookup`]. How many tokens to guess follows
