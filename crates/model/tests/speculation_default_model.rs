@@ -1,5 +1,6 @@
-//! Prompt-lookup speculation on the default model, asked to repeat a given text: the same
-//! tokens and text as plain decoding, greedy and seeded, and guesses confirmed along the way.
+//! Prompt-lookup speculation on the default model, asked to repeat a given text or to carry on
+//! an edit of one: the same tokens and text as plain decoding, greedy and seeded, and guesses
+//! confirmed along the way.
 
 mod common;
 
@@ -61,4 +62,40 @@ fn repeating_a_text_with_prompt_lookup_gives_the_tokens_of_plain_decoding_and_ac
             fast.timings
         );
     }
+}
+
+/// A list and the start of its edited copy (every `true` made `false`), which the model carries
+/// on, diverging from the list it copies at each change.
+const BEGUN_EDIT: &str = "```json\n[\n  { \"id\": 1, \"name\": \"lamp\", \"in_stock\": true, \"shelf\": \"A3\" },\n  \
+    { \"id\": 2, \"name\": \"desk\", \"in_stock\": true, \"shelf\": \"B1\" },\n  \
+    { \"id\": 3, \"name\": \"chair\", \"in_stock\": false, \"shelf\": \"B2\" },\n  \
+    { \"id\": 4, \"name\": \"clock\", \"in_stock\": true, \"shelf\": \"C1\" },\n  \
+    { \"id\": 5, \"name\": \"shelf\", \"in_stock\": true, \"shelf\": \"C2\" }\n]\n```\n\n\
+    The same with every \"in_stock\" set to false:\n\n```json\n[\n  \
+    { \"id\": 1, \"name\": \"lamp\", \"in_stock\": false";
+
+#[test]
+fn carrying_on_an_edit_with_prompt_lookup_gives_the_tokens_of_plain_decoding() {
+    let loaded = LoadedModel::open(default_model()).unwrap();
+    let prompt = loaded.tokenizer.encode(BEGUN_EDIT, true, false).unwrap();
+    let run = |speculation| {
+        let mut engine = Engine::new(&loaded, settings(speculation), DeviceRequest::Cpu).unwrap();
+        let request = Request::new(prompt.clone(), 96).with_sampling(SamplingParams::greedy());
+        engine.generate(request, |_| {}).unwrap()
+    };
+    let plain = run(Speculation::Off);
+    let fast = run(Speculation::PromptLookup { draft_max: 8 });
+    assert_eq!(fast.tokens, plain.tokens);
+    let t = fast.timings;
+    let decoded = t.decoded_tokens();
+    eprintln!(
+        "{decoded} tokens in {} verification steps, {} of {} guesses accepted",
+        decoded - t.accepted_tokens,
+        t.accepted_tokens,
+        t.drafted_tokens
+    );
+    assert!(
+        t.accepted_tokens * 2 > decoded,
+        "most tokens of the edit are guessed: {t:?}"
+    );
 }

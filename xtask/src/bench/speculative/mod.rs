@@ -1,11 +1,13 @@
 //! `cargo xtask bench speculative`: decode speed of the release `rinfer run` with and without
-//! prompt-lookup speculation (`--speculate ngram`) on the default model, greedy, on tasks whose
-//! answer is grounded in the input (rewriting a given source file with a small change, quoting
-//! a given passage) and on free generation; with the share of guessed tokens accepted, and a
-//! check that both modes wrote the same tokens. `--draft-model PATH` measures speculation with
+//! prompt-lookup speculation (`--speculate ngram`) on the default model, greedy, on tasks that
+//! copy a given text, edit one (the text again with a few changes) or write freely
+//! ([`tasks`]); with the tokens each verification step yields and the share of guessed tokens
+//! accepted (both independent of the machine), the speed-up of each kind of task, and a check
+//! that both modes wrote the same tokens. `--draft-model PATH` measures speculation with
 //! that draft model (`--speculate draft`) instead of prompt lookup; the default model ships
 //! with none.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -15,55 +17,12 @@ use serde_json::Value;
 use super::child;
 use super::rinfer::Rinfer;
 use super::stats::Summary;
+use tasks::{Kind, SOURCE_FILE, Task};
+
+mod tasks;
 
 const USAGE: &str = "usage: cargo xtask bench speculative [--model PATH] [--threads N] \
     [--repeat N] [--max-tokens N] [--draft-max N] [--draft-model PATH]";
-
-/// The file the rewrite task hands the model (read from the workspace).
-const SOURCE_FILE: &str = "crates/model/src/engine/generate.rs";
-
-const PASSAGE: &str = "The harbour town kept two calendars. The first was the church's, \
-    printed each winter and pinned inside every kitchen door. The second was the sea's, which \
-    nobody printed: the week the herring came, the night of the highest tide, the morning the \
-    ice left the bay.\n\nWhen the two calendars disagreed, the town followed the sea. Weddings \
-    moved, the school closed for a week each spring so that the children could help with the \
-    nets, and once, in a year nobody forgot, the harvest festival was held in a fishing shed \
-    because the square was under a foot of water.\n\nThe old harbour master kept notes on both \
-    calendars for forty years, in a ledger that now sits in the library beside the door.";
-
-/// One task: its name and the user turn that asks for it.
-struct Task {
-    name: &'static str,
-    ask: String,
-}
-
-fn tasks() -> Result<Vec<Task>> {
-    let path = crate::workspace_root().join(SOURCE_FILE);
-    let source = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(vec![
-        Task {
-            name: "rewrite a source file",
-            ask: format!(
-                "Here is a Rust source file:\n\n```rust\n{source}```\n\nRewrite the whole file \
-                 with the method `score` renamed to `score_tokens`. Output only the complete \
-                 file."
-            ),
-        },
-        Task {
-            name: "quote a passage",
-            ask: format!(
-                "{PASSAGE}\n\nQuote the second and third paragraphs of the text above word for \
-                 word."
-            ),
-        },
-        Task {
-            name: "free generation",
-            ask: "Write a long story about a lighthouse keeper who finds a message in a bottle."
-                .into(),
-        },
-    ])
-}
 
 /// What the bench is asked to do.
 struct Options {
@@ -149,60 +108,130 @@ pub fn run(args: &[&str]) -> Result<()> {
     let dir = crate::workspace_root().join("target/bench/speculative");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     println!(
-        "| task | plain tok/s | speculative tok/s | speed-up | accepted / guessed | same tokens |"
+        "| task | kind | plain tok/s | speculative tok/s | speed-up | tokens / step | \
+         accepted / guessed | same tokens |"
     );
-    println!("|---|---|---|---|---|---|");
-    for (i, task) in tasks()?.iter().enumerate() {
-        let prompt = dir.join(format!("task-{i}.txt"));
-        std::fs::write(&prompt, &task.ask)
-            .with_context(|| format!("cannot write {}", prompt.display()))?;
-        let (mut plain, mut fast) = (Vec::new(), Vec::new());
-        // Alternate the modes so both see the same machine state.
-        for _ in 0..options.repeat {
-            plain.push(measure(&rinfer, &model, &prompt, &options, false)?);
-            fast.push(measure(&rinfer, &model, &prompt, &options, true)?);
-        }
-        let speed = |runs: &[Run]| {
-            Summary::of(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>())
-                .expect("at least one run")
-        };
-        let (p, f) = (speed(&plain), speed(&fast));
-        let (drafted, accepted) = fast
-            .iter()
-            .fold((0, 0), |(d, a), r| (d + r.drafted, a + r.accepted));
-        let same = plain
-            .iter()
-            .chain(&fast)
-            .all(|r| r.tokens == plain[0].tokens);
-        let rate = if drafted == 0 {
-            0.0
-        } else {
-            accepted as f64 / drafted as f64
-        };
+    println!("|---|---|---|---|---|---|---|---|");
+    let source = std::fs::read_to_string(crate::workspace_root().join(SOURCE_FILE))
+        .with_context(|| format!("cannot read {SOURCE_FILE}"))?;
+    let mut kinds: BTreeMap<Kind, Vec<Outcome>> = BTreeMap::new();
+    for (i, task) in tasks::tasks(&source).iter().enumerate() {
+        let outcome = measure_task(
+            &rinfer,
+            &model,
+            &options,
+            &dir.join(format!("task-{i}.txt")),
+            task,
+        )?;
         println!(
-            "| {} | {} | {} | {:.2}× | {accepted} / {drafted} ({:.0} %) | {} |",
+            "| {} | {} | {} | {} | {:.2}× | {:.2} | {} / {} ({:.0} %) | {} |",
             task.name,
-            p.show(1),
-            f.show(1),
-            f.median / p.median.max(1e-9),
-            rate * 100.0,
-            if same { "yes" } else { "NO" },
+            task.kind.name(),
+            outcome.plain.show(1),
+            outcome.fast.show(1),
+            outcome.speed_up(),
+            outcome.tokens_per_step(),
+            outcome.accepted,
+            outcome.drafted,
+            outcome.acceptance() * 100.0,
+            if outcome.same { "yes" } else { "NO" },
+        );
+        kinds.entry(task.kind).or_default().push(outcome);
+    }
+    println!("\n| kind | speed-up (geometric mean) | tokens / step |");
+    println!("|---|---|---|");
+    for (kind, outcomes) in &kinds {
+        let n = outcomes.len() as f64;
+        let speed_up = outcomes.iter().map(|o| o.speed_up().ln()).sum::<f64>() / n;
+        let tokens = outcomes.iter().map(|o| o.decoded).sum::<u64>();
+        let steps = outcomes.iter().map(|o| o.decoded - o.accepted).sum::<u64>();
+        println!(
+            "| {} | {:.2}× | {:.2} |",
+            kind.name(),
+            speed_up.exp(),
+            tokens as f64 / steps.max(1) as f64
         );
     }
     Ok(())
 }
 
-/// One greedy `rinfer run --json` of `prompt` (a user turn), speculating or not.
+/// One task's runs in both modes, summed over the repeats.
+struct Outcome {
+    plain: Summary,
+    fast: Summary,
+    /// Tokens the speculating runs decoded after the first.
+    decoded: u64,
+    drafted: u64,
+    accepted: u64,
+    /// Whether every run wrote the same tokens.
+    same: bool,
+}
+
+impl Outcome {
+    fn speed_up(&self) -> f64 {
+        self.fast.median / self.plain.median.max(1e-9)
+    }
+
+    /// Decoded tokens per verification step: each step yields its confirmed guesses and one
+    /// token of its own.
+    fn tokens_per_step(&self) -> f64 {
+        self.decoded as f64 / (self.decoded - self.accepted).max(1) as f64
+    }
+
+    fn acceptance(&self) -> f64 {
+        self.accepted as f64 / self.drafted.max(1) as f64
+    }
+}
+
+/// Runs `task` (its user turn written to `prompt`) plainly and speculating, alternating.
+fn measure_task(
+    rinfer: &Rinfer,
+    model: &Path,
+    options: &Options,
+    prompt: &Path,
+    task: &Task,
+) -> Result<Outcome> {
+    std::fs::write(prompt, &task.ask)
+        .with_context(|| format!("cannot write {}", prompt.display()))?;
+    let (mut plain, mut fast) = (Vec::new(), Vec::new());
+    // Alternate the modes so both see the same machine state.
+    for _ in 0..options.repeat {
+        plain.push(measure(rinfer, model, (prompt, task.chat), options, false)?);
+        fast.push(measure(rinfer, model, (prompt, task.chat), options, true)?);
+    }
+    let speed = |runs: &[Run]| {
+        Summary::of(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>())
+            .expect("at least one run")
+    };
+    let sum = |count: fn(&Run) -> u64| fast.iter().map(count).sum::<u64>();
+    Ok(Outcome {
+        plain: speed(&plain),
+        fast: speed(&fast),
+        decoded: sum(|r| r.tokens.len().saturating_sub(1) as u64),
+        drafted: sum(|r| r.drafted),
+        accepted: sum(|r| r.accepted),
+        same: plain
+            .iter()
+            .chain(&fast)
+            .all(|r| r.tokens == plain[0].tokens),
+    })
+}
+
+/// One greedy `rinfer run --json` of `prompt` (a user turn when `chat`, else raw text),
+/// speculating or not.
 fn measure(
     rinfer: &Rinfer,
     model: &Path,
-    prompt: &Path,
+    (prompt, chat): (&Path, bool),
     options: &Options,
     speculate: bool,
 ) -> Result<Run> {
     let mut command = Command::new(rinfer.binary());
     command.args(["run", "--json", "--warmup", "--temperature", "0"]);
-    command.args(["--chat-template", "gemma", "--ctx", "4096"]);
+    command.args(["--ctx", "4096"]);
+    if chat {
+        command.args(["--chat-template", "gemma"]);
+    }
     command.args(["-n", &options.max_tokens.to_string()]);
     command.args(["--draft-max", &options.draft_max.to_string()]);
     match (speculate, &options.draft_model) {
