@@ -8,7 +8,9 @@ mod common;
 use std::sync::atomic::AtomicBool;
 
 use common::fixtures;
-use rinfer_model::config::Pooling;
+use rinfer_formats::gguf::{GgufFile, MetadataValue, ValueType};
+use rinfer_model::arch::config_from_metadata;
+use rinfer_model::config::{Pooling, Rank, RankHead};
 use rinfer_model::{DeviceRequest, Engine, EngineSettings, KvType, LoadedModel};
 use serde_json::Value;
 
@@ -129,4 +131,43 @@ fn scores_match_llama_cpp_alone_and_batched() {
             }
         }
     }
+}
+
+#[test]
+fn rankers_read_their_head_and_unknown_heads_or_too_many_labels_are_refused() {
+    let file = |name: &str| GgufFile::open(fixtures().join(name)).unwrap();
+    let bert = file("rerank/bert-rank-tiny-f32.gguf");
+    let config = config_from_metadata(bert.metadata(), 3000).unwrap();
+    let want = Rank {
+        labels: 1,
+        mean: false,
+        head: Some(RankHead::Bert),
+    };
+    assert_eq!(config.pooling, Some(Pooling::Rank(want)));
+    let qwen3 = file("rerank/qwen3-rank-tiny-f32.gguf");
+    let config = config_from_metadata(qwen3.metadata(), 2003).unwrap();
+    let Some(Pooling::Rank(rank)) = config.pooling else {
+        panic!("{:?}", config.pooling);
+    };
+    assert_eq!((rank.labels, rank.head), (2, Some(RankHead::Qwen3)));
+
+    // More labels than the hidden width have nowhere to go.
+    let mut meta = qwen3.metadata().clone();
+    let labels = (0..65)
+        .map(|i| MetadataValue::String(format!("l{i}")))
+        .collect();
+    let array = MetadataValue::Array {
+        element: ValueType::String,
+        items: labels,
+    };
+    meta.set("qwen3.classifier.output_labels", array);
+    let error = config_from_metadata(&meta, 2003).unwrap_err().to_string();
+    assert!(error.contains("65 labels"), "{error}");
+
+    // llama.cpp has no classifier for a llama ranker: refused, not scored on a hidden state.
+    let llama = file("models/llama-tiny-f32.gguf");
+    let mut meta = llama.metadata().clone();
+    meta.set("llama.pooling_type", MetadataValue::U32(4));
+    let error = config_from_metadata(&meta, 3000).unwrap_err().to_string();
+    assert!(error.contains("llama rankers"), "{error}");
 }
