@@ -15,6 +15,16 @@ fn case() -> Value {
     refs["cases"][0].clone()
 }
 
+/// The texts of the case's documents.
+fn documents(case: &Value) -> Vec<&str> {
+    case["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect()
+}
+
 /// `(index, score)` of llama-server's results, best first.
 fn reference(case: &Value) -> Vec<(u64, f64)> {
     case["answer"]["results"]
@@ -33,12 +43,7 @@ fn documents_as_arguments_print_llama_cpp_scores_best_first_as_json() {
     let case = case();
     let path = fixture(&format!("rerank/{MODEL}.gguf"));
     let query = case["query"].as_str().unwrap();
-    let documents: Vec<&str> = case["documents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_str().unwrap())
-        .collect();
+    let documents = documents(&case);
     let mut args = vec!["rerank", "-m", path.as_str(), "-t", "2", "--query", query];
     args.extend(&documents);
     let out = rinfer_with_stdin(&args, b"");
@@ -64,12 +69,7 @@ fn documents_as_arguments_print_llama_cpp_scores_best_first_as_json() {
 fn lines_of_stdin_print_the_best_as_tsv() {
     let case = case();
     let path = fixture(&format!("rerank/{MODEL}.gguf"));
-    let documents: Vec<&str> = case["documents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_str().unwrap())
-        .collect();
+    let documents = documents(&case);
     let stdin = documents.join("\n\n") + "\n";
     let query = case["query"].as_str().unwrap();
     let out = rinfer_with_stdin(
