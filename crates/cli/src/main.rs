@@ -49,6 +49,7 @@ fn run(options: Options) -> Result<()> {
         CommandOptions::Tokenize(tokenize) => commands::tokenize::run(&tokenize),
         CommandOptions::Logits(logits) => commands::logits::run(&logits),
         CommandOptions::Embed(embed) => commands::embed::run(&embed),
+        CommandOptions::Rerank(rerank) => commands::rerank::run(&rerank),
         CommandOptions::Serve(serve) => commands::serve::run(&serve),
         CommandOptions::RenderChatTemplate => Ok(rinfer_model::chat_template::serve_renders()?),
         CommandOptions::Quantize(q) => {

@@ -44,6 +44,9 @@ pub enum CommandOptions {
     /// Print the embeddings of texts (the arguments, else one per line of stdin) from an
     /// embedding model, L2-normalised, as JSON or TSV.
     Embed(EmbedOptions),
+    /// Print a reranker's scores of documents (the arguments, else one per line of stdin) for
+    /// a query, best first, as JSON or TSV.
+    Rerank(RerankOptions),
     /// Serve the model over an OpenAI-compatible HTTP API, batching concurrent requests.
     Serve(ServeOptions),
     /// Render chat templates for a parent `rinfer` (started by it, not by users).
@@ -301,6 +304,24 @@ pub struct EmbedOptions {
     /// Keep the values unnormalised (as the model pools them).
     #[arg(long)]
     pub raw: bool,
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+/// Options of `rinfer rerank`.
+#[derive(Args)]
+pub struct RerankOptions {
+    /// What the documents are ranked for.
+    #[arg(long, short = 'q')]
+    pub query: String,
+    /// The documents; without any, every non-empty line of stdin is one document.
+    pub documents: Vec<String>,
+    /// Print only the best this many.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub top_n: Option<u64>,
+    /// Print one line per document (score, index, text, tab-separated) instead of JSON.
+    #[arg(long)]
+    pub tsv: bool,
     #[command(flatten)]
     pub session: SessionArgs,
 }

@@ -7,8 +7,8 @@
 use rinfer_kernels::ops;
 use rinfer_transformer::Role;
 use rinfer_transformer::{
-    AttentionParams, Block, Experts, FfnUp, LatentQ, Linear, Norm, NormWeights, PerLayerInputs,
-    Presence, Qkv, RopeParams, Router, Stage, Transformer,
+    AttentionParams, Block, Classifier, Experts, FfnUp, LatentQ, Linear, Norm, NormWeights,
+    PerLayerInputs, Presence, Qkv, RopeParams, Router, Stage, Transformer,
 };
 
 pub use rinfer_transformer::{DeltaNet, Ffn, Gating, Heads, Mla, NormKind, Recurrence, ShortConv};
@@ -69,6 +69,8 @@ pub enum Pooling {
     Cls,
     /// The last token's state (3): a decoder embedder appends an end token for it.
     Last,
+    /// A ranker's scores (4): one state pooled, then the classifier head ([`Rank`]).
+    Rank(Rank),
 }
 
 impl Pooling {
@@ -78,8 +80,40 @@ impl Pooling {
             Self::Mean => "mean",
             Self::Cls => "cls",
             Self::Last => "last",
+            Self::Rank(_) => "rank",
         }
     }
+
+    /// Values per pooled row: the hidden width, or a ranker's labels.
+    pub fn width(self, hidden: usize) -> usize {
+        match self {
+            Self::Rank(rank) => rank.labels,
+            Self::Mean | Self::Cls | Self::Last => hidden,
+        }
+    }
+}
+
+/// How a ranker (pooling type 4, a cross-encoder or a decoder reranker) scores a sequence,
+/// as llama.cpp's `build_pooling` does: the state of the first token (an encoder) or of the
+/// last (a decoder), or the mean of all (`{arch}.classifier.pooling_type` = 1), through the
+/// architecture's [`RankHead`]; the first of its `labels` values is the relevance score.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rank {
+    /// Values the head puts out (`{arch}.classifier.output_labels`, 1 without it).
+    pub labels: usize,
+    /// The head reads the mean of every token's state.
+    pub mean: bool,
+    /// The head; `None` where rinfer knows no classifier for the architecture.
+    pub head: Option<RankHead>,
+}
+
+/// A ranker's classifier, by architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RankHead {
+    /// BERT: `tanh(cls · x + b)` (each part where the file has it), then `cls.output · x + b`.
+    Bert,
+    /// Qwen3-Reranker: `cls.output · x` (the LM head's "yes" and "no" rows), then a softmax.
+    Qwen3,
 }
 
 /// Mixture-of-experts feed-forward blocks: a router picks `used` of `count` experts per token.
@@ -384,7 +418,29 @@ impl ModelConfig {
             output: Some(Presence::Optional),
             output_bias: Some(Presence::Optional),
             final_softcap: self.final_softcap,
+            classifier: self.classifier(),
         }
+    }
+
+    /// A ranker's classifier: the tensors its [`RankHead`] reads, each optional as in
+    /// llama.cpp (a file without them scores the pooled state itself).
+    fn classifier(&self) -> Option<Classifier<Presence>> {
+        let Some(Pooling::Rank(rank)) = self.pooling else {
+            return None;
+        };
+        let optional = |bias: bool| Linear {
+            weight: Presence::Optional,
+            bias: bias.then_some(Presence::Optional),
+        };
+        let (dense, output) = match rank.head? {
+            RankHead::Bert => (Some(optional(true)), Some(optional(true))),
+            RankHead::Qwen3 => (None, Some(optional(false))),
+        };
+        Some(Classifier {
+            dense,
+            output,
+            labels: rank.labels,
+        })
     }
 
     /// A norm held by the tensor `role`, with its bias under LayerNorm.

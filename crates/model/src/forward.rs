@@ -6,11 +6,11 @@
 //! output element, so the logits of a position do not depend on the batch it was computed in
 //! nor on the number of threads.
 
-use rinfer_kernels::ops;
+use rinfer_kernels::{ActivationBuffer, ops};
 use rinfer_transformer::{NormKind, PerLayerInputs, Transformer};
 
 use crate::compute;
-use crate::config::{ModelConfig, Pooling};
+use crate::config::{ModelConfig, Pooling, Rank, RankHead};
 use crate::error::ModelError;
 use crate::kv_cache::KvCache;
 use crate::scratch::{RowSource, Scratch};
@@ -24,8 +24,9 @@ pub enum Logits {
     /// Every token (scoring, `rinfer logits`); the batch must fit in the scratch buffers.
     All,
     /// No logits: the final hidden states of the sequence's tokens (after the output norm,
-    /// if any) pooled into one embedding row of `hidden` values ([`Scratch::pooled`]). The
-    /// whole sequence must run in this one pass.
+    /// if any) pooled into one embedding row of `hidden` values ([`Scratch::pooled`]; a
+    /// ranker's scores are the first [`Pooling::width`] of them). The whole sequence must run
+    /// in this one pass.
     Pooled(Pooling),
 }
 
@@ -296,8 +297,16 @@ impl Model {
 
     /// The embedding of one sequence whose final states are the rows of `x`: each row after
     /// the output norm (if the model has one), pooled; `row` is room for one normed row.
-    /// The mean sums in row order.
-    fn pool(&self, pooling: Pooling, x: &[f32], out: &mut [f32], row: &mut [f32]) {
+    /// The mean sums in row order. A ranker pools its first token's state (an encoder), its
+    /// last's (a decoder) or the mean, then scores it ([`Model::classify`]).
+    fn pool(
+        &self,
+        pooling: Pooling,
+        x: &[f32],
+        out: &mut [f32],
+        row: &mut [f32],
+        act: &mut ActivationBuffer,
+    ) -> Result<(), ModelError> {
         let c = self.transformer();
         let d = c.hidden;
         let normed = |src: &[f32], dst: &mut [f32]| match &c.output_norm {
@@ -305,18 +314,60 @@ impl Model {
             None => dst.copy_from_slice(src),
         };
         let rows = x.len() / d;
+        let (first, last) = (&x[..d], &x[(rows - 1) * d..]);
+        let mean = |out: &mut [f32], row: &mut [f32]| {
+            out.fill(0.0);
+            for src in x.chunks_exact(d) {
+                normed(src, row);
+                ops::add_inplace(out, row);
+            }
+            ops::scale(out, 1.0 / rows as f32);
+        };
         match pooling {
-            Pooling::Cls => normed(&x[..d], out),
-            Pooling::Last => normed(&x[(rows - 1) * d..], out),
-            Pooling::Mean => {
-                out.fill(0.0);
-                for src in x.chunks_exact(d) {
-                    normed(src, row);
-                    ops::add_inplace(out, row);
+            Pooling::Cls => normed(first, out),
+            Pooling::Last => normed(last, out),
+            Pooling::Mean => mean(out, row),
+            Pooling::Rank(rank) => {
+                match (rank.mean, c.causal) {
+                    (true, _) => mean(out, row),
+                    (false, true) => normed(last, out),
+                    (false, false) => normed(first, out),
                 }
-                ops::scale(out, 1.0 / rows as f32);
+                self.classify(rank, out, row, act)?;
             }
         }
+        Ok(())
+    }
+
+    /// A ranker's head (llama.cpp's `build_pooling`, rank) over the pooled state in `x`
+    /// (`hidden` values): `x = tanh(cls · x + b)`, then `x = cls.output · x + b` (each where the
+    /// file has it), then Qwen3's softmax; the scores are `x[..labels]`. `tmp` is room for
+    /// `hidden` values.
+    fn classify(
+        &self,
+        rank: Rank,
+        x: &mut [f32],
+        tmp: &mut [f32],
+        act: &mut ActivationBuffer,
+    ) -> Result<(), ModelError> {
+        let Some(cls) = &self.transformer().classifier else {
+            return Ok(());
+        };
+        let mut width = x.len();
+        if let Some(dense) = &cls.dense {
+            compute::linear(dense, x, 1, tmp, act)?;
+            ops::tanh_inplace(&mut tmp[..width]);
+            x.copy_from_slice(&tmp[..width]);
+        }
+        if let Some(output) = &cls.output {
+            width = output.weight.rows;
+            compute::linear(output, x, 1, tmp, act)?;
+            x[..width].copy_from_slice(&tmp[..width]);
+        }
+        if rank.head == Some(RankHead::Qwen3) {
+            ops::softmax_inplace(&mut x[..width]);
+        }
+        Ok(())
     }
 
     /// The embeddings of the sequences that want one, into `s.out` (see [`Scratch::pooled`]),
@@ -331,7 +382,8 @@ impl Model {
             let n = seq.tokens.len();
             if let (Logits::Pooled(pooling), true) = (seq.logits, n > 0) {
                 let (x, out) = (&s.x, &mut s.out[pooled * d..(pooled + 1) * d]);
-                self.pool(pooling, &x[first * d..(first + n) * d], out, &mut s.h[..d]);
+                let x = &x[first * d..(first + n) * d];
+                self.pool(pooling, x, out, &mut s.h[..d], &mut s.act)?;
                 pooled += 1;
             }
             first += n;

@@ -46,6 +46,11 @@ impl CancelFlag {
         }
     }
 
+    /// The flag itself, for work that checks it as it goes (a tokenizer).
+    pub fn flag(&self) -> &AtomicBool {
+        &self.cancelled
+    }
+
     /// `Err` once cancelled, so that a job can stop with `?` between steps.
     pub fn check(&self) -> Result<(), ApiError> {
         if self.is_cancelled() {

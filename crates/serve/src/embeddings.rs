@@ -22,13 +22,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use rinfer_model::Request;
+use rinfer_model::config::Pooling;
 use rinfer_model::engine::normalize;
 
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
 use crate::request;
 use crate::routes::{parse_blocking, read_body, submit};
-use crate::scheduler::job::{Event, Job, event_channel};
+use crate::scheduler::job::{Event, EventSender, Job, event_channel};
 use crate::served::Served;
 use crate::state::AppState;
 use crate::validate::{check_model, encode};
@@ -78,15 +79,28 @@ pub fn validate(
 ) -> Result<Validated, ApiError> {
     check_model(req.model.as_deref(), served)?;
     let config = &served.ready.loaded.model.config;
-    if config.pooling.is_none() {
-        return Err(ApiError::invalid(
-            "model",
-            format!(
-                "the model `{}` is not an embedding model (its GGUF has no pooling type): serve \
-                 an embedding model (BERT, a Qwen3 embedder, ...) for /v1/embeddings",
-                served.model_id
-            ),
-        ));
+    match config.pooling {
+        None => {
+            return Err(ApiError::invalid(
+                "model",
+                format!(
+                    "the model `{}` is not an embedding model (its GGUF has no pooling type): \
+                     serve an embedding model (BERT, a Qwen3 embedder, ...) for /v1/embeddings",
+                    served.model_id
+                ),
+            ));
+        }
+        Some(Pooling::Rank(_)) => {
+            return Err(ApiError::invalid(
+                "model",
+                format!(
+                    "the model `{}` is a reranker (pooling type 4, rank): it scores query and \
+                     document pairs on /v1/rerank and has no embeddings",
+                    served.model_id
+                ),
+            ));
+        }
+        Some(_) => {}
     }
     let base64 = match req.encoding_format.as_deref() {
         None | Some("float") => false,
@@ -121,10 +135,7 @@ pub fn validate(
             ),
         ));
     }
-    let settings = &served.ready.settings;
-    let longest = (settings.max_batch + 1)
-        .saturating_sub(settings.max_sequences)
-        .min(settings.context);
+    let longest = longest_input(served);
     let mut prompts = Vec::with_capacity(inputs.len());
     for (i, input) in inputs.into_iter().enumerate() {
         let prompt = match input {
@@ -155,6 +166,15 @@ pub fn validate(
         base64,
         dimensions,
     })
+}
+
+/// The most tokens one pooled input may have: it runs in one pass beside one row of every
+/// other sequence, within the context.
+pub(crate) fn longest_input(served: &Served) -> usize {
+    let settings = &served.ready.settings;
+    (settings.max_batch + 1)
+        .saturating_sub(settings.max_sequences)
+        .min(settings.context)
 }
 
 /// The inputs of `input`, in order.
@@ -224,45 +244,11 @@ pub async fn embeddings(
         validate(&req, served, queue, cancel)
     })
     .await?;
-    let n = validated.prompts.len();
-    let (events, mut receiver) = event_channel();
-    for (index, prompt) in validated.prompts.into_iter().enumerate() {
-        let job = Job {
-            request: Request::embedding(prompt),
-            events: events.clone(),
-            arrived,
-            choices: 1,
-            index,
-        };
-        submit(&state, &served, job)?;
-    }
-    drop(events);
-    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; n];
-    let mut done = 0;
-    let mut prompt_tokens = 0;
-    while done < n {
-        match receiver.recv().await {
-            Some(Event::Embedding { index, embedding }) => vectors[index] = Some(embedding),
-            Some(Event::Done {
-                prompt_tokens: p, ..
-            }) => {
-                prompt_tokens += p;
-                done += 1;
-            }
-            Some(Event::Delta { .. }) => {}
-            Some(Event::Failed(message)) => return Err(ApiError::internal(message)),
-            None => {
-                return Err(ApiError::internal(
-                    "the engine stopped before the embeddings were done",
-                ));
-            }
-        }
-    }
+    let (vectors, prompt_tokens) = pool_all(&state, &served, validated.prompts, arrived).await?;
     let data: Vec<Value> = vectors
         .into_iter()
         .enumerate()
-        .map(|(index, v)| {
-            let mut v = v.unwrap_or_default();
+        .map(|(index, mut v)| {
             if let Some(d) = validated.dimensions {
                 v.truncate(d);
             }
@@ -287,4 +273,65 @@ pub async fn embeddings(
         body.to_string(),
     )
         .into_response())
+}
+
+/// Runs each prompt as one embedding request of the engine (batched with each other and with
+/// whatever else runs) and returns their pooled rows, in order, and their prompt tokens. At
+/// most half the server's queue is in flight at once, the next prompt going in as one is done,
+/// so a request may hold more prompts than the queue.
+pub(crate) async fn pool_all(
+    state: &Arc<AppState>,
+    served: &Arc<Served>,
+    prompts: Vec<Vec<u32>>,
+    arrived: Instant,
+) -> Result<(Vec<Vec<f32>>, usize), ApiError> {
+    let n = prompts.len();
+    let window = (state.config.queue / 2).max(1);
+    let (events, mut receiver) = event_channel();
+    // Dropped once every prompt is in, so that the channel closes if the engine drops the jobs.
+    let mut events = Some(events);
+    let mut prompts = prompts.into_iter().enumerate().peekable();
+    let mut submit_next = |events: &mut Option<EventSender>| -> Result<(), ApiError> {
+        if let (Some((index, prompt)), Some(sender)) = (prompts.next(), events.as_ref()) {
+            let job = Job {
+                request: Request::embedding(prompt),
+                events: sender.clone(),
+                arrived,
+                choices: 1,
+                index,
+            };
+            submit(state, served, job)?;
+        }
+        if prompts.peek().is_none() {
+            events.take();
+        }
+        Ok(())
+    };
+    for _ in 0..window {
+        submit_next(&mut events)?;
+    }
+    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; n];
+    let mut done = 0;
+    let mut prompt_tokens = 0;
+    while done < n {
+        match receiver.recv().await {
+            Some(Event::Embedding { index, embedding }) => vectors[index] = Some(embedding),
+            Some(Event::Done {
+                prompt_tokens: p, ..
+            }) => {
+                prompt_tokens += p;
+                done += 1;
+                submit_next(&mut events)?;
+            }
+            Some(Event::Delta { .. }) => {}
+            Some(Event::Failed(message)) => return Err(ApiError::internal(message)),
+            None => {
+                return Err(ApiError::internal(
+                    "the engine stopped before the pooled rows were done",
+                ));
+            }
+        }
+    }
+    let vectors = vectors.into_iter().map(Option::unwrap_or_default).collect();
+    Ok((vectors, prompt_tokens))
 }

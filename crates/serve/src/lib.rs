@@ -51,6 +51,7 @@ mod models;
 mod page;
 mod request;
 mod request_policy;
+mod rerank;
 mod response;
 mod response_store;
 mod responses;

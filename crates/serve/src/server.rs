@@ -169,7 +169,8 @@ async fn run(
     // The other APIs' routes, keyed like OpenAI's; errors on Anthropic's paths in its shape.
     let apis = crate::anthropic::routes()
         .merge(crate::responses::routes())
-        .merge(crate::embeddings::routes());
+        .merge(crate::embeddings::routes())
+        .merge(crate::rerank::routes());
     let app = crate::routes::router(Arc::clone(&state), policy, apis).layer(
         axum::middleware::from_fn(crate::anthropic::anthropic_errors),
     );

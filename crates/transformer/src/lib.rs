@@ -22,4 +22,4 @@ pub use params::{
 };
 pub use stage::{FfnUp, LatentQ, Qkv, Stage};
 pub use tensor::{Part, Role, TensorName};
-pub use tree::{PerLayerInputs, Transformer};
+pub use tree::{Classifier, PerLayerInputs, Transformer};

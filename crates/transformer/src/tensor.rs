@@ -137,11 +137,15 @@ pub enum Role {
     AttnOutputNorm,
     /// The norm of the residual stream after the FFN (BERT's post-norm).
     LayerOutputNorm,
+    /// A ranker's dense classifier layer `[hidden, hidden]`, before `tanh`.
+    Cls,
+    /// A ranker's classifier output `[labels, hidden]`.
+    ClsOutput,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 58] = [
+    pub const ALL: [Role; 60] = [
         Role::TokenEmbd,
         Role::PositionEmbd,
         Role::RopeFreqs,
@@ -200,6 +204,8 @@ impl Role {
         Role::TokenTypes,
         Role::AttnOutputNorm,
         Role::LayerOutputNorm,
+        Role::Cls,
+        Role::ClsOutput,
     ];
 
     /// The role's part of a GGUF tensor name.
@@ -263,6 +269,8 @@ impl Role {
             Role::TokenTypes => "token_types",
             Role::AttnOutputNorm => "attn_output_norm",
             Role::LayerOutputNorm => "layer_output_norm",
+            Role::Cls => "cls",
+            Role::ClsOutput => "cls.output",
         }
     }
 
@@ -280,6 +288,8 @@ impl Role {
                 | Role::PerLayerProjNorm
                 | Role::TokenTypes
                 | Role::TokenEmbdNorm
+                | Role::Cls
+                | Role::ClsOutput
         )
     }
 

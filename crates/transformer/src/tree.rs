@@ -4,7 +4,7 @@
 //! head here, each layer's stages through [`Block`]'s and [`Stage`](crate::Stage)'s own maps.
 
 use crate::block::Block;
-use crate::handles::{Handles, Mapper, NormWeights, Shape, Tensor};
+use crate::handles::{Handles, Linear, Mapper, NormWeights, Shape, Tensor};
 use crate::params::Heads;
 use crate::place::{Place, Widths};
 use crate::tensor::{Role, TensorName};
@@ -23,6 +23,19 @@ pub struct PerLayerInputs<H: Handles> {
     pub model_proj: H::Matrix,
     /// The RMSNorm of each layer's slice of the projection, `[width]`.
     pub proj_norm: NormWeights<H>,
+}
+
+/// A ranker's classification head (llama.cpp's `build_pooling` for pooling type 4, rank): the
+/// pooled state through `tanh(dense · x + b)` when it has the dense layer, then
+/// `output · x + b` when it has the output layer; its first value is the relevance score.
+#[derive(Clone, Debug)]
+pub struct Classifier<H: Handles> {
+    /// `cls`: `[hidden, hidden]` and its bias.
+    pub dense: Option<Linear<H>>,
+    /// `cls.output`: `[labels, hidden]` and its bias.
+    pub output: Option<Linear<H>>,
+    /// Rows of the output layer (`{arch}.classifier.output_labels`, 1 without it).
+    pub labels: usize,
 }
 
 /// A transformer: token embedding (times `embedding_scale`, plus learned positions and token
@@ -74,6 +87,8 @@ pub struct Transformer<H: Handles> {
     pub output_bias: Option<H::Vector>,
     /// `tanh` soft-capping of the logits.
     pub final_softcap: Option<f32>,
+    /// A ranker's head over the pooled state, in place of the LM head.
+    pub classifier: Option<Classifier<H>>,
 }
 
 impl<H: Handles> Transformer<H> {
@@ -116,7 +131,7 @@ impl<H: Handles> Transformer<H> {
 
     /// The same tree with every weight handle mapped by `m`, in a fixed order: the
     /// embeddings, the RoPE factors, every layer's stages in turn (a weight before its bias),
-    /// the output norm, the LM head and its bias.
+    /// the output norm, the LM head and its bias, the classifier.
     pub fn map<'t, B: Handles, M: Mapper<'t, H, B>>(
         &'t self,
         m: &mut M,
@@ -228,6 +243,26 @@ impl<H: Handles> Transformer<H> {
             }
             None => None,
         };
+        let classifier = match &self.classifier {
+            Some(cls) => {
+                let dense = match &cls.dense {
+                    Some(l) => head.optional_linear(Role::Cls, (self.hidden, self.hidden), l, m)?,
+                    None => None,
+                };
+                let output = match &cls.output {
+                    Some(l) => {
+                        head.optional_linear(Role::ClsOutput, (cls.labels, self.hidden), l, m)?
+                    }
+                    None => None,
+                };
+                Some(Classifier {
+                    dense,
+                    output,
+                    labels: cls.labels,
+                })
+            }
+            None => None,
+        };
         Ok(Transformer {
             vocab_size: self.vocab_size,
             hidden: self.hidden,
@@ -248,6 +283,7 @@ impl<H: Handles> Transformer<H> {
             output,
             output_bias,
             final_softcap: self.final_softcap,
+            classifier,
         })
     }
 }

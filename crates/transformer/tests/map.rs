@@ -114,6 +114,7 @@ fn map_names_every_weight_with_the_shape_the_dimensions_imply() {
         output: Some(()),
         output_bias: None,
         final_softcap: None,
+        classifier: None,
     };
     let mut visits = Visits(Vec::new());
     tree.map(&mut visits).unwrap();

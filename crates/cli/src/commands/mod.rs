@@ -11,6 +11,7 @@ pub mod logits;
 pub mod output_file;
 pub mod pull;
 pub mod quantize;
+pub mod rerank;
 pub mod run;
 pub mod serve;
 pub mod session;

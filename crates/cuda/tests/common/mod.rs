@@ -140,6 +140,7 @@ pub fn model(s: &Storage) -> HostModel<'_> {
         output: None,
         output_bias: None,
         final_softcap: None,
+        classifier: None,
     }
 }
 

@@ -5,21 +5,10 @@
 
 pub use rinfer_transformer::{Gating, Router};
 
+use super::elementwise::softmax_inplace;
+
 /// The least sum the renormalised weights are divided by (ggml's clamp).
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
-
-/// ggml's softmax of a row in place: `exp(x - max)` in f32, summed in f64, scaled by the
-/// inverse sum rounded to f32.
-fn softmax_inplace(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f64;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v as f64;
-    }
-    let inv = (1.0 / sum) as f32;
-    x.iter_mut().for_each(|v| *v *= inv);
-}
 
 /// `weights /= max(Σ weights, ggml's least sum)`, the sum in f64.
 fn normalize(weights: &mut [f32]) {

@@ -18,7 +18,9 @@ mod qwen;
 
 use rinfer_formats::gguf::Metadata;
 
-use crate::config::{ModelConfig, NormKind, Pooling, Positional, Rope, RopeStyle, TensorLayout};
+use crate::config::{
+    ModelConfig, NormKind, Pooling, Positional, Rank, RankHead, Rope, RopeStyle, TensorLayout,
+};
 use crate::error::ModelError;
 
 /// An architecture's mapping from metadata to configuration.
@@ -261,17 +263,32 @@ impl Hparams<'_> {
             1 => Some(Pooling::Mean),
             2 => Some(Pooling::Cls),
             3 => Some(Pooling::Last),
-            4 => {
-                return Err(ModelError::InvalidConfig(
-                    "rerank models (pooling type 4, rank) are not supported yet".into(),
-                ));
-            }
+            4 => Some(Pooling::Rank(self.rank()?)),
             other => {
                 return Err(ModelError::InvalidConfig(format!(
                     "unknown pooling type {other} (llama.cpp knows 0 none, 1 mean, 2 cls, 3 last, \
                      4 rank)"
                 )));
             }
+        })
+    }
+
+    /// A ranker's head settings: `classifier.output_labels` (its length; 1 without it) and
+    /// `classifier.pooling_type` (1: the head reads the mean). The architecture sets the head.
+    fn rank(&self) -> Result<Rank, ModelError> {
+        let labels = match self.metadata.get(&self.key("classifier.output_labels")) {
+            None => 1,
+            Some(v) => v.as_array().map(<[_]>::len).ok_or_else(|| {
+                ModelError::InvalidConfig(format!(
+                    "{} is not an array of labels",
+                    self.key("classifier.output_labels")
+                ))
+            })?,
+        };
+        Ok(Rank {
+            labels,
+            mean: self.usize_or("classifier.pooling_type", 0)? == 1,
+            head: None,
         })
     }
 
@@ -326,6 +343,14 @@ impl Hparams<'_> {
 }
 
 /// Sets the RoPE style of `config`.
+/// `config` with `head` as its ranker's classifier, when it is a ranker.
+fn with_rank_head(mut config: ModelConfig, head: Option<RankHead>) -> ModelConfig {
+    if let Some(Pooling::Rank(rank)) = &mut config.pooling {
+        rank.head = head;
+    }
+    config
+}
+
 fn with_rope_style(mut config: ModelConfig, style: RopeStyle) -> ModelConfig {
     if let Positional::Rope(rope) = &mut config.positional {
         rope.style = style;
@@ -369,6 +394,22 @@ fn validate(c: &ModelConfig) -> Result<(), ModelError> {
     }
     if c.sliding_window.is_some_and(|sw| sw.window == 0) {
         return bad("sliding window of zero positions".into());
+    }
+    if let Some(Pooling::Rank(rank)) = c.pooling {
+        if rank.head.is_none() {
+            return bad(format!(
+                "{} rankers (pooling type 4, rank) are not supported: rinfer scores with the \
+                 classifier heads of bert and qwen3 rankers",
+                c.arch
+            ));
+        }
+        if rank.labels == 0 || rank.labels > c.hidden {
+            return bad(format!(
+                "a ranker of {} labels (classifier.output_labels) with hidden size {}: it needs \
+                 1 to {} labels",
+                rank.labels, c.hidden, c.hidden
+            ));
+        }
     }
     validate_layers(c)
 }

@@ -591,10 +591,10 @@ impl<'m> Engine<'m> {
             let Some(&(_, n)) = planned.next_if(|&&(j, _)| j == i) else {
                 continue;
             };
-            if seq.pooling.is_some() {
+            if let Some(pooling) = seq.pooling {
                 let (mine, rest) = pooled.split_at(hidden);
                 pooled = rest;
-                on_event(seq.embedded(mine));
+                on_event(seq.embedded(&mine[..pooling.width(hidden)]));
                 continue;
             }
             let decoding = seq.prompt_left() == 0;

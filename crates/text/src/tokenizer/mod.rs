@@ -22,6 +22,7 @@ mod bpe;
 mod hf;
 mod piece_bpe;
 mod pieces;
+mod rerank;
 mod special;
 #[cfg(test)]
 mod special_tests;
@@ -42,6 +43,7 @@ pub use stream::StreamDecoder;
 pub use vocab::TokenType;
 
 use pieces::Pieces;
+use rerank::RerankFormat;
 use special::{ControlTokens, Fragment};
 use vocab::{Vocab, VocabKind};
 
@@ -174,6 +176,8 @@ pub struct Tokenizer {
     pieces: Pieces,
     /// End-of-generation ids, ascending.
     eog: Vec<u32>,
+    /// How a query and a document become a ranker's input.
+    rerank: RerankFormat,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -220,7 +224,8 @@ impl Tokenizer {
             VocabKind::None => Backend::None,
         };
         let pieces = gguf_pieces(&vocab);
-        Ok(Self::assemble(vocab, backend, pieces))
+        let rerank = RerankFormat::from_gguf(meta, &vocab)?;
+        Ok(Self::assemble(vocab, backend, pieces, rerank))
     }
 
     /// Builds the tokenizer of a Hugging Face `tokenizer.json`.
@@ -262,16 +267,23 @@ impl Tokenizer {
             },
             other => other,
         })?;
-        Ok(Self::assemble(vocab, Backend::Hf(Box::new(tk)), pieces))
+        let rerank = RerankFormat::from_vocab(&vocab);
+        Ok(Self::assemble(
+            vocab,
+            Backend::Hf(Box::new(tk)),
+            pieces,
+            rerank,
+        ))
     }
 
-    fn assemble(vocab: Vocab, backend: Backend, pieces: Pieces) -> Self {
+    fn assemble(vocab: Vocab, backend: Backend, pieces: Pieces, rerank: RerankFormat) -> Self {
         let eog = vocab.eog.iter().copied().collect();
         Tokenizer {
             vocab,
             backend,
             pieces,
             eog,
+            rerank,
         }
     }
 

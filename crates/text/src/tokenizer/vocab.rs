@@ -116,7 +116,7 @@ pub(crate) fn media_markers(tokens: &[TokenData]) -> Vec<u32> {
         .collect()
 }
 
-fn int(meta: &Metadata, key: &str) -> Result<Option<i128>, TokenizerError> {
+pub(super) fn int(meta: &Metadata, key: &str) -> Result<Option<i128>, TokenizerError> {
     match meta.get(key) {
         None => Ok(None),
         Some(v) => v
@@ -129,7 +129,7 @@ fn int(meta: &Metadata, key: &str) -> Result<Option<i128>, TokenizerError> {
     }
 }
 
-fn flag(meta: &Metadata, key: &str) -> Result<Option<bool>, TokenizerError> {
+pub(super) fn flag(meta: &Metadata, key: &str) -> Result<Option<bool>, TokenizerError> {
     match meta.get(key) {
         None => Ok(None),
         Some(MetadataValue::Bool(b)) => Ok(Some(*b)),
