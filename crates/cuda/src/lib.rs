@@ -34,6 +34,7 @@
 //!         all_logits: false,
 //!         sequences: 16,
 //!         nvrtc: Default::default(),
+//!         kv: Default::default(),
 //!     };
 //!     match GpuModel::load(model, &options) {
 //!         Ok(gpu) => println!("running on {}", gpu.info()),

@@ -9,7 +9,7 @@ use rinfer_transformer::{
 
 use crate::error::CudaError;
 use crate::host::{HostMatrix, HostModel, HostStacked, HostView};
-use crate::kernels::GpuType;
+use crate::kernels::{GpuType, KvElement};
 use crate::launch::{self, DecodeSplits, MAX_HEAD_DIM};
 use crate::nvrtc_search::NvrtcSearch;
 
@@ -31,6 +31,8 @@ pub struct LoadOptions {
     pub sequences: usize,
     /// Where NVRTC is looked for (the program's environment, read once by the program).
     pub nvrtc: NvrtcSearch,
+    /// The element type of the KV caches.
+    pub kv: KvElement,
 }
 
 /// One weight matrix as it will sit in device memory.
@@ -179,7 +181,7 @@ pub struct UploadPlan {
     pub tied_lm_head: bool,
     /// KV-cache slots of each layer.
     pub kv_slots: Vec<usize>,
-    /// Bytes of the KV cache (keys and values, f32).
+    /// Bytes of one sequence's KV cache (keys and values, of `options.kv`).
     pub kv_bytes: usize,
     /// Activation buffers.
     pub buffers: BufferSizes,
@@ -218,7 +220,8 @@ impl UploadPlan {
         let kv_slots: Vec<usize> = (0..c.layers())
             .map(|layer| layer_slots(c, layer, context, max_batch))
             .collect();
-        let kv_bytes = kv_slots.iter().map(|s| 2 * 4 * s * c.kv_dim()).sum();
+        let element = options.kv.bytes();
+        let kv_bytes = kv_slots.iter().map(|s| 2 * element * s * c.kv_dim()).sum();
         let longest = (0..c.layers())
             .map(|layer| c.window_of(layer).unwrap_or(context).min(context))
             .max()

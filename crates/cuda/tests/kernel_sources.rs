@@ -19,6 +19,15 @@ fn define(name: &str) -> u64 {
 #[test]
 fn every_loaded_kernel_is_defined_in_the_sources() {
     let source = program_source();
+    for element in kernels::KvElement::ALL {
+        let define = format!("DEFINE_KV_KERNELS({}, ", element.name());
+        assert!(source.contains(&define), "no KV kernels for {element:?}");
+    }
+    for name in kernels::kv_kernel_names() {
+        let base = name.rsplit_once('_').map_or(name, |(base, _)| base);
+        let found = source.contains(&format!(" {base}_##suffix("));
+        assert!(found, "kernel {name} is not defined");
+    }
     for name in kernels::FIXED_KERNELS {
         let found = source.contains(&format!(" {name}(")) && source.contains("extern \"C\"");
         assert!(found, "kernel {name} is not defined");
@@ -52,6 +61,7 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
     assert_eq!(
         kernels::all_kernel_names().len(),
         kernels::FIXED_KERNELS.len()
+            + kernels::KvKernel::ALL.len() * kernels::KvElement::ALL.len()
             + 5 * GpuType::ALL.len()
             + 2 * GpuType::Q8_1.len()
             + 2 * with_mma

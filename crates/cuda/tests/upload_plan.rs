@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use rinfer_cuda::kernels::KvElement;
 use rinfer_cuda::{CudaError, GpuModel, LoadOptions, UploadPlan};
 use rinfer_formats::GgmlType;
 use rinfer_transformer::{Qkv, Stage};
@@ -37,6 +38,16 @@ fn the_kv_cache_keeps_a_ring_on_sliding_window_layers() {
     assert_eq!(plan.kv_slots, vec![24, 24, 64]);
     let kv_dim = KV_HEADS * HEAD_DIM;
     assert_eq!(plan.kv_bytes, 2 * 4 * kv_dim * (24 + 24 + 64));
+    let f16 = LoadOptions {
+        kv: KvElement::F16,
+        ..options(64, 8)
+    };
+    let half = UploadPlan::new(&model(&s), &f16).unwrap();
+    assert_eq!(
+        half.kv_bytes,
+        2 * 2 * kv_dim * (24 + 24 + 64),
+        "f16 keys and values"
+    );
     assert_eq!(plan.buffers.logits, 8 * VOCAB);
     let last_only = LoadOptions {
         all_logits: false,
@@ -214,5 +225,6 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         all_logits: true,
         sequences: 1,
         nvrtc: Default::default(),
+        kv: KvElement::F32,
     }
 }

@@ -167,7 +167,7 @@ pub struct WorkAddresses {
 /// The KV cache of one sequence: per layer its keys, values and slot count.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheAddresses {
-    /// `(keys, values, slots)` per layer, `[slots, kv_dim]` f32 each.
+    /// `(keys, values, slots)` per layer, `[slots, kv_dim]` each of the step's `KvElement`.
     pub layers: Vec<(u64, u64, usize)>,
 }
 

@@ -46,7 +46,8 @@ impl Arg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelRef {
     /// A kernel that does not depend on a weight format (one of
-    /// [`FIXED_KERNELS`](crate::kernels::FIXED_KERNELS)).
+    /// [`FIXED_KERNELS`](crate::kernels::FIXED_KERNELS) or of
+    /// [`kv_kernel_names`](crate::kernels::kv_kernel_names)).
     Fixed(&'static str),
     /// The decode matvec of a format.
     Matvec(GpuType),

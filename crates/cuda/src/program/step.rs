@@ -7,7 +7,7 @@ use rinfer_transformer::{
     RopeStyle, Router, Stage, Yarn,
 };
 
-use crate::kernels::GpuType;
+use crate::kernels::{GpuType, KvElement, KvKernel};
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
     Arg, CacheAddresses, CacheTables, KernelRef, Launch, MatrixAddress, OnDevice, StackedAddress,
@@ -38,6 +38,8 @@ pub struct StepBuilder<'a> {
     pub work: &'a WorkAddresses,
     /// Decode attention's split of the keys.
     pub splits: DecodeSplits,
+    /// The element type of the KV caches the step reads and writes.
+    pub kv: KvElement,
 }
 
 impl StepBuilder<'_> {
@@ -343,11 +345,11 @@ impl Sequence<'_, '_> {
                 Stage::Rope(rope) => self.rope(rope),
                 Stage::Attention { params, sinks } => match caches {
                     Caches::One(cache) => {
-                        self.kv_store("kv_store", cache.layers[layer]);
+                        self.kv_store(KvKernel::Store, cache.layers[layer]);
                         self.attention(params, *sinks, cache.layers[layer]);
                     }
                     Caches::Rows(tables) => {
-                        self.kv_store("kv_store_rows", tables.layer(layer));
+                        self.kv_store(KvKernel::StoreRows, tables.layer(layer));
                         self.attention_rows(params, *sinks, tables.layer(layer));
                     }
                 },
@@ -465,11 +467,11 @@ impl Sequence<'_, '_> {
     /// The rows' keys and values into the layer's cache at their positions: `kv_store` into one
     /// sequence's cache (`keys`, `values` its addresses), `kv_store_rows` each row into its own
     /// (`keys`, `values` the layer's tables of addresses); both take the same arguments.
-    fn kv_store(&mut self, kernel: &'static str, (keys, values, slots): (u64, u64, usize)) {
+    fn kv_store(&mut self, kernel: KvKernel, (keys, values, slots): (u64, u64, usize)) {
         let c = self.b.model;
         let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
         self.fixed(
-            kernel,
+            self.b.kv.kernel(kernel),
             launch::per_row(self.n, kv_dim),
             &[
                 Arg::Ptr(self.b.work.qkv),
@@ -675,7 +677,7 @@ impl Sequence<'_, '_> {
         if n == 1 {
             let splits = self.b.splits;
             self.fixed(
-                "attention_decode",
+                self.b.kv.kernel(KvKernel::Decode),
                 launch::attention_decode(c.heads, &splits),
                 &[
                     Arg::Ptr(work.qkv),
@@ -708,7 +710,7 @@ impl Sequence<'_, '_> {
             return;
         }
         self.fixed(
-            "attention_prefill",
+            self.b.kv.kernel(KvKernel::Prefill),
             launch::attention_prefill(n, c.heads),
             &[
                 Arg::Ptr(work.qkv),

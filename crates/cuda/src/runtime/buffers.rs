@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use crate::error::CudaError;
+use crate::kernels::KvElement;
 use crate::plan::{BufferSizes, UploadPlan};
 use crate::program::{CacheAddresses, WorkAddresses};
 use crate::runtime::driver::driver;
@@ -107,10 +108,10 @@ impl Workspace {
     }
 }
 
-/// Keys and values of one layer, `[slots, kv_dim]` each.
+/// Keys and values of one layer, `[slots, kv_dim]` each, of the cache's element type (bytes).
 pub(crate) struct LayerCache {
-    pub keys: Buffer<f32>,
-    pub values: Buffer<f32>,
+    pub keys: Buffer<u8>,
+    pub values: Buffer<u8>,
     pub slots: usize,
 }
 
@@ -120,6 +121,7 @@ static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
 /// [`GpuModel::new_cache`](crate::GpuModel::new_cache).
 pub struct GpuKvCache {
     pub(crate) layers: Vec<LayerCache>,
+    pub(crate) element: KvElement,
     pub(crate) id: u64,
     pub(crate) len: usize,
     pub(crate) context: usize,
@@ -131,19 +133,22 @@ impl GpuKvCache {
         plan: &UploadPlan,
         kv_dim: usize,
     ) -> Result<Self, CudaError> {
+        let element = plan.options.kv;
         let layers = plan
             .kv_slots
             .iter()
             .map(|&slots| {
+                let bytes = slots * kv_dim * element.bytes();
                 Ok(LayerCache {
-                    keys: Buffer::new(stream, slots * kv_dim)?,
-                    values: Buffer::new(stream, slots * kv_dim)?,
+                    keys: Buffer::new(stream, bytes)?,
+                    values: Buffer::new(stream, bytes)?,
                     slots,
                 })
             })
             .collect::<Result<Vec<_>, CudaError>>()?;
         Ok(Self {
             layers,
+            element,
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             len: 0,
             context: plan.options.context,
@@ -174,6 +179,17 @@ impl GpuKvCache {
     /// The most positions this cache holds.
     pub fn context(&self) -> usize {
         self.context
+    }
+
+    /// Bytes of its keys and values on the device.
+    pub fn bytes(&self) -> usize {
+        let layer = |l: &LayerCache| l.keys.slice.len() + l.values.slice.len();
+        self.layers.iter().map(layer).sum()
+    }
+
+    /// The element type of its keys and values.
+    pub fn element(&self) -> KvElement {
+        self.element
     }
 
     /// Forgets everything (the buffers are kept).

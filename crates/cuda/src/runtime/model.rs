@@ -200,7 +200,8 @@ impl GpuModel {
     /// An error if `cache` was not made for this model.
     pub(crate) fn check_cache(&self, cache: &GpuKvCache) -> Result<(), CudaError> {
         let slots = &self.plan.kv_slots;
-        if cache.layers.len() != slots.len()
+        if cache.element != self.plan.options.kv
+            || cache.layers.len() != slots.len()
             || cache.layers.iter().zip(slots).any(|(l, &s)| l.slots != s)
         {
             return Err(CudaError::ForeignCache);
@@ -252,6 +253,7 @@ impl GpuModel {
             model: &self.weights.addresses,
             work: &self.work_addresses,
             splits: self.plan.splits,
+            kv: self.plan.options.kv,
         }
     }
 

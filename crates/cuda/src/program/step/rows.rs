@@ -4,6 +4,7 @@
 use rinfer_transformer::AttentionParams;
 
 use super::{Sequence, opt};
+use crate::kernels::KvKernel;
 use crate::launch;
 use crate::program::Arg;
 
@@ -20,7 +21,7 @@ impl Sequence<'_, '_> {
         let work = *self.b.work;
         let (n, splits) = (self.n, self.b.splits);
         self.fixed(
-            "attention_decode_rows",
+            self.b.kv.kernel(KvKernel::DecodeRows),
             launch::attention_decode_rows(c.heads, &splits, n),
             &[
                 Arg::Ptr(work.qkv),
