@@ -48,6 +48,7 @@ mod error;
 pub mod graph_policy;
 mod host;
 pub mod kernels;
+pub mod kv_pool;
 pub mod launch;
 pub mod nvrtc_search;
 mod plan;

@@ -25,7 +25,8 @@ pub const NORM: &str = include_str!("norm.cu");
 /// Rotary embeddings, both pair layouts.
 pub const ROPE: &str = include_str!("rope.cu");
 /// KV-cache writes, split-K decode attention (one sequence, or a batch of sequences each over
-/// its own cache) and causal prefill attention.
+/// its own cache) and causal prefill attention, all through block tables (paged caches), and
+/// the copy of a shared block.
 pub const ATTENTION: &str = include_str!("attention.cu");
 /// Gated activations, residual adds, soft-capping, argmax.
 pub const ELEMENTWISE: &str = include_str!("elementwise.cu");
@@ -296,6 +297,7 @@ pub const FIXED_KERNELS: &[&str] = &[
     "head_rms_norm",
     "rope",
     "attention_decode_combine",
+    "kv_copy_block",
     "gated_activation",
     "add_inplace",
     "add2_inplace",

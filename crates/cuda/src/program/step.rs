@@ -10,8 +10,8 @@ use rinfer_transformer::{
 use crate::kernels::{GpuType, KvElement, KvKernel};
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
-    Arg, CacheAddresses, CacheTables, KernelRef, Launch, MatrixAddress, OnDevice, StackedAddress,
-    WeightAddresses, WorkAddresses,
+    Arg, CacheAddresses, CacheTables, KernelRef, Launch, LayerKv, MatrixAddress, OnDevice,
+    StackedAddress, WeightAddresses, WorkAddresses,
 };
 
 mod rows;
@@ -465,9 +465,9 @@ impl Sequence<'_, '_> {
     }
 
     /// The rows' keys and values into the layer's cache at their positions: `kv_store` into one
-    /// sequence's cache (`keys`, `values` its addresses), `kv_store_rows` each row into its own
-    /// (`keys`, `values` the layer's tables of addresses); both take the same arguments.
-    fn kv_store(&mut self, kernel: KvKernel, (keys, values, slots): (u64, u64, usize)) {
+    /// sequence's cache (`kv` its addresses), `kv_store_rows` each row into its own (`kv` the
+    /// layer's tables of addresses); both take the same arguments.
+    fn kv_store(&mut self, kernel: KvKernel, kv: LayerKv) {
         let c = self.b.model;
         let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
         self.fixed(
@@ -478,11 +478,13 @@ impl Sequence<'_, '_> {
                 Arg::I32(self.qkv_width() as i32),
                 Arg::I32(q_dim as i32),
                 Arg::I32((q_dim + kv_dim) as i32),
-                Arg::Ptr(keys),
-                Arg::Ptr(values),
+                Arg::Ptr(kv.keys),
+                Arg::Ptr(kv.values),
+                Arg::Ptr(kv.table),
+                Arg::I64(kv.block_stride),
                 Arg::I32(kv_dim as i32),
                 Arg::Ptr(self.b.work.positions),
-                Arg::I32(slots as i32),
+                Arg::I32(kv.slots as i32),
             ],
         );
     }
@@ -661,12 +663,7 @@ impl Sequence<'_, '_> {
     }
 
     /// Attention of the `n` new queries over the cache into `attn` `[n, q_dim]`.
-    fn attention(
-        &mut self,
-        params: &AttentionParams,
-        sinks: Option<u64>,
-        (keys, values, slots): (u64, u64, usize),
-    ) {
+    fn attention(&mut self, params: &AttentionParams, sinks: Option<u64>, kv: LayerKv) {
         let c = self.b.model;
         let work = *self.b.work;
         let n = self.n;
@@ -682,9 +679,11 @@ impl Sequence<'_, '_> {
                 &[
                     Arg::Ptr(work.qkv),
                     Arg::I32(0),
-                    Arg::Ptr(keys),
-                    Arg::Ptr(values),
-                    Arg::I32(slots as i32),
+                    Arg::Ptr(kv.keys),
+                    Arg::Ptr(kv.values),
+                    Arg::Ptr(kv.table),
+                    Arg::I64(kv.block_stride),
+                    Arg::I32(kv.slots as i32),
                     Arg::I32(c.kv_dim() as i32),
                     Arg::I32(c.head_dim as i32),
                     Arg::I32(group as i32),
@@ -716,9 +715,11 @@ impl Sequence<'_, '_> {
                 Arg::Ptr(work.qkv),
                 Arg::I32(width as i32),
                 Arg::I32(0),
-                Arg::Ptr(keys),
-                Arg::Ptr(values),
-                Arg::I32(slots as i32),
+                Arg::Ptr(kv.keys),
+                Arg::Ptr(kv.values),
+                Arg::Ptr(kv.table),
+                Arg::I64(kv.block_stride),
+                Arg::I32(kv.slots as i32),
                 Arg::I32(c.kv_dim() as i32),
                 Arg::I32(c.head_dim as i32),
                 Arg::I32(group as i32),

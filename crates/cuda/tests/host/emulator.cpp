@@ -66,6 +66,7 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
     KERNEL(head_rms_norm)
     KERNEL(rope)
     KERNEL(attention_decode_combine)
+    KERNEL(kv_copy_block)
 #define KV_KERNELS(suffix) KERNEL(kv_store_##suffix) KERNEL(kv_store_rows_##suffix) KERNEL(attention_decode_##suffix) KERNEL(attention_decode_rows_##suffix) KERNEL(attention_prefill_##suffix)
     KV_KERNELS(f32)
     KV_KERNELS(f16)
