@@ -128,6 +128,15 @@ pub enum CudaError {
     /// The same KV cache was given for two rows of one batched decode step.
     #[error("the same KV cache appears twice in one decode step; each row needs its own sequence")]
     CacheTwice,
+    /// The pool of KV blocks has none free for a sequence that grows or copies a shared block.
+    #[error(
+        "all {capacity} KV-cache blocks of the GPU pool are in use: run fewer sequences at once \
+         or a shorter context"
+    )]
+    KvBlocksExhausted {
+        /// The blocks the pool holds.
+        capacity: usize,
+    },
     /// A KV cache made for another model or device was passed.
     #[error("the KV cache was made for a different model (its shape does not match)")]
     ForeignCache,

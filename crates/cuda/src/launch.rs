@@ -23,6 +23,8 @@ pub const MMA_WARPS: u32 = 8;
 /// read each weight row once per [`MATMUL_TOKENS`] tokens, few enough passes; from two such
 /// passes on, one tensor-core pass over the weights per [`MMA_TOKENS`] tokens does less work.
 pub const MMA_MIN_TOKENS: usize = 2 * MATMUL_TOKENS as usize;
+/// Positions per block of a paged KV cache (`KV_BLOCK`; the CPU cache's `BLOCK_TOKENS`).
+pub const KV_BLOCK: usize = 16;
 /// Warps per block of the attention kernels (`ATTN_WARPS`).
 pub const ATTN_WARPS: u32 = 4;
 /// Warps (queries) per block of prefill attention (`PREFILL_WARPS`).

@@ -34,6 +34,7 @@
 //!         all_logits: false,
 //!         sequences: 16,
 //!         nvrtc: Default::default(),
+//!         kv: Default::default(),
 //!     };
 //!     match GpuModel::load(model, &options) {
 //!         Ok(gpu) => println!("running on {}", gpu.info()),
@@ -47,6 +48,7 @@ mod error;
 pub mod graph_policy;
 mod host;
 pub mod kernels;
+pub mod kv_pool;
 pub mod launch;
 pub mod nvrtc_search;
 mod plan;

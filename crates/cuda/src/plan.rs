@@ -9,8 +9,8 @@ use rinfer_transformer::{
 
 use crate::error::CudaError;
 use crate::host::{HostMatrix, HostModel, HostStacked, HostView};
-use crate::kernels::GpuType;
-use crate::launch::{self, DecodeSplits, MAX_HEAD_DIM};
+use crate::kernels::{GpuType, KvElement};
+use crate::launch::{self, DecodeSplits, KV_BLOCK, MAX_HEAD_DIM};
 use crate::nvrtc_search::NvrtcSearch;
 
 /// How a model is loaded onto the GPU.
@@ -31,6 +31,8 @@ pub struct LoadOptions {
     pub sequences: usize,
     /// Where NVRTC is looked for (the program's environment, read once by the program).
     pub nvrtc: NvrtcSearch,
+    /// The element type of the KV caches.
+    pub kv: KvElement,
 }
 
 /// One weight matrix as it will sit in device memory.
@@ -116,7 +118,7 @@ impl BufferSizes {
             },
             logits: logit_rows * c.vocab_size,
             partials: decode_rows * c.heads * splits.splits * (c.head_dim + 2),
-            cache_tables: 2 * c.layers() * decode_rows,
+            cache_tables: 3 * c.layers() * decode_rows,
             ids: b,
             router: b * largest(c, |r, _| r.experts),
             routes: b * largest(c, |r, _| r.used),
@@ -179,7 +181,16 @@ pub struct UploadPlan {
     pub tied_lm_head: bool,
     /// KV-cache slots of each layer.
     pub kv_slots: Vec<usize>,
-    /// Bytes of the KV cache (keys and values, f32).
+    /// Per layer, its index among the layers whose rows live in the shared pool of KV blocks
+    /// (the full-attention ones, each block holding `KV_BLOCK` positions of all of them);
+    /// `None` for a sliding-window layer, which keeps a ring of its own per sequence.
+    pub kv_pool_index: Vec<Option<usize>>,
+    /// Blocks of the pool: a whole context for each of `options.sequences` sequences.
+    pub kv_pool_blocks: usize,
+    /// Values of one key (or value) row.
+    pub kv_dim: usize,
+    /// Bytes of the KV caches of all sequences: the pool's blocks and each sequence's rings
+    /// (keys and values, of `options.kv`).
     pub kv_bytes: usize,
     /// Activation buffers.
     pub buffers: BufferSizes,
@@ -218,7 +229,23 @@ impl UploadPlan {
         let kv_slots: Vec<usize> = (0..c.layers())
             .map(|layer| layer_slots(c, layer, context, max_batch))
             .collect();
-        let kv_bytes = kv_slots.iter().map(|s| 2 * 4 * s * c.kv_dim()).sum();
+        let mut pool_layers = 0;
+        let kv_pool_index: Vec<Option<usize>> = (0..c.layers())
+            .map(|layer| {
+                c.window_of(layer).is_none().then(|| {
+                    pool_layers += 1;
+                    pool_layers - 1
+                })
+            })
+            .collect();
+        let sequences = options.sequences.max(1);
+        let kv_pool_blocks = sequences * context.div_ceil(KV_BLOCK);
+        let row = 2 * options.kv.bytes() * c.kv_dim();
+        let rings: usize = (kv_slots.iter().zip(&kv_pool_index))
+            .filter(|(_, pooled)| pooled.is_none())
+            .map(|(slots, _)| slots * row)
+            .sum();
+        let kv_bytes = kv_pool_blocks * pool_layers * KV_BLOCK * row + sequences * rings;
         let longest = (0..c.layers())
             .map(|layer| c.window_of(layer).unwrap_or(context).min(context))
             .max()
@@ -230,12 +257,29 @@ impl UploadPlan {
             vector_bytes: 4 * vectors,
             tied_lm_head,
             kv_slots,
+            kv_pool_index,
+            kv_pool_blocks,
+            kv_dim: c.kv_dim(),
             kv_bytes,
             buffers: BufferSizes::new(c, options, &splits, decode_rows),
             splits,
             decode_rows,
             options: options.clone(),
         })
+    }
+
+    /// Layers in the pool's blocks.
+    pub fn kv_pool_layers(&self) -> usize {
+        self.kv_pool_index.iter().flatten().count()
+    }
+
+    /// Elements from one block's rows of a layer to the next block's: a pool block's size for
+    /// the pooled layers, `KV_BLOCK` rows for a ring (its own buffer, the table 0, 1, 2, ...).
+    pub fn kv_block_strides(&self) -> Vec<i64> {
+        let rows = (KV_BLOCK * self.kv_dim) as i64;
+        let pool = self.kv_pool_layers() as i64 * rows;
+        let stride = |pooled: &Option<usize>| if pooled.is_some() { pool } else { rows };
+        self.kv_pool_index.iter().map(stride).collect()
     }
 
     /// Bytes of all weights (matrices and vectors).

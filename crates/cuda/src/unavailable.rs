@@ -112,6 +112,16 @@ impl GpuKvCache {
         match self.never {}
     }
 
+    /// Bytes of its keys and values on the device.
+    pub fn bytes(&self) -> usize {
+        match self.never {}
+    }
+
+    /// The element type of its keys and values.
+    pub fn element(&self) -> crate::kernels::KvElement {
+        match self.never {}
+    }
+
     /// Forgets everything.
     pub fn clear(&mut self) {
         match self.never {}

@@ -3,8 +3,9 @@
 
 use rinfer_cuda::kernels::{self, GpuType, program_source};
 use rinfer_cuda::launch::{
-    self, ATTN_WARPS, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, MMA_ROWS, MMA_TOKENS, MMA_WARPS,
-    MMVQ_ROWS, MMVQ_TOKENS, MMVQ_WARPS, PREFILL_TILE, PREFILL_WARPS, Q8_1_BLOCKS_PER_CTA,
+    self, ATTN_WARPS, KV_BLOCK, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, MMA_ROWS, MMA_TOKENS,
+    MMA_WARPS, MMVQ_ROWS, MMVQ_TOKENS, MMVQ_WARPS, PREFILL_TILE, PREFILL_WARPS,
+    Q8_1_BLOCKS_PER_CTA,
 };
 
 fn define(name: &str) -> u64 {
@@ -19,6 +20,15 @@ fn define(name: &str) -> u64 {
 #[test]
 fn every_loaded_kernel_is_defined_in_the_sources() {
     let source = program_source();
+    for element in kernels::KvElement::ALL {
+        let define = format!("DEFINE_KV_KERNELS({}, ", element.name());
+        assert!(source.contains(&define), "no KV kernels for {element:?}");
+    }
+    for name in kernels::kv_kernel_names() {
+        let base = name.rsplit_once('_').map_or(name, |(base, _)| base);
+        let found = source.contains(&format!(" {base}_##suffix("));
+        assert!(found, "kernel {name} is not defined");
+    }
     for name in kernels::FIXED_KERNELS {
         let found = source.contains(&format!(" {name}(")) && source.contains("extern \"C\"");
         assert!(found, "kernel {name} is not defined");
@@ -52,6 +62,7 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
     assert_eq!(
         kernels::all_kernel_names().len(),
         kernels::FIXED_KERNELS.len()
+            + kernels::KvKernel::ALL.len() * kernels::KvElement::ALL.len()
             + 5 * GpuType::ALL.len()
             + 2 * GpuType::Q8_1.len()
             + 2 * with_mma
@@ -64,6 +75,7 @@ fn launch_constants_match_the_sources() {
     assert_eq!(define("MATMUL_TOKENS"), u64::from(MATMUL_TOKENS));
     assert_eq!(define("ATTN_WARPS"), u64::from(ATTN_WARPS));
     assert_eq!(define("MAX_HEAD_DIM"), MAX_HEAD_DIM as u64);
+    assert_eq!(define("KV_BLOCK"), KV_BLOCK as u64);
     assert_eq!(define("PREFILL_WARPS"), u64::from(PREFILL_WARPS));
     assert_eq!(define("PREFILL_TILE"), u64::from(PREFILL_TILE));
     assert_eq!(define("MMVQ_WARPS"), u64::from(MMVQ_WARPS));

@@ -6,8 +6,9 @@
 //! formats' tensor-core matmul and its by-expert-id variant (against a reference rounding
 //! weights and activations to bf16 as they do; partial row, token and column tiles), RMSNorm,
 //! LayerNorm, per-head norm, both RoPE layouts with partial rotation and frequency factors,
-//! KV-cache writes, split-K decode attention and tiled prefill attention (GQA, MQA, sliding
-//! windows over ring slots, soft-capping, head sizes 64 to 256 and 80), gated activations,
+//! KV-cache writes, split-K decode attention and tiled prefill attention over f32 and f16
+//! caches (GQA, MQA, sliding windows over ring slots, soft-capping, head sizes 64 to 256 and
+//! 80; `attention_checks.cpp`), gated activations,
 //! residual adds, soft-capping, argmax with ties, expert routing (both gatings, ties to the
 //! lower id) and the weighted sum of the routed experts. It executes the very sources NVRTC
 //! compiles; what it cannot show is GPU-specific behaviour (memory model, timing, real warps).
@@ -15,12 +16,12 @@
 use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn cuda_kernels_match_naive_references_under_host_emulation() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel_checks");
+/// Compiles `tests/host/{program}.cpp` for the host, runs it and requires its checks to pass.
+fn run_host_checks(program: &str) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(program);
     std::fs::create_dir_all(&dir).expect("create the build folder");
-    let exe = dir.join("kernel_checks");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host/kernel_checks.cpp");
+    let exe = dir.join(program);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/host/{program}.cpp"));
     let status = Command::new("c++")
         .args(["-std=c++20", "-O1", "-w", "-o"])
         .arg(&exe)
@@ -33,4 +34,17 @@ fn cuda_kernels_match_naive_references_under_host_emulation() {
     print!("{report}");
     assert!(out.status.success(), "{report}");
     assert!(report.contains(" passed, 0 failed"), "{report}");
+}
+
+#[test]
+fn cuda_kernels_match_naive_references_under_host_emulation() {
+    run_host_checks("kernel_checks");
+}
+
+/// The KV-cache writes and the attention kernels over f32 and f16 caches (`attention_checks.
+/// cpp`): f16 stores round to nearest even exactly as `_Float16` does, and attention over an
+/// f16 cache matches the naive reference over the same f16-rounded keys and values.
+#[test]
+fn attention_kernels_match_naive_references_for_every_cache_type() {
+    run_host_checks("attention_checks");
 }

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use rinfer_cuda::kernels::KvElement;
 use rinfer_cuda::{CudaError, GpuModel, LoadOptions, UploadPlan};
 use rinfer_formats::GgmlType;
 use rinfer_transformer::{Qkv, Stage};
@@ -37,6 +38,28 @@ fn the_kv_cache_keeps_a_ring_on_sliding_window_layers() {
     assert_eq!(plan.kv_slots, vec![24, 24, 64]);
     let kv_dim = KV_HEADS * HEAD_DIM;
     assert_eq!(plan.kv_bytes, 2 * 4 * kv_dim * (24 + 24 + 64));
+    let f16 = LoadOptions {
+        kv: KvElement::F16,
+        ..options(64, 8)
+    };
+    let half = UploadPlan::new(&model(&s), &f16).unwrap();
+    assert_eq!(
+        half.kv_bytes,
+        2 * 2 * kv_dim * (24 + 24 + 64),
+        "f16 keys and values"
+    );
+    // Layers 0 and 1 keep rings of their own, layer 2's rows are blocks of the shared pool:
+    // a whole context of blocks for each sequence.
+    let four = LoadOptions {
+        sequences: 4,
+        ..options(64, 8)
+    };
+    let four = UploadPlan::new(&model(&s), &four).unwrap();
+    assert_eq!(four.kv_pool_index, vec![None, None, Some(0)]);
+    assert_eq!(four.kv_pool_blocks, 4 * 64 / 16);
+    assert_eq!(four.kv_bytes, 4 * plan.kv_bytes);
+    let rows = (16 * kv_dim) as i64;
+    assert_eq!(four.kv_block_strides(), vec![rows, rows, rows]);
     assert_eq!(plan.buffers.logits, 8 * VOCAB);
     let last_only = LoadOptions {
         all_logits: false,
@@ -68,11 +91,11 @@ fn the_batched_decode_gets_a_logits_row_partials_and_cache_tables_per_sequence()
     assert_eq!(four.decode_rows, 4);
     assert_eq!(four.buffers.logits, 4 * VOCAB);
     assert_eq!(four.buffers.partials, 4 * one.buffers.partials);
-    // Keys and values of every layer, one address per row each.
-    assert_eq!(four.buffers.cache_tables, 2 * LAYERS * 4);
+    // Keys, values and block table of every layer, one address per row each.
+    assert_eq!(four.buffers.cache_tables, 3 * LAYERS * 4);
     assert_eq!(
         four.buffers.bytes() - one.buffers.bytes(),
-        4 * (3 * VOCAB + 3 * one.buffers.partials) + 8 * 2 * LAYERS * 3
+        4 * (3 * VOCAB + 3 * one.buffers.partials) + 8 * 3 * LAYERS * 3
     );
     // No more rows than a batch holds.
     let many = UploadPlan::new(&model(&s), &last_only(100)).unwrap();
@@ -214,5 +237,6 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         all_logits: true,
         sequences: 1,
         nvrtc: Default::default(),
+        kv: KvElement::F32,
     }
 }

@@ -166,5 +166,6 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         all_logits: true,
         sequences: 1,
         nvrtc: Default::default(),
+        kv: Default::default(),
     }
 }

@@ -132,6 +132,7 @@ fn the_cuda_backend_plans_merged_and_per_expert_tensors_alike() {
         all_logits: false,
         sequences: 1,
         nvrtc: Default::default(),
+        kv: Default::default(),
     };
     for name in ["qwen3moe-tiny-q4_k_m", "mixtral-tiny-q8_0"] {
         let plan = |m: &Model| UploadPlan::new(&m.gpu_view().unwrap(), &options).unwrap();

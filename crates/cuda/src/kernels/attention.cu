@@ -1,42 +1,56 @@
-// KV-cache writes and attention. The cache of a layer is [slots, kv_dim] for keys and for
-// values; position p lives in slot p % slots (sliding-window layers keep a ring). Scores are
+// KV-cache writes and attention. A layer's cache is `slots` rows of kv_dim keys and as many of
+// values; position p lives in slot p % slots (sliding-window layers keep a ring of their own;
+// full-attention layers have a slot per position). The rows are paged in blocks of KV_BLOCK
+// (the CPU cache's block size): slot s is row s % KV_BLOCK of block table[s / KV_BLOCK], at
+// element table[s / KV_BLOCK] * block_stride + (s % KV_BLOCK) * kv_dim of the layer's keys
+// (values alike). A pool whose blocks hold every layer puts a layer's base at its rows of block
+// 0 and block_stride at a whole block; a contiguous cache is the table 0, 1, 2, ... with
+// block_stride KV_BLOCK * kv_dim. Sequences sharing a prefix list the same blocks; the host
+// copies a shared block before a sequence writes into it, so the kernels never see sharing. Scores are
 // q·k * scale, optionally soft-capped, with an online softmax in position order per warp. A
 // head's sink logit (gpt-oss; sinks null otherwise) joins the softmax's denominator only.
+//
+// The cache holds its elements as f32 (`float`) or as f16 bits (`u16`, rounded to nearest even
+// when stored, as the CPU's f16 cache): every kernel that touches the cache is a template over
+// that element type, instantiated by DEFINE_KV_KERNELS for both (`kv_store_f16`, ...). All
+// arithmetic is f32; an f16 element is widened exactly when read.
 
+#define KV_BLOCK 16
 #define ATTN_WARPS 4
 #define MAX_HEAD_DIM 256
 #define DIMS_PER_LANE (MAX_HEAD_DIM / 32)
 
-// Copies the k and v sections of each token's qkv row into its cache slot. grid (tokens).
-extern "C" __global__ void kv_store(const float* qkv, int ld, int k_off, int v_off, float* keys,
-                                    float* values, int kv_dim, const int* positions, int slots) {
-    const float* row = qkv + (size_t)blockIdx.x * ld;
-    const size_t slot = (size_t)(positions[blockIdx.x] % slots) * kv_dim;
-    for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-        keys[slot + i] = row[k_off + i];
-        values[slot + i] = row[v_off + i];
-    }
+__device__ __forceinline__ float kv_load(const float* p, size_t i) { return p[i]; }
+__device__ __forceinline__ float kv_load(const u16* p, size_t i) { return half_to_float(p[i]); }
+__device__ __forceinline__ void kv_put(float* p, size_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void kv_put(u16* p, size_t i, float v) { p[i] = float_to_half(v); }
+
+// Element offset of slot `slot`'s row in a layer's paged keys or values.
+__device__ __forceinline__ size_t kv_row(const int* table, long long block_stride, int slot,
+                                         int kv_dim) {
+    return (size_t)table[slot / KV_BLOCK] * (size_t)block_stride +
+           (size_t)(slot % KV_BLOCK) * kv_dim;
 }
 
-// kv_store for a batch of sequences, each row into its own cache: row i's keys and values go
-// to keys[i] and values[i] (tables of the rows' cache addresses for this layer), slot
-// positions[i] % slots. grid (rows).
-extern "C" __global__ void kv_store_rows(const float* qkv, int ld, int k_off, int v_off,
-                                         float* const* keys, float* const* values, int kv_dim,
-                                         const int* positions, int slots) {
-    const float* row = qkv + (size_t)blockIdx.x * ld;
-    const size_t slot = (size_t)(positions[blockIdx.x] % slots) * kv_dim;
-    float* k = keys[blockIdx.x];
-    float* v = values[blockIdx.x];
+// Copies the k and v sections of token t's qkv row into its cache slot (keys, values).
+template <typename T>
+__device__ __forceinline__ void kv_store_row(const float* qkv, int ld, int k_off, int v_off,
+                                             T* keys, T* values, const int* table,
+                                             long long block_stride, int kv_dim,
+                                             const int* positions, int slots, int t) {
+    const float* row = qkv + (size_t)t * ld;
+    const size_t slot = kv_row(table, block_stride, positions[t] % slots, kv_dim);
     for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-        k[slot + i] = row[k_off + i];
-        v[slot + i] = row[v_off + i];
+        kv_put(keys, slot + i, row[k_off + i]);
+        kv_put(values, slot + i, row[v_off + i]);
     }
 }
 
 // One warp's online-softmax pass over keys begin, begin + stride, ... < end.
-__device__ __forceinline__ void attend(const float* q, const float* keys, const float* values,
-                                       int slots, int kv_dim, int kv, int head_dim, int begin,
+template <typename T>
+__device__ __forceinline__ void attend(const float* q, const T* keys, const T* values,
+                                       const int* table, long long block_stride, int slots,
+                                       int kv_dim, int kv, int head_dim, int begin,
                                        int end, int stride, float scale, float softcap,
                                        float* max_out, float* sum_out, float* acc) {
     const int lane = threadIdx.x & 31;
@@ -49,13 +63,12 @@ __device__ __forceinline__ void attend(const float* q, const float* keys, const 
     }
     float m = -INFINITY, s = 0.0f;
     for (int j = begin; j < end; j += stride) {
-        const size_t slot = (size_t)(j % slots) * kv_dim + kv;
-        const float* key = keys + slot;
+        const size_t slot = kv_row(table, block_stride, j % slots, kv_dim) + kv;
         float dot = 0.0f;
 #pragma unroll
         for (int k = 0; k < DIMS_PER_LANE; k++) {
             const int d = lane + 32 * k;
-            if (d < head_dim) dot += qr[k] * key[d];
+            if (d < head_dim) dot += qr[k] * kv_load(keys, slot + d);
         }
         float score = warp_sum(dot) * scale;
         if (softcap > 0.0f) score = softcap * tanhf(score / softcap);
@@ -68,11 +81,10 @@ __device__ __forceinline__ void attend(const float* q, const float* keys, const 
         }
         const float weight = expf(score - m);
         s += weight;
-        const float* value = values + slot;
 #pragma unroll
         for (int k = 0; k < DIMS_PER_LANE; k++) {
             const int d = lane + 32 * k;
-            if (d < head_dim) acc[k] += weight * value[d];
+            if (d < head_dim) acc[k] += weight * kv_load(values, slot + d);
         }
     }
     *max_out = m;
@@ -83,8 +95,10 @@ __device__ __forceinline__ void attend(const float* q, const float* keys, const 
 // ATTN_WARPS warps. Split s covers keys [first + s * split_len, ...) of the query's window; its
 // warps interleave over those keys and merge in shared memory. Writes part[head, split] =
 // (max, sum, acc[head_dim]) with `splits` splits per head; an empty split writes sum 0.
+template <typename T>
 __device__ __forceinline__ void attention_decode_split(
-    const float* q, const float* keys, const float* values, int slots, int kv_dim, int head_dim,
+    const float* q, const T* keys, const T* values, const int* table, long long block_stride,
+    int slots, int kv_dim, int head_dim,
     int group, int pos, int window, float scale, float softcap, int split_len, int splits,
     float* part) {
     __shared__ float sm_max[ATTN_WARPS], sm_sum[ATTN_WARPS];
@@ -95,7 +109,8 @@ __device__ __forceinline__ void attention_decode_split(
     const int begin = first + split * split_len;
     const int end = min(begin + split_len, pos + 1);
     float m, s, acc[DIMS_PER_LANE];
-    attend(q + h * head_dim, keys, values, slots, kv_dim, (h / group) * head_dim, head_dim,
+    attend(q + h * head_dim, keys, values, table, block_stride, slots, kv_dim,
+           (h / group) * head_dim, head_dim,
            begin + warp, end, ATTN_WARPS, scale, softcap, &m, &s, acc);
     if (lane == 0) {
         sm_max[warp] = m;
@@ -127,32 +142,6 @@ __device__ __forceinline__ void attention_decode_split(
         out[0] = total_max;
         out[1] = total;
     }
-}
-
-// Decode (one token, position positions[0]), split-K: grid (heads, splits), ATTN_WARPS warps,
-// part [heads, splits, head_dim + 2]. The grid is sized for the longest window so that one
-// CUDA graph serves every position.
-extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode(
-    const float* qkv, int q_off, const float* keys, const float* values, int slots, int kv_dim,
-    int head_dim, int group, const int* positions, int window, float scale, float softcap,
-    int split_len, float* part) {
-    attention_decode_split(qkv + q_off, keys, values, slots, kv_dim, head_dim, group,
-                           positions[0], window, scale, softcap, split_len, gridDim.y, part);
-}
-
-// Decode of a batch of sequences, one query row each: grid (heads, splits, rows). Row i (its
-// q at qkv + i * ld + q_off) attends at position positions[i] over its own cache, keys[i] and
-// values[i] (tables of the rows' cache addresses for this layer), into part [rows, heads,
-// splits, head_dim + 2]. Each row computes exactly what attention_decode computes for it
-// alone, so a row's output does not depend on the other rows of the batch.
-extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode_rows(
-    const float* qkv, int ld, int q_off, const float* const* keys, const float* const* values,
-    int slots, int kv_dim, int head_dim, int group, const int* positions, int window,
-    float scale, float softcap, int split_len, float* part) {
-    const int row = blockIdx.z, splits = gridDim.y;
-    attention_decode_split(qkv + (size_t)row * ld + q_off, keys[row], values[row], slots, kv_dim,
-                           head_dim, group, positions[row], window, scale, softcap, split_len,
-                           splits, part + (size_t)row * gridDim.x * splits * (head_dim + 2));
 }
 
 // Merges the splits of attention_decode (and the head's sink) into out[head * head_dim + d],
@@ -194,10 +183,11 @@ extern "C" __global__ void attention_decode_combine(const float* part, int split
 #define PREFILL_WARPS 8
 #define PREFILL_TILE 16
 
-extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefill(
-    const float* qkv, int ld, int q_off, const float* keys, const float* values, int slots,
-    int kv_dim, int head_dim, int group, const int* positions, int n, int window, float scale,
-    float softcap, const float* sinks, float* out, int heads) {
+template <typename T>
+__device__ __forceinline__ void attention_prefill_tiles(
+    const float* qkv, int ld, int q_off, const T* keys, const T* values, const int* table,
+    long long block_stride, int slots, int kv_dim, int head_dim, int group, const int* positions,
+    int n, int window, float scale, float softcap, const float* sinks, float* out, int heads) {
     __shared__ float tile_k[PREFILL_TILE][MAX_HEAD_DIM];
     __shared__ float tile_v[PREFILL_TILE][MAX_HEAD_DIM];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -228,9 +218,9 @@ extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefi
             const int r = e / head_dim, d = e % head_dim;
             const int j = t0 + r;
             if (j < end) {
-                const size_t slot = (size_t)(j % slots) * kv_dim + kv;
-                tile_k[r][d] = keys[slot + d];
-                tile_v[r][d] = values[slot + d];
+                const size_t slot = kv_row(table, block_stride, j % slots, kv_dim) + kv;
+                tile_k[r][d] = kv_load(keys, slot + d);
+                tile_v[r][d] = kv_load(values, slot + d);
             }
         }
         __syncthreads();
@@ -280,5 +270,86 @@ extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefi
     for (int k = 0; k < DIMS_PER_LANE; k++) {
         const int d = lane + 32 * k;
         if (d < head_dim) o[d] = acc[k] * inv;
+    }
+}
+
+// The kernels over a cache of element type T, named with `suffix`. A cache is given as its
+// layer's keys and values, its block table and the block stride (see the top of this file).
+//
+// kv_store: the k and v sections of each token's qkv row into its cache slot. grid (tokens).
+//
+// kv_store_rows: kv_store for a batch of sequences, each row into its own cache: row i's keys
+// and values go to keys[i] and values[i] through block table tables[i] (tables of the rows'
+// addresses for this layer), slot positions[i] % slots. grid (rows).
+//
+// attention_decode: one token at position positions[0], split-K: grid (heads, splits),
+// ATTN_WARPS warps, part [heads, splits, head_dim + 2]. The grid is sized for the longest
+// window so that one CUDA graph serves every position.
+//
+// attention_decode_rows: a batch of sequences, one query row each: grid (heads, splits, rows).
+// Row i (its q at qkv + i * ld + q_off) attends at position positions[i] over its own cache
+// (keys[i], values[i], tables[i], as kv_store_rows'), into part [rows, heads, splits,
+// head_dim + 2]. Each row computes exactly what attention_decode computes for it alone, so a
+// row's output does not depend on the other rows of the batch.
+//
+// attention_prefill: causal attention of n tokens, tiled (attention_prefill_tiles).
+
+#define DEFINE_KV_KERNELS(suffix, T)                                                             \
+    extern "C" __global__ void kv_store_##suffix(                                                \
+        const float* qkv, int ld, int k_off, int v_off, T* keys, T* values, const int* table,    \
+        long long block_stride, int kv_dim, const int* positions, int slots) {                   \
+        kv_store_row(qkv, ld, k_off, v_off, keys, values, table, block_stride, kv_dim,           \
+                     positions, slots, (int)blockIdx.x);                                         \
+    }                                                                                            \
+    extern "C" __global__ void kv_store_rows_##suffix(                                           \
+        const float* qkv, int ld, int k_off, int v_off, T* const* keys, T* const* values,        \
+        const int* const* tables, long long block_stride, int kv_dim, const int* positions,      \
+        int slots) {                                                                             \
+        const int row = blockIdx.x;                                                              \
+        kv_store_row(qkv, ld, k_off, v_off, keys[row], values[row], tables[row], block_stride,   \
+                     kv_dim, positions, slots, row);                                             \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode_##suffix(     \
+        const float* qkv, int q_off, const T* keys, const T* values, const int* table,           \
+        long long block_stride, int slots, int kv_dim, int head_dim, int group,                  \
+        const int* positions, int window, float scale, float softcap, int split_len,             \
+        float* part) {                                                                           \
+        attention_decode_split(qkv + q_off, keys, values, table, block_stride, slots, kv_dim,    \
+                               head_dim, group, positions[0], window, scale, softcap, split_len, \
+                               gridDim.y, part);                                                 \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode_rows_##suffix( \
+        const float* qkv, int ld, int q_off, const T* const* keys, const T* const* values,       \
+        const int* const* tables, long long block_stride, int slots, int kv_dim, int head_dim,   \
+        int group, const int* positions, int window, float scale, float softcap, int split_len,  \
+        float* part) {                                                                           \
+        const int row = blockIdx.z, splits = gridDim.y;                                          \
+        attention_decode_split(qkv + (size_t)row * ld + q_off, keys[row], values[row],           \
+                               tables[row], block_stride, slots, kv_dim, head_dim, group,        \
+                               positions[row], window, scale, softcap, split_len, splits,        \
+                               part + (size_t)row * gridDim.x * splits * (head_dim + 2));        \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefill_##suffix( \
+        const float* qkv, int ld, int q_off, const T* keys, const T* values, const int* table,   \
+        long long block_stride, int slots, int kv_dim, int head_dim, int group,                  \
+        const int* positions, int n, int window, float scale, float softcap, const float* sinks, \
+        float* out, int heads) {                                                                 \
+        attention_prefill_tiles(qkv, ld, q_off, keys, values, table, block_stride, slots,        \
+                                kv_dim, head_dim, group, positions, n, window, scale, softcap,   \
+                                sinks, out, heads);                                              \
+    }
+
+DEFINE_KV_KERNELS(f32, float)
+DEFINE_KV_KERNELS(f16, u16)
+
+// Copy on write of a shared block: `words` 4-byte words of keys and of values from word
+// offset `from` to word offset `to` (a pool's whole block, every layer; blocks are whole words
+// for both element types). grid-stride over the words.
+extern "C" __global__ void kv_copy_block(u32* keys, u32* values, long long from, long long to,
+                                         long long words) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < words;
+         i += (long long)gridDim.x * blockDim.x) {
+        keys[to + i] = keys[from + i];
+        values[to + i] = values[from + i];
     }
 }

@@ -25,7 +25,8 @@ pub const NORM: &str = include_str!("norm.cu");
 /// Rotary embeddings, both pair layouts.
 pub const ROPE: &str = include_str!("rope.cu");
 /// KV-cache writes, split-K decode attention (one sequence, or a batch of sequences each over
-/// its own cache) and causal prefill attention.
+/// its own cache) and causal prefill attention, all through block tables (paged caches), and
+/// the copy of a shared block.
 pub const ATTENTION: &str = include_str!("attention.cu");
 /// Gated activations, residual adds, soft-capping, argmax.
 pub const ELEMENTWISE: &str = include_str!("elementwise.cu");
@@ -206,18 +207,97 @@ impl GpuType {
     }
 }
 
-/// The kernels that do not depend on a weight format.
+/// The element type of a KV cache on the GPU: f32, or f16 rounded to nearest even when stored
+/// (the CPU's default and llama.cpp's). The kernels that write or read the cache exist for
+/// each (`DEFINE_KV_KERNELS` in `attention.cu`); attention computes in f32 either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KvElement {
+    /// 4 bytes a value.
+    F32,
+    /// 2 bytes a value.
+    #[default]
+    F16,
+}
+
+/// A kernel over the KV cache, instantiated per [`KvElement`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvKernel {
+    /// Tokens' keys and values into one sequence's cache.
+    Store,
+    /// Each row's keys and values into its own sequence's cache.
+    StoreRows,
+    /// Split-K decode attention of one query.
+    Decode,
+    /// Split-K decode attention of a batch of rows, each over its own cache.
+    DecodeRows,
+    /// Tiled causal attention of a prefill chunk.
+    Prefill,
+}
+
+impl KvKernel {
+    /// Every kernel over the cache.
+    pub const ALL: [KvKernel; 5] = [
+        KvKernel::Store,
+        KvKernel::StoreRows,
+        KvKernel::Decode,
+        KvKernel::DecodeRows,
+        KvKernel::Prefill,
+    ];
+}
+
+impl KvElement {
+    /// Both element types.
+    pub const ALL: [KvElement; 2] = [KvElement::F32, KvElement::F16];
+
+    /// Bytes of one value.
+    pub fn bytes(self) -> usize {
+        match self {
+            KvElement::F32 => 4,
+            KvElement::F16 => 2,
+        }
+    }
+
+    /// Its name (`f32`, `f16`), the suffix of its kernels.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvElement::F32 => "f32",
+            KvElement::F16 => "f16",
+        }
+    }
+
+    /// The name of `kernel` over a cache of this element type.
+    pub fn kernel(self, kernel: KvKernel) -> &'static str {
+        use KvElement::{F16, F32};
+        match (kernel, self) {
+            (KvKernel::Store, F32) => "kv_store_f32",
+            (KvKernel::Store, F16) => "kv_store_f16",
+            (KvKernel::StoreRows, F32) => "kv_store_rows_f32",
+            (KvKernel::StoreRows, F16) => "kv_store_rows_f16",
+            (KvKernel::Decode, F32) => "attention_decode_f32",
+            (KvKernel::Decode, F16) => "attention_decode_f16",
+            (KvKernel::DecodeRows, F32) => "attention_decode_rows_f32",
+            (KvKernel::DecodeRows, F16) => "attention_decode_rows_f16",
+            (KvKernel::Prefill, F32) => "attention_prefill_f32",
+            (KvKernel::Prefill, F16) => "attention_prefill_f16",
+        }
+    }
+}
+
+/// The names of every kernel over the KV cache, for every element type.
+pub fn kv_kernel_names() -> impl Iterator<Item = &'static str> {
+    KvElement::ALL
+        .into_iter()
+        .flat_map(|e| KvKernel::ALL.into_iter().map(move |k| e.kernel(k)))
+}
+
+/// The kernels that do not depend on a weight format nor on the KV cache's element type.
 pub const FIXED_KERNELS: &[&str] = &[
     "rms_norm",
     "layer_norm",
     "head_rms_norm",
     "rope",
-    "kv_store",
-    "attention_decode",
     "attention_decode_combine",
-    "attention_prefill",
-    "kv_store_rows",
-    "attention_decode_rows",
+    "kv_copy_block",
     "gated_activation",
     "add_inplace",
     "add2_inplace",
@@ -232,6 +312,7 @@ pub const FIXED_KERNELS: &[&str] = &[
 /// Every kernel name the runtime loads from the compiled module.
 pub fn all_kernel_names() -> Vec<String> {
     let mut names: Vec<String> = FIXED_KERNELS.iter().map(|s| s.to_string()).collect();
+    names.extend(kv_kernel_names().map(String::from));
     for ty in GpuType::ALL {
         names.push(ty.matvec_kernel());
         names.push(ty.matmul_kernel());

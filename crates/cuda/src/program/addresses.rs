@@ -164,18 +164,35 @@ pub struct WorkAddresses {
     pub argmax: u64,
 }
 
-/// The KV cache of one sequence: per layer its keys, values and slot count.
+/// One layer of one sequence's KV cache as the kernels read it (`attention.cu`): slot `s`
+/// (position `p` at `p % slots`) is row `s % KV_BLOCK` of block `table[s / KV_BLOCK]`, the
+/// blocks `block_stride` elements apart from `keys` and from `values`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerKv {
+    /// The layer's key rows of block 0.
+    pub keys: u64,
+    /// Its value rows of block 0.
+    pub values: u64,
+    /// The block table `[⌈slots / KV_BLOCK⌉]` (i32).
+    pub table: u64,
+    /// Elements from a block's rows to the next block's.
+    pub block_stride: i64,
+    /// Slots (positions a full-attention layer holds; a sliding-window layer's ring).
+    pub slots: usize,
+}
+
+/// The KV cache of one sequence, per layer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheAddresses {
-    /// `(keys, values, slots)` per layer, `[slots, kv_dim]` f32 each.
-    pub layers: Vec<(u64, u64, usize)>,
+    /// Each layer's keys, values and block table, of the step's `KvElement`.
+    pub layers: Vec<LayerKv>,
 }
 
 /// The KV caches of the rows of a batched decode step, each row a sequence with its own cache,
-/// found through tables in device memory: one buffer of `[layers, 2, rows]` addresses, per
-/// layer the rows' key caches then their value caches. The table is rewritten before each
-/// step, so the launches (and a CUDA graph of them) depend only on the number of rows, not on
-/// which sequences they are.
+/// found through tables in device memory: one buffer of `[layers, 3, rows]` addresses, per
+/// layer the rows' keys, their values, then their block tables. The table is rewritten before
+/// each step, so the launches (and a CUDA graph of them) depend only on the number of rows,
+/// not on which sequences they are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheTables {
     /// Where the table buffer is.
@@ -184,12 +201,14 @@ pub struct CacheTables {
     pub rows: usize,
     /// KV-cache slots of each layer (the same in every cache of a model).
     pub slots: Vec<usize>,
+    /// The block stride of each layer (the same in every cache of a model).
+    pub block_strides: Vec<i64>,
 }
 
 impl CacheTables {
     /// Entries (addresses) of the whole table.
     pub fn len(&self) -> usize {
-        2 * self.rows * self.slots.len()
+        3 * self.rows * self.slots.len()
     }
 
     /// Whether the table is empty (a model without layers).
@@ -197,35 +216,38 @@ impl CacheTables {
         self.len() == 0
     }
 
-    /// Index in the table of the key cache of layer `layer`, row `row`; the value cache's is
-    /// `rows` further.
+    /// Index in the table of the keys of layer `layer`, row `row`; the values' is `rows`
+    /// further, the block table's `2 rows`.
     pub fn index(&self, layer: usize, row: usize) -> usize {
-        2 * layer * self.rows + row
+        3 * layer * self.rows + row
     }
 
-    /// Address of layer `layer`'s table of key caches (its value caches' follows it).
-    fn keys(&self, layer: usize) -> u64 {
-        self.base + 8 * self.index(layer, 0) as u64
+    /// Layer `layer` as the batched kernels take it: `keys`, `values` and `table` are the
+    /// addresses of its tables of the rows' keys, values and block tables.
+    pub fn layer(&self, layer: usize) -> LayerKv {
+        let keys = self.base + 8 * self.index(layer, 0) as u64;
+        let rows = 8 * self.rows as u64;
+        LayerKv {
+            keys,
+            values: keys + rows,
+            table: keys + 2 * rows,
+            block_stride: self.block_strides[layer],
+            slots: self.slots[layer],
+        }
     }
 
-    /// `(key table, value table, slots)` of layer `layer`.
-    pub fn layer(&self, layer: usize) -> (u64, u64, usize) {
-        let keys = self.keys(layer);
-        (keys, keys + 8 * self.rows as u64, self.slots[layer])
-    }
-
-    /// Writes row `row`'s cache (`(keys, values)` per layer) into `table`, the host image of
-    /// the table buffer.
+    /// Writes row `row`'s cache (its layers) into `table`, the host image of the table buffer.
     pub fn set_row(
         &self,
         table: &mut [u64],
         row: usize,
-        layers: impl IntoIterator<Item = (u64, u64)>,
+        layers: impl IntoIterator<Item = LayerKv>,
     ) {
-        for (layer, (keys, values)) in layers.into_iter().enumerate() {
+        for (layer, kv) in layers.into_iter().enumerate() {
             let at = self.index(layer, row);
-            table[at] = keys;
-            table[at + self.rows] = values;
+            table[at] = kv.keys;
+            table[at + self.rows] = kv.values;
+            table[at + 2 * self.rows] = kv.table;
         }
     }
 }

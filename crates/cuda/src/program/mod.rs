@@ -8,13 +8,14 @@ mod addresses;
 mod step;
 
 pub use addresses::{
-    CacheAddresses, CacheTables, MatrixAddress, OnDevice, StackedAddress, WeightAddresses,
+    CacheAddresses, CacheTables, LayerKv, MatrixAddress, OnDevice, StackedAddress, WeightAddresses,
     WorkAddresses, place_weights,
 };
 pub use step::StepBuilder;
 
 use crate::kernels::GpuType;
-use crate::launch::LaunchShape;
+use crate::kv_pool::BlockCopy;
+use crate::launch::{self, LaunchShape};
 
 /// One kernel argument, as the kernel declares it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -46,7 +47,8 @@ impl Arg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelRef {
     /// A kernel that does not depend on a weight format (one of
-    /// [`FIXED_KERNELS`](crate::kernels::FIXED_KERNELS)).
+    /// [`FIXED_KERNELS`](crate::kernels::FIXED_KERNELS) or of
+    /// [`kv_kernel_names`](crate::kernels::kv_kernel_names)).
     Fixed(&'static str),
     /// The decode matvec of a format.
     Matvec(GpuType),
@@ -84,6 +86,23 @@ impl KernelRef {
             KernelRef::MmaById(ty) => ty.mma_id_kernel(),
         }
     }
+}
+
+/// The launch that copies pool block `copy.from` into `copy.to` (copy on write, see
+/// [`crate::kv_pool`]) in the pool whose keys and values are at `keys` and `values`, each
+/// block `block_words` 4-byte words.
+pub fn copy_block(keys: u64, values: u64, block_words: i64, copy: BlockCopy) -> Launch {
+    Launch::new(
+        KernelRef::Fixed("kv_copy_block"),
+        launch::elementwise(block_words as usize),
+        &[
+            Arg::Ptr(keys),
+            Arg::Ptr(values),
+            Arg::I64(i64::from(copy.from) * block_words),
+            Arg::I64(i64::from(copy.to) * block_words),
+            Arg::I64(block_words),
+        ],
+    )
 }
 
 /// The most arguments any kernel takes.

@@ -7,11 +7,11 @@ use rinfer_transformer::{
     RopeStyle, Router, Stage, Yarn,
 };
 
-use crate::kernels::GpuType;
+use crate::kernels::{GpuType, KvElement, KvKernel};
 use crate::launch::{self, DecodeSplits};
 use crate::program::{
-    Arg, CacheAddresses, CacheTables, KernelRef, Launch, MatrixAddress, OnDevice, StackedAddress,
-    WeightAddresses, WorkAddresses,
+    Arg, CacheAddresses, CacheTables, KernelRef, Launch, LayerKv, MatrixAddress, OnDevice,
+    StackedAddress, WeightAddresses, WorkAddresses,
 };
 
 mod rows;
@@ -38,6 +38,8 @@ pub struct StepBuilder<'a> {
     pub work: &'a WorkAddresses,
     /// Decode attention's split of the keys.
     pub splits: DecodeSplits,
+    /// The element type of the KV caches the step reads and writes.
+    pub kv: KvElement,
 }
 
 impl StepBuilder<'_> {
@@ -343,11 +345,11 @@ impl Sequence<'_, '_> {
                 Stage::Rope(rope) => self.rope(rope),
                 Stage::Attention { params, sinks } => match caches {
                     Caches::One(cache) => {
-                        self.kv_store("kv_store", cache.layers[layer]);
+                        self.kv_store(KvKernel::Store, cache.layers[layer]);
                         self.attention(params, *sinks, cache.layers[layer]);
                     }
                     Caches::Rows(tables) => {
-                        self.kv_store("kv_store_rows", tables.layer(layer));
+                        self.kv_store(KvKernel::StoreRows, tables.layer(layer));
                         self.attention_rows(params, *sinks, tables.layer(layer));
                     }
                 },
@@ -463,24 +465,26 @@ impl Sequence<'_, '_> {
     }
 
     /// The rows' keys and values into the layer's cache at their positions: `kv_store` into one
-    /// sequence's cache (`keys`, `values` its addresses), `kv_store_rows` each row into its own
-    /// (`keys`, `values` the layer's tables of addresses); both take the same arguments.
-    fn kv_store(&mut self, kernel: &'static str, (keys, values, slots): (u64, u64, usize)) {
+    /// sequence's cache (`kv` its addresses), `kv_store_rows` each row into its own (`kv` the
+    /// layer's tables of addresses); both take the same arguments.
+    fn kv_store(&mut self, kernel: KvKernel, kv: LayerKv) {
         let c = self.b.model;
         let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
         self.fixed(
-            kernel,
+            self.b.kv.kernel(kernel),
             launch::per_row(self.n, kv_dim),
             &[
                 Arg::Ptr(self.b.work.qkv),
                 Arg::I32(self.qkv_width() as i32),
                 Arg::I32(q_dim as i32),
                 Arg::I32((q_dim + kv_dim) as i32),
-                Arg::Ptr(keys),
-                Arg::Ptr(values),
+                Arg::Ptr(kv.keys),
+                Arg::Ptr(kv.values),
+                Arg::Ptr(kv.table),
+                Arg::I64(kv.block_stride),
                 Arg::I32(kv_dim as i32),
                 Arg::Ptr(self.b.work.positions),
-                Arg::I32(slots as i32),
+                Arg::I32(kv.slots as i32),
             ],
         );
     }
@@ -659,12 +663,7 @@ impl Sequence<'_, '_> {
     }
 
     /// Attention of the `n` new queries over the cache into `attn` `[n, q_dim]`.
-    fn attention(
-        &mut self,
-        params: &AttentionParams,
-        sinks: Option<u64>,
-        (keys, values, slots): (u64, u64, usize),
-    ) {
+    fn attention(&mut self, params: &AttentionParams, sinks: Option<u64>, kv: LayerKv) {
         let c = self.b.model;
         let work = *self.b.work;
         let n = self.n;
@@ -675,14 +674,16 @@ impl Sequence<'_, '_> {
         if n == 1 {
             let splits = self.b.splits;
             self.fixed(
-                "attention_decode",
+                self.b.kv.kernel(KvKernel::Decode),
                 launch::attention_decode(c.heads, &splits),
                 &[
                     Arg::Ptr(work.qkv),
                     Arg::I32(0),
-                    Arg::Ptr(keys),
-                    Arg::Ptr(values),
-                    Arg::I32(slots as i32),
+                    Arg::Ptr(kv.keys),
+                    Arg::Ptr(kv.values),
+                    Arg::Ptr(kv.table),
+                    Arg::I64(kv.block_stride),
+                    Arg::I32(kv.slots as i32),
                     Arg::I32(c.kv_dim() as i32),
                     Arg::I32(c.head_dim as i32),
                     Arg::I32(group as i32),
@@ -708,15 +709,17 @@ impl Sequence<'_, '_> {
             return;
         }
         self.fixed(
-            "attention_prefill",
+            self.b.kv.kernel(KvKernel::Prefill),
             launch::attention_prefill(n, c.heads),
             &[
                 Arg::Ptr(work.qkv),
                 Arg::I32(width as i32),
                 Arg::I32(0),
-                Arg::Ptr(keys),
-                Arg::Ptr(values),
-                Arg::I32(slots as i32),
+                Arg::Ptr(kv.keys),
+                Arg::Ptr(kv.values),
+                Arg::Ptr(kv.table),
+                Arg::I64(kv.block_stride),
+                Arg::I32(kv.slots as i32),
                 Arg::I32(c.kv_dim() as i32),
                 Arg::I32(c.head_dim as i32),
                 Arg::I32(group as i32),

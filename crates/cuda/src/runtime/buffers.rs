@@ -1,13 +1,15 @@
-//! The activation buffers and the KV cache, allocated once.
+//! The activation buffers, the pool of KV blocks and the sequences' caches, allocated once.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use crate::error::CudaError;
+use crate::kernels::KvElement;
+use crate::kv_pool::{BlockAllocator, KV_BLOCK};
 use crate::plan::{BufferSizes, UploadPlan};
-use crate::program::{CacheAddresses, WorkAddresses};
+use crate::program::{CacheAddresses, LayerKv, WorkAddresses};
 use crate::runtime::driver::driver;
 use crate::runtime::weights::address;
 
@@ -107,19 +109,60 @@ impl Workspace {
     }
 }
 
-/// Keys and values of one layer, `[slots, kv_dim]` each.
-pub(crate) struct LayerCache {
-    pub keys: Buffer<f32>,
-    pub values: Buffer<f32>,
-    pub slots: usize,
+/// The pool of KV blocks the full-attention layers of every sequence live in (see
+/// [`crate::kv_pool`]): keys `[blocks, pool layers, KV_BLOCK, kv_dim]`, values alike, of the
+/// plan's element type (bytes), and the allocator its caches share.
+pub(crate) struct KvPool {
+    pub keys: Buffer<u8>,
+    pub values: Buffer<u8>,
+    pub blocks: Arc<Mutex<BlockAllocator>>,
+    /// Bytes of one block (every pooled layer).
+    pub block_bytes: usize,
+}
+
+impl KvPool {
+    pub fn new(stream: &Arc<CudaStream>, plan: &UploadPlan) -> Result<Self, CudaError> {
+        let block_bytes = plan.kv_pool_layers() * KV_BLOCK * plan.kv_dim * plan.options.kv.bytes();
+        let bytes = plan.kv_pool_blocks * block_bytes;
+        Ok(Self {
+            keys: Buffer::new(stream, bytes)?,
+            values: Buffer::new(stream, bytes)?,
+            blocks: Arc::new(Mutex::new(BlockAllocator::new(plan.kv_pool_blocks))),
+            block_bytes,
+        })
+    }
+}
+
+/// The allocator behind `blocks`, even if a thread panicked while holding it (its counts are
+/// updated one block at a time, so they stay consistent).
+pub(crate) fn lock(blocks: &Mutex<BlockAllocator>) -> MutexGuard<'_, BlockAllocator> {
+    blocks
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The device-resident KV cache of one sequence; make one with
-/// [`GpuModel::new_cache`](crate::GpuModel::new_cache).
+/// [`GpuModel::new_cache`](crate::GpuModel::new_cache). Its full-attention layers' rows are
+/// blocks of the model's pool, listed in its block table; its sliding-window layers keep rings
+/// of their own (read through the table 0, 1, 2, ...).
 pub struct GpuKvCache {
-    pub(crate) layers: Vec<LayerCache>,
+    /// Its pool blocks in position order (the host copy of `table`).
+    pub(crate) blocks: Vec<u32>,
+    /// The block table on the device `[⌈context / KV_BLOCK⌉]`.
+    pub(crate) table: Buffer<u32>,
+    /// How many entries of `table` are current (`blocks` is rewritten there when it changes).
+    pub(crate) uploaded: usize,
+    /// Keys and values of each sliding-window layer's ring.
+    rings: Vec<(Buffer<u8>, Buffer<u8>)>,
+    /// The table 0, 1, 2, ... the rings are read through.
+    _ring_table: Buffer<u32>,
+    /// Where each layer's keys, values and table are (fixed for the cache's life, so that a
+    /// captured graph stays valid).
+    pub(crate) layers: Vec<LayerKv>,
+    pub(crate) pool: Arc<Mutex<BlockAllocator>>,
+    pub(crate) element: KvElement,
     pub(crate) id: u64,
     pub(crate) len: usize,
     pub(crate) context: usize,
@@ -129,35 +172,66 @@ impl GpuKvCache {
     pub(crate) fn new(
         stream: &Arc<CudaStream>,
         plan: &UploadPlan,
-        kv_dim: usize,
+        pool: &KvPool,
     ) -> Result<Self, CudaError> {
-        let layers = plan
-            .kv_slots
-            .iter()
-            .map(|&slots| {
-                Ok(LayerCache {
-                    keys: Buffer::new(stream, slots * kv_dim)?,
-                    values: Buffer::new(stream, slots * kv_dim)?,
-                    slots,
-                })
-            })
-            .collect::<Result<Vec<_>, CudaError>>()?;
+        let element = plan.options.kv;
+        let context = plan.options.context;
+        let table = Buffer::new(stream, context.div_ceil(KV_BLOCK))?;
+        let longest_ring = (plan.kv_slots.iter().zip(&plan.kv_pool_index))
+            .filter(|(_, pooled)| pooled.is_none())
+            .map(|(&slots, _)| slots)
+            .max()
+            .unwrap_or(0);
+        let identity: Vec<u32> = (0..longest_ring.div_ceil(KV_BLOCK) as u32).collect();
+        let mut ring_table = Buffer::new(stream, identity.len())?;
+        stream
+            .memcpy_htod(&identity, &mut ring_table.slice)
+            .map_err(driver("cache allocation"))?;
+        let strides = plan.kv_block_strides();
+        let row_bytes = plan.kv_dim * element.bytes();
+        let mut rings = Vec::new();
+        let mut layers = Vec::with_capacity(plan.kv_slots.len());
+        for (layer, (&slots, pooled)) in plan.kv_slots.iter().zip(&plan.kv_pool_index).enumerate() {
+            let (keys, values, table) = match pooled {
+                Some(index) => {
+                    let offset = (index * KV_BLOCK * row_bytes) as u64;
+                    (pool.keys.ptr + offset, pool.values.ptr + offset, table.ptr)
+                }
+                None => {
+                    let bytes = slots * row_bytes;
+                    let ring = (Buffer::new(stream, bytes)?, Buffer::new(stream, bytes)?);
+                    let addresses = (ring.0.ptr, ring.1.ptr, ring_table.ptr);
+                    rings.push(ring);
+                    addresses
+                }
+            };
+            layers.push(LayerKv {
+                keys,
+                values,
+                table,
+                block_stride: strides[layer],
+                slots,
+            });
+        }
         Ok(Self {
+            blocks: Vec::with_capacity(context.div_ceil(KV_BLOCK)),
+            table,
+            uploaded: 0,
+            rings,
+            _ring_table: ring_table,
             layers,
+            pool: Arc::clone(&pool.blocks),
+            element,
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             len: 0,
-            context: plan.options.context,
+            context,
         })
     }
 
-    /// Where each layer's keys and values are.
+    /// Where each layer's keys, values and block table are.
     pub(crate) fn addresses(&self) -> CacheAddresses {
         CacheAddresses {
-            layers: self
-                .layers
-                .iter()
-                .map(|l| (l.keys.ptr, l.values.ptr, l.slots))
-                .collect(),
+            layers: self.layers.clone(),
         }
     }
 
@@ -176,13 +250,39 @@ impl GpuKvCache {
         self.context
     }
 
-    /// Forgets everything (the buffers are kept).
-    pub fn clear(&mut self) {
-        self.len = 0;
+    /// Bytes of device memory it holds: its rings, and the pool blocks it lists (a block it
+    /// shares counted whole).
+    pub fn bytes(&self) -> usize {
+        let rings: usize = self
+            .rings
+            .iter()
+            .map(|(k, v)| k.slice.len() + v.slice.len())
+            .sum();
+        let pooled = self.layers.iter().find(|l| l.table == self.table.ptr);
+        let block = pooled.map_or(0, |l| 2 * l.block_stride as usize * self.element.bytes());
+        rings + self.blocks.len() * block
     }
 
-    /// Forgets positions from `len` on.
+    /// The element type of its keys and values.
+    pub fn element(&self) -> KvElement {
+        self.element
+    }
+
+    /// Forgets everything, giving its blocks back to the pool (the rings are kept).
+    pub fn clear(&mut self) {
+        self.truncate(0);
+    }
+
+    /// Forgets positions from `len` on, giving back the blocks past them.
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
+        lock(&self.pool).truncate(&mut self.blocks, self.len);
+        self.uploaded = self.uploaded.min(self.blocks.len());
+    }
+}
+
+impl Drop for GpuKvCache {
+    fn drop(&mut self) {
+        lock(&self.pool).truncate(&mut self.blocks, 0);
     }
 }

@@ -33,6 +33,9 @@ impl GpuModel {
         self.ctx
             .bind_to_thread()
             .map_err(driver("context binding"))?;
+        for (_, cache) in rows.iter_mut() {
+            self.reserve(cache, 1)?;
+        }
         if let Err(error) = self.write_rows(rows).and_then(|()| self.step_rows(n)) {
             self.rows.graphs.invalidate(n as u64);
             return Err(error);
@@ -91,8 +94,9 @@ impl GpuModel {
         for (row, (token, cache)) in rows.iter().enumerate() {
             state.ids[row] = *token as i32;
             state.positions[row] = cache.len as i32;
-            let layers = cache.layers.iter().map(|l| (l.keys.ptr, l.values.ptr));
-            state.tables.set_row(&mut state.table, row, layers);
+            state
+                .tables
+                .set_row(&mut state.table, row, cache.layers.iter().copied());
         }
         const UPLOAD: &str = "decode rows upload";
         let mut dst = self.work.tokens.slice.slice_mut(..n);

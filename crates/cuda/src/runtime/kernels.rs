@@ -7,7 +7,7 @@ use cudarc::driver::{CudaContext, CudaFunction};
 use cudarc::nvrtc::Ptx;
 
 use crate::error::CudaError;
-use crate::kernels::{FIXED_KERNELS, GpuType};
+use crate::kernels::{FIXED_KERNELS, GpuType, kv_kernel_names};
 use crate::program::KernelRef;
 use crate::runtime::driver::driver;
 use crate::runtime::nvrtc::Nvrtc;
@@ -66,7 +66,7 @@ impl Kernels {
             .map_err(driver("module load"))?;
         let function = |name: &str| module.load_function(name).map_err(driver("kernel lookup"));
         let mut fixed = HashMap::new();
-        for &name in FIXED_KERNELS {
+        for name in FIXED_KERNELS.iter().copied().chain(kv_kernel_names()) {
             fixed.insert(name, function(name)?);
         }
         let mut weights = HashMap::new();

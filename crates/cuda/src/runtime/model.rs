@@ -10,9 +10,10 @@ use crate::device::GpuInfo;
 use crate::error::CudaError;
 use crate::graph_policy::{DecodeGraph, StepPlan};
 use crate::host::HostModel;
+use crate::kv_pool::BlockCopy;
 use crate::plan::{LoadOptions, UploadPlan};
-use crate::program::{Launch, StepBuilder, WeightAddresses, WorkAddresses};
-use crate::runtime::buffers::{GpuKvCache, Workspace};
+use crate::program::{Launch, StepBuilder, WeightAddresses, WorkAddresses, copy_block};
+use crate::runtime::buffers::{GpuKvCache, KvPool, Workspace, lock};
 use crate::runtime::driver::{driver, driver_cuda_major, open};
 use crate::runtime::kernels::Kernels;
 use crate::runtime::launcher::launch;
@@ -28,6 +29,10 @@ pub struct GpuModel {
     pub(crate) weights: DeviceWeights,
     pub(crate) work: Workspace,
     pub(crate) work_addresses: WorkAddresses,
+    /// The blocks of every sequence's full-attention layers.
+    pub(crate) kv_pool: KvPool,
+    /// The copies on write of the step being prepared (reused).
+    pub(crate) copies: Vec<BlockCopy>,
     pub(crate) graph: DecodeGraph<CudaGraph>,
     /// The batched decode's tables and graphs.
     pub(crate) rows: RowDecode,
@@ -54,6 +59,7 @@ impl GpuModel {
         let weights = upload(model, &stream)?;
         let work = Workspace::new(&stream, &plan.buffers)?;
         let work_addresses = work.addresses();
+        let kv_pool = KvPool::new(&stream, &plan)?;
         let rows = RowDecode::new(&plan, work.cache_tables.ptr);
         stream.synchronize().map_err(driver("upload"))?;
         Ok(Self {
@@ -64,6 +70,8 @@ impl GpuModel {
             weights,
             work,
             work_addresses,
+            kv_pool,
+            copies: Vec::new(),
             graph: DecodeGraph::default(),
             rows,
             launches: Vec::new(),
@@ -92,9 +100,10 @@ impl GpuModel {
         self.graph.disabled_reason()
     }
 
-    /// A KV cache for one sequence, sized by the load's context and batch.
+    /// A KV cache for one sequence, sized by the load's context and batch; it takes blocks of
+    /// the model's pool as it grows.
     pub fn new_cache(&self) -> Result<GpuKvCache, CudaError> {
-        let cache = GpuKvCache::new(&self.stream, &self.plan, self.config().kv_dim())?;
+        let cache = GpuKvCache::new(&self.stream, &self.plan, &self.kv_pool)?;
         self.stream
             .synchronize()
             .map_err(driver("cache allocation"))?;
@@ -175,6 +184,7 @@ impl GpuModel {
         self.ctx
             .bind_to_thread()
             .map_err(driver("context binding"))?;
+        self.reserve(cache, tokens.len())?;
         let mut rows = 0;
         for chunk in tokens.chunks(max_batch) {
             let n = chunk.len();
@@ -197,15 +207,41 @@ impl GpuModel {
         Ok(rows)
     }
 
-    /// An error if `cache` was not made for this model.
+    /// An error if `cache` was not made for this model (its blocks are another pool's).
     pub(crate) fn check_cache(&self, cache: &GpuKvCache) -> Result<(), CudaError> {
-        let slots = &self.plan.kv_slots;
-        if cache.layers.len() != slots.len()
-            || cache.layers.iter().zip(slots).any(|(l, &s)| l.slots != s)
-        {
+        if !Arc::ptr_eq(&cache.pool, &self.kv_pool.blocks) {
             return Err(CudaError::ForeignCache);
         }
         Ok(())
+    }
+
+    /// Readies `cache` for `n` more positions: copies each shared block they fall in (copy
+    /// on write, see [`crate::kv_pool`]), takes blocks past its table, and writes its table to
+    /// the device if it changed. Stream-ordered before the step that writes.
+    pub(crate) fn reserve(&mut self, cache: &mut GpuKvCache, n: usize) -> Result<(), CudaError> {
+        let mut copies = std::mem::take(&mut self.copies);
+        copies.clear();
+        let (from, to) = (cache.len, cache.len + n);
+        let reserved = lock(&self.kv_pool.blocks).prepare(&mut cache.blocks, from, to, &mut copies);
+        let words = (self.kv_pool.block_bytes / 4) as i64;
+        let launches: Vec<Launch> = copies
+            .iter()
+            .map(|&copy| copy_block(self.kv_pool.keys.ptr, self.kv_pool.values.ptr, words, copy))
+            .collect();
+        let copied = self.execute(&launches);
+        if !copies.is_empty() {
+            cache.uploaded = 0;
+        }
+        self.copies = copies;
+        copied?;
+        if cache.uploaded != cache.blocks.len() {
+            let mut dst = cache.table.slice.slice_mut(..cache.blocks.len());
+            self.stream
+                .memcpy_htod(&cache.blocks, &mut dst)
+                .map_err(driver("block table upload"))?;
+            cache.uploaded = cache.blocks.len();
+        }
+        reserved
     }
 
     /// Writes the batch's token ids and positions to their device buffers.
@@ -252,6 +288,7 @@ impl GpuModel {
             model: &self.weights.addresses,
             work: &self.work_addresses,
             splits: self.plan.splits,
+            kv: self.plan.options.kv,
         }
     }
 

@@ -29,6 +29,7 @@ impl RowDecode {
             base: tables,
             rows,
             slots: plan.kv_slots.clone(),
+            block_strides: plan.kv_block_strides(),
         };
         Self {
             table: vec![0; tables.len()],

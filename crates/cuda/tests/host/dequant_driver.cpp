@@ -17,6 +17,11 @@ static inline float __int_as_float(int i) {
     std::memcpy(&f, &i, 4);
     return f;
 }
+static inline unsigned int __float_as_uint(float f) {
+    unsigned int u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
 
 #include "../../src/kernels/common.cuh"
 #include "../../src/kernels/dequant.cuh"

@@ -3,6 +3,7 @@
 //! step (one token each) in one batched pass, each row over its own device-resident cache, and
 //! the prefill chunks one after another.
 
+use rinfer_cuda::kernels::KvElement;
 use rinfer_cuda::{CudaError, GpuKvCache, GpuModel, LoadOptions};
 use rinfer_kernels::ops::KvType;
 
@@ -43,10 +44,11 @@ impl SeqCache {
         }
     }
 
+    /// Memory of its keys and values: host memory on the CPU, device memory on a GPU.
     fn bytes(&self) -> usize {
         match self {
             Self::Cpu(c) => c.bytes(),
-            Self::Cuda(_) => 0,
+            Self::Cuda(c) => c.bytes(),
         }
     }
 
@@ -58,11 +60,14 @@ impl SeqCache {
         }
     }
 
-    /// The type the rows are stored in (the GPU keeps f32).
+    /// The type the rows are stored in.
     pub(super) fn kv_type(&self) -> KvType {
         match self {
             Self::Cpu(c) => c.kv_type(),
-            Self::Cuda(_) => KvType::F32,
+            Self::Cuda(c) => match c.element() {
+                KvElement::F32 => KvType::F32,
+                KvElement::F16 => KvType::F16,
+            },
         }
     }
 }
@@ -102,7 +107,7 @@ pub(super) struct Sizes {
     /// The most tokens a decoding sequence guesses ahead in a step (each needs a logits row;
     /// the CPU only).
     pub(super) draft_max: usize,
-    /// The KV cache's type; `None`: the default, f32.
+    /// The KV cache's type; `None`: the default, f16.
     pub(super) kv_type: Option<KvType>,
 }
 
@@ -145,17 +150,17 @@ impl Executor {
         device: Device,
         sizes: Sizes,
     ) -> Result<(Self, Vec<SeqCache>, DeviceReport), ModelError> {
-        let options = LoadOptions {
-            ordinal: 0,
-            context: sizes.context,
-            max_batch: sizes.max_batch,
-            all_logits: sizes.all_logits,
-            sequences: sizes.sequences,
-            nvrtc: device.nvrtc,
-        };
         // A KV type the GPU does not keep makes it unusable: `auto` then runs on the CPU.
         let resolved = resolve(device.request, || {
-            check_gpu_kv_type(sizes.kv_type)?;
+            let options = LoadOptions {
+                ordinal: 0,
+                context: sizes.context,
+                max_batch: sizes.max_batch,
+                all_logits: sizes.all_logits,
+                sequences: sizes.sequences,
+                nvrtc: device.nvrtc,
+                kv: gpu_kv_element(sizes.kv_type)?,
+            };
             check_gpu_runs(&model.config)?;
             GpuModel::load(&model.gpu_view()?, &options)
         })?;
@@ -381,14 +386,16 @@ fn check_gpu_runs(config: &ModelConfig) -> Result<(), CudaError> {
     Ok(())
 }
 
-/// Refuses a KV type other than f32 on the GPU, whose caches and kernels keep f32.
-fn check_gpu_kv_type(kv_type: Option<KvType>) -> Result<(), CudaError> {
-    match kv_type {
-        Some(kv_type) if kv_type != KvType::F32 => Err(CudaError::Unsupported(format!(
-            "it keeps its KV cache in f32, not {kv_type}: leave --kv-type out (or pass f32) on \
-             the GPU, or run on the CPU with --device cpu"
+/// The GPU cache's element type for the KV type asked for (f16 when none was): the GPU keeps
+/// f32 and f16; another type is refused.
+fn gpu_kv_element(kv_type: Option<KvType>) -> Result<KvElement, CudaError> {
+    match kv_type.unwrap_or_default() {
+        KvType::F32 => Ok(KvElement::F32),
+        KvType::F16 => Ok(KvElement::F16),
+        other => Err(CudaError::Unsupported(format!(
+            "it keeps its KV cache in f16 or f32, not {other}: pass --kv-type f16 (the default) \
+             or f32 on the GPU, or run on the CPU with --device cpu"
         ))),
-        _ => Ok(()),
     }
 }
 
@@ -397,12 +404,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_gpu_takes_only_an_f32_kv_cache_and_says_how_to_get_another() {
-        assert!(check_gpu_kv_type(None).is_ok());
-        assert!(check_gpu_kv_type(Some(KvType::F32)).is_ok());
-        for kv_type in [KvType::F16, KvType::Q8_0] {
-            let err = check_gpu_kv_type(Some(kv_type)).unwrap_err().to_string();
-            assert!(err.contains("keeps its KV cache in f32"), "{err}");
+    fn the_gpu_keeps_f16_by_default_or_f32_and_says_how_to_get_another() {
+        assert_eq!(gpu_kv_element(None).unwrap(), KvElement::F16);
+        assert_eq!(gpu_kv_element(Some(KvType::F16)).unwrap(), KvElement::F16);
+        assert_eq!(gpu_kv_element(Some(KvType::F32)).unwrap(), KvElement::F32);
+        for kv_type in [KvType::Q8_0, KvType::Q4_0] {
+            let err = gpu_kv_element(Some(kv_type)).unwrap_err().to_string();
+            assert!(err.contains("f16 or f32"), "{err}");
             assert!(err.contains(kv_type.name()), "{err}");
             assert!(err.contains("--device cpu"), "{err}");
         }

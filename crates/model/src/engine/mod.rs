@@ -270,8 +270,8 @@ impl<'m> Engine<'m> {
         &self.device
     }
 
-    /// Host memory the KV caches of the sequences may take at most, in bytes: their rings and
-    /// the blocks of a whole context each (0 for caches on a GPU).
+    /// Memory the KV caches of the sequences may take at most, in bytes: on the CPU their rings
+    /// and the blocks of a whole context each (host memory), on a GPU their device buffers.
     pub fn kv_bytes(&self) -> usize {
         executor::cache_bytes(&self.caches)
     }

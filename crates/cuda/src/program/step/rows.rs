@@ -4,31 +4,34 @@
 use rinfer_transformer::AttentionParams;
 
 use super::{Sequence, opt};
+use crate::kernels::KvKernel;
 use crate::launch;
-use crate::program::Arg;
+use crate::program::{Arg, LayerKv};
 
 impl Sequence<'_, '_> {
     /// Split-K decode attention of each row's query over its own cache into `attn`
-    /// `[n, q_dim]`.
+    /// `[n, q_dim]` (`kv`: the layer's tables of the rows' addresses).
     pub(super) fn attention_rows(
         &mut self,
         params: &AttentionParams,
         sinks: Option<u64>,
-        (keys, values, slots): (u64, u64, usize),
+        kv: LayerKv,
     ) {
         let c = self.b.model;
         let work = *self.b.work;
         let (n, splits) = (self.n, self.b.splits);
         self.fixed(
-            "attention_decode_rows",
+            self.b.kv.kernel(KvKernel::DecodeRows),
             launch::attention_decode_rows(c.heads, &splits, n),
             &[
                 Arg::Ptr(work.qkv),
                 Arg::I32(self.qkv_width() as i32),
                 Arg::I32(0),
-                Arg::Ptr(keys),
-                Arg::Ptr(values),
-                Arg::I32(slots as i32),
+                Arg::Ptr(kv.keys),
+                Arg::Ptr(kv.values),
+                Arg::Ptr(kv.table),
+                Arg::I64(kv.block_stride),
+                Arg::I32(kv.slots as i32),
                 Arg::I32(c.kv_dim() as i32),
                 Arg::I32(c.head_dim as i32),
                 Arg::I32((c.heads / c.kv_heads) as i32),
