@@ -233,50 +233,16 @@ macro_rules! x86_64 {
     };
 }
 
-/// The [`SimdDot`] of an AVX2 kernel (one that needs AVX2, FMA and F16C and nothing more) and,
-/// after `tile:`, its tile twin: byte-level entries that cast the rows to the kernels' blocks.
-macro_rules! avx2 {
-    ($dot:path $(, tile: $tile:path)?) => {
-        x86_64!(SimdDot {
-            isa: Isa::Avx2,
+/// The row-major [`SimdDot`] of a kernel `$dot` that needs the instruction set `$isa`, on the
+/// architecture that `$arch` (`x86_64` or `aarch64`) stands for: a byte-level entry that casts
+/// the rows to the kernel's blocks.
+macro_rules! simd_dot {
+    ($arch:ident, $isa:ident, $dot:path) => {
+        $arch!(SimdDot {
+            isa: Isa::$isa,
             dot: {
                 /// # Safety
-                /// The CPU must support AVX2, FMA and F16C.
-                unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
-                    // SAFETY: the caller guarantees the features the kernel is compiled for.
-                    unsafe { dot_with($dot, w, a) }
-                }
-                entry
-            },
-            tile: avx2!(@tile $($tile)?),
-            pairs: None,
-        })
-    };
-    (@tile) => {
-        None
-    };
-    (@tile $tile:path) => {
-        Some({
-            /// # Safety
-            /// The CPU must support AVX2, FMA and F16C.
-            unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
-                // SAFETY: the caller guarantees the features the kernel is compiled for.
-                unsafe { tile_with($tile, w, a, out) }
-            }
-            entry
-        })
-    };
-}
-
-/// The row-major [`SimdDot`] of an AVX-512 kernel (one that needs AVX-512 F, BW, VL and VNNI,
-/// with AVX2, FMA and F16C): a byte-level entry that casts the rows to the kernel's blocks.
-macro_rules! avx512 {
-    ($dot:path) => {
-        x86_64!(SimdDot {
-            isa: Isa::Avx512,
-            dot: {
-                /// # Safety
-                /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C.
+                /// The CPU must support the instruction set listed beside the entry.
                 unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
                     // SAFETY: the caller guarantees the features the kernel is compiled for.
                     unsafe { dot_with($dot, w, a) }
@@ -286,6 +252,36 @@ macro_rules! avx512 {
             tile: None,
             pairs: None,
         })
+    };
+}
+
+/// The [`SimdDot`] of an AVX2 kernel (one that needs AVX2, FMA and F16C and nothing more) and,
+/// after `tile:`, its tile twin: byte-level entries that cast the rows to the kernels' blocks.
+macro_rules! avx2 {
+    ($dot:path) => {
+        simd_dot!(x86_64, Avx2, $dot)
+    };
+    ($dot:path, tile: $tile:path) => {
+        x86_64!(SimdDot {
+            tile: Some({
+                /// # Safety
+                /// The CPU must support AVX2, FMA and F16C.
+                unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
+                    // SAFETY: the caller guarantees the features the kernel is compiled for.
+                    unsafe { tile_with($tile, w, a, out) }
+                }
+                entry
+            }),
+            ..simd_dot!(x86_64, Avx2, $dot).expect("an x86-64 entry")
+        })
+    };
+}
+
+/// The row-major [`SimdDot`] of an AVX-512 kernel (one that needs AVX-512 F, BW, VL and VNNI,
+/// with AVX2, FMA and F16C).
+macro_rules! avx512 {
+    ($dot:path) => {
+        simd_dot!(x86_64, Avx512, $dot)
     };
 }
 
@@ -306,23 +302,10 @@ macro_rules! aarch64 {
 }
 
 /// The [`SimdDot`] of an AArch64 kernel that needs the instruction set `$isa` (`Neon`,
-/// `Dotprod` or `I8mm`): a byte-level entry that casts the rows to the kernel's blocks.
+/// `Dotprod` or `I8mm`).
 macro_rules! arm {
     ($isa:ident, $dot:path) => {
-        aarch64!(SimdDot {
-            isa: Isa::$isa,
-            dot: {
-                /// # Safety
-                /// The CPU must support the instruction set listed beside the entry.
-                unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
-                    // SAFETY: the caller guarantees the features the kernel is compiled for.
-                    unsafe { dot_with($dot, w, a) }
-                }
-                entry
-            },
-            tile: None,
-            pairs: None,
-        })
+        simd_dot!(aarch64, $isa, $dot)
     };
 }
 

@@ -1,21 +1,11 @@
 //! AVX2 Q8_0 × Q8_0 dot product.
 
-use std::arch::x86_64::*;
-
 use super::BlockQ8_0;
-use crate::quant::x86::{
-    f16_product_8, hsum_float_8, load_i8x32, mul_sum_i8_pairs_float, prefetch_ahead,
-};
+use crate::quant::x86::{dot_with_q8_0, f16_product_8, load_i8x32};
 
 /// AVX2 version of [`BlockQ8_0`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for (x, y) in w.iter().zip(a) {
-        prefetch_ahead(x);
-        let d = f16_product_8(x.d, y.d);
-        let q = mul_sum_i8_pairs_float(load_i8x32(&x.qs), load_i8x32(&y.qs));
-        acc = _mm256_fmadd_ps(d, q, acc);
-    }
-    hsum_float_8(acc)
+    let scale = |x: &BlockQ8_0, y: &BlockQ8_0| f16_product_8(x.d, y.d);
+    dot_with_q8_0(w, a, scale, |x| load_i8x32(&x.qs))
 }
