@@ -70,11 +70,11 @@ pub(crate) fn dot_group(
 ) {
     super::reference::dot_group(w, a, s, out, |acc, i, x, y, s| {
         let mut sumi = 0i32;
-        for j in 0..8 {
+        for (j, s) in s.iter().enumerate() {
             let dot: i32 = (0..32)
                 .map(|l| x.code(i, j, l) * y.qs[32 * j + l] as i32)
                 .sum();
-            let isum = dot - BlockIq4Xsx16::OFFSET * s[j].sum;
+            let isum = dot - BlockIq4Xsx16::OFFSET * s.sum;
             sumi += x.sc[j][i] as i32 * isum;
         }
         let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;

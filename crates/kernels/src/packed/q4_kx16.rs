@@ -129,12 +129,12 @@ pub(super) fn dot_group_with<P: PackedFormat<Act = BlockQ8K>>(
     super::reference::dot_group(w, a, s, out, |acc, i, p, y, s| {
         let x = base(p);
         let (mut sumi, mut summ) = (0i32, 0i32);
-        for j in 0..8 {
+        for (j, s) in s.iter().enumerate() {
             let dot: i32 = (0..32)
                 .map(|l| code(p, i, j, l) * y.qs[32 * j + l] as i32)
                 .sum();
             sumi += x.sc[j][i] as i32 * dot;
-            summ += x.m[j / 2][2 * i + j % 2] as i32 * s[j].sum;
+            summ += x.m[j / 2][2 * i + j % 2] as i32 * s.sum;
         }
         let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
         let dmin = half::f16::from_bits(x.dmin[i]).to_f32() * y.d;

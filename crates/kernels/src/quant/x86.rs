@@ -7,7 +7,6 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::q8_0::BlockQ8_0;
 use super::q8_k::BlockQ8K;
 use super::util::scales_mins_k4;
 
@@ -157,28 +156,6 @@ pub(crate) fn mul_sum_us8_pairs_float(ax: __m256i, sy: __m256i) -> __m256 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn mul_add_i8_pairs(x: __m256i, y: __m256i) -> __m256i {
     _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
-}
-
-/// The AVX2 dot product of a 32-value format against Q8_0 activations: per block pair, the
-/// signed codes `codes(x)` times the activation codes, summed in groups of four to eight float
-/// lanes, times the scale `scale(x, y)` and added with one fused multiply-add; the lanes summed
-/// at the end.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn dot_with_q8_0<W>(
-    w: &[W],
-    a: &[BlockQ8_0],
-    scale: impl Fn(&W, &BlockQ8_0) -> __m256,
-    codes: impl Fn(&W) -> __m256i,
-) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for (x, y) in w.iter().zip(a) {
-        prefetch_ahead(x);
-        let d = scale(x, y);
-        let q = mul_sum_i8_pairs_float(codes(x), load_i8x32(&y.qs));
-        acc = _mm256_fmadd_ps(d, q, acc);
-    }
-    hsum_float_8(acc)
 }
 
 /// The per-super-block setup of the Q4_K and Q5_K dot products, from a block's packed 6-bit

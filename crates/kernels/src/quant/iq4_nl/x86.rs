@@ -5,7 +5,8 @@ use std::arch::x86_64::*;
 
 use super::{BlockIq4Nl, KVALUES};
 use crate::quant::q8_0::BlockQ8_0;
-use crate::quant::x86::{dot_with_q8_0, f16_product_8, lookup_nibbles_32};
+use crate::quant::q8_0::x86::dot_with_q8_0;
+use crate::quant::x86::{f16_product_8, lookup_nibbles_32};
 
 /// AVX2 version of [`BlockIq4Nl`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]

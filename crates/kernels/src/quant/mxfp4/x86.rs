@@ -5,7 +5,8 @@ use std::arch::x86_64::*;
 
 use super::{BlockMxfp4, KVALUES, e8m0_to_f32_half};
 use crate::quant::q8_0::BlockQ8_0;
-use crate::quant::x86::{dot_with_q8_0, lookup_nibbles_32};
+use crate::quant::q8_0::x86::dot_with_q8_0;
+use crate::quant::x86::lookup_nibbles_32;
 
 /// AVX2 version of [`BlockMxfp4`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]

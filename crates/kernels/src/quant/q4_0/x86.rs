@@ -4,7 +4,8 @@ use std::arch::x86_64::*;
 
 use super::BlockQ4_0;
 use crate::quant::q8_0::BlockQ8_0;
-use crate::quant::x86::{bytes_from_nibbles_32, dot_with_q8_0, f16_product_8};
+use crate::quant::q8_0::x86::dot_with_q8_0;
+use crate::quant::x86::{bytes_from_nibbles_32, f16_product_8};
 
 /// AVX2 version of [`BlockQ4_0`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]

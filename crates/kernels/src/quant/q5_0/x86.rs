@@ -4,9 +4,10 @@ use std::arch::x86_64::*;
 
 use super::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
+use crate::quant::q8_0::x86::dot_with_q8_0;
 use crate::quant::x86::{
-    bytes_from_bits_32, bytes_from_nibbles_32, dot_with_q8_0, f16_product_8, hsum_float_8,
-    load_i8x32, mul_sum_i8_pairs_float, prefetch_ahead,
+    bytes_from_bits_32, bytes_from_nibbles_32, f16_product_8, hsum_float_8, load_i8x32,
+    mul_sum_i8_pairs_float, prefetch_ahead,
 };
 
 /// AVX2 version of [`BlockQ5_0`]'s `vec_dot`.
