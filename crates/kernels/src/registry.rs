@@ -198,6 +198,16 @@ impl TypeTraits {
         self
     }
 
+    /// With each of the SIMD dot products `simds` in turn, as [`TypeTraits::simd`].
+    const fn simds<const N: usize>(mut self, simds: [Option<SimdDot>; N]) -> Self {
+        let mut i = 0;
+        while i < N {
+            self = self.simd(simds[i]);
+            i += 1;
+        }
+        self
+    }
+
     /// With the packed layout `packed` (`None`: none on this architecture).
     const fn packed(mut self, packed: Option<PackedLayout>) -> Self {
         if let Some(weight) = &mut self.weight {
@@ -223,50 +233,16 @@ macro_rules! x86_64 {
     };
 }
 
-/// The [`SimdDot`] of an AVX2 kernel (one that needs AVX2, FMA and F16C and nothing more) and,
-/// after `tile:`, its tile twin: byte-level entries that cast the rows to the kernels' blocks.
-macro_rules! avx2 {
-    ($dot:path $(, tile: $tile:path)?) => {
-        x86_64!(SimdDot {
-            isa: Isa::Avx2,
+/// The row-major [`SimdDot`] of a kernel `$dot` that needs the instruction set `$isa`, on the
+/// architecture that `$arch` (`x86_64` or `aarch64`) stands for: a byte-level entry that casts
+/// the rows to the kernel's blocks.
+macro_rules! simd_dot {
+    ($arch:ident, $isa:ident, $dot:path) => {
+        $arch!(SimdDot {
+            isa: Isa::$isa,
             dot: {
                 /// # Safety
-                /// The CPU must support AVX2, FMA and F16C.
-                unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
-                    // SAFETY: the caller guarantees the features the kernel is compiled for.
-                    unsafe { dot_with($dot, w, a) }
-                }
-                entry
-            },
-            tile: avx2!(@tile $($tile)?),
-            pairs: None,
-        })
-    };
-    (@tile) => {
-        None
-    };
-    (@tile $tile:path) => {
-        Some({
-            /// # Safety
-            /// The CPU must support AVX2, FMA and F16C.
-            unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
-                // SAFETY: the caller guarantees the features the kernel is compiled for.
-                unsafe { tile_with($tile, w, a, out) }
-            }
-            entry
-        })
-    };
-}
-
-/// The row-major [`SimdDot`] of an AVX-512 kernel (one that needs AVX-512 F, BW, VL and VNNI,
-/// with AVX2, FMA and F16C): a byte-level entry that casts the rows to the kernel's blocks.
-macro_rules! avx512 {
-    ($dot:path) => {
-        x86_64!(SimdDot {
-            isa: Isa::Avx512,
-            dot: {
-                /// # Safety
-                /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C.
+                /// The CPU must support the instruction set listed beside the entry.
                 unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
                     // SAFETY: the caller guarantees the features the kernel is compiled for.
                     unsafe { dot_with($dot, w, a) }
@@ -276,6 +252,36 @@ macro_rules! avx512 {
             tile: None,
             pairs: None,
         })
+    };
+}
+
+/// The [`SimdDot`] of an AVX2 kernel (one that needs AVX2, FMA and F16C and nothing more) and,
+/// after `tile:`, its tile twin: byte-level entries that cast the rows to the kernels' blocks.
+macro_rules! avx2 {
+    ($dot:path) => {
+        simd_dot!(x86_64, Avx2, $dot)
+    };
+    ($dot:path, tile: $tile:path) => {
+        x86_64!(SimdDot {
+            tile: Some({
+                /// # Safety
+                /// The CPU must support AVX2, FMA and F16C.
+                unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
+                    // SAFETY: the caller guarantees the features the kernel is compiled for.
+                    unsafe { tile_with($tile, w, a, out) }
+                }
+                entry
+            }),
+            ..simd_dot!(x86_64, Avx2, $dot).expect("an x86-64 entry")
+        })
+    };
+}
+
+/// The row-major [`SimdDot`] of an AVX-512 kernel (one that needs AVX-512 F, BW, VL and VNNI,
+/// with AVX2, FMA and F16C).
+macro_rules! avx512 {
+    ($dot:path) => {
+        simd_dot!(x86_64, Avx512, $dot)
     };
 }
 
@@ -296,23 +302,10 @@ macro_rules! aarch64 {
 }
 
 /// The [`SimdDot`] of an AArch64 kernel that needs the instruction set `$isa` (`Neon`,
-/// `Dotprod` or `I8mm`): a byte-level entry that casts the rows to the kernel's blocks.
+/// `Dotprod` or `I8mm`).
 macro_rules! arm {
     ($isa:ident, $dot:path) => {
-        aarch64!(SimdDot {
-            isa: Isa::$isa,
-            dot: {
-                /// # Safety
-                /// The CPU must support the instruction set listed beside the entry.
-                unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
-                    // SAFETY: the caller guarantees the features the kernel is compiled for.
-                    unsafe { dot_with($dot, w, a) }
-                }
-                entry
-            },
-            tile: None,
-            pairs: None,
-        })
+        simd_dot!(aarch64, $isa, $dot)
     };
 }
 
@@ -352,138 +345,100 @@ macro_rules! i8mm {
     };
 }
 
-/// The [`PackedLayout`] of a packer whose kernel needs AVX-512 F, BW, VL and VNNI (with AVX2,
-/// FMA and F16C).
+/// The SIMD dot products most weight types have, lowest instruction set first: the AVX2
+/// kernel of the type's `x86` module (`vec_dot`) and the NEON and dot-product-extension kernels
+/// of its `aarch64` module.
+macro_rules! common_simd {
+    ($ty:ident) => {
+        [avx2!($ty::x86::vec_dot), neon!($ty), dotprod!($ty)]
+    };
+}
+
+/// The SIMD dot products of a float type: the AVX2 and NEON kernels named `$dot` in the `x86`
+/// and `aarch64` modules of [`float`].
+macro_rules! float_simd {
+    ($dot:ident) => {
+        [avx2!(float::x86::$dot), arm!(Neon, float::aarch64::$dot)]
+    };
+}
+
+/// The [`PackedLayout`] of a layout of [`packed`] whose kernel needs AVX-512 F, BW, VL and VNNI
+/// (with AVX2, FMA and F16C), named by its module and block type.
 macro_rules! avx512_packed {
-    ($pack:path) => {
+    ($module:ident :: $layout:ident) => {
         x86_64!(PackedLayout {
             isa: Isa::Avx512,
-            pack: $pack,
+            pack: packed::pack_avx512::<packed::$module::$layout>,
         })
     };
 }
 
 /// Every type this crate implements, by GGUF id.
 static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
-    TypeTraits::quantized_weight::<f32>()
-        .simd(avx2!(float::x86::vec_dot_f32))
-        .simd(arm!(Neon, float::aarch64::vec_dot_f32)),
-    TypeTraits::quantized_weight::<f16>()
-        .simd(avx2!(float::x86::vec_dot_f16))
-        .simd(arm!(Neon, float::aarch64::vec_dot_f16)),
-    TypeTraits::quantized_weight::<bf16>()
-        .simd(avx2!(float::x86::vec_dot_bf16))
-        .simd(arm!(Neon, float::aarch64::vec_dot_bf16)),
+    TypeTraits::quantized_weight::<f32>().simds(float_simd!(vec_dot_f32)),
+    TypeTraits::quantized_weight::<f16>().simds(float_simd!(vec_dot_f16)),
+    TypeTraits::quantized_weight::<bf16>().simds(float_simd!(vec_dot_bf16)),
     TypeTraits::quantized_weight::<q4_0::BlockQ4_0>()
-        .simd(avx2!(q4_0::x86::vec_dot))
-        .simd(neon!(q4_0))
-        .simd(dotprod!(q4_0))
+        .simds(common_simd!(q4_0))
         .simd(i8mm!(q4_0))
-        .packed(avx512_packed!(packed::nibbles_avx512::pack_q4_0)),
+        .packed(avx512_packed!(nibbles::BlockQ4_0x16)),
     TypeTraits::quantized_weight::<q4_1::BlockQ4_1>()
-        .simd(avx2!(q4_1::x86::vec_dot))
-        .simd(neon!(q4_1))
-        .simd(dotprod!(q4_1))
-        .packed(avx512_packed!(packed::min_formats_avx512::pack_q4_1)),
+        .simds(common_simd!(q4_1))
+        .packed(avx512_packed!(min_formats::BlockQ4_1x16)),
     TypeTraits::quantized_weight::<q5_0::BlockQ5_0>()
         .simd(avx2!(q5_0::x86::vec_dot, tile: q5_0::x86::vec_dot_tile))
         .simd(neon!(q5_0))
         .simd(dotprod!(q5_0))
         .simd(i8mm!(q5_0))
-        .packed(avx512_packed!(packed::q5_0x16_avx512::pack)),
+        .packed(avx512_packed!(q5_0x16::BlockQ5_0x16)),
     TypeTraits::quantized_weight::<q5_1::BlockQ5_1>()
-        .simd(avx2!(q5_1::x86::vec_dot))
-        .simd(neon!(q5_1))
-        .simd(dotprod!(q5_1))
-        .packed(avx512_packed!(packed::min_formats_avx512::pack_q5_1)),
+        .simds(common_simd!(q5_1))
+        .packed(avx512_packed!(min_formats::BlockQ5_1x16)),
     TypeTraits::quantized_weight::<q8_0::BlockQ8_0>()
-        .simd(avx2!(q8_0::x86::vec_dot))
-        .simd(neon!(q8_0))
-        .simd(dotprod!(q8_0))
+        .simds(common_simd!(q8_0))
         .simd(i8mm!(q8_0))
-        .packed(avx512_packed!(packed::q8_0x16_avx512::pack)),
+        .packed(avx512_packed!(q8_0x16::BlockQ8_0x16)),
     TypeTraits::activation::<q8_1::BlockQ8_1>(),
     TypeTraits::quantized_weight::<q2_k::BlockQ2K>()
-        .simd(avx2!(q2_k::x86::vec_dot))
-        .simd(neon!(q2_k))
-        .simd(dotprod!(q2_k))
-        .packed(avx512_packed!(packed::q2_kx16_avx512::pack)),
+        .simds(common_simd!(q2_k))
+        .packed(avx512_packed!(q2_kx16::BlockQ2Kx16)),
     TypeTraits::quantized_weight::<q3_k::BlockQ3K>()
-        .simd(avx2!(q3_k::x86::vec_dot))
-        .simd(neon!(q3_k))
-        .simd(dotprod!(q3_k))
-        .packed(avx512_packed!(packed::q3_kx16_avx512::pack)),
+        .simds(common_simd!(q3_k))
+        .packed(avx512_packed!(q3_kx16::BlockQ3Kx16)),
     TypeTraits::quantized_weight::<q4_k::BlockQ4K>()
-        .simd(avx2!(q4_k::x86::vec_dot))
-        .simd(neon!(q4_k))
-        .simd(dotprod!(q4_k))
-        .packed(avx512_packed!(packed::q4_kx16_avx512::pack)),
+        .simds(common_simd!(q4_k))
+        .packed(avx512_packed!(q4_kx16::BlockQ4Kx16)),
     TypeTraits::quantized_weight::<q5_k::BlockQ5K>()
-        .simd(avx2!(q5_k::x86::vec_dot))
-        .simd(neon!(q5_k))
-        .simd(dotprod!(q5_k))
-        .packed(avx512_packed!(packed::q5_kx16_avx512::pack)),
+        .simds(common_simd!(q5_k))
+        .packed(avx512_packed!(q5_kx16::BlockQ5Kx16)),
     TypeTraits::quantized_weight::<q6_k::BlockQ6K>()
-        .simd(avx2!(q6_k::x86::vec_dot))
-        .simd(neon!(q6_k))
-        .simd(dotprod!(q6_k))
-        .packed(avx512_packed!(packed::q6_kx16_avx512::pack)),
+        .simds(common_simd!(q6_k))
+        .packed(avx512_packed!(q6_kx16::BlockQ6Kx16)),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
-    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>()
-        .simd(avx2!(iq2_xxs::x86::vec_dot))
-        .simd(neon!(iq2_xxs))
-        .simd(dotprod!(iq2_xxs)),
-    TypeTraits::weight::<iq2_xs::BlockIq2Xs>()
-        .simd(avx2!(iq2_xs::x86::vec_dot))
-        .simd(neon!(iq2_xs))
-        .simd(dotprod!(iq2_xs)),
-    TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>()
-        .simd(avx2!(iq3_xxs::x86::vec_dot))
-        .simd(neon!(iq3_xxs))
-        .simd(dotprod!(iq3_xxs)),
-    TypeTraits::weight::<iq1_s::BlockIq1S>()
-        .simd(avx2!(iq1_s::x86::vec_dot))
-        .simd(neon!(iq1_s))
-        .simd(dotprod!(iq1_s)),
+    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simds(common_simd!(iq2_xxs)),
+    TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simds(common_simd!(iq2_xs)),
+    TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>().simds(common_simd!(iq3_xxs)),
+    TypeTraits::weight::<iq1_s::BlockIq1S>().simds(common_simd!(iq1_s)),
     TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
-        .simd(avx2!(iq4_nl::x86::vec_dot))
-        .simd(neon!(iq4_nl))
-        .simd(dotprod!(iq4_nl))
+        .simds(common_simd!(iq4_nl))
         .simd(i8mm!(iq4_nl))
-        .packed(avx512_packed!(packed::nibbles_avx512::pack_iq4_nl)),
-    TypeTraits::weight::<iq3_s::BlockIq3S>()
-        .simd(avx2!(iq3_s::x86::vec_dot))
-        .simd(neon!(iq3_s))
-        .simd(dotprod!(iq3_s)),
-    TypeTraits::weight::<iq2_s::BlockIq2S>()
-        .simd(avx2!(iq2_s::x86::vec_dot))
-        .simd(neon!(iq2_s))
-        .simd(dotprod!(iq2_s)),
+        .packed(avx512_packed!(nibbles::BlockIq4Nlx16)),
+    TypeTraits::weight::<iq3_s::BlockIq3S>().simds(common_simd!(iq3_s)),
+    TypeTraits::weight::<iq2_s::BlockIq2S>().simds(common_simd!(iq2_s)),
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
-        .simd(avx2!(iq4_xs::x86::vec_dot))
-        .simd(neon!(iq4_xs))
-        .simd(dotprod!(iq4_xs))
-        .packed(avx512_packed!(packed::iq4_xsx16_avx512::pack)),
-    TypeTraits::weight::<iq1_m::BlockIq1M>()
-        .simd(avx2!(iq1_m::x86::vec_dot))
-        .simd(neon!(iq1_m))
-        .simd(dotprod!(iq1_m)),
+        .simds(common_simd!(iq4_xs))
+        .packed(avx512_packed!(iq4_xsx16::BlockIq4Xsx16)),
+    TypeTraits::weight::<iq1_m::BlockIq1M>().simds(common_simd!(iq1_m)),
     TypeTraits::weight::<tq1_0::BlockTq1_0>()
-        .simd(avx2!(tq1_0::x86::vec_dot))
-        .simd(avx512!(tq1_0::avx512::vec_dot))
-        .simd(neon!(tq1_0))
-        .simd(dotprod!(tq1_0)),
+        .simds(common_simd!(tq1_0))
+        .simd(avx512!(tq1_0::avx512::vec_dot)),
     TypeTraits::weight::<tq2_0::BlockTq2_0>()
-        .simd(avx2!(tq2_0::x86::vec_dot))
-        .simd(avx512!(tq2_0::avx512::vec_dot))
-        .simd(neon!(tq2_0))
-        .simd(dotprod!(tq2_0)),
+        .simds(common_simd!(tq2_0))
+        .simd(avx512!(tq2_0::avx512::vec_dot)),
     TypeTraits::quantized_weight::<mxfp4::BlockMxfp4>()
-        .simd(avx2!(mxfp4::x86::vec_dot))
-        .simd(neon!(mxfp4))
-        .simd(dotprod!(mxfp4))
+        .simds(common_simd!(mxfp4))
         .simd(i8mm!(mxfp4))
-        .packed(avx512_packed!(packed::mxfp4x16_avx512::pack)),
+        .packed(avx512_packed!(mxfp4x16::BlockMxfp4x16)),
 ]);
 
 /// Slots of a table indexed by type id: one past the largest id.

@@ -4,14 +4,14 @@
 //! `d_w · d_a`, added to the running sum with one fused multiply-add, blocks in order; formats
 //! with a min per row (Q4_1, Q5_1) then add `Σa` times `m_w · d_a` with a second one.
 
-use super::ROWS;
+use super::{PackedFormat, ROWS};
 use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 
 /// The sixteen rows of `w` (one row group, `nb` blocks) against each of the `out.len()` tokens
 /// of `a` (`nb` blocks each, summaries in `s`); `code(x, i, j)` is row `i`'s byte code `j` of
 /// block `x`, standing for `code − offset`, and `scale(x, i)` its scale.
-pub(super) fn dot_group<P>(
+pub(super) fn dot_group<P: PackedFormat<Act = BlockQ8_0>>(
     w: &[P],
     a: &[BlockQ8_0],
     s: &[BlockSummary],
@@ -34,7 +34,7 @@ pub(super) fn dot_group<P>(
 
 /// [`dot_group`] for formats with a min per row: `min(x, i)` is row `i`'s min of block `x`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn dot_group_with_mins<P>(
+pub(super) fn dot_group_with_mins<P: PackedFormat<Act = BlockQ8_0>>(
     w: &[P],
     a: &[BlockQ8_0],
     s: &[BlockSummary],
@@ -44,20 +44,14 @@ pub(super) fn dot_group_with_mins<P>(
     scale: impl Fn(&P, usize) -> f32,
     min: Option<impl Fn(&P, usize) -> f32>,
 ) {
-    let nb = w.len();
-    for (t, out) in out.iter_mut().enumerate() {
-        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[t * nb..(t + 1) * nb]);
-        for (i, o) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for ((x, y), s) in w.iter().zip(a).zip(s) {
-                let dot: i32 = (0..32).map(|j| code(x, i, j) * y.qs[j] as i32).sum();
-                let isum = dot - offset * s.sum;
-                acc = (scale(x, i) * s.d).mul_add(isum as f32, acc);
-                if let Some(min) = &min {
-                    acc = (min(x, i) * s.d).mul_add(s.sum as f32, acc);
-                }
-            }
-            *o = acc;
+    super::reference::dot_group(w, a, s, out, |acc, i, x, y, s| {
+        let s = &s[0];
+        let dot: i32 = (0..32).map(|j| code(x, i, j) * y.qs[j] as i32).sum();
+        let isum = dot - offset * s.sum;
+        let acc = (scale(x, i) * s.d).mul_add(isum as f32, acc);
+        match &min {
+            Some(min) => (min(x, i) * s.d).mul_add(s.sum as f32, acc),
+            None => acc,
         }
-    }
+    });
 }

@@ -68,24 +68,16 @@ pub(crate) fn dot_group(
     s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
-    let nb = w.len();
-    for (t, out) in out.iter_mut().enumerate() {
-        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[8 * t * nb..8 * (t + 1) * nb]);
-        for (i, o) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for (b, (x, y)) in w.iter().zip(a).enumerate() {
-                let mut sumi = 0i32;
-                for j in 0..8 {
-                    let dot: i32 = (0..32)
-                        .map(|l| x.code(i, j, l) * y.qs[32 * j + l] as i32)
-                        .sum();
-                    let isum = dot - BlockIq4Xsx16::OFFSET * s[8 * b + j].sum;
-                    sumi += x.sc[j][i] as i32 * isum;
-                }
-                let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
-                acc = d.mul_add(sumi as f32, acc);
-            }
-            *o = acc;
+    super::reference::dot_group(w, a, s, out, |acc, i, x, y, s| {
+        let mut sumi = 0i32;
+        for (j, s) in s.iter().enumerate() {
+            let dot: i32 = (0..32)
+                .map(|l| x.code(i, j, l) * y.qs[32 * j + l] as i32)
+                .sum();
+            let isum = dot - BlockIq4Xsx16::OFFSET * s.sum;
+            sumi += x.sc[j][i] as i32 * isum;
         }
-    }
+        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        d.mul_add(sumi as f32, acc)
+    });
 }

@@ -4,46 +4,18 @@
 
 use std::arch::x86_64::*;
 
+use super::ROWS;
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::nibbles::BlockIq4Nlx16;
 use super::nibbles_avx512::codes;
 use super::q4_kx16_avx512::sub_block_dot;
-use super::{PackedMatrix, ROWS, Release};
-use crate::operands::{BlockSummary, WeightMatrix};
+use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-/// Tokens one pass over the weights takes (their accumulators stay in registers).
-const TOKENS: usize = 4;
-
-/// AVX-512 version of [`super::iq4_xsx16::dot_group`]; bit-identical to it.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn dot_group(
-    w: &[BlockIq4Xsx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    let nb = w.len();
-    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
-        let first = c * TOKENS * nb;
-        let (a, s) = (&a[first..], &s[8 * first..]);
-        for_tokens!(out.len(), 4, dot_tokens(w, a, s, out));
-    }
-}
-
-/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
-/// returned matrix run [`dot_group`].
-pub(crate) unsafe fn pack(
-    w: &WeightMatrix<'_>,
-    release: Release<'_>,
-    _: crate::Isa,
-) -> PackedMatrix {
-    PackedMatrix::pack_with::<BlockIq4Xsx16>(w, dot_group, release)
-}
+super_block_dot_group!(BlockIq4Xsx16, |w, a, s, out| {
+    for_tokens!(out.len(), 4, dot_tokens(w, a, s, out))
+});
 
 /// [`dot_group`] for exactly `N` tokens.
 #[inline]

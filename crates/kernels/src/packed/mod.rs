@@ -56,6 +56,78 @@ macro_rules! for_tokens {
     };
 }
 
+/// Stamps out the AVX-512 kernel `$dot` and the AMX kernel `$dot_amx` of a packed byte-code
+/// format (`byte_codes_avx512`, `byte_codes_amx`) whose blocks the closure `$codes` decodes, and
+/// makes them the layout's [`Avx512Kernels`].
+#[cfg(target_arch = "x86_64")]
+macro_rules! byte_code_kernels {
+    ($packed:ty, $codes:expr, $dot:ident, $dot_amx:ident) => {
+        /// The AVX-512 kernel of this format; bit-identical to its scalar reference.
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        pub(crate) fn $dot(
+            w: &[$packed],
+            a: &[$crate::quant::q8_0::BlockQ8_0],
+            s: &[$crate::operands::BlockSummary],
+            out: &mut [[f32; $crate::packed::ROWS]],
+        ) {
+            $crate::packed::byte_codes_avx512::dot_group(w, a, s, out, $codes);
+        }
+
+        /// The AVX-512 kernel on the AMX tile unit where a call has tokens enough;
+        /// bit-identical to it.
+        ///
+        /// # Safety
+        /// The CPU must support [`crate::Isa::Amx`].
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        pub(crate) unsafe fn $dot_amx(
+            w: &[$packed],
+            a: &[$crate::quant::q8_0::BlockQ8_0],
+            s: &[$crate::operands::BlockSummary],
+            out: &mut [[f32; $crate::packed::ROWS]],
+        ) {
+            // SAFETY: the caller checked AMX.
+            unsafe { $crate::packed::byte_codes_amx::dot_group(w, a, s, out, $codes) };
+        }
+
+        impl $crate::packed::Avx512Kernels for $packed {
+            const DOT: $crate::packed::GroupDotFn<Self> = $dot;
+            const DOT_AMX: Option<$crate::packed::GroupDotFn<Self>> = Some($dot_amx);
+        }
+    };
+}
+
+/// Defines `dot_group`, the AVX-512 kernel of a packed super-block format against Q8_K
+/// activations, and makes it the layout's [`Avx512Kernels::DOT`]: `$run` (a kernel for a fixed
+/// number of tokens, through [`for_tokens!`]) over the call's tokens four at a time, each time
+/// with the activation blocks and the summaries (eight per block) from the first of them on and
+/// the outputs of those tokens. Bit-identical to the layout's scalar reference.
+#[cfg(target_arch = "x86_64")]
+macro_rules! super_block_dot_group {
+    ($packed:ty, |$w:ident, $a:ident, $s:ident, $out:ident| $run:expr) => {
+        /// The AVX-512 kernel of this layout; bit-identical to its scalar reference.
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        pub(crate) fn dot_group(
+            w: &[$packed],
+            a: &[$crate::quant::q8_k::BlockQ8K],
+            s: &[$crate::operands::BlockSummary],
+            out: &mut [[f32; $crate::packed::ROWS]],
+        ) {
+            /// Tokens one pass over the weights takes (their accumulators stay in registers).
+            const TOKENS: usize = 4;
+            let nb = w.len();
+            for (c, $out) in out.chunks_mut(TOKENS).enumerate() {
+                let first = c * TOKENS * nb;
+                let ($w, $a, $s) = (w, &a[first..], &s[8 * first..]);
+                $run;
+            }
+        }
+
+        impl $crate::packed::Avx512Kernels for $packed {
+            const DOT: $crate::packed::GroupDotFn<Self> = dot_group;
+        }
+    };
+}
+
 mod allocation;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx;
@@ -66,39 +138,41 @@ mod byte_codes_amx;
 mod byte_codes_avx512;
 #[cfg(test)]
 mod byte_codes_reference;
-mod iq4_xsx16;
+pub(crate) mod iq4_xsx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod iq4_xsx16_avx512;
-mod min_formats;
+pub(crate) mod min_formats;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod min_formats_avx512;
-mod mxfp4x16;
+pub(crate) mod mxfp4x16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod mxfp4x16_avx512;
-mod nibbles;
+pub(crate) mod nibbles;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod nibbles_avx512;
-mod q2_kx16;
+pub(crate) mod q2_kx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q2_kx16_avx512;
-mod q3_kx16;
+pub(crate) mod q3_kx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q3_kx16_avx512;
-mod q4_kx16;
+pub(crate) mod q4_kx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q4_kx16_avx512;
-mod q5_0x16;
+pub(crate) mod q5_0x16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q5_0x16_avx512;
-mod q5_kx16;
+pub(crate) mod q5_kx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q5_kx16_avx512;
-mod q6_kx16;
+pub(crate) mod q6_kx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q6_kx16_avx512;
-mod q8_0x16;
+pub(crate) mod q8_0x16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q8_0x16_avx512;
+#[cfg(test)]
+mod reference;
 mod rows;
 mod shared;
 mod summary;
@@ -116,7 +190,7 @@ pub(crate) const ROWS: usize = 16;
 
 /// A packed block format: sixteen rows of one block column, packed from the stored blocks,
 /// multiplied against activations quantized to `Act` and summarized per 32 values.
-trait PackedFormat: Pod + Send + Sync {
+pub(crate) trait PackedFormat: Pod + Send + Sync {
     /// The stored block it is packed from, whose activation format it multiplies.
     type Source: BlockFormat;
     /// The activation block format.
@@ -137,8 +211,38 @@ trait PackedFormat: Pod + Send + Sync {
 ///
 /// `unsafe` because SIMD kernels need the instruction set they were written for; only the
 /// packers the registry lists for that instruction set build a matrix with one.
-type GroupDotFn<P> =
+pub(crate) type GroupDotFn<P> =
     unsafe fn(&[P], &[<P as PackedFormat>::Act], &[BlockSummary], &mut [[f32; ROWS]]);
+
+/// The kernels of a packed layout for AVX-512 VNNI (AVX-512 F, BW, VL and VNNI, with AVX2,
+/// FMA and F16C) and, where it has one, for AMX: what [`pack_avx512`] packs the layout for.
+#[cfg(target_arch = "x86_64")]
+pub(crate) trait Avx512Kernels: PackedFormat {
+    /// The AVX-512 kernel; bit-identical to the layout's scalar reference.
+    const DOT: GroupDotFn<Self>;
+    /// The same products on the AMX tile unit (bit-identical to [`Self::DOT`]; it needs
+    /// [`crate::Isa::Amx`]), where the layout has them.
+    const DOT_AMX: Option<GroupDotFn<Self>> = None;
+}
+
+/// Packs `w` into layout `P` for its AMX kernel where `isa` includes AMX and the layout has
+/// one, else for its AVX-512 kernel: the registry's entry for a layout.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C, and everything `isa`
+/// includes: products of the returned matrix run the kernel.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn pack_avx512<P: Avx512Kernels>(
+    w: &WeightMatrix<'_>,
+    release: Release<'_>,
+    isa: crate::Isa,
+) -> PackedMatrix {
+    let dot = match P::DOT_AMX {
+        Some(amx) if isa >= crate::Isa::Amx => amx,
+        _ => P::DOT,
+    };
+    PackedMatrix::pack_with::<P>(w, dot, release)
+}
 
 /// Told each byte range of the source matrix once it is packed and will not be read again.
 pub(crate) type Release<'r> = &'r (dyn Fn(Range<usize>) + Sync);

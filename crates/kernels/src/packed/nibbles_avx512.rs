@@ -5,16 +5,12 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_codes_avx512::{self, ByteCodes, RowScales};
+use super::byte_codes_avx512::{ByteCodes, RowScales};
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
-use super::{PackedMatrix, ROWS, Release, byte_codes_amx};
-use crate::cpu::Isa;
-use crate::operands::{BlockSummary, WeightMatrix};
-use crate::quant::q8_0::BlockQ8_0;
 
-/// Stamps out the kernels and packer of one packed four-bit format.
+/// Stamps out the kernels of one packed four-bit format.
 macro_rules! nibble_kernels {
-    ($packed:ty, $dot:ident, $dot_amx:ident, $pack:ident) => {
+    ($packed:ty, $dot:ident, $dot_amx:ident) => {
         impl ByteCodes for $packed {
             const OFFSET: i32 = <$packed>::OFFSET;
             fn scales(&self) -> RowScales<'_> {
@@ -22,59 +18,17 @@ macro_rules! nibble_kernels {
             }
         }
 
-        /// The AVX-512 kernel of this format; bit-identical to its scalar reference.
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-        pub(crate) fn $dot(
-            w: &[$packed],
-            a: &[BlockQ8_0],
-            s: &[BlockSummary],
-            out: &mut [[f32; ROWS]],
-        ) {
-            byte_codes_avx512::dot_group(w, a, s, out, |x| codes(&x.qs, &<$packed>::CODES));
-        }
-
-        /// The AVX-512 kernel on the AMX tile unit where a call has tokens enough.
-        ///
-        /// # Safety
-        /// The CPU must support [`Isa::Amx`].
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-        pub(crate) unsafe fn $dot_amx(
-            w: &[$packed],
-            a: &[BlockQ8_0],
-            s: &[BlockSummary],
-            out: &mut [[f32; ROWS]],
-        ) {
-            // SAFETY: the caller checked AMX.
-            unsafe { byte_codes_amx::dot_group(w, a, s, out, |x| codes(&x.qs, &<$packed>::CODES)) };
-        }
-
-        /// Packs `w` for the AMX kernel where `isa` includes AMX, else for the AVX-512 one: the
-        /// registry's entry for this layout.
-        ///
-        /// # Safety
-        /// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C, and everything
-        /// `isa` includes.
-        pub(crate) unsafe fn $pack(
-            w: &WeightMatrix<'_>,
-            release: Release<'_>,
-            isa: Isa,
-        ) -> PackedMatrix {
-            if isa >= Isa::Amx {
-                PackedMatrix::pack_with::<$packed>(w, $dot_amx, release)
-            } else {
-                PackedMatrix::pack_with::<$packed>(w, $dot, release)
-            }
-        }
+        byte_code_kernels!(
+            $packed,
+            |x: &$packed| codes(&x.qs, &<$packed>::CODES),
+            $dot,
+            $dot_amx
+        );
     };
 }
 
-nibble_kernels!(BlockQ4_0x16, dot_group_q4_0, dot_group_q4_0_amx, pack_q4_0);
-nibble_kernels!(
-    BlockIq4Nlx16,
-    dot_group_iq4_nl,
-    dot_group_iq4_nl_amx,
-    pack_iq4_nl
-);
+nibble_kernels!(BlockQ4_0x16, dot_group_q4_0, dot_group_q4_0_amx);
+nibble_kernels!(BlockIq4Nlx16, dot_group_iq4_nl, dot_group_iq4_nl_amx);
 
 /// The eight vectors of byte codes of one packed block: vector `g` gives each row its codes
 /// `4g..4g + 4`, each index looked up in `table`.

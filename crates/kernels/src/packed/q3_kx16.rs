@@ -76,27 +76,19 @@ impl BlockQ3Kx16 {
 pub(crate) fn dot_group(
     w: &[BlockQ3Kx16],
     a: &[BlockQ8K],
-    _: &[BlockSummary],
+    s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
-    let nb = w.len();
-    for (t, out) in out.iter_mut().enumerate() {
-        let a = &a[t * nb..(t + 1) * nb];
-        for (i, o) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for (x, y) in w.iter().zip(a) {
-                let mut sumi = 0i32;
-                for g in 0..GROUPS {
-                    let dot: i32 = (0..16)
-                        .map(|l| x.code(i, g, l) * y.qs[16 * g + l] as i32)
-                        .sum();
-                    let isum = dot - BlockQ3Kx16::OFFSET * y.bsums[g] as i32;
-                    sumi += x.sc[g][i] as i32 * isum;
-                }
-                let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
-                acc = d.mul_add(sumi as f32, acc);
-            }
-            *o = acc;
+    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+        let mut sumi = 0i32;
+        for g in 0..GROUPS {
+            let dot: i32 = (0..16)
+                .map(|l| x.code(i, g, l) * y.qs[16 * g + l] as i32)
+                .sum();
+            let isum = dot - BlockQ3Kx16::OFFSET * y.bsums[g] as i32;
+            sumi += x.sc[g][i] as i32 * isum;
         }
-    }
+        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        d.mul_add(sumi as f32, acc)
+    });
 }

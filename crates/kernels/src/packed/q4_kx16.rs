@@ -118,7 +118,7 @@ pub(crate) fn dot_group(
 /// The reference of the Q4_K-shaped formats: `base` gives a packed block's scales and mins,
 /// `code(x, i, j, l)` row `i`'s code `l` of sub-block `j`.
 #[cfg(test)]
-pub(super) fn dot_group_with<P>(
+pub(super) fn dot_group_with<P: PackedFormat<Act = BlockQ8K>>(
     w: &[P],
     base: fn(&P) -> &BlockQ4Kx16,
     code: fn(&P, usize, usize, usize) -> i32,
@@ -126,27 +126,18 @@ pub(super) fn dot_group_with<P>(
     s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
-    let nb = w.len();
-    for (t, out) in out.iter_mut().enumerate() {
-        let (a, s) = (&a[t * nb..(t + 1) * nb], &s[8 * t * nb..8 * (t + 1) * nb]);
-        for (i, o) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for (b, (p, y)) in w.iter().zip(a).enumerate() {
-                let x = base(p);
-                let (mut sumi, mut summ) = (0i32, 0i32);
-                for j in 0..8 {
-                    let dot: i32 = (0..32)
-                        .map(|l| code(p, i, j, l) * y.qs[32 * j + l] as i32)
-                        .sum();
-                    sumi += x.sc[j][i] as i32 * dot;
-                    summ += x.m[j / 2][2 * i + j % 2] as i32 * s[8 * b + j].sum;
-                }
-                let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
-                let dmin = half::f16::from_bits(x.dmin[i]).to_f32() * y.d;
-                acc = d.mul_add(sumi as f32, acc);
-                acc = (-dmin).mul_add(summ as f32, acc);
-            }
-            *o = acc;
+    super::reference::dot_group(w, a, s, out, |acc, i, p, y, s| {
+        let x = base(p);
+        let (mut sumi, mut summ) = (0i32, 0i32);
+        for (j, s) in s.iter().enumerate() {
+            let dot: i32 = (0..32)
+                .map(|l| code(p, i, j, l) * y.qs[32 * j + l] as i32)
+                .sum();
+            sumi += x.sc[j][i] as i32 * dot;
+            summ += x.m[j / 2][2 * i + j % 2] as i32 * s.sum;
         }
-    }
+        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        let dmin = half::f16::from_bits(x.dmin[i]).to_f32() * y.d;
+        (-dmin).mul_add(summ as f32, d.mul_add(sumi as f32, acc))
+    });
 }

@@ -3,58 +3,16 @@
 
 use std::arch::x86_64::*;
 
+use super::ROWS;
 use super::q4_kx16::BlockQ4Kx16;
-use super::{PackedMatrix, ROWS, Release};
-use crate::operands::{BlockSummary, WeightMatrix};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-/// Tokens one pass over the weights takes (their accumulators stay in registers).
-const TOKENS: usize = 4;
-
-/// AVX-512 version of [`super::q4_kx16::dot_group`]; bit-identical to it. The sub-block sums
-/// the mins multiply come straight from the activation blocks' group sums, so `_s` goes unread.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn dot_group(
-    w: &[BlockQ4Kx16],
-    a: &[BlockQ8K],
-    _s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    dot_group_with(w, a, out, |x| x, |x, j| sub_block_codes(x, j));
-}
-
-/// The kernel of the Q4_K-shaped formats: `base` gives a packed block's scales and mins,
-/// `codes(x, j)` the eight code vectors of its sub-block `j` (see [`sub_block_codes`]).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn dot_group_with<P>(
-    w: &[P],
-    a: &[BlockQ8K],
-    out: &mut [[f32; ROWS]],
-    base: impl Fn(&P) -> &BlockQ4Kx16 + Copy,
-    codes: impl Fn(&P, usize) -> [__m512i; 8] + Copy,
-) {
-    let nb = w.len();
-    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
-        let first = c * TOKENS * nb;
-        let a = &a[first..];
-        for_tokens!(out.len(), 4, dot_tokens[P](w, a, out, base, codes));
-    }
-}
-
-/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
-/// returned matrix run [`dot_group`].
-pub(crate) unsafe fn pack(
-    w: &WeightMatrix<'_>,
-    release: Release<'_>,
-    _: crate::Isa,
-) -> PackedMatrix {
-    PackedMatrix::pack_with::<BlockQ4Kx16>(w, dot_group, release)
-}
+super_block_dot_group!(BlockQ4Kx16, |w, a, _s, out| {
+    let codes = |x: &BlockQ4Kx16, j| sub_block_codes(x, j);
+    let n = out.len();
+    for_tokens!(n, 4, dot_tokens[BlockQ4Kx16](w, a, out, |x| x, codes))
+});
 
 /// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
 #[inline]
@@ -109,10 +67,12 @@ fn sub_block_sum_pairs(a: &BlockQ8K) -> [__m512i; 4] {
     [0, 1, 2, 3].map(|k| _mm512_permutexvar_epi32(_mm512_set1_epi32(k), pairs))
 }
 
-/// [`dot_group_with`] for exactly `N` tokens.
+/// The kernel of the Q4_K-shaped formats for exactly `N` tokens: `base` gives a packed block's
+/// scales and mins, `codes(x, j)` the eight code vectors of its sub-block `j` (see
+/// [`sub_block_codes`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn dot_tokens<P, const N: usize>(
+pub(super) fn dot_tokens<P, const N: usize>(
     w: &[P],
     a: &[BlockQ8K],
     out: &mut [[f32; ROWS]],

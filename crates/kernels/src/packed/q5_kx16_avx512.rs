@@ -3,36 +3,14 @@
 
 use std::arch::x86_64::*;
 
-use super::q4_kx16_avx512::{dot_group_with, sub_block_codes};
+use super::q4_kx16_avx512::{dot_tokens, sub_block_codes};
 use super::q5_kx16::BlockQ5Kx16;
-use super::{PackedMatrix, ROWS, Release};
-use crate::operands::{BlockSummary, WeightMatrix};
-use crate::quant::q8_k::BlockQ8K;
 
-/// AVX-512 version of [`super::q5_kx16::dot_group`]; bit-identical to it (the sub-block sums
-/// come from the activation blocks, as in Q4_K's kernel, so `_s` goes unread).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn dot_group(
-    w: &[BlockQ5Kx16],
-    a: &[BlockQ8K],
-    _s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    dot_group_with(w, a, out, |x| &x.low, |x, j| codes(x, j));
-}
-
-/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
-/// returned matrix run [`dot_group`].
-pub(crate) unsafe fn pack(
-    w: &WeightMatrix<'_>,
-    release: Release<'_>,
-    _: crate::Isa,
-) -> PackedMatrix {
-    PackedMatrix::pack_with::<BlockQ5Kx16>(w, dot_group, release)
-}
+super_block_dot_group!(BlockQ5Kx16, |w, a, _s, out| {
+    let codes = |x: &BlockQ5Kx16, j| codes(x, j);
+    let n = out.len();
+    for_tokens!(n, 4, dot_tokens[BlockQ5Kx16](w, a, out, |x| &x.low, codes))
+});
 
 /// The eight code vectors (`0..32`) of sub-block `j`: vector `g` gives each row its codes
 /// `4g..4g + 4`.

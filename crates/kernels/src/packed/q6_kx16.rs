@@ -91,26 +91,18 @@ impl BlockQ6Kx16 {
 pub(crate) fn dot_group(
     w: &[BlockQ6Kx16],
     a: &[BlockQ8K],
-    _s: &[BlockSummary],
+    s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
-    let nb = w.len();
-    for (t, out) in out.iter_mut().enumerate() {
-        let a = &a[t * nb..(t + 1) * nb];
-        for (i, o) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for (x, y) in w.iter().zip(a) {
-                let mut sumi = 0i32;
-                for g in 0..16 {
-                    let dot: i32 = (16 * g..16 * g + 16)
-                        .map(|c| x.code(i, c) * y.qs[c] as i32)
-                        .sum();
-                    sumi += x.sc[g][i] as i32 * (dot - 32 * y.bsums[g] as i32);
-                }
-                let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
-                acc = d.mul_add(sumi as f32, acc);
-            }
-            *o = acc;
+    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+        let mut sumi = 0i32;
+        for g in 0..16 {
+            let dot: i32 = (16 * g..16 * g + 16)
+                .map(|c| x.code(i, c) * y.qs[c] as i32)
+                .sum();
+            sumi += x.sc[g][i] as i32 * (dot - 32 * y.bsums[g] as i32);
         }
-    }
+        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        d.mul_add(sumi as f32, acc)
+    });
 }

@@ -3,42 +3,14 @@
 
 use std::arch::x86_64::*;
 
+use super::ROWS;
 use super::q6_kx16::BlockQ6Kx16;
-use super::{PackedMatrix, ROWS, Release};
-use crate::operands::{BlockSummary, WeightMatrix};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-/// Tokens one pass over the weights takes (their accumulators stay in registers).
-const TOKENS: usize = 4;
-
-/// AVX-512 version of [`super::q6_kx16::dot_group`]; bit-identical to it.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn dot_group(
-    w: &[BlockQ6Kx16],
-    a: &[BlockQ8K],
-    _s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    let nb = w.len();
-    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
-        let a = &a[c * TOKENS * nb..];
-        for_tokens!(out.len(), 4, dot_tokens(w, a, out));
-    }
-}
-
-/// Packs `w` for [`dot_group`]: the registry's entry for this layout.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
-/// returned matrix run [`dot_group`].
-pub(crate) unsafe fn pack(
-    w: &WeightMatrix<'_>,
-    release: Release<'_>,
-    _: crate::Isa,
-) -> PackedMatrix {
-    PackedMatrix::pack_with::<BlockQ6Kx16>(w, dot_group, release)
-}
+super_block_dot_group!(BlockQ6Kx16, |w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens(w, a, out))
+});
 
 /// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
 #[inline]

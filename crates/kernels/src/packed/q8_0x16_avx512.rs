@@ -3,13 +3,8 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_codes_amx;
-use super::byte_codes_avx512::{self, ByteCodes, RowScales};
+use super::byte_codes_avx512::{ByteCodes, RowScales};
 use super::q8_0x16::BlockQ8_0x16;
-use super::{PackedMatrix, ROWS, Release};
-use crate::cpu::Isa;
-use crate::operands::{BlockSummary, WeightMatrix};
-use crate::quant::q8_0::BlockQ8_0;
 
 impl ByteCodes for BlockQ8_0x16 {
     const OFFSET: i32 = 128;
@@ -18,45 +13,12 @@ impl ByteCodes for BlockQ8_0x16 {
     }
 }
 
-/// AVX-512 version of [`super::q8_0x16::dot_group`]; bit-identical to it.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn dot_group(
-    w: &[BlockQ8_0x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    byte_codes_avx512::dot_group(w, a, s, out, |x| codes(x));
-}
-
-/// [`dot_group`] on the AMX tile unit where a call has tokens enough; bit-identical to it.
-///
-/// # Safety
-/// The CPU must support [`Isa::Amx`].
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) unsafe fn dot_group_amx(
-    w: &[BlockQ8_0x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    // SAFETY: the caller checked AMX.
-    unsafe { byte_codes_amx::dot_group(w, a, s, out, |x| codes(x)) };
-}
-
-/// Packs `w` for [`dot_group_amx`] where `isa` includes AMX, else for [`dot_group`]: the registry's
-/// entry for this layout.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C: products of the
-/// returned matrix run [`dot_group`] (or [`dot_group_amx`], where `isa` includes [`Isa::Amx`]).
-pub(crate) unsafe fn pack(w: &WeightMatrix<'_>, release: Release<'_>, isa: Isa) -> PackedMatrix {
-    if isa >= Isa::Amx {
-        PackedMatrix::pack_with::<BlockQ8_0x16>(w, dot_group_amx, release)
-    } else {
-        PackedMatrix::pack_with::<BlockQ8_0x16>(w, dot_group, release)
-    }
-}
+byte_code_kernels!(
+    BlockQ8_0x16,
+    |x: &BlockQ8_0x16| codes(x),
+    dot_group,
+    dot_group_amx
+);
 
 /// The eight vectors of codes (plus 128) of one packed block: vector `g` gives each row its
 /// codes `4g..4g + 4`.

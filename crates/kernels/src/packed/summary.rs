@@ -7,7 +7,7 @@ use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::q8_k::BlockQ8K;
 
 /// An activation format of the packed kernels, with the summaries they read beside a block.
-pub(super) trait Summarized: Quantize {
+pub(crate) trait Summarized: Quantize {
     /// The summaries of this block's 32-value groups, into `out`.
     fn summarize(&self, out: &mut [BlockSummary]);
 }

@@ -55,41 +55,36 @@ pub(crate) fn signed8(entry: u64, signs: u8) -> [i8; 8] {
     out
 }
 
-/// Expands packed entries into words whose byte `j` is `map[index j]`.
-const fn expand_u64<const N: usize, const M: usize>(
-    packed: &[u16; N],
-    map: &[u8; M],
-    bits: u32,
-) -> [u64; N] {
+/// The first `coords` coordinates of a packed entry (coordinate `j`'s index into `map` at bits
+/// `bits·j`) expanded into a word whose byte `j` is `map[index j]`.
+const fn expand_entry(packed: u16, map: &[u8], bits: u32, coords: u32) -> u64 {
+    let mut word = 0u64;
+    let mut j = 0;
+    while j < coords {
+        let index = (packed >> (bits * j)) as usize & ((1 << bits) - 1);
+        word |= (map[index] as u64) << (8 * j);
+        j += 1;
+    }
+    word
+}
+
+/// Expands packed eight-coordinate entries into words whose byte `j` is `map[index j]`.
+const fn expand_u64<const N: usize>(packed: &[u16; N], map: &[u8], bits: u32) -> [u64; N] {
     let mut out = [0u64; N];
     let mut i = 0;
     while i < N {
-        let mut j = 0;
-        while j < 8 {
-            let index = (packed[i] >> (bits * j)) as usize & ((1 << bits) - 1);
-            out[i] |= (map[index] as u64) << (8 * j);
-            j += 1;
-        }
+        out[i] = expand_entry(packed[i], map, bits, 8);
         i += 1;
     }
     out
 }
 
 /// [`expand_u64`] for four-coordinate entries.
-const fn expand_u32<const N: usize, const M: usize>(
-    packed: &[u16; N],
-    map: &[u8; M],
-    bits: u32,
-) -> [u32; N] {
+const fn expand_u32<const N: usize>(packed: &[u16; N], map: &[u8], bits: u32) -> [u32; N] {
     let mut out = [0u32; N];
     let mut i = 0;
     while i < N {
-        let mut j = 0;
-        while j < 4 {
-            let index = (packed[i] >> (bits * j)) as usize & ((1 << bits) - 1);
-            out[i] |= (map[index] as u32) << (8 * j);
-            j += 1;
-        }
+        out[i] = expand_entry(packed[i], map, bits, 4) as u32;
         i += 1;
     }
     out

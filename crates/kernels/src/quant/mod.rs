@@ -173,6 +173,15 @@ pub trait VecDot: BlockFormat {
     fn vec_dot(w: &[Self], a: &[Self::Activation]) -> f32;
 }
 
+/// `Σ block_dot(wᵢ, aᵢ)` over the block pairs of a weight row and an activation row, added in
+/// order from 0: the outer loop of the scalar reference dot products.
+#[inline]
+pub(crate) fn sum_blocks<W, A>(w: &[W], a: &[A], block_dot: impl Fn(&W, &A) -> f32) -> f32 {
+    w.iter()
+        .zip(a)
+        .fold(0.0, |sum, (x, y)| sum + block_dot(x, y))
+}
+
 /// A row dequantizer working on raw bytes.
 pub(crate) type DequantizeBytesFn = fn(&[u8], &mut [f32]);
 /// A row quantizer writing raw bytes.

@@ -10,6 +10,7 @@
 use half::f16;
 
 use super::q8_k::BlockQ8K;
+use super::sum_blocks;
 
 /// A super-block of 32 signed eight-value grid groups.
 pub(crate) trait SignedGrid {
@@ -42,8 +43,7 @@ pub(crate) fn dequantize<B: SignedGrid>(b: &B, out: &mut [f32]) {
 
 /// The reference dot product of [`SignedGrid`] blocks with Q8_K activations.
 pub(crate) fn vec_dot<B: SignedGrid>(w: &[B], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (x, y) in w.iter().zip(a) {
+    let sumf = sum_blocks(w, a, |x, y| {
         let d = x.d().to_f32() * y.d;
         let mut bsum = 0i32;
         for (s, q8) in y.qs.chunks_exact(8 * B::GROUPS_PER_SCALE).enumerate() {
@@ -58,7 +58,7 @@ pub(crate) fn vec_dot<B: SignedGrid>(w: &[B], a: &[BlockQ8K]) -> f32 {
             }
             bsum += sumi * x.multiplier(s);
         }
-        sumf += d * bsum as f32;
-    }
+        d * bsum as f32
+    });
     B::DOT_FACTOR * sumf
 }

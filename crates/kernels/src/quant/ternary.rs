@@ -7,6 +7,7 @@ use half::f16;
 use rinfer_formats::QK_K;
 
 use super::q8_k::BlockQ8K;
+use super::sum_blocks;
 
 /// A super-block of 256 ternary values and one scale.
 pub(crate) trait Ternary {
@@ -26,15 +27,13 @@ pub(crate) fn dequantize<B: Ternary>(b: &B, out: &mut [f32]) {
 
 /// The reference dot product of [`Ternary`] blocks with Q8_K activations.
 pub(crate) fn vec_dot<B: Ternary>(w: &[B], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (x, y) in w.iter().zip(a) {
+    sum_blocks(w, a, |x, y| {
         let sum: i32 = x
             .values()
             .iter()
             .zip(&y.qs)
             .map(|(&v, &q)| v as i32 * q as i32)
             .sum();
-        sumf += sum as f32 * (x.d().to_f32() * y.d);
-    }
-    sumf
+        sum as f32 * (x.d().to_f32() * y.d)
+    })
 }

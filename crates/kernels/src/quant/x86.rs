@@ -8,6 +8,7 @@ use std::arch::x86_64::*;
 use half::f16;
 
 use super::q8_k::BlockQ8K;
+use super::util::scales_mins_k4;
 
 /// How far ahead of the weights being read the kernels prefetch: enough bytes in flight to
 /// cover memory latency at full bandwidth. At the end of a row this reaches into the next one,
@@ -155,6 +156,29 @@ pub(crate) fn mul_sum_us8_pairs_float(ax: __m256i, sy: __m256i) -> __m256 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn mul_add_i8_pairs(x: __m256i, y: __m256i) -> __m256i {
     _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
+}
+
+/// The per-super-block setup of the Q4_K and Q5_K dot products, from a block's packed 6-bit
+/// scales and mins, its scales `d` and `dmin` and the activation block `y`: the eight
+/// sub-block scales as 16-bit lanes in both 128-bit halves, `[y.d · d, y.d · dmin]`, and the
+/// min term `y.d · dmin · Σ mⱼ·Σaⱼ` the dot product subtracts.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn scales_and_min_term_k4(
+    packed: &[u8; 12],
+    d: f16,
+    dmin: f16,
+    y: &BlockQ8K,
+) -> (__m256i, __m128, f32) {
+    // Lanes 0..8: sub-block scales; 8..16: sub-block mins.
+    let scales_mins = _mm256_cvtepu8_epi16(load_u8x16(&scales_mins_k4(packed)));
+    let mins = _mm256_extracti128_si256::<1>(scales_mins);
+    let sum_mins = hsum_i32_4(_mm_madd_epi16(mins, q8k_sums_32(y)));
+    // [y.d * d, y.d * dmin]
+    let d = _mm_mul_ps(_mm_set1_ps(y.d), f16x2_to_f32(d, dmin));
+    let min_term = _mm_cvtss_f32(_mm_movehdup_ps(d)) * sum_mins as f32;
+    let scales = _mm256_permute2x128_si256::<0>(scales_mins, scales_mins);
+    (scales, d, min_term)
 }
 
 /// Dot products of groups of 4 signed bytes, as 8 float lanes. Exact while `y` avoids -128.

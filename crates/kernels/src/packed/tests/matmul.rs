@@ -390,18 +390,13 @@ fn misaligned_rows_pack_the_same() {
 #[cfg(target_arch = "x86_64")]
 mod amx_kernels {
     use super::*;
-    use crate::packed::{
-        amx, min_formats_avx512, mxfp4x16_avx512, nibbles_avx512, q5_0x16_avx512, q8_0x16_avx512,
-    };
+    use crate::packed::{Avx512Kernels, amx};
 
-    fn check_amx<P: PackedFormat>(
-        case: &CaseOf<P>,
-        pack: fn(&[P::Source]) -> P,
-        reference: ReferenceFn<P>,
-        kernel: GroupDotFn<P>,
-    ) {
+    /// The AMX kernel of `P` against its scalar reference `reference`, where AMX runs.
+    fn check_amx<P: Avx512Kernels>(case: &CaseOf<P>, reference: ReferenceFn<P>) {
         if amx::available() {
-            check_avx512_kernel::<P>(case, pack, reference, kernel);
+            let kernel = P::DOT_AMX.expect("the layout has an AMX kernel");
+            check_avx512_kernel::<P>(case, P::pack, reference, kernel);
         }
     }
 
@@ -412,74 +407,36 @@ mod amx_kernels {
         }
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+    /// One bit-exactness property per AMX layout: its blocks get scales from `$scales`, its
+    /// outputs are held to `$reference`.
+    macro_rules! amx_tests {
+        ($($name:ident: $packed:ty, scales $scales:expr, reference $reference:expr;)*) => {
+            proptest! {
+                #![proptest_config(ProptestConfig::with_cases(64))]
+                $(
+                    #[test]
+                    fn $name(case in group_case::<$packed>(1..6, 1..40, $scales)) {
+                        check_amx::<$packed>(&case, $reference);
+                    }
+                )*
+            }
+        };
+    }
 
-        #[test]
-        fn q5_0_amx_matches_reference_bit_exact(
-            case in group_case::<BlockQ5_0x16>(1..6, 1..40, |b, d, _| b.d = d),
-        ) {
-            check_amx::<BlockQ5_0x16>(
-                &case, BlockQ5_0x16::pack, q5_0x16::dot_group, q5_0x16_avx512::dot_group_amx,
-            );
-        }
-
-        #[test]
-        fn q4_0_amx_matches_reference_bit_exact(
-            case in group_case::<BlockQ4_0x16>(1..6, 1..40, |b, d, _| b.d = d),
-        ) {
-            check_amx::<BlockQ4_0x16>(
-                &case, BlockQ4_0x16::pack, BlockQ4_0x16::dot_group,
-                nibbles_avx512::dot_group_q4_0_amx,
-            );
-        }
-
-        #[test]
-        fn iq4_nl_amx_matches_reference_bit_exact(
-            case in group_case::<BlockIq4Nlx16>(1..6, 1..40, |b, d, _| b.d = d),
-        ) {
-            check_amx::<BlockIq4Nlx16>(
-                &case, BlockIq4Nlx16::pack, BlockIq4Nlx16::dot_group,
-                nibbles_avx512::dot_group_iq4_nl_amx,
-            );
-        }
-
-        #[test]
-        fn mxfp4_amx_matches_reference_bit_exact(
-            case in group_case::<BlockMxfp4x16>(1..6, 1..40, mxfp4_exponent),
-        ) {
-            check_amx::<BlockMxfp4x16>(
-                &case, BlockMxfp4x16::pack, mxfp4x16::dot_group, mxfp4x16_avx512::dot_group_amx,
-            );
-        }
-
-        #[test]
-        fn q4_1_amx_matches_reference_bit_exact(
-            case in group_case::<BlockQ4_1x16>(1..6, 1..40, |b, d, m| (b.d, b.m) = (d, m)),
-        ) {
-            check_amx::<BlockQ4_1x16>(
-                &case, BlockQ4_1x16::pack, BlockQ4_1x16::dot_group,
-                min_formats_avx512::dot_group_q4_1_amx,
-            );
-        }
-
-        #[test]
-        fn q5_1_amx_matches_reference_bit_exact(
-            case in group_case::<BlockQ5_1x16>(1..6, 1..40, |b, d, m| (b.d, b.m) = (d, m)),
-        ) {
-            check_amx::<BlockQ5_1x16>(
-                &case, BlockQ5_1x16::pack, BlockQ5_1x16::dot_group,
-                min_formats_avx512::dot_group_q5_1_amx,
-            );
-        }
-
-        #[test]
-        fn q8_0_amx_matches_reference_bit_exact(
-            case in group_case::<BlockQ8_0x16>(1..6, 1..40, |b, d, _| b.d = d),
-        ) {
-            check_amx::<BlockQ8_0x16>(
-                &case, BlockQ8_0x16::pack, q8_0x16::dot_group, q8_0x16_avx512::dot_group_amx,
-            );
-        }
+    amx_tests! {
+        q5_0_amx_matches_reference_bit_exact: BlockQ5_0x16,
+            scales |b, d, _| b.d = d, reference q5_0x16::dot_group;
+        q4_0_amx_matches_reference_bit_exact: BlockQ4_0x16,
+            scales |b, d, _| b.d = d, reference BlockQ4_0x16::dot_group;
+        iq4_nl_amx_matches_reference_bit_exact: BlockIq4Nlx16,
+            scales |b, d, _| b.d = d, reference BlockIq4Nlx16::dot_group;
+        mxfp4_amx_matches_reference_bit_exact: BlockMxfp4x16,
+            scales mxfp4_exponent, reference mxfp4x16::dot_group;
+        q4_1_amx_matches_reference_bit_exact: BlockQ4_1x16,
+            scales |b, d, m| (b.d, b.m) = (d, m), reference BlockQ4_1x16::dot_group;
+        q5_1_amx_matches_reference_bit_exact: BlockQ5_1x16,
+            scales |b, d, m| (b.d, b.m) = (d, m), reference BlockQ5_1x16::dot_group;
+        q8_0_amx_matches_reference_bit_exact: BlockQ8_0x16,
+            scales |b, d, _| b.d = d, reference q8_0x16::dot_group;
     }
 }

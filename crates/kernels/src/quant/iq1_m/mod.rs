@@ -13,7 +13,7 @@ use rinfer_formats::{GgmlType, QK_K};
 use super::iq_grids::IQ1S_GRID;
 use super::iq1_s::DELTA;
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -106,8 +106,7 @@ impl VecDot for BlockIq1M {
     type Activation = BlockQ8K;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let (mut grid_sum, mut shift_sum) = (0i32, 0i32);
             for (g, q8) in y.qs.chunks_exact(8).enumerate() {
                 let v = x.entry(g).to_le_bytes();
@@ -120,8 +119,7 @@ impl VecDot for BlockIq1M {
                 grid_sum += lsum1 * x.scale(g / 2);
                 shift_sum += lsum2 * x.delta_sign(g) * x.scale(g / 2);
             }
-            sumf += x.d().to_f32() * y.d * (grid_sum as f32 + DELTA * shift_sum as f32);
-        }
-        sumf
+            x.d().to_f32() * y.d * (grid_sum as f32 + DELTA * shift_sum as f32)
+        })
     }
 }

@@ -12,7 +12,7 @@ use rinfer_formats::{GgmlType, QK_K};
 
 use super::iq_grids::IQ1S_GRID;
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -94,8 +94,7 @@ impl VecDot for BlockIq1S {
     type Activation = BlockQ8K;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let mut sumi = 0i32;
             for (ib, q8) in y.qs.chunks_exact(32).enumerate() {
                 let mut lsum = 0i32;
@@ -109,8 +108,7 @@ impl VecDot for BlockIq1S {
                 }
                 sumi += x.scale(ib) * lsum;
             }
-            sumf += x.d.to_f32() * y.d * (sumi as f32 + DELTA * x.shift_sum(y) as f32);
-        }
-        sumf
+            x.d.to_f32() * y.d * (sumi as f32 + DELTA * x.shift_sum(y) as f32)
+        })
     }
 }

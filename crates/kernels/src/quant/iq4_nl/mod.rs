@@ -5,7 +5,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::{BlockFormat, VecDot};
+use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -45,15 +45,13 @@ impl VecDot for BlockIq4Nl {
     type Activation = BlockQ8_0;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let mut sumi = 0i32;
             for (j, &q) in x.qs.iter().enumerate() {
                 sumi += KVALUES[(q & 0xF) as usize] as i32 * y.qs[j] as i32;
                 sumi += KVALUES[(q >> 4) as usize] as i32 * y.qs[j + 16] as i32;
             }
-            sumf += (x.d.to_f32() * y.d.to_f32()) * sumi as f32;
-        }
-        sumf
+            (x.d.to_f32() * y.d.to_f32()) * sumi as f32
+        })
     }
 }

@@ -5,22 +5,14 @@ use std::arch::x86_64::*;
 
 use super::{BlockIq4Nl, KVALUES};
 use crate::quant::q8_0::BlockQ8_0;
-use crate::quant::x86::{
-    f16_product_8, hsum_float_8, load_i8x32, lookup_nibbles_32, mul_sum_i8_pairs_float,
-    prefetch_ahead,
-};
+use crate::quant::q8_0::x86::dot_with_q8_0;
+use crate::quant::x86::{f16_product_8, lookup_nibbles_32};
 
 /// AVX2 version of [`BlockIq4Nl`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
     // SAFETY: reads exactly the 16 bytes of the table; unaligned loads are allowed.
     let table = unsafe { _mm_loadu_si128(KVALUES.as_ptr().cast()) };
-    let mut acc = _mm256_setzero_ps();
-    for (x, y) in w.iter().zip(a) {
-        prefetch_ahead(x);
-        let d = f16_product_8(x.d, y.d);
-        let q = mul_sum_i8_pairs_float(lookup_nibbles_32(table, &x.qs), load_i8x32(&y.qs));
-        acc = _mm256_fmadd_ps(d, q, acc);
-    }
-    hsum_float_8(acc)
+    let scale = |x: &BlockIq4Nl, y: &BlockQ8_0| f16_product_8(x.d, y.d);
+    dot_with_q8_0(w, a, scale, |x| lookup_nibbles_32(table, &x.qs))
 }

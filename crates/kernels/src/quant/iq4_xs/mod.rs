@@ -6,7 +6,7 @@ use rinfer_formats::{GgmlType, QK_K};
 
 use super::iq4_codes::KVALUES;
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -67,8 +67,7 @@ impl VecDot for BlockIq4Xs {
     type Activation = BlockQ8K;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let mut sumi = 0i32;
             for (j, yj) in y.qs.chunks_exact(32).enumerate() {
                 let s: i32 = yj
@@ -78,8 +77,7 @@ impl VecDot for BlockIq4Xs {
                     .sum();
                 sumi += x.scale(j) * s;
             }
-            sumf += x.d.to_f32() * y.d * sumi as f32;
-        }
-        sumf
+            x.d.to_f32() * y.d * sumi as f32
+        })
     }
 }

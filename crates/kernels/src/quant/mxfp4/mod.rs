@@ -4,7 +4,7 @@
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::{BlockFormat, Quantize, VecDot};
+use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -83,16 +83,14 @@ impl VecDot for BlockMxfp4 {
     type Activation = BlockQ8_0;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let d = y.d.to_f32() * e8m0_to_f32_half(x.e);
             let mut sumi = 0i32;
             for (j, &q) in x.qs.iter().enumerate() {
                 sumi += y.qs[j] as i32 * KVALUES[(q & 0xF) as usize] as i32;
                 sumi += y.qs[j + 16] as i32 * KVALUES[(q >> 4) as usize] as i32;
             }
-            sumf += d * sumi as f32;
-        }
-        sumf
+            d * sumi as f32
+        })
     }
 }

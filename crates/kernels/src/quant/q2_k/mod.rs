@@ -5,7 +5,7 @@ use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -62,8 +62,7 @@ impl VecDot for BlockQ2K {
     type Activation = BlockQ8K;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let (mut sumi, mut sum_mins) = (0i32, 0i32);
             for (g, yg) in y.qs.chunks_exact(16).enumerate() {
                 let sc = x.scales[g];
@@ -75,8 +74,7 @@ impl VecDot for BlockQ2K {
                 sumi += (sc & 0xF) as i32 * s;
                 sum_mins += (sc >> 4) as i32 * y.bsums[g] as i32;
             }
-            sumf += y.d * x.d.to_f32() * sumi as f32 - y.d * x.dmin.to_f32() * sum_mins as f32;
-        }
-        sumf
+            y.d * x.d.to_f32() * sumi as f32 - y.d * x.dmin.to_f32() * sum_mins as f32
+        })
     }
 }

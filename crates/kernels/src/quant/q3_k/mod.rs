@@ -6,7 +6,7 @@ use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
 use super::q8_k::BlockQ8K;
-use super::{BlockFormat, VecDot};
+use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -83,8 +83,7 @@ impl VecDot for BlockQ3K {
     type Activation = BlockQ8K;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let scales = x.group_scales();
             let mut sumi = 0i32;
             for (g, yg) in y.qs.chunks_exact(16).enumerate() {
@@ -95,8 +94,7 @@ impl VecDot for BlockQ3K {
                     .sum();
                 sumi += scales[g] as i32 * s;
             }
-            sumf += y.d * x.d.to_f32() * sumi as f32;
-        }
-        sumf
+            y.d * x.d.to_f32() * sumi as f32
+        })
     }
 }

@@ -5,7 +5,7 @@ use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
 use super::util::max_by_magnitude;
-use super::{BlockFormat, Quantize, VecDot};
+use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -59,15 +59,13 @@ impl VecDot for BlockQ4_0 {
     type Activation = BlockQ8_0;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let mut sumi = 0i32;
             for (j, &q) in x.qs.iter().enumerate() {
                 sumi += ((q & 0xF) as i32 - 8) * y.qs[j] as i32;
                 sumi += ((q >> 4) as i32 - 8) * y.qs[j + 16] as i32;
             }
-            sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
-        }
-        sumf
+            sumi as f32 * (x.d.to_f32() * y.d.to_f32())
+        })
     }
 }

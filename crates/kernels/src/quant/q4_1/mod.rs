@@ -6,7 +6,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_1::BlockQ8_1;
-use super::{BlockFormat, Quantize, VecDot};
+use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -67,14 +67,12 @@ impl VecDot for BlockQ4_1 {
     type Activation = BlockQ8_1;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let mut sumi = 0i32;
             for (j, &q) in x.qs.iter().enumerate() {
                 sumi += (q & 0xF) as i32 * y.qs[j] as i32 + (q >> 4) as i32 * y.qs[j + 16] as i32;
             }
-            sumf += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
-        }
-        sumf
+            (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
+        })
     }
 }

@@ -6,7 +6,7 @@ use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
 use super::util::max_by_magnitude;
-use super::{BlockFormat, Quantize, VecDot};
+use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -94,16 +94,14 @@ impl VecDot for BlockQ5_0 {
     type Activation = BlockQ8_0;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let q = x.codes();
             let sumi: i32 = q
                 .iter()
                 .zip(&y.qs)
                 .map(|(&q, &v)| (q - 16) * v as i32)
                 .sum();
-            sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
-        }
-        sumf
+            sumi as f32 * (x.d.to_f32() * y.d.to_f32())
+        })
     }
 }

@@ -4,6 +4,7 @@ use std::arch::x86_64::*;
 
 use super::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
+use crate::quant::q8_0::x86::dot_with_q8_0;
 use crate::quant::x86::{
     bytes_from_bits_32, bytes_from_nibbles_32, f16_product_8, hsum_float_8, load_i8x32,
     mul_sum_i8_pairs_float, prefetch_ahead,
@@ -12,19 +13,19 @@ use crate::quant::x86::{
 /// AVX2 version of [`BlockQ5_0`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for (x, y) in w.iter().zip(a) {
-        prefetch_ahead(x);
-        let d = f16_product_8(x.d, y.d);
-        let lo = bytes_from_nibbles_32(&x.qs);
-        // A clear fifth bit means q - 16 is negative: set the high nibble to make it so.
-        let hi = bytes_from_bits_32(u32::from_le_bytes(x.qh));
-        let hi = _mm256_andnot_si256(hi, _mm256_set1_epi8(0xF0u8 as i8));
-        let qx = _mm256_or_si256(lo, hi);
-        let q = mul_sum_i8_pairs_float(qx, load_i8x32(&y.qs));
-        acc = _mm256_fmadd_ps(d, q, acc);
-    }
-    hsum_float_8(acc)
+    let scale = |x: &BlockQ5_0, y: &BlockQ8_0| f16_product_8(x.d, y.d);
+    dot_with_q8_0(w, a, scale, |x| signed_codes(x))
+}
+
+/// The 32 codes of `x` minus 16, as signed bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn signed_codes(x: &BlockQ5_0) -> __m256i {
+    let lo = bytes_from_nibbles_32(&x.qs);
+    // A clear fifth bit means q - 16 is negative: set the high nibble to make it so.
+    let hi = bytes_from_bits_32(u32::from_le_bytes(x.qh));
+    let hi = _mm256_andnot_si256(hi, _mm256_set1_epi8(0xF0u8 as i8));
+    _mm256_or_si256(lo, hi)
 }
 
 /// [`vec_dot`] of one weight row against `out.len()` activation rows (stored one after the
@@ -37,10 +38,7 @@ pub(crate) fn vec_dot_tile(w: &[BlockQ5_0], a: &[BlockQ8_0], out: &mut [f32]) {
     let acc = &mut acc[..out.len()];
     for (i, x) in w.iter().enumerate() {
         prefetch_ahead(x);
-        let lo = bytes_from_nibbles_32(&x.qs);
-        let hi = bytes_from_bits_32(u32::from_le_bytes(x.qh));
-        let hi = _mm256_andnot_si256(hi, _mm256_set1_epi8(0xF0u8 as i8));
-        let qx = _mm256_or_si256(lo, hi);
+        let qx = signed_codes(x);
         for (t, acc) in acc.iter_mut().enumerate() {
             let y = &a[t * nb + i];
             let d = f16_product_8(x.d, y.d);

@@ -5,10 +5,9 @@ use std::arch::x86_64::*;
 
 use super::BlockQ5K;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::util::scales_mins_k4;
 use crate::quant::x86::{
-    f16x2_to_f32, hsum_float_8, hsum_i32_4, i16_broadcast_control, load_i8x32, load_u8x16,
-    load_u8x32, prefetch_ahead, q8k_sums_32,
+    hsum_float_8, i16_broadcast_control, load_i8x32, load_u8x32, prefetch_ahead,
+    scales_and_min_term_k4,
 };
 
 /// AVX2 version of [`BlockQ5K`]'s `vec_dot`.
@@ -20,14 +19,8 @@ pub(crate) fn vec_dot(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
     let mut acc_m = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         prefetch_ahead(x);
-        // Lanes 0..8: sub-block scales; 8..16: sub-block mins.
-        let scales_mins = _mm256_cvtepu8_epi16(load_u8x16(&scales_mins_k4(&x.scales)));
-        let mins = _mm256_extracti128_si256::<1>(scales_mins);
-        let sum_mins = hsum_i32_4(_mm_madd_epi16(mins, q8k_sums_32(y)));
-        // [y.d * d, y.d * dmin]
-        let d = _mm_mul_ps(_mm_set1_ps(y.d), f16x2_to_f32(x.d, x.dmin));
-        acc_m += _mm_cvtss_f32(_mm_movehdup_ps(d)) * sum_mins as f32;
-        let scales = _mm256_permute2x128_si256::<0>(scales_mins, scales_mins);
+        let (scales, d, min_term) = scales_and_min_term_k4(&x.scales, x.d, x.dmin, y);
+        acc_m += min_term;
 
         let (qx, _) = x.qs.as_chunks::<32>();
         let (qy, _) = y.qs.as_chunks::<32>();

@@ -7,7 +7,7 @@ use rinfer_formats::{GgmlType, QK_K};
 
 use super::q8_k::BlockQ8K;
 use super::util::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
-use super::{BlockFormat, Quantize, VecDot};
+use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -126,16 +126,14 @@ impl VecDot for BlockQ6K {
     type Activation = BlockQ8K;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let q = x.codes();
             let mut sumi = 0i32;
             for (g, (qg, yg)) in q.chunks_exact(16).zip(y.qs.chunks_exact(16)).enumerate() {
                 let s: i32 = qg.iter().zip(yg).map(|(&q, &v)| q as i32 * v as i32).sum();
                 sumi += x.scales[g] as i32 * s;
             }
-            sumf += y.d * x.d.to_f32() * sumi as f32;
-        }
-        sumf
+            y.d * x.d.to_f32() * sumi as f32
+        })
     }
 }

@@ -6,7 +6,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::util::round_away;
-use super::{BlockFormat, Quantize, VecDot};
+use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -75,15 +75,13 @@ impl VecDot for BlockQ8_0 {
     type Activation = BlockQ8_0;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
+        sum_blocks(w, a, |x, y| {
             let sumi: i32 =
                 x.qs.iter()
                     .zip(&y.qs)
                     .map(|(&p, &q)| p as i32 * q as i32)
                     .sum();
-            sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
-        }
-        sumf
+            sumi as f32 * (x.d.to_f32() * y.d.to_f32())
+        })
     }
 }
