@@ -7,9 +7,9 @@
 //! run on CPUs: Qwen3.5-0.8B, LFM2-1.2B and a DeepSeek-V2-Lite cut to 3.3 billion; and two
 //! embedding models for the embeddings bench, of bge-small-en-v1.5's shape (BERT, 33 million)
 //! and nomic-embed-text-v1.5's (nomic-bert, 137 million), with the real WordPiece vocabulary
-//! they share. Each family's tensors are data (`synthetic_families`),
-//! their types llama.cpp's rules (`synthetic_quant_mix`). Their text and embeddings are noise;
-//! their speed is that of any model of their shape and types.
+//! they share. Each family's tensors are data (`synthetic_families`), their types llama.cpp's
+//! rules (`synthetic_quant_mix`). Their text and embeddings are noise; their speed is that of
+//! any model of their shape and types.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
