@@ -101,7 +101,8 @@ fn texts() -> Vec<String> {
 
 /// One request of every text; returns the prompt tokens the server counted.
 fn embed_once(addr: SocketAddr, texts: &[String]) -> Result<u64> {
-    let body = json!({"input": texts, "model": "bench"}).to_string();
+    // No `model`: each server answers with the one it serves.
+    let body = json!({"input": texts}).to_string();
     let mut reader = post(addr, "/v1/embeddings", &body)?;
     let mut response = String::new();
     reader.read_to_string(&mut response)?;
