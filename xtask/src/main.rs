@@ -22,7 +22,7 @@ tasks:
                 into target/nvrtc with pip)
   bench         measure rinfer on a model (pp128, pp512, pp2048, tg128, load-to-first-token, peak RSS);
                 --vs-llama-cpp measures llama.cpp beside it; `cargo xtask bench --help` for more
-  bench make-model [llama-1b|qwen3moe|qwen35|lfm2|deepseek2] [PATH]
+  bench make-model [llama-1b|qwen3moe|qwen35|lfm2|deepseek2|bge-small|nomic-embed] [PATH]
                 write a synthetic Q4_K_M model (llama 1B by default; into the models cache
                 unless PATH is given)
   bench kernels [--json] [TYPE...]
@@ -35,10 +35,11 @@ tasks:
               [--rinfer-only]
                 time to first token of each turn of a chat that resends its history (a system
                 prompt of about 1,000 tokens), rinfer serve beside llama-server, one slot each
-  bench serve --embeddings [--model PATH] [--rounds 10] [--threads N] [--rinfer-only]
+  bench serve --embeddings [--model bge-small|nomic-embed|PATH] [--rounds 10] [--threads N]
+              [--rinfer-only]
                 embedding throughput (requests of 64 short texts to /v1/embeddings) of rinfer
-                serve beside llama-server --embedding, 16 slots each (default model: the tiny
-                BERT fixture)
+                serve beside llama-server --embedding, 16 slots each (default model: the
+                synthetic bge-small)
   bench speculative [--threads N] [--repeat 3] [--max-tokens 256] [--draft-max 8]
                   [--draft-model PATH]
                 decode tok/s with and without prompt-lookup (or draft-model) speculation on

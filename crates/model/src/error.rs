@@ -17,6 +17,14 @@ pub enum ModelError {
         /// The names rinfer knows.
         supported: String,
     },
+    /// `general.architecture` names an architecture rinfer recognises but does not run yet.
+    #[error("architecture {name:?} is not supported yet: {reason}")]
+    UnsupportedArchitecture {
+        /// The name in the file.
+        name: String,
+        /// What it needs that rinfer lacks, and what runs instead.
+        reason: &'static str,
+    },
     /// A hyperparameter is out of range or inconsistent with another.
     #[error("invalid model configuration: {0}")]
     InvalidConfig(String),

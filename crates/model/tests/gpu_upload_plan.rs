@@ -17,7 +17,13 @@ use rinfer_transformer::{Block, Stage};
 
 /// The fixture architectures the CUDA backend refuses, by file name prefix (the hybrid
 /// recurrent ones are known by their config).
-const CPU_ONLY: [&str; 4] = ["bert-", "deepseek2-", "glm4moe-", "qwen35moe-"];
+const CPU_ONLY: [&str; 5] = [
+    "bert-",
+    "deepseek2-",
+    "glm4moe-",
+    "qwen35moe-",
+    "nomic-bert-",
+];
 
 fn cpu_only(path: &std::path::Path) -> bool {
     let name = path.file_name().unwrap().to_string_lossy();

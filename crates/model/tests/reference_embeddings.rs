@@ -1,5 +1,6 @@
 //! Embedding models against llama.cpp's pooled embeddings (`refs/<model>.embeddings.json`):
-//! BERT (bidirectional, post-norm, MEAN pooling, WordPiece) and a Qwen3 embedder (LAST
+//! BERT (bidirectional, post-norm, MEAN pooling, WordPiece), nomic-bert (BERT's block with
+//! NEOX rotary positions, a fused `attn_qkv` and a SwiGLU FFN) and a Qwen3 embedder (LAST
 //! pooling, an end token appended), F32 and Q8_0, through the engine, alone and batched.
 
 mod common;
@@ -13,9 +14,11 @@ use serde_json::Value;
 
 /// The embedding fixtures with the least cosine and the largest per-component difference of
 /// the normalised vectors allowed (fixtures README §3.4).
-const MODELS: [(&str, f64, f32); 4] = [
+const MODELS: [(&str, f64, f32); 6] = [
     ("bert-embd-tiny-f32", 0.99999, 1e-3),
     ("bert-embd-tiny-q8_0", 0.999, 0.02),
+    ("nomic-bert-embd-tiny-f32", 0.99999, 1e-4),
+    ("nomic-bert-embd-tiny-q8_0", 0.999, 0.02),
     ("qwen3-embd-tiny-f32", 0.99999, 1e-3),
     ("qwen3-embd-tiny-q8_0", 0.999, 0.02),
 ];

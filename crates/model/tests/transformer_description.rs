@@ -147,6 +147,55 @@ fn a_bert_block_is_post_norm_and_reads_the_residual_stream() {
 }
 
 #[test]
+fn a_nomic_bert_block_is_berts_with_a_fused_qkv_and_neox_rotary_positions() {
+    for block in stage_names("nomic-bert-embd-tiny-f32") {
+        assert_eq!(
+            block,
+            [
+                "qkv",
+                "rope",
+                "attention",
+                "attn_output",
+                "x+=out",
+                "x=norm(x)",
+                "ffn",
+                "x+=h",
+                "x=norm(x)"
+            ]
+        );
+    }
+    let model = fixture_model("nomic-bert-embd-tiny-f32");
+    for block in &model.transformer().blocks {
+        assert!(matches!(block.stages[0], Stage::Qkv(Qkv::Fused(_))));
+        let rope = block.rope().expect("every block rotates");
+        assert_eq!(
+            (rope.style, rope.freq_base, rope.n_rot),
+            (RopeStyle::Neox, 1000.0, 16)
+        );
+    }
+}
+
+#[test]
+fn a_nomic_bert_moe_file_is_refused_by_name() {
+    let path = common::fixtures().join("models/nomic-bert-embd-tiny-f32.gguf");
+    let file = GgufFile::open(path).unwrap();
+    let mut writer = GgufWriter::from_file(&file).unwrap();
+    writer.set_metadata(
+        "general.architecture",
+        rinfer_formats::gguf::MetadataValue::String("nomic-bert-moe".into()),
+    );
+    let file = GgufFile::from_bytes(writer.to_bytes()).unwrap();
+    let err = Model::from_gguf(&std::sync::Arc::new(file))
+        .err()
+        .expect("an error")
+        .to_string();
+    assert!(
+        err.contains("nomic-bert-moe") && err.contains("not supported yet"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_llama_block_is_pre_norm_attention_then_ffn() {
     let expected = pre_norm(&["qkv", "rope", "attention", "attn_output"], &["ffn"]);
     for block in stage_names("llama-tiny-q4_k") {

@@ -3,8 +3,10 @@
 //! --embedding` (built as the model bench builds llama-bench), each with 16 slots, the same
 //! model and threads. Prints texts and prompt tokens per second for both, side by side.
 //!
-//! The model is an embedding GGUF (`--model PATH`; default the tiny BERT fixture, which only
-//! shows that the path works). Each server answers one request first, then `--rounds`
+//! The model is a synthetic embedding model by name (`bge-small`, the default, or
+//! `nomic-embed`: seeded random weights of bge-small-en-v1.5's and nomic-embed-text-v1.5's
+//! shapes in llama.cpp's Q4_K_M mix, written into the models cache on first use) or an
+//! embedding GGUF (`--model PATH`). Each server answers one request first, then `--rounds`
 //! requests whose times are summed.
 
 use std::io::Read;
@@ -17,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::llama_cpp::LlamaCpp;
 use super::server::{Server, post};
+use super::synthetic_model;
 
 /// Texts per request.
 const TEXTS: usize = 64;
@@ -46,8 +49,12 @@ const PREDICATES: [&str; 8] = [
     "disappeared into the fog.",
 ];
 
+/// The synthetic model run without `--model`.
+const DEFAULT_MODEL: &str = "bge-small";
+
 struct Options {
-    model: PathBuf,
+    /// A synthetic embedding model's name or a GGUF's path.
+    model: String,
     rounds: usize,
     threads: usize,
     rinfer_only: bool,
@@ -55,7 +62,7 @@ struct Options {
 
 fn parse(args: &[&str]) -> Result<Options> {
     let mut options = Options {
-        model: crate::workspace_root().join("tests/fixtures/models/bert-embd-tiny-f32.gguf"),
+        model: DEFAULT_MODEL.into(),
         rounds: 10,
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         rinfer_only: false,
@@ -76,7 +83,7 @@ fn parse(args: &[&str]) -> Result<Options> {
             }
         };
         match arg {
-            "--model" => options.model = PathBuf::from(value),
+            "--model" => options.model = value.to_string(),
             "--rounds" => options.rounds = number()?,
             "--threads" => options.threads = number()?,
             other => bail!("unknown option {other}; see `cargo xtask help`"),
@@ -94,7 +101,8 @@ fn texts() -> Vec<String> {
 
 /// One request of every text; returns the prompt tokens the server counted.
 fn embed_once(addr: SocketAddr, texts: &[String]) -> Result<u64> {
-    let body = json!({"input": texts, "model": "bench"}).to_string();
+    // No `model`: each server answers with the one it serves.
+    let body = json!({"input": texts}).to_string();
     let mut reader = post(addr, "/v1/embeddings", &body)?;
     let mut response = String::new();
     reader.read_to_string(&mut response)?;
@@ -128,11 +136,19 @@ fn measure(server: &Server, rounds: usize) -> Result<(f64, f64)> {
 /// Runs the benchmark and prints a Markdown table.
 pub fn run(args: &[&str]) -> Result<()> {
     let options = parse(args)?;
-    if !options.model.is_file() {
-        bail!("no model file {}", options.model.display());
+    let model_path = match synthetic_model::embedding_by_name(&options.model) {
+        Some(shape) => synthetic_model::cached(shape)?,
+        None => PathBuf::from(&options.model),
+    };
+    if !model_path.is_file() {
+        bail!(
+            "no model file {} (the synthetic embedding models: {})",
+            model_path.display(),
+            synthetic_model::EMBEDDING_MODELS.map(|m| m.0).join(", ")
+        );
     }
     crate::cargo(&["build", "--release", "-p", "rinfer-cli"])?;
-    let model = options.model.to_string_lossy().into_owned();
+    let model = model_path.to_string_lossy().into_owned();
     let threads = options.threads.to_string();
     let slots = SLOTS.to_string();
     let context = SLOT_CONTEXT.to_string();
@@ -156,7 +172,7 @@ pub fn run(args: &[&str]) -> Result<()> {
         let llama = LlamaCpp::obtain(&super::cache::root()?)?;
         let total = (SLOTS * SLOT_CONTEXT).to_string();
         let args = ["--embedding", "-c", &total, "-np", &slots, "-t", &threads];
-        let mut server = Server::llama(llama.server(), &options.model, &args)?;
+        let mut server = Server::llama(llama.server(), &model_path, &args)?;
         let result = measure(&server, options.rounds)?;
         server.stop();
         Some(result)
@@ -169,11 +185,8 @@ pub fn run(args: &[&str]) -> Result<()> {
     println!(
         "\n{} (`{}`), requests of {TEXTS} short texts, {} rounds after a warm-up, {SLOTS} slots \
          of {SLOT_CONTEXT} positions, {} threads.",
-        options
-            .model
-            .file_name()
-            .map_or("?".into(), |n| n.to_string_lossy()),
-        options.model.display(),
+        options.model,
+        model_path.display(),
         options.rounds,
         options.threads
     );

@@ -74,10 +74,7 @@ impl LlamaCpp {
         if built(&tools) && built_with == options_text {
             return Ok(tools);
         }
-        let source = dir.join("src");
-        if !source.join("CMakeLists.txt").is_file() {
-            fetch_source(&dir, &source)?;
-        }
+        let source = source(cache)?;
         let venv = root.join("venv");
         let cmake = tool_in_venv(&venv, "cmake")?;
         let ninja = tool_in_venv(&venv, "ninja")?;
@@ -159,6 +156,16 @@ fn tokens_per_second(json: &str, n_prompt: usize, n_gen: usize) -> Result<f64> {
 }
 
 /// Downloads the source distribution into `dir` and unpacks its vendored llama.cpp as `source`.
+/// llama.cpp's source tree, `cache/llama.cpp/<VERSION>/src`, fetched first if missing.
+pub fn source(cache: &Path) -> Result<PathBuf> {
+    let dir = cache.join("llama.cpp").join(VERSION);
+    let source = dir.join("src");
+    if !source.join("CMakeLists.txt").is_file() {
+        fetch_source(&dir, &source)?;
+    }
+    Ok(source)
+}
+
 fn fetch_source(dir: &Path, source: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let package = format!("llama-cpp-python=={VERSION}");

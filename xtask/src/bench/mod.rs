@@ -3,7 +3,8 @@
 //! `model` (the default) measures prompt processing, generation, load-to-first-token and peak
 //! memory of the `rinfer` binary, and with `--vs-llama-cpp` llama.cpp beside it in the same run;
 //! `make-model` writes the synthetic models (llama, Qwen3-MoE, Qwen3.5, LFM2, DeepSeek-V2) the
-//! model bench can also run;
+//! model bench can also run, and the embedding models (bge-small's and nomic-embed's shapes)
+//! the embeddings bench runs;
 //! `kernels` measures matvec and matmul of every weight type against the machine's bandwidth;
 //! `serve` measures `rinfer serve` at several concurrent streams, and with `--multi-turn` the time
 //! to first token of each turn of a resent chat, beside llama.cpp's `llama-server`, and with

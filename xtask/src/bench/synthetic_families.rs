@@ -2,6 +2,12 @@
 //! architecture name, its `<arch>.*` metadata and, per layer, the tensors llama.cpp's loader
 //! for that architecture requires (names and GGUF dims, innermost first), as
 //! `../shared/fixtures/README.md` § "New architectures" lists them for the 2026 families.
+//!
+//! The encoders of embedding models are BERT (bge's layout: learned positions, separate
+//! q/k/v, every projection with a bias, a GELU FFN) and nomic-bert (nomic-embed-text's: rotary
+//! positions, one fused `attn_qkv`, a SwiGLU FFN, no biases), as llama.cpp's `bert` and
+//! `nomic-bert` loaders read them: post-norm, with token types and a LayerNorm of the
+//! embeddings, a LayerNorm after each residual add and no output head.
 //! Types are not chosen here: the Q4_K_M mix derives them from the names and dims alone, as
 //! llama.cpp's quantizer does.
 
@@ -106,6 +112,10 @@ pub enum Family {
     Lfm2(ShortConv),
     /// DeepSeek-V2: latent attention, softmax-routed and shared experts.
     DeepSeek2(LatentAttention, Experts),
+    /// BERT as bge has it: an encoder with learned positions, biases and a GELU FFN.
+    Bert,
+    /// nomic-bert: an encoder with rotary positions, a fused `attn_qkv` and a SwiGLU FFN.
+    NomicBert,
 }
 
 impl Family {
@@ -117,7 +127,14 @@ impl Family {
             Family::Qwen35(_) => "qwen35",
             Family::Lfm2(_) => "lfm2",
             Family::DeepSeek2(..) => "deepseek2",
+            Family::Bert => "bert",
+            Family::NomicBert => "nomic-bert",
         }
+    }
+
+    /// Whether the model is an encoder for embeddings (no LM head, a WordPiece vocabulary).
+    pub fn is_encoder(&self) -> bool {
+        matches!(self, Family::Bert | Family::NomicBert)
     }
 
     /// The routed experts, if the family has them.
@@ -232,6 +249,7 @@ pub fn arch_metadata(s: &Shape) -> Vec<ArchKey> {
             ),
             ("shortconv.l_cache", u32(c.taps)),
         ]),
+        Family::Bert | Family::NomicBert => return encoder_metadata(s),
         Family::DeepSeek2(m, e) => {
             keys.extend([
                 ("attention.head_count_kv", u32(1)),
@@ -274,7 +292,7 @@ fn is_full_attention(d: DeltaNet, i: usize) -> bool {
     (i + 1).is_multiple_of(d.full_attention_interval)
 }
 
-/// A tensor of one layer: its name after `blk.N.` and its GGUF dims.
+/// A tensor: its name (after `blk.N.` for a layer's) and its GGUF dims.
 type LayerTensor = (&'static str, Vec<u64>);
 
 /// The tensors of layer `i` of `s`, in file order.
@@ -400,6 +418,88 @@ pub fn layer_tensors(s: &Shape, i: usize) -> Vec<LayerTensor> {
                 ]);
             }
         }
+        Family::Bert | Family::NomicBert => return encoder_layer_tensors(s),
     }
+    list
+}
+
+/// llama.cpp's pooling types (`<arch>.pooling_type`).
+const POOLING_MEAN: u32 = 1;
+const POOLING_CLS: u32 = 2;
+
+/// The `<arch>.*` metadata of the encoder `s`: bge pools the `[CLS]` token, nomic the mean.
+fn encoder_metadata(s: &Shape) -> Vec<ArchKey> {
+    use MetadataValue::{Bool, F32, U32};
+    let u32 = |n: usize| U32(n as u32);
+    let mut keys = vec![
+        ("context_length", u32(s.context)),
+        ("embedding_length", u32(s.hidden)),
+        ("block_count", u32(s.layers)),
+        ("feed_forward_length", u32(s.ffn)),
+        ("attention.head_count", u32(s.heads)),
+        ("attention.layer_norm_epsilon", F32(s.norm_eps)),
+        ("attention.causal", Bool(false)),
+    ];
+    match s.family {
+        Family::NomicBert => keys.extend([
+            ("rope.freq_base", F32(s.rope_base)),
+            ("pooling_type", U32(POOLING_MEAN)),
+        ]),
+        _ => keys.push(("pooling_type", U32(POOLING_CLS))),
+    }
+    keys
+}
+
+/// The tensors of the encoder `s` outside its layers, in file order.
+pub fn encoder_model_tensors(s: &Shape) -> Vec<LayerTensor> {
+    let (e, vocab) = (s.hidden as u64, s.vocab as u64);
+    let mut list = vec![
+        ("token_embd.weight", vec![e, vocab]),
+        ("token_types.weight", vec![e, 2]),
+    ];
+    if matches!(s.family, Family::Bert) {
+        list.push(("position_embd.weight", vec![e, s.context as u64]));
+    }
+    list.extend([
+        ("token_embd_norm.weight", vec![e]),
+        ("token_embd_norm.bias", vec![e]),
+    ]);
+    list
+}
+
+/// The tensors of one layer of the encoder `s`, in file order.
+fn encoder_layer_tensors(s: &Shape) -> Vec<LayerTensor> {
+    let (e, ffn) = (s.hidden as u64, s.ffn as u64);
+    let norm = |weight, bias| [(weight, vec![e]), (bias, vec![e])];
+    let mut list = Vec::new();
+    if matches!(s.family, Family::NomicBert) {
+        list.extend([
+            ("attn_qkv.weight", vec![e, 3 * e]),
+            ("attn_output.weight", vec![e, e]),
+        ]);
+        list.extend(norm("attn_output_norm.weight", "attn_output_norm.bias"));
+        list.extend([
+            ("ffn_up.weight", vec![e, ffn]),
+            ("ffn_gate.weight", vec![e, ffn]),
+            ("ffn_down.weight", vec![ffn, e]),
+        ]);
+    } else {
+        for (weight, bias) in [
+            ("attn_q.weight", "attn_q.bias"),
+            ("attn_k.weight", "attn_k.bias"),
+            ("attn_v.weight", "attn_v.bias"),
+            ("attn_output.weight", "attn_output.bias"),
+        ] {
+            list.extend([(weight, vec![e, e]), (bias, vec![e])]);
+        }
+        list.extend(norm("attn_output_norm.weight", "attn_output_norm.bias"));
+        list.extend([
+            ("ffn_up.weight", vec![e, ffn]),
+            ("ffn_up.bias", vec![ffn]),
+            ("ffn_down.weight", vec![ffn, e]),
+            ("ffn_down.bias", vec![e]),
+        ]);
+    }
+    list.extend(norm("layer_output_norm.weight", "layer_output_norm.bias"));
     list
 }

@@ -4,10 +4,12 @@
 //! a llama of 1.1 billion parameters (TinyLlama's shape), a Qwen3-MoE of 5.1 billion with 64
 //! experts, 6 used per token (about 13 % of the weights read per token; Qwen3-30B-A3B's layout
 //! at a sixth of its size), and the hybrid and latent-attention families at the sizes people
-//! run on CPUs: Qwen3.5-0.8B, LFM2-1.2B and a DeepSeek-V2-Lite cut to 3.3 billion. Each
-//! family's tensors are data (`synthetic_families`), their types llama.cpp's rules
-//! (`synthetic_quant_mix`). Their text is noise; their speed is that of any model of their
-//! shape and types.
+//! run on CPUs: Qwen3.5-0.8B, LFM2-1.2B and a DeepSeek-V2-Lite cut to 3.3 billion; and two
+//! embedding models for the embeddings bench, of bge-small-en-v1.5's shape (BERT, 33 million)
+//! and nomic-embed-text-v1.5's (nomic-bert, 137 million), with the real WordPiece vocabulary
+//! they share. Each family's tensors are data (`synthetic_families`), their types llama.cpp's
+//! rules (`synthetic_quant_mix`). Their text and embeddings are noise; their speed is that of
+//! any model of their shape and types.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -136,7 +138,44 @@ pub const DEEPSEEK2_LITE_3B: Shape = Shape {
     norm_eps: 1e-6,
 };
 
-/// The synthetic models, by the name the bench options give them.
+/// bge-small-en-v1.5's shape: a 12-layer BERT, 384 wide, `[CLS]` pooling.
+pub const BGE_SMALL: Shape = Shape {
+    file_name: "bge-small-synthetic-q4_k_m.gguf",
+    family: Family::Bert,
+    layers: 12,
+    hidden: 384,
+    ffn: 1536,
+    heads: 12,
+    kv_heads: 12,
+    head_dim: 32,
+    vocab: 30_522,
+    context: 512,
+    rope_base: 1e4,
+    norm_eps: 1e-12,
+};
+
+/// nomic-embed-text-v1.5's shape: a 12-layer nomic-bert, 768 wide, rotary positions of base
+/// 1000 over 2048 positions, mean pooling.
+pub const NOMIC_EMBED: Shape = Shape {
+    file_name: "nomic-embed-v1.5-synthetic-q4_k_m.gguf",
+    family: Family::NomicBert,
+    layers: 12,
+    hidden: 768,
+    ffn: 3072,
+    heads: 12,
+    kv_heads: 12,
+    head_dim: 64,
+    vocab: 30_522,
+    context: 2048,
+    rope_base: 1e3,
+    norm_eps: 1e-12,
+};
+
+/// The synthetic embedding models, by the name the embeddings bench gives them.
+pub const EMBEDDING_MODELS: [(&str, &Shape); 2] =
+    [("bge-small", &BGE_SMALL), ("nomic-embed", &NOMIC_EMBED)];
+
+/// The synthetic language models, by the name the bench options give them.
 pub const MODELS: [(&str, &Shape); 5] = [
     ("llama-1b", &LLAMA_1B),
     ("qwen3moe", &QWEN3_MOE),
@@ -145,9 +184,18 @@ pub const MODELS: [(&str, &Shape); 5] = [
     ("deepseek2", &DEEPSEEK2_LITE_3B),
 ];
 
-/// The synthetic model called `name`.
+/// The synthetic language model called `name`.
 pub fn by_name(name: &str) -> Option<&'static Shape> {
-    MODELS
+    find(&MODELS, name)
+}
+
+/// The synthetic embedding model called `name`.
+pub fn embedding_by_name(name: &str) -> Option<&'static Shape> {
+    find(&EMBEDDING_MODELS, name)
+}
+
+fn find(models: &[(&str, &'static Shape)], name: &str) -> Option<&'static Shape> {
+    models
         .iter()
         .find(|(n, _)| *n == name)
         .map(|&(_, shape)| shape)
@@ -165,16 +213,25 @@ const FILE_TYPE_Q4_K_M: u32 = 15;
 /// Runs `make-model [NAME] [PATH]`: writes the model NAME (`llama-1b` by default) to PATH (by
 /// default into the models cache).
 pub fn run(args: &[String]) -> Result<()> {
-    const USAGE: &str =
-        "usage: cargo xtask bench make-model [llama-1b|qwen3moe|qwen35|lfm2|deepseek2] [PATH]";
+    let named = |name: &str| by_name(name).or_else(|| embedding_by_name(name));
     let (shape, rest) = match args.split_first() {
-        Some((name, rest)) if by_name(name).is_some() => (by_name(name).unwrap_or(&LLAMA_1B), rest),
+        Some((name, rest)) if named(name).is_some() => (named(name).unwrap_or(&LLAMA_1B), rest),
         _ => (&LLAMA_1B, args),
     };
     let path = match rest {
         [] => super::cache::models_dir()?.join(shape.file_name),
         [path] => PathBuf::from(path),
-        _ => bail!(USAGE),
+        _ => {
+            let names: Vec<_> = MODELS
+                .iter()
+                .chain(&EMBEDDING_MODELS)
+                .map(|m| m.0)
+                .collect();
+            bail!(
+                "usage: cargo xtask bench make-model [{}] [PATH]",
+                names.join("|")
+            )
+        }
     };
     write(shape, &path)?;
     println!("{}", path.display());
@@ -191,15 +248,24 @@ pub fn cached(shape: &Shape) -> Result<PathBuf> {
 }
 
 /// Writes a model of `shape` to `path` (through a temporary file, so a half-written model is
-/// never left under the final name).
+/// never left under the final name); an encoder gets llama.cpp's bert-bge vocabulary.
 pub fn write(shape: &Shape, path: &Path) -> Result<()> {
+    let wordpiece = match shape.family.is_encoder() {
+        true => Some(synthetic_vocab::bge_vocabulary()?),
+        false => None,
+    };
+    write_with_vocabulary(shape, path, wordpiece.as_deref())
+}
+
+/// [`write`], an encoder's vocabulary copied from the GGUF `wordpiece`.
+fn write_with_vocabulary(shape: &Shape, path: &Path, wordpiece: Option<&Path>) -> Result<()> {
     let start = Instant::now();
     eprintln!(
         "==> writing a synthetic {shape:?} model to {}",
         path.display()
     );
     let mut writer = GgufWriter::new();
-    for (key, value) in metadata(shape) {
+    for (key, value) in metadata(shape, wordpiece)? {
         writer.add_metadata(&key, value)?;
     }
     for (name, ty, dims) in tensors(shape) {
@@ -220,7 +286,9 @@ pub fn write(shape: &Shape, path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn metadata(s: &Shape) -> Vec<(String, MetadataValue)> {
+/// The file's metadata: general, `<arch>.*`, and the synthetic SentencePiece vocabulary or, for
+/// an encoder, the WordPiece one of the GGUF `wordpiece`.
+fn metadata(s: &Shape, wordpiece: Option<&Path>) -> Result<Vec<(String, MetadataValue)>> {
     use MetadataValue::{String as Str, U32};
     let arch = s.family.arch();
     let mut entries = vec![
@@ -237,22 +305,33 @@ fn metadata(s: &Shape) -> Vec<(String, MetadataValue)> {
             .into_iter()
             .map(|(k, v)| (format!("{arch}.{k}"), v)),
     );
-    entries.extend(
-        synthetic_vocab::metadata(s.vocab)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v)),
-    );
-    entries
+    match (s.family.is_encoder(), wordpiece) {
+        (false, _) => entries.extend(
+            synthetic_vocab::metadata(s.vocab)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v)),
+        ),
+        (true, Some(path)) => entries.extend(synthetic_vocab::wordpiece_metadata(path, s.vocab)?),
+        (true, None) => bail!("an encoder needs a WordPiece vocabulary"),
+    }
+    Ok(entries)
 }
 
 /// Every tensor's name, type and GGUF dims (innermost first), in file order.
 fn tensors(s: &Shape) -> Vec<(String, GgmlType, Vec<u64>)> {
     let (hidden, vocab) = (s.hidden as u64, s.vocab as u64);
-    let mut list = vec![
-        ("token_embd.weight".to_string(), vec![hidden, vocab]),
-        (s.family.output_norm().into(), vec![hidden]),
-    ];
-    if !s.family.tied_embeddings() {
+    let mut list = if s.family.is_encoder() {
+        synthetic_families::encoder_model_tensors(s)
+            .into_iter()
+            .map(|(name, dims)| (name.to_string(), dims))
+            .collect()
+    } else {
+        vec![
+            ("token_embd.weight".to_string(), vec![hidden, vocab]),
+            (s.family.output_norm().into(), vec![hidden]),
+        ]
+    };
+    if !s.family.is_encoder() && !s.family.tied_embeddings() {
         list.push(("output.weight".into(), vec![hidden, vocab]));
     }
     for i in 0..s.layers {
@@ -477,6 +556,63 @@ mod tests {
     }
 
     #[test]
+    fn the_embedding_shapes_have_their_models_parameter_counts() {
+        for (shape, millions) in [(&BGE_SMALL, 33..34), (&NOMIC_EMBED, 136..138)] {
+            let params = params(shape) / 1_000_000;
+            assert!(
+                millions.contains(&params),
+                "{}: {params} M",
+                shape.file_name
+            );
+        }
+    }
+
+    #[test]
+    fn tiny_encoders_load_and_embed_in_rinfer() {
+        let vocabulary =
+            crate::workspace_root().join("tests/fixtures/models/bert-embd-tiny-f32.gguf");
+        for family in [Family::Bert, Family::NomicBert] {
+            let shape = Shape {
+                file_name: "tiny-encoder.gguf",
+                family,
+                layers: 2,
+                hidden: 64,
+                ffn: 128,
+                heads: 4,
+                kv_heads: 4,
+                head_dim: 16,
+                vocab: 3000,
+                context: 512,
+                rope_base: 1e3,
+                norm_eps: 1e-12,
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(shape.file_name);
+            write_with_vocabulary(&shape, &path, Some(&vocabulary)).unwrap();
+            let loaded = rinfer_model::LoadedModel::open(&path)
+                .unwrap_or_else(|e| panic!("{family:?}: {e}"));
+            let prompt = loaded
+                .tokenizer
+                .encode("the river ran low", true, false)
+                .unwrap();
+            assert_eq!(
+                (prompt[0], prompt[prompt.len() - 1]),
+                (101, 102),
+                "[CLS] … [SEP]"
+            );
+            let mut engine = rinfer_model::Engine::new(
+                &loaded,
+                rinfer_model::EngineSettings::single(16),
+                rinfer_model::DeviceRequest::Cpu,
+            )
+            .unwrap();
+            let embedding = engine.embed(&[prompt]).unwrap().remove(0);
+            assert_eq!(embedding.len(), 64, "{family:?}");
+            assert!(embedding.iter().all(|x| x.is_finite()), "{family:?}");
+        }
+    }
+
+    #[test]
     fn the_moe_shapes_read_a_small_share_of_their_weights_per_token() {
         let qwen = active_share(&QWEN3_MOE);
         assert!((0.1..0.15).contains(&qwen), "{qwen}");
@@ -486,7 +622,8 @@ mod tests {
 
     #[test]
     fn every_tensor_name_is_unique() {
-        for shape in MODELS.iter().map(|&(_, s)| s).chain(&TINY_FAMILIES) {
+        let models = MODELS.iter().chain(&EMBEDDING_MODELS).map(|&(_, s)| s);
+        for shape in models.chain(&TINY_FAMILIES) {
             let tensors = tensors(shape);
             let names: std::collections::HashSet<_> = tensors.iter().map(|t| &t.0).collect();
             assert_eq!(names.len(), tensors.len(), "{}", shape.file_name);

@@ -2,14 +2,14 @@
 //! derives it: from a tensor's name and dims alone, in file order.
 //!
 //! A tensor stays F32 unless its name ends in `weight`, it has two or more dims and it is not
-//! one of the small tensors llama.cpp leaves alone (norms, routers, convolution taps). The
-//! output projection (the token embedding when it is tied) gets Q6_K; `attn_qkv` Q5_K;
-//! `attn_v` and `ffn_down*` Q6_K in the layers `use_more_bits` picks (`attn_v` counted over the
-//! attention-value tensors, as llama.cpp counts them, so a hybrid's few attention layers are
-//! spread over all of its `attn_v` and `attn_qkv` tensors); with exactly 8 experts `attn_v` and
-//! `attn_k` get Q8_0 and `attn_output` Q5_K; everything else Q4_K. A type whose block does not
-//! divide a row falls back as llama.cpp's does (Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, then
-//! F16).
+//! one of the tensors llama.cpp leaves alone (norms, routers, convolution taps, learned
+//! positions, token types). The output projection (the token embedding when there is no
+//! `output.weight`) gets Q6_K; `attn_qkv` Q5_K; `attn_v` and `ffn_down*` Q6_K in the layers
+//! `use_more_bits` picks (`attn_v` counted over the attention-value tensors, as llama.cpp
+//! counts them, so a hybrid's few attention layers are spread over all of its `attn_v` and
+//! `attn_qkv` tensors); with exactly 8 experts `attn_v` and `attn_k` get Q8_0 and
+//! `attn_output` Q5_K; everything else Q4_K. A type whose block does not divide a row falls
+//! back as llama.cpp's does (Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, then F16).
 
 use rinfer_formats::GgmlType;
 
@@ -103,11 +103,13 @@ impl QuantMix {
 
 /// Whether llama.cpp quantizes a tensor of this name and dims at all.
 fn quantized(name: &str, dims: &[u64]) -> bool {
-    const KEPT: [&str; 4] = [
+    const KEPT: [&str; 6] = [
         "ffn_gate_inp.weight",
         "ssm_conv1d",
         "shortconv.conv.weight",
         "per_layer_model_proj",
+        "position_embd.weight",
+        "token_types.weight",
     ];
     name.ends_with("weight")
         && dims.len() >= 2

@@ -2,8 +2,15 @@
 //! llama.cpp tokenize with it: `<unk>`, `<s>`, `</s>`, the 256 byte tokens `<0x00>`..`<0xFF>`,
 //! then single characters and ever longer letter pieces, each reachable by merging two shorter
 //! ones, scored so that earlier (shorter) pieces merge first.
+//!
+//! Encoders get a real WordPiece vocabulary instead, copied whole from a GGUF's `tokenizer.*`
+//! metadata: bge's and nomic's 30,522 tokens (bert-base-uncased's) are llama.cpp's
+//! `models/ggml-vocab-bert-bge.gguf`.
 
-use rinfer_formats::gguf::{MetadataValue, ValueType};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, ensure};
+use rinfer_formats::gguf::{GgufFile, MetadataValue, ValueType};
 
 /// llama.cpp's `llama_token_type` values used here.
 const NORMAL: i32 = 1;
@@ -54,6 +61,31 @@ pub fn metadata(size: usize) -> Vec<(&'static str, MetadataValue)> {
         ("tokenizer.ggml.add_bos_token", MetadataValue::Bool(true)),
         ("tokenizer.ggml.add_eos_token", MetadataValue::Bool(false)),
     ]
+}
+
+/// llama.cpp's bert-bge WordPiece vocabulary, in its source tree under the bench cache
+/// (fetched first if missing).
+pub fn bge_vocabulary() -> Result<PathBuf> {
+    let source = super::llama_cpp::source(&super::cache::root()?)?;
+    Ok(source.join("models/ggml-vocab-bert-bge.gguf"))
+}
+
+/// The `tokenizer.*` metadata of the GGUF at `path`, checked to hold `size` tokens.
+pub fn wordpiece_metadata(path: &Path, size: usize) -> Result<Vec<(String, MetadataValue)>> {
+    let file = GgufFile::open(path)
+        .with_context(|| format!("cannot read the vocabulary {}", path.display()))?;
+    let metadata = file.metadata();
+    let tokens = metadata.get_array("tokenizer.ggml.tokens")?.len();
+    ensure!(
+        tokens == size,
+        "{} holds {tokens} tokens, the model {size}",
+        path.display()
+    );
+    Ok(metadata
+        .iter()
+        .filter(|(key, _)| key.starts_with("tokenizer."))
+        .map(|(key, value)| (key.to_string(), value.clone()))
+        .collect())
 }
 
 /// Token texts, scores and types, `size` of each.

@@ -45,7 +45,15 @@ const ARCHITECTURES: &[(&str, ConfigFn)] = &[
     ("qwen35", hybrid::qwen35),
     ("qwen35moe", hybrid::qwen35moe),
     ("bert", bert::config),
+    ("nomic-bert", bert::nomic_bert),
 ];
+
+/// Architectures llama.cpp runs that rinfer recognises and refuses, with the reason.
+const REFUSED: &[(&str, &str)] = &[(
+    "nomic-bert-moe",
+    "a mixture-of-experts encoder (nomic-embed-text v2: GELU experts every other layer); \
+     nomic-bert (nomic-embed-text v1 and v1.5) runs",
+)];
 
 /// The names of the supported architectures.
 pub fn supported() -> impl Iterator<Item = &'static str> {
@@ -59,6 +67,12 @@ pub fn config_from_metadata(
     vocab_size: usize,
 ) -> Result<ModelConfig, ModelError> {
     let arch = metadata.get_str("general.architecture")?;
+    if let Some((name, reason)) = REFUSED.iter().find(|(name, _)| *name == arch) {
+        return Err(ModelError::UnsupportedArchitecture {
+            name: (*name).into(),
+            reason,
+        });
+    }
     let Some((_, config)) = ARCHITECTURES.iter().find(|(name, _)| *name == arch) else {
         return Err(ModelError::UnknownArchitecture {
             name: arch.into(),
