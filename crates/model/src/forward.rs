@@ -6,12 +6,13 @@
 //! output element, so the logits of a position do not depend on the batch it was computed in
 //! nor on the number of threads.
 
-use rinfer_kernels::{ActivationBuffer, ops};
+use rinfer_kernels::ops;
 use rinfer_transformer::{NormKind, PerLayerInputs, Transformer};
 
 use crate::compute;
 use crate::config::{ModelConfig, Pooling, Rank, RankHead};
 use crate::error::ModelError;
+use crate::observe::Products;
 use crate::kv_cache::KvCache;
 use crate::scratch::{RowSource, Scratch};
 use crate::weights::{Cpu, NormWeights, Weights};
@@ -305,7 +306,7 @@ impl Model {
         x: &[f32],
         out: &mut [f32],
         row: &mut [f32],
-        act: &mut ActivationBuffer,
+        act: &mut Products,
     ) -> Result<(), ModelError> {
         let c = self.transformer();
         let d = c.hidden;
@@ -348,7 +349,7 @@ impl Model {
         rank: Rank,
         x: &mut [f32],
         tmp: &mut [f32],
-        act: &mut ActivationBuffer,
+        act: &mut Products,
     ) -> Result<(), ModelError> {
         let Some(cls) = &self.transformer().classifier else {
             return Ok(());
@@ -383,7 +384,7 @@ impl Model {
             if let (Logits::Pooled(pooling), true) = (seq.logits, n > 0) {
                 let (x, out) = (&s.x, &mut s.out[pooled * d..(pooled + 1) * d]);
                 let x = &x[first * d..(first + n) * d];
-                self.pool(pooling, x, out, &mut s.h[..d], &mut s.act)?;
+                self.pool(pooling, x, out, &mut s.h[..d], &mut s.products)?;
                 pooled += 1;
             }
             first += n;
