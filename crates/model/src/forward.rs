@@ -12,8 +12,8 @@ use rinfer_transformer::{NormKind, PerLayerInputs, Transformer};
 use crate::compute;
 use crate::config::{ModelConfig, Pooling, Rank, RankHead};
 use crate::error::ModelError;
-use crate::observe::Products;
 use crate::kv_cache::KvCache;
+use crate::observe::Products;
 use crate::scratch::{RowSource, Scratch};
 use crate::weights::{Cpu, NormWeights, Weights};
 
