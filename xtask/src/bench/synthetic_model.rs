@@ -106,13 +106,15 @@ pub const LFM2_1_2B: Shape = Shape {
 };
 
 /// DeepSeek-V2-Lite cut to 3.3 billion parameters: its attention (16 latent-attention heads
-/// over a 512-wide latent, no query compression), its vocabulary and dense first layer, but 10
-/// layers instead of 27 and 32 routed experts instead of 64 (6 used, 2 shared).
+/// over a 512-wide latent), its vocabulary and dense first layer, but 10 layers instead of 27
+/// and 32 routed experts instead of 64 (6 used, 2 shared). Queries go through a rank-1536
+/// compression as in DeepSeek-V2 and V3: llama.cpp takes a `deepseek2` file of other than 26
+/// or 27 layers for one of those and requires it.
 pub const DEEPSEEK2_LITE_3B: Shape = Shape {
     file_name: "deepseek2-lite-3b-synthetic-q4_k_m.gguf",
     family: Family::DeepSeek2(
         LatentAttention {
-            q_lora: None,
+            q_lora: Some(1536),
             kv_lora: 512,
             nope: 128,
             rope: 64,
