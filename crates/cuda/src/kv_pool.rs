@@ -12,9 +12,20 @@
 //! allocator never hands out more than its capacity: a table that cannot grow is an error,
 //! never a panic.
 
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
 use crate::error::CudaError;
 
 pub use crate::launch::KV_BLOCK;
+
+/// A pool's allocator as its model, its caches and the engine's prefix cache share it.
+pub type SharedBlocks = Arc<Mutex<BlockAllocator>>;
+
+/// The allocator behind `blocks`, even if a thread panicked while holding it (its counts are
+/// updated one block at a time, so they stay consistent).
+pub fn lock(blocks: &Mutex<BlockAllocator>) -> MutexGuard<'_, BlockAllocator> {
+    blocks.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Reference counts of the blocks of a pool and its free list.
 #[derive(Clone, Debug)]
@@ -66,7 +77,14 @@ impl BlockAllocator {
         Ok(block)
     }
 
-    fn release(&mut self, block: u32) {
+    /// Lists `block` once more: a holder beside the tables (the engine's prefix cache) keeps
+    /// it from being freed or written in place.
+    pub fn retain(&mut self, block: u32) {
+        self.refs[block as usize] += 1;
+    }
+
+    /// Lists `block` once fewer; it is free when nothing lists it.
+    pub fn release(&mut self, block: u32) {
         let refs = &mut self.refs[block as usize];
         *refs -= 1;
         if *refs == 0 {
@@ -114,7 +132,7 @@ impl BlockAllocator {
     pub fn fork(&mut self, table: &[u32], len: usize) -> Vec<u32> {
         let shared = &table[..len.div_ceil(KV_BLOCK).min(table.len())];
         for &block in shared {
-            self.refs[block as usize] += 1;
+            self.retain(block);
         }
         shared.to_vec()
     }

@@ -35,6 +35,7 @@
 //!         sequences: 16,
 //!         nvrtc: Default::default(),
 //!         kv: Default::default(),
+//!         cached_blocks: 0,
 //!     };
 //!     match GpuModel::load(model, &options) {
 //!         Ok(gpu) => println!("running on {}", gpu.info()),

@@ -33,6 +33,9 @@ pub struct LoadOptions {
     pub nvrtc: NvrtcSearch,
     /// The element type of the KV caches.
     pub kv: KvElement,
+    /// Blocks of the KV pool beyond a whole context for each sequence: the room of the
+    /// engine's prefix cache, whose blocks outlive the sequences that computed them.
+    pub cached_blocks: usize,
 }
 
 /// One weight matrix as it will sit in device memory.
@@ -185,7 +188,8 @@ pub struct UploadPlan {
     /// (the full-attention ones, each block holding `KV_BLOCK` positions of all of them);
     /// `None` for a sliding-window layer, which keeps a ring of its own per sequence.
     pub kv_pool_index: Vec<Option<usize>>,
-    /// Blocks of the pool: a whole context for each of `options.sequences` sequences.
+    /// Blocks of the pool: a whole context for each of `options.sequences` sequences, and
+    /// `options.cached_blocks` more.
     pub kv_pool_blocks: usize,
     /// Values of one key (or value) row.
     pub kv_dim: usize,
@@ -239,7 +243,8 @@ impl UploadPlan {
             })
             .collect();
         let sequences = options.sequences.max(1);
-        let kv_pool_blocks = sequences * context.div_ceil(KV_BLOCK);
+        let kv_pool_blocks =
+            (sequences * context.div_ceil(KV_BLOCK)).saturating_add(options.cached_blocks);
         let row = 2 * options.kv.bytes() * c.kv_dim();
         let rings: usize = (kv_slots.iter().zip(&kv_pool_index))
             .filter(|(_, pooled)| pooled.is_none())

@@ -7,6 +7,7 @@ use crate::Logits;
 use crate::device::GpuInfo;
 use crate::error::CudaError;
 use crate::host::HostModel;
+use crate::kv_pool::SharedBlocks;
 use crate::nvrtc_search::NvrtcSearch;
 use crate::plan::{LoadOptions, UploadPlan};
 use crate::program::WeightAddresses;
@@ -60,6 +61,11 @@ impl GpuModel {
 
     /// A KV cache for one sequence.
     pub fn new_cache(&self) -> Result<GpuKvCache, CudaError> {
+        match self.never {}
+    }
+
+    /// The reference counts of the KV pool's blocks, shared with its caches.
+    pub fn kv_blocks(&self) -> SharedBlocks {
         match self.never {}
     }
 
@@ -119,6 +125,16 @@ impl GpuKvCache {
 
     /// The element type of its keys and values.
     pub fn element(&self) -> crate::kernels::KvElement {
+        match self.never {}
+    }
+
+    /// Its pool blocks, in position order.
+    pub fn blocks(&self) -> &[u32] {
+        match self.never {}
+    }
+
+    /// Makes the cache hold positions `0..len` of `blocks`, listed by reference.
+    pub fn attach(&mut self, _blocks: &[u32], _len: usize) {
         match self.never {}
     }
 

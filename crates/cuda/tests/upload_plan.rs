@@ -238,5 +238,6 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         sequences: 1,
         nvrtc: Default::default(),
         kv: KvElement::F32,
+        cached_blocks: 0,
     }
 }

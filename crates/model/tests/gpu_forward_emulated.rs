@@ -213,6 +213,7 @@ fn check_fixture(
         sequences: 1,
         nvrtc: Default::default(),
         kv,
+        cached_blocks: 0,
     };
     let plan = UploadPlan::new(&view, &options).unwrap();
     let weights = place_weights(
@@ -434,6 +435,7 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
         sequences: lengths.len(),
         nvrtc: Default::default(),
         kv: KvElement::F16,
+        cached_blocks: 0,
     };
     let plan = UploadPlan::new(&view, &options).unwrap();
     assert_eq!(plan.decode_rows, lengths.len());
@@ -557,6 +559,7 @@ fn check_shared_prefix(emulate: &EmulateLaunch, name: &str) {
         sequences: 2,
         nvrtc: Default::default(),
         kv: KvElement::F16,
+        cached_blocks: 0,
     };
     let plan = UploadPlan::new(&view, &options).unwrap();
     let place = |bytes: &[u8]| Ok(bytes.as_ptr() as u64);

@@ -173,5 +173,6 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         sequences: 1,
         nvrtc: Default::default(),
         kv: Default::default(),
+        cached_blocks: 0,
     }
 }

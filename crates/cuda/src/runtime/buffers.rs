@@ -1,13 +1,14 @@
 //! The activation buffers, the pool of KV blocks and the sequences' caches, allocated once.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use crate::error::CudaError;
 use crate::kernels::KvElement;
-use crate::kv_pool::{BlockAllocator, KV_BLOCK};
+pub(crate) use crate::kv_pool::lock;
+use crate::kv_pool::{BlockAllocator, KV_BLOCK, SharedBlocks};
 use crate::plan::{BufferSizes, UploadPlan};
 use crate::program::{CacheAddresses, LayerKv, WorkAddresses};
 use crate::runtime::driver::driver;
@@ -115,7 +116,7 @@ impl Workspace {
 pub(crate) struct KvPool {
     pub keys: Buffer<u8>,
     pub values: Buffer<u8>,
-    pub blocks: Arc<Mutex<BlockAllocator>>,
+    pub blocks: SharedBlocks,
     /// Bytes of one block (every pooled layer).
     pub block_bytes: usize,
 }
@@ -131,14 +132,6 @@ impl KvPool {
             block_bytes,
         })
     }
-}
-
-/// The allocator behind `blocks`, even if a thread panicked while holding it (its counts are
-/// updated one block at a time, so they stay consistent).
-pub(crate) fn lock(blocks: &Mutex<BlockAllocator>) -> MutexGuard<'_, BlockAllocator> {
-    blocks
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
@@ -161,7 +154,7 @@ pub struct GpuKvCache {
     /// Where each layer's keys, values and table are (fixed for the cache's life, so that a
     /// captured graph stays valid).
     pub(crate) layers: Vec<LayerKv>,
-    pub(crate) pool: Arc<Mutex<BlockAllocator>>,
+    pub(crate) pool: SharedBlocks,
     pub(crate) element: KvElement,
     pub(crate) id: u64,
     pub(crate) len: usize,
@@ -266,6 +259,22 @@ impl GpuKvCache {
     /// The element type of its keys and values.
     pub fn element(&self) -> KvElement {
         self.element
+    }
+
+    /// Its pool blocks, in position order.
+    pub fn blocks(&self) -> &[u32] {
+        &self.blocks
+    }
+
+    /// Makes the cache hold positions `0..len` of `blocks` (of its model's pool, from another
+    /// cache's [`blocks`](Self::blocks)), listed by reference: a prefix reused without
+    /// computing it. What it held before is given back; its rings are not touched.
+    pub fn attach(&mut self, blocks: &[u32], len: usize) {
+        let mut pool = lock(&self.pool);
+        pool.truncate(&mut self.blocks, 0);
+        self.blocks = pool.fork(blocks, len);
+        self.len = len.min(self.blocks.len() * KV_BLOCK);
+        self.uploaded = 0;
     }
 
     /// Forgets everything, giving its blocks back to the pool (the rings are kept).

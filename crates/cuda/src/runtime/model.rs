@@ -10,7 +10,7 @@ use crate::device::GpuInfo;
 use crate::error::CudaError;
 use crate::graph_policy::{DecodeGraph, StepPlan};
 use crate::host::HostModel;
-use crate::kv_pool::BlockCopy;
+use crate::kv_pool::{BlockCopy, SharedBlocks};
 use crate::plan::{LoadOptions, UploadPlan};
 use crate::program::{Launch, StepBuilder, WeightAddresses, WorkAddresses, copy_block};
 use crate::runtime::buffers::{GpuKvCache, KvPool, Workspace, lock};
@@ -98,6 +98,11 @@ impl GpuModel {
     /// Why decode steps run without a CUDA graph, if they do.
     pub fn graph_disabled_reason(&self) -> Option<&str> {
         self.graph.disabled_reason()
+    }
+
+    /// The reference counts of the KV pool's blocks, shared with its caches.
+    pub fn kv_blocks(&self) -> SharedBlocks {
+        Arc::clone(&self.kv_pool.blocks)
     }
 
     /// A KV cache for one sequence, sized by the load's context and batch; it takes blocks of

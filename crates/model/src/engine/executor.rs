@@ -4,10 +4,13 @@
 //! the prefill chunks one after another.
 
 use rinfer_cuda::kernels::KvElement;
-use rinfer_cuda::{CudaError, GpuKvCache, GpuModel, LoadOptions};
+use rinfer_cuda::kv_pool::SharedBlocks;
+use rinfer_cuda::{CudaError, GpuModel, LoadOptions};
 use rinfer_kernels::ops::KvType;
 
 use super::device::{Device, DeviceReport, Resolved, resolve};
+use super::gpu_device::{GpuCache, GpuDevice};
+use super::prefix_cache::BLOCK_TOKENS;
 use crate::config::ModelConfig;
 use crate::error::ModelError;
 use crate::forward::{Logits, Model, SeqBatch};
@@ -19,14 +22,14 @@ use crate::scratch::Scratch;
 /// One sequence's keys and values, on the device that computes.
 pub(super) enum SeqCache {
     Cpu(KvCache),
-    Cuda(GpuKvCache),
+    Cuda(Box<dyn GpuCache>),
 }
 
 impl SeqCache {
     pub(super) fn clear(&mut self) {
         match self {
             Self::Cpu(c) => c.clear(),
-            Self::Cuda(c) => c.clear(),
+            Self::Cuda(c) => c.truncate(0),
         }
     }
 
@@ -73,20 +76,23 @@ impl SeqCache {
 }
 
 /// The compute state of the chosen device.
-pub(super) enum Executor {
+pub(super) enum Executor<'d> {
     Cpu {
         /// Activation buffers, sized for the largest step.
         scratch: Box<Scratch>,
     },
     Cuda {
-        gpu: Box<GpuModel>,
+        gpu: Box<dyn GpuDevice + 'd>,
         /// The logits rows of one step, `[rows, vocab]`.
         logits: Vec<f32>,
     },
     /// Tests only: `inner`, except that a pass holding the token `poison` panics, as a bug in
     /// a kernel would.
     #[cfg(test)]
-    Faulty { inner: Box<Executor>, poison: u32 },
+    Faulty {
+        inner: Box<Executor<'d>>,
+        poison: u32,
+    },
 }
 
 /// What a pass computed: the logits rows, then the embeddings of the sequences that pool.
@@ -143,12 +149,15 @@ impl Sizes {
     }
 }
 
-impl Executor {
-    /// Sets up the device `device` asks for, with `sizes.sequences` KV caches.
+impl<'d> Executor<'d> {
+    /// Sets up the device `device` asks for, with `sizes.sequences` KV caches; on a GPU its
+    /// pool has room for `cached_blocks` blocks of the prefix cache too, or none where those
+    /// do not fit its memory.
     pub(super) fn start(
         model: &Model,
         device: Device,
         sizes: Sizes,
+        cached_blocks: usize,
     ) -> Result<(Self, Vec<SeqCache>, DeviceReport), ModelError> {
         // A KV type the GPU does not keep makes it unusable: `auto` then runs on the CPU.
         let resolved = resolve(device.request, || {
@@ -160,21 +169,24 @@ impl Executor {
                 sequences: sizes.sequences,
                 nvrtc: device.nvrtc,
                 kv: gpu_kv_element(sizes.kv_type)?,
+                cached_blocks,
             };
             check_gpu_runs(&model.config)?;
-            GpuModel::load(&model.gpu_view()?, &options)
+            let view = model.gpu_view()?;
+            match GpuModel::load(&view, &options) {
+                Err(CudaError::OutOfMemory { .. }) if cached_blocks > 0 => {
+                    let options = LoadOptions {
+                        cached_blocks: 0,
+                        ..options
+                    };
+                    GpuModel::load(&view, &options)
+                }
+                loaded => loaded,
+            }
         })?;
         let config = &model.config;
         Ok(match resolved {
-            Resolved::Cuda(gpu) => {
-                let report = DeviceReport::Cuda(gpu.info().clone());
-                let caches = (0..sizes.sequences)
-                    .map(|_| gpu.new_cache().map(SeqCache::Cuda))
-                    .collect::<Result<_, _>>()?;
-                let logits = vec![0.0; sizes.sequences * config.vocab_size];
-                let gpu = Box::new(gpu);
-                (Self::Cuda { gpu, logits }, caches, report)
-            }
+            Resolved::Cuda(gpu) => Self::on_gpu(Box::new(gpu), config, sizes)?,
             Resolved::Cpu { reason } => {
                 let logit_rows = sizes.logit_rows();
                 let kv_type = sizes.kv_type.unwrap_or_default();
@@ -194,6 +206,30 @@ impl Executor {
                 (executor, caches, DeviceReport::Cpu { reason })
             }
         })
+    }
+
+    /// The executor of `gpu`, with `sizes.sequences` KV caches on it.
+    pub(super) fn on_gpu(
+        gpu: Box<dyn GpuDevice + 'd>,
+        config: &ModelConfig,
+        sizes: Sizes,
+    ) -> Result<(Self, Vec<SeqCache>, DeviceReport), ModelError> {
+        let report = DeviceReport::Cuda(gpu.info().clone());
+        let caches = (0..sizes.sequences)
+            .map(|_| gpu.new_cache().map(SeqCache::Cuda))
+            .collect::<Result<_, _>>()?;
+        let logits = vec![0.0; sizes.sequences * config.vocab_size];
+        Ok((Self::Cuda { gpu, logits }, caches, report))
+    }
+
+    /// The shared reference counts of the GPU's pool of KV blocks (`None` on the CPU).
+    pub(super) fn gpu_blocks(&self) -> Option<SharedBlocks> {
+        match self {
+            Self::Cuda { gpu, .. } => Some(gpu.kv_blocks()),
+            Self::Cpu { .. } => None,
+            #[cfg(test)]
+            Self::Faulty { inner, .. } => inner.gpu_blocks(),
+        }
     }
 
     /// Runs each `(tokens, wanted, cache)` at the positions following its cache and returns
@@ -229,7 +265,7 @@ impl Executor {
                 "embeddings are computed on the CPU only: start with --device cpu".into(),
             )),
             Self::Cuda { gpu, logits } => {
-                let rows = forward_on_gpu(gpu, logits, model.config.vocab_size, batch)?;
+                let rows = forward_on_gpu(&mut **gpu, logits, model.config.vocab_size, batch)?;
                 Ok(Output {
                     logits: &mut logits[..rows * model.config.vocab_size],
                     pooled: &[],
@@ -258,7 +294,7 @@ impl Executor {
                 model.forward(tokens, cache, scratch, Logits::All)?.to_vec()
             }
             (Self::Cuda { gpu, .. }, SeqCache::Cuda(cache)) => gpu
-                .forward(tokens, cache, rinfer_cuda::Logits::All)?
+                .forward(tokens, &mut **cache, rinfer_cuda::Logits::All)?
                 .to_vec(),
             #[cfg(test)]
             (Self::Faulty { inner, .. }, cache) => inner.score(model, tokens, cache)?,
@@ -281,7 +317,7 @@ impl Executor {
 struct GpuSeq<'b> {
     tokens: &'b [u32],
     wanted: rinfer_cuda::Logits,
-    cache: &'b mut GpuKvCache,
+    cache: &'b mut dyn GpuCache,
     /// Its first row in the step's logits.
     row: usize,
     /// Its cache's length before the step.
@@ -292,7 +328,7 @@ struct GpuSeq<'b> {
 /// (`[rows, vocab]`, in the order of the batch). On an error every cache is back at its
 /// length before the step.
 fn forward_on_gpu(
-    gpu: &mut GpuModel,
+    gpu: &mut dyn GpuDevice,
     logits: &mut [f32],
     vocab: usize,
     batch: Vec<(&[u32], Logits, &mut SeqCache)>,
@@ -313,7 +349,7 @@ fn forward_on_gpu(
         seqs.push(GpuSeq {
             tokens,
             wanted,
-            cache,
+            cache: &mut **cache,
             row: rows,
             before,
         });
@@ -339,13 +375,13 @@ fn forward_on_gpu(
 /// The prefill chunks of `seqs` one by one, then the decoding sequences (one token each) in
 /// batched passes of up to the plan's decode rows.
 fn run_on_gpu(
-    gpu: &mut GpuModel,
+    gpu: &mut dyn GpuDevice,
     logits: &mut [f32],
     vocab: usize,
     seqs: &mut [GpuSeq<'_>],
 ) -> Result<(), CudaError> {
     for s in seqs.iter_mut().filter(|s| s.tokens.len() > 1) {
-        let out = gpu.forward(s.tokens, s.cache, s.wanted)?;
+        let out = gpu.forward(s.tokens, &mut *s.cache, s.wanted)?;
         logits[s.row * vocab..][..out.len()].copy_from_slice(out);
     }
     let mut rows = Vec::with_capacity(seqs.len());
@@ -354,7 +390,7 @@ fn run_on_gpu(
         rows.push((s.tokens[0], &mut *s.cache));
         at.push(s.row);
     }
-    let per_pass = gpu.plan().decode_rows;
+    let per_pass = gpu.decode_rows();
     for (pass, at) in rows.chunks_mut(per_pass).zip(at.chunks(per_pass)) {
         let out = gpu.forward_rows(pass)?;
         for (row, &to) in out.chunks_exact(vocab).zip(at) {
@@ -362,6 +398,28 @@ fn run_on_gpu(
         }
     }
     Ok(())
+}
+
+/// Blocks of the GPU's KV pool to set aside for a prefix cache of `budget` bytes: none for a
+/// model with sliding-window or recurrent layers (whose rings and states the GPU prefix cache
+/// does not keep), at most as many as the sequences' own caches take.
+pub(super) fn gpu_cached_blocks(config: &ModelConfig, sizes: Sizes, budget: usize) -> usize {
+    let Ok(element) = gpu_kv_element(sizes.kv_type) else {
+        return 0;
+    };
+    let block_bytes = config.layers * 2 * BLOCK_TOKENS * config.kv_dim() * element.bytes();
+    if !gpu_prefix_cache_runs(config) || block_bytes == 0 {
+        return 0;
+    }
+    let own = sizes.sequences * sizes.context.div_ceil(BLOCK_TOKENS);
+    (budget / block_bytes).min(own)
+}
+
+/// Whether the GPU's prefix cache keeps `config`'s blocks: every layer is full attention
+/// (the rows of sliding-window rings and recurrent states are not kept on the GPU).
+pub(super) fn gpu_prefix_cache_runs(config: &ModelConfig) -> bool {
+    (0..config.layers)
+        .all(|layer| config.window_of(layer).is_none() && config.recurrence_of(layer).is_none())
 }
 
 /// Host memory of the KV caches.

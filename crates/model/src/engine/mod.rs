@@ -34,6 +34,7 @@ mod draft_model;
 mod embed;
 mod executor;
 mod generate;
+mod gpu_device;
 mod logprobs;
 mod prefix_cache;
 mod request;
@@ -58,10 +59,12 @@ pub use device::{Device, DeviceReport, DeviceRequest, GpuInfo, NvrtcSearch, Reso
 use draft_model::{DraftModel, Want};
 pub use embed::normalize;
 use executor::{Executor, SeqCache, Sizes};
-use prefix_cache::BlockStore;
+pub use gpu_device::{GpuCache, GpuDevice};
 pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
+use prefix_cache::{BlockStore, StorePool};
 pub use request::{Event, FinishReason, Generation, Request, SeqId, Timings, TokenLogprob};
 use reuse::{Placement, Rings};
+use rinfer_cuda::kv_pool::lock;
 use sequence::Sequence;
 pub use setup::{DEFAULT_CONTEXT, EngineOptions, EngineSetup, SetupError};
 pub use speculate::{Speculation, SpeculationStats};
@@ -131,7 +134,7 @@ impl EngineSettings {
 pub struct Engine<'m> {
     loaded: &'m LoadedModel,
     settings: EngineSettings,
-    executor: Executor,
+    executor: Executor<'m>,
     device: DeviceReport,
     /// One KV cache per slot.
     caches: Vec<SeqCache>,
@@ -179,6 +182,33 @@ impl<'m> Engine<'m> {
         settings: EngineSettings,
         device: impl Into<Device>,
     ) -> Result<Self, ModelError> {
+        let sizes = Self::check(loaded, draft, settings)?;
+        let config = &loaded.model.config;
+        let cached_blocks = executor::gpu_cached_blocks(config, sizes, settings.prefix_cache_bytes);
+        let started = Executor::start(&loaded.model, device.into(), sizes, cached_blocks)?;
+        Self::assemble(loaded, draft, settings, sizes, started)
+    }
+
+    /// An engine as [`Engine::new`] makes, its steps run by `gpu` (the CUDA runtime's
+    /// `GpuModel`, or another implementation of the device seam, such as the host emulation
+    /// of the CUDA kernels). Blocks of its KV pool beyond a whole context per sequence are the
+    /// prefix cache's room (see [`GpuDevice::kv_blocks`]).
+    pub fn with_gpu(
+        loaded: &'m LoadedModel,
+        settings: EngineSettings,
+        gpu: Box<dyn GpuDevice + 'm>,
+    ) -> Result<Self, ModelError> {
+        let sizes = Self::check(loaded, None, settings)?;
+        let started = Executor::on_gpu(gpu, &loaded.model.config, sizes)?;
+        Self::assemble(loaded, None, settings, sizes, started)
+    }
+
+    /// Checks `settings` (and `draft`) against `loaded`; returns the executor's sizes.
+    fn check(
+        loaded: &LoadedModel,
+        draft: Option<&LoadedModel>,
+        settings: EngineSettings,
+    ) -> Result<Sizes, ModelError> {
         let wants_draft = matches!(settings.speculation, Speculation::DraftModel { .. });
         if wants_draft != draft.is_some() {
             return Err(ModelError::DraftModel(
@@ -197,18 +227,27 @@ impl<'m> Engine<'m> {
             )));
         }
         loaded.model.check_context(settings.context)?;
-        let sizes = Sizes {
+        if let Some(draft) = draft {
+            draft_model::check_vocabulary(loaded, draft)?;
+        }
+        Ok(Sizes {
             context: settings.context,
             max_batch: settings.max_batch,
             sequences: settings.max_sequences,
             all_logits: settings.score,
             draft_max: settings.speculation.draft_max(),
             kv_type: settings.kv_type,
-        };
-        if let Some(draft) = draft {
-            draft_model::check_vocabulary(loaded, draft)?;
-        }
-        let (executor, caches, device) = Executor::start(&loaded.model, device.into(), sizes)?;
+        })
+    }
+
+    /// The engine around a started executor and its caches.
+    fn assemble(
+        loaded: &'m LoadedModel,
+        draft: Option<&'m LoadedModel>,
+        settings: EngineSettings,
+        sizes: Sizes,
+        (executor, caches, device): (Executor<'m>, Vec<SeqCache>, DeviceReport),
+    ) -> Result<Self, ModelError> {
         let mut settings = settings;
         if matches!(device, DeviceReport::Cuda(_)) && settings.speculation != Speculation::Off {
             // Exactness needs a verification pass to give the logits of single-token decoding,
@@ -228,6 +267,23 @@ impl<'m> Engine<'m> {
                 .ok_or_else(|| ModelError::SizeOverflow {
                     what: "a KV cache row".to_string(),
                 })?;
+        let pool = match executor.gpu_blocks() {
+            Some(blocks) => {
+                let own = caches.len() * settings.context.div_ceil(BLOCK_TOKENS);
+                let spare = lock(&blocks).capacity().saturating_sub(own);
+                let room = if executor::gpu_prefix_cache_runs(config) {
+                    spare
+                } else {
+                    0
+                };
+                StorePool::Gpu { blocks, room }
+            }
+            None => caches
+                .first()
+                .and_then(SeqCache::pool)
+                .cloned()
+                .map_or(StorePool::None, StorePool::Cpu),
+        };
         Ok(Self {
             loaded,
             settings,
@@ -237,13 +293,8 @@ impl<'m> Engine<'m> {
             histories: vec![Vec::new(); caches.len()],
             owners: vec![0; caches.len()],
             rings: Rings::new(config, settings.context, settings.max_batch),
-            store: BlockStore::new(
-                settings.prefix_cache_bytes,
-                config.layers,
-                row_bytes,
-                caches.first().and_then(SeqCache::pool).cloned(),
-            )
-            .with_state_bytes(KvCache::state_bytes(config)),
+            store: BlockStore::new(settings.prefix_cache_bytes, config.layers, row_bytes, pool)
+                .with_state_bytes(KvCache::state_bytes(config)),
             kv_type,
             reuse_counts: PrefixCacheStats::default(),
             speculation_counts: SpeculationStats::default(),
@@ -297,8 +348,23 @@ impl<'m> Engine<'m> {
         }
     }
 
-    /// The KV blocks of the sequences and of the prefix cache (all zero for caches on a GPU).
+    /// The KV blocks of the sequences and of the prefix cache (on a GPU, of its pool, which
+    /// is allocated whole when the model loads).
     pub fn kv_pool_stats(&self) -> KvPoolStats {
+        if let Some(blocks) = self.executor.gpu_blocks() {
+            let pool = lock(&blocks);
+            let config = &self.loaded.model.config;
+            let pooled = (0..config.layers)
+                .filter(|&layer| config.window_of(layer).is_none())
+                .count();
+            let row_bytes = self.kv_type.row_bytes(config.kv_dim()).unwrap_or(0);
+            return KvPoolStats {
+                blocks_in_use: pool.capacity() - pool.free(),
+                blocks_allocated: pool.capacity(),
+                capacity: pool.capacity(),
+                block_bytes: pooled * 2 * BLOCK_TOKENS * row_bytes,
+            };
+        }
         let pool = self.caches.first().and_then(SeqCache::pool);
         pool.map(BlockPool::stats).unwrap_or_default()
     }
@@ -308,10 +374,14 @@ impl<'m> Engine<'m> {
         self.speculation_counts
     }
 
-    /// Forgets every cached prefix (the slots' histories and the stored blocks), so that the
-    /// next request computes its whole prompt, as a measurement of a cold prompt wants.
+    /// Forgets every cached prefix (the free slots' caches and histories, and the stored
+    /// blocks), so that the next request computes its whole prompt, as a measurement of a
+    /// cold prompt wants.
     pub fn clear_prefix_cache(&mut self) {
         self.histories.iter_mut().for_each(Vec::clear);
+        for &slot in &self.free {
+            self.caches[slot].clear();
+        }
         self.store.clear();
     }
 

@@ -29,9 +29,15 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use rinfer_cuda::kv_pool::{KV_BLOCK, SharedBlocks, lock};
+
+use super::gpu_device::GpuCache;
 pub use crate::kv_blocks::BLOCK_TOKENS;
 use crate::kv_blocks::{BlockPool, KvBlock};
 use crate::kv_cache::{KvCache, StateSnapshot};
+
+// A GPU block holds a prefix-cache block: the same positions.
+const _: () = assert!(KV_BLOCK == BLOCK_TOKENS);
 
 /// The name of a cached block (and of the prefix it ends).
 pub(super) type BlockKey = u64;
@@ -68,12 +74,31 @@ impl PrefixCacheStats {
     }
 }
 
+/// Where a cached block's full-attention keys and values are, shared with the sequences
+/// that list it.
+enum Shared {
+    /// A block of the CPU caches' pool.
+    Cpu(Arc<KvBlock>),
+    /// A block of the GPU's pool, counted once for the store.
+    Gpu(u32),
+}
+
+/// The pool the store's blocks come from and go back to.
+pub(super) enum StorePool {
+    /// None: nothing is stored.
+    None,
+    /// The CPU caches' pool.
+    Cpu(BlockPool),
+    /// The GPU's pool, which has `room` blocks for the store beyond the sequences' own.
+    Gpu { blocks: SharedBlocks, room: usize },
+}
+
 struct Block {
     tenant: u64,
     parent: Option<BlockKey>,
     tokens: Vec<u32>,
     /// The full-attention layers' keys and values, shared with the sequences that hold it.
-    shared: Arc<KvBlock>,
+    shared: Shared,
     /// Per sliding-window layer: the stored bytes of the `BLOCK_TOKENS` key rows, then of the
     /// value rows, in the KV cache's type.
     ring_rows: Vec<u8>,
@@ -85,6 +110,23 @@ struct Block {
     users: usize,
 }
 
+impl Block {
+    /// A block of `tokens` after `parent`, without ring rows or a state, used by no one.
+    fn new(tenant: u64, parent: Option<BlockKey>, tokens: &[u32], shared: Shared) -> Self {
+        Self {
+            tenant,
+            parent,
+            tokens: tokens.to_vec(),
+            shared,
+            ring_rows: Vec::new(),
+            state: None,
+            last_used: 0,
+            children: 0,
+            users: 0,
+        }
+    }
+}
+
 /// Cached blocks within a byte budget.
 pub(super) struct BlockStore {
     blocks: HashMap<BlockKey, Block>,
@@ -94,9 +136,8 @@ pub(super) struct BlockStore {
     block_bytes: usize,
     /// Bytes a block's recurrent state may add (0 without recurrent layers).
     state_bytes: usize,
-    /// The pool of the KV caches' blocks, which the store's blocks go back to (`None`: the
-    /// caches are not on the CPU, and nothing is stored).
-    pool: Option<BlockPool>,
+    /// The pool of the KV caches' blocks, which the store's blocks go back to.
+    pool: StorePool,
     clock: u64,
     evictions: u64,
 }
@@ -104,19 +145,20 @@ pub(super) struct BlockStore {
 impl BlockStore {
     /// An empty store of at most `budget` bytes for blocks of `layers` layers of key and value
     /// rows of `row_bytes` bytes each (a KV cache's rows, whatever their type), taken from and
-    /// given back to `pool`, which may hold that many more blocks from now on.
-    pub(super) fn new(
-        budget: usize,
-        layers: usize,
-        row_bytes: usize,
-        pool: Option<BlockPool>,
-    ) -> Self {
+    /// given back to `pool`: a CPU pool may hold that many more blocks from now on; a GPU
+    /// pool's room bounds the budget.
+    pub(super) fn new(budget: usize, layers: usize, row_bytes: usize, pool: StorePool) -> Self {
         let block_bytes = layers
             .saturating_mul(2 * BLOCK_TOKENS)
             .saturating_mul(row_bytes);
-        if let Some(pool) = &pool {
-            pool.add_capacity(budget / block_bytes.max(1));
-        }
+        let budget = match &pool {
+            StorePool::None => budget,
+            StorePool::Cpu(pool) => {
+                pool.add_capacity(budget / block_bytes.max(1));
+                budget
+            }
+            StorePool::Gpu { room, .. } => budget.min(room.saturating_mul(block_bytes)),
+        };
         Self {
             blocks: HashMap::new(),
             budget,
@@ -202,7 +244,12 @@ impl BlockStore {
     /// appended to its table by reference, and its rings get the rows of the positions they
     /// keep, copied.
     pub(super) fn restore(&self, chain: &[BlockKey], len: usize, cache: &mut KvCache) {
-        let blocks = chain.iter().map(|key| Arc::clone(&self.blocks[key].shared));
+        let blocks = chain
+            .iter()
+            .filter_map(|key| match &self.blocks[key].shared {
+                Shared::Cpu(block) => Some(Arc::clone(block)),
+                Shared::Gpu(_) => None,
+            });
         cache.attach(blocks, len);
         if cache.is_recurrent() {
             // `len` is the end of the chain's last block, which keeps its state.
@@ -244,27 +291,15 @@ impl BlockStore {
         cache: &KvCache,
         start: usize,
     ) -> Option<BlockKey> {
-        debug_assert_eq!(tokens.len(), BLOCK_TOKENS);
         debug_assert_eq!(start % BLOCK_TOKENS, 0);
         let key = Self::key(tenant, parent, tokens);
-        if self.find(key, tenant, parent, tokens).is_some() {
-            self.touch(key);
-            return Some(key);
+        let kept = (0..cache.layers())
+            .all(|layer| cache.keeps(layer, start) && cache.keeps(layer, start + BLOCK_TOKENS - 1));
+        if !matches!(self.pool, StorePool::Cpu(_)) || !kept {
+            return self.found(key, tenant, parent, tokens);
         }
-        if self.pool.is_none()
-            || self.blocks.contains_key(&key)
-            || parent.is_some_and(|p| !self.blocks.contains_key(&p))
-            || !(0..cache.layers()).all(|layer| {
-                cache.keeps(layer, start) && cache.keeps(layer, start + BLOCK_TOKENS - 1)
-            })
-        {
-            return None;
-        }
-        // The parent is no leaf while its child is being made room for.
-        self.adjust_children(parent, 1);
-        if !self.make_room() {
-            self.adjust_children(parent, -1);
-            return None;
+        if let Some(found) = self.make_room_for(key, tenant, parent, tokens) {
+            return found;
         }
         let mut ring_rows = Vec::new();
         for layer in (0..cache.layers()).filter(|&layer| cache.is_ring(layer)) {
@@ -277,20 +312,102 @@ impl BlockStore {
         }
         let at_end = cache.len() == start + BLOCK_TOKENS;
         let state = (cache.is_recurrent() && at_end).then(|| cache.snapshot());
-        self.clock += 1;
+        let shared = Shared::Cpu(Arc::clone(cache.block(start / BLOCK_TOKENS)));
         let block = Block {
-            tenant,
-            parent,
-            tokens: tokens.to_vec(),
-            shared: Arc::clone(cache.block(start / BLOCK_TOKENS)),
             ring_rows,
             state,
+            ..Block::new(tenant, parent, tokens, shared)
+        };
+        self.add(key, block);
+        Some(key)
+    }
+
+    /// Caches the block of `tokens` at positions `start..start + BLOCK_TOKENS` of the GPU
+    /// cache `cache` (its full-attention layers only: the store keeps GPU blocks only for
+    /// models without rings or recurrent states), like [`Self::insert`].
+    pub(super) fn insert_gpu(
+        &mut self,
+        tenant: u64,
+        parent: Option<BlockKey>,
+        tokens: &[u32],
+        cache: &dyn GpuCache,
+        start: usize,
+    ) -> Option<BlockKey> {
+        debug_assert_eq!(start % BLOCK_TOKENS, 0);
+        let key = Self::key(tenant, parent, tokens);
+        let block = cache.blocks().get(start / BLOCK_TOKENS).copied();
+        let (StorePool::Gpu { blocks, .. }, Some(block)) = (&self.pool, block) else {
+            return self.found(key, tenant, parent, tokens);
+        };
+        let blocks = Arc::clone(blocks);
+        if let Some(found) = self.make_room_for(key, tenant, parent, tokens) {
+            return found;
+        }
+        lock(&blocks).retain(block);
+        self.add(key, Block::new(tenant, parent, tokens, Shared::Gpu(block)));
+        Some(key)
+    }
+
+    /// Makes the empty GPU cache `cache` hold the first `len` positions of the blocks `chain`
+    /// (from [`Self::longest_prefix`]), listed by reference.
+    pub(super) fn restore_gpu(&self, chain: &[BlockKey], len: usize, cache: &mut dyn GpuCache) {
+        let blocks: Vec<u32> = chain
+            .iter()
+            .filter_map(|key| match self.blocks[key].shared {
+                Shared::Gpu(block) => Some(block),
+                Shared::Cpu(_) => None,
+            })
+            .collect();
+        cache.attach(&blocks, len);
+    }
+
+    /// `Some(key)` if `tenant` cached `tokens` after `parent` (marked as just used).
+    fn found(
+        &mut self,
+        key: BlockKey,
+        tenant: u64,
+        parent: Option<BlockKey>,
+        tokens: &[u32],
+    ) -> Option<BlockKey> {
+        self.find(key, tenant, parent, tokens)?;
+        self.touch(key);
+        Some(key)
+    }
+
+    /// `None` when a new block of `key` may be added: room was made for it. Otherwise the
+    /// answer of an insert: the key when it is cached already, `None` when it cannot be
+    /// (another block has its key, the parent was evicted, or the budget has no room).
+    fn make_room_for(
+        &mut self,
+        key: BlockKey,
+        tenant: u64,
+        parent: Option<BlockKey>,
+        tokens: &[u32],
+    ) -> Option<Option<BlockKey>> {
+        debug_assert_eq!(tokens.len(), BLOCK_TOKENS);
+        if let Some(key) = self.found(key, tenant, parent, tokens) {
+            return Some(Some(key));
+        }
+        if self.blocks.contains_key(&key) || parent.is_some_and(|p| !self.blocks.contains_key(&p)) {
+            return Some(None);
+        }
+        // The parent is no leaf while its child is being made room for.
+        self.adjust_children(parent, 1);
+        if !self.make_room() {
+            self.adjust_children(parent, -1);
+            return Some(None);
+        }
+        None
+    }
+
+    /// Adds `block` as `key` (room made for it, its parent's child count raised), just used.
+    fn add(&mut self, key: BlockKey, block: Block) {
+        self.clock += 1;
+        let block = Block {
             last_used: self.clock,
-            children: 0,
-            users: 0,
+            ..block
         };
         self.blocks.insert(key, block);
-        Some(key)
     }
 
     fn adjust_children(&mut self, parent: Option<BlockKey>, by: isize) {
@@ -335,8 +452,10 @@ impl BlockStore {
     }
 
     fn give_back(&self, block: Block) {
-        if let Some(pool) = &self.pool {
-            pool.give_back(block.shared);
+        match (&self.pool, block.shared) {
+            (StorePool::Cpu(pool), Shared::Cpu(shared)) => pool.give_back(shared),
+            (StorePool::Gpu { blocks, .. }, Shared::Gpu(block)) => lock(blocks).release(block),
+            _ => {}
         }
     }
 
@@ -365,6 +484,13 @@ impl BlockStore {
     /// The most bytes the blocks may hold.
     pub(super) fn budget(&self) -> usize {
         self.budget
+    }
+}
+
+impl Drop for BlockStore {
+    /// Gives every block back to its pool (a GPU pool outlives the engine's store).
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 
@@ -412,7 +538,12 @@ mod tests {
 
     fn store(config: &ModelConfig, budget: usize, cache: &KvCache) -> BlockStore {
         let rows = row_bytes(config, cache.kv_type());
-        BlockStore::new(budget, config.layers, rows, Some(cache.pool().clone()))
+        BlockStore::new(
+            budget,
+            config.layers,
+            rows,
+            StorePool::Cpu(cache.pool().clone()),
+        )
     }
 
     #[test]
@@ -452,8 +583,12 @@ mod tests {
                     }
                 }
                 // A block takes the type's share of an f32 block.
-                let f32_block =
-                    BlockStore::new(0, config.layers, row_bytes(&config, KvType::F32), None);
+                let f32_block = BlockStore::new(
+                    0,
+                    config.layers,
+                    row_bytes(&config, KvType::F32),
+                    StorePool::None,
+                );
                 let ratio = row_bytes(&config, KvType::F32) / row_bytes(&config, kv_type).max(1);
                 assert!(store.block_bytes * ratio <= f32_block.block_bytes);
             }
@@ -465,7 +600,7 @@ mod tests {
         let config = config("llama-tiny-q4_k");
         let (cache, _) = filled(&config, KvType::F32, BLOCK_TOKENS);
         let rows = row_bytes(&config, KvType::F32);
-        let one = BlockStore::new(usize::MAX, config.layers, rows, None).block_bytes;
+        let one = BlockStore::new(usize::MAX, config.layers, rows, StorePool::None).block_bytes;
         let mut store = store(&config, 3 * one, &cache);
         let a0 = store.insert(0, None, &block(1), &cache, 0).unwrap();
         store.insert(0, Some(a0), &block(2), &cache, 0).unwrap();

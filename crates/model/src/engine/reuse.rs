@@ -2,6 +2,11 @@
 //! still holds the longest exact prefix of its prompt, or the prefix cache's blocks taken into
 //! a slot when they cover more; and how the blocks of running sequences reach the prefix cache.
 //!
+//! On a GPU the prefix cache keeps blocks of the device's pool by reference in the same way
+//! (for models whose layers are all full attention: it keeps no rings nor states there), and a
+//! sequence that takes them lists them in its block table; the device copies a shared block
+//! before writing into it, so the first block where the new prompt diverges is copied on write.
+//!
 //! A slot's cache keeps what its last sequence left (its tokens are remembered), so a chat that
 //! resends its history continues in place. Both sources are reused only by sequences of the
 //! same tenant ([`super::Request::tenant`]) as the one that computed them. Sliding-window layers keep a ring that has
@@ -94,13 +99,20 @@ impl Engine<'_> {
                 self.store
                     .longest_prefix(tenant, prompt, limit.div_ceil(BLOCK_TOKENS))
             }
-            SeqCache::Cuda(_) => Vec::new(),
+            SeqCache::Cuda(_) => {
+                self.store
+                    .longest_prefix(tenant, prompt, limit.div_ceil(BLOCK_TOKENS))
+            }
         };
         let from_store = (chain.len() * BLOCK_TOKENS).min(limit);
         let cache = &mut self.caches[slot];
         let reused = match cache {
             SeqCache::Cpu(cache) if from_store > in_place => {
                 self.store.restore(&chain, from_store, cache);
+                from_store
+            }
+            SeqCache::Cuda(cache) if from_store > in_place => {
+                self.store.restore_gpu(&chain, from_store, &mut **cache);
                 from_store
             }
             _ => {
@@ -151,17 +163,18 @@ impl Engine<'_> {
     }
 }
 
-/// Offers the blocks of `seq` that `cache` now completes to the prefix cache (CPU caches
-/// only; a sequence stops offering blocks once one cannot be stored); the sequence holds those
-/// it stored.
+/// Offers the blocks of `seq` that `cache` now completes to the prefix cache (a sequence
+/// stops offering blocks once one cannot be stored); the sequence holds those it stored.
 pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &SeqCache) {
-    let SeqCache::Cpu(cache) = cache else {
-        return;
-    };
     while seq.capturing && (seq.chain.len() + 1) * BLOCK_TOKENS <= cache.len() {
         let start = seq.chain.len() * BLOCK_TOKENS;
         let tokens = seq.fed(start..start + BLOCK_TOKENS);
-        match store.insert(seq.tenant, seq.chain.last().copied(), &tokens, cache, start) {
+        let parent = seq.chain.last().copied();
+        let stored = match cache {
+            SeqCache::Cpu(cache) => store.insert(seq.tenant, parent, &tokens, cache, start),
+            SeqCache::Cuda(cache) => store.insert_gpu(seq.tenant, parent, &tokens, &**cache, start),
+        };
+        match stored {
             Some(key) => {
                 store.hold(&[key], 1);
                 seq.chain.push(key);

@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rinfer_cuda::UploadPlan;
-use rinfer_cuda::kv_pool::{BlockAllocator, KV_BLOCK};
+use rinfer_cuda::kv_pool::{BlockAllocator, KV_BLOCK, SharedBlocks, lock};
 use rinfer_cuda::program::{
     CacheAddresses, CacheTables, Launch, LayerKv, StepBuilder, WorkAddresses, copy_block,
 };
@@ -169,12 +169,13 @@ pub struct Emulated<'e, 'b> {
 
 /// The pool of KV blocks on host buffers (`[blocks, pool layers, KV_BLOCK, kv_dim]` keys,
 /// values alike, bytes of the plan's element type), with four times the blocks the plan asks
-/// for (room for forks), and its allocator, which hands them out in descending order so that
-/// no table is the identity.
+/// for (room for forks), and its allocator (shared, as the runtime shares it with its caches
+/// and the engine's prefix cache), which hands them out in descending order so that no table
+/// is the identity.
 pub struct HostPool {
     pub keys: Vec<u8>,
     pub values: Vec<u8>,
-    pub blocks: BlockAllocator,
+    pub blocks: SharedBlocks,
     pub plan: UploadPlan,
 }
 
@@ -201,7 +202,7 @@ impl HostPool {
         Self {
             keys: vec![0; count * block],
             values: vec![0; count * block],
-            blocks,
+            blocks: Arc::new(Mutex::new(blocks)),
             plan: plan.clone(),
         }
     }
@@ -231,10 +232,12 @@ impl HostPool {
     pub fn reserve(&mut self, emulate: &EmulateLaunch, cache: &mut HostCache, n: usize) {
         let mut copies = Vec::new();
         let (from, to) = (cache.len, cache.len + n);
-        self.blocks
+        let mut blocks = lock(&self.blocks);
+        blocks
             .prepare(&mut cache.blocks, from, to, &mut copies)
             .unwrap();
-        let words = (self.keys.len() / self.blocks.capacity() / 4) as i64;
+        let words = (self.keys.len() / blocks.capacity() / 4) as i64;
+        drop(blocks);
         let (keys, values) = (
             self.keys.as_mut_ptr() as u64,
             self.values.as_mut_ptr() as u64,
@@ -247,7 +250,7 @@ impl HostPool {
     /// A cache that shares `cache`'s blocks, its rings copied (a prefix reused).
     pub fn fork(&mut self, cache: &HostCache) -> HostCache {
         HostCache {
-            blocks: self.blocks.fork(&cache.blocks, cache.len),
+            blocks: lock(&self.blocks).fork(&cache.blocks, cache.len),
             table: cache.table.clone(),
             rings: cache.rings.clone(),
             ring_table: cache.ring_table.clone(),
@@ -299,6 +302,12 @@ impl Emulated<'_, '_> {
     /// Runs `tokens` through `cache` as one sequence's step (a prefill chunk, or one decode
     /// token) and returns the last row's logits.
     pub fn step(&mut self, tokens: &[u32], cache: &mut HostCache) -> Vec<f32> {
+        self.step_rows(tokens, cache, 1).to_vec()
+    }
+
+    /// Runs `tokens` like [`Self::step`] and returns the logits of its last `rows` tokens,
+    /// `[rows, vocab]`.
+    pub fn step_rows(&mut self, tokens: &[u32], cache: &mut HostCache, rows: usize) -> &[f32] {
         let n = tokens.len();
         for (i, &t) in tokens.iter().enumerate() {
             self.buffers.tokens[i] = t as i32;
@@ -307,10 +316,11 @@ impl Emulated<'_, '_> {
         self.pool.reserve(self.emulate, cache, n);
         let mut launches = Vec::new();
         let addresses = self.pool.addresses(cache);
-        self.builder.step(n, &addresses, n - 1, 1, &mut launches);
+        self.builder
+            .step(n, &addresses, n - rows, rows, &mut launches);
         run(self.emulate, &launches);
         cache.len += n;
-        self.buffers.logits()[..self.vocab()].to_vec()
+        &self.buffers.logits()[..rows * self.vocab()]
     }
 
     /// Runs one batched decode step, row `i` the token `rows[i].1` of the sequence whose cache
@@ -321,6 +331,21 @@ impl Emulated<'_, '_> {
         caches: &mut [HostCache],
         plan: &UploadPlan,
     ) -> Vec<Vec<f32>> {
+        let mut by_seq: Vec<Option<&mut HostCache>> = caches.iter_mut().map(Some).collect();
+        let mut rows: Vec<(u32, &mut HostCache)> = rows
+            .iter()
+            .map(|&(seq, token)| (token, by_seq[seq].take().expect("one row per sequence")))
+            .collect();
+        let vocab = self.vocab();
+        self.decode_rows(&mut rows, plan)
+            .chunks_exact(vocab)
+            .map(<[f32]>::to_vec)
+            .collect()
+    }
+
+    /// Runs one batched decode step, row `i` the token `rows[i].0` over the cache `rows[i].1`,
+    /// and returns the logits `[rows, vocab]`.
+    pub fn decode_rows(&mut self, rows: &mut [(u32, &mut HostCache)], plan: &UploadPlan) -> &[f32] {
         let mut table = vec![0u64; plan.buffers.cache_tables];
         let tables = CacheTables {
             base: table.as_mut_ptr() as u64,
@@ -328,9 +353,8 @@ impl Emulated<'_, '_> {
             slots: plan.kv_slots.clone(),
             block_strides: plan.kv_block_strides(),
         };
-        for (row, &(seq, token)) in rows.iter().enumerate() {
-            let cache = &mut caches[seq];
-            self.buffers.tokens[row] = token as i32;
+        for (row, (token, cache)) in rows.iter_mut().enumerate() {
+            self.buffers.tokens[row] = *token as i32;
             self.buffers.positions[row] = cache.len as i32;
             self.pool.reserve(self.emulate, cache, 1);
             tables.set_row(&mut table, row, self.pool.addresses(cache).layers);
@@ -338,13 +362,9 @@ impl Emulated<'_, '_> {
         let mut launches = Vec::new();
         self.builder.decode(rows.len(), &tables, &mut launches);
         run(self.emulate, &launches);
-        for &(seq, _) in rows {
-            caches[seq].len += 1;
+        for (_, cache) in rows.iter_mut() {
+            cache.len += 1;
         }
-        let vocab = self.vocab();
-        self.buffers.logits()[..rows.len() * vocab]
-            .chunks_exact(vocab)
-            .map(<[f32]>::to_vec)
-            .collect()
+        &self.buffers.logits()[..rows.len() * self.vocab()]
     }
 }

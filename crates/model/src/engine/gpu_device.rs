@@ -1,0 +1,148 @@
+//! The seam between the engine and a GPU: what the executor asks of the device that runs a
+//! step ([`GpuDevice`]) and of one sequence's KV cache there ([`GpuCache`]). The CUDA runtime
+//! (`rinfer_cuda::GpuModel`) is one implementation; the host emulation of the CUDA kernels in
+//! the tests is another, so the engine above this seam (placement, the prefix cache, `n`
+//! choices, sampling) is one code path whichever runs the kernels.
+//!
+//! A GPU cache lists blocks of its device's pool of KV blocks, whose reference counts the
+//! device shares ([`GpuDevice::kv_blocks`]): the engine's prefix cache keeps a block by
+//! counting it once more, and a new sequence reuses a cached prefix by listing the same blocks
+//! ([`GpuCache::attach`]); the device copies a shared block before writing into it.
+
+use std::any::Any;
+
+use rinfer_cuda::kernels::KvElement;
+use rinfer_cuda::kv_pool::SharedBlocks;
+use rinfer_cuda::{CudaError, GpuInfo, GpuKvCache, GpuModel, Logits};
+
+/// A GPU that runs the engine's steps.
+pub trait GpuDevice {
+    /// The device, as reported to the user.
+    fn info(&self) -> &GpuInfo;
+
+    /// The most sequences one [`forward_rows`](Self::forward_rows) pass decodes.
+    fn decode_rows(&self) -> usize;
+
+    /// The reference counts of its pool of KV blocks, shared with its caches.
+    fn kv_blocks(&self) -> SharedBlocks;
+
+    /// An empty KV cache for one sequence.
+    fn new_cache(&self) -> Result<Box<dyn GpuCache>, CudaError>;
+
+    /// Runs `tokens` at the positions following those in `cache`, appends their keys and
+    /// values, and returns the logits `wanted` (`[vocab]` or `[tokens, vocab]`).
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut dyn GpuCache,
+        wanted: Logits,
+    ) -> Result<&[f32], CudaError>;
+
+    /// Decodes one token for each of several sequences in one pass, row `i` the token
+    /// `rows[i].0` over the cache `rows[i].1`; returns the logits `[rows, vocab]`. On an error
+    /// no cache has grown.
+    fn forward_rows(&mut self, rows: &mut [(u32, &mut dyn GpuCache)]) -> Result<&[f32], CudaError>;
+}
+
+/// One sequence's KV cache on a [`GpuDevice`].
+pub trait GpuCache: Any {
+    /// Positions stored.
+    fn len(&self) -> usize;
+
+    /// Whether nothing is stored.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets positions from `len` on, giving back the blocks past them.
+    fn truncate(&mut self, len: usize);
+
+    /// Bytes of device memory it holds.
+    fn bytes(&self) -> usize;
+
+    /// The element type of its keys and values.
+    fn element(&self) -> KvElement;
+
+    /// Its pool blocks, in position order.
+    fn blocks(&self) -> &[u32];
+
+    /// Makes it hold positions `0..len` of `blocks` (of its device's pool), listed by
+    /// reference; what it held before is given back.
+    fn attach(&mut self, blocks: &[u32], len: usize);
+
+    /// Itself, for the device that made it to take its own type back.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl GpuCache for GpuKvCache {
+    fn len(&self) -> usize {
+        GpuKvCache::len(self)
+    }
+
+    fn truncate(&mut self, len: usize) {
+        GpuKvCache::truncate(self, len);
+    }
+
+    fn bytes(&self) -> usize {
+        GpuKvCache::bytes(self)
+    }
+
+    fn element(&self) -> KvElement {
+        GpuKvCache::element(self)
+    }
+
+    fn blocks(&self) -> &[u32] {
+        GpuKvCache::blocks(self)
+    }
+
+    fn attach(&mut self, blocks: &[u32], len: usize) {
+        GpuKvCache::attach(self, blocks, len);
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// `cache` as the CUDA runtime's own cache type; another device's cache is an error.
+fn cuda_cache(cache: &mut dyn GpuCache) -> Result<&mut GpuKvCache, CudaError> {
+    cache
+        .as_any_mut()
+        .downcast_mut::<GpuKvCache>()
+        .ok_or(CudaError::ForeignCache)
+}
+
+impl GpuDevice for GpuModel {
+    fn info(&self) -> &GpuInfo {
+        GpuModel::info(self)
+    }
+
+    fn decode_rows(&self) -> usize {
+        self.plan().decode_rows
+    }
+
+    fn kv_blocks(&self) -> SharedBlocks {
+        GpuModel::kv_blocks(self)
+    }
+
+    fn new_cache(&self) -> Result<Box<dyn GpuCache>, CudaError> {
+        Ok(Box::new(GpuModel::new_cache(self)?))
+    }
+
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut dyn GpuCache,
+        wanted: Logits,
+    ) -> Result<&[f32], CudaError> {
+        GpuModel::forward(self, tokens, cuda_cache(cache)?, wanted)
+    }
+
+    fn forward_rows(&mut self, rows: &mut [(u32, &mut dyn GpuCache)]) -> Result<&[f32], CudaError> {
+        let mut own = Vec::with_capacity(rows.len());
+        for (token, cache) in rows.iter_mut() {
+            own.push((*token, cuda_cache(&mut **cache)?));
+        }
+        GpuModel::forward_rows(self, &mut own)
+    }
+}

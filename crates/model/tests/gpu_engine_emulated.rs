@@ -1,0 +1,411 @@
+//! The engine on the GPU, run on the host: the engine drives the device seam
+//! (`rinfer_model::engine::GpuDevice`) implemented over the CUDA kernels compiled for the host
+//! (the emulation of `gpu_forward_emulated`), its KV caches block tables into one pool of KV
+//! blocks. The prefix cache keeps the pool's blocks by reference, a new sequence lists the
+//! cached blocks of its prompt, and a shared block is copied before it is written:
+//!
+//! - a request whose prompt extends a running one's gives, bit for bit, the tokens and
+//!   log-probabilities of the same request on a fresh engine, with its prefix reported cached;
+//! - the second of `n` = 2 choices (started as the server starts it: once the first's prompt
+//!   is cached, seed + 1) takes the first's blocks instead of computing its prompt again, and
+//!   each choice equals its own request run alone;
+//! - when every sequence has ended and the cached prefixes are forgotten (or the engine is
+//!   dropped), every block of the pool is free again.
+
+// Shared with `gpu_forward_emulated`, which uses the helpers this test does not.
+#[allow(dead_code)]
+mod gpu_emulation;
+
+use std::any::Any;
+
+use gpu_emulation::{Emulated, HostBuffers, HostCache, HostPool, with_emulator};
+use rinfer_cuda::kernels::KvElement;
+use rinfer_cuda::kv_pool::{SharedBlocks, lock};
+use rinfer_cuda::program::{StepBuilder, place_weights};
+use rinfer_cuda::{CudaError, GpuInfo, LoadOptions, Logits, UploadPlan};
+use rinfer_model::engine::{GpuCache, GpuDevice};
+use rinfer_model::{
+    BLOCK_TOKENS, Engine, EngineSettings, Event, LoadedModel, Request, SamplingParams, SeqId,
+    TokenLogprob,
+};
+
+/// Full attention only, f32 weights: every prefill chunk runs the f32 kernels, whatever its
+/// length.
+const MODEL: &str = "llama-tiny-f32";
+const SEQUENCES: usize = 2;
+const CONTEXT: usize = 96;
+const MAX_BATCH: usize = 32;
+
+/// A sequence's cache on the emulated device: its block table into the pool (given back when
+/// it is dropped).
+struct EmulatedCache {
+    cache: HostCache,
+    blocks: SharedBlocks,
+    element: KvElement,
+}
+
+impl Drop for EmulatedCache {
+    fn drop(&mut self) {
+        lock(&self.blocks).truncate(&mut self.cache.blocks, 0);
+    }
+}
+
+impl GpuCache for EmulatedCache {
+    fn len(&self) -> usize {
+        self.cache.len
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.cache.len = self.cache.len.min(len);
+        lock(&self.blocks).truncate(&mut self.cache.blocks, self.cache.len);
+    }
+
+    fn bytes(&self) -> usize {
+        self.cache.blocks.len()
+    }
+
+    fn element(&self) -> KvElement {
+        self.element
+    }
+
+    fn blocks(&self) -> &[u32] {
+        &self.cache.blocks
+    }
+
+    fn attach(&mut self, blocks: &[u32], len: usize) {
+        let mut pool = lock(&self.blocks);
+        pool.truncate(&mut self.cache.blocks, 0);
+        self.cache.blocks = pool.fork(blocks, len);
+        self.cache.len = len;
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+fn own(cache: &mut dyn GpuCache) -> Result<&mut HostCache, CudaError> {
+    let cache = cache.as_any_mut().downcast_mut::<EmulatedCache>();
+    cache.map(|c| &mut c.cache).ok_or(CudaError::ForeignCache)
+}
+
+/// The GPU program on host buffers behind the device seam.
+struct EmulatedGpu<'e, 'b> {
+    gpu: Emulated<'e, 'b>,
+    info: GpuInfo,
+}
+
+impl GpuDevice for EmulatedGpu<'_, '_> {
+    fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    fn decode_rows(&self) -> usize {
+        self.gpu.pool.plan.decode_rows
+    }
+
+    fn kv_blocks(&self) -> SharedBlocks {
+        self.gpu.pool.blocks.clone()
+    }
+
+    fn new_cache(&self) -> Result<Box<dyn GpuCache>, CudaError> {
+        Ok(Box::new(EmulatedCache {
+            cache: self.gpu.pool.new_cache(),
+            blocks: self.kv_blocks(),
+            element: self.gpu.pool.plan.options.kv,
+        }))
+    }
+
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut dyn GpuCache,
+        wanted: Logits,
+    ) -> Result<&[f32], CudaError> {
+        let cache = own(cache)?;
+        let max_batch = self.gpu.pool.plan.options.max_batch;
+        let chunks = tokens.len().div_ceil(max_batch);
+        for (i, chunk) in tokens.chunks(max_batch).enumerate() {
+            let rows = match wanted {
+                Logits::All => chunk.len(),
+                Logits::Last => usize::from(i + 1 == chunks),
+            };
+            self.gpu.step_rows(chunk, cache, rows);
+        }
+        let rows = match wanted {
+            Logits::All => tokens.len().min(max_batch),
+            Logits::Last => 1,
+        };
+        Ok(&self.gpu.buffers.logits()[..rows * self.gpu.builder.model.vocab_size])
+    }
+
+    fn forward_rows(&mut self, rows: &mut [(u32, &mut dyn GpuCache)]) -> Result<&[f32], CudaError> {
+        let mut own_rows = Vec::with_capacity(rows.len());
+        for (token, cache) in rows.iter_mut() {
+            own_rows.push((*token, own(&mut **cache)?));
+        }
+        let plan = self.gpu.pool.plan.clone();
+        Ok(self.gpu.decode_rows(&mut own_rows, &plan))
+    }
+}
+
+/// Runs `test` with an engine of `loaded` over the emulated GPU, and the pool's allocator.
+fn with_engine(
+    loaded: &LoadedModel,
+    prefix_cache_bytes: usize,
+    test: impl FnOnce(&mut Engine<'_>, &SharedBlocks),
+) {
+    with_emulator(|emulate| {
+        let view = loaded.model.gpu_view().unwrap();
+        let options = LoadOptions {
+            ordinal: 0,
+            context: CONTEXT,
+            max_batch: MAX_BATCH,
+            all_logits: false,
+            sequences: SEQUENCES,
+            nvrtc: Default::default(),
+            kv: KvElement::F16,
+            cached_blocks: 0,
+        };
+        let plan = UploadPlan::new(&view, &options).unwrap();
+        let place = |bytes: &[u8]| Ok(bytes.as_ptr() as u64);
+        let weights = place_weights(&view, place, |f| Ok(f.as_ptr() as u64)).unwrap();
+        let mut buffers = HostBuffers::new(&plan);
+        let work = buffers.work();
+        let builder = StepBuilder {
+            model: &weights,
+            work: &work,
+            splits: plan.splits,
+            kv: plan.options.kv,
+        };
+        let pool = HostPool::new(&plan);
+        let blocks = pool.blocks.clone();
+        let device = EmulatedGpu {
+            gpu: Emulated {
+                emulate,
+                builder: &builder,
+                buffers: &mut buffers,
+                pool,
+            },
+            info: GpuInfo {
+                ordinal: 0,
+                name: "the host emulation".into(),
+                compute_capability: (8, 0),
+                total_memory: 0,
+                nvrtc: None,
+            },
+        };
+        let settings = EngineSettings {
+            max_batch: MAX_BATCH,
+            prefix_cache_bytes,
+            ..EngineSettings::parallel(SEQUENCES, CONTEXT)
+        };
+        let mut engine = Engine::with_gpu(loaded, settings, Box::new(device)).unwrap();
+        assert_eq!(engine.device().kind(), "cuda");
+        test(&mut engine, &blocks);
+    });
+}
+
+fn loaded() -> LoadedModel {
+    let path = format!(
+        "{}/../../tests/fixtures/models/{MODEL}.gguf",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    LoadedModel::open(path).unwrap()
+}
+
+/// `n` tokens that no call with another `seed` starts with.
+fn tokens(seed: u32, n: usize) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| 3 + (seed * 131 + i * 17) % 200)
+        .collect()
+}
+
+/// Greedy or seeded sampling (end of generation masked), with log-probabilities.
+fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>) -> Request {
+    let mut sampling = match seed {
+        None => SamplingParams::greedy(),
+        Some(seed) => SamplingParams {
+            seed,
+            ..SamplingParams::default()
+        },
+    };
+    let eog = loaded.tokenizer.eog_ids().iter();
+    sampling
+        .logit_bias
+        .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
+    let mut request = Request::new(prompt, 8).with_sampling(sampling);
+    request.logprobs = Some(3);
+    request
+}
+
+/// Tokens and log-probabilities (compared bit for bit) of one sequence, and the prompt tokens
+/// it reused.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Outcome {
+    tokens: Vec<u32>,
+    logprobs: Vec<Option<TokenLogprob>>,
+    cached: usize,
+}
+
+/// Steps until every sequence has ended; the outcomes of `ids` (with the sequences that
+/// `after_prompt` started) and the rows of every step. `after_prompt(engine, id, steps)` is
+/// called once for each sequence of `ids` after the step that gave its first token (`steps`
+/// run so far), and may start another sequence.
+fn finish_all(
+    engine: &mut Engine<'_>,
+    ids: &mut Vec<SeqId>,
+    mut after_prompt: impl FnMut(&mut Engine<'_>, SeqId, usize) -> Option<SeqId>,
+) -> (Vec<Outcome>, Vec<usize>) {
+    let mut outcomes = vec![Outcome::default(); ids.len()];
+    let mut steps = Vec::new();
+    while engine.is_busy() {
+        let mut first_tokens = Vec::new();
+        let rows = engine.step(|event| match event {
+            Event::Token { id, logprob, .. } => {
+                if let Some(at) = ids.iter().position(|&i| i == id) {
+                    if outcomes[at].logprobs.is_empty() {
+                        first_tokens.push(id);
+                    }
+                    outcomes[at].logprobs.push(logprob);
+                }
+            }
+            Event::Finished {
+                id,
+                tokens,
+                timings,
+                ..
+            } => {
+                if let Some(at) = ids.iter().position(|&i| i == id) {
+                    outcomes[at].tokens = tokens;
+                    outcomes[at].cached = timings.cached_tokens;
+                }
+            }
+            Event::Failed { error, .. } => panic!("{error}"),
+            Event::Embedding { .. } => {}
+        });
+        steps.push(rows);
+        for id in first_tokens {
+            if let Some(new) = after_prompt(engine, id, steps.len()) {
+                ids.push(new);
+                outcomes.push(Outcome::default());
+            }
+        }
+    }
+    (outcomes, steps)
+}
+
+/// `request` alone on a fresh engine that caches nothing.
+fn cold(loaded: &LoadedModel, request: Request) -> Outcome {
+    let mut outcome = None;
+    with_engine(loaded, 0, |engine, _| {
+        let mut ids = vec![engine.add(request).unwrap()];
+        outcome = finish_all(engine, &mut ids, |_, _, _| None).0.pop();
+    });
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.cached, 0);
+    outcome
+}
+
+#[test]
+fn a_prompt_extending_a_running_ones_reuses_its_blocks_and_equals_it_cold() {
+    let loaded = loaded();
+    for seed in [None, Some(7)] {
+        // 37 tokens: two whole blocks and 5 positions of a third. The second prompt extends
+        // it and starts while the first decodes: it takes the first's two whole blocks from
+        // the prefix cache. The third shares 20 tokens with the first and runs after both in
+        // the first's slot: it keeps the slot's first block and writes into its second, which
+        // the prefix cache shares, so it copies that block first.
+        let first = tokens(1, 37);
+        let second = [&first[..], &tokens(2, 6)].concat();
+        let third = [&first[..20], &tokens(3, 9)].concat();
+        let expected: Vec<Outcome> = [&first, &second, &third]
+            .iter()
+            .map(|prompt| cold(&loaded, request(&loaded, prompt.to_vec(), seed)))
+            .collect();
+        with_engine(&loaded, 1 << 20, |engine, blocks| {
+            let free = lock(blocks).free();
+            let mut ids = vec![engine.add(request(&loaded, first.clone(), seed)).unwrap()];
+            let leader = ids[0];
+            let (mut outcomes, _) = finish_all(engine, &mut ids, |engine, id, _| {
+                (id == leader).then(|| engine.add(request(&loaded, second.clone(), seed)).unwrap())
+            });
+            assert_eq!(ids.len(), 2, "the second request started beside the first");
+            let mut ids = vec![engine.add(request(&loaded, third.clone(), seed)).unwrap()];
+            outcomes.extend(finish_all(engine, &mut ids, |_, _, _| None).0);
+            let cached: Vec<usize> = outcomes.iter().map(|o| o.cached).collect();
+            assert_eq!(
+                cached,
+                [0, 2 * BLOCK_TOKENS, 20],
+                "{seed:?}: prompt tokens reused"
+            );
+            for (i, (warm, cold)) in outcomes.into_iter().zip(&expected).enumerate() {
+                let warm = Outcome { cached: 0, ..warm };
+                assert_eq!(&warm, cold, "{seed:?}: request {i} warm differs from cold");
+            }
+            assert!(
+                engine.kv_pool_stats().blocks_in_use > 0,
+                "the prefixes are kept"
+            );
+            engine.clear_prefix_cache();
+            assert_eq!(lock(blocks).free(), free, "every block is free again");
+            assert_eq!(engine.kv_pool_stats().blocks_in_use, 0);
+        });
+    }
+}
+
+#[test]
+fn two_choices_share_the_prompt_and_each_equals_its_own_run() {
+    let loaded = loaded();
+    let prompt = tokens(4, 40);
+    for seed in [None, Some(11)] {
+        let sibling_seed = seed.map(|s| s + 1);
+        let expected = [
+            cold(&loaded, request(&loaded, prompt.clone(), seed)),
+            cold(&loaded, request(&loaded, prompt.clone(), sibling_seed)),
+        ];
+        let mut free = 0;
+        let mut pool = None;
+        with_engine(&loaded, 1 << 20, |engine, blocks| {
+            free = lock(blocks).free();
+            pool = Some(blocks.clone());
+            let mut ids = vec![engine.add(request(&loaded, prompt.clone(), seed)).unwrap()];
+            let leader = ids[0];
+            let mut started_after = None;
+            let (outcomes, steps) = finish_all(engine, &mut ids, |engine, id, steps| {
+                if id != leader {
+                    return None;
+                }
+                // The second choice starts as the server starts it: once the first's prompt is
+                // cached. It lists the first's blocks, taking no block of its own yet.
+                let before = lock(blocks).free();
+                let sibling = engine.add(request(&loaded, prompt.clone(), sibling_seed));
+                assert_eq!(
+                    lock(blocks).free(),
+                    before,
+                    "the prompt's blocks are shared"
+                );
+                started_after = Some(steps);
+                Some(sibling.unwrap())
+            });
+            // Its first step computes only the prompt tokens past the shared blocks, beside
+            // the first choice's decoding row.
+            let first_step = started_after.and_then(|at| steps.get(at));
+            assert_eq!(first_step, Some(&(1 + prompt.len() - 2 * BLOCK_TOKENS)));
+            assert_eq!(outcomes[1].cached, 2 * BLOCK_TOKENS, "{seed:?}");
+            for (choice, (outcome, expected)) in outcomes.iter().zip(&expected).enumerate() {
+                let outcome = Outcome {
+                    cached: 0,
+                    ..outcome.clone()
+                };
+                assert_eq!(&outcome, expected, "{seed:?}: choice {choice}");
+            }
+        });
+        let pool = pool.unwrap();
+        assert_eq!(
+            lock(&pool).free(),
+            free,
+            "the dropped engine gave every block back"
+        );
+    }
+}
