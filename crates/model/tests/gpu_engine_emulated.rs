@@ -124,6 +124,12 @@ impl GpuDevice for EmulatedGpu<'_, '_> {
     ) -> Result<&[f32], CudaError> {
         let cache = own(cache)?;
         let max_batch = self.gpu.pool.plan.options.max_batch;
+        if wanted == Logits::All && tokens.len() > max_batch {
+            return Err(CudaError::BatchTooLarge {
+                requested: tokens.len(),
+                max: max_batch,
+            });
+        }
         let chunks = tokens.len().div_ceil(max_batch);
         for (i, chunk) in tokens.chunks(max_batch).enumerate() {
             let rows = match wanted {
@@ -133,7 +139,7 @@ impl GpuDevice for EmulatedGpu<'_, '_> {
             self.gpu.step_rows(chunk, cache, rows);
         }
         let rows = match wanted {
-            Logits::All => tokens.len().min(max_batch),
+            Logits::All => tokens.len(),
             Logits::Last => 1,
         };
         Ok(&self.gpu.buffers.logits()[..rows * self.gpu.builder.model.vocab_size])
