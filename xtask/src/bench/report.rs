@@ -48,7 +48,7 @@ fn ratio(a: Option<Summary>, b: Option<Summary>) -> Option<f64> {
 }
 
 /// The CPU's model name and the cores this process may use.
-fn machine() -> (String, usize) {
+pub fn machine() -> (String, usize) {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()
@@ -72,7 +72,8 @@ impl Report {
         let compared = self.llama_cpp.is_some();
         let mut out = String::new();
         let _ = writeln!(out, "model: {}", self.model.display());
-        let _ = writeln!(out, "machine: {cpu}, {cores} cores");
+        let kind = super::history::machine_kind(&cpu);
+        let _ = writeln!(out, "machine: {cpu} (the {kind} kind), {cores} cores");
         if let Some(busy) = self.busy_elsewhere() {
             let _ = writeln!(
                 out,
@@ -220,6 +221,7 @@ impl Report {
             "model": self.model.display().to_string(),
             "machine": {
                 "cpu": cpu,
+                "kind": super::history::machine_kind(&cpu),
                 "cores": cores,
                 "busy_elsewhere": self.busy_elsewhere().map(Summary::to_json),
             },
