@@ -18,9 +18,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 
-use super::report::Report;
-use super::stats::Summary;
-
 /// The history's folder, relative to the workspace root.
 pub const DIR: &str = "docs/bench-history";
 /// The machine kinds, each always shown.
@@ -72,10 +69,11 @@ impl History {
         if !kinds.contains(&this_kind) {
             kinds.push(this_kind);
         }
-        kinds
-            .into_iter()
-            .map(|kind| Ok((kind.to_string(), self.load(kind)?.remove(model))))
-            .collect()
+        let mut last = Vec::with_capacity(kinds.len());
+        for kind in kinds {
+            last.push((kind.to_string(), self.load(kind)?.remove(model)));
+        }
+        Ok(last)
     }
 
     /// Keeps `record` as the last of `model` on `kind`; returns the file written.
@@ -97,33 +95,6 @@ pub fn model_key(model: &Path) -> String {
         || model.display().to_string(),
         |n| n.to_string_lossy().into(),
     )
-}
-
-/// The record of `report`, measured on `cpu` at `commit` on `date`.
-pub fn record(report: &Report, cpu: &str, date: &str, commit: &str) -> Value {
-    let median = |samples: &[super::measure::Sample]| {
-        Summary::of(&samples.iter().map(|s| s.value).collect::<Vec<_>>()).map(|s| s.median)
-    };
-    let results: Vec<Value> = report
-        .rows
-        .iter()
-        .map(|row| {
-            json!({
-                "test": row.test.name(),
-                "unit": row.test.unit(),
-                "threads": row.threads,
-                "rinfer": median(&row.rinfer),
-                "llama_cpp": median(&row.llama_cpp),
-            })
-        })
-        .collect();
-    json!({
-        "cpu": cpu,
-        "date": date,
-        "commit": commit,
-        "reps": report.reps,
-        "results": results,
-    })
 }
 
 /// Lines that show each kind's last record beside a run on `this_kind`.

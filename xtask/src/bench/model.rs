@@ -105,7 +105,7 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{}", report.to_markdown());
         print!("{}", history::show_last(&last, kind));
     }
-    let record = history::record(&report, &cpu, &history::today(), &history::commit());
+    let record = report.record(&cpu, &history::today(), &history::commit());
     let path = history.save(kind, &key, record)?;
     eprintln!(
         "kept as the last run of {key} on the {kind} kind in {}",
