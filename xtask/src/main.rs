@@ -31,10 +31,11 @@ tasks:
   bench serve [--streams 1,4,16] [--max-tokens N] [--threads N] [--vs-llama-cpp]
                 aggregate generated tok/s and p50/p99 inter-token latency of `rinfer serve` on
                 the default model at several concurrent streams
-  bench serve --multi-turn [--turns 6] [--system-rules 28] [--max-tokens 32] [--threads N]
-              [--rinfer-only]
+  bench serve --multi-turn [--model default|llama-1b|qwen3moe|qwen35|lfm2|deepseek2|PATH]
+              [--turns 6] [--system-rules 28] [--max-tokens 32] [--threads N] [--rinfer-only]
                 time to first token of each turn of a chat that resends its history (a system
-                prompt of about 1,000 tokens), rinfer serve beside llama-server, one slot each
+                prompt of about 1,000 tokens), rinfer serve beside llama-server, one slot each,
+                and the prompt tokens rinfer reused
   bench serve --embeddings [--model bge-small|nomic-embed|PATH] [--rounds 10] [--threads N]
               [--rinfer-only]
                 embedding throughput (requests of 64 short texts to /v1/embeddings) of rinfer

@@ -14,11 +14,14 @@
 mod cache;
 mod ceiling;
 mod child;
+mod dialogue;
 mod embeddings;
+mod history;
 mod kernels;
 mod llama_cpp;
 mod measure;
 mod model;
+mod model_vocab;
 mod multi_turn;
 mod options;
 mod report;

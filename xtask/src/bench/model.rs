@@ -6,15 +6,17 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, ensure};
+use anyhow::Result;
+use serde_json::{Value, json};
 
+use super::cache;
 use super::ceiling::{self, Ceiling};
+use super::history::{self, History};
 use super::llama_cpp::{self, LlamaCpp};
 use super::measure::{Sample, TESTS};
-use super::options::{BenchOptions, ModelChoice, USAGE};
-use super::report::{Report, Row};
+use super::options::{BenchOptions, USAGE};
+use super::report::{self, Report, Row};
 use super::rinfer::{Prompts, Rinfer};
-use super::{cache, synthetic_model};
 
 /// Runs the model bench with `args` (the arguments after `bench [model]`).
 pub fn run(args: &[String]) -> Result<()> {
@@ -23,15 +25,7 @@ pub fn run(args: &[String]) -> Result<()> {
         return Ok(());
     };
     let rinfer = Rinfer::build()?;
-    let model = match &options.model {
-        ModelChoice::Default => rinfer.default_model()?,
-        ModelChoice::Synthetic(name) => match synthetic_model::by_name(name) {
-            Some(shape) => synthetic_model::cached(shape)?,
-            None => anyhow::bail!("no synthetic model named {name}"),
-        },
-        ModelChoice::Path(path) => path.clone(),
-    };
-    ensure!(model.is_file(), "no model file at {}", model.display());
+    let model = options.model.file(|| rinfer.default_model())?;
     let llama_cpp = match options.vs_llama_cpp {
         true => Some(LlamaCpp::obtain(&cache::root()?)?),
         false => None,
@@ -95,11 +89,28 @@ pub fn run(args: &[String]) -> Result<()> {
         rows,
         ceilings,
     };
+    let (cpu, _) = report::machine();
+    let kind = history::machine_kind(&cpu);
+    let history = History::new(crate::workspace_root().join(history::DIR));
+    let key = history::model_key(&report.model);
+    let last = history.last(&key, kind)?;
     if options.json {
-        println!("{}", report.to_json());
+        let mut json = report.to_json();
+        let last = last
+            .iter()
+            .map(|(kind, record)| (kind.clone(), json!(record)));
+        json["last_recorded"] = Value::Object(last.collect());
+        println!("{json}");
     } else {
         print!("{}", report.to_markdown());
+        print!("{}", history::show_last(&last, kind));
     }
+    let record = report.record(&cpu, &history::today(), &history::commit());
+    let path = history.save(kind, &key, record)?;
+    eprintln!(
+        "kept as the last run of {key} on the {kind} kind in {}",
+        path.display()
+    );
     Ok(())
 }
 

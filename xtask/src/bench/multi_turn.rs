@@ -2,11 +2,17 @@
 //! by default) whose every turn resends the whole history, as chat clients do, against
 //! `rinfer serve` and llama.cpp's `llama-server` (built as the model bench builds llama-bench),
 //! each with one slot, a context of 4096, the same model and threads. Prints the time to the
-//! first generated text of each turn for both, side by side.
+//! first generated text of each turn for both, side by side, and the prompt tokens rinfer
+//! reused (`usage.prompt_tokens_details.cached_tokens`).
 //!
-//! Replies are greedy with the end-of-generation tokens banned, so each is `--max-tokens`
-//! long; each server's conversation carries its own replies. Each server first answers one
-//! unrelated request, so that turn 1 is not its first request.
+//! The model is the default one, a synthetic model by name (`--model qwen35`: the hybrid of
+//! gated delta nets and attention, written into the models cache on first use) or a GGUF file.
+//! A model with a chat template is sent chat messages; one without (the synthetic models) a
+//! plain-text transcript on `/v1/completions`, the same for both servers ([`super::dialogue`]).
+//!
+//! Replies are greedy with the model's end-of-generation tokens banned (read from its file),
+//! so each is `--max-tokens` long; each server's conversation carries its own replies. Each
+//! server first answers one unrelated request, so that turn 1 is not its first request.
 
 use std::io::BufRead;
 use std::net::SocketAddr;
@@ -15,13 +21,15 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+use super::dialogue::{Dialogue, Format};
 use super::llama_cpp::LlamaCpp;
+use super::model_vocab::ModelVocab;
+use super::options::ModelChoice;
+use super::rinfer::Rinfer;
 use super::server::{Server, post};
 
 /// The context of the one slot of both servers.
 const CONTEXT: usize = 4096;
-/// End-of-generation ids of the default model (`<eos>`, `<end_of_turn>`), banned.
-const EOG_IDS: [u32; 2] = [1, 106];
 /// The user's questions, one per turn (cycled).
 const QUESTIONS: [&str; 6] = [
     "What does entry 3 of the log say?",
@@ -33,6 +41,7 @@ const QUESTIONS: [&str; 6] = [
 ];
 
 struct Options {
+    model: ModelChoice,
     turns: usize,
     system_rules: usize,
     max_tokens: usize,
@@ -42,6 +51,7 @@ struct Options {
 
 fn parse(args: &[&str]) -> Result<Options> {
     let mut options = Options {
+        model: ModelChoice::Default,
         turns: 6,
         system_rules: 28,
         max_tokens: 32,
@@ -67,6 +77,7 @@ fn parse(args: &[&str]) -> Result<Options> {
             Ok(n)
         };
         match arg {
+            "--model" => options.model = ModelChoice::parse(value),
             "--turns" => options.turns = number()?,
             "--system-rules" => options.system_rules = number()?,
             "--max-tokens" => options.max_tokens = number()?,
@@ -101,94 +112,125 @@ struct Turn {
     cached_tokens: Option<u64>,
 }
 
-/// Sends `messages` as one streamed chat request and times its first text.
-fn chat_turn(addr: SocketAddr, messages: &[Value], max_tokens: usize) -> Result<Turn> {
-    let bias: serde_json::Map<String, Value> = EOG_IDS
-        .iter()
-        .map(|id| (id.to_string(), json!(-100)))
-        .collect();
-    let body = json!({
-        "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": true,
-        "stream_options": {"include_usage": true}, "logit_bias": bias,
-    })
-    .to_string();
-    let start = Instant::now();
-    let reader = post(addr, "/v1/chat/completions", &body)?;
-    let mut turn = Turn {
-        first_text_s: f64::NAN,
-        reply: String::new(),
-        prompt_tokens: None,
-        cached_tokens: None,
-    };
-    let mut status_ok = false;
-    for line in reader.lines() {
-        let line = line?;
-        if line.starts_with("HTTP/1.1 ") {
-            status_ok = line.contains(" 200 ");
-        }
-        let Some(data) = line.strip_prefix("data: ") else {
-            continue;
-        };
-        if data.starts_with("[DONE]") {
-            break;
-        }
-        let chunk: Value =
-            serde_json::from_str(data).with_context(|| format!("a bad chunk: {data}"))?;
-        if let Some(text) = chunk["choices"][0]["delta"]["content"].as_str()
-            && !text.is_empty()
-        {
-            if turn.reply.is_empty() {
-                turn.first_text_s = start.elapsed().as_secs_f64();
-            }
-            turn.reply.push_str(text);
-        }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            turn.prompt_tokens = usage["prompt_tokens"].as_u64();
-            turn.cached_tokens = usage["prompt_tokens_details"]["cached_tokens"].as_u64();
-        }
-    }
-    if !status_ok || turn.reply.is_empty() {
-        bail!("a chat request failed or generated no text");
-    }
-    Ok(turn)
+/// What every request of one server's conversation shares.
+struct Client {
+    addr: SocketAddr,
+    format: Format,
+    /// The `logit_bias` that bans the end-of-generation tokens.
+    bias: Value,
 }
 
-/// A warm-up request, then the conversation.
-fn conversation(server: &Server, options: &Options) -> Result<Vec<Turn>> {
-    chat_turn(
-        server.addr,
-        &[json!({"role": "user", "content": "Hello!"})],
-        4,
-    )?;
-    let mut messages =
-        vec![json!({"role": "system", "content": system_prompt(options.system_rules)})];
-    let mut turns = Vec::with_capacity(options.turns);
-    for i in 0..options.turns {
-        let question = QUESTIONS[i % QUESTIONS.len()];
-        messages.push(json!({"role": "user", "content": question}));
-        let turn = chat_turn(server.addr, &messages, options.max_tokens)?;
-        messages.push(json!({"role": "assistant", "content": turn.reply}));
-        eprintln!(
-            "turn {}: first text after {:.3} s",
-            i + 1,
-            turn.first_text_s
-        );
-        turns.push(turn);
+impl Client {
+    /// Asks `dialogue`'s next `question` as one streamed request and times its first text.
+    fn turn(&self, dialogue: &Dialogue, question: &str, max_tokens: usize) -> Result<Turn> {
+        let (field, conversation) = dialogue.ask(question);
+        let mut body = json!({
+            "max_tokens": max_tokens, "temperature": 0, "stream": true,
+            "stream_options": {"include_usage": true}, "logit_bias": self.bias,
+        });
+        body[field] = conversation;
+        let start = Instant::now();
+        let reader = post(self.addr, self.format.path(), &body.to_string())?;
+        let mut turn = Turn {
+            first_text_s: f64::NAN,
+            reply: String::new(),
+            prompt_tokens: None,
+            cached_tokens: None,
+        };
+        let mut status_ok = false;
+        for line in reader.lines() {
+            let line = line?;
+            if line.starts_with("HTTP/1.1 ") {
+                status_ok = line.contains(" 200 ");
+            }
+            let Some(data) = line.strip_prefix("data: ") else {
+                continue;
+            };
+            if data.starts_with("[DONE]") {
+                break;
+            }
+            let chunk: Value =
+                serde_json::from_str(data).with_context(|| format!("a bad chunk: {data}"))?;
+            if let Some(text) = self.format.text_of(&chunk).filter(|t| !t.is_empty()) {
+                if turn.reply.is_empty() {
+                    turn.first_text_s = start.elapsed().as_secs_f64();
+                }
+                turn.reply.push_str(text);
+            }
+            if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+                turn.prompt_tokens = usage["prompt_tokens"].as_u64();
+                turn.cached_tokens = usage["prompt_tokens_details"]["cached_tokens"].as_u64();
+            }
+        }
+        if !status_ok || turn.reply.is_empty() {
+            bail!(
+                "a request to {} failed or generated no text",
+                self.format.path()
+            );
+        }
+        Ok(turn)
     }
-    Ok(turns)
+
+    /// A warm-up request, then the conversation.
+    fn conversation(&self, options: &Options) -> Result<Vec<Turn>> {
+        self.turn(&Dialogue::new(self.format, String::new()), "Hello!", 4)?;
+        let mut dialogue = Dialogue::new(self.format, system_prompt(options.system_rules));
+        let mut turns = Vec::with_capacity(options.turns);
+        for i in 0..options.turns {
+            let question = QUESTIONS[i % QUESTIONS.len()];
+            let turn = self.turn(&dialogue, question, options.max_tokens)?;
+            dialogue.answered(question, turn.reply.clone());
+            eprintln!(
+                "turn {}: first text after {:.3} s; {} of {} prompt tokens cached",
+                i + 1,
+                turn.first_text_s,
+                count(turn.cached_tokens),
+                count(turn.prompt_tokens)
+            );
+            turns.push(turn);
+        }
+        Ok(turns)
+    }
+}
+
+/// A count a server reported, or `?`.
+fn count(n: Option<u64>) -> String {
+    n.map_or("?".into(), |n| n.to_string())
 }
 
 /// Runs the scenario and prints a Markdown table.
 pub fn run(args: &[&str]) -> Result<()> {
     let options = parse(args)?;
-    let model = crate::fetch_model::run()?;
-    crate::cargo(&["build", "--release", "-p", "rinfer-cli"])?;
+    let rinfer = Rinfer::build()?;
+    let model = options.model.file(|| rinfer.default_model())?;
+    let vocab = ModelVocab::read(&model)?;
+    let format = match vocab.chat_template {
+        true => Format::Chat,
+        false => Format::Transcript,
+    };
+    let bias = vocab.ban_end_of_generation();
     let threads = options.threads.to_string();
     let context = CONTEXT.to_string();
+    let model_arg = model.to_string_lossy();
 
     eprintln!("rinfer serve:");
-    let mut server = Server::rinfer(&["--parallel", "1", "--ctx", &context, "-t", &threads])?;
-    let ours = conversation(&server, &options)?;
+    let args = [
+        "-m",
+        &model_arg,
+        "--parallel",
+        "1",
+        "--ctx",
+        &context,
+        "-t",
+        &threads,
+    ];
+    let mut server = Server::rinfer(&args)?;
+    let client = Client {
+        addr: server.addr,
+        format,
+        bias: bias.clone(),
+    };
+    let ours = client.conversation(&options)?;
     server.stop();
 
     let theirs = if options.rinfer_only {
@@ -198,22 +240,30 @@ pub fn run(args: &[&str]) -> Result<()> {
         eprintln!("llama-server:");
         let args = ["-c", &context, "-np", "1", "-t", &threads];
         let mut server = Server::llama(llama.server(), &model, &args)?;
-        let turns = conversation(&server, &options)?;
+        let client = Client {
+            addr: server.addr,
+            format,
+            bias,
+        };
+        let turns = client.conversation(&options)?;
         server.stop();
         Some(turns)
     };
 
     println!(
-        "| turn | prompt tokens | reused by rinfer | rinfer first token | llama-server first token |\n\
-         |---:|---:|---:|---:|---:|"
+        "| turn | prompt tokens | reused by rinfer | rinfer first token | llama-server first token \
+         | rinfer / llama-server |\n|---:|---:|---:|---:|---:|---:|"
     );
     for (i, ours) in ours.iter().enumerate() {
-        let count = |n: Option<u64>| n.map_or("?".into(), |n| n.to_string());
-        let peer = theirs
-            .as_ref()
-            .map_or("-".into(), |t| format!("{:.3} s", t[i].first_text_s));
+        let (peer, ratio) = match &theirs {
+            Some(t) => (
+                format!("{:.3} s", t[i].first_text_s),
+                format!("{:.2}", ours.first_text_s / t[i].first_text_s),
+            ),
+            None => ("-".into(), "-".into()),
+        };
         println!(
-            "| {} | {} | {} | {:.3} s | {peer} |",
+            "| {} | {} | {} | {:.3} s | {peer} | {ratio} |",
             i + 1,
             count(ours.prompt_tokens),
             count(ours.cached_tokens),
@@ -221,9 +271,15 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
     }
     println!(
-        "\nOne slot, context {CONTEXT}, default model, {} threads; a system prompt of {} rules, \
-         {} greedy tokens per reply, each turn resending the whole history.",
-        options.threads, options.system_rules, options.max_tokens
+        "\nOne slot, context {CONTEXT}, {}, {}; {} threads; a system prompt of {} rules, {} \
+         greedy tokens per reply (end-of-generation ids {:?} banned), each turn resending the \
+         whole history.",
+        model.display(),
+        format.describe(),
+        options.threads,
+        options.system_rules,
+        options.max_tokens,
+        vocab.end_of_generation
     );
     Ok(())
 }
@@ -259,7 +315,13 @@ mod tests {
             )
             .unwrap();
         });
-        let turn = chat_turn(addr, &[json!({"role": "user", "content": "Hi"})], 4).unwrap();
+        let client = Client {
+            addr,
+            format: Format::Chat,
+            bias: json!({}),
+        };
+        let dialogue = Dialogue::new(Format::Chat, String::new());
+        let turn = client.turn(&dialogue, "Hi", 4).unwrap();
         server.join().unwrap();
         assert_eq!(turn.reply, "Hello there");
         assert!(turn.first_text_s >= 0.0);
@@ -285,6 +347,19 @@ mod tests {
             .map_or(0, |v| v.trim().parse().unwrap());
         let mut body = vec![0u8; length];
         socket.read_exact(&mut body).unwrap();
+    }
+
+    #[test]
+    fn the_model_is_named_as_the_model_bench_names_it() {
+        let options = parse(&["--model", "qwen35", "--turns", "2"]).unwrap();
+        assert_eq!(
+            (options.model, options.turns),
+            (ModelChoice::Synthetic("qwen35"), 2)
+        );
+        assert_eq!(parse(&[]).unwrap().model, ModelChoice::Default);
+        let path = parse(&["--model", "chat.gguf"]).unwrap().model;
+        assert_eq!(path, ModelChoice::Path("chat.gguf".into()));
+        assert!(parse(&["--model"]).is_err());
     }
 
     #[test]

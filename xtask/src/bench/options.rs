@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 
-use super::synthetic_model::MODELS;
+use super::synthetic_model::{self, MODELS};
 
 /// How to call the model bench.
 pub const USAGE: &str = "\
@@ -22,7 +22,11 @@ usage: cargo xtask bench [model] [--model default|llama-1b|qwen3moe|qwen35|lfm2|
   --reps          repetitions of every measurement (default 5); the median and min-max are shown
   --vs-llama-cpp  measure llama.cpp too, alternating with rinfer, and print rinfer/llama.cpp ratios
                   (llama.cpp is downloaded as source with pip and built with cmake on first use)
-  --json          print one JSON object instead of tables";
+  --json          print one JSON object instead of tables
+
+Beside its results a run prints the model's last recorded results on each machine kind (Intel,
+AMD: the CPU's vendor), and then keeps its own as the last of its kind in
+docs/bench-history/KIND.json.";
 
 /// Which model to measure.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +37,34 @@ pub enum ModelChoice {
     Synthetic(&'static str),
     /// A GGUF file.
     Path(PathBuf),
+}
+
+impl ModelChoice {
+    /// `default`, a synthetic model's name, or else a path.
+    pub fn parse(value: &str) -> Self {
+        match value {
+            "default" => Self::Default,
+            name => match MODELS.iter().find(|(n, _)| *n == name) {
+                Some(&(name, _)) => Self::Synthetic(name),
+                None => Self::Path(PathBuf::from(name)),
+            },
+        }
+    }
+
+    /// The model's file: the default model's from `default`, a synthetic model's in the cache
+    /// (written on first use), or the path given; an error when there is no such file.
+    pub fn file(&self, default: impl FnOnce() -> Result<PathBuf>) -> Result<PathBuf> {
+        let path = match self {
+            Self::Default => default()?,
+            Self::Synthetic(name) => match synthetic_model::by_name(name) {
+                Some(shape) => synthetic_model::cached(shape)?,
+                None => bail!("no synthetic model named {name}"),
+            },
+            Self::Path(path) => path.clone(),
+        };
+        ensure!(path.is_file(), "no model file at {}", path.display());
+        Ok(path)
+    }
 }
 
 /// Everything the model bench was asked for.
@@ -73,15 +105,7 @@ impl BenchOptions {
                     .with_context(|| format!("{flag} needs a value\n\n{USAGE}"))
             };
             match arg.as_str() {
-                "--model" => {
-                    options.model = match value("--model")?.as_str() {
-                        "default" => ModelChoice::Default,
-                        name => match MODELS.iter().find(|(n, _)| *n == name) {
-                            Some(&(name, _)) => ModelChoice::Synthetic(name),
-                            None => ModelChoice::Path(PathBuf::from(name)),
-                        },
-                    }
-                }
+                "--model" => options.model = ModelChoice::parse(value("--model")?),
                 "--threads" => options.threads = parse_threads(value("--threads")?)?,
                 "--reps" => {
                     let reps = value("--reps")?;

@@ -48,7 +48,7 @@ fn ratio(a: Option<Summary>, b: Option<Summary>) -> Option<f64> {
 }
 
 /// The CPU's model name and the cores this process may use.
-fn machine() -> (String, usize) {
+pub fn machine() -> (String, usize) {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()
@@ -72,7 +72,8 @@ impl Report {
         let compared = self.llama_cpp.is_some();
         let mut out = String::new();
         let _ = writeln!(out, "model: {}", self.model.display());
-        let _ = writeln!(out, "machine: {cpu}, {cores} cores");
+        let kind = super::history::machine_kind(&cpu);
+        let _ = writeln!(out, "machine: {cpu} (the {kind} kind), {cores} cores");
         if let Some(busy) = self.busy_elsewhere() {
             let _ = writeln!(
                 out,
@@ -187,6 +188,26 @@ impl Report {
         out.push('\n');
     }
 
+    /// The run's record for the bench history ([`super::history`]): measured on `cpu` at
+    /// `commit` on `date`, each test's medians.
+    pub fn record(&self, cpu: &str, date: &str, commit: &str) -> Value {
+        let median = |samples: &[Sample]| values(samples).map(|s| s.median);
+        let results: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|row| {
+                json!({
+                    "test": row.test.name(),
+                    "unit": row.test.unit(),
+                    "threads": row.threads,
+                    "rinfer": median(&row.rinfer),
+                    "llama_cpp": median(&row.llama_cpp),
+                })
+            })
+            .collect();
+        json!({"cpu": cpu, "date": date, "commit": commit, "reps": self.reps, "results": results})
+    }
+
     /// One JSON object with every summary and the rinfer/llama.cpp ratios of the medians.
     pub fn to_json(&self) -> Value {
         let (cpu, cores) = machine();
@@ -220,6 +241,7 @@ impl Report {
             "model": self.model.display().to_string(),
             "machine": {
                 "cpu": cpu,
+                "kind": super::history::machine_kind(&cpu),
                 "cores": cores,
                 "busy_elsewhere": self.busy_elsewhere().map(Summary::to_json),
             },
@@ -321,5 +343,17 @@ mod tests {
         assert_eq!(json["results"][1]["ratio"], 2.0);
         assert_eq!(json["ceilings"][0]["ceiling_tok_per_s"], 100.0);
         assert!(report(false).to_json()["results"][0].get("ratio").is_none());
+    }
+
+    #[test]
+    fn a_record_keeps_each_tests_medians() {
+        let record = report(true).record("cpu", "2026-11-27", "abc1234");
+        assert_eq!(record["results"][0]["rinfer"], 100.0);
+        assert_eq!(record["results"][0]["llama_cpp"], 200.0);
+        assert_eq!(record["results"][1]["unit"], "s");
+        assert_eq!(
+            report(false).record("cpu", "d", "c")["results"][0]["llama_cpp"],
+            Value::Null
+        );
     }
 }

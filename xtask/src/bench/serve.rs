@@ -5,7 +5,8 @@
 //! single-stream rate, and p50/p99 inter-token latency as clients see it (gaps between
 //! consecutive SSE chunks of one stream).
 //!
-//! End-of-generation tokens get a `logit_bias` of -100 so that every request generates exactly
+//! End-of-generation tokens (read from the model file) get a `logit_bias` of -100 so that every
+//! request generates exactly
 //! `--max-tokens`; sampling is greedy. Each level runs `ROUNDS` requests per client back to back
 //! after one warm-up request per client.
 
@@ -16,6 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 use super::llama_cpp::LlamaCpp;
+use super::model_vocab::ModelVocab;
 use super::server::{Server, post};
 
 /// Requests per client at each level, after the warm-up.
@@ -24,11 +26,11 @@ const ROUNDS: usize = 2;
 const PROMPT: &str = "Write a long story about a lighthouse keeper who finds a message in a \
                       bottle. Describe the sea, the weather, the keeper's daily routine and \
                       what the message says.";
-/// End-of-generation ids of the default model (`<eos>`, `<end_of_turn>`), kept from ending early.
-const EOG_IDS: [u32; 2] = [1, 106];
 
 struct Options {
     streams: Vec<usize>,
+    /// The `logit_bias` object that bans the model's end-of-generation tokens, as JSON.
+    ban_end_of_generation: String,
     max_tokens: usize,
     threads: usize,
     vs_llama_cpp: bool,
@@ -37,6 +39,7 @@ struct Options {
 fn parse(args: &[&str]) -> Result<Options> {
     let mut options = Options {
         streams: vec![1, 4, 16],
+        ban_end_of_generation: "{}".into(),
         max_tokens: 64,
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         vs_llama_cpp: false,
@@ -77,8 +80,11 @@ pub fn run(args: &[&str]) -> Result<()> {
     if let Some((&"--embeddings", rest)) = args.split_first() {
         return super::embeddings::run(rest);
     }
-    let options = parse(args)?;
+    let mut options = parse(args)?;
     let model = crate::fetch_model::run()?;
+    options.ban_end_of_generation = ModelVocab::read(&model)?
+        .ban_end_of_generation()
+        .to_string();
     crate::cargo(&["build", "--release", "-p", "rinfer-cli"])?;
     let most = options.streams.iter().copied().max().unwrap_or(1);
     let slot_context = 256 + options.max_tokens;
@@ -127,7 +133,7 @@ pub fn run(args: &[&str]) -> Result<()> {
 fn measure_levels(name: &str, server: &Server, options: &Options) -> Result<Vec<(usize, Level)>> {
     let mut rows = Vec::new();
     for &streams in &options.streams {
-        let level = measure(server.addr, streams, options.max_tokens)?;
+        let level = measure(server.addr, streams, options)?;
         eprintln!(
             "{name}: {streams:>3} streams: {:.1} tok/s, inter-token p50 {:.1} ms, p99 {:.1} ms",
             level.tok_s,
@@ -187,15 +193,11 @@ struct Level {
 }
 
 /// One streamed request: tokens generated and the gaps between its chunks (seconds).
-fn stream_once(addr: SocketAddr, max_tokens: usize) -> Result<(usize, Vec<f64>)> {
-    let bias: String = EOG_IDS
-        .iter()
-        .map(|id| format!("\"{id}\": -100"))
-        .collect::<Vec<_>>()
-        .join(", ");
+fn stream_once(addr: SocketAddr, options: &Options) -> Result<(usize, Vec<f64>)> {
+    let (max_tokens, bias) = (options.max_tokens, &options.ban_end_of_generation);
     let body = format!(
         "{{\"prompt\": \"{PROMPT}\", \"max_tokens\": {max_tokens}, \"temperature\": 0, \
-         \"stream\": true, \"logit_bias\": {{{bias}}}}}"
+         \"stream\": true, \"logit_bias\": {bias}}}"
     );
     let reader = post(addr, "/v1/completions", &body)?;
     let mut gaps = Vec::with_capacity(max_tokens);
@@ -226,7 +228,8 @@ fn stream_once(addr: SocketAddr, max_tokens: usize) -> Result<(usize, Vec<f64>)>
     Ok((chunks, gaps))
 }
 
-fn measure(addr: SocketAddr, streams: usize, max_tokens: usize) -> Result<Level> {
+fn measure(addr: SocketAddr, streams: usize, options: &Options) -> Result<Level> {
+    let max_tokens = options.max_tokens;
     let run_clients = |rounds: usize| -> Result<(usize, Vec<f64>, f64)> {
         let start = Instant::now();
         let results: Vec<Result<(usize, Vec<f64>)>> = std::thread::scope(|scope| {
@@ -236,7 +239,7 @@ fn measure(addr: SocketAddr, streams: usize, max_tokens: usize) -> Result<Level>
                         let mut tokens = 0;
                         let mut gaps = Vec::new();
                         for _ in 0..rounds {
-                            let (t, g) = stream_once(addr, max_tokens)?;
+                            let (t, g) = stream_once(addr, options)?;
                             tokens += t;
                             gaps.extend(g);
                         }
