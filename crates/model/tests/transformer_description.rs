@@ -64,6 +64,17 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
         .collect()
 }
 
+/// The attention stages of a Gemma 4 layer that keeps its own KV cache.
+const GEMMA4_ATTENTION: [&str; 7] = [
+    "qkv",
+    "qk_norm",
+    "v_norm",
+    "rope",
+    "attention",
+    "attn_output",
+    "post_attn_norm",
+];
+
 /// A pre-norm block: `attn_norm`, the `mixer` stages, the residual add, then `ffn_norm`, the
 /// `ffn` stages and their residual add.
 fn pre_norm(mixer: &[&'static str], ffn: &[&'static str]) -> Vec<&'static str> {
@@ -229,16 +240,7 @@ fn a_gemma3_block_adds_qk_norms_and_post_norms() {
 
 #[test]
 fn a_gemma4_block_norms_values_and_adds_its_per_layer_input() {
-    let attention = [
-        "qkv",
-        "qk_norm",
-        "v_norm",
-        "rope",
-        "attention",
-        "attn_output",
-        "post_attn_norm",
-    ];
-    let block = pre_norm(&attention, &["ffn", "post_ffn_norm"]);
+    let block = pre_norm(&GEMMA4_ATTENTION, &["ffn", "post_ffn_norm"]);
     let expected = [&block[..], &["x+=per_layer", "x*=scale"]].concat();
     for block in stage_names("gemma4-tiny-q8_0") {
         assert_eq!(block, expected);
@@ -280,15 +282,6 @@ fn gemma4_kv_sharing_layers_project_only_queries() {
 #[test]
 fn gemma4_experts_run_beside_the_dense_ffn() {
     let model = fixture_model("gemma4-moe-tiny-f32");
-    let attention = [
-        "qkv",
-        "qk_norm",
-        "v_norm",
-        "rope",
-        "attention",
-        "attn_output",
-        "post_attn_norm",
-    ];
     let ffn = [
         "ffn",
         "post_ffn_norm",
@@ -302,7 +295,7 @@ fn gemma4_experts_run_beside_the_dense_ffn() {
         "h+=stash",
         "post_ffn_norm",
     ];
-    let expected = [&pre_norm(&attention, &ffn)[..], &["x*=scale"]].concat();
+    let expected = [&pre_norm(&GEMMA4_ATTENTION, &ffn)[..], &["x*=scale"]].concat();
     for block in names_of(&model.transformer().blocks) {
         assert_eq!(block, expected);
     }
