@@ -425,6 +425,7 @@ fn check_config(c: &HostModel<'_>, context: usize, max_batch: usize) -> Result<(
 /// Every stage a GPU kernel runs: an error naming the first layer whose stages it does not
 /// (the device `auto` then falls back to the CPU with that reason).
 fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
+    check_gemma4_layers(c)?;
     if c.per_layer_inputs.is_some() {
         return Err(CudaError::Unsupported(
             "the model has per-layer inputs (gemma4), which the CUDA backend does not run yet; \
@@ -487,6 +488,29 @@ fn check_stages(c: &HostModel<'_>) -> Result<(), CudaError> {
                 _ => continue,
             };
             return unsupported(&format!("{what} (gemma4)"));
+        }
+    }
+    Ok(())
+}
+
+/// Gemma 4's KV sharing and its experts beside the dense FFN, named before the features every
+/// Gemma 4 layer has (which the checks after refuse too).
+fn check_gemma4_layers(c: &HostModel<'_>) -> Result<(), CudaError> {
+    for (index, block) in c.blocks.iter().enumerate() {
+        let what = block.stages.iter().find_map(|stage| match stage {
+            Stage::SharedAttention { source, .. } => Some(format!(
+                "the KV cache of layer {source} (KV sharing, gemma4)"
+            )),
+            Stage::StashFfn | Stage::RouterNorm { .. } | Stage::ExpertScales(_) => {
+                Some("experts beside a dense FFN (gemma4)".to_string())
+            }
+            _ => None,
+        });
+        if let Some(what) = what {
+            return Err(CudaError::Unsupported(format!(
+                "layer {index} uses {what}, which the CUDA backend does not run yet; use \
+                 --device cpu"
+            )));
         }
     }
     Ok(())

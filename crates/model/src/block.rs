@@ -46,10 +46,22 @@ impl Model {
                         ops::rms_normalize_inplace(head, *eps);
                     }
                 }
-                Stage::Rope(params) => self.rope(heads, params, s),
+                Stage::QueryNorm { eps, q } => {
+                    for head in s.q[..n * heads.q_dim()].chunks_exact_mut(heads.head_dim) {
+                        ops::rms_norm_inplace(head, q, *eps);
+                    }
+                }
+                Stage::Rope(params) => {
+                    let keys = block.kv_source().is_none();
+                    self.rope(heads, params, keys, s);
+                }
                 Stage::Attention { params, sinks } => {
                     Self::store_kv(layer, heads, seqs, s);
-                    self.attention(layer, params, sinks.as_deref(), n, seqs, s);
+                    let sinks = sinks.as_deref();
+                    self.attention([layer, layer], params, sinks, n, seqs, s);
+                }
+                Stage::SharedAttention { params, source } => {
+                    self.attention([layer, *source], params, None, n, seqs, s);
                 }
                 Stage::AttentionGate => {
                     let len = n * heads.q_dim();
@@ -107,6 +119,18 @@ impl Model {
                     scores,
                     selection_bias,
                 } => moe::route(router, scores, selection_bias.as_deref(), n, s)?,
+                Stage::RouterNorm { norm, scale } => {
+                    Self::norm(norm, &s.x, &mut s.h, n);
+                    ops::scale(&mut s.h[..len], *scale);
+                }
+                Stage::ExpertScales(scales) => {
+                    let used = block.router().map_or(0, |r| r.used);
+                    let m = &mut s.moe;
+                    let slots = m.weights[..n * used].iter_mut().zip(&m.ids[..n * used]);
+                    slots.for_each(|(w, &id)| *w *= scales[id as usize]);
+                }
+                Stage::StashFfn => s.moe.shared[..len].copy_from_slice(&s.h[..len]),
+                Stage::AddStash => ops::add_inplace(&mut s.h[..len], &s.moe.shared[..len]),
                 Stage::SharedExperts {
                     experts,
                     gate,
@@ -169,6 +193,7 @@ impl Model {
                 linear_shared([q, k], &s.h, n, outs, &mut s.products)?;
                 s.v[..n * kv_dim].copy_from_slice(&s.k[..n * kv_dim]);
             }
+            Qkv::QueryOnly { q } => linear(q, &s.h, n, &mut s.q, &mut s.products)?,
             Qkv::Separate { q, k, v } => {
                 let outs = [&mut s.q[..], &mut s.k[..], &mut s.v[..]];
                 linear_shared([q, k, v], &s.h, n, outs, &mut s.products)?;
@@ -209,26 +234,31 @@ impl Model {
         }
     }
 
-    /// `q` and `k` of every row rotated at its position.
-    fn rope(&self, heads: &Heads, params: &RopeParams, s: &mut Scratch) {
+    /// `q` of every row rotated at its position, and `k` with it where the layer projects
+    /// keys (`keys`).
+    fn rope(&self, heads: &Heads, params: &RopeParams, keys: bool, s: &mut Scratch) {
         let (q_dim, kv_dim, hd) = (heads.q_dim(), heads.kv_dim(), heads.head_dim);
         let freqs = self.transformer().rope_freqs.as_deref();
         let freqs = freqs.filter(|_| params.factors);
         for (i, source) in s.sources.iter().enumerate() {
             let q = &mut s.q[i * q_dim..(i + 1) * q_dim];
             ops::rope(q, hd, source.pos, params, freqs);
-            let k = &mut s.k[i * kv_dim..(i + 1) * kv_dim];
-            ops::rope(k, hd, source.pos, params, freqs);
+            if keys {
+                let k = &mut s.k[i * kv_dim..(i + 1) * kv_dim];
+                ops::rope(k, hd, source.pos, params, freqs);
+            }
         }
     }
 
     /// Causal (and, with a window, sliding) attention of the `n` new queries over their
     /// sequences' caches, into `s.attn`. In an encoder every query sees its whole sequence:
     /// the kernel's key range ends at a row's position, so each row is given the position of
-    /// its sequence's last row (all keys are stored before any query runs).
+    /// its sequence's last row (all keys are stored before any query runs). `[layer, cache]`:
+    /// the layer whose queries attend, and the one whose cache they read (itself, or the
+    /// earlier layer it shares the cache of).
     fn attention(
         &self,
-        layer: usize,
+        [layer, cache]: [usize; 2],
         params: &AttentionParams,
         sinks: Option<&[f32]>,
         n: usize,
@@ -257,7 +287,7 @@ impl Model {
         if self.config.window_of(layer).is_some() {
             let row = |i: usize| {
                 let RowSource { seq, pos } = sources[i];
-                let rows = seqs[seq].cache.ring_rows(layer);
+                let rows = seqs[seq].cache.ring_rows(cache);
                 (
                     last(seq, pos),
                     rows.expect("a sliding-window layer keeps a ring"),
@@ -267,7 +297,7 @@ impl Model {
         } else {
             let row = |i: usize| {
                 let RowSource { seq, pos } = sources[i];
-                let rows = seqs[seq].cache.paged_rows(layer);
+                let rows = seqs[seq].cache.paged_rows(cache);
                 (
                     last(seq, pos),
                     rows.expect("a full-attention layer keeps blocks"),

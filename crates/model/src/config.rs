@@ -11,6 +11,8 @@ use rinfer_transformer::{
     PerLayerInputs, Presence, Qkv, RopeParams, Router, Stage, Transformer,
 };
 
+mod experts_beside_dense;
+
 pub use rinfer_transformer::{DeltaNet, Ffn, Gating, Heads, Mla, NormKind, Recurrence, ShortConv};
 
 /// Which dimension pairs RoPE rotates.
@@ -137,6 +139,11 @@ pub struct MoeConfig {
     pub leading_dense: usize,
     /// Shared experts every token runs beside its routed ones.
     pub shared: Option<SharedExpertsConfig>,
+    /// The dense FFN runs beside the experts (Gemma 4): each output post-normed on its own
+    /// (`post_ffw_norm_1`, `post_ffw_norm_2`), the experts reading `pre_ffw_norm_2`, the
+    /// router its own norm of the residual stream (`ffn_gate_inp.scale`, over √hidden), each
+    /// expert's output scaled by `ffn_down_exps.scale` where the file has it.
+    pub dense_beside: bool,
 }
 
 /// The shared experts of a mixture-of-experts layer, run as one gated FFN.
@@ -172,6 +179,9 @@ pub struct LayerAttention {
     pub heads: Heads,
     /// Whether its window slides.
     pub sliding: bool,
+    /// The earlier layer whose KV cache it reads, keeping none of its own (Gemma 4's KV
+    /// sharing); `None`: it stores its own keys and values.
+    pub kv_source: Option<usize>,
 }
 
 impl SlidingWindow {
@@ -377,6 +387,17 @@ impl ModelConfig {
         self.recurrence_of(layer).is_none()
     }
 
+    /// The earlier layer whose KV cache `layer` reads, where it keeps none of its own.
+    pub fn kv_source_of(&self, layer: usize) -> Option<usize> {
+        self.layer_attention.as_ref()?.get(layer)?.kv_source
+    }
+
+    /// Whether `layer` stores keys and values in a cache of its own (not a recurrent layer,
+    /// not one that reads another layer's cache).
+    pub fn keeps_kv(&self, layer: usize) -> bool {
+        self.has_attention(layer) && self.kv_source_of(layer).is_none()
+    }
+
     /// The attention window of `layer`, if it slides.
     pub fn window_of(&self, layer: usize) -> Option<usize> {
         let sw = self.sliding_window?;
@@ -525,7 +546,9 @@ impl ModelConfig {
     fn attention_stages(&self, layer: usize, stages: &mut Vec<Stage<Presence>>) {
         let norm = |role| self.norm(role);
         let window = self.window_of(layer);
+        let source = self.kv_source_of(layer);
         let qkv = match (self.mla, self.layout.qkv, self.gated_attention) {
+            _ if source.is_some() => Stage::Qkv(Qkv::QueryOnly { q: self.linear() }),
             (Some(mla), _, _) => self.latent_qkv(mla),
             (None, _, true) => Stage::Qkv(Qkv::GatedQuery {
                 q: self.linear(),
@@ -548,14 +571,19 @@ impl ModelConfig {
             }),
         };
         stages.push(qkv);
-        if self.qk_norm {
-            stages.push(Stage::QkNorm {
+        match (self.qk_norm, source) {
+            (false, _) => {}
+            (true, None) => stages.push(Stage::QkNorm {
                 eps: self.norm_eps,
                 q: self.layout.qk_norm,
                 k: self.layout.qk_norm,
-            });
+            }),
+            (true, Some(_)) => stages.push(Stage::QueryNorm {
+                eps: self.norm_eps,
+                q: Presence::Required,
+            }),
         }
-        if self.value_norm {
+        if self.value_norm && source.is_none() {
             stages.push(Stage::ValueNorm { eps: self.norm_eps });
         }
         if let Positional::Rope(rope) = self.positional {
@@ -585,14 +613,18 @@ impl ModelConfig {
                 factors: window.is_none(),
             }));
         }
-        stages.push(Stage::Attention {
-            params: AttentionParams {
-                scale: self.attention_scale,
-                softcap: self.attn_softcap,
-                window,
-                sinks: self.attention_sinks,
+        let params = AttentionParams {
+            scale: self.attention_scale,
+            softcap: self.attn_softcap,
+            window,
+            sinks: self.attention_sinks,
+        };
+        stages.push(match source {
+            Some(source) => Stage::SharedAttention { params, source },
+            None => Stage::Attention {
+                params,
+                sinks: self.attention_sinks.then_some(Presence::Required),
             },
-            sinks: self.attention_sinks.then_some(Presence::Required),
         });
         if let Some(mla) = self.mla {
             stages.push(Stage::LatentOutput { mla, v_b: None });
@@ -641,6 +673,7 @@ impl ModelConfig {
         ]);
         match self.experts.filter(|moe| moe.applies_to(layer)) {
             None => stages.push(dense()),
+            Some(moe) if moe.dense_beside => self.experts_beside_dense(moe, dense(), stages),
             Some(moe) => {
                 if let Some(shared) = moe.shared {
                     stages.push(Stage::SharedExperts {
@@ -654,33 +687,40 @@ impl ModelConfig {
                         gate_inp: shared.gated.then_some(Presence::Required),
                     });
                 }
-                stages.extend([
-                    Stage::Router {
-                        router: Router {
-                            experts: moe.count,
-                            used: moe.used,
-                            gating: moe.gating,
-                            scale: moe.weights_scale,
-                        },
-                        scores: self.linear(),
-                        selection_bias: moe.selection_bias.then_some(Presence::Required),
-                    },
-                    Stage::Experts {
-                        experts: Experts {
-                            ffn: moe.ffn,
-                            ffn_dim: moe.ffn_dim,
-                        },
-                        gate: Some(self.layout.biases),
-                        up: Some(self.layout.biases),
-                        down: Some(self.layout.biases),
-                    },
-                ]);
+                stages.extend([self.router(moe), self.experts(moe)]);
             }
         }
         if self.post_norms {
             stages.push(Stage::PostFfnNorm(norm(Role::PostFfwNorm)));
         }
         stages.push(Stage::FfnResidual);
+    }
+
+    /// The router of a mixture-of-experts layer.
+    fn router(&self, moe: MoeConfig) -> Stage<Presence> {
+        Stage::Router {
+            router: Router {
+                experts: moe.count,
+                used: moe.used,
+                gating: moe.gating,
+                scale: moe.weights_scale,
+            },
+            scores: self.linear(),
+            selection_bias: moe.selection_bias.then_some(Presence::Required),
+        }
+    }
+
+    /// The routed experts of a mixture-of-experts layer.
+    fn experts(&self, moe: MoeConfig) -> Stage<Presence> {
+        Stage::Experts {
+            experts: Experts {
+                ffn: moe.ffn,
+                ffn_dim: moe.ffn_dim,
+            },
+            gate: Some(self.layout.biases),
+            up: Some(self.layout.biases),
+            down: Some(self.layout.biases),
+        }
     }
 
     /// Latent attention's projections: the query directly or through its compressed form,

@@ -17,6 +17,9 @@
 //! positions older than `len - slots`; a cache is cut back only while every ring still holds
 //! the window before the cut (`Rings::can_truncate`).
 //!
+//! A layer that reads an earlier layer's cache (Gemma 4's KV sharing) keeps nothing: attention
+//! reads the earlier layer's rows, and the memory plan counts none for it.
+//!
 //! A recurrent layer of a hybrid model keeps no rows but its state after the last position
 //! (a convolution window, state matrices), allocated with the cache. That state cannot be cut
 //! back: a cache is cut only to empty (which zeroes it), or to a position whose state a
@@ -44,6 +47,8 @@ enum LayerStore {
     Paged { index: usize },
     /// A recurrent layer: its state after the last position.
     Recurrent(RecurrentState),
+    /// A layer that reads the cache of an earlier one (Gemma 4's KV sharing): it keeps nothing.
+    Shared,
 }
 
 /// A recurrent layer's state after the last position of its sequence.
@@ -160,7 +165,7 @@ impl KvCache {
         };
         Self::bytes_for(config, kv_type, context, max_batch).ok_or_else(overflow)?;
         let paged = (0..config.layers)
-            .filter(|&layer| config.window_of(layer).is_none() && config.has_attention(layer))
+            .filter(|&layer| config.window_of(layer).is_none() && config.keeps_kv(layer))
             .count();
         let capacity = Self::blocks_for(context)
             .checked_mul(sequences)
@@ -190,6 +195,9 @@ impl KvCache {
                         window: vec![0.0; window],
                         matrices: vec![0.0; matrices],
                     }));
+                }
+                if !config.keeps_kv(layer) {
+                    return Ok(LayerStore::Shared);
                 }
                 if config.window_of(layer).is_none() {
                     paged += 1;
@@ -271,6 +279,9 @@ impl KvCache {
                     let bytes = window.checked_add(matrices)?.checked_mul(4)?;
                     return total.checked_add(bytes);
                 }
+                if !config.keeps_kv(layer) {
+                    return Some(total);
+                }
                 let kv_dim = config.heads_of(layer).kv_dim();
                 let row_bytes = kv_type.row_bytes(kv_dim)?.checked_mul(rows_per_position)?;
                 let rows = match config.window_of(layer) {
@@ -324,7 +335,7 @@ impl KvCache {
                 LayerStore::Ring { keys, values, .. } => {
                     keys.bytes() + values.as_ref().map_or(0, KvRows::bytes)
                 }
-                LayerStore::Paged { .. } => 0,
+                LayerStore::Paged { .. } | LayerStore::Shared => 0,
                 LayerStore::Recurrent(state) => (state.window.len() + state.matrices.len()) * 4,
             })
             .sum();
@@ -457,7 +468,9 @@ impl KvCache {
     pub(crate) fn ring_slots(&self, layer: usize) -> usize {
         match self.layers[layer] {
             LayerStore::Ring { slots, .. } => slots,
-            LayerStore::Paged { .. } | LayerStore::Recurrent(_) => self.context,
+            LayerStore::Paged { .. } | LayerStore::Recurrent(_) | LayerStore::Shared => {
+                self.context
+            }
         }
     }
 
@@ -466,7 +479,7 @@ impl KvCache {
         match &self.layers[layer] {
             LayerStore::Ring { keys, .. } => keys.row_bytes(0).len(),
             LayerStore::Paged { .. } => self.pool.row_bytes(),
-            LayerStore::Recurrent(_) => 0,
+            LayerStore::Recurrent(_) | LayerStore::Shared => 0,
         }
     }
 
@@ -539,8 +552,8 @@ impl KvCache {
                     .expect("`prepare` made the block of every position written this cache's own");
                 block.store(*index, pos % BLOCK_TOKENS, key, value);
             }
-            LayerStore::Recurrent(_) => {
-                debug_assert!(false, "a recurrent layer stores no rows");
+            LayerStore::Recurrent(_) | LayerStore::Shared => {
+                debug_assert!(false, "a recurrent or shared layer stores no rows");
             }
         }
     }
@@ -559,7 +572,7 @@ impl KvCache {
                 values: values.as_ref().unwrap_or(keys),
                 slots: *slots,
             }),
-            LayerStore::Paged { .. } | LayerStore::Recurrent(_) => None,
+            LayerStore::Paged { .. } | LayerStore::Recurrent(_) | LayerStore::Shared => None,
         }
     }
 
@@ -572,7 +585,7 @@ impl KvCache {
                 table: &self.table,
                 index,
             }),
-            LayerStore::Ring { .. } | LayerStore::Recurrent(_) => None,
+            LayerStore::Ring { .. } | LayerStore::Recurrent(_) | LayerStore::Shared => None,
         }
     }
 
@@ -591,7 +604,7 @@ impl KvCache {
             LayerStore::Paged { index } => {
                 self.table[pos / BLOCK_TOKENS].row_bytes(*index, pos % BLOCK_TOKENS)
             }
-            LayerStore::Recurrent(_) => (&[], &[]),
+            LayerStore::Recurrent(_) | LayerStore::Shared => (&[], &[]),
         }
     }
 

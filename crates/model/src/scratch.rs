@@ -407,7 +407,8 @@ pub(crate) struct MoeScratch {
     pub(crate) gate_up: Vec<f32>,
     /// The quantized inputs of a decode step's batched expert products (`k` rows).
     pub(crate) act: rinfer_kernels::ActivationBuffer,
-    /// The shared experts' output `[n, hidden]`.
+    /// The shared experts' output, or the dense FFN's output set aside while the experts run
+    /// beside it (Gemma 4) `[n, hidden]`.
     pub(crate) shared: Vec<f32>,
     /// The shared experts' gate `[n, shared_ffn]`.
     pub(crate) shared_gate: Vec<f32>,
@@ -423,7 +424,8 @@ impl MoeScratch {
         };
         let k = moe.used;
         let hidden = config.hidden;
-        let shared = moe.shared.map_or(0, |s| hidden + 2 * s.ffn_dim);
+        let stash = if moe.dense_beside { hidden } else { 0 };
+        let shared = moe.shared.map_or(stash, |s| hidden + 2 * s.ffn_dim);
         // scores, weights (ids counted as f32-sized), input, gate, up, output, slots, shared
         moe.count
             .checked_add(2 * k)?
@@ -451,7 +453,14 @@ impl MoeScratch {
             routed: Vec::with_capacity(n * k),
             gate_up: vec![0.0; 2 * k * moe.ffn_dim],
             act: rinfer_kernels::ActivationBuffer::for_matmul(k, hidden.max(moe.ffn_dim), 0),
-            shared: vec![0.0; moe.shared.map_or(0, |_| n * hidden)],
+            shared: vec![
+                0.0;
+                if moe.shared.is_some() || moe.dense_beside {
+                    n * hidden
+                } else {
+                    0
+                }
+            ],
             shared_gate: vec![0.0; n * shared_ffn],
             shared_up: vec![0.0; n * shared_ffn],
         }

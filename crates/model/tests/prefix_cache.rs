@@ -13,11 +13,14 @@ use rinfer_model::{
     SamplingParams, SeqId, TokenLogprob,
 };
 
-/// Gemma 3 (sliding window of 16 on two of its three layers) and Llama (full attention only).
-const MODELS: [&str; 3] = [
+/// Gemma 3 (sliding window of 16 on two of its three layers), Llama (full attention only),
+/// DeepSeek-V2 (latent attention) and Gemma 4 with KV sharing (its last two layers read the
+/// ring and the blocks of earlier layers).
+const MODELS: [&str; 4] = [
     "gemma3-tiny-q4_k_m",
     "llama-tiny-q4_k",
     "deepseek2-tiny-q8_0",
+    "gemma4-kvshare-tiny-f32",
 ];
 
 fn loaded(name: &str) -> LoadedModel {
@@ -163,7 +166,7 @@ fn the_same_request_warm_equals_it_cold_greedy_and_seeded() {
             // In place: the slot still holds the prompt, and 11 generated tokens after it. On
             // Gemma the rings (16 + 8 slots) no longer hold the window before the cut, so only
             // whole cached blocks are reused.
-            let in_place = if name.starts_with("gemma3") {
+            let in_place = if name.starts_with("gemma") {
                 2 * BLOCK_TOKENS
             } else {
                 prompt.len() - 1

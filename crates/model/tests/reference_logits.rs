@@ -13,6 +13,10 @@ struct Tolerance {
     argmax_margin: f64,
     /// Least cosine similarity of the full-vocabulary logits at the last position.
     min_cosine: f64,
+    /// Positions per case whose logits may move past `max_abs` (and their argmax with them):
+    /// a mixture of experts flips a routing decision where two experts' scores nearly tie
+    /// (README §3.4, "routing is discontinuous").
+    routing_flips: usize,
 }
 
 /// F32 weights, RMSNorm and SwiGLU (README §3.4).
@@ -21,12 +25,14 @@ const F32_RMS: Tolerance = Tolerance {
     mean_abs: 1e-4,
     argmax_margin: 0.0,
     min_cosine: 0.99999,
+    routing_flips: 0,
 };
 const F32_GELU: Tolerance = Tolerance {
     max_abs: 1e-2,
     mean_abs: 2e-3,
     argmax_margin: 1e-2,
     min_cosine: 0.99999,
+    routing_flips: 0,
 };
 /// Quantized weights, activations quantized as ggml does (README §3.4).
 const QUANTIZED: Tolerance = Tolerance {
@@ -34,6 +40,7 @@ const QUANTIZED: Tolerance = Tolerance {
     mean_abs: 0.06,
     argmax_margin: 0.5,
     min_cosine: 0.995,
+    routing_flips: 0,
 };
 
 /// F32 gemma4 with exact tanh GELU: attention scale 1.0 on RMS-normed q and k makes it
@@ -43,6 +50,14 @@ const F32_GEMMA4: Tolerance = Tolerance {
     mean_abs: 5e-3,
     argmax_margin: 0.1,
     min_cosine: 0.99999,
+    routing_flips: 0,
+};
+/// F32 gemma4 with experts: as [`F32_GEMMA4`], but the GELU differences (exact here, ggml's
+/// f16 table in llama.cpp) reach the routers, so a near-tie may pick another expert at a
+/// position (observed: one position of the 300, 0.46).
+const F32_GEMMA4_EXPERTS: Tolerance = Tolerance {
+    routing_flips: 1,
+    ..F32_GEMMA4
 };
 /// Q8_0 gemma4 (README §3.4, the exact-math class: 1.5 per position, mean 0.15). rinfer
 /// quantizes activations as ggml does but computes GELU exactly rather than through ggml's f16
@@ -52,6 +67,7 @@ const Q8_0_GEMMA4: Tolerance = Tolerance {
     mean_abs: 0.15,
     argmax_margin: 1.0,
     min_cosine: 0.995,
+    routing_flips: 0,
 };
 
 fn open_fixture(name: &str) -> Model {
@@ -74,18 +90,24 @@ fn check_against_refs(model: &Model, name: &str, tol: &Tolerance) {
         let logits = model
             .forward(&tokens, &mut cache, &mut scratch, Logits::All)
             .unwrap();
-        let (mut max_abs, mut sum_abs, mut count) = (0f64, 0f64, 0usize);
+        let (mut max_abs, mut sum_abs, mut count, mut flips) = (0f64, 0f64, 0usize, 0usize);
         for i in 0..n {
             let row = &logits[i * vocab..(i + 1) * vocab];
             let ids = case["top_ids"][i].as_array().unwrap();
             let expected = case["top_logits"][i].as_array().unwrap();
+            let mut position_max = 0f64;
             for (id, want) in ids.iter().zip(expected) {
                 let got = row[id.as_u64().unwrap() as usize] as f64;
                 let diff = (got - want.as_f64().unwrap()).abs();
-                max_abs = max_abs.max(diff);
+                position_max = position_max.max(diff);
                 sum_abs += diff;
                 count += 1;
             }
+            if position_max > tol.max_abs && flips < tol.routing_flips {
+                flips += 1;
+                continue;
+            }
+            max_abs = max_abs.max(position_max);
             let lse = case["logsumexp"][i].as_f64().unwrap();
             assert!(
                 (log_sum_exp(row) - lse).abs() <= tol.max_abs,
@@ -106,7 +128,8 @@ fn check_against_refs(model: &Model, name: &str, tol: &Tolerance) {
         let mean_abs = sum_abs / count as f64;
         let cos = cosine(&logits[(n - 1) * vocab..n * vocab], &last_logits(case));
         eprintln!(
-            "{name} {}: max abs {max_abs:.2e} mean abs {mean_abs:.2e} last cosine {cos:.6}",
+            "{name} {}: max abs {max_abs:.2e} mean abs {mean_abs:.2e} last cosine {cos:.6} \
+             ({flips} routing flips)",
             case["case"]
         );
         assert!(
@@ -135,6 +158,18 @@ fn gemma3_f32_matches_llama_cpp() {
 #[test]
 fn gemma4_f32_matches_llama_cpp() {
     check_model("gemma4-tiny-f32", &F32_GEMMA4);
+}
+
+/// Gemma 4 whose last two layers (sliding, full) read the KV caches of layers 1 and 2.
+#[test]
+fn gemma4_kv_sharing_matches_llama_cpp() {
+    check_model("gemma4-kvshare-tiny-f32", &F32_GEMMA4);
+}
+
+/// Gemma 4 with eight experts (top 2) beside the dense FFN on every layer.
+#[test]
+fn gemma4_experts_match_llama_cpp() {
+    check_model("gemma4-moe-tiny-f32", &F32_GEMMA4_EXPERTS);
 }
 
 #[test]
@@ -208,17 +243,44 @@ fn safetensors_checkpoint_of_an_unknown_model_type_is_refused() {
 }
 
 /// Gemma 4's greedy continuation, token by token through its sliding-window rings and its
-/// full-attention blocks, equals llama.cpp's up to the first step whose margin is below the
-/// F32 tolerance (README §3.4).
+/// full-attention blocks (and, with KV sharing, through the caches of earlier layers; with
+/// experts, through a routing per token), equals llama.cpp's up to the first step whose margin
+/// is below the F32 tolerance (README §3.4).
 #[test]
 fn gemma4_f32_greedy_matches_llama_cpp() {
-    let name = "gemma4-tiny-f32";
-    let model = open_fixture(name);
-    let compared: usize = refs(name)["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|case| check_greedy(&model, name, case, F32_GEMMA4.argmax_margin))
-        .sum();
-    assert!(compared >= 8, "only {compared} greedy steps compared");
+    for name in [
+        "gemma4-tiny-f32",
+        "gemma4-kvshare-tiny-f32",
+        "gemma4-moe-tiny-f32",
+    ] {
+        let model = open_fixture(name);
+        let compared: usize = refs(name)["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|case| check_greedy(&model, name, case, F32_GEMMA4.argmax_margin))
+            .sum();
+        assert!(
+            compared >= 8,
+            "{name}: only {compared} greedy steps compared"
+        );
+    }
+}
+
+/// The layers that share an earlier layer's KV cache keep none: the cache of the KV-sharing
+/// model is exactly that of its first three layers (the base model's).
+#[test]
+fn gemma4_shared_layers_allocate_no_kv_cache() {
+    let shared = open_fixture("gemma4-kvshare-tiny-f32");
+    let base = open_fixture("gemma4-tiny-f32");
+    assert_eq!(shared.config.layers, 5);
+    assert_eq!(shared.config.kv_source_of(3), Some(1));
+    assert_eq!(shared.config.kv_source_of(4), Some(2));
+    let kv = rinfer_kernels::ops::KvType::F32;
+    let bytes = |m: &Model| KvCache::bytes_for(&m.config, kv, 256, 32).unwrap();
+    assert_eq!(bytes(&shared), bytes(&base));
+    assert_eq!(
+        KvCache::new(&shared.config, 256, 32).bytes(),
+        KvCache::new(&base.config, 256, 32).bytes()
+    );
 }

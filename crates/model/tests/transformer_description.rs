@@ -52,11 +52,28 @@ fn names_of<H: Handles>(blocks: &[Block<H>]) -> Vec<Vec<&'static str>> {
                     Stage::PerLayerInput { .. } => "x+=per_layer",
                     Stage::OutputScale(_) => "x*=scale",
                     Stage::ResidualNorm(_) => "x=norm(x)",
+                    Stage::QueryNorm { .. } => "q_norm",
+                    Stage::SharedAttention { .. } => "shared_attention",
+                    Stage::RouterNorm { .. } => "router_norm",
+                    Stage::ExpertScales(_) => "expert_scales",
+                    Stage::StashFfn => "stash=h",
+                    Stage::AddStash => "h+=stash",
                 })
                 .collect()
         })
         .collect()
 }
+
+/// The attention stages of a Gemma 4 layer that keeps its own KV cache.
+const GEMMA4_ATTENTION: [&str; 7] = [
+    "qkv",
+    "qk_norm",
+    "v_norm",
+    "rope",
+    "attention",
+    "attn_output",
+    "post_attn_norm",
+];
 
 /// A pre-norm block: `attn_norm`, the `mixer` stages, the residual add, then `ffn_norm`, the
 /// `ffn` stages and their residual add.
@@ -223,20 +240,68 @@ fn a_gemma3_block_adds_qk_norms_and_post_norms() {
 
 #[test]
 fn a_gemma4_block_norms_values_and_adds_its_per_layer_input() {
-    let attention = [
-        "qkv",
-        "qk_norm",
-        "v_norm",
-        "rope",
-        "attention",
-        "attn_output",
-        "post_attn_norm",
-    ];
-    let block = pre_norm(&attention, &["ffn", "post_ffn_norm"]);
+    let block = pre_norm(&GEMMA4_ATTENTION, &["ffn", "post_ffn_norm"]);
     let expected = [&block[..], &["x+=per_layer", "x*=scale"]].concat();
     for block in stage_names("gemma4-tiny-q8_0") {
         assert_eq!(block, expected);
     }
+}
+
+/// Gemma 4's last layers that share the KV caches of earlier ones project only queries,
+/// norm only them, and attend over the earlier layer's cache (1 for the sliding layer, 2 for
+/// the full one).
+#[test]
+fn gemma4_kv_sharing_layers_project_only_queries() {
+    let model = fixture_model("gemma4-kvshare-tiny-f32");
+    let t = model.transformer();
+    let shared = [
+        "qkv",
+        "q_norm",
+        "rope",
+        "shared_attention",
+        "attn_output",
+        "post_attn_norm",
+    ];
+    let block = pre_norm(&shared, &["ffn", "post_ffn_norm"]);
+    let expected = [&block[..], &["x+=per_layer", "x*=scale"]].concat();
+    let names = names_of(&t.blocks);
+    for layer in [3, 4] {
+        assert_eq!(names[layer], expected, "layer {layer}");
+        let q_only = matches!(t.blocks[layer].stages[1], Stage::Qkv(Qkv::QueryOnly { .. }));
+        assert!(q_only, "layer {layer}");
+    }
+    let sources: Vec<_> = t.blocks.iter().map(|b| b.kv_source()).collect();
+    assert_eq!(sources, [None, None, None, Some(1), Some(2)]);
+    assert_eq!(t.blocks[3].attention().unwrap().window, Some(16));
+    assert_eq!(t.blocks[4].attention().unwrap().window, None);
+}
+
+/// Gemma 4's experts run beside its dense FFN: the dense output post-normed and set aside, the
+/// router on its own norm of the residual, the expert scales on the routed weights, the
+/// experts on their own pre-norm and post-norm, the sum post-normed.
+#[test]
+fn gemma4_experts_run_beside_the_dense_ffn() {
+    let model = fixture_model("gemma4-moe-tiny-f32");
+    let ffn = [
+        "ffn",
+        "post_ffn_norm",
+        "stash=h",
+        "router_norm",
+        "router",
+        "expert_scales",
+        "ffn_norm",
+        "experts",
+        "post_ffn_norm",
+        "h+=stash",
+        "post_ffn_norm",
+    ];
+    let expected = [&pre_norm(&GEMMA4_ATTENTION, &ffn)[..], &["x*=scale"]].concat();
+    for block in names_of(&model.transformer().blocks) {
+        assert_eq!(block, expected);
+    }
+    let experts = model.config.experts.unwrap();
+    assert_eq!((experts.count, experts.used, experts.ffn_dim), (8, 2, 32));
+    assert!(experts.dense_beside);
 }
 
 /// Gemma 4's layers differ: its sliding-window layers have narrower heads and more kv heads,

@@ -51,7 +51,15 @@ impl<H: Handles> Block<H> {
     /// The parameters of the block's attention, if it has one.
     pub fn attention(&self) -> Option<&AttentionParams> {
         self.stages.iter().find_map(|s| match s {
-            Stage::Attention { params, .. } => Some(params),
+            Stage::Attention { params, .. } | Stage::SharedAttention { params, .. } => Some(params),
+            _ => None,
+        })
+    }
+
+    /// The earlier layer whose KV cache the block reads, if it keeps none of its own.
+    pub fn kv_source(&self) -> Option<usize> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::SharedAttention { source, .. } => Some(*source),
             _ => None,
         })
     }

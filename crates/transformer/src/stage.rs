@@ -11,6 +11,13 @@
 //! sums their outputs into `h`; a layer with shared experts runs [`Stage::SharedExperts`]
 //! first, on every row, and the experts stage adds its output to the sum.
 //!
+//! A Gemma 4 mixture-of-experts layer runs its dense FFN beside the experts: the dense output
+//! (post-normed) is set aside by [`Stage::StashFfn`], the router reads its own norm of the
+//! residual stream ([`Stage::RouterNorm`]), the experts' output is post-normed in turn and
+//! [`Stage::AddStash`] adds the two. A Gemma 4 layer that shares its KV cache projects only
+//! its queries ([`Qkv::QueryOnly`], [`Stage::QueryNorm`]) and attends over the cache of an
+//! earlier layer ([`Stage::SharedAttention`]), storing nothing.
+//!
 //! Multi-head latent attention ([`Mla`]) replaces [`Stage::Qkv`] by [`Stage::LatentQkv`]
 //! (absorbed queries and one latent key row per position, whose values are the keys) and puts
 //! [`Stage::LatentOutput`] (each head's latent output up-projected) before the output
@@ -44,6 +51,12 @@ pub enum Qkv<H: Handles> {
         k: Linear<H>,
         /// Values, if the layer has its own.
         v: Option<Linear<H>>,
+    },
+    /// Queries only (`[q_dim, hidden]`): the layer attends over the keys and values an earlier
+    /// layer stored ([`Stage::SharedAttention`]).
+    QueryOnly {
+        /// Queries.
+        q: Linear<H>,
     },
     /// Three matrices as [`Qkv::Separate`], the query one `[2·q_dim, hidden]` giving each
     /// head its query then its output gate (Qwen3.5's gated attention; see
@@ -122,6 +135,14 @@ pub enum Stage<H: Handles> {
         /// Scale of every key head.
         k: H::Vector,
     },
+    /// Every head of `q` RMS-normed with the layer's q scale (`[head_dim]`): the q/k norm of a
+    /// layer that projects no keys.
+    QueryNorm {
+        /// Added to the variance.
+        eps: f32,
+        /// Scale of every query head.
+        q: H::Vector,
+    },
     /// Every head of `v` RMS-normed without a scale (gemma4).
     ValueNorm {
         /// Added to the variance.
@@ -137,6 +158,14 @@ pub enum Stage<H: Handles> {
         params: AttentionParams,
         /// Per-head sink logits `[heads]`, present exactly when `params.sinks`.
         sinks: Option<H::Vector>,
+    },
+    /// `attn = attention(q, the cache of layer source)`: the keys and values an earlier layer
+    /// of the same kind stored (Gemma 4's KV sharing); this layer stores none.
+    SharedAttention {
+        /// Scale, softcap, window.
+        params: AttentionParams,
+        /// The layer whose cache is read.
+        source: usize,
     },
     /// `attn = concat(W_vb[head] · latent part of attn[head])`: each head's output of latent
     /// attention, `[heads · v_head]`.
@@ -211,6 +240,21 @@ pub enum Stage<H: Handles> {
         /// `[experts]`, added to the scores only to choose the experts (`exp_probs_b`).
         selection_bias: Option<H::Vector>,
     },
+    /// `h = scale · norm(x)`: the router's own input (Gemma 4: RMS with `ffn_gate_inp.scale`,
+    /// `scale` = 1/√hidden).
+    RouterNorm {
+        /// The norm.
+        norm: NormWeights<H>,
+        /// Multiplies the normed row.
+        scale: f32,
+    },
+    /// Each row's routed weights multiplied by its experts' output scales `[experts]` (Gemma
+    /// 4's `ffn_down_exps.scale`, a scale on each expert's output).
+    ExpertScales(H::Vector),
+    /// `stash = h`: the dense FFN's output, set aside while the experts run beside it.
+    StashFfn,
+    /// `h += stash`.
+    AddStash,
     /// `shared = g · down(act(gate(h), up(h)))` on every row, kept for [`Stage::Experts`] to
     /// add; `g = sigmoid(gate_inp · h)` per row where the layer has that gate, else 1.
     SharedExperts {
@@ -263,7 +307,7 @@ pub enum Stage<H: Handles> {
 impl<H: Handles> Stage<H> {
     /// The stage with its weights mapped at `at`, each with its role and the shape `at`'s
     /// widths imply; `None` drops it: q/k norms whose weights the mapper finds absent (an
-    /// optional pair, as GLM-4.5 files may leave out).
+    /// optional pair, as GLM-4.5 files may leave out) and expert scales a file does not have.
     pub(crate) fn map<'t, B: Handles, M: Mapper<'t, H, B>>(
         &'t self,
         at: &Place,
@@ -296,6 +340,9 @@ impl<H: Handles> Stage<H> {
                     Some(v) => at.optional_linear(Role::AttnV, (kv_dim, hidden), v, m)?,
                     None => None,
                 },
+            }),
+            Stage::Qkv(Qkv::QueryOnly { q }) => Stage::Qkv(Qkv::QueryOnly {
+                q: at.linear(Role::AttnQ, (q_dim, hidden), q, m)?,
             }),
             Stage::AttentionGate => Stage::AttentionGate,
             Stage::ShortConv {
@@ -353,6 +400,10 @@ impl<H: Handles> Stage<H> {
                     k: at.vector(Role::AttnKNorm, head_dim, k, m)?,
                 }
             }
+            Stage::QueryNorm { eps, q } => Stage::QueryNorm {
+                eps: *eps,
+                q: at.vector(Role::AttnQNorm, head_dim, q, m)?,
+            },
             Stage::ValueNorm { eps } => Stage::ValueNorm { eps: *eps },
             Stage::LatentQkv {
                 mla,
@@ -393,6 +444,10 @@ impl<H: Handles> Stage<H> {
                     Some(s) => Some(at.vector(Role::AttnSinks, at.heads.heads, s, m)?),
                     None => None,
                 },
+            },
+            Stage::SharedAttention { params, source } => Stage::SharedAttention {
+                params: *params,
+                source: *source,
             },
             Stage::AttentionOutput(l) => {
                 let width = at.mla.map_or(q_dim, |mla| model_heads * mla.v_head);
@@ -437,6 +492,22 @@ impl<H: Handles> Stage<H> {
                     None => None,
                 },
             },
+            Stage::RouterNorm { norm, scale } => Stage::RouterNorm {
+                norm: at.norm(norm, hidden, m)?,
+                scale: *scale,
+            },
+            Stage::ExpertScales(scales) => {
+                let t = Tensor {
+                    name: at.name(Role::FfnDownExpsScale),
+                    shape: Shape::Vector(at.experts),
+                };
+                match m.optional_vector(&t, scales)? {
+                    Some(scales) => Stage::ExpertScales(scales),
+                    None => return Ok(None),
+                }
+            }
+            Stage::StashFfn => Stage::StashFfn,
+            Stage::AddStash => Stage::AddStash,
             Stage::SharedExperts {
                 experts,
                 gate,

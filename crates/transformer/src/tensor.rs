@@ -141,11 +141,21 @@ pub enum Role {
     Cls,
     /// A ranker's classifier output `[labels, hidden]`.
     ClsOutput,
+    /// The scale of a router's own input norm `[hidden]` (Gemma 4's `ffn_gate_inp.scale`).
+    FfnGateInpScale,
+    /// A scale on each expert's output `[experts]` (Gemma 4's `ffn_down_exps.scale`).
+    FfnDownExpsScale,
+    /// The norm before the experts of a layer that also runs a dense FFN (Gemma 4).
+    PreFfwNorm2,
+    /// The norm after the dense FFN of a layer that also runs experts (Gemma 4).
+    PostFfwNorm1,
+    /// The norm after the experts of a layer that also runs a dense FFN (Gemma 4).
+    PostFfwNorm2,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 60] = [
+    pub const ALL: [Role; 65] = [
         Role::TokenEmbd,
         Role::PositionEmbd,
         Role::RopeFreqs,
@@ -206,6 +216,11 @@ impl Role {
         Role::LayerOutputNorm,
         Role::Cls,
         Role::ClsOutput,
+        Role::FfnGateInpScale,
+        Role::FfnDownExpsScale,
+        Role::PreFfwNorm2,
+        Role::PostFfwNorm1,
+        Role::PostFfwNorm2,
     ];
 
     /// The role's part of a GGUF tensor name.
@@ -271,6 +286,11 @@ impl Role {
             Role::LayerOutputNorm => "layer_output_norm",
             Role::Cls => "cls",
             Role::ClsOutput => "cls.output",
+            Role::FfnGateInpScale => "ffn_gate_inp.scale",
+            Role::FfnDownExpsScale => "ffn_down_exps.scale",
+            Role::PreFfwNorm2 => "pre_ffw_norm_2",
+            Role::PostFfwNorm1 => "post_ffw_norm_1",
+            Role::PostFfwNorm2 => "post_ffw_norm_2",
         }
     }
 
@@ -293,9 +313,13 @@ impl Role {
         )
     }
 
-    /// Whether the tensor's weight is named without the `.weight` suffix (`blk.N.ssm_a`).
+    /// Whether the tensor's weight is named without the `.weight` suffix (`blk.N.ssm_a`,
+    /// `blk.N.ffn_gate_inp.scale`).
     pub fn bare(self) -> bool {
-        matches!(self, Role::SsmA)
+        matches!(
+            self,
+            Role::SsmA | Role::FfnGateInpScale | Role::FfnDownExpsScale
+        )
     }
 
     /// The role of one expert's matrix of a stacked expert role (`ffn_gate_exps` → `ffn_gate`,

@@ -335,7 +335,9 @@ impl Sequence<'_, '_> {
                         }
                         Qkv::Fused(qkv) => self.linear(qkv, work.h, h, work.qkv, width),
                         // Refused by `UploadPlan::new` (`check_stages`).
-                        Qkv::OptionalValue { .. } | Qkv::GatedQuery { .. } => {}
+                        Qkv::OptionalValue { .. }
+                        | Qkv::GatedQuery { .. }
+                        | Qkv::QueryOnly { .. } => {}
                     }
                 }
                 // The upload plan refuses the recurrent stages and gated attention
@@ -381,7 +383,15 @@ impl Sequence<'_, '_> {
                 Stage::FfnResidual => self.add(&[work.x, work.h], len),
                 Stage::ParallelResidual => self.add(&[work.x, work.out, work.h], len),
                 // Refused by `UploadPlan::new` (`check_stages`): no launch runs them yet.
-                Stage::ValueNorm { .. } | Stage::PerLayerInput { .. } | Stage::OutputScale(_) => {}
+                Stage::ValueNorm { .. }
+                | Stage::PerLayerInput { .. }
+                | Stage::OutputScale(_)
+                | Stage::QueryNorm { .. }
+                | Stage::SharedAttention { .. }
+                | Stage::RouterNorm { .. }
+                | Stage::ExpertScales(_)
+                | Stage::StashFfn
+                | Stage::AddStash => {}
                 Stage::ResidualNorm(norm) => {
                     self.norm(norm, work.x, work.h, n);
                     self.norm(norm, work.x, work.x, n);

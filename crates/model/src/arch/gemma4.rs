@@ -6,26 +6,26 @@
 //! without a scale, scores are not scaled (the q/k norms do it), each layer adds its
 //! per-layer input (PLE) and scales its output by `layer_output_scale`, and the logits are
 //! soft-capped.
+//!
+//! The small models (E2B, E4B) share KV caches: the last `attention.shared_kv_layers` layers
+//! project only queries and attend over the cache of the last earlier layer of their kind
+//! (sliding or full), keeping none of their own. The mixture-of-experts models (26B-A4B) run
+//! the dense FFN beside the experts on every layer (see `config::experts_beside_dense`).
 
-use super::{Hparams, with_rope_style};
+use super::{Hparams, moe, with_rope_style};
 use crate::config::{
-    Ffn, Heads, LayerAttention, ModelConfig, NormKind, Positional, QkvLayout, RopeStyle,
+    Ffn, Gating, Heads, LayerAttention, ModelConfig, NormKind, Positional, QkvLayout, RopeStyle,
     SlidingWindow,
 };
 use crate::error::ModelError;
 
 pub(super) fn config(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
     let mut c = with_rope_style(hp.base(NormKind::Rms)?, RopeStyle::Neox);
-    let unsupported = |what: &str| {
-        Err(ModelError::InvalidConfig(format!(
-            "gemma4 {what} is not supported yet"
-        )))
-    };
-    if hp.usize_or("attention.shared_kv_layers", 0)? > 0 {
-        return unsupported("KV sharing between layers (attention.shared_kv_layers)");
-    }
     if hp.usize_or("expert_count", 0)? > 0 {
-        return unsupported("with mixture-of-experts layers");
+        let ffn_dim = hp.usize("expert_feed_forward_length")?;
+        let mut experts = moe::experts(hp, ffn_dim, Gating::SoftmaxTopK, Ffn::GeluGated)?;
+        experts.dense_beside = true;
+        c.experts = Some(experts);
     }
     c.ffn = Ffn::GeluGated;
     c.post_norms = true;
@@ -56,9 +56,11 @@ pub(super) fn config(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
              {value_dim_local}"
         )));
     }
+    let sources = kv_sources(&sliding, hp.usize_or("attention.shared_kv_layers", 0)?)?;
     c.layer_attention = Some(
         (0..layers)
             .map(|layer| LayerAttention {
+                kv_source: sources[layer],
                 heads: Heads {
                     heads: c.heads,
                     kv_heads: kv_heads[layer],
@@ -83,4 +85,42 @@ pub(super) fn config(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
         rope.dims_local = hp.usize_or("rope.dimension_count_swa", head_dim_local)?;
     }
     Ok(c)
+}
+
+/// Per layer, the earlier layer whose KV cache it reads: each of the last `shared` layers
+/// reads the last layer before them of its own kind (as the reference implementation picks
+/// it; llama.cpp takes the last two such layers to be a sliding then a full one, which every
+/// published model's pattern satisfies).
+fn kv_sources(sliding: &[bool], shared: usize) -> Result<Vec<Option<usize>>, ModelError> {
+    let layers = sliding.len();
+    let first = layers
+        .checked_sub(shared)
+        .filter(|&f| f > 0)
+        .ok_or_else(|| {
+            ModelError::InvalidConfig(format!(
+                "attention.shared_kv_layers = {shared} leaves no layer of the {layers} with a KV \
+             cache of its own"
+            ))
+        })?;
+    (0..layers)
+        .map(|layer| {
+            if layer < first {
+                return Ok(None);
+            }
+            let kind = sliding[layer];
+            let source = (0..first).rev().find(|&l| sliding[l] == kind);
+            match source {
+                Some(source) => Ok(Some(source)),
+                None => Err(ModelError::InvalidConfig(format!(
+                    "layer {layer} shares the KV cache of an earlier {} layer, and none of \
+                     the first {first} is one",
+                    if kind {
+                        "sliding-window"
+                    } else {
+                        "full-attention"
+                    }
+                ))),
+            }
+        })
+        .collect()
 }

@@ -465,6 +465,19 @@ fn validate_layers(c: &ModelConfig) -> Result<(), ModelError> {
                 ));
             }
         }
+        if let Some(source) = c.kv_source_of(layer) {
+            let theirs = c.heads_of(source);
+            let fits = source < layer
+                && c.keeps_kv(source)
+                && c.window_of(source) == window
+                && (theirs.kv_heads, theirs.head_dim) == (h.kv_heads, h.head_dim);
+            if !fits {
+                return bad(format!(
+                    "layer {layer} reads the KV cache of layer {source}, which does not keep \
+                     one of the same heads and window"
+                ));
+            }
+        }
         if window.is_none() && h.kv_dim() != paged {
             return bad(format!(
                 "the full-attention layers keep keys of different widths ({} and {paged})",

@@ -37,6 +37,7 @@ pub(super) fn experts(
         selection_bias: false,
         leading_dense: 0,
         shared: None,
+        dense_beside: false,
     })
 }
 
