@@ -12,6 +12,7 @@ use crate::error::ModelError;
 use crate::forward::{Model, SeqBatch};
 use crate::mixer::{self, DeltaNetWeights};
 use crate::moe;
+use crate::rows;
 use crate::scratch::RowSource;
 use crate::scratch::Scratch;
 use crate::weights::{Cpu, Linear};
@@ -27,7 +28,9 @@ impl Model {
     ) -> Result<(), ModelError> {
         let block = &self.transformer().blocks[layer];
         let heads = &block.heads;
-        let len = n * self.transformer().hidden;
+        let hidden = self.transformer().hidden;
+        let len = n * hidden;
+        let add_rows = |x: &mut [f32], y: &[f32]| rows::each_with(x, y, hidden, ops::add_inplace);
         for stage in &block.stages {
             match stage {
                 Stage::AttentionNorm(norm) => Self::norm(norm, &s.x, &mut s.h, n),
@@ -111,7 +114,7 @@ impl Model {
                     linear(output, &s.attn, n, &mut s.out, &mut s.products)?;
                 }
                 Stage::PostAttentionNorm(norm) => Self::norm_in_place(norm, &mut s.out, n),
-                Stage::AttentionResidual => ops::add_inplace(&mut s.x[..len], &s.out[..len]),
+                Stage::AttentionResidual => add_rows(&mut s.x[..len], &s.out[..len]),
                 Stage::FfnNorm(norm) => Self::norm(norm, &s.x, &mut s.h, n),
                 Stage::Ffn { ffn, up, down } => self.ffn(*ffn, up, down, n, s)?,
                 Stage::Router {
@@ -146,7 +149,6 @@ impl Model {
                 } => {
                     // The declaration puts a router before every experts stage.
                     let used = block.router().map_or(0, |r| r.used);
-                    let hidden = self.transformer().hidden;
                     let weights = [gate.as_slice(), up.as_slice(), down.as_slice()];
                     moe::run(experts, weights, hidden, used, n, s)?;
                     if block.shared_experts().is_some() {
@@ -154,7 +156,7 @@ impl Model {
                     }
                 }
                 Stage::PostFfnNorm(norm) => Self::norm_in_place(norm, &mut s.h, n),
-                Stage::FfnResidual => ops::add_inplace(&mut s.x[..len], &s.h[..len]),
+                Stage::FfnResidual => add_rows(&mut s.x[..len], &s.h[..len]),
                 Stage::ParallelResidual => {
                     for ((x, a), f) in s.x[..len].iter_mut().zip(&s.out[..len]).zip(&s.h[..len]) {
                         *x += a + f;
@@ -363,8 +365,8 @@ impl Model {
             }
         }
         let gate = &mut s.gate[..n * f];
+        let vector = rinfer_kernels::Kernels::detected().vector();
         let gated = |act: Activation, gate: &mut [f32], up: &[f32]| {
-            let vector = rinfer_kernels::Kernels::detected().vector();
             gate.par_chunks_mut(f)
                 .zip(up.par_chunks(f))
                 .for_each(|(g, u)| vector.gated_inplace(act, g, u));
@@ -372,7 +374,9 @@ impl Model {
         match ffn {
             Ffn::SiluGated => gated(Activation::Silu, gate, &s.up[..n * f]),
             Ffn::GeluGated => gated(compute::GELU, gate, &s.up[..n * f]),
-            Ffn::Gelu => ops::apply(compute::GELU, gate),
+            Ffn::Gelu => gate
+                .par_chunks_mut(f)
+                .for_each(|row| vector.activate_inplace(compute::GELU, row)),
             Ffn::ClampedSwiGlu => ops::swiglu_clamped_inplace(gate, &s.up[..n * f]),
         }
         linear(down, &s.gate, n, &mut s.h, &mut s.products)

@@ -5,6 +5,7 @@ use rinfer_kernels::{Kernels, PackedMatrix, WeightMatrix, matmul_packed_shared};
 
 use crate::error::ModelError;
 use crate::observe::Products;
+use crate::rows;
 use crate::weights::{Linear, Matrix};
 
 /// The kernel view of a weight matrix.
@@ -60,9 +61,10 @@ pub(crate) fn linear(
 /// Adds `l`'s bias, if it has one, to each of the `n` output rows in `out`.
 fn add_bias(l: &Linear, n: usize, out: &mut [f32]) {
     if let Some(bias) = &l.bias {
-        for row in out[..n * l.weight.rows].chunks_exact_mut(l.weight.rows) {
-            ops::add_inplace(row, bias);
-        }
+        let width = l.weight.rows;
+        rows::each(&mut out[..n * width], width, |row| {
+            ops::add_inplace(row, bias)
+        });
     }
 }
 

@@ -14,6 +14,7 @@ use crate::config::{ModelConfig, Pooling, Rank, RankHead};
 use crate::error::ModelError;
 use crate::kv_cache::KvCache;
 use crate::observe::Products;
+use crate::rows;
 use crate::scratch::{RowSource, Scratch};
 use crate::weights::{Cpu, NormWeights, Weights};
 
@@ -270,30 +271,25 @@ impl Model {
     /// `out = norm(x)` for `n` rows.
     pub(crate) fn norm(weights: &NormWeights, x: &[f32], out: &mut [f32], n: usize) {
         let (norm, d) = (weights.params, weights.weight.len());
-        for (xr, or) in x[..n * d]
-            .chunks_exact(d)
-            .zip(out[..n * d].chunks_exact_mut(d))
-        {
+        rows::each_with(&mut out[..n * d], &x[..n * d], d, |or, xr| {
             match norm.kind {
                 NormKind::Rms => ops::rms_norm(xr, &weights.weight, norm.eps, or),
                 NormKind::Layer => {
                     ops::layer_norm(xr, &weights.weight, weights.bias.as_deref(), norm.eps, or)
                 }
             }
-        }
+        });
     }
 
     /// `x = norm(x)` for `n` rows.
     pub(crate) fn norm_in_place(weights: &NormWeights, x: &mut [f32], n: usize) {
         let (norm, d) = (weights.params, weights.weight.len());
-        for row in x[..n * d].chunks_exact_mut(d) {
-            match norm.kind {
-                NormKind::Rms => ops::rms_norm_inplace(row, &weights.weight, norm.eps),
-                NormKind::Layer => {
-                    ops::layer_norm_inplace(row, &weights.weight, weights.bias.as_deref(), norm.eps)
-                }
+        rows::each(&mut x[..n * d], d, |row| match norm.kind {
+            NormKind::Rms => ops::rms_norm_inplace(row, &weights.weight, norm.eps),
+            NormKind::Layer => {
+                ops::layer_norm_inplace(row, &weights.weight, weights.bias.as_deref(), norm.eps)
             }
-        }
+        });
     }
 
     /// The embedding of one sequence whose final states are the rows of `x`: each row after

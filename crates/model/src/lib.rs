@@ -28,6 +28,7 @@ mod mixer;
 mod moe;
 pub mod observe;
 pub mod quantize;
+mod rows;
 pub mod sampling;
 pub mod scratch;
 mod tensor_store;

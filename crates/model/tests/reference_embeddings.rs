@@ -117,6 +117,28 @@ fn pooled_embeddings_match_llama_cpp_alone_and_batched() {
     }
 }
 
+/// A pass of many sequences hands its per-row work (norms, biases, activations) to the pool
+/// where a pass of one does not; every embedding keeps its bits.
+#[test]
+fn embeddings_in_a_full_batch_keep_the_bits_they_have_alone() {
+    for name in ["bert-embd-tiny-f32", "nomic-bert-embd-tiny-q8_0"] {
+        let loaded = loaded(name);
+        let prompts: Vec<Vec<u32>> = cases(name)
+            .iter()
+            .map(|c| c.tokens.clone())
+            .cycle()
+            .take(16)
+            .collect();
+        let mut engine = Engine::new(&loaded, settings(1), DeviceRequest::Cpu).unwrap();
+        let alone: Vec<Vec<f32>> = prompts
+            .iter()
+            .flat_map(|p| engine.embed(std::slice::from_ref(p)).unwrap())
+            .collect();
+        let mut engine = Engine::new(&loaded, settings(16), DeviceRequest::Cpu).unwrap();
+        assert_eq!(alone, engine.embed(&prompts).unwrap(), "{name}");
+    }
+}
+
 #[test]
 fn an_embedding_runs_beside_a_generation_without_changing_either() {
     let loaded = loaded("qwen3-embd-tiny-f32");

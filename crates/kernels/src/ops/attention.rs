@@ -191,7 +191,7 @@ struct Split {
 
 /// Head widths whose key blocks a task keeps on its stack (each tier a stack buffer of that
 /// width, so narrow heads do not clear a buffer sized for wide ones); wider heads use the heap.
-const STACK_HEAD_DIMS: [usize; 3] = [64, 128, 256];
+const STACK_HEAD_DIMS: [usize; 4] = [32, 64, 128, 256];
 
 /// Online-softmax states a task keeps on its stack.
 const STACK_STATES: usize = 256;
@@ -388,7 +388,10 @@ impl KeyBlock<'_> {
             w if w <= STACK_HEAD_DIMS[1] => {
                 with_buffer::<_, { floats(STACK_HEAD_DIMS[1]) }, _>(len, 0.0, run)
             }
-            _ => with_buffer::<_, { floats(STACK_HEAD_DIMS[2]) }, _>(len, 0.0, run),
+            w if w <= STACK_HEAD_DIMS[2] => {
+                with_buffer::<_, { floats(STACK_HEAD_DIMS[2]) }, _>(len, 0.0, run)
+            }
+            _ => with_buffer::<_, { floats(STACK_HEAD_DIMS[3]) }, _>(len, 0.0, run),
         }
     }
 

@@ -1,7 +1,8 @@
-//! Vector kernels of the elementwise set that run often enough to need SIMD: gated activations
-//! (every FFN) and attention's inner loops over a block of f32 key and value rows (query·key
-//! scores, the shifted exponentials of the online softmax, and `y += Σ w_j·v_j` for the
-//! weighted values): one table per [`Isa`] level, part of [`crate::Kernels`].
+//! Vector kernels of the elementwise set that run often enough to need SIMD: activations, gated
+//! (every FFN) or plain (an encoder's GELU FFN), and attention's inner loops over a block of f32
+//! key and value rows (query·key scores, the shifted exponentials of the online softmax, and
+//! `y += Σ w_j·v_j` for the weighted values): one table per [`Isa`] level, part of
+//! [`crate::Kernels`].
 
 use half::f16;
 
@@ -20,6 +21,11 @@ mod tests;
 ///
 /// `unsafe` because SIMD entries need the instruction set they were selected for.
 type GatedFn = unsafe fn(&mut [f32], &[f32]);
+
+/// `x = act(x)` for one activation.
+///
+/// `unsafe` because SIMD entries need the instruction set they were selected for.
+type ActivateFn = unsafe fn(&mut [f32]);
 
 /// `out[j] = (q · k_j) · scale` for the rows `k_j` of `keys`, returning the largest.
 type ScaledDotsFn = unsafe fn(&[f32], &[f32], f32, &mut [f32]) -> f32;
@@ -47,6 +53,7 @@ type ExpShiftedFn = unsafe fn(&mut [f32], f32);
 pub struct VectorKernels {
     gated_silu: GatedFn,
     gated_gelu_tanh: GatedFn,
+    gelu_tanh: ActivateFn,
     scaled_dots: ScaledDotsFn,
     scaled_dots_pair: Option<ScaledDotsPairFn>,
     scaled_dots_quad: Option<ScaledDotsQuadFn>,
@@ -80,6 +87,7 @@ impl VectorKernels {
             return VectorKernels {
                 gated_silu: x86::gated_silu,
                 gated_gelu_tanh: x86::gated_gelu_tanh,
+                gelu_tanh: x86::gelu_tanh,
                 scaled_dots: x86::scaled_dots,
                 scaled_dots_pair: match avx512 {
                     true => Some(x86::scaled_dots_pair_avx512),
@@ -109,6 +117,7 @@ impl VectorKernels {
             return VectorKernels {
                 gated_silu: aarch64::gated_silu,
                 gated_gelu_tanh: aarch64::gated_gelu_tanh,
+                gelu_tanh: aarch64::gelu_tanh,
                 scaled_dots: aarch64::scaled_dots,
                 axpy_rows: aarch64::axpy_rows,
                 exp_shifted: aarch64::exp_shifted,
@@ -125,6 +134,7 @@ impl VectorKernels {
         VectorKernels {
             gated_silu: gated_silu_reference,
             gated_gelu_tanh: gated_gelu_tanh_reference,
+            gelu_tanh: gelu_tanh_reference,
             scaled_dots: scaled_dots_reference,
             scaled_dots_pair: None,
             scaled_dots_quad: None,
@@ -148,6 +158,17 @@ impl VectorKernels {
         };
         // SAFETY: the table was built for this CPU's detected instruction set.
         unsafe { kernel(gate, up) }
+    }
+
+    /// `x = act(x)`, elementwise. A value's result depends on it and on its index in `x` only
+    /// (the last few, fewer than a SIMD register holds, may take the scalar reference), so rows
+    /// activated one by one give the same bits however many there are.
+    pub fn activate_inplace(&self, act: Activation, x: &mut [f32]) {
+        match act {
+            // SAFETY: the table was built for this CPU's detected instruction set.
+            Activation::GeluTanh => unsafe { (self.gelu_tanh)(x) },
+            _ => super::activation::apply(act, x),
+        }
     }
 
     /// `out[j] = (q · k_j) · scale` for the `out.len()` rows `k_j` of `keys`, each as long as
@@ -279,6 +300,13 @@ fn gated_silu_reference(gate: &mut [f32], up: &[f32]) {
 fn gated_gelu_tanh_reference(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
         *g = gelu_tanh(*g) * u;
+    }
+}
+
+/// Scalar reference of the tanh GELU.
+fn gelu_tanh_reference(x: &mut [f32]) {
+    for v in x {
+        *v = gelu_tanh(*v);
     }
 }
 

@@ -157,20 +157,40 @@ pub(super) fn gated_silu(gate: &mut [f32], up: &[f32]) {
     );
 }
 
-/// NEON gated tanh GELU, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)` (equal to
-/// `0.5·x·(1 + tanh u)`).
+/// The tanh GELU of four lanes, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)`
+/// (equal to `0.5·x·(1 + tanh u)`).
+#[inline]
+#[target_feature(enable = "neon")]
+fn gelu_tanh4(x: float32x4_t) -> float32x4_t {
+    let inner = vfmaq_f32(vdupq_n_f32(1.0), vdupq_n_f32(0.044715), vmulq_f32(x, x));
+    let two_u = vmulq_f32(vmulq_f32(vdupq_n_f32(2.0 * 0.797_884_6), x), inner);
+    times_sigmoid(x, two_u)
+}
+
+/// NEON gated tanh GELU through [`gelu_tanh4`].
 #[target_feature(enable = "neon")]
 pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
     gated_with(
         gate,
         up,
-        |x| {
-            let inner = vfmaq_f32(vdupq_n_f32(1.0), vdupq_n_f32(0.044715), vmulq_f32(x, x));
-            let two_u = vmulq_f32(vmulq_f32(vdupq_n_f32(2.0 * 0.797_884_6), x), inner);
-            times_sigmoid(x, two_u)
-        },
+        |x| gelu_tanh4(x),
         super::gated_gelu_tanh_reference,
     );
+}
+
+/// NEON tanh GELU in place through [`gelu_tanh4`], the `len % 4` last values through the
+/// scalar reference.
+#[target_feature(enable = "neon")]
+pub(super) fn gelu_tanh(x: &mut [f32]) {
+    let (chunks, tail) = x.as_chunks_mut::<4>();
+    for chunk in chunks {
+        // SAFETY: the load and the store touch exactly the four floats of one chunk.
+        unsafe {
+            let v = gelu_tanh4(vld1q_f32(chunk.as_ptr()));
+            vst1q_f32(chunk.as_mut_ptr(), v);
+        }
+    }
+    super::gelu_tanh_reference(tail);
 }
 
 /// NEON [`super::VectorKernels::exp_shifted`] through [`exp4`]; a short last chunk is padded,

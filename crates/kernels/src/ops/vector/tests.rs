@@ -35,7 +35,30 @@ fn check_gated(k: &VectorKernels, act: Activation, gate: &[f32], up: &[f32]) {
     }
 }
 
+/// [`check_gated`]'s bound for an activation without a gate.
+fn check_activated(k: &VectorKernels, act: Activation, x: &[f32]) {
+    let mut want = x.to_vec();
+    super::super::activation::apply(act, &mut want);
+    let mut got = x.to_vec();
+    k.activate_inplace(act, &mut got);
+    for (i, (s, r)) in got.iter().zip(&want).enumerate() {
+        let tol = 4e-6 * r.abs().max(s.abs()) + 2e-7 * x[i].abs() + 1e-30;
+        assert!(
+            (s - r).abs() <= tol,
+            "{act:?}[{i}]: simd {s} vs reference {r}"
+        );
+    }
+}
+
 proptest! {
+    #[test]
+    fn simd_activations_match_reference(x in (0usize..40).prop_flat_map(values)) {
+        for k in simd_tables() {
+            check_activated(&k, Activation::GeluTanh, &x);
+            check_activated(&k, Activation::Silu, &x);
+        }
+    }
+
     #[test]
     fn simd_gated_activations_match_reference((gate, up) in case()) {
         let k = VectorKernels::detected();
@@ -240,5 +263,9 @@ fn scalar_table_is_the_reference() {
         .zip(&up)
         .map(|(g, u)| gelu_tanh(*g) * u)
         .collect();
+    assert_eq!(got, want);
+    let mut got = gate.clone();
+    k.activate_inplace(Activation::GeluTanh, &mut got);
+    let want: Vec<f32> = gate.iter().map(|&g| gelu_tanh(g)).collect();
     assert_eq!(got, want);
 }

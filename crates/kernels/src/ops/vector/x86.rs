@@ -81,21 +81,41 @@ pub(super) fn gated_silu(gate: &mut [f32], up: &[f32]) {
     );
 }
 
-/// AVX2 gated tanh GELU, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)`
+/// The tanh GELU of eight lanes, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)`
 /// (equal to `0.5·x·(1 + tanh u)`).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn gelu_tanh8(x: __m256) -> __m256 {
+    let x2 = _mm256_mul_ps(x, x);
+    let inner = _mm256_fmadd_ps(_mm256_set1_ps(0.044715), x2, _mm256_set1_ps(1.0));
+    let two_u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0 * 0.797_884_6), x), inner);
+    times_sigmoid(x, two_u)
+}
+
+/// AVX2 gated tanh GELU through [`gelu_tanh8`].
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
     gated_with(
         gate,
         up,
-        |x| {
-            let x2 = _mm256_mul_ps(x, x);
-            let inner = _mm256_fmadd_ps(_mm256_set1_ps(0.044715), x2, _mm256_set1_ps(1.0));
-            let two_u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0 * 0.797_884_6), x), inner);
-            times_sigmoid(x, two_u)
-        },
+        |x| gelu_tanh8(x),
         super::gated_gelu_tanh_reference,
     );
+}
+
+/// AVX2 tanh GELU in place through [`gelu_tanh8`], the `len % 8` last values through the
+/// scalar reference.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn gelu_tanh(x: &mut [f32]) {
+    let (chunks, tail) = x.as_chunks_mut::<8>();
+    for chunk in chunks {
+        // SAFETY: the load and the store touch exactly the eight floats of one chunk.
+        unsafe {
+            let v = gelu_tanh8(_mm256_loadu_ps(chunk.as_ptr()));
+            _mm256_storeu_ps(chunk.as_mut_ptr(), v);
+        }
+    }
+    super::gelu_tanh_reference(tail);
 }
 
 /// Keys one pass of [`scaled_dots`] scores (the query is loaded once for them).
