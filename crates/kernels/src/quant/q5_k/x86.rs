@@ -4,8 +4,8 @@
 use std::arch::x86_64::*;
 
 use super::BlockQ5K;
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::q4_k::x86::scale_min_k_dot;
+use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::load_u8x32;
 
 /// AVX2 version of [`BlockQ5K`]'s `vec_dot`.
