@@ -245,21 +245,20 @@ mod tests {
     #[test]
     fn partial_rows_and_unknown_types_are_refused() {
         let x = [0.0f32; 96];
-        assert!(matches!(
-            quantize_rows(GgmlType::Q4K, &x, 96, &mut [0u8; 0]),
-            Err(KernelError::PartialBlock { .. })
-        ));
-        assert!(matches!(
-            quantize_rows(GgmlType::Q8_0, &x, 64, &mut [0u8; 0]),
-            Err(KernelError::PartialBlock { .. })
-        ));
-        assert!(matches!(
-            quantize_rows(GgmlType::Q8_0, &x, 32, &mut [0u8; 34]),
-            Err(KernelError::LengthMismatch { .. })
-        ));
-        assert!(matches!(
-            quantize_rows(GgmlType::Iq2Xxs, &x, 32, &mut [0u8; 0]),
-            Err(KernelError::Unsupported { .. })
-        ));
+        let refusal = |e: KernelError| match e {
+            KernelError::PartialBlock { .. } => "partial block",
+            KernelError::LengthMismatch { .. } => "length mismatch",
+            KernelError::Unsupported { .. } => "unsupported",
+            _ => "another error",
+        };
+        for (ty, row_len, out_len, expected) in [
+            (GgmlType::Q4K, 96, 0, "partial block"),
+            (GgmlType::Q8_0, 64, 0, "partial block"),
+            (GgmlType::Q8_0, 32, 34, "length mismatch"),
+            (GgmlType::Iq2Xxs, 32, 0, "unsupported"),
+        ] {
+            let got = quantize_rows(ty, &x, row_len, &mut vec![0u8; out_len]).map_err(refusal);
+            assert_eq!(got, Err(expected), "{ty} rows of {row_len}");
+        }
     }
 }

@@ -59,42 +59,39 @@ impl Dot4 for Sdot {
     }
 }
 
-/// `sdot`: lane `j` of `acc` plus the dot product of bytes `4j..4j + 4` of `a` and `b`.
-#[inline]
-#[target_feature(enable = "dotprod")]
-pub(crate) fn sdot(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
-    // SAFETY: `sdot` only reads and writes the named vector registers; the function enables the
-    // dot-product extension, which its callers detected.
-    unsafe {
-        asm!(
-            "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
-            acc = inout(vreg) acc,
-            a = in(vreg) a,
-            b = in(vreg) b,
-            options(pure, nomem, nostack, preserves_flags),
-        );
-    }
-    acc
+/// Declares a function that runs one int8 instruction `$insn acc.4s, a.16b, b.16b` of the target
+/// feature `$feature` (an extension its callers detected) and gives the accumulator.
+macro_rules! int8_instruction {
+    ($(#[$doc:meta])* $name:ident, $insn:literal, $feature:literal) => {
+        $(#[$doc])*
+        #[inline]
+        #[target_feature(enable = $feature)]
+        pub(crate) fn $name(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+            // SAFETY: the instruction only reads and writes the named vector registers; the
+            // function enables its extension, which its callers detected.
+            unsafe {
+                asm!(
+                    concat!($insn, " {acc:v}.4s, {a:v}.16b, {b:v}.16b"),
+                    acc = inout(vreg) acc,
+                    a = in(vreg) a,
+                    b = in(vreg) b,
+                    options(pure, nomem, nostack, preserves_flags),
+                );
+            }
+            acc
+        }
+    };
 }
 
-/// `smmla`: with `a` as a 2×8 matrix (rows: its two 8-byte halves) and `b` likewise,
-/// `acc + a·bᵀ` as a 2×2 matrix `[c00, c01, c10, c11]`, each an exact sum of eight products.
-#[inline]
-#[target_feature(enable = "i8mm")]
-pub(crate) fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
-    // SAFETY: `smmla` only reads and writes the named vector registers; the function enables
-    // the int8 matrix-multiply extension, which its callers detected.
-    unsafe {
-        asm!(
-            "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
-            acc = inout(vreg) acc,
-            a = in(vreg) a,
-            b = in(vreg) b,
-            options(pure, nomem, nostack, preserves_flags),
-        );
-    }
-    acc
-}
+int8_instruction!(
+    /// `sdot`: lane `j` of `acc` plus the dot product of bytes `4j..4j + 4` of `a` and `b`.
+    sdot, "sdot", "dotprod"
+);
+int8_instruction!(
+    /// `smmla`: with `a` as a 2×8 matrix (rows: its two 8-byte halves) and `b` likewise,
+    /// `acc + a·bᵀ` as a 2×2 matrix `[c00, c01, c10, c11]`, each an exact sum of eight products.
+    smmla, "smmla", "i8mm"
+);
 
 /// Loads 16 signed bytes.
 #[inline]
@@ -218,6 +215,17 @@ pub(crate) fn fifth_bits_32(qh: [u8; 4]) -> [uint8x16_t; 2] {
 pub(crate) fn nibbles_32(q: &[u8; 16]) -> [uint8x16_t; 2] {
     let bits = load_u8x16(q);
     [vandq_u8(bits, vdupq_n_u8(0xF)), vshrq_n_u8::<4>(bits)]
+}
+
+/// The entries of the 16-byte `table` that the 32 nibbles of `q` index, in the order of
+/// [`nibbles_32`].
+#[inline(always)]
+pub(crate) fn table_nibbles_32(table: &[i8; 16], q: &[u8; 16]) -> [int8x16_t; 2] {
+    // SAFETY: NEON is part of every AArch64 CPU.
+    unsafe {
+        let table = load_i8x16(table);
+        nibbles_32(q).map(|n| vqtbl1q_s8(table, n))
+    }
 }
 
 /// Two 8-byte groups as one register of signed bytes, `words[0]` in the low half.

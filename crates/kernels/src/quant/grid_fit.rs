@@ -10,7 +10,13 @@
 //! does a whole sub-block: its signs, the all-zero test, the search and a sign flip should the
 //! scale come out negative.
 
+use std::ops::Range;
+
+use rinfer_formats::QK_K;
+
 use super::grid_search::GridSearch;
+use super::util::nearest_int;
+use super::weighted::{squares_or_importance, sum_squares};
 
 /// Which groups [`search_scale`] snaps again at the best scale it found.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -108,6 +114,61 @@ impl<const N: usize> SubBlockFit<'_, N> {
             scale,
             signs: signs_of,
             levels,
+        })
+    }
+
+    /// Fits each sub-block of the super-block `x`, as many as `scales` holds: `weigh` writes the
+    /// value weights of the values at the range it is given, [`fit`](Self::fit) fits them and
+    /// `store` stores fitted sub-block `ib`, whose scale goes to `scales[ib]` (left as it is for
+    /// a sub-block stored as zero). Gives the largest scale, folded from 0 as ggml's `MAX`.
+    pub(crate) fn fit_sub_blocks(
+        &self,
+        x: &[f32],
+        scales: &mut [f32],
+        mut weigh: impl FnMut(Range<usize>, &mut [f32]),
+        mut store: impl FnMut(usize, &Fitted),
+    ) -> f32 {
+        let len = QK_K / scales.len();
+        let mut weight = [0.0f32; 32];
+        let weight = &mut weight[..len];
+        let mut max_scale = 0.0f32;
+        for (ib, scale_of) in scales.iter_mut().enumerate() {
+            let at = len * ib..len * ib + len;
+            weigh(at.clone(), weight);
+            let Some(fitted) = self.fit(&x[at], weight) else {
+                continue;
+            };
+            store(ib, &fitted);
+            *scale_of = fitted.scale;
+            max_scale = if max_scale > fitted.scale {
+                max_scale
+            } else {
+                fitted.scale
+            };
+        }
+        max_scale
+    }
+}
+
+impl SubBlockFit<'_, 4> {
+    /// [`fit_sub_blocks`](Self::fit_sub_blocks) as the IQ3 quantizers do it: eight 32-value
+    /// sub-blocks of groups of four, weighted by [`squares_or_importance`] of the importance
+    /// `weights` with `σ² = 2·Σx²/256`; `store` gets each fitted sub-block's eight grid indices.
+    pub(crate) fn fit_iq3(
+        &self,
+        x: &[f32],
+        weights: Option<&[f32]>,
+        scales: &mut [f32; QK_K / 32],
+        mut store: impl FnMut(usize, [usize; 8], &Fitted),
+    ) -> f32 {
+        let sigma2 = 2.0 * sum_squares(&x[..QK_K]) / QK_K as f32;
+        let weigh = |at: Range<usize>, weight: &mut [f32]| {
+            squares_or_importance(weights.map(|w| &w[at.clone()]), &x[at], sigma2, weight);
+        };
+        self.fit_sub_blocks(x, scales, weigh, |ib, fitted| {
+            let index =
+                std::array::from_fn(|k| self.grid.index_of(&fitted.levels[4 * k..4 * k + 4]));
+            store(ib, index, fitted);
         })
     }
 }
@@ -231,10 +292,13 @@ pub(crate) fn max_of(xval: &[f32]) -> f32 {
         .fold(xval[0], |m, &v| if m > v { m } else { v })
 }
 
-/// The 4-bit level of a sub-block scale `s` under the inverse super-block scale `id`:
-/// `nearest_int(0.5·(id·s − 1))` clamped to `0..=15` (the stored scale is `2l + 1`).
-pub(crate) fn scale_level(id: f32, s: f32) -> u8 {
-    super::util::nearest_int(0.5 * (id * s - 1.0)).clamp(0, 15) as u8
+/// The super-block scale `d = max_scale / 31` of the sub-block `scales` and their 4-bit levels
+/// under it, `nearest_int(0.5·(s/d − 1))` clamped to `0..=15` (the stored scale is `2l + 1`).
+pub(crate) fn scale_levels<const M: usize>(scales: &[f32; M], max_scale: f32) -> (f32, [u8; M]) {
+    let d = max_scale / 31.0;
+    let id = 1.0 / d;
+    let level = |s: f32| nearest_int(0.5 * (id * s - 1.0)).clamp(0, 15) as u8;
+    (d, scales.map(level))
 }
 
 #[cfg(test)]

@@ -79,13 +79,3 @@ pub(crate) fn sub_block_scale(x: &[f32], weight: &[f32], l: &mut [u8]) -> f32 {
     }
     d
 }
-
-/// Packs 32 codes per 16 bytes: code `j` in the low nibble of byte `j`, code `j + 16` in the
-/// high one.
-pub(crate) fn pack(l: &[u8], qs: &mut [u8]) {
-    for (l, q) in l.chunks_exact(32).zip(qs.chunks_exact_mut(16)) {
-        for j in 0..16 {
-            q[j] = l[j] | (l[j + 16] << 4);
-        }
-    }
-}

@@ -54,6 +54,25 @@ macro_rules! family_reference {
     };
 }
 
+/// Implements [`Quantize`] and [`QuantizeWeighted`] for a block type of a family of formats
+/// whose quantizers are written once, in module `$family` (its `quantize` and
+/// `quantize_weighted`).
+macro_rules! family_quantizers {
+    ($block:ty, $family:ident) => {
+        impl $crate::quant::Quantize for $block {
+            fn quantize(x: &[f32]) -> Self {
+                $crate::quant::$family::quantize(x)
+            }
+        }
+
+        impl $crate::quant::QuantizeWeighted for $block {
+            fn quantize_weighted(x: &[f32], weights: Option<&[f32]>) -> Self {
+                $crate::quant::$family::quantize_weighted(x, weights)
+            }
+        }
+    };
+}
+
 pub mod float;
 pub mod iq1_m;
 pub mod iq1_s;

@@ -16,6 +16,8 @@ use super::sum_blocks;
 pub(crate) trait SignedGrid {
     /// Groups that share one scale (2: 16 values, 4: 32 values).
     const GROUPS_PER_SCALE: usize;
+    /// The factor of the values' scale `d · (0.5 + l) · VALUE_FACTOR` of a run at level `l`.
+    const VALUE_FACTOR: f32;
     /// The factor the dot product's sum is multiplied by at the end.
     const DOT_FACTOR: f32;
 
@@ -23,17 +25,21 @@ pub(crate) trait SignedGrid {
     fn d(&self) -> f16;
     /// Group `g` (eight values, 0..32), signed.
     fn group(&self, g: usize) -> [i8; 8];
-    /// The integer multiplier of scale run `s` in the dot product.
-    fn multiplier(&self, s: usize) -> i32;
-    /// The float scale of the values of scale run `s`, given the super-block scale `d`.
-    fn value_scale(&self, d: f32, s: usize) -> f32;
+    /// The 4-bit scale level `l` of scale run `s`.
+    fn level(&self, s: usize) -> u8;
+
+    /// The integer multiplier `2l + 1` of scale run `s` in the dot product.
+    #[inline]
+    fn multiplier(&self, s: usize) -> i32 {
+        2 * self.level(s) as i32 + 1
+    }
 }
 
 /// The reference dequantizer of a [`SignedGrid`] block.
 pub(crate) fn dequantize<B: SignedGrid>(b: &B, out: &mut [f32]) {
     let d = b.d().to_f32();
     for (g, o) in out.chunks_exact_mut(8).enumerate() {
-        let db = b.value_scale(d, g / B::GROUPS_PER_SCALE);
+        let db = d * (0.5 + b.level(g / B::GROUPS_PER_SCALE) as f32) * B::VALUE_FACTOR;
         // `db · (−g)` is `−(db · g)` exactly: the sign may go with the magnitude.
         for (o, &v) in o.iter_mut().zip(&b.group(g)) {
             *o = db * v as f32;

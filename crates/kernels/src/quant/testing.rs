@@ -296,47 +296,31 @@ pub(crate) fn check_avx2_dot<W: VecDot>(
     assert_dot_close(simd, W::vec_dot(w, &a), magnitude);
 }
 
-/// Where AVX2 runs, checks that the kernel `avx2` gives the reference dot product of `w` and
-/// `x` (quantized to `W::Activation`) bit for bit: for kernels whose integer sums are exact
-/// and whose float steps are the reference's.
+/// Where `detected()` (the instruction set the x86 kernel `kernel` needs: [`has_avx2`] or
+/// [`has_avx512`]) holds, checks that `kernel` gives the reference dot product of `w` and `x`
+/// (quantized to `W::Activation`) bit for bit: for kernels whose integer sums are exact and
+/// whose float steps are the reference's.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn check_avx2_dot_exact<W: VecDot>(
+pub(crate) fn check_x86_dot_exact<W: VecDot>(
     w: &[W],
     x: &[f32],
-    avx2: unsafe fn(&[W], &[W::Activation]) -> f32,
+    detected: fn() -> bool,
+    kernel: unsafe fn(&[W], &[W::Activation]) -> f32,
 ) {
-    if !has_avx2() {
+    if !detected() {
         return;
     }
     let a = quantize::<W::Activation>(x);
-    // SAFETY: AVX2, FMA and F16C were detected just above, all an AVX2 dot kernel needs.
-    let simd = unsafe { avx2(w, &a) };
-    let reference = W::vec_dot(w, &a);
-    assert!(
-        simd.to_bits() == reference.to_bits() || (simd.is_nan() && reference.is_nan()),
-        "simd {simd} vs reference {reference}"
-    );
+    // SAFETY: what the kernel needs was detected just above.
+    let simd = unsafe { kernel(w, &a) };
+    assert_same_dot(simd, W::vec_dot(w, &a), "simd");
 }
 
-/// Where AVX-512 runs, checks that the kernel `avx512` gives the reference dot product of `w`
-/// and `x` (quantized to `W::Activation`) bit for bit.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn check_avx512_dot_exact<W: VecDot>(
-    w: &[W],
-    x: &[f32],
-    avx512: unsafe fn(&[W], &[W::Activation]) -> f32,
-) {
-    if !has_avx512() {
-        return;
-    }
-    let a = quantize::<W::Activation>(x);
-    // SAFETY: AVX-512 F, BW, VL and VNNI with AVX2, FMA and F16C were detected just above, all
-    // an AVX-512 dot kernel needs.
-    let simd = unsafe { avx512(w, &a) };
-    let reference = W::vec_dot(w, &a);
+/// Checks that the dot product `got` is `reference` bit for bit (any NaN matching any NaN).
+fn assert_same_dot(got: f32, reference: f32, what: &str) {
     assert!(
-        simd.to_bits() == reference.to_bits() || (simd.is_nan() && reference.is_nan()),
-        "simd {simd} vs reference {reference}"
+        got.to_bits() == reference.to_bits() || (got.is_nan() && reference.is_nan()),
+        "{what} {got} vs reference {reference}"
     );
 }
 
@@ -382,12 +366,7 @@ pub(crate) fn check_neon_dots_exact<W: VecDot>(
     use crate::cpu::{Isa, detected};
     let a = quantize::<W::Activation>(x);
     let reference = W::vec_dot(w, &a);
-    let check = |got: f32, what: &str| {
-        assert!(
-            got.to_bits() == reference.to_bits() || (got.is_nan() && reference.is_nan()),
-            "{what} {got} vs reference {reference}"
-        );
-    };
+    let check = |got: f32, what: &str| assert_same_dot(got, reference, what);
     // SAFETY: every AArch64 CPU has NEON, all the plain NEON kernels need.
     check(unsafe { neon(w, &a) }, "NEON kernel");
     if detected() >= Isa::Dotprod {
@@ -594,9 +573,8 @@ pub(crate) use dot_tests;
 /// rows from [`dot_case`] (random, all-zero and all-ones code bits; `$patch` sets the block
 /// `$b`'s scale from the drawn f16 `$d`), the reference dot product matches the dequantized dot
 /// ([`check_reference_dot`]), the AVX2 kernel `$avx2` gives the reference's bits
-/// ([`check_avx2_dot_exact`]) and, with `avx512: kernel`, so does that AVX-512 kernel
-/// ([`check_avx512_dot_exact`]) and with `neon: module` the module's NEON kernels
-/// ([`check_neon_dots_exact`]).
+/// ([`check_x86_dot_exact`]) and, with `avx512: kernel`, so does that AVX-512 kernel, and with
+/// `neon: module` the module's NEON kernels ([`check_neon_dots_exact`]).
 macro_rules! exact_dot_tests {
     (
         $block:ty,
@@ -622,14 +600,24 @@ macro_rules! exact_dot_tests {
             #[cfg(target_arch = "x86_64")]
             #[test]
             fn avx2_dot_matches_reference_bit_exact((w, x) in dot_operands()) {
-                $crate::quant::testing::check_avx2_dot_exact(&w, &x, $avx2);
+                $crate::quant::testing::check_x86_dot_exact(
+                    &w,
+                    &x,
+                    $crate::quant::testing::has_avx2,
+                    $avx2,
+                );
             }
 
             $(
                 #[cfg(target_arch = "x86_64")]
                 #[test]
                 fn avx512_dot_matches_reference_bit_exact((w, x) in dot_operands()) {
-                    $crate::quant::testing::check_avx512_dot_exact(&w, &x, $avx512);
+                    $crate::quant::testing::check_x86_dot_exact(
+                        &w,
+                        &x,
+                        $crate::quant::testing::has_avx512,
+                        $avx512,
+                    );
                 }
             )?
 

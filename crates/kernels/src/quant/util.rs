@@ -39,6 +39,66 @@ pub(crate) fn max_by_magnitude(x: &[f32]) -> f32 {
 /// Values below this magnitude count as an all-zero group (ggml's `GROUP_MAX_EPS`).
 pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
 
+/// The value of `x` with the largest magnitude ([`max_by_magnitude`]), or `None` with the
+/// first `x.len()` codes of `l` set to 0 when it is below [`GROUP_MAX_EPS`]: the first step of
+/// ggml's symmetric quantizers.
+#[inline]
+pub(crate) fn symmetric_max(x: &[f32], l: &mut [i8]) -> Option<f32> {
+    let max = max_by_magnitude(x);
+    if max.abs() < GROUP_MAX_EPS {
+        l[..x.len()].fill(0);
+        return None;
+    }
+    Some(max)
+}
+
+/// The 32 codes of a block packed as Q4_0 packs them: code `j` in the low nibble of `qs[j]`,
+/// code `j + 16` in the high one.
+#[inline]
+pub(crate) fn split_nibbles(qs: &[u8; 16]) -> [u8; 32] {
+    std::array::from_fn(|j| if j < 16 { qs[j] & 0xF } else { qs[j - 16] >> 4 })
+}
+
+/// Packs codes 32 per 16 bytes as [`split_nibbles`] reads them (`l` whole blocks of 32).
+pub(crate) fn pack_split_nibbles(l: &[u8], qs: &mut [u8]) {
+    for (l, q) in l.chunks_exact(32).zip(qs.chunks_exact_mut(16)) {
+        for j in 0..16 {
+            q[j] = l[j] | (l[j + 16] << 4);
+        }
+    }
+}
+
+/// `Σ codes_j · q8_j`: the exact integer dot product of a block's 32 codes with the codes of
+/// a Q8_0 or Q8_1 block.
+#[inline]
+pub(crate) fn dot_codes(codes: [i32; 32], q8: &[i8; 32]) -> i32 {
+    codes.iter().zip(q8).map(|(&c, &q)| c * q as i32).sum()
+}
+
+/// The 4-bit field `i` of `bytes`, two to a byte, low nibble first.
+#[inline]
+pub(crate) fn nibble(bytes: &[u8], i: usize) -> u8 {
+    (bytes[i / 2] >> (4 * (i % 2))) & 0xF
+}
+
+/// Packs 4-bit `values` two to a byte into `out`, low nibble first (as [`nibble`] reads them).
+pub(crate) fn pack_nibbles(values: &[u8], out: &mut [u8]) {
+    for (o, pair) in out.iter_mut().zip(values.chunks_exact(2)) {
+        *o = pair[0] | pair[1] << 4;
+    }
+}
+
+/// Packs the 2-bit codes `l` of a 256-value super-block as Q2_K and Q3_K store them: byte
+/// `32n + k` holds codes `128n + 32i + k` at bits `2i`.
+pub(crate) fn pack_two_bit_codes(l: &[u8; 256], qs: &mut [u8; 64]) {
+    for n in 0..2 {
+        let l = &l[128 * n..128 * n + 128];
+        for k in 0..32 {
+            qs[32 * n + k] = l[k] | (l[k + 32] << 2) | (l[k + 64] << 4) | (l[k + 96] << 6);
+        }
+    }
+}
+
 /// The 6-bit scale and min of sub-block `j` of a Q4_K/Q5_K super-block.
 #[inline]
 pub(crate) fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
@@ -156,61 +216,14 @@ pub(crate) fn make_qkx2_quants(
     (scale, -min)
 }
 
-/// Symmetric quantization of one sub-block to `-nmax..nmax` with an error-weighted scale search
-/// (ggml's `make_qx_quants` with `rmse_type == 1` and no importance weights). Writes codes
-/// offset by `nmax` to `l` and returns the scale.
-pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
-    let n = x.len();
-    let max = max_by_magnitude(x);
-    if max.abs() < GROUP_MAX_EPS {
-        l[..n].fill(0);
-        return 0.0;
-    }
-    let code = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
-    let mut iscale = -(nmax as f32) / max;
-    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
-    for i in 0..n {
-        let q = code(iscale, x[i]);
-        l[i] = (q + nmax) as i8;
-        let w = x[i] * x[i];
-        sumlx += w * x[i] * q as f32;
-        suml2 += w * q as f32 * q as f32;
-    }
-    let mut scale = sumlx / suml2;
-    let mut best = scale * sumlx;
-    for is in -9..=9 {
-        if is == 0 {
-            continue;
-        }
-        iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        let (mut slx, mut sl2) = (0.0f32, 0.0f32);
-        for &v in x {
-            let q = code(iscale, v);
-            let w = v * v;
-            slx += w * v * q as f32;
-            sl2 += w * q as f32 * q as f32;
-        }
-        if sl2 > 0.0 && slx * slx > best * sl2 {
-            for i in 0..n {
-                l[i] = (code(iscale, x[i]) + nmax) as i8;
-            }
-            scale = slx / sl2;
-            best = scale * slx;
-        }
-    }
-    scale
-}
-
 /// Symmetric quantization of one 16-value group to `-nmax..nmax` with a few rounds of
 /// coordinate descent on the codes (ggml's `make_q3_quants` with `do_rmse`). Writes codes
 /// offset by `nmax` to `l` and returns the scale.
 pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
     let n = x.len();
-    let max = max_by_magnitude(x);
-    if max.abs() < GROUP_MAX_EPS {
-        l[..n].fill(0);
+    let Some(max) = symmetric_max(x, l) else {
         return 0.0;
-    }
+    };
     let iscale = -(nmax as f32) / max;
     let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
     for i in 0..n {

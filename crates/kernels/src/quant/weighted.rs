@@ -7,7 +7,7 @@
 //! `w_i = imatrix_i · sqrt(σ² + x_i²)` (σ² a multiple of the block's mean square) and minimise
 //! the weighted squared error of each block instead of the plain one.
 
-use super::util::{GROUP_MAX_EPS, make_qkx2_quants, max_by_magnitude, nearest_int};
+use super::util::{GROUP_MAX_EPS, make_qkx2_quants, nearest_int, symmetric_max};
 
 /// The per-value weights of one group of values: `qw_i · sqrt(sigma2 + x_i²)` (ggml's
 /// weighting of the importance matrix `qw`).
@@ -138,24 +138,26 @@ pub(crate) fn make_qp_quants(nmax: i32, x: &[f32], l: &mut [u8], quant_weights: 
     if suml2 > 0.0 { sumlx / suml2 } else { 0.0 }
 }
 
-/// Symmetric quantization of one group to `-nmax..nmax` with an importance-weighted scale
-/// search (ggml's `make_qx_quants` with `rmse_type == 1` and weights `qw`). Writes codes offset
-/// by `nmax` to `l` and returns the scale.
-pub(crate) fn make_qx_quants_weighted(nmax: i32, x: &[f32], l: &mut [i8], qw: &[f32]) -> f32 {
+/// Symmetric quantization of one group to `-nmax..nmax` with a weighted scale search (ggml's
+/// `make_qx_quants` with `rmse_type == 1`, and with the importance `qw` as its weights where
+/// given; `None` means `x_i²`). Writes codes offset by `nmax` to `l` and returns the scale.
+pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8], qw: Option<&[f32]>) -> f32 {
     let n = x.len();
-    let max = max_by_magnitude(x);
-    if max.abs() < GROUP_MAX_EPS {
-        l[..n].fill(0);
+    let Some(max) = symmetric_max(x, l) else {
         return 0.0;
-    }
+    };
+    let weight = |i: usize| match qw {
+        Some(qw) => qw[i],
+        None => x[i] * x[i],
+    };
     let code = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
     let mut iscale = -(nmax as f32) / max;
     let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
     for i in 0..n {
         let q = code(iscale, x[i]);
         l[i] = (q + nmax) as i8;
-        sumlx += qw[i] * x[i] * q as f32;
-        suml2 += qw[i] * q as f32 * q as f32;
+        sumlx += weight(i) * x[i] * q as f32;
+        suml2 += weight(i) * q as f32 * q as f32;
     }
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
     let mut best = scale * sumlx;
@@ -165,10 +167,10 @@ pub(crate) fn make_qx_quants_weighted(nmax: i32, x: &[f32], l: &mut [i8], qw: &[
         }
         iscale = -(nmax as f32 + 0.1 * is as f32) / max;
         let (mut slx, mut sl2) = (0.0f32, 0.0f32);
-        for i in 0..n {
-            let q = code(iscale, x[i]);
-            slx += qw[i] * x[i] * q as f32;
-            sl2 += qw[i] * q as f32 * q as f32;
+        for (i, &v) in x.iter().enumerate() {
+            let q = code(iscale, v);
+            slx += weight(i) * v * q as f32;
+            sl2 += weight(i) * q as f32 * q as f32;
         }
         if sl2 > 0.0 && slx * slx > best * sl2 {
             for i in 0..n {

@@ -208,6 +208,20 @@ pub(crate) fn scale_pair(lo: i16, hi: i16) -> __m256i {
     _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo))
 }
 
+/// The 2-bit codes of 32 bytes, in four registers: register `k` holds bits `2k..2k + 2` of each
+/// byte.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn two_bit_codes_32(b: &[u8; 32]) -> [__m256i; 4] {
+    let (bits, m3) = (load_u8x32(b), _mm256_set1_epi8(3));
+    [
+        _mm256_and_si256(bits, m3),
+        _mm256_and_si256(_mm256_srli_epi16::<2>(bits), m3),
+        _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m3),
+        _mm256_and_si256(_mm256_srli_epi16::<6>(bits), m3),
+    ]
+}
+
 /// Unpacks 32 nibbles: element `j` from the low nibble of `q[j]`, element `j + 16` from the high.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]

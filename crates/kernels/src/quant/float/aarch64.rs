@@ -8,6 +8,8 @@ use std::arch::asm;
 
 use half::{bf16, f16};
 
+use super::dot_from;
+
 /// Loads 8 floats.
 #[inline]
 #[target_feature(enable = "neon")]
@@ -73,9 +75,10 @@ fn add8(a: [float32x4_t; 2], b: [float32x4_t; 2]) -> [float32x4_t; 2] {
     [vaddq_f32(a[0], b[0]), vaddq_f32(a[1], b[1])]
 }
 
+/// Declares the NEON dot product `$name` of `$t` rows (loaded eight at a time by `$load`).
 macro_rules! float_dot {
-    ($(#[$doc:meta])* $name:ident, $t:ty, $load:ident, $to_f32:expr) => {
-        $(#[$doc])*
+    ($($name:ident: $t:ty, $load:ident;)*) => {$(
+        #[doc = concat!("NEON version of `", stringify!($t), "`'s `vec_dot`.")]
         #[target_feature(enable = "neon")]
         pub(crate) fn $name(w: &[$t], a: &[f32]) -> f32 {
             let (wc, wt) = w.as_chunks::<32>();
@@ -92,21 +95,13 @@ macro_rules! float_dot {
                 }
             }
             let sum = add8(add8(acc[0], acc[1]), add8(acc[2], acc[3]));
-            let to_f32 = $to_f32;
-            wt.iter().zip(at).fold(hsum_float_8(sum), |s, (x, y)| s + to_f32(*x) * y)
+            dot_from(hsum_float_8(sum), wt, at)
         }
-    };
+    )*};
 }
 
-float_dot!(
-    /// NEON version of `f32`'s `vec_dot`.
-    vec_dot_f32, f32, load_f32x8, |x: f32| x
-);
-float_dot!(
-    /// NEON version of `f16`'s `vec_dot`.
-    vec_dot_f16, f16, load_f16x8, |x: f16| x.to_f32()
-);
-float_dot!(
-    /// NEON version of `bf16`'s `vec_dot`.
-    vec_dot_bf16, bf16, load_bf16x8, |x: bf16| f32::from_bits((x.to_bits() as u32) << 16)
-);
+float_dot! {
+    vec_dot_f32: f32, load_f32x8;
+    vec_dot_f16: f16, load_f16x8;
+    vec_dot_bf16: bf16, load_bf16x8;
+}

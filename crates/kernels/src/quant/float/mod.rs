@@ -24,73 +24,59 @@ pub fn f32_to_bf16(x: f32) -> bf16 {
     bf16::from_bits(((u + (0x7fff + ((u >> 16) & 1))) >> 16) as u16)
 }
 
-impl BlockFormat for f32 {
-    const TYPE: GgmlType = GgmlType::F32;
-    const ELEMS: usize = 1;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        out[0] = *self;
-    }
+/// A float weight type, widened exactly to f32.
+pub(crate) trait Widen: Copy {
+    /// The value as f32 (a bf16's bits shifted into place, its NaNs kept as they are).
+    fn widen(self) -> f32;
 }
 
-impl Quantize for f32 {
-    fn quantize(x: &[f32]) -> Self {
-        x[0]
-    }
+/// `init + Σ wᵢ·aᵢ`, added in order: the scalar reference dot product (from 0) and the tail of
+/// the SIMD kernels.
+#[inline]
+pub(crate) fn dot_from<T: Widen>(init: f32, w: &[T], a: &[f32]) -> f32 {
+    w.iter().zip(a).fold(init, |s, (x, y)| s + x.widen() * y)
 }
 
-impl BlockFormat for f16 {
-    const TYPE: GgmlType = GgmlType::F16;
-    const ELEMS: usize = 1;
+/// Implements [`Widen`], [`BlockFormat`], [`Quantize`] (with `$from_f32`) and [`VecDot`] for
+/// the float type `$t` of GGUF type `$ty`, widened by `$widen`.
+macro_rules! float_format {
+    ($t:ty: $ty:ident, $widen:expr, $from_f32:expr) => {
+        impl Widen for $t {
+            #[inline]
+            fn widen(self) -> f32 {
+                $widen(self)
+            }
+        }
 
-    fn dequantize(&self, out: &mut [f32]) {
-        out[0] = self.to_f32();
-    }
+        impl BlockFormat for $t {
+            const TYPE: GgmlType = GgmlType::$ty;
+            const ELEMS: usize = 1;
+
+            fn dequantize(&self, out: &mut [f32]) {
+                out[0] = self.widen();
+            }
+        }
+
+        impl Quantize for $t {
+            fn quantize(x: &[f32]) -> Self {
+                $from_f32(x[0])
+            }
+        }
+
+        impl VecDot for $t {
+            type Activation = f32;
+
+            fn vec_dot(w: &[Self], a: &[f32]) -> f32 {
+                dot_from(0.0, w, a)
+            }
+        }
+    };
 }
 
-impl Quantize for f16 {
-    fn quantize(x: &[f32]) -> Self {
-        f16::from_f32(x[0])
-    }
-}
-
-impl BlockFormat for bf16 {
-    const TYPE: GgmlType = GgmlType::BF16;
-    const ELEMS: usize = 1;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        out[0] = f32::from_bits((self.to_bits() as u32) << 16);
-    }
-}
-
-impl Quantize for bf16 {
-    fn quantize(x: &[f32]) -> Self {
-        f32_to_bf16(x[0])
-    }
-}
-
-impl VecDot for f32 {
-    type Activation = f32;
-
-    fn vec_dot(w: &[Self], a: &[f32]) -> f32 {
-        w.iter().zip(a).fold(0.0, |s, (x, y)| s + x * y)
-    }
-}
-
-impl VecDot for f16 {
-    type Activation = f32;
-
-    fn vec_dot(w: &[Self], a: &[f32]) -> f32 {
-        w.iter().zip(a).fold(0.0, |s, (x, y)| s + x.to_f32() * y)
-    }
-}
-
-impl VecDot for bf16 {
-    type Activation = f32;
-
-    fn vec_dot(w: &[Self], a: &[f32]) -> f32 {
-        w.iter().zip(a).fold(0.0, |s, (x, y)| {
-            s + f32::from_bits((x.to_bits() as u32) << 16) * y
-        })
-    }
-}
+float_format!(f32: F32, |x: f32| x, |x: f32| x);
+float_format!(f16: F16, f16::to_f32, f16::from_f32);
+float_format!(
+    bf16: BF16,
+    |x: bf16| f32::from_bits((x.to_bits() as u32) << 16),
+    f32_to_bf16
+);

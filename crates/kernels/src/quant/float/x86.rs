@@ -5,6 +5,8 @@ use std::arch::x86_64::*;
 
 use half::{bf16, f16};
 
+use super::dot_from;
+
 use crate::quant::x86::{hsum_float_8, prefetch_ahead};
 
 /// Loads 8 floats.
@@ -32,9 +34,10 @@ fn load_bf16x8(x: &[bf16; 8]) -> __m256 {
     _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(raw)))
 }
 
+/// Declares the AVX2 dot product `$name` of `$t` rows (loaded eight at a time by `$load`).
 macro_rules! float_dot {
-    ($(#[$doc:meta])* $name:ident, $t:ty, $load:ident, $to_f32:expr) => {
-        $(#[$doc])*
+    ($($name:ident: $t:ty, $load:ident;)*) => {$(
+        #[doc = concat!("AVX2 version of `", stringify!($t), "`'s `vec_dot`.")]
         #[target_feature(enable = "avx2,fma,f16c")]
         pub(crate) fn $name(w: &[$t], a: &[f32]) -> f32 {
             let (wc, wt) = w.as_chunks::<32>();
@@ -49,21 +52,13 @@ macro_rules! float_dot {
                 }
             }
             let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-            let to_f32 = $to_f32;
-            wt.iter().zip(at).fold(hsum_float_8(sum), |s, (x, y)| s + to_f32(*x) * y)
+            dot_from(hsum_float_8(sum), wt, at)
         }
-    };
+    )*};
 }
 
-float_dot!(
-    /// AVX2 version of `f32`'s `vec_dot`.
-    vec_dot_f32, f32, load_f32x8, |x: f32| x
-);
-float_dot!(
-    /// AVX2 version of `f16`'s `vec_dot`.
-    vec_dot_f16, f16, load_f16x8, |x: f16| x.to_f32()
-);
-float_dot!(
-    /// AVX2 version of `bf16`'s `vec_dot`.
-    vec_dot_bf16, bf16, load_bf16x8, |x: bf16| f32::from_bits((x.to_bits() as u32) << 16)
-);
+float_dot! {
+    vec_dot_f32: f32, load_f32x8;
+    vec_dot_f16: f16, load_f16x8;
+    vec_dot_bf16: bf16, load_bf16x8;
+}

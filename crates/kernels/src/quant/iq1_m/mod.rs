@@ -64,7 +64,7 @@ impl BlockIq1M {
     /// The nibble of `qh` that belongs to group `g` (eight values, 0..32).
     #[inline]
     fn nibble(&self, g: usize) -> usize {
-        (self.qh[g / 2] as usize >> (4 * (g % 2))) & 0xF
+        super::util::nibble(&self.qh, g) as usize
     }
 
     /// The grid entry of group `g`: eight bytes −1, 0 or 1.

@@ -20,6 +20,7 @@ use super::BlockIq1M;
 use crate::quant::QuantizeWeighted;
 use crate::quant::grid_search::{IQ1S, Lookup};
 use crate::quant::iq1_s::DELTA;
+use crate::quant::iq1_s::quantize::{sorted_order, split_levels};
 use crate::quant::util::nearest_int;
 use crate::quant::weighted::{squares_or_importance, sum_squares};
 
@@ -144,13 +145,7 @@ impl QuantizeWeighted for BlockIq1M {
 /// chosen per half: the scale, the sign pair and the levels of the values in their order;
 /// `None` when no split has a positive fit.
 fn best_split(xb: &[f32], weight: &[f32; BLOCK], max: f32) -> Option<(f32, usize, [u8; BLOCK])> {
-    // ggml sorts (value, index) pairs by value with glibc's qsort, a stable merge sort.
-    let mut idx: [usize; BLOCK] = std::array::from_fn(|j| j);
-    idx.sort_by(|&a, &b| {
-        xb[a]
-            .partial_cmp(&xb[b])
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
+    let idx: [usize; BLOCK] = sorted_order(xb);
     let (mut px, mut pw) = ([[0.0f32; BLOCK + 1]; 2], [[0.0f32; BLOCK + 1]; 2]);
     for (j, &i) in idx.iter().enumerate() {
         let h = usize::from(i >= BLOCK / 2);
@@ -201,15 +196,5 @@ fn best_split(xb: &[f32], weight: &[f32; BLOCK], max: f32) -> Option<(f32, usize
         }
     }
     let (i1, i2, pair) = best?;
-    let mut l = [0u8; BLOCK];
-    for (j, &i) in idx.iter().enumerate() {
-        l[i] = if j < i1 {
-            0
-        } else if j < i2 {
-            1
-        } else {
-            2
-        };
-    }
-    Some((scale, pair, l))
+    Some((scale, pair, split_levels(&idx, i1, i2)))
 }

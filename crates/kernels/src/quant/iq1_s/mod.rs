@@ -19,7 +19,7 @@ pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
-mod quantize;
+pub(super) mod quantize;
 
 #[cfg(test)]
 mod tests;

@@ -133,13 +133,7 @@ fn best_split(
     x_m: &[f32; 3],
     max: f32,
 ) -> Option<(f32, i8, [u8; BLOCK])> {
-    // ggml sorts (value, index) pairs by value with glibc's qsort, a stable merge sort.
-    let mut idx: [usize; BLOCK] = std::array::from_fn(|j| j);
-    idx.sort_by(|&a, &b| {
-        xb[a]
-            .partial_cmp(&xb[b])
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
+    let idx: [usize; BLOCK] = sorted_order(xb);
     let (mut sumx, mut sumw) = ([0.0f32; BLOCK + 1], [0.0f32; BLOCK + 1]);
     for (j, &i) in idx.iter().enumerate() {
         sumx[j + 1] = sumx[j] + weight[i] * xb[i];
@@ -169,7 +163,25 @@ fn best_split(
         }
     }
     let (i1, i2, shift) = best?;
-    let mut l = [0u8; BLOCK];
+    Some((scale, shift, split_levels(&idx, i1, i2)))
+}
+
+/// The order of the values `xb` sorted by value, as ggml sorts `(value, index)` pairs (glibc's
+/// `qsort`, a stable merge sort).
+pub(crate) fn sorted_order<const N: usize>(xb: &[f32]) -> [usize; N] {
+    let mut idx: [usize; N] = std::array::from_fn(|j| j);
+    idx.sort_by(|&a, &b| {
+        xb[a]
+            .partial_cmp(&xb[b])
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    idx
+}
+
+/// The levels of values split at positions `i1` and `i2` of their sorted order `idx`: 0
+/// before `i1`, 1 before `i2`, 2 from there.
+pub(crate) fn split_levels<const N: usize>(idx: &[usize; N], i1: usize, i2: usize) -> [u8; N] {
+    let mut l = [0u8; N];
     for (j, &i) in idx.iter().enumerate() {
         l[i] = if j < i1 {
             0
@@ -179,5 +191,5 @@ fn best_split(
             2
         };
     }
-    Some((scale, shift, l))
+    l
 }

@@ -16,8 +16,9 @@ use rinfer_formats::QK_K;
 
 use super::BlockIq2S;
 use crate::quant::QuantizeWeighted;
-use crate::quant::grid_fit::{Fitted, Refit, SubBlockFit, scale_level};
+use crate::quant::grid_fit::{Refit, SubBlockFit, scale_levels};
 use crate::quant::grid_search::IQ2S;
+use crate::quant::util::pack_nibbles;
 use crate::quant::weighted::{importance_weights, sum_squares};
 
 /// Values per half sub-block.
@@ -29,8 +30,6 @@ const GROUP_MAX_EPS_IQ2_S: f32 = 1e-8;
 impl QuantizeWeighted for BlockIq2S {
     fn quantize_weighted(x: &[f32], weights: Option<&[f32]>) -> Self {
         let mut b = BlockIq2S::zeroed();
-        let mut scales = [0.0f32; QK_K / BLOCK];
-        let mut max_scale = 0.0f32;
         let sigma2 = 2.0 * sum_squares(&x[..QK_K]) / QK_K as f32;
         let fit = SubBlockFit {
             grid: &*IQ2S,
@@ -40,45 +39,30 @@ impl QuantizeWeighted for BlockIq2S {
             step: 0.1,
             refit: Refit::OffGridOnly,
         };
-        let mut weight = [0.0f32; BLOCK];
-        for (ib, scale_of) in scales.iter_mut().enumerate() {
-            let at = BLOCK * ib..BLOCK * ib + BLOCK;
-            let xb = &x[at.clone()];
-            match weights {
-                Some(qw) => importance_weights(&qw[at], xb, sigma2, &mut weight),
-                None => {
-                    for (w, &v) in weight.iter_mut().zip(xb) {
-                        *w = 0.25 * sigma2 + v * v;
-                    }
+        let weigh = |at: std::ops::Range<usize>, weight: &mut [f32]| match weights {
+            Some(qw) => importance_weights(&qw[at.clone()], &x[at], sigma2, weight),
+            None => {
+                for (w, &v) in weight.iter_mut().zip(&x[at]) {
+                    *w = 0.25 * sigma2 + v * v;
                 }
             }
-            let Some(Fitted {
-                scale,
-                signs,
-                levels,
-            }) = fit.fit(xb, &weight)
-            else {
-                continue;
-            };
-            for (k, &s) in signs[..BLOCK / 8].iter().enumerate() {
-                let index = fit.grid.index_of(&levels[8 * k..8 * k + 8]);
+        };
+        let mut scales = [0.0f32; QK_K / BLOCK];
+        let max_scale = fit.fit_sub_blocks(x, &mut scales, weigh, |ib, fitted| {
+            for (k, &s) in fitted.signs[..BLOCK / 8].iter().enumerate() {
+                let index = fit.grid.index_of(&fitted.levels[8 * k..8 * k + 8]);
                 let g = 2 * ib + k;
                 b.qs[g] = (index & 255) as u8;
                 b.qh[g / 4] |= ((index >> 8) << (2 * (g % 4))) as u8;
                 b.qs[QK_K / 8 + g] = s;
             }
-            *scale_of = scale;
-            max_scale = if max_scale > scale { max_scale } else { scale };
-        }
+        });
         if max_scale == 0.0 {
             return b;
         }
-        let d = max_scale / 31.0;
+        let (d, levels) = scale_levels(&scales, max_scale);
         b.d = f16::from_f32(d * 0.9875);
-        let id = 1.0 / d;
-        for (ib, &s) in scales.iter().enumerate() {
-            b.scales[ib / 2] |= scale_level(id, s) << (4 * (ib % 2));
-        }
+        pack_nibbles(&levels, &mut b.scales);
         b
     }
 }

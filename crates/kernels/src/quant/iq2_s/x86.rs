@@ -4,6 +4,7 @@
 use super::BlockIq2S;
 use crate::quant::iq_grids::{IQ2S_GRID, SIGN_BYTES};
 use crate::quant::q8_k::BlockQ8K;
+use crate::quant::signed_grid::SignedGrid;
 use crate::quant::x86::{grid_dot, scale_pair, signed_grid_product, u64x4};
 
 /// AVX2 version of [`BlockIq2S`]'s `vec_dot`.
@@ -12,7 +13,7 @@ pub(crate) fn vec_dot(w: &[BlockIq2S], a: &[BlockQ8K]) -> f32 {
     let sub_block = |x: &BlockIq2S, ib: usize, q8| {
         let g = u64x4([0, 1, 2, 3].map(|l| IQ2S_GRID[x.index(4 * ib + l)]));
         let s = u64x4([0, 1, 2, 3].map(|l| SIGN_BYTES[x.signs(4 * ib + l) as usize]));
-        let ls = |h: usize| 2 * x.scale(h) as i16 + 1;
+        let ls = |h: usize| x.multiplier(h) as i16;
         signed_grid_product(g, q8, s, scale_pair(ls(2 * ib), ls(2 * ib + 1)))
     };
     0.125

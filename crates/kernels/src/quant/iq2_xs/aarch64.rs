@@ -7,6 +7,7 @@ use super::BlockIq2Xs;
 use crate::quant::aarch64::{Dot4, dot4_kernels, grid_dot, signed_grid_halves};
 use crate::quant::iq_grids::{IQ2XS_GRID, KSIGNS, SIGN_BYTES};
 use crate::quant::q8_k::BlockQ8K;
+use crate::quant::signed_grid::SignedGrid;
 
 /// [`BlockIq2Xs`]'s `vec_dot`.
 ///
@@ -21,7 +22,7 @@ unsafe fn vec_dot<D: Dot4>(w: &[BlockIq2Xs], a: &[BlockQ8K]) -> f32 {
         let s = [0, 1, 2, 3].map(|l| SIGN_BYTES[KSIGNS[(q[l] >> 9) as usize] as usize]);
         // SAFETY: the caller guarantees what `D` needs.
         let [p0, p1] = unsafe { signed_grid_halves::<D>(g, s, q8) };
-        let ls = |h: usize| 2 * x.scale(h) as i32 + 1;
+        let ls = |h: usize| x.multiplier(h);
         vmlaq_n_s32(vmulq_n_s32(p0, ls(2 * ib)), p1, ls(2 * ib + 1))
     };
     0.125

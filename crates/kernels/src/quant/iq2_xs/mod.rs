@@ -12,6 +12,7 @@ use rinfer_formats::QK_K;
 use super::iq_grids::{IQ2XS_GRID, KSIGNS, signed8};
 use super::q8_k::BlockQ8K;
 use super::signed_grid::SignedGrid;
+use super::util::nibble;
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -35,16 +36,9 @@ block_struct! {
     }
 }
 
-impl BlockIq2Xs {
-    /// The 4-bit scale of the 16 values `h` (0..16).
-    #[inline]
-    pub(crate) fn scale(&self, h: usize) -> u8 {
-        (self.scales[h / 2] >> (4 * (h % 2))) & 0xF
-    }
-}
-
 impl SignedGrid for BlockIq2Xs {
     const GROUPS_PER_SCALE: usize = 2;
+    const VALUE_FACTOR: f32 = 0.25;
     const DOT_FACTOR: f32 = 0.125;
 
     fn d(&self) -> f16 {
@@ -56,11 +50,8 @@ impl SignedGrid for BlockIq2Xs {
         signed8(IQ2XS_GRID[(q & 511) as usize], KSIGNS[(q >> 9) as usize])
     }
     #[inline]
-    fn multiplier(&self, s: usize) -> i32 {
-        2 * self.scale(s) as i32 + 1
-    }
-    fn value_scale(&self, d: f32, s: usize) -> f32 {
-        d * (0.5 + self.scale(s) as f32) * 0.25
+    fn level(&self, h: usize) -> u8 {
+        nibble(&self.scales, h)
     }
 }
 

@@ -15,9 +15,9 @@ use rinfer_formats::QK_K;
 
 use super::BlockIq2Xs;
 use crate::quant::QuantizeWeighted;
-use crate::quant::grid_fit::{Fitted, Refit, SubBlockFit, scale_level};
+use crate::quant::grid_fit::{Refit, SubBlockFit, scale_levels};
 use crate::quant::grid_search::IQ2XS;
-use crate::quant::util::GROUP_MAX_EPS;
+use crate::quant::util::{GROUP_MAX_EPS, pack_nibbles};
 use crate::quant::weighted::{importance_weights, sum_squares};
 
 /// Values per half sub-block.
@@ -30,8 +30,6 @@ impl QuantizeWeighted for BlockIq2Xs {
         let ones = [1.0f32; QK_K];
         let qw = weights.unwrap_or(&ones);
         let mut b = BlockIq2Xs::zeroed();
-        let mut scales = [0.0f32; QK_K / BLOCK];
-        let mut max_scale = 0.0f32;
         let sigma2 = sum_squares(&x[..QK_K]) / QK_K as f32;
         let fit = SubBlockFit {
             grid: &*IQ2XS,
@@ -41,36 +39,25 @@ impl QuantizeWeighted for BlockIq2Xs {
             step: 0.1,
             refit: Refit::OffGridOnly,
         };
-        let mut weight = [0.0f32; BLOCK];
-        for (ib, scale_of) in scales.iter_mut().enumerate() {
-            let at = BLOCK * ib..BLOCK * ib + BLOCK;
-            let xb = &x[at.clone()];
-            importance_weights(&qw[at], xb, sigma2, &mut weight);
-            let Some(Fitted {
-                scale,
-                signs,
-                levels,
-            }) = fit.fit(xb, &weight)
-            else {
-                continue;
-            };
-            for (k, &s) in signs[..BLOCK / 8].iter().enumerate() {
-                let index = fit.grid.index_of(&levels[8 * k..8 * k + 8]);
-                b.qs[2 * ib + k] = index as u16 | (s as u16) << 9;
-            }
-            *scale_of = scale;
-            max_scale = if max_scale > scale { max_scale } else { scale };
-        }
+        let mut scales = [0.0f32; QK_K / BLOCK];
+        let max_scale = fit.fit_sub_blocks(
+            x,
+            &mut scales,
+            |at, weight| importance_weights(&qw[at.clone()], &x[at], sigma2, weight),
+            |ib, fitted| {
+                for (k, &s) in fitted.signs[..BLOCK / 8].iter().enumerate() {
+                    let index = fit.grid.index_of(&fitted.levels[8 * k..8 * k + 8]);
+                    b.qs[2 * ib + k] = index as u16 | (s as u16) << 9;
+                }
+            },
+        );
         if max_scale == 0.0 {
             b.qs = [0; QK_K / 8];
             return b;
         }
-        let d = max_scale / 31.0;
+        let (d, levels) = scale_levels(&scales, max_scale);
         b.d = f16::from_f32(d);
-        let id = 1.0 / d;
-        for (ib, &s) in scales.iter().enumerate() {
-            b.scales[ib / 2] |= scale_level(id, s) << (4 * (ib % 2));
-        }
+        pack_nibbles(&levels, &mut b.scales);
         b
     }
 }

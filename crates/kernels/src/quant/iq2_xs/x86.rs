@@ -5,6 +5,7 @@
 use super::BlockIq2Xs;
 use crate::quant::iq_grids::{IQ2XS_GRID, KSIGNS, SIGN_BYTES};
 use crate::quant::q8_k::BlockQ8K;
+use crate::quant::signed_grid::SignedGrid;
 use crate::quant::x86::{grid_dot, scale_pair, signed_grid_product, u64x4};
 
 /// AVX2 version of [`BlockIq2Xs`]'s `vec_dot`.
@@ -14,7 +15,7 @@ pub(crate) fn vec_dot(w: &[BlockIq2Xs], a: &[BlockQ8K]) -> f32 {
         let q = &x.qs[4 * ib..4 * ib + 4];
         let g = u64x4([0, 1, 2, 3].map(|l| IQ2XS_GRID[(q[l] & 511) as usize]));
         let s = u64x4([0, 1, 2, 3].map(|l| SIGN_BYTES[KSIGNS[(q[l] >> 9) as usize] as usize]));
-        let ls = |h: usize| 2 * x.scale(h) as i16 + 1;
+        let ls = |h: usize| x.multiplier(h) as i16;
         signed_grid_product(g, q8, s, scale_pair(ls(2 * ib), ls(2 * ib + 1)))
     };
     0.125

@@ -45,6 +45,7 @@ impl BlockIq2Xxs {
 
 impl SignedGrid for BlockIq2Xxs {
     const GROUPS_PER_SCALE: usize = 4;
+    const VALUE_FACTOR: f32 = 0.25;
     const DOT_FACTOR: f32 = 0.125;
 
     fn d(&self) -> f16 {
@@ -61,11 +62,8 @@ impl SignedGrid for BlockIq2Xxs {
         )
     }
     #[inline]
-    fn multiplier(&self, s: usize) -> i32 {
-        2 * (self.sub_block(s).1 >> 28) as i32 + 1
-    }
-    fn value_scale(&self, d: f32, s: usize) -> f32 {
-        d * (0.5 + (self.sub_block(s).1 >> 28) as f32) * 0.25
+    fn level(&self, s: usize) -> u8 {
+        (self.sub_block(s).1 >> 28) as u8
     }
 }
 

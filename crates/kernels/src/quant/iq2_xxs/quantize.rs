@@ -16,7 +16,7 @@ use rinfer_formats::QK_K;
 
 use super::BlockIq2Xxs;
 use crate::quant::QuantizeWeighted;
-use crate::quant::grid_fit::{Refit, Trials, even_signs, max_of, scale_level, search_scale};
+use crate::quant::grid_fit::{Refit, Trials, even_signs, max_of, scale_levels, search_scale};
 use crate::quant::grid_search::IQ2XXS;
 use crate::quant::util::GROUP_MAX_EPS;
 use crate::quant::weighted::{importance_weights, make_qp_quants, sum_squares};
@@ -86,11 +86,10 @@ impl QuantizeWeighted for BlockIq2Xxs {
         if max_scale == 0.0 {
             return b;
         }
-        let d = max_scale / 31.0;
+        let (d, levels) = scale_levels(&scales, max_scale);
         b.d = f16::from_f32(d);
-        let id = 1.0 / d;
-        for ib in 0..QK_K / 32 {
-            q2[2 * ib + 1] |= (scale_level(id, scales[ib]) as u32) << 28;
+        for (ib, &level) in levels.iter().enumerate() {
+            q2[2 * ib + 1] |= (level as u32) << 28;
         }
         for (i, w) in q2.iter().enumerate() {
             b.qs[2 * i] = *w as u16;

@@ -8,6 +8,7 @@ use super::BlockIq3S;
 use crate::quant::aarch64::{Dot4, dot4_kernels, grid_dot, signed_grid_halves};
 use crate::quant::iq_grids::{IQ3S_GRID, SIGN_BYTES};
 use crate::quant::q8_k::BlockQ8K;
+use crate::quant::signed_grid::SignedGrid;
 
 /// [`BlockIq3S`]'s `vec_dot`.
 ///
@@ -22,7 +23,7 @@ unsafe fn vec_dot<D: Dot4>(w: &[BlockIq3S], a: &[BlockQ8K]) -> f32 {
         let s = [0, 1, 2, 3].map(|l| SIGN_BYTES[x.signs[4 * ib + l] as usize]);
         // SAFETY: the caller guarantees what `D` needs.
         let [p0, p1] = unsafe { signed_grid_halves::<D>(g, s, q8) };
-        vmulq_n_s32(vaddq_s32(p0, p1), x.scale(ib))
+        vmulq_n_s32(vaddq_s32(p0, p1), x.multiplier(ib))
     };
     grid_dot(w, a, sub_block, |x, y, sumi| {
         x.d.to_f32() * y.d * sumi as f32

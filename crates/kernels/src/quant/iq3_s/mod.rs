@@ -12,6 +12,7 @@ use rinfer_formats::QK_K;
 use super::iq_grids::{IQ3S_GRID, signed8};
 use super::q8_k::BlockQ8K;
 use super::signed_grid::SignedGrid;
+use super::util::nibble;
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -45,16 +46,11 @@ impl BlockIq3S {
     pub(crate) fn index(&self, ib: usize, k: usize) -> usize {
         self.qs[8 * ib + k] as usize | ((self.qh[ib] as usize >> k) & 1) << 8
     }
-
-    /// Sub-block `ib`'s multiplier `1 + 2s`.
-    #[inline]
-    pub(crate) fn scale(&self, ib: usize) -> i32 {
-        1 + 2 * ((self.scales[ib / 2] >> (4 * (ib % 2))) & 0xF) as i32
-    }
 }
 
 impl SignedGrid for BlockIq3S {
     const GROUPS_PER_SCALE: usize = 4;
+    const VALUE_FACTOR: f32 = 2.0;
     const DOT_FACTOR: f32 = 1.0;
 
     fn d(&self) -> f16 {
@@ -67,11 +63,8 @@ impl SignedGrid for BlockIq3S {
         signed8(entry(0) | entry(1) << 32, self.signs[4 * ib + l])
     }
     #[inline]
-    fn multiplier(&self, s: usize) -> i32 {
-        self.scale(s)
-    }
-    fn value_scale(&self, d: f32, s: usize) -> f32 {
-        d * self.scale(s) as f32
+    fn level(&self, ib: usize) -> u8 {
+        nibble(&self.scales, ib)
     }
 }
 

@@ -21,9 +21,9 @@ use rinfer_formats::QK_K;
 
 use super::BlockIq3S;
 use crate::quant::QuantizeWeighted;
-use crate::quant::grid_fit::{Fitted, Refit, SubBlockFit, scale_level};
+use crate::quant::grid_fit::{Refit, SubBlockFit, scale_levels};
 use crate::quant::grid_search::IQ3S;
-use crate::quant::weighted::{squares_or_importance, sum_squares};
+use crate::quant::util::pack_nibbles;
 
 /// Values per sub-block.
 const BLOCK: usize = 32;
@@ -32,9 +32,6 @@ impl QuantizeWeighted for BlockIq3S {
     fn quantize_weighted(x: &[f32], weights: Option<&[f32]>) -> Self {
         let mut b = BlockIq3S::zeroed();
         let (mut qs_at, mut signs_at) = (0, 0);
-        let mut scales = [0.0f32; QK_K / BLOCK];
-        let mut max_scale = 0.0f32;
-        let sigma2 = 2.0 * sum_squares(&x[..QK_K]) / QK_K as f32;
         let fit = SubBlockFit {
             grid: &*IQ3S,
             even_signs: false,
@@ -44,40 +41,23 @@ impl QuantizeWeighted for BlockIq3S {
             step: 0.2,
             refit: Refit::AllUnlessOnGrid,
         };
-        let mut weight = [0.0f32; BLOCK];
-        for (ib, scale_of) in scales.iter_mut().enumerate() {
-            let at = BLOCK * ib..BLOCK * ib + BLOCK;
-            let xb = &x[at.clone()];
-            squares_or_importance(weights.map(|w| &w[at]), xb, sigma2, &mut weight);
-            let Some(Fitted {
-                scale,
-                signs,
-                levels,
-            }) = fit.fit(xb, &weight)
-            else {
-                continue;
-            };
-            for k in 0..BLOCK / 4 {
-                let index = fit.grid.index_of(&levels[4 * k..4 * k + 4]);
+        let mut scales = [0.0f32; QK_K / BLOCK];
+        let max_scale = fit.fit_iq3(x, weights, &mut scales, |ib, index, fitted| {
+            for (k, &index) in index.iter().enumerate() {
                 let n = ib * (BLOCK / 4) + k;
                 b.qs[qs_at + k] = (index & 255) as u8;
                 b.qh[n / 8] |= ((index >> 8) << (n % 8)) as u8;
             }
             qs_at += BLOCK / 4;
-            b.signs[signs_at..signs_at + BLOCK / 8].copy_from_slice(&signs);
+            b.signs[signs_at..signs_at + BLOCK / 8].copy_from_slice(&fitted.signs);
             signs_at += BLOCK / 8;
-            *scale_of = scale;
-            max_scale = if max_scale > scale { max_scale } else { scale };
-        }
+        });
         if max_scale == 0.0 {
             return b;
         }
-        let d = max_scale / 31.0;
+        let (d, levels) = scale_levels(&scales, max_scale);
         b.d = f16::from_f32(d * 1.033);
-        let id = 1.0 / d;
-        for ib in (0..QK_K / BLOCK).step_by(2) {
-            b.scales[ib / 2] = scale_level(id, scales[ib]) | (scale_level(id, scales[ib + 1]) << 4);
-        }
+        pack_nibbles(&levels, &mut b.scales);
         b
     }
 }

@@ -49,6 +49,7 @@ impl BlockIq3Xxs {
 
 impl SignedGrid for BlockIq3Xxs {
     const GROUPS_PER_SCALE: usize = 4;
+    const VALUE_FACTOR: f32 = 0.5;
     const DOT_FACTOR: f32 = 0.25;
 
     fn d(&self) -> f16 {
@@ -62,11 +63,8 @@ impl SignedGrid for BlockIq3Xxs {
         signed8(entry(0) | entry(1) << 32, signs)
     }
     #[inline]
-    fn multiplier(&self, s: usize) -> i32 {
-        2 * (self.signs_and_scale(s) >> 28) as i32 + 1
-    }
-    fn value_scale(&self, d: f32, s: usize) -> f32 {
-        d * (0.5 + (self.signs_and_scale(s) >> 28) as f32) * 0.5
+    fn level(&self, s: usize) -> u8 {
+        (self.signs_and_scale(s) >> 28) as u8
     }
 }
 

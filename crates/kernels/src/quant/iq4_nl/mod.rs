@@ -5,6 +5,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
+use super::util::{dot_codes, split_nibbles};
 use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -34,9 +35,8 @@ impl BlockFormat for BlockIq4Nl {
 
     fn dequantize(&self, out: &mut [f32]) {
         let d = self.d.to_f32();
-        for (j, &q) in self.qs.iter().enumerate() {
-            out[j] = d * KVALUES[(q & 0xF) as usize] as f32;
-            out[j + 16] = d * KVALUES[(q >> 4) as usize] as f32;
+        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
+            *o = d * KVALUES[q as usize] as f32;
         }
     }
 }
@@ -46,11 +46,10 @@ impl VecDot for BlockIq4Nl {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let mut sumi = 0i32;
-            for (j, &q) in x.qs.iter().enumerate() {
-                sumi += KVALUES[(q & 0xF) as usize] as i32 * y.qs[j] as i32;
-                sumi += KVALUES[(q >> 4) as usize] as i32 * y.qs[j + 16] as i32;
-            }
+            let sumi = dot_codes(
+                split_nibbles(&x.qs).map(|q| KVALUES[q as usize] as i32),
+                &y.qs,
+            );
             (x.d.to_f32() * y.d.to_f32()) * sumi as f32
         })
     }

@@ -4,7 +4,8 @@
 use half::f16;
 
 use super::BlockIq4Nl;
-use crate::quant::iq4_codes::{best_index, pack, sub_block_scale, value_weights};
+use crate::quant::iq4_codes::{best_index, sub_block_scale, value_weights};
+use crate::quant::util::pack_split_nibbles;
 use crate::quant::{Quantize, QuantizeWeighted};
 
 impl Quantize for BlockIq4Nl {
@@ -27,7 +28,7 @@ impl QuantizeWeighted for BlockIq4Nl {
             d: f16::from_f32(scale),
             qs: [0; 16],
         };
-        pack(&l, &mut b.qs);
+        pack_split_nibbles(&l, &mut b.qs);
         b
     }
 }

@@ -6,6 +6,7 @@ use rinfer_formats::{GgmlType, QK_K};
 
 use super::iq4_codes::KVALUES;
 use super::q8_k::BlockQ8K;
+use super::util::nibble;
 use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -35,7 +36,7 @@ impl BlockIq4Xs {
     /// Scale of sub-block `j`, minus 32.
     #[inline]
     pub(crate) fn scale(&self, j: usize) -> i32 {
-        let low = (self.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
+        let low = nibble(&self.scales_l, j);
         let high = ((self.scales_h >> (2 * j)) & 3) as u8;
         (low | (high << 4)) as i32 - 32
     }

@@ -7,8 +7,8 @@ use half::f16;
 use rinfer_formats::QK_K;
 
 use super::BlockIq4Xs;
-use crate::quant::iq4_codes::{best_index, pack, sub_block_scale, value_weights};
-use crate::quant::util::{max_by_magnitude, nearest_int};
+use crate::quant::iq4_codes::{best_index, sub_block_scale, value_weights};
+use crate::quant::util::{max_by_magnitude, nearest_int, pack_split_nibbles};
 use crate::quant::{Quantize, QuantizeWeighted};
 
 impl Quantize for BlockIq4Xs {
@@ -43,7 +43,7 @@ impl QuantizeWeighted for BlockIq4Xs {
             b.scales_l[ib / 2] |= (ls & 0xF) << (4 * (ib % 2));
             b.scales_h |= ((ls >> 4) as u16) << (2 * ib);
         }
-        pack(&l, &mut b.qs);
+        pack_split_nibbles(&l, &mut b.qs);
         b
     }
 }

@@ -5,18 +5,14 @@
 use std::arch::aarch64::*;
 
 use super::{BlockMxfp4, KVALUES, e8m0_to_f32_half};
-use crate::quant::aarch64::{load_i8x16, nibbles_32};
+use crate::quant::aarch64::table_nibbles_32;
 use crate::quant::q8_0::aarch64::{ScaledCodes32, q8_0_kernels};
 
 impl ScaledCodes32 for BlockMxfp4 {
     /// The table values the nibbles index.
     #[inline(always)]
     fn codes(&self) -> [int8x16_t; 2] {
-        // SAFETY: NEON is part of every AArch64 CPU.
-        unsafe {
-            let table = load_i8x16(&KVALUES);
-            nibbles_32(&self.qs).map(|n| vqtbl1q_s8(table, n))
-        }
+        table_nibbles_32(&KVALUES, &self.qs)
     }
 
     #[inline(always)]

@@ -4,6 +4,7 @@
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
+use super::util::{dot_codes, pack_split_nibbles, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -46,9 +47,8 @@ impl BlockFormat for BlockMxfp4 {
 
     fn dequantize(&self, out: &mut [f32]) {
         let d = e8m0_to_f32_half(self.e);
-        for (j, &q) in self.qs.iter().enumerate() {
-            out[j] = KVALUES[(q & 0xF) as usize] as f32 * d;
-            out[j + 16] = KVALUES[(q >> 4) as usize] as f32 * d;
+        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
+            *o = KVALUES[q as usize] as f32 * d;
         }
     }
 }
@@ -71,10 +71,9 @@ impl Quantize for BlockMxfp4 {
             let err = |i: usize| (KVALUES[i] as f32 * d - v).abs();
             (1..16).fold(0, |best, i| if err(i) < err(best) { i } else { best }) as u8
         };
+        let l: [u8; 32] = std::array::from_fn(|j| nearest(x[j]));
         let mut qs = [0u8; 16];
-        for (j, q) in qs.iter_mut().enumerate() {
-            *q = nearest(x[j]) | nearest(x[j + 16]) << 4;
-        }
+        pack_split_nibbles(&l, &mut qs);
         BlockMxfp4 { e, qs }
     }
 }
@@ -85,11 +84,10 @@ impl VecDot for BlockMxfp4 {
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
             let d = y.d.to_f32() * e8m0_to_f32_half(x.e);
-            let mut sumi = 0i32;
-            for (j, &q) in x.qs.iter().enumerate() {
-                sumi += y.qs[j] as i32 * KVALUES[(q & 0xF) as usize] as i32;
-                sumi += y.qs[j + 16] as i32 * KVALUES[(q >> 4) as usize] as i32;
-            }
+            let sumi = dot_codes(
+                split_nibbles(&x.qs).map(|q| KVALUES[q as usize] as i32),
+                &y.qs,
+            );
             d * sumi as f32
         })
     }

@@ -7,7 +7,7 @@ use rinfer_formats::QK_K;
 
 use super::BlockQ2K;
 use crate::quant::Quantize;
-use crate::quant::util::{make_qkx2_quants, nearest_int};
+use crate::quant::util::{make_qkx2_quants, nearest_int, pack_two_bit_codes};
 
 /// The 4-bit range of the group scales and mins.
 const Q4SCALE: f32 = 15.0;
@@ -54,22 +54,26 @@ impl Quantize for BlockQ2K {
             }
             b.dmin = f16::from_f32(max_min / Q4SCALE);
         }
+        b.pack_codes(x, l)
+    }
+}
+
+impl BlockQ2K {
+    /// Rounds `x` again against the stored scales and mins (where `l` keeps the codes of groups
+    /// whose scale is zero) and packs the codes, as ggml's Q2_K quantizers finish.
+    pub(super) fn pack_codes(mut self, x: &[f32], mut l: [u8; QK_K]) -> Self {
+        let (dm, mm) = (self.d.to_f32(), self.dmin.to_f32());
         for g in 0..QK_K / 16 {
-            let d = b.d.to_f32() * (b.scales[g] & 0xF) as f32;
+            let d = dm * (self.scales[g] & 0xF) as f32;
             if d == 0.0 {
                 continue;
             }
-            let dm = b.dmin.to_f32() * (b.scales[g] >> 4) as f32;
+            let m = mm * (self.scales[g] >> 4) as f32;
             for i in 16 * g..16 * g + 16 {
-                l[i] = nearest_int((x[i] + dm) / d).clamp(0, 3) as u8;
+                l[i] = nearest_int((x[i] + m) / d).clamp(0, 3) as u8;
             }
         }
-        for n in 0..QK_K / 128 {
-            let l = &l[128 * n..128 * n + 128];
-            for k in 0..32 {
-                b.qs[32 * n + k] = l[k] | (l[k + 32] << 2) | (l[k + 64] << 4) | (l[k + 96] << 6);
-            }
-        }
-        b
+        pack_two_bit_codes(&l, &mut self.qs);
+        self
     }
 }

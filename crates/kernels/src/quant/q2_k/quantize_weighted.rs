@@ -8,7 +8,6 @@ use half::f16;
 use rinfer_formats::QK_K;
 
 use super::BlockQ2K;
-use crate::quant::util::nearest_int;
 use crate::quant::weighted::{importance_weights, make_qkx3_quants, make_qp_quants, sum_squares};
 use crate::quant::{Quantize, QuantizeWeighted};
 
@@ -40,26 +39,9 @@ impl QuantizeWeighted for BlockQ2K {
         }
         b.d = f16::from_f32(make_qp_quants(15, &scales, &mut ls, &sw));
         b.dmin = f16::from_f32(make_qp_quants(15, &mins, &mut lm, &sw));
-        let (dm, mm) = (b.d.to_f32(), b.dmin.to_f32());
         for j in 0..QK_K / 16 {
             b.scales[j] = ls[j] | (lm[j] << 4);
         }
-        for j in 0..QK_K / 16 {
-            let d = dm * (b.scales[j] & 0xF) as f32;
-            if d == 0.0 {
-                continue;
-            }
-            let m = mm * (b.scales[j] >> 4) as f32;
-            for i in 16 * j..16 * j + 16 {
-                l[i] = nearest_int((x[i] + m) / d).clamp(0, 3) as u8;
-            }
-        }
-        for n in 0..QK_K / 128 {
-            let l = &l[128 * n..128 * n + 128];
-            for k in 0..32 {
-                b.qs[32 * n + k] = l[k] | (l[k + 32] << 2) | (l[k + 64] << 4) | (l[k + 96] << 6);
-            }
-        }
-        b
+        b.pack_codes(x, l)
     }
 }

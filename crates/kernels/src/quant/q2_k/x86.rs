@@ -6,13 +6,12 @@ use std::arch::x86_64::*;
 use super::BlockQ2K;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::{
-    f16x2_to_f32, hsum_float_8, load_i8x32, load_u8x32, prefetch_ahead, scale_pair,
+    f16x2_to_f32, hsum_float_8, load_i8x32, prefetch_ahead, scale_pair, two_bit_codes_32,
 };
 
 /// AVX2 version of [`BlockQ2K`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
-    let m3 = _mm256_set1_epi8(3);
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
         prefetch_ahead(x);
@@ -37,15 +36,7 @@ pub(crate) fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
         let (qy, _) = y.qs.as_chunks::<32>();
         let mut sumi = _mm256_setzero_si256();
         for n in 0..2 {
-            let bits = load_u8x32(&qx[n]);
-            let planes = [
-                bits,
-                _mm256_srli_epi16::<2>(bits),
-                _mm256_srli_epi16::<4>(bits),
-                _mm256_srli_epi16::<6>(bits),
-            ];
-            for (j, plane) in planes.into_iter().enumerate() {
-                let q = _mm256_and_si256(plane, m3);
+            for (j, q) in two_bit_codes_32(&qx[n]).into_iter().enumerate() {
                 let p = _mm256_maddubs_epi16(q, load_i8x32(&qy[4 * n + j]));
                 let g = 8 * n + 2 * j;
                 let scale = scale_pair((x.scales[g] & 0xF) as i16, (x.scales[g + 1] & 0xF) as i16);

@@ -7,7 +7,7 @@ use rinfer_formats::QK_K;
 
 use super::BlockQ3K;
 use crate::quant::Quantize;
-use crate::quant::util::{make_q3_quants, max_by_magnitude, nearest_int};
+use crate::quant::util::{make_q3_quants, max_by_magnitude, nearest_int, pack_two_bit_codes};
 
 impl BlockQ3K {
     /// Stores the 6-bit scale code `l` (`0..64`) of group `g` in ggml's split layout.
@@ -74,12 +74,7 @@ impl BlockQ3K {
                 *v -= 4;
             }
         }
-        for n in 0..QK_K / 128 {
-            let l = &l[128 * n..128 * n + 128];
-            for k in 0..32 {
-                b.qs[32 * n + k] = l[k] | (l[k + 32] << 2) | (l[k + 64] << 4) | (l[k + 96] << 6);
-            }
-        }
+        pack_two_bit_codes(&l, &mut b.qs);
         self
     }
 }

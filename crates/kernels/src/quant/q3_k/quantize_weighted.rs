@@ -8,7 +8,7 @@ use half::f16;
 use rinfer_formats::QK_K;
 
 use super::BlockQ3K;
-use crate::quant::weighted::{importance_weights, make_qx_quants_weighted, sum_squares};
+use crate::quant::weighted::{importance_weights, make_qx_quants, sum_squares};
 use crate::quant::{Quantize, QuantizeWeighted};
 
 impl QuantizeWeighted for BlockQ3K {
@@ -25,10 +25,10 @@ impl QuantizeWeighted for BlockQ3K {
             let xs = &x[16 * g..16 * g + 16];
             importance_weights(&qw[16 * g..16 * g + 16], xs, sigma2, &mut w);
             sw[g] = w.iter().fold(0.0f32, |s, v| s + v);
-            scales[g] = make_qx_quants_weighted(4, xs, &mut l[16 * g..16 * g + 16], &w);
+            scales[g] = make_qx_quants(4, xs, &mut l[16 * g..16 * g + 16], Some(&w));
         }
         let mut ls = [0i8; QK_K / 16];
-        let d_block = make_qx_quants_weighted(32, &scales, &mut ls, &sw);
+        let d_block = make_qx_quants(32, &scales, &mut ls, Some(&sw));
         for (g, &code) in ls.iter().enumerate() {
             b.set_scale_code(g, code as u8);
         }

@@ -8,12 +8,12 @@ use super::BlockQ3K;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::{
     f16_broadcast_8, hsum_float_8, load_i8x32, load_u8x32, prefetch_ahead, scale_pair,
+    two_bit_codes_32,
 };
 
 /// AVX2 version of [`BlockQ3K`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
-    let m3 = _mm256_set1_epi8(3);
     let m4 = _mm256_set1_epi8(4);
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
@@ -24,15 +24,7 @@ pub(crate) fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
         let hbits = load_u8x32(&x.hmask);
         let mut sumi = _mm256_setzero_si256();
         for n in 0..2 {
-            let bits = load_u8x32(&qx[n]);
-            let planes = [
-                bits,
-                _mm256_srli_epi16::<2>(bits),
-                _mm256_srli_epi16::<4>(bits),
-                _mm256_srli_epi16::<6>(bits),
-            ];
-            for (j, plane) in planes.into_iter().enumerate() {
-                let low = _mm256_and_si256(plane, m3);
+            for (j, low) in two_bit_codes_32(&qx[n]).into_iter().enumerate() {
                 // 4 where the high bit (bit `4n + j` of each hmask byte) is clear, else 0.
                 let bit = _mm256_set1_epi8(1 << (4 * n + j));
                 let clear = _mm256_cmpeq_epi8(_mm256_and_si256(hbits, bit), _mm256_setzero_si256());

@@ -4,7 +4,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::max_by_magnitude;
+use super::util::{dot_codes, max_by_magnitude, pack_split_nibbles, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -31,9 +31,8 @@ impl BlockFormat for BlockQ4_0 {
 
     fn dequantize(&self, out: &mut [f32]) {
         let d = self.d.to_f32();
-        for (j, &q) in self.qs.iter().enumerate() {
-            out[j] = ((q & 0xF) as i32 - 8) as f32 * d;
-            out[j + 16] = ((q >> 4) as i32 - 8) as f32 * d;
+        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
+            *o = (q as i32 - 8) as f32 * d;
         }
     }
 }
@@ -43,11 +42,9 @@ impl Quantize for BlockQ4_0 {
         let max = max_by_magnitude(x);
         let d = max / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let code = |v: f32| ((v * id + 8.5) as i32).min(15) as u8;
+        let l: [u8; 32] = std::array::from_fn(|j| ((x[j] * id + 8.5) as i32).min(15) as u8);
         let mut qs = [0u8; 16];
-        for (j, q) in qs.iter_mut().enumerate() {
-            *q = code(x[j]) | (code(x[j + 16]) << 4);
-        }
+        pack_split_nibbles(&l, &mut qs);
         BlockQ4_0 {
             d: f16::from_f32(d),
             qs,
@@ -60,11 +57,7 @@ impl VecDot for BlockQ4_0 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let mut sumi = 0i32;
-            for (j, &q) in x.qs.iter().enumerate() {
-                sumi += ((q & 0xF) as i32 - 8) * y.qs[j] as i32;
-                sumi += ((q >> 4) as i32 - 8) * y.qs[j + 16] as i32;
-            }
+            let sumi = dot_codes(split_nibbles(&x.qs).map(|q| q as i32 - 8), &y.qs);
             sumi as f32 * (x.d.to_f32() * y.d.to_f32())
         })
     }

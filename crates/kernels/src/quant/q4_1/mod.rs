@@ -6,6 +6,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_1::BlockQ8_1;
+use super::util::{dot_codes, pack_split_nibbles, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -34,9 +35,8 @@ impl BlockFormat for BlockQ4_1 {
 
     fn dequantize(&self, out: &mut [f32]) {
         let (d, m) = (self.d.to_f32(), self.m.to_f32());
-        for (j, &q) in self.qs.iter().enumerate() {
-            out[j] = (q & 0xF) as f32 * d + m;
-            out[j + 16] = (q >> 4) as f32 * d + m;
+        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
+            *o = q as f32 * d + m;
         }
     }
 }
@@ -50,11 +50,9 @@ impl Quantize for BlockQ4_1 {
         }
         let d = (max - min) / 15.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let code = |v: f32| (((v - min) * id + 0.5) as i32).min(15) as u8;
+        let l: [u8; 32] = std::array::from_fn(|j| (((x[j] - min) * id + 0.5) as i32).min(15) as u8);
         let mut qs = [0u8; 16];
-        for (j, q) in qs.iter_mut().enumerate() {
-            *q = code(x[j]) | (code(x[j + 16]) << 4);
-        }
+        pack_split_nibbles(&l, &mut qs);
         BlockQ4_1 {
             d: f16::from_f32(d),
             m: f16::from_f32(min),
@@ -68,10 +66,7 @@ impl VecDot for BlockQ4_1 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let mut sumi = 0i32;
-            for (j, &q) in x.qs.iter().enumerate() {
-                sumi += (q & 0xF) as i32 * y.qs[j] as i32 + (q >> 4) as i32 * y.qs[j + 16] as i32;
-            }
+            let sumi = dot_codes(split_nibbles(&x.qs).map(i32::from), &y.qs);
             (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
         })
     }

@@ -1,20 +1,16 @@
 //! Q4_K: 256-value super-blocks of eight 32-value sub-blocks, 4-bit codes, 6-bit sub-block
 //! scales and mins, f16 super-scales: `x = d * sc_j * q - dmin * m_j`.
 
-use bytemuck::Zeroable;
 use half::f16;
 use rinfer_formats::QK_K;
 
-use super::Quantize;
 use super::q8_k::BlockQ8K;
-use super::scale_min_k::{self, ScaleMinK, Search};
+use super::scale_min_k::{ScaleMinK, Search};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
-
-mod quantize;
 
 #[cfg(test)]
 mod tests;
@@ -35,40 +31,34 @@ block_struct! {
 }
 
 impl ScaleMinK for BlockQ4K {
-    fn d(&self) -> f16 {
-        self.d
-    }
-    fn dmin(&self) -> f16 {
-        self.dmin
-    }
-    fn scales(&self) -> &[u8; 12] {
-        &self.scales
+    const SEARCH: Search = Search {
+        nmax: 15,
+        rmin: -1.0,
+        nstep: 20,
+    };
+
+    fn header(&self) -> (f16, f16, &[u8; 12]) {
+        (self.d, self.dmin, &self.scales)
     }
     #[inline]
     fn code(&self, j: usize, l: usize) -> u8 {
         (self.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF
     }
+    fn from_parts(d: f16, dmin: f16, scales: [u8; 12], codes: &[u8; QK_K]) -> Self {
+        let mut qs = [0u8; QK_K / 2];
+        for (c, q) in qs.chunks_exact_mut(32).enumerate() {
+            for (k, q) in q.iter_mut().enumerate() {
+                *q = codes[64 * c + k] | (codes[64 * c + 32 + k] << 4);
+            }
+        }
+        BlockQ4K {
+            d,
+            dmin,
+            scales,
+            qs,
+        }
+    }
 }
 
 family_reference!(BlockQ4K: Q4K, QK_K, scale_min_k, BlockQ8K);
-
-/// ggml's search settings for this format.
-const SEARCH: Search = Search {
-    nmax: 15,
-    rmin: -1.0,
-    nstep: 20,
-};
-
-impl Quantize for BlockQ4K {
-    fn quantize(x: &[f32]) -> Self {
-        let mut b = BlockQ4K::zeroed();
-        let (d, dmin, l) = scale_min_k::quantize(x, &SEARCH, &mut b.scales);
-        (b.d, b.dmin) = (d, dmin);
-        for (c, q) in b.qs.chunks_exact_mut(32).enumerate() {
-            for (k, q) in q.iter_mut().enumerate() {
-                *q = l[64 * c + k] | (l[64 * c + 32 + k] << 4);
-            }
-        }
-        b
-    }
-}
+family_quantizers!(BlockQ4K, scale_min_k);

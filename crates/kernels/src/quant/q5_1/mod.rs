@@ -7,6 +7,7 @@ use rinfer_formats::GgmlType;
 
 use super::q5_0::{five_bit_codes, pack_five_bits};
 use super::q8_1::BlockQ8_1;
+use super::util::dot_codes;
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -68,11 +69,7 @@ impl VecDot for BlockQ5_1 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi: i32 = five_bit_codes(&x.qs, x.qh)
-                .iter()
-                .zip(&y.qs)
-                .map(|(&q, &v)| q * v as i32)
-                .sum();
+            let sumi = dot_codes(five_bit_codes(&x.qs, x.qh), &y.qs);
             (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
         })
     }

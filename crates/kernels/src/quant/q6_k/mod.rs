@@ -6,7 +6,8 @@ use half::f16;
 use rinfer_formats::{GgmlType, QK_K};
 
 use super::q8_k::BlockQ8K;
-use super::util::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
+use super::util::{GROUP_MAX_EPS, nearest_int};
+use super::weighted::make_qx_quants;
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -67,7 +68,7 @@ impl BlockFormat for BlockQ6K {
 
 impl Quantize for BlockQ6K {
     fn quantize(x: &[f32]) -> Self {
-        BlockQ6K::quantize_groups(x, |_, xg, l| make_qx_quants(32, xg, l))
+        BlockQ6K::quantize_groups(x, |_, xg, l| make_qx_quants(32, xg, l, None))
     }
 }
 

@@ -3,7 +3,7 @@
 //! does not scale it by the values here, unlike the other K-quants).
 
 use super::BlockQ6K;
-use crate::quant::weighted::make_qx_quants_weighted;
+use crate::quant::weighted::make_qx_quants;
 use crate::quant::{Quantize, QuantizeWeighted};
 
 impl QuantizeWeighted for BlockQ6K {
@@ -12,7 +12,7 @@ impl QuantizeWeighted for BlockQ6K {
             return BlockQ6K::quantize(x);
         };
         BlockQ6K::quantize_groups(x, |g, xg, l| {
-            make_qx_quants_weighted(32, xg, l, &qw[16 * g..16 * g + 16])
+            make_qx_quants(32, xg, l, Some(&qw[16 * g..16 * g + 16]))
         })
     }
 }

@@ -5,7 +5,7 @@
 use half::f16;
 use rinfer_formats::GgmlType;
 
-use super::util::round_away;
+use super::util::{dot_codes, round_away};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -76,11 +76,7 @@ impl VecDot for BlockQ8_0 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi: i32 =
-                x.qs.iter()
-                    .zip(&y.qs)
-                    .map(|(&p, &q)| p as i32 * q as i32)
-                    .sum();
+            let sumi = dot_codes(x.qs.map(i32::from), &y.qs);
             sumi as f32 * (x.d.to_f32() * y.d.to_f32())
         })
     }

@@ -6,12 +6,11 @@ use std::arch::x86_64::*;
 
 use super::BlockTq2_0;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::{hsum_i32_8, load_i8x32, load_u8x32, prefetch_ahead};
+use crate::quant::x86::{hsum_i32_8, load_i8x32, prefetch_ahead, two_bit_codes_32};
 
 /// AVX2 version of [`BlockTq2_0`]'s `vec_dot`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot(w: &[BlockTq2_0], a: &[BlockQ8K]) -> f32 {
-    let m3 = _mm256_set1_epi8(3);
     let ones = _mm256_set1_epi16(1);
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
@@ -20,14 +19,7 @@ pub(crate) fn vec_dot(w: &[BlockTq2_0], a: &[BlockQ8K]) -> f32 {
         let (q8, _) = y.qs.as_chunks::<32>();
         let mut acc = _mm256_setzero_si256();
         for (half, bits) in qs.iter().enumerate() {
-            let bits = load_u8x32(bits);
-            let codes = [
-                _mm256_and_si256(bits, m3),
-                _mm256_and_si256(_mm256_srli_epi16::<2>(bits), m3),
-                _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m3),
-                _mm256_and_si256(_mm256_srli_epi16::<6>(bits), m3),
-            ];
-            for (l, codes) in codes.into_iter().enumerate() {
+            for (l, codes) in two_bit_codes_32(bits).into_iter().enumerate() {
                 let p = _mm256_maddubs_epi16(codes, load_i8x32(&q8[4 * half + l]));
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
             }
