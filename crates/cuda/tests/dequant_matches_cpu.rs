@@ -1,7 +1,8 @@
 //! The CUDA kernels' dequantization (`src/kernels/dequant.cuh`, the code every matvec, matmul
 //! and embedding kernel reads weights through) reproduces `rinfer-kernels`' scalar reference
-//! bit for bit, for every GPU weight format, on quantized and on random blocks. The header is
-//! plain C++ apart from three CUDA keywords, so it is compiled here with the host's `c++`.
+//! bit for bit, for every GPU weight format, on quantized, random and all-zero and all-one
+//! blocks. The headers are plain C++ apart from three CUDA keywords, so they are compiled here
+//! with the host's `c++`, with the i-quants' code tables generated as the program assembles them.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,8 +20,11 @@ fn build_driver() -> PathBuf {
     std::fs::create_dir_all(&dir).expect("create the build folder");
     let exe = dir.join("dequant_driver");
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host/dequant_driver.cpp");
+    rinfer_cuda::kernels::codebooks::write_host_headers(&dir).expect("write the code tables");
     let status = Command::new("c++")
-        .args(["-std=c++17", "-O1", "-o"])
+        .args(["-std=c++17", "-O1", "-I"])
+        .arg(&dir)
+        .arg("-o")
         .arg(&exe)
         .arg(&source)
         .status()
@@ -65,6 +69,10 @@ fn rows_for(ty: GpuType, rng: &mut StdRng) -> Vec<Vec<u8>> {
     for _ in 0..3 {
         rows.push((0..bytes).map(|_| rng.random()).collect());
     }
+    // Edge blocks: every bit clear (zero scales, the first grid entries), every bit set (NaN
+    // f16 scales, the last entries and all signs).
+    rows.push(vec![0x00; bytes]);
+    rows.push(vec![0xff; bytes]);
     rows
 }
 

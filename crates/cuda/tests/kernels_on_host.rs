@@ -1,7 +1,7 @@
 //! Every CUDA kernel, run on the host through a small CUDA emulation (`tests/host/
 //! cuda_emulation.h`: a std::thread per CUDA thread, barriers for `__syncthreads` and warp
 //! shuffles), agrees with a naive double-precision reference: matvec, batched matmul and
-//! embedding lookup for all 14 weight formats (bias, strides, partial token groups), and the
+//! embedding lookup for all 25 weight formats (bias, strides, partial token groups), and the
 //! mixture-of-experts matvec by expert id (stacked experts and their biases), the quantized
 //! formats' tensor-core matmul and its by-expert-id variant (against a reference rounding
 //! weights and activations to bf16 as they do; partial row, token and column tiles), RMSNorm,
@@ -22,8 +22,11 @@ fn run_host_checks(program: &str) {
     std::fs::create_dir_all(&dir).expect("create the build folder");
     let exe = dir.join(program);
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/host/{program}.cpp"));
+    rinfer_cuda::kernels::codebooks::write_host_headers(&dir).expect("write the code tables");
     let status = Command::new("c++")
-        .args(["-std=c++20", "-O1", "-w", "-o"])
+        .args(["-std=c++20", "-O1", "-w", "-I"])
+        .arg(&dir)
+        .arg("-o")
         .arg(&exe)
         .arg(&source)
         .status()

@@ -16,6 +16,7 @@
 //! - [`dequantize_row`] and [`quantize_row`] convert whole rows; [`quantize_rows`] quantizes a
 //!   whole tensor in parallel, as ggml's offline quantizer does.
 //! - [`ops`] holds the elementwise and row-wise operations.
+//! - [`codebooks`] holds the i-quants' code tables, for other backends that decode them.
 //!
 //! Inside, the modules depend in one direction: `operands` (shared driver types) and
 //! `parallel` (row splitting) below `quant` (block formats), below `packed` (packed layouts),
@@ -62,6 +63,17 @@ pub use packed::{
     matvec_packed_batch,
 };
 pub use quant::q8_0::BlockQ8_0;
+
+/// The code tables of the i-quants as ggml defines them, for backends that decode these types
+/// themselves (the CUDA kernels generate their device tables from them): the grids (entry `i`
+/// a word whose byte `j` is coordinate `j`), the sign table of IQ2_XXS, IQ2_XS and IQ3_XXS, and
+/// the 16 values of IQ4_NL and IQ4_XS.
+pub mod codebooks {
+    pub use crate::quant::iq_grids::{
+        IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS,
+    };
+    pub use crate::quant::iq4_nl::KVALUES as IQ4_VALUES;
+}
 pub use quantize::{
     can_quantize, can_quantize_weighted, needs_weights, quantize_rows, quantize_rows_weighted,
 };

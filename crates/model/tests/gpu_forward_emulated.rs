@@ -379,6 +379,25 @@ fn a_long_prefill_on_tensor_cores_matches_the_cpu_forward() {
     });
 }
 
+/// llama.cpp's files of the i-quants and the ternary types (quantized with an importance
+/// matrix; their other matrices Q2_K–Q5_K): a short prompt on the f32 kernels, then decode on
+/// the integer matvecs, and a long prompt on tensor cores, each within the tolerance of its
+/// kernels as for the other quantized fixtures.
+#[test]
+fn iq_and_ternary_models_match_the_cpu_forward() {
+    with_emulator(|emulate| {
+        for name in [
+            "iq/llama-tiny-iq1_s",
+            "iq/llama-tiny-iq2_xxs",
+            "iq/llama-tiny-iq3_s",
+            "iq/llama-tiny-tq2_0",
+        ] {
+            check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F32);
+            check_fixture(emulate, name, 40, TENSOR_CORES, true, KvElement::F16);
+        }
+    });
+}
+
 /// Three sequences with prompts of different lengths decode together, each row over its own
 /// cache at its own position: every row gets the CPU's logits for that sequence decoded alone,
 /// over two steps (the second with one sequence sitting out, then that one as a batch of one).

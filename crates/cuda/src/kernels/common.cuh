@@ -5,6 +5,7 @@ typedef unsigned char u8;
 typedef signed char i8;
 typedef unsigned short u16;
 typedef unsigned int u32;
+typedef unsigned long long u64;
 
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)

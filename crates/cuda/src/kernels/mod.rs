@@ -5,15 +5,22 @@
 //! must build on machines without one), and the code is compiled to SASS for exactly the GPU
 //! in use (`sm_XY`), which also avoids the driver JIT refusing PTX newer than itself.
 //!
-//! `dequant.cuh` is plain C++ apart from three macros, so the tests compile it with the host
-//! C++ compiler and check every block format against `rinfer-kernels`' scalar reference.
+//! `dequant.cuh` and `dequant_iq.cuh` are plain C++ apart from three macros, so the tests
+//! compile them with the host C++ compiler and check every block format against
+//! `rinfer-kernels`' scalar reference. The i-quants' code tables are not in these files: they
+//! are generated from `rinfer-kernels`' when the program is assembled ([`codebooks`]).
 
 use rinfer_formats::GgmlType;
+
+pub mod codebooks;
 
 /// Helpers every file uses: fixed-width types, half and bfloat16 conversion.
 pub const COMMON: &str = include_str!("common.cuh");
 /// Per-format dequantization of 32 consecutive elements of a row.
 pub const DEQUANT: &str = include_str!("dequant.cuh");
+/// The same for the i-quants and the ternary types, through their int8 codes (read by the
+/// integer matvec too); after the generated [`codebooks::codebooks_source`].
+pub const DEQUANT_IQ: &str = include_str!("dequant_iq.cuh");
 /// Warp and block reductions (device only).
 pub const REDUCE: &str = include_str!("reduce.cuh");
 /// Quantized matrix × vector (decode) and matrix × matrix (prefill), embedding row lookup.
@@ -38,11 +45,14 @@ pub const WMMA: &str = include_str!("wmma.cuh");
 /// Prefill matmul of the quantized formats on tensor cores (bf16 tiles, f32 accumulators).
 pub const MMA: &str = include_str!("mma.cu");
 
-/// The whole program handed to NVRTC: the headers first, then every kernel file.
+/// The whole program handed to NVRTC: the headers first (the generated code tables among
+/// them), then every kernel file.
 pub fn program_source() -> String {
     [
         COMMON,
         DEQUANT,
+        &codebooks::codebooks_source(),
+        DEQUANT_IQ,
         REDUCE,
         MATMUL,
         MATVEC_Q8_1,
@@ -85,9 +95,9 @@ pub struct GpuType(GgmlType);
 
 impl GpuType {
     /// Every format, in the order the kernels are instantiated. Adding one needs its reader
-    /// `fmt_<name>` in `dequant.cuh`; this crate's tests then regenerate the instantiations in
+    /// `fmt_<name>` in `dequant.cuh` (or `dequant_iq.cuh`); this crate's tests then regenerate the instantiations in
     /// `matmul.cu` (and the host test drivers list the kernels they call by name).
-    pub const ALL: [GpuType; 14] = [
+    pub const ALL: [GpuType; 25] = [
         GpuType(GgmlType::F32),
         GpuType(GgmlType::F16),
         GpuType(GgmlType::BF16),
@@ -102,23 +112,33 @@ impl GpuType {
         GpuType(GgmlType::Q4K),
         GpuType(GgmlType::Q5K),
         GpuType(GgmlType::Q6K),
+        GpuType(GgmlType::Iq1S),
+        GpuType(GgmlType::Iq1M),
+        GpuType(GgmlType::Iq2Xxs),
+        GpuType(GgmlType::Iq2Xs),
+        GpuType(GgmlType::Iq2S),
+        GpuType(GgmlType::Iq3Xxs),
+        GpuType(GgmlType::Iq3S),
+        GpuType(GgmlType::Iq4Nl),
+        GpuType(GgmlType::Iq4Xs),
+        GpuType(GgmlType::TQ1_0),
+        GpuType(GgmlType::TQ2_0),
     ];
 
+    /// The float formats, the first of [`Self::ALL`]: they keep the f32 kernels.
+    const FLOATS: usize = 3;
+
     /// The formats with an integer matvec over q8_1 activations (`matvec_q8_1.cu`): every
-    /// block-quantized one; the float formats keep their f32 kernels.
-    pub const Q8_1: [GpuType; 11] = [
-        GpuType(GgmlType::Q4_0),
-        GpuType(GgmlType::Q4_1),
-        GpuType(GgmlType::Q5_0),
-        GpuType(GgmlType::Q5_1),
-        GpuType(GgmlType::Q8_0),
-        GpuType(GgmlType::MXFP4),
-        GpuType(GgmlType::Q2K),
-        GpuType(GgmlType::Q3K),
-        GpuType(GgmlType::Q4K),
-        GpuType(GgmlType::Q5K),
-        GpuType(GgmlType::Q6K),
-    ];
+    /// block-quantized one, [`Self::ALL`] after its float formats.
+    pub const Q8_1: [GpuType; GpuType::ALL.len() - GpuType::FLOATS] = {
+        let mut quantized = [Self::ALL[Self::FLOATS]; GpuType::ALL.len() - GpuType::FLOATS];
+        let mut i = 0;
+        while i < quantized.len() {
+            quantized[i] = Self::ALL[Self::FLOATS + i];
+            i += 1;
+        }
+        quantized
+    };
 
     /// The GPU format of a tensor type, if there are kernels for it.
     pub fn of(ty: GgmlType) -> Option<Self> {
@@ -353,6 +373,14 @@ mod tests {
             let updated = format!("{}{want}{}", &source[..start], &source[end..]);
             std::fs::write(&path, updated).unwrap_or_else(|e| panic!("rewrite {path}: {e}"));
             panic!("{file}'s kernel instantiations were stale and have been regenerated");
+        }
+    }
+
+    /// The integer matvec's list is the quantized formats: the float ones are not in it.
+    #[test]
+    fn the_q8_1_formats_are_the_quantized_ones() {
+        for ty in GpuType::ALL {
+            assert_eq!(GpuType::Q8_1.contains(&ty), ty.has_mma(), "{ty:?}");
         }
     }
 

@@ -25,6 +25,8 @@ static inline unsigned int __float_as_uint(float f) {
 
 #include "../../src/kernels/common.cuh"
 #include "../../src/kernels/dequant.cuh"
+#include "codebooks.cuh"  // generated into the build folder (kernels::codebooks)
+#include "../../src/kernels/dequant_iq.cuh"
 
 template <typename F>
 static void run(const std::vector<unsigned char>& row, int chunks) {
@@ -56,5 +58,16 @@ int main(int argc, char** argv) {
     CASE(q4_k, fmt_q4_k)
     CASE(q5_k, fmt_q5_k)
     CASE(q6_k, fmt_q6_k)
+    CASE(iq1_s, fmt_iq1_s)
+    CASE(iq1_m, fmt_iq1_m)
+    CASE(iq2_xxs, fmt_iq2_xxs)
+    CASE(iq2_xs, fmt_iq2_xs)
+    CASE(iq2_s, fmt_iq2_s)
+    CASE(iq3_xxs, fmt_iq3_xxs)
+    CASE(iq3_s, fmt_iq3_s)
+    CASE(iq4_nl, fmt_iq4_nl)
+    CASE(iq4_xs, fmt_iq4_xs)
+    CASE(tq1_0, fmt_tq1_0)
+    CASE(tq2_0, fmt_tq2_0)
     return 3;
 }

@@ -9,6 +9,8 @@
 
 #include "../../src/kernels/common.cuh"
 #include "../../src/kernels/dequant.cuh"
+#include "codebooks.cuh"  // generated into the build folder (kernels::codebooks)
+#include "../../src/kernels/dequant_iq.cuh"
 #include "../../src/kernels/reduce.cuh"
 #include "../../src/kernels/matmul.cu"
 #include "../../src/kernels/matvec_q8_1.cu"
@@ -27,6 +29,7 @@ struct Format {
     int qk, bytes;
     std::vector<int> half_fields;  // byte offsets of f16 scales within a block
     std::vector<int> e8m0_fields;  // byte offsets of E8M0 exponents within a block
+    int spread_half = -1;          // IQ1_M: an f16 scale in the top nibbles of 4 words from here
 };
 
 template <typename F>
@@ -68,6 +71,14 @@ static std::vector<u8> random_weights(const Format& f, int rows, int cols) {
         }
     for (size_t block = 0; block < w.size() / F::BYTES; block++)
         for (int off : f.e8m0_fields) w[block * F::BYTES + off] = (u8)(121 + (rng() & 3));  // 2^-7 to 2^-4
+    if (f.spread_half >= 0)
+        for (size_t block = 0; block < w.size() / F::BYTES; block++) {
+            const u32 h = 0x2000 + (rng() & 0x3ff);
+            for (int k = 0; k < 4; k++) {
+                u8& high = w[block * F::BYTES + f.spread_half + 2 * k + 1];
+                high = (u8)((high & 0x0f) | (((h >> (4 * k)) & 15) << 4));
+            }
+        }
     return w;
 }
 
@@ -580,44 +591,43 @@ static void check_moe() {
     check("moe_weighted_sum", h, want, 1e-5);
 }
 
+// Every quantized format and where its scales are (Format's fields after the size).
+#define QUANTIZED_FORMATS(X) \
+    X(q4_0, {0}) \
+    X(q4_1, {0, 2}) \
+    X(q5_0, {0}) \
+    X(q5_1, {0, 2}) \
+    X(q8_0, {0}) \
+    X(mxfp4, {}, {0}) \
+    X(q2_k, {80, 82}) \
+    X(q3_k, {108}) \
+    X(q4_k, {0, 2}) \
+    X(q5_k, {0, 2}) \
+    X(q6_k, {208}) \
+    X(iq1_s, {0}) \
+    X(iq1_m, {}, {}, 48) \
+    X(iq2_xxs, {0}) \
+    X(iq2_xs, {0}) \
+    X(iq2_s, {0}) \
+    X(iq3_xxs, {0}) \
+    X(iq3_s, {0}) \
+    X(iq4_nl, {0}) \
+    X(iq4_xs, {0}) \
+    X(tq1_0, {52}) \
+    X(tq2_0, {64})
+
+// The weight kernels, the integer matvec and the tensor-core matmul of one quantized format.
+#define CHECK_QUANTIZED(suffix, ...)  \
+    CHECK_FORMAT(suffix, __VA_ARGS__); \
+    CHECK_Q8_1(suffix, __VA_ARGS__);   \
+    CHECK_MMA(suffix, __VA_ARGS__);
+
 int main() {
     CHECK_FORMAT(f32, {});
     CHECK_FORMAT(f16, {});
     CHECK_FORMAT(bf16, {});
-    CHECK_FORMAT(q4_0, {0});
-    CHECK_FORMAT(q4_1, {0, 2});
-    CHECK_FORMAT(q5_0, {0});
-    CHECK_FORMAT(q5_1, {0, 2});
-    CHECK_FORMAT(q8_0, {0});
-    CHECK_FORMAT(mxfp4, {}, {0});
-    CHECK_FORMAT(q2_k, {80, 82});
-    CHECK_FORMAT(q3_k, {108});
-    CHECK_FORMAT(q4_k, {0, 2});
-    CHECK_FORMAT(q5_k, {0, 2});
-    CHECK_FORMAT(q6_k, {208});
-    CHECK_Q8_1(q4_0, {0});
-    CHECK_Q8_1(q4_1, {0, 2});
-    CHECK_Q8_1(q5_0, {0});
-    CHECK_Q8_1(q5_1, {0, 2});
-    CHECK_Q8_1(q8_0, {0});
-    CHECK_Q8_1(mxfp4, {}, {0});
-    CHECK_Q8_1(q2_k, {80, 82});
-    CHECK_Q8_1(q3_k, {108});
-    CHECK_Q8_1(q4_k, {0, 2});
-    CHECK_Q8_1(q5_k, {0, 2});
-    CHECK_Q8_1(q6_k, {208});
+    QUANTIZED_FORMATS(CHECK_QUANTIZED)
     check_bf16_rounding();
-    CHECK_MMA(q4_0, {0});
-    CHECK_MMA(q4_1, {0, 2});
-    CHECK_MMA(q5_0, {0});
-    CHECK_MMA(q5_1, {0, 2});
-    CHECK_MMA(q8_0, {0});
-    CHECK_MMA(mxfp4, {}, {0});
-    CHECK_MMA(q2_k, {80, 82});
-    CHECK_MMA(q3_k, {108});
-    CHECK_MMA(q4_k, {0, 2});
-    CHECK_MMA(q5_k, {0, 2});
-    CHECK_MMA(q6_k, {208});
     check_norms();
     check_rope();
     check_elementwise();

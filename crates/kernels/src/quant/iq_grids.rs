@@ -14,7 +14,7 @@
 //! coordinate `j`.
 
 /// ggml's `ksigns_iq2xs`: the seven stored sign bits `i` completed to even parity.
-pub(crate) static KSIGNS: [u8; 128] = {
+pub static KSIGNS: [u8; 128] = {
     let mut table = [0u8; 128];
     let mut i = 0;
     while i < 128 {
@@ -91,7 +91,7 @@ const fn expand_u32<const N: usize>(packed: &[u16; N], map: &[u8], bits: u32) ->
 }
 
 /// ggml's `iq2xxs_grid`: 256 groups of eight magnitudes from {8, 25, 43}.
-pub(crate) static IQ2XXS_GRID: [u64; 256] = expand_u64(&IQ2XXS_PACKED, &[8, 25, 43], 2);
+pub static IQ2XXS_GRID: [u64; 256] = expand_u64(&IQ2XXS_PACKED, &[8, 25, 43], 2);
 /// [`IQ2XXS_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `2·j`.
 #[rustfmt::skip]
@@ -121,7 +121,7 @@ pub(crate) const IQ2XXS_PACKED: [u16; 256] = [
 ];
 
 /// ggml's `iq2xs_grid`: 512 groups of eight magnitudes from {8, 25, 43}.
-pub(crate) static IQ2XS_GRID: [u64; 512] = expand_u64(&IQ2XS_PACKED, &[8, 25, 43], 2);
+pub static IQ2XS_GRID: [u64; 512] = expand_u64(&IQ2XS_PACKED, &[8, 25, 43], 2);
 /// [`IQ2XS_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `2·j`.
 #[rustfmt::skip]
@@ -172,7 +172,7 @@ pub(crate) const IQ2XS_PACKED: [u16; 512] = [
 ];
 
 /// ggml's `iq2s_grid`: 1024 groups of eight magnitudes from {8, 25, 43}.
-pub(crate) static IQ2S_GRID: [u64; 1024] = expand_u64(&IQ2S_PACKED, &[8, 25, 43], 2);
+pub static IQ2S_GRID: [u64; 1024] = expand_u64(&IQ2S_PACKED, &[8, 25, 43], 2);
 /// [`IQ2S_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `2·j`.
 #[rustfmt::skip]
@@ -266,7 +266,7 @@ pub(crate) const IQ2S_PACKED: [u16; 1024] = [
 ];
 
 /// ggml's `iq3xxs_grid`: 256 groups of four magnitudes from {4, 12, …, 52, 62}.
-pub(crate) static IQ3XXS_GRID: [u32; 256] =
+pub static IQ3XXS_GRID: [u32; 256] =
     expand_u32(&IQ3XXS_PACKED, &[4, 12, 20, 28, 36, 44, 52, 62], 3);
 /// [`IQ3XXS_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `3·j`.
@@ -297,7 +297,7 @@ pub(crate) const IQ3XXS_PACKED: [u16; 256] = [
 ];
 
 /// ggml's `iq3s_grid`: 512 groups of four odd magnitudes 1..=15.
-pub(crate) static IQ3S_GRID: [u32; 512] = expand_u32(&IQ3S_PACKED, &[1, 3, 5, 7, 9, 11, 13, 15], 3);
+pub static IQ3S_GRID: [u32; 512] = expand_u32(&IQ3S_PACKED, &[1, 3, 5, 7, 9, 11, 13, 15], 3);
 /// [`IQ3S_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `3·j`.
 #[rustfmt::skip]
@@ -348,7 +348,7 @@ pub(crate) const IQ3S_PACKED: [u16; 512] = [
 ];
 
 /// ggml's `iq1s_grid`: 2048 groups of eight values from {-1, 0, 1} (bytes `0xff`, `0`, `1`).
-pub(crate) static IQ1S_GRID: [u64; 2048] = expand_u64(&IQ1S_PACKED, &[255, 0, 1], 2);
+pub static IQ1S_GRID: [u64; 2048] = expand_u64(&IQ1S_PACKED, &[255, 0, 1], 2);
 /// [`IQ1S_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `2·j`.
 #[rustfmt::skip]

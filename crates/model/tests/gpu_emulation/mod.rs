@@ -50,8 +50,11 @@ fn build_emulator() -> PathBuf {
     ]
     .iter()
     .collect();
+    rinfer_cuda::kernels::codebooks::write_host_headers(&dir).unwrap();
     let status = Command::new("c++")
-        .args(["-std=c++20", "-O2", "-w", "-shared", "-fPIC", "-o"])
+        .args(["-std=c++20", "-O2", "-w", "-shared", "-fPIC", "-I"])
+        .arg(&dir)
+        .arg("-o")
         .arg(&lib)
         .arg(&source)
         .status()
