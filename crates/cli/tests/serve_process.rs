@@ -5,7 +5,6 @@
 
 mod serve_support;
 
-use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 

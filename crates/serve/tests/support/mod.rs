@@ -17,7 +17,7 @@ mod inputs;
 #[allow(unused_imports)]
 pub use self::{endpoint::*, http::*, inputs::*};
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::thread::JoinHandle;
