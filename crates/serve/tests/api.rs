@@ -6,14 +6,10 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rinfer_serve::ServeConfig;
 use serde_json::{Value, json};
-use support::{
-    Server, config, long_request, open_stream, request, send_head, tiny_model, tiny_server,
-    wait_for,
-};
+use support::{long_request, open_stream, request, tiny_server, wait_for};
 
 #[test]
 fn completions_and_chat_answer_in_the_openai_shape() {

@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Server, config, tiny_model, tiny_server};
+use support::{Server, tiny_server};
 
 fn server() -> Server {
     tiny_server(|_| {})

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rinfer_serve::{ApiKeys, ServeConfig};
 use serde_json::{Map, Value, json};
-use support::{Server, config, request_with_headers, tiny_model, tiny_server};
+use support::{Server, request_with_headers, tiny_server};
 
 fn server(configure: impl FnOnce(&mut ServeConfig)) -> Server {
     tiny_server(|c| {

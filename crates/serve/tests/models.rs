@@ -5,9 +5,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
 
 use rinfer_serve::{ServeConfig, models_in_dir};
 use serde_json::{Value, json};

@@ -4,9 +4,8 @@
 
 mod support;
 
-use rinfer_serve::ServeConfig;
 use serde_json::json;
-use support::{Server, config, request_with_headers, tiny_model, tiny_server};
+use support::{request_with_headers, tiny_server};
 
 #[test]
 fn a_post_body_not_declared_json_is_refused_with_415_and_generates_nothing() {

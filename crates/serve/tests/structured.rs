@@ -8,7 +8,7 @@ mod json_schema_check;
 mod support;
 
 use serde_json::{Value, json};
-use support::{Server, config, tiny_model, tiny_server};
+use support::{Server, tiny_server};
 
 fn server() -> Server {
     tiny_server(|c| c.engine.sequences = 4)
