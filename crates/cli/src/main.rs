@@ -33,8 +33,8 @@ fn main() -> ExitCode {
 
 fn run(options: Options) -> Result<()> {
     match &options.command {
-        CommandOptions::Run(run) => limits::check_sampling(&run.sampling.params())?,
-        CommandOptions::Chat(chat) => limits::check_sampling(&chat.sampling.params())?,
+        CommandOptions::Run(run) => limits::check_sampling(&run.generation.sampling.params())?,
+        CommandOptions::Chat(chat) => limits::check_sampling(&chat.generation.sampling.params())?,
         _ => {}
     }
     match options.command {

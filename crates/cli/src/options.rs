@@ -211,6 +211,20 @@ impl SamplingOptions {
     }
 }
 
+/// What `run` and `chat` generate with: speculation, the chat template, the engine and
+/// sampling.
+#[derive(Args)]
+pub struct GenerationOptions {
+    #[command(flatten)]
+    pub speculation: SpeculationOptions,
+    #[command(flatten)]
+    pub template: ChatTemplateOptions,
+    #[command(flatten)]
+    pub session: SessionArgs,
+    #[command(flatten)]
+    pub sampling: SamplingOptions,
+}
+
 /// Options of `rinfer run`.
 #[derive(Args)]
 pub struct RunOptions {
@@ -234,13 +248,7 @@ pub struct RunOptions {
     #[arg(long)]
     pub warmup: bool,
     #[command(flatten)]
-    pub speculation: SpeculationOptions,
-    #[command(flatten)]
-    pub template: ChatTemplateOptions,
-    #[command(flatten)]
-    pub session: SessionArgs,
-    #[command(flatten)]
-    pub sampling: SamplingOptions,
+    pub generation: GenerationOptions,
 }
 
 /// Options of `rinfer chat`.
@@ -253,13 +261,7 @@ pub struct ChatOptions {
     #[arg(long)]
     pub system: Option<String>,
     #[command(flatten)]
-    pub speculation: SpeculationOptions,
-    #[command(flatten)]
-    pub template: ChatTemplateOptions,
-    #[command(flatten)]
-    pub session: SessionArgs,
-    #[command(flatten)]
-    pub sampling: SamplingOptions,
+    pub generation: GenerationOptions,
 }
 
 /// Options of `rinfer tokenize`.

@@ -2,30 +2,19 @@
 //! fixture's references), and a clear refusal for a model that does not embed.
 
 mod cli_support;
+#[path = "../../../tests/support/embedding_cases.rs"]
+mod embedding_cases;
 
 use cli_support::{fixture, rinfer_with_stdin, succeeded};
+use embedding_cases::{cosine, embedding_cases};
 use serde_json::Value;
 
 /// The prompts and normalised embeddings of the fixture's reference cases.
 fn cases(model: &str) -> Vec<(String, Vec<f64>)> {
-    let path = fixture(&format!("refs/{model}.embeddings.json"));
-    let refs: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    refs["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            let v = c["embedding"].as_array().unwrap();
-            let prompt = c["prompt"].as_str().unwrap().to_string();
-            (prompt, v.iter().map(|x| x.as_f64().unwrap()).collect())
-        })
+    embedding_cases(fixture(&format!("refs/{model}.embeddings.json")))
+        .into_iter()
+        .map(|c| (c.prompt, c.embedding))
         .collect()
-}
-
-fn cosine(a: &[f64], b: &[f64]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    dot / (norm(a) * norm(b))
 }
 
 #[test]

@@ -5,45 +5,20 @@
 
 mod serve_support;
 
-use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use serve_support::{Server, read_one_response, send_head, tiny_model};
+use serve_support::{
+    Server, assert_healthy_on, kept_alive, long_request, open_stream, refused_answer, tiny_model,
+    wait_for,
+};
 
 fn server(extra: &[&str]) -> Server {
     let model = tiny_model();
     let mut args = vec!["--model", model.as_str(), "--threads", "2"];
     args.extend_from_slice(extra);
     Server::start(&args)
-}
-
-/// A request that runs for seconds on the tiny model (4000 tokens; its end-of-generation
-/// tokens banned), for tests that need one in flight. Needs `--ctx 4096`.
-fn long_request(stream: bool) -> String {
-    json!({"prompt": "a", "max_tokens": 4000, "stream": stream,
-           "logit_bias": {"1": -100, "106": -100}})
-    .to_string()
-}
-
-/// Opens a streaming request and reads its first event.
-fn open_stream(addr: std::net::SocketAddr, body: &str) -> BufReader<TcpStream> {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    send_head(&mut stream, "POST", "/v1/completions", body.len()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    BufReader::new(stream)
-}
-
-fn wait_for(mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "condition never held"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -124,10 +99,7 @@ fn under_a_low_open_file_limit_the_cap_shrinks_so_new_connections_are_still_answ
         &["--model", &model, "--threads", "2", "--ctx", "512"],
     );
     s.wait_for_log("serving at most 64 connections");
-    let mut kept = BufReader::new(TcpStream::connect(s.addr).unwrap());
-    let health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    kept.get_mut().write_all(health).unwrap();
-    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+    let mut kept = kept_alive(s.addr);
     // More idle connections than the process has file descriptors left.
     let idle: Vec<TcpStream> = (0..150)
         .filter_map(|_| TcpStream::connect(s.addr).ok())
@@ -136,16 +108,8 @@ fn under_a_low_open_file_limit_the_cap_shrinks_so_new_connections_are_still_answ
     // A new connection is answered at once (503) instead of waiting in the backlog, and the
     // connection served before still gets its answers.
     let start = Instant::now();
-    let mut refused = TcpStream::connect(s.addr).unwrap();
-    let _ = refused.write_all(health);
-    refused
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut answer = Vec::new();
-    let _ = refused.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = refused_answer(s.addr);
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
     assert!(start.elapsed() < Duration::from_secs(2));
-    kept.get_mut().write_all(health).unwrap();
-    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+    assert_healthy_on(&mut kept);
 }

@@ -138,6 +138,17 @@ fn draft_flags_that_disagree_or_a_draft_of_another_vocabulary_are_refused() {
     );
 }
 
+/// Asserts that the completion `body` sent to `s` with `"speculate": false` drafts nothing,
+/// and that sent with `"speculate": true` it gives the same text.
+fn speculates_as_opted_out(s: &Server, mut body: Value) {
+    body["speculate"] = json!(false);
+    let opted_out = s.post("/v1/completions", &body).json();
+    assert_eq!(s.metric("rinfer_speculation_drafted_tokens_total"), 0.0);
+    body["speculate"] = json!(true);
+    let fast = s.post("/v1/completions", &body).json();
+    assert_eq!(fast["choices"][0]["text"], opted_out["choices"][0]["text"]);
+}
+
 #[test]
 fn a_server_with_a_draft_model_answers_as_a_plain_one_and_counts_guesses() {
     let (target, draft) = target_and_draft();
@@ -153,14 +164,9 @@ fn a_server_with_a_draft_model_answers_as_a_plain_one_and_counts_guesses() {
         "--draft-model",
         &draft,
     ]);
-    let body = |speculate: bool| {
-        json!({"prompt": "a story about", "max_tokens": 40, "temperature": 0.7, "seed": 4,
-               "logit_bias": {"1": -100, "106": -100}, "speculate": speculate})
-    };
-    let opted_out = s.post("/v1/completions", &body(false)).json();
-    assert_eq!(s.metric("rinfer_speculation_drafted_tokens_total"), 0.0);
-    let fast = s.post("/v1/completions", &body(true)).json();
-    assert_eq!(fast["choices"][0]["text"], opted_out["choices"][0]["text"]);
+    let body = json!({"prompt": "a story about", "max_tokens": 40, "temperature": 0.7, "seed": 4,
+                      "logit_bias": {"1": -100, "106": -100}});
+    speculates_as_opted_out(&s, body);
     assert!(s.metric("rinfer_speculation_accepted_tokens_total") > 0.0);
 }
 
@@ -177,14 +183,9 @@ fn a_speculating_server_answers_as_a_plain_one_and_counts_guesses() {
         "--speculate",
         "ngram",
     ]);
-    let body = |speculate: bool| {
-        json!({"prompt": PROMPT, "max_tokens": 60, "temperature": 0.7, "seed": 9,
-               "logit_bias": {"1": -100, "106": -100}, "speculate": speculate})
-    };
-    let opted_out = s.post("/v1/completions", &body(false)).json();
-    assert_eq!(s.metric("rinfer_speculation_drafted_tokens_total"), 0.0);
-    let fast = s.post("/v1/completions", &body(true)).json();
-    assert_eq!(fast["choices"][0]["text"], opted_out["choices"][0]["text"]);
+    let body = json!({"prompt": PROMPT, "max_tokens": 60, "temperature": 0.7, "seed": 9,
+                      "logit_bias": {"1": -100, "106": -100}});
+    speculates_as_opted_out(&s, body);
     assert!(s.metric("rinfer_speculation_drafted_tokens_total") > 0.0);
     let rate = s.metric("rinfer_speculation_acceptance_rate");
     assert!((0.0..=1.0).contains(&rate), "{rate}");

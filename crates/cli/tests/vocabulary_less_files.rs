@@ -3,9 +3,12 @@
 //! refused with an error that names the missing vocabulary. The broken mixture-of-experts
 //! files, which have no vocabulary either, are refused for their own fault.
 
+#[path = "../../../tests/support/broken_moe_files.rs"]
+mod broken_moe_files;
 mod cli_support;
 mod serve_support;
 
+use broken_moe_files::BROKEN_MOE_FILES;
 use cli_support::{failure, fixture, rinfer, succeeded};
 use serde_json::{Value, json};
 use serve_support::Server;
@@ -28,12 +31,7 @@ fn logits_of_token_ids_run_without_a_vocabulary() {
 
 #[test]
 fn each_broken_file_is_refused_for_its_own_fault() {
-    for (name, fault) in [
-        ("moe_expert_count_zero", "expert_count"),
-        ("moe_expert_used_gt_count", "expert_used_count"),
-        ("moe_expert_dim_mismatch", "blk.0.ffn_gate_exps.weight"),
-        ("moe_gate_inp_wrong_shape", "blk.0.ffn_gate_inp.weight"),
-    ] {
+    for (name, fault) in BROKEN_MOE_FILES {
         let out = rinfer(&["logits", "--model", &broken(name), "--tokens", "1,2,3"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");

@@ -217,41 +217,40 @@ impl TypeTraits {
     }
 }
 
-/// `Some(entry)` on x86-64; `None` elsewhere, where the kernels it names do not exist.
-#[cfg(target_arch = "x86_64")]
-macro_rules! x86_64 {
-    ($entry:expr) => {
-        Some($entry)
-    };
-}
-
-/// `Some(entry)` on x86-64; `None` elsewhere, where the kernels it names do not exist.
-#[cfg(not(target_arch = "x86_64"))]
-macro_rules! x86_64 {
-    ($entry:expr) => {
-        None
-    };
+/// `Some(entry)` on the architecture `$arch` (a `target_arch` value); `None` elsewhere, where
+/// the kernels it names do not exist.
+macro_rules! only_on {
+    ($arch:literal, $entry:expr) => {{
+        #[cfg(target_arch = $arch)]
+        let gated = Some($entry);
+        #[cfg(not(target_arch = $arch))]
+        let gated = None;
+        gated
+    }};
 }
 
 /// The row-major [`SimdDot`] of a kernel `$dot` that needs the instruction set `$isa`, on the
-/// architecture that `$arch` (`x86_64` or `aarch64`) stands for: a byte-level entry that casts
+/// architecture `$arch` (`"x86_64"` or `"aarch64"`): a byte-level entry that casts
 /// the rows to the kernel's blocks.
 macro_rules! simd_dot {
-    ($arch:ident, $isa:ident, $dot:path) => {
-        $arch!(SimdDot {
-            isa: Isa::$isa,
-            dot: {
-                /// # Safety
-                /// The CPU must support the instruction set listed beside the entry.
-                unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
-                    // SAFETY: the caller guarantees the features the kernel is compiled for.
-                    unsafe { dot_with($dot, w, a) }
-                }
-                entry
-            },
-            tile: None,
-            pairs: None,
-        })
+    ($arch:literal, $isa:ident, $dot:path) => {
+        only_on!(
+            $arch,
+            SimdDot {
+                isa: Isa::$isa,
+                dot: {
+                    /// # Safety
+                    /// The CPU must support the instruction set listed beside the entry.
+                    unsafe fn entry(w: &[u8], a: &[u8]) -> f32 {
+                        // SAFETY: the caller guarantees the features the kernel is compiled for.
+                        unsafe { dot_with($dot, w, a) }
+                    }
+                    entry
+                },
+                tile: None,
+                pairs: None,
+            }
+        )
     };
 }
 
@@ -259,21 +258,24 @@ macro_rules! simd_dot {
 /// after `tile:`, its tile twin: byte-level entries that cast the rows to the kernels' blocks.
 macro_rules! avx2 {
     ($dot:path) => {
-        simd_dot!(x86_64, Avx2, $dot)
+        simd_dot!("x86_64", Avx2, $dot)
     };
     ($dot:path, tile: $tile:path) => {
-        x86_64!(SimdDot {
-            tile: Some({
-                /// # Safety
-                /// The CPU must support AVX2, FMA and F16C.
-                unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
-                    // SAFETY: the caller guarantees the features the kernel is compiled for.
-                    unsafe { tile_with($tile, w, a, out) }
-                }
-                entry
-            }),
-            ..simd_dot!(x86_64, Avx2, $dot).expect("an x86-64 entry")
-        })
+        only_on!(
+            "x86_64",
+            SimdDot {
+                tile: Some({
+                    /// # Safety
+                    /// The CPU must support AVX2, FMA and F16C.
+                    unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
+                        // SAFETY: the caller guarantees the features the kernel is compiled for.
+                        unsafe { tile_with($tile, w, a, out) }
+                    }
+                    entry
+                }),
+                ..simd_dot!("x86_64", Avx2, $dot).expect("an x86-64 entry")
+            }
+        )
     };
 }
 
@@ -281,23 +283,7 @@ macro_rules! avx2 {
 /// with AVX2, FMA and F16C).
 macro_rules! avx512 {
     ($dot:path) => {
-        simd_dot!(x86_64, Avx512, $dot)
-    };
-}
-
-/// `Some(entry)` on AArch64; `None` elsewhere, where the kernels it names do not exist.
-#[cfg(target_arch = "aarch64")]
-macro_rules! aarch64 {
-    ($entry:expr) => {
-        Some($entry)
-    };
-}
-
-/// `Some(entry)` on AArch64; `None` elsewhere, where the kernels it names do not exist.
-#[cfg(not(target_arch = "aarch64"))]
-macro_rules! aarch64 {
-    ($entry:expr) => {
-        None
+        simd_dot!("x86_64", Avx512, $dot)
     };
 }
 
@@ -305,7 +291,7 @@ macro_rules! aarch64 {
 /// `Dotprod` or `I8mm`).
 macro_rules! arm {
     ($isa:ident, $dot:path) => {
-        simd_dot!(aarch64, $isa, $dot)
+        simd_dot!("aarch64", $isa, $dot)
     };
 }
 
@@ -327,7 +313,8 @@ macro_rules! dotprod {
 /// (`vec_dot_dotprod`) for single rows and `vec_dot_pairs_i8mm` for rows in pairs.
 macro_rules! i8mm {
     ($ty:ident) => {
-        aarch64!(
+        only_on!(
+            "aarch64",
             SimdDot {
                 isa: Isa::I8mm,
                 ..arm!(Dotprod, $ty::aarch64::vec_dot_dotprod).expect("an AArch64 entry")
@@ -366,10 +353,13 @@ macro_rules! float_simd {
 /// (with AVX2, FMA and F16C), named by its module and block type.
 macro_rules! avx512_packed {
     ($module:ident :: $layout:ident) => {
-        x86_64!(PackedLayout {
-            isa: Isa::Avx512,
-            pack: packed::pack_avx512::<packed::$module::$layout>,
-        })
+        only_on!(
+            "x86_64",
+            PackedLayout {
+                isa: Isa::Avx512,
+                pack: packed::pack_avx512::<packed::$module::$layout>,
+            }
+        )
     };
 }
 
@@ -481,6 +471,23 @@ fn dot_bytes<W: VecDot>(w: &[u8], a: &[u8]) -> f32 {
     W::vec_dot(w, a)
 }
 
+/// Casts raw rows to the blocks of a kernel that takes `w_rows` weight rows one after the other
+/// and `a_rows` activation rows each as long as one of them, checking that the lengths agree.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn kernel_blocks<'r, W: BlockFormat, A: BlockFormat>(
+    w: &'r [u8],
+    a: &'r [u8],
+    w_rows: usize,
+    a_rows: usize,
+) -> (&'r [W], &'r [A]) {
+    let w: &[W] = bytemuck::cast_slice(w);
+    let a: &[A] = bytemuck::cast_slice(a);
+    assert!(w.len().is_multiple_of(w_rows));
+    assert_eq!(w.len() / w_rows * W::ELEMS * a_rows, a.len() * A::ELEMS);
+    (w, a)
+}
+
 /// Casts raw rows to the blocks of `kernel`, checks that both hold as many values, and runs it.
 ///
 /// # Safety
@@ -492,9 +499,7 @@ unsafe fn dot_with<W: BlockFormat, A: BlockFormat>(
     w: &[u8],
     a: &[u8],
 ) -> f32 {
-    let w: &[W] = bytemuck::cast_slice(w);
-    let a: &[A] = bytemuck::cast_slice(a);
-    assert_eq!(w.len() * W::ELEMS, a.len() * A::ELEMS);
+    let (w, a) = kernel_blocks(w, a, 1, 1);
     // SAFETY: the caller guarantees the CPU features.
     unsafe { kernel(w, a) }
 }
@@ -511,9 +516,7 @@ unsafe fn tile_with<W: BlockFormat, A: BlockFormat>(
     a: &[u8],
     out: &mut [f32],
 ) {
-    let w: &[W] = bytemuck::cast_slice(w);
-    let a: &[A] = bytemuck::cast_slice(a);
-    assert_eq!(w.len() * W::ELEMS * out.len(), a.len() * A::ELEMS);
+    let (w, a) = kernel_blocks(w, a, 1, out.len());
     // SAFETY: the caller guarantees the CPU features.
     unsafe { kernel(w, a, out) }
 }
@@ -531,10 +534,8 @@ unsafe fn pairs_with<W: BlockFormat, A: BlockFormat>(
     a: &[u8],
     out: &mut [f32],
 ) {
-    let w: &[W] = bytemuck::cast_slice(w);
-    let a: &[A] = bytemuck::cast_slice(a);
-    assert!(w.len().is_multiple_of(2) && out.len().is_multiple_of(2));
-    assert_eq!(w.len() / 2 * W::ELEMS * (out.len() / 2), a.len() * A::ELEMS);
+    assert!(out.len().is_multiple_of(2));
+    let (w, a) = kernel_blocks(w, a, 2, out.len() / 2);
     // SAFETY: the caller guarantees the CPU features.
     unsafe { kernel(w, a, out) }
 }

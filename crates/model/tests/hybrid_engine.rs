@@ -7,7 +7,7 @@
 mod common;
 mod speculation_support;
 
-use rinfer_model::{Engine, EngineSettings, Event, Speculation};
+use rinfer_model::{Engine, EngineSettings, Speculation};
 use speculation_support::*;
 
 const MODELS: [&str; 3] = ["lfm2-tiny-q8_0", "qwen35-tiny-q8_0", "qwen35moe-tiny-q8_0"];
@@ -43,20 +43,12 @@ fn speculation_on_a_recurrent_state_gives_the_output_of_plain_decoding() {
 /// Tokens and the prompt tokens reused of one request run alone.
 fn generate_counting(engine: &mut Engine<'_>, request: rinfer_model::Request) -> (Vec<u32>, usize) {
     let id = engine.add(request).unwrap();
-    let mut done = None;
+    let (tokens, _, cached) = common::finish(engine, id);
+    // Step on until the engine has retired the sequence as well.
     while engine.is_busy() {
-        engine.step(|event| match event {
-            Event::Finished {
-                id: e,
-                tokens,
-                timings,
-                ..
-            } if e == id => done = Some((tokens, timings.cached_tokens)),
-            Event::Failed { error, .. } => panic!("{error}"),
-            _ => {}
-        });
+        engine.step(|_| {});
     }
-    done.unwrap()
+    (tokens, cached)
 }
 
 #[test]

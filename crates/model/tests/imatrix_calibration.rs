@@ -66,19 +66,21 @@ fn floats(t: &TensorView<'_>) -> Vec<f32> {
         .collect()
 }
 
+/// A file's metadata, one `key=value` line per key.
+fn metadata(file: &GgufFile) -> Vec<String> {
+    file.metadata()
+        .iter()
+        .map(|(k, v)| format!("{k}={v:?}"))
+        .collect()
+}
+
 #[test]
 fn the_fixture_matrix_is_llama_imatrix_output_to_float_rounding() {
     let (sums, perplexities) = compute(128);
     let bytes = sums.to_gguf().expect("writes").to_bytes();
     let ours = GgufFile::from_bytes(bytes).expect("parses");
     let theirs = GgufFile::open(fixtures().join("models/iq/llama-tiny.imatrix.gguf")).unwrap();
-    let keys = |f: &GgufFile| {
-        f.metadata()
-            .iter()
-            .map(|(k, v)| format!("{k}={v:?}"))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(keys(&ours), keys(&theirs), "metadata");
+    assert_eq!(metadata(&ours), metadata(&theirs), "metadata");
     assert_eq!(ours.tensors().len(), theirs.tensors().len(), "tensor count");
     let (mut worst, mut total, mut n) = (0.0f32, 0.0f64, 0usize);
     for (a, b) in ours.tensors().zip(theirs.tensors()) {
@@ -227,13 +229,7 @@ fn a_mixture_of_experts_counts_each_experts_tokens_as_llama_imatrix() {
     let sums = calibrate(&loaded.model, &ids, bos, &options, |_| {}).expect("calibrates");
     let ours = GgufFile::from_bytes(sums.to_gguf().unwrap().to_bytes()).unwrap();
     let theirs = GgufFile::open(fixtures().join("models/iq/qwen3moe-tiny.imatrix.gguf")).unwrap();
-    let keys = |f: &GgufFile| {
-        f.metadata()
-            .iter()
-            .map(|(k, v)| format!("{k}={v:?}"))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(keys(&ours), keys(&theirs), "metadata");
+    assert_eq!(metadata(&ours), metadata(&theirs), "metadata");
     assert_eq!(ours.tensors().len(), theirs.tensors().len());
     for (a, b) in ours.tensors().zip(theirs.tensors()) {
         assert_eq!((a.name(), a.ty(), a.dims()), (b.name(), b.ty(), b.dims()));

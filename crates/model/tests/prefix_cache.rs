@@ -85,23 +85,7 @@ fn run(engine: &mut Engine<'_>, request: Request) -> (Outcome, usize) {
 
 /// Steps until sequence `id` ends: its outcome and the prompt tokens it reused.
 fn finish(engine: &mut Engine<'_>, id: SeqId) -> (Outcome, usize) {
-    let mut logprobs = Vec::new();
-    let mut done = None;
-    while done.is_none() {
-        assert!(engine.is_busy(), "{id:?} never finished");
-        engine.step(|event| match event {
-            Event::Token { id: e, logprob, .. } if e == id => logprobs.push(logprob),
-            Event::Finished {
-                id: e,
-                tokens,
-                timings,
-                ..
-            } if e == id => done = Some((tokens, timings.cached_tokens)),
-            Event::Failed { error, .. } => panic!("{error}"),
-            _ => {}
-        });
-    }
-    let (tokens, cached) = done.unwrap();
+    let (tokens, logprobs, cached) = common::finish(engine, id);
     (Outcome { tokens, logprobs }, cached)
 }
 

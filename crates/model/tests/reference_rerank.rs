@@ -8,6 +8,7 @@ mod common;
 use std::sync::atomic::AtomicBool;
 
 use common::fixtures;
+use common::reference::ids;
 use rinfer_formats::gguf::{GgufFile, MetadataValue, ValueType};
 use rinfer_model::arch::config_from_metadata;
 use rinfer_model::config::{Pooling, Rank, RankHead};
@@ -27,14 +28,6 @@ fn refs(name: &str) -> Value {
 
 fn loaded(name: &str) -> LoadedModel {
     LoadedModel::open(fixtures().join(format!("rerank/{name}.gguf"))).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 fn strings(v: &Value) -> Vec<&str> {

@@ -3,8 +3,11 @@
 //! error says why. The broken mixture-of-experts fixtures, which have no vocabulary either, are
 //! therefore refused for their own fault, each named (llama.cpp aborts on two of them).
 
+#[path = "../../../tests/support/broken_moe_files.rs"]
+mod broken_moe_files;
 mod common;
 
+use broken_moe_files::BROKEN_MOE_FILES;
 use common::fixtures;
 use rinfer_model::{
     DeviceRequest, Engine, EngineSettings, LoadedModel, Request, SamplingParams, TokenizerError,
@@ -40,12 +43,7 @@ fn the_control_loads_without_a_vocabulary_and_decodes_from_token_ids() {
 /// Each broken file is refused with its own fault, not for its missing vocabulary.
 #[test]
 fn each_broken_file_is_refused_for_its_own_fault() {
-    for (name, fault) in [
-        ("moe_expert_count_zero", "expert_count"),
-        ("moe_expert_used_gt_count", "expert_used_count"),
-        ("moe_expert_dim_mismatch", "blk.0.ffn_gate_exps.weight"),
-        ("moe_gate_inp_wrong_shape", "blk.0.ffn_gate_inp.weight"),
-    ] {
+    for (name, fault) in BROKEN_MOE_FILES {
         let message = open(name).err().unwrap_or_else(|| panic!("{name} loaded"));
         assert!(message.contains(fault), "{name}: {message}");
         assert!(!message.contains("vocabulary"), "{name}: {message}");

@@ -28,7 +28,7 @@ use rinfer_model::engine::normalize;
 use crate::blocking::CancelFlag;
 use crate::error::ApiError;
 use crate::request;
-use crate::routes::{parse_blocking, read_body, submit};
+use crate::routes::{receive, submit};
 use crate::scheduler::job::{Event, EventSender, Job, event_channel};
 use crate::served::Served;
 use crate::state::AppState;
@@ -236,10 +236,8 @@ pub async fn embeddings(
     body: Body,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let bytes = read_body(&state, body).await?;
-    let served = state.served(&bytes).await?;
     let queue = state.config.queue;
-    let validated = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
+    let (served, validated) = receive(&state, body, move |bytes, served, cancel| {
         let req: EmbeddingsRequest = request::parse(bytes)?;
         validate(&req, served, queue, cancel)
     })

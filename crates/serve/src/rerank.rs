@@ -32,7 +32,7 @@ use crate::blocking::CancelFlag;
 use crate::embeddings::{longest_input, pool_all};
 use crate::error::ApiError;
 use crate::request;
-use crate::routes::{parse_blocking, read_body};
+use crate::routes::receive;
 use crate::served::Served;
 use crate::state::AppState;
 use crate::validate::check_model;
@@ -212,9 +212,7 @@ pub fn routes() -> axum::Router<Arc<AppState>> {
 /// The handler: validates, queues one engine request per pair and answers once all are in.
 pub async fn rerank(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let bytes = read_body(&state, body).await?;
-    let served = state.served(&bytes).await?;
-    let validated = parse_blocking(&state, &served, bytes, |bytes, served, cancel| {
+    let (served, validated) = receive(&state, body, |bytes, served, cancel| {
         let req: RerankRequest = request::parse(bytes)?;
         validate(&req, served, cancel)
     })

@@ -106,7 +106,7 @@ async fn method_not_allowed() -> ApiError {
 
 /// Reads a whole body: 413 over the limit, 408 when it does not arrive within the body
 /// timeout, 503 when a drain starts meanwhile (a half-sent request does not hold the drain).
-pub(crate) async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
+async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
     let limit = state.config.max_body_bytes;
     let timeout = state.config.body_timeout;
     let mut drain = state.drain.subscribe();
@@ -146,23 +146,27 @@ pub(crate) async fn read_body(state: &AppState, body: Body) -> Result<Bytes, Api
     }
 }
 
-/// Parses and validates on the blocking pool (tokenizing a long prompt takes a while), bounded
-/// to a job per core and cancelled when the client leaves.
-pub(crate) async fn parse_blocking<T, F>(
+/// What every API handler does first: reads the body ([`read_body`]), finds the model it names
+/// ([`AppState::served`]), then parses and validates it with `f` on the blocking pool
+/// (tokenizing a long prompt takes a while), bounded to a job per core and cancelled when the
+/// client leaves.
+pub(crate) async fn receive<T, F>(
     state: &AppState,
-    served: &Arc<Served>,
-    body: Bytes,
+    body: Body,
     f: F,
-) -> Result<T, ApiError>
+) -> Result<(Arc<Served>, T), ApiError>
 where
     T: Send + 'static,
     F: FnOnce(&Bytes, &Served, &CancelFlag) -> Result<T, ApiError> + Send + 'static,
 {
-    let served = Arc::clone(served);
-    state
+    let bytes = read_body(state, body).await?;
+    let served = state.served(&bytes).await?;
+    let parsing = Arc::clone(&served);
+    let parsed = state
         .blocking
-        .run(move |cancel| f(&body, &served, cancel))
-        .await
+        .run(move |cancel| f(&bytes, &parsing, cancel))
+        .await?;
+    Ok((served, parsed))
 }
 
 async fn completions(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
@@ -182,9 +186,7 @@ async fn generate(
     endpoint: Endpoint,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let bytes = read_body(&state, body).await?;
-    let served = state.served(&bytes).await?;
-    let request = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
+    let (served, request) = receive(&state, body, move |bytes, served, cancel| {
         let req: GenerationRequest = request::parse(bytes)?;
         validate::validate(req, endpoint, served, cancel)
     })
@@ -550,9 +552,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
-    let bytes = read_body(&state, body).await?;
-    let served = state.served(&bytes).await?;
-    let tokens = parse_blocking(&state, &served, bytes, |bytes, served, cancel| {
+    let (_served, tokens) = receive(&state, body, |bytes, served, cancel| {
         let req: TokenizeRequest = request::parse(bytes)?;
         validate::check_model(req.model.as_deref(), served)?;
         validate::encode(
@@ -569,9 +569,7 @@ async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Resp
 }
 
 async fn detokenize(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
-    let bytes = read_body(&state, body).await?;
-    let served = state.served(&bytes).await?;
-    let content = parse_blocking(&state, &served, bytes, |bytes, served, _| {
+    let (_served, content) = receive(&state, body, |bytes, served, _| {
         let req: DetokenizeRequest = request::parse(bytes)?;
         validate::check_model(req.model.as_deref(), served)?;
         let tokenizer = &served.ready.loaded.tokenizer;

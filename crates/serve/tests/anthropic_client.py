@@ -62,7 +62,7 @@ check(count.input_tokens == prompt, f"count_tokens {count.input_tokens} != usage
 
 # Tools: `any` and a named tool force a schema-valid call, whole and streamed.
 for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
-    reply = client.messages.create(
+    request = dict(
         model=model,
         max_tokens=100,
         messages=QUESTION,
@@ -70,6 +70,7 @@ for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
         tool_choice=choice,
         extra_body=SEED,
     )
+    reply = client.messages.create(**request)
     uses = [b for b in reply.content if b.type == "tool_use"]
     check(uses, f"no tool_use with {choice}: {reply.content}")
     # A random model may write new calls up to the limit; the whole ones are kept.
@@ -77,14 +78,7 @@ for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
     for use in uses:
         check(use.name == "get_weather", use.name)
         jsonschema.validate(use.input, WEATHER)
-    with client.messages.stream(
-        model=model,
-        max_tokens=100,
-        messages=QUESTION,
-        tools=TOOLS,
-        tool_choice=choice,
-        extra_body=SEED,
-    ) as stream:
+    with client.messages.stream(**request) as stream:
         final = stream.get_final_message()
     streamed_uses = [b for b in final.content if b.type == "tool_use"]
     check(

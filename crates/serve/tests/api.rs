@@ -6,31 +6,14 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rinfer_serve::ServeConfig;
 use serde_json::{Value, json};
-use support::{Server, config, request, send_head, tiny_model};
-
-/// The tiny model on 2 threads with a context of 512, then `configure`.
-fn server(configure: impl FnOnce(&mut ServeConfig)) -> Server {
-    let mut config = config(&tiny_model(), 512);
-    config.engine.threads = Some(2);
-    configure(&mut config);
-    Server::start(config)
-}
-
-/// A request that runs for seconds on the tiny model (4000 tokens; its end-of-generation
-/// tokens banned), for tests that need one in flight. Needs a context of 4096.
-fn long_request(stream: bool) -> String {
-    json!({"prompt": "a", "max_tokens": 4000, "stream": stream,
-           "logit_bias": {"1": -100, "106": -100}})
-    .to_string()
-}
+use support::{long_request, open_stream, request, tiny_server, wait_for};
 
 #[test]
 fn completions_and_chat_answer_in_the_openai_shape() {
-    let s = server(|_| {});
+    let s = tiny_server(|_| {});
     let r = s.post(
         "/v1/completions",
         &json!({"model": "gemma3-tiny-q4_k_m", "prompt": "Hello", "max_tokens": 5, "temperature": 0}),
@@ -115,7 +98,7 @@ fn completions_and_chat_answer_in_the_openai_shape() {
 
 #[test]
 fn stop_strings_end_generation_and_are_not_returned() {
-    let s = server(|_| {});
+    let s = tiny_server(|_| {});
     let ask = |stop: Value| {
         s.post(
             "/v1/completions",
@@ -138,7 +121,7 @@ fn stop_strings_end_generation_and_are_not_returned() {
 
 #[test]
 fn the_same_seed_gives_the_same_text_alone_or_beside_other_requests() {
-    let s = server(|c| c.engine.sequences = 8);
+    let s = tiny_server(|c| c.engine.sequences = 8);
     // Long enough (end-of-generation banned) that the eight overlap in the engine's batches.
     let body = |i: usize| {
         json!({"prompt": "Story number ".repeat(i + 1), "max_tokens": 300, "seed": i,
@@ -166,7 +149,7 @@ fn the_same_seed_gives_the_same_text_alone_or_beside_other_requests() {
 
 #[test]
 fn malformed_requests_get_400_with_an_error_object_naming_the_field() {
-    let s = server(|_| {});
+    let s = tiny_server(|_| {});
     let post_raw = |path: &str, body: &[u8]| request(s.addr, "POST", path, body);
     // (body, expected param; None when the body as a whole is at fault)
     let corpus: &[(&str, Option<&str>)] = &[
@@ -359,7 +342,7 @@ fn malformed_requests_get_400_with_an_error_object_naming_the_field() {
 
 #[test]
 fn limits_are_refused_with_the_right_status() {
-    let s = server(|c| {
+    let s = tiny_server(|c| {
         c.engine.sequences = 1;
         c.queue = 1;
         c.engine.context = Some(4096);
@@ -397,32 +380,13 @@ fn limits_are_refused_with_the_right_status() {
     wait_for(|| s.metric("rinfer_running_sequences") == 0.0);
 }
 
-/// Opens a streaming request and reads its first event.
-fn open_stream(addr: std::net::SocketAddr, body: &str) -> BufReader<TcpStream> {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    send_head(&mut stream, "POST", "/v1/completions", body.len()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    BufReader::new(stream)
-}
-
 fn drop_stream(stream: &mut BufReader<TcpStream>) {
     let _ = stream.get_ref().shutdown(std::net::Shutdown::Both);
 }
 
-fn wait_for(mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "condition never held"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_client_that_disconnects_mid_stream_frees_its_slot() {
-    let s = server(|c| {
+    let s = tiny_server(|c| {
         c.engine.sequences = 1;
         c.engine.context = Some(4096);
     });
@@ -466,7 +430,7 @@ fn a_client_that_disconnects_mid_stream_frees_its_slot() {
 
 #[test]
 fn tokenize_models_health_and_metrics() {
-    let s = server(|_| {});
+    let s = tiny_server(|_| {});
     let tokens = s
         .post("/tokenize", &json!({"content": "Hello world"}))
         .json()["tokens"]
@@ -520,7 +484,7 @@ fn conversation(reply: Option<&str>) -> Value {
 
 #[test]
 fn a_resent_conversation_reports_its_cached_prompt_tokens_and_answers_as_if_cold() {
-    let s = server(|c| c.engine.sequences = 1);
+    let s = tiny_server(|c| c.engine.sequences = 1);
     let first = s.post("/v1/chat/completions", &conversation(None)).json();
     assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
     let reply = first["choices"][0]["message"]["content"].as_str().unwrap();
@@ -543,7 +507,7 @@ fn a_resent_conversation_reports_its_cached_prompt_tokens_and_answers_as_if_cold
     assert_eq!(s.metric("rinfer_prefix_cache_hits_total"), 1.0);
     assert!(s.metric("rinfer_prefix_cache_hit_rate") > 0.0);
 
-    let cold = server(|c| c.engine.sequences = 1)
+    let cold = tiny_server(|c| c.engine.sequences = 1)
         .post("/v1/chat/completions", &conversation(Some(reply)))
         .json();
     assert_eq!(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
@@ -560,7 +524,7 @@ const LONG_PROMPT: &str = "The keeper of the lighthouse wrote in the log every e
 
 #[test]
 fn n_choices_sample_apart_and_share_the_prompts_blocks() {
-    let s = server(|c| c.engine.sequences = 3);
+    let s = tiny_server(|c| c.engine.sequences = 3);
     let body = json!({"prompt": LONG_PROMPT, "max_tokens": 6, "n": 3, "seed": 11,
                       "temperature": 1.5, "logit_bias": {"1": -100, "106": -100}});
     let r = s.post("/v1/completions", &body);
@@ -601,7 +565,7 @@ fn n_choices_sample_apart_and_share_the_prompts_blocks() {
 
 #[test]
 fn n_streamed_choices_each_open_and_finish_then_one_usage_chunk() {
-    let s = server(|c| c.engine.sequences = 2);
+    let s = tiny_server(|c| c.engine.sequences = 2);
     let r = s.post(
         "/v1/chat/completions",
         &json!({"messages": [{"role": "user", "content": LONG_PROMPT}], "max_tokens": 3,
@@ -631,7 +595,7 @@ fn n_streamed_choices_each_open_and_finish_then_one_usage_chunk() {
 
 #[test]
 fn a_request_for_n_choices_waits_until_all_of_them_have_room() {
-    let s = server(|c| {
+    let s = tiny_server(|c| {
         c.engine.sequences = 2;
         c.engine.context = Some(4096);
     });

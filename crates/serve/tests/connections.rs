@@ -9,16 +9,8 @@ use std::io::{BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
-use rinfer_serve::ServeConfig;
 use serde_json::json;
-use support::{Server, config, read_one_response, tiny_model};
-
-fn server(configure: impl FnOnce(&mut ServeConfig)) -> Server {
-    let mut config = config(&tiny_model(), 512);
-    config.engine.threads = Some(2);
-    configure(&mut config);
-    Server::start(config)
-}
+use support::{assert_healthy_on, kept_alive, read_one_response, refused_answer, tiny_server};
 
 /// Whether the server has closed `stream` (EOF or reset); drops any data it sent.
 fn is_closed(stream: &mut TcpStream) -> bool {
@@ -38,7 +30,7 @@ fn is_closed(stream: &mut TcpStream) -> bool {
 
 #[test]
 fn a_client_that_dribbles_its_headers_is_cut_after_the_header_timeout() {
-    let s = server(|c| c.header_timeout = Duration::from_secs(1));
+    let s = tiny_server(|c| c.header_timeout = Duration::from_secs(1));
     let mut stream = TcpStream::connect(s.addr).unwrap();
     let start = Instant::now();
     stream
@@ -66,7 +58,7 @@ fn a_client_that_dribbles_its_headers_is_cut_after_the_header_timeout() {
 
 #[test]
 fn a_client_that_dribbles_its_body_gets_408_after_the_body_timeout() {
-    let s = server(|c| c.body_timeout = Duration::from_secs(1));
+    let s = tiny_server(|c| c.body_timeout = Duration::from_secs(1));
     let mut stream = TcpStream::connect(s.addr).unwrap();
     let start = Instant::now();
     stream
@@ -86,11 +78,8 @@ fn a_client_that_dribbles_its_body_gets_408_after_the_body_timeout() {
 
 #[test]
 fn past_the_connection_cap_new_connections_are_refused_while_open_ones_still_answer() {
-    let s = server(|c| c.max_connections = 3);
-    let mut kept = BufReader::new(TcpStream::connect(s.addr).unwrap());
-    let health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    kept.get_mut().write_all(health).unwrap();
-    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+    let s = tiny_server(|c| c.max_connections = 3);
+    let mut kept = kept_alive(s.addr);
     // Two idle connections fill the cap.
     let idle: Vec<TcpStream> = (0..2)
         .map(|_| TcpStream::connect(s.addr).unwrap())
@@ -98,46 +87,35 @@ fn past_the_connection_cap_new_connections_are_refused_while_open_ones_still_ans
     std::thread::sleep(Duration::from_millis(200));
     // The next one is answered 503 and closed at once.
     let start = Instant::now();
-    let mut refused = TcpStream::connect(s.addr).unwrap();
-    let _ = refused.write_all(health);
-    refused
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut answer = Vec::new();
-    let _ = refused.read_to_end(&mut answer);
+    let answer = refused_answer(s.addr);
     // A connection held past the cap would block this read for the whole 5 s timeout; 4 s
     // leaves room for a loaded CI machine (2 s once failed while the suite ran).
     assert!(
         start.elapsed() < Duration::from_secs(4),
         "held past the cap"
     );
-    let answer = String::from_utf8_lossy(&answer);
     assert!(
         answer.is_empty() || answer.starts_with("HTTP/1.1 503"),
         "{answer}"
     );
     // A connection served before still gets its answers.
-    kept.get_mut().write_all(health).unwrap();
-    assert_eq!(read_one_response(&mut kept).unwrap().status, 200);
+    assert_healthy_on(&mut kept);
     // Once connections close, new ones are served again.
     drop(idle);
     drop(kept);
     let start = Instant::now();
-    loop {
-        match support::try_request(s.addr, "GET", "/health", b"") {
-            Ok(r) if r.status == 200 => break,
-            _ => assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "never served again"
-            ),
-        }
+    while !s.is_healthy() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "never served again"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 #[test]
 fn shutdown_during_half_sent_requests_completes_promptly() {
-    let mut s = server(|_| {});
+    let mut s = tiny_server(|_| {});
     // Headers cut in the middle, and a body cut in the middle (the default timeouts, 10 s and
     // 30 s, must not hold the drain).
     let mut headers = TcpStream::connect(s.addr).unwrap();
@@ -171,7 +149,7 @@ fn shutdown_during_half_sent_requests_completes_promptly() {
 
 #[test]
 fn a_client_that_half_closes_after_its_request_gets_its_answer() {
-    let s = server(|c| c.half_close = true);
+    let s = tiny_server(|c| c.half_close = true);
     let body = json!({"prompt": "a", "max_tokens": 8}).to_string();
     let mut stream = TcpStream::connect(s.addr).unwrap();
     write!(

@@ -3,9 +3,12 @@
 //! malformed request, a model that does not embed, and the official `openai` Python client's
 //! `embeddings.create`.
 
+#[path = "../../../tests/support/embedding_cases.rs"]
+mod embedding_cases;
 mod python_support;
 mod support;
 
+use embedding_cases::{cosine, embedding_cases};
 use serde_json::{Value, json};
 use support::{Server, config, fixture};
 
@@ -17,24 +20,9 @@ fn serve(model: &str) -> Server {
 
 /// The reference cases (prompt, tokens, normalised embedding) of a fixture.
 fn cases(model: &str) -> Vec<(String, Vec<u64>, Vec<f64>)> {
-    let path = fixture(&format!("refs/{model}.embeddings.json"));
-    let refs: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    let numbers = |v: &Value| -> Vec<f64> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect()
-    };
-    refs["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            let tokens = numbers(&c["tokens"]).iter().map(|&t| t as u64).collect();
-            let prompt = c["prompt"].as_str().unwrap().to_string();
-            (prompt, tokens, numbers(&c["embedding"]))
-        })
+    embedding_cases(fixture(&format!("refs/{model}.embeddings.json")))
+        .into_iter()
+        .map(|c| (c.prompt, c.tokens, c.embedding))
         .collect()
 }
 
@@ -45,12 +33,6 @@ fn vector(item: &Value) -> Vec<f64> {
         .iter()
         .map(|x| x.as_f64().unwrap())
         .collect()
-}
-
-fn cosine(a: &[f64], b: &[f64]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    dot / (norm(a) * norm(b))
 }
 
 #[test]

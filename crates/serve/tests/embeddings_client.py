@@ -12,18 +12,13 @@ import sys
 
 import openai
 
+import client_checks
+from client_checks import check
+
 base_url, model, refs_path = sys.argv[1], sys.argv[2], sys.argv[3]
 client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
 refs = json.load(open(refs_path))
 cases = refs["cases"]
-checks = 0
-
-
-def check(condition, what):
-    global checks
-    if not condition:
-        sys.exit(f"FAILED: {what}")
-    checks += 1
 
 
 def cosine(a, b):
@@ -62,4 +57,4 @@ except openai.BadRequestError as error:
     check(error.status_code == 400, f"status {error.status_code}")
     check(error.body.get("param") == "dimensions", f"param {error.body}")
 
-print(f"{checks} checks passed")
+print(f"{client_checks.passed} checks passed")

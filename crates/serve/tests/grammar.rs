@@ -5,12 +5,10 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Server, config, tiny_model};
+use support::{Server, tiny_server};
 
 fn server() -> Server {
-    let mut config = config(&tiny_model(), 512);
-    config.engine.threads = Some(2);
-    Server::start(config)
+    tiny_server(|_| {})
 }
 
 fn chat(extra: Value) -> Value {

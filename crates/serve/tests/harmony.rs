@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 
 use rinfer_formats::gguf::{GgufFile, GgufWriter, MetadataValue, ValueType};
 use serde_json::{Value, json};
-use support::{Response, Server, config};
+use support::{Response, Server, config, weather_schema};
 
 /// The harmony markers and the ids they take in the fixture's vocabulary.
 const MARKERS: &[(&str, u32)] = &[
@@ -123,18 +123,6 @@ fn server() -> Server {
     let mut config = config(&model, 2048);
     config.engine.threads = Some(2);
     Server::start(config)
-}
-
-fn weather_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "maxLength": 12},
-            "unit": {"enum": ["celsius", "fahrenheit"]}
-        },
-        "required": ["city", "unit"],
-        "additionalProperties": false
-    })
 }
 
 const QUESTION: &str = "What is the weather in Paris?";

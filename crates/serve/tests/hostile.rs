@@ -10,14 +10,13 @@ use std::time::{Duration, Instant};
 
 use rinfer_serve::{ApiKeys, ServeConfig};
 use serde_json::{Map, Value, json};
-use support::{Server, config, request_with_headers, tiny_model};
+use support::{Server, request_with_headers, tiny_server};
 
 fn server(configure: impl FnOnce(&mut ServeConfig)) -> Server {
-    let mut config = config(&tiny_model(), 512);
-    config.engine.threads = Some(2);
-    config.engine.sequences = 4;
-    configure(&mut config);
-    Server::start(config)
+    tiny_server(|c| {
+        c.engine.sequences = 4;
+        configure(c);
+    })
 }
 
 fn schema_request(schema: Value) -> Value {

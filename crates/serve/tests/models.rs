@@ -5,14 +5,14 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
 
 use rinfer_serve::{ServeConfig, models_in_dir};
 use serde_json::{Value, json};
 use support::{
-    Server, config, expect_model_states, model_states, models_dir, send_head, tiny_model,
+    Server, config, expect_model_states, model_states, models_dir, next_event, open_stream,
+    tiny_model, wait_for,
 };
 
 fn complete(s: &Server, model: &str) -> support::Response {
@@ -28,35 +28,9 @@ fn open_long_stream(addr: SocketAddr, model: &str) -> BufReader<TcpStream> {
     let body = json!({"model": model, "prompt": "a", "max_tokens": 4000, "stream": true,
                       "logit_bias": {"1": -100, "106": -100}})
     .to_string();
-    let mut stream = TcpStream::connect(addr).unwrap();
-    send_head(&mut stream, "POST", "/v1/completions", body.len()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    let mut stream = BufReader::new(stream);
+    let mut stream = open_stream(addr, &body);
     next_event(&mut stream);
     stream
-}
-
-/// The next `data:` payload of a stream.
-fn next_event(stream: &mut BufReader<TcpStream>) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(stream.read_line(&mut line).unwrap() > 0, "the stream ended");
-        if let Some(data) = line.strip_prefix("data: ") {
-            return data.trim_end().to_string();
-        }
-    }
-}
-
-fn wait_for(mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "condition never held"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The configuration `rinfer serve --models-dir DIR --ctx CTX --threads 2 --kv-cache-mib 0`

@@ -4,20 +4,12 @@
 
 mod support;
 
-use rinfer_serve::ServeConfig;
 use serde_json::json;
-use support::{Server, config, request_with_headers, tiny_model};
-
-fn server(configure: impl FnOnce(&mut ServeConfig)) -> Server {
-    let mut config = config(&tiny_model(), 512);
-    config.engine.threads = Some(2);
-    configure(&mut config);
-    Server::start(config)
-}
+use support::{request_with_headers, tiny_server};
 
 #[test]
 fn a_post_body_not_declared_json_is_refused_with_415_and_generates_nothing() {
-    let s = server(|_| {});
+    let s = tiny_server(|_| {});
     let body = json!({"prompt": "a", "max_tokens": 2}).to_string();
     let body = body.as_bytes();
     // What a cross-site form or `fetch(..., {mode: "no-cors"})` can send without a preflight.
@@ -55,7 +47,7 @@ fn a_post_body_not_declared_json_is_refused_with_415_and_generates_nothing() {
 
 #[test]
 fn cors_preflights_are_answered_only_for_listed_origins() {
-    let s = server(|c| c.cors_origins = vec!["https://app.example.com".into()]);
+    let s = tiny_server(|c| c.cors_origins = vec!["https://app.example.com".into()]);
     let preflight = |origin: &str| {
         request_with_headers(
             s.addr,
@@ -129,7 +121,7 @@ fn cors_preflights_are_answered_only_for_listed_origins() {
 
 #[test]
 fn a_loopback_server_refuses_host_names_it_was_not_given() {
-    let s = server(|c| c.allowed_hosts = vec!["api.example.com".into()]);
+    let s = tiny_server(|c| c.allowed_hosts = vec!["api.example.com".into()]);
     let port = s.addr.port();
     let get = |host: &str| request_with_headers(s.addr, "GET", "/v1/models", host, &[], b"");
     // A page at http://rebound.example:PORT whose name now resolves to 127.0.0.1.

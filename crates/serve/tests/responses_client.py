@@ -71,7 +71,7 @@ check(got.id == first.id and got.output_text == text, "retrieve gives the stored
 
 # Tools: required and named calls are schema-valid, whole and streamed.
 for choice in ("required", {"type": "function", "name": "get_weather"}):
-    reply = client.responses.create(
+    request = dict(
         model=model,
         input="What is the weather in Paris?",
         tools=TOOLS,
@@ -79,19 +79,13 @@ for choice in ("required", {"type": "function", "name": "get_weather"}):
         max_output_tokens=100,
         extra_body=SEED,
     )
+    reply = client.responses.create(**request)
     calls = [o for o in reply.output if o.type == "function_call"]
     check(calls, f"no function_call with {choice}: {reply.output}")
     for call in calls:
         check(call.name == "get_weather", call.name)
         jsonschema.validate(json.loads(call.arguments), WEATHER)
-    with client.responses.stream(
-        model=model,
-        input="What is the weather in Paris?",
-        tools=TOOLS,
-        tool_choice=choice,
-        max_output_tokens=100,
-        extra_body=SEED,
-    ) as stream:
+    with client.responses.stream(**request) as stream:
         final = final_of(stream)
     streamed = [(o.name, o.arguments) for o in final.output if o.type == "function_call"]
     check(streamed == [(c.name, c.arguments) for c in calls], f"streamed calls {streamed}")

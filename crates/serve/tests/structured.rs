@@ -8,13 +8,10 @@ mod json_schema_check;
 mod support;
 
 use serde_json::{Value, json};
-use support::{Server, config, tiny_model};
+use support::{Server, tiny_server};
 
 fn server() -> Server {
-    let mut config = config(&tiny_model(), 512);
-    config.engine.threads = Some(2);
-    config.engine.sequences = 4;
-    Server::start(config)
+    tiny_server(|c| c.engine.sequences = 4)
 }
 
 /// Schemas over nested objects, arrays, enums, bounded numbers and optional fields, every

@@ -54,23 +54,7 @@ fn request(choice: Value, parallel: bool, stream: bool) -> Value {
 fn calls_of(r: &Response, stream: bool) -> (Vec<(String, String)>, String) {
     assert_eq!(r.status, 200, "{}", r.text());
     if !stream {
-        let body = r.json();
-        let choice = &body["choices"][0];
-        let calls = choice["message"]["tool_calls"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no tool_calls: {body}"))
-            .iter()
-            .map(|c| {
-                assert_eq!(c["type"], "function");
-                assert!(c["id"].as_str().unwrap().starts_with("call_"));
-                let f = &c["function"];
-                (
-                    f["name"].as_str().unwrap().to_string(),
-                    f["arguments"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
-        return (calls, choice["finish_reason"].as_str().unwrap().to_string());
+        return r.tool_calls();
     }
     let mut calls: Vec<(String, String)> = Vec::new();
     let mut finish = String::new();

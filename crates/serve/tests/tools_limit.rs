@@ -22,26 +22,6 @@ fn chat_body(seed: u64, stream: bool) -> Value {
     })
 }
 
-/// `(name, arguments)` of a whole chat answer's calls, and its finish reason.
-fn whole_calls(r: &Response) -> (Vec<(String, String)>, String) {
-    assert_eq!(r.status, 200, "{}", r.text());
-    let body = r.json();
-    let choice = &body["choices"][0];
-    let calls = choice["message"]["tool_calls"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tool_calls: {body}"))
-        .iter()
-        .map(|c| {
-            let f = &c["function"];
-            (
-                f["name"].as_str().unwrap().to_string(),
-                f["arguments"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
-    (calls, choice["finish_reason"].as_str().unwrap().to_string())
-}
-
 fn streamed_calls(r: &Response) -> Vec<(String, String)> {
     assert_eq!(r.status, 200, "{}", r.text());
     let mut calls = Vec::new();
@@ -72,7 +52,9 @@ fn required_calls_survive_the_token_limit_on_the_default_model() {
     config.engine.sequences = 2;
     let s = Server::start(config);
     for seed in [1, 2, 3] {
-        let (calls, finish) = whole_calls(&s.post("/v1/chat/completions", &chat_body(seed, false)));
+        let (calls, finish) = s
+            .post("/v1/chat/completions", &chat_body(seed, false))
+            .tool_calls();
         assert!(!calls.is_empty(), "seed {seed}: no call");
         for (i, (name, arguments)) in calls.iter().enumerate() {
             assert_eq!(name, "get_weather");

@@ -17,6 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+use super::args::{for_each_option, positive_count};
 use super::llama_cpp::LlamaCpp;
 use super::server::{Server, post};
 use super::synthetic_model;
@@ -67,28 +68,16 @@ fn parse(args: &[&str]) -> Result<Options> {
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         rinfer_only: false,
     };
-    let mut args = args.iter();
-    while let Some(&arg) = args.next() {
-        if arg == "--rinfer-only" {
-            options.rinfer_only = true;
-            continue;
+    for_each_option(args, &["--rinfer-only"], |arg, value| {
+        match (arg, value) {
+            ("--rinfer-only", _) => options.rinfer_only = true,
+            ("--model", Some(value)) => options.model = value.to_string(),
+            ("--rounds", Some(value)) => options.rounds = positive_count(arg, value)?,
+            ("--threads", Some(value)) => options.threads = positive_count(arg, value)?,
+            (other, _) => bail!("unknown option {other}; see `cargo xtask help`"),
         }
-        let value = args
-            .next()
-            .with_context(|| format!("{arg} needs a value"))?;
-        let number = || -> Result<usize> {
-            match value.parse() {
-                Ok(0) | Err(_) => bail!("{arg} needs a positive number, not {value:?}"),
-                Ok(n) => Ok(n),
-            }
-        };
-        match arg {
-            "--model" => options.model = value.to_string(),
-            "--rounds" => options.rounds = number()?,
-            "--threads" => options.threads = number()?,
-            other => bail!("unknown option {other}; see `cargo xtask help`"),
-        }
-    }
+        Ok(())
+    })?;
     Ok(options)
 }
 

@@ -11,6 +11,7 @@
 //! `--embeddings` the embedding throughput beside `llama-server --embedding`;
 //! `speculative` measures decoding with and without prompt-lookup speculation.
 
+mod args;
 mod cache;
 mod ceiling;
 mod child;

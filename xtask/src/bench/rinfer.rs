@@ -107,15 +107,8 @@ impl Rinfer {
                 command.arg(FIRST_TOKEN_PROMPT);
             }
         }
-        let done = child::run(&mut command)?;
-        let report: Value = serde_json::from_str(done.stdout.trim())
-            .with_context(|| format!("`rinfer run --json` printed {:?}", done.stdout))?;
-        let number = |key: &str| -> Result<f64> {
-            report
-                .pointer(key)
-                .and_then(Value::as_f64)
-                .with_context(|| format!("`rinfer run --json` has no number at {key}: {report}"))
-        };
+        let (done, report) = run_report(&mut command)?;
+        let number = |key: &str| report_number(&report, key);
         let value = match test {
             Test::Prompt(n) => {
                 ensure!(
@@ -194,6 +187,22 @@ impl Rinfer {
             model.display()
         )
     }
+}
+
+/// Runs `command` (a `rinfer run --json`) to its end: how it ended and the report it printed.
+pub(super) fn run_report(command: &mut Command) -> Result<(child::Finished, Value)> {
+    let done = child::run(command)?;
+    let report = serde_json::from_str(done.stdout.trim())
+        .with_context(|| format!("`rinfer run --json` printed {:?}", done.stdout))?;
+    Ok((done, report))
+}
+
+/// The number at `key` (a JSON pointer) of a `rinfer run --json` report.
+pub(super) fn report_number(report: &Value, key: &str) -> Result<f64> {
+    report
+        .pointer(key)
+        .and_then(Value::as_f64)
+        .with_context(|| format!("`rinfer run --json` has no number at {key}: {report}"))
 }
 
 /// The prompt length `test` needs, if it reads a prompt file.

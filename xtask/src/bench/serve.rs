@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
+use super::args::for_each_option;
 use super::llama_cpp::LlamaCpp;
 use super::model_vocab::ModelVocab;
 use super::server::{Server, post};
@@ -44,27 +45,25 @@ fn parse(args: &[&str]) -> Result<Options> {
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         vs_llama_cpp: false,
     };
-    let mut args = args.iter();
-    while let Some(&arg) = args.next() {
-        if arg == "--vs-llama-cpp" {
-            options.vs_llama_cpp = true;
-            continue;
-        }
-        let value = args
-            .next()
-            .with_context(|| format!("{arg} needs a value"))?;
-        match arg {
-            "--streams" => {
+    for_each_option(args, &["--vs-llama-cpp"], |arg, value| {
+        match (arg, value) {
+            ("--vs-llama-cpp", _) => options.vs_llama_cpp = true,
+            ("--streams", Some(value)) => {
                 options.streams = value
                     .split(',')
                     .map(|s| s.parse().with_context(|| format!("bad stream count {s:?}")))
                     .collect::<Result<_>>()?;
             }
-            "--max-tokens" => options.max_tokens = value.parse().context("bad --max-tokens")?,
-            "--threads" => options.threads = value.parse().context("bad --threads")?,
-            other => bail!("unknown option {other}; see `cargo xtask help`"),
+            ("--max-tokens", Some(value)) => {
+                options.max_tokens = value.parse().context("bad --max-tokens")?;
+            }
+            ("--threads", Some(value)) => {
+                options.threads = value.parse().context("bad --threads")?
+            }
+            (other, _) => bail!("unknown option {other}; see `cargo xtask help`"),
         }
-    }
+        Ok(())
+    })?;
     if options.streams.is_empty() || options.streams.contains(&0) {
         bail!("--streams needs positive counts");
     }

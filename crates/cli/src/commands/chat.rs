@@ -16,11 +16,16 @@ use crate::stderr::report;
 
 /// Runs the command until end of input or `/exit`.
 pub fn run(options: &ChatOptions) -> Result<()> {
-    let wanted = engine_options(&options.session.engine, Some(&options.speculation))?;
-    let session = Session::start(&options.session, &wanted)?;
+    let wanted = engine_options(
+        &options.generation.session.engine,
+        Some(&options.generation.speculation),
+    )?;
+    let session = Session::start(&options.generation.session, &wanted)?;
     let loaded = &session.setup.loaded;
-    let chat =
-        render_process::isolate(resolve(options.template.chat_template.as_deref(), loaded)?)?;
+    let chat = render_process::isolate(resolve(
+        options.generation.template.chat_template.as_deref(),
+        loaded,
+    )?)?;
     if let Some(warning) = &chat.warning {
         report!("warning: {warning}");
     }
@@ -54,13 +59,13 @@ pub fn run(options: &ChatOptions) -> Result<()> {
             );
         }
         let request = Request::new(tokens, options.max_tokens.min(room))
-            .with_sampling(options.sampling.params());
+            .with_sampling(options.generation.sampling.params());
         let out = engine.generate(request, |text| {
             let _ = stdout.write_all(text.as_bytes());
             let _ = stdout.flush();
         })?;
         let _ = writeln!(stdout);
-        if options.session.verbose {
+        if options.generation.session.verbose {
             let t = &out.timings;
             report!(
                 "prompt: {} tokens, {} reused from the cache, {} evaluated in {:.3} s",

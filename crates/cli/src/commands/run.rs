@@ -19,19 +19,22 @@ pub fn run(options: &RunOptions) -> Result<()> {
         (None, Some(file)) => crate::limits::read_prompt_file(file)?,
         (None, None) => unreachable!("clap requires a prompt or a file"),
     };
-    let mut wanted = engine_options(&options.session.engine, Some(&options.speculation))?;
+    let mut wanted = engine_options(
+        &options.generation.session.engine,
+        Some(&options.generation.speculation),
+    )?;
     // One request: nothing to keep blocks for (unless --kv-cache-mib asks).
     wanted.kv_cache_mib.get_or_insert(0);
-    let session = Session::start(&options.session, &wanted)?;
+    let session = Session::start(&options.generation.session, &wanted)?;
     let loaded = &session.setup.loaded;
-    let mut sampling = options.sampling.params();
+    let mut sampling = options.generation.sampling.params();
     if options.ignore_eos {
         let eog = loaded.tokenizer.eog_ids().iter();
         sampling
             .logit_bias
             .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
     }
-    let prompt = match &options.template.chat_template {
+    let prompt = match &options.generation.template.chat_template {
         // With a template named, the prompt is one user turn of a conversation.
         Some(choice) => {
             let chat = render_process::isolate(resolve(Some(choice), loaded)?)?;

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../serve/tests/support/endpoint.rs"]
+mod endpoint;
 #[path = "../../../serve/tests/support/http.rs"]
 mod http;
 #[path = "../../../serve/tests/support/inputs.rs"]
@@ -11,23 +13,27 @@ mod inputs;
 
 // Each test file uses its own part of the support.
 #[allow(unused_imports)]
-pub use http::*;
-#[allow(unused_imports)]
-pub use inputs::*;
+pub use self::{endpoint::*, http::*, inputs::*};
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use std::ops::Deref;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-/// A running `rinfer serve`, killed when dropped.
+/// A running `rinfer serve`, killed when dropped; its [`Endpoint`] by dereference.
 pub struct Server {
     pub child: Child,
-    pub addr: SocketAddr,
+    endpoint: Endpoint,
     pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Deref for Server {
+    type Target = Endpoint;
+
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
+    }
 }
 
 impl Server {
@@ -94,7 +100,11 @@ impl Server {
                 panic!("rinfer serve did not start: {:?}", log.lock().unwrap());
             }
         };
-        let server = Self { child, addr, log };
+        let server = Self {
+            child,
+            endpoint: Endpoint { addr },
+            log,
+        };
         server.wait_healthy(Duration::from_secs(120));
         server
     }
@@ -103,9 +113,7 @@ impl Server {
     pub fn wait_healthy(&self, timeout: Duration) {
         let start = Instant::now();
         while start.elapsed() < timeout {
-            if let Ok(r) = try_request(self.addr, "GET", "/health", b"")
-                && r.status == 200
-            {
+            if self.is_healthy() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -130,37 +138,6 @@ impl Server {
                 "no line with {needle:?} in the log: {log:?}"
             );
             std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    pub fn get(&self, path: &str) -> Response {
-        request(self.addr, "GET", path, b"")
-    }
-
-    pub fn post(&self, path: &str, body: &Value) -> Response {
-        request(self.addr, "POST", path, body.to_string().as_bytes())
-    }
-
-    /// A metric's value from `/metrics` (the first sample whose line starts with `name`).
-    pub fn metric(&self, name: &str) -> f64 {
-        let text = self.get("/metrics").text();
-        text.lines()
-            .find(|l| l.starts_with(name) && !l.starts_with('#'))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
-    }
-
-    /// Waits (up to 5 s) for a gauge to reach `value`: the engine retires a finished sequence on
-    /// its next step, which may come just after the client has its last byte.
-    pub fn settled_metric(&self, name: &str, value: f64) -> f64 {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            let got = self.metric(name);
-            if got == value || std::time::Instant::now() > deadline {
-                return got;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 

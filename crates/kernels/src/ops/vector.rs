@@ -356,3 +356,21 @@ fn axpy_rows_reference(w: &[f32], rows: &[f32], y: &mut [f32]) {
 fn exp_shifted_reference(x: &mut [f32], max: f32) {
     x.iter_mut().for_each(|v| *v = (*v - max).exp());
 }
+
+/// Runs `f` on each whole chunk of `N` values of `x`, then on the rest padded with zeros to
+/// `N` (of which only the rest is kept), so that every value goes through the same
+/// instructions.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn each_padded_chunk<const N: usize>(x: &mut [f32], mut f: impl FnMut(&mut [f32; N])) {
+    let (chunks, tail) = x.as_chunks_mut::<N>();
+    for chunk in chunks {
+        f(chunk);
+    }
+    if !tail.is_empty() {
+        let mut padded = [0.0f32; N];
+        padded[..tail.len()].copy_from_slice(tail);
+        f(&mut padded);
+        tail.copy_from_slice(&padded[..tail.len()]);
+    }
+}

@@ -410,6 +410,21 @@ mod tests {
         n_expert: 0,
     };
 
+    /// The types a planner of `file_type` (not pure) with `params` gives the 4096 × 1024
+    /// matrices `names`, in their order.
+    fn planned<S: AsRef<str>>(
+        file_type: FileType,
+        params: MixParams,
+        names: &[S],
+    ) -> Vec<GgmlType> {
+        let mut planner =
+            TypePlanner::new(file_type, false, params, names.iter().map(AsRef::as_ref));
+        names
+            .iter()
+            .map(|n| planner.tensor_type(n.as_ref(), &[4096, 1024], GgmlType::F32))
+            .collect()
+    }
+
     #[test]
     fn norms_routers_and_vectors_are_never_quantized() {
         assert!(!allows_quantization("blk.0.attn_norm.weight", &[256]));
@@ -426,16 +441,7 @@ mod tests {
     #[test]
     fn q4_k_m_spends_more_bits_on_the_first_and_last_layers_attention_v_and_ffn_down() {
         let names: Vec<String> = (0..32).map(|i| format!("blk.{i}.attn_v.weight")).collect();
-        let mut planner = TypePlanner::new(
-            FileType::Q4KM,
-            false,
-            DENSE,
-            names.iter().map(String::as_str),
-        );
-        let types: Vec<GgmlType> = names
-            .iter()
-            .map(|n| planner.tensor_type(n, &[4096, 1024], GgmlType::F32))
-            .collect();
+        let types = planned(FileType::Q4KM, DENSE, &names);
         assert_eq!(types[0], GgmlType::Q6K);
         assert_eq!(types[4], GgmlType::Q4K);
         assert_eq!(types[6], GgmlType::Q6K);
@@ -452,16 +458,7 @@ mod tests {
                 ]
             })
             .collect();
-        let mut planner = TypePlanner::new(
-            FileType::Iq3Xs,
-            false,
-            DENSE,
-            names.iter().map(String::as_str),
-        );
-        let types: Vec<GgmlType> = names
-            .iter()
-            .map(|n| planner.tensor_type(n, &[4096, 1024], GgmlType::F32))
-            .collect();
+        let types = planned(FileType::Iq3Xs, DENSE, &names);
         let layer = |i: usize| (types[2 * i], types[2 * i + 1]);
         assert_eq!(layer(3), (GgmlType::Iq3S, GgmlType::Iq3S));
         assert_eq!(layer(4), (GgmlType::Iq3Xxs, GgmlType::Iq3Xxs));
@@ -480,11 +477,7 @@ mod tests {
             "blk.0.ffn_down.weight",
             "blk.0.ffn_up.weight",
         ];
-        let mut planner = TypePlanner::new(FileType::Iq2S, false, no_gqa, names);
-        let types: Vec<GgmlType> = names
-            .iter()
-            .map(|n| planner.tensor_type(n, &[4096, 1024], GgmlType::F32))
-            .collect();
+        let types = planned(FileType::Iq2S, no_gqa, &names);
         use GgmlType as T;
         assert_eq!(
             types,

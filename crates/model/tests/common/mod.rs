@@ -6,7 +6,9 @@ pub mod reference;
 
 use std::path::PathBuf;
 
-use rinfer_model::{KvCache, KvType, Logits, Model, ModelConfig, Scratch};
+use rinfer_model::{
+    Engine, Event, KvCache, KvType, Logits, Model, ModelConfig, Scratch, SeqId, TokenLogprob,
+};
 
 #[path = "../../../../tests/support/default_model.rs"]
 mod default_model;
@@ -97,4 +99,27 @@ pub fn batched_logits_with(model: &Model, kv_type: KvType, tokens: &[u32]) -> Ve
 /// Bit patterns, so that comparisons are exact (and NaN-safe).
 pub fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Steps `engine` until sequence `id` ends: its tokens, their log-probabilities and the prompt
+/// tokens it reused.
+pub fn finish(engine: &mut Engine<'_>, id: SeqId) -> (Vec<u32>, Vec<Option<TokenLogprob>>, usize) {
+    let mut logprobs = Vec::new();
+    let mut done = None;
+    while done.is_none() {
+        assert!(engine.is_busy(), "{id:?} never finished");
+        engine.step(|event| match event {
+            Event::Token { id: e, logprob, .. } if e == id => logprobs.push(logprob),
+            Event::Finished {
+                id: e,
+                tokens,
+                timings,
+                ..
+            } if e == id => done = Some((tokens, timings.cached_tokens)),
+            Event::Failed { error, .. } => panic!("{error}"),
+            _ => {}
+        });
+    }
+    let (tokens, cached) = done.unwrap();
+    (tokens, logprobs, cached)
 }

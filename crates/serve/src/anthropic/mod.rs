@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use crate::answer;
 use crate::error::ApiError;
 use crate::request::Endpoint;
-use crate::routes::{parse_blocking, read_body, submit_request};
+use crate::routes::{receive, submit_request};
 use crate::scheduler::job::Event;
 use crate::state::AppState;
 use crate::tools::ChatOutput;
@@ -56,19 +56,16 @@ pub async fn messages(
     body: Body,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let bytes = read_body(&state, body).await?;
-    let served = state.served(&bytes).await?;
-    let (validated, stops) =
-        parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
-            let req: MessagesRequest = crate::request::parse(bytes)?;
-            let stops = req.stop_sequences.clone().unwrap_or_default();
-            let chat = req.into_chat(false)?;
-            Ok((
-                validate::validate(chat, Endpoint::Chat, served, cancel)?,
-                stops,
-            ))
-        })
-        .await?;
+    let (served, (validated, stops)) = receive(&state, body, move |bytes, served, cancel| {
+        let req: MessagesRequest = crate::request::parse(bytes)?;
+        let stops = req.stop_sequences.clone().unwrap_or_default();
+        let chat = req.into_chat(false)?;
+        Ok((
+            validate::validate(chat, Endpoint::Chat, served, cancel)?,
+            stops,
+        ))
+    })
+    .await?;
     let output = validated.chat_output();
     let prompt_tokens = validated.request.prompt.len();
     let receiver = submit_request(&state, &served, validated.request, arrived, 1)?;
@@ -85,9 +82,7 @@ pub async fn count_tokens(
     State(state): State<Arc<AppState>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let bytes = read_body(&state, body).await?;
-    let served = state.served(&bytes).await?;
-    let tokens = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
+    let (_served, tokens) = receive(&state, body, move |bytes, served, cancel| {
         let req: CountTokensRequest = crate::request::parse(bytes)?;
         let chat = MessagesRequest::from(req).into_chat(true)?;
         let validated = validate::validate(chat, Endpoint::Chat, served, cancel)?;

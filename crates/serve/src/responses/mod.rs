@@ -28,7 +28,7 @@ use crate::answer;
 use crate::error::ApiError;
 use crate::request::Endpoint;
 use crate::response_store::{Stored, random_id};
-use crate::routes::{parse_blocking, read_body, submit_request};
+use crate::routes::{receive, submit_request};
 use crate::scheduler::job::Event;
 use crate::state::AppState;
 use crate::tools::{ChatOutput, Delta, StreamShaper};
@@ -91,10 +91,8 @@ fn echo(req: &ResponsesRequest) -> Map<String, Value> {
 /// `POST /v1/responses`.
 pub async fn create(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let bytes = read_body(&state, body).await?;
-    let served = state.served(&bytes).await?;
     let shared = Arc::clone(&state);
-    let prepared = parse_blocking(&state, &served, bytes, move |bytes, served, cancel| {
+    let (served, prepared) = receive(&state, body, move |bytes, served, cancel| {
         let req: ResponsesRequest = crate::request::parse(bytes)?;
         let mut items = match &req.previous_response_id {
             Some(id) => {

@@ -51,6 +51,29 @@ impl Response {
         })
     }
 
+    /// The `(name, arguments)` of a whole chat answer's tool calls (each asserted to be in
+    /// OpenAI's shape), with its finish reason.
+    pub fn tool_calls(&self) -> (Vec<(String, String)>, String) {
+        assert_eq!(self.status, 200, "{}", self.text());
+        let body = self.json();
+        let choice = &body["choices"][0];
+        let calls = choice["message"]["tool_calls"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tool_calls: {body}"))
+            .iter()
+            .map(|c| {
+                assert_eq!(c["type"], "function");
+                assert!(c["id"].as_str().unwrap().starts_with("call_"));
+                let f = &c["function"];
+                (
+                    f["name"].as_str().unwrap().to_string(),
+                    f["arguments"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (calls, choice["finish_reason"].as_str().unwrap().to_string())
+    }
+
     /// The OpenAI error object's `param`, asserting the error shape.
     pub fn error_param(&self) -> Option<String> {
         let body = self.json();

@@ -9,22 +9,21 @@
 
 #![allow(dead_code)]
 
+mod endpoint;
 mod http;
 mod inputs;
 
 // Each test file uses its own part of the support.
 #[allow(unused_imports)]
-pub use http::*;
-#[allow(unused_imports)]
-pub use inputs::*;
+pub use self::{endpoint::*, http::*, inputs::*};
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rinfer_serve::{ServeConfig, ServeError, model_name, serve_on};
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 /// The configuration `rinfer serve --model MODEL --ctx CTX` makes, every other option at its
@@ -36,11 +35,29 @@ pub fn config(model: &str, ctx: usize) -> ServeConfig {
     config
 }
 
-/// A server running on a thread of the test, stopped (drained) when dropped.
+/// A server of the tiny model on 2 threads with a context of 512, configured further by
+/// `configure`.
+pub fn tiny_server(configure: impl FnOnce(&mut ServeConfig)) -> Server {
+    let mut config = config(&tiny_model(), 512);
+    config.engine.threads = Some(2);
+    configure(&mut config);
+    Server::start(config)
+}
+
+/// A server running on a thread of the test, stopped (drained) when dropped; its [`Endpoint`]
+/// by dereference.
 pub struct Server {
-    pub addr: SocketAddr,
+    endpoint: Endpoint,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<Result<(), ServeError>>>,
+}
+
+impl Deref for Server {
+    type Target = Endpoint;
+
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
+    }
 }
 
 impl Server {
@@ -55,7 +72,7 @@ impl Server {
             })
         });
         let mut server = Self {
-            addr,
+            endpoint: Endpoint { addr },
             stop: Some(stop),
             thread: Some(thread),
         };
@@ -67,9 +84,7 @@ impl Server {
     fn wait_healthy(&mut self, timeout: Duration) {
         let start = Instant::now();
         while start.elapsed() < timeout {
-            if let Ok(r) = try_request(self.addr, "GET", "/health", b"")
-                && r.status == 200
-            {
+            if self.is_healthy() {
                 return;
             }
             if self.thread.as_ref().is_some_and(JoinHandle::is_finished) {
@@ -89,37 +104,6 @@ impl Server {
         match self.thread.take() {
             Some(thread) => thread.join().expect("the server thread does not panic"),
             None => Ok(()),
-        }
-    }
-
-    pub fn get(&self, path: &str) -> Response {
-        request(self.addr, "GET", path, b"")
-    }
-
-    pub fn post(&self, path: &str, body: &Value) -> Response {
-        request(self.addr, "POST", path, body.to_string().as_bytes())
-    }
-
-    /// A metric's value from `/metrics` (the first sample whose line starts with `name`).
-    pub fn metric(&self, name: &str) -> f64 {
-        let text = self.get("/metrics").text();
-        text.lines()
-            .find(|l| l.starts_with(name) && !l.starts_with('#'))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
-    }
-
-    /// Waits (up to 5 s) for a gauge to reach `value`: the engine retires a finished sequence on
-    /// its next step, which may come just after the client has its last byte.
-    pub fn settled_metric(&self, name: &str, value: f64) -> f64 {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let got = self.metric(name);
-            if got == value || Instant::now() > deadline {
-                return got;
-            }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

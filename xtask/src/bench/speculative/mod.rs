@@ -14,8 +14,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 
-use super::child;
-use super::rinfer::Rinfer;
+use super::rinfer::{Rinfer, report_number, run_report};
 use super::stats::Summary;
 use tasks::{Kind, SOURCE_FILE, Task};
 
@@ -245,15 +244,8 @@ fn measure(
         command.args(["--threads", &threads.to_string()]);
     }
     command.arg("--model").arg(model).arg("-f").arg(prompt);
-    let done = child::run(&mut command)?;
-    let report: Value = serde_json::from_str(done.stdout.trim())
-        .with_context(|| format!("`rinfer run --json` printed {:?}", done.stdout))?;
-    let number = |key: &str| -> Result<f64> {
-        report
-            .pointer(key)
-            .and_then(Value::as_f64)
-            .with_context(|| format!("`rinfer run --json` has no number at {key}: {report}"))
-    };
+    let (_, report) = run_report(&mut command)?;
+    let number = |key: &str| report_number(&report, key);
     let tokens = report
         .get("tokens")
         .and_then(Value::as_array)

@@ -253,6 +253,7 @@ impl Encoded {
     }
 }
 
+/// The encoded keys and values of one sequence.
 struct EncodedRows<'a> {
     keys: &'a Encoded,
     values: &'a Encoded,
@@ -332,23 +333,6 @@ struct TwoSequences {
     values: [Encoded; 2],
 }
 
-struct SequenceRows<'a> {
-    keys: &'a Encoded,
-    values: &'a Encoded,
-}
-
-impl KeyValueRows for SequenceRows<'_> {
-    fn key(&self, pos: usize) -> KvRow<'_> {
-        Encoded::row(self.keys.kv_type, &self.keys.rows[pos])
-    }
-    fn value(&self, pos: usize) -> KvRow<'_> {
-        Encoded::row(self.values.kv_type, &self.values.rows[pos])
-    }
-    fn same_rows(&self, other: &Self) -> bool {
-        std::ptr::eq(self.keys, other.keys)
-    }
-}
-
 /// Query rows of two sequences, interleaved unevenly: a tile holds rows of both.
 fn row_source(i: usize) -> (usize, usize) {
     if i % 3 == 2 {
@@ -393,7 +377,7 @@ fn tiled_attention_equals_one_query_attend_bit_for_bit() {
             let sinks = sinks.then_some(&sink_values[..]);
             let row = |i: usize| {
                 let (seq, pos) = row_source(i);
-                let rows = SequenceRows {
+                let rows = EncodedRows {
                     keys: &seqs.keys[seq],
                     values: &seqs.values[seq],
                 };

@@ -198,22 +198,11 @@ pub(super) fn gelu_tanh(x: &mut [f32]) {
 #[target_feature(enable = "neon")]
 pub(super) fn exp_shifted(x: &mut [f32], max: f32) {
     let max = vdupq_n_f32(max);
-    let (chunks, tail) = x.as_chunks_mut::<4>();
-    for chunk in chunks {
-        // SAFETY: the load and the store touch exactly the four floats of one chunk.
+    super::each_padded_chunk::<4>(x, |chunk| {
+        // SAFETY: the load and the store touch exactly the four floats of the chunk.
         unsafe {
             let v = exp4(vsubq_f32(vld1q_f32(chunk.as_ptr()), max));
             vst1q_f32(chunk.as_mut_ptr(), v);
         }
-    }
-    if !tail.is_empty() {
-        let mut padded = [0.0f32; 4];
-        padded[..tail.len()].copy_from_slice(tail);
-        // SAFETY: the load and the store touch exactly the four floats of `padded`.
-        unsafe {
-            let v = exp4(vsubq_f32(vld1q_f32(padded.as_ptr()), max));
-            vst1q_f32(padded.as_mut_ptr(), v);
-        }
-        tail.copy_from_slice(&padded[..tail.len()]);
-    }
+    });
 }

@@ -507,22 +507,11 @@ fn axpy_span<V: Lanes, const N: usize, const M: usize>(
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn exp_shifted(x: &mut [f32], max: f32) {
     let max = _mm256_set1_ps(max);
-    let (chunks, tail) = x.as_chunks_mut::<8>();
-    for chunk in chunks {
-        // SAFETY: the load and the store touch exactly the eight floats of one chunk.
+    super::each_padded_chunk::<8>(x, |chunk| {
+        // SAFETY: the load and the store touch exactly the eight floats of the chunk.
         unsafe {
             let v = exp8(_mm256_sub_ps(_mm256_loadu_ps(chunk.as_ptr()), max));
             _mm256_storeu_ps(chunk.as_mut_ptr(), v);
         }
-    }
-    if !tail.is_empty() {
-        let mut padded = [0.0f32; 8];
-        padded[..tail.len()].copy_from_slice(tail);
-        // SAFETY: the load and the store touch exactly the eight floats of `padded`.
-        unsafe {
-            let v = exp8(_mm256_sub_ps(_mm256_loadu_ps(padded.as_ptr()), max));
-            _mm256_storeu_ps(padded.as_mut_ptr(), v);
-        }
-        tail.copy_from_slice(&padded[..tail.len()]);
-    }
+    });
 }
