@@ -108,7 +108,7 @@ fn an_unsupported_block_format_is_refused_naming_the_tensor() {
     let mut model = model(&s);
     for stage in &mut model.blocks[1].stages {
         if let Stage::Qkv(Qkv::Separate { k, .. }) = stage {
-            k.weight = matrix(&s, GgmlType::Iq4Nl, k.weight.rows, HIDDEN);
+            k.weight = matrix(&s, GgmlType::NVFP4, k.weight.rows, HIDDEN);
         }
     }
     let error = UploadPlan::new(&model, &options(64, 8)).unwrap_err();
@@ -117,7 +117,7 @@ fn an_unsupported_block_format_is_refused_naming_the_tensor() {
         "{error}"
     );
     let message = error.to_string();
-    assert!(message.contains("blk.1.attn_k.weight") && message.contains("IQ4_NL"));
+    assert!(message.contains("blk.1.attn_k.weight") && message.contains("NVFP4"));
     assert!(message.contains("--device cpu"), "{message}");
 }
 
