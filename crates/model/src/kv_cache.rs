@@ -22,8 +22,14 @@
 //!
 //! A recurrent layer of a hybrid model keeps no rows but its state after the last position
 //! (a convolution window, state matrices), allocated with the cache. That state cannot be cut
-//! back: a cache is cut only to empty (which zeroes it), or to a position whose state a
-//! [`StateSnapshot`] taken there restores.
+//! back: a cache is cut only to empty (which zeroes it), to its checkpoint, or to a position
+//! whose state a [`StateSnapshot`] taken there restores.
+//!
+//! The checkpoint is a copy of the recurrent state at one position (the engine keeps one at
+//! the end of each prompt, [`KvCache::keep_checkpoint`]), allocated with the cache: cutting the
+//! cache back to that position puts the state back, so a chat whose next prompt repeats the
+//! last one and then differs from the reply continues from there. Cutting to a position before
+//! it forgets it (the tokens after the cut will change).
 
 use std::sync::Arc;
 
@@ -93,6 +99,8 @@ pub struct KvCache {
     pool: BlockPool,
     context: usize,
     len: usize,
+    /// The recurrent state kept at one position (at position 0: none), to go back to.
+    checkpoint: StateSnapshot,
 }
 
 impl KvCache {
@@ -187,7 +195,7 @@ impl KvCache {
             what: format!("a KV cache of {context} positions"),
         };
         let mut paged = 0;
-        let layers = (0..config.layers)
+        let layers: Vec<_> = (0..config.layers)
             .map(|layer| {
                 if let Some(recurrence) = config.recurrence_of(layer) {
                     let (window, matrices) = recurrence.state_floats();
@@ -216,8 +224,19 @@ impl KvCache {
                 })
             })
             .collect::<Result<_, ModelError>>()?;
+        let checkpoint = StateSnapshot {
+            len: 0,
+            layers: layers
+                .iter()
+                .filter_map(|l| match l {
+                    LayerStore::Recurrent(state) => Some(state.clone()),
+                    _ => None,
+                })
+                .collect(),
+        };
         Ok(Self {
             layers,
+            checkpoint,
             table: Vec::with_capacity(Self::blocks_for(context)),
             pool: pool.clone(),
             context,
@@ -261,9 +280,9 @@ impl KvCache {
     }
 
     /// Bytes a cache of `kv_type` rows for `context` positions fed `max_batch` at a time
-    /// holds at most (its rings, and the blocks of a whole context), or `None` when that
-    /// overflows the address space (more than `isize::MAX` bytes) or a row is not a whole
-    /// number of the type's blocks.
+    /// holds at most (its rings, the blocks of a whole context, and its recurrent state twice:
+    /// the state and its checkpoint), or `None` when that overflows the address space (more
+    /// than `isize::MAX` bytes) or a row is not a whole number of the type's blocks.
     pub fn bytes_for(
         config: &ModelConfig,
         kv_type: KvType,
@@ -276,7 +295,8 @@ impl KvCache {
             .try_fold(0usize, |total, layer| {
                 if let Some(recurrence) = config.recurrence_of(layer) {
                     let (window, matrices) = recurrence.state_floats();
-                    let bytes = window.checked_add(matrices)?.checked_mul(4)?;
+                    // The state and its checkpoint.
+                    let bytes = window.checked_add(matrices)?.checked_mul(2 * 4)?;
                     return total.checked_add(bytes);
                 }
                 if !config.keeps_kv(layer) {
@@ -325,8 +345,8 @@ impl KvCache {
         self.context
     }
 
-    /// Bytes the cache may hold: its rings and the blocks of a whole context (blocks shared
-    /// with other caches count in each).
+    /// Bytes the cache may hold: its rings, the blocks of a whole context (blocks shared
+    /// with other caches count in each), its recurrent state and checkpoint.
     pub fn bytes(&self) -> usize {
         let rings: usize = self
             .layers
@@ -339,7 +359,7 @@ impl KvCache {
                 LayerStore::Recurrent(state) => (state.window.len() + state.matrices.len()) * 4,
             })
             .sum();
-        rings + Self::blocks_for(self.context) * self.pool.block_bytes()
+        rings + self.checkpoint.bytes() + Self::blocks_for(self.context) * self.pool.block_bytes()
     }
 
     /// The pool its blocks come from.
@@ -355,9 +375,23 @@ impl KvCache {
 
     /// Forgets positions from `len` on (blocks past the one holding position `len - 1` go
     /// back to the pool). A recurrent layer's state cannot be cut back: it is zeroed when the
-    /// cache is cut to empty, and the caller restores a [`StateSnapshot`] taken at `len` for
-    /// any other cut ([`Self::can_cut_to`]).
+    /// cache is cut to empty, restored from the checkpoint when cut to the checkpoint's
+    /// position, and the caller restores a [`StateSnapshot`] taken at `len` for any other cut
+    /// ([`Self::can_cut_to`]).
     pub fn truncate(&mut self, len: usize) {
+        let to_checkpoint = len > 0 && len == self.checkpoint.len && len < self.len;
+        self.cut(len);
+        if to_checkpoint {
+            put_states(&mut self.layers, &self.checkpoint);
+        }
+    }
+
+    /// [`Self::truncate`] without going back to the checkpoint: the caller puts the state of
+    /// position `len` back, or it stays that of the old end.
+    fn cut(&mut self, len: usize) {
+        if len < self.checkpoint.len {
+            self.checkpoint.len = 0;
+        }
         if len == 0 {
             for layer in &mut self.layers {
                 if let LayerStore::Recurrent(state) = layer {
@@ -382,9 +416,27 @@ impl KvCache {
     }
 
     /// Whether cutting the cache back to `len` keeps it exact without restoring a snapshot:
-    /// always for attention alone; for a recurrent cache, only to empty or to where it is.
+    /// always for attention alone; for a recurrent cache, only to empty, to its checkpoint or
+    /// to where it is.
     pub fn can_cut_to(&self, len: usize) -> bool {
-        !self.is_recurrent() || len == 0 || len >= self.len
+        !self.is_recurrent() || len == 0 || len >= self.len || Some(len) == self.checkpoint()
+    }
+
+    /// Keeps the recurrent state now, at position [`Self::len`], as the checkpoint that a cut
+    /// back to this position restores (nothing without recurrent layers; it replaces the
+    /// checkpoint kept before).
+    pub fn keep_checkpoint(&mut self) {
+        if self.is_recurrent() {
+            let mut checkpoint = std::mem::take(&mut self.checkpoint);
+            self.snapshot_into(&mut checkpoint);
+            self.checkpoint = checkpoint;
+        }
+    }
+
+    /// The position of the checkpoint, when one is kept (never 0: cutting to empty needs
+    /// none).
+    pub fn checkpoint(&self) -> Option<usize> {
+        (self.checkpoint.len > 0).then_some(self.checkpoint.len)
     }
 
     /// The recurrent state of every recurrent layer now, at position [`Self::len`] (into
@@ -424,23 +476,8 @@ impl KvCache {
     /// If the snapshot is past the cache's length or of another model.
     pub fn restore(&mut self, snapshot: &StateSnapshot) {
         assert!(snapshot.len <= self.len, "a snapshot past the cache's end");
-        self.truncate(snapshot.len);
-        let states = self.layers.iter_mut().filter_map(|l| match l {
-            LayerStore::Recurrent(state) => Some(state),
-            _ => None,
-        });
-        let mut count = 0;
-        for (to, from) in states.zip(&snapshot.layers) {
-            assert_eq!(
-                to.window.len(),
-                from.window.len(),
-                "a snapshot of another model"
-            );
-            to.window.copy_from_slice(&from.window);
-            to.matrices.copy_from_slice(&from.matrices);
-            count += 1;
-        }
-        assert_eq!(count, snapshot.layers.len(), "a snapshot of another model");
+        self.cut(snapshot.len);
+        put_states(&mut self.layers, snapshot);
     }
 
     /// The state of recurrent layer `layer`, for the forward pass to continue (`None` on an
@@ -624,6 +661,29 @@ impl KvCache {
             }
         }
     }
+}
+
+/// Puts the recurrent states of `snapshot` into the recurrent layers of `layers`.
+///
+/// # Panics
+/// If the snapshot is of another model.
+fn put_states(layers: &mut [LayerStore], snapshot: &StateSnapshot) {
+    let states = layers.iter_mut().filter_map(|l| match l {
+        LayerStore::Recurrent(state) => Some(state),
+        _ => None,
+    });
+    let mut count = 0;
+    for (to, from) in states.zip(&snapshot.layers) {
+        assert_eq!(
+            to.window.len(),
+            from.window.len(),
+            "a snapshot of another model"
+        );
+        to.window.copy_from_slice(&from.window);
+        to.matrices.copy_from_slice(&from.matrices);
+        count += 1;
+    }
+    assert_eq!(count, snapshot.layers.len(), "a snapshot of another model");
 }
 
 /// A sliding-window layer's ring of one sequence, as attention reads it. Attention is

@@ -47,6 +47,22 @@ impl SeqCache {
         }
     }
 
+    /// Keeps the recurrent state now as the cache's checkpoint (see
+    /// [`KvCache::keep_checkpoint`]; the GPU runs no recurrent layers).
+    pub(super) fn keep_checkpoint(&mut self) {
+        if let Self::Cpu(c) = self {
+            c.keep_checkpoint();
+        }
+    }
+
+    /// The position of the cache's checkpoint, when it keeps one: a cut back there is exact.
+    pub(super) fn checkpoint(&self) -> Option<usize> {
+        match self {
+            Self::Cpu(c) => c.checkpoint(),
+            Self::Cuda(_) => None,
+        }
+    }
+
     /// Memory of its keys and values: host memory on the CPU, device memory on a GPU.
     fn bytes(&self) -> usize {
         match self {

@@ -671,7 +671,11 @@ impl<'m> Engine<'m> {
             let rows = if decoding { n } else { 1 };
             let (mine, rest) = std::mem::take(&mut logits).split_at_mut(rows * vocab);
             logits = rest;
-            if decoding || seq.advance(n) {
+            if !decoding && seq.advance(n) {
+                // The prompt is complete: a later prompt that repeats it goes back here.
+                caches[seq.slot].keep_checkpoint();
+            }
+            if seq.prompt_left() == 0 {
                 to_sample.push((seq, mine));
             } else {
                 reuse::capture(store, seq, &caches[seq.slot]);

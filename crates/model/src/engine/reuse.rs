@@ -15,10 +15,13 @@
 //! rows, so a prefix taken from it is cut anywhere: to the token before the prompt's last.
 //!
 //! A hybrid model's recurrent layers keep only their state after the last position, which
-//! cannot be cut back ([`Rings::can_cut`]): its slot is reused in place only when the new
-//! prompt continues everything the cache holds (a chat resending its history); from the prefix
-//! cache, up to the last whole block that kept its state. Its prompts are fed in chunks that
-//! end on block boundaries, so that the blocks it stores keep their states.
+//! cannot be cut back ([`Rings::can_cut`]): its slot is reused in place when the new prompt
+//! continues everything the cache holds, or up to the checkpoint the cache keeps at the end of
+//! its last prompt (a copy of the state there, `KvCache::keep_checkpoint`), as llama.cpp's
+//! context checkpoints do: a chat whose next prompt repeats the last one, then the reply as
+//! tokenized again (which need not be the tokens generated), reuses that whole prompt. From the
+//! prefix cache it is reused up to the last whole block that kept its state. Its prompts are
+//! fed in chunks that end on block boundaries, so that the blocks it stores keep their states.
 
 use super::Engine;
 use super::executor::SeqCache;
@@ -142,9 +145,12 @@ impl Engine<'_> {
             .count()
             .min(limit);
         if self.rings.can_cut(held.len(), common) {
-            common
-        } else {
-            0
+            return common;
+        }
+        // A recurrent state goes back to the checkpoint kept at its last prompt's end.
+        match self.caches[slot].checkpoint() {
+            Some(at) if at <= common && self.rings.can_truncate(held.len(), at) => at,
+            _ => 0,
         }
     }
 

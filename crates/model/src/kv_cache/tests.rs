@@ -127,3 +127,50 @@ fn a_latent_attention_cache_keeps_one_row_per_position_whose_values_are_its_keys
     rows.value(0).decode(&mut value);
     assert_eq!(value, key);
 }
+
+#[test]
+fn a_recurrent_cache_cut_back_to_its_checkpoint_gets_the_state_kept_there() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/models/qwen35-tiny-f32.gguf"
+    );
+    let config = LoadedModel::open(path).unwrap().model.config;
+    let recurrent = (0..config.layers)
+        .find(|&layer| config.recurrence_of(layer).is_some())
+        .unwrap();
+    let mut cache = KvCache::new(&config, 64, 8);
+    assert_eq!(
+        KvCache::bytes_for(&config, KvType::F32, 64, 8),
+        Some(cache.bytes()),
+        "the plan counts the checkpoint"
+    );
+    // Runs `n` positions whose state is made of `seed`.
+    let run = |cache: &mut KvCache, n: usize, seed: f32| {
+        cache.prepare(n).unwrap();
+        cache.advance(n);
+        let state = cache.recurrent_state(recurrent).unwrap();
+        state.matrices.fill(seed);
+        state.window.fill(seed);
+    };
+    let state = |cache: &mut KvCache| cache.recurrent_state(recurrent).unwrap().clone();
+    run(&mut cache, 10, 1.0);
+    assert_eq!(cache.checkpoint(), None);
+    assert!(!cache.can_cut_to(5));
+    cache.keep_checkpoint();
+    let kept = state(&mut cache);
+    run(&mut cache, 7, 2.0);
+    assert!(cache.can_cut_to(10) && !cache.can_cut_to(12) && !cache.can_cut_to(9));
+    cache.truncate(10);
+    assert_eq!((cache.len(), state(&mut cache)), (10, kept));
+    assert_eq!(cache.checkpoint(), Some(10), "kept for another cut");
+    // A snapshot taken past the checkpoint restores its own state and keeps the checkpoint.
+    run(&mut cache, 3, 3.0);
+    let snapshot = cache.snapshot();
+    run(&mut cache, 3, 4.0);
+    cache.restore(&snapshot);
+    assert_eq!(state(&mut cache).window[0], 3.0);
+    assert_eq!(cache.checkpoint(), Some(10));
+    // Cutting before it forgets it: the tokens after the cut will change.
+    cache.truncate(9);
+    assert_eq!(cache.checkpoint(), None);
+}
