@@ -424,7 +424,7 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(avx512!(tq1_0::avx512::vec_dot)),
     TypeTraits::weight::<tq2_0::BlockTq2_0>()
         .simds(common_simd!(tq2_0))
-        .simd(avx512!(tq2_0::avx512::vec_dot)),
+        .packed(avx512_packed!(tq2_0x16::BlockTq2_0x16)),
     TypeTraits::quantized_weight::<mxfp4::BlockMxfp4>()
         .simds(common_simd!(mxfp4))
         .simd(i8mm!(mxfp4))
