@@ -29,6 +29,15 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         GgmlType::Q4_1 => bytemuck::cast_slice(&quantize::<BlockQ4_1>(&x)).to_vec(),
         GgmlType::Q5_1 => bytemuck::cast_slice(&quantize::<BlockQ5_1>(&x)).to_vec(),
         GgmlType::Q3K => bytemuck::cast_slice(&quantize::<BlockQ3K>(&x)).to_vec(),
+        // No TQ1_0 quantizer here: random trit bytes (every byte decodes to trits) under
+        // scales of 0.001 to 1.
+        GgmlType::TQ1_0 => (0..rows * cols / 256)
+            .flat_map(|_| {
+                let d = f16::from_f32((next() % 1000 + 1) as f32 / 1000.0);
+                let trits: Vec<u8> = (0..52).map(|_| next() as u8).collect();
+                trits.into_iter().chain(d.to_bits().to_le_bytes())
+            })
+            .collect(),
         GgmlType::TQ2_0 => ternary_rows::<BlockTq2_0>(&x),
         // No quantizer here: random codes under exponents of 2^-8 to 2^-1.
         GgmlType::MXFP4 => (0..rows * cols / 32)
@@ -81,6 +90,9 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
         GgmlType::TQ2_0 => {
             PackedMatrix::pack_with::<BlockTq2_0x16>(w, tq2_0x16::dot_group, &|_| {})
         }
+        GgmlType::TQ1_0 => {
+            PackedMatrix::pack_with::<BlockTq1_0x16>(w, tq1_0x16::dot_group, &|_| {})
+        }
         GgmlType::MXFP4 => {
             PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
         }
@@ -109,6 +121,7 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::Q3K,
         GgmlType::Q4_1,
         GgmlType::Q5_1,
+        GgmlType::TQ1_0,
         GgmlType::TQ2_0,
     ] {
         check_batch_and_thread_invariance(ty);
@@ -162,7 +175,7 @@ fn check_batch_and_thread_invariance(ty: GgmlType) {
             );
         }
         // The ternary layouts keep the row-major reference's arithmetic: the very same bits.
-        if ty == GgmlType::TQ2_0 {
+        if matches!(ty, GgmlType::TQ1_0 | GgmlType::TQ2_0) {
             assert_bits_eq(&batched, &want, name);
         }
     }
