@@ -279,14 +279,6 @@ macro_rules! avx2 {
     };
 }
 
-/// The row-major [`SimdDot`] of an AVX-512 kernel (one that needs AVX-512 F, BW, VL and VNNI,
-/// with AVX2, FMA and F16C).
-macro_rules! avx512 {
-    ($dot:path) => {
-        simd_dot!("x86_64", Avx512, $dot)
-    };
-}
-
 /// The [`SimdDot`] of an AArch64 kernel that needs the instruction set `$isa` (`Neon`,
 /// `Dotprod` or `I8mm`).
 macro_rules! arm {
@@ -421,10 +413,10 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::weight::<iq1_m::BlockIq1M>().simds(common_simd!(iq1_m)),
     TypeTraits::weight::<tq1_0::BlockTq1_0>()
         .simds(common_simd!(tq1_0))
-        .simd(avx512!(tq1_0::avx512::vec_dot)),
+        .packed(avx512_packed!(tq1_0x16::BlockTq1_0x16)),
     TypeTraits::weight::<tq2_0::BlockTq2_0>()
         .simds(common_simd!(tq2_0))
-        .simd(avx512!(tq2_0::avx512::vec_dot)),
+        .packed(avx512_packed!(tq2_0x16::BlockTq2_0x16)),
     TypeTraits::quantized_weight::<mxfp4::BlockMxfp4>()
         .simds(common_simd!(mxfp4))
         .simd(i8mm!(mxfp4))

@@ -1,11 +1,11 @@
 //! Weights repacked once at load time into the layout a faster kernel reads: an explicit
 //! transform with its own type, [`PackedMatrix`], multiplied by [`matmul_packed`].
 //!
-//! Every quantized weight type is packed sixteen rows at a time for AVX-512 VNNI (see `nibbles`
-//! for Q4_0 and IQ4_NL, `min_formats` for Q4_1 and Q5_1, `q5_0x16`, `q8_0x16`, `mxfp4x16`,
-//! `q2_kx16`, `q3_kx16`, `q4_kx16`, `q5_kx16`, `q6_kx16` and `iq4_xsx16`): one instruction
-//! dots four codes of sixteen rows, each weight block is decoded once for several tokens, and
-//! no horizontal sum is needed. Decode and
+//! Most quantized weight types are packed sixteen rows at a time for AVX-512 VNNI (see
+//! `nibbles` for Q4_0 and IQ4_NL, `min_formats` for Q4_1 and Q5_1, `q5_0x16`, `q8_0x16`,
+//! `mxfp4x16`, `q2_kx16`, `q3_kx16`, `q4_kx16`, `q5_kx16`, `q6_kx16`, `iq4_xsx16`, `tq1_0x16`
+//! and `tq2_0x16`): one instruction dots four codes of sixteen rows, each weight block is decoded
+//! once for several tokens, and no horizontal sum is needed. Decode and
 //! prefill both use the packed kernel, so a token's outputs are the same whether it is
 //! multiplied alone or in a batch, and on any number of threads.
 //!
@@ -178,6 +178,12 @@ mod shared;
 mod summary;
 #[cfg(test)]
 mod tests;
+pub(crate) mod tq1_0x16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod tq1_0x16_avx512;
+pub(crate) mod tq2_0x16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod tq2_0x16_avx512;
 mod two_bits;
 #[cfg(target_arch = "x86_64")]
 mod two_bits_avx512;

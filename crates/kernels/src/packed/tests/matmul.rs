@@ -29,6 +29,16 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         GgmlType::Q4_1 => bytemuck::cast_slice(&quantize::<BlockQ4_1>(&x)).to_vec(),
         GgmlType::Q5_1 => bytemuck::cast_slice(&quantize::<BlockQ5_1>(&x)).to_vec(),
         GgmlType::Q3K => bytemuck::cast_slice(&quantize::<BlockQ3K>(&x)).to_vec(),
+        // No TQ1_0 quantizer here: random trit bytes (every byte decodes to trits) under
+        // scales of 0.001 to 1.
+        GgmlType::TQ1_0 => (0..rows * cols / 256)
+            .flat_map(|_| {
+                let d = f16::from_f32((next() % 1000 + 1) as f32 / 1000.0);
+                let trits: Vec<u8> = (0..52).map(|_| next() as u8).collect();
+                trits.into_iter().chain(d.to_bits().to_le_bytes())
+            })
+            .collect(),
+        GgmlType::TQ2_0 => ternary_rows::<BlockTq2_0>(&x),
         // No quantizer here: random codes under exponents of 2^-8 to 2^-1.
         GgmlType::MXFP4 => (0..rows * cols / 32)
             .flat_map(|_| {
@@ -42,6 +52,15 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         .map(|_| (next() % 2001) as f32 / 100.0 - 10.0)
         .collect();
     (w, acts)
+}
+
+/// `x` quantized to the ternary format `B` (whose quantizer is for files, not the registry).
+fn ternary_rows<B: crate::quant::QuantizeWeighted + Pod>(x: &[f32]) -> Vec<u8> {
+    let blocks: Vec<B> = x
+        .chunks_exact(B::ELEMS)
+        .map(|x| B::quantize_weighted(x, None))
+        .collect();
+    bytemuck::cast_slice(&blocks).to_vec()
 }
 
 /// `w` packed with the scalar reference kernel, and with this CPU's kernel where it has one.
@@ -68,6 +87,12 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
             PackedMatrix::pack_with::<BlockQ5_1x16>(w, BlockQ5_1x16::dot_group, &|_| {})
         }
         GgmlType::Q3K => PackedMatrix::pack_with::<BlockQ3Kx16>(w, q3_kx16::dot_group, &|_| {}),
+        GgmlType::TQ2_0 => {
+            PackedMatrix::pack_with::<BlockTq2_0x16>(w, tq2_0x16::dot_group, &|_| {})
+        }
+        GgmlType::TQ1_0 => {
+            PackedMatrix::pack_with::<BlockTq1_0x16>(w, tq1_0x16::dot_group, &|_| {})
+        }
         GgmlType::MXFP4 => {
             PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
         }
@@ -96,6 +121,8 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::Q3K,
         GgmlType::Q4_1,
         GgmlType::Q5_1,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
     ] {
         check_batch_and_thread_invariance(ty);
     }
@@ -146,6 +173,10 @@ fn check_batch_and_thread_invariance(ty: GgmlType) {
                 (p - r).abs() <= 1e-3 * r.abs().max(1.0),
                 "{name}: packed {p} vs {r}"
             );
+        }
+        // The ternary layouts keep the row-major reference's arithmetic: the very same bits.
+        if matches!(ty, GgmlType::TQ1_0 | GgmlType::TQ2_0) {
+            assert_bits_eq(&batched, &want, name);
         }
     }
 }

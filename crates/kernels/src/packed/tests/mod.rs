@@ -16,6 +16,8 @@ use super::q5_kx16::{self, BlockQ5Kx16};
 use super::q6_kx16::{self, BlockQ6Kx16};
 use super::q8_0x16::{self, BlockQ8_0x16};
 use super::rows::pack_rows;
+use super::tq1_0x16::{self, BlockTq1_0x16};
+use super::tq2_0x16::{self, BlockTq2_0x16};
 use super::*;
 use crate::dispatch::Kernels;
 use crate::quant::VecDot;
@@ -34,6 +36,8 @@ use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::testing::*;
+use crate::quant::tq1_0::BlockTq1_0;
+use crate::quant::tq2_0::BlockTq2_0;
 
 /// One row group: up to sixteen rows `w` of `nb` source blocks each, and token rows `a`
 /// (`nb` activation blocks each) with their summaries `s`.
@@ -310,6 +314,12 @@ packed_format_tests! {
     q3_k: BlockQ3Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept q3_k_row_kept, magnitude dequantized_magnitude,
         kernels q3_kx16::dot_group, q3_kx16_avx512::dot_group;
+    tq2_0: BlockTq2_0x16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept tq2_0_row_kept, magnitude dequantized_magnitude,
+        kernels tq2_0x16::dot_group, tq2_0x16_avx512::dot_group;
+    tq1_0: BlockTq1_0x16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept tq1_0_row_kept, magnitude dequantized_magnitude,
+        kernels tq1_0x16::dot_group, tq1_0x16_avx512::dot_group;
     q4_1: BlockQ4_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude q4_1_magnitude,
         kernels BlockQ4_1x16::dot_group, min_formats_avx512::dot_group_q4_1;

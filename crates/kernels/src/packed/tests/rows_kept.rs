@@ -104,6 +104,63 @@ pub(super) fn q2_k_row_kept(p: &BlockQ2Kx16, i: usize, block: Option<&BlockQ2K>)
     Ok(())
 }
 
+/// A TQ2_0 row keeps its scale and codes: they rebuild its dequantized values exactly (each
+/// code `q` standing for `q − 1`); padding rows are zero.
+pub(super) fn tq2_0_row_kept(
+    p: &BlockTq2_0x16,
+    i: usize,
+    block: Option<&BlockTq2_0>,
+) -> TestCaseResult {
+    let codes: Vec<i32> = (0..256)
+        .map(|v| super::two_bits::code(&p.qs, i, v / 16, v % 16))
+        .collect();
+    match block {
+        Some(block) => {
+            prop_assert_eq!(p.d[i], block.d.to_bits());
+            let d = block.d.to_f32();
+            let rebuilt: Vec<u32> = codes
+                .iter()
+                .map(|&q| ((q - 1) as f32 * d).to_bits())
+                .collect();
+            let want: Vec<u32> = dequantize(std::slice::from_ref(block))
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            prop_assert_eq!(rebuilt, want);
+        }
+        None => {
+            prop_assert_eq!(p.d[i], 0, "padding row {}", i);
+            prop_assert!(codes.iter().all(|&c| c == 0), "padding row {}", i);
+        }
+    }
+    Ok(())
+}
+
+/// A TQ1_0 row keeps its scale and trits: they rebuild its dequantized values exactly (each
+/// trit `t` standing for `t − 1`); padding rows are zero bytes (trits 0) under a zero scale.
+pub(super) fn tq1_0_row_kept(
+    p: &BlockTq1_0x16,
+    i: usize,
+    block: Option<&BlockTq1_0>,
+) -> TestCaseResult {
+    let Some(block) = block else {
+        prop_assert_eq!(p.d[i], 0, "padding row {}", i);
+        prop_assert!((0..256).all(|v| p.trit(i, v) == 0), "padding row {}", i);
+        return Ok(());
+    };
+    prop_assert_eq!(p.d[i], block.d.to_bits());
+    let d = block.d.to_f32();
+    let rebuilt: Vec<u32> = (0..256)
+        .map(|v| ((p.trit(i, v) - 1) as f32 * d).to_bits())
+        .collect();
+    let want: Vec<u32> = dequantize(std::slice::from_ref(block))
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    prop_assert_eq!(rebuilt, want);
+    Ok(())
+}
+
 /// A Q3_K row keeps its scale, group scales and codes: they rebuild its dequantized values
 /// exactly.
 pub(super) fn q3_k_row_kept(p: &BlockQ3Kx16, i: usize, block: Option<&BlockQ3K>) -> TestCaseResult {

@@ -17,8 +17,6 @@ use super::ternary::Ternary;
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512;
-#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 #[cfg(test)]
@@ -41,7 +39,7 @@ pub(crate) const POW3: [u8; 5] = [1, 3, 9, 27, 81];
 
 /// Trit `n` of byte `q`, minus one: −1, 0 or 1.
 #[inline]
-fn trit(q: u8, n: usize) -> i8 {
+pub(crate) fn trit(q: u8, n: usize) -> i8 {
     ((q.wrapping_mul(POW3[n]) as u16 * 3) >> 8) as i8 - 1
 }
 

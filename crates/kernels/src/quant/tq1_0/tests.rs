@@ -2,10 +2,7 @@ use super::*;
 use crate::quant::testing::*;
 
 fixture_tests!(BlockTq1_0, "TQ1_0", dequantize_random_blocks);
-exact_dot_tests!(BlockTq1_0, scale: |b, d| b.d = d, avx2: x86::vec_dot,
-    avx512: avx512::vec_dot,
-    neon: aarch64,
-);
+exact_dot_tests!(BlockTq1_0, scale: |b, d| b.d = d, avx2: x86::vec_dot, neon: aarch64);
 
 #[test]
 fn every_byte_decodes_to_ggml_trits() {

@@ -13,8 +13,6 @@ use super::ternary::Ternary;
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512;
-#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
 mod quantize;

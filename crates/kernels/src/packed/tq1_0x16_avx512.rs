@@ -1,0 +1,74 @@
+//! AVX-512 VNNI kernel of [`BlockTq1_0x16`]: each chunk's 64 bytes are loaded once and their
+//! trits taken one after the other, `r ← 3r mod 256` in bytes (two adds) and the trit
+//! `⌊3r / 256⌋` as two unsigned compares (`r ≥ 86`, `r ≥ 171`) counted into bytes by masked
+//! moves, no widening or multiplies; each vector of trits is dotted with every token of the call,
+//! sixteen rows per instruction, into four accumulators per token. The activations' sum is
+//! subtracted once per super-block.
+
+use std::arch::x86_64::*;
+
+use super::ROWS;
+use super::tq1_0x16::{BlockTq1_0x16, CHUNKS, first_value, trits_in};
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::x86::prefetch_ahead;
+
+super_block_dot_group!(BlockTq1_0x16, |w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens(w, a, out))
+});
+
+/// The four activations `q[v..v + 4]` in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn quad(q: &[i8; 256], v: usize) -> __m512i {
+    let q: [i8; 4] = q[v..v + 4].try_into().expect("four activations");
+    _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
+}
+
+/// [`dot_group`] for exactly `N` tokens.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn dot_tokens<const N: usize>(w: &[BlockTq1_0x16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+    let nb = w.len();
+    let (one, third, two_thirds) = (
+        _mm512_set1_epi8(1),
+        _mm512_set1_epi8(86u8 as i8),
+        _mm512_set1_epi8(171u8 as i8),
+    );
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let mut sumi = [[_mm512_setzero_si512(); 4]; N];
+        for c in 0..CHUNKS {
+            // SAFETY: reads exactly the 64 bytes of chunk `c`; unaligned is allowed.
+            let mut r = unsafe { _mm512_loadu_si512(x.qs[c].as_ptr().cast()) };
+            for n in 0..trits_in(c) {
+                if n > 0 {
+                    r = _mm512_add_epi8(r, _mm512_add_epi8(r, r));
+                }
+                let trits = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(r, third), one);
+                let high = _mm512_cmpge_epu8_mask(r, two_thirds);
+                let trits = _mm512_mask_add_epi8(trits, high, trits, one);
+                let v = first_value(c, n);
+                for (t, sumi) in sumi.iter_mut().enumerate() {
+                    let q = quad(&a[t * nb + b].qs, v);
+                    sumi[n % 4] = _mm512_dpbusd_epi32(sumi[n % 4], trits, q);
+                }
+            }
+        }
+        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let y = &a[t * nb + b];
+            let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
+            let [s0, s1, s2, s3] = sumi[t];
+            let dot = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
+            let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, _mm512_set1_epi32(a_sum)));
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
+            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(sum, d));
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}

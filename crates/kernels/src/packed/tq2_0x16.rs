@@ -1,0 +1,60 @@
+//! TQ2_0 repacked sixteen rows at a time for AVX-512 VNNI: the codes in the two-bit layout
+//! (`two_bits`, which TQ2_0 shares with Q2_K down to where each value's bits sit in the source)
+//! and the rows' f16 scales side by side, in the source's size.
+//!
+//! The arithmetic, which the SIMD kernel reproduces bit for bit: per row and super-block the
+//! exact integer `S = Σ q·a − Σa` (codes `q` in `0..4` standing for `q − 1`; `Σa` from Q8_K's
+//! `bsums`), then `acc = acc + S · (d_w · d_a)` with the multiply and the add rounded apart,
+//! super-blocks in order. That is the row-major reference's arithmetic, so a packed product
+//! gives each row the bits the reference dot product gives it.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::two_bits::{self, GroupCodes};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
+use crate::operands::BlockSummary;
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::tq2_0::BlockTq2_0;
+
+/// One super-block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockTq2_0x16 {
+    /// Each row's f16 super-block scale (bits).
+    pub(crate) d: [u16; ROWS],
+    /// The codes.
+    pub(crate) qs: GroupCodes,
+}
+
+const _: () = assert!(size_of::<BlockTq2_0x16>() == ROWS * size_of::<BlockTq2_0>());
+
+impl PackedFormat for BlockTq2_0x16 {
+    type Source = BlockTq2_0;
+    type Act = BlockQ8K;
+    fn pack_into(&mut self, rows: &[&BlockTq2_0]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            self.d[i] = block.d.to_bits();
+            two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
+        }
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
+/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockTq2_0x16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+        let dot: i32 = (0..256)
+            .map(|v| two_bits::code(&x.qs, i, v / 16, v % 16) * y.qs[v] as i32)
+            .sum();
+        let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
+        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        acc + (dot - a_sum) as f32 * d
+    });
+}

@@ -1,0 +1,61 @@
+//! AVX-512 VNNI kernel of [`BlockTq2_0x16`]: each group's codes are decoded once (`two_bits`)
+//! and dotted with every token of the call, sixteen rows per instruction, into four
+//! accumulators per token (one per code vector, so that no chain of multiply-adds waits on
+//! another); the activations' sum is subtracted once per super-block.
+
+use std::arch::x86_64::*;
+
+use super::ROWS;
+use super::tq2_0x16::BlockTq2_0x16;
+use super::two_bits::GROUPS;
+use super::two_bits_avx512::group_codes;
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::x86::prefetch_ahead;
+
+super_block_dot_group!(BlockTq2_0x16, |w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens(w, a, out))
+});
+
+/// The four activations `q[4k..4k + 4]` in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn quad(q: &[i8], k: usize) -> __m512i {
+    let q: [i8; 4] = q[4 * k..4 * k + 4].try_into().expect("four activations");
+    _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
+}
+
+/// [`dot_group`] for exactly `N` tokens.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn dot_tokens<const N: usize>(w: &[BlockTq2_0x16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+    let nb = w.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let mut sumi = [[_mm512_setzero_si512(); 4]; N];
+        for g in 0..GROUPS {
+            let codes = group_codes(&x.qs[g]);
+            for (t, sumi) in sumi.iter_mut().enumerate() {
+                let q = &a[t * nb + b].qs[16 * g..16 * g + 16];
+                for (k, sumi) in sumi.iter_mut().enumerate() {
+                    *sumi = _mm512_dpbusd_epi32(*sumi, codes[k], quad(q, k));
+                }
+            }
+        }
+        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let y = &a[t * nb + b];
+            let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
+            let [s0, s1, s2, s3] = sumi[t];
+            let dot = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
+            let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, _mm512_set1_epi32(a_sum)));
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
+            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(sum, d));
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}
