@@ -14,7 +14,7 @@ pub struct EmbeddingCase {
     /// The text embedded.
     pub prompt: String,
     /// Its tokens.
-    pub tokens: Vec<u64>,
+    pub tokens: Vec<u32>,
     /// llama.cpp's embedding of it, normalised.
     pub embedding: Vec<f64>,
 }
@@ -35,7 +35,7 @@ pub fn embedding_cases(path: impl AsRef<Path>) -> Vec<EmbeddingCase> {
         .iter()
         .map(|c| EmbeddingCase {
             prompt: c["prompt"].as_str().unwrap().to_string(),
-            tokens: numbers(&c["tokens"]).iter().map(|&t| t as u64).collect(),
+            tokens: numbers(&c["tokens"]).iter().map(|&t| t as u32).collect(),
             embedding: numbers(&c["embedding"]),
         })
         .collect()

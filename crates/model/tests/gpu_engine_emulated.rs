@@ -12,21 +12,20 @@
 //! - when every sequence has ended and the cached prefixes are forgotten (or the engine is
 //!   dropped), every block of the pool is free again.
 
+mod common;
 // Shared with `gpu_forward_emulated`, which uses the helpers this test does not.
 #[allow(dead_code)]
 mod gpu_emulation;
 
 use std::any::Any;
 
-use gpu_emulation::{Emulated, HostBuffers, HostCache, HostPool, with_emulator};
+use gpu_emulation::{Emulated, HostCache, load_options, with_emulator, with_host_gpu};
 use rinfer_cuda::kernels::KvElement;
 use rinfer_cuda::kv_pool::{SharedBlocks, lock};
-use rinfer_cuda::program::{StepBuilder, place_weights};
-use rinfer_cuda::{CudaError, GpuInfo, LoadOptions, Logits, UploadPlan};
+use rinfer_cuda::{CudaError, GpuInfo, Logits};
 use rinfer_model::engine::{GpuCache, GpuDevice};
 use rinfer_model::{
-    BLOCK_TOKENS, Engine, EngineSettings, Event, LoadedModel, Request, SamplingParams, SeqId,
-    TokenLogprob,
+    BLOCK_TOKENS, Engine, EngineSettings, Event, LoadedModel, Request, SeqId, TokenLogprob,
 };
 
 /// Full attention only, f32 weights: every prefill chunk runs the f32 kernels, whatever its
@@ -162,62 +161,33 @@ fn with_engine(
     test: impl FnOnce(&mut Engine<'_>, &SharedBlocks),
 ) {
     with_emulator(|emulate| {
-        let view = loaded.model.gpu_view().unwrap();
-        let options = LoadOptions {
-            ordinal: 0,
-            context: CONTEXT,
-            max_batch: MAX_BATCH,
-            all_logits: false,
-            sequences: SEQUENCES,
-            nvrtc: Default::default(),
-            kv: KvElement::F16,
-            cached_blocks: 0,
-        };
-        let plan = UploadPlan::new(&view, &options).unwrap();
-        let place = |bytes: &[u8]| Ok(bytes.as_ptr() as u64);
-        let weights = place_weights(&view, place, |f| Ok(f.as_ptr() as u64)).unwrap();
-        let mut buffers = HostBuffers::new(&plan);
-        let work = buffers.work();
-        let builder = StepBuilder {
-            model: &weights,
-            work: &work,
-            splits: plan.splits,
-            kv: plan.options.kv,
-        };
-        let pool = HostPool::new(&plan);
-        let blocks = pool.blocks.clone();
-        let device = EmulatedGpu {
-            gpu: Emulated {
-                emulate,
-                builder: &builder,
-                buffers: &mut buffers,
-                pool,
-            },
-            info: GpuInfo {
-                ordinal: 0,
-                name: "the host emulation".into(),
-                compute_capability: (8, 0),
-                total_memory: 0,
-                nvrtc: None,
-            },
-        };
-        let settings = EngineSettings {
-            max_batch: MAX_BATCH,
-            prefix_cache_bytes,
-            ..EngineSettings::parallel(SEQUENCES, CONTEXT)
-        };
-        let mut engine = Engine::with_gpu(loaded, settings, Box::new(device)).unwrap();
-        assert_eq!(engine.device().kind(), "cuda");
-        test(&mut engine, &blocks);
+        let options = load_options(CONTEXT, MAX_BATCH, SEQUENCES);
+        with_host_gpu(emulate, &loaded.model, &options, |gpu| {
+            let blocks = gpu.pool.blocks.clone();
+            let device = EmulatedGpu {
+                gpu,
+                info: GpuInfo {
+                    ordinal: 0,
+                    name: "the host emulation".into(),
+                    compute_capability: (8, 0),
+                    total_memory: 0,
+                    nvrtc: None,
+                },
+            };
+            let settings = EngineSettings {
+                max_batch: MAX_BATCH,
+                prefix_cache_bytes,
+                ..EngineSettings::parallel(SEQUENCES, CONTEXT)
+            };
+            let mut engine = Engine::with_gpu(loaded, settings, Box::new(device)).unwrap();
+            assert_eq!(engine.device().kind(), "cuda");
+            test(&mut engine, &blocks);
+        });
     });
 }
 
 fn loaded() -> LoadedModel {
-    let path = format!(
-        "{}/../../tests/fixtures/models/{MODEL}.gguf",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    LoadedModel::open(path).unwrap()
+    LoadedModel::open(common::fixtures().join(format!("models/{MODEL}.gguf"))).unwrap()
 }
 
 /// `n` tokens that no call with another `seed` starts with.
@@ -229,20 +199,7 @@ fn tokens(seed: u32, n: usize) -> Vec<u32> {
 
 /// Greedy or seeded sampling (end of generation masked), with log-probabilities.
 fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>) -> Request {
-    let mut sampling = match seed {
-        None => SamplingParams::greedy(),
-        Some(seed) => SamplingParams {
-            seed,
-            ..SamplingParams::default()
-        },
-    };
-    let eog = loaded.tokenizer.eog_ids().iter();
-    sampling
-        .logit_bias
-        .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
-    let mut request = Request::new(prompt, 8).with_sampling(sampling);
-    request.logprobs = Some(3);
-    request
+    common::logprob_request(loaded, prompt, seed, 8)
 }
 
 /// Tokens and log-probabilities (compared bit for bit) of one sequence, and the prompt tokens

@@ -13,14 +13,16 @@
 //! the CPU's experts with the CPU's weights; gpt-oss adds attention sinks, YaRN RoPE, the
 //! clamped SwiGLU and expert biases.
 
+mod common;
 mod gpu_emulation;
 
+use common::fixture_model;
 use gpu_emulation::{
-    EmulateLaunch, Emulated, HostBuffers, HostCache, HostPool, run, with_emulator,
+    EmulateLaunch, Emulated, HostCache, load_options, run, with_emulator, with_host_gpu,
 };
+use rinfer_cuda::LoadOptions;
 use rinfer_cuda::kernels::KvElement;
-use rinfer_cuda::program::{KernelRef, StepBuilder, place_weights};
-use rinfer_cuda::{LoadOptions, UploadPlan};
+use rinfer_cuda::program::KernelRef;
 use rinfer_formats::GgmlType;
 use rinfer_model::weights::{Cpu, Linear, Matrix, Weights};
 use rinfer_model::{KvCache, KvType, Logits, Model, Scratch};
@@ -75,22 +77,25 @@ struct Tolerance {
     mean: f64,
 }
 
+impl Tolerance {
+    /// `max` at every position, and `mean`.
+    const fn everywhere(max: f64, mean: f64) -> Self {
+        Self {
+            max,
+            positions_within_max: 1.0,
+            mean,
+        }
+    }
+}
+
 /// The f32 kernels against the CPU's f32 arithmetic (measured: about 5e-6).
-const F32_KERNELS: Tolerance = Tolerance {
-    max: 1e-4,
-    positions_within_max: 1.0,
-    mean: 1e-5,
-};
+const F32_KERNELS: Tolerance = Tolerance::everywhere(1e-4, 1e-5);
 
 /// Weights and activations rounded to bf16 on tensor cores against the CPU's f32 arithmetic:
 /// the fixtures' tolerance for quantized models whose engine rounds activations (README §3.4,
 /// max 0.5, mean 0.06; the bf16 activations are at least as exact as ggml's q8). Measured on
 /// 40 positions: max 0.19, mean 0.022.
-const TENSOR_CORES: Tolerance = Tolerance {
-    max: 0.5,
-    positions_within_max: 1.0,
-    mean: 0.06,
-};
+const TENSOR_CORES: Tolerance = Tolerance::everywhere(0.5, 0.06);
 
 /// The same for mixture-of-experts models, where rounding can flip a near-tie of the router:
 /// the fixtures' tolerance for quantized MoE models computed exactly (README §3.4, 1.5 at
@@ -106,20 +111,12 @@ const MOE_TENSOR_CORES: Tolerance = Tolerance {
 /// compute a few f32 ulps apart can round to neighbouring halves (2^-11 apart, relative), which
 /// the f32 kernels' tolerance cannot absorb. Measured on the 9-token fixtures: max 1.3e-3,
 /// mean 1.3e-4.
-const F16_KV: Tolerance = Tolerance {
-    max: 1e-2,
-    positions_within_max: 1.0,
-    mean: 1e-3,
-};
+const F16_KV: Tolerance = Tolerance::everywhere(1e-2, 1e-3);
 
 /// A step whose integer matvecs quantize the activations to q8_1 (as llama.cpp does), against
 /// the f32 reference: the reference fixtures' suggested tolerance for an engine that quantizes
 /// activations like ggml (max 0.5, mean 0.06).
-const QUANTIZED_ACTIVATIONS: Tolerance = Tolerance {
-    max: 0.5,
-    positions_within_max: 1.0,
-    mean: 0.06,
-};
+const QUANTIZED_ACTIVATIONS: Tolerance = Tolerance::everywhere(0.5, 0.06);
 
 fn compare(name: &str, what: &str, gpu: &[f32], cpu: &[f32], tolerance: Tolerance) {
     let vocab = gpu.len().min(cpu.len()).max(1);
@@ -173,11 +170,7 @@ fn check_fixture(
         KvElement::F16 if tolerance.max < F16_KV.max => (KvType::F16, F16_KV),
         KvElement::F16 => (KvType::F16, tolerance),
     };
-    let path = format!(
-        "{}/../../tests/fixtures/models/{name}.gguf",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (model, _file) = Model::open_gguf(&path).unwrap();
+    let model = fixture_model(name);
     let reference = dequantized(&model);
     let vocab = model.config.vocab_size;
     let prompt: Vec<u32> = (0..prompt_len)
@@ -204,103 +197,89 @@ fn check_fixture(
         .collect();
 
     // The GPU program on host buffers.
-    let view = model.gpu_view().unwrap();
     let options = LoadOptions {
-        ordinal: 0,
-        context,
-        max_batch: prompt.len(),
         all_logits: true,
-        sequences: 1,
-        nvrtc: Default::default(),
         kv,
-        cached_blocks: 0,
+        ..load_options(context, prompt.len(), 1)
     };
-    let plan = UploadPlan::new(&view, &options).unwrap();
-    let weights = place_weights(
-        &view,
-        |bytes| Ok(bytes.as_ptr() as u64),
-        |floats| Ok(floats.as_ptr() as u64),
-    )
-    .unwrap();
-    let mut buffers = HostBuffers::new(&plan);
-    let work = buffers.work();
-    let mut pool = HostPool::new(&plan);
-    let mut cache = pool.new_cache();
-    let builder = StepBuilder {
-        model: &weights,
-        work: &work,
-        splits: plan.splits,
-        kv: plan.options.kv,
-    };
-    let mut launches = Vec::new();
+    with_host_gpu(emulate, &model, &options, |gpu| {
+        let Emulated {
+            builder,
+            buffers,
+            mut pool,
+            ..
+        } = gpu;
+        let mut cache = pool.new_cache();
+        let mut launches = Vec::new();
 
-    for (i, &t) in prompt.iter().enumerate() {
-        buffers.tokens[i] = t as i32;
-        buffers.positions[i] = i as i32;
-    }
-    pool.reserve(emulate, &mut cache, prompt.len());
-    let addresses = pool.addresses(&mut cache);
-    builder.step(prompt.len(), &addresses, 0, prompt.len(), &mut launches);
-    cache.len = prompt.len();
-    let kernels = |f: fn(&KernelRef) -> bool| launches.iter().filter(|l| f(&l.kernel)).count();
-    let mma = kernels(|k| matches!(k, KernelRef::Mma(_) | KernelRef::MmaById(_)));
-    let f32_matmul = kernels(|k| matches!(k, KernelRef::Matmul(_) | KernelRef::MatmulById(_)));
-    if tensor_cores {
-        assert!(mma > 0, "{name}: no matmul on tensor cores");
-    } else {
-        assert_eq!(mma, 0, "{name}: a matmul on tensor cores");
-        assert!(f32_matmul > 0, "{name}: no batched matmul");
-    }
-    run(emulate, &launches);
-    compare_positions(
-        name,
-        "prefill",
-        &buffers.logits()[..prompt.len() * vocab],
-        &cpu_prompt,
-        vocab,
-        tolerance,
-    );
-
-    for (step, (&t, cpu)) in decoded.iter().zip(&cpu_decode).enumerate() {
-        buffers.tokens[0] = t as i32;
-        buffers.positions[0] = (prompt.len() + step) as i32;
-        launches.clear();
-        pool.reserve(emulate, &mut cache, 1);
-        builder.step(1, &addresses, 0, 1, &mut launches);
-        run(emulate, &launches);
-        cache.len += 1;
-        let integer = launches.iter().any(|l| {
-            matches!(
-                l.kernel,
-                KernelRef::MatvecQ8_1(_) | KernelRef::MatvecBatchQ8_1(_)
-            )
-        });
-        let tolerance = if integer && tolerance.max < QUANTIZED_ACTIVATIONS.max {
-            QUANTIZED_ACTIVATIONS
+        for (i, &t) in prompt.iter().enumerate() {
+            buffers.tokens[i] = t as i32;
+            buffers.positions[i] = i as i32;
+        }
+        pool.reserve(emulate, &mut cache, prompt.len());
+        let addresses = pool.addresses(&mut cache);
+        builder.step(prompt.len(), &addresses, 0, prompt.len(), &mut launches);
+        cache.len = prompt.len();
+        let kernels = |f: fn(&KernelRef) -> bool| launches.iter().filter(|l| f(&l.kernel)).count();
+        let mma = kernels(|k| matches!(k, KernelRef::Mma(_) | KernelRef::MmaById(_)));
+        let f32_matmul = kernels(|k| matches!(k, KernelRef::Matmul(_) | KernelRef::MatmulById(_)));
+        if tensor_cores {
+            assert!(mma > 0, "{name}: no matmul on tensor cores");
         } else {
-            tolerance
-        };
-        // After a prefill on tensor cores, the bf16 keys and values and the q8_1 activations
-        // can flip a near-tie of a mixture of experts' router, moving the whole row: its
-        // tolerance is a share of positions (checked on the prefill above), which one decode
-        // row cannot express.
-        if tensor_cores && model.config.experts.is_some() {
-            continue;
+            assert_eq!(mma, 0, "{name}: a matmul on tensor cores");
+            assert!(f32_matmul > 0, "{name}: no batched matmul");
         }
-        compare(name, "decode", &buffers.logits()[..vocab], cpu, tolerance);
-        let best = (0..vocab)
-            .max_by(|&a, &b| cpu[a].total_cmp(&cpu[b]).then(b.cmp(&a)))
-            .unwrap();
-        let margin = cpu
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != best)
-            .map(|(_, &l)| cpu[best] - l)
-            .fold(f32::INFINITY, f32::min);
-        if f64::from(margin) > tolerance.max {
-            assert_eq!(buffers.argmax[0] as usize, best, "{name}: device argmax");
+        run(emulate, &launches);
+        compare_positions(
+            name,
+            "prefill",
+            &buffers.logits()[..prompt.len() * vocab],
+            &cpu_prompt,
+            vocab,
+            tolerance,
+        );
+
+        for (step, (&t, cpu)) in decoded.iter().zip(&cpu_decode).enumerate() {
+            buffers.tokens[0] = t as i32;
+            buffers.positions[0] = (prompt.len() + step) as i32;
+            launches.clear();
+            pool.reserve(emulate, &mut cache, 1);
+            builder.step(1, &addresses, 0, 1, &mut launches);
+            run(emulate, &launches);
+            cache.len += 1;
+            let integer = launches.iter().any(|l| {
+                matches!(
+                    l.kernel,
+                    KernelRef::MatvecQ8_1(_) | KernelRef::MatvecBatchQ8_1(_)
+                )
+            });
+            let tolerance = if integer && tolerance.max < QUANTIZED_ACTIVATIONS.max {
+                QUANTIZED_ACTIVATIONS
+            } else {
+                tolerance
+            };
+            // After a prefill on tensor cores, the bf16 keys and values and the q8_1 activations
+            // can flip a near-tie of a mixture of experts' router, moving the whole row: its
+            // tolerance is a share of positions (checked on the prefill above), which one decode
+            // row cannot express.
+            if tensor_cores && model.config.experts.is_some() {
+                continue;
+            }
+            compare(name, "decode", &buffers.logits()[..vocab], cpu, tolerance);
+            let best = (0..vocab)
+                .max_by(|&a, &b| cpu[a].total_cmp(&cpu[b]).then(b.cmp(&a)))
+                .unwrap();
+            let margin = cpu
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != best)
+                .map(|(_, &l)| cpu[best] - l)
+                .fold(f32::INFINITY, f32::min);
+            if f64::from(margin) > tolerance.max {
+                assert_eq!(buffers.argmax[0] as usize, best, "{name}: device argmax");
+            }
         }
-    }
+    });
 }
 
 #[test]
@@ -406,11 +385,7 @@ fn iq_and_ternary_models_match_the_cpu_forward() {
 /// tolerance (`max |batched - alone|` is printed: 0 where the decode matvec and the batched
 /// matmul share their per-token arithmetic, as now).
 fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
-    let path = format!(
-        "{}/../../tests/fixtures/models/{name}.gguf",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (model, _file) = Model::open_gguf(&path).unwrap();
+    let model = fixture_model(name);
     let reference = dequantized(&model);
     let vocab = model.config.vocab_size as u32;
     let lengths = [3usize, 9, 6];
@@ -445,97 +420,69 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
         })
         .collect();
 
-    let view = model.gpu_view().unwrap();
-    let options = LoadOptions {
-        ordinal: 0,
-        context,
-        max_batch: longest,
-        all_logits: false,
-        sequences: lengths.len(),
-        nvrtc: Default::default(),
-        kv: KvElement::F16,
-        cached_blocks: 0,
-    };
-    let plan = UploadPlan::new(&view, &options).unwrap();
-    assert_eq!(plan.decode_rows, lengths.len());
-    let weights = place_weights(
-        &view,
-        |bytes| Ok(bytes.as_ptr() as u64),
-        |floats| Ok(floats.as_ptr() as u64),
-    )
-    .unwrap();
-    let mut buffers = HostBuffers::new(&plan);
-    let work = buffers.work();
-    let builder = StepBuilder {
-        model: &weights,
-        work: &work,
-        splits: plan.splits,
-        kv: plan.options.kv,
-    };
-    let mut gpu = Emulated {
-        emulate,
-        builder: &builder,
-        buffers: &mut buffers,
-        pool: HostPool::new(&plan),
-    };
-    let mut caches: Vec<HostCache> = prompts
-        .iter()
-        .map(|prompt| {
-            let mut cache = gpu.pool.new_cache();
-            gpu.step(prompt, &mut cache);
-            cache
-        })
-        .collect();
+    let options = load_options(context, longest, lengths.len());
+    with_host_gpu(emulate, &model, &options, |mut gpu| {
+        let plan = gpu.pool.plan.clone();
+        assert_eq!(plan.decode_rows, lengths.len());
+        let mut caches: Vec<HostCache> = prompts
+            .iter()
+            .map(|prompt| {
+                let mut cache = gpu.pool.new_cache();
+                gpu.step(prompt, &mut cache);
+                cache
+            })
+            .collect();
 
-    // Step 1: each sequence alone (on a fork of its cache, which copies the block it writes
-    // into), then all three together in two orders.
-    let alone: Vec<Vec<f32>> = (0..caches.len())
-        .map(|s| {
-            let mut fork = gpu.pool.fork(&caches[s]);
-            gpu.step(&[tokens(s, 0)], &mut fork)
-        })
-        .collect();
-    let mut forks: Vec<HostCache> = caches.iter().map(|c| gpu.pool.fork(c)).collect();
-    let reordered = gpu.decode(
-        &[(2, tokens(2, 0)), (0, tokens(0, 0)), (1, tokens(1, 0))],
-        &mut forks,
-        &plan,
-    );
-    let batched = gpu.decode(
-        &[(0, tokens(0, 0)), (1, tokens(1, 0)), (2, tokens(2, 0))],
-        &mut caches,
-        &plan,
-    );
-    // A mixture of experts' router can flip a near-tie under the q8_1 rounding of the
-    // activations and move a whole row: the fixtures' MoE tolerance is a share of positions,
-    // which one decode row cannot express, so MoE rows are held to their single-sequence GPU
-    // decode here (bit for bit below) and to the CPU in the 9-token test.
-    let moe = model.config.experts.is_some();
-    let against_cpu = |what: &str, row: &[f32], cpu: &[f32]| {
-        if !moe {
-            compare(name, what, row, cpu, QUANTIZED_ACTIVATIONS);
-        }
-    };
-    let mut worst = 0.0f32;
-    for (s, row) in batched.iter().enumerate() {
-        against_cpu("batched decode", row, &cpu[s][0]);
-        compare(name, "batched vs alone", row, &alone[s], F32_KERNELS);
-        let order = [1, 2, 0][s];
-        assert!(
-            *row == reordered[order],
-            "{name}: sequence {s}'s logits depend on the order of the rows"
+        // Step 1: each sequence alone (on a fork of its cache, which copies the block it writes
+        // into), then all three together in two orders.
+        let alone: Vec<Vec<f32>> = (0..caches.len())
+            .map(|s| {
+                let mut fork = gpu.pool.fork(&caches[s]);
+                gpu.step(&[tokens(s, 0)], &mut fork)
+            })
+            .collect();
+        let mut forks: Vec<HostCache> = caches.iter().map(|c| gpu.pool.fork(c)).collect();
+        let reordered = gpu.decode(
+            &[(2, tokens(2, 0)), (0, tokens(0, 0)), (1, tokens(1, 0))],
+            &mut forks,
+            &plan,
         );
-        let diff = row.iter().zip(&alone[s]).map(|(a, b)| (a - b).abs());
-        worst = diff.fold(worst, f32::max);
-    }
-    println!("{name}: max |batched - alone| = {worst:e}");
+        let batched = gpu.decode(
+            &[(0, tokens(0, 0)), (1, tokens(1, 0)), (2, tokens(2, 0))],
+            &mut caches,
+            &plan,
+        );
+        // A mixture of experts' router can flip a near-tie under the q8_1 rounding of the
+        // activations and move a whole row: the fixtures' MoE tolerance is a share of positions,
+        // which one decode row cannot express, so MoE rows are held to their single-sequence GPU
+        // decode here (bit for bit below) and to the CPU in the 9-token test.
+        let moe = model.config.experts.is_some();
+        let against_cpu = |what: &str, row: &[f32], cpu: &[f32]| {
+            if !moe {
+                compare(name, what, row, cpu, QUANTIZED_ACTIVATIONS);
+            }
+        };
+        let mut worst = 0.0f32;
+        for (s, row) in batched.iter().enumerate() {
+            against_cpu("batched decode", row, &cpu[s][0]);
+            compare(name, "batched vs alone", row, &alone[s], F32_KERNELS);
+            let order = [1, 2, 0][s];
+            assert!(
+                *row == reordered[order],
+                "{name}: sequence {s}'s logits depend on the order of the rows"
+            );
+            let diff = row.iter().zip(&alone[s]).map(|(a, b)| (a - b).abs());
+            worst = diff.fold(worst, f32::max);
+        }
+        println!("{name}: max |batched - alone| = {worst:e}");
 
-    // Step 2: sequences 1 and 0 together, then 2 as a batch of one.
-    let pair = gpu.decode(&[(1, tokens(1, 1)), (0, tokens(0, 1))], &mut caches, &plan);
-    against_cpu("batched decode, step 2", &pair[0], &cpu[1][1]);
-    against_cpu("batched decode, step 2", &pair[1], &cpu[0][1]);
-    let single = gpu.decode(&[(2, tokens(2, 1))], &mut caches, &plan);
-    against_cpu("batch of one, step 2", &single[0], &cpu[2][1]);
+        // Step 2: sequences 1 and 0 together, then 2 as a batch of one.
+        let pair = gpu.decode(&[(1, tokens(1, 1)), (0, tokens(0, 1))], &mut caches, &plan);
+        against_cpu("batched decode, step 2", &pair[0], &cpu[1][1]);
+        against_cpu("batched decode, step 2", &pair[1], &cpu[0][1]);
+        let single = gpu.decode(&[(2, tokens(2, 1))], &mut caches, &plan);
+        against_cpu("batch of one, step 2", &single[0], &cpu[2][1]);
+    });
 }
 
 #[test]
@@ -561,70 +508,40 @@ fn batched_decode_gives_each_sequence_its_own_logits() {
 /// an empty cache in the same chunks: the warm prefix changes nothing, and B's writes never
 /// reach A's keys.
 fn check_shared_prefix(emulate: &EmulateLaunch, name: &str) {
-    let path = format!(
-        "{}/../../tests/fixtures/models/{name}.gguf",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (model, _file) = Model::open_gguf(&path).unwrap();
+    let model = fixture_model(name);
     let vocab = model.config.vocab_size as u32;
     let prefix: Vec<u32> = (0..20).map(|i| (i * 37 + 5) % vocab).collect();
     let own = |s: u32| -> Vec<u32> { (0..5).map(|i| (i * 11 + 7 + 50 * s) % vocab).collect() };
-    let view = model.gpu_view().unwrap();
-    let options = LoadOptions {
-        ordinal: 0,
-        context: 32,
-        max_batch: 20,
-        all_logits: false,
-        sequences: 2,
-        nvrtc: Default::default(),
-        kv: KvElement::F16,
-        cached_blocks: 0,
-    };
-    let plan = UploadPlan::new(&view, &options).unwrap();
-    let place = |bytes: &[u8]| Ok(bytes.as_ptr() as u64);
-    let weights = place_weights(&view, place, |f| Ok(f.as_ptr() as u64)).unwrap();
-    let mut buffers = HostBuffers::new(&plan);
-    let work = buffers.work();
-    let builder = StepBuilder {
-        model: &weights,
-        work: &work,
-        splits: plan.splits,
-        kv: plan.options.kv,
-    };
-    let mut gpu = Emulated {
-        emulate,
-        builder: &builder,
-        buffers: &mut buffers,
-        pool: HostPool::new(&plan),
-    };
-    let cold = |gpu: &mut Emulated, s: u32| {
-        let mut cache = gpu.pool.new_cache();
-        gpu.step(&prefix, &mut cache);
-        gpu.step(&own(s), &mut cache)
-    };
-    let (cold_a, cold_b) = (cold(&mut gpu, 0), cold(&mut gpu, 1));
-    let mut a = gpu.pool.new_cache();
-    gpu.step(&prefix, &mut a);
-    let mut b = gpu.pool.fork(&a);
-    assert_eq!(b.blocks, a.blocks, "{name}: the prefix's blocks are shared");
-    let warm_b = gpu.step(&own(1), &mut b);
-    assert_ne!(
-        b.blocks[1], a.blocks[1],
-        "{name}: B copied the block it wrote into"
-    );
-    assert_eq!(
-        b.blocks[0], a.blocks[0],
-        "{name}: the full block stays shared"
-    );
-    let warm_a = gpu.step(&own(0), &mut a);
-    assert!(
-        warm_b == cold_b,
-        "{name}: B over the shared prefix differs from B cold"
-    );
-    assert!(
-        warm_a == cold_a,
-        "{name}: A differs from A cold after B wrote"
-    );
+    with_host_gpu(emulate, &model, &load_options(32, 20, 2), |mut gpu| {
+        let cold = |gpu: &mut Emulated, s: u32| {
+            let mut cache = gpu.pool.new_cache();
+            gpu.step(&prefix, &mut cache);
+            gpu.step(&own(s), &mut cache)
+        };
+        let (cold_a, cold_b) = (cold(&mut gpu, 0), cold(&mut gpu, 1));
+        let mut a = gpu.pool.new_cache();
+        gpu.step(&prefix, &mut a);
+        let mut b = gpu.pool.fork(&a);
+        assert_eq!(b.blocks, a.blocks, "{name}: the prefix's blocks are shared");
+        let warm_b = gpu.step(&own(1), &mut b);
+        assert_ne!(
+            b.blocks[1], a.blocks[1],
+            "{name}: B copied the block it wrote into"
+        );
+        assert_eq!(
+            b.blocks[0], a.blocks[0],
+            "{name}: the full block stays shared"
+        );
+        let warm_a = gpu.step(&own(0), &mut a);
+        assert!(
+            warm_b == cold_b,
+            "{name}: B over the shared prefix differs from B cold"
+        );
+        assert!(
+            warm_a == cold_a,
+            "{name}: A differs from A cold after B wrote"
+        );
+    });
 }
 
 #[test]

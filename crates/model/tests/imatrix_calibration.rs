@@ -13,7 +13,9 @@ mod common;
 
 use rinfer_formats::gguf::{GgufFile, MetadataValue, TensorView};
 use rinfer_model::LoadedModel;
-use rinfer_model::imatrix::{CalibrationError, CalibrationOptions, ImatrixSums, calibrate};
+use rinfer_model::imatrix::{
+    CalibrationError, CalibrationOptions, ChunkDone, ImatrixSums, calibrate,
+};
 use rinfer_model::quantize::{FileType, Imatrix, ImportanceMatrix, quantize_model_with};
 
 use common::fixtures;
@@ -27,8 +29,14 @@ const SUM_TOLERANCE: f32 = 2e-3;
 /// The mean relative difference allowed over all sums.
 const MEAN_TOLERANCE: f64 = 3e-4;
 
+/// The fixture model `models/<name>.gguf`.
+fn fixture(name: &str) -> LoadedModel {
+    LoadedModel::open(fixtures().join(format!("models/{name}.gguf"))).expect("fixture model")
+}
+
+/// The llama fixture llama.cpp's matrix was computed from.
 fn model() -> LoadedModel {
-    LoadedModel::open(fixtures().join("models/llama-tiny-f32.gguf")).expect("fixture model")
+    fixture("llama-tiny-f32")
 }
 
 fn options(chunk_size: usize) -> CalibrationOptions {
@@ -47,15 +55,23 @@ fn tokens(loaded: &LoadedModel, text: &str) -> (Vec<u32>, Option<u32>) {
     (ids, t.bos().filter(|_| t.add_bos()))
 }
 
-fn compute(chunk_size: usize) -> (ImatrixSums, Vec<f64>) {
-    let loaded = model();
+/// Calibrates `loaded` over the fixture text llama-imatrix read (`models/iq/imatrix_text.txt`)
+/// with `options`, handing `progress` each finished chunk.
+fn calibrate_on_text(
+    loaded: &LoadedModel,
+    options: &CalibrationOptions,
+    progress: impl FnMut(&ChunkDone),
+) -> ImatrixSums {
     let text = std::fs::read_to_string(fixtures().join("models/iq/imatrix_text.txt")).unwrap();
-    let (ids, bos) = tokens(&loaded, &text);
+    let (ids, bos) = tokens(loaded, &text);
+    calibrate(&loaded.model, &ids, bos, options, progress).expect("calibrates")
+}
+
+fn compute(chunk_size: usize) -> (ImatrixSums, Vec<f64>) {
     let mut perplexities = Vec::new();
-    let sums = calibrate(&loaded.model, &ids, bos, &options(chunk_size), |done| {
+    let sums = calibrate_on_text(&model(), &options(chunk_size), |done| {
         perplexities.extend(done.perplexity);
-    })
-    .expect("calibrates");
+    });
     (sums, perplexities)
 }
 
@@ -185,15 +201,12 @@ fn a_text_shorter_than_two_chunks_is_refused_with_the_counts() {
 
 #[test]
 fn metadata_names_the_dataset_and_counts_whole_chunks() {
-    let loaded = model();
-    let text = std::fs::read_to_string(fixtures().join("models/iq/imatrix_text.txt")).unwrap();
-    let (ids, bos) = tokens(&loaded, &text);
     let options = CalibrationOptions {
         max_chunks: Some(3),
         perplexity: false,
         ..options(64)
     };
-    let sums = calibrate(&loaded.model, &ids, bos, &options, |_| {}).unwrap();
+    let sums = calibrate_on_text(&model(), &options, |_| {});
     assert_eq!(sums.chunk_count(), 3);
     assert!(sums.perplexity().is_none());
     let file = GgufFile::from_bytes(sums.to_gguf().unwrap().to_bytes()).unwrap();
@@ -217,16 +230,12 @@ fn metadata_names_the_dataset_and_counts_whole_chunks() {
 /// token goes to `used` experts), and the experts' sums on average.
 #[test]
 fn a_mixture_of_experts_counts_each_experts_tokens_as_llama_imatrix() {
-    let loaded =
-        LoadedModel::open(fixtures().join("models/qwen3moe-tiny-f32.gguf")).expect("fixture");
-    let text = std::fs::read_to_string(fixtures().join("models/iq/imatrix_text.txt")).unwrap();
-    let (ids, bos) = tokens(&loaded, &text);
     let options = CalibrationOptions {
         dataset: "iq/imatrix_text.txt".into(),
         perplexity: false,
         ..options(128)
     };
-    let sums = calibrate(&loaded.model, &ids, bos, &options, |_| {}).expect("calibrates");
+    let sums = calibrate_on_text(&fixture("qwen3moe-tiny-f32"), &options, |_| {});
     let ours = GgufFile::from_bytes(sums.to_gguf().unwrap().to_bytes()).unwrap();
     let theirs = GgufFile::open(fixtures().join("models/iq/qwen3moe-tiny.imatrix.gguf")).unwrap();
     assert_eq!(metadata(&ours), metadata(&theirs), "metadata");
@@ -268,15 +277,11 @@ fn a_mixture_of_experts_counts_each_experts_tokens_as_llama_imatrix() {
 /// second batch (13 chunks, 11 rows each). Each writes one count and its heads' sums in a row.
 #[test]
 fn latent_attention_counts_its_value_product_per_chunk_as_llama_imatrix() {
-    let loaded =
-        LoadedModel::open(fixtures().join("models/deepseek2-tiny-f32.gguf")).expect("fixture");
-    let text = std::fs::read_to_string(fixtures().join("models/iq/imatrix_text.txt")).unwrap();
-    let (ids, bos) = tokens(&loaded, &text);
     let options = CalibrationOptions {
         perplexity: false,
         ..options(128)
     };
-    let sums = calibrate(&loaded.model, &ids, bos, &options, |_| {}).expect("calibrates");
+    let sums = calibrate_on_text(&fixture("deepseek2-tiny-f32"), &options, |_| {});
     assert_eq!(sums.chunk_count(), 29);
     let entry = |name: &str| &sums.entries()[name];
     for layer in 0..3 {

@@ -55,20 +55,7 @@ fn concat(parts: &[&[u32]]) -> Vec<u32> {
 
 /// Greedy (end of generation masked) or seeded sampling, with log-probabilities.
 fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>) -> Request {
-    let mut sampling = match seed {
-        None => SamplingParams::greedy(),
-        Some(seed) => SamplingParams {
-            seed,
-            ..SamplingParams::default()
-        },
-    };
-    let eog = loaded.tokenizer.eog_ids().iter();
-    sampling
-        .logit_bias
-        .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
-    let mut request = Request::new(prompt, 12).with_sampling(sampling);
-    request.logprobs = Some(3);
-    request
+    common::logprob_request(loaded, prompt, seed, 12)
 }
 
 /// Tokens, log-probabilities (bit for bit) and the prompt tokens reused.

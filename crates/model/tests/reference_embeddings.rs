@@ -4,17 +4,17 @@
 //! pooling, an end token appended), F32 and Q8_0, through the engine, alone and batched.
 
 mod common;
+#[path = "../../../tests/support/embedding_cases.rs"]
+mod embedding_cases;
 
-use common::fixtures;
+use common::{embed_alone_and_batched, f32_kv_settings, fixtures};
+use embedding_cases::{EmbeddingCase, cosine, embedding_cases};
 use rinfer_model::engine::normalize;
-use rinfer_model::{
-    DeviceRequest, Engine, EngineSettings, Event, KvType, LoadedModel, Request, SamplingParams,
-};
-use serde_json::Value;
+use rinfer_model::{DeviceRequest, Engine, Event, LoadedModel, Request, SamplingParams};
 
 /// The embedding fixtures with the least cosine and the largest per-component difference of
 /// the normalised vectors allowed (fixtures README §3.4).
-const MODELS: [(&str, f64, f32); 6] = [
+const MODELS: [(&str, f64, f64); 6] = [
     ("bert-embd-tiny-f32", 0.99999, 1e-3),
     ("bert-embd-tiny-q8_0", 0.999, 0.02),
     ("nomic-bert-embd-tiny-f32", 0.99999, 1e-4),
@@ -23,56 +23,12 @@ const MODELS: [(&str, f64, f32); 6] = [
     ("qwen3-embd-tiny-q8_0", 0.999, 0.02),
 ];
 
-struct Case {
-    prompt: String,
-    tokens: Vec<u32>,
-    embedding: Vec<f32>,
-}
-
-fn cases(name: &str) -> Vec<Case> {
-    let path = fixtures().join(format!("refs/{name}.embeddings.json"));
-    let refs: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    let numbers = |v: &Value| -> Vec<f64> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect()
-    };
-    refs["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|case| Case {
-            prompt: case["prompt"].as_str().unwrap().to_string(),
-            tokens: numbers(&case["tokens"]).iter().map(|&t| t as u32).collect(),
-            embedding: numbers(&case["embedding"])
-                .iter()
-                .map(|&x| x as f32)
-                .collect(),
-        })
-        .collect()
+fn cases(name: &str) -> Vec<EmbeddingCase> {
+    embedding_cases(fixtures().join(format!("refs/{name}.embeddings.json")))
 }
 
 fn loaded(name: &str) -> LoadedModel {
     LoadedModel::open(fixtures().join(format!("models/{name}.gguf"))).unwrap()
-}
-
-fn settings(sequences: usize) -> EngineSettings {
-    EngineSettings {
-        kv_type: Some(KvType::F32),
-        ..EngineSettings::parallel(sequences, 512)
-    }
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| f64::from(x) * f64::from(y))
-        .sum();
-    let norm = |v: &[f32]| v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
-    dot / (norm(a) * norm(b))
 }
 
 #[test]
@@ -92,22 +48,16 @@ fn pooled_embeddings_match_llama_cpp_alone_and_batched() {
         let loaded = loaded(name);
         let cases = cases(name);
         let prompts: Vec<Vec<u32>> = cases.iter().map(|c| c.tokens.clone()).collect();
-        let mut alone = Vec::new();
-        for prompt in &prompts {
-            let mut engine = Engine::new(&loaded, settings(1), DeviceRequest::Cpu).unwrap();
-            alone.extend(engine.embed(std::slice::from_ref(prompt)).unwrap());
-        }
-        let mut engine = Engine::new(&loaded, settings(3), DeviceRequest::Cpu).unwrap();
-        let batched = engine.embed(&prompts).unwrap();
-        assert_eq!(alone, batched, "{name}: a batch changed an embedding");
+        let batched = embed_alone_and_batched(&loaded, f32_kv_settings, &prompts, name);
         for (case, mut ours) in cases.iter().zip(batched) {
             normalize(&mut ours);
+            let ours: Vec<f64> = ours.iter().map(|&x| f64::from(x)).collect();
             let cos = cosine(&ours, &case.embedding);
             let diff = ours
                 .iter()
                 .zip(&case.embedding)
                 .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f32::max);
+                .fold(0.0, f64::max);
             assert!(
                 cos >= min_cosine && diff <= max_diff,
                 "{name} {:?}: cosine {cos}, largest difference {diff}",
@@ -129,13 +79,7 @@ fn embeddings_in_a_full_batch_keep_the_bits_they_have_alone() {
             .cycle()
             .take(16)
             .collect();
-        let mut engine = Engine::new(&loaded, settings(1), DeviceRequest::Cpu).unwrap();
-        let alone: Vec<Vec<f32>> = prompts
-            .iter()
-            .flat_map(|p| engine.embed(std::slice::from_ref(p)).unwrap())
-            .collect();
-        let mut engine = Engine::new(&loaded, settings(16), DeviceRequest::Cpu).unwrap();
-        assert_eq!(alone, engine.embed(&prompts).unwrap(), "{name}");
+        embed_alone_and_batched(&loaded, f32_kv_settings, &prompts, name);
     }
 }
 
@@ -144,11 +88,11 @@ fn an_embedding_runs_beside_a_generation_without_changing_either() {
     let loaded = loaded("qwen3-embd-tiny-f32");
     let case = &cases("qwen3-embd-tiny-f32")[0];
     let generation = || Request::new(vec![1, 2, 3, 4], 6).with_sampling(SamplingParams::greedy());
-    let mut engine = Engine::new(&loaded, settings(2), DeviceRequest::Cpu).unwrap();
+    let mut engine = Engine::new(&loaded, f32_kv_settings(2), DeviceRequest::Cpu).unwrap();
     let alone = engine.generate(generation(), |_| {}).unwrap().tokens;
     let embedding_alone = engine.embed(std::slice::from_ref(&case.tokens)).unwrap();
 
-    let mut engine = Engine::new(&loaded, settings(2), DeviceRequest::Cpu).unwrap();
+    let mut engine = Engine::new(&loaded, f32_kv_settings(2), DeviceRequest::Cpu).unwrap();
     let generating = engine.add(generation()).unwrap();
     engine.step(|_| {});
     let embedding = engine.add(Request::embedding(case.tokens.clone())).unwrap();
@@ -168,14 +112,14 @@ fn an_embedding_runs_beside_a_generation_without_changing_either() {
 #[test]
 fn generation_models_refuse_embeddings_and_encoders_refuse_generation() {
     let lm = LoadedModel::open(fixtures().join("models/qwen3-tiny-q5_k_m.gguf")).unwrap();
-    let engine = Engine::new(&lm, settings(1), DeviceRequest::Cpu).unwrap();
+    let engine = Engine::new(&lm, f32_kv_settings(1), DeviceRequest::Cpu).unwrap();
     let err = engine
         .validate(&Request::embedding(vec![1, 2]))
         .unwrap_err();
     assert!(err.to_string().contains("not an embedding model"), "{err}");
 
     let bert = loaded("bert-embd-tiny-f32");
-    let engine = Engine::new(&bert, settings(1), DeviceRequest::Cpu).unwrap();
+    let engine = Engine::new(&bert, f32_kv_settings(1), DeviceRequest::Cpu).unwrap();
     let err = engine
         .validate(&Request::new(vec![101, 102], 4))
         .unwrap_err();

@@ -7,12 +7,12 @@ mod common;
 
 use std::sync::atomic::AtomicBool;
 
-use common::fixtures;
 use common::reference::ids;
+use common::{embed_alone_and_batched, f32_kv_settings, fixtures};
 use rinfer_formats::gguf::{GgufFile, MetadataValue, ValueType};
+use rinfer_model::LoadedModel;
 use rinfer_model::arch::config_from_metadata;
 use rinfer_model::config::{Pooling, Rank, RankHead};
-use rinfer_model::{DeviceRequest, Engine, EngineSettings, KvType, LoadedModel};
 use serde_json::Value;
 
 /// The rankers, and the largest relative difference of a score allowed (F32). BERT's is
@@ -88,18 +88,7 @@ fn scores_match_llama_cpp_alone_and_batched() {
                 answer["usage"]["prompt_tokens"].as_u64().unwrap(),
                 "{name}: the pairs' tokens differ from llama.cpp's count"
             );
-            let settings = |n| EngineSettings {
-                kv_type: Some(KvType::F32),
-                ..EngineSettings::parallel(n, 512)
-            };
-            let mut alone = Vec::new();
-            for prompt in &prompts {
-                let mut engine = Engine::new(&loaded, settings(1), DeviceRequest::Cpu).unwrap();
-                alone.extend(engine.embed(std::slice::from_ref(prompt)).unwrap());
-            }
-            let mut engine = Engine::new(&loaded, settings(3), DeviceRequest::Cpu).unwrap();
-            let batched = engine.embed(&prompts).unwrap();
-            assert_eq!(alone, batched, "{name}: a batch changed a score");
+            let batched = embed_alone_and_batched(&loaded, f32_kv_settings, &prompts, name);
             let results = answer["results"].as_array().unwrap();
             let mut order: Vec<usize> = (0..batched.len()).collect();
             order.sort_by(|&a, &b| batched[b][0].total_cmp(&batched[a][0]));

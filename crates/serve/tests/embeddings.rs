@@ -19,7 +19,7 @@ fn serve(model: &str) -> Server {
 }
 
 /// The reference cases (prompt, tokens, normalised embedding) of a fixture.
-fn cases(model: &str) -> Vec<(String, Vec<u64>, Vec<f64>)> {
+fn cases(model: &str) -> Vec<(String, Vec<u32>, Vec<f64>)> {
     embedding_cases(fixture(&format!("refs/{model}.embeddings.json")))
         .into_iter()
         .map(|c| (c.prompt, c.tokens, c.embedding))
@@ -41,7 +41,7 @@ fn every_input_form_answers_in_the_openai_shape_with_llama_cpp_vectors() {
     let s = serve(model);
     let cases = cases(model);
     let texts: Vec<&str> = cases.iter().map(|c| c.0.as_str()).collect();
-    let tokens: Vec<&Vec<u64>> = cases.iter().map(|c| &c.1).collect();
+    let tokens: Vec<&Vec<u32>> = cases.iter().map(|c| &c.1).collect();
     let total: usize = tokens.iter().map(|t| t.len()).sum();
     for input in [json!(texts), json!(tokens)] {
         let r = s.post("/v1/embeddings", &json!({"model": model, "input": input}));

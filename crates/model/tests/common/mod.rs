@@ -7,7 +7,8 @@ pub mod reference;
 use std::path::PathBuf;
 
 use rinfer_model::{
-    Engine, Event, KvCache, KvType, Logits, Model, ModelConfig, Scratch, SeqId, TokenLogprob,
+    DeviceRequest, Engine, EngineSettings, Event, KvCache, KvType, LoadedModel, Logits, Model,
+    ModelConfig, Request, SamplingParams, Scratch, SeqId, TokenLogprob,
 };
 
 #[path = "../../../../tests/support/default_model.rs"]
@@ -49,6 +50,60 @@ pub fn kv_types(config: &ModelConfig) -> impl Iterator<Item = KvType> + '_ {
     KvType::ALL
         .into_iter()
         .filter(|&t| KvCache::check_type(config, t).is_ok())
+}
+
+/// Settings for `sequences` sequences of up to 512 positions with f32 keys and values, as the
+/// embedding and ranking references were computed.
+pub fn f32_kv_settings(sequences: usize) -> EngineSettings {
+    EngineSettings {
+        kv_type: Some(KvType::F32),
+        ..EngineSettings::parallel(sequences, 512)
+    }
+}
+
+/// Embeds (or, for a ranker, scores) `prompts` one at a time with an engine of `settings(1)`,
+/// then all in one batch with an engine of `settings(prompts.len())`; asserts that the batch
+/// changed no bit of any vector (`name` says whose) and returns the batched vectors.
+pub fn embed_alone_and_batched(
+    loaded: &LoadedModel,
+    settings: impl Fn(usize) -> EngineSettings,
+    prompts: &[Vec<u32>],
+    name: &str,
+) -> Vec<Vec<f32>> {
+    let mut engine = Engine::new(loaded, settings(1), DeviceRequest::Cpu).unwrap();
+    let alone: Vec<Vec<f32>> = prompts
+        .iter()
+        .flat_map(|prompt| engine.embed(std::slice::from_ref(prompt)).unwrap())
+        .collect();
+    let mut engine = Engine::new(loaded, settings(prompts.len()), DeviceRequest::Cpu).unwrap();
+    let batched = engine.embed(prompts).unwrap();
+    assert_eq!(alone, batched, "{name}: a batch changed a vector");
+    batched
+}
+
+/// A request for `max_tokens` tokens of `prompt`, greedy (`seed` none) or seeded, that never
+/// ends early (every end-of-generation token masked) and reports 3 log-probabilities a token:
+/// runs of it compare bit for bit.
+pub fn logprob_request(
+    loaded: &LoadedModel,
+    prompt: Vec<u32>,
+    seed: Option<u64>,
+    max_tokens: usize,
+) -> Request {
+    let mut sampling = match seed {
+        None => SamplingParams::greedy(),
+        Some(seed) => SamplingParams {
+            seed,
+            ..SamplingParams::default()
+        },
+    };
+    let eog = loaded.tokenizer.eog_ids().iter();
+    sampling
+        .logit_bias
+        .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
+    let mut request = Request::new(prompt, max_tokens).with_sampling(sampling);
+    request.logprobs = Some(3);
+    request
 }
 
 /// A fixture model.

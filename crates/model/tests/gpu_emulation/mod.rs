@@ -7,11 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rinfer_cuda::UploadPlan;
+use rinfer_cuda::kernels::KvElement;
 use rinfer_cuda::kv_pool::{BlockAllocator, KV_BLOCK, SharedBlocks, lock};
 use rinfer_cuda::program::{
     CacheAddresses, CacheTables, Launch, LayerKv, StepBuilder, WorkAddresses, copy_block,
+    place_weights,
 };
+use rinfer_cuda::{LoadOptions, UploadPlan};
+use rinfer_model::Model;
 
 pub type EmulateLaunch =
     unsafe extern "C" fn(*const u8, *const u32, *const u32, *const u64, i32) -> i32;
@@ -159,6 +162,55 @@ impl HostBuffers {
     pub fn logits(&self) -> &[f32] {
         &self.f32s[6]
     }
+}
+
+/// The load options of an emulated GPU: `sequences` sequences of up to `context` positions,
+/// run in steps of up to `max_batch` rows, with f16 keys and values, the last row's logits
+/// only, and no blocks kept for a prefix cache.
+pub fn load_options(context: usize, max_batch: usize, sequences: usize) -> LoadOptions {
+    LoadOptions {
+        ordinal: 0,
+        context,
+        max_batch,
+        all_logits: false,
+        sequences,
+        nvrtc: Default::default(),
+        kv: KvElement::F16,
+        cached_blocks: 0,
+    }
+}
+
+/// Runs `test` with `model`'s GPU program on host buffers laid out by the upload plan for
+/// `options`: the weights are the mapped model's own bytes, and the pool of KV blocks starts
+/// empty (its plan is `gpu.pool.plan`).
+pub fn with_host_gpu<R>(
+    emulate: &EmulateLaunch,
+    model: &Model,
+    options: &LoadOptions,
+    test: impl FnOnce(Emulated<'_, '_>) -> R,
+) -> R {
+    let view = model.gpu_view().unwrap();
+    let plan = UploadPlan::new(&view, options).unwrap();
+    let weights = place_weights(
+        &view,
+        |bytes| Ok(bytes.as_ptr() as u64),
+        |floats| Ok(floats.as_ptr() as u64),
+    )
+    .unwrap();
+    let mut buffers = HostBuffers::new(&plan);
+    let work = buffers.work();
+    let builder = StepBuilder {
+        model: &weights,
+        work: &work,
+        splits: plan.splits,
+        kv: plan.options.kv,
+    };
+    test(Emulated {
+        emulate,
+        builder: &builder,
+        buffers: &mut buffers,
+        pool: HostPool::new(&plan),
+    })
 }
 
 /// The GPU program on host buffers: the emulator, the step builder, the buffers its
