@@ -62,7 +62,7 @@ fn logits(model: &Model) -> Vec<f32> {
         .unwrap()
         .to_vec();
     let next = model.forward(&[17], &mut cache, &mut scratch, Logits::Last);
-    all.extend_from_slice(&next.unwrap().to_vec());
+    all.extend_from_slice(next.unwrap());
     all
 }
 
