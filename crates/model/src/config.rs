@@ -144,6 +144,11 @@ pub struct MoeConfig {
     /// router its own norm of the residual stream (`ffn_gate_inp.scale`, over √hidden), each
     /// expert's output scaled by `ffn_down_exps.scale` where the file has it.
     pub dense_beside: bool,
+    /// A file may store each layer's expert gate and up projections as one tensor,
+    /// `ffn_gate_up_exps` (each expert's gate rows, then its up rows), instead of
+    /// `ffn_gate_exps` and `ffn_up_exps`: the architectures llama.cpp loads with
+    /// `create_tensor_gate_up_exps` (or, for Gemma 4, its own check of the fused tensor).
+    pub fused_gate_up: bool,
 }
 
 /// The shared experts of a mixture-of-experts layer, run as one gated FFN.

@@ -45,7 +45,9 @@ impl<'t> Mapper<'t, Cpu, HostView<'t>> for HostViews {
         Ok(v)
     }
 
-    /// Every expert's matrix of one projection as one tensor, expert after expert.
+    /// Every expert's matrix of one projection as one tensor, expert after expert: borrowed
+    /// where the experts lie back to back (a 3-D tensor of the file), else gathered (the gate or
+    /// up halves of a fused `ffn_gate_up_exps`, the per-expert tensors of older files).
     fn experts(
         &mut self,
         t: &Tensor,

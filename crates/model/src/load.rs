@@ -1,8 +1,14 @@
 //! Loading weights into [`Weights`] from any [`TensorStore`]: the architecture's declared tree
 //! ([`ModelConfig::transformer`]) mapped tensor by tensor, every tensor checked against the
 //! shape the tree implies, every tensor in the store accounted for.
+//!
+//! The experts' gate and up projections may be one fused tensor, `blk.N.ffn_gate_up_exps`
+//! (each expert's gate rows, then its up rows), where the architecture allows it
+//! ([`MoeConfig::fused_gate_up`](crate::config::MoeConfig::fused_gate_up)): it is packed once,
+//! and each expert's gate and up are matrices over their rows of it, so the products give each
+//! row the bits the separate tensors give it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use rinfer_formats::GgmlType;
 
@@ -23,6 +29,11 @@ fn supported_matrix_type(ty: GgmlType) -> bool {
 struct Loader<'a> {
     store: &'a dyn TensorStore,
     used: HashSet<String>,
+    /// The architecture allows `ffn_gate_up_exps` in place of the gate and up experts.
+    fused_gate_up: bool,
+    /// The half of a fused gate-and-up tensor not yet handed out, by the name of the stacked
+    /// role it stands for.
+    fused_halves: HashMap<TensorName, Vec<Linear>>,
 }
 
 impl Loader<'_> {
@@ -146,6 +157,54 @@ impl Loader<'_> {
             })
             .collect())
     }
+
+    /// The gate or up experts `name` from the layer's fused `ffn_gate_up_exps`, when the
+    /// architecture allows it and the store has that tensor instead of `name`; `None` if not
+    /// (nor where the declaration requires expert biases, which fused files do not have).
+    /// The fused tensor is packed once; the other half waits in `fused_halves`.
+    fn fused_half(
+        &mut self,
+        name: TensorName,
+        (count, rows, cols): (usize, usize, usize),
+        bias: Option<Presence>,
+    ) -> Result<Option<Vec<Linear>>, ModelError> {
+        if let Some(half) = self.fused_halves.remove(&name) {
+            return Ok(Some(half));
+        }
+        let Some((fused, _)) = name.fused_gate_up() else {
+            return Ok(None);
+        };
+        let fused_name = fused.to_string();
+        if !self.fused_gate_up
+            || bias == Some(Presence::Required)
+            || self.store.contains(&name.to_string())
+            || !self.store.contains(&fused_name)
+        {
+            return Ok(None);
+        }
+        let tensor = self.require(&fused_name)?;
+        Self::check_shape(&tensor, &[cols as u64, 2 * rows as u64, count as u64])?;
+        Self::check_type(&tensor, cols)?;
+        let mut stacked = Matrix::new(
+            tensor.ty,
+            2 * rows * count,
+            cols,
+            tensor.source.clone(),
+            tensor.range.clone(),
+        );
+        stacked.pack()?;
+        let mut halves: [Vec<Linear>; 2] = Default::default();
+        for (i, weight) in stacked.split_rows(2 * count)?.into_iter().enumerate() {
+            halves[i % 2].push(Linear { weight, bias: None });
+        }
+        for role in [Role::FfnGateExps, Role::FfnUpExps] {
+            let half = role.gate_up_half().unwrap_or_default();
+            let experts = std::mem::take(&mut halves[half]);
+            self.fused_halves
+                .insert(TensorName { role, ..name }, experts);
+        }
+        Ok(self.fused_halves.remove(&name))
+    }
 }
 
 impl<'t> Mapper<'t, Presence, Cpu> for Loader<'_> {
@@ -181,8 +240,8 @@ impl<'t> Mapper<'t, Presence, Cpu> for Loader<'_> {
         }
     }
 
-    /// The 3-D tensor `blk.N.ffn_*_exps`, or the per-expert matrices `blk.N.ffn_*.E` of
-    /// older Mixtral files.
+    /// The 3-D tensor `blk.N.ffn_*_exps`, its half of the fused `blk.N.ffn_gate_up_exps`, or
+    /// the per-expert matrices `blk.N.ffn_*.E` of older Mixtral files.
     fn experts(
         &mut self,
         t: &Tensor,
@@ -194,6 +253,9 @@ impl<'t> Mapper<'t, Presence, Cpu> for Loader<'_> {
                 t.name, t.shape
             )));
         };
+        if let Some(half) = self.fused_half(t.name, (count, rows, cols), *bias)? {
+            return Ok(half);
+        }
         let single = |e| t.name.single_expert(e);
         let per_expert = single(0).is_some_and(|first| self.store.contains(&first.to_string()));
         if self.store.contains(&t.name.to_string()) || !per_expert {
@@ -244,6 +306,8 @@ pub(crate) fn load(store: &dyn TensorStore, config: &ModelConfig) -> Result<Weig
     let mut loader = Loader {
         store,
         used: HashSet::new(),
+        fused_gate_up: config.experts.is_some_and(|m| m.fused_gate_up),
+        fused_halves: HashMap::new(),
     };
     let mut transformer = config.transformer().map(&mut loader)?;
     // The output head is the largest product of a decode step: a tied one is packed too.

@@ -64,7 +64,9 @@ fn every_fixture_uploads_each_tensor_once_in_its_stored_bytes() {
             // The variants are refused for what is new in them, before what every layer has.
             let feature = match &name[..] {
                 "gemma4-kvshare-tiny-f32.gguf" => "KV sharing",
-                "gemma4-moe-tiny-f32.gguf" => "experts beside a dense FFN",
+                "gemma4-moe-tiny-f32.gguf" | "gemma4-moe-fused-tiny-f32.gguf" => {
+                    "experts beside a dense FFN"
+                }
                 _ => "gemma4",
             };
             assert!(why.contains(feature), "{name}: {why}");

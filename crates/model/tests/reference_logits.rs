@@ -172,6 +172,12 @@ fn gemma4_experts_match_llama_cpp() {
     check_model("gemma4-moe-tiny-f32", &F32_GEMMA4_EXPERTS);
 }
 
+/// The same experts with each layer's gate and up stored as one `ffn_gate_up_exps`.
+#[test]
+fn gemma4_fused_gate_up_experts_match_llama_cpp() {
+    check_model("gemma4-moe-fused-tiny-f32", &F32_GEMMA4_EXPERTS);
+}
+
 #[test]
 fn gemma4_q8_0_matches_llama_cpp() {
     check_model("gemma4-tiny-q8_0", &Q8_0_GEMMA4);
@@ -252,6 +258,7 @@ fn gemma4_f32_greedy_matches_llama_cpp() {
         "gemma4-tiny-f32",
         "gemma4-kvshare-tiny-f32",
         "gemma4-moe-tiny-f32",
+        "gemma4-moe-fused-tiny-f32",
     ] {
         let model = open_fixture(name);
         let compared: usize = refs(name)["cases"]

@@ -66,6 +66,9 @@ pub enum Role {
     FfnUpExps,
     /// Every expert's down projection, stacked.
     FfnDownExps,
+    /// Every expert's gate and up projections as one stacked tensor: each expert's gate rows,
+    /// then its up rows (`[hidden, 2 · expert_ffn, experts]` in GGUF order).
+    FfnGateUpExps,
     /// The norm after the FFN.
     PostFfwNorm,
     /// Per-layer token embeddings `[vocab, width · layers]` (gemma4's per-layer inputs).
@@ -155,7 +158,7 @@ pub enum Role {
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 65] = [
+    pub const ALL: [Role; 66] = [
         Role::TokenEmbd,
         Role::PositionEmbd,
         Role::RopeFreqs,
@@ -179,6 +182,7 @@ impl Role {
         Role::FfnGateExps,
         Role::FfnUpExps,
         Role::FfnDownExps,
+        Role::FfnGateUpExps,
         Role::PostFfwNorm,
         Role::PerLayerTokenEmbd,
         Role::PerLayerModelProj,
@@ -249,6 +253,7 @@ impl Role {
             Role::FfnGateExps => "ffn_gate_exps",
             Role::FfnUpExps => "ffn_up_exps",
             Role::FfnDownExps => "ffn_down_exps",
+            Role::FfnGateUpExps => "ffn_gate_up_exps",
             Role::PostFfwNorm => "post_ffw_norm",
             Role::PerLayerTokenEmbd => "per_layer_token_embd",
             Role::PerLayerModelProj => "per_layer_model_proj",
@@ -333,6 +338,18 @@ impl Role {
         }
     }
 
+    /// Which half of each expert's rows of [`Role::FfnGateUpExps`] this stacked role is in
+    /// files that store the experts' gate and up projections as one tensor: 0 for the gate
+    /// (the first half), 1 for the up (llama.cpp's `build_moe_ffn` views the fused product's
+    /// first `expert_ffn` values as the gate, the rest as the up).
+    pub fn gate_up_half(self) -> Option<usize> {
+        match self {
+            Role::FfnGateExps => Some(0),
+            Role::FfnUpExps => Some(1),
+            _ => None,
+        }
+    }
+
     fn from_gguf(name: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|role| role.gguf() == name)
     }
@@ -395,6 +412,18 @@ impl TensorName {
             expert: Some(expert),
             ..self
         })
+    }
+
+    /// The fused gate-and-up tensor of the layer that holds this stacked gate or up tensor's
+    /// rows in files that fuse them (`blk.N.ffn_up_exps` → `blk.N.ffn_gate_up_exps`), with the
+    /// half of each expert's rows they are ([`Role::gate_up_half`]).
+    pub fn fused_gate_up(self) -> Option<(Self, usize)> {
+        let half = self.role.gate_up_half()?;
+        let fused = Self {
+            role: Role::FfnGateUpExps,
+            ..self
+        };
+        Some((fused, half))
     }
 
     /// The name read back from its GGUF spelling; `None` for a tensor rinfer has no role for.
@@ -481,6 +510,24 @@ mod tests {
                 assert_eq!(TensorName::parse(&one.to_string()), Some(one), "{one}");
             }
         }
+    }
+
+    #[test]
+    fn gate_and_up_experts_are_the_halves_of_the_fused_tensor() {
+        let up = TensorName::layer(Role::FfnUpExps, 4);
+        let (fused, half) = up.fused_gate_up().unwrap();
+        assert_eq!(fused.to_string(), "blk.4.ffn_gate_up_exps.weight");
+        assert_eq!(half, 1);
+        let gate = TensorName::layer(Role::FfnGateExps, 4).fused_gate_up();
+        assert_eq!(gate, Some((fused, 0)));
+        assert_eq!(
+            TensorName::layer(Role::FfnDownExps, 4).fused_gate_up(),
+            None
+        );
+        assert_eq!(
+            TensorName::parse("blk.4.ffn_gate_up_exps.weight"),
+            Some(fused)
+        );
     }
 
     #[test]

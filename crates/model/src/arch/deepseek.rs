@@ -54,6 +54,8 @@ pub(super) fn deepseek2(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
     }
     c.attention_scale = 1.0 / (q_head as f32).sqrt();
     c.mla = Some(mla);
-    c.experts = Some(moe::deepseek_experts(hp)?);
+    let mut experts = moe::deepseek_experts(hp)?;
+    experts.fused_gate_up = true;
+    c.experts = Some(experts);
     Ok(c)
 }

@@ -25,6 +25,7 @@ pub(super) fn config(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
         let ffn_dim = hp.usize("expert_feed_forward_length")?;
         let mut experts = moe::experts(hp, ffn_dim, Gating::SoftmaxTopK, Ffn::GeluGated)?;
         experts.dense_beside = true;
+        experts.fused_gate_up = true;
         c.experts = Some(experts);
     }
     c.ffn = Ffn::GeluGated;

@@ -113,6 +113,7 @@ pub(super) fn qwen35moe(hp: &Hparams<'_>) -> Result<ModelConfig, ModelError> {
         ffn_dim: shared,
         gated: true,
     });
+    experts.fused_gate_up = true;
     c.experts = Some(experts);
     Ok(c)
 }

@@ -38,6 +38,7 @@ pub(super) fn experts(
         leading_dense: 0,
         shared: None,
         dense_beside: false,
+        fused_gate_up: false,
     })
 }
 

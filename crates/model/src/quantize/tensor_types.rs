@@ -439,6 +439,21 @@ mod tests {
     }
 
     #[test]
+    fn fused_gate_up_experts_are_quantized_as_ffn_gate_tensors() {
+        // llama.cpp's `tensor_get_category` finds no `ffn_up` in `ffn_gate_up_exps` and so
+        // counts the fused tensor among the gate tensors.
+        let fused = "blk.0.ffn_gate_up_exps.weight";
+        assert_eq!(category(fused), Category::FfnGate);
+        assert!(allows_quantization(fused, &[256, 128, 8]));
+        let names: Vec<String> = (0..32)
+            .map(|i| format!("blk.{i}.ffn_gate_up_exps.weight"))
+            .collect();
+        let types = planned(FileType::Iq3Xs, DENSE, &names);
+        assert_eq!(types[3], GgmlType::Iq3S);
+        assert_eq!(types[4], GgmlType::Iq3Xxs);
+    }
+
+    #[test]
     fn q4_k_m_spends_more_bits_on_the_first_and_last_layers_attention_v_and_ffn_down() {
         let names: Vec<String> = (0..32).map(|i| format!("blk.{i}.attn_v.weight")).collect();
         let types = planned(FileType::Q4KM, DENSE, &names);
