@@ -53,6 +53,18 @@ pub enum CudaError {
         /// NVRTC's log.
         log: String,
     },
+    /// A launch asked for a kernel of a weight format whose module was not compiled for this
+    /// model (a bug in rinfer: the formats compiled are those of the upload plan).
+    #[error(
+        "the CUDA kernel {kernel} is not loaded: only the kernels of the model's weight types \
+         ({loaded}) were compiled"
+    )]
+    KernelNotLoaded {
+        /// The kernel asked for.
+        kernel: String,
+        /// The modules loaded.
+        loaded: String,
+    },
     /// A weight uses a block format the GPU kernels do not implement.
     #[error(
         "tensor {tensor:?} has type {ty}, which the CUDA backend cannot compute with; \

@@ -1,6 +1,8 @@
 //! NVIDIA GPU backend for rinfer through `cudarc`: the whole decode step on the GPU, weights
 //! uploaded once in their GGUF block formats (no dequantized copies), a device-resident KV
-//! cache, buffers allocated once, kernels compiled by NVRTC for the device at load, and the
+//! cache, buffers allocated once, kernels compiled by NVRTC for the device at load (only the
+//! modules of the model's weight formats, [`kernels::modules`], kept in an on-disk cache,
+//! [`cubin_cache`]), and the
 //! decode step replayed as a CUDA graph; a batched decode runs one token of each of many
 //! sequences in one pass, each row over its own KV cache ([`GpuModel::forward_rows`]).
 //!
@@ -44,6 +46,7 @@
 //! }
 //! ```
 
+pub mod cubin_cache;
 mod device;
 mod error;
 pub mod graph_policy;

@@ -1,4 +1,5 @@
-//! Where NVRTC is looked for, and in which order the files found are tried.
+//! Where NVRTC is looked for, and in which order the files found are tried; also where what
+//! it compiles is cached ([`NvrtcSearch::cubin_cache`]).
 //!
 //! NVRTC comes in several shapes: a CUDA toolkit (`/usr/local/cuda/lib64/libnvrtc.so.13`, or
 //! wherever `CUDA_PATH` / `CUDA_HOME` point), a distribution package on the loader's default
@@ -38,6 +39,9 @@ pub struct NvrtcSearch {
     /// Python installation prefixes (a venv, conda, `~/.local`, `/usr/local`, `/usr`), each
     /// searched for the NVRTC wheels in its `lib/python3*/{site,dist}-packages`.
     pub python_prefixes: Vec<PathBuf>,
+    /// Where compiled kernel modules are cached ([`crate::cubin_cache`]): `$RINFER_HOME/kernels`,
+    /// else `$HOME/.cache/rinfer/kernels`; `None` caches nothing.
+    pub cubin_cache: Option<PathBuf>,
 }
 
 /// One file to try.
@@ -60,7 +64,8 @@ impl NvrtcSearch {
     /// The search for a process whose environment variable `name` is `variable(name)`:
     /// `LD_LIBRARY_PATH`, the toolkit named by `CUDA_PATH` and `CUDA_HOME` and the usual
     /// install folders, and the Python prefixes of `VIRTUAL_ENV`, `CONDA_PREFIX`, `~/.local`
-    /// (under `HOME`) and the system.
+    /// (under `HOME`) and the system; the kernel cache under `RINFER_HOME`, else under `HOME`
+    /// (`~/.cache/rinfer/kernels`, beside the model cache).
     pub fn from_variables(variable: impl Fn(&str) -> Option<OsString>) -> Self {
         let var = |name: &str| variable(name).filter(|v| !v.is_empty());
         let library_path = var("LD_LIBRARY_PATH")
@@ -80,10 +85,14 @@ impl NvrtcSearch {
             python_prefixes.push(PathBuf::from(home).join(".local"));
         }
         python_prefixes.extend(["/usr/local", "/usr"].map(PathBuf::from));
+        let rinfer_home = var("RINFER_HOME")
+            .map(PathBuf::from)
+            .or_else(|| var("HOME").map(|home| PathBuf::from(home).join(".cache/rinfer")));
         Self {
             library_path,
             toolkits,
             python_prefixes,
+            cubin_cache: rinfer_home.map(|home| home.join("kernels")),
         }
     }
 
@@ -300,6 +309,7 @@ mod tests {
             library_path: vec![root.join("ld")],
             toolkits: vec![root.join("cuda"), root.join("missing")],
             python_prefixes: vec![root.join("venv")],
+            cubin_cache: None,
         };
         let found = search.candidates(Some(12));
         let shown: Vec<String> = found
@@ -322,5 +332,27 @@ mod tests {
             ]
         );
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_kernel_cache_is_under_rinfer_home_else_home() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            NvrtcSearch::from_variables(move |name| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| OsString::from(v))
+            })
+            .cubin_cache
+        };
+        assert_eq!(
+            vars(&[("RINFER_HOME", "/r"), ("HOME", "/h")]),
+            Some(PathBuf::from("/r/kernels"))
+        );
+        assert_eq!(
+            vars(&[("RINFER_HOME", ""), ("HOME", "/h")]),
+            Some(PathBuf::from("/h/.cache/rinfer/kernels"))
+        );
+        assert_eq!(vars(&[]), None);
     }
 }

@@ -9,10 +9,17 @@
 //! compile them with the host C++ compiler and check every block format against
 //! `rinfer-kernels`' scalar reference. The i-quants' code tables are not in these files: they
 //! are generated from `rinfer-kernels`' when the program is assembled ([`codebooks`]).
+//!
+//! A model load does not compile the whole program: [`modules`] splits it into a common
+//! module and one module per weight format, and only the formats the model's weights use are
+//! compiled (the runtime also caches the compiled modules on disk).
 
 use rinfer_formats::GgmlType;
 
 pub mod codebooks;
+pub mod modules;
+
+pub use modules::KernelModule;
 
 /// Helpers every file uses: fixed-width types, half and bfloat16 conversion.
 pub const COMMON: &str = include_str!("common.cuh");
@@ -45,8 +52,8 @@ pub const WMMA: &str = include_str!("wmma.cuh");
 /// Prefill matmul of the quantized formats on tensor cores (bf16 tiles, f32 accumulators).
 pub const MMA: &str = include_str!("mma.cu");
 
-/// The whole program handed to NVRTC: the headers first (the generated code tables among
-/// them), then every kernel file.
+/// The whole program as one source: the headers first (the generated code tables among
+/// them), then every kernel file. Model loads compile [`KernelModule`]s instead.
 pub fn program_source() -> String {
     [
         COMMON,

@@ -7,6 +7,7 @@ mod driver;
 mod kernels;
 mod launcher;
 mod model;
+mod modules;
 mod nvrtc;
 mod row_state;
 mod weights;

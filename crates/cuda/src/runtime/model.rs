@@ -54,8 +54,10 @@ impl GpuModel {
         plan.check_fits(free as u64)?;
         let stream = ctx.new_stream().map_err(driver("stream creation"))?;
         let nvrtc = Nvrtc::find(&options.nvrtc, driver_cuda_major())?;
-        info.nvrtc = Some(nvrtc.to_string());
-        let kernels = Kernels::load(&ctx, &nvrtc, info.compute_capability)?;
+        let types = plan.matrices.iter().map(|m| m.ty);
+        let cache = options.nvrtc.cubin_cache.as_deref();
+        let kernels = Kernels::load(&ctx, &nvrtc, info.compute_capability, types, cache)?;
+        info.nvrtc = Some(format!("{nvrtc}; {}", kernels.report()));
         let weights = upload(model, &stream)?;
         let work = Workspace::new(&stream, &plan.buffers)?;
         let work_addresses = work.addresses();
@@ -318,7 +320,7 @@ impl GpuModel {
         for l in launches {
             launch(
                 &self.stream,
-                self.kernels.resolve(l.kernel),
+                self.kernels.resolve(l.kernel)?,
                 l.shape,
                 l.args(),
             )?;
