@@ -52,26 +52,33 @@ pub const WMMA: &str = include_str!("wmma.cuh");
 /// Prefill matmul of the quantized formats on tensor cores (bf16 tiles, f32 accumulators).
 pub const MMA: &str = include_str!("mma.cu");
 
-/// The whole program as one source: the headers first (the generated code tables among
-/// them), then every kernel file. Model loads compile [`KernelModule`]s instead.
+/// The kernel files, in the order they follow the headers.
+const KERNEL_FILES: [&str; 9] = [
+    MATMUL,
+    MATVEC_Q8_1,
+    NORM,
+    ROPE,
+    ATTENTION,
+    ELEMENTWISE,
+    MOE,
+    WMMA,
+    MMA,
+];
+
+/// The headers every program and module starts with, the generated code tables among them.
+fn headers() -> Vec<String> {
+    let codebooks = codebooks::codebooks_source();
+    [COMMON, DEQUANT, &codebooks, DEQUANT_IQ, REDUCE]
+        .map(String::from)
+        .to_vec()
+}
+
+/// The whole program as one source: the headers first, then every kernel file. Model loads
+/// compile [`KernelModule`]s instead.
 pub fn program_source() -> String {
-    [
-        COMMON,
-        DEQUANT,
-        &codebooks::codebooks_source(),
-        DEQUANT_IQ,
-        REDUCE,
-        MATMUL,
-        MATVEC_Q8_1,
-        NORM,
-        ROPE,
-        ATTENTION,
-        ELEMENTWISE,
-        MOE,
-        WMMA,
-        MMA,
-    ]
-    .join("\n")
+    let mut parts = headers();
+    parts.extend(KERNEL_FILES.map(String::from));
+    parts.join("\n")
 }
 
 /// The weight kernels' instantiations at the end of `matmul.cu`, one per [`GpuType`]

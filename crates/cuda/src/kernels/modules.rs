@@ -20,10 +20,7 @@
 //! host emulation compiles the files as they are; the tests in [`super`] keep the lists equal
 //! to [`GpuType::ALL`]): a format's module takes its lines from them.
 
-use super::{
-    ATTENTION, COMMON, DEQUANT, DEQUANT_IQ, ELEMENTWISE, GpuType, MATMUL, MATVEC_Q8_1, MMA, MOE,
-    NORM, REDUCE, ROPE, WMMA, codebooks,
-};
+use super::{GpuType, KERNEL_FILES, MATMUL, MATVEC_Q8_1, MMA, WMMA, headers};
 
 /// The macros whose invocations instantiate a format's kernels, with the file holding them.
 const INSTANTIATIONS: [(&str, &str); 3] = [
@@ -70,24 +67,10 @@ impl KernelModule {
 
     /// The CUDA C source NVRTC compiles for it.
     pub fn source(self) -> String {
-        let codebooks = codebooks::codebooks_source();
-        let mut parts: Vec<String> = [COMMON, DEQUANT, &codebooks, DEQUANT_IQ, REDUCE]
-            .map(String::from)
-            .to_vec();
+        let mut parts = headers();
         match self {
             KernelModule::Common => {
-                let files = [
-                    MATMUL,
-                    MATVEC_Q8_1,
-                    NORM,
-                    ROPE,
-                    ATTENTION,
-                    ELEMENTWISE,
-                    MOE,
-                    WMMA,
-                    MMA,
-                ];
-                parts.extend(files.map(without_instantiations));
+                parts.extend(KERNEL_FILES.map(without_instantiations));
             }
             KernelModule::Weights(ty) => {
                 let files = [MATMUL, MATVEC_Q8_1, WMMA, MMA];

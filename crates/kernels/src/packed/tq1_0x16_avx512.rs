@@ -9,6 +9,7 @@ use std::arch::x86_64::*;
 
 use super::ROWS;
 use super::tq1_0x16::{BlockTq1_0x16, CHUNKS, first_value, trits_in};
+use super::tq2_0x16_avx512::add_super_block;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
@@ -55,17 +56,7 @@ fn dot_tokens<const N: usize>(w: &[BlockTq1_0x16], a: &[BlockQ8K], out: &mut [[f
                 }
             }
         }
-        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
-        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
-        for (t, acc) in acc.iter_mut().enumerate() {
-            let y = &a[t * nb + b];
-            let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
-            let [s0, s1, s2, s3] = sumi[t];
-            let dot = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
-            let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, _mm512_set1_epi32(a_sum)));
-            let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
-            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(sum, d));
-        }
+        add_super_block(&mut acc, &sumi, &x.d, |t| &a[t * nb + b]);
     }
     for (o, acc) in out.iter_mut().zip(acc) {
         // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.

@@ -42,20 +42,34 @@ fn dot_tokens<const N: usize>(w: &[BlockTq2_0x16], a: &[BlockQ8K], out: &mut [[f
                 }
             }
         }
-        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
-        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
-        for (t, acc) in acc.iter_mut().enumerate() {
-            let y = &a[t * nb + b];
-            let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
-            let [s0, s1, s2, s3] = sumi[t];
-            let dot = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
-            let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, _mm512_set1_epi32(a_sum)));
-            let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
-            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(sum, d));
-        }
+        add_super_block(&mut acc, &sumi, &x.d, |t| &a[t * nb + b]);
     }
     for (o, acc) in out.iter_mut().zip(acc) {
         // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
         unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    }
+}
+
+/// Adds one super-block of sixteen rows to each token's accumulators: `(Σ code·a − Σa)·d_w·d_a`
+/// (a ternary code is its value plus one), from the four partial sums of each token and the
+/// rows' f16 scales `d`; `act(t)` is token `t`'s activation block. The float steps are the
+/// reference's: a product, then a sum, no fused multiply-add.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) fn add_super_block<'a, const N: usize>(
+    acc: &mut [__m512; N],
+    sumi: &[[__m512i; 4]; N],
+    d: &[u16; ROWS],
+    act: impl Fn(usize) -> &'a BlockQ8K,
+) {
+    // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
+    let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(d.as_ptr().cast()) });
+    for (t, (acc, &[s0, s1, s2, s3])) in acc.iter_mut().zip(sumi).enumerate() {
+        let y = act(t);
+        let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
+        let dot = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
+        let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, _mm512_set1_epi32(a_sum)));
+        let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
+        *acc = _mm512_add_ps(*acc, _mm512_mul_ps(sum, d));
     }
 }
