@@ -128,8 +128,9 @@ pub(crate) fn delta_net(
         ops::causal_conv(w.kernel, net.taps, conv_dim, window, x, y);
     }
     let scale = 1.0 / (d as f32).sqrt();
+    let vector = rinfer_kernels::Kernels::detected().vector();
     for row in m.conv[..n * conv_dim].chunks_exact_mut(conv_dim) {
-        ops::apply(Activation::Silu, row);
+        vector.activate_inplace(Activation::Silu, row);
         let (q, k) = row[..2 * qk_dim].split_at_mut(qk_dim);
         for head in q.chunks_exact_mut(d) {
             ops::l2_norm_inplace(head, net.eps);
@@ -157,30 +158,39 @@ pub(crate) fn delta_net(
         matrices
             .par_chunks_mut(d * d)
             .zip(m.heads[..n * v_dim].par_chunks_mut(n * d))
-            .zip(m.delta.par_chunks_mut(d))
             .enumerate()
-            .for_each(|(j, ((state, out), delta))| {
+            .for_each(|(j, (state, out))| {
                 let (qo, ko, vo) = ((j % hk) * d, qk_dim + (j % hk) * d, 2 * qk_dim + j * d);
-                for t in rows.clone() {
-                    let row = &conv[t * conv_dim..(t + 1) * conv_dim];
-                    let (q, k, v) = (&row[qo..qo + d], &row[ko..ko + d], &row[vo..vo + d]);
-                    let o = &mut out[t * d..(t + 1) * d];
-                    let (g, b) = (decay[t * hv + j], beta[t * hv + j]);
-                    ops::delta_rule_step(state, q, k, v, g, b, delta, o);
-                }
+                let tokens: Vec<ops::DeltaToken<'_>> = rows
+                    .clone()
+                    .map(|t| {
+                        let row = &conv[t * conv_dim..(t + 1) * conv_dim];
+                        ops::DeltaToken {
+                            q: &row[qo..qo + d],
+                            k: &row[ko..ko + d],
+                            v: &row[vo..vo + d],
+                            decay: decay[t * hv + j],
+                            beta: beta[t * hv + j],
+                        }
+                    })
+                    .collect();
+                ops::delta_rule(state, &tokens, &mut out[rows.start * d..rows.end * d]);
             });
     }
     for (t, (row, z)) in m.output[..n * v_dim]
         .chunks_exact_mut(v_dim)
-        .zip(m.gate[..n * v_dim].chunks_exact(v_dim))
+        .zip(m.gate[..n * v_dim].chunks_exact_mut(v_dim))
         .enumerate()
     {
-        for (j, (head, z)) in row.chunks_exact_mut(d).zip(z.chunks_exact(d)).enumerate() {
+        for (j, (head, z)) in row
+            .chunks_exact_mut(d)
+            .zip(z.chunks_exact_mut(d))
+            .enumerate()
+        {
             head.copy_from_slice(&m.heads[(j * n + t) * d..(j * n + t + 1) * d]);
             ops::rms_norm_inplace(head, w.norm, net.eps);
-            for (o, &z) in head.iter_mut().zip(z) {
-                *o *= Activation::Silu.eval(z);
-            }
+            vector.gated_inplace(Activation::Silu, z, head);
+            head.copy_from_slice(z);
         }
     }
     linear(w.output, &m.output, n, &mut s.out, &mut s.products)

@@ -321,8 +321,6 @@ pub(crate) struct MixerScratch {
     pub(crate) heads: Vec<f32>,
     /// The delta net's output by row `[n, v_dim]`.
     pub(crate) output: Vec<f32>,
-    /// One work row per value head `[v_heads, state]`.
-    pub(crate) delta: Vec<f32>,
 }
 
 impl MixerScratch {
@@ -360,7 +358,6 @@ impl MixerScratch {
             decay: vec![0.0; n * v_heads],
             heads: vec![0.0; n * v_dim],
             output: vec![0.0; n * v_dim],
-            delta: vec![0.0; v_dim],
         }
     }
 
@@ -374,7 +371,6 @@ impl MixerScratch {
             &self.decay,
             &self.heads,
             &self.output,
-            &self.delta,
         ]
         .iter()
         .map(|b| b.len() * 4)

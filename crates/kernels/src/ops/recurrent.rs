@@ -1,19 +1,16 @@
 //! The recurrences of hybrid models' mixers, one sequence at a time: a causal depthwise
-//! convolution that carries its last inputs between calls, and the gated delta rule.
+//! convolution that carries its last inputs between calls (the gated delta rule is in
+//! [`super::delta_rule`]), and the scalar functions of their gates.
 //!
-//! Both run token by token in position order, with one fixed summation order per output
-//! value, so a sequence fed in one call or in many, on any number of threads, gives the same
-//! bits. The loops run over contiguous channels or state columns, which the compiler
-//! vectorizes without reordering any sum (each lane is its own output).
+//! The convolution runs token by token in position order, with one fixed summation order per
+//! output value, so a sequence fed in one call or in many, on any number of threads, gives the
+//! same bits. Its loops run over contiguous channels, which the compiler vectorizes without
+//! reordering any sum (each lane is its own output).
 //!
 //! *Convolution.* For `n` rows of `channels` inputs `x_t` and a kernel `w[c, j]` of `taps`
 //! taps per channel, `y_t[c] = Σ_{j < taps} w[c, j]·x_{t-taps+1+j}[c]`, summed over `j`
 //! upward; the rows before the first are the `taps - 1` rows of `window` (oldest first, zeros
 //! for a new sequence), which then holds the last `taps - 1` inputs.
-//!
-//! *Delta rule.* One head's state `S` (`dk × dv`, row `i` for key dimension `i`) takes a
-//! token's key `k`, value `v`, query `q`, decay `d = exp(g)` and rate `β`:
-//! `S = d·S; m = Sᵀk; S += k ⊗ β(v − m); o = Sᵀq`, each sum over `i` upward.
 
 /// The causal convolution of `n = x.len() / channels` rows continuing `window`, into `out`;
 /// `window` then holds the last `taps - 1` rows of inputs.
@@ -61,47 +58,6 @@ pub fn causal_conv(
         window.copy_within(n * channels.., 0);
         let keep = (held - n) * channels;
         window[keep..].copy_from_slice(x);
-    }
-}
-
-/// One token of the gated delta rule on one head's `state` (`k.len() × v.len()`, row-major by
-/// key dimension): `S = decay·S; m = Sᵀk; S += k ⊗ β(v − m); out = Sᵀq`. `delta` is a
-/// work row of `v.len()` values.
-///
-/// # Panics
-/// If the lengths disagree.
-#[allow(clippy::too_many_arguments)]
-pub fn delta_rule_step(
-    state: &mut [f32],
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    decay: f32,
-    beta: f32,
-    delta: &mut [f32],
-    out: &mut [f32],
-) {
-    let (dk, dv) = (k.len(), v.len());
-    assert_eq!(q.len(), dk);
-    assert_eq!(state.len(), dk * dv);
-    assert_eq!(delta.len(), dv);
-    assert_eq!(out.len(), dv);
-    delta.fill(0.0);
-    for (row, &ki) in state.chunks_exact_mut(dv).zip(k) {
-        for (m, s) in delta.iter_mut().zip(row.iter_mut()) {
-            *s *= decay;
-            *m += *s * ki;
-        }
-    }
-    for (d, &vj) in delta.iter_mut().zip(v) {
-        *d = beta * (vj - *d);
-    }
-    out.fill(0.0);
-    for ((row, &ki), &qi) in state.chunks_exact_mut(dv).zip(k).zip(q) {
-        for ((s, &d), o) in row.iter_mut().zip(delta.iter()).zip(out.iter_mut()) {
-            *s += ki * d;
-            *o += *s * qi;
-        }
     }
 }
 
@@ -179,35 +135,6 @@ mod tests {
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&parts), bits(&whole), "taps {taps}, split {split}");
             }
-        }
-    }
-
-    #[test]
-    fn delta_rule_matches_the_definition() {
-        let (dk, dv) = (4, 3);
-        let mut state = values(dk * dv, 3);
-        let mut want: Vec<f64> = state.iter().map(|&s| s as f64).collect();
-        let (q, k, v) = (values(dk, 1), values(dk, 2), values(dv, 5));
-        let (decay, beta) = (0.9f32, 0.6f32);
-        let (mut delta, mut out) = (vec![0.0; dv], vec![0.0; dv]);
-        delta_rule_step(&mut state, &q, &k, &v, decay, beta, &mut delta, &mut out);
-        for s in &mut want {
-            *s *= decay as f64;
-        }
-        let m: Vec<f64> = (0..dv)
-            .map(|j| (0..dk).map(|i| want[i * dv + j] * k[i] as f64).sum())
-            .collect();
-        for i in 0..dk {
-            for j in 0..dv {
-                want[i * dv + j] += k[i] as f64 * beta as f64 * (v[j] as f64 - m[j]);
-            }
-        }
-        for (g, w) in state.iter().zip(&want) {
-            assert!((*g as f64 - w).abs() < 1e-5, "state {g} vs {w}");
-        }
-        for j in 0..dv {
-            let o: f64 = (0..dk).map(|i| want[i * dv + j] * q[i] as f64).sum();
-            assert!((out[j] as f64 - o).abs() < 1e-5, "out {} vs {o}", out[j]);
         }
     }
 

@@ -7,6 +7,7 @@
 use half::f16;
 
 use super::activation::{Activation, gelu_tanh, silu};
+use super::delta_rule::{self, DeltaToken};
 use crate::cpu::{self, Isa};
 
 #[cfg(target_arch = "aarch64")]
@@ -48,12 +49,16 @@ type F16ToF32Fn = unsafe fn(&[f16], &mut [f32]);
 /// `x = e^(x − max)`, elementwise.
 type ExpShiftedFn = unsafe fn(&mut [f32], f32);
 
+/// One head's gated delta rule over a run of tokens ([`super::delta_rule`]).
+type DeltaRuleFn = unsafe fn(&mut [f32], &[DeltaToken<'_>], &mut [f32]);
+
 /// The vector kernels of this CPU.
 #[derive(Clone, Copy)]
 pub struct VectorKernels {
     gated_silu: GatedFn,
     gated_gelu_tanh: GatedFn,
     gelu_tanh: ActivateFn,
+    silu: ActivateFn,
     scaled_dots: ScaledDotsFn,
     scaled_dots_pair: Option<ScaledDotsPairFn>,
     scaled_dots_quad: Option<ScaledDotsQuadFn>,
@@ -61,6 +66,7 @@ pub struct VectorKernels {
     axpy_rows_pair: Option<AxpyRowsPairFn>,
     exp_shifted: ExpShiftedFn,
     f16_to_f32: F16ToF32Fn,
+    delta_rule: DeltaRuleFn,
 }
 
 impl VectorKernels {
@@ -88,6 +94,7 @@ impl VectorKernels {
                 gated_silu: x86::gated_silu,
                 gated_gelu_tanh: x86::gated_gelu_tanh,
                 gelu_tanh: x86::gelu_tanh,
+                silu: x86::silu,
                 scaled_dots: x86::scaled_dots,
                 scaled_dots_pair: match avx512 {
                     true => Some(x86::scaled_dots_pair_avx512),
@@ -110,6 +117,10 @@ impl VectorKernels {
                     true => x86::f16_to_f32_avx512,
                     false => x86::f16_to_f32,
                 },
+                delta_rule: match avx512 {
+                    true => delta_rule::x86::delta_rule_avx512,
+                    false => delta_rule::reference,
+                },
             };
         }
         #[cfg(target_arch = "aarch64")]
@@ -118,6 +129,7 @@ impl VectorKernels {
                 gated_silu: aarch64::gated_silu,
                 gated_gelu_tanh: aarch64::gated_gelu_tanh,
                 gelu_tanh: aarch64::gelu_tanh,
+                silu: aarch64::silu,
                 scaled_dots: aarch64::scaled_dots,
                 axpy_rows: aarch64::axpy_rows,
                 exp_shifted: aarch64::exp_shifted,
@@ -130,11 +142,12 @@ impl VectorKernels {
     }
 
     /// The scalar reference kernels.
-    const fn reference() -> Self {
+    pub(crate) const fn reference() -> Self {
         VectorKernels {
             gated_silu: gated_silu_reference,
             gated_gelu_tanh: gated_gelu_tanh_reference,
             gelu_tanh: gelu_tanh_reference,
+            silu: silu_reference,
             scaled_dots: scaled_dots_reference,
             scaled_dots_pair: None,
             scaled_dots_quad: None,
@@ -142,6 +155,7 @@ impl VectorKernels {
             axpy_rows_pair: None,
             exp_shifted: exp_shifted_reference,
             f16_to_f32: f16_to_f32_reference,
+            delta_rule: delta_rule::reference,
         }
     }
 
@@ -167,6 +181,8 @@ impl VectorKernels {
         match act {
             // SAFETY: the table was built for this CPU's detected instruction set.
             Activation::GeluTanh => unsafe { (self.gelu_tanh)(x) },
+            // SAFETY: as above.
+            Activation::Silu => unsafe { (self.silu)(x) },
             _ => super::activation::apply(act, x),
         }
     }
@@ -287,6 +303,17 @@ impl VectorKernels {
         // SAFETY: the table was built for this CPU's detected instruction set.
         unsafe { (self.exp_shifted)(x, max) }
     }
+
+    /// [`super::delta_rule`]: `tokens` in order through one head's `state`, each token's
+    /// output to its row of `out`; the same bits on every instruction set.
+    ///
+    /// # Panics
+    /// If the lengths disagree (a caller bug).
+    pub fn delta_rule(&self, state: &mut [f32], tokens: &[DeltaToken<'_>], out: &mut [f32]) {
+        delta_rule::shape(state, tokens, out);
+        // SAFETY: the table was built for this CPU's detected instruction set.
+        unsafe { (self.delta_rule)(state, tokens, out) }
+    }
 }
 
 /// Scalar reference of the gated SiLU.
@@ -300,6 +327,13 @@ fn gated_silu_reference(gate: &mut [f32], up: &[f32]) {
 fn gated_gelu_tanh_reference(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
         *g = gelu_tanh(*g) * u;
+    }
+}
+
+/// Scalar reference of the SiLU.
+fn silu_reference(x: &mut [f32]) {
+    for v in x {
+        *v = silu(*v);
     }
 }
 

@@ -178,19 +178,31 @@ pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
     );
 }
 
-/// NEON tanh GELU in place through [`gelu_tanh4`], the `len % 4` last values through the
-/// scalar reference.
+/// Applies `f` in place to full lanes of four and `tail` to the `len % 4` last values.
+#[inline]
 #[target_feature(enable = "neon")]
-pub(super) fn gelu_tanh(x: &mut [f32]) {
-    let (chunks, tail) = x.as_chunks_mut::<4>();
+fn activate_with(x: &mut [f32], f: impl Fn(float32x4_t) -> float32x4_t, tail: fn(&mut [f32])) {
+    let (chunks, rest) = x.as_chunks_mut::<4>();
     for chunk in chunks {
         // SAFETY: the load and the store touch exactly the four floats of one chunk.
         unsafe {
-            let v = gelu_tanh4(vld1q_f32(chunk.as_ptr()));
+            let v = f(vld1q_f32(chunk.as_ptr()));
             vst1q_f32(chunk.as_mut_ptr(), v);
         }
     }
-    super::gelu_tanh_reference(tail);
+    tail(rest);
+}
+
+/// NEON tanh GELU in place through [`gelu_tanh4`].
+#[target_feature(enable = "neon")]
+pub(super) fn gelu_tanh(x: &mut [f32]) {
+    activate_with(x, |v| gelu_tanh4(v), super::gelu_tanh_reference);
+}
+
+/// NEON SiLU in place: `x / (1 + e^-x)`.
+#[target_feature(enable = "neon")]
+pub(super) fn silu(x: &mut [f32]) {
+    activate_with(x, |v| times_sigmoid(v, v), super::silu_reference);
 }
 
 /// NEON [`super::VectorKernels::exp_shifted`] through [`exp4`]; a short last chunk is padded,

@@ -103,19 +103,31 @@ pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
     );
 }
 
-/// AVX2 tanh GELU in place through [`gelu_tanh8`], the `len % 8` last values through the
-/// scalar reference.
+/// Applies `f` in place to full lanes of eight and `tail` to the `len % 8` last values.
+#[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(super) fn gelu_tanh(x: &mut [f32]) {
-    let (chunks, tail) = x.as_chunks_mut::<8>();
+fn activate_with(x: &mut [f32], f: impl Fn(__m256) -> __m256, tail: fn(&mut [f32])) {
+    let (chunks, rest) = x.as_chunks_mut::<8>();
     for chunk in chunks {
         // SAFETY: the load and the store touch exactly the eight floats of one chunk.
         unsafe {
-            let v = gelu_tanh8(_mm256_loadu_ps(chunk.as_ptr()));
+            let v = f(_mm256_loadu_ps(chunk.as_ptr()));
             _mm256_storeu_ps(chunk.as_mut_ptr(), v);
         }
     }
-    super::gelu_tanh_reference(tail);
+    tail(rest);
+}
+
+/// AVX2 tanh GELU in place through [`gelu_tanh8`].
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn gelu_tanh(x: &mut [f32]) {
+    activate_with(x, |v| gelu_tanh8(v), super::gelu_tanh_reference);
+}
+
+/// AVX2 SiLU in place: `x / (1 + e^-x)`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn silu(x: &mut [f32]) {
+    activate_with(x, |v| times_sigmoid(v, v), super::silu_reference);
 }
 
 /// Keys one pass of [`scaled_dots`] scores (the query is loaded once for them).
