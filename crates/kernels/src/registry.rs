@@ -400,7 +400,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simds(common_simd!(iq2_xxs)),
     TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simds(common_simd!(iq2_xs)),
     TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>().simds(common_simd!(iq3_xxs)),
-    TypeTraits::weight::<iq1_s::BlockIq1S>().simds(common_simd!(iq1_s)),
+    TypeTraits::weight::<iq1_s::BlockIq1S>()
+        .simds(common_simd!(iq1_s))
+        .packed(avx512_packed!(iq1_sx16::BlockIq1Sx16)),
     TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
         .simds(common_simd!(iq4_nl))
         .simd(i8mm!(iq4_nl))

@@ -390,3 +390,30 @@ pub(super) fn k_magnitude<W: BlockFormat>(row: &[W], at: &[BlockQ8K], dmin: fn(&
         .sum();
     products + mins * at[0].d.abs() as f64
 }
+
+/// An IQ1_S row keeps its scale, grid entries, sub-block scales and shift signs; padding rows
+/// are zero.
+pub(super) fn iq1_s_row_kept(
+    p: &BlockIq1Sx16,
+    i: usize,
+    block: Option<&BlockIq1S>,
+) -> TestCaseResult {
+    let Some(block) = block else {
+        prop_assert_eq!(p.d[i], 0, "padding row {}", i);
+        prop_assert!(
+            (0..32).all(|g| p.grid.index(i, g) == 0),
+            "padding row {}",
+            i
+        );
+        return Ok(());
+    };
+    prop_assert_eq!(p.d[i], block.d.to_bits());
+    for j in 0..8 {
+        prop_assert_eq!(p.scale(i, j), block.scale(j));
+        prop_assert_eq!(p.delta_sign(i, j), block.delta_sign(j));
+        for l in 0..4 {
+            prop_assert_eq!(p.grid.entry(i, 4 * j + l), block.entry(j, l));
+        }
+    }
+    Ok(())
+}
