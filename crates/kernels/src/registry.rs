@@ -412,7 +412,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
         .simds(common_simd!(iq4_xs))
         .packed(avx512_packed!(iq4_xsx16::BlockIq4Xsx16)),
-    TypeTraits::weight::<iq1_m::BlockIq1M>().simds(common_simd!(iq1_m)),
+    TypeTraits::weight::<iq1_m::BlockIq1M>()
+        .simds(common_simd!(iq1_m))
+        .packed(avx512_packed!(iq1_mx16::BlockIq1Mx16)),
     TypeTraits::weight::<tq1_0::BlockTq1_0>()
         .simds(common_simd!(tq1_0))
         .packed(avx512_packed!(tq1_0x16::BlockTq1_0x16)),

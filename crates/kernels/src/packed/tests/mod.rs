@@ -4,6 +4,7 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
+use super::iq1_mx16::{self, BlockIq1Mx16};
 use super::iq1_sx16::{self, BlockIq1Sx16};
 use super::iq4_xsx16::{self, BlockIq4Xsx16};
 use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
@@ -22,6 +23,7 @@ use super::tq2_0x16::{self, BlockTq2_0x16};
 use super::*;
 use crate::dispatch::Kernels;
 use crate::quant::VecDot;
+use crate::quant::iq1_m::BlockIq1M;
 use crate::quant::iq1_s::BlockIq1S;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::iq4_xs::BlockIq4Xs;
@@ -331,6 +333,9 @@ packed_format_tests! {
     iq1_s: BlockIq1Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept iq1_s_row_kept, magnitude dequantized_magnitude,
         kernels iq1_sx16::dot_group, iq1_sx16_avx512::dot_group;
+    iq1_m: BlockIq1Mx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.set_d(d), kept iq1_m_row_kept, magnitude dequantized_magnitude,
+        kernels iq1_mx16::dot_group, iq1_mx16_avx512::dot_group;
 }
 
 mod matmul;

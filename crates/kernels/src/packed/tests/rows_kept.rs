@@ -417,3 +417,30 @@ pub(super) fn iq1_s_row_kept(
     }
     Ok(())
 }
+
+/// An IQ1_M row keeps its scale, grid entries, half scales and shift signs; padding rows are
+/// zero.
+pub(super) fn iq1_m_row_kept(
+    p: &BlockIq1Mx16,
+    i: usize,
+    block: Option<&BlockIq1M>,
+) -> TestCaseResult {
+    let Some(block) = block else {
+        prop_assert_eq!(p.d(i), 0, "padding row {}", i);
+        prop_assert!(
+            (0..32).all(|g| p.grid.index(i, g) == 0),
+            "padding row {}",
+            i
+        );
+        return Ok(());
+    };
+    prop_assert_eq!(p.d(i), block.d().to_bits());
+    for h in 0..16 {
+        prop_assert_eq!(p.scale(i, h), block.scale(h));
+    }
+    for g in 0..32 {
+        prop_assert_eq!(p.grid.entry(i, g), block.entry(g));
+        prop_assert_eq!(p.delta_sign(i, g), block.delta_sign(g));
+    }
+    Ok(())
+}
