@@ -52,9 +52,10 @@ impl Iq1Layout for BlockIq1Mx16 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn sub_block(&self, j: usize, words: __m512i) -> SubBlock {
-        // 2s + 1 of halves 2j and 2j + 1, at bits 3·(2j mod 4) and 3 above: ((w >> (b − 1)) & 0xE) | 1.
+        // 2s + 1 of halves 2j and 2j + 1, whose s lie at bits b = 3·(2j mod 4) and b + 3:
+        // ((w >> (b − 1)) & 0xE) | 1.
         let w = self.scale_words(j / 2);
-        let (first, second) = if j % 2 == 0 {
+        let (first, second) = if j.is_multiple_of(2) {
             (_mm512_slli_epi32::<1>(w), _mm512_srli_epi32::<2>(w))
         } else {
             (_mm512_srli_epi32::<5>(w), _mm512_srli_epi32::<8>(w))
