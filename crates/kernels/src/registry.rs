@@ -400,7 +400,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simds(common_simd!(iq2_xxs)),
     TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simds(common_simd!(iq2_xs)),
     TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>().simds(common_simd!(iq3_xxs)),
-    TypeTraits::weight::<iq1_s::BlockIq1S>().simds(common_simd!(iq1_s)),
+    TypeTraits::weight::<iq1_s::BlockIq1S>()
+        .simds(common_simd!(iq1_s))
+        .packed(avx512_packed!(iq1_sx16::BlockIq1Sx16)),
     TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
         .simds(common_simd!(iq4_nl))
         .simd(i8mm!(iq4_nl))
@@ -410,7 +412,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
         .simds(common_simd!(iq4_xs))
         .packed(avx512_packed!(iq4_xsx16::BlockIq4Xsx16)),
-    TypeTraits::weight::<iq1_m::BlockIq1M>().simds(common_simd!(iq1_m)),
+    TypeTraits::weight::<iq1_m::BlockIq1M>()
+        .simds(common_simd!(iq1_m))
+        .packed(avx512_packed!(iq1_mx16::BlockIq1Mx16)),
     TypeTraits::weight::<tq1_0::BlockTq1_0>()
         .simds(common_simd!(tq1_0))
         .packed(avx512_packed!(tq1_0x16::BlockTq1_0x16)),

@@ -138,6 +138,15 @@ mod byte_codes_amx;
 mod byte_codes_avx512;
 #[cfg(test)]
 mod byte_codes_reference;
+pub(crate) mod iq1_grid;
+#[cfg(target_arch = "x86_64")]
+mod iq1_grid_avx512;
+pub(crate) mod iq1_mx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq1_mx16_avx512;
+pub(crate) mod iq1_sx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq1_sx16_avx512;
 pub(crate) mod iq4_xsx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod iq4_xsx16_avx512;

@@ -39,6 +39,8 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
             })
             .collect(),
         GgmlType::TQ2_0 => ternary_rows::<BlockTq2_0>(&x),
+        GgmlType::Iq1S => ternary_rows::<BlockIq1S>(&x),
+        GgmlType::Iq1M => ternary_rows::<BlockIq1M>(&x),
         // No quantizer here: random codes under exponents of 2^-8 to 2^-1.
         GgmlType::MXFP4 => (0..rows * cols / 32)
             .flat_map(|_| {
@@ -96,6 +98,8 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
         GgmlType::MXFP4 => {
             PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
         }
+        GgmlType::Iq1S => PackedMatrix::pack_with::<BlockIq1Sx16>(w, iq1_sx16::dot_group, &|_| {}),
+        GgmlType::Iq1M => PackedMatrix::pack_with::<BlockIq1Mx16>(w, iq1_mx16::dot_group, &|_| {}),
         _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, q6_kx16::dot_group, &|_| {}),
     };
     let mut packings = vec![("reference", reference)];
@@ -123,6 +127,8 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::Q5_1,
         GgmlType::TQ1_0,
         GgmlType::TQ2_0,
+        GgmlType::Iq1S,
+        GgmlType::Iq1M,
     ] {
         check_batch_and_thread_invariance(ty);
     }
@@ -174,8 +180,10 @@ fn check_batch_and_thread_invariance(ty: GgmlType) {
                 "{name}: packed {p} vs {r}"
             );
         }
-        // The ternary layouts keep the row-major reference's arithmetic: the very same bits.
-        if matches!(ty, GgmlType::TQ1_0 | GgmlType::TQ2_0) {
+        // The ternary and IQ1 layouts keep the row-major reference's arithmetic: the very same
+        // bits.
+        let keeps_row_major_bits = [GgmlType::Iq1S, GgmlType::Iq1M].contains(&ty);
+        if matches!(ty, GgmlType::TQ1_0 | GgmlType::TQ2_0) || keeps_row_major_bits {
             assert_bits_eq(&batched, &want, name);
         }
     }

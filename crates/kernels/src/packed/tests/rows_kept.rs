@@ -390,3 +390,57 @@ pub(super) fn k_magnitude<W: BlockFormat>(row: &[W], at: &[BlockQ8K], dmin: fn(&
         .sum();
     products + mins * at[0].d.abs() as f64
 }
+
+/// An IQ1_S row keeps its scale, grid entries, sub-block scales and shift signs; padding rows
+/// are zero.
+pub(super) fn iq1_s_row_kept(
+    p: &BlockIq1Sx16,
+    i: usize,
+    block: Option<&BlockIq1S>,
+) -> TestCaseResult {
+    let Some(block) = block else {
+        prop_assert_eq!(p.d[i], 0, "padding row {}", i);
+        prop_assert!(
+            (0..32).all(|g| p.grid.index(i, g) == 0),
+            "padding row {}",
+            i
+        );
+        return Ok(());
+    };
+    prop_assert_eq!(p.d[i], block.d.to_bits());
+    for j in 0..8 {
+        prop_assert_eq!(p.scale(i, j), block.scale(j));
+        prop_assert_eq!(p.delta_sign(i, j), block.delta_sign(j));
+        for l in 0..4 {
+            prop_assert_eq!(p.grid.entry(i, 4 * j + l), block.entry(j, l));
+        }
+    }
+    Ok(())
+}
+
+/// An IQ1_M row keeps its scale, grid entries, half scales and shift signs; padding rows are
+/// zero.
+pub(super) fn iq1_m_row_kept(
+    p: &BlockIq1Mx16,
+    i: usize,
+    block: Option<&BlockIq1M>,
+) -> TestCaseResult {
+    let Some(block) = block else {
+        prop_assert_eq!(p.d(i), 0, "padding row {}", i);
+        prop_assert!(
+            (0..32).all(|g| p.grid.index(i, g) == 0),
+            "padding row {}",
+            i
+        );
+        return Ok(());
+    };
+    prop_assert_eq!(p.d(i), block.d().to_bits());
+    for h in 0..16 {
+        prop_assert_eq!(p.scale(i, h), block.scale(h));
+    }
+    for g in 0..32 {
+        prop_assert_eq!(p.grid.entry(i, g), block.entry(g));
+        prop_assert_eq!(p.delta_sign(i, g), block.delta_sign(g));
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! IQ1_S repacked sixteen rows at a time for AVX-512 VNNI: the grid indices in the shared
+//! layout (`iq1_grid`), whose per-sub-block words keep IQ1_S's own `qh` words whole (scale at
+//! bits 12–14, the shift's sign at bit 15), and the rows' f16 scales side by side: the
+//! source's size.
+//!
+//! The arithmetic, which the SIMD kernel reproduces bit for bit, is the row-major reference's:
+//! per row and super-block the exact integers `sumi = Σ_j (2s_j + 1)·Σ g·a` (grid values `g`)
+//! and `shift = Σ_j (2s_j + 1)·σ_j·Σ_j a` (shift signs `σ_j`, activation sums from Q8_K's
+//! `bsums`), then `acc = acc + (d_w·d_a)·(sumi + δ·shift)` in f32, super-blocks in order.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::iq1_grid::GridIndices;
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
+use crate::operands::BlockSummary;
+use crate::quant::iq1_s::BlockIq1S;
+use crate::quant::q8_k::BlockQ8K;
+
+/// One super-block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockIq1Sx16 {
+    /// Each row's f16 super-block scale (bits).
+    pub(crate) d: [u16; ROWS],
+    /// The grid indices; each word's top bits are the sub-block's scale and shift sign.
+    pub(crate) grid: GridIndices,
+}
+
+const _: () = assert!(size_of::<BlockIq1Sx16>() == ROWS * size_of::<BlockIq1S>());
+
+impl PackedFormat for BlockIq1Sx16 {
+    type Source = BlockIq1S;
+    type Act = BlockQ8K;
+    fn pack_into(&mut self, rows: &[&BlockIq1S]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            self.d[i] = block.d.to_bits();
+            for (g, &q) in block.qs.iter().enumerate() {
+                self.grid.qs[g][i] = q;
+            }
+            for (j, &h) in block.qh.iter().enumerate() {
+                self.grid.qh[j][i] = h;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl BlockIq1Sx16 {
+    /// Row `i`'s multiplier `2s + 1` of sub-block `j`.
+    pub(crate) fn scale(&self, i: usize, j: usize) -> i32 {
+        2 * (self.grid.own_bits(i, j) & 7) as i32 + 1
+    }
+
+    /// The sign of row `i`'s shift in sub-block `j`.
+    pub(crate) fn delta_sign(&self, i: usize, j: usize) -> i32 {
+        if self.grid.own_bits(i, j) & 8 != 0 {
+            -1
+        } else {
+            1
+        }
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
+/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockIq1Sx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    use crate::quant::iq1_s::DELTA;
+    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+        let (mut sumi, mut shift) = (0i32, 0i32);
+        for (j, q8) in y.qs.chunks_exact(32).enumerate() {
+            let lsum: i32 = (0..32)
+                .map(|v| {
+                    let g = x.grid.entry(i, 4 * j + v / 8).to_le_bytes()[v % 8];
+                    g as i8 as i32 * q8[v] as i32
+                })
+                .sum();
+            sumi += x.scale(i, j) * lsum;
+            let a_sum = y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32;
+            shift += x.scale(i, j) * x.delta_sign(i, j) * a_sum;
+        }
+        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        acc + d * (sumi as f32 + DELTA * shift as f32)
+    });
+}
