@@ -4,6 +4,8 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
+use super::iq3_sx16::{self, BlockIq3Sx16};
+use super::iq3_xxsx16::{self, BlockIq3Xxsx16};
 use super::iq4_xsx16::{self, BlockIq4Xsx16};
 use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
 use super::mxfp4x16::{self, BlockMxfp4x16};
@@ -326,6 +328,12 @@ packed_format_tests! {
     q5_1: BlockQ5_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude q5_1_magnitude,
         kernels BlockQ5_1x16::dot_group, min_formats_avx512::dot_group_q5_1;
+    iq3_xxs: BlockIq3Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
+        kernels iq3_xxsx16::dot_group, iq3_xxsx16_avx512::dot_group;
+    iq3_s: BlockIq3Sx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
+        kernels iq3_sx16::dot_group, iq3_sx16_avx512::dot_group;
 }
 
 mod matmul;
