@@ -399,7 +399,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::activation::<q8_k::BlockQ8K>(),
     TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simds(common_simd!(iq2_xxs)),
     TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simds(common_simd!(iq2_xs)),
-    TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>().simds(common_simd!(iq3_xxs)),
+    TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>()
+        .simds(common_simd!(iq3_xxs))
+        .packed(avx512_packed!(iq3_xxsx16::BlockIq3Xxsx16)),
     TypeTraits::weight::<iq1_s::BlockIq1S>()
         .simds(common_simd!(iq1_s))
         .packed(avx512_packed!(iq1_sx16::BlockIq1Sx16)),
@@ -407,7 +409,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simds(common_simd!(iq4_nl))
         .simd(i8mm!(iq4_nl))
         .packed(avx512_packed!(nibbles::BlockIq4Nlx16)),
-    TypeTraits::weight::<iq3_s::BlockIq3S>().simds(common_simd!(iq3_s)),
+    TypeTraits::weight::<iq3_s::BlockIq3S>()
+        .simds(common_simd!(iq3_s))
+        .packed(avx512_packed!(iq3_sx16::BlockIq3Sx16)),
     TypeTraits::weight::<iq2_s::BlockIq2S>().simds(common_simd!(iq2_s)),
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
         .simds(common_simd!(iq4_xs))

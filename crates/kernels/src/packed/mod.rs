@@ -4,8 +4,8 @@
 //! Most quantized weight types are packed sixteen rows at a time for AVX-512 VNNI (see
 //! `nibbles` for Q4_0 and IQ4_NL, `min_formats` for Q4_1 and Q5_1, `q5_0x16`, `q8_0x16`,
 //! `mxfp4x16`, `q2_kx16`, `q3_kx16`, `q4_kx16`, `q5_kx16`, `q6_kx16`, `iq4_xsx16`, `tq1_0x16`
-//! and `tq2_0x16`): one instruction dots four codes of sixteen rows, each weight block is decoded
-//! once for several tokens, and no horizontal sum is needed. Decode and
+//! and `tq2_0x16`; `grid_quads` for IQ3_XXS and IQ3_S): one instruction dots four codes of
+//! sixteen rows, each weight block is decoded once for several tokens, and no horizontal sum is needed. Decode and
 //! prefill both use the packed kernel, so a token's outputs are the same whether it is
 //! multiplied alone or in a batch, and on any number of threads.
 //!
@@ -138,6 +138,9 @@ mod byte_codes_amx;
 mod byte_codes_avx512;
 #[cfg(test)]
 mod byte_codes_reference;
+mod grid_quads;
+#[cfg(target_arch = "x86_64")]
+mod grid_quads_avx512;
 pub(crate) mod iq1_grid;
 #[cfg(target_arch = "x86_64")]
 mod iq1_grid_avx512;
@@ -147,6 +150,12 @@ pub(crate) mod iq1_mx16_avx512;
 pub(crate) mod iq1_sx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod iq1_sx16_avx512;
+pub(crate) mod iq3_sx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq3_sx16_avx512;
+pub(crate) mod iq3_xxsx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq3_xxsx16_avx512;
 pub(crate) mod iq4_xsx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod iq4_xsx16_avx512;

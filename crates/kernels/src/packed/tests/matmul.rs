@@ -41,6 +41,16 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
         GgmlType::TQ2_0 => ternary_rows::<BlockTq2_0>(&x),
         GgmlType::Iq1S => ternary_rows::<BlockIq1S>(&x),
         GgmlType::Iq1M => ternary_rows::<BlockIq1M>(&x),
+        // No IQ3 quantizer here: random indices, signs and levels (every byte decodes) under
+        // scales of 0.001 to 1.
+        GgmlType::Iq3Xxs | GgmlType::Iq3S => (0..rows * cols / 256)
+            .flat_map(|_| {
+                let d = f16::from_f32((next() % 1000 + 1) as f32 / 1000.0);
+                let size = if ty == GgmlType::Iq3S { 110 } else { 98 };
+                let codes: Vec<u8> = (2..size).map(|_| next() as u8).collect();
+                d.to_bits().to_le_bytes().into_iter().chain(codes)
+            })
+            .collect(),
         // No quantizer here: random codes under exponents of 2^-8 to 2^-1.
         GgmlType::MXFP4 => (0..rows * cols / 32)
             .flat_map(|_| {
@@ -100,6 +110,10 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
         }
         GgmlType::Iq1S => PackedMatrix::pack_with::<BlockIq1Sx16>(w, iq1_sx16::dot_group, &|_| {}),
         GgmlType::Iq1M => PackedMatrix::pack_with::<BlockIq1Mx16>(w, iq1_mx16::dot_group, &|_| {}),
+        GgmlType::Iq3Xxs => {
+            PackedMatrix::pack_with::<BlockIq3Xxsx16>(w, iq3_xxsx16::dot_group, &|_| {})
+        }
+        GgmlType::Iq3S => PackedMatrix::pack_with::<BlockIq3Sx16>(w, iq3_sx16::dot_group, &|_| {}),
         _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, q6_kx16::dot_group, &|_| {}),
     };
     let mut packings = vec![("reference", reference)];
@@ -129,6 +143,8 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::TQ2_0,
         GgmlType::Iq1S,
         GgmlType::Iq1M,
+        GgmlType::Iq3Xxs,
+        GgmlType::Iq3S,
     ] {
         check_batch_and_thread_invariance(ty);
     }
@@ -180,10 +196,15 @@ fn check_batch_and_thread_invariance(ty: GgmlType) {
                 "{name}: packed {p} vs {r}"
             );
         }
-        // The ternary and IQ1 layouts keep the row-major reference's arithmetic: the very same
-        // bits.
-        let keeps_row_major_bits = [GgmlType::Iq1S, GgmlType::Iq1M].contains(&ty);
-        if matches!(ty, GgmlType::TQ1_0 | GgmlType::TQ2_0) || keeps_row_major_bits {
+        // The ternary, IQ1 and IQ3 layouts keep the row-major reference's arithmetic: the very
+        // same bits.
+        let same_arithmetic = [
+            GgmlType::Iq1S,
+            GgmlType::Iq1M,
+            GgmlType::Iq3Xxs,
+            GgmlType::Iq3S,
+        ];
+        if matches!(ty, GgmlType::TQ1_0 | GgmlType::TQ2_0) || same_arithmetic.contains(&ty) {
             assert_bits_eq(&batched, &want, name);
         }
     }

@@ -6,6 +6,8 @@ use proptest::test_runner::TestCaseResult;
 
 use super::iq1_mx16::{self, BlockIq1Mx16};
 use super::iq1_sx16::{self, BlockIq1Sx16};
+use super::iq3_sx16::{self, BlockIq3Sx16};
+use super::iq3_xxsx16::{self, BlockIq3Xxsx16};
 use super::iq4_xsx16::{self, BlockIq4Xsx16};
 use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
 use super::mxfp4x16::{self, BlockMxfp4x16};
@@ -336,6 +338,12 @@ packed_format_tests! {
     iq1_m: BlockIq1Mx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.set_d(d), kept iq1_m_row_kept, magnitude dequantized_magnitude,
         kernels iq1_mx16::dot_group, iq1_mx16_avx512::dot_group;
+    iq3_xxs: BlockIq3Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
+        kernels iq3_xxsx16::dot_group, iq3_xxsx16_avx512::dot_group;
+    iq3_s: BlockIq3Sx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
+        kernels iq3_sx16::dot_group, iq3_sx16_avx512::dot_group;
 }
 
 mod matmul;

@@ -2,6 +2,8 @@
 //! reference kernel.
 
 use super::*;
+use crate::packed::grid_quads::GridQuadRows;
+use crate::quant::signed_grid::SignedGrid;
 
 /// A Q5_0 row keeps its scale and codes; padding rows are zero.
 pub(super) fn q5_0_row_kept(
@@ -441,6 +443,36 @@ pub(super) fn iq1_m_row_kept(
     for g in 0..32 {
         prop_assert_eq!(p.grid.entry(i, g), block.entry(g));
         prop_assert_eq!(p.delta_sign(i, g), block.delta_sign(g));
+    }
+    Ok(())
+}
+
+/// An IQ3_XXS or IQ3_S row keeps its scale, its signed grid values and its multipliers;
+/// padding rows are zero (indices, signs and levels).
+pub(super) fn grid_quads_row_kept<P>(p: &P, i: usize, block: Option<&P::Source>) -> TestCaseResult
+where
+    P: GridQuadRows,
+    P::Source: SignedGrid,
+{
+    let values: Vec<i32> = (0..256).map(|v| p.value(i, v / 4, v % 4)).collect();
+    let multipliers: Vec<i32> = (0..8).map(|j| p.multiplier(i, j)).collect();
+    match block {
+        Some(block) => {
+            prop_assert_eq!(p.quads().d[i], block.d().to_bits());
+            let want: Vec<i32> = (0..32)
+                .flat_map(|g| block.group(g))
+                .map(|v| v as i32)
+                .collect();
+            prop_assert_eq!(values, want);
+            let want: Vec<i32> = (0..8).map(|j| block.multiplier(j)).collect();
+            prop_assert_eq!(multipliers, want);
+        }
+        None => {
+            prop_assert_eq!(p.quads().d[i], 0, "padding row {}", i);
+            prop_assert!((0..64).all(|q| p.index(i, q) == 0), "padding row {}", i);
+            prop_assert!(p.quads().signs.iter().all(|s| (s >> (4 * i)) & 0xF == 0));
+            prop_assert!(multipliers.iter().all(|&m| m == 1), "padding row {}", i);
+        }
     }
     Ok(())
 }

@@ -1,0 +1,118 @@
+//! AVX-512 VNNI kernel of the `grid_quads` layout (IQ3_XXS, IQ3_S): per group of four values one
+//! gather fetches the grid words of all sixteen rows (row `i` in 32-bit lane `i`); the group's
+//! sign mask turns each magnitude `g` into the byte code `64 + g` or `64 − g` (magnitudes are
+//! below 64), and one `vpdpbusd` per token dots those codes with the token's four activations
+//! broadcast from memory. Per sub-block `64·Σa` (from the summaries) is subtracted, which leaves
+//! the exact `Σ ±g·a`, and the rows' multipliers `2l + 1` scale it; the float steps are the
+//! reference's (`grid_quads`).
+//!
+//! Per group and sixteen rows: the index load, the gather, the sign mask load and two byte
+//! operations, then one multiply-add per token (IQ3_S adds a mask load and an `or` for the
+//! ninth index bit).
+
+use std::arch::x86_64::*;
+
+use super::ROWS;
+use super::grid_quads::{GridQuadRows, SUB_BLOCKS};
+use crate::operands::BlockSummary;
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::x86::prefetch_ahead;
+
+/// How far the byte codes lie above the signed values: `OFFSET · Σa` is subtracted.
+const OFFSET: i32 = 64;
+
+/// Groups of a sub-block.
+const GROUPS_PER_SUB_BLOCK: usize = 8;
+
+/// The byte codes `64 ± g` of group `q` of sixteen rows: row `i`'s four in 32-bit lane `i`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn group_codes<B: GridQuadRows>(x: &B, q: usize) -> __m512i {
+    let quads = x.quads();
+    // SAFETY: reads exactly the 16 index bytes of group `q`; unaligned is allowed.
+    let low = unsafe { _mm_loadu_si128(quads.qs[q].as_ptr().cast()) };
+    let mut index = _mm512_cvtepu8_epi32(low);
+    let grid = B::grid();
+    assert!(grid.len() >= 256);
+    if let Some(high) = x.high() {
+        assert!(grid.len() >= 512);
+        index = _mm512_mask_or_epi32(index, high[q], index, _mm512_set1_epi32(256));
+    }
+    // SAFETY: every index is below the grid's length (asserted above): eight bits, plus a
+    // ninth (256) only where the grid has 512 words.
+    let magnitudes = unsafe { _mm512_i32gather_epi32::<4>(index, grid.as_ptr().cast()) };
+    let offset = _mm512_set1_epi8(OFFSET as i8);
+    let positive = _mm512_or_si512(magnitudes, offset);
+    _mm512_mask_sub_epi8(positive, quads.signs[q], offset, magnitudes)
+}
+
+/// The four activations `q[4k..4k + 4]` in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn quad(q: &[i8; 256], k: usize) -> __m512i {
+    let q: [i8; 4] = q[4 * k..4 * k + 4].try_into().expect("four activations");
+    _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
+}
+
+/// The sixteen rows' multipliers `2l + 1` of sub-block `j`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn multipliers(levels: &[[u8; ROWS]; SUB_BLOCKS / 2], j: usize) -> __m512i {
+    // SAFETY: reads exactly the 16 level bytes of sub-blocks `j` and `j ^ 1`; unaligned is
+    // allowed.
+    let bytes = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(levels[j / 2].as_ptr().cast()) });
+    let bytes = match j % 2 {
+        0 => bytes,
+        _ => _mm512_srli_epi32::<4>(bytes),
+    };
+    let level = _mm512_and_si512(bytes, _mm512_set1_epi32(0xF));
+    _mm512_add_epi32(_mm512_add_epi32(level, level), _mm512_set1_epi32(1))
+}
+
+/// The layout's `dot_group` for exactly `N` tokens.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) fn dot_tokens<B: GridQuadRows, const N: usize>(
+    w: &[B],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let ys: [&BlockQ8K; N] = std::array::from_fn(|t| &a[t * nb + b]);
+        let sums: [&[BlockSummary]; N] =
+            std::array::from_fn(|t| &s[8 * (t * nb + b)..8 * (t * nb + b) + SUB_BLOCKS]);
+        let mut sum = [_mm512_setzero_si512(); N];
+        for j in 0..SUB_BLOCKS {
+            // Two chains of multiply-adds per token, so that neither waits on the other.
+            let mut dots = [[_mm512_setzero_si512(); 2]; N];
+            for k in 0..GROUPS_PER_SUB_BLOCK {
+                let q = GROUPS_PER_SUB_BLOCK * j + k;
+                let codes = group_codes(x, q);
+                for (dots, y) in dots.iter_mut().zip(&ys) {
+                    dots[k % 2] = _mm512_dpbusd_epi32(dots[k % 2], codes, quad(&y.qs, q));
+                }
+            }
+            let m = multipliers(&x.quads().levels, j);
+            for ((sum, [even, odd]), sums) in sum.iter_mut().zip(dots).zip(&sums) {
+                let offset = _mm512_set1_epi32(OFFSET * sums[j].sum);
+                let dot = _mm512_sub_epi32(_mm512_add_epi32(even, odd), offset);
+                *sum = _mm512_add_epi32(*sum, _mm512_mullo_epi32(dot, m));
+            }
+        }
+        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.quads().d.as_ptr().cast()) });
+        for ((acc, sum), y) in acc.iter_mut().zip(sum).zip(&ys) {
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
+            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
+        }
+    }
+    let factor = _mm512_set1_ps(B::DOT_FACTOR);
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(factor, acc)) };
+    }
+}

@@ -1,0 +1,68 @@
+//! IQ3_XXS repacked sixteen rows at a time for AVX-512 VNNI, in the layout it shares with IQ3_S
+//! (`grid_quads`, whose doc has the arithmetic): the grid indices as stored, the seven stored
+//! sign bits of each eight values completed to eight (`KSIGNS`), the 4-bit levels as stored.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::grid_quads::{self, GridQuadRows, GridQuads};
+use super::{PackedFormat, ROWS};
+#[cfg(test)]
+use crate::operands::BlockSummary;
+use crate::quant::iq_grids::{IQ3XXS_GRID, KSIGNS};
+use crate::quant::iq3_xxs::BlockIq3Xxs;
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::signed_grid::SignedGrid;
+
+/// One super-block of sixteen rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct BlockIq3Xxsx16 {
+    /// The indices, signs and levels.
+    pub(crate) quads: GridQuads,
+}
+
+// The sign bits stored whole: four bytes per row over the source's 98.
+const _: () = assert!(size_of::<BlockIq3Xxsx16>() == ROWS * (size_of::<BlockIq3Xxs>() + 4));
+
+impl PackedFormat for BlockIq3Xxsx16 {
+    type Source = BlockIq3Xxs;
+    type Act = BlockQ8K;
+    fn pack_into(&mut self, rows: &[&BlockIq3Xxs]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            // Sign byte `n` covers values `8n..8n + 8`: seven bits of sub-block `n / 4`'s word.
+            let sign_byte =
+                |n: usize| KSIGNS[(block.signs_and_scale(n / 4) >> (7 * (n % 4))) as usize & 127];
+            let (index, level) = (|q: usize| block.qs[q], |j: usize| block.level(j));
+            grid_quads::pack_row(
+                &mut self.quads,
+                i,
+                block.d.to_bits(),
+                index,
+                sign_byte,
+                level,
+            );
+        }
+    }
+}
+
+impl GridQuadRows for BlockIq3Xxsx16 {
+    const DOT_FACTOR: f32 = BlockIq3Xxs::DOT_FACTOR;
+    fn grid() -> &'static [u32] {
+        &IQ3XXS_GRID
+    }
+    fn quads(&self) -> &GridQuads {
+        &self.quads
+    }
+}
+
+/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
+/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+#[cfg(test)]
+pub(crate) fn dot_group(
+    w: &[BlockIq3Xxsx16],
+    a: &[BlockQ8K],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    grid_quads::dot_group(w, a, s, out);
+}
