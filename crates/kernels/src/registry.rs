@@ -397,7 +397,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simds(common_simd!(q6_k))
         .packed(avx512_packed!(q6_kx16::BlockQ6Kx16)),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
-    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simds(common_simd!(iq2_xxs)),
+    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>()
+        .simds(common_simd!(iq2_xxs))
+        .packed(avx512_packed!(iq2_xxsx16::BlockIq2Xxsx16)),
     TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simds(common_simd!(iq2_xs)),
     TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>().simds(common_simd!(iq3_xxs)),
     TypeTraits::weight::<iq1_s::BlockIq1S>().simds(common_simd!(iq1_s)),

@@ -138,6 +138,12 @@ mod byte_codes_amx;
 mod byte_codes_avx512;
 #[cfg(test)]
 mod byte_codes_reference;
+pub(crate) mod iq2_grid;
+#[cfg(target_arch = "x86_64")]
+mod iq2_grid_avx512;
+pub(crate) mod iq2_xxsx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq2_xxsx16_avx512;
 pub(crate) mod iq4_xsx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod iq4_xsx16_avx512;

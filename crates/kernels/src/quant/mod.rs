@@ -106,7 +106,7 @@ pub(crate) mod grid_search;
 mod iq4_codes;
 pub(crate) mod iq_grids;
 mod scale_min_k;
-mod signed_grid;
+pub(crate) mod signed_grid;
 mod ternary;
 pub(crate) mod util;
 mod weighted;

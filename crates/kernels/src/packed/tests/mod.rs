@@ -4,6 +4,8 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
+use super::iq2_grid::{self, GridRows};
+use super::iq2_xxsx16::BlockIq2Xxsx16;
 use super::iq4_xsx16::{self, BlockIq4Xsx16};
 use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
 use super::mxfp4x16::{self, BlockMxfp4x16};
@@ -21,6 +23,7 @@ use super::tq2_0x16::{self, BlockTq2_0x16};
 use super::*;
 use crate::dispatch::Kernels;
 use crate::quant::VecDot;
+use crate::quant::iq2_xxs::BlockIq2Xxs;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::mxfp4::BlockMxfp4;
@@ -326,6 +329,9 @@ packed_format_tests! {
     q5_1: BlockQ5_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude q5_1_magnitude,
         kernels BlockQ5_1x16::dot_group, min_formats_avx512::dot_group_q5_1;
+    iq2_xxs: BlockIq2Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept iq2_xxs_row_kept, magnitude dequantized_magnitude,
+        kernels iq2_grid::dot_group::<BlockIq2Xxsx16>, iq2_xxsx16_avx512::dot_group;
 }
 
 mod matmul;

@@ -390,3 +390,38 @@ pub(super) fn k_magnitude<W: BlockFormat>(row: &[W], at: &[BlockQ8K], dmin: fn(&
         .sum();
     products + mins * at[0].d.abs() as f64
 }
+
+/// An IQ2 row keeps its scale and its signed grid values and levels: they rebuild its
+/// dequantized values exactly; padding rows are zero.
+pub(super) fn grid_row_kept<P: GridRows>(
+    p: &P,
+    i: usize,
+    block: Option<&P::Source>,
+) -> TestCaseResult
+where
+    P::Source: crate::quant::signed_grid::SignedGrid,
+{
+    use crate::quant::signed_grid::SignedGrid;
+    let Some(block) = block else {
+        prop_assert_eq!(p.d()[i], 0, "padding row {}", i);
+        return Ok(());
+    };
+    prop_assert_eq!(p.d()[i], block.d().to_bits());
+    let runs = P::RUNS;
+    for r in 0..runs {
+        prop_assert_eq!(p.level(i, r), block.level(r), "run {}", r);
+    }
+    for g in 0..32 {
+        prop_assert_eq!(p.group(i, g), block.group(g), "group {}", g);
+    }
+    Ok(())
+}
+
+/// [`grid_row_kept`] for IQ2_XXS.
+pub(super) fn iq2_xxs_row_kept(
+    p: &BlockIq2Xxsx16,
+    i: usize,
+    block: Option<&BlockIq2Xxs>,
+) -> TestCaseResult {
+    grid_row_kept(p, i, block)
+}
