@@ -400,7 +400,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>()
         .simds(common_simd!(iq2_xxs))
         .packed(avx512_packed!(iq2_xxsx16::BlockIq2Xxsx16)),
-    TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simds(common_simd!(iq2_xs)),
+    TypeTraits::weight::<iq2_xs::BlockIq2Xs>()
+        .simds(common_simd!(iq2_xs))
+        .packed(avx512_packed!(iq2_xsx16::BlockIq2Xsx16)),
     TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>().simds(common_simd!(iq3_xxs)),
     TypeTraits::weight::<iq1_s::BlockIq1S>().simds(common_simd!(iq1_s)),
     TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
@@ -408,7 +410,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simd(i8mm!(iq4_nl))
         .packed(avx512_packed!(nibbles::BlockIq4Nlx16)),
     TypeTraits::weight::<iq3_s::BlockIq3S>().simds(common_simd!(iq3_s)),
-    TypeTraits::weight::<iq2_s::BlockIq2S>().simds(common_simd!(iq2_s)),
+    TypeTraits::weight::<iq2_s::BlockIq2S>()
+        .simds(common_simd!(iq2_s))
+        .packed(avx512_packed!(iq2_sx16::BlockIq2Sx16)),
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
         .simds(common_simd!(iq4_xs))
         .packed(avx512_packed!(iq4_xsx16::BlockIq4Xsx16)),

@@ -53,7 +53,7 @@ pub(super) fn dot_tokens<P: GridRows, const N: usize>(
                     let q: [i8; 8] = a[t * nb + b].qs[8 * g..8 * g + 8]
                         .try_into()
                         .expect("eight activations");
-                    _mm512_set1_epi64(i64::from_le_bytes(q.map(|v| v as u8)))
+                    _mm512_set1_epi64(i64::from_le_bytes(bytemuck::cast(q)))
                 });
                 for (v, m) in m.iter().enumerate() {
                     let weights = weights(x, g, v);

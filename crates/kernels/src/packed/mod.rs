@@ -141,6 +141,13 @@ mod byte_codes_reference;
 pub(crate) mod iq2_grid;
 #[cfg(target_arch = "x86_64")]
 mod iq2_grid_avx512;
+pub(crate) mod iq2_sx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq2_sx16_avx512;
+pub(crate) mod iq2_xsx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq2_xsx16_avx512;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod iq2_xxsx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod iq2_xxsx16_avx512;

@@ -391,8 +391,8 @@ pub(super) fn k_magnitude<W: BlockFormat>(row: &[W], at: &[BlockQ8K], dmin: fn(&
     products + mins * at[0].d.abs() as f64
 }
 
-/// An IQ2 row keeps its scale and its signed grid values and levels: they rebuild its
-/// dequantized values exactly; padding rows are zero.
+/// An IQ2 row keeps its scale, its scale levels and its signed grid values; padding rows have
+/// a zero scale.
 pub(super) fn grid_row_kept<P: GridRows>(
     p: &P,
     i: usize,
@@ -422,6 +422,24 @@ pub(super) fn iq2_xxs_row_kept(
     p: &BlockIq2Xxsx16,
     i: usize,
     block: Option<&BlockIq2Xxs>,
+) -> TestCaseResult {
+    grid_row_kept(p, i, block)
+}
+
+/// [`grid_row_kept`] for IQ2_XS.
+pub(super) fn iq2_xs_row_kept(
+    p: &BlockIq2Xsx16,
+    i: usize,
+    block: Option<&BlockIq2Xs>,
+) -> TestCaseResult {
+    grid_row_kept(p, i, block)
+}
+
+/// [`grid_row_kept`] for IQ2_S.
+pub(super) fn iq2_s_row_kept(
+    p: &BlockIq2Sx16,
+    i: usize,
+    block: Option<&BlockIq2S>,
 ) -> TestCaseResult {
     grid_row_kept(p, i, block)
 }
