@@ -72,10 +72,9 @@ pub(crate) trait GridRows: PackedFormat<Act = BlockQ8K> {
     #[cfg(test)]
     fn index(&self, i: usize, g: usize) -> usize {
         let low = self.groups().low[g][i] as usize;
-        if Self::HIGH_BITS == 0 {
+        let Some(per_byte) = 8usize.checked_div(Self::HIGH_BITS) else {
             return low;
-        }
-        let per_byte = 8 / Self::HIGH_BITS;
+        };
         let byte = self.high()[g / per_byte][i] as usize;
         let high = (byte >> (Self::HIGH_BITS * (g % per_byte))) & ((1 << Self::HIGH_BITS) - 1);
         low | high << 8

@@ -89,13 +89,12 @@ fn weights<P: GridRows>(x: &P, g: usize, v: usize) -> __m512i {
     let widen = |bytes: [u8; 8]| _mm256_cvtepu8_epi32(_mm_set1_epi64x(i64::from_le_bytes(bytes)));
     let groups = x.groups();
     let mut index = widen(eight(&groups.low[g]));
-    if P::HIGH_BITS > 0 {
-        let per_byte = 8 / P::HIGH_BITS;
+    if let Some(per_byte) = 8usize.checked_div(P::HIGH_BITS) {
         let high = widen(eight(&x.high()[g / per_byte]));
         // The group's high bits at bits 8.. of each lane (a shift left by at most 8).
         let shift = _mm_cvtsi32_si128((8 - P::HIGH_BITS * (g % per_byte)) as i32);
         let high = _mm256_sll_epi32(high, shift);
-        let mask = _mm256_set1_epi32((((1 << P::HIGH_BITS) - 1) << 8) as i32);
+        let mask = _mm256_set1_epi32(((1 << P::HIGH_BITS) - 1) << 8);
         // index | (high & mask)
         index = _mm256_ternarylogic_epi32::<0xF8>(index, high, mask);
     }
