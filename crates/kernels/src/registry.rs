@@ -397,8 +397,12 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
         .simds(common_simd!(q6_k))
         .packed(avx512_packed!(q6_kx16::BlockQ6Kx16)),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
-    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>().simds(common_simd!(iq2_xxs)),
-    TypeTraits::weight::<iq2_xs::BlockIq2Xs>().simds(common_simd!(iq2_xs)),
+    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>()
+        .simds(common_simd!(iq2_xxs))
+        .packed(avx512_packed!(iq2_xxsx16::BlockIq2Xxsx16)),
+    TypeTraits::weight::<iq2_xs::BlockIq2Xs>()
+        .simds(common_simd!(iq2_xs))
+        .packed(avx512_packed!(iq2_xsx16::BlockIq2Xsx16)),
     TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>()
         .simds(common_simd!(iq3_xxs))
         .packed(avx512_packed!(iq3_xxsx16::BlockIq3Xxsx16)),
@@ -412,7 +416,9 @@ static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::weight::<iq3_s::BlockIq3S>()
         .simds(common_simd!(iq3_s))
         .packed(avx512_packed!(iq3_sx16::BlockIq3Sx16)),
-    TypeTraits::weight::<iq2_s::BlockIq2S>().simds(common_simd!(iq2_s)),
+    TypeTraits::weight::<iq2_s::BlockIq2S>()
+        .simds(common_simd!(iq2_s))
+        .packed(avx512_packed!(iq2_sx16::BlockIq2Sx16)),
     TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
         .simds(common_simd!(iq4_xs))
         .packed(avx512_packed!(iq4_xsx16::BlockIq4Xsx16)),

@@ -150,6 +150,18 @@ pub(crate) mod iq1_mx16_avx512;
 pub(crate) mod iq1_sx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod iq1_sx16_avx512;
+pub(crate) mod iq2_grid;
+#[cfg(target_arch = "x86_64")]
+mod iq2_grid_avx512;
+pub(crate) mod iq2_sx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq2_sx16_avx512;
+pub(crate) mod iq2_xsx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq2_xsx16_avx512;
+pub(crate) mod iq2_xxsx16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod iq2_xxsx16_avx512;
 pub(crate) mod iq3_sx16;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod iq3_sx16_avx512;

@@ -51,6 +51,15 @@ fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8
                 d.to_bits().to_le_bytes().into_iter().chain(codes)
             })
             .collect(),
+        // No quantizer here for the IQ2 types: random codes under scales of 0.001 to 1 (a
+        // block's f16 scale is its first field).
+        GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S => (0..rows * cols / 256)
+            .flat_map(|_| {
+                let d = f16::from_f32((next() % 1000 + 1) as f32 / 1000.0);
+                let codes: Vec<u8> = (2..ty.type_size()).map(|_| next() as u8).collect();
+                d.to_bits().to_le_bytes().into_iter().chain(codes)
+            })
+            .collect(),
         // No quantizer here: random codes under exponents of 2^-8 to 2^-1.
         GgmlType::MXFP4 => (0..rows * cols / 32)
             .flat_map(|_| {
@@ -114,6 +123,19 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
             PackedMatrix::pack_with::<BlockIq3Xxsx16>(w, iq3_xxsx16::dot_group, &|_| {})
         }
         GgmlType::Iq3S => PackedMatrix::pack_with::<BlockIq3Sx16>(w, iq3_sx16::dot_group, &|_| {}),
+        GgmlType::Iq2Xxs => PackedMatrix::pack_with::<BlockIq2Xxsx16>(
+            w,
+            iq2_grid::dot_group::<BlockIq2Xxsx16>,
+            &|_| {},
+        ),
+        GgmlType::Iq2Xs => PackedMatrix::pack_with::<BlockIq2Xsx16>(
+            w,
+            iq2_grid::dot_group::<BlockIq2Xsx16>,
+            &|_| {},
+        ),
+        GgmlType::Iq2S => {
+            PackedMatrix::pack_with::<BlockIq2Sx16>(w, iq2_grid::dot_group::<BlockIq2Sx16>, &|_| {})
+        }
         _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, q6_kx16::dot_group, &|_| {}),
     };
     let mut packings = vec![("reference", reference)];
@@ -145,6 +167,9 @@ fn matmul_packed_is_the_same_for_any_batch_and_thread_count() {
         GgmlType::Iq1M,
         GgmlType::Iq3Xxs,
         GgmlType::Iq3S,
+        GgmlType::Iq2Xxs,
+        GgmlType::Iq2Xs,
+        GgmlType::Iq2S,
     ] {
         check_batch_and_thread_invariance(ty);
     }

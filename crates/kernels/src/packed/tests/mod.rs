@@ -6,6 +6,10 @@ use proptest::test_runner::TestCaseResult;
 
 use super::iq1_mx16::{self, BlockIq1Mx16};
 use super::iq1_sx16::{self, BlockIq1Sx16};
+use super::iq2_grid::{self, GridRows};
+use super::iq2_sx16::BlockIq2Sx16;
+use super::iq2_xsx16::BlockIq2Xsx16;
+use super::iq2_xxsx16::BlockIq2Xxsx16;
 use super::iq3_sx16::{self, BlockIq3Sx16};
 use super::iq3_xxsx16::{self, BlockIq3Xxsx16};
 use super::iq4_xsx16::{self, BlockIq4Xsx16};
@@ -27,6 +31,9 @@ use crate::dispatch::Kernels;
 use crate::quant::VecDot;
 use crate::quant::iq1_m::BlockIq1M;
 use crate::quant::iq1_s::BlockIq1S;
+use crate::quant::iq2_s::BlockIq2S;
+use crate::quant::iq2_xs::BlockIq2Xs;
+use crate::quant::iq2_xxs::BlockIq2Xxs;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::mxfp4::BlockMxfp4;
@@ -344,6 +351,15 @@ packed_format_tests! {
     iq3_s: BlockIq3Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
         kernels iq3_sx16::dot_group, iq3_sx16_avx512::dot_group;
+    iq2_xxs: BlockIq2Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept iq2_xxs_row_kept, magnitude dequantized_magnitude,
+        kernels iq2_grid::dot_group::<BlockIq2Xxsx16>, iq2_xxsx16_avx512::dot_group;
+    iq2_xs: BlockIq2Xsx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept iq2_xs_row_kept, magnitude dequantized_magnitude,
+        kernels iq2_grid::dot_group::<BlockIq2Xsx16>, iq2_xsx16_avx512::dot_group;
+    iq2_s: BlockIq2Sx16, super_block_config(), blocks 1..3, tokens 1..7,
+        scales |b, d, _| b.d = d, kept iq2_s_row_kept, magnitude dequantized_magnitude,
+        kernels iq2_grid::dot_group::<BlockIq2Sx16>, iq2_sx16_avx512::dot_group;
 }
 
 mod matmul;

@@ -476,3 +476,56 @@ where
     }
     Ok(())
 }
+
+/// An IQ2 row keeps its scale, its scale levels and its signed grid values; padding rows have
+/// a zero scale.
+pub(super) fn grid_row_kept<P: GridRows>(
+    p: &P,
+    i: usize,
+    block: Option<&P::Source>,
+) -> TestCaseResult
+where
+    P::Source: crate::quant::signed_grid::SignedGrid,
+{
+    use crate::quant::signed_grid::SignedGrid;
+    let Some(block) = block else {
+        prop_assert_eq!(p.d()[i], 0, "padding row {}", i);
+        return Ok(());
+    };
+    prop_assert_eq!(p.d()[i], block.d().to_bits());
+    let runs = P::RUNS;
+    for r in 0..runs {
+        prop_assert_eq!(p.level(i, r), block.level(r), "run {}", r);
+    }
+    for g in 0..32 {
+        prop_assert_eq!(p.group(i, g), block.group(g), "group {}", g);
+    }
+    Ok(())
+}
+
+/// [`grid_row_kept`] for IQ2_XXS.
+pub(super) fn iq2_xxs_row_kept(
+    p: &BlockIq2Xxsx16,
+    i: usize,
+    block: Option<&BlockIq2Xxs>,
+) -> TestCaseResult {
+    grid_row_kept(p, i, block)
+}
+
+/// [`grid_row_kept`] for IQ2_XS.
+pub(super) fn iq2_xs_row_kept(
+    p: &BlockIq2Xsx16,
+    i: usize,
+    block: Option<&BlockIq2Xs>,
+) -> TestCaseResult {
+    grid_row_kept(p, i, block)
+}
+
+/// [`grid_row_kept`] for IQ2_S.
+pub(super) fn iq2_s_row_kept(
+    p: &BlockIq2Sx16,
+    i: usize,
+    block: Option<&BlockIq2S>,
+) -> TestCaseResult {
+    grid_row_kept(p, i, block)
+}

@@ -1,0 +1,184 @@
+//! AVX-512 VNNI kernel of the packed IQ2 layouts ([`GridRows`]), eight rows per vector.
+//!
+//! Per group of eight values and eight rows: the rows' grid indices widened to 32 bits (the
+//! high bits merged in by one bitwise select), one gather of their eight grid words (one
+//! 64-bit lane per row), and the signs applied to the weights as bytes `64 ± g` (one add and
+//! one masked subtract under the group's 64-bit sign mask): every weight byte is positive, so
+//! `vpmaddubsw` multiplies it with the broadcast activations without saturating
+//! (`2 · 107 · 128 < 2^15`), and `vpdpwssd` adds the pairs times the run's multiplier
+//! `2l + 1` (spread over the row's four 16-bit lanes) into 32-bit sums per row and half group.
+//! The weights are made once for all tokens of the call; per token a group costs one
+//! multiply and one multiply-add per eight rows.
+//!
+//! Per super-block and token the two halves of each row are added, and the offset taken out:
+//! `64 · Σ_r (2l_r + 1) · Σa` from Q8_K's sums of sixteen activations (`vpdpwssd` of each
+//! row's multipliers with the sums), then the float steps of the reference.
+
+use std::arch::x86_64::*;
+
+use super::ROWS;
+use super::iq2_grid::{GROUPS, GridRows};
+use crate::quant::q8_k::BlockQ8K;
+use crate::quant::x86::prefetch_ahead;
+
+/// How far the weight bytes lie above the signed grid values: above the largest magnitude
+/// (43), and a power of two, so that the correction is a shift.
+const OFFSET: i8 = 64;
+
+/// Runs of sixteen activations in a super-block (the Q8_K sums).
+const HALF_RUNS: usize = 16;
+
+/// The `N` tokens' products with the sixteen rows of `w`, into `out`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) fn dot_tokens<P: GridRows, const N: usize>(
+    w: &[P],
+    a: &[BlockQ8K],
+    out: &mut [[f32; ROWS]],
+) {
+    let nb = w.len();
+    let spread = [spread_pattern(0), spread_pattern(1)];
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (b, x) in w.iter().enumerate() {
+        prefetch_ahead(x);
+        let m = multipliers::<P>(x.levels());
+        let mut sums = [[_mm512_setzero_si512(); 2]; N];
+        let groups_per_run = GROUPS / P::RUNS;
+        for (r, m) in m.iter().take(P::RUNS).enumerate() {
+            // SAFETY: reads exactly the sixteen bytes of `m`; unaligned is allowed.
+            let m = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(m.as_ptr().cast()) });
+            let m = spread.map(|p| _mm512_shuffle_epi8(m, p));
+            for g in groups_per_run * r..groups_per_run * (r + 1) {
+                let act: [__m512i; N] = std::array::from_fn(|t| {
+                    let q: [i8; 8] = a[t * nb + b].qs[8 * g..8 * g + 8]
+                        .try_into()
+                        .expect("eight activations");
+                    _mm512_set1_epi64(i64::from_le_bytes(bytemuck::cast(q)))
+                });
+                for (v, m) in m.iter().enumerate() {
+                    let weights = weights(x, g, v);
+                    for (sums, act) in sums.iter_mut().zip(&act) {
+                        let pairs = _mm512_maddubs_epi16(weights, *act);
+                        sums[v] = _mm512_dpwssd_epi32(sums[v], pairs, *m);
+                    }
+                }
+            }
+        }
+        let pairs = multiplier_pairs::<P>(&m);
+        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d().as_ptr().cast()) });
+        for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
+            let y = &a[t * nb + b];
+            let sum = _mm512_sub_epi32(row_sums(sums), offset_sums(&pairs, y));
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
+            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
+        }
+    }
+    let factor = _mm512_set1_ps(P::DOT_FACTOR);
+    for (o, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(acc, factor)) };
+    }
+}
+
+/// The weight bytes `64 ± g` of group `g` of rows `8v..8v + 8`, row `r` in 64-bit lane `r`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn weights<P: GridRows>(x: &P, g: usize, v: usize) -> __m512i {
+    let eight = |bytes: &[u8; ROWS]| -> [u8; 8] { bytes[8 * v..8 * v + 8].try_into().expect("8") };
+    let widen = |bytes: [u8; 8]| _mm256_cvtepu8_epi32(_mm_set1_epi64x(i64::from_le_bytes(bytes)));
+    let groups = x.groups();
+    let mut index = widen(eight(&groups.low[g]));
+    if let Some(per_byte) = 8usize.checked_div(P::HIGH_BITS) {
+        let high = widen(eight(&x.high()[g / per_byte]));
+        // The group's high bits at bits 8.. of each lane (a shift left by at most 8).
+        let shift = _mm_cvtsi32_si128((8 - P::HIGH_BITS * (g % per_byte)) as i32);
+        let high = _mm256_sll_epi32(high, shift);
+        let mask = _mm256_set1_epi32(((1 << P::HIGH_BITS) - 1) << 8);
+        // index | (high & mask)
+        index = _mm256_ternarylogic_epi32::<0xF8>(index, high, mask);
+    }
+    // SAFETY: every index is below 2^(8 + HIGH_BITS), the grid's length; the gather reads
+    // eight of its words.
+    let grid = unsafe { _mm512_i32gather_epi64::<8>(index, P::GRID.as_ptr().cast()) };
+    let signs = u64::from_le_bytes(eight(&groups.signs[g]));
+    let offset = _mm512_set1_epi8(OFFSET);
+    _mm512_mask_sub_epi8(_mm512_add_epi8(grid, offset), signs, offset, grid)
+}
+
+/// The vector that `vpshufb` spreads a run's sixteen multiplier bytes with for rows
+/// `8v..8v + 8`: row `r`'s byte into the four 16-bit lanes of 64-bit lane `r`, high bytes
+/// zero.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn spread_pattern(v: usize) -> __m512i {
+    let bytes: [u8; 64] = std::array::from_fn(|k| {
+        let row = 8 * v + k / 8;
+        if k % 2 == 0 { row as u8 } else { 0x80 }
+    });
+    // SAFETY: reads exactly the 64 bytes of `bytes`; unaligned is allowed.
+    unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) }
+}
+
+/// The multipliers `2l + 1` of each run (`m[r][i]` for row `i`; the first `P::RUNS` runs),
+/// from the level nibbles.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn multipliers<P: GridRows>(levels: &[[u8; ROWS]]) -> [[u8; ROWS]; HALF_RUNS] {
+    let mut m = [[0u8; ROWS]; HALF_RUNS];
+    let (mask, one) = (_mm_set1_epi8(0x1E), _mm_set1_epi8(1));
+    for (j, levels) in levels.iter().enumerate() {
+        // SAFETY: reads exactly the sixteen bytes of `levels`; unaligned is allowed.
+        let l = unsafe { _mm_loadu_si128(levels.as_ptr().cast()) };
+        let low = _mm_or_si128(_mm_and_si128(_mm_slli_epi16::<1>(l), mask), one);
+        let high = _mm_or_si128(_mm_and_si128(_mm_srli_epi16::<3>(l), mask), one);
+        for (r, value) in [(j, low), (j + P::RUNS / 2, high)] {
+            // SAFETY: writes exactly the sixteen bytes of `m[r]`; unaligned is allowed.
+            unsafe { _mm_storeu_si128(m[r].as_mut_ptr().cast(), value) };
+        }
+    }
+    m
+}
+
+/// For each pair of activation runs `2j, 2j + 1` (sixteen values each), the sixteen rows'
+/// multipliers of those runs as 16-bit pairs, row `i` in 32-bit lane `i`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn multiplier_pairs<P: GridRows>(m: &[[u8; ROWS]; HALF_RUNS]) -> [__m512i; HALF_RUNS / 2] {
+    // SAFETY: reads exactly the sixteen bytes of one run's multipliers; unaligned is allowed.
+    let load = |h: usize| unsafe { _mm_loadu_si128(m[h * P::RUNS / HALF_RUNS].as_ptr().cast()) };
+    std::array::from_fn(|j| {
+        let (first, second) = (load(2 * j), load(2 * j + 1));
+        let rows = _mm256_set_m128i(
+            _mm_unpackhi_epi8(first, second),
+            _mm_unpacklo_epi8(first, second),
+        );
+        _mm512_cvtepu8_epi16(rows)
+    })
+}
+
+/// `64 · Σ_r (2l_r + 1) · Σa` of each row (32-bit lane `i`): what the offset of the weight
+/// bytes added, from the multiplier pairs and the activations' sums of sixteen.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn offset_sums(pairs: &[__m512i; HALF_RUNS / 2], y: &BlockQ8K) -> __m512i {
+    let mut sum = _mm512_setzero_si512();
+    for (j, pair) in pairs.iter().enumerate() {
+        let sums = (y.bsums[2 * j] as u16 as u32 | (y.bsums[2 * j + 1] as u16 as u32) << 16) as i32;
+        sum = _mm512_dpwssd_epi32(sum, *pair, _mm512_set1_epi32(sums));
+    }
+    _mm512_slli_epi32::<6>(sum)
+}
+
+/// Each row's sum (32-bit lane `i` for row `i`) of the two halves it has in `sums` (rows
+/// `8v + r` in lanes `2r` and `2r + 1` of `sums[v]`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn row_sums(sums: &[__m512i; 2]) -> __m512i {
+    let even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    let odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    _mm512_add_epi32(
+        _mm512_permutex2var_epi32(sums[0], even, sums[1]),
+        _mm512_permutex2var_epi32(sums[0], odd, sums[1]),
+    )
+}
