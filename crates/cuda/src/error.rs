@@ -126,19 +126,23 @@ pub enum CudaError {
         /// The largest batch.
         max: usize,
     },
-    /// A batched decode step was given more sequences than its buffers hold.
+    /// A batched decode step was given more rows than its buffers hold.
     #[error(
-        "a decode step of {requested} sequences exceeds the {max} the GPU buffers were planned \
-         for (LoadOptions::sequences, at most max_batch): split the step"
+        "a decode step of {requested} rows exceeds the {max} the GPU buffers were planned for \
+         (LoadOptions::sequences times 1 + LoadOptions::guesses, at most max_batch): split the \
+         step"
     )]
     TooManyRows {
-        /// Sequences given.
+        /// Rows given.
         requested: usize,
         /// The most one step decodes.
         max: usize,
     },
-    /// The same KV cache was given for two rows of one batched decode step.
-    #[error("the same KV cache appears twice in one decode step; each row needs its own sequence")]
+    /// The same KV cache was given for two sequences of one batched decode step.
+    #[error(
+        "the same KV cache appears twice in one decode step; a sequence gives all its tokens at \
+         once"
+    )]
     CacheTwice,
     /// The pool of KV blocks has none free for a sequence that grows or copies a shared block.
     #[error(

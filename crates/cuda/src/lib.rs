@@ -3,8 +3,9 @@
 //! cache, buffers allocated once, kernels compiled by NVRTC for the device at load (only the
 //! modules of the model's weight formats, [`kernels::modules`], kept in an on-disk cache,
 //! [`cubin_cache`]), and the
-//! decode step replayed as a CUDA graph; a batched decode runs one token of each of many
-//! sequences in one pass, each row over its own KV cache ([`GpuModel::forward_rows`]).
+//! decode step replayed as a CUDA graph; a batched decode runs the last token (and any
+//! guesses) of each of many sequences in one pass, each row over its own sequence's KV cache
+//! and computed as that token decoded alone ([`GpuModel::forward_rows`]).
 //!
 //! The GPU runtime is behind the `cuda` cargo feature. Without it this crate still provides
 //! the model view the backend takes ([`HostModel`]), the upload
@@ -37,6 +38,7 @@
 //!         sequences: 16,
 //!         nvrtc: Default::default(),
 //!         kv: Default::default(),
+//!         guesses: 0,
 //!         cached_blocks: 0,
 //!     };
 //!     match GpuModel::load(model, &options) {

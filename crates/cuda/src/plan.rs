@@ -25,10 +25,15 @@ pub struct LoadOptions {
     /// Whether [`Logits::All`](crate::Logits::All) is wanted: the logits buffer then holds
     /// `max_batch` rows instead of one (`[512, 262144]` f32 is 512 MiB for Gemma 3).
     pub all_logits: bool,
-    /// The most sequences one decode step runs together, one row each
-    /// ([`GpuModel::forward_rows`](crate::GpuModel::forward_rows)); at most `max_batch` are
-    /// planned. Each row needs a logits row and its attention partials.
+    /// The most sequences one decode step runs together
+    /// ([`GpuModel::forward_rows`](crate::GpuModel::forward_rows)), each KV cache a whole
+    /// context of the pool.
     pub sequences: usize,
+    /// The most tokens a decoding sequence guesses ahead (speculative decoding): it then feeds
+    /// its last token and its guesses, a decode row each. A decode step has room for
+    /// `sequences · (1 + guesses)` rows, at most `max_batch`; each row needs a logits row and
+    /// its attention partials.
+    pub guesses: usize,
     /// Where NVRTC is looked for (the program's environment, read once by the program).
     pub nvrtc: NvrtcSearch,
     /// The element type of the KV caches.
@@ -200,8 +205,8 @@ pub struct UploadPlan {
     pub buffers: BufferSizes,
     /// Decode attention's split of the keys.
     pub splits: DecodeSplits,
-    /// The most sequences one decode step runs together: `options.sequences`, at least 1 and
-    /// at most `max_batch`.
+    /// The most rows one decode step runs: `options.sequences · (1 + options.guesses)`, at
+    /// least 1 and at most `max_batch`.
     pub decode_rows: usize,
     /// What the plan was made for.
     pub options: LoadOptions,
@@ -256,7 +261,9 @@ impl UploadPlan {
             .max()
             .unwrap_or(context);
         let splits = launch::decode_splits(longest);
-        let decode_rows = options.sequences.clamp(1, max_batch);
+        let decode_rows = sequences
+            .saturating_mul(options.guesses.saturating_add(1))
+            .min(max_batch);
         Ok(Self {
             matrices,
             vector_bytes: 4 * vectors,

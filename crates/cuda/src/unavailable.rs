@@ -79,10 +79,10 @@ impl GpuModel {
         match self.never {}
     }
 
-    /// The batched decode: one token for each of several sequences.
+    /// The batched decode: the last token (and any guesses) of each of several sequences.
     pub fn forward_rows(
         &mut self,
-        _rows: &mut [(u32, &mut GpuKvCache)],
+        _seqs: &mut [(&[u32], &mut GpuKvCache)],
     ) -> Result<&[f32], CudaError> {
         match self.never {}
     }

@@ -100,6 +100,21 @@ fn the_batched_decode_gets_a_logits_row_partials_and_cache_tables_per_sequence()
     // No more rows than a batch holds.
     let many = UploadPlan::new(&model(&s), &last_only(100)).unwrap();
     assert_eq!(many.decode_rows, 8);
+    // A sequence that guesses ahead feeds its guesses as decode rows too.
+    let guessing = |sequences, guesses| LoadOptions {
+        guesses,
+        ..last_only(sequences)
+    };
+    let two = UploadPlan::new(&model(&s), &guessing(2, 2)).unwrap();
+    assert_eq!(two.decode_rows, 6);
+    assert_eq!(two.buffers.logits, 6 * VOCAB);
+    assert_eq!(
+        two.kv_pool_blocks,
+        2 * 64 / 16,
+        "guesses take no blocks of their own"
+    );
+    let capped = UploadPlan::new(&model(&s), &guessing(2, 5)).unwrap();
+    assert_eq!(capped.decode_rows, 8);
 }
 
 #[test]
@@ -238,6 +253,7 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         sequences: 1,
         nvrtc: Default::default(),
         kv: KvElement::F32,
+        guesses: 0,
         cached_blocks: 0,
     }
 }

@@ -112,6 +112,7 @@ fn the_cuda_backend_plans_fused_and_separate_experts_alike() {
         sequences: 1,
         nvrtc: Default::default(),
         kv: Default::default(),
+        guesses: 0,
         cached_blocks: 0,
     };
     for name in ["deepseek2-tiny-q8_0", "qwen35moe-tiny-q8_0"] {

@@ -17,13 +17,9 @@ mod common;
 #[allow(dead_code)]
 mod gpu_emulation;
 
-use std::any::Any;
-
-use gpu_emulation::{Emulated, HostCache, load_options, with_emulator, with_host_gpu};
-use rinfer_cuda::kernels::KvElement;
+use gpu_emulation::device::EmulatedGpu;
+use gpu_emulation::{load_options, with_emulator, with_host_gpu};
 use rinfer_cuda::kv_pool::{SharedBlocks, lock};
-use rinfer_cuda::{CudaError, GpuInfo, Logits};
-use rinfer_model::engine::{GpuCache, GpuDevice};
 use rinfer_model::{
     BLOCK_TOKENS, Engine, EngineSettings, Event, LoadedModel, Request, SeqId, TokenLogprob,
 };
@@ -35,125 +31,6 @@ const SEQUENCES: usize = 2;
 const CONTEXT: usize = 96;
 const MAX_BATCH: usize = 32;
 
-/// A sequence's cache on the emulated device: its block table into the pool (given back when
-/// it is dropped).
-struct EmulatedCache {
-    cache: HostCache,
-    blocks: SharedBlocks,
-    element: KvElement,
-}
-
-impl Drop for EmulatedCache {
-    fn drop(&mut self) {
-        lock(&self.blocks).truncate(&mut self.cache.blocks, 0);
-    }
-}
-
-impl GpuCache for EmulatedCache {
-    fn len(&self) -> usize {
-        self.cache.len
-    }
-
-    fn truncate(&mut self, len: usize) {
-        self.cache.len = self.cache.len.min(len);
-        lock(&self.blocks).truncate(&mut self.cache.blocks, self.cache.len);
-    }
-
-    fn bytes(&self) -> usize {
-        self.cache.blocks.len()
-    }
-
-    fn element(&self) -> KvElement {
-        self.element
-    }
-
-    fn blocks(&self) -> &[u32] {
-        &self.cache.blocks
-    }
-
-    fn attach(&mut self, blocks: &[u32], len: usize) {
-        let mut pool = lock(&self.blocks);
-        pool.truncate(&mut self.cache.blocks, 0);
-        self.cache.blocks = pool.fork(blocks, len);
-        self.cache.len = len;
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-}
-
-fn own(cache: &mut dyn GpuCache) -> Result<&mut HostCache, CudaError> {
-    let cache = cache.as_any_mut().downcast_mut::<EmulatedCache>();
-    cache.map(|c| &mut c.cache).ok_or(CudaError::ForeignCache)
-}
-
-/// The GPU program on host buffers behind the device seam.
-struct EmulatedGpu<'e, 'b> {
-    gpu: Emulated<'e, 'b>,
-    info: GpuInfo,
-}
-
-impl GpuDevice for EmulatedGpu<'_, '_> {
-    fn info(&self) -> &GpuInfo {
-        &self.info
-    }
-
-    fn decode_rows(&self) -> usize {
-        self.gpu.pool.plan.decode_rows
-    }
-
-    fn kv_blocks(&self) -> SharedBlocks {
-        self.gpu.pool.blocks.clone()
-    }
-
-    fn new_cache(&self) -> Result<Box<dyn GpuCache>, CudaError> {
-        Ok(Box::new(EmulatedCache {
-            cache: self.gpu.pool.new_cache(),
-            blocks: self.kv_blocks(),
-            element: self.gpu.pool.plan.options.kv,
-        }))
-    }
-
-    fn forward(
-        &mut self,
-        tokens: &[u32],
-        cache: &mut dyn GpuCache,
-        wanted: Logits,
-    ) -> Result<&[f32], CudaError> {
-        let cache = own(cache)?;
-        let max_batch = self.gpu.pool.plan.options.max_batch;
-        if wanted == Logits::All && tokens.len() > max_batch {
-            return Err(CudaError::BatchTooLarge {
-                requested: tokens.len(),
-                max: max_batch,
-            });
-        }
-        let chunks = tokens.len().div_ceil(max_batch);
-        for (i, chunk) in tokens.chunks(max_batch).enumerate() {
-            let rows = match wanted {
-                Logits::All => chunk.len(),
-                Logits::Last => usize::from(i + 1 == chunks),
-            };
-            self.gpu.step_rows(chunk, cache, rows);
-        }
-        let rows = match wanted {
-            Logits::All => tokens.len(),
-            Logits::Last => 1,
-        };
-        Ok(&self.gpu.buffers.logits()[..rows * self.gpu.builder.model.vocab_size])
-    }
-
-    fn forward_rows(&mut self, rows: &mut [(u32, &mut dyn GpuCache)]) -> Result<&[f32], CudaError> {
-        let mut own_rows = Vec::with_capacity(rows.len());
-        for (token, cache) in rows.iter_mut() {
-            own_rows.push((*token, own(&mut **cache)?));
-        }
-        let plan = self.gpu.pool.plan.clone();
-        Ok(self.gpu.decode_rows(&mut own_rows, &plan))
-    }
-}
-
 /// Runs `test` with an engine of `loaded` over the emulated GPU, and the pool's allocator.
 fn with_engine(
     loaded: &LoadedModel,
@@ -164,22 +41,13 @@ fn with_engine(
         let options = load_options(CONTEXT, MAX_BATCH, SEQUENCES);
         with_host_gpu(emulate, &loaded.model, &options, |gpu| {
             let blocks = gpu.pool.blocks.clone();
-            let device = EmulatedGpu {
-                gpu,
-                info: GpuInfo {
-                    ordinal: 0,
-                    name: "the host emulation".into(),
-                    compute_capability: (8, 0),
-                    total_memory: 0,
-                    nvrtc: None,
-                },
-            };
+            let device = EmulatedGpu::new(gpu);
             let settings = EngineSettings {
                 max_batch: MAX_BATCH,
                 prefix_cache_bytes,
                 ..EngineSettings::parallel(SEQUENCES, CONTEXT)
             };
-            let mut engine = Engine::with_gpu(loaded, settings, Box::new(device)).unwrap();
+            let mut engine = Engine::with_gpu(loaded, None, settings, Box::new(device)).unwrap();
             assert_eq!(engine.device().kind(), "cuda");
             test(&mut engine, &blocks);
         });

@@ -501,6 +501,93 @@ fn batched_decode_gives_each_sequence_its_own_logits() {
     });
 }
 
+/// Four sequences feed several tokens each in one decode pass, as a sequence verifying its
+/// guesses does (its last token and the guesses, at successive positions of its cache): 18
+/// rows, more than one q8_1 matvec launch takes and than the tensor-core matmul starts at.
+/// Every row's logits are bit for bit those of its token decoded alone, one row a pass: a row
+/// attends to its own cache up to its position (the rows before it stored by the same pass),
+/// and no kernel's per-row arithmetic depends on the number of rows.
+fn check_rows_of_one_sequence(emulate: &EmulateLaunch, name: &str) {
+    let model = fixture_model(name);
+    let vocab = model.config.vocab_size;
+    let feeds = [3usize, 5, 5, 5];
+    let token = |s: usize, i: usize| ((7 + 13 * s + 101 * i) % vocab) as u32;
+    let fed: Vec<Vec<u32>> = (0..feeds.len())
+        .map(|s| (0..feeds[s]).map(|i| token(s, i)).collect())
+        .collect();
+    let prompts: Vec<Vec<u32>> = (0..feeds.len())
+        .map(|s| {
+            (0..4 + 3 * s)
+                .map(|i| ((i * 37 + 5 + 11 * s) % vocab) as u32)
+                .collect()
+        })
+        .collect();
+    let rows: usize = feeds.iter().sum();
+    let options = LoadOptions {
+        guesses: 4,
+        ..load_options(32, rows, feeds.len())
+    };
+    with_host_gpu(emulate, &model, &options, |mut gpu| {
+        let plan = gpu.pool.plan.clone();
+        assert_eq!(plan.decode_rows, rows);
+        let mut caches: Vec<HostCache> = prompts
+            .iter()
+            .map(|prompt| {
+                let mut cache = gpu.pool.new_cache();
+                gpu.step(prompt, &mut cache);
+                cache
+            })
+            .collect();
+        let alone: Vec<Vec<f32>> = (0..caches.len())
+            .flat_map(|s| {
+                let mut fork = gpu.pool.fork(&caches[s]);
+                let mut logits = Vec::new();
+                for &t in &fed[s] {
+                    logits.push(
+                        gpu.decode_rows(&mut [(&[t][..], &mut fork)], &plan)
+                            .to_vec(),
+                    );
+                }
+                logits
+            })
+            .collect();
+        let mut seqs: Vec<(&[u32], &mut HostCache)> = fed
+            .iter()
+            .map(Vec::as_slice)
+            .zip(caches.iter_mut())
+            .collect();
+        let together = gpu.decode_rows(&mut seqs, &plan);
+        for (row, (together, alone)) in together.chunks_exact(vocab).zip(&alone).enumerate() {
+            assert!(
+                together == &alone[..],
+                "{name}: row {row} of the pass differs from its token decoded alone"
+            );
+        }
+        assert!(
+            caches
+                .iter()
+                .zip(&prompts)
+                .zip(feeds)
+                .all(|((c, p), n)| c.len == p.len() + n)
+        );
+    });
+}
+
+#[test]
+fn a_sequences_rows_in_a_decode_pass_get_the_logits_of_decoding_alone() {
+    with_emulator(|emulate| {
+        // Q8_0 and Q4_K products (q8_1 matvecs), sliding-window rings (gemma3), experts
+        // (qwen3moe).
+        for name in [
+            "llama-tiny-q8_0",
+            "gemma3-tiny-q4_k_m",
+            "qwen3moe-tiny-q4_k_m",
+        ] {
+            check_rows_of_one_sequence(emulate, name);
+        }
+    });
+}
+
 /// Two sequences share the blocks of a 20-token prompt (the first block full, the second
 /// holding 4 positions), as a cached prefix or the `n` choices of one request do: B forks A
 /// (its rings copied), B then A append tokens of their own, B copying the shared block before

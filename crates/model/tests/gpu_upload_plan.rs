@@ -183,6 +183,7 @@ fn options(context: usize, max_batch: usize) -> LoadOptions {
         sequences: 1,
         nvrtc: Default::default(),
         kv: Default::default(),
+        guesses: 0,
         cached_blocks: 0,
     }
 }

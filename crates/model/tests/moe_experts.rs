@@ -133,6 +133,7 @@ fn the_cuda_backend_plans_merged_and_per_expert_tensors_alike() {
         sequences: 1,
         nvrtc: Default::default(),
         kv: Default::default(),
+        guesses: 0,
         cached_blocks: 0,
     };
     for name in ["qwen3moe-tiny-q4_k_m", "mixtral-tiny-q8_0"] {

@@ -1,6 +1,9 @@
 //! The kernel sequence of one forward step: walks the stages of every block of the
 //! transformer (the tree the CPU forward pass walks too, here with device addresses) and emits
 //! their launches.
+//!
+//! A decode step ([`StepBuilder::decode`]) computes each row as a step of that row alone
+//! would, bit for bit, whatever the number of rows (how: the `rows` module).
 
 use rinfer_transformer::{
     AttentionParams, Experts, Ffn, FfnUp, Gating, Linear, NormKind, NormWeights, Qkv, RopeParams,
@@ -60,6 +63,7 @@ impl StepBuilder<'_> {
             out,
             n,
             quantized: None,
+            rows_alike: false,
         };
         s.embed();
         for layer in 0..self.model.layers() {
@@ -71,18 +75,21 @@ impl StepBuilder<'_> {
         }
     }
 
-    /// Appends to `out` the launches of one decode step of `n` sequences, one token each (ids
-    /// and positions already in their buffers, row `i` the `i`-th sequence's), every row
-    /// storing and attending to its own KV cache, found through `tables` (rows `0..n` filled
-    /// in); the logits of row `i` go to row `i` of the logits buffer. Every kernel computes
-    /// each row on its own in a fixed order, so a row's logits do not depend on which
-    /// sequences share the step nor on their order.
+    /// Appends to `out` the launches of one decode step of `n` rows (ids and positions
+    /// already in their buffers), every row storing its keys and values at its position in
+    /// its KV cache and attending to that cache up to its position, the caches found through
+    /// `tables` (rows `0..n` filled in; several rows may name one cache at successive
+    /// positions); the logits of row `i` go to row `i` of the logits buffer. Every kernel
+    /// computes each row on its own in a fixed order, the same for any `n` (see the module
+    /// docs), so a row's logits do not depend on how many rows share the step, which they are,
+    /// nor their order.
     pub fn decode(&self, n: usize, tables: &CacheTables, out: &mut Vec<Launch>) {
         let mut s = Sequence {
             b: self,
             out,
             n,
             quantized: None,
+            rows_alike: true,
         };
         s.embed();
         for layer in 0..self.model.layers() {
@@ -122,6 +129,9 @@ struct Sequence<'b, 'a> {
     /// The activations `(x, ldx, cols)` whose q8_1 codes the q8_1 buffers hold: set by a
     /// quantization, kept while only q8_1 matvecs (which do not write their input) follow.
     quantized: Option<(u64, usize, usize)>,
+    /// Whether every row must be computed as in a step of that row alone (a decode step): no
+    /// kernel chosen by the number of rows.
+    rows_alike: bool,
 }
 
 impl Sequence<'_, '_> {
@@ -210,11 +220,12 @@ impl Sequence<'_, '_> {
         self.matmul(&l.weight, l.bias, x, ldx, y, ldy, n);
     }
 
-    /// `y[t, r] = W[r] · x[t] + b[r]`: for up to `MMVQ_TOKENS` tokens and a block-quantized
-    /// format, the integer matvec over the q8_1 codes of `x` (quantized once for every matrix
-    /// that reads it); otherwise the f32 decode kernel for one token, the tensor-core one for a
-    /// quantized matrix and at least [`launch::MMA_MIN_TOKENS`] tokens, the batched f32 one
-    /// otherwise.
+    /// `y[t, r] = W[r] · x[t] + b[r]`: for up to `MMVQ_TOKENS` tokens (any number in a decode
+    /// step, in launches of up to `MMVQ_TOKENS`) and a block-quantized format, the integer
+    /// matvec over the q8_1 codes of `x` (quantized once for every matrix that reads it);
+    /// otherwise the f32 decode kernel for one token, the tensor-core one for a quantized
+    /// matrix and at least [`launch::MMA_MIN_TOKENS`] tokens (not in a decode step), the
+    /// batched f32 one otherwise.
     #[allow(clippy::too_many_arguments)]
     fn matmul(
         &mut self,
@@ -226,16 +237,21 @@ impl Sequence<'_, '_> {
         ldy: usize,
         n: usize,
     ) {
-        let integer = n <= launch::MMVQ_TOKENS as usize
+        let per_launch = launch::MMVQ_TOKENS as usize;
+        let integer = (n <= per_launch || self.rows_alike)
             && w.ty.has_q8_1_matvec()
             && w.ptr.is_multiple_of(w.ty.q8_1_alignment());
         if integer {
-            self.matvec_q8_1(w, bias, (x, ldx), (y, ldy), n);
+            for t0 in (0..n).step_by(per_launch) {
+                let rows = per_launch.min(n - t0);
+                let (x, y) = (at(x, t0 * ldx), at(y, t0 * ldy));
+                self.matvec_q8_1(w, bias, (x, ldx), (y, ldy), rows);
+            }
             return;
         }
         let (kernel, shape) = if n == 1 {
             (KernelRef::Matvec(w.ty), launch::matmul(w.rows, n))
-        } else if on_tensor_cores(w.ty, n) {
+        } else if !self.rows_alike && on_tensor_cores(w.ty, n) {
             (KernelRef::Mma(w.ty), launch::mma(w.rows, n))
         } else {
             (KernelRef::Matmul(w.ty), launch::matmul(w.rows, n))
@@ -620,7 +636,7 @@ impl Sequence<'_, '_> {
         let work = *self.b.work;
         let n = self.n;
         if n > 1 {
-            let (kernel, groups, shape) = if on_tensor_cores(w.ty, n) {
+            let (kernel, groups, shape) = if !self.rows_alike && on_tensor_cores(w.ty, n) {
                 let groups = n.div_ceil(launch::MMA_TOKENS as usize);
                 let shape = launch::mma_grouped_by_id(w.rows, router.experts, groups);
                 (KernelRef::MmaById(w.ty), groups, shape)

@@ -1,5 +1,6 @@
-//! The batched decode: one token for each of several sequences in one pass over the weights,
-//! every row storing to and attending over its own KV cache.
+//! The batched decode: the last token of each of several sequences (and the guesses of those
+//! that speculate) in one pass over the weights, every row storing to and attending over its
+//! own sequence's KV cache.
 //!
 //! The rows' caches are reached through a table of addresses in device memory
 //! ([`CacheTables`]), written before each step together with the rows' token ids and
@@ -14,29 +15,31 @@ use crate::runtime::driver::driver;
 use crate::runtime::model::GpuModel;
 
 impl GpuModel {
-    /// Decodes one token for each of several sequences in one pass: row `i` runs token
-    /// `rows[i].0` at the position following its cache `rows[i].1`, stores its keys and values
-    /// there and attends over that cache only. Returns the logits `[rows, vocab]`, row `i` the
-    /// `i`-th sequence's. A row's logits do not depend on which sequences share the step nor
-    /// on their order ([`StepBuilder::decode`](crate::program::StepBuilder::decode)). At most
-    /// [`UploadPlan::decode_rows`] rows, each with its own cache; on an error no cache has
-    /// grown.
+    /// Decodes several sequences in one pass: sequence `i` feeds the tokens `seqs[i].0` (its
+    /// last token, then any guesses) at the positions following its cache `seqs[i].1`, a row
+    /// each, every row storing its keys and values there and attending over that cache up to
+    /// its own position. Returns the logits `[rows, vocab]`, the rows in order. A row's logits
+    /// are those of the same token decoded alone, bit for bit: they do not depend on which
+    /// rows share the step nor on their order
+    /// ([`StepBuilder::decode`](crate::program::StepBuilder::decode)). At most
+    /// [`UploadPlan::decode_rows`] rows, each sequence with its own cache; on an error no cache
+    /// has grown.
     pub fn forward_rows(
         &mut self,
-        rows: &mut [(u32, &mut GpuKvCache)],
+        seqs: &mut [(&[u32], &mut GpuKvCache)],
     ) -> Result<&[f32], CudaError> {
-        let n = rows.len();
+        let n: usize = seqs.iter().map(|(tokens, _)| tokens.len()).sum();
         if n == 0 {
             return Ok(&[]);
         }
-        self.check_rows(rows)?;
+        self.check_rows(seqs, n)?;
         self.ctx
             .bind_to_thread()
             .map_err(driver("context binding"))?;
-        for (_, cache) in rows.iter_mut() {
-            self.reserve(cache, 1)?;
+        for (tokens, cache) in seqs.iter_mut() {
+            self.reserve(cache, tokens.len())?;
         }
-        if let Err(error) = self.write_rows(rows).and_then(|()| self.step_rows(n)) {
+        if let Err(error) = self.write_rows(seqs).and_then(|()| self.step_rows(n)) {
             self.rows.graphs.invalidate(n as u64);
             return Err(error);
         }
@@ -46,8 +49,8 @@ impl GpuModel {
             .memcpy_dtoh(&logits, &mut self.host_logits[..len])
             .map_err(driver("logits copy"))?;
         self.stream.synchronize().map_err(driver("forward"))?;
-        for (_, cache) in rows.iter_mut() {
-            cache.len += 1;
+        for (tokens, cache) in seqs.iter_mut() {
+            cache.len += tokens.len();
         }
         Ok(&self.host_logits[..len])
     }
@@ -57,46 +60,47 @@ impl GpuModel {
         self.rows.graphs.disabled_reason()
     }
 
-    /// Refuses too many rows, a token outside the vocabulary, a foreign or full cache, and a
-    /// cache given twice.
-    fn check_rows(&self, rows: &[(u32, &mut GpuKvCache)]) -> Result<(), CudaError> {
+    /// Refuses more than `decode_rows` rows (`n` in all), a token outside the vocabulary, a
+    /// foreign cache or one without room for its tokens, and a cache given twice.
+    fn check_rows(&self, seqs: &[(&[u32], &mut GpuKvCache)], n: usize) -> Result<(), CudaError> {
         let max = self.plan.decode_rows;
-        if rows.len() > max {
-            return Err(CudaError::TooManyRows {
-                requested: rows.len(),
-                max,
-            });
+        if n > max {
+            return Err(CudaError::TooManyRows { requested: n, max });
         }
         let vocab = self.config().vocab_size;
-        for (i, (token, cache)) in rows.iter().enumerate() {
-            if *token as usize >= vocab {
-                return Err(CudaError::TokenOutOfRange { id: *token, vocab });
+        for (i, (tokens, cache)) in seqs.iter().enumerate() {
+            if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
+                return Err(CudaError::TokenOutOfRange { id, vocab });
             }
             self.check_cache(cache)?;
-            if cache.len + 1 > cache.context {
+            if cache.len + tokens.len() > cache.context {
                 return Err(CudaError::ContextOverflow {
                     cached: cache.len,
-                    requested: 1,
+                    requested: tokens.len(),
                     context: cache.context,
                 });
             }
-            if rows[..i].iter().any(|(_, other)| other.id == cache.id) {
+            if seqs[..i].iter().any(|(_, other)| other.id == cache.id) {
                 return Err(CudaError::CacheTwice);
             }
         }
         Ok(())
     }
 
-    /// Writes the rows' token ids, positions and cache tables to the device.
-    fn write_rows(&mut self, rows: &[(u32, &mut GpuKvCache)]) -> Result<(), CudaError> {
-        let n = rows.len();
+    /// Writes the rows' token ids, positions and cache tables to the device: a sequence's
+    /// tokens at successive positions, each row naming its cache.
+    fn write_rows(&mut self, seqs: &[(&[u32], &mut GpuKvCache)]) -> Result<(), CudaError> {
         let state = &mut self.rows;
-        for (row, (token, cache)) in rows.iter().enumerate() {
-            state.ids[row] = *token as i32;
-            state.positions[row] = cache.len as i32;
-            state
-                .tables
-                .set_row(&mut state.table, row, cache.layers.iter().copied());
+        let mut n = 0;
+        for (tokens, cache) in seqs {
+            for (i, &token) in tokens.iter().enumerate() {
+                state.ids[n] = token as i32;
+                state.positions[n] = (cache.len + i) as i32;
+                state
+                    .tables
+                    .set_row(&mut state.table, n, cache.layers.iter().copied());
+                n += 1;
+            }
         }
         const UPLOAD: &str = "decode rows upload";
         let mut dst = self.work.tokens.slice.slice_mut(..n);

@@ -126,8 +126,8 @@ pub(super) struct Sizes {
     pub(super) max_batch: usize,
     pub(super) sequences: usize,
     pub(super) all_logits: bool,
-    /// The most tokens a decoding sequence guesses ahead in a step (each needs a logits row;
-    /// the CPU only).
+    /// The most tokens a decoding sequence guesses ahead in a step (each needs a logits row,
+    /// and on the GPU a decode row).
     pub(super) draft_max: usize,
     /// The KV cache's type; `None`: the default, f16.
     pub(super) kv_type: Option<KvType>,
@@ -183,6 +183,7 @@ impl<'d> Executor<'d> {
                 max_batch: sizes.max_batch,
                 all_logits: sizes.all_logits,
                 sequences: sizes.sequences,
+                guesses: sizes.draft_max,
                 nvrtc: device.nvrtc,
                 kv: gpu_kv_element(sizes.kv_type)?,
                 cached_blocks,
@@ -234,8 +235,18 @@ impl<'d> Executor<'d> {
         let caches = (0..sizes.sequences)
             .map(|_| gpu.new_cache().map(SeqCache::Cuda))
             .collect::<Result<_, _>>()?;
-        let logits = vec![0.0; sizes.sequences * config.vocab_size];
+        let logits = vec![0.0; sizes.logit_rows() * config.vocab_size];
         Ok((Self::Cuda { gpu, logits }, caches, report))
+    }
+
+    /// The most rows one batched decode pass of the GPU runs (`None` on the CPU).
+    pub(super) fn gpu_decode_rows(&self) -> Option<usize> {
+        match self {
+            Self::Cuda { gpu, .. } => Some(gpu.decode_rows()),
+            Self::Cpu { .. } => None,
+            #[cfg(test)]
+            Self::Faulty { inner, .. } => inner.gpu_decode_rows(),
+        }
     }
 
     /// The shared reference counts of the GPU's pool of KV blocks (`None` on the CPU).
@@ -388,30 +399,64 @@ fn forward_on_gpu(
     Ok(rows)
 }
 
-/// The prefill chunks of `seqs` one by one, then the decoding sequences (one token each) in
-/// batched passes of up to the plan's decode rows.
+/// The prefill chunks of `seqs` one by one, then the decoding sequences in batched passes of
+/// up to the device's decode rows, each sequence whole in one pass. A decoding sequence feeds
+/// one token, or its last token and the guesses it verifies, whose logits are all wanted (the
+/// engine wants every row's logits of no other sequence): the decode rows give each of them
+/// the logits of that token decoded alone.
 fn run_on_gpu(
     gpu: &mut dyn GpuDevice,
     logits: &mut [f32],
     vocab: usize,
     seqs: &mut [GpuSeq<'_>],
 ) -> Result<(), CudaError> {
-    for s in seqs.iter_mut().filter(|s| s.tokens.len() > 1) {
+    let decodes = |s: &GpuSeq<'_>| s.tokens.len() == 1 || s.wanted == rinfer_cuda::Logits::All;
+    for s in seqs
+        .iter_mut()
+        .filter(|s| !s.tokens.is_empty() && !decodes(s))
+    {
         let out = gpu.forward(s.tokens, &mut *s.cache, s.wanted)?;
         logits[s.row * vocab..][..out.len()].copy_from_slice(out);
     }
-    let mut rows = Vec::with_capacity(seqs.len());
+    let per_pass = gpu.decode_rows();
+    let mut pass: Vec<(&[u32], &mut dyn GpuCache)> = Vec::with_capacity(seqs.len());
     let mut at = Vec::with_capacity(seqs.len());
-    for s in seqs.iter_mut().filter(|s| s.tokens.len() == 1) {
-        rows.push((s.tokens[0], &mut *s.cache));
+    let mut rows = 0;
+    for s in seqs
+        .iter_mut()
+        .filter(|s| !s.tokens.is_empty() && decodes(s))
+    {
+        if rows + s.tokens.len() > per_pass && !pass.is_empty() {
+            decode_pass(gpu, logits, vocab, &mut pass, &at)?;
+            pass.clear();
+            at.clear();
+            rows = 0;
+        }
+        rows += s.tokens.len();
+        pass.push((s.tokens, &mut *s.cache));
         at.push(s.row);
     }
-    let per_pass = gpu.decode_rows();
-    for (pass, at) in rows.chunks_mut(per_pass).zip(at.chunks(per_pass)) {
-        let out = gpu.forward_rows(pass)?;
-        for (row, &to) in out.chunks_exact(vocab).zip(at) {
-            logits[to * vocab..][..vocab].copy_from_slice(row);
-        }
+    if !pass.is_empty() {
+        decode_pass(gpu, logits, vocab, &mut pass, &at)?;
+    }
+    Ok(())
+}
+
+/// One batched decode pass over `pass`; sequence `i`'s rows of logits go to rows `at[i]..` of
+/// `logits`.
+fn decode_pass(
+    gpu: &mut dyn GpuDevice,
+    logits: &mut [f32],
+    vocab: usize,
+    pass: &mut [(&[u32], &mut dyn GpuCache)],
+    at: &[usize],
+) -> Result<(), CudaError> {
+    let out = gpu.forward_rows(pass)?;
+    let mut rest = out;
+    for ((tokens, _), &to) in pass.iter().zip(at) {
+        let (mine, others) = rest.split_at(tokens.len() * vocab);
+        logits[to * vocab..][..mine.len()].copy_from_slice(mine);
+        rest = others;
     }
     Ok(())
 }

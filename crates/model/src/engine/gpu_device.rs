@@ -20,7 +20,7 @@ pub trait GpuDevice {
     /// The device, as reported to the user.
     fn info(&self) -> &GpuInfo;
 
-    /// The most sequences one [`forward_rows`](Self::forward_rows) pass decodes.
+    /// The most rows one [`forward_rows`](Self::forward_rows) pass decodes.
     fn decode_rows(&self) -> usize;
 
     /// The reference counts of its pool of KV blocks, shared with its caches.
@@ -38,10 +38,15 @@ pub trait GpuDevice {
         wanted: Logits,
     ) -> Result<&[f32], CudaError>;
 
-    /// Decodes one token for each of several sequences in one pass, row `i` the token
-    /// `rows[i].0` over the cache `rows[i].1`; returns the logits `[rows, vocab]`. On an error
-    /// no cache has grown.
-    fn forward_rows(&mut self, rows: &mut [(u32, &mut dyn GpuCache)]) -> Result<&[f32], CudaError>;
+    /// Decodes several sequences in one pass: sequence `i` feeds the tokens `seqs[i].0` (its
+    /// last token, then any guesses to verify) at the positions following its cache
+    /// `seqs[i].1`, a row each; returns the logits `[rows, vocab]`, the rows in order. Each
+    /// row's logits are, bit for bit, those of its token decoded alone at its position, however
+    /// many rows share the pass. On an error no cache has grown.
+    fn forward_rows(
+        &mut self,
+        seqs: &mut [(&[u32], &mut dyn GpuCache)],
+    ) -> Result<&[f32], CudaError>;
 }
 
 /// One sequence's KV cache on a [`GpuDevice`].
@@ -138,10 +143,13 @@ impl GpuDevice for GpuModel {
         GpuModel::forward(self, tokens, cuda_cache(cache)?, wanted)
     }
 
-    fn forward_rows(&mut self, rows: &mut [(u32, &mut dyn GpuCache)]) -> Result<&[f32], CudaError> {
-        let mut own = Vec::with_capacity(rows.len());
-        for (token, cache) in rows.iter_mut() {
-            own.push((*token, cuda_cache(&mut **cache)?));
+    fn forward_rows(
+        &mut self,
+        seqs: &mut [(&[u32], &mut dyn GpuCache)],
+    ) -> Result<&[f32], CudaError> {
+        let mut own = Vec::with_capacity(seqs.len());
+        for (tokens, cache) in seqs.iter_mut() {
+            own.push((*tokens, cuda_cache(&mut **cache)?));
         }
         GpuModel::forward_rows(self, &mut own)
     }

@@ -192,15 +192,17 @@ impl<'m> Engine<'m> {
     /// An engine as [`Engine::new`] makes, its steps run by `gpu` (the CUDA runtime's
     /// `GpuModel`, or another implementation of the device seam, such as the host emulation
     /// of the CUDA kernels). Blocks of its KV pool beyond a whole context per sequence are the
-    /// prefix cache's room (see [`GpuDevice::kv_blocks`]).
+    /// prefix cache's room (see [`GpuDevice::kv_blocks`]). `draft` is the draft model of
+    /// [`Engine::with_draft`] (it runs on the CPU).
     pub fn with_gpu(
         loaded: &'m LoadedModel,
+        draft: Option<&'m LoadedModel>,
         settings: EngineSettings,
         gpu: Box<dyn GpuDevice + 'm>,
     ) -> Result<Self, ModelError> {
-        let sizes = Self::check(loaded, None, settings)?;
+        let sizes = Self::check(loaded, draft, settings)?;
         let started = Executor::on_gpu(gpu, &loaded.model.config, sizes)?;
-        Self::assemble(loaded, None, settings, sizes, started)
+        Self::assemble(loaded, draft, settings, sizes, started)
     }
 
     /// Checks `settings` (and `draft`) against `loaded`; returns the executor's sizes.
@@ -249,10 +251,18 @@ impl<'m> Engine<'m> {
         (executor, caches, device): (Executor<'m>, Vec<SeqCache>, DeviceReport),
     ) -> Result<Self, ModelError> {
         let mut settings = settings;
-        if matches!(device, DeviceReport::Cuda(_)) && settings.speculation != Speculation::Off {
-            // Exactness needs a verification pass to give the logits of single-token decoding,
-            // which the GPU's decode step (split attention, a CUDA graph) is not shown to do.
-            tracing::info!("speculative decoding runs on the CPU only; decoding plainly");
+        let draft_max = settings.speculation.draft_max();
+        if let Some(rows) = executor.gpu_decode_rows()
+            && draft_max > 0
+            && rows <= draft_max
+        {
+            // A sequence's last token and its guesses run in one decode pass, whose rows give
+            // the logits of single-token decoding (see `speculate`).
+            tracing::info!(
+                rows,
+                draft_max,
+                "the GPU's decode pass has too few rows for a sequence's guesses; decoding plainly"
+            );
             settings.speculation = Speculation::Off;
         }
         let draft = draft

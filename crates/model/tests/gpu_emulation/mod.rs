@@ -3,6 +3,10 @@
 //! a pool of KV blocks with its block tables, readied before each step as the runtime readies
 //! them (copy on write of shared blocks through the emulated `kv_copy_block`).
 
+// The engine's device seam, which only the engine tests use.
+#[allow(dead_code)]
+pub mod device;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -176,6 +180,7 @@ pub fn load_options(context: usize, max_batch: usize, sequences: usize) -> LoadO
         sequences,
         nvrtc: Default::default(),
         kv: KvElement::F16,
+        guesses: 0,
         cached_blocks: 0,
     }
 }
@@ -387,9 +392,16 @@ impl Emulated<'_, '_> {
         plan: &UploadPlan,
     ) -> Vec<Vec<f32>> {
         let mut by_seq: Vec<Option<&mut HostCache>> = caches.iter_mut().map(Some).collect();
-        let mut rows: Vec<(u32, &mut HostCache)> = rows
+        let tokens: Vec<[u32; 1]> = rows.iter().map(|&(_, token)| [token]).collect();
+        let mut rows: Vec<(&[u32], &mut HostCache)> = rows
             .iter()
-            .map(|&(seq, token)| (token, by_seq[seq].take().expect("one row per sequence")))
+            .zip(&tokens)
+            .map(|(&(seq, _), token)| {
+                (
+                    &token[..],
+                    by_seq[seq].take().expect("one row per sequence"),
+                )
+            })
             .collect();
         let vocab = self.vocab();
         self.decode_rows(&mut rows, plan)
@@ -398,9 +410,14 @@ impl Emulated<'_, '_> {
             .collect()
     }
 
-    /// Runs one batched decode step, row `i` the token `rows[i].0` over the cache `rows[i].1`,
-    /// and returns the logits `[rows, vocab]`.
-    pub fn decode_rows(&mut self, rows: &mut [(u32, &mut HostCache)], plan: &UploadPlan) -> &[f32] {
+    /// Runs one batched decode step as the runtime does: sequence `i` feeds the tokens
+    /// `seqs[i].0` at the positions following its cache `seqs[i].1`, a row each; returns the
+    /// logits `[rows, vocab]`.
+    pub fn decode_rows(
+        &mut self,
+        seqs: &mut [(&[u32], &mut HostCache)],
+        plan: &UploadPlan,
+    ) -> &[f32] {
         let mut table = vec![0u64; plan.buffers.cache_tables];
         let tables = CacheTables {
             base: table.as_mut_ptr() as u64,
@@ -408,18 +425,28 @@ impl Emulated<'_, '_> {
             slots: plan.kv_slots.clone(),
             block_strides: plan.kv_block_strides(),
         };
-        for (row, (token, cache)) in rows.iter_mut().enumerate() {
-            self.buffers.tokens[row] = *token as i32;
-            self.buffers.positions[row] = cache.len as i32;
-            self.pool.reserve(self.emulate, cache, 1);
-            tables.set_row(&mut table, row, self.pool.addresses(cache).layers);
+        let mut n = 0;
+        for (tokens, cache) in seqs.iter_mut() {
+            self.pool.reserve(self.emulate, cache, tokens.len());
+            let layers = self.pool.addresses(cache).layers;
+            for (i, &token) in tokens.iter().enumerate() {
+                self.buffers.tokens[n] = token as i32;
+                self.buffers.positions[n] = (cache.len + i) as i32;
+                tables.set_row(&mut table, n, layers.iter().copied());
+                n += 1;
+            }
         }
+        assert!(
+            n <= plan.decode_rows,
+            "{n} rows in a pass of {}",
+            plan.decode_rows
+        );
         let mut launches = Vec::new();
-        self.builder.decode(rows.len(), &tables, &mut launches);
+        self.builder.decode(n, &tables, &mut launches);
         run(self.emulate, &launches);
-        for (_, cache) in rows.iter_mut() {
-            cache.len += 1;
+        for (tokens, cache) in seqs.iter_mut() {
+            cache.len += tokens.len();
         }
-        &self.buffers.logits()[..rows.len() * self.vocab()]
+        &self.buffers.logits()[..n * self.vocab()]
     }
 }

@@ -118,9 +118,16 @@ pub struct Guesses(SpeculationStats);
 
 impl Guesses {
     pub fn add(&mut self, engine: &Engine<'_>) {
-        let stats = engine.speculation_stats();
+        self.add_stats(engine.speculation_stats());
+    }
+
+    pub fn add_stats(&mut self, stats: SpeculationStats) {
         self.0.drafted_tokens += stats.drafted_tokens;
         self.0.accepted_tokens += stats.accepted_tokens;
+    }
+
+    pub fn total(&self) -> SpeculationStats {
+        self.0
     }
 
     /// Asserts that some guesses were confirmed and some rejected (so the rollback ran).

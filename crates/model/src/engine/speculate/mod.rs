@@ -24,9 +24,12 @@
 //! `window + max_batch` slots and a step feeds at most `max_batch` rows, so a cut of at most
 //! `draft_max < max_batch` positions always qualifies (the planner checks it anyway).
 //!
-//! The CPU only: on the GPU the engine decodes plainly, because exactness needs the
-//! verification pass to give the logits of single-token decoding, and the GPU's single-token
-//! step (split attention, a CUDA graph) is not shown to match its multi-token step bit for bit.
+//! On the GPU a sequence's last token and its guesses are rows of the batched decode pass
+//! (`GpuDevice::forward_rows`), never the prefill step: every row there is computed as that
+//! token decoded alone (the same kernels, each row's reductions in a fixed order whatever the
+//! number of rows, each row attending to the cache up to its own position), so the verified
+//! logits are those of plain decoding bit for bit. The rejected positions are cut from the
+//! sequence's block table, their blocks given back to the pool.
 
 mod drafter;
 mod lookup;
