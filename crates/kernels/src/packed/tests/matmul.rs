@@ -221,11 +221,14 @@ fn check_batch_and_thread_invariance(ty: GgmlType) {
                 "{name}: packed {p} vs {r}"
             );
         }
-        // The ternary, IQ1 and IQ3 layouts keep the row-major reference's arithmetic: the very
+        // The ternary and i-quant layouts keep the row-major reference's arithmetic: the very
         // same bits.
         let same_arithmetic = [
             GgmlType::Iq1S,
             GgmlType::Iq1M,
+            GgmlType::Iq2Xxs,
+            GgmlType::Iq2Xs,
+            GgmlType::Iq2S,
             GgmlType::Iq3Xxs,
             GgmlType::Iq3S,
         ];
