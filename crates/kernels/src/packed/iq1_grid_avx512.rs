@@ -84,8 +84,7 @@ fn indices(qs: &[u8; ROWS], words: __m512i, l: usize) -> __m512i {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 fn gather(indices: __m256i) -> __m512i {
-    // SAFETY: every index is below 2^11, the length of `IQ1S_CODES`.
-    unsafe { _mm512_i32gather_epi64::<8>(indices, IQ1S_CODES.as_ptr().cast()) }
+    super::table_lookup_avx512::lookup_u64x8(&IQ1S_CODES, indices)
 }
 
 /// The eight activations `q[8g..8g + 8]` in every 64-bit lane.

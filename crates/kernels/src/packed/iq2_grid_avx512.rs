@@ -1,12 +1,13 @@
 //! AVX-512 VNNI kernel of the packed IQ2 layouts ([`GridRows`]), eight rows per vector.
 //!
 //! Per group of eight values and eight rows: the rows' grid indices widened to 32 bits (the
-//! high bits merged in by one bitwise select), one gather of their eight grid words (one
-//! 64-bit lane per row), and the signs applied to the weights as bytes `64 ± g` (one add and
-//! one masked subtract under the group's 64-bit sign mask): every weight byte is positive, so
-//! `vpmaddubsw` multiplies it with the broadcast activations without saturating
-//! (`2 · 107 · 128 < 2^15`), and `vpdpwssd` adds the pairs times the run's multiplier
-//! `2l + 1` (spread over the row's four 16-bit lanes) into 32-bit sums per row and half group.
+//! high bits merged in by one bitwise select), one lookup of their eight grid words (one
+//! 64-bit lane per row, `table_lookup_avx512`), and the signs applied to the weights as bytes
+//! `64 ± g` (one add and one masked subtract under the group's 64-bit sign mask): every weight
+//! byte is positive, so `vpmaddubsw` multiplies it with the broadcast activations without
+//! saturating (`2 · 107 · 128 < 2^15`), and `vpdpwssd` adds the pairs times the run's
+//! multiplier `2l + 1` (spread over the row's four 16-bit lanes) into 32-bit sums per row and
+//! half group.
 //! The weights are made once for all tokens of the call; per token a group costs one
 //! multiply and one multiply-add per eight rows.
 //!
@@ -98,9 +99,7 @@ fn weights<P: GridRows>(x: &P, g: usize, v: usize) -> __m512i {
         // index | (high & mask)
         index = _mm256_ternarylogic_epi32::<0xF8>(index, high, mask);
     }
-    // SAFETY: every index is below 2^(8 + HIGH_BITS), the grid's length; the gather reads
-    // eight of its words.
-    let grid = unsafe { _mm512_i32gather_epi64::<8>(index, P::GRID.as_ptr().cast()) };
+    let grid = super::table_lookup_avx512::lookup_u64x8(P::GRID, index);
     let signs = u64::from_le_bytes(eight(&groups.signs[g]));
     let offset = _mm512_set1_epi8(OFFSET);
     _mm512_mask_sub_epi8(_mm512_add_epi8(grid, offset), signs, offset, grid)

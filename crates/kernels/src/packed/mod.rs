@@ -206,6 +206,8 @@ mod reference;
 mod rows;
 mod shared;
 mod summary;
+#[cfg(target_arch = "x86_64")]
+mod table_lookup_avx512;
 #[cfg(test)]
 mod tests;
 pub(crate) mod tq1_0x16;
