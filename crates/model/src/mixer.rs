@@ -161,20 +161,19 @@ pub(crate) fn delta_net(
             .enumerate()
             .for_each(|(j, (state, out))| {
                 let (qo, ko, vo) = ((j % hk) * d, qk_dim + (j % hk) * d, 2 * qk_dim + j * d);
-                let tokens: Vec<ops::DeltaToken<'_>> = rows
-                    .clone()
-                    .map(|t| {
-                        let row = &conv[t * conv_dim..(t + 1) * conv_dim];
-                        ops::DeltaToken {
-                            q: &row[qo..qo + d],
-                            k: &row[ko..ko + d],
-                            v: &row[vo..vo + d],
-                            decay: decay[t * hv + j],
-                            beta: beta[t * hv + j],
-                        }
-                    })
-                    .collect();
-                ops::delta_rule(state, &tokens, &mut out[rows.start * d..rows.end * d]);
+                let run = ops::DeltaRun {
+                    rows: &conv[rows.start * conv_dim..rows.end * conv_dim],
+                    stride: conv_dim,
+                    q: qo,
+                    k: ko,
+                    v: vo,
+                    dk: d,
+                    dv: d,
+                    decay: &decay[rows.start * hv + j..],
+                    beta: &beta[rows.start * hv + j..],
+                    gate_stride: hv,
+                };
+                ops::delta_rule(state, &run, &mut out[rows.start * d..rows.end * d]);
             });
     }
     for (t, (row, z)) in m.output[..n * v_dim]

@@ -19,7 +19,7 @@ pub use activation::{Activation, apply, swiglu_clamped_inplace};
 pub use attention::{
     AttentionParams, AttentionShape, KEY_BLOCK, KeyValueRows, QUERY_TILE, attend, attention,
 };
-pub use delta_rule::{DeltaToken, delta_rule};
+pub use delta_rule::{DeltaRun, DeltaToken, delta_rule};
 pub use elementwise::{add_inplace, scale, softcap, softmax_inplace, tanh_inplace};
 pub use kv_row::{KvRow, KvRowMut, KvRows, KvType, UnknownKvType};
 pub use norm::{layer_norm, layer_norm_inplace, rms_norm, rms_norm_inplace, rms_normalize_inplace};

@@ -7,7 +7,7 @@
 use half::f16;
 
 use super::activation::{Activation, gelu_tanh, silu};
-use super::delta_rule::{self, DeltaToken};
+use super::delta_rule::{self, DeltaRun};
 use crate::cpu::{self, Isa};
 
 #[cfg(target_arch = "aarch64")]
@@ -50,7 +50,7 @@ type F16ToF32Fn = unsafe fn(&[f16], &mut [f32]);
 type ExpShiftedFn = unsafe fn(&mut [f32], f32);
 
 /// One head's gated delta rule over a run of tokens ([`super::delta_rule`]).
-type DeltaRuleFn = unsafe fn(&mut [f32], &[DeltaToken<'_>], &mut [f32]);
+type DeltaRuleFn = unsafe fn(&mut [f32], &DeltaRun<'_>, &mut [f32]);
 
 /// The vector kernels of this CPU.
 #[derive(Clone, Copy)]
@@ -304,15 +304,15 @@ impl VectorKernels {
         unsafe { (self.exp_shifted)(x, max) }
     }
 
-    /// [`super::delta_rule`]: `tokens` in order through one head's `state`, each token's
+    /// [`super::delta_rule`]: the tokens of `run` in order through one head's `state`, each token's
     /// output to its row of `out`; the same bits on every instruction set.
     ///
     /// # Panics
     /// If the lengths disagree (a caller bug).
-    pub fn delta_rule(&self, state: &mut [f32], tokens: &[DeltaToken<'_>], out: &mut [f32]) {
-        delta_rule::shape(state, tokens, out);
+    pub fn delta_rule(&self, state: &mut [f32], run: &DeltaRun<'_>, out: &mut [f32]) {
+        delta_rule::shape(state, run, out);
         // SAFETY: the table was built for this CPU's detected instruction set.
-        unsafe { (self.delta_rule)(state, tokens, out) }
+        unsafe { (self.delta_rule)(state, run, out) }
     }
 }
 

@@ -42,38 +42,99 @@ pub struct DeltaToken<'a> {
     pub beta: f32,
 }
 
-/// Runs `tokens` in order through one head's `state` (`dk × dv`, in column slices as the
-/// module says; all zeros is the empty state), writing each token's output (`dv` values) to its row of `out`.
+/// A run of tokens' inputs to one head, read in place from the mixer's rows (no copy, no
+/// allocation): token `t`'s query, key and value are `dk`, `dk` and `dv` values at offsets `q`,
+/// `k` and `v` of row `rows[t·stride..]`, its decay and rate `decay[t·gate_stride]` and
+/// `beta[t·gate_stride]`.
+#[derive(Clone, Copy, Debug)]
+pub struct DeltaRun<'a> {
+    /// The tokens' rows, `stride` values each.
+    pub rows: &'a [f32],
+    /// The values of one row.
+    pub stride: usize,
+    /// Where the query, key and value start in a row.
+    pub q: usize,
+    /// See [`DeltaRun::q`].
+    pub k: usize,
+    /// See [`DeltaRun::q`].
+    pub v: usize,
+    /// Key dimensions.
+    pub dk: usize,
+    /// Value dimensions.
+    pub dv: usize,
+    /// The tokens' decays, `gate_stride` apart.
+    pub decay: &'a [f32],
+    /// The tokens' rates, `gate_stride` apart.
+    pub beta: &'a [f32],
+    /// The distance between two tokens' decays (and rates).
+    pub gate_stride: usize,
+}
+
+impl<'a> DeltaRun<'a> {
+    /// The number of tokens (0 for a zero stride).
+    pub fn len(&self) -> usize {
+        self.rows.len().checked_div(self.stride).unwrap_or(0)
+    }
+
+    /// Whether the run has no token.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Token `t`.
+    ///
+    /// # Panics
+    /// If `t` is not below [`DeltaRun::len`] or the offsets leave the row.
+    pub fn token(&self, t: usize) -> DeltaToken<'a> {
+        let row = &self.rows[t * self.stride..(t + 1) * self.stride];
+        DeltaToken {
+            q: &row[self.q..self.q + self.dk],
+            k: &row[self.k..self.k + self.dk],
+            v: &row[self.v..self.v + self.dv],
+            decay: self.decay[t * self.gate_stride],
+            beta: self.beta[t * self.gate_stride],
+        }
+    }
+
+    /// Token `t` when there is one.
+    fn get(&self, t: usize) -> Option<DeltaToken<'a>> {
+        (t < self.len()).then(|| self.token(t))
+    }
+}
+
+/// Runs the tokens of `run` in order through one head's `state` (`dk × dv`, in column slices
+/// as the module says; all zeros is the empty state), writing each token's output (`dv`
+/// values) to its row of `out`.
 ///
 /// # Panics
 /// If the lengths disagree (a caller bug).
-pub fn delta_rule(state: &mut [f32], tokens: &[DeltaToken<'_>], out: &mut [f32]) {
-    VectorKernels::detected().delta_rule(state, tokens, out);
+pub fn delta_rule(state: &mut [f32], run: &DeltaRun<'_>, out: &mut [f32]) {
+    VectorKernels::detected().delta_rule(state, run, out);
 }
 
-/// Checks the shapes and returns `(dk, dv)`.
-pub(super) fn shape(state: &[f32], tokens: &[DeltaToken<'_>], out: &[f32]) -> (usize, usize) {
-    let Some(first) = tokens.first() else {
-        return (0, 0);
-    };
-    let (dk, dv) = (first.k.len(), first.v.len());
+/// Checks the shapes (every token once) and returns `(dk, dv)`.
+pub(super) fn shape(state: &[f32], run: &DeltaRun<'_>, out: &[f32]) -> (usize, usize) {
+    let (dk, dv) = (run.dk, run.dv);
     assert_eq!(state.len(), dk * dv);
-    assert_eq!(out.len(), tokens.len() * dv);
-    for t in tokens {
-        assert!(t.q.len() == dk && t.k.len() == dk && t.v.len() == dv);
+    assert_eq!(out.len(), run.len() * dv);
+    for t in 0..run.len() {
+        run.token(t);
     }
     (dk, dv)
 }
 
 /// Scalar reference of [`delta_rule`].
-pub(super) fn reference(state: &mut [f32], tokens: &[DeltaToken<'_>], out: &mut [f32]) {
-    let (dk, dv) = shape(state, tokens, out);
+pub(super) fn reference(state: &mut [f32], run: &DeltaRun<'_>, out: &mut [f32]) {
+    let (dk, dv) = shape(state, run, out);
+    if run.is_empty() {
+        return;
+    }
     let mut c0 = 0;
     while c0 < dv {
         let width = COLUMNS.min(dv - c0);
         columns(
             &mut state[c0 * dk..(c0 + width) * dk],
-            tokens,
+            run,
             out,
             dv,
             c0..c0 + width,
@@ -86,7 +147,7 @@ pub(super) fn reference(state: &mut [f32], tokens: &[DeltaToken<'_>], out: &mut 
 /// (`dk × cols.len()`, row by row).
 pub(super) fn columns(
     block: &mut [f32],
-    tokens: &[DeltaToken<'_>],
+    run: &DeltaRun<'_>,
     out: &mut [f32],
     dv: usize,
     cols: std::ops::Range<usize>,
@@ -94,7 +155,7 @@ pub(super) fn columns(
     let w = cols.len();
     let dk = block.len() / w;
     let mut m = [0.0f32; COLUMNS];
-    let first = &tokens[0];
+    let first = run.token(0);
     for i in 0..dk {
         let row = &mut block[i * w..(i + 1) * w];
         for (s, m) in row.iter_mut().zip(&mut m) {
@@ -102,13 +163,14 @@ pub(super) fn columns(
             *m = s.mul_add(first.k[i], *m);
         }
     }
-    for (t, token) in tokens.iter().enumerate() {
+    for t in 0..run.len() {
+        let token = run.token(t);
         let mut delta = [0.0f32; COLUMNS];
         for ((d, &v), &m) in delta.iter_mut().zip(&token.v[cols.clone()]).zip(&m) {
             *d = token.beta * (v - m);
         }
         let mut o = [0.0f32; COLUMNS];
-        let next = tokens.get(t + 1);
+        let next = run.get(t + 1);
         m = [0.0; COLUMNS];
         for i in 0..dk {
             let (ki, qi) = (token.k[i], token.q[i]);

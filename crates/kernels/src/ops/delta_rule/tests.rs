@@ -13,11 +13,11 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// A run's inputs as the mixer holds them: per token a row `q | k | v`, and the gates.
 struct Run {
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    gates: Vec<(f32, f32)>,
+    rows: Vec<f32>,
+    decay: Vec<f32>,
+    beta: Vec<f32>,
     dk: usize,
     dv: usize,
 }
@@ -27,30 +27,33 @@ impl Run {
         let decays = values(n, seed + 3);
         let betas = values(n, seed + 4);
         Run {
-            q: values(n * dk, seed),
-            k: values(n * dk, seed + 1),
-            v: values(n * dv, seed + 2),
-            gates: decays
-                .iter()
-                .zip(&betas)
-                .map(|(d, b)| (0.75 + 0.25 * d, 0.5 + 0.5 * b))
-                .collect(),
+            rows: values(n * (2 * dk + dv), seed),
+            decay: decays.iter().map(|d| 0.75 + 0.25 * d).collect(),
+            beta: betas.iter().map(|b| 0.5 + 0.5 * b).collect(),
             dk,
             dv,
         }
     }
 
-    fn tokens(&self, range: std::ops::Range<usize>) -> Vec<DeltaToken<'_>> {
+    fn len(&self) -> usize {
+        self.decay.len()
+    }
+
+    fn run(&self, range: std::ops::Range<usize>) -> DeltaRun<'_> {
         let (dk, dv) = (self.dk, self.dv);
-        range
-            .map(|t| DeltaToken {
-                q: &self.q[t * dk..(t + 1) * dk],
-                k: &self.k[t * dk..(t + 1) * dk],
-                v: &self.v[t * dv..(t + 1) * dv],
-                decay: self.gates[t].0,
-                beta: self.gates[t].1,
-            })
-            .collect()
+        let stride = 2 * dk + dv;
+        DeltaRun {
+            rows: &self.rows[range.start * stride..range.end * stride],
+            stride,
+            q: 0,
+            k: dk,
+            v: 2 * dk,
+            dk,
+            dv,
+            decay: &self.decay[range.clone()],
+            beta: &self.beta[range],
+            gate_stride: 1,
+        }
     }
 }
 
@@ -60,12 +63,15 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 /// Every instruction set's kernel, fed the run in pieces of `split` tokens.
 fn run_split(kernels: &VectorKernels, run: &Run, state: &mut [f32], split: usize) -> Vec<f32> {
-    let n = run.gates.len();
+    let n = run.len();
     let mut out = vec![0.0; n * run.dv];
     for start in (0..n).step_by(split) {
         let end = (start + split).min(n);
-        let tokens = run.tokens(start..end);
-        kernels.delta_rule(state, &tokens, &mut out[start * run.dv..end * run.dv]);
+        kernels.delta_rule(
+            state,
+            &run.run(start..end),
+            &mut out[start * run.dv..end * run.dv],
+        );
     }
     out
 }
@@ -78,8 +84,10 @@ fn reference_matches_the_definition() {
     let mut state = values(dk * dv, 9);
     let mut want: Vec<f64> = state.iter().map(|&s| s as f64).collect();
     let mut out = vec![0.0; n * dv];
-    reference(&mut state, &run.tokens(0..n), &mut out);
-    for (t, token) in run.tokens(0..n).iter().enumerate() {
+    let whole = run.run(0..n);
+    reference(&mut state, &whole, &mut out);
+    for t in 0..n {
+        let token = whole.token(t);
         for s in &mut want {
             *s *= token.decay as f64;
         }
@@ -134,6 +142,7 @@ fn every_instruction_set_and_split_gives_the_reference_bits() {
 fn an_empty_run_leaves_the_state() {
     let mut state = values(12, 1);
     let before = state.clone();
-    VectorKernels::detected().delta_rule(&mut state, &[], &mut []);
+    let run = Run::new(3, 4, 0, 1);
+    VectorKernels::detected().delta_rule(&mut state, &run.run(0..0), &mut []);
     assert_eq!(bits(&state), bits(&before));
 }

@@ -4,43 +4,32 @@
 
 use std::arch::x86_64::*;
 
-use super::{COLUMNS, DeltaToken, columns, shape};
+use super::{COLUMNS, DeltaRun, columns, shape};
 
 /// [`super::delta_rule`] with AVX-512F.
 #[target_feature(enable = "avx512f")]
-pub(in crate::ops) fn delta_rule_avx512(
-    state: &mut [f32],
-    tokens: &[DeltaToken<'_>],
-    out: &mut [f32],
-) {
-    let (dk, dv) = shape(state, tokens, out);
-    let full = if tokens.is_empty() {
-        0
-    } else {
-        dv / COLUMNS * COLUMNS
-    };
+pub(in crate::ops) fn delta_rule_avx512(state: &mut [f32], run: &DeltaRun<'_>, out: &mut [f32]) {
+    let (dk, dv) = shape(state, run, out);
+    if run.is_empty() {
+        return;
+    }
+    let full = dv / COLUMNS * COLUMNS;
     for c0 in (0..full).step_by(COLUMNS) {
-        slice(
-            &mut state[c0 * dk..(c0 + COLUMNS) * dk],
-            tokens,
-            out,
-            dv,
-            c0,
-        );
+        slice(&mut state[c0 * dk..(c0 + COLUMNS) * dk], run, out, dv, c0);
     }
     if full < dv {
-        columns(&mut state[full * dk..], tokens, out, dv, full..dv);
+        columns(&mut state[full * dk..], run, out, dv, full..dv);
     }
 }
 
 /// The columns `c0..c0 + 32`, whose slice is `block` (`dk × 32`), through every token.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn slice(block: &mut [f32], tokens: &[DeltaToken<'_>], out: &mut [f32], dv: usize, c0: usize) {
+fn slice(block: &mut [f32], run: &DeltaRun<'_>, out: &mut [f32], dv: usize, c0: usize) {
     let dk = block.len() / COLUMNS;
     assert!(c0 + COLUMNS <= dv && block.len() == dk * COLUMNS);
     let base = block.as_mut_ptr();
-    let first = &tokens[0];
+    let first = run.token(0);
     let mut m = [_mm512_setzero_ps(); 2];
     let decay = _mm512_set1_ps(first.decay);
     for i in 0..dk {
@@ -55,7 +44,8 @@ fn slice(block: &mut [f32], tokens: &[DeltaToken<'_>], out: &mut [f32], dv: usiz
             }
         }
     }
-    for (t, token) in tokens.iter().enumerate() {
+    for t in 0..run.len() {
+        let token = run.token(t);
         let v = &token.v[c0..c0 + COLUMNS];
         let beta = _mm512_set1_ps(token.beta);
         // SAFETY: `v` holds 32 values.
@@ -69,7 +59,7 @@ fn slice(block: &mut [f32], tokens: &[DeltaToken<'_>], out: &mut [f32], dv: usiz
         };
         let mut o = [_mm512_setzero_ps(); 2];
         m = [_mm512_setzero_ps(); 2];
-        match tokens.get(t + 1) {
+        match run.get(t + 1) {
             Some(next) => {
                 let decay = _mm512_set1_ps(next.decay);
                 for i in 0..dk {
