@@ -2,7 +2,8 @@
 //!
 //! `model` (the default) measures prompt processing, generation, load-to-first-token and peak
 //! memory of the `rinfer` binary, and with `--vs-llama-cpp` llama.cpp beside it in the same run;
-//! `make-model` writes the synthetic models (llama, Qwen3-MoE, Qwen3.5, LFM2, DeepSeek-V2) the
+//! `make-model` writes the synthetic models (llama, Qwen3-MoE, Qwen3.5, LFM2, DeepSeek-V2, Gemma 4,
+//! GLM-4.5, Qwen3.5-MoE) the
 //! model bench can also run, and the embedding models (bge-small's and nomic-embed's shapes)
 //! the embeddings bench runs;
 //! `kernels` measures matvec and matmul of every weight type against the machine's bandwidth;
@@ -34,6 +35,7 @@ mod stats;
 mod synthetic_families;
 mod synthetic_model;
 mod synthetic_quant_mix;
+mod synthetic_shapes;
 mod synthetic_vocab;
 
 use anyhow::Result;

@@ -13,6 +13,12 @@
 
 use rinfer_formats::gguf::{MetadataValue, ValueType};
 
+pub use gemma4::{
+    Gemma4Layers, model_tensors as gemma4_model_tensors, rope_freqs as gemma4_rope_freqs,
+};
+
+mod gemma4;
+
 /// A synthetic model's family and dimensions.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
@@ -99,6 +105,19 @@ pub struct LatentAttention {
     pub leading_dense: usize,
 }
 
+/// GLM-4.5's attention and routing beside its experts: NeoX RoPE over the leading dimensions
+/// of each head, dense leading layers, sigmoid routing with a selection bias and shared
+/// experts.
+#[derive(Clone, Copy, Debug)]
+pub struct GlmMoe {
+    /// Rotated dimensions of a head.
+    pub rope_dims: usize,
+    /// Leading layers with a dense feed-forward block instead of experts.
+    pub leading_dense: usize,
+    /// Shared experts every token runs beside the routed ones.
+    pub shared_experts: usize,
+}
+
 /// What a synthetic model's layers are made of.
 #[derive(Clone, Copy, Debug)]
 pub enum Family {
@@ -108,6 +127,14 @@ pub enum Family {
     Qwen3Moe(Experts),
     /// Qwen3.5: gated delta-net layers with gated full attention every few layers.
     Qwen35(DeltaNet),
+    /// Qwen3.5-MoE: Qwen3.5's layers, softmax-routed experts beside one gated shared expert
+    /// as wide as a routed one.
+    Qwen35Moe(DeltaNet, Experts),
+    /// GLM-4.5: biased q/k/v, sigmoid-routed and shared experts after dense leading layers.
+    Glm4Moe(GlmMoe, Experts),
+    /// Gemma 4: sliding-window and full attention of different head sizes, per-layer inputs,
+    /// KV caches shared by the last layers.
+    Gemma4(Gemma4Layers),
     /// LFM2: short convolutions with a few attention layers.
     Lfm2(ShortConv),
     /// DeepSeek-V2: latent attention, softmax-routed and shared experts.
@@ -125,6 +152,9 @@ impl Family {
             Family::Llama => "llama",
             Family::Qwen3Moe(_) => "qwen3moe",
             Family::Qwen35(_) => "qwen35",
+            Family::Qwen35Moe(..) => "qwen35moe",
+            Family::Glm4Moe(..) => "glm4moe",
+            Family::Gemma4(_) => "gemma4",
             Family::Lfm2(_) => "lfm2",
             Family::DeepSeek2(..) => "deepseek2",
             Family::Bert => "bert",
@@ -140,14 +170,20 @@ impl Family {
     /// The routed experts, if the family has them.
     pub fn experts(&self) -> Option<Experts> {
         match *self {
-            Family::Qwen3Moe(e) | Family::DeepSeek2(_, e) => Some(e),
+            Family::Qwen3Moe(e)
+            | Family::DeepSeek2(_, e)
+            | Family::Qwen35Moe(_, e)
+            | Family::Glm4Moe(_, e) => Some(e),
             _ => None,
         }
     }
 
     /// Whether the output projection is the token embedding (no `output.weight`).
     pub fn tied_embeddings(&self) -> bool {
-        matches!(self, Family::Qwen35(_) | Family::Lfm2(_))
+        matches!(
+            self,
+            Family::Qwen35(_) | Family::Qwen35Moe(..) | Family::Lfm2(_) | Family::Gemma4(_)
+        )
     }
 
     /// The name of the norm before the output projection.
@@ -160,7 +196,7 @@ impl Family {
 }
 
 /// A metadata key relative to `<arch>.` and its value.
-type ArchKey = (&'static str, MetadataValue);
+pub(super) type ArchKey = (&'static str, MetadataValue);
 
 /// The `<arch>.*` metadata of `s`, keys relative to the architecture prefix.
 pub fn arch_metadata(s: &Shape) -> Vec<ArchKey> {
@@ -196,7 +232,23 @@ pub fn arch_metadata(s: &Shape) -> Vec<ArchKey> {
             .chain(head_dims)
             .chain(expert_keys(e)),
         ),
-        Family::Qwen35(d) => {
+        Family::Gemma4(g) => return gemma4::arch_metadata(s, g),
+        Family::Glm4Moe(m, e) => keys.extend(
+            [
+                ("attention.head_count_kv", u32(s.kv_heads)),
+                ("rope.dimension_count", u32(m.rope_dims)),
+                ("leading_dense_block_count", u32(m.leading_dense)),
+                ("expert_shared_count", u32(m.shared_experts)),
+                ("expert_weights_scale", F32(1.0)),
+                ("expert_weights_norm", Bool(true)),
+                ("expert_gating_func", u32(EXPERT_GATING_SIGMOID)),
+                ("vocab_size", u32(s.vocab)),
+            ]
+            .into_iter()
+            .chain(head_dims)
+            .chain(expert_keys(e)),
+        ),
+        Family::Qwen35(d) | Family::Qwen35Moe(d, _) => {
             // Text gives every section the same position: only their sum (the rotated pairs)
             // matters; split as Qwen3.5's `mrope_section` is.
             let pairs = d.rope_dims / 2;
@@ -230,6 +282,10 @@ pub fn arch_metadata(s: &Shape) -> Vec<ArchKey> {
                 ),
                 ("full_attention_interval", u32(d.full_attention_interval)),
             ]);
+            if let Family::Qwen35Moe(_, e) = s.family {
+                keys.extend(expert_keys(e));
+                keys.push(("expert_shared_feed_forward_length", u32(e.ffn)));
+            }
         }
         Family::Lfm2(c) => keys.extend([
             (
@@ -275,6 +331,9 @@ pub fn arch_metadata(s: &Shape) -> Vec<ArchKey> {
     keys
 }
 
+/// llama.cpp's `expert_gating_func` for sigmoid routing.
+const EXPERT_GATING_SIGMOID: usize = 2;
+
 fn expert_keys(e: Experts) -> [ArchKey; 3] {
     [
         ("expert_count", MetadataValue::U32(e.count as u32)),
@@ -293,7 +352,7 @@ fn is_full_attention(d: DeltaNet, i: usize) -> bool {
 }
 
 /// A tensor: its name (after `blk.N.` for a layer's) and its GGUF dims.
-type LayerTensor = (&'static str, Vec<u64>);
+pub(super) type LayerTensor = (&'static str, Vec<u64>);
 
 /// The tensors of layer `i` of `s`, in file order.
 pub fn layer_tensors(s: &Shape, i: usize) -> Vec<LayerTensor> {
@@ -320,6 +379,13 @@ pub fn layer_tensors(s: &Shape, i: usize) -> Vec<LayerTensor> {
             ("ffn_down.weight", vec![width, e]),
         ]
     };
+    let shared_experts = |width: u64| {
+        vec![
+            ("ffn_gate_shexp.weight", vec![e, width]),
+            ("ffn_up_shexp.weight", vec![e, width]),
+            ("ffn_down_shexp.weight", vec![width, e]),
+        ]
+    };
     let routed = |x: Experts| {
         let (n, w) = (x.count as u64, x.ffn as u64);
         vec![
@@ -342,7 +408,7 @@ pub fn layer_tensors(s: &Shape, i: usize) -> Vec<LayerTensor> {
             list.extend(qk_norms());
             list.extend(routed(x));
         }
-        Family::Qwen35(d) => {
+        Family::Qwen35(d) | Family::Qwen35Moe(d, _) => {
             list.push(("post_attention_norm.weight", vec![e]));
             if is_full_attention(d, i) {
                 // Each query head is followed by its output gate.
@@ -366,8 +432,35 @@ pub fn layer_tensors(s: &Shape, i: usize) -> Vec<LayerTensor> {
                     ("ssm_out.weight", vec![hv * st, e]),
                 ]);
             }
-            list.extend(dense_ffn(ffn));
+            match s.family {
+                Family::Qwen35Moe(_, x) => {
+                    list.extend(routed(x));
+                    list.push(("ffn_gate_inp_shexp.weight", vec![e]));
+                    list.extend(shared_experts(x.ffn as u64));
+                }
+                _ => list.extend(dense_ffn(ffn)),
+            }
         }
+        Family::Glm4Moe(m, x) => {
+            list.extend([
+                ("attn_q.weight", vec![e, heads * hd]),
+                ("attn_q.bias", vec![heads * hd]),
+                ("attn_k.weight", vec![e, kv * hd]),
+                ("attn_k.bias", vec![kv * hd]),
+                ("attn_v.weight", vec![e, kv * hd]),
+                ("attn_v.bias", vec![kv * hd]),
+                ("attn_output.weight", vec![heads * hd, e]),
+                ("post_attention_norm.weight", vec![e]),
+            ]);
+            if i < m.leading_dense {
+                list.extend(dense_ffn(ffn));
+            } else {
+                list.extend(routed(x));
+                list.push(("exp_probs_b.bias", vec![x.count as u64]));
+                list.extend(shared_experts((x.ffn * m.shared_experts) as u64));
+            }
+        }
+        Family::Gemma4(g) => return gemma4::layer_tensors(s, g, i),
         Family::Lfm2(c) => {
             if c.attention_layers.contains(&i) {
                 list.extend(attention(heads * hd));
@@ -409,13 +502,8 @@ pub fn layer_tensors(s: &Shape, i: usize) -> Vec<LayerTensor> {
             if i < m.leading_dense {
                 list.extend(dense_ffn(ffn));
             } else {
-                let shared = (x.ffn * m.shared_experts) as u64;
                 list.extend(routed(x));
-                list.extend([
-                    ("ffn_gate_shexp.weight", vec![e, shared]),
-                    ("ffn_up_shexp.weight", vec![e, shared]),
-                    ("ffn_down_shexp.weight", vec![shared, e]),
-                ]);
+                list.extend(shared_experts((x.ffn * m.shared_experts) as u64));
             }
         }
         Family::Bert | Family::NomicBert => return encoder_layer_tensors(s),

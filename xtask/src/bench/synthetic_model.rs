@@ -19,172 +19,11 @@ use rinfer_formats::GgmlType;
 use rinfer_formats::gguf::{GgufWriter, MetadataValue};
 
 pub use super::synthetic_families::Shape;
-use super::synthetic_families::{self, DeltaNet, Experts, Family, LatentAttention, ShortConv};
+use super::synthetic_families::{self, Family};
 use super::synthetic_quant_mix::QuantMix;
+use super::synthetic_shapes::LLAMA_1B;
+pub use super::synthetic_shapes::{EMBEDDING_MODELS, MODELS};
 use super::synthetic_vocab;
-
-/// TinyLlama 1.1B's shape.
-pub const LLAMA_1B: Shape = Shape {
-    file_name: "llama-1b-synthetic-q4_k_m.gguf",
-    family: Family::Llama,
-    layers: 22,
-    hidden: 2048,
-    ffn: 5632,
-    heads: 32,
-    kv_heads: 4,
-    head_dim: 64,
-    vocab: 32_000,
-    context: 2048,
-    rope_base: 1e4,
-    norm_eps: 1e-5,
-};
-
-/// A Qwen3-MoE of 5.1 billion parameters: 16 layers of 64 experts, 6 used per token.
-pub const QWEN3_MOE: Shape = Shape {
-    file_name: "qwen3moe-5b-synthetic-q4_k_m.gguf",
-    family: Family::Qwen3Moe(Experts {
-        count: 64,
-        used: 6,
-        ffn: 768,
-    }),
-    layers: 16,
-    hidden: 2048,
-    ffn: 768,
-    heads: 32,
-    kv_heads: 4,
-    head_dim: 64,
-    vocab: 32_000,
-    context: 4096,
-    rope_base: 1e6,
-    norm_eps: 1e-5,
-};
-
-/// Qwen3.5-0.8B's text model: 24 layers, three gated delta-net layers to one of gated full
-/// attention, a 248k vocabulary, tied embeddings.
-pub const QWEN35_0_8B: Shape = Shape {
-    file_name: "qwen35-0.8b-synthetic-q4_k_m.gguf",
-    family: Family::Qwen35(DeltaNet {
-        full_attention_interval: 4,
-        qk_heads: 16,
-        v_heads: 16,
-        state: 128,
-        conv_kernel: 4,
-        rope_dims: 64,
-    }),
-    layers: 24,
-    hidden: 1024,
-    ffn: 3584,
-    heads: 8,
-    kv_heads: 2,
-    head_dim: 256,
-    vocab: 248_320,
-    context: 262_144,
-    rope_base: 1e7,
-    norm_eps: 1e-6,
-};
-
-/// The layers of LFM2-1.2B that run attention; its other ten run short convolutions.
-const LFM2_1_2B_ATTENTION: [usize; 6] = [2, 5, 8, 10, 12, 14];
-
-/// LFM2-1.2B: 16 layers, six of them attention, the rest short convolutions of 3 taps.
-pub const LFM2_1_2B: Shape = Shape {
-    file_name: "lfm2-1.2b-synthetic-q4_k_m.gguf",
-    family: Family::Lfm2(ShortConv {
-        attention_layers: &LFM2_1_2B_ATTENTION,
-        taps: 3,
-    }),
-    layers: 16,
-    hidden: 2048,
-    ffn: 8192,
-    heads: 32,
-    kv_heads: 8,
-    head_dim: 64,
-    vocab: 65_536,
-    context: 128_000,
-    rope_base: 1e6,
-    norm_eps: 1e-5,
-};
-
-/// DeepSeek-V2-Lite cut to 3.3 billion parameters: its attention (16 latent-attention heads
-/// over a 512-wide latent), its vocabulary and dense first layer, but 10 layers instead of 27
-/// and 32 routed experts instead of 64 (6 used, 2 shared). Queries go through a rank-1536
-/// compression as in DeepSeek-V2 and V3: llama.cpp takes a `deepseek2` file of other than 26
-/// or 27 layers for one of those and requires it.
-pub const DEEPSEEK2_LITE_3B: Shape = Shape {
-    file_name: "deepseek2-lite-3b-synthetic-q4_k_m.gguf",
-    family: Family::DeepSeek2(
-        LatentAttention {
-            q_lora: Some(1536),
-            kv_lora: 512,
-            nope: 128,
-            rope: 64,
-            v_head: 128,
-            shared_experts: 2,
-            leading_dense: 1,
-        },
-        Experts {
-            count: 32,
-            used: 6,
-            ffn: 1408,
-        },
-    ),
-    layers: 10,
-    hidden: 2048,
-    ffn: 10_944,
-    heads: 16,
-    kv_heads: 1,
-    head_dim: 192,
-    vocab: 102_400,
-    context: 4096,
-    rope_base: 1e4,
-    norm_eps: 1e-6,
-};
-
-/// bge-small-en-v1.5's shape: a 12-layer BERT, 384 wide, `[CLS]` pooling.
-pub const BGE_SMALL: Shape = Shape {
-    file_name: "bge-small-synthetic-q4_k_m.gguf",
-    family: Family::Bert,
-    layers: 12,
-    hidden: 384,
-    ffn: 1536,
-    heads: 12,
-    kv_heads: 12,
-    head_dim: 32,
-    vocab: 30_522,
-    context: 512,
-    rope_base: 1e4,
-    norm_eps: 1e-12,
-};
-
-/// nomic-embed-text-v1.5's shape: a 12-layer nomic-bert, 768 wide, rotary positions of base
-/// 1000 over 2048 positions, mean pooling.
-pub const NOMIC_EMBED: Shape = Shape {
-    file_name: "nomic-embed-v1.5-synthetic-q4_k_m.gguf",
-    family: Family::NomicBert,
-    layers: 12,
-    hidden: 768,
-    ffn: 3072,
-    heads: 12,
-    kv_heads: 12,
-    head_dim: 64,
-    vocab: 30_522,
-    context: 2048,
-    rope_base: 1e3,
-    norm_eps: 1e-12,
-};
-
-/// The synthetic embedding models, by the name the embeddings bench gives them.
-pub const EMBEDDING_MODELS: [(&str, &Shape); 2] =
-    [("bge-small", &BGE_SMALL), ("nomic-embed", &NOMIC_EMBED)];
-
-/// The synthetic language models, by the name the bench options give them.
-pub const MODELS: [(&str, &Shape); 5] = [
-    ("llama-1b", &LLAMA_1B),
-    ("qwen3moe", &QWEN3_MOE),
-    ("qwen35", &QWEN35_0_8B),
-    ("lfm2", &LFM2_1_2B),
-    ("deepseek2", &DEEPSEEK2_LITE_3B),
-];
 
 /// The synthetic language model called `name`.
 pub fn by_name(name: &str) -> Option<&'static Shape> {
@@ -271,8 +110,11 @@ fn write_with_vocabulary(shape: &Shape, path: &Path, wordpiece: Option<&Path>) -
         writer.add_metadata(&key, value)?;
     }
     for (name, ty, dims) in tensors(shape) {
-        let data = match ty {
-            GgmlType::F32 => f32_values(&name, &dims),
+        let data = match (ty, shape.family) {
+            (GgmlType::F32, Family::Gemma4(g)) if name == "rope_freqs.weight" => {
+                synthetic_families::gemma4_rope_freqs(shape, g)
+            }
+            (GgmlType::F32, _) => f32_values(&name, &dims),
             _ => random_quantized(&name, ty, &dims)?,
         };
         writer.add_tensor(&name, ty, &dims, data)?;
@@ -335,6 +177,13 @@ fn tensors(s: &Shape) -> Vec<(String, GgmlType, Vec<u64>)> {
     };
     if !s.family.is_encoder() && !s.family.tied_embeddings() {
         list.push(("output.weight".into(), vec![hidden, vocab]));
+    }
+    if let Family::Gemma4(g) = s.family {
+        list.extend(
+            synthetic_families::gemma4_model_tensors(s, g)
+                .into_iter()
+                .map(|(name, dims)| (name.to_string(), dims)),
+        );
     }
     for i in 0..s.layers {
         list.extend(
@@ -438,6 +287,10 @@ fn splitmix(mut x: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::synthetic_families::{
+        DeltaNet, Experts, Gemma4Layers, GlmMoe, LatentAttention, ShortConv,
+    };
+    use super::super::synthetic_shapes::*;
     use super::*;
     use rinfer_formats::gguf::GgufFile;
 
@@ -464,7 +317,7 @@ mod tests {
 
     /// Every family at tiny dims, each feature of the real shapes kept (a full-attention layer
     /// after three delta-net ones, a dense layer before the experts, conv and attention layers).
-    const TINY_FAMILIES: [Shape; 4] = [
+    const TINY_FAMILIES: [Shape; 7] = [
         Shape {
             file_name: "tiny-qwen3moe.gguf",
             family: Family::Qwen3Moe(TINY_EXPERTS),
@@ -516,6 +369,59 @@ mod tests {
             head_dim: 48,
             ..TINY
         },
+        Shape {
+            file_name: "tiny-qwen35moe.gguf",
+            family: Family::Qwen35Moe(
+                DeltaNet {
+                    full_attention_interval: 4,
+                    qk_heads: 2,
+                    v_heads: 4,
+                    state: 32,
+                    conv_kernel: 4,
+                    rope_dims: 32,
+                },
+                TINY_EXPERTS,
+            ),
+            layers: 4,
+            ffn: 256,
+            heads: 2,
+            kv_heads: 1,
+            head_dim: 128,
+            rope_base: 1e7,
+            ..TINY
+        },
+        Shape {
+            file_name: "tiny-glm4moe.gguf",
+            family: Family::Glm4Moe(
+                GlmMoe {
+                    rope_dims: 32,
+                    leading_dense: 1,
+                    shared_experts: 1,
+                },
+                TINY_EXPERTS,
+            ),
+            layers: 3,
+            ..TINY
+        },
+        Shape {
+            file_name: "tiny-gemma4.gguf",
+            family: Family::Gemma4(Gemma4Layers {
+                full_attention_interval: 2,
+                window: 16,
+                sliding_head_dim: 64,
+                full_rotated_pairs: 16,
+                per_layer_input: 32,
+                shared_kv_layers: 2,
+                softcap: 30.0,
+            }),
+            layers: 4,
+            heads: 4,
+            kv_heads: 1,
+            head_dim: 128,
+            rope_base: 1e6,
+            norm_eps: 1e-6,
+            ..TINY
+        },
     ];
 
     fn params(shape: &Shape) -> u64 {
@@ -547,6 +453,9 @@ mod tests {
             (&QWEN35_0_8B, 700..800),
             (&LFM2_1_2B, 1_100..1_200),
             (&DEEPSEEK2_LITE_3B, 3_000..3_500),
+            (&GEMMA4_E2B, 3_900..4_100),
+            (&GLM4_MOE_AIR_3B, 3_400..3_600),
+            (&QWEN35_MOE_4B, 4_200..4_400),
         ] {
             let params = params(shape) / 1_000_000;
             assert!(
@@ -554,6 +463,25 @@ mod tests {
                 "{}: {params} M",
                 shape.file_name
             );
+        }
+    }
+
+    /// The bytes of `shape`'s tensors in their Q4_K_M types.
+    fn tensor_bytes(shape: &Shape) -> u64 {
+        tensors(shape)
+            .iter()
+            .map(|(_, ty, dims)| {
+                let values = dims.iter().product::<u64>();
+                values / ty.block_size() as u64 * ty.type_size() as u64
+            })
+            .sum()
+    }
+
+    #[test]
+    fn every_language_model_fits_in_about_three_gigabytes() {
+        for (_, shape) in MODELS {
+            let megabytes = tensor_bytes(shape) / 1_000_000;
+            assert!(megabytes < 3_200, "{}: {megabytes} MB", shape.file_name);
         }
     }
 
@@ -620,6 +548,10 @@ mod tests {
         assert!((0.1..0.15).contains(&qwen), "{qwen}");
         let deepseek = active_share(&DEEPSEEK2_LITE_3B);
         assert!((0.3..0.4).contains(&deepseek), "{deepseek}");
+        let qwen35 = active_share(&QWEN35_MOE_4B);
+        assert!((0.3..0.4).contains(&qwen35), "{qwen35}");
+        let glm = active_share(&GLM4_MOE_AIR_3B);
+        assert!((0.3..0.4).contains(&glm), "{glm}");
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //!
 //! A tensor stays F32 unless its name ends in `weight`, it has two or more dims and it is not
 //! one of the tensors llama.cpp leaves alone (norms, routers, convolution taps, learned
-//! positions, token types). The output projection (the token embedding when there is no
-//! `output.weight`) gets Q6_K; `attn_qkv` Q5_K; `attn_v` and `ffn_down*` Q6_K in the layers
+//! positions, token types). The output projection (the token embeddings, gemma4's per-layer
+//! one too, when there is no `output.weight`) gets Q6_K; `attn_qkv` Q5_K; `attn_v` and `ffn_down*` Q6_K in the layers
 //! `use_more_bits` picks (`attn_v` counted over the attention-value tensors, as llama.cpp
 //! counts them, so a hybrid's few attention layers are spread over all of its `attn_v` and
 //! `attn_qkv` tensors); with exactly 8 experts `attn_v` and `attn_k` get Q8_0 and
@@ -64,7 +64,8 @@ impl QuantMix {
             return GgmlType::F32;
         }
         let eight_experts = self.experts == 8;
-        let target = if name == "output.weight" || (self.tied && name == "token_embd.weight") {
+        let token_embedding = name == "token_embd.weight" || name == "per_layer_token_embd.weight";
+        let target = if name == "output.weight" || (self.tied && token_embedding) {
             GgmlType::Q6K
         } else if name.contains("attn_qkv.weight") {
             GgmlType::Q5K
