@@ -35,16 +35,14 @@ const _: () = assert!(size_of::<BlockIq1Mx16>() == ROWS * size_of::<BlockIq1M>()
 impl PackedFormat for BlockIq1Mx16 {
     type Source = BlockIq1M;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq1M]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            for (g, &q) in block.qs.iter().enumerate() {
-                let high = nibble(&block.qh, g) as usize;
-                self.grid.set(i, g, q as usize | (high & 7) << 8);
-                self.grid.qh[g / 4][i] |= ((high >> 3) as u16) << (12 + g % 4);
-            }
-            for (k, scales) in self.scales.iter_mut().enumerate() {
-                scales[i] = u16::from_le_bytes([block.scales[2 * k], block.scales[2 * k + 1]]);
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockIq1M) {
+        for (g, &q) in block.qs.iter().enumerate() {
+            let high = nibble(&block.qh, g) as usize;
+            self.grid.set(i, g, q as usize | (high & 7) << 8);
+            self.grid.qh[g / 4][i] |= ((high >> 3) as u16) << (12 + g % 4);
+        }
+        for (k, scales) in self.scales.iter_mut().enumerate() {
+            scales[i] = u16::from_le_bytes([block.scales[2 * k], block.scales[2 * k + 1]]);
         }
     }
 }

@@ -32,15 +32,13 @@ const _: () = assert!(size_of::<BlockIq1Sx16>() == ROWS * size_of::<BlockIq1S>()
 impl PackedFormat for BlockIq1Sx16 {
     type Source = BlockIq1S;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq1S]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for (g, &q) in block.qs.iter().enumerate() {
-                self.grid.qs[g][i] = q;
-            }
-            for (j, &h) in block.qh.iter().enumerate() {
-                self.grid.qh[j][i] = h;
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockIq1S) {
+        self.d[i] = block.d.to_bits();
+        for (g, &q) in block.qs.iter().enumerate() {
+            self.grid.qs[g][i] = q;
+        }
+        for (j, &h) in block.qh.iter().enumerate() {
+            self.grid.qh[j][i] = h;
         }
     }
 }

@@ -31,16 +31,14 @@ pub(crate) struct BlockIq4Xsx16 {
 impl PackedFormat for BlockIq4Xsx16 {
     type Source = BlockIq4Xs;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq4Xs]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for (j, qs) in self.qs.iter_mut().enumerate() {
-                self.sc[j][i] = block.scale(j) as i8;
-                let src: &[u8; 16] = block.qs[16 * j..16 * j + 16]
-                    .try_into()
-                    .expect("sixteen bytes per sub-block");
-                pack_indices(src, i, qs);
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockIq4Xs) {
+        self.d[i] = block.d.to_bits();
+        for (j, qs) in self.qs.iter_mut().enumerate() {
+            self.sc[j][i] = block.scale(j) as i8;
+            let src: &[u8; 16] = block.qs[16 * j..16 * j + 16]
+                .try_into()
+                .expect("sixteen bytes per sub-block");
+            pack_indices(src, i, qs);
         }
     }
 }

@@ -36,15 +36,13 @@ const _: () = assert!(size_of::<BlockQ2Kx16>() == ROWS * size_of::<BlockQ2K>());
 impl PackedFormat for BlockQ2Kx16 {
     type Source = BlockQ2K;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockQ2K]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            self.dmin[i] = block.dmin.to_bits();
-            for (g, &byte) in block.scales.iter().enumerate() {
-                self.scales[g / 2][2 * i + g % 2] = byte;
-            }
-            two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
+    fn pack_row(&mut self, i: usize, block: &BlockQ2K) {
+        self.d[i] = block.d.to_bits();
+        self.dmin[i] = block.dmin.to_bits();
+        for (g, &byte) in block.scales.iter().enumerate() {
+            self.scales[g / 2][2 * i + g % 2] = byte;
         }
+        two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
     }
 }
 

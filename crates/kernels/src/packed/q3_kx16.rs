@@ -35,23 +35,21 @@ pub(crate) struct BlockQ3Kx16 {
 impl PackedFormat for BlockQ3Kx16 {
     type Source = BlockQ3K;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockQ3K]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for (g, &sc) in block.group_scales().iter().enumerate() {
-                self.sc[g][i] = sc;
-            }
-            two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.low);
-            let high = |v: usize| {
-                let (n, j, l) = (v / 128, v % 128 / 32, v % 32);
-                (block.hmask[l] >> (4 * n + j)) & 1
-            };
-            for (p, vector) in self.high.iter_mut().enumerate() {
-                for jj in 0..4 {
-                    vector[4 * i + jj] = (0..8)
-                        .map(|b| high(16 * (2 * p + b / 4) + 4 * (b % 4) + jj) << b)
-                        .fold(0, |a, b| a | b);
-                }
+    fn pack_row(&mut self, i: usize, block: &BlockQ3K) {
+        self.d[i] = block.d.to_bits();
+        for (g, &sc) in block.group_scales().iter().enumerate() {
+            self.sc[g][i] = sc;
+        }
+        two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.low);
+        let high = |v: usize| {
+            let (n, j, l) = (v / 128, v % 128 / 32, v % 32);
+            (block.hmask[l] >> (4 * n + j)) & 1
+        };
+        for (p, vector) in self.high.iter_mut().enumerate() {
+            for jj in 0..4 {
+                vector[4 * i + jj] = (0..8)
+                    .map(|b| high(16 * (2 * p + b / 4) + 4 * (b % 4) + jj) << b)
+                    .fold(0, |a, b| a | b);
             }
         }
     }

@@ -39,24 +39,16 @@ pub(crate) struct BlockQ4Kx16 {
 impl PackedFormat for BlockQ4Kx16 {
     type Source = BlockQ4K;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockQ4K]) {
-        BlockQ4Kx16::pack_into(self, rows);
+    fn pack_row(&mut self, i: usize, block: &BlockQ4K) {
+        self.pack_row_parts(i, block.d, block.dmin, &block.scales, &block.qs);
     }
 }
 
 impl BlockQ4Kx16 {
-    /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
-    /// (missing rows stay zero).
-    pub(crate) fn pack_into(&mut self, rows: &[&BlockQ4K]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.pack_row(i, block.d, block.dmin, &block.scales, &block.qs);
-        }
-    }
-
     /// Packs row `i` from a super-block's scales, mins and four-bit codes (laid out as
     /// Q4_K's, which Q5_K shares). Each packed byte is gathered from its source bytes in one
     /// go (this runs over every weight at load).
-    pub(super) fn pack_row(
+    pub(super) fn pack_row_parts(
         &mut self,
         i: usize,
         d: f16,

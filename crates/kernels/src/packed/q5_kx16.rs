@@ -28,16 +28,14 @@ pub(crate) struct BlockQ5Kx16 {
 impl PackedFormat for BlockQ5Kx16 {
     type Source = BlockQ5K;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockQ5K]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.low
-                .pack_row(i, block.d, block.dmin, &block.scales, &block.qs);
-            for (j, qh) in self.qh.iter_mut().enumerate() {
-                for jj in 0..4 {
-                    qh[4 * i + jj] = (0..8)
-                        .map(|g| ((block.qh[4 * g + jj] >> j) & 1) << g)
-                        .fold(0, |a, b| a | b);
-                }
+    fn pack_row(&mut self, i: usize, block: &BlockQ5K) {
+        self.low
+            .pack_row_parts(i, block.d, block.dmin, &block.scales, &block.qs);
+        for (j, qh) in self.qh.iter_mut().enumerate() {
+            for jj in 0..4 {
+                qh[4 * i + jj] = (0..8)
+                    .map(|g| ((block.qh[4 * g + jj] >> j) & 1) << g)
+                    .fold(0, |a, b| a | b);
             }
         }
     }

@@ -59,13 +59,11 @@ const _: () = assert!(size_of::<BlockTq1_0x16>() == ROWS * size_of::<BlockTq1_0>
 impl PackedFormat for BlockTq1_0x16 {
     type Source = BlockTq1_0;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockTq1_0]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            let bytes = block.qs.iter().chain(&block.qh);
-            for (k, &byte) in bytes.enumerate() {
-                self.qs[k / 4][4 * i + k % 4] = byte;
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockTq1_0) {
+        self.d[i] = block.d.to_bits();
+        let bytes = block.qs.iter().chain(&block.qh);
+        for (k, &byte) in bytes.enumerate() {
+            self.qs[k / 4][4 * i + k % 4] = byte;
         }
     }
 }

@@ -32,11 +32,9 @@ const _: () = assert!(size_of::<BlockTq2_0x16>() == ROWS * size_of::<BlockTq2_0>
 impl PackedFormat for BlockTq2_0x16 {
     type Source = BlockTq2_0;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockTq2_0]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
-        }
+    fn pack_row(&mut self, i: usize, block: &BlockTq2_0) {
+        self.d[i] = block.d.to_bits();
+        two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
     }
 }
 
