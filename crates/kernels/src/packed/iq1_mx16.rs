@@ -69,30 +69,24 @@ impl BlockIq1Mx16 {
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockIq1Mx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    use crate::quant::iq1_s::DELTA;
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+impl super::reference::RowReference for BlockIq1Mx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, _: &[BlockSummary]) -> f32 {
+        use crate::quant::iq1_s::DELTA;
         let (mut grid_sum, mut shift_sum) = (0i32, 0i32);
         for (g, q8) in y.qs.chunks_exact(8).enumerate() {
-            let v = x.grid.entry(i, g).to_le_bytes();
+            let v = self.grid.entry(i, g).to_le_bytes();
             let lsum1: i32 = v
                 .iter()
                 .zip(q8)
                 .map(|(&v, &q)| v as i8 as i32 * q as i32)
                 .sum();
             let lsum2: i32 = q8.iter().map(|&q| q as i32).sum();
-            grid_sum += lsum1 * x.scale(i, g / 2);
-            shift_sum += lsum2 * x.delta_sign(i, g) * x.scale(i, g / 2);
+            grid_sum += lsum1 * self.scale(i, g / 2);
+            shift_sum += lsum2 * self.delta_sign(i, g) * self.scale(i, g / 2);
         }
-        let d = half::f16::from_bits(x.d(i)).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d(i)).to_f32() * y.d;
         acc + d * (grid_sum as f32 + DELTA * shift_sum as f32)
-    });
+    }
 }

@@ -7,8 +7,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::PackedFormat;
 use super::q4_kx16::BlockQ4Kx16;
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q5_k::BlockQ5K;
@@ -50,13 +50,10 @@ impl BlockQ5Kx16 {
     }
 }
 
-/// Scalar reference (tests only), as Q4_K's (`q4_kx16::dot_group_with`).
+/// The scalar reference (tests only), as Q4_K's (`q4_kx16::fold_k_row`).
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ5Kx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::q4_kx16::dot_group_with(w, |x| &x.low, BlockQ5Kx16::code, a, s, out);
+impl super::reference::RowReference for BlockQ5Kx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, s: &[BlockSummary]) -> f32 {
+        super::q4_kx16::fold_k_row(&self.low, |j, l| self.code(i, j, l), acc, i, y, s)
+    }
 }

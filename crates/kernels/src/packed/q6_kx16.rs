@@ -76,25 +76,18 @@ impl BlockQ6Kx16 {
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each; the summaries are not
-/// needed: the blocks carry their 16-value sums).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ6Kx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+impl super::reference::RowReference for BlockQ6Kx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, _: &[BlockSummary]) -> f32 {
         let mut sumi = 0i32;
         for g in 0..16 {
             let dot: i32 = (16 * g..16 * g + 16)
-                .map(|c| x.code(i, c) * y.qs[c] as i32)
+                .map(|c| self.code(i, c) * y.qs[c] as i32)
                 .sum();
-            sumi += x.sc[g][i] as i32 * (dot - 32 * y.bsums[g] as i32);
+            sumi += self.sc[g][i] as i32 * (dot - 32 * y.bsums[g] as i32);
         }
-        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d[i]).to_f32() * y.d;
         d.mul_add(sumi as f32, acc)
-    });
+    }
 }
