@@ -32,9 +32,6 @@ use crate::dispatch::Kernels;
 use crate::quant::VecDot;
 use crate::quant::iq1_m::BlockIq1M;
 use crate::quant::iq1_s::BlockIq1S;
-use crate::quant::iq2_s::BlockIq2S;
-use crate::quant::iq2_xs::BlockIq2Xs;
-use crate::quant::iq2_xxs::BlockIq2Xxs;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::mxfp4::BlockMxfp4;
@@ -311,10 +308,10 @@ packed_format_tests! {
         scales mxfp4_exponent, kept mxfp4_row_kept, magnitude dequantized_magnitude,
         kernels mxfp4x16::dot_group, mxfp4x16_avx512::dot_group;
     q4_k: BlockQ4Kx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude q4_k_magnitude,
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude |r, a| k_magnitude(r, a, |b| b.dmin),
         kernels dot_rows::<BlockQ4Kx16>, q4_kx16_avx512::dot_group;
     q5_k: BlockQ5Kx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q5_k_row_kept, magnitude q5_k_magnitude,
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q5_k_row_kept, magnitude |r, a| k_magnitude(r, a, |b| b.dmin),
         kernels dot_rows::<BlockQ5Kx16>, q5_kx16_avx512::dot_group;
     q6_k: BlockQ6Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept q6_k_row_kept, magnitude dequantized_magnitude,
@@ -335,10 +332,10 @@ packed_format_tests! {
         scales |b, d, _| b.d = d, kept tq1_0_row_kept, magnitude dequantized_magnitude,
         kernels dot_rows::<BlockTq1_0x16>, tq1_0x16_avx512::dot_group;
     q4_1: BlockQ4_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
-        scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude q4_1_magnitude,
+        scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
         kernels BlockQ4_1x16::dot_group, min_formats_avx512::dot_group_q4_1;
     q5_1: BlockQ5_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
-        scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude q5_1_magnitude,
+        scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
         kernels BlockQ5_1x16::dot_group, min_formats_avx512::dot_group_q5_1;
     iq1_s: BlockIq1Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept iq1_s_row_kept, magnitude dequantized_magnitude,
@@ -353,13 +350,13 @@ packed_format_tests! {
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
         kernels iq3_sx16::dot_group, iq3_sx16_avx512::dot_group;
     iq2_xxs: BlockIq2Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, _| b.d = d, kept iq2_xxs_row_kept, magnitude dequantized_magnitude,
+        scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Xxsx16>, magnitude dequantized_magnitude,
         kernels iq2_grid::dot_group::<BlockIq2Xxsx16>, iq2_xxsx16_avx512::dot_group;
     iq2_xs: BlockIq2Xsx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, _| b.d = d, kept iq2_xs_row_kept, magnitude dequantized_magnitude,
+        scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Xsx16>, magnitude dequantized_magnitude,
         kernels iq2_grid::dot_group::<BlockIq2Xsx16>, iq2_xsx16_avx512::dot_group;
     iq2_s: BlockIq2Sx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, _| b.d = d, kept iq2_s_row_kept, magnitude dequantized_magnitude,
+        scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Sx16>, magnitude dequantized_magnitude,
         kernels iq2_grid::dot_group::<BlockIq2Sx16>, iq2_sx16_avx512::dot_group;
 }
 
