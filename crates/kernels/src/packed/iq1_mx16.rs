@@ -35,16 +35,14 @@ const _: () = assert!(size_of::<BlockIq1Mx16>() == ROWS * size_of::<BlockIq1M>()
 impl PackedFormat for BlockIq1Mx16 {
     type Source = BlockIq1M;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq1M]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            for (g, &q) in block.qs.iter().enumerate() {
-                let high = nibble(&block.qh, g) as usize;
-                self.grid.set(i, g, q as usize | (high & 7) << 8);
-                self.grid.qh[g / 4][i] |= ((high >> 3) as u16) << (12 + g % 4);
-            }
-            for (k, scales) in self.scales.iter_mut().enumerate() {
-                scales[i] = u16::from_le_bytes([block.scales[2 * k], block.scales[2 * k + 1]]);
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockIq1M) {
+        for (g, &q) in block.qs.iter().enumerate() {
+            let high = nibble(&block.qh, g) as usize;
+            self.grid.set(i, g, q as usize | (high & 7) << 8);
+            self.grid.qh[g / 4][i] |= ((high >> 3) as u16) << (12 + g % 4);
+        }
+        for (k, scales) in self.scales.iter_mut().enumerate() {
+            scales[i] = u16::from_le_bytes([block.scales[2 * k], block.scales[2 * k + 1]]);
         }
     }
 }
@@ -71,30 +69,24 @@ impl BlockIq1Mx16 {
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockIq1Mx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    use crate::quant::iq1_s::DELTA;
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+impl super::reference::RowReference for BlockIq1Mx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, _: &[BlockSummary]) -> f32 {
+        use crate::quant::iq1_s::DELTA;
         let (mut grid_sum, mut shift_sum) = (0i32, 0i32);
         for (g, q8) in y.qs.chunks_exact(8).enumerate() {
-            let v = x.grid.entry(i, g).to_le_bytes();
+            let v = self.grid.entry(i, g).to_le_bytes();
             let lsum1: i32 = v
                 .iter()
                 .zip(q8)
                 .map(|(&v, &q)| v as i8 as i32 * q as i32)
                 .sum();
             let lsum2: i32 = q8.iter().map(|&q| q as i32).sum();
-            grid_sum += lsum1 * x.scale(i, g / 2);
-            shift_sum += lsum2 * x.delta_sign(i, g) * x.scale(i, g / 2);
+            grid_sum += lsum1 * self.scale(i, g / 2);
+            shift_sum += lsum2 * self.delta_sign(i, g) * self.scale(i, g / 2);
         }
-        let d = half::f16::from_bits(x.d(i)).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d(i)).to_f32() * y.d;
         acc + d * (grid_sum as f32 + DELTA * shift_sum as f32)
-    });
+    }
 }

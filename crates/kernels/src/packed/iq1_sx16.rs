@@ -32,15 +32,13 @@ const _: () = assert!(size_of::<BlockIq1Sx16>() == ROWS * size_of::<BlockIq1S>()
 impl PackedFormat for BlockIq1Sx16 {
     type Source = BlockIq1S;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq1S]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for (g, &q) in block.qs.iter().enumerate() {
-                self.grid.qs[g][i] = q;
-            }
-            for (j, &h) in block.qh.iter().enumerate() {
-                self.grid.qh[j][i] = h;
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockIq1S) {
+        self.d[i] = block.d.to_bits();
+        for (g, &q) in block.qs.iter().enumerate() {
+            self.grid.qs[g][i] = q;
+        }
+        for (j, &h) in block.qh.iter().enumerate() {
+            self.grid.qh[j][i] = h;
         }
     }
 }
@@ -62,30 +60,24 @@ impl BlockIq1Sx16 {
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockIq1Sx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    use crate::quant::iq1_s::DELTA;
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+impl super::reference::RowReference for BlockIq1Sx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, _: &[BlockSummary]) -> f32 {
+        use crate::quant::iq1_s::DELTA;
         let (mut sumi, mut shift) = (0i32, 0i32);
         for (j, q8) in y.qs.chunks_exact(32).enumerate() {
             let lsum: i32 = (0..32)
                 .map(|v| {
-                    let g = x.grid.entry(i, 4 * j + v / 8).to_le_bytes()[v % 8];
+                    let g = self.grid.entry(i, 4 * j + v / 8).to_le_bytes()[v % 8];
                     g as i8 as i32 * q8[v] as i32
                 })
                 .sum();
-            sumi += x.scale(i, j) * lsum;
+            sumi += self.scale(i, j) * lsum;
             let a_sum = y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32;
-            shift += x.scale(i, j) * x.delta_sign(i, j) * a_sum;
+            shift += self.scale(i, j) * self.delta_sign(i, j) * a_sum;
         }
-        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d[i]).to_f32() * y.d;
         acc + d * (sumi as f32 + DELTA * shift as f32)
-    });
+    }
 }

@@ -37,17 +37,15 @@ const _: () = assert!(size_of::<BlockIq2Sx16>() == ROWS * size_of::<BlockIq2S>()
 impl PackedFormat for BlockIq2Sx16 {
     type Source = BlockIq2S;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq2S]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for g in 0..GROUPS {
-                let index = block.index(g);
-                self.groups.set(i, g, index, block.signs(g));
-                set_high(&mut self.high, HIGH_BITS, i, g, index);
-            }
-            for r in 0..RUNS {
-                set_level(&mut self.levels, RUNS, i, r, block.level(r));
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockIq2S) {
+        self.d[i] = block.d.to_bits();
+        for g in 0..GROUPS {
+            let index = block.index(g);
+            self.groups.set(i, g, index, block.signs(g));
+            set_high(&mut self.high, HIGH_BITS, i, g, index);
+        }
+        for r in 0..RUNS {
+            set_level(&mut self.levels, RUNS, i, r, block.level(r));
         }
     }
 }

@@ -37,17 +37,15 @@ const _: () = assert!(size_of::<BlockIq2Xsx16>() == ROWS * (size_of::<BlockIq2Xs
 impl PackedFormat for BlockIq2Xsx16 {
     type Source = BlockIq2Xs;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq2Xs]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for (g, &q) in block.qs.iter().enumerate() {
-                let index = (q & 511) as usize;
-                self.groups.set(i, g, index, KSIGNS[(q >> 9) as usize]);
-                set_high(&mut self.high, HIGH_BITS, i, g, index);
-            }
-            for r in 0..RUNS {
-                set_level(&mut self.levels, RUNS, i, r, block.level(r));
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockIq2Xs) {
+        self.d[i] = block.d.to_bits();
+        for (g, &q) in block.qs.iter().enumerate() {
+            let index = (q & 511) as usize;
+            self.groups.set(i, g, index, KSIGNS[(q >> 9) as usize]);
+            set_high(&mut self.high, HIGH_BITS, i, g, index);
+        }
+        for r in 0..RUNS {
+            set_level(&mut self.levels, RUNS, i, r, block.level(r));
         }
     }
 }

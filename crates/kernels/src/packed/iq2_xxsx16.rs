@@ -31,18 +31,16 @@ const _: () = assert!(size_of::<BlockIq2Xxsx16>() == ROWS * (size_of::<BlockIq2X
 impl PackedFormat for BlockIq2Xxsx16 {
     type Source = BlockIq2Xxs;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq2Xxs]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for r in 0..RUNS {
-                let (grid, signs) = block.sub_block(r);
-                for l in 0..4 {
-                    let index = (grid >> (8 * l)) as u8 as usize;
-                    let signs = KSIGNS[(signs >> (7 * l)) as usize & 127];
-                    self.groups.set(i, 4 * r + l, index, signs);
-                }
-                set_level(&mut self.levels, RUNS, i, r, block.level(r));
+    fn pack_row(&mut self, i: usize, block: &BlockIq2Xxs) {
+        self.d[i] = block.d.to_bits();
+        for r in 0..RUNS {
+            let (grid, signs) = block.sub_block(r);
+            for l in 0..4 {
+                let index = (grid >> (8 * l)) as u8 as usize;
+                let signs = KSIGNS[(signs >> (7 * l)) as usize & 127];
+                self.groups.set(i, 4 * r + l, index, signs);
             }
+            set_level(&mut self.levels, RUNS, i, r, block.level(r));
         }
     }
 }

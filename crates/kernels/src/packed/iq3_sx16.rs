@@ -29,16 +29,14 @@ const _: () = assert!(size_of::<BlockIq3Sx16>() == ROWS * size_of::<BlockIq3S>()
 impl PackedFormat for BlockIq3Sx16 {
     type Source = BlockIq3S;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq3S]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            let index = |q: usize| block.index(q / 8, q % 8);
-            for (q, high) in self.high.iter_mut().enumerate() {
-                *high |= ((index(q) >> 8) as u16) << i;
-            }
-            let (sign_byte, level) = (|n: usize| block.signs[n], |j: usize| block.level(j));
-            let low = |q: usize| index(q) as u8;
-            grid_quads::pack_row(&mut self.quads, i, block.d.to_bits(), low, sign_byte, level);
+    fn pack_row(&mut self, i: usize, block: &BlockIq3S) {
+        let index = |q: usize| block.index(q / 8, q % 8);
+        for (q, high) in self.high.iter_mut().enumerate() {
+            *high |= ((index(q) >> 8) as u16) << i;
         }
+        let (sign_byte, level) = (|n: usize| block.signs[n], |j: usize| block.level(j));
+        let low = |q: usize| index(q) as u8;
+        grid_quads::pack_row(&mut self.quads, i, block.d.to_bits(), low, sign_byte, level);
     }
 }
 

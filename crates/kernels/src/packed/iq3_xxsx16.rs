@@ -27,21 +27,19 @@ const _: () = assert!(size_of::<BlockIq3Xxsx16>() == ROWS * (size_of::<BlockIq3X
 impl PackedFormat for BlockIq3Xxsx16 {
     type Source = BlockIq3Xxs;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq3Xxs]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            // Sign byte `n` covers values `8n..8n + 8`: seven bits of sub-block `n / 4`'s word.
-            let sign_byte =
-                |n: usize| KSIGNS[(block.signs_and_scale(n / 4) >> (7 * (n % 4))) as usize & 127];
-            let (index, level) = (|q: usize| block.qs[q], |j: usize| block.level(j));
-            grid_quads::pack_row(
-                &mut self.quads,
-                i,
-                block.d.to_bits(),
-                index,
-                sign_byte,
-                level,
-            );
-        }
+    fn pack_row(&mut self, i: usize, block: &BlockIq3Xxs) {
+        // Sign byte `n` covers values `8n..8n + 8`: seven bits of sub-block `n / 4`'s word.
+        let sign_byte =
+            |n: usize| KSIGNS[(block.signs_and_scale(n / 4) >> (7 * (n % 4))) as usize & 127];
+        let (index, level) = (|q: usize| block.qs[q], |j: usize| block.level(j));
+        grid_quads::pack_row(
+            &mut self.quads,
+            i,
+            block.d.to_bits(),
+            index,
+            sign_byte,
+            level,
+        );
     }
 }
 

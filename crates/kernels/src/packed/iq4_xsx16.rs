@@ -31,16 +31,14 @@ pub(crate) struct BlockIq4Xsx16 {
 impl PackedFormat for BlockIq4Xsx16 {
     type Source = BlockIq4Xs;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockIq4Xs]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for (j, qs) in self.qs.iter_mut().enumerate() {
-                self.sc[j][i] = block.scale(j) as i8;
-                let src: &[u8; 16] = block.qs[16 * j..16 * j + 16]
-                    .try_into()
-                    .expect("sixteen bytes per sub-block");
-                pack_indices(src, i, qs);
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockIq4Xs) {
+        self.d[i] = block.d.to_bits();
+        for (j, qs) in self.qs.iter_mut().enumerate() {
+            self.sc[j][i] = block.scale(j) as i8;
+            let src: &[u8; 16] = block.qs[16 * j..16 * j + 16]
+                .try_into()
+                .expect("sixteen bytes per sub-block");
+            pack_indices(src, i, qs);
         }
     }
 }
@@ -58,26 +56,19 @@ impl BlockIq4Xsx16 {
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each, eight summaries per
-/// block in `s`).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockIq4Xsx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, s| {
+impl super::reference::RowReference for BlockIq4Xsx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, s: &[BlockSummary]) -> f32 {
         let mut sumi = 0i32;
         for (j, s) in s.iter().enumerate() {
             let dot: i32 = (0..32)
-                .map(|l| x.code(i, j, l) * y.qs[32 * j + l] as i32)
+                .map(|l| self.code(i, j, l) * y.qs[32 * j + l] as i32)
                 .sum();
             let isum = dot - BlockIq4Xsx16::OFFSET * s.sum;
-            sumi += x.sc[j][i] as i32 * isum;
+            sumi += self.sc[j][i] as i32 * isum;
         }
-        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d[i]).to_f32() * y.d;
         d.mul_add(sumi as f32, acc)
-    });
+    }
 }

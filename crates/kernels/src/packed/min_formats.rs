@@ -36,17 +36,13 @@ const _: () = assert!(size_of::<BlockQ4_1x16>() == ROWS * size_of::<BlockQ4_1>()
 impl PackedFormat for BlockQ4_1x16 {
     type Source = BlockQ4_1;
     type Act = BlockQ8_0;
-    fn pack_into(&mut self, rows: &[&BlockQ4_1]) {
-        let rows = &rows[..rows.len().min(ROWS)];
-        let codes: [BlockQ4_0; ROWS] = std::array::from_fn(|i| {
-            rows.get(i)
-                .map_or_else(BlockQ4_0::zeroed, |b| BlockQ4_0 { d: b.d, qs: b.qs })
-        });
-        let refs: [&BlockQ4_0; ROWS] = std::array::from_fn(|i| &codes[i]);
-        self.q.pack_into(&refs[..rows.len()]);
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.m[i] = block.m.to_bits();
-        }
+    fn pack_row(&mut self, i: usize, block: &BlockQ4_1) {
+        let codes = BlockQ4_0 {
+            d: block.d,
+            qs: block.qs,
+        };
+        self.q.pack_row(i, &codes);
+        self.m[i] = block.m.to_bits();
     }
 }
 
@@ -65,20 +61,14 @@ const _: () = assert!(size_of::<BlockQ5_1x16>() == ROWS * size_of::<BlockQ5_1>()
 impl PackedFormat for BlockQ5_1x16 {
     type Source = BlockQ5_1;
     type Act = BlockQ8_0;
-    fn pack_into(&mut self, rows: &[&BlockQ5_1]) {
-        let rows = &rows[..rows.len().min(ROWS)];
-        let codes: [BlockQ5_0; ROWS] = std::array::from_fn(|i| {
-            rows.get(i).map_or_else(BlockQ5_0::zeroed, |b| BlockQ5_0 {
-                d: b.d,
-                qh: b.qh,
-                qs: b.qs,
-            })
-        });
-        let refs: [&BlockQ5_0; ROWS] = std::array::from_fn(|i| &codes[i]);
-        self.q.pack_into(&refs[..rows.len()]);
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.m[i] = block.m.to_bits();
-        }
+    fn pack_row(&mut self, i: usize, block: &BlockQ5_1) {
+        let codes = BlockQ5_0 {
+            d: block.d,
+            qh: block.qh,
+            qs: block.qs,
+        };
+        self.q.pack_row(i, &codes);
+        self.m[i] = block.m.to_bits();
     }
 }
 

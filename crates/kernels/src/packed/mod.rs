@@ -233,8 +233,16 @@ pub(crate) trait PackedFormat: Pod + Send + Sync {
     type Source: BlockFormat;
     /// The activation block format.
     type Act: Summarized;
-    /// Packs one block of each of up to sixteen rows into `self` (zeroed).
-    fn pack_into(&mut self, rows: &[&Self::Source]);
+    /// Packs `block` as row `i` (`0..16`) of `self`, which was zeroed before its first row.
+    fn pack_row(&mut self, i: usize, block: &Self::Source);
+
+    /// Packs one block of each of up to sixteen rows into `self` (zeroed): missing rows stay
+    /// zero.
+    fn pack_into(&mut self, rows: &[&Self::Source]) {
+        for (i, block) in rows.iter().enumerate().take(ROWS) {
+            self.pack_row(i, block);
+        }
+    }
 
     /// [`PackedFormat::pack_into`] a zeroed block.
     #[cfg(test)]

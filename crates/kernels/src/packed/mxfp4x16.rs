@@ -32,21 +32,14 @@ pub(crate) struct BlockMxfp4x16 {
 impl PackedFormat for BlockMxfp4x16 {
     type Source = BlockMxfp4;
     type Act = BlockQ8_0;
-    fn pack_into(&mut self, rows: &[&BlockMxfp4]) {
-        BlockMxfp4x16::pack_into(self, rows);
+    /// Missing rows stay zero: code 0 is the value 0.
+    fn pack_row(&mut self, i: usize, block: &BlockMxfp4) {
+        self.d[i] = e8m0_to_f32_half(block.e);
+        super::nibbles::pack_indices(&block.qs, i, &mut self.qs);
     }
 }
 
 impl BlockMxfp4x16 {
-    /// Packs one block of each of up to sixteen rows into `self`, which must be zeroed
-    /// (missing rows stay zero: code 0 is the value 0).
-    pub(crate) fn pack_into(&mut self, rows: &[&BlockMxfp4]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = e8m0_to_f32_half(block.e);
-            super::nibbles::pack_indices(&block.qs, i, &mut self.qs);
-        }
-    }
-
     /// Row `i`'s code `j` as its table index.
     #[cfg(test)]
     pub(crate) fn code(&self, i: usize, j: usize) -> u8 {

@@ -35,11 +35,9 @@ macro_rules! nibble_format {
         impl PackedFormat for $packed {
             type Source = $source;
             type Act = BlockQ8_0;
-            fn pack_into(&mut self, rows: &[&$source]) {
-                for (i, block) in rows.iter().enumerate().take(ROWS) {
-                    self.d[i] = block.d.to_bits();
-                    pack_indices(&block.qs, i, &mut self.qs);
-                }
+            fn pack_row(&mut self, i: usize, block: &$source) {
+                self.d[i] = block.d.to_bits();
+                pack_indices(&block.qs, i, &mut self.qs);
             }
         }
 

@@ -36,15 +36,13 @@ const _: () = assert!(size_of::<BlockQ2Kx16>() == ROWS * size_of::<BlockQ2K>());
 impl PackedFormat for BlockQ2Kx16 {
     type Source = BlockQ2K;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockQ2K]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            self.dmin[i] = block.dmin.to_bits();
-            for (g, &byte) in block.scales.iter().enumerate() {
-                self.scales[g / 2][2 * i + g % 2] = byte;
-            }
-            two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
+    fn pack_row(&mut self, i: usize, block: &BlockQ2K) {
+        self.d[i] = block.d.to_bits();
+        self.dmin[i] = block.dmin.to_bits();
+        for (g, &byte) in block.scales.iter().enumerate() {
+            self.scales[g / 2][2 * i + g % 2] = byte;
         }
+        two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
     }
 }
 
@@ -57,27 +55,21 @@ impl BlockQ2Kx16 {
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ2Kx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+impl super::reference::RowReference for BlockQ2Kx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, _: &[BlockSummary]) -> f32 {
         let (mut sumi, mut summ) = (0i32, 0i32);
         for g in 0..GROUPS {
             let dot: i32 = (0..16)
-                .map(|l| two_bits::code(&x.qs, i, g, l) * y.qs[16 * g + l] as i32)
+                .map(|l| two_bits::code(&self.qs, i, g, l) * y.qs[16 * g + l] as i32)
                 .sum();
-            let (sc, m) = x.scale_min(i, g);
+            let (sc, m) = self.scale_min(i, g);
             sumi += sc * dot;
             summ += m * y.bsums[g] as i32;
         }
-        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
-        let dmin = half::f16::from_bits(x.dmin[i]).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d[i]).to_f32() * y.d;
+        let dmin = half::f16::from_bits(self.dmin[i]).to_f32() * y.d;
         (-dmin).mul_add(summ as f32, d.mul_add(sumi as f32, acc))
-    });
+    }
 }

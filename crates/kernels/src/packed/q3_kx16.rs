@@ -35,23 +35,21 @@ pub(crate) struct BlockQ3Kx16 {
 impl PackedFormat for BlockQ3Kx16 {
     type Source = BlockQ3K;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockQ3K]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for (g, &sc) in block.group_scales().iter().enumerate() {
-                self.sc[g][i] = sc;
-            }
-            two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.low);
-            let high = |v: usize| {
-                let (n, j, l) = (v / 128, v % 128 / 32, v % 32);
-                (block.hmask[l] >> (4 * n + j)) & 1
-            };
-            for (p, vector) in self.high.iter_mut().enumerate() {
-                for jj in 0..4 {
-                    vector[4 * i + jj] = (0..8)
-                        .map(|b| high(16 * (2 * p + b / 4) + 4 * (b % 4) + jj) << b)
-                        .fold(0, |a, b| a | b);
-                }
+    fn pack_row(&mut self, i: usize, block: &BlockQ3K) {
+        self.d[i] = block.d.to_bits();
+        for (g, &sc) in block.group_scales().iter().enumerate() {
+            self.sc[g][i] = sc;
+        }
+        two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.low);
+        let high = |v: usize| {
+            let (n, j, l) = (v / 128, v % 128 / 32, v % 32);
+            (block.hmask[l] >> (4 * n + j)) & 1
+        };
+        for (p, vector) in self.high.iter_mut().enumerate() {
+            for jj in 0..4 {
+                vector[4 * i + jj] = (0..8)
+                    .map(|b| high(16 * (2 * p + b / 4) + 4 * (b % 4) + jj) << b)
+                    .fold(0, |a, b| a | b);
             }
         }
     }
@@ -70,25 +68,19 @@ impl BlockQ3Kx16 {
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ3Kx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+impl super::reference::RowReference for BlockQ3Kx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, _: &[BlockSummary]) -> f32 {
         let mut sumi = 0i32;
         for g in 0..GROUPS {
             let dot: i32 = (0..16)
-                .map(|l| x.code(i, g, l) * y.qs[16 * g + l] as i32)
+                .map(|l| self.code(i, g, l) * y.qs[16 * g + l] as i32)
                 .sum();
             let isum = dot - BlockQ3Kx16::OFFSET * y.bsums[g] as i32;
-            sumi += x.sc[g][i] as i32 * isum;
+            sumi += self.sc[g][i] as i32 * isum;
         }
-        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d[i]).to_f32() * y.d;
         d.mul_add(sumi as f32, acc)
-    });
+    }
 }

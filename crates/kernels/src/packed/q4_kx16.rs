@@ -39,24 +39,16 @@ pub(crate) struct BlockQ4Kx16 {
 impl PackedFormat for BlockQ4Kx16 {
     type Source = BlockQ4K;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockQ4K]) {
-        BlockQ4Kx16::pack_into(self, rows);
+    fn pack_row(&mut self, i: usize, block: &BlockQ4K) {
+        self.pack_row_parts(i, block.d, block.dmin, &block.scales, &block.qs);
     }
 }
 
 impl BlockQ4Kx16 {
-    /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
-    /// (missing rows stay zero).
-    pub(crate) fn pack_into(&mut self, rows: &[&BlockQ4K]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.pack_row(i, block.d, block.dmin, &block.scales, &block.qs);
-        }
-    }
-
     /// Packs row `i` from a super-block's scales, mins and four-bit codes (laid out as
     /// Q4_K's, which Q5_K shares). Each packed byte is gathered from its source bytes in one
     /// go (this runs over every weight at load).
-    pub(super) fn pack_row(
+    pub(super) fn pack_row_parts(
         &mut self,
         i: usize,
         d: f16,
@@ -102,42 +94,32 @@ fn word(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each, eight summaries per
-/// block in `s`).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ4Kx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    dot_group_with(w, |x| x, BlockQ4Kx16::code, a, s, out);
+impl super::reference::RowReference for BlockQ4Kx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, s: &[BlockSummary]) -> f32 {
+        fold_k_row(self, |j, l| self.code(i, j, l), acc, i, y, s)
+    }
 }
 
-/// The reference of the Q4_K-shaped formats: `base` gives a packed block's scales and mins,
-/// `code(x, i, j, l)` row `i`'s code `l` of sub-block `j`.
+/// The reference of the Q4_K-shaped formats: row `i` of a block whose scales and mins are
+/// `x`'s and whose code `l` of sub-block `j` is `code(j, l)`, folded into `acc`.
 #[cfg(test)]
-pub(super) fn dot_group_with<P: PackedFormat<Act = BlockQ8K>>(
-    w: &[P],
-    base: fn(&P) -> &BlockQ4Kx16,
-    code: fn(&P, usize, usize, usize) -> i32,
-    a: &[BlockQ8K],
+pub(super) fn fold_k_row(
+    x: &BlockQ4Kx16,
+    code: impl Fn(usize, usize) -> i32,
+    acc: f32,
+    i: usize,
+    y: &BlockQ8K,
     s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::reference::dot_group(w, a, s, out, |acc, i, p, y, s| {
-        let x = base(p);
-        let (mut sumi, mut summ) = (0i32, 0i32);
-        for (j, s) in s.iter().enumerate() {
-            let dot: i32 = (0..32)
-                .map(|l| code(p, i, j, l) * y.qs[32 * j + l] as i32)
-                .sum();
-            sumi += x.sc[j][i] as i32 * dot;
-            summ += x.m[j / 2][2 * i + j % 2] as i32 * s.sum;
-        }
-        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
-        let dmin = half::f16::from_bits(x.dmin[i]).to_f32() * y.d;
-        (-dmin).mul_add(summ as f32, d.mul_add(sumi as f32, acc))
-    });
+) -> f32 {
+    let (mut sumi, mut summ) = (0i32, 0i32);
+    for (j, s) in s.iter().enumerate() {
+        let dot: i32 = (0..32).map(|l| code(j, l) * y.qs[32 * j + l] as i32).sum();
+        sumi += x.sc[j][i] as i32 * dot;
+        summ += x.m[j / 2][2 * i + j % 2] as i32 * s.sum;
+    }
+    let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+    let dmin = half::f16::from_bits(x.dmin[i]).to_f32() * y.d;
+    (-dmin).mul_add(summ as f32, d.mul_add(sumi as f32, acc))
 }

@@ -36,44 +36,21 @@ const _: () = assert!(size_of::<BlockQ5_0x16>() == ROWS * size_of::<BlockQ5_0>()
 impl PackedFormat for BlockQ5_0x16 {
     type Source = BlockQ5_0;
     type Act = BlockQ8_0;
-    fn pack_into(&mut self, rows: &[&BlockQ5_0]) {
-        BlockQ5_0x16::pack_into(self, rows);
+    /// The low four bits are laid out as Q4_0's (`nibbles`); each fifth-bit byte is gathered
+    /// from its source bits in one go (this runs over every weight at load).
+    fn pack_row(&mut self, i: usize, block: &BlockQ5_0) {
+        self.d[i] = block.d.to_bits();
+        super::nibbles::pack_indices(&block.qs, i, &mut self.qs);
+        let high = u32::from_le_bytes(block.qh);
+        for jj in 0..4 {
+            self.qh[4 * i + jj] = (0..8)
+                .map(|g| (((high >> (4 * g + jj)) & 1) as u8) << g)
+                .fold(0, |a, b| a | b);
+        }
     }
 }
 
 impl BlockQ5_0x16 {
-    /// Packs one block of each of up to sixteen rows into `self`, which must be zeroed (missing
-    /// rows stay zero). Each packed byte
-    /// is gathered from its source bytes in one go (this runs over every weight at load).
-    pub(crate) fn pack_into(&mut self, rows: &[&BlockQ5_0]) {
-        let out = self;
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            out.d[i] = block.d.to_bits();
-            // Codes 0..16 are the low nibbles of `qs`, 16..32 the high ones; vector `k` takes
-            // codes 8k..8k + 4 (low nibbles) and 8k + 4..8k + 8 (high), four bytes at a time.
-            const LOW: u32 = 0x0F0F_0F0F;
-            let word = |at: usize| {
-                let b = &block.qs[at..at + 4];
-                u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-            };
-            for (k, qs) in out.qs.iter_mut().enumerate() {
-                let (a, b) = (word(8 * (k % 2)), word(8 * (k % 2) + 4));
-                let packed = if k < 2 {
-                    (a & LOW) | (b & LOW) << 4
-                } else {
-                    (a >> 4 & LOW) | (b & !LOW)
-                };
-                qs[4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
-            }
-            let high = u32::from_le_bytes(block.qh);
-            for jj in 0..4 {
-                out.qh[4 * i + jj] = (0..8)
-                    .map(|g| (((high >> (4 * g + jj)) & 1) as u8) << g)
-                    .fold(0, |a, b| a | b);
-            }
-        }
-    }
-
     /// Row `i`'s code `j` (`0..32`).
     #[cfg(test)]
     pub(crate) fn code(&self, i: usize, j: usize) -> i32 {

@@ -7,8 +7,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::PackedFormat;
 use super::q4_kx16::BlockQ4Kx16;
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q5_k::BlockQ5K;
@@ -28,16 +28,14 @@ pub(crate) struct BlockQ5Kx16 {
 impl PackedFormat for BlockQ5Kx16 {
     type Source = BlockQ5K;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockQ5K]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.low
-                .pack_row(i, block.d, block.dmin, &block.scales, &block.qs);
-            for (j, qh) in self.qh.iter_mut().enumerate() {
-                for jj in 0..4 {
-                    qh[4 * i + jj] = (0..8)
-                        .map(|g| ((block.qh[4 * g + jj] >> j) & 1) << g)
-                        .fold(0, |a, b| a | b);
-                }
+    fn pack_row(&mut self, i: usize, block: &BlockQ5K) {
+        self.low
+            .pack_row_parts(i, block.d, block.dmin, &block.scales, &block.qs);
+        for (j, qh) in self.qh.iter_mut().enumerate() {
+            for jj in 0..4 {
+                qh[4 * i + jj] = (0..8)
+                    .map(|g| ((block.qh[4 * g + jj] >> j) & 1) << g)
+                    .fold(0, |a, b| a | b);
             }
         }
     }
@@ -52,13 +50,10 @@ impl BlockQ5Kx16 {
     }
 }
 
-/// Scalar reference (tests only), as Q4_K's (`q4_kx16::dot_group_with`).
+/// The scalar reference (tests only), as Q4_K's (`q4_kx16::fold_k_row`).
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ5Kx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::q4_kx16::dot_group_with(w, |x| &x.low, BlockQ5Kx16::code, a, s, out);
+impl super::reference::RowReference for BlockQ5Kx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, s: &[BlockSummary]) -> f32 {
+        super::q4_kx16::fold_k_row(&self.low, |j, l| self.code(i, j, l), acc, i, y, s)
+    }
 }

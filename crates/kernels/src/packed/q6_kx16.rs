@@ -38,41 +38,33 @@ const _: () = assert!(size_of::<BlockQ6Kx16>() == ROWS * size_of::<BlockQ6K>());
 impl PackedFormat for BlockQ6Kx16 {
     type Source = BlockQ6K;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockQ6K]) {
-        BlockQ6Kx16::pack_into(self, rows);
+    /// Each packed byte is gathered from the codes in one go (this runs over every weight at
+    /// load).
+    fn pack_row(&mut self, i: usize, block: &BlockQ6K) {
+        self.d[i] = block.d.to_bits();
+        for (g, &sc) in block.scales.iter().enumerate() {
+            self.sc[g][i] = sc;
+        }
+        let q = block.codes().map(|q| (q + 32) as u8);
+        let word = |at: usize| u32::from_le_bytes([q[at], q[at + 1], q[at + 2], q[at + 3]]);
+        const LOW: u32 = 0x0F0F_0F0F;
+        for j in 0..8 {
+            for v in 0..4 {
+                let (a, b) = (word(32 * j + 8 * v), word(32 * j + 8 * v + 4));
+                let packed = (a & LOW) | (b & LOW) << 4;
+                self.ql[4 * j + v][4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
+            }
+            for h in 0..2 {
+                let packed = (0..4)
+                    .map(|k| (word(32 * j + 16 * h + 4 * k) >> 4 & 0x0303_0303) << (2 * k))
+                    .fold(0, |a, b| a | b);
+                self.qh[2 * j + h][4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
+            }
+        }
     }
 }
 
 impl BlockQ6Kx16 {
-    /// Packs one super-block of each of up to sixteen rows into `self`, which must be zeroed
-    /// (missing rows stay zero). Each packed
-    /// byte is gathered from the codes in one go (this runs over every weight at load).
-    pub(crate) fn pack_into(&mut self, rows: &[&BlockQ6K]) {
-        let out = self;
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            out.d[i] = block.d.to_bits();
-            for (g, &sc) in block.scales.iter().enumerate() {
-                out.sc[g][i] = sc;
-            }
-            let q = block.codes().map(|q| (q + 32) as u8);
-            let word = |at: usize| u32::from_le_bytes([q[at], q[at + 1], q[at + 2], q[at + 3]]);
-            const LOW: u32 = 0x0F0F_0F0F;
-            for j in 0..8 {
-                for v in 0..4 {
-                    let (a, b) = (word(32 * j + 8 * v), word(32 * j + 8 * v + 4));
-                    let packed = (a & LOW) | (b & LOW) << 4;
-                    out.ql[4 * j + v][4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
-                }
-                for h in 0..2 {
-                    let packed = (0..4)
-                        .map(|k| (word(32 * j + 16 * h + 4 * k) >> 4 & 0x0303_0303) << (2 * k))
-                        .fold(0, |a, b| a | b);
-                    out.qh[2 * j + h][4 * i..4 * i + 4].copy_from_slice(&packed.to_le_bytes());
-                }
-            }
-        }
-    }
-
     /// Row `i`'s code `c` (`0..64`).
     #[cfg(test)]
     pub(crate) fn code(&self, i: usize, c: usize) -> i32 {
@@ -84,25 +76,18 @@ impl BlockQ6Kx16 {
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each; the summaries are not
-/// needed: the blocks carry their 16-value sums).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ6Kx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+impl super::reference::RowReference for BlockQ6Kx16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, _: &[BlockSummary]) -> f32 {
         let mut sumi = 0i32;
         for g in 0..16 {
             let dot: i32 = (16 * g..16 * g + 16)
-                .map(|c| x.code(i, c) * y.qs[c] as i32)
+                .map(|c| self.code(i, c) * y.qs[c] as i32)
                 .sum();
-            sumi += x.sc[g][i] as i32 * (dot - 32 * y.bsums[g] as i32);
+            sumi += self.sc[g][i] as i32 * (dot - 32 * y.bsums[g] as i32);
         }
-        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d[i]).to_f32() * y.d;
         d.mul_add(sumi as f32, acc)
-    });
+    }
 }

@@ -30,25 +30,17 @@ const _: () = assert!(size_of::<BlockQ8_0x16>() == ROWS * size_of::<BlockQ8_0>()
 impl PackedFormat for BlockQ8_0x16 {
     type Source = BlockQ8_0;
     type Act = BlockQ8_0;
-    fn pack_into(&mut self, rows: &[&BlockQ8_0]) {
-        BlockQ8_0x16::pack_into(self, rows);
+    fn pack_row(&mut self, i: usize, block: &BlockQ8_0) {
+        self.d[i] = block.d.to_bits();
+        for (g, qs) in self.qs.iter_mut().enumerate() {
+            for jj in 0..4 {
+                qs[4 * i + jj] = (block.qs[4 * g + jj] as u8) ^ 0x80;
+            }
+        }
     }
 }
 
 impl BlockQ8_0x16 {
-    /// Packs one block of each of up to sixteen rows into `self`, which must be zeroed
-    /// (missing rows stay zero).
-    pub(crate) fn pack_into(&mut self, rows: &[&BlockQ8_0]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            for (g, qs) in self.qs.iter_mut().enumerate() {
-                for jj in 0..4 {
-                    qs[4 * i + jj] = (block.qs[4 * g + jj] as u8) ^ 0x80;
-                }
-            }
-        }
-    }
-
     /// Row `i`'s code `j`, plus 128.
     #[cfg(test)]
     pub(crate) fn code(&self, i: usize, j: usize) -> i32 {

@@ -27,3 +27,21 @@ pub(super) fn dot_group<P: PackedFormat>(
         }
     }
 }
+
+/// A packed layout whose scalar reference folds each row's blocks one by one ([`dot_rows`]).
+pub(super) trait RowReference: PackedFormat {
+    /// Adds row `i`'s product of this block with activation block `y` (whose summaries are
+    /// `s`) to `acc`.
+    fn fold_row(&self, acc: f32, i: usize, y: &Self::Act, s: &[BlockSummary]) -> f32;
+}
+
+/// The scalar reference of a [`RowReference`] layout: [`dot_group`] with its
+/// [`RowReference::fold_row`].
+pub(super) fn dot_rows<P: RowReference>(
+    w: &[P],
+    a: &[P::Act],
+    s: &[BlockSummary],
+    out: &mut [[f32; ROWS]],
+) {
+    dot_group(w, a, s, out, |acc, i, x, y, s| x.fold_row(acc, i, y, s));
+}

@@ -59,13 +59,11 @@ const _: () = assert!(size_of::<BlockTq1_0x16>() == ROWS * size_of::<BlockTq1_0>
 impl PackedFormat for BlockTq1_0x16 {
     type Source = BlockTq1_0;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockTq1_0]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            let bytes = block.qs.iter().chain(&block.qh);
-            for (k, &byte) in bytes.enumerate() {
-                self.qs[k / 4][4 * i + k % 4] = byte;
-            }
+    fn pack_row(&mut self, i: usize, block: &BlockTq1_0) {
+        self.d[i] = block.d.to_bits();
+        let bytes = block.qs.iter().chain(&block.qh);
+        for (k, &byte) in bytes.enumerate() {
+            self.qs[k / 4][4 * i + k % 4] = byte;
         }
     }
 }
@@ -83,19 +81,13 @@ impl BlockTq1_0x16 {
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockTq1_0x16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
-        let dot: i32 = (0..256).map(|v| x.trit(i, v) * y.qs[v] as i32).sum();
+impl super::reference::RowReference for BlockTq1_0x16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, _: &[BlockSummary]) -> f32 {
+        let dot: i32 = (0..256).map(|v| self.trit(i, v) * y.qs[v] as i32).sum();
         let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
-        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d[i]).to_f32() * y.d;
         acc + (dot - a_sum) as f32 * d
-    });
+    }
 }

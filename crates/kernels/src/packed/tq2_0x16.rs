@@ -32,29 +32,21 @@ const _: () = assert!(size_of::<BlockTq2_0x16>() == ROWS * size_of::<BlockTq2_0>
 impl PackedFormat for BlockTq2_0x16 {
     type Source = BlockTq2_0;
     type Act = BlockQ8K;
-    fn pack_into(&mut self, rows: &[&BlockTq2_0]) {
-        for (i, block) in rows.iter().enumerate().take(ROWS) {
-            self.d[i] = block.d.to_bits();
-            two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
-        }
+    fn pack_row(&mut self, i: usize, block: &BlockTq2_0) {
+        self.d[i] = block.d.to_bits();
+        two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
+/// The scalar reference (tests only), which the SIMD kernel reproduces bit for bit.
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockTq2_0x16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    super::reference::dot_group(w, a, s, out, |acc, i, x, y, _| {
+impl super::reference::RowReference for BlockTq2_0x16 {
+    fn fold_row(&self, acc: f32, i: usize, y: &BlockQ8K, _: &[BlockSummary]) -> f32 {
         let dot: i32 = (0..256)
-            .map(|v| two_bits::code(&x.qs, i, v / 16, v % 16) * y.qs[v] as i32)
+            .map(|v| two_bits::code(&self.qs, i, v / 16, v % 16) * y.qs[v] as i32)
             .sum();
         let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
-        let d = half::f16::from_bits(x.d[i]).to_f32() * y.d;
+        let d = half::f16::from_bits(self.d[i]).to_f32() * y.d;
         acc + (dot - a_sum) as f32 * d
-    });
+    }
 }

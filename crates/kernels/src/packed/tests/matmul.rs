@@ -95,30 +95,42 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
         }
         GgmlType::Q5_0 => PackedMatrix::pack_with::<BlockQ5_0x16>(w, q5_0x16::dot_group, &|_| {}),
         GgmlType::Q8_0 => PackedMatrix::pack_with::<BlockQ8_0x16>(w, q8_0x16::dot_group, &|_| {}),
-        GgmlType::Q4K => PackedMatrix::pack_with::<BlockQ4Kx16>(w, q4_kx16::dot_group, &|_| {}),
-        GgmlType::Q5K => PackedMatrix::pack_with::<BlockQ5Kx16>(w, q5_kx16::dot_group, &|_| {}),
-        GgmlType::Iq4Xs => {
-            PackedMatrix::pack_with::<BlockIq4Xsx16>(w, iq4_xsx16::dot_group, &|_| {})
+        GgmlType::Q4K => {
+            PackedMatrix::pack_with::<BlockQ4Kx16>(w, dot_rows::<BlockQ4Kx16>, &|_| {})
         }
-        GgmlType::Q2K => PackedMatrix::pack_with::<BlockQ2Kx16>(w, q2_kx16::dot_group, &|_| {}),
+        GgmlType::Q5K => {
+            PackedMatrix::pack_with::<BlockQ5Kx16>(w, dot_rows::<BlockQ5Kx16>, &|_| {})
+        }
+        GgmlType::Iq4Xs => {
+            PackedMatrix::pack_with::<BlockIq4Xsx16>(w, dot_rows::<BlockIq4Xsx16>, &|_| {})
+        }
+        GgmlType::Q2K => {
+            PackedMatrix::pack_with::<BlockQ2Kx16>(w, dot_rows::<BlockQ2Kx16>, &|_| {})
+        }
         GgmlType::Q4_1 => {
             PackedMatrix::pack_with::<BlockQ4_1x16>(w, BlockQ4_1x16::dot_group, &|_| {})
         }
         GgmlType::Q5_1 => {
             PackedMatrix::pack_with::<BlockQ5_1x16>(w, BlockQ5_1x16::dot_group, &|_| {})
         }
-        GgmlType::Q3K => PackedMatrix::pack_with::<BlockQ3Kx16>(w, q3_kx16::dot_group, &|_| {}),
+        GgmlType::Q3K => {
+            PackedMatrix::pack_with::<BlockQ3Kx16>(w, dot_rows::<BlockQ3Kx16>, &|_| {})
+        }
         GgmlType::TQ2_0 => {
-            PackedMatrix::pack_with::<BlockTq2_0x16>(w, tq2_0x16::dot_group, &|_| {})
+            PackedMatrix::pack_with::<BlockTq2_0x16>(w, dot_rows::<BlockTq2_0x16>, &|_| {})
         }
         GgmlType::TQ1_0 => {
-            PackedMatrix::pack_with::<BlockTq1_0x16>(w, tq1_0x16::dot_group, &|_| {})
+            PackedMatrix::pack_with::<BlockTq1_0x16>(w, dot_rows::<BlockTq1_0x16>, &|_| {})
         }
         GgmlType::MXFP4 => {
             PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
         }
-        GgmlType::Iq1S => PackedMatrix::pack_with::<BlockIq1Sx16>(w, iq1_sx16::dot_group, &|_| {}),
-        GgmlType::Iq1M => PackedMatrix::pack_with::<BlockIq1Mx16>(w, iq1_mx16::dot_group, &|_| {}),
+        GgmlType::Iq1S => {
+            PackedMatrix::pack_with::<BlockIq1Sx16>(w, dot_rows::<BlockIq1Sx16>, &|_| {})
+        }
+        GgmlType::Iq1M => {
+            PackedMatrix::pack_with::<BlockIq1Mx16>(w, dot_rows::<BlockIq1Mx16>, &|_| {})
+        }
         GgmlType::Iq3Xxs => {
             PackedMatrix::pack_with::<BlockIq3Xxsx16>(w, iq3_xxsx16::dot_group, &|_| {})
         }
@@ -136,7 +148,7 @@ fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
         GgmlType::Iq2S => {
             PackedMatrix::pack_with::<BlockIq2Sx16>(w, iq2_grid::dot_group::<BlockIq2Sx16>, &|_| {})
         }
-        _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, q6_kx16::dot_group, &|_| {}),
+        _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, dot_rows::<BlockQ6Kx16>, &|_| {}),
     };
     let mut packings = vec![("reference", reference)];
     if let Some(simd) = Kernels::detected().pack(w) {
@@ -468,8 +480,8 @@ fn misaligned_rows_pack_the_same() {
     shifted[1..].copy_from_slice(&data);
     let aligned = WeightMatrix::new(GgmlType::Q4K, rows, cols, &data).unwrap();
     let misaligned = WeightMatrix::new(GgmlType::Q4K, rows, cols, &shifted[1..]).unwrap();
-    let a = pack_rows::<BlockQ4Kx16>(&aligned, q4_kx16::dot_group, &|_| {});
-    let b = pack_rows::<BlockQ4Kx16>(&misaligned, q4_kx16::dot_group, &|_| {});
+    let a = pack_rows::<BlockQ4Kx16>(&aligned, dot_rows::<BlockQ4Kx16>, &|_| {});
+    let b = pack_rows::<BlockQ4Kx16>(&misaligned, dot_rows::<BlockQ4Kx16>, &|_| {});
     assert!(a.blocks == b.blocks);
 }
 

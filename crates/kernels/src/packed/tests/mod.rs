@@ -4,36 +4,34 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
-use super::iq1_mx16::{self, BlockIq1Mx16};
-use super::iq1_sx16::{self, BlockIq1Sx16};
+use super::iq1_mx16::BlockIq1Mx16;
+use super::iq1_sx16::BlockIq1Sx16;
 use super::iq2_grid::{self, GridRows};
 use super::iq2_sx16::BlockIq2Sx16;
 use super::iq2_xsx16::BlockIq2Xsx16;
 use super::iq2_xxsx16::BlockIq2Xxsx16;
 use super::iq3_sx16::{self, BlockIq3Sx16};
 use super::iq3_xxsx16::{self, BlockIq3Xxsx16};
-use super::iq4_xsx16::{self, BlockIq4Xsx16};
+use super::iq4_xsx16::BlockIq4Xsx16;
 use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
 use super::mxfp4x16::{self, BlockMxfp4x16};
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
-use super::q2_kx16::{self, BlockQ2Kx16};
-use super::q3_kx16::{self, BlockQ3Kx16};
-use super::q4_kx16::{self, BlockQ4Kx16};
+use super::q2_kx16::BlockQ2Kx16;
+use super::q3_kx16::BlockQ3Kx16;
+use super::q4_kx16::BlockQ4Kx16;
 use super::q5_0x16::{self, BlockQ5_0x16};
-use super::q5_kx16::{self, BlockQ5Kx16};
-use super::q6_kx16::{self, BlockQ6Kx16};
+use super::q5_kx16::BlockQ5Kx16;
+use super::q6_kx16::BlockQ6Kx16;
 use super::q8_0x16::{self, BlockQ8_0x16};
+use super::reference::dot_rows;
 use super::rows::pack_rows;
-use super::tq1_0x16::{self, BlockTq1_0x16};
-use super::tq2_0x16::{self, BlockTq2_0x16};
+use super::tq1_0x16::BlockTq1_0x16;
+use super::tq2_0x16::BlockTq2_0x16;
 use super::*;
 use crate::dispatch::Kernels;
 use crate::quant::VecDot;
 use crate::quant::iq1_m::BlockIq1M;
 use crate::quant::iq1_s::BlockIq1S;
-use crate::quant::iq2_s::BlockIq2S;
-use crate::quant::iq2_xs::BlockIq2Xs;
-use crate::quant::iq2_xxs::BlockIq2Xxs;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::mxfp4::BlockMxfp4;
@@ -310,41 +308,41 @@ packed_format_tests! {
         scales mxfp4_exponent, kept mxfp4_row_kept, magnitude dequantized_magnitude,
         kernels mxfp4x16::dot_group, mxfp4x16_avx512::dot_group;
     q4_k: BlockQ4Kx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude q4_k_magnitude,
-        kernels q4_kx16::dot_group, q4_kx16_avx512::dot_group;
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude |r, a| k_magnitude(r, a, |b| b.dmin),
+        kernels dot_rows::<BlockQ4Kx16>, q4_kx16_avx512::dot_group;
     q5_k: BlockQ5Kx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q5_k_row_kept, magnitude q5_k_magnitude,
-        kernels q5_kx16::dot_group, q5_kx16_avx512::dot_group;
+        scales |b, d, m| (b.d, b.dmin) = (d, m), kept q5_k_row_kept, magnitude |r, a| k_magnitude(r, a, |b| b.dmin),
+        kernels dot_rows::<BlockQ5Kx16>, q5_kx16_avx512::dot_group;
     q6_k: BlockQ6Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept q6_k_row_kept, magnitude dequantized_magnitude,
-        kernels q6_kx16::dot_group, q6_kx16_avx512::dot_group;
+        kernels dot_rows::<BlockQ6Kx16>, q6_kx16_avx512::dot_group;
     iq4_xs: BlockIq4Xsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept iq4_xs_row_kept, magnitude dequantized_magnitude,
-        kernels iq4_xsx16::dot_group, iq4_xsx16_avx512::dot_group;
+        kernels dot_rows::<BlockIq4Xsx16>, iq4_xsx16_avx512::dot_group;
     q2_k: BlockQ2Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, m| (b.d, b.dmin) = (d, m), kept q2_k_row_kept, magnitude q2_k_magnitude,
-        kernels q2_kx16::dot_group, q2_kx16_avx512::dot_group;
+        kernels dot_rows::<BlockQ2Kx16>, q2_kx16_avx512::dot_group;
     q3_k: BlockQ3Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept q3_k_row_kept, magnitude dequantized_magnitude,
-        kernels q3_kx16::dot_group, q3_kx16_avx512::dot_group;
+        kernels dot_rows::<BlockQ3Kx16>, q3_kx16_avx512::dot_group;
     tq2_0: BlockTq2_0x16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept tq2_0_row_kept, magnitude dequantized_magnitude,
-        kernels tq2_0x16::dot_group, tq2_0x16_avx512::dot_group;
+        kernels dot_rows::<BlockTq2_0x16>, tq2_0x16_avx512::dot_group;
     tq1_0: BlockTq1_0x16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept tq1_0_row_kept, magnitude dequantized_magnitude,
-        kernels tq1_0x16::dot_group, tq1_0x16_avx512::dot_group;
+        kernels dot_rows::<BlockTq1_0x16>, tq1_0x16_avx512::dot_group;
     q4_1: BlockQ4_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
-        scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude q4_1_magnitude,
+        scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
         kernels BlockQ4_1x16::dot_group, min_formats_avx512::dot_group_q4_1;
     q5_1: BlockQ5_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
-        scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude q5_1_magnitude,
+        scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
         kernels BlockQ5_1x16::dot_group, min_formats_avx512::dot_group_q5_1;
     iq1_s: BlockIq1Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept iq1_s_row_kept, magnitude dequantized_magnitude,
-        kernels iq1_sx16::dot_group, iq1_sx16_avx512::dot_group;
+        kernels dot_rows::<BlockIq1Sx16>, iq1_sx16_avx512::dot_group;
     iq1_m: BlockIq1Mx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.set_d(d), kept iq1_m_row_kept, magnitude dequantized_magnitude,
-        kernels iq1_mx16::dot_group, iq1_mx16_avx512::dot_group;
+        kernels dot_rows::<BlockIq1Mx16>, iq1_mx16_avx512::dot_group;
     iq3_xxs: BlockIq3Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
         kernels iq3_xxsx16::dot_group, iq3_xxsx16_avx512::dot_group;
@@ -352,13 +350,13 @@ packed_format_tests! {
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
         kernels iq3_sx16::dot_group, iq3_sx16_avx512::dot_group;
     iq2_xxs: BlockIq2Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, _| b.d = d, kept iq2_xxs_row_kept, magnitude dequantized_magnitude,
+        scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Xxsx16>, magnitude dequantized_magnitude,
         kernels iq2_grid::dot_group::<BlockIq2Xxsx16>, iq2_xxsx16_avx512::dot_group;
     iq2_xs: BlockIq2Xsx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, _| b.d = d, kept iq2_xs_row_kept, magnitude dequantized_magnitude,
+        scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Xsx16>, magnitude dequantized_magnitude,
         kernels iq2_grid::dot_group::<BlockIq2Xsx16>, iq2_xsx16_avx512::dot_group;
     iq2_s: BlockIq2Sx16, super_block_config(), blocks 1..3, tokens 1..7,
-        scales |b, d, _| b.d = d, kept iq2_s_row_kept, magnitude dequantized_magnitude,
+        scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Sx16>, magnitude dequantized_magnitude,
         kernels iq2_grid::dot_group::<BlockIq2Sx16>, iq2_sx16_avx512::dot_group;
 }
 

@@ -236,17 +236,8 @@ pub(super) fn check_min_row<W: BlockFormat>(
     Ok(())
 }
 
-/// The rounding scale of Q4_1: `Σ (|x − m| + |m|)·|a|` over the dequantized values `x` (the
-/// scaled codes and the min are summed apart, then added).
-pub(super) fn q4_1_magnitude(row: &[BlockQ4_1], at: &[BlockQ8_0]) -> f64 {
-    min_magnitude(row, at, |b| b.m)
-}
-
-/// As [`q4_1_magnitude`], for Q5_1.
-pub(super) fn q5_1_magnitude(row: &[BlockQ5_1], at: &[BlockQ8_0]) -> f64 {
-    min_magnitude(row, at, |b| b.m)
-}
-
+/// The rounding scale of Q4_1 and Q5_1 (`min(b)` a block's min): `Σ (|x − m| + |m|)·|a|`
+/// over the dequantized values `x` (the scaled codes and the min are summed apart, then added).
 pub(super) fn min_magnitude<W: BlockFormat>(
     row: &[W],
     at: &[BlockQ8_0],
@@ -367,18 +358,9 @@ pub(super) fn q6_k_row_kept(p: &BlockQ6Kx16, i: usize, block: Option<&BlockQ6K>)
     Ok(())
 }
 
-/// The Q4_K reference kernel's rounding scale: `sum |w_i a_i|` plus a bound on the min terms
-/// (`|dmin| * 63` per sub-block against code sums of at most `8 * 4064`, times the activation
-/// scale), which cancel against the scaled codes.
-pub(super) fn q4_k_magnitude(row: &[BlockQ4K], at: &[BlockQ8K]) -> f64 {
-    k_magnitude(row, at, |b| b.dmin)
-}
-
-/// As [`q4_k_magnitude`], for Q5_K.
-pub(super) fn q5_k_magnitude(row: &[BlockQ5K], at: &[BlockQ8K]) -> f64 {
-    k_magnitude(row, at, |b| b.dmin)
-}
-
+/// The Q4_K and Q5_K reference kernels' rounding scale (`dmin(b)` a block's min scale):
+/// `sum |w_i a_i|` plus a bound on the min terms (`|dmin| * 63` per sub-block against code sums
+/// of at most `8 * 4064`, times the activation scale), which cancel against the scaled codes.
 pub(super) fn k_magnitude<W: BlockFormat>(row: &[W], at: &[BlockQ8K], dmin: fn(&W) -> f16) -> f64 {
     let (dw, da) = (dequantize(row), dequantize(at));
     let products: f64 = dw
@@ -501,31 +483,4 @@ where
         prop_assert_eq!(p.group(i, g), block.group(g), "group {}", g);
     }
     Ok(())
-}
-
-/// [`grid_row_kept`] for IQ2_XXS.
-pub(super) fn iq2_xxs_row_kept(
-    p: &BlockIq2Xxsx16,
-    i: usize,
-    block: Option<&BlockIq2Xxs>,
-) -> TestCaseResult {
-    grid_row_kept(p, i, block)
-}
-
-/// [`grid_row_kept`] for IQ2_XS.
-pub(super) fn iq2_xs_row_kept(
-    p: &BlockIq2Xsx16,
-    i: usize,
-    block: Option<&BlockIq2Xs>,
-) -> TestCaseResult {
-    grid_row_kept(p, i, block)
-}
-
-/// [`grid_row_kept`] for IQ2_S.
-pub(super) fn iq2_s_row_kept(
-    p: &BlockIq2Sx16,
-    i: usize,
-    block: Option<&BlockIq2S>,
-) -> TestCaseResult {
-    grid_row_kept(p, i, block)
 }
