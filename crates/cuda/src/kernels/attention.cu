@@ -46,49 +46,73 @@ __device__ __forceinline__ void kv_store_row(const float* qkv, int ld, int k_off
     }
 }
 
-// One warp's online-softmax pass over keys begin, begin + stride, ... < end.
-template <typename T>
-__device__ __forceinline__ void attend(const float* q, const T* keys, const T* values,
-                                       const int* table, long long block_stride, int slots,
-                                       int kv_dim, int kv, int head_dim, int begin,
-                                       int end, int stride, float scale, float softcap,
-                                       float* max_out, float* sum_out, float* acc) {
-    const int lane = threadIdx.x & 31;
-    float qr[DIMS_PER_LANE];
+// A warp's online softmax over keys in position order: the running max m of the scores, the
+// sum s of exp(score - m), and the lane's dimensions lane + 32k of the sum of the values
+// weighted by exp(score - m), in acc[k]; qr[k] holds the same dimensions of the query.
+struct online_softmax {
+    float qr[DIMS_PER_LANE], acc[DIMS_PER_LANE];
+    float m, s;
+
+    // Empty, for the query q.
+    __device__ __forceinline__ void start(const float* q, int lane, int head_dim) {
 #pragma unroll
-    for (int k = 0; k < DIMS_PER_LANE; k++) {
-        const int d = lane + 32 * k;
-        qr[k] = d < head_dim ? q[d] : 0.0f;
-        acc[k] = 0.0f;
+        for (int k = 0; k < DIMS_PER_LANE; k++) {
+            const int d = lane + 32 * k;
+            qr[k] = d < head_dim ? q[d] : 0.0f;
+            acc[k] = 0.0f;
+        }
+        m = -INFINITY;
+        s = 0.0f;
     }
-    float m = -INFINITY, s = 0.0f;
-    for (int j = begin; j < end; j += stride) {
-        const size_t slot = kv_row(table, block_stride, j % slots, kv_dim) + kv;
+
+    // Rescales s and acc to the max x where x is above m.
+    __device__ __forceinline__ void raise_max(float x) {
+        if (x > m) {
+            const float rescale = expf(m - x);
+            s *= rescale;
+#pragma unroll
+            for (int k = 0; k < DIMS_PER_LANE; k++) acc[k] *= rescale;
+            m = x;
+        }
+    }
+
+    // Adds the next key, its dimension d key(d) and its value's value(d).
+    template <typename Key, typename Value>
+    __device__ __forceinline__ void add(int lane, int head_dim, float scale, float softcap, Key key,
+                                        Value value) {
         float dot = 0.0f;
 #pragma unroll
         for (int k = 0; k < DIMS_PER_LANE; k++) {
             const int d = lane + 32 * k;
-            if (d < head_dim) dot += qr[k] * kv_load(keys, slot + d);
+            if (d < head_dim) dot += qr[k] * key(d);
         }
         float score = warp_sum(dot) * scale;
         if (softcap > 0.0f) score = softcap * tanhf(score / softcap);
-        if (score > m) {
-            const float rescale = expf(m - score);
-            s *= rescale;
-#pragma unroll
-            for (int k = 0; k < DIMS_PER_LANE; k++) acc[k] *= rescale;
-            m = score;
-        }
+        raise_max(score);
         const float weight = expf(score - m);
         s += weight;
 #pragma unroll
         for (int k = 0; k < DIMS_PER_LANE; k++) {
             const int d = lane + 32 * k;
-            if (d < head_dim) acc[k] += weight * kv_load(values, slot + d);
+            if (d < head_dim) acc[k] += weight * value(d);
         }
     }
-    *max_out = m;
-    *sum_out = s;
+};
+
+// One warp's online-softmax pass of the query q over keys begin, begin + stride, ... < end.
+template <typename T>
+__device__ __forceinline__ void attend(const float* q, const T* keys, const T* values,
+                                       const int* table, long long block_stride, int slots,
+                                       int kv_dim, int kv, int head_dim, int begin,
+                                       int end, int stride, float scale, float softcap,
+                                       online_softmax* out) {
+    const int lane = threadIdx.x & 31;
+    out->start(q, lane, head_dim);
+    for (int j = begin; j < end; j += stride) {
+        const size_t slot = kv_row(table, block_stride, j % slots, kv_dim) + kv;
+        out->add(lane, head_dim, scale, softcap, [&](int d) { return kv_load(keys, slot + d); },
+                 [&](int d) { return kv_load(values, slot + d); });
+    }
 }
 
 // One split of one head of a decode query at position pos, split-K: block (head, split) of
@@ -108,18 +132,18 @@ __device__ __forceinline__ void attention_decode_split(
     const int first = window > 0 ? max(0, pos + 1 - window) : 0;
     const int begin = first + split * split_len;
     const int end = min(begin + split_len, pos + 1);
-    float m, s, acc[DIMS_PER_LANE];
+    online_softmax softmax;
     attend(q + h * head_dim, keys, values, table, block_stride, slots, kv_dim,
            (h / group) * head_dim, head_dim,
-           begin + warp, end, ATTN_WARPS, scale, softcap, &m, &s, acc);
+           begin + warp, end, ATTN_WARPS, scale, softcap, &softmax);
     if (lane == 0) {
-        sm_max[warp] = m;
-        sm_sum[warp] = s;
+        sm_max[warp] = softmax.m;
+        sm_sum[warp] = softmax.s;
     }
 #pragma unroll
     for (int k = 0; k < DIMS_PER_LANE; k++) {
         const int d = lane + 32 * k;
-        if (d < head_dim) sm_acc[warp][d] = acc[k];
+        if (d < head_dim) sm_acc[warp][d] = softmax.acc[k];
     }
     __syncthreads();
     float total_max = -INFINITY;
@@ -204,14 +228,8 @@ __device__ __forceinline__ void attention_prefill_tiles(
     const int kv = (h / group) * head_dim;
 
     const float* q = qkv + (size_t)(active ? i : 0) * ld + q_off + h * head_dim;
-    float qr[DIMS_PER_LANE], acc[DIMS_PER_LANE];
-#pragma unroll
-    for (int k = 0; k < DIMS_PER_LANE; k++) {
-        const int d = lane + 32 * k;
-        qr[k] = d < head_dim ? q[d] : 0.0f;
-        acc[k] = 0.0f;
-    }
-    float m = -INFINITY, s = 0.0f;
+    online_softmax softmax;
+    softmax.start(q, lane, head_dim);
     for (int t0 = begin; t0 < end; t0 += PREFILL_TILE) {
         __syncthreads();
         for (int e = threadIdx.x; e < PREFILL_TILE * head_dim; e += blockDim.x) {
@@ -228,48 +246,22 @@ __device__ __forceinline__ void attention_prefill_tiles(
         for (int r = 0; r < PREFILL_TILE; r++) {
             const int j = t0 + r;
             if (j < first || j > pos) continue;
-            float dot = 0.0f;
-#pragma unroll
-            for (int k = 0; k < DIMS_PER_LANE; k++) {
-                const int d = lane + 32 * k;
-                if (d < head_dim) dot += qr[k] * tile_k[r][d];
-            }
-            float score = warp_sum(dot) * scale;
-            if (softcap > 0.0f) score = softcap * tanhf(score / softcap);
-            if (score > m) {
-                const float rescale = expf(m - score);
-                s *= rescale;
-#pragma unroll
-                for (int k = 0; k < DIMS_PER_LANE; k++) acc[k] *= rescale;
-                m = score;
-            }
-            const float weight = expf(score - m);
-            s += weight;
-#pragma unroll
-            for (int k = 0; k < DIMS_PER_LANE; k++) {
-                const int d = lane + 32 * k;
-                if (d < head_dim) acc[k] += weight * tile_v[r][d];
-            }
+            softmax.add(lane, head_dim, scale, softcap, [&](int d) { return tile_k[r][d]; },
+                        [&](int d) { return tile_v[r][d]; });
         }
     }
     if (!active) return;
     if (sinks) {
         const float sink = sinks[h];
-        if (sink > m) {
-            const float rescale = expf(m - sink);
-            s *= rescale;
-#pragma unroll
-            for (int k = 0; k < DIMS_PER_LANE; k++) acc[k] *= rescale;
-            m = sink;
-        }
-        s += expf(sink - m);
+        softmax.raise_max(sink);
+        softmax.s += expf(sink - softmax.m);
     }
-    const float inv = 1.0f / s;
+    const float inv = 1.0f / softmax.s;
     float* o = out + (size_t)i * heads * head_dim + h * head_dim;
 #pragma unroll
     for (int k = 0; k < DIMS_PER_LANE; k++) {
         const int d = lane + 32 * k;
-        if (d < head_dim) o[d] = acc[k] * inv;
+        if (d < head_dim) o[d] = softmax.acc[k] * inv;
     }
 }
 

@@ -4,136 +4,148 @@
 // order of floating-point operations follow ggml's dequantize_row_* so that results match the
 // CPU reference bit for bit.
 
-struct fmt_f32 {
+// The place of a chunk in a row of 32-value blocks of BYTES_ bytes: the chunk is a block.
+template <int BYTES_>
+struct blocks32 {
+    static const int QK = 32;
+    static const int BYTES = BYTES_;
+    // The block of chunk `chunk` of `row`.
+    __device__ static const u8* block(const u8* row, int chunk) { return row + chunk * BYTES; }
+};
+
+// The place of a chunk in a row of 256-value super-blocks of BYTES_ bytes: the chunk is
+// sub-block `chunk & 7` of super-block `chunk >> 3`.
+template <int BYTES_>
+struct super_blocks {
+    static const int QK = 256;
+    static const int BYTES = BYTES_;
+    // The super-block of chunk `chunk` of `row`.
+    __device__ static const u8* block(const u8* row, int chunk) {
+        return row + (chunk >> 3) * BYTES;
+    }
+};
+
+// The 32 values of 16 bytes of nibbles: value j is value(low nibble of qs[j]) and value j + 16
+// value(high nibble of qs[j]), j < 16.
+template <typename Value>
+__device__ __forceinline__ void deq_nibbles(const u8* qs, float* v, Value value) {
+    for (int j = 0; j < 16; j++) {
+        v[j] = value((int)(qs[j] & 0x0f));
+        v[j + 16] = value((int)(qs[j] >> 4));
+    }
+}
+
+// The same for Q5_0 and Q5_1's five-bit codes: bit j of qh is bit 4 of value j.
+template <typename Value>
+__device__ __forceinline__ void deq_five_bits(const u8* qs, u32 qh, float* v, Value value) {
+    for (int j = 0; j < 16; j++) {
+        const int h0 = ((qh >> j) << 4) & 0x10;
+        const int h1 = (qh >> (j + 12)) & 0x10;
+        v[j] = value((qs[j] & 0x0f) | h0);
+        v[j + 16] = value((qs[j] >> 4) | h1);
+    }
+}
+
+// The scale of an MXFP4 block from its E8M0 exponent e: 2^(e - 128), half of what E8M0 codes
+// because the block's values are the E2M1 values doubled (ggml's GGML_E8M0_TO_FP32_HALF,
+// subnormal for e < 2).
+__device__ __forceinline__ float e8m0_half_to_float(u32 e) {
+    return __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
+}
+
+// Unquantized rows: a chunk is 32 elements of Element::BYTES bytes, each widened by
+// Element::load.
+template <typename Element>
+struct unquantized {
     static const int QK = 1;
+    static const int BYTES = Element::BYTES;
+    __device__ static void deq32(const u8* row, int chunk, float* v) {
+        const u8* p = row + chunk * 32 * BYTES;
+        for (int i = 0; i < 32; i++) v[i] = Element::load(p + BYTES * i);
+    }
+};
+
+struct f32_element {
     static const int BYTES = 4;
-    __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* p = row + chunk * 128;
-        for (int i = 0; i < 32; i++) v[i] = __uint_as_float(load_u32(p + 4 * i));
-    }
+    __device__ static float load(const u8* p) { return __uint_as_float(load_u32(p)); }
 };
 
-struct fmt_f16 {
-    static const int QK = 1;
+struct f16_element {
     static const int BYTES = 2;
-    __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* p = row + chunk * 64;
-        for (int i = 0; i < 32; i++) v[i] = half_to_float(load_u16(p + 2 * i));
-    }
+    __device__ static float load(const u8* p) { return half_to_float(load_u16(p)); }
 };
 
-struct fmt_bf16 {
-    static const int QK = 1;
+struct bf16_element {
     static const int BYTES = 2;
-    __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* p = row + chunk * 64;
-        for (int i = 0; i < 32; i++) v[i] = bf16_to_float(load_u16(p + 2 * i));
-    }
+    __device__ static float load(const u8* p) { return bf16_to_float(load_u16(p)); }
 };
+
+typedef unquantized<f32_element> fmt_f32;
+typedef unquantized<f16_element> fmt_f16;
+typedef unquantized<bf16_element> fmt_bf16;
 
 // Q4_0: f16 d, 16 bytes of nibbles; x = (q - 8) * d.
-struct fmt_q4_0 {
-    static const int QK = 32;
-    static const int BYTES = 18;
+struct fmt_q4_0 : blocks32<18> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + chunk * BYTES;
+        const u8* b = block(row, chunk);
         const float d = half_to_float(load_u16(b));
-        const u8* qs = b + 2;
-        for (int j = 0; j < 16; j++) {
-            v[j] = (float)((int)(qs[j] & 0x0f) - 8) * d;
-            v[j + 16] = (float)((int)(qs[j] >> 4) - 8) * d;
-        }
+        deq_nibbles(b + 2, v, [d](int q) { return (float)(q - 8) * d; });
     }
 };
 
 // Q4_1: f16 d, f16 m, 16 bytes of nibbles; x = q * d + m.
-struct fmt_q4_1 {
-    static const int QK = 32;
-    static const int BYTES = 20;
+struct fmt_q4_1 : blocks32<20> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + chunk * BYTES;
+        const u8* b = block(row, chunk);
         const float d = half_to_float(load_u16(b));
         const float m = half_to_float(load_u16(b + 2));
-        const u8* qs = b + 4;
-        for (int j = 0; j < 16; j++) {
-            v[j] = (float)(qs[j] & 0x0f) * d + m;
-            v[j + 16] = (float)(qs[j] >> 4) * d + m;
-        }
+        deq_nibbles(b + 4, v, [d, m](int q) { return (float)q * d + m; });
     }
 };
 
 // Q5_0: f16 d, 32 high bits, 16 bytes of nibbles; x = (q - 16) * d.
-struct fmt_q5_0 {
-    static const int QK = 32;
-    static const int BYTES = 22;
+struct fmt_q5_0 : blocks32<22> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + chunk * BYTES;
+        const u8* b = block(row, chunk);
         const float d = half_to_float(load_u16(b));
-        const u32 qh = load_u32(b + 2);
-        const u8* qs = b + 6;
-        for (int j = 0; j < 16; j++) {
-            const int h0 = ((qh >> j) << 4) & 0x10;
-            const int h1 = (qh >> (j + 12)) & 0x10;
-            v[j] = (float)(((qs[j] & 0x0f) | h0) - 16) * d;
-            v[j + 16] = (float)(((qs[j] >> 4) | h1) - 16) * d;
-        }
+        deq_five_bits(b + 6, load_u32(b + 2), v, [d](int q) { return (float)(q - 16) * d; });
     }
 };
 
 // Q5_1: f16 d, f16 m, 32 high bits, 16 bytes of nibbles; x = q * d + m.
-struct fmt_q5_1 {
-    static const int QK = 32;
-    static const int BYTES = 24;
+struct fmt_q5_1 : blocks32<24> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + chunk * BYTES;
+        const u8* b = block(row, chunk);
         const float d = half_to_float(load_u16(b));
         const float m = half_to_float(load_u16(b + 2));
-        const u32 qh = load_u32(b + 4);
-        const u8* qs = b + 8;
-        for (int j = 0; j < 16; j++) {
-            const int h0 = ((qh >> j) << 4) & 0x10;
-            const int h1 = (qh >> (j + 12)) & 0x10;
-            v[j] = (float)((qs[j] & 0x0f) | h0) * d + m;
-            v[j + 16] = (float)((qs[j] >> 4) | h1) * d + m;
-        }
+        deq_five_bits(b + 8, load_u32(b + 4), v, [d, m](int q) { return (float)q * d + m; });
     }
 };
 
 // Q8_0: f16 d, 32 signed bytes; x = q * d.
-struct fmt_q8_0 {
-    static const int QK = 32;
-    static const int BYTES = 34;
+struct fmt_q8_0 : blocks32<34> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + chunk * BYTES;
+        const u8* b = block(row, chunk);
         const float d = half_to_float(load_u16(b));
         for (int j = 0; j < 32; j++) v[j] = (float)(i8)b[2 + j] * d;
     }
 };
 
 // MXFP4: E8M0 exponent e, 16 bytes of nibbles indexing the E2M1 values doubled;
-// x = kvalues[q] * 2^(e - 128) (ggml's GGML_E8M0_TO_FP32_HALF, subnormal for e < 2).
-struct fmt_mxfp4 {
-    static const int QK = 32;
-    static const int BYTES = 17;
+// x = kvalues[q] * 2^(e - 128).
+struct fmt_mxfp4 : blocks32<17> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
         const signed char kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-        const u8* b = row + chunk * BYTES;
-        const u32 e = b[0];
-        const float d = __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
-        const u8* qs = b + 1;
-        for (int j = 0; j < 16; j++) {
-            v[j] = (float)kvalues[qs[j] & 0x0f] * d;
-            v[j + 16] = (float)kvalues[qs[j] >> 4] * d;
-        }
+        const u8* b = block(row, chunk);
+        const float d = e8m0_half_to_float(b[0]);
+        deq_nibbles(b + 1, v, [&](int q) { return (float)kvalues[q] * d; });
     }
 };
 
 // Q2_K: 16 scale/min bytes, 64 bytes of 2-bit codes, f16 d, f16 dmin.
-struct fmt_q2_k {
-    static const int QK = 256;
-    static const int BYTES = 84;
+struct fmt_q2_k : super_blocks<84> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + (chunk >> 3) * BYTES;
+        const u8* b = block(row, chunk);
         const int sub = chunk & 7;
         const u8* scales = b;
         const float d = half_to_float(load_u16(b + 80));
@@ -154,9 +166,7 @@ struct fmt_q2_k {
 };
 
 // Q3_K: 32 bytes of high bits, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales, f16 d.
-struct fmt_q3_k {
-    static const int QK = 256;
-    static const int BYTES = 110;
+struct fmt_q3_k : super_blocks<110> {
     // The k-th 6-bit scale (0..15), unpacked as ggml's kmask dance does.
     __device__ static int scale(const u8* s, int k) {
         const int low = k < 8 ? (s[k] & 0x0f) : (s[k - 8] >> 4);
@@ -164,7 +174,7 @@ struct fmt_q3_k {
         return (low | (high << 4)) - 32;
     }
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + (chunk >> 3) * BYTES;
+        const u8* b = block(row, chunk);
         const int sub = chunk & 7;
         const u8* hmask = b;
         const u8* scales = b + 96;
@@ -196,58 +206,56 @@ __device__ __forceinline__ void scale_min_k4(int j, const u8* q, int* sc, int* m
     }
 }
 
+// The scale d · sc and the min dmin · m of sub-block `sub` of the Q4_K/Q5_K super-block b.
+__device__ __forceinline__ void sub_block_scale_min_k4(const u8* b, int sub, float* scale,
+                                                       float* min_value) {
+    const float d = half_to_float(load_u16(b));
+    const float dmin = half_to_float(load_u16(b + 2));
+    int sc, m;
+    scale_min_k4(sub, b + 4, &sc, &m);
+    *scale = d * (float)sc;
+    *min_value = dmin * (float)m;
+}
+
+// Q4_K and Q5_K: value l of sub-block `sub` of super-block b is d1 · code − m1, code its
+// nibble of the 128 bytes at qs (low nibbles for even sub-blocks, high for odd) plus
+// high_bit(l).
+template <typename HighBit>
+__device__ __forceinline__ void deq_k4(const u8* b, int sub, const u8* qs, float* v,
+                                       HighBit high_bit) {
+    const int pair = sub >> 1, high = sub & 1;
+    float d1, m1;
+    sub_block_scale_min_k4(b, sub, &d1, &m1);
+    const u8* q = qs + 32 * pair;
+    for (int l = 0; l < 32; l++) {
+        const int code = (high ? (q[l] >> 4) : (q[l] & 0x0f)) + high_bit(l);
+        v[l] = d1 * (float)code - m1;
+    }
+}
+
 // Q4_K: f16 d, f16 dmin, 12 bytes of scales, 128 bytes of nibbles.
-struct fmt_q4_k {
-    static const int QK = 256;
-    static const int BYTES = 144;
+struct fmt_q4_k : super_blocks<144> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + (chunk >> 3) * BYTES;
-        const int sub = chunk & 7;
-        const float d = half_to_float(load_u16(b));
-        const float dmin = half_to_float(load_u16(b + 2));
-        const int pair = sub >> 1, high = sub & 1;
-        int sc, m;
-        scale_min_k4(2 * pair + high, b + 4, &sc, &m);
-        const float d1 = d * (float)sc;
-        const float m1 = dmin * (float)m;
-        const u8* q = b + 16 + 32 * pair;
-        for (int l = 0; l < 32; l++) {
-            const int code = high ? (q[l] >> 4) : (q[l] & 0x0f);
-            v[l] = d1 * (float)code - m1;
-        }
+        const u8* b = block(row, chunk);
+        deq_k4(b, chunk & 7, b + 16, v, [](int) { return 0; });
     }
 };
 
 // Q5_K: f16 d, f16 dmin, 12 bytes of scales, 32 bytes of high bits, 128 bytes of nibbles.
-struct fmt_q5_k {
-    static const int QK = 256;
-    static const int BYTES = 176;
+struct fmt_q5_k : super_blocks<176> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + (chunk >> 3) * BYTES;
+        const u8* b = block(row, chunk);
         const int sub = chunk & 7;
-        const float d = half_to_float(load_u16(b));
-        const float dmin = half_to_float(load_u16(b + 2));
-        const int pair = sub >> 1, high = sub & 1;
-        int sc, m;
-        scale_min_k4(2 * pair + high, b + 4, &sc, &m);
-        const float d1 = d * (float)sc;
-        const float m1 = dmin * (float)m;
         const u8* qh = b + 16;
-        const u8* ql = b + 48 + 32 * pair;
         const u8 bit = (u8)(1u << sub);
-        for (int l = 0; l < 32; l++) {
-            const int code = (high ? (ql[l] >> 4) : (ql[l] & 0x0f)) + ((qh[l] & bit) ? 16 : 0);
-            v[l] = d1 * (float)code - m1;
-        }
+        deq_k4(b, sub, b + 48, v, [&](int l) { return (qh[l] & bit) ? 16 : 0; });
     }
 };
 
 // Q6_K: 128 bytes of low nibbles, 64 bytes of high 2 bits, 16 signed scales, f16 d.
-struct fmt_q6_k {
-    static const int QK = 256;
-    static const int BYTES = 210;
+struct fmt_q6_k : super_blocks<210> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
-        const u8* b = row + (chunk >> 3) * BYTES;
+        const u8* b = block(row, chunk);
         const int sub = chunk & 7;
         const float d = half_to_float(load_u16(b + 208));
         const int half = sub >> 2, group = sub & 3;

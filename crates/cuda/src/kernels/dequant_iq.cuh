@@ -59,19 +59,22 @@ __device__ __forceinline__ void iq4_codes(const u8* qs, int* c) {
     }
 }
 
+// Both halves scaled by s, with the offset o.
+__device__ __forceinline__ void one_scale_offset(float s, float o, float* a, float* b) {
+    a[0] = a[1] = s;
+    b[0] = b[1] = o;
+}
+
 // Both halves scaled by s, no offsets.
 __device__ __forceinline__ void one_scale(float s, float* a, float* b) {
-    a[0] = a[1] = s;
-    b[0] = b[1] = 0.0f;
+    one_scale_offset(s, 0.0f, a, b);
 }
 
 // IQ1_S: f16 d, 32 low index bytes, per sub-block a u16 of the high index bits (3 per group),
 // the scale s (bits 12..14) and the shift's sign (bit 15); x = d (2s + 1) (grid ± 1/8).
-struct fmt_iq1_s : int_coded<fmt_iq1_s> {
-    static const int QK = 256;
-    static const int BYTES = 50;
+struct fmt_iq1_s : super_blocks<50>, int_coded<fmt_iq1_s> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const int ib = chunk & 7;
         const u32 qh = load_u16(blk + 34 + 2 * ib);
         const float dl = half_to_float(load_u16(blk)) * (float)(2 * ((qh >> 12) & 7) + 1);
@@ -87,11 +90,9 @@ struct fmt_iq1_s : int_coded<fmt_iq1_s> {
 // IQ1_M: 32 low index bytes, per group a nibble (high index bits, shift sign in bit 3), four
 // u16 scale words (3-bit scale s per 16 values; their top nibbles the f16 d);
 // x = d (2s + 1) (grid ± 1/8).
-struct fmt_iq1_m : int_coded<fmt_iq1_m> {
-    static const int QK = 256;
-    static const int BYTES = 56;
+struct fmt_iq1_m : super_blocks<56>, int_coded<fmt_iq1_m> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const int ib = chunk & 7;
         u32 d_bits = 0;
         for (int k = 0; k < 4; k++) d_bits |= (u32)(load_u16(blk + 48 + 2 * k) >> 12) << (4 * k);
@@ -113,11 +114,9 @@ struct fmt_iq1_m : int_coded<fmt_iq1_m> {
 
 // IQ2_XXS: f16 d, per sub-block four grid index bytes and a word of four 7-bit sign groups
 // and the scale s (bits 28..31); x = d (0.5 + s) / 4 · grid · sign.
-struct fmt_iq2_xxs : int_coded<fmt_iq2_xxs> {
-    static const int QK = 256;
-    static const int BYTES = 66;
+struct fmt_iq2_xxs : super_blocks<66>, int_coded<fmt_iq2_xxs> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const u8* q = blk + 2 + 8 * (chunk & 7);
         const u32 signs = load_u32(q + 4);
         for (int l = 0; l < 4; l++) {
@@ -137,11 +136,9 @@ __device__ __forceinline__ void iq2_half_scales(float d, u8 scales, float* a, fl
 
 // IQ2_XS: f16 d, per group of eight a u16 (9-bit grid index, 7-bit sign group), per
 // sub-block a byte of two 4-bit scales.
-struct fmt_iq2_xs : int_coded<fmt_iq2_xs> {
-    static const int QK = 256;
-    static const int BYTES = 74;
+struct fmt_iq2_xs : super_blocks<74>, int_coded<fmt_iq2_xs> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const int ib = chunk & 7;
         for (int l = 0; l < 4; l++) {
             const u32 q = load_u16(blk + 2 + 8 * ib + 2 * l);
@@ -153,11 +150,9 @@ struct fmt_iq2_xs : int_coded<fmt_iq2_xs> {
 
 // IQ2_S: f16 d, 32 low index bytes, 32 sign bytes, per sub-block a byte of high index bits
 // (2 per group) and a byte of two 4-bit scales.
-struct fmt_iq2_s : int_coded<fmt_iq2_s> {
-    static const int QK = 256;
-    static const int BYTES = 82;
+struct fmt_iq2_s : super_blocks<82>, int_coded<fmt_iq2_s> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const int ib = chunk & 7;
         for (int l = 0; l < 4; l++) {
             const int g = 4 * ib + l;
@@ -170,11 +165,9 @@ struct fmt_iq2_s : int_coded<fmt_iq2_s> {
 
 // IQ3_XXS: f16 d, 64 grid index bytes (four magnitudes each), per sub-block a word of four
 // 7-bit sign groups and the scale s (bits 28..31); x = d (0.5 + s) / 2 · grid · sign.
-struct fmt_iq3_xxs : int_coded<fmt_iq3_xxs> {
-    static const int QK = 256;
-    static const int BYTES = 98;
+struct fmt_iq3_xxs : super_blocks<98>, int_coded<fmt_iq3_xxs> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const int ib = chunk & 7;
         const u8* q = blk + 2 + 8 * ib;
         const u32 signs = load_u32(blk + 66 + 4 * ib);
@@ -189,11 +182,9 @@ struct fmt_iq3_xxs : int_coded<fmt_iq3_xxs> {
 // IQ3_S: f16 d, 64 low index bytes, per sub-block a byte of high index bits (one per four
 // values), 32 sign bytes, per two sub-blocks a byte of 4-bit scales; x = d (1 + 2s) · grid ·
 // sign.
-struct fmt_iq3_s : int_coded<fmt_iq3_s> {
-    static const int QK = 256;
-    static const int BYTES = 110;
+struct fmt_iq3_s : super_blocks<110>, int_coded<fmt_iq3_s> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const int ib = chunk & 7;
         const u8* q = blk + 2 + 8 * ib;
         const u32 high = blk[66 + ib];
@@ -208,11 +199,9 @@ struct fmt_iq3_s : int_coded<fmt_iq3_s> {
 };
 
 // IQ4_NL: f16 d, 16 bytes of nibbles indexing the table; x = d · kvalues[q].
-struct fmt_iq4_nl : int_coded<fmt_iq4_nl> {
-    static const int QK = 32;
-    static const int BYTES = 18;
+struct fmt_iq4_nl : blocks32<18>, int_coded<fmt_iq4_nl> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + chunk * BYTES;
+        const u8* blk = block(row, chunk);
         iq4_codes(blk + 2, c);
         one_scale(half_to_float(load_u16(blk)), a, b);
     }
@@ -220,11 +209,9 @@ struct fmt_iq4_nl : int_coded<fmt_iq4_nl> {
 
 // IQ4_XS: f16 d, a u16 of the scales' high 2 bits, 4 bytes of their low nibbles, then per
 // sub-block 16 bytes as IQ4_NL; x = d (ls − 32) · kvalues[q].
-struct fmt_iq4_xs : int_coded<fmt_iq4_xs> {
-    static const int QK = 256;
-    static const int BYTES = 136;
+struct fmt_iq4_xs : super_blocks<136>, int_coded<fmt_iq4_xs> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const int ib = chunk & 7;
         const int low = (blk[4 + (ib >> 1)] >> (4 * (ib & 1))) & 15;
         const int high = (load_u16(blk + 2) >> (2 * ib)) & 3;
@@ -236,9 +223,7 @@ struct fmt_iq4_xs : int_coded<fmt_iq4_xs> {
 // TQ1_0: 48 bytes of five trits, 4 bytes of four, f16 d; trit n of byte q is
 // ⌊3 · (q · 3^n mod 256) / 256⌋ and x = d (trit − 1). Values 32n + m are trit n of byte m
 // (m < 32), 160 + 16n + m trit n of byte 32 + m, 240 + 4n + m trit n of byte 48 + m.
-struct fmt_tq1_0 : int_coded<fmt_tq1_0> {
-    static const int QK = 256;
-    static const int BYTES = 54;
+struct fmt_tq1_0 : super_blocks<54>, int_coded<fmt_tq1_0> {
     __device__ static int value(const u8* blk, int v) {
         int q, n;
         if (v < 160) {
@@ -252,7 +237,7 @@ struct fmt_tq1_0 : int_coded<fmt_tq1_0> {
         return ((((q * pow3[n]) & 0xff) * 3) >> 8) - 1;
     }
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const int v0 = 32 * (chunk & 7);
         for (int i = 0; i < 8; i++) {
             const int v = v0 + 4 * i;
@@ -264,11 +249,9 @@ struct fmt_tq1_0 : int_coded<fmt_tq1_0> {
 
 // TQ2_0: 64 bytes of 2-bit codes q, f16 d; value 128h + 32l + k is bits 2l of byte 32h + k,
 // x = d (q − 1).
-struct fmt_tq2_0 : int_coded<fmt_tq2_0> {
-    static const int QK = 256;
-    static const int BYTES = 66;
+struct fmt_tq2_0 : super_blocks<66>, int_coded<fmt_tq2_0> {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * BYTES;
+        const u8* blk = block(row, chunk);
         const u8* q = blk + 32 * ((chunk & 7) >> 2);
         const int shift = 2 * (chunk & 3);
         for (int i = 0; i < 8; i++) {

@@ -11,6 +11,40 @@
 #define MATMUL_WARPS 4
 #define MATMUL_TOKENS 8
 
+// The 32 dequantized weights v dotted with the 32 activations at x (16-byte aligned), four at a
+// time.
+__device__ __forceinline__ float dot32(const float* v, const float* x) {
+    const float4* xp = (const float4*)x;
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float4 xv = xp[i];
+        s += v[4 * i] * xv.x + v[4 * i + 1] * xv.y + v[4 * i + 2] * xv.z + v[4 * i + 3] * xv.w;
+    }
+    return s;
+}
+
+// acc[t] = the weight row `row` (`cols` values) dotted with the activation row x_row(t), for
+// the first nt of NT tokens, summed over the warp: lane `lane` takes every 32nd chunk from
+// chunk `lane`, dequantizes it once and dots it with each token's.
+template <typename F, int NT, typename XRow>
+__device__ __forceinline__ void dot_row(const u8* row, int cols, int nt, int lane, XRow x_row,
+                                        float* acc) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    const int chunks = cols >> 5;
+    for (int c = lane; c < chunks; c += 32) {
+        float v[32];
+        F::deq32(row, c, v);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < nt) acc[t] += dot32(v, x_row(t) + c * 32);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
+}
+
 template <typename F, int NT>
 __device__ __forceinline__ void matmul_rows(
     const u8* __restrict__ w, long long row_bytes, const float* __restrict__ x, int ldx,
@@ -20,31 +54,9 @@ __device__ __forceinline__ void matmul_rows(
     const int r = blockIdx.x * MATMUL_WARPS + warp;
     if (r >= rows) return;
     const int nt = min(NT, n - t0);
-    const u8* row = w + (size_t)r * (size_t)row_bytes;
     float acc[NT];
-#pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    const int chunks = cols >> 5;
-    for (int c = lane; c < chunks; c += 32) {
-        float v[32];
-        F::deq32(row, c, v);
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            if (t < nt) {
-                const float4* xp = (const float4*)(x + (size_t)(t0 + t) * ldx + c * 32);
-                float s = 0.0f;
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    const float4 xv = xp[i];
-                    s += v[4 * i] * xv.x + v[4 * i + 1] * xv.y + v[4 * i + 2] * xv.z +
-                         v[4 * i + 3] * xv.w;
-                }
-                acc[t] += s;
-            }
-        }
-    }
-#pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
+    dot_row<F, NT>(w + (size_t)r * (size_t)row_bytes, cols, nt, lane,
+                   [&](int t) { return x + (size_t)(t0 + t) * ldx; }, acc);
     if (lane == 0) {
         const float b = bias ? bias[r] : 0.0f;
         for (int t = 0; t < nt; t++) y[(size_t)(t0 + t) * ldy + r] = acc[t] + b;
@@ -83,29 +95,8 @@ __device__ __forceinline__ void matmul_by_id(
     const int* slots = lists + (size_t)e * max_slots + t0;
     const u8* row = w + (size_t)e * (size_t)expert_bytes + (size_t)r * (size_t)row_bytes;
     float acc[MATMUL_TOKENS];
-#pragma unroll
-    for (int t = 0; t < MATMUL_TOKENS; t++) acc[t] = 0.0f;
-    const int chunks = cols >> 5;
-    for (int c = lane; c < chunks; c += 32) {
-        float v[32];
-        F::deq32(row, c, v);
-#pragma unroll
-        for (int t = 0; t < MATMUL_TOKENS; t++) {
-            if (t < nt) {
-                const float4* xp = (const float4*)(x + (size_t)(slots[t] / x_div) * ldx + c * 32);
-                float s = 0.0f;
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    const float4 xv = xp[i];
-                    s += v[4 * i] * xv.x + v[4 * i + 1] * xv.y + v[4 * i + 2] * xv.z +
-                         v[4 * i + 3] * xv.w;
-                }
-                acc[t] += s;
-            }
-        }
-    }
-#pragma unroll
-    for (int t = 0; t < MATMUL_TOKENS; t++) acc[t] = warp_sum(acc[t]);
+    dot_row<F, MATMUL_TOKENS>(row, cols, nt, lane,
+                              [&](int t) { return x + (size_t)(slots[t] / x_div) * ldx; }, acc);
     if (lane == 0) {
         const float b = bias ? bias[(size_t)e * rows + r] : 0.0f;
         for (int t = 0; t < nt; t++) y[(size_t)slots[t] * ldy + r] = acc[t] + b;

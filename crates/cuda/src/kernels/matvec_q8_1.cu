@@ -72,80 +72,71 @@ __device__ __forceinline__ int spread_bit4(u32 bits) {
     return (int)(((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25));
 }
 
+// The codes of 16 bytes of nibbles: value j the low nibble of byte j (j < 16), value j + 16
+// its high nibble.
+__device__ __forceinline__ void nibble_codes(const u8* qs, int* c) {
+    for (int i = 0; i < 4; i++) {
+        const int v = load_int_b2(qs + 4 * i);
+        c[i] = v & 0x0f0f0f0f;
+        c[i + 4] = (v >> 4) & 0x0f0f0f0f;
+    }
+}
+
+// The same for Q5_0 and Q5_1's five-bit codes: bit j of qh is bit 4 of value j.
+__device__ __forceinline__ void five_bit_codes(const u8* qs, u32 qh, int* c) {
+    nibble_codes(qs, c);
+    for (int i = 0; i < 4; i++) {
+        c[i] |= spread_bit4(qh >> (4 * i));
+        c[i + 4] |= spread_bit4(qh >> (16 + 4 * i));
+    }
+}
+
 struct q8_q4_0 {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + chunk * 18;
+        const u8* blk = fmt_q4_0::block(row, chunk);
         const float d = half_to_float(load_u16(blk));
-        for (int i = 0; i < 4; i++) {
-            const int v = load_int_b2(blk + 2 + 4 * i);
-            c[i] = v & 0x0f0f0f0f;
-            c[i + 4] = (v >> 4) & 0x0f0f0f0f;
-        }
-        a[0] = a[1] = d;
-        b[0] = b[1] = -8.0f * d;
+        nibble_codes(blk + 2, c);
+        one_scale_offset(d, -8.0f * d, a, b);
     }
 };
 
 struct q8_q4_1 {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + chunk * 20;
-        const float d = half_to_float(load_u16(blk));
-        const float m = half_to_float(load_u16(blk + 2));
-        for (int i = 0; i < 4; i++) {
-            const int v = load_int_b2(blk + 4 + 4 * i);
-            c[i] = v & 0x0f0f0f0f;
-            c[i + 4] = (v >> 4) & 0x0f0f0f0f;
-        }
-        a[0] = a[1] = d;
-        b[0] = b[1] = m;
+        const u8* blk = fmt_q4_1::block(row, chunk);
+        nibble_codes(blk + 4, c);
+        one_scale_offset(half_to_float(load_u16(blk)), half_to_float(load_u16(blk + 2)), a, b);
     }
 };
 
 struct q8_q5_0 {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + chunk * 22;
+        const u8* blk = fmt_q5_0::block(row, chunk);
         const float d = half_to_float(load_u16(blk));
-        const u32 qh = (u32)load_int_b2(blk + 2);
-        for (int i = 0; i < 4; i++) {
-            const int v = load_int_b2(blk + 6 + 4 * i);
-            c[i] = (v & 0x0f0f0f0f) | spread_bit4(qh >> (4 * i));
-            c[i + 4] = ((v >> 4) & 0x0f0f0f0f) | spread_bit4(qh >> (16 + 4 * i));
-        }
-        a[0] = a[1] = d;
-        b[0] = b[1] = -16.0f * d;
+        five_bit_codes(blk + 6, (u32)load_int_b2(blk + 2), c);
+        one_scale_offset(d, -16.0f * d, a, b);
     }
 };
 
 struct q8_q5_1 {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + chunk * 24;
-        const float d = half_to_float(load_u16(blk));
-        const float m = half_to_float(load_u16(blk + 2));
-        const u32 qh = (u32)load_int_b2(blk + 4);
-        for (int i = 0; i < 4; i++) {
-            const int v = load_int_b2(blk + 8 + 4 * i);
-            c[i] = (v & 0x0f0f0f0f) | spread_bit4(qh >> (4 * i));
-            c[i + 4] = ((v >> 4) & 0x0f0f0f0f) | spread_bit4(qh >> (16 + 4 * i));
-        }
-        a[0] = a[1] = d;
-        b[0] = b[1] = m;
+        const u8* blk = fmt_q5_1::block(row, chunk);
+        five_bit_codes(blk + 8, (u32)load_int_b2(blk + 4), c);
+        one_scale_offset(half_to_float(load_u16(blk)), half_to_float(load_u16(blk + 2)), a, b);
     }
 };
 
 struct q8_q8_0 {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + chunk * 34;
-        const float d = half_to_float(load_u16(blk));
+        const u8* blk = fmt_q8_0::block(row, chunk);
         for (int i = 0; i < 8; i++) c[i] = load_int_b2(blk + 2 + 4 * i);
-        a[0] = a[1] = d;
-        b[0] = b[1] = 0.0f;
+        one_scale(half_to_float(load_u16(blk)), a, b);
     }
 };
 
 // Q2_K: codes 0..3, per 16 elements w = d * (sc & 15) * c - dmin * (sc >> 4).
 struct q8_q2_k {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * 84;
+        const u8* blk = fmt_q2_k::block(row, chunk);
         const int sub = chunk & 7, half = sub >> 2, j = sub & 3;
         const float d = half_to_float(load_u16(blk + 80));
         const float dmin = half_to_float(load_u16(blk + 82));
@@ -163,7 +154,7 @@ struct q8_q2_k {
 // w = d * scale * (c - 4).
 struct q8_q3_k {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * 110;
+        const u8* blk = fmt_q3_k::block(row, chunk);
         const int sub = chunk & 7, half = sub >> 2, j = sub & 3;
         const float d = half_to_float(load_u16(blk + 108));
         const u8* q = blk + 32 + 32 * half;
@@ -180,43 +171,36 @@ struct q8_q3_k {
     }
 };
 
-// Q4_K: codes 0..15 (low nibbles for even sub-blocks, high for odd), per 32 elements
-// w = d * sc * c - dmin * m.
+// Q4_K and Q5_K: the nibbles of sub-block `sub` (low nibbles for even sub-blocks, high for
+// odd) from the 128 bytes at qs as codes 0..15, per 32 elements w = d * sc * c - dmin * m.
+__device__ __forceinline__ void nibble_codes_k4(const u8* blk, const u8* qs, int sub, int* c,
+                                                float* a, float* b) {
+    const int pair = sub >> 1, shift = 4 * (sub & 1);
+    load_int4(qs + 32 * pair, c);
+    load_int4(qs + 16 + 32 * pair, c + 4);
+    for (int i = 0; i < 8; i++) c[i] = (c[i] >> shift) & 0x0f0f0f0f;
+    float scale, min_value;
+    sub_block_scale_min_k4(blk, sub, &scale, &min_value);
+    one_scale_offset(scale, -min_value, a, b);
+}
+
 struct q8_q4_k {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * 144;
-        const int sub = chunk & 7, pair = sub >> 1, shift = 4 * (sub & 1);
-        int sc, m;
-        scale_min_k4(sub, blk + 4, &sc, &m);
-        const float d = half_to_float(load_u16(blk));
-        const float dmin = half_to_float(load_u16(blk + 2));
-        load_int4(blk + 16 + 32 * pair, c);
-        load_int4(blk + 32 + 32 * pair, c + 4);
-        for (int i = 0; i < 8; i++) c[i] = (c[i] >> shift) & 0x0f0f0f0f;
-        a[0] = a[1] = d * (float)sc;
-        b[0] = b[1] = -dmin * (float)m;
+        const u8* blk = fmt_q4_k::block(row, chunk);
+        nibble_codes_k4(blk, blk + 16, chunk & 7, c, a, b);
     }
 };
 
 // Q5_K: Q4_K's nibbles plus a fifth bit (bit `sub` of each high-bit byte).
 struct q8_q5_k {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * 176;
-        const int sub = chunk & 7, pair = sub >> 1, shift = 4 * (sub & 1);
-        int sc, m;
-        scale_min_k4(sub, blk + 4, &sc, &m);
-        const float d = half_to_float(load_u16(blk));
-        const float dmin = half_to_float(load_u16(blk + 2));
+        const u8* blk = fmt_q5_k::block(row, chunk);
+        const int sub = chunk & 7;
+        nibble_codes_k4(blk, blk + 48, sub, c, a, b);
         int high[8];
         load_int4(blk + 16, high);
         load_int4(blk + 32, high + 4);
-        load_int4(blk + 48 + 32 * pair, c);
-        load_int4(blk + 64 + 32 * pair, c + 4);
-        for (int i = 0; i < 8; i++) {
-            c[i] = ((c[i] >> shift) & 0x0f0f0f0f) | (((high[i] >> sub) & 0x01010101) << 4);
-        }
-        a[0] = a[1] = d * (float)sc;
-        b[0] = b[1] = -dmin * (float)m;
+        for (int i = 0; i < 8; i++) c[i] |= ((high[i] >> sub) & 0x01010101) << 4;
     }
 };
 
@@ -224,7 +208,7 @@ struct q8_q5_k {
 // w = d * sc * (c - 32).
 struct q8_q6_k {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + (chunk >> 3) * 210;
+        const u8* blk = fmt_q6_k::block(row, chunk);
         const int sub = chunk & 7, half = sub >> 2, group = sub & 3;
         const float d = half_to_float(load_u16(blk + 208));
         const u8* ql = blk + 64 * half + 32 * (group & 1);
@@ -246,9 +230,7 @@ struct q8_q6_k {
 // MXFP4: codes are the doubled E2M1 values (-12..12), w = 2^(e - 128) * c.
 struct q8_mxfp4 {
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = row + chunk * 17;
-        const u32 e = blk[0];
-        const float d = __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
+        const u8* blk = fmt_mxfp4::block(row, chunk);
         for (int i = 0; i < 4; i++) {
             u32 low = 0, high = 0;
             for (int k = 0; k < 4; k++) {
@@ -259,8 +241,7 @@ struct q8_mxfp4 {
             c[i] = (int)low;
             c[i + 4] = (int)high;
         }
-        a[0] = a[1] = d;
-        b[0] = b[1] = 0.0f;
+        one_scale(e8m0_half_to_float(blk[0]), a, b);
     }
     __device__ static int mxfp4_value(int q) {
         const int magnitude[8] = {0, 1, 2, 3, 4, 6, 8, 12};

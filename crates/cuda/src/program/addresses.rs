@@ -3,6 +3,7 @@
 
 use rinfer_transformer::{Handles, Mapper, Tensor, Transformer};
 
+use super::Arg;
 use crate::error::CudaError;
 use crate::host::{HostMatrix, HostModel, HostStacked, HostView};
 use crate::kernels::GpuType;
@@ -39,6 +40,63 @@ pub struct StackedAddress {
     pub expert_bytes: i64,
     /// Biases `[experts, rows]` f32.
     pub bias: Option<u64>,
+}
+
+impl MatrixAddress {
+    /// The arguments of the matrix product kernels: the matrix, the kernel's input arguments
+    /// `input`, the outputs `(y, ldy)`, the bias and the number of tokens `n`.
+    pub(crate) fn product_args(
+        &self,
+        input: &[Arg],
+        (y, ldy): (u64, usize),
+        bias: Option<u64>,
+        n: usize,
+    ) -> Vec<Arg> {
+        [
+            &[Arg::Ptr(self.ptr), Arg::I64(self.row_bytes)][..],
+            input,
+            &[
+                Arg::Ptr(y),
+                Arg::I32(ldy as i32),
+                Arg::Ptr(bias.unwrap_or(0)),
+                Arg::I32(self.rows as i32),
+                Arg::I32(self.cols as i32),
+                Arg::I32(n as i32),
+            ],
+        ]
+        .concat()
+    }
+}
+
+impl StackedAddress {
+    /// The arguments of the by-expert-id kernels: the experts, the kernel's routing arguments
+    /// `routing`, the activations `(x, ldx, x_div)` and the outputs `(y, ldy)`.
+    pub(crate) fn by_id_args(
+        &self,
+        routing: &[Arg],
+        (x, ldx, x_div): (u64, usize, usize),
+        (y, ldy): (u64, usize),
+    ) -> Vec<Arg> {
+        [
+            &[
+                Arg::Ptr(self.ptr),
+                Arg::I64(self.expert_bytes),
+                Arg::I64(self.row_bytes),
+            ][..],
+            routing,
+            &[
+                Arg::Ptr(x),
+                Arg::I32(ldx as i32),
+                Arg::I32(x_div as i32),
+                Arg::Ptr(y),
+                Arg::I32(ldy as i32),
+                Arg::Ptr(self.bias.unwrap_or(0)),
+                Arg::I32(self.rows as i32),
+                Arg::I32(self.cols as i32),
+            ],
+        ]
+        .concat()
+    }
 }
 
 /// Device addresses of the weights: a matrix, an f32 vector, a layer's stacked experts.

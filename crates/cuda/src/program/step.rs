@@ -28,6 +28,15 @@ fn opt(v: Option<u64>) -> Arg {
     Arg::Ptr(v.unwrap_or(0))
 }
 
+/// The attention kernels' sliding window (0: none), scale and soft-cap (0: none).
+fn masking_args(params: &AttentionParams) -> [Arg; 3] {
+    [
+        Arg::I32(params.window.unwrap_or(0) as i32),
+        Arg::F32(params.scale),
+        Arg::F32(params.softcap.unwrap_or(0.0)),
+    ]
+}
+
 /// Whether `n` tokens' products with a matrix of type `ty` run on tensor cores.
 fn on_tensor_cores(ty: GpuType, n: usize) -> bool {
     n >= launch::MMA_MIN_TOKENS && ty.has_mma()
@@ -58,20 +67,9 @@ impl StepBuilder<'_> {
         rows: usize,
         out: &mut Vec<Launch>,
     ) {
-        let mut s = Sequence {
-            b: self,
-            out,
-            n,
-            quantized: None,
-            rows_alike: false,
-        };
-        s.embed();
-        for layer in 0..self.model.layers() {
-            s.block(layer, Caches::One(cache));
-        }
-        s.head(first, rows);
+        self.append(n, Caches::One(cache), first, rows, out);
         if n == 1 {
-            s.out.push(self.argmax());
+            out.push(self.argmax());
         }
     }
 
@@ -84,18 +82,25 @@ impl StepBuilder<'_> {
     /// docs), so a row's logits do not depend on how many rows share the step, which they are,
     /// nor their order.
     pub fn decode(&self, n: usize, tables: &CacheTables, out: &mut Vec<Launch>) {
+        self.append(n, Caches::Rows(tables), 0, n, out);
+    }
+
+    /// Appends to `out` the launches of a step of `n` rows over `caches`, with the head for
+    /// rows `first..first + rows`. Rows over caches of their own (a decode step) are each
+    /// computed as in a step of that row alone.
+    fn append(&self, n: usize, caches: Caches, first: usize, rows: usize, out: &mut Vec<Launch>) {
         let mut s = Sequence {
             b: self,
             out,
             n,
             quantized: None,
-            rows_alike: true,
+            rows_alike: matches!(caches, Caches::Rows(_)),
         };
         s.embed();
         for layer in 0..self.model.layers() {
-            s.block(layer, Caches::Rows(tables));
+            s.block(layer, caches);
         }
-        s.head(0, n);
+        s.head(first, rows);
     }
 
     /// The argmax of logits row 0 into the argmax buffer.
@@ -186,32 +191,19 @@ impl Sequence<'_, '_> {
     /// `out[rows, d] = norm(x[rows, d])` (`x` and `out` may be the same buffer).
     fn norm(&mut self, weights: &NormWeights<OnDevice>, x: u64, out: u64, rows: usize) {
         let (norm, d) = (weights.params, self.b.model.hidden);
-        let shape = launch::per_row(rows, d);
-        match norm.kind {
-            NormKind::Rms => self.fixed(
-                "rms_norm",
-                shape,
-                &[
-                    Arg::Ptr(x),
-                    Arg::Ptr(out),
-                    Arg::Ptr(weights.weight),
-                    Arg::I32(d as i32),
-                    Arg::F32(norm.eps),
-                ],
-            ),
-            NormKind::Layer => self.fixed(
-                "layer_norm",
-                shape,
-                &[
-                    Arg::Ptr(x),
-                    Arg::Ptr(out),
-                    Arg::Ptr(weights.weight),
-                    opt(weights.bias),
-                    Arg::I32(d as i32),
-                    Arg::F32(norm.eps),
-                ],
-            ),
-        }
+        // LayerNorm takes its bias after the weights; RMSNorm has none.
+        let bias = [opt(weights.bias)];
+        let (kernel, bias) = match norm.kind {
+            NormKind::Rms => ("rms_norm", &bias[..0]),
+            NormKind::Layer => ("layer_norm", &bias[..]),
+        };
+        let args = [
+            &[Arg::Ptr(x), Arg::Ptr(out), Arg::Ptr(weights.weight)][..],
+            bias,
+            &[Arg::I32(d as i32), Arg::F32(norm.eps)],
+        ]
+        .concat();
+        self.fixed(kernel, launch::per_row(rows, d), &args);
     }
 
     /// `y[t, r] = W[r] · x[t] + b[r]` for `n` tokens (`y` may point into a wider row).
@@ -256,22 +248,8 @@ impl Sequence<'_, '_> {
         } else {
             (KernelRef::Matmul(w.ty), launch::matmul(w.rows, n))
         };
-        self.push(
-            kernel,
-            shape,
-            &[
-                Arg::Ptr(w.ptr),
-                Arg::I64(w.row_bytes),
-                Arg::Ptr(x),
-                Arg::I32(ldx as i32),
-                Arg::Ptr(y),
-                Arg::I32(ldy as i32),
-                opt(bias),
-                Arg::I32(w.rows as i32),
-                Arg::I32(w.cols as i32),
-                Arg::I32(n as i32),
-            ],
-        );
+        let input = [Arg::Ptr(x), Arg::I32(ldx as i32)];
+        self.push(kernel, shape, &w.product_args(&input, (y, ldy), bias, n));
     }
 
     /// `y[t, r] = W[r] · q8_1(x[t]) + b[r]` for `n` ≤ `MMVQ_TOKENS` tokens, `x` quantized
@@ -304,21 +282,11 @@ impl Sequence<'_, '_> {
         } else {
             KernelRef::MatvecBatchQ8_1(w.ty)
         };
+        let input = [Arg::Ptr(work.xq), Arg::Ptr(work.xq_meta)];
         self.push(
             kernel,
             launch::matvec_q8_1(w.rows),
-            &[
-                Arg::Ptr(w.ptr),
-                Arg::I64(w.row_bytes),
-                Arg::Ptr(work.xq),
-                Arg::Ptr(work.xq_meta),
-                Arg::Ptr(y),
-                Arg::I32(ldy as i32),
-                opt(bias),
-                Arg::I32(w.rows as i32),
-                Arg::I32(w.cols as i32),
-                Arg::I32(n as i32),
-            ],
+            &w.product_args(&input, (y, ldy), bias, n),
         );
         if y == x {
             self.quantized = None;
@@ -629,8 +597,8 @@ impl Sequence<'_, '_> {
     fn by_id(
         &mut self,
         w: &StackedAddress,
-        (x, ldx, x_div): (u64, usize, usize),
-        (y, ldy): (u64, usize),
+        x: (u64, usize, usize),
+        y: (u64, usize),
         router: &Router,
     ) {
         let work = *self.b.work;
@@ -645,46 +613,19 @@ impl Sequence<'_, '_> {
                 let shape = launch::matmul_grouped_by_id(w.rows, router.experts, groups);
                 (KernelRef::MatmulById(w.ty), groups, shape)
             };
-            self.push(
-                kernel,
-                shape,
-                &[
-                    Arg::Ptr(w.ptr),
-                    Arg::I64(w.expert_bytes),
-                    Arg::I64(w.row_bytes),
-                    Arg::Ptr(work.expert_counts),
-                    Arg::Ptr(work.expert_lists),
-                    Arg::I32(n as i32),
-                    Arg::I32(groups as i32),
-                    Arg::Ptr(x),
-                    Arg::I32(ldx as i32),
-                    Arg::I32(x_div as i32),
-                    Arg::Ptr(y),
-                    Arg::I32(ldy as i32),
-                    opt(w.bias),
-                    Arg::I32(w.rows as i32),
-                    Arg::I32(w.cols as i32),
-                ],
-            );
+            let routing = [
+                Arg::Ptr(work.expert_counts),
+                Arg::Ptr(work.expert_lists),
+                Arg::I32(n as i32),
+                Arg::I32(groups as i32),
+            ];
+            self.push(kernel, shape, &w.by_id_args(&routing, x, y));
             return;
         }
         self.push(
             KernelRef::MatvecById(w.ty),
             launch::matmul_by_id(w.rows, n * router.used),
-            &[
-                Arg::Ptr(w.ptr),
-                Arg::I64(w.expert_bytes),
-                Arg::I64(w.row_bytes),
-                Arg::Ptr(work.expert_ids),
-                Arg::Ptr(x),
-                Arg::I32(ldx as i32),
-                Arg::I32(x_div as i32),
-                Arg::Ptr(y),
-                Arg::I32(ldy as i32),
-                opt(w.bias),
-                Arg::I32(w.rows as i32),
-                Arg::I32(w.cols as i32),
-            ],
+            &w.by_id_args(&[Arg::Ptr(work.expert_ids)], x, y),
         );
     }
 
@@ -693,70 +634,90 @@ impl Sequence<'_, '_> {
         let c = self.b.model;
         let work = *self.b.work;
         let n = self.n;
-        let width = self.qkv_width();
-        let group = c.heads / c.kv_heads;
-        let window = params.window.unwrap_or(0) as i32;
-        let softcap = params.softcap.unwrap_or(0.0);
         if n == 1 {
             let splits = self.b.splits;
-            self.fixed(
-                self.b.kv.kernel(KvKernel::Decode),
+            let shapes = [
                 launch::attention_decode(c.heads, &splits),
-                &[
-                    Arg::Ptr(work.qkv),
-                    Arg::I32(0),
-                    Arg::Ptr(kv.keys),
-                    Arg::Ptr(kv.values),
-                    Arg::Ptr(kv.table),
-                    Arg::I64(kv.block_stride),
-                    Arg::I32(kv.slots as i32),
-                    Arg::I32(c.kv_dim() as i32),
-                    Arg::I32(c.head_dim as i32),
-                    Arg::I32(group as i32),
-                    Arg::Ptr(work.positions),
-                    Arg::I32(window),
-                    Arg::F32(params.scale),
-                    Arg::F32(softcap),
-                    Arg::I32(splits.split_len as i32),
-                    Arg::Ptr(work.partials),
-                ],
-            );
-            self.fixed(
-                "attention_decode_combine",
                 launch::attention_combine(c.heads, c.head_dim),
-                &[
-                    Arg::Ptr(work.partials),
-                    Arg::I32(splits.splits as i32),
-                    Arg::I32(c.head_dim as i32),
-                    opt(sinks),
-                    Arg::Ptr(work.attn),
-                ],
-            );
+            ];
+            let query = [Arg::Ptr(work.qkv), Arg::I32(0)];
+            self.attention_splits(KvKernel::Decode, &query, shapes, params, sinks, kv);
             return;
         }
+        let args = [
+            &self.query_rows_args()[..],
+            &self.cache_args(kv),
+            &[Arg::I32(n as i32)],
+            &masking_args(params),
+            &[opt(sinks), Arg::Ptr(work.attn), Arg::I32(c.heads as i32)],
+        ]
+        .concat();
         self.fixed(
             self.b.kv.kernel(KvKernel::Prefill),
             launch::attention_prefill(n, c.heads),
+            &args,
+        );
+    }
+
+    /// The query arguments of the attention kernels over several query rows: the rows (the
+    /// `qkv` buffer), their stride and the queries' offset in a row.
+    fn query_rows_args(&self) -> [Arg; 3] {
+        [
+            Arg::Ptr(self.b.work.qkv),
+            Arg::I32(self.qkv_width() as i32),
+            Arg::I32(0),
+        ]
+    }
+
+    /// The attention kernels' arguments after the query's: the layer's cache (`kv`), its
+    /// geometry and the tokens' positions.
+    fn cache_args(&self, kv: LayerKv) -> [Arg; 9] {
+        let c = self.b.model;
+        [
+            Arg::Ptr(kv.keys),
+            Arg::Ptr(kv.values),
+            Arg::Ptr(kv.table),
+            Arg::I64(kv.block_stride),
+            Arg::I32(kv.slots as i32),
+            Arg::I32(c.kv_dim() as i32),
+            Arg::I32(c.head_dim as i32),
+            Arg::I32((c.heads / c.kv_heads) as i32),
+            Arg::Ptr(self.b.work.positions),
+        ]
+    }
+
+    /// Split-K decode attention with `kernel` of the queries `query` (the kernel's query
+    /// arguments) over the cache `kv`, then the merge of its splits into `attn` (`shapes`: the
+    /// two launches').
+    fn attention_splits(
+        &mut self,
+        kernel: KvKernel,
+        query: &[Arg],
+        [split_shape, combine_shape]: [launch::LaunchShape; 2],
+        params: &AttentionParams,
+        sinks: Option<u64>,
+        kv: LayerKv,
+    ) {
+        let c = self.b.model;
+        let work = *self.b.work;
+        let splits = self.b.splits;
+        let args = [
+            query,
+            &self.cache_args(kv),
+            &masking_args(params),
+            &[Arg::I32(splits.split_len as i32), Arg::Ptr(work.partials)],
+        ]
+        .concat();
+        self.fixed(self.b.kv.kernel(kernel), split_shape, &args);
+        self.fixed(
+            "attention_decode_combine",
+            combine_shape,
             &[
-                Arg::Ptr(work.qkv),
-                Arg::I32(width as i32),
-                Arg::I32(0),
-                Arg::Ptr(kv.keys),
-                Arg::Ptr(kv.values),
-                Arg::Ptr(kv.table),
-                Arg::I64(kv.block_stride),
-                Arg::I32(kv.slots as i32),
-                Arg::I32(c.kv_dim() as i32),
+                Arg::Ptr(work.partials),
+                Arg::I32(splits.splits as i32),
                 Arg::I32(c.head_dim as i32),
-                Arg::I32(group as i32),
-                Arg::Ptr(work.positions),
-                Arg::I32(n as i32),
-                Arg::I32(window),
-                Arg::F32(params.scale),
-                Arg::F32(softcap),
                 opt(sinks),
                 Arg::Ptr(work.attn),
-                Arg::I32(c.heads as i32),
             ],
         );
     }
