@@ -46,30 +46,31 @@ fn logits_beside(
     let prompts: Vec<&[u32]> = std::iter::once(tokens)
         .chain(others.iter().map(Vec::as_slice))
         .collect();
-    let mut seqs: Vec<SeqBatch> = prompts
-        .iter()
-        .zip(caches.iter_mut())
-        .map(|(tokens, cache)| SeqBatch {
-            tokens,
-            cache,
-            logits: Logits::All,
-        })
-        .collect();
+    let mut seqs = batch(&prompts, &mut caches, Logits::All);
     let prefill = model.forward_batch(&mut seqs, &mut scratch).unwrap()
         [..tokens.len() * c.vocab_size]
         .to_vec();
     let next: Vec<[u32; 1]> = (0..prompts.len()).map(|i| [i as u32 + 7]).collect();
-    let mut seqs: Vec<SeqBatch> = next
+    let mut seqs = batch(&next, &mut caches, Logits::Last);
+    let decode = model.forward_batch(&mut seqs, &mut scratch).unwrap()[..c.vocab_size].to_vec();
+    (prefill, decode)
+}
+
+/// One batch entry per sequence: its tokens, fed to its own cache, with `logits`.
+fn batch<'a, T: AsRef<[u32]>>(
+    tokens: &'a [T],
+    caches: &'a mut [KvCache],
+    logits: Logits,
+) -> Vec<SeqBatch<'a>> {
+    tokens
         .iter()
         .zip(caches.iter_mut())
         .map(|(tokens, cache)| SeqBatch {
-            tokens,
+            tokens: tokens.as_ref(),
             cache,
-            logits: Logits::Last,
+            logits,
         })
-        .collect();
-    let decode = model.forward_batch(&mut seqs, &mut scratch).unwrap()[..c.vocab_size].to_vec();
-    (prefill, decode)
+        .collect()
 }
 
 /// Fifteen prompts of different lengths and contents to run beside the one under test.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{FIXTURE_MODELS, fixtures};
+use common::{FIXTURE_MODELS, fixtures, without_end_of_generation};
 use rinfer_model::sampling::argmax;
 use rinfer_model::{
     DeviceRequest, Engine, EngineSettings, Event, FinishReason, KvCache, KvType, LoadedModel,
@@ -43,11 +43,7 @@ fn greedy_reference(loaded: &LoadedModel, kv_type: KvType, prompt: &[u32], n: us
 
 /// Greedy with end-of-generation tokens masked, so the reference needs no stopping rule.
 fn greedy_request(prompt: Vec<u32>, n: usize, loaded: &LoadedModel) -> Request {
-    let mut sampling = SamplingParams::greedy();
-    let eog = loaded.tokenizer.eog_ids().iter();
-    sampling
-        .logit_bias
-        .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
+    let sampling = without_end_of_generation(loaded, SamplingParams::greedy());
     Request::new(prompt, n).with_sampling(sampling)
 }
 

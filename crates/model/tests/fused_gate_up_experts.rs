@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::fixture_model;
-use rinfer_cuda::{LoadOptions, UploadPlan};
+use common::{fixture_model, load_options};
+use rinfer_cuda::UploadPlan;
 use rinfer_formats::gguf::{GgufFile, GgufWriter};
 use rinfer_model::{KvCache, Logits, Model, ModelError, Scratch};
 
@@ -104,17 +104,7 @@ fn fused_gate_up_experts_are_refused_where_llama_cpp_refuses_them() {
 
 #[test]
 fn the_cuda_backend_plans_fused_and_separate_experts_alike() {
-    let options = LoadOptions {
-        ordinal: 0,
-        context: 64,
-        max_batch: 8,
-        all_logits: false,
-        sequences: 1,
-        nvrtc: Default::default(),
-        kv: Default::default(),
-        guesses: 0,
-        cached_blocks: 0,
-    };
+    let options = load_options(64, 8, 1);
     for name in ["deepseek2-tiny-q8_0", "qwen35moe-tiny-q8_0"] {
         // Planned alike, or refused for the same reason (a feature of the model, not of
         // how its file stores the experts).

@@ -32,26 +32,20 @@ fn the_control_loads_and_decodes_finite_logits() {
     }
 }
 
+/// Each broken file is refused, the error naming what is wrong with it.
 #[test]
-fn zero_experts_are_refused() {
-    let message = refused("moe_expert_count_zero");
-    assert!(message.contains("expert_count"), "{message}");
-}
-
-#[test]
-fn more_experts_used_than_there_are_is_refused() {
-    let message = refused("moe_expert_used_gt_count");
-    assert!(message.contains("expert_used_count"), "{message}");
-}
-
-#[test]
-fn expert_tensors_with_too_few_experts_are_refused() {
-    let message = refused("moe_expert_dim_mismatch");
-    assert!(message.contains("blk.0.ffn_gate_exps.weight"), "{message}");
-}
-
-#[test]
-fn a_router_of_the_wrong_shape_is_refused() {
-    let message = refused("moe_gate_inp_wrong_shape");
-    assert!(message.contains("blk.0.ffn_gate_inp.weight"), "{message}");
+fn files_that_lie_about_their_experts_are_refused_naming_the_problem() {
+    for (name, named) in [
+        // Zero experts.
+        ("moe_expert_count_zero", "expert_count"),
+        // More experts used than there are.
+        ("moe_expert_used_gt_count", "expert_used_count"),
+        // Expert tensors with too few experts.
+        ("moe_expert_dim_mismatch", "blk.0.ffn_gate_exps.weight"),
+        // A router of the wrong shape.
+        ("moe_gate_inp_wrong_shape", "blk.0.ffn_gate_inp.weight"),
+    ] {
+        let message = refused(name);
+        assert!(message.contains(named), "{name}: {message}");
+    }
 }

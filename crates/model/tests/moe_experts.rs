@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::fixture_model;
-use rinfer_cuda::{LoadOptions, UploadPlan};
+use common::{fixture_model, load_options};
+use rinfer_cuda::UploadPlan;
 use rinfer_formats::GgmlType;
 use rinfer_formats::gguf::{GgufFile, GgufWriter};
 use rinfer_model::weights::{Cpu, Linear, Matrix};
@@ -125,17 +125,7 @@ fn a_decode_step_reads_only_the_experts_its_router_picks() {
 
 #[test]
 fn the_cuda_backend_plans_merged_and_per_expert_tensors_alike() {
-    let options = LoadOptions {
-        ordinal: 0,
-        context: 64,
-        max_batch: 8,
-        all_logits: false,
-        sequences: 1,
-        nvrtc: Default::default(),
-        kv: Default::default(),
-        guesses: 0,
-        cached_blocks: 0,
-    };
+    let options = load_options(64, 8, 1);
     for name in ["qwen3moe-tiny-q4_k_m", "mixtral-tiny-q8_0"] {
         let plan = |m: &Model| UploadPlan::new(&m.gpu_view().unwrap(), &options).unwrap();
         let (merged, split) = (fixture_model(name), with_per_expert_tensors(name));

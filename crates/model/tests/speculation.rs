@@ -38,14 +38,9 @@ fn greedy_and_seeded_speculation_give_the_output_of_plain_decoding() {
 fn speculating_beside_other_sequences_changes_no_ones_tokens() {
     let loaded = loaded("gemma3-tiny-q4_k_m");
     let requests = || {
-        let mut opted_out = request(&loaded, repetitive_prompt(9), Some(3), 40);
-        opted_out.speculate = false;
-        vec![
-            request(&loaded, repetitive_prompt(1), None, 50),
-            request(&loaded, repetitive_prompt(2), Some(11), 45),
-            opted_out,
-            request(&loaded, repetitive_prompt(4), None, 30),
-        ]
+        let mut requests = mixed_requests(&loaded, repetitive_prompt, [50, 45, 40]);
+        requests.push(request(&loaded, repetitive_prompt(4), None, 30));
+        requests
     };
     let mut plain = engine(&loaded, settings(1, Speculation::Off));
     let alone: Vec<Output> = requests()

@@ -55,19 +55,10 @@ fn greedy_and_seeded_decoding_with_a_draft_model_give_the_output_of_plain_decodi
 fn drafting_beside_other_sequences_changes_no_ones_tokens() {
     let (loaded, draft) = (loaded(PAIRS[0].0), loaded(PAIRS[0].1));
     let requests = || {
-        let mut opted_out = request(&loaded, prompt(9), Some(3), 30);
-        opted_out.speculate = false;
-        vec![
-            request(&loaded, prompt(1), None, 40),
-            request(&loaded, prompt(2), Some(11), 35),
-            opted_out,
-            request(
-                &loaded,
-                [prompt(4), prompt(5), prompt(6)].concat(),
-                None,
-                25,
-            ),
-        ]
+        let mut requests = mixed_requests(&loaded, prompt, [40, 35, 30]);
+        let long_prompt = [prompt(4), prompt(5), prompt(6)].concat();
+        requests.push(request(&loaded, long_prompt, None, 25));
+        requests
     };
     let mut plain = plain(&loaded);
     let alone: Vec<Output> = requests()

@@ -127,17 +127,23 @@ static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long
     const auto stacked = random_weights<F>(f, experts * rows, cols);
     const auto stacked_dense = dequantize<F>(stacked, experts * rows, cols);
     const auto expert_bias = random_vector((size_t)experts * rows);
+    // The naive product of each slot's token row of `xs` (slot / k) and its expert's rows,
+    // biased, at `out_offset` of the slot's output row.
+    const auto routed_reference = [&](const std::vector<int>& routing, const std::vector<float>& xs) {
+        std::vector<double> want(routing.size() * ldy, 0.0);
+        for (size_t slot = 0; slot < routing.size(); slot++)
+            for (int r = 0; r < rows; r++) {
+                const size_t row = (size_t)routing[slot] * rows + r;
+                double s = expert_bias[row];
+                for (int c = 0; c < cols; c++)
+                    s += (double)stacked_dense[row * cols + c] * xs[(slot / k) * cols + c];
+                want[slot * ldy + out_offset + r] = s;
+            }
+        return want;
+    };
     const std::vector<int> routed = {2, 0, 1, 2, 0, 1};
     std::vector<float> ys((size_t)slots * ldy, 0.0f);
-    std::vector<double> want_ys(ys.size(), 0.0);
-    for (int slot = 0; slot < slots; slot++)
-        for (int r = 0; r < rows; r++) {
-            const size_t row = (size_t)routed[slot] * rows + r;
-            double s = expert_bias[row];
-            for (int c = 0; c < cols; c++)
-                s += (double)stacked_dense[row * cols + c] * x[(size_t)(slot / k) * cols + c];
-            want_ys[(size_t)slot * ldy + out_offset + r] = s;
-        }
+    const std::vector<double> want_ys = routed_reference(routed, x);
     const dim3 grid{(unsigned)((rows + MATMUL_WARPS - 1) / MATMUL_WARPS), (unsigned)slots};
     launch(matvec_id, grid, dim3{MATMUL_WARPS * 32}, stacked.data(), rows * row_bytes, row_bytes,
            routed.data(), x.data(), cols, k, ys.data() + out_offset, ldy, expert_bias.data(), rows,
@@ -159,15 +165,7 @@ static void check_weight_kernels(const Format& f, void (*matvec)(const u8*, long
     check(std::string("moe_group counts"), {(float)counts[0], (float)counts[1], (float)counts[2]},
           {6.0, 11.0, 5.0}, 0);
     std::vector<float> yg((size_t)many * ldy, 0.0f);
-    std::vector<double> want_yg(yg.size(), 0.0);
-    for (int slot = 0; slot < many; slot++)
-        for (int r = 0; r < rows; r++) {
-            const size_t row = (size_t)routed_many[slot] * rows + r;
-            double s = expert_bias[row];
-            for (int c = 0; c < cols; c++)
-                s += (double)stacked_dense[row * cols + c] * xs[(size_t)(slot / k) * cols + c];
-            want_yg[(size_t)slot * ldy + out_offset + r] = s;
-        }
+    const std::vector<double> want_yg = routed_reference(routed_many, xs);
     const int groups = (tokens + MATMUL_TOKENS - 1) / MATMUL_TOKENS;
     const dim3 grouped{(unsigned)((rows + MATMUL_WARPS - 1) / MATMUL_WARPS), (unsigned)(experts * groups)};
     launch(matmul_id, grouped, dim3{MATMUL_WARPS * 32}, stacked.data(), rows * row_bytes, row_bytes,

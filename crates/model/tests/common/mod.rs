@@ -6,6 +6,8 @@ pub mod reference;
 
 use std::path::PathBuf;
 
+use rinfer_cuda::LoadOptions;
+use rinfer_cuda::kernels::KvElement;
 use rinfer_model::{
     DeviceRequest, Engine, EngineSettings, Event, KvCache, KvType, LoadedModel, Logits, Model,
     ModelConfig, Request, SamplingParams, Scratch, SeqId, TokenLogprob,
@@ -90,20 +92,47 @@ pub fn logprob_request(
     seed: Option<u64>,
     max_tokens: usize,
 ) -> Request {
-    let mut sampling = match seed {
+    let sampling = match seed {
         None => SamplingParams::greedy(),
         Some(seed) => SamplingParams {
             seed,
             ..SamplingParams::default()
         },
     };
+    let sampling = without_end_of_generation(loaded, sampling);
+    let mut request = Request::new(prompt, max_tokens).with_sampling(sampling);
+    request.logprobs = Some(3);
+    request
+}
+
+/// `sampling` with every end-of-generation token of `loaded` masked, so that a generation runs
+/// to its limit and needs no stopping rule.
+pub fn without_end_of_generation(
+    loaded: &LoadedModel,
+    mut sampling: SamplingParams,
+) -> SamplingParams {
     let eog = loaded.tokenizer.eog_ids().iter();
     sampling
         .logit_bias
         .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
-    let mut request = Request::new(prompt, max_tokens).with_sampling(sampling);
-    request.logprobs = Some(3);
-    request
+    sampling
+}
+
+/// The load options of a GPU (emulated, or only planned for): `sequences` sequences of up to
+/// `context` positions, run in steps of up to `max_batch` rows, with f16 keys and values, the
+/// last row's logits only, and no blocks kept for a prefix cache.
+pub fn load_options(context: usize, max_batch: usize, sequences: usize) -> LoadOptions {
+    LoadOptions {
+        ordinal: 0,
+        context,
+        max_batch,
+        all_logits: false,
+        sequences,
+        nvrtc: Default::default(),
+        kv: KvElement::F16,
+        guesses: 0,
+        cached_blocks: 0,
+    }
 }
 
 /// A fixture model.

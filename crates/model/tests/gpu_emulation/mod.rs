@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rinfer_cuda::kernels::KvElement;
 use rinfer_cuda::kv_pool::{BlockAllocator, KV_BLOCK, SharedBlocks, lock};
 use rinfer_cuda::program::{
     CacheAddresses, CacheTables, Launch, LayerKv, StepBuilder, WorkAddresses, copy_block,
@@ -19,6 +18,8 @@ use rinfer_cuda::program::{
 };
 use rinfer_cuda::{LoadOptions, UploadPlan};
 use rinfer_model::Model;
+
+pub use crate::common::load_options;
 
 pub type EmulateLaunch =
     unsafe extern "C" fn(*const u8, *const u32, *const u32, *const u64, i32) -> i32;
@@ -165,23 +166,6 @@ impl HostBuffers {
 
     pub fn logits(&self) -> &[f32] {
         &self.f32s[6]
-    }
-}
-
-/// The load options of an emulated GPU: `sequences` sequences of up to `context` positions,
-/// run in steps of up to `max_batch` rows, with f16 keys and values, the last row's logits
-/// only, and no blocks kept for a prefix cache.
-pub fn load_options(context: usize, max_batch: usize, sequences: usize) -> LoadOptions {
-    LoadOptions {
-        ordinal: 0,
-        context,
-        max_batch,
-        all_logits: false,
-        sequences,
-        nvrtc: Default::default(),
-        kv: KvElement::F16,
-        guesses: 0,
-        cached_blocks: 0,
     }
 }
 

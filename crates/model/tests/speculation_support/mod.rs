@@ -8,7 +8,7 @@ use rinfer_model::{
     Speculation, SpeculationStats,
 };
 
-use crate::common::fixtures;
+use crate::common::{fixtures, without_end_of_generation};
 
 /// Prompt lookup with up to 6 guesses a step.
 pub const LOOKUP: Speculation = Speculation::PromptLookup { draft_max: 6 };
@@ -41,7 +41,7 @@ pub fn settings(sequences: usize, speculation: Speculation) -> EngineSettings {
 /// Greedy (end of generation masked, so it runs to the end) or seeded sampling with a repeat
 /// penalty, with log-probabilities.
 pub fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>, n: usize) -> Request {
-    let mut sampling = match seed {
+    let sampling = match seed {
         None => SamplingParams::greedy(),
         Some(seed) => SamplingParams {
             seed,
@@ -50,13 +50,26 @@ pub fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>, n: usi
             ..SamplingParams::default()
         },
     };
-    let eog = loaded.tokenizer.eog_ids().iter();
-    sampling
-        .logit_bias
-        .extend(eog.map(|&id| (id, f32::NEG_INFINITY)));
+    let sampling = without_end_of_generation(loaded, sampling);
     let mut request = Request::new(prompt, n).with_sampling(sampling);
     request.logprobs = Some(2);
     request
+}
+
+/// Three requests to run side by side: greedy on `prompt(1)`, seeded on `prompt(2)`, and seeded
+/// on `prompt(9)` but opted out of speculation; `max_tokens` tokens each, in that order.
+pub fn mixed_requests(
+    loaded: &LoadedModel,
+    prompt: impl Fn(u32) -> Vec<u32>,
+    max_tokens: [usize; 3],
+) -> Vec<Request> {
+    let mut opted_out = request(loaded, prompt(9), Some(3), max_tokens[2]);
+    opted_out.speculate = false;
+    vec![
+        request(loaded, prompt(1), None, max_tokens[0]),
+        request(loaded, prompt(2), Some(11), max_tokens[1]),
+        opted_out,
+    ]
 }
 
 /// Tokens, text and log-probabilities of one generation.
