@@ -128,7 +128,10 @@ pub fn refused_answer(addr: SocketAddr) -> String {
             e.kind(),
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
         );
-        assert!(!timed_out, "held past the cap: no answer and no close in 30 s");
+        assert!(
+            !timed_out,
+            "held past the cap: no answer and no close in 30 s"
+        );
     }
     String::from_utf8_lossy(&answer).into_owned()
 }
