@@ -15,6 +15,7 @@ const F32_HYBRID: Tolerance = Tolerance {
     per_position: 1e-3,
     share: 1.0,
     max_abs: 1e-3,
+    max_abs_share: 1.0,
     mean_abs: 1e-4,
     argmax_share: 1.0,
     greedy_margin: 1e-3,
