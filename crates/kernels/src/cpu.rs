@@ -14,10 +14,13 @@ pub enum Isa {
     /// x86-64 with AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
     Avx2,
-    /// x86-64 with AVX-512 F, BW, VL and VNNI on top of [`Isa::Avx2`].
+    /// x86-64 with AVX-512 F, BW and VL on top of [`Isa::Avx2`] (Skylake-SP class Xeons).
     #[cfg(target_arch = "x86_64")]
     Avx512,
-    /// [`Isa::Avx512`] with Intel AMX (tile and int8 units), which Linux granted this process.
+    /// [`Isa::Avx512`] with VNNI, the byte and word dot-product instructions.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
+    /// [`Isa::Avx512Vnni`] with Intel AMX (tile and int8 units), which Linux granted this process.
     #[cfg(target_arch = "x86_64")]
     Amx,
     /// AArch64 Advanced SIMD (NEON), which every AArch64 CPU has.
@@ -34,7 +37,13 @@ pub enum Isa {
 impl Isa {
     /// Every level of this architecture, lowest first.
     #[cfg(target_arch = "x86_64")]
-    pub const ALL: &'static [Isa] = &[Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx];
+    pub const ALL: &'static [Isa] = &[
+        Isa::Scalar,
+        Isa::Avx2,
+        Isa::Avx512,
+        Isa::Avx512Vnni,
+        Isa::Amx,
+    ];
     /// Every level of this architecture, lowest first.
     #[cfg(target_arch = "aarch64")]
     pub const ALL: &'static [Isa] = &[Isa::Scalar, Isa::Neon, Isa::Dotprod, Isa::I8mm];
@@ -42,8 +51,8 @@ impl Isa {
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     pub const ALL: &'static [Isa] = &[Isa::Scalar];
 
-    /// The name shown in logs (`"scalar"`, `"avx2"`, `"avx512"`, `"avx512+amx"`, `"NEON"`,
-    /// `"NEON + dotprod"`, `"NEON + dotprod + i8mm"`).
+    /// The name shown in logs (`"scalar"`, `"avx2"`, `"avx512"`, `"avx512+vnni"`,
+    /// `"avx512+vnni+amx"`, `"NEON"`, `"NEON + dotprod"`, `"NEON + dotprod + i8mm"`).
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
@@ -52,7 +61,9 @@ impl Isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => "avx512",
             #[cfg(target_arch = "x86_64")]
-            Isa::Amx => "avx512+amx",
+            Isa::Avx512Vnni => "avx512+vnni",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Amx => "avx512+vnni+amx",
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => "NEON",
             #[cfg(target_arch = "aarch64")]
@@ -87,11 +98,13 @@ pub(crate) fn has_avx512() -> bool {
 fn detect() -> Isa {
     use std::is_x86_feature_detected as has;
     let avx2 = has!("avx2") && has!("fma") && has!("f16c");
-    let avx512 = has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni");
-    match (avx2, avx512) {
-        (true, true) if cpu_has_amx_int8() && tile_data_permitted() => Isa::Amx,
-        (true, true) => Isa::Avx512,
-        (true, false) => Isa::Avx2,
+    let avx512 = has!("avx512f") && has!("avx512bw") && has!("avx512vl");
+    let vnni = avx512 && has!("avx512vnni");
+    match (avx2, avx512, vnni) {
+        (true, _, true) if cpu_has_amx_int8() && tile_data_permitted() => Isa::Amx,
+        (true, _, true) => Isa::Avx512Vnni,
+        (true, true, false) => Isa::Avx512,
+        (true, false, _) => Isa::Avx2,
         _ => Isa::Scalar,
     }
 }

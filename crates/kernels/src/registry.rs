@@ -341,8 +341,8 @@ macro_rules! float_simd {
     };
 }
 
-/// The [`PackedLayout`] of a layout of [`packed`] whose kernel needs AVX-512 F, BW, VL and VNNI
-/// (with AVX2, FMA and F16C), named by its module and block type.
+/// The [`PackedLayout`] of a layout of [`packed`] whose kernels need AVX-512 F, BW and VL (with
+/// AVX2, FMA and F16C; VNNI where the CPU has it), named by its module and block type.
 macro_rules! avx512_packed {
     ($module:ident :: $layout:ident) => {
         only_on!(

@@ -10,6 +10,7 @@ use std::arch::x86_64::*;
 use super::ROWS;
 use super::amx::{MAX_TOKENS, TileConfig, Tiles};
 use super::byte_codes_avx512::{self, ByteCodes};
+use super::byte_dot::Vnni;
 use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 
@@ -35,7 +36,10 @@ pub(super) unsafe fn dot_group<B: ByteCodes>(
         let first = c * MAX_TOKENS * nb;
         let (a, s) = (&a[first..], &s[first..]);
         if out.len() < MIN_TOKENS {
-            byte_codes_avx512::dot_group(w, a, s, out, codes);
+            // SAFETY: AMX comes with AVX-512 VNNI, which this function's target features
+            // include.
+            let d = unsafe { Vnni::new() };
+            byte_codes_avx512::dot_group(d, w, a, s, out, codes);
         } else {
             // SAFETY: the caller checked AMX.
             unsafe { dot_tile(w, a, s, out, codes) };

@@ -1,4 +1,4 @@
-//! The AVX-512 VNNI kernel shared by the packed 32-value formats with one scale per row whose
+//! The AVX-512 kernel shared by the packed 32-value formats with one scale per row whose
 //! codes, decoded to bytes, are `vpdpbusd`'s unsigned operand (Q4_0, IQ4_NL, Q5_0, Q8_0 and
 //! MXFP4, and with a min per row Q4_1 and Q5_1): only decoding a block's codes and reading its
 //! scales differ between them. Each block
@@ -7,6 +7,7 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::x86::prefetch_ahead;
@@ -26,6 +27,8 @@ pub(super) enum RowScales<'a> {
 pub(super) trait ByteCodes {
     /// How far the decoded codes lie above the signed values: `OFFSET · Σa` is subtracted.
     const OFFSET: i32;
+    /// Whether every decoded code is below 128 (a cheaper product without VNNI: `byte_dot`).
+    const CODES_BELOW_128: bool;
     /// Each row's scale.
     fn scales(&self) -> RowScales<'_>;
     /// Each row's min, for formats whose values are `d·q + m`: `m · d_a · Σa` joins the sum.
@@ -34,9 +37,21 @@ pub(super) trait ByteCodes {
     }
 }
 
+/// Whether every code of a lookup table is below 128 (its [`ByteCodes::CODES_BELOW_128`]).
+pub(super) const fn all_below_128(codes: &[u8]) -> bool {
+    let mut i = 0;
+    while i < codes.len() {
+        if codes[i] >= 128 {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Sixteen row scales as f32.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn scale_vector(scales: RowScales<'_>) -> __m512 {
     match scales {
         // SAFETY: reads exactly the 32 bytes of the scales; unaligned is allowed.
@@ -49,8 +64,9 @@ pub(super) fn scale_vector(scales: RowScales<'_>) -> __m512 {
 /// The rows of `w` (one row group) against each token of `a`; `codes` decodes a block into
 /// eight vectors, vector `g` giving each row its codes `4g..4g + 4`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn dot_group<B: ByteCodes>(
+    d: impl ByteDot,
     w: &[B],
     a: &[BlockQ8_0],
     s: &[BlockSummary],
@@ -61,13 +77,13 @@ pub(super) fn dot_group<B: ByteCodes>(
     for (c, out) in out.chunks_mut(TOKENS).enumerate() {
         let first = c * TOKENS * nb;
         let (a, s) = (&a[first..], &s[first..]);
-        for_tokens!(out.len(), 8, dot_tokens[B](w, a, s, out, codes));
+        for_tokens!(out.len(), 8, dot_tokens[B, _](d, w, a, s, out, codes));
     }
 }
 
 /// Activation bytes `4g..4g + 4` of `y` in every 32-bit lane.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn broadcast_quad(y: &BlockQ8_0, g: usize) -> __m512i {
     let q = &y.qs[4 * g..4 * g + 4];
     _mm512_set1_epi32(i32::from_le_bytes([
@@ -77,8 +93,9 @@ fn broadcast_quad(y: &BlockQ8_0, g: usize) -> __m512i {
 
 /// [`dot_group`] for exactly `N` tokens.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn dot_tokens<B: ByteCodes, const N: usize>(
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn dot_tokens<B: ByteCodes, D: ByteDot, const N: usize>(
+    d: D,
     w: &[B],
     a: &[BlockQ8_0],
     s: &[BlockSummary],
@@ -86,6 +103,10 @@ fn dot_tokens<B: ByteCodes, const N: usize>(
     codes: impl Fn(&B) -> [__m512i; 8],
 ) {
     let nb = w.len();
+    let dot = |acc, u, s| match B::CODES_BELOW_128 {
+        true => d.dpbusd_7bit(acc, u, s),
+        false => d.dpbusd(acc, u, s),
+    };
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, x) in w.iter().enumerate() {
         prefetch_ahead(x);
@@ -95,18 +116,18 @@ fn dot_tokens<B: ByteCodes, const N: usize>(
         for (t, acc) in acc.iter_mut().enumerate() {
             let (y, sm) = (&a[t * nb + b], s[t * nb + b]);
             let zero = _mm512_setzero_si512();
-            let mut even = _mm512_dpbusd_epi32(zero, q[0], broadcast_quad(y, 0));
-            let mut odd = _mm512_dpbusd_epi32(zero, q[1], broadcast_quad(y, 1));
-            even = _mm512_dpbusd_epi32(even, q[2], broadcast_quad(y, 2));
-            odd = _mm512_dpbusd_epi32(odd, q[3], broadcast_quad(y, 3));
-            even = _mm512_dpbusd_epi32(even, q[4], broadcast_quad(y, 4));
-            odd = _mm512_dpbusd_epi32(odd, q[5], broadcast_quad(y, 5));
-            even = _mm512_dpbusd_epi32(even, q[6], broadcast_quad(y, 6));
-            odd = _mm512_dpbusd_epi32(odd, q[7], broadcast_quad(y, 7));
+            let mut even = dot(zero, q[0], broadcast_quad(y, 0));
+            let mut odd = dot(zero, q[1], broadcast_quad(y, 1));
+            even = dot(even, q[2], broadcast_quad(y, 2));
+            odd = dot(odd, q[3], broadcast_quad(y, 3));
+            even = dot(even, q[4], broadcast_quad(y, 4));
+            odd = dot(odd, q[5], broadcast_quad(y, 5));
+            even = dot(even, q[6], broadcast_quad(y, 6));
+            odd = dot(odd, q[7], broadcast_quad(y, 7));
             let offset = _mm512_set1_epi32(B::OFFSET * sm.sum);
             let isum = _mm512_sub_epi32(_mm512_add_epi32(even, odd), offset);
-            let d = _mm512_mul_ps(dw, _mm512_set1_ps(sm.d));
-            *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), *acc);
+            let scale = _mm512_mul_ps(dw, _mm512_set1_ps(sm.d));
+            *acc = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), *acc);
             if let Some(mins) = mins {
                 *acc = add_mins(mins, sm, *acc);
             }
@@ -120,7 +141,7 @@ fn dot_tokens<B: ByteCodes, const N: usize>(
 
 /// `acc + (m · d_a) · Σa` for sixteen rows' mins `m` (one fused multiply-add).
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn add_mins(mins: __m512, sm: BlockSummary, acc: __m512) -> __m512 {
     let dm = _mm512_mul_ps(mins, _mm512_set1_ps(sm.d));
     _mm512_fmadd_ps(dm, _mm512_set1_ps(sm.sum as f32), acc)

@@ -1,4 +1,4 @@
-//! The layout IQ3_XXS and IQ3_S share when packed sixteen rows at a time for AVX-512 VNNI:
+//! The layout IQ3_XXS and IQ3_S share when packed sixteen rows at a time for AVX-512:
 //! formats whose 256-value super-blocks are 64 groups of four values, each group an index
 //! into a grid of `u32` words (byte `c` is coordinate `c`, a magnitude below 64), each value
 //! with a sign bit, and each 32-value sub-block a 4-bit level `l` (multiplier `2l + 1`).

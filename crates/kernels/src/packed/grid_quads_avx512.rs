@@ -1,4 +1,4 @@
-//! AVX-512 VNNI kernel of the `grid_quads` layout (IQ3_XXS, IQ3_S): per group of four values one
+//! AVX-512 kernel of the `grid_quads` layout (IQ3_XXS, IQ3_S): per group of four values one
 //! gather fetches the grid words of all sixteen rows (row `i` in 32-bit lane `i`); the group's
 //! sign mask turns each magnitude `g` into the byte code `64 + g` or `64 − g` (magnitudes are
 //! below 64), and one `vpdpbusd` per token dots those codes with the token's four activations
@@ -13,6 +13,7 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use super::grid_quads::{GridQuadRows, SUB_BLOCKS};
 use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
@@ -26,7 +27,7 @@ const GROUPS_PER_SUB_BLOCK: usize = 8;
 
 /// The byte codes `64 ± g` of group `q` of sixteen rows: row `i`'s four in 32-bit lane `i`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn group_codes<B: GridQuadRows>(x: &B, q: usize) -> __m512i {
     let quads = x.quads();
     // SAFETY: reads exactly the 16 index bytes of group `q`; unaligned is allowed.
@@ -48,7 +49,7 @@ fn group_codes<B: GridQuadRows>(x: &B, q: usize) -> __m512i {
 
 /// The four activations `q[4k..4k + 4]` in every 32-bit lane.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn quad(q: &[i8; 256], k: usize) -> __m512i {
     let q: [i8; 4] = q[4 * k..4 * k + 4].try_into().expect("four activations");
     _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
@@ -56,7 +57,7 @@ fn quad(q: &[i8; 256], k: usize) -> __m512i {
 
 /// The sixteen rows' multipliers `2l + 1` of sub-block `j`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn multipliers(levels: &[[u8; ROWS]; SUB_BLOCKS / 2], j: usize) -> __m512i {
     // SAFETY: reads exactly the 16 level bytes of sub-blocks `j` and `j ^ 1`; unaligned is
     // allowed.
@@ -71,8 +72,9 @@ fn multipliers(levels: &[[u8; ROWS]; SUB_BLOCKS / 2], j: usize) -> __m512i {
 
 /// The layout's `dot_group` for exactly `N` tokens.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn dot_tokens<B: GridQuadRows, const N: usize>(
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn dot_tokens<B: GridQuadRows, D: ByteDot, const N: usize>(
+    d: D,
     w: &[B],
     a: &[BlockQ8K],
     s: &[BlockSummary],
@@ -93,7 +95,7 @@ pub(super) fn dot_tokens<B: GridQuadRows, const N: usize>(
                 let q = GROUPS_PER_SUB_BLOCK * j + k;
                 let codes = group_codes(x, q);
                 for (dots, y) in dots.iter_mut().zip(&ys) {
-                    dots[k % 2] = _mm512_dpbusd_epi32(dots[k % 2], codes, quad(&y.qs, q));
+                    dots[k % 2] = d.dpbusd_7bit(dots[k % 2], codes, quad(&y.qs, q));
                 }
             }
             let m = multipliers(&x.quads().levels, j);

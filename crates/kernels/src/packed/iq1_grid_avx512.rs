@@ -1,4 +1,4 @@
-//! The AVX-512 VNNI kernel IQ1_S and IQ1_M share (`iq1_grid`): the two formats differ only in
+//! The AVX-512 kernel IQ1_S and IQ1_M share (`iq1_grid`): the two formats differ only in
 //! where the scales and shift signs come from, which each gives per sub-block
 //! ([`Iq1Layout::sub_block`]).
 //!
@@ -20,6 +20,7 @@ use std::arch::x86_64::*;
 
 use super::PackedFormat;
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use super::iq1_grid::{GROUPS, GridIndices, IQ1S_CODES};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -55,7 +56,7 @@ pub(super) trait Iq1Layout: PackedFormat<Act = BlockQ8K> {
 /// Row `i`'s word of `v` (sixteen rows, one 32-bit lane each) in every 16-bit lane of row
 /// `i`'s 64-bit lane, for the rows `8·half..8·half + 8`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn row_words(v: __m512i, half: usize) -> __m512i {
     let lanes: [i16; 32] = std::array::from_fn(|k| (2 * (8 * half + k / 4)) as i16);
     // SAFETY: reads exactly the 64 bytes of `lanes`; unaligned is allowed.
@@ -66,7 +67,7 @@ fn row_words(v: __m512i, half: usize) -> __m512i {
 /// The sixteen rows' grid indices of group `l` of a sub-block: the low bytes `qs` and the high
 /// bits at `3l` of the rows' `words`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn indices(qs: &[u8; ROWS], words: __m512i, l: usize) -> __m512i {
     let high = match l {
         0 => _mm512_slli_epi32::<8>(words),
@@ -82,14 +83,14 @@ fn indices(qs: &[u8; ROWS], words: __m512i, l: usize) -> __m512i {
 
 /// The codes `4(g + 1)` of eight rows' groups at `indices`, one 64-bit lane per row.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn gather(indices: __m256i) -> __m512i {
     super::table_lookup_avx512::lookup_u64x8(&IQ1S_CODES, indices)
 }
 
 /// The eight activations `q[8g..8g + 8]` in every 64-bit lane.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn octet(q: &[i8; 256], g: usize) -> __m512i {
     let q: [i8; 8] = q[8 * g..8 * g + 8].try_into().expect("eight activations");
     _mm512_set1_epi64(i64::from_le_bytes(q.map(|v| v as u8)))
@@ -98,8 +99,9 @@ fn octet(q: &[i8; 256], g: usize) -> __m512i {
 /// The shared kernel for exactly `N` tokens: the sixteen rows of `w` against `a` (`N` tokens of
 /// `w.len()` blocks each), into `out`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn dot_tokens<P: Iq1Layout, const N: usize>(
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn dot_tokens<P: Iq1Layout, D: ByteDot, const N: usize>(
+    d: D,
     w: &[P],
     a: &[BlockQ8K],
     out: &mut [[f32; ROWS]],
@@ -135,7 +137,7 @@ pub(super) fn dot_tokens<P: Iq1Layout, const N: usize>(
                     let codes = _mm512_mullo_epi16(codes, scale_words[l / 2][half]);
                     for (t, sums) in sums.iter_mut().enumerate() {
                         let q = octet(&a[t * nb + b].qs, g);
-                        sums[half] = _mm512_dpbusd_epi32(sums[half], codes, q);
+                        sums[half] = d.dpbusd(sums[half], codes, q);
                     }
                 }
             }
@@ -144,7 +146,7 @@ pub(super) fn dot_tokens<P: Iq1Layout, const N: usize>(
         let dw = unsafe { x.scales() };
         for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
             let y = &a[t * nb + b];
-            add_super_block(acc, sums, &pairs, dw, y);
+            add_super_block(d, acc, sums, &pairs, dw, y);
         }
     }
     for (o, acc) in out.iter_mut().zip(acc) {
@@ -157,8 +159,9 @@ pub(super) fn dot_tokens<P: Iq1Layout, const N: usize>(
 /// from the code sums `sums` (each row in two 32-bit lanes) and the scale pairs `pairs`, then
 /// `acc + (d_w·d_a)·(X/8)` with the reference's float steps (a product, then a sum).
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn add_super_block(
+    d: impl ByteDot,
     acc: &mut __m512,
     sums: &[__m512i; 2],
     pairs: &[__m512i; GROUPS / 4],
@@ -168,7 +171,7 @@ fn add_super_block(
     let mut correction = _mm512_setzero_si512();
     for (j, &pair) in pairs.iter().enumerate() {
         let bsums = (y.bsums[2 * j] as u16 as i32) | (y.bsums[2 * j + 1] as i32) << 16;
-        correction = _mm512_dpwssd_epi32(correction, pair, _mm512_set1_epi32(bsums));
+        correction = d.dpwssd(correction, pair, _mm512_set1_epi32(bsums));
     }
     let even: [i32; 16] = std::array::from_fn(|r| 2 * r as i32);
     let odd: [i32; 16] = std::array::from_fn(|r| 2 * r as i32 + 1);

@@ -1,4 +1,4 @@
-//! IQ1_M repacked sixteen rows at a time for AVX-512 VNNI: the grid indices in the shared
+//! IQ1_M repacked sixteen rows at a time for AVX-512: the grid indices in the shared
 //! layout (`iq1_grid`), whose per-sub-block words carry the shift signs of their four groups
 //! (group `l` at bit `12 + l`: negative), and each row's four scale words as IQ1_M stores them
 //! (the 3-bit scales of its sixteen 16-value halves and the nibbles of its f16 scale): the

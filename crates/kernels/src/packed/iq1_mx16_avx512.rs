@@ -1,4 +1,4 @@
-//! AVX-512 VNNI kernel of [`BlockIq1Mx16`]: the kernel IQ1 shares (`iq1_grid_avx512`), with
+//! AVX-512 kernel of [`BlockIq1Mx16`]: the kernel IQ1 shares (`iq1_grid_avx512`), with
 //! each half sub-block's scale read from the rows' scale words and each group's shift sign
 //! from the top bits of its index words.
 
@@ -8,14 +8,14 @@ use super::iq1_grid::GridIndices;
 use super::iq1_grid_avx512::{Iq1Layout, SubBlock, dot_tokens};
 use super::iq1_mx16::BlockIq1Mx16;
 
-super_block_dot_group!(BlockIq1Mx16, |w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[BlockIq1Mx16](w, a, out))
+super_block_dot_group!(BlockIq1Mx16, |d, w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens[BlockIq1Mx16, _](d, w, a, out))
 });
 
 impl BlockIq1Mx16 {
     /// Scale word `k` of the sixteen rows, one 32-bit lane per row.
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     fn scale_words(&self, k: usize) -> __m512i {
         // SAFETY: reads exactly the 32 bytes of word `k` of each row; unaligned is allowed.
         _mm512_cvtepu16_epi32(unsafe { _mm256_loadu_si256(self.scales[k].as_ptr().cast()) })
@@ -28,7 +28,7 @@ impl Iq1Layout for BlockIq1Mx16 {
     }
 
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     unsafe fn scales(&self) -> __m512 {
         let w = [0, 1, 2, 3].map(|k| self.scale_words(k));
         let nibbles = _mm512_set1_epi32(0xF);
@@ -50,7 +50,7 @@ impl Iq1Layout for BlockIq1Mx16 {
     }
 
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     unsafe fn sub_block(&self, j: usize, words: __m512i) -> SubBlock {
         // 2s + 1 of halves 2j and 2j + 1, whose s lie at bits b = 3·(2j mod 4) and b + 3:
         // ((w >> (b − 1)) & 0xE) | 1.

@@ -1,4 +1,4 @@
-//! IQ1_S repacked sixteen rows at a time for AVX-512 VNNI: the grid indices in the shared
+//! IQ1_S repacked sixteen rows at a time for AVX-512: the grid indices in the shared
 //! layout (`iq1_grid`), whose per-sub-block words keep IQ1_S's own `qh` words whole (scale at
 //! bits 12–14, the shift's sign at bit 15), and the rows' f16 scales side by side: the
 //! source's size.

@@ -1,4 +1,4 @@
-//! AVX-512 VNNI kernel of [`BlockIq1Sx16`]: the kernel IQ1 shares (`iq1_grid_avx512`), with
+//! AVX-512 kernel of [`BlockIq1Sx16`]: the kernel IQ1 shares (`iq1_grid_avx512`), with
 //! each sub-block's scale and shift sign read from the top bits of its index words.
 
 use std::arch::x86_64::*;
@@ -7,8 +7,8 @@ use super::iq1_grid::GridIndices;
 use super::iq1_grid_avx512::{Iq1Layout, SubBlock, dot_tokens};
 use super::iq1_sx16::BlockIq1Sx16;
 
-super_block_dot_group!(BlockIq1Sx16, |w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[BlockIq1Sx16](w, a, out))
+super_block_dot_group!(BlockIq1Sx16, |d, w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens[BlockIq1Sx16, _](d, w, a, out))
 });
 
 impl Iq1Layout for BlockIq1Sx16 {
@@ -17,14 +17,14 @@ impl Iq1Layout for BlockIq1Sx16 {
     }
 
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     unsafe fn scales(&self) -> __m512 {
         // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
         _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(self.d.as_ptr().cast()) })
     }
 
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     unsafe fn sub_block(&self, _j: usize, words: __m512i) -> SubBlock {
         // 2s + 1 from the scale s at bits 12–14: ((words >> 11) & 0xE) | 1.
         let scale = _mm512_ternarylogic_epi32::<0xEA>(

@@ -1,5 +1,5 @@
 //! The packed layout the IQ2 grid formats (IQ2_XXS, IQ2_XS, IQ2_S) share, sixteen rows at a
-//! time for AVX-512 VNNI, with its scalar reference.
+//! time for AVX-512, with its scalar reference.
 //!
 //! Per group of eight values (32 per super-block), each row's grid index and sign byte, the
 //! bytes of the sixteen rows side by side: eight rows' bytes are one gather's indices (widened

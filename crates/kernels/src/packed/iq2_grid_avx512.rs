@@ -1,4 +1,4 @@
-//! AVX-512 VNNI kernel of the packed IQ2 layouts ([`GridRows`]), eight rows per vector.
+//! AVX-512 kernel of the packed IQ2 layouts ([`GridRows`]), eight rows per vector.
 //!
 //! Per group of eight values and eight rows: the rows' grid indices widened to 32 bits (the
 //! high bits merged in by one bitwise select), one lookup of their eight grid words (one
@@ -18,6 +18,7 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use super::iq2_grid::{GROUPS, GridRows};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -31,8 +32,9 @@ const HALF_RUNS: usize = 16;
 
 /// The `N` tokens' products with the sixteen rows of `w`, into `out`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn dot_tokens<P: GridRows, const N: usize>(
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn dot_tokens<P: GridRows, D: ByteDot, const N: usize>(
+    d: D,
     w: &[P],
     a: &[BlockQ8K],
     out: &mut [[f32; ROWS]],
@@ -60,7 +62,7 @@ pub(super) fn dot_tokens<P: GridRows, const N: usize>(
                     let weights = weights(x, g, v);
                     for (sums, act) in sums.iter_mut().zip(&act) {
                         let pairs = _mm512_maddubs_epi16(weights, *act);
-                        sums[v] = _mm512_dpwssd_epi32(sums[v], pairs, *m);
+                        sums[v] = d.dpwssd(sums[v], pairs, *m);
                     }
                 }
             }
@@ -70,7 +72,7 @@ pub(super) fn dot_tokens<P: GridRows, const N: usize>(
         let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d().as_ptr().cast()) });
         for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
             let y = &a[t * nb + b];
-            let sum = _mm512_sub_epi32(row_sums(sums), offset_sums(&pairs, y));
+            let sum = _mm512_sub_epi32(row_sums(sums), offset_sums(d, &pairs, y));
             let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
             *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
         }
@@ -84,7 +86,7 @@ pub(super) fn dot_tokens<P: GridRows, const N: usize>(
 
 /// The weight bytes `64 ± g` of group `g` of rows `8v..8v + 8`, row `r` in 64-bit lane `r`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn weights<P: GridRows>(x: &P, g: usize, v: usize) -> __m512i {
     let eight = |bytes: &[u8; ROWS]| -> [u8; 8] { bytes[8 * v..8 * v + 8].try_into().expect("8") };
     let widen = |bytes: [u8; 8]| _mm256_cvtepu8_epi32(_mm_set1_epi64x(i64::from_le_bytes(bytes)));
@@ -109,7 +111,7 @@ fn weights<P: GridRows>(x: &P, g: usize, v: usize) -> __m512i {
 /// `8v..8v + 8`: row `r`'s byte into the four 16-bit lanes of 64-bit lane `r`, high bytes
 /// zero.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn spread_pattern(v: usize) -> __m512i {
     let bytes: [u8; 64] = std::array::from_fn(|k| {
         let row = 8 * v + k / 8;
@@ -122,7 +124,7 @@ fn spread_pattern(v: usize) -> __m512i {
 /// The multipliers `2l + 1` of each run (`m[r][i]` for row `i`; the first `P::RUNS` runs),
 /// from the level nibbles.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn multipliers<P: GridRows>(levels: &[[u8; ROWS]]) -> [[u8; ROWS]; HALF_RUNS] {
     let mut m = [[0u8; ROWS]; HALF_RUNS];
     let (mask, one) = (_mm_set1_epi8(0x1E), _mm_set1_epi8(1));
@@ -142,7 +144,7 @@ fn multipliers<P: GridRows>(levels: &[[u8; ROWS]]) -> [[u8; ROWS]; HALF_RUNS] {
 /// For each pair of activation runs `2j, 2j + 1` (sixteen values each), the sixteen rows'
 /// multipliers of those runs as 16-bit pairs, row `i` in 32-bit lane `i`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn multiplier_pairs<P: GridRows>(m: &[[u8; ROWS]; HALF_RUNS]) -> [__m512i; HALF_RUNS / 2] {
     // SAFETY: reads exactly the sixteen bytes of one run's multipliers; unaligned is allowed.
     let load = |h: usize| unsafe { _mm_loadu_si128(m[h * P::RUNS / HALF_RUNS].as_ptr().cast()) };
@@ -159,12 +161,12 @@ fn multiplier_pairs<P: GridRows>(m: &[[u8; ROWS]; HALF_RUNS]) -> [__m512i; HALF_
 /// `64 · Σ_r (2l_r + 1) · Σa` of each row (32-bit lane `i`): what the offset of the weight
 /// bytes added, from the multiplier pairs and the activations' sums of sixteen.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn offset_sums(pairs: &[__m512i; HALF_RUNS / 2], y: &BlockQ8K) -> __m512i {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn offset_sums(d: impl ByteDot, pairs: &[__m512i; HALF_RUNS / 2], y: &BlockQ8K) -> __m512i {
     let mut sum = _mm512_setzero_si512();
     for (j, pair) in pairs.iter().enumerate() {
         let sums = (y.bsums[2 * j] as u16 as u32 | (y.bsums[2 * j + 1] as u16 as u32) << 16) as i32;
-        sum = _mm512_dpwssd_epi32(sum, *pair, _mm512_set1_epi32(sums));
+        sum = d.dpwssd(sum, *pair, _mm512_set1_epi32(sums));
     }
     _mm512_slli_epi32::<6>(sum)
 }
@@ -172,7 +174,7 @@ fn offset_sums(pairs: &[__m512i; HALF_RUNS / 2], y: &BlockQ8K) -> __m512i {
 /// Each row's sum (32-bit lane `i` for row `i`) of the two halves it has in `sums` (rows
 /// `8v + r` in lanes `2r` and `2r + 1` of `sums[v]`).
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn row_sums(sums: &[__m512i; 2]) -> __m512i {
     let even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     let odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);

@@ -1,4 +1,4 @@
-//! IQ2_S repacked sixteen rows at a time for AVX-512 VNNI in the layout of `iq2_grid`: per
+//! IQ2_S repacked sixteen rows at a time for AVX-512 in the layout of `iq2_grid`: per
 //! group of eight the low byte of the 10-bit index and the sign byte, the top two bits of four
 //! groups in one byte per row (the source's `qh`), the sixteen 16-value runs' levels as nibbles
 //! (82 bytes per row and super-block, the source's size).

@@ -1,4 +1,4 @@
-//! IQ2_XS repacked sixteen rows at a time for AVX-512 VNNI in the layout of `iq2_grid`: per
+//! IQ2_XS repacked sixteen rows at a time for AVX-512 in the layout of `iq2_grid`: per
 //! group of eight the low byte of the 9-bit index and a complete sign byte, the ninth bits of
 //! eight groups in one byte per row, the sixteen 16-value runs' levels as nibbles (78 bytes per
 //! row and super-block for the source's 74).

@@ -1,4 +1,4 @@
-//! IQ2_XXS repacked sixteen rows at a time for AVX-512 VNNI in the layout of `iq2_grid`: one
+//! IQ2_XXS repacked sixteen rows at a time for AVX-512 in the layout of `iq2_grid`: one
 //! index byte and one complete sign byte per group of eight, the eight 32-value runs' levels as
 //! nibbles (70 bytes per row and super-block for the source's 66).
 

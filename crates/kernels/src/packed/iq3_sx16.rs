@@ -1,4 +1,4 @@
-//! IQ3_S repacked sixteen rows at a time for AVX-512 VNNI, in the layout it shares with IQ3_XXS
+//! IQ3_S repacked sixteen rows at a time for AVX-512, in the layout it shares with IQ3_XXS
 //! (`grid_quads`, whose doc has the arithmetic), plus the ninth bit of each grid index: per
 //! group one `u16` holding the sixteen rows' bits, the mask that adds 256 to their indices. The
 //! same 110 bytes per row as the source.

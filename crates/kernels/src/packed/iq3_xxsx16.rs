@@ -1,4 +1,4 @@
-//! IQ3_XXS repacked sixteen rows at a time for AVX-512 VNNI, in the layout it shares with IQ3_S
+//! IQ3_XXS repacked sixteen rows at a time for AVX-512, in the layout it shares with IQ3_S
 //! (`grid_quads`, whose doc has the arithmetic): the grid indices as stored, the seven stored
 //! sign bits of each eight values completed to eight (`KSIGNS`), the 4-bit levels as stored.
 

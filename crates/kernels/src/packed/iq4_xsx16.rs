@@ -1,4 +1,4 @@
-//! IQ4_XS repacked sixteen rows at a time for AVX-512 VNNI: each 32-value sub-block's indices
+//! IQ4_XS repacked sixteen rows at a time for AVX-512: each 32-value sub-block's indices
 //! laid out as IQ4_NL's (`nibbles`), looked up as the table value plus 128, and each row's
 //! signed sub-block scales unpacked to bytes.
 //!

@@ -1,10 +1,12 @@
-//! AVX-512 VNNI kernel of [`BlockIq4Xsx16`]: each sub-block's indices are looked up as byte
+//! AVX-512 kernel of [`BlockIq4Xsx16`]: each sub-block's indices are looked up as byte
 //! codes (`vpshufb`, as for IQ4_NL), dotted with every token of the call sixteen rows per
 //! instruction, corrected by the activation sums and scaled in integers.
 
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_codes_avx512::all_below_128;
+use super::byte_dot::ByteDot;
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::nibbles::BlockIq4Nlx16;
 use super::nibbles_avx512::codes;
@@ -13,14 +15,18 @@ use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-super_block_dot_group!(BlockIq4Xsx16, |w, a, s, out| {
-    for_tokens!(out.len(), 4, dot_tokens(w, a, s, out))
+/// Whether IQ4_NL's byte codes are all below 128 (they are not: its values plus 128).
+const CODES_BELOW_128: bool = all_below_128(&BlockIq4Nlx16::CODES);
+
+super_block_dot_group!(BlockIq4Xsx16, |d, w, a, s, out| {
+    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, s, out))
 });
 
 /// [`dot_group`] for exactly `N` tokens.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn dot_tokens<const N: usize>(
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn dot_tokens<D: ByteDot, const N: usize>(
+    d: D,
     w: &[BlockIq4Xsx16],
     a: &[BlockQ8K],
     s: &[BlockSummary],
@@ -38,7 +44,10 @@ fn dot_tokens<const N: usize>(
             for (t, sumi) in sumi.iter_mut().enumerate() {
                 let q = &a[t * nb + b].qs[32 * j..32 * j + 32];
                 let offset = BlockIq4Xsx16::OFFSET * s[8 * (t * nb + b) + j].sum;
-                let isum = _mm512_sub_epi32(sub_block_dot(&codes, q), _mm512_set1_epi32(offset));
+                let isum = _mm512_sub_epi32(
+                    sub_block_dot::<CODES_BELOW_128>(d, &codes, q),
+                    _mm512_set1_epi32(offset),
+                );
                 *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
             }
         }

@@ -1,4 +1,4 @@
-//! Q4_1 and Q5_1, whose values are `d·q + m`, repacked sixteen rows at a time for AVX-512 VNNI:
+//! Q4_1 and Q5_1, whose values are `d·q + m`, repacked sixteen rows at a time for AVX-512:
 //! the scales and codes laid out as Q4_0's (`nibbles`) and Q5_0's (`q5_0x16`), plus each row's
 //! f16 min.
 //!

@@ -1,4 +1,4 @@
-//! AVX-512 VNNI (and AMX) kernels of the packed formats with a min per row, [`BlockQ4_1x16`] and
+//! AVX-512 (and AMX) kernels of the packed formats with a min per row, [`BlockQ4_1x16`] and
 //! [`BlockQ5_1x16`]: their codes decode as Q4_0's and Q5_0's do, and go through the byte-code
 //! kernels (`byte_codes_avx512`, `byte_codes_amx`) with offset zero and the mins added.
 
@@ -9,9 +9,10 @@ use super::{nibbles_avx512, q5_0x16_avx512};
 
 /// Stamps out the kernels of one format with mins, whose codes `$codes` decodes.
 macro_rules! min_format_kernels {
-    ($packed:ty, $codes:expr, $dot:ident, $dot_amx:ident) => {
+    ($packed:ty, $codes:expr) => {
         impl ByteCodes for $packed {
             const OFFSET: i32 = 0;
+            const CODES_BELOW_128: bool = true;
             fn scales(&self) -> RowScales<'_> {
                 RowScales::F16(&self.q.d)
             }
@@ -20,19 +21,12 @@ macro_rules! min_format_kernels {
             }
         }
 
-        byte_code_kernels!($packed, $codes, $dot, $dot_amx);
+        byte_code_kernels!($packed, $codes);
     };
 }
 
-min_format_kernels!(
-    BlockQ4_1x16,
-    |x: &BlockQ4_1x16| nibbles_avx512::codes(&x.q.qs, &BlockQ4_0x16::CODES),
-    dot_group_q4_1,
-    dot_group_q4_1_amx
-);
-min_format_kernels!(
-    BlockQ5_1x16,
-    |x: &BlockQ5_1x16| q5_0x16_avx512::codes(&x.q),
-    dot_group_q5_1,
-    dot_group_q5_1_amx
-);
+min_format_kernels!(BlockQ4_1x16, |x: &BlockQ4_1x16| nibbles_avx512::codes(
+    &x.q.qs,
+    &BlockQ4_0x16::CODES
+));
+min_format_kernels!(BlockQ5_1x16, |x: &BlockQ5_1x16| q5_0x16_avx512::codes(&x.q));

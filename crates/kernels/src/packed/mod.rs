@@ -1,11 +1,13 @@
 //! Weights repacked once at load time into the layout a faster kernel reads: an explicit
 //! transform with its own type, [`PackedMatrix`], multiplied by [`matmul_packed`].
 //!
-//! Most quantized weight types are packed sixteen rows at a time for AVX-512 VNNI (see
+//! Most quantized weight types are packed sixteen rows at a time for AVX-512 (see
 //! `nibbles` for Q4_0 and IQ4_NL, `min_formats` for Q4_1 and Q5_1, `q5_0x16`, `q8_0x16`,
 //! `mxfp4x16`, `q2_kx16`, `q3_kx16`, `q4_kx16`, `q5_kx16`, `q6_kx16`, `iq4_xsx16`, `tq1_0x16`
 //! and `tq2_0x16`; `grid_quads` for IQ3_XXS and IQ3_S): one instruction dots four codes of
-//! sixteen rows, each weight block is decoded once for several tokens, and no horizontal sum is needed. Decode and
+//! sixteen rows (VNNI's `vpdpbusd`, or two or four multiply-adds where the CPU has AVX-512 BW
+//! without VNNI: `byte_dot`), each weight block is decoded once for several tokens, and no
+//! horizontal sum is needed. Decode and
 //! prefill both use the packed kernel, so a token's outputs are the same whether it is
 //! multiplied alone or in a batch, and on any number of threads.
 //!
@@ -34,96 +36,124 @@ use summary::Summarized;
 /// written for a fixed number of tokens, so that their accumulators stay in registers.
 #[cfg(target_arch = "x86_64")]
 macro_rules! for_tokens {
-    ($n:expr, 4, $kernel:ident $([$g:ty])? ($($arg:expr),*)) => {
+    ($n:expr, 4, $kernel:ident $([$($g:ty),+])? ($($arg:expr),*)) => {
         match $n {
-            1 => $kernel::<$($g,)? 1>($($arg),*),
-            2 => $kernel::<$($g,)? 2>($($arg),*),
-            3 => $kernel::<$($g,)? 3>($($arg),*),
-            _ => $kernel::<$($g,)? 4>($($arg),*),
+            1 => $kernel::<$($($g,)+)? 1>($($arg),*),
+            2 => $kernel::<$($($g,)+)? 2>($($arg),*),
+            3 => $kernel::<$($($g,)+)? 3>($($arg),*),
+            _ => $kernel::<$($($g,)+)? 4>($($arg),*),
         }
     };
-    ($n:expr, 8, $kernel:ident $([$g:ty])? ($($arg:expr),*)) => {
+    ($n:expr, 8, $kernel:ident $([$($g:ty),+])? ($($arg:expr),*)) => {
         match $n {
-            1 => $kernel::<$($g,)? 1>($($arg),*),
-            2 => $kernel::<$($g,)? 2>($($arg),*),
-            3 => $kernel::<$($g,)? 3>($($arg),*),
-            4 => $kernel::<$($g,)? 4>($($arg),*),
-            5 => $kernel::<$($g,)? 5>($($arg),*),
-            6 => $kernel::<$($g,)? 6>($($arg),*),
-            7 => $kernel::<$($g,)? 7>($($arg),*),
-            _ => $kernel::<$($g,)? 8>($($arg),*),
+            1 => $kernel::<$($($g,)+)? 1>($($arg),*),
+            2 => $kernel::<$($($g,)+)? 2>($($arg),*),
+            3 => $kernel::<$($($g,)+)? 3>($($arg),*),
+            4 => $kernel::<$($($g,)+)? 4>($($arg),*),
+            5 => $kernel::<$($($g,)+)? 5>($($arg),*),
+            6 => $kernel::<$($($g,)+)? 6>($($arg),*),
+            7 => $kernel::<$($($g,)+)? 7>($($arg),*),
+            _ => $kernel::<$($($g,)+)? 8>($($arg),*),
         }
     };
 }
 
-/// Stamps out the AVX-512 kernel `$dot` and the AMX kernel `$dot_amx` of a packed byte-code
-/// format (`byte_codes_avx512`, `byte_codes_amx`) whose blocks the closure `$codes` decodes, and
-/// makes them the layout's [`Avx512Kernels`].
+/// The AVX-512 kernels of a packed layout against activation blocks `$act`, as the associated
+/// constants [`Avx512Kernels::DOT`] (AVX-512 VNNI) and [`Avx512Kernels::DOT_BW`] (AVX-512 BW
+/// without VNNI): `$run` is the kernel's body, written once over the dot products of
+/// `byte_dot`, whose proof value `$d` is a `Vnni` in the one and a `MultiplyAdd` in the other.
+/// Both are bit-identical to the layout's scalar reference.
+#[cfg(target_arch = "x86_64")]
+macro_rules! avx512_entries {
+    ($packed:ty, $act:ty, |$d:ident, $w:ident, $a:ident, $s:ident, $out:ident| $run:expr) => {
+        const DOT: $crate::packed::GroupDotFn<Self> = {
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+            fn dot(
+                $w: &[$packed],
+                $a: &[$act],
+                $s: &[$crate::operands::BlockSummary],
+                $out: &mut [[f32; $crate::packed::ROWS]],
+            ) {
+                // SAFETY: this function's target features include AVX-512 F, BW, VL and VNNI.
+                let $d = unsafe { $crate::packed::byte_dot::Vnni::new() };
+                $run
+            }
+            dot
+        };
+        const DOT_BW: $crate::packed::GroupDotFn<Self> = {
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+            fn dot(
+                $w: &[$packed],
+                $a: &[$act],
+                $s: &[$crate::operands::BlockSummary],
+                $out: &mut [[f32; $crate::packed::ROWS]],
+            ) {
+                // SAFETY: this function's target features include AVX-512 F, BW and VL.
+                let $d = unsafe { $crate::packed::byte_dot::MultiplyAdd::new() };
+                $run
+            }
+            dot
+        };
+    };
+}
+
+/// Makes the kernels of a packed byte-code format (`byte_codes_avx512`, `byte_codes_amx`)
+/// whose blocks the closure `$codes` decodes the layout's [`Avx512Kernels`], with an AMX
+/// kernel.
 #[cfg(target_arch = "x86_64")]
 macro_rules! byte_code_kernels {
-    ($packed:ty, $codes:expr, $dot:ident, $dot_amx:ident) => {
-        /// The AVX-512 kernel of this format; bit-identical to its scalar reference.
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-        pub(crate) fn $dot(
-            w: &[$packed],
-            a: &[$crate::quant::q8_0::BlockQ8_0],
-            s: &[$crate::operands::BlockSummary],
-            out: &mut [[f32; $crate::packed::ROWS]],
-        ) {
-            $crate::packed::byte_codes_avx512::dot_group(w, a, s, out, $codes);
-        }
-
-        /// The AVX-512 kernel on the AMX tile unit where a call has tokens enough;
-        /// bit-identical to it.
-        ///
-        /// # Safety
-        /// The CPU must support [`crate::Isa::Amx`].
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-        pub(crate) unsafe fn $dot_amx(
-            w: &[$packed],
-            a: &[$crate::quant::q8_0::BlockQ8_0],
-            s: &[$crate::operands::BlockSummary],
-            out: &mut [[f32; $crate::packed::ROWS]],
-        ) {
-            // SAFETY: the caller checked AMX.
-            unsafe { $crate::packed::byte_codes_amx::dot_group(w, a, s, out, $codes) };
-        }
-
+    ($packed:ty, $codes:expr) => {
         impl $crate::packed::Avx512Kernels for $packed {
-            const DOT: $crate::packed::GroupDotFn<Self> = $dot;
-            const DOT_AMX: Option<$crate::packed::GroupDotFn<Self>> = Some($dot_amx);
+            avx512_entries!(
+                $packed,
+                $crate::quant::q8_0::BlockQ8_0,
+                |d, w, a, s, out| {
+                    $crate::packed::byte_codes_avx512::dot_group(d, w, a, s, out, $codes)
+                }
+            );
+
+            const DOT_AMX: Option<$crate::packed::GroupDotFn<Self>> = {
+                /// The VNNI kernel on the AMX tile unit where a call has tokens enough;
+                /// bit-identical to it.
+                ///
+                /// # Safety
+                /// The CPU must support [`crate::Isa::Amx`].
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+                unsafe fn dot_amx(
+                    w: &[$packed],
+                    a: &[$crate::quant::q8_0::BlockQ8_0],
+                    s: &[$crate::operands::BlockSummary],
+                    out: &mut [[f32; $crate::packed::ROWS]],
+                ) {
+                    // SAFETY: the caller checked AMX.
+                    unsafe { $crate::packed::byte_codes_amx::dot_group(w, a, s, out, $codes) };
+                }
+                Some(dot_amx)
+            };
         }
     };
 }
 
-/// Defines `dot_group`, the AVX-512 kernel of a packed super-block format against Q8_K
-/// activations, and makes it the layout's [`Avx512Kernels::DOT`]: `$run` (a kernel for a fixed
-/// number of tokens, through [`for_tokens!`]) over the call's tokens four at a time, each time
-/// with the activation blocks and the summaries (eight per block) from the first of them on and
-/// the outputs of those tokens. Bit-identical to the layout's scalar reference.
+/// Makes the AVX-512 kernels of a packed super-block format against Q8_K activations the
+/// layout's [`Avx512Kernels`] (see [`avx512_entries!`]): `$run` (a kernel for a fixed number of
+/// tokens, through [`for_tokens!`]) over the call's tokens four at a time, each time with the
+/// dot products `$d`, the activation blocks and the summaries (eight per block) from the first
+/// of them on and the outputs of those tokens.
 #[cfg(target_arch = "x86_64")]
 macro_rules! super_block_dot_group {
-    ($packed:ty, |$w:ident, $a:ident, $s:ident, $out:ident| $run:expr) => {
-        /// The AVX-512 kernel of this layout; bit-identical to its scalar reference.
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-        pub(crate) fn dot_group(
-            w: &[$packed],
-            a: &[$crate::quant::q8_k::BlockQ8K],
-            s: &[$crate::operands::BlockSummary],
-            out: &mut [[f32; $crate::packed::ROWS]],
-        ) {
-            /// Tokens one pass over the weights takes (their accumulators stay in registers).
-            const TOKENS: usize = 4;
-            let nb = w.len();
-            for (c, $out) in out.chunks_mut(TOKENS).enumerate() {
-                let first = c * TOKENS * nb;
-                let ($w, $a, $s) = (w, &a[first..], &s[8 * first..]);
-                $run;
-            }
-        }
-
+    ($packed:ty, |$d:ident, $w:ident, $a:ident, $s:ident, $out:ident| $run:expr) => {
         impl $crate::packed::Avx512Kernels for $packed {
-            const DOT: $crate::packed::GroupDotFn<Self> = dot_group;
+            avx512_entries!($packed, $crate::quant::q8_k::BlockQ8K, |d, w, a, s, out| {
+                /// Tokens one pass over the weights takes (their accumulators stay in
+                /// registers).
+                const TOKENS: usize = 4;
+                let nb = w.len();
+                for (c, $out) in out.chunks_mut(TOKENS).enumerate() {
+                    let first = c * TOKENS * nb;
+                    let ($d, $w, $a, $s) = (d, w, &a[first..], &s[8 * first..]);
+                    $run;
+                }
+            });
         }
     };
 }
@@ -138,6 +168,8 @@ mod byte_codes_amx;
 mod byte_codes_avx512;
 #[cfg(test)]
 mod byte_codes_reference;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod byte_dot;
 mod grid_quads;
 #[cfg(target_arch = "x86_64")]
 mod grid_quads_avx512;
@@ -260,22 +292,27 @@ pub(crate) trait PackedFormat: Pod + Send + Sync {
 pub(crate) type GroupDotFn<P> =
     unsafe fn(&[P], &[<P as PackedFormat>::Act], &[BlockSummary], &mut [[f32; ROWS]]);
 
-/// The kernels of a packed layout for AVX-512 VNNI (AVX-512 F, BW, VL and VNNI, with AVX2,
-/// FMA and F16C) and, where it has one, for AMX: what [`pack_avx512`] packs the layout for.
+/// The kernels of a packed layout for AVX-512 (F, BW and VL, with AVX2, FMA and F16C; with
+/// VNNI or without) and, where it has one, for AMX: what [`pack_avx512`] packs the layout for.
+/// The macros `super_block_dot_group!` and `byte_code_kernels!` implement it.
 #[cfg(target_arch = "x86_64")]
 pub(crate) trait Avx512Kernels: PackedFormat {
-    /// The AVX-512 kernel; bit-identical to the layout's scalar reference.
+    /// The AVX-512 VNNI kernel; bit-identical to the layout's scalar reference.
     const DOT: GroupDotFn<Self>;
+    /// The same kernel on AVX-512 BW's multiply-adds, for CPUs without VNNI; bit-identical to
+    /// [`Self::DOT`].
+    const DOT_BW: GroupDotFn<Self>;
     /// The same products on the AMX tile unit (bit-identical to [`Self::DOT`]; it needs
     /// [`crate::Isa::Amx`]), where the layout has them.
     const DOT_AMX: Option<GroupDotFn<Self>> = None;
 }
 
-/// Packs `w` into layout `P` for its AMX kernel where `isa` includes AMX and the layout has
-/// one, else for its AVX-512 kernel: the registry's entry for a layout.
+/// Packs `w` into layout `P` for the best of its kernels that `isa` runs: the AMX one where
+/// `isa` includes AMX and the layout has one, else the VNNI one where `isa` includes VNNI,
+/// else the AVX-512 BW one. The registry's entry for a layout.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C, and everything `isa`
+/// The CPU must support AVX-512 F, BW and VL, AVX2, FMA and F16C, and everything `isa`
 /// includes: products of the returned matrix run the kernel.
 #[cfg(target_arch = "x86_64")]
 pub(crate) unsafe fn pack_avx512<P: Avx512Kernels>(
@@ -285,7 +322,8 @@ pub(crate) unsafe fn pack_avx512<P: Avx512Kernels>(
 ) -> PackedMatrix {
     let dot = match P::DOT_AMX {
         Some(amx) if isa >= crate::Isa::Amx => amx,
-        _ => P::DOT,
+        _ if isa >= crate::Isa::Avx512Vnni => P::DOT,
+        _ => P::DOT_BW,
     };
     PackedMatrix::pack_with::<P>(w, dot, release)
 }

@@ -1,4 +1,4 @@
-//! MXFP4 repacked sixteen rows at a time for AVX-512 VNNI, like `q8_0x16` but with the codes
+//! MXFP4 repacked sixteen rows at a time for AVX-512, like `q8_0x16` but with the codes
 //! kept as nibbles (decoded to bytes by a table lookup in the kernel) and each row's power-of-two
 //! scale as an f32 (an E8M0 scale does not fit an f16).
 //!

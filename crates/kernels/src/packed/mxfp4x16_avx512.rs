@@ -1,15 +1,16 @@
-//! AVX-512 VNNI (and AMX) kernels of [`BlockMxfp4x16`]: each block's nibbles are looked up in
+//! AVX-512 (and AMX) kernels of [`BlockMxfp4x16`]: each block's nibbles are looked up in
 //! the code table (offset by 128, so that they are `vpdpbusd`'s unsigned operand) as the other
 //! four-bit formats' are (`nibbles_avx512`) and go through the kernels shared with Q5_0 and Q8_0
 //! (`byte_codes_avx512`, `byte_codes_amx`).
 
-use super::byte_codes_avx512::{ByteCodes, RowScales};
+use super::byte_codes_avx512::{ByteCodes, RowScales, all_below_128};
 use super::mxfp4x16::BlockMxfp4x16;
 use super::nibbles_avx512::codes;
 use crate::quant::mxfp4::KVALUES;
 
 impl ByteCodes for BlockMxfp4x16 {
     const OFFSET: i32 = 128;
+    const CODES_BELOW_128: bool = all_below_128(&CODES);
     fn scales(&self) -> RowScales<'_> {
         RowScales::F32(&self.d)
     }
@@ -26,9 +27,4 @@ const CODES: [u8; 16] = {
     codes
 };
 
-byte_code_kernels!(
-    BlockMxfp4x16,
-    |x: &BlockMxfp4x16| codes(&x.qs, &CODES),
-    dot_group,
-    dot_group_amx
-);
+byte_code_kernels!(BlockMxfp4x16, |x: &BlockMxfp4x16| codes(&x.qs, &CODES));

@@ -1,4 +1,4 @@
-//! Q4_0 and IQ4_NL repacked sixteen rows at a time for AVX-512 VNNI: a 32-value block of
+//! Q4_0 and IQ4_NL repacked sixteen rows at a time for AVX-512: a 32-value block of
 //! four-bit codes and one f16 scale per row, laid out as Q5_0's low four bits (`q5_0x16`).
 //!
 //! The arithmetic, which the SIMD kernel reproduces bit for bit: each four-bit index becomes an

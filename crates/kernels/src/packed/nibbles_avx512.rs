@@ -1,39 +1,35 @@
-//! AVX-512 VNNI (and AMX) kernels of the packed four-bit formats [`BlockQ4_0x16`] and
+//! AVX-512 (and AMX) kernels of the packed four-bit formats [`BlockQ4_0x16`] and
 //! [`BlockIq4Nlx16`]: each block's indices are split into nibbles, looked up as byte codes
 //! (`vpshufb` over the format's sixteen codes) and go through the kernels shared with Q5_0 and
 //! Q8_0 (`byte_codes_avx512`, `byte_codes_amx`).
 
 use std::arch::x86_64::*;
 
-use super::byte_codes_avx512::{ByteCodes, RowScales};
+use super::byte_codes_avx512::{ByteCodes, RowScales, all_below_128};
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 
 /// Stamps out the kernels of one packed four-bit format.
 macro_rules! nibble_kernels {
-    ($packed:ty, $dot:ident, $dot_amx:ident) => {
+    ($packed:ty) => {
         impl ByteCodes for $packed {
             const OFFSET: i32 = <$packed>::OFFSET;
+            const CODES_BELOW_128: bool = all_below_128(&<$packed>::CODES);
             fn scales(&self) -> RowScales<'_> {
                 RowScales::F16(&self.d)
             }
         }
 
-        byte_code_kernels!(
-            $packed,
-            |x: &$packed| codes(&x.qs, &<$packed>::CODES),
-            $dot,
-            $dot_amx
-        );
+        byte_code_kernels!($packed, |x: &$packed| codes(&x.qs, &<$packed>::CODES));
     };
 }
 
-nibble_kernels!(BlockQ4_0x16, dot_group_q4_0, dot_group_q4_0_amx);
-nibble_kernels!(BlockIq4Nlx16, dot_group_iq4_nl, dot_group_iq4_nl_amx);
+nibble_kernels!(BlockQ4_0x16);
+nibble_kernels!(BlockIq4Nlx16);
 
 /// The eight vectors of byte codes of one packed block: vector `g` gives each row its codes
 /// `4g..4g + 4`, each index looked up in `table`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn codes(qs: &[[u8; 64]; 4], table: &[u8; 16]) -> [__m512i; 8] {
     let m4 = _mm512_set1_epi8(0xF);
     // SAFETY: reads exactly the 16 bytes of `table`; unaligned is allowed.

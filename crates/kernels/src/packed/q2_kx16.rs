@@ -1,4 +1,4 @@
-//! Q2_K repacked sixteen rows at a time for AVX-512 VNNI: the codes in the two-bit layout
+//! Q2_K repacked sixteen rows at a time for AVX-512: the codes in the two-bit layout
 //! (`two_bits`) and each row's group scale-and-min bytes side by side for two groups, in the
 //! source's size.
 //!

@@ -1,24 +1,30 @@
-//! AVX-512 VNNI kernel of [`BlockQ2Kx16`]: each group's codes are decoded once and dotted with
+//! AVX-512 kernel of [`BlockQ2Kx16`]: each group's codes are decoded once and dotted with
 //! every token of the call, sixteen rows per instruction; scales multiply in integers, and the
 //! mins meet the activation sums two groups at a time (`vpdpwssd`).
 
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use super::q2_kx16::BlockQ2Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, group_dot};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-super_block_dot_group!(BlockQ2Kx16, |w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens(w, a, out))
+super_block_dot_group!(BlockQ2Kx16, |d, w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
 });
 
 /// [`dot_group`] for exactly `N` tokens.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn dot_tokens<const N: usize>(w: &[BlockQ2Kx16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn dot_tokens<D: ByteDot, const N: usize>(
+    d: D,
+    w: &[BlockQ2Kx16],
+    a: &[BlockQ8K],
+    out: &mut [[f32; ROWS]],
+) {
     let nb = w.len();
     let nibble = _mm512_set1_epi16(0xF);
     let low_half = _mm512_set1_epi32(0xFFFF);
@@ -42,12 +48,12 @@ fn dot_tokens<const N: usize>(w: &[BlockQ2Kx16], a: &[BlockQ8K], out: &mut [[f32
                 let y = &a[t * nb + b];
                 for e in 0..2 {
                     let g = 2 * p + e;
-                    let dot = group_dot(&codes[e], &y.qs[16 * g..16 * g + 16]);
+                    let dot = group_dot(d, &codes[e], &y.qs[16 * g..16 * g + 16]);
                     sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dot, sc[e]));
                 }
                 let sums =
                     (y.bsums[2 * p] as u16 as u32) | (y.bsums[2 * p + 1] as u16 as u32) << 16;
-                summ[t] = _mm512_dpwssd_epi32(summ[t], mins, _mm512_set1_epi32(sums as i32));
+                summ[t] = d.dpwssd(summ[t], mins, _mm512_set1_epi32(sums as i32));
             }
         }
         // SAFETY: each load reads exactly the 32 bytes of one f16 array; unaligned is allowed.

@@ -1,4 +1,4 @@
-//! Q3_K repacked sixteen rows at a time for AVX-512 VNNI: the low two bits of every code in the
+//! Q3_K repacked sixteen rows at a time for AVX-512: the low two bits of every code in the
 //! two-bit layout (`two_bits`), the high bits beside them, and each row's signed group scales
 //! unpacked to bytes.
 //!

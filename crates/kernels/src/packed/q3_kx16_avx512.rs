@@ -1,23 +1,24 @@
-//! AVX-512 VNNI kernel of [`BlockQ3Kx16`]: each group's codes are decoded once (two low bits,
+//! AVX-512 kernel of [`BlockQ3Kx16`]: each group's codes are decoded once (two low bits,
 //! then the high bit moved to bit 2) and dotted with every token of the call, sixteen rows per
 //! instruction; the offset and the group scales are applied in integers.
 
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use super::q3_kx16::BlockQ3Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, group_dot};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-super_block_dot_group!(BlockQ3Kx16, |w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens(w, a, out))
+super_block_dot_group!(BlockQ3Kx16, |d, w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
 });
 
 /// The four code vectors (`0..8`) of group `g`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn codes(x: &BlockQ3Kx16, g: usize) -> [__m512i; 4] {
     let mut codes = group_codes(&x.low[g]);
     // SAFETY: reads exactly the 64 high-bit bytes of group pair `g / 2`; unaligned is allowed.
@@ -49,8 +50,13 @@ fn codes(x: &BlockQ3Kx16, g: usize) -> [__m512i; 4] {
 
 /// [`dot_group`] for exactly `N` tokens.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn dot_tokens<const N: usize>(w: &[BlockQ3Kx16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn dot_tokens<D: ByteDot, const N: usize>(
+    d: D,
+    w: &[BlockQ3Kx16],
+    a: &[BlockQ8K],
+    out: &mut [[f32; ROWS]],
+) {
     let nb = w.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, x) in w.iter().enumerate() {
@@ -63,7 +69,7 @@ fn dot_tokens<const N: usize>(w: &[BlockQ3Kx16], a: &[BlockQ8K], out: &mut [[f32
             for (t, sumi) in sumi.iter_mut().enumerate() {
                 let y = &a[t * nb + b];
                 let offset = _mm512_set1_epi32(BlockQ3Kx16::OFFSET * y.bsums[g] as i32);
-                let dot = group_dot(&codes, &y.qs[16 * g..16 * g + 16]);
+                let dot = group_dot(d, &codes, &y.qs[16 * g..16 * g + 16]);
                 let isum = _mm512_sub_epi32(dot, offset);
                 *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
             }

@@ -1,4 +1,4 @@
-//! Q4_K repacked sixteen rows at a time for AVX-512 VNNI, like `q5_0x16`.
+//! Q4_K repacked sixteen rows at a time for AVX-512, like `q5_0x16`.
 //!
 //! A [`BlockQ4Kx16`] holds one 256-value super-block of each of sixteen rows: per 32-value
 //! sub-block, four 64-byte vectors give every row (one 32-bit lane each) four consecutive

@@ -1,22 +1,23 @@
-//! AVX-512 VNNI kernel of [`BlockQ4Kx16`]: each sub-block's codes are decoded once and dotted
+//! AVX-512 kernel of [`BlockQ4Kx16`]: each sub-block's codes are decoded once and dotted
 //! with every token of the call, sixteen rows per instruction.
 
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use super::q4_kx16::BlockQ4Kx16;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-super_block_dot_group!(BlockQ4Kx16, |w, a, _s, out| {
+super_block_dot_group!(BlockQ4Kx16, |d, w, a, _s, out| {
     let codes = |x: &BlockQ4Kx16, j| sub_block_codes(x, j);
     let n = out.len();
-    for_tokens!(n, 4, dot_tokens[BlockQ4Kx16](w, a, out, |x| x, codes))
+    for_tokens!(n, 4, dot_tokens[BlockQ4Kx16, _](d, w, a, out, |x| x, codes))
 });
 
 /// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
     let q = &q[4 * g..4 * g + 4];
     _mm512_set1_epi32(i32::from_le_bytes([
@@ -24,24 +25,32 @@ fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
     ]))
 }
 
-/// `Σ q·a` of one sub-block for sixteen rows: `codes` from [`sub_block_codes`], `q` the
-/// sub-block's 32 activation codes.
+/// `Σ q·a` of one sub-block for sixteen rows: `codes` from [`sub_block_codes`] (or any byte
+/// codes, below 128 where `BELOW_128`), `q` the sub-block's 32 activation codes.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn sub_block_dot(codes: &[__m512i; 8], q: &[i8]) -> __m512i {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn sub_block_dot<const BELOW_128: bool>(
+    d: impl ByteDot,
+    codes: &[__m512i; 8],
+    q: &[i8],
+) -> __m512i {
+    let dot = |acc, u, s| match BELOW_128 {
+        true => d.dpbusd_7bit(acc, u, s),
+        false => d.dpbusd(acc, u, s),
+    };
     let zero = _mm512_setzero_si512();
-    let mut even = _mm512_dpbusd_epi32(zero, codes[0], broadcast_quad(q, 0));
-    let mut odd = _mm512_dpbusd_epi32(zero, codes[1], broadcast_quad(q, 1));
+    let mut even = dot(zero, codes[0], broadcast_quad(q, 0));
+    let mut odd = dot(zero, codes[1], broadcast_quad(q, 1));
     for g in (2..8).step_by(2) {
-        even = _mm512_dpbusd_epi32(even, codes[g], broadcast_quad(q, g));
-        odd = _mm512_dpbusd_epi32(odd, codes[g + 1], broadcast_quad(q, g + 1));
+        even = dot(even, codes[g], broadcast_quad(q, g));
+        odd = dot(odd, codes[g + 1], broadcast_quad(q, g + 1));
     }
     _mm512_add_epi32(even, odd)
 }
 
 /// The eight code vectors of sub-block `j`: vector `g` gives each row its codes `4g..4g + 4`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn sub_block_codes(x: &BlockQ4Kx16, j: usize) -> [__m512i; 8] {
     let m4 = _mm512_set1_epi8(0xF);
     let mut codes = [_mm512_setzero_si512(); 8];
@@ -58,7 +67,7 @@ pub(super) fn sub_block_codes(x: &BlockQ4Kx16, j: usize) -> [__m512i; 8] {
 /// `(sum 2k, sum 2k + 1)` as two 16-bit halves in every 32-bit lane, for `vpdpwssd` against the
 /// packed min pairs. The sums (each within ±4096) are those of its groups of 16 added in pairs.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn sub_block_sum_pairs(a: &BlockQ8K) -> [__m512i; 4] {
     // SAFETY: reads exactly the 32 bytes of the block's sixteen group sums.
     let groups = unsafe { _mm256_loadu_si256(a.bsums.as_ptr().cast()) };
@@ -68,11 +77,12 @@ fn sub_block_sum_pairs(a: &BlockQ8K) -> [__m512i; 4] {
 }
 
 /// The kernel of the Q4_K-shaped formats for exactly `N` tokens: `base` gives a packed block's
-/// scales and mins, `codes(x, j)` the eight code vectors of its sub-block `j` (see
+/// scales and mins, `codes(x, j)` the eight code vectors (below 128) of its sub-block `j` (see
 /// [`sub_block_codes`]).
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn dot_tokens<P, const N: usize>(
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn dot_tokens<P, D: ByteDot, const N: usize>(
+    d: D,
     w: &[P],
     a: &[BlockQ8K],
     out: &mut [[f32; ROWS]],
@@ -91,7 +101,10 @@ pub(super) fn dot_tokens<P, const N: usize>(
             let sc = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
             for (t, sumi) in sumi.iter_mut().enumerate() {
                 let q = &a[t * nb + b].qs[32 * j..32 * j + 32];
-                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(sub_block_dot(&codes, q), sc));
+                *sumi = _mm512_add_epi32(
+                    *sumi,
+                    _mm512_mullo_epi32(sub_block_dot::<true>(d, &codes, q), sc),
+                );
             }
         }
         // SAFETY: each load reads exactly the 32 bytes of one f16 array or the 64 bytes of one
@@ -107,7 +120,7 @@ pub(super) fn dot_tokens<P, const N: usize>(
             let pairs = sub_block_sum_pairs(&a[t * nb + b]);
             let mut summ = _mm512_setzero_si512();
             for (m, pair) in m.iter().zip(pairs) {
-                summ = _mm512_dpwssd_epi32(summ, *m, pair);
+                summ = d.dpwssd(summ, *m, pair);
             }
             let da = _mm512_set1_ps(a[t * nb + b].d);
             *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);

@@ -1,4 +1,4 @@
-//! Q5_0 repacked sixteen rows at a time for the integer dot products of AVX-512 VNNI.
+//! Q5_0 repacked sixteen rows at a time for the integer dot products of AVX-512.
 //!
 //! A [`BlockQ5_0x16`] holds one 32-value block of each of sixteen consecutive rows, arranged so
 //! that each 64-byte vector gives every row (one 32-bit lane per row) four consecutive codes:

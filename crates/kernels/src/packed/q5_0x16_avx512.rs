@@ -1,4 +1,4 @@
-//! AVX-512 VNNI kernel of [`BlockQ5_0x16`]: each block's codes are decoded to bytes once and go
+//! AVX-512 kernel of [`BlockQ5_0x16`]: each block's codes are decoded to bytes once and go
 //! through the kernel shared with Q8_0 (`byte_codes_avx512`).
 
 use std::arch::x86_64::*;
@@ -8,21 +8,17 @@ use super::q5_0x16::BlockQ5_0x16;
 
 impl ByteCodes for BlockQ5_0x16 {
     const OFFSET: i32 = 16;
+    const CODES_BELOW_128: bool = true;
     fn scales(&self) -> RowScales<'_> {
         RowScales::F16(&self.d)
     }
 }
 
-byte_code_kernels!(
-    BlockQ5_0x16,
-    |x: &BlockQ5_0x16| codes(x),
-    dot_group,
-    dot_group_amx
-);
+byte_code_kernels!(BlockQ5_0x16, |x: &BlockQ5_0x16| codes(x));
 
 /// `low | (fifth & 0x10)`, bytewise.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn with_fifth_bit(low: __m512i, fifth: __m512i) -> __m512i {
     // Truth table of A | (B & C) with A = 0xF0, B = 0xCC, C = 0xAA.
     _mm512_ternarylogic_epi32::<0xF8>(low, fifth, _mm512_set1_epi8(0x10))
@@ -31,7 +27,7 @@ fn with_fifth_bit(low: __m512i, fifth: __m512i) -> __m512i {
 /// The eight vectors of codes (`0..32`) of one packed block: vector `g` gives each row its
 /// codes `4g..4g + 4`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn codes(x: &BlockQ5_0x16) -> [__m512i; 8] {
     let m4 = _mm512_set1_epi8(0xF);
     // SAFETY: each load reads exactly the 64 bytes of one array of `x`; unaligned is allowed.

@@ -1,4 +1,4 @@
-//! Q5_K repacked sixteen rows at a time for AVX-512 VNNI: Q4_K's packed layout (`q4_kx16`)
+//! Q5_K repacked sixteen rows at a time for AVX-512: Q4_K's packed layout (`q4_kx16`)
 //! for the scales, mins and low four bits, plus the fifth bits.
 //!
 //! The arithmetic is Q4_K's with codes `q < 32`: per row and super-block the exact integers

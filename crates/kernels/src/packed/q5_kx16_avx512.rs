@@ -1,4 +1,4 @@
-//! AVX-512 VNNI kernel of [`BlockQ5Kx16`]: Q4_K's kernel (`q4_kx16_avx512`) with each
+//! AVX-512 kernel of [`BlockQ5Kx16`]: Q4_K's kernel (`q4_kx16_avx512`) with each
 //! sub-block's fifth bits added to its codes as they are decoded.
 
 use std::arch::x86_64::*;
@@ -6,16 +6,16 @@ use std::arch::x86_64::*;
 use super::q4_kx16_avx512::{dot_tokens, sub_block_codes};
 use super::q5_kx16::BlockQ5Kx16;
 
-super_block_dot_group!(BlockQ5Kx16, |w, a, _s, out| {
+super_block_dot_group!(BlockQ5Kx16, |d, w, a, _s, out| {
     let codes = |x: &BlockQ5Kx16, j| codes(x, j);
     let n = out.len();
-    for_tokens!(n, 4, dot_tokens[BlockQ5Kx16](w, a, out, |x| &x.low, codes))
+    for_tokens!(n, 4, dot_tokens[BlockQ5Kx16, _](d, w, a, out, |x| &x.low, codes))
 });
 
 /// The eight code vectors (`0..32`) of sub-block `j`: vector `g` gives each row its codes
 /// `4g..4g + 4`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn codes(x: &BlockQ5Kx16, j: usize) -> [__m512i; 8] {
     let mut codes = sub_block_codes(&x.low, j);
     // SAFETY: reads exactly the 64 fifth-bit bytes of sub-block `j`; unaligned is allowed.

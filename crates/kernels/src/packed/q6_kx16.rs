@@ -1,4 +1,4 @@
-//! Q6_K repacked sixteen rows at a time for AVX-512 VNNI, like `q4_kx16`.
+//! Q6_K repacked sixteen rows at a time for AVX-512, like `q4_kx16`.
 //!
 //! A [`BlockQ6Kx16`] holds one 256-value super-block of each of sixteen rows. The low four bits
 //! of the codes are arranged as in `q4_kx16`; the high two bits of each 32-value sub-block come

@@ -1,20 +1,21 @@
-//! AVX-512 VNNI kernel of [`BlockQ6Kx16`]: each sub-block's codes are decoded once and dotted
+//! AVX-512 kernel of [`BlockQ6Kx16`]: each sub-block's codes are decoded once and dotted
 //! with every token of the call, sixteen rows per instruction.
 
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use super::q6_kx16::BlockQ6Kx16;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-super_block_dot_group!(BlockQ6Kx16, |w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens(w, a, out))
+super_block_dot_group!(BlockQ6Kx16, |d, w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
 });
 
 /// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
     let q = &q[4 * g..4 * g + 4];
     _mm512_set1_epi32(i32::from_le_bytes([
@@ -24,7 +25,7 @@ fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
 
 /// `low | (high & 0x30)`, bytewise.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn with_high_bits(low: __m512i, high: __m512i) -> __m512i {
     // Truth table of A | (B & C) with A = 0xF0, B = 0xCC, C = 0xAA.
     _mm512_ternarylogic_epi32::<0xF8>(low, high, _mm512_set1_epi8(0x30))
@@ -33,7 +34,7 @@ fn with_high_bits(low: __m512i, high: __m512i) -> __m512i {
 /// The eight code vectors (`0..64`) of 32-value sub-block `j`: vector `g` gives each row its
 /// codes `32j + 4g..32j + 4g + 4`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn sub_block_codes(x: &BlockQ6Kx16, j: usize) -> [__m512i; 8] {
     let m4 = _mm512_set1_epi8(0xF);
     let mut codes = [_mm512_setzero_si512(); 8];
@@ -66,13 +67,13 @@ fn sub_block_codes(x: &BlockQ6Kx16, j: usize) -> [__m512i; 8] {
 /// `Σ q·a − 32·Σ a` of one 16-value group for sixteen rows: `codes` its four code vectors, `q`
 /// its 16 activation codes, `sum` their sum.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn group_dot(codes: &[__m512i], q: &[i8], sum: i16) -> __m512i {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn group_dot(d: impl ByteDot, codes: &[__m512i], q: &[i8], sum: i16) -> __m512i {
     let zero = _mm512_setzero_si512();
-    let even = _mm512_dpbusd_epi32(zero, codes[0], broadcast_quad(q, 0));
-    let odd = _mm512_dpbusd_epi32(zero, codes[1], broadcast_quad(q, 1));
-    let even = _mm512_dpbusd_epi32(even, codes[2], broadcast_quad(q, 2));
-    let odd = _mm512_dpbusd_epi32(odd, codes[3], broadcast_quad(q, 3));
+    let even = d.dpbusd_7bit(zero, codes[0], broadcast_quad(q, 0));
+    let odd = d.dpbusd_7bit(zero, codes[1], broadcast_quad(q, 1));
+    let even = d.dpbusd_7bit(even, codes[2], broadcast_quad(q, 2));
+    let odd = d.dpbusd_7bit(odd, codes[3], broadcast_quad(q, 3));
     _mm512_sub_epi32(
         _mm512_add_epi32(even, odd),
         _mm512_set1_epi32(32 * sum as i32),
@@ -81,8 +82,13 @@ fn group_dot(codes: &[__m512i], q: &[i8], sum: i16) -> __m512i {
 
 /// [`dot_group`] for exactly `N` tokens.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn dot_tokens<const N: usize>(w: &[BlockQ6Kx16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn dot_tokens<D: ByteDot, const N: usize>(
+    d: D,
+    w: &[BlockQ6Kx16],
+    a: &[BlockQ8K],
+    out: &mut [[f32; ROWS]],
+) {
     let nb = w.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, x) in w.iter().enumerate() {
@@ -101,8 +107,8 @@ fn dot_tokens<const N: usize>(w: &[BlockQ6Kx16], a: &[BlockQ8K], out: &mut [[f32
             for (t, sumi) in sumi.iter_mut().enumerate() {
                 let y = &a[t * nb + b];
                 let q = &y.qs[32 * j..32 * j + 32];
-                let first = group_dot(&codes[..4], &q[..16], y.bsums[2 * j]);
-                let second = group_dot(&codes[4..], &q[16..], y.bsums[2 * j + 1]);
+                let first = group_dot(d, &codes[..4], &q[..16], y.bsums[2 * j]);
+                let second = group_dot(d, &codes[4..], &q[16..], y.bsums[2 * j + 1]);
                 *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(first, sc0));
                 *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(second, sc1));
             }

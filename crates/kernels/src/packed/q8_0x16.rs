@@ -1,4 +1,4 @@
-//! Q8_0 repacked sixteen rows at a time for AVX-512 VNNI, like `q5_0x16`.
+//! Q8_0 repacked sixteen rows at a time for AVX-512, like `q5_0x16`.
 //!
 //! A [`BlockQ8_0x16`] holds one 32-value block of each of sixteen rows: vector `g` gives every
 //! row (one 32-bit lane each) its codes `4g..4g + 4`, stored as `q + 128` so that they are the

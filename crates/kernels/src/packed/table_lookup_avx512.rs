@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 /// # Panics
 /// If an index is outside `table`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn lookup_u64x8(table: &[u64], indices: __m256i) -> __m512i {
     let mut at = [0u32; 8];
     // SAFETY: writes exactly the 32 bytes of `at`; unaligned is allowed.

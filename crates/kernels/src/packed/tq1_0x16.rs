@@ -1,4 +1,4 @@
-//! TQ1_0 repacked sixteen rows at a time for AVX-512 VNNI, in the source's size: each row's 52
+//! TQ1_0 repacked sixteen rows at a time for AVX-512, in the source's size: each row's 52
 //! trit bytes (48 `qs` bytes of five trits, then 4 `qh` bytes of four) cut into thirteen
 //! chunks of four, chunk `c` of row `i` in 32-bit lane `i` of the chunk's 64-byte vector, and the
 //! rows' f16 scales side by side.

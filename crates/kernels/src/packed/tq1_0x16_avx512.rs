@@ -1,4 +1,4 @@
-//! AVX-512 VNNI kernel of [`BlockTq1_0x16`]: each chunk's 64 bytes are loaded once and their
+//! AVX-512 kernel of [`BlockTq1_0x16`]: each chunk's 64 bytes are loaded once and their
 //! trits taken one after the other, `r ← 3r mod 256` in bytes (two adds) and the trit
 //! `⌊3r / 256⌋` as two unsigned compares (`r ≥ 86`, `r ≥ 171`) counted into bytes by masked
 //! moves, no widening or multiplies; each vector of trits is dotted with every token of the call,
@@ -8,18 +8,19 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use super::tq1_0x16::{BlockTq1_0x16, CHUNKS, first_value, trits_in};
 use super::tq2_0x16_avx512::add_super_block;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-super_block_dot_group!(BlockTq1_0x16, |w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens(w, a, out))
+super_block_dot_group!(BlockTq1_0x16, |d, w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
 });
 
 /// The four activations `q[v..v + 4]` in every 32-bit lane.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn quad(q: &[i8; 256], v: usize) -> __m512i {
     let q: [i8; 4] = q[v..v + 4].try_into().expect("four activations");
     _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
@@ -27,8 +28,13 @@ fn quad(q: &[i8; 256], v: usize) -> __m512i {
 
 /// [`dot_group`] for exactly `N` tokens.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn dot_tokens<const N: usize>(w: &[BlockTq1_0x16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn dot_tokens<D: ByteDot, const N: usize>(
+    d: D,
+    w: &[BlockTq1_0x16],
+    a: &[BlockQ8K],
+    out: &mut [[f32; ROWS]],
+) {
     let nb = w.len();
     let (one, third, two_thirds) = (
         _mm512_set1_epi8(1),
@@ -52,7 +58,7 @@ fn dot_tokens<const N: usize>(w: &[BlockTq1_0x16], a: &[BlockQ8K], out: &mut [[f
                 let v = first_value(c, n);
                 for (t, sumi) in sumi.iter_mut().enumerate() {
                     let q = quad(&a[t * nb + b].qs, v);
-                    sumi[n % 4] = _mm512_dpbusd_epi32(sumi[n % 4], trits, q);
+                    sumi[n % 4] = d.dpbusd_7bit(sumi[n % 4], trits, q);
                 }
             }
         }

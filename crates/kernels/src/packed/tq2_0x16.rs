@@ -1,4 +1,4 @@
-//! TQ2_0 repacked sixteen rows at a time for AVX-512 VNNI: the codes in the two-bit layout
+//! TQ2_0 repacked sixteen rows at a time for AVX-512: the codes in the two-bit layout
 //! (`two_bits`, which TQ2_0 shares with Q2_K down to where each value's bits sit in the source)
 //! and the rows' f16 scales side by side, in the source's size.
 //!

@@ -1,4 +1,4 @@
-//! AVX-512 VNNI kernel of [`BlockTq2_0x16`]: each group's codes are decoded once (`two_bits`)
+//! AVX-512 kernel of [`BlockTq2_0x16`]: each group's codes are decoded once (`two_bits`)
 //! and dotted with every token of the call, sixteen rows per instruction, into four
 //! accumulators per token (one per code vector, so that no chain of multiply-adds waits on
 //! another); the activations' sum is subtracted once per super-block.
@@ -6,19 +6,20 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
+use super::byte_dot::ByteDot;
 use super::tq2_0x16::BlockTq2_0x16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::group_codes;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-super_block_dot_group!(BlockTq2_0x16, |w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens(w, a, out))
+super_block_dot_group!(BlockTq2_0x16, |d, w, a, _s, out| {
+    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
 });
 
 /// The four activations `q[4k..4k + 4]` in every 32-bit lane.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn quad(q: &[i8], k: usize) -> __m512i {
     let q: [i8; 4] = q[4 * k..4 * k + 4].try_into().expect("four activations");
     _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
@@ -26,8 +27,13 @@ fn quad(q: &[i8], k: usize) -> __m512i {
 
 /// [`dot_group`] for exactly `N` tokens.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn dot_tokens<const N: usize>(w: &[BlockTq2_0x16], a: &[BlockQ8K], out: &mut [[f32; ROWS]]) {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn dot_tokens<D: ByteDot, const N: usize>(
+    d: D,
+    w: &[BlockTq2_0x16],
+    a: &[BlockQ8K],
+    out: &mut [[f32; ROWS]],
+) {
     let nb = w.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, x) in w.iter().enumerate() {
@@ -38,7 +44,7 @@ fn dot_tokens<const N: usize>(w: &[BlockTq2_0x16], a: &[BlockQ8K], out: &mut [[f
             for (t, sumi) in sumi.iter_mut().enumerate() {
                 let q = &a[t * nb + b].qs[16 * g..16 * g + 16];
                 for (k, sumi) in sumi.iter_mut().enumerate() {
-                    *sumi = _mm512_dpbusd_epi32(*sumi, codes[k], quad(q, k));
+                    *sumi = d.dpbusd_7bit(*sumi, codes[k], quad(q, k));
                 }
             }
         }
@@ -55,7 +61,7 @@ fn dot_tokens<const N: usize>(w: &[BlockTq2_0x16], a: &[BlockQ8K], out: &mut [[f
 /// rows' f16 scales `d`; `act(t)` is token `t`'s activation block. The float steps are the
 /// reference's: a product, then a sum, no fused multiply-add.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn add_super_block<'a, const N: usize>(
     acc: &mut [__m512; N],
     sumi: &[[__m512i; 4]; N],

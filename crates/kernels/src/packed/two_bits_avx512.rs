@@ -1,12 +1,14 @@
-//! AVX-512 VNNI pieces shared by the packed two-bit formats (`two_bits`): decoding a group's
+//! AVX-512 pieces shared by the packed two-bit formats (`two_bits`): decoding a group's
 //! codes and dotting them with a token's sixteen activation codes.
 
 use std::arch::x86_64::*;
 
+use super::byte_dot::ByteDot;
+
 /// The four code vectors of one group (`0..4`): vector `k` gives each row its codes
 /// `4k..4k + 4`.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn group_codes(group: &[u8; 64]) -> [__m512i; 4] {
     let m2 = _mm512_set1_epi8(3);
     // SAFETY: reads exactly the 64 bytes of one group; unaligned is allowed.
@@ -20,10 +22,10 @@ pub(super) fn group_codes(group: &[u8; 64]) -> [__m512i; 4] {
 }
 
 /// `Σ c·a` of one group for sixteen rows: `codes` from [`group_codes`] (or wider codes in the
-/// same layout), `q` the group's sixteen activation codes.
+/// same layout, below 128), `q` the group's sixteen activation codes.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn group_dot(codes: &[__m512i; 4], q: &[i8]) -> __m512i {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn group_dot(d: impl ByteDot, codes: &[__m512i; 4], q: &[i8]) -> __m512i {
     let quad = |k: usize| {
         let q = &q[4 * k..4 * k + 4];
         _mm512_set1_epi32(i32::from_le_bytes([
@@ -31,9 +33,9 @@ pub(super) fn group_dot(codes: &[__m512i; 4], q: &[i8]) -> __m512i {
         ]))
     };
     let zero = _mm512_setzero_si512();
-    let even = _mm512_dpbusd_epi32(zero, codes[0], quad(0));
-    let odd = _mm512_dpbusd_epi32(zero, codes[1], quad(1));
-    let even = _mm512_dpbusd_epi32(even, codes[2], quad(2));
-    let odd = _mm512_dpbusd_epi32(odd, codes[3], quad(3));
+    let even = d.dpbusd_7bit(zero, codes[0], quad(0));
+    let odd = d.dpbusd_7bit(zero, codes[1], quad(1));
+    let even = d.dpbusd_7bit(even, codes[2], quad(2));
+    let odd = d.dpbusd_7bit(odd, codes[3], quad(3));
     _mm512_add_epi32(even, odd)
 }

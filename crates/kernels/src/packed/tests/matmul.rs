@@ -496,7 +496,7 @@ mod amx_kernels {
     fn check_amx<P: Avx512Kernels>(case: &CaseOf<P>, reference: ReferenceFn<P>) {
         if amx::available() {
             let kernel = P::DOT_AMX.expect("the layout has an AMX kernel");
-            check_avx512_kernel::<P>(case, P::pack, reference, kernel);
+            check_kernel::<P>(case, P::pack, reference, kernel, "AMX");
         }
     }
 

@@ -170,26 +170,40 @@ fn check_reference_kernel<P: PackedFormat>(
     Ok(())
 }
 
-/// Where AVX-512 runs, the kernel `avx512` matches the reference kernel bit for bit.
+/// Each AVX-512 kernel of `P` that this CPU runs (the VNNI one, and the one for AVX-512 BW
+/// without VNNI) matches the reference kernel bit for bit.
 #[cfg(target_arch = "x86_64")]
-fn check_avx512_kernel<P: PackedFormat>(
+fn check_avx512_kernels<P: Avx512Kernels>(
     case: &CaseOf<P>,
     pack: fn(&[P::Source]) -> P,
     reference: ReferenceFn<P>,
-    avx512: GroupDotFn<P>,
 ) {
-    if !has_avx512() {
-        return;
+    if has_avx512() {
+        check_kernel(case, pack, reference, P::DOT_BW, "AVX-512 BW");
     }
+    if crate::cpu::detected() >= crate::Isa::Avx512Vnni {
+        check_kernel(case, pack, reference, P::DOT, "AVX-512 VNNI");
+    }
+}
+
+/// The SIMD kernel `kernel` (named `name`), which this CPU runs, matches the reference kernel
+/// bit for bit.
+#[cfg(target_arch = "x86_64")]
+fn check_kernel<P: PackedFormat>(
+    case: &CaseOf<P>,
+    pack: fn(&[P::Source]) -> P,
+    reference: ReferenceFn<P>,
+    kernel: GroupDotFn<P>,
+    name: &str,
+) {
     let packed = pack_group(case, pack);
     let tokens = case.a.len() / case.nb;
     let mut want = vec![[0.0; ROWS]; tokens];
     reference(&packed, &case.a, &case.s, &mut want);
     let mut got = vec![[0.0; ROWS]; tokens];
-    // SAFETY: AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C were detected just above, all a packed
-    // AVX-512 kernel needs.
-    unsafe { avx512(&packed, &case.a, &case.s, &mut got) };
-    let what = format!("packed {:?} AVX-512 vs reference", P::Source::TYPE);
+    // SAFETY: the callers run only kernels whose instruction sets this CPU has.
+    unsafe { kernel(&packed, &case.a, &case.s, &mut got) };
+    let what = format!("packed {:?} {name} vs reference", P::Source::TYPE);
     for (g, w) in got.iter().zip(&want) {
         assert_bits_eq(g, w, &what);
     }
@@ -240,13 +254,13 @@ fn dequantized_magnitude<W: VecDot>(row: &[W], at: &[W::Activation]) -> f64 {
 /// source block's scale fields), run `$config` many times: packing keeps every row
 /// ([`check_packing`] with `$row_kept`), the reference kernel `$reference` matches the
 /// dequantized dot within `1e-4` of `$magnitude` ([`check_reference_kernel`]), and the AVX-512
-/// kernel `$avx512` (on AArch64, the source type's NEON kernels: [`check_neon_kernels`]) matches
-/// the reference bit for bit ([`check_avx512_kernel`]).
+/// kernels (on AArch64, the source type's NEON kernels: [`check_neon_kernels`]) match the
+/// reference bit for bit ([`check_avx512_kernels`]).
 macro_rules! packed_format_tests {
     ($(
         $format:ident: $packed:ty, $config:expr, blocks $blocks_per_row:expr, tokens $tokens:expr,
         scales $scales:expr, kept $row_kept:expr, magnitude $magnitude:expr,
-        kernels $reference:path, $avx512:path;
+        reference $reference:path;
     )*) => {$(
         mod $format {
             use super::*;
@@ -273,7 +287,7 @@ macro_rules! packed_format_tests {
                 #[cfg(target_arch = "x86_64")]
                 #[test]
                 fn avx512_matches_reference_bit_exact(case in cases()) {
-                    check_avx512_kernel::<$packed>(&case, <$packed>::pack, $reference, $avx512);
+                    check_avx512_kernels::<$packed>(&case, <$packed>::pack, $reference);
                 }
 
                 #[cfg(target_arch = "aarch64")]
@@ -294,70 +308,70 @@ fn super_block_config() -> ProptestConfig {
 packed_format_tests! {
     q4_0: BlockQ4_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q4_0_row_kept, magnitude dequantized_magnitude,
-        kernels BlockQ4_0x16::dot_group, nibbles_avx512::dot_group_q4_0;
+        reference BlockQ4_0x16::dot_group;
     iq4_nl: BlockIq4Nlx16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept iq4_nl_row_kept, magnitude dequantized_magnitude,
-        kernels BlockIq4Nlx16::dot_group, nibbles_avx512::dot_group_iq4_nl;
+        reference BlockIq4Nlx16::dot_group;
     q5_0: BlockQ5_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q5_0_row_kept, magnitude dequantized_magnitude,
-        kernels q5_0x16::dot_group, q5_0x16_avx512::dot_group;
+        reference q5_0x16::dot_group;
     q8_0: BlockQ8_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q8_0_row_kept, magnitude dequantized_magnitude,
-        kernels q8_0x16::dot_group, q8_0x16_avx512::dot_group;
+        reference q8_0x16::dot_group;
     mxfp4: BlockMxfp4x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales mxfp4_exponent, kept mxfp4_row_kept, magnitude dequantized_magnitude,
-        kernels mxfp4x16::dot_group, mxfp4x16_avx512::dot_group;
+        reference mxfp4x16::dot_group;
     q4_k: BlockQ4Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude |r, a| k_magnitude(r, a, |b| b.dmin),
-        kernels dot_rows::<BlockQ4Kx16>, q4_kx16_avx512::dot_group;
+        reference dot_rows::<BlockQ4Kx16>;
     q5_k: BlockQ5Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, m| (b.d, b.dmin) = (d, m), kept q5_k_row_kept, magnitude |r, a| k_magnitude(r, a, |b| b.dmin),
-        kernels dot_rows::<BlockQ5Kx16>, q5_kx16_avx512::dot_group;
+        reference dot_rows::<BlockQ5Kx16>;
     q6_k: BlockQ6Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept q6_k_row_kept, magnitude dequantized_magnitude,
-        kernels dot_rows::<BlockQ6Kx16>, q6_kx16_avx512::dot_group;
+        reference dot_rows::<BlockQ6Kx16>;
     iq4_xs: BlockIq4Xsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept iq4_xs_row_kept, magnitude dequantized_magnitude,
-        kernels dot_rows::<BlockIq4Xsx16>, iq4_xsx16_avx512::dot_group;
+        reference dot_rows::<BlockIq4Xsx16>;
     q2_k: BlockQ2Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, m| (b.d, b.dmin) = (d, m), kept q2_k_row_kept, magnitude q2_k_magnitude,
-        kernels dot_rows::<BlockQ2Kx16>, q2_kx16_avx512::dot_group;
+        reference dot_rows::<BlockQ2Kx16>;
     q3_k: BlockQ3Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept q3_k_row_kept, magnitude dequantized_magnitude,
-        kernels dot_rows::<BlockQ3Kx16>, q3_kx16_avx512::dot_group;
+        reference dot_rows::<BlockQ3Kx16>;
     tq2_0: BlockTq2_0x16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept tq2_0_row_kept, magnitude dequantized_magnitude,
-        kernels dot_rows::<BlockTq2_0x16>, tq2_0x16_avx512::dot_group;
+        reference dot_rows::<BlockTq2_0x16>;
     tq1_0: BlockTq1_0x16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept tq1_0_row_kept, magnitude dequantized_magnitude,
-        kernels dot_rows::<BlockTq1_0x16>, tq1_0x16_avx512::dot_group;
+        reference dot_rows::<BlockTq1_0x16>;
     q4_1: BlockQ4_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
-        kernels BlockQ4_1x16::dot_group, min_formats_avx512::dot_group_q4_1;
+        reference BlockQ4_1x16::dot_group;
     q5_1: BlockQ5_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
-        kernels BlockQ5_1x16::dot_group, min_formats_avx512::dot_group_q5_1;
+        reference BlockQ5_1x16::dot_group;
     iq1_s: BlockIq1Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept iq1_s_row_kept, magnitude dequantized_magnitude,
-        kernels dot_rows::<BlockIq1Sx16>, iq1_sx16_avx512::dot_group;
+        reference dot_rows::<BlockIq1Sx16>;
     iq1_m: BlockIq1Mx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.set_d(d), kept iq1_m_row_kept, magnitude dequantized_magnitude,
-        kernels dot_rows::<BlockIq1Mx16>, iq1_mx16_avx512::dot_group;
+        reference dot_rows::<BlockIq1Mx16>;
     iq3_xxs: BlockIq3Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
-        kernels iq3_xxsx16::dot_group, iq3_xxsx16_avx512::dot_group;
+        reference iq3_xxsx16::dot_group;
     iq3_s: BlockIq3Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
-        kernels iq3_sx16::dot_group, iq3_sx16_avx512::dot_group;
+        reference iq3_sx16::dot_group;
     iq2_xxs: BlockIq2Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Xxsx16>, magnitude dequantized_magnitude,
-        kernels iq2_grid::dot_group::<BlockIq2Xxsx16>, iq2_xxsx16_avx512::dot_group;
+        reference iq2_grid::dot_group::<BlockIq2Xxsx16>;
     iq2_xs: BlockIq2Xsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Xsx16>, magnitude dequantized_magnitude,
-        kernels iq2_grid::dot_group::<BlockIq2Xsx16>, iq2_xsx16_avx512::dot_group;
+        reference iq2_grid::dot_group::<BlockIq2Xsx16>;
     iq2_s: BlockIq2Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Sx16>, magnitude dequantized_magnitude,
-        kernels iq2_grid::dot_group::<BlockIq2Sx16>, iq2_sx16_avx512::dot_group;
+        reference iq2_grid::dot_group::<BlockIq2Sx16>;
 }
 
 mod matmul;

@@ -1,0 +1,211 @@
+//! The byte and word dot products of the packed AVX-512 kernels, on two instruction sets with
+//! the same integer results: AVX-512 VNNI's `vpdpbusd` and `vpdpwssd`, or, on CPUs with
+//! AVX-512 BW but no VNNI (Skylake-SP class Xeons), `vpmaddubsw` and `vpmaddwd` with an add.
+//!
+//! Each kernel is written once, generic over [`ByteDot`], and stamped out for each set by the
+//! `byte_code_kernels!` and `super_block_dot_group!` macros, whose entry points carry the
+//! target features and hold the proof that the CPU has them (a [`Vnni`] or [`MultiplyAdd`]
+//! value).
+//!
+//! `vpmaddubsw` adds two products `u·s` (u unsigned, s signed bytes) into a saturating 16-bit
+//! lane: exact while `u < 128` (`2 · 127 · 128 < 2^15`), so codes below 128 take one
+//! multiply-add pair ([`ByteDot::dpbusd_7bit`]); wider codes are split into their low seven
+//! bits and their top bit, each exact ([`ByteDot::dpbusd`]).
+
+use std::arch::x86_64::*;
+
+/// The integer dot products of a packed AVX-512 kernel, in 32-bit lanes.
+pub(crate) trait ByteDot: Copy {
+    /// `acc + Σ u·s` over each lane's four byte pairs (`u` unsigned bytes, `s` signed): VNNI's
+    /// `vpdpbusd`.
+    fn dpbusd(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i;
+    /// [`ByteDot::dpbusd`] where every byte of `u` is below 128.
+    fn dpbusd_7bit(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i;
+    /// `acc + Σ a·b` over each lane's two 16-bit pairs (wrapping): VNNI's `vpdpwssd`.
+    fn dpwssd(self, acc: __m512i, a: __m512i, b: __m512i) -> __m512i;
+}
+
+/// Proof that the CPU has AVX-512 F, BW, VL and VNNI: the dot products are VNNI's.
+#[derive(Clone, Copy)]
+pub(crate) struct Vnni(());
+
+impl Vnni {
+    /// # Safety
+    /// The CPU must support AVX-512 F, BW, VL and VNNI.
+    #[inline(always)]
+    pub(crate) unsafe fn new() -> Self {
+        Vnni(())
+    }
+}
+
+impl ByteDot for Vnni {
+    #[inline(always)]
+    fn dpbusd(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+        // SAFETY: a `Vnni` exists only where the CPU has AVX-512 VNNI.
+        unsafe { _mm512_dpbusd_epi32(acc, u, s) }
+    }
+
+    #[inline(always)]
+    fn dpbusd_7bit(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+        self.dpbusd(acc, u, s)
+    }
+
+    #[inline(always)]
+    fn dpwssd(self, acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: a `Vnni` exists only where the CPU has AVX-512 VNNI.
+        unsafe { _mm512_dpwssd_epi32(acc, a, b) }
+    }
+}
+
+/// Proof that the CPU has AVX-512 F, BW and VL: the dot products are multiply-adds.
+#[derive(Clone, Copy)]
+pub(crate) struct MultiplyAdd(());
+
+impl MultiplyAdd {
+    /// # Safety
+    /// The CPU must support AVX-512 F, BW and VL.
+    #[inline(always)]
+    pub(crate) unsafe fn new() -> Self {
+        MultiplyAdd(())
+    }
+}
+
+impl ByteDot for MultiplyAdd {
+    #[inline(always)]
+    fn dpbusd(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+        // SAFETY: a `MultiplyAdd` exists only where the CPU has AVX-512 F and BW.
+        unsafe {
+            // u = low + 128·top with low = u & 0x7F and top = u >> 7 (bytewise; the 16-bit
+            // shift's carry from the neighbouring byte is masked off).
+            let low = _mm512_and_si512(u, _mm512_set1_epi8(0x7F));
+            let top = _mm512_and_si512(_mm512_srli_epi16::<7>(u), _mm512_set1_epi8(1));
+            let low = _mm512_madd_epi16(_mm512_maddubs_epi16(low, s), _mm512_set1_epi16(1));
+            let top = _mm512_madd_epi16(_mm512_maddubs_epi16(top, s), _mm512_set1_epi16(128));
+            _mm512_add_epi32(acc, _mm512_add_epi32(low, top))
+        }
+    }
+
+    #[inline(always)]
+    fn dpbusd_7bit(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+        // SAFETY: a `MultiplyAdd` exists only where the CPU has AVX-512 F and BW.
+        unsafe {
+            let pairs = _mm512_maddubs_epi16(u, s);
+            _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)))
+        }
+    }
+
+    #[inline(always)]
+    fn dpwssd(self, acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: a `MultiplyAdd` exists only where the CPU has AVX-512 F and BW.
+        unsafe { _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `vpdpbusd` and `vpdpwssd` written out lane by lane.
+    fn reference(acc: [i32; 16], u: [u8; 64], s: [i8; 64], words: bool) -> [i32; 16] {
+        std::array::from_fn(|l| {
+            let sum: i32 = if words {
+                (0..2)
+                    .map(|k| {
+                        let a = i16::from_le_bytes([u[4 * l + 2 * k], u[4 * l + 2 * k + 1]]);
+                        let b = i16::from_le_bytes([
+                            s[4 * l + 2 * k] as u8,
+                            s[4 * l + 2 * k + 1] as u8,
+                        ]);
+                        i32::from(a) * i32::from(b)
+                    })
+                    .fold(0i32, i32::wrapping_add)
+            } else {
+                (0..4)
+                    .map(|k| i32::from(u[4 * l + k]) * i32::from(s[4 * l + k]))
+                    .sum()
+            };
+            acc[l].wrapping_add(sum)
+        })
+    }
+
+    fn run(
+        f: impl Fn(__m512i, __m512i, __m512i) -> __m512i,
+        acc: [i32; 16],
+        u: [u8; 64],
+        s: [i8; 64],
+    ) -> [i32; 16] {
+        // SAFETY: only called where AVX-512 F was detected; each transmute is between
+        // 64-byte plain-data types.
+        unsafe {
+            let v = f(
+                std::mem::transmute::<[i32; 16], __m512i>(acc),
+                std::mem::transmute::<[u8; 64], __m512i>(u),
+                std::mem::transmute::<[i8; 64], __m512i>(s),
+            );
+            std::mem::transmute::<__m512i, [i32; 16]>(v)
+        }
+    }
+
+    /// Random lanes and the extremes: every byte 255 or 127 against -128 and 127, words at
+    /// ±32768, accumulators near the wrap.
+    fn cases() -> Vec<([i32; 16], [u8; 64], [i8; 64])> {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut cases = vec![];
+        for u in [0u8, 127, 128, 255] {
+            for s in [-128i8, -1, 0, 127] {
+                cases.push(([i32::MAX - 5; 16], [u; 64], [s; 64]));
+                cases.push(([i32::MIN + 5; 16], [u; 64], [s; 64]));
+            }
+        }
+        for _ in 0..200 {
+            let acc = std::array::from_fn(|_| next() as i32);
+            let u = std::array::from_fn(|_| next() as u8);
+            let s = std::array::from_fn(|_| next() as i8);
+            cases.push((acc, u, s));
+        }
+        cases
+    }
+
+    #[test]
+    fn multiply_adds_give_vnni_results() {
+        if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")) {
+            eprintln!("skipped: this CPU has no AVX-512 BW");
+            return;
+        }
+        // SAFETY: AVX-512 F and BW were detected just above.
+        let d = unsafe { MultiplyAdd::new() };
+        for (acc, u, s) in cases() {
+            assert_eq!(
+                run(|a, u, s| d.dpbusd(a, u, s), acc, u, s),
+                reference(acc, u, s, false)
+            );
+            assert_eq!(
+                run(|a, u, s| d.dpwssd(a, u, s), acc, u, s),
+                reference(acc, u, s, true)
+            );
+            let low = u.map(|b| b & 0x7F);
+            let got = run(|a, u, s| d.dpbusd_7bit(a, u, s), acc, low, s);
+            assert_eq!(got, reference(acc, low, s, false));
+        }
+        if is_x86_feature_detected!("avx512vnni") {
+            // SAFETY: AVX-512 VNNI was detected just above.
+            let v = unsafe { Vnni::new() };
+            for (acc, u, s) in cases() {
+                assert_eq!(
+                    run(|a, u, s| v.dpbusd(a, u, s), acc, u, s),
+                    reference(acc, u, s, false)
+                );
+                assert_eq!(
+                    run(|a, u, s| v.dpwssd(a, u, s), acc, u, s),
+                    reference(acc, u, s, true)
+                );
+            }
+        }
+    }
+}
