@@ -5,13 +5,17 @@
 //! Each kernel is written once, generic over [`ByteDot`], and stamped out for each set by the
 //! `byte_code_kernels!` and `super_block_dot_group!` macros, whose entry points carry the
 //! target features and hold the proof that the CPU has them (a [`Vnni`] or [`MultiplyAdd`]
-//! value).
+//! value). The kernels' own functions carry AVX-512 F/BW/VL only, so VNNI's two instructions
+//! are written as inline assembly, which any function with AVX-512 F may hold: the intrinsics
+//! would need the feature on every function they are inlined into, and become calls where one
+//! is not inlined into its entry point.
 //!
 //! `vpmaddubsw` adds two products `u·s` (u unsigned, s signed bytes) into a saturating 16-bit
 //! lane: exact while `u < 128` (`2 · 127 · 128 < 2^15`), so codes below 128 take one
 //! multiply-add pair ([`ByteDot::dpbusd_7bit`]); wider codes are split into their low seven
 //! bits and their top bit, each exact ([`ByteDot::dpbusd`]).
 
+use std::arch::asm;
 use std::arch::x86_64::*;
 
 /// The integer dot products of a packed AVX-512 kernel, in 32-bit lanes.
@@ -41,8 +45,8 @@ impl Vnni {
 impl ByteDot for Vnni {
     #[inline(always)]
     fn dpbusd(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
-        // SAFETY: a `Vnni` exists only where the CPU has AVX-512 VNNI.
-        unsafe { _mm512_dpbusd_epi32(acc, u, s) }
+        // SAFETY: a `Vnni` exists only where the CPU has AVX-512 F and VNNI.
+        unsafe { vpdpbusd(acc, u, s) }
     }
 
     #[inline(always)]
@@ -52,9 +56,49 @@ impl ByteDot for Vnni {
 
     #[inline(always)]
     fn dpwssd(self, acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
-        // SAFETY: a `Vnni` exists only where the CPU has AVX-512 VNNI.
-        unsafe { _mm512_dpwssd_epi32(acc, a, b) }
+        // SAFETY: a `Vnni` exists only where the CPU has AVX-512 F and VNNI.
+        unsafe { vpdpwssd(acc, a, b) }
     }
+}
+
+/// VNNI's `vpdpbusd`.
+///
+/// # Safety
+/// The CPU must support AVX-512 VNNI.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn vpdpbusd(mut acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+    // SAFETY: the caller checked VNNI; the instruction reads and writes registers only.
+    unsafe {
+        asm!(
+            "vpdpbusd {acc}, {u}, {s}",
+            acc = inout(zmm_reg) acc,
+            u = in(zmm_reg) u,
+            s = in(zmm_reg) s,
+            options(pure, nomem, nostack, preserves_flags),
+        )
+    };
+    acc
+}
+
+/// VNNI's `vpdpwssd`.
+///
+/// # Safety
+/// The CPU must support AVX-512 VNNI.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn vpdpwssd(mut acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: the caller checked VNNI; the instruction reads and writes registers only.
+    unsafe {
+        asm!(
+            "vpdpwssd {acc}, {a}, {b}",
+            acc = inout(zmm_reg) acc,
+            a = in(zmm_reg) a,
+            b = in(zmm_reg) b,
+            options(pure, nomem, nostack, preserves_flags),
+        )
+    };
+    acc
 }
 
 /// Proof that the CPU has AVX-512 F, BW and VL: the dot products are multiply-adds.
