@@ -22,7 +22,8 @@ tasks:
                 into target/nvrtc with pip)
   bench         measure rinfer on a model (pp128, pp512, pp2048, tg128, load-to-first-token, peak RSS);
                 --vs-llama-cpp measures llama.cpp beside it; `cargo xtask bench --help` for more
-  bench make-model [llama-1b|qwen3moe|qwen35|lfm2|deepseek2|bge-small|nomic-embed] [PATH]
+  bench make-model [llama-1b|qwen3moe|qwen35|lfm2|deepseek2|gemma4|glm4moe|qwen35moe|
+                   bge-small|nomic-embed] [PATH]
                 write a synthetic Q4_K_M model (llama 1B by default; into the models cache
                 unless PATH is given)
   bench kernels [--json] [TYPE...]
@@ -31,7 +32,7 @@ tasks:
   bench serve [--streams 1,4,16] [--max-tokens N] [--threads N] [--vs-llama-cpp]
                 aggregate generated tok/s and p50/p99 inter-token latency of `rinfer serve` on
                 the default model at several concurrent streams
-  bench serve --multi-turn [--model default|llama-1b|qwen3moe|qwen35|lfm2|deepseek2|PATH]
+  bench serve --multi-turn [--model default|SYNTHETIC|PATH] (SYNTHETIC: as for bench --model)
               [--turns 6] [--system-rules 28] [--max-tokens 32] [--threads N] [--rinfer-only]
                 time to first token of each turn of a chat that resends its history (a system
                 prompt of about 1,000 tokens), rinfer serve beside llama-server, one slot each,

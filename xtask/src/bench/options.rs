@@ -8,16 +8,19 @@ use super::synthetic_model::{self, MODELS};
 
 /// How to call the model bench.
 pub const USAGE: &str = "\
-usage: cargo xtask bench [model] [--model default|llama-1b|qwen3moe|qwen35|lfm2|deepseek2|PATH]
+usage: cargo xtask bench [model] [--model default|llama-1b|qwen3moe|qwen35|lfm2|deepseek2|
+                                           gemma4|glm4moe|qwen35moe|PATH]
                          [--threads 1,2] [--reps 5] [--vs-llama-cpp] [--json]
-       cargo xtask bench make-model [llama-1b|qwen3moe|qwen35|lfm2|deepseek2] [PATH]
+       cargo xtask bench make-model [NAME] [PATH]   (NAME: a synthetic model, as for --model)
 
   --model         default: the default model (Gemma 3 270M Q4_K_M); or a synthetic Q4_K_M model
                   (written on first use): llama-1b: llama-shaped, 1.1B; qwen3moe: Qwen3-MoE,
                   5.1B, 64 experts, 6 used; qwen35: Qwen3.5-0.8B-shaped gated delta-net hybrid;
                   lfm2: LFM2-1.2B-shaped short-convolution hybrid; deepseek2: DeepSeek-V2-Lite's
                   latent attention and experts cut to 3.3B (10 layers, 32 experts, 6 used, 2
-                  shared); or a GGUF file
+                  shared); gemma4: Gemma 4 E2B's layout, about 4.0B; glm4moe: GLM-4.5-Air cut to
+                  3.5B (10 layers, 64 experts, 8 used, 1 shared); qwen35moe: Qwen3.5-35B-A3B cut
+                  to 4.3B (16 layers, 64 experts, 8 used, 1 shared); or a GGUF file
   --threads       comma-separated thread counts, each measured (default 1,2)
   --reps          repetitions of every measurement (default 5); the median and min-max are shown
   --vs-llama-cpp  measure llama.cpp too, alternating with rinfer, and print rinfer/llama.cpp ratios
