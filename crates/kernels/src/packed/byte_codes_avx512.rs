@@ -27,8 +27,8 @@ pub(super) enum RowScales<'a> {
 pub(super) trait ByteCodes {
     /// How far the decoded codes lie above the signed values: `OFFSET · Σa` is subtracted.
     const OFFSET: i32;
-    /// Whether every decoded code is below 128 (a cheaper product without VNNI: `byte_dot`).
-    const CODES_BELOW_128: bool;
+    /// The largest decoded code (below 128, a cheaper product without VNNI: `byte_dot`).
+    const MAX_CODE: u8;
     /// Each row's scale.
     fn scales(&self) -> RowScales<'_>;
     /// Each row's min, for formats whose values are `d·q + m`: `m · d_a · Σa` joins the sum.
@@ -37,16 +37,16 @@ pub(super) trait ByteCodes {
     }
 }
 
-/// Whether every code of a lookup table is below 128 (its [`ByteCodes::CODES_BELOW_128`]).
-pub(super) const fn all_below_128(codes: &[u8]) -> bool {
-    let mut i = 0;
+/// The largest code of a lookup table (its [`ByteCodes::MAX_CODE`]).
+pub(super) const fn max_code(codes: &[u8]) -> u8 {
+    let (mut i, mut max) = (0, 0);
     while i < codes.len() {
-        if codes[i] >= 128 {
-            return false;
+        if codes[i] > max {
+            max = codes[i];
         }
         i += 1;
     }
-    true
+    max
 }
 
 /// Sixteen row scales as f32.
@@ -103,10 +103,6 @@ fn dot_tokens<B: ByteCodes, D: ByteDot, const N: usize>(
     codes: impl Fn(&B) -> [__m512i; 8],
 ) {
     let nb = w.len();
-    let dot = |acc, u, s| match B::CODES_BELOW_128 {
-        true => d.dpbusd_7bit(acc, u, s),
-        false => d.dpbusd(acc, u, s),
-    };
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, x) in w.iter().enumerate() {
         prefetch_ahead(x);
@@ -115,17 +111,15 @@ fn dot_tokens<B: ByteCodes, D: ByteDot, const N: usize>(
         let mins = x.mins().map(|m| scale_vector(m));
         for (t, acc) in acc.iter_mut().enumerate() {
             let (y, sm) = (&a[t * nb + b], s[t * nb + b]);
-            let zero = _mm512_setzero_si512();
-            let mut even = dot(zero, q[0], broadcast_quad(y, 0));
-            let mut odd = dot(zero, q[1], broadcast_quad(y, 1));
-            even = dot(even, q[2], broadcast_quad(y, 2));
-            odd = dot(odd, q[3], broadcast_quad(y, 3));
-            even = dot(even, q[4], broadcast_quad(y, 4));
-            odd = dot(odd, q[5], broadcast_quad(y, 5));
-            even = dot(even, q[6], broadcast_quad(y, 6));
-            odd = dot(odd, q[7], broadcast_quad(y, 7));
+            let quads = std::array::from_fn(|g| broadcast_quad(y, g));
+            let dot = match B::MAX_CODE < 128 {
+                true => d.dot_7bit(B::MAX_CODE, q, quads),
+                false => (0..8).fold(_mm512_setzero_si512(), |acc, g| {
+                    d.dpbusd(acc, q[g], quads[g])
+                }),
+            };
             let offset = _mm512_set1_epi32(B::OFFSET * sm.sum);
-            let isum = _mm512_sub_epi32(_mm512_add_epi32(even, odd), offset);
+            let isum = _mm512_sub_epi32(dot, offset);
             let scale = _mm512_mul_ps(dw, _mm512_set1_ps(sm.d));
             *acc = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), *acc);
             if let Some(mins) = mins {

@@ -25,6 +25,25 @@ pub(crate) trait ByteDot: Copy {
     fn dpbusd(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i;
     /// [`ByteDot::dpbusd`] where every byte of `u` is below 128.
     fn dpbusd_7bit(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i;
+    /// `Σ_k Σ u_k·s_k` per lane (no accumulator) over `K` pairs of vectors whose unsigned
+    /// bytes are at most `max_code` (below 128): two chains of [`ByteDot::dpbusd_7bit`], or,
+    /// with multiply-adds, as many 16-bit pair sums added in 16 bits as stay exact
+    /// (`n · 2 · max_code · 128 < 2^15`) before each widening.
+    #[inline(always)]
+    fn dot_7bit<const K: usize>(self, max_code: u8, u: [__m512i; K], s: [__m512i; K]) -> __m512i {
+        let _ = max_code;
+        // SAFETY: every implementor proves AVX-512 F.
+        let zero = unsafe { _mm512_setzero_si512() };
+        let (mut even, mut odd) = (zero, zero);
+        for k in 0..K {
+            match k % 2 {
+                0 => even = self.dpbusd_7bit(even, u[k], s[k]),
+                _ => odd = self.dpbusd_7bit(odd, u[k], s[k]),
+            }
+        }
+        // SAFETY: as above.
+        unsafe { _mm512_add_epi32(even, odd) }
+    }
     /// `acc + Σ a·b` over each lane's two 16-bit pairs (wrapping): VNNI's `vpdpwssd`.
     fn dpwssd(self, acc: __m512i, a: __m512i, b: __m512i) -> __m512i;
 }
@@ -142,6 +161,26 @@ impl ByteDot for MultiplyAdd {
     fn dpwssd(self, acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
         // SAFETY: a `MultiplyAdd` exists only where the CPU has AVX-512 F and BW.
         unsafe { _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)) }
+    }
+
+    #[inline(always)]
+    fn dot_7bit<const K: usize>(self, max_code: u8, u: [__m512i; K], s: [__m512i; K]) -> __m512i {
+        debug_assert!(max_code < 128);
+        // Pair sums of 16 bits added before one widening: |each| ≤ 2·max_code·128.
+        let per_widening = (i16::MAX as usize / (256 * max_code.max(1) as usize)).max(1);
+        // SAFETY: a `MultiplyAdd` exists only where the CPU has AVX-512 F and BW.
+        unsafe {
+            let ones = _mm512_set1_epi16(1);
+            let mut sum = _mm512_setzero_si512();
+            for (u, s) in u.chunks(per_widening).zip(s.chunks(per_widening)) {
+                let mut pairs = _mm512_maddubs_epi16(u[0], s[0]);
+                for (u, s) in u.iter().zip(s).skip(1) {
+                    pairs = _mm512_add_epi16(pairs, _mm512_maddubs_epi16(*u, *s));
+                }
+                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(pairs, ones));
+            }
+            sum
+        }
     }
 }
 

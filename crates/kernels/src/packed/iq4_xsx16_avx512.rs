@@ -5,7 +5,7 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::byte_codes_avx512::all_below_128;
+use super::byte_codes_avx512::max_code;
 use super::byte_dot::ByteDot;
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::nibbles::BlockIq4Nlx16;
@@ -15,8 +15,8 @@ use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-/// Whether IQ4_NL's byte codes are all below 128 (they are not: its values plus 128).
-const CODES_BELOW_128: bool = all_below_128(&BlockIq4Nlx16::CODES);
+/// The largest of IQ4_NL's byte codes (its values plus 128).
+const MAX_CODE: u8 = max_code(&BlockIq4Nlx16::CODES);
 
 super_block_dot_group!(BlockIq4Xsx16, |d, w, a, s, out| {
     for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, s, out))
@@ -45,7 +45,7 @@ fn dot_tokens<D: ByteDot, const N: usize>(
                 let q = &a[t * nb + b].qs[32 * j..32 * j + 32];
                 let offset = BlockIq4Xsx16::OFFSET * s[8 * (t * nb + b) + j].sum;
                 let isum = _mm512_sub_epi32(
-                    sub_block_dot::<CODES_BELOW_128>(d, &codes, q),
+                    sub_block_dot(d, MAX_CODE, &codes, q),
                     _mm512_set1_epi32(offset),
                 );
                 *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));

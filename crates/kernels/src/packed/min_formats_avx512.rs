@@ -7,12 +7,13 @@ use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
 use super::nibbles::BlockQ4_0x16;
 use super::{nibbles_avx512, q5_0x16_avx512};
 
-/// Stamps out the kernels of one format with mins, whose codes `$codes` decodes.
+/// Stamps out the kernels of one format with mins, whose codes (at most `$max`) `$codes`
+/// decodes.
 macro_rules! min_format_kernels {
-    ($packed:ty, $codes:expr) => {
+    ($packed:ty, $max:expr, $codes:expr) => {
         impl ByteCodes for $packed {
             const OFFSET: i32 = 0;
-            const CODES_BELOW_128: bool = true;
+            const MAX_CODE: u8 = $max;
             fn scales(&self) -> RowScales<'_> {
                 RowScales::F16(&self.q.d)
             }
@@ -25,8 +26,9 @@ macro_rules! min_format_kernels {
     };
 }
 
-min_format_kernels!(BlockQ4_1x16, |x: &BlockQ4_1x16| nibbles_avx512::codes(
-    &x.q.qs,
-    &BlockQ4_0x16::CODES
+min_format_kernels!(BlockQ4_1x16, 15, |x: &BlockQ4_1x16| {
+    nibbles_avx512::codes(&x.q.qs, &BlockQ4_0x16::CODES)
+});
+min_format_kernels!(BlockQ5_1x16, 31, |x: &BlockQ5_1x16| q5_0x16_avx512::codes(
+    &x.q
 ));
-min_format_kernels!(BlockQ5_1x16, |x: &BlockQ5_1x16| q5_0x16_avx512::codes(&x.q));

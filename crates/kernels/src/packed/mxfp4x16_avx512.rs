@@ -3,14 +3,14 @@
 //! four-bit formats' are (`nibbles_avx512`) and go through the kernels shared with Q5_0 and Q8_0
 //! (`byte_codes_avx512`, `byte_codes_amx`).
 
-use super::byte_codes_avx512::{ByteCodes, RowScales, all_below_128};
+use super::byte_codes_avx512::{ByteCodes, RowScales, max_code};
 use super::mxfp4x16::BlockMxfp4x16;
 use super::nibbles_avx512::codes;
 use crate::quant::mxfp4::KVALUES;
 
 impl ByteCodes for BlockMxfp4x16 {
     const OFFSET: i32 = 128;
-    const CODES_BELOW_128: bool = all_below_128(&CODES);
+    const MAX_CODE: u8 = max_code(&CODES);
     fn scales(&self) -> RowScales<'_> {
         RowScales::F32(&self.d)
     }

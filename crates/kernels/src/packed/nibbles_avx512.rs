@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_codes_avx512::{ByteCodes, RowScales, all_below_128};
+use super::byte_codes_avx512::{ByteCodes, RowScales, max_code};
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 
 /// Stamps out the kernels of one packed four-bit format.
@@ -13,7 +13,7 @@ macro_rules! nibble_kernels {
     ($packed:ty) => {
         impl ByteCodes for $packed {
             const OFFSET: i32 = <$packed>::OFFSET;
-            const CODES_BELOW_128: bool = all_below_128(&<$packed>::CODES);
+            const MAX_CODE: u8 = max_code(&<$packed>::CODES);
             fn scales(&self) -> RowScales<'_> {
                 RowScales::F16(&self.d)
             }

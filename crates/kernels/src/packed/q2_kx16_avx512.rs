@@ -48,7 +48,7 @@ fn dot_tokens<D: ByteDot, const N: usize>(
                 let y = &a[t * nb + b];
                 for e in 0..2 {
                     let g = 2 * p + e;
-                    let dot = group_dot(d, &codes[e], &y.qs[16 * g..16 * g + 16]);
+                    let dot = group_dot(d, 3, &codes[e], &y.qs[16 * g..16 * g + 16]);
                     sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dot, sc[e]));
                 }
                 let sums =

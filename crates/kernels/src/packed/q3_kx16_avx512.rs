@@ -69,7 +69,7 @@ fn dot_tokens<D: ByteDot, const N: usize>(
             for (t, sumi) in sumi.iter_mut().enumerate() {
                 let y = &a[t * nb + b];
                 let offset = _mm512_set1_epi32(BlockQ3Kx16::OFFSET * y.bsums[g] as i32);
-                let dot = group_dot(d, &codes, &y.qs[16 * g..16 * g + 16]);
+                let dot = group_dot(d, 7, &codes, &y.qs[16 * g..16 * g + 16]);
                 let isum = _mm512_sub_epi32(dot, offset);
                 *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
             }

@@ -12,7 +12,7 @@ use crate::quant::x86::prefetch_ahead;
 super_block_dot_group!(BlockQ4Kx16, |d, w, a, _s, out| {
     let codes = |x: &BlockQ4Kx16, j| sub_block_codes(x, j);
     let n = out.len();
-    for_tokens!(n, 4, dot_tokens[BlockQ4Kx16, _](d, w, a, out, |x| x, codes))
+    for_tokens!(n, 4, dot_tokens[BlockQ4Kx16, _](d, w, a, out, 15, |x| x, codes))
 });
 
 /// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
@@ -26,18 +26,20 @@ fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
 }
 
 /// `Σ q·a` of one sub-block for sixteen rows: `codes` from [`sub_block_codes`] (or any byte
-/// codes, below 128 where `BELOW_128`), `q` the sub-block's 32 activation codes.
+/// codes, each at most `max_code`), `q` the sub-block's 32 activation codes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn sub_block_dot<const BELOW_128: bool>(
+pub(super) fn sub_block_dot(
     d: impl ByteDot,
+    max_code: u8,
     codes: &[__m512i; 8],
     q: &[i8],
 ) -> __m512i {
-    let dot = |acc, u, s| match BELOW_128 {
-        true => d.dpbusd_7bit(acc, u, s),
-        false => d.dpbusd(acc, u, s),
-    };
+    if max_code < 128 {
+        let quads = std::array::from_fn(|g| broadcast_quad(q, g));
+        return d.dot_7bit(max_code, *codes, quads);
+    }
+    let dot = |acc, u, s| d.dpbusd(acc, u, s);
     let zero = _mm512_setzero_si512();
     let mut even = dot(zero, codes[0], broadcast_quad(q, 0));
     let mut odd = dot(zero, codes[1], broadcast_quad(q, 1));
@@ -77,8 +79,8 @@ fn sub_block_sum_pairs(a: &BlockQ8K) -> [__m512i; 4] {
 }
 
 /// The kernel of the Q4_K-shaped formats for exactly `N` tokens: `base` gives a packed block's
-/// scales and mins, `codes(x, j)` the eight code vectors (below 128) of its sub-block `j` (see
-/// [`sub_block_codes`]).
+/// scales and mins, `codes(x, j)` the eight code vectors (each code at most `max_code`) of its
+/// sub-block `j` (see [`sub_block_codes`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn dot_tokens<P, D: ByteDot, const N: usize>(
@@ -86,6 +88,7 @@ pub(super) fn dot_tokens<P, D: ByteDot, const N: usize>(
     w: &[P],
     a: &[BlockQ8K],
     out: &mut [[f32; ROWS]],
+    max_code: u8,
     base: impl Fn(&P) -> &BlockQ4Kx16,
     codes: impl Fn(&P, usize) -> [__m512i; 8],
 ) {
@@ -103,7 +106,7 @@ pub(super) fn dot_tokens<P, D: ByteDot, const N: usize>(
                 let q = &a[t * nb + b].qs[32 * j..32 * j + 32];
                 *sumi = _mm512_add_epi32(
                     *sumi,
-                    _mm512_mullo_epi32(sub_block_dot::<true>(d, &codes, q), sc),
+                    _mm512_mullo_epi32(sub_block_dot(d, max_code, &codes, q), sc),
                 );
             }
         }

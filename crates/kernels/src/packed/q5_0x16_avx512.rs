@@ -8,7 +8,7 @@ use super::q5_0x16::BlockQ5_0x16;
 
 impl ByteCodes for BlockQ5_0x16 {
     const OFFSET: i32 = 16;
-    const CODES_BELOW_128: bool = true;
+    const MAX_CODE: u8 = 31;
     fn scales(&self) -> RowScales<'_> {
         RowScales::F16(&self.d)
     }

@@ -9,7 +9,7 @@ use super::q5_kx16::BlockQ5Kx16;
 super_block_dot_group!(BlockQ5Kx16, |d, w, a, _s, out| {
     let codes = |x: &BlockQ5Kx16, j| codes(x, j);
     let n = out.len();
-    for_tokens!(n, 4, dot_tokens[BlockQ5Kx16, _](d, w, a, out, |x| &x.low, codes))
+    for_tokens!(n, 4, dot_tokens[BlockQ5Kx16, _](d, w, a, out, 31, |x| &x.low, codes))
 });
 
 /// The eight code vectors (`0..32`) of sub-block `j`: vector `g` gives each row its codes

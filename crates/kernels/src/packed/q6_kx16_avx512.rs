@@ -69,15 +69,9 @@ fn sub_block_codes(x: &BlockQ6Kx16, j: usize) -> [__m512i; 8] {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn group_dot(d: impl ByteDot, codes: &[__m512i], q: &[i8], sum: i16) -> __m512i {
-    let zero = _mm512_setzero_si512();
-    let even = d.dpbusd_7bit(zero, codes[0], broadcast_quad(q, 0));
-    let odd = d.dpbusd_7bit(zero, codes[1], broadcast_quad(q, 1));
-    let even = d.dpbusd_7bit(even, codes[2], broadcast_quad(q, 2));
-    let odd = d.dpbusd_7bit(odd, codes[3], broadcast_quad(q, 3));
-    _mm512_sub_epi32(
-        _mm512_add_epi32(even, odd),
-        _mm512_set1_epi32(32 * sum as i32),
-    )
+    let codes = [codes[0], codes[1], codes[2], codes[3]];
+    let dot = d.dot_7bit(63, codes, std::array::from_fn(|k| broadcast_quad(q, k)));
+    _mm512_sub_epi32(dot, _mm512_set1_epi32(32 * sum as i32))
 }
 
 /// [`dot_group`] for exactly `N` tokens.

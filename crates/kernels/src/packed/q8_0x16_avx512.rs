@@ -8,7 +8,7 @@ use super::q8_0x16::BlockQ8_0x16;
 
 impl ByteCodes for BlockQ8_0x16 {
     const OFFSET: i32 = 128;
-    const CODES_BELOW_128: bool = false;
+    const MAX_CODE: u8 = 255;
     fn scales(&self) -> RowScales<'_> {
         RowScales::F16(&self.d)
     }
