@@ -114,15 +114,7 @@ fn dot_tokens<B: ByteCodes, D: ByteDot, const N: usize>(
             let quads = std::array::from_fn(|g| broadcast_quad(y, g));
             let dot = match B::MAX_CODE < 128 {
                 true => d.dot_7bit(B::MAX_CODE, q, quads),
-                false => {
-                    // Two chains, so that neither waits on the other.
-                    let (mut even, mut odd) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-                    for g in (0..8).step_by(2) {
-                        even = d.dpbusd(even, q[g], quads[g]);
-                        odd = d.dpbusd(odd, q[g + 1], quads[g + 1]);
-                    }
-                    _mm512_add_epi32(even, odd)
-                }
+                false => d.dot(q, quads),
             };
             let offset = _mm512_set1_epi32(B::OFFSET * sm.sum);
             let isum = _mm512_sub_epi32(dot, offset);

@@ -12,8 +12,9 @@
 //!
 //! `vpmaddubsw` adds two products `u·s` (u unsigned, s signed bytes) into a saturating 16-bit
 //! lane: exact while `u < 128` (`2 · 127 · 128 < 2^15`), so codes below 128 take one
-//! multiply-add pair ([`ByteDot::dpbusd_7bit`]); wider codes are split into their low seven
-//! bits and their top bit, each exact ([`ByteDot::dpbusd`]).
+//! multiply-add pair ([`ByteDot::dpbusd_7bit`]), and small codes' pair sums are added in 16
+//! bits before one widening ([`ByteDot::dot_7bit`]); wider codes are split into their low
+//! seven bits and their top bit, each exact ([`ByteDot::dpbusd`]).
 
 use std::arch::asm;
 use std::arch::x86_64::*;
@@ -25,24 +26,29 @@ pub(crate) trait ByteDot: Copy {
     fn dpbusd(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i;
     /// [`ByteDot::dpbusd`] where every byte of `u` is below 128.
     fn dpbusd_7bit(self, acc: __m512i, u: __m512i, s: __m512i) -> __m512i;
-    /// `Σ_k Σ u_k·s_k` per lane (no accumulator) over `K` pairs of vectors whose unsigned
-    /// bytes are at most `max_code` (below 128): two chains of [`ByteDot::dpbusd_7bit`], or,
-    /// with multiply-adds, as many 16-bit pair sums added in 16 bits as stay exact
-    /// (`n · 2 · max_code · 128 < 2^15`) before each widening.
+    /// `Σ_k Σ u_k·s_k` per lane (no accumulator) over `K` pairs of vectors: two chains of
+    /// [`ByteDot::dpbusd`], so that neither waits on the other.
     #[inline(always)]
-    fn dot_7bit<const K: usize>(self, max_code: u8, u: [__m512i; K], s: [__m512i; K]) -> __m512i {
-        let _ = max_code;
+    fn dot<const K: usize>(self, u: [__m512i; K], s: [__m512i; K]) -> __m512i {
         // SAFETY: every implementor proves AVX-512 F.
         let zero = unsafe { _mm512_setzero_si512() };
         let (mut even, mut odd) = (zero, zero);
         for k in 0..K {
             match k % 2 {
-                0 => even = self.dpbusd_7bit(even, u[k], s[k]),
-                _ => odd = self.dpbusd_7bit(odd, u[k], s[k]),
+                0 => even = self.dpbusd(even, u[k], s[k]),
+                _ => odd = self.dpbusd(odd, u[k], s[k]),
             }
         }
         // SAFETY: as above.
         unsafe { _mm512_add_epi32(even, odd) }
+    }
+    /// [`ByteDot::dot`] where every unsigned byte is at most `max_code` (below 128): with
+    /// multiply-adds, as many 16-bit pair sums added in 16 bits as stay exact
+    /// (`n · 2 · max_code · 128 < 2^15`) before each widening.
+    #[inline(always)]
+    fn dot_7bit<const K: usize>(self, max_code: u8, u: [__m512i; K], s: [__m512i; K]) -> __m512i {
+        let _ = max_code;
+        self.dot(u, s)
     }
     /// `acc + Σ a·b` over each lane's two 16-bit pairs (wrapping): VNNI's `vpdpwssd`.
     fn dpwssd(self, acc: __m512i, a: __m512i, b: __m512i) -> __m512i;

@@ -5,11 +5,10 @@
 //! `nibbles` for Q4_0 and IQ4_NL, `min_formats` for Q4_1 and Q5_1, `q5_0x16`, `q8_0x16`,
 //! `mxfp4x16`, `q2_kx16`, `q3_kx16`, `q4_kx16`, `q5_kx16`, `q6_kx16`, `iq4_xsx16`, `tq1_0x16`
 //! and `tq2_0x16`; `grid_quads` for IQ3_XXS and IQ3_S): one instruction dots four codes of
-//! sixteen rows (VNNI's `vpdpbusd`, or two or four multiply-adds where the CPU has AVX-512 BW
-//! without VNNI: `byte_dot`), each weight block is decoded once for several tokens, and no
-//! horizontal sum is needed. Decode and
-//! prefill both use the packed kernel, so a token's outputs are the same whether it is
-//! multiplied alone or in a batch, and on any number of threads.
+//! sixteen rows (VNNI's `vpdpbusd`, or AVX-512 BW multiply-adds where the CPU has no VNNI:
+//! `byte_dot`), each weight block is decoded once for several tokens, and no horizontal sum is
+//! needed. Decode and prefill both use the packed kernel, so a token's outputs are the same
+//! whether it is multiplied alone or in a batch, and on any number of threads.
 //!
 //! Where the CPU has AMX (and Linux lets the process use it), Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1,
 //! Q8_0 and MXFP4 products of four or more tokens run on the tile unit (`byte_codes_amx`), with the same

@@ -35,19 +35,11 @@ pub(super) fn sub_block_dot(
     codes: &[__m512i; 8],
     q: &[i8],
 ) -> __m512i {
-    if max_code < 128 {
-        let quads = std::array::from_fn(|g| broadcast_quad(q, g));
-        return d.dot_7bit(max_code, *codes, quads);
+    let quads = std::array::from_fn(|g| broadcast_quad(q, g));
+    match max_code < 128 {
+        true => d.dot_7bit(max_code, *codes, quads),
+        false => d.dot(*codes, quads),
     }
-    let dot = |acc, u, s| d.dpbusd(acc, u, s);
-    let zero = _mm512_setzero_si512();
-    let mut even = dot(zero, codes[0], broadcast_quad(q, 0));
-    let mut odd = dot(zero, codes[1], broadcast_quad(q, 1));
-    for g in (2..8).step_by(2) {
-        even = dot(even, codes[g], broadcast_quad(q, g));
-        odd = dot(odd, codes[g + 1], broadcast_quad(q, g + 1));
-    }
-    _mm512_add_epi32(even, odd)
 }
 
 /// The eight code vectors of sub-block `j`: vector `g` gives each row its codes `4g..4g + 4`.
