@@ -50,8 +50,51 @@ pub(crate) trait ByteDot: Copy {
         let _ = max_code;
         self.dot(u, s)
     }
+    /// `scale · Σ_k Σ u_k·s_k` per lane: [`ByteDot::dot_7bit`] times the lane's scale, given
+    /// by [`ByteDot::lane_scales`]. With multiply-adds, each widening multiplies by the scale
+    /// instead of by one, so the scale costs no instruction of its own.
+    #[inline(always)]
+    fn scaled_dot_7bit<const K: usize>(
+        self,
+        max_code: u8,
+        u: [__m512i; K],
+        s: [__m512i; K],
+        scales: __m512i,
+    ) -> __m512i {
+        // SAFETY: every implementor proves AVX-512 F.
+        unsafe { _mm512_mullo_epi32(self.dot_7bit(max_code, u, s), scales) }
+    }
+    /// Sixteen lane scales (32-bit, each within ±2^15) in the form that
+    /// [`ByteDot::scaled_dot_7bit`] takes.
+    #[inline(always)]
+    fn lane_scales(self, scales: __m512i) -> __m512i {
+        scales
+    }
     /// `acc + Σ a·b` over each lane's two 16-bit pairs (wrapping): VNNI's `vpdpwssd`.
     fn dpwssd(self, acc: __m512i, a: __m512i, b: __m512i) -> __m512i;
+}
+
+/// Each row's `(−offset·sc₀, −offset·sc₁)` as the two 16-bit halves of its lane, from two
+/// vectors of 32-bit lane scales (each `|offset·sc|` below 2^15): with [`ByteDot::dpwssd`]
+/// against [`word_pair`] of two groups' activation sums, it subtracts both groups' code offset
+/// from a scaled dot in one instruction.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn negated_scale_pairs(sc0: __m512i, sc1: __m512i, offset: i32) -> __m512i {
+    let factor = _mm512_set1_epi32(-offset);
+    let (low, high) = (
+        _mm512_mullo_epi32(sc0, factor),
+        _mm512_mullo_epi32(sc1, factor),
+    );
+    let low = _mm512_and_si512(low, _mm512_set1_epi32(0xFFFF));
+    _mm512_or_si512(low, _mm512_slli_epi32::<16>(high))
+}
+
+/// `low` and `high` as the two 16-bit halves of every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn word_pair(low: i16, high: i16) -> __m512i {
+    _mm512_set1_epi32((low as u16 as u32 | (high as u16 as u32) << 16) as i32)
 }
 
 /// Proof that the CPU has AVX-512 F, BW, VL and VNNI: the dot products are VNNI's.
@@ -171,21 +214,44 @@ impl ByteDot for MultiplyAdd {
 
     #[inline(always)]
     fn dot_7bit<const K: usize>(self, max_code: u8, u: [__m512i; K], s: [__m512i; K]) -> __m512i {
+        // SAFETY: a `MultiplyAdd` exists only where the CPU has AVX-512 F and BW.
+        let ones = unsafe { _mm512_set1_epi16(1) };
+        self.scaled_dot_7bit(max_code, u, s, ones)
+    }
+
+    #[inline(always)]
+    fn scaled_dot_7bit<const K: usize>(
+        self,
+        max_code: u8,
+        u: [__m512i; K],
+        s: [__m512i; K],
+        scales: __m512i,
+    ) -> __m512i {
         debug_assert!(max_code < 128);
-        // Pair sums of 16 bits added before one widening: |each| ≤ 2·max_code·128.
+        // Pair sums of 16 bits added before one widening: |each| ≤ 2·max_code·128, so the
+        // widened sums stay within ±2^15, and their products with scales within ±2^15 fit.
         let per_widening = (i16::MAX as usize / (256 * max_code.max(1) as usize)).max(1);
         // SAFETY: a `MultiplyAdd` exists only where the CPU has AVX-512 F and BW.
         unsafe {
-            let ones = _mm512_set1_epi16(1);
             let mut sum = _mm512_setzero_si512();
             for (u, s) in u.chunks(per_widening).zip(s.chunks(per_widening)) {
                 let mut pairs = _mm512_maddubs_epi16(u[0], s[0]);
                 for (u, s) in u.iter().zip(s).skip(1) {
                     pairs = _mm512_add_epi16(pairs, _mm512_maddubs_epi16(*u, *s));
                 }
-                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(pairs, ones));
+                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(pairs, scales));
             }
             sum
+        }
+    }
+
+    /// Each lane's scale in both of its 16-bit halves, for `vpmaddwd`.
+    #[inline(always)]
+    fn lane_scales(self, scales: __m512i) -> __m512i {
+        // SAFETY: a `MultiplyAdd` exists only where the CPU has AVX-512 F and BW.
+        unsafe {
+            let low = _mm512_and_si512(scales, _mm512_set1_epi32(0xFFFF));
+            _mm512_or_si512(low, _mm512_slli_epi32::<16>(scales))
         }
     }
 }
@@ -294,6 +360,51 @@ mod tests {
                     run(|a, u, s| v.dpwssd(a, u, s), acc, u, s),
                     reference(acc, u, s, true)
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn scaled_dots_are_scale_times_dot() {
+        if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")) {
+            eprintln!("skipped: this CPU has no AVX-512 BW");
+            return;
+        }
+        // SAFETY: AVX-512 F and BW were detected just above.
+        let d = unsafe { MultiplyAdd::new() };
+        let vnni = is_x86_feature_detected!("avx512vnni");
+        let all = cases();
+        for max_code in [1u8, 15, 31, 63, 127] {
+            for (i, (scales, _, _)) in all.iter().enumerate() {
+                let scales = scales.map(|x| x >> 16);
+                let pairs: [([u8; 64], [i8; 64]); 8] = std::array::from_fn(|k| {
+                    let (_, u, s) = all[(i + k + 1) % all.len()];
+                    (u.map(|b| b % (max_code + 1)), s)
+                });
+                let expected: [i32; 16] = std::array::from_fn(|l| {
+                    let dot = pairs
+                        .iter()
+                        .map(|(u, s)| reference([0; 16], *u, *s, false)[l])
+                        .fold(0i32, i32::wrapping_add);
+                    dot.wrapping_mul(scales[l])
+                });
+                // SAFETY: AVX-512 F was detected above (and VNNI where `v` is made); each
+                // transmute is between 64-byte plain-data types.
+                let scaled = |f: &dyn Fn([__m512i; 8], [__m512i; 8], __m512i) -> __m512i| unsafe {
+                    let u = pairs.map(|(u, _)| std::mem::transmute::<[u8; 64], __m512i>(u));
+                    let s = pairs.map(|(_, s)| std::mem::transmute::<[i8; 64], __m512i>(s));
+                    let sc = std::mem::transmute::<[i32; 16], __m512i>(scales);
+                    std::mem::transmute::<__m512i, [i32; 16]>(f(u, s, sc))
+                };
+                let got = scaled(&|u, s, sc| d.scaled_dot_7bit(max_code, u, s, d.lane_scales(sc)));
+                assert_eq!(got, expected, "max code {max_code}");
+                if vnni {
+                    // SAFETY: AVX-512 VNNI was detected above.
+                    let v = unsafe { Vnni::new() };
+                    let got =
+                        scaled(&|u, s, sc| v.scaled_dot_7bit(max_code, u, s, v.lane_scales(sc)));
+                    assert_eq!(got, expected, "max code {max_code}");
+                }
             }
         }
     }

@@ -5,10 +5,10 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::byte_dot::ByteDot;
+use super::byte_dot::{ByteDot, word_pair};
 use super::q2_kx16::BlockQ2Kx16;
 use super::two_bits::GROUPS;
-use super::two_bits_avx512::{group_codes, group_dot};
+use super::two_bits_avx512::{group_codes, scaled_group_dot};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
@@ -40,20 +40,20 @@ fn dot_tokens<D: ByteDot, const N: usize>(
             let scales = _mm512_and_si512(pair, nibble);
             let mins = _mm512_srli_epi16::<4>(pair);
             let sc = [
-                _mm512_and_si512(scales, low_half),
-                _mm512_srli_epi32::<16>(scales),
+                d.lane_scales(_mm512_and_si512(scales, low_half)),
+                d.lane_scales(_mm512_srli_epi32::<16>(scales)),
             ];
             let codes = [group_codes(&x.qs[2 * p]), group_codes(&x.qs[2 * p + 1])];
             for t in 0..N {
                 let y = &a[t * nb + b];
                 for e in 0..2 {
                     let g = 2 * p + e;
-                    let dot = group_dot(d, 3, &codes[e], &y.qs[16 * g..16 * g + 16]);
-                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dot, sc[e]));
+                    let q = &y.qs[16 * g..16 * g + 16];
+                    let dot = scaled_group_dot(d, 3, &codes[e], q, sc[e]);
+                    sumi[t] = _mm512_add_epi32(sumi[t], dot);
                 }
-                let sums =
-                    (y.bsums[2 * p] as u16 as u32) | (y.bsums[2 * p + 1] as u16 as u32) << 16;
-                summ[t] = d.dpwssd(summ[t], mins, _mm512_set1_epi32(sums as i32));
+                let sums = word_pair(y.bsums[2 * p], y.bsums[2 * p + 1]);
+                summ[t] = d.dpwssd(summ[t], mins, sums);
             }
         }
         // SAFETY: each load reads exactly the 32 bytes of one f16 array; unaligned is allowed.

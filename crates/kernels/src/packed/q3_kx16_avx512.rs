@@ -5,10 +5,10 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::byte_dot::ByteDot;
+use super::byte_dot::{ByteDot, negated_scale_pairs, word_pair};
 use super::q3_kx16::BlockQ3Kx16;
 use super::two_bits::GROUPS;
-use super::two_bits_avx512::{group_codes, group_dot};
+use super::two_bits_avx512::{group_codes, scaled_group_dot};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
@@ -62,16 +62,25 @@ fn dot_tokens<D: ByteDot, const N: usize>(
     for (b, x) in w.iter().enumerate() {
         prefetch_ahead(x);
         let mut sumi = [_mm512_setzero_si512(); N];
-        for g in 0..GROUPS {
-            let codes = codes(x, g);
-            // SAFETY: reads exactly the 16 scale bytes of group `g`; unaligned is allowed.
-            let sc = _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(x.sc[g].as_ptr().cast()) });
+        for p in 0..GROUPS / 2 {
+            let codes = [codes(x, 2 * p), codes(x, 2 * p + 1)];
+            let sc = [0, 1].map(|e| {
+                // SAFETY: reads exactly the 16 scale bytes of group `2p + e`; unaligned is
+                // allowed.
+                let bytes = unsafe { _mm_loadu_si128(x.sc[2 * p + e].as_ptr().cast()) };
+                _mm512_cvtepi8_epi32(bytes)
+            });
+            let offsets = negated_scale_pairs(sc[0], sc[1], BlockQ3Kx16::OFFSET);
+            let sc = sc.map(|sc| d.lane_scales(sc));
             for (t, sumi) in sumi.iter_mut().enumerate() {
                 let y = &a[t * nb + b];
-                let offset = _mm512_set1_epi32(BlockQ3Kx16::OFFSET * y.bsums[g] as i32);
-                let dot = group_dot(d, 7, &codes, &y.qs[16 * g..16 * g + 16]);
-                let isum = _mm512_sub_epi32(dot, offset);
-                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
+                for e in 0..2 {
+                    let g = 2 * p + e;
+                    let q = &y.qs[16 * g..16 * g + 16];
+                    *sumi = _mm512_add_epi32(*sumi, scaled_group_dot(d, 7, &codes[e], q, sc[e]));
+                }
+                let sums = word_pair(y.bsums[2 * p], y.bsums[2 * p + 1]);
+                *sumi = d.dpwssd(*sumi, offsets, sums);
             }
         }
         // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.

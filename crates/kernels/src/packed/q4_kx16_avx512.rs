@@ -72,7 +72,7 @@ fn sub_block_sum_pairs(a: &BlockQ8K) -> [__m512i; 4] {
 
 /// The kernel of the Q4_K-shaped formats for exactly `N` tokens: `base` gives a packed block's
 /// scales and mins, `codes(x, j)` the eight code vectors (each code at most `max_code`) of its
-/// sub-block `j` (see [`sub_block_codes`]).
+/// sub-block `j` (see [`sub_block_codes`]; `max_code` below 128).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn dot_tokens<P, D: ByteDot, const N: usize>(
@@ -94,12 +94,11 @@ pub(super) fn dot_tokens<P, D: ByteDot, const N: usize>(
             let codes = codes(p, j);
             // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
             let sc = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
+            let sc = d.lane_scales(sc);
             for (t, sumi) in sumi.iter_mut().enumerate() {
                 let q = &a[t * nb + b].qs[32 * j..32 * j + 32];
-                *sumi = _mm512_add_epi32(
-                    *sumi,
-                    _mm512_mullo_epi32(sub_block_dot(d, max_code, &codes, q), sc),
-                );
+                let quads = std::array::from_fn(|g| broadcast_quad(q, g));
+                *sumi = _mm512_add_epi32(*sumi, d.scaled_dot_7bit(max_code, codes, quads, sc));
             }
         }
         // SAFETY: each load reads exactly the 32 bytes of one f16 array or the 64 bytes of one

@@ -4,7 +4,7 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::byte_dot::ByteDot;
+use super::byte_dot::{ByteDot, negated_scale_pairs, word_pair};
 use super::q6_kx16::BlockQ6Kx16;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -64,14 +64,14 @@ fn sub_block_codes(x: &BlockQ6Kx16, j: usize) -> [__m512i; 8] {
     codes
 }
 
-/// `Σ q·a − 32·Σ a` of one 16-value group for sixteen rows: `codes` its four code vectors, `q`
-/// its 16 activation codes, `sum` their sum.
+/// `sc · Σ q·a` of one 16-value group for sixteen rows: `codes` its four code vectors, `q` its
+/// 16 activation codes, `sc` the rows' scales from [`ByteDot::lane_scales`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn group_dot(d: impl ByteDot, codes: &[__m512i], q: &[i8], sum: i16) -> __m512i {
+fn group_dot(d: impl ByteDot, codes: &[__m512i], q: &[i8], sc: __m512i) -> __m512i {
     let codes = [codes[0], codes[1], codes[2], codes[3]];
-    let dot = d.dot_7bit(63, codes, std::array::from_fn(|k| broadcast_quad(q, k)));
-    _mm512_sub_epi32(dot, _mm512_set1_epi32(32 * sum as i32))
+    let quads = std::array::from_fn(|k| broadcast_quad(q, k));
+    d.scaled_dot_7bit(63, codes, quads, sc)
 }
 
 /// [`dot_group`] for exactly `N` tokens.
@@ -98,13 +98,16 @@ fn dot_tokens<D: ByteDot, const N: usize>(
                     _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j + 1].as_ptr().cast())),
                 )
             };
+            let offsets = negated_scale_pairs(sc0, sc1, 32);
+            let (sc0, sc1) = (d.lane_scales(sc0), d.lane_scales(sc1));
             for (t, sumi) in sumi.iter_mut().enumerate() {
                 let y = &a[t * nb + b];
                 let q = &y.qs[32 * j..32 * j + 32];
-                let first = group_dot(d, &codes[..4], &q[..16], y.bsums[2 * j]);
-                let second = group_dot(d, &codes[4..], &q[16..], y.bsums[2 * j + 1]);
-                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(first, sc0));
-                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(second, sc1));
+                let first = group_dot(d, &codes[..4], &q[..16], sc0);
+                let second = group_dot(d, &codes[4..], &q[16..], sc1);
+                *sumi = _mm512_add_epi32(*sumi, _mm512_add_epi32(first, second));
+                let sums = word_pair(y.bsums[2 * j], y.bsums[2 * j + 1]);
+                *sumi = d.dpwssd(*sumi, offsets, sums);
             }
         }
         // SAFETY: reads exactly the 32 bytes of `x.d`; unaligned is allowed.

@@ -21,16 +21,23 @@ pub(super) fn group_codes(group: &[u8; 64]) -> [__m512i; 4] {
     ]
 }
 
-/// `Σ c·a` of one group for sixteen rows: `codes` from [`group_codes`] (or wider codes in the
-/// same layout, each at most `max_code`, below 128), `q` the group's sixteen activation codes.
+/// `sc · Σ c·a` of one group for sixteen rows: `codes` from [`group_codes`] (or wider codes in
+/// the same layout, each at most `max_code`, below 128), `q` the group's sixteen activation
+/// codes, `sc` the rows' scales from [`ByteDot::lane_scales`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn group_dot(d: impl ByteDot, max_code: u8, codes: &[__m512i; 4], q: &[i8]) -> __m512i {
+pub(super) fn scaled_group_dot(
+    d: impl ByteDot,
+    max_code: u8,
+    codes: &[__m512i; 4],
+    q: &[i8],
+    sc: __m512i,
+) -> __m512i {
     let quad = |k: usize| {
         let q = &q[4 * k..4 * k + 4];
         _mm512_set1_epi32(i32::from_le_bytes([
             q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8,
         ]))
     };
-    d.dot_7bit(max_code, *codes, std::array::from_fn(quad))
+    d.scaled_dot_7bit(max_code, *codes, std::array::from_fn(quad), sc)
 }
