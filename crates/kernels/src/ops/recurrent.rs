@@ -32,10 +32,14 @@ pub fn causal_conv(
     assert!(channels > 0 && x.len().is_multiple_of(channels));
     let n = x.len() / channels;
     let held = taps - 1;
+    // The kernel tap by tap (`taps × channels`), so that every loop below reads contiguously.
+    let by_tap: Vec<f32> = (0..taps)
+        .flat_map(|j| (0..channels).map(move |c| kernel[c * taps + j]))
+        .collect();
     for t in 0..n {
         let y = &mut out[t * channels..(t + 1) * channels];
         y.fill(0.0);
-        for j in 0..taps {
+        for (j, w) in by_tap.chunks_exact(channels).enumerate() {
             // Input row t - taps + 1 + j, i.e. row t + j of window ++ x.
             let r = t + j;
             let src = if r < held {
@@ -43,8 +47,8 @@ pub fn causal_conv(
             } else {
                 &x[(r - held) * channels..(r - held + 1) * channels]
             };
-            for ((acc, &s), c) in y.iter_mut().zip(src).zip(0..channels) {
-                *acc += kernel[c * taps + j] * s;
+            for ((acc, &s), &w) in y.iter_mut().zip(src).zip(w) {
+                *acc += w * s;
             }
         }
     }
