@@ -12,6 +12,11 @@
 //! upward; the rows before the first are the `taps - 1` rows of `window` (oldest first, zeros
 //! for a new sequence), which then holds the last `taps - 1` inputs.
 
+/// Channels of [`causal_conv`]'s chunks.
+const CONV_CHUNK: usize = 16;
+/// Taps of [`causal_conv`]'s blocks.
+const CONV_TAP_BLOCK: usize = 8;
+
 /// The causal convolution of `n = x.len() / channels` rows continuing `window`, into `out`;
 /// `window` then holds the last `taps - 1` rows of inputs.
 ///
@@ -32,23 +37,34 @@ pub fn causal_conv(
     assert!(channels > 0 && x.len().is_multiple_of(channels));
     let n = x.len() / channels;
     let held = taps - 1;
-    // The kernel tap by tap (`taps × channels`), so that every loop below reads contiguously.
-    let by_tap: Vec<f32> = (0..taps)
-        .flat_map(|j| (0..channels).map(move |c| kernel[c * taps + j]))
-        .collect();
-    for t in 0..n {
-        let y = &mut out[t * channels..(t + 1) * channels];
-        y.fill(0.0);
-        for (j, w) in by_tap.chunks_exact(channels).enumerate() {
-            // Input row t - taps + 1 + j, i.e. row t + j of window ++ x.
-            let r = t + j;
-            let src = if r < held {
-                &window[r * channels..(r + 1) * channels]
-            } else {
-                &x[(r - held) * channels..(r - held + 1) * channels]
-            };
-            for ((acc, &s), &w) in y.iter_mut().zip(src).zip(w) {
-                *acc += w * s;
+    out.fill(0.0);
+    // Channels a chunk at a time and taps a block at a time: the block's kernel values are
+    // copied tap by tap onto the stack, so the loops over channels read contiguously and
+    // vectorize (no allocation). Each output still adds its taps in order.
+    for c0 in (0..channels).step_by(CONV_CHUNK) {
+        let width = CONV_CHUNK.min(channels - c0);
+        for j0 in (0..taps).step_by(CONV_TAP_BLOCK) {
+            let block = CONV_TAP_BLOCK.min(taps - j0);
+            let mut by_tap = [[0f32; CONV_CHUNK]; CONV_TAP_BLOCK];
+            for (k, row) in by_tap[..block].iter_mut().enumerate() {
+                for (c, w) in row[..width].iter_mut().enumerate() {
+                    *w = kernel[(c0 + c) * taps + j0 + k];
+                }
+            }
+            for t in 0..n {
+                let y = &mut out[t * channels + c0..][..width];
+                for (k, w) in by_tap[..block].iter().enumerate() {
+                    // Input row t - taps + 1 + j, i.e. row t + j of window ++ x.
+                    let r = t + j0 + k;
+                    let src = if r < held {
+                        &window[r * channels + c0..][..width]
+                    } else {
+                        &x[(r - held) * channels + c0..][..width]
+                    };
+                    for ((acc, &s), &w) in y.iter_mut().zip(src).zip(w) {
+                        *acc += w * s;
+                    }
+                }
             }
         }
     }
@@ -116,8 +132,10 @@ mod tests {
 
     #[test]
     fn conv_in_any_split_matches_the_definition_bit_for_bit_across_splits() {
-        for taps in [1, 2, 3, 4] {
-            let (channels, n) = (5, 9);
+        // Channel counts within one chunk and across several, tap counts within one block and
+        // across two.
+        for (taps, channels) in [(1, 5), (2, 5), (3, 5), (4, 5), (4, 37), (10, 21)] {
+            let n = 9;
             let kernel = values(channels * taps, taps);
             let x = values(n * channels, 7);
             let want = conv_reference(&kernel, taps, channels, &x);
@@ -127,6 +145,22 @@ mod tests {
             for (g, w) in whole.iter().zip(&want) {
                 assert!((*g as f64 - w).abs() < 1e-5, "taps {taps}: {g} vs {w}");
             }
+            // Each output adds its taps in order, in f32.
+            let in_order: Vec<f32> = (0..n * channels)
+                .map(|i| {
+                    let (t, c) = (i / channels, i % channels);
+                    (0..taps).fold(0.0f32, |acc, j| match (t + j).checked_sub(taps - 1) {
+                        Some(r) => acc + kernel[c * taps + j] * x[r * channels + c],
+                        None => acc + kernel[c * taps + j] * 0.0,
+                    })
+                })
+                .collect();
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&whole),
+                bits(&in_order),
+                "taps {taps}, channels {channels}"
+            );
             for split in [1, 2, 5] {
                 let mut window = vec![0.0; (taps - 1) * channels];
                 let mut parts = vec![0.0; x.len()];
@@ -136,7 +170,6 @@ mod tests {
                 {
                     causal_conv(&kernel, taps, channels, &mut window, xs, ys);
                 }
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&parts), bits(&whole), "taps {taps}, split {split}");
             }
         }
