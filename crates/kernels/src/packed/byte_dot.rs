@@ -228,8 +228,9 @@ impl ByteDot for MultiplyAdd {
         scales: __m512i,
     ) -> __m512i {
         debug_assert!(max_code < 128);
-        // Pair sums of 16 bits added before one widening: |each| ≤ 2·max_code·128, so the
-        // widened sums stay within ±2^15, and their products with scales within ±2^15 fit.
+        // Pair sums of 16 bits added before one widening: |each| ≤ 2·max_code·128, so every
+        // 16-bit sum stays within ±2^15, and `vpmaddwd`'s products of two such sums with
+        // scales within ±2^15 fit in 32 bits.
         let per_widening = (i16::MAX as usize / (256 * max_code.max(1) as usize)).max(1);
         // SAFETY: a `MultiplyAdd` exists only where the CPU has AVX-512 F and BW.
         unsafe {
