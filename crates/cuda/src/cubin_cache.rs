@@ -2,8 +2,9 @@
 //! module only the first time.
 //!
 //! An entry is keyed by the module's name, the target architecture, NVRTC's version and a
-//! 128-bit FNV-1a hash of the module's source text ([`CubinKey`]); any change to the kernels,
-//! the GPU or the compiler therefore misses. The cache folder is `$RINFER_HOME/kernels`
+//! 128-bit FNV-1a hash of the compile options and the module's source text ([`CubinKey`]); any
+//! change to the kernels, the options, the GPU or the compiler therefore misses. The cache
+//! folder is `$RINFER_HOME/kernels`
 //! (`~/.cache/rinfer/kernels` by default), resolved by the program from its environment like
 //! the model cache ([`NvrtcSearch::from_variables`](crate::nvrtc_search::NvrtcSearch)); without
 //! one nothing is cached.
@@ -43,18 +44,28 @@ pub struct CubinKey {
     pub arch: (u32, u32),
     /// NVRTC's (major, minor) version.
     pub nvrtc: (i32, i32),
-    /// The hash of the module's source.
+    /// The hash of the compile options and the module's source.
     pub source_hash: u128,
 }
 
 impl CubinKey {
-    /// The key of `module`'s `source` compiled for `arch` by NVRTC `nvrtc`.
+    /// The key of `module`'s `source` compiled for `arch` by NVRTC `nvrtc` with
+    /// [`crate::kernels::NVRTC_OPTIONS`].
     pub fn new(module: &str, source: &str, arch: (u32, u32), nvrtc: (i32, i32)) -> Self {
         Self {
             module: module.to_string(),
             arch,
             nvrtc,
-            source_hash: fnv1a_128(source.as_bytes()),
+            source_hash: fnv1a_128(
+                crate::kernels::NVRTC_OPTIONS
+                    .iter()
+                    .flat_map(|o| [o.as_bytes(), b"\n"])
+                    .chain([source.as_bytes()])
+                    .flatten()
+                    .copied()
+                    .collect::<Vec<u8>>()
+                    .as_slice(),
+            ),
         }
     }
 

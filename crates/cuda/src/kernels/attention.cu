@@ -19,6 +19,8 @@
 #define ATTN_WARPS 4
 #define MAX_HEAD_DIM 256
 #define DIMS_PER_LANE (MAX_HEAD_DIM / 32)
+// Keys whose scores a warp computes together before adding them in order.
+#define ATTN_GROUP 4
 
 __device__ __forceinline__ float kv_load(const float* p, size_t i) { return p[i]; }
 __device__ __forceinline__ float kv_load(const u16* p, size_t i) { return half_to_float(p[i]); }
@@ -76,30 +78,45 @@ struct online_softmax {
         }
     }
 
-    // Adds the next key, its dimension d key(d) and its value's value(d).
+    // Adds the next keys of a group of up to ATTN_GROUP, key g (dimension d: key(g, d), its
+    // value's value(g, d)) where bit g of `active` is set. The group's dot products and warp
+    // sums are independent and run together; then each active key updates the softmax in
+    // order, so the result is that of adding the active keys one by one.
     template <typename Key, typename Value>
-    __device__ __forceinline__ void add(int lane, int head_dim, float scale, float softcap, Key key,
-                                        Value value) {
-        float dot = 0.0f;
+    __device__ __forceinline__ void add_group(int lane, int head_dim, float scale, float softcap,
+                                              unsigned active, Key key, Value value) {
+        float score[ATTN_GROUP];
 #pragma unroll
-        for (int k = 0; k < DIMS_PER_LANE; k++) {
-            const int d = lane + 32 * k;
-            if (d < head_dim) dot += qr[k] * key(d);
+        for (int g = 0; g < ATTN_GROUP; g++) {
+            float dot = 0.0f;
+            if (active >> g & 1) {
+#pragma unroll
+                for (int k = 0; k < DIMS_PER_LANE; k++) {
+                    const int d = lane + 32 * k;
+                    if (d < head_dim) dot += qr[k] * key(g, d);
+                }
+            }
+            score[g] = warp_sum(dot) * scale;
         }
-        float score = warp_sum(dot) * scale;
-        if (softcap > 0.0f) score = softcap * tanhf(score / softcap);
-        raise_max(score);
-        const float weight = expf(score - m);
-        s += weight;
 #pragma unroll
-        for (int k = 0; k < DIMS_PER_LANE; k++) {
-            const int d = lane + 32 * k;
-            if (d < head_dim) acc[k] += weight * value(d);
+        for (int g = 0; g < ATTN_GROUP; g++) {
+            if (!(active >> g & 1)) continue;
+            float x = score[g];
+            if (softcap > 0.0f) x = softcap * tanhf(x / softcap);
+            raise_max(x);
+            const float weight = expf(x - m);
+            s += weight;
+#pragma unroll
+            for (int k = 0; k < DIMS_PER_LANE; k++) {
+                const int d = lane + 32 * k;
+                if (d < head_dim) acc[k] += weight * value(g, d);
+            }
         }
     }
 };
 
-// One warp's online-softmax pass of the query q over keys begin, begin + stride, ... < end.
+// One warp's online-softmax pass of the query q over keys begin, begin + stride, ... < end,
+// ATTN_GROUP keys at a time.
 template <typename T>
 __device__ __forceinline__ void attend(const float* q, const T* keys, const T* values,
                                        const int* table, long long block_stride, int slots,
@@ -108,10 +125,18 @@ __device__ __forceinline__ void attend(const float* q, const T* keys, const T* v
                                        online_softmax* out) {
     const int lane = threadIdx.x & 31;
     out->start(q, lane, head_dim);
-    for (int j = begin; j < end; j += stride) {
-        const size_t slot = kv_row(table, block_stride, j % slots, kv_dim) + kv;
-        out->add(lane, head_dim, scale, softcap, [&](int d) { return kv_load(keys, slot + d); },
-                 [&](int d) { return kv_load(values, slot + d); });
+    for (int j = begin; j < end; j += ATTN_GROUP * stride) {
+        size_t slot[ATTN_GROUP];
+        unsigned active = 0;
+#pragma unroll
+        for (int g = 0; g < ATTN_GROUP; g++) {
+            const int key = j + g * stride;
+            active |= (unsigned)(key < end) << g;
+            slot[g] = key < end ? kv_row(table, block_stride, key % slots, kv_dim) + kv : 0;
+        }
+        out->add_group(lane, head_dim, scale, softcap, active,
+                       [&](int g, int d) { return kv_load(keys, slot[g] + d); },
+                       [&](int g, int d) { return kv_load(values, slot[g] + d); });
     }
 }
 
@@ -170,30 +195,50 @@ __device__ __forceinline__ void attention_decode_split(
 
 // Merges the splits of attention_decode (and the head's sink) into out[head * head_dim + d],
 // grid (heads); of attention_decode_rows into out[row, head * head_dim + d], grid (heads, rows).
+// The splits' (max, sum) pairs are read in parallel; one thread then lists the non-empty
+// splits in order with their weights exp(max - total max) (a graph sized for the longest
+// context leaves most of them empty at short positions), and each output dimension sums over
+// that list only, in split order as before.
+#define MAX_DECODE_SPLITS 64
 extern "C" __global__ void attention_decode_combine(const float* part, int splits, int head_dim,
                                                     const float* sinks, float* out) {
+    __shared__ float split_max[MAX_DECODE_SPLITS], split_sum[MAX_DECODE_SPLITS];
+    __shared__ float weight[MAX_DECODE_SPLITS];
+    __shared__ int used[MAX_DECODE_SPLITS];
+    __shared__ int n_used;
+    __shared__ float inv;
     const int h = blockIdx.x, heads = gridDim.x;
     part += (size_t)blockIdx.y * heads * splits * (head_dim + 2);
     out += (size_t)blockIdx.y * heads * head_dim;
     const float* p = part + (size_t)h * splits * (head_dim + 2);
-    float total_max = -INFINITY;
-    for (int s = 0; s < splits; s++) {
-        const float* ps = p + (size_t)s * (head_dim + 2);
-        if (ps[1] > 0.0f) total_max = fmaxf(total_max, ps[0]);
+    for (int s = threadIdx.x; s < splits; s += blockDim.x) {
+        split_max[s] = p[(size_t)s * (head_dim + 2)];
+        split_sum[s] = p[(size_t)s * (head_dim + 2) + 1];
     }
-    if (sinks) total_max = fmaxf(total_max, sinks[h]);
-    float total = sinks ? expf(sinks[h] - total_max) : 0.0f;
-    for (int s = 0; s < splits; s++) {
-        const float* ps = p + (size_t)s * (head_dim + 2);
-        if (ps[1] > 0.0f) total += expf(ps[0] - total_max) * ps[1];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float total_max = -INFINITY;
+        for (int s = 0; s < splits; s++) {
+            if (split_sum[s] > 0.0f) total_max = fmaxf(total_max, split_max[s]);
+        }
+        if (sinks) total_max = fmaxf(total_max, sinks[h]);
+        float total = sinks ? expf(sinks[h] - total_max) : 0.0f;
+        int n = 0;
+        for (int s = 0; s < splits; s++) {
+            if (split_sum[s] > 0.0f) {
+                const float w = expf(split_max[s] - total_max);
+                total += w * split_sum[s];
+                weight[n] = w;
+                used[n++] = s;
+            }
+        }
+        n_used = n;
+        inv = 1.0f / total;
     }
-    const float inv = 1.0f / total;
+    __syncthreads();
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
         float a = 0.0f;
-        for (int s = 0; s < splits; s++) {
-            const float* ps = p + (size_t)s * (head_dim + 2);
-            if (ps[1] > 0.0f) a += expf(ps[0] - total_max) * ps[2 + d];
-        }
+        for (int i = 0; i < n_used; i++) a += weight[i] * p[(size_t)used[i] * (head_dim + 2) + 2 + d];
         out[(size_t)h * head_dim + d] = a * inv;
     }
 }
@@ -206,6 +251,9 @@ extern "C" __global__ void attention_decode_combine(const float* part, int split
 // window. out is [n, heads * head_dim].
 #define PREFILL_WARPS 8
 #define PREFILL_TILE 16
+#if PREFILL_TILE % ATTN_GROUP != 0
+#error "a prefill tile holds whole groups of keys"
+#endif
 
 template <typename T>
 __device__ __forceinline__ void attention_prefill_tiles(
@@ -243,11 +291,17 @@ __device__ __forceinline__ void attention_prefill_tiles(
         }
         __syncthreads();
         if (!active) continue;
-        for (int r = 0; r < PREFILL_TILE; r++) {
-            const int j = t0 + r;
-            if (j < first || j > pos) continue;
-            softmax.add(lane, head_dim, scale, softcap, [&](int d) { return tile_k[r][d]; },
-                        [&](int d) { return tile_v[r][d]; });
+        for (int r = 0; r < PREFILL_TILE; r += ATTN_GROUP) {
+            unsigned active = 0;
+#pragma unroll
+            for (int g = 0; g < ATTN_GROUP; g++) {
+                const int j = t0 + r + g;
+                active |= (unsigned)(j >= first && j <= pos) << g;
+            }
+            if (active == 0) continue;
+            softmax.add_group(lane, head_dim, scale, softcap, active,
+                              [&](int g, int d) { return tile_k[r + g][d]; },
+                              [&](int g, int d) { return tile_v[r + g][d]; });
         }
     }
     if (!active) return;

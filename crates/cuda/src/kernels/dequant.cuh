@@ -3,6 +3,13 @@
 // the matmul and embedding kernels are templates over these structs. The layouts and the
 // order of floating-point operations follow ggml's dequantize_row_* so that results match the
 // CPU reference bit for bit.
+//
+// Each quantized format also gives `codes`: one chunk as 8 words of int8 codes (codes
+// 4i..4i+3 in word i) and an affine map per half, w[j] = a[j / 16] * c[j] + b[j / 16], read
+// with the widest loads the block's alignment allows. The q8_1 matvec takes the integer dot of
+// the codes; the tensor-core matmul computes fmaf(a, c, b), which is deq32's value: deq32
+// rounds once the same real number (a scale times an integer, less an offset that is exact),
+// as the host checks of the tensor-core kernels confirm against deq32.
 
 // The place of a chunk in a row of 32-value blocks of BYTES_ bytes: the chunk is a block.
 template <int BYTES_>
@@ -44,6 +51,56 @@ __device__ __forceinline__ void deq_five_bits(const u8* qs, u32 qh, float* v, Va
         v[j] = value((qs[j] & 0x0f) | h0);
         v[j + 16] = value((qs[j] >> 4) | h1);
     }
+}
+
+// A 32-bit word of a 2-byte-aligned pointer, as two 16-bit loads.
+__device__ __forceinline__ int load_int_b2(const u8* p) {
+    const u16* h = (const u16*)p;
+    return (int)((u32)h[0] | ((u32)h[1] << 16));
+}
+
+// Four 32-bit words of a 16-byte-aligned pointer, as one 128-bit load.
+__device__ __forceinline__ void load_int4(const u8* p, int* out) {
+    const int4 v = *(const int4*)p;
+    out[0] = v.x;
+    out[1] = v.y;
+    out[2] = v.z;
+    out[3] = v.w;
+}
+
+// The high bits of four consecutive elements (bits 0..3 of `bits`) moved to bit 4 of each byte.
+__device__ __forceinline__ int spread_bit4(u32 bits) {
+    return (int)(((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25));
+}
+
+// The codes of 16 bytes of nibbles: value j the low nibble of byte j (j < 16), value j + 16
+// its high nibble.
+__device__ __forceinline__ void nibble_codes(const u8* qs, int* c) {
+    for (int i = 0; i < 4; i++) {
+        const int v = load_int_b2(qs + 4 * i);
+        c[i] = v & 0x0f0f0f0f;
+        c[i + 4] = (v >> 4) & 0x0f0f0f0f;
+    }
+}
+
+// The same for Q5_0 and Q5_1's five-bit codes: bit j of qh is bit 4 of value j.
+__device__ __forceinline__ void five_bit_codes(const u8* qs, u32 qh, int* c) {
+    nibble_codes(qs, c);
+    for (int i = 0; i < 4; i++) {
+        c[i] |= spread_bit4(qh >> (4 * i));
+        c[i + 4] |= spread_bit4(qh >> (16 + 4 * i));
+    }
+}
+
+// Both halves scaled by s, with the offset o.
+__device__ __forceinline__ void one_scale_offset(float s, float o, float* a, float* b) {
+    a[0] = a[1] = s;
+    b[0] = b[1] = o;
+}
+
+// Both halves scaled by s, no offsets.
+__device__ __forceinline__ void one_scale(float s, float* a, float* b) {
+    one_scale_offset(s, 0.0f, a, b);
 }
 
 // The scale of an MXFP4 block from its E8M0 exponent e: 2^(e - 128), half of what E8M0 codes
@@ -91,6 +148,12 @@ struct fmt_q4_0 : blocks32<18> {
         const float d = half_to_float(load_u16(b));
         deq_nibbles(b + 2, v, [d](int q) { return (float)(q - 8) * d; });
     }
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q4_0::block(row, chunk);
+        const float d = half_to_float(load_u16(blk));
+        nibble_codes(blk + 2, c);
+        one_scale_offset(d, -8.0f * d, a, b);
+    }
 };
 
 // Q4_1: f16 d, f16 m, 16 bytes of nibbles; x = q * d + m.
@@ -101,6 +164,11 @@ struct fmt_q4_1 : blocks32<20> {
         const float m = half_to_float(load_u16(b + 2));
         deq_nibbles(b + 4, v, [d, m](int q) { return (float)q * d + m; });
     }
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q4_1::block(row, chunk);
+        nibble_codes(blk + 4, c);
+        one_scale_offset(half_to_float(load_u16(blk)), half_to_float(load_u16(blk + 2)), a, b);
+    }
 };
 
 // Q5_0: f16 d, 32 high bits, 16 bytes of nibbles; x = (q - 16) * d.
@@ -109,6 +177,12 @@ struct fmt_q5_0 : blocks32<22> {
         const u8* b = block(row, chunk);
         const float d = half_to_float(load_u16(b));
         deq_five_bits(b + 6, load_u32(b + 2), v, [d](int q) { return (float)(q - 16) * d; });
+    }
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q5_0::block(row, chunk);
+        const float d = half_to_float(load_u16(blk));
+        five_bit_codes(blk + 6, (u32)load_int_b2(blk + 2), c);
+        one_scale_offset(d, -16.0f * d, a, b);
     }
 };
 
@@ -120,6 +194,11 @@ struct fmt_q5_1 : blocks32<24> {
         const float m = half_to_float(load_u16(b + 2));
         deq_five_bits(b + 8, load_u32(b + 4), v, [d, m](int q) { return (float)q * d + m; });
     }
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q5_1::block(row, chunk);
+        five_bit_codes(blk + 8, (u32)load_int_b2(blk + 4), c);
+        one_scale_offset(half_to_float(load_u16(blk)), half_to_float(load_u16(blk + 2)), a, b);
+    }
 };
 
 // Q8_0: f16 d, 32 signed bytes; x = q * d.
@@ -128,6 +207,11 @@ struct fmt_q8_0 : blocks32<34> {
         const u8* b = block(row, chunk);
         const float d = half_to_float(load_u16(b));
         for (int j = 0; j < 32; j++) v[j] = (float)(i8)b[2 + j] * d;
+    }
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q8_0::block(row, chunk);
+        for (int i = 0; i < 8; i++) c[i] = load_int_b2(blk + 2 + 4 * i);
+        one_scale(half_to_float(load_u16(blk)), a, b);
     }
 };
 
@@ -139,6 +223,25 @@ struct fmt_mxfp4 : blocks32<17> {
         const u8* b = block(row, chunk);
         const float d = e8m0_half_to_float(b[0]);
         deq_nibbles(b + 1, v, [&](int q) { return (float)kvalues[q] * d; });
+    }
+    // MXFP4: codes are the doubled E2M1 values (-12..12), w = 2^(e - 128) * c.
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_mxfp4::block(row, chunk);
+        for (int i = 0; i < 4; i++) {
+            u32 low = 0, high = 0;
+            for (int k = 0; k < 4; k++) {
+                const u8 q = blk[1 + 4 * i + k];
+                low |= (u32)(u8)mxfp4_value(q & 0x0f) << (8 * k);
+                high |= (u32)(u8)mxfp4_value(q >> 4) << (8 * k);
+            }
+            c[i] = (int)low;
+            c[i + 4] = (int)high;
+        }
+        one_scale(e8m0_half_to_float(blk[0]), a, b);
+    }
+    __device__ static int mxfp4_value(int q) {
+        const int magnitude[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+        return (q & 8) ? -magnitude[q & 7] : magnitude[q & 7];
     }
 };
 
@@ -161,6 +264,20 @@ struct fmt_q2_k : super_blocks<84> {
             for (int l = 0; l < 16; l++) {
                 v[16 * part + l] = dl * (float)((q[16 * part + l] >> shift) & 3) - ml;
             }
+        }
+    }
+    // Q2_K: codes 0..3, per 16 elements w = d * (sc & 15) * c - dmin * (sc >> 4).
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q2_k::block(row, chunk);
+        const int sub = chunk & 7, half = sub >> 2, j = sub & 3;
+        const float d = half_to_float(load_u16(blk + 80));
+        const float dmin = half_to_float(load_u16(blk + 82));
+        const u8* q = blk + 16 + 32 * half;
+        for (int i = 0; i < 8; i++) c[i] = (load_int_b2(q + 4 * i) >> (2 * j)) & 0x03030303;
+        for (int part = 0; part < 2; part++) {
+            const u8 sc = blk[8 * half + 2 * j + part];
+            a[part] = d * (float)(sc & 0x0f);
+            b[part] = -dmin * (float)(sc >> 4);
         }
     }
 };
@@ -191,6 +308,24 @@ struct fmt_q3_k : super_blocks<110> {
                 const int code = (int)((q[idx] >> shift) & 3) - ((hmask[idx] & m) ? 0 : 4);
                 v[idx] = dl * (float)code;
             }
+        }
+    }
+    // Q3_K: codes 0..7 (the 2 low bits, plus 4 where the high bit is set), per 16 elements
+    // w = d * scale * (c - 4).
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q3_k::block(row, chunk);
+        const int sub = chunk & 7, half = sub >> 2, j = sub & 3;
+        const float d = half_to_float(load_u16(blk + 108));
+        const u8* q = blk + 32 + 32 * half;
+        const int bit = 4 * half + j;
+        for (int i = 0; i < 8; i++) {
+            const int low = (load_int_b2(q + 4 * i) >> (2 * j)) & 0x03030303;
+            const int high = (load_int_b2(blk + 4 * i) >> bit) & 0x01010101;
+            c[i] = low | (high << 2);
+        }
+        for (int part = 0; part < 2; part++) {
+            a[part] = d * (float)fmt_q3_k::scale(blk + 96, 8 * half + 2 * j + part);
+            b[part] = -4.0f * a[part];
         }
     }
 };
@@ -233,11 +368,46 @@ __device__ __forceinline__ void deq_k4(const u8* b, int sub, const u8* qs, float
     }
 }
 
+// Q4_K and Q5_K: the nibbles of sub-block `sub` (low nibbles for even sub-blocks, high for
+// odd) from the 128 bytes at qs as codes 0..15, per 32 elements w = d * sc * c - dmin * m.
+// Every read is a 128-bit load: blk must be 16-byte aligned.
+__device__ __forceinline__ void nibble_codes_k4(const u8* blk, const u8* qs, int sub, int* c,
+                                                float* a, float* b) {
+    const int pair = sub >> 1, shift = 4 * (sub & 1);
+    load_int4(qs + 32 * pair, c);
+    load_int4(qs + 16 + 32 * pair, c + 4);
+    for (int i = 0; i < 8; i++) c[i] = (c[i] >> shift) & 0x0f0f0f0f;
+    // The super-block's first 16 bytes in one load: f16 d and dmin, then the 12 scale bytes.
+    int head[4];
+    load_int4(blk, head);
+    const u32 scales[3] = {(u32)head[1], (u32)head[2], (u32)head[3]};
+    const auto byte = [&](int k) {
+        const u32 word = k < 4 ? scales[0] : k < 8 ? scales[1] : scales[2];
+        return (int)((word >> (8 * (k & 3))) & 0xff);
+    };
+    // scale_min_k4 over the bytes in registers.
+    int sc, m;
+    if (sub < 4) {
+        sc = byte(sub) & 63;
+        m = byte(sub + 4) & 63;
+    } else {
+        sc = (byte(sub + 4) & 0x0f) | ((byte(sub - 4) >> 6) << 4);
+        m = (byte(sub + 4) >> 4) | ((byte(sub) >> 6) << 4);
+    }
+    const float d = half_to_float((u16)((u32)head[0] & 0xffff));
+    const float dmin = half_to_float((u16)((u32)head[0] >> 16));
+    one_scale_offset(d * (float)sc, -(dmin * (float)m), a, b);
+}
+
 // Q4_K: f16 d, f16 dmin, 12 bytes of scales, 128 bytes of nibbles.
 struct fmt_q4_k : super_blocks<144> {
     __device__ static void deq32(const u8* row, int chunk, float* v) {
         const u8* b = block(row, chunk);
         deq_k4(b, chunk & 7, b + 16, v, [](int) { return 0; });
+    }
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q4_k::block(row, chunk);
+        nibble_codes_k4(blk, blk + 16, chunk & 7, c, a, b);
     }
 };
 
@@ -249,6 +419,16 @@ struct fmt_q5_k : super_blocks<176> {
         const u8* qh = b + 16;
         const u8 bit = (u8)(1u << sub);
         deq_k4(b, sub, b + 48, v, [&](int l) { return (qh[l] & bit) ? 16 : 0; });
+    }
+    // Q5_K: Q4_K's nibbles plus a fifth bit (bit `sub` of each high-bit byte).
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q5_k::block(row, chunk);
+        const int sub = chunk & 7;
+        nibble_codes_k4(blk, blk + 48, sub, c, a, b);
+        int high[8];
+        load_int4(blk + 16, high);
+        load_int4(blk + 32, high + 4);
+        for (int i = 0; i < 8; i++) c[i] |= ((high[i] >> sub) & 0x01010101) << 4;
     }
 };
 
@@ -267,6 +447,26 @@ struct fmt_q6_k : super_blocks<210> {
             const int nibble = (group >= 2) ? (low >> 4) : (low & 0x0f);
             const int code = (nibble | (((qh[l] >> (2 * group)) & 3) << 4)) - 32;
             v[l] = d * (float)sc[l / 16 + 2 * group] * (float)code;
+        }
+    }
+    // Q6_K: codes 0..63 (a nibble of ql and two bits of qh), per 16 elements
+    // w = d * sc * (c - 32).
+    __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
+        const u8* blk = fmt_q6_k::block(row, chunk);
+        const int sub = chunk & 7, half = sub >> 2, group = sub & 3;
+        const float d = half_to_float(load_u16(blk + 208));
+        const u8* ql = blk + 64 * half + 32 * (group & 1);
+        const u8* qh = blk + 128 + 32 * half;
+        const int nibble = 4 * (group >> 1);
+        for (int i = 0; i < 8; i++) {
+            const int low = (load_int_b2(ql + 4 * i) >> nibble) & 0x0f0f0f0f;
+            const int high = (load_int_b2(qh + 4 * i) >> (2 * group)) & 0x03030303;
+            c[i] = low | (high << 4);
+        }
+        const i8* sc = (const i8*)(blk + 192) + 8 * half + 2 * group;
+        for (int part = 0; part < 2; part++) {
+            a[part] = d * (float)sc[part];
+            b[part] = -32.0f * a[part];
         }
     }
 };

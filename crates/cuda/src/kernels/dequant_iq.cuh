@@ -59,17 +59,6 @@ __device__ __forceinline__ void iq4_codes(const u8* qs, int* c) {
     }
 }
 
-// Both halves scaled by s, with the offset o.
-__device__ __forceinline__ void one_scale_offset(float s, float o, float* a, float* b) {
-    a[0] = a[1] = s;
-    b[0] = b[1] = o;
-}
-
-// Both halves scaled by s, no offsets.
-__device__ __forceinline__ void one_scale(float s, float* a, float* b) {
-    one_scale_offset(s, 0.0f, a, b);
-}
-
 // IQ1_S: f16 d, 32 low index bytes, per sub-block a u16 of the high index bits (3 per group),
 // the scale s (bits 12..14) and the shift's sign (bit 15); x = d (2s + 1) (grid ± 1/8).
 struct fmt_iq1_s : super_blocks<50>, int_coded<fmt_iq1_s> {

@@ -3,9 +3,10 @@
 //
 // A block computes a tile of MMA_ROWS weight rows × MMA_TOKENS tokens with MMA_WARPS warps
 // (4 × 2, each 32 rows × 32 tokens = 2 × 2 wmma accumulators of 16 × 16). It walks the
-// columns MMA_K at a time: each thread dequantizes one 32-element chunk of one weight row
-// through the format's deq32 (dequant.cuh) and four float4 of activations, converts them to
-// bf16 and stores them in shared memory (rows skewed by 8 elements against bank conflicts),
+// columns MMA_K at a time: each thread reads one 32-element chunk of one weight row as the
+// format's codes (dequant.cuh: a few wide loads instead of a load per byte) and four float4
+// of activations, converts them to bf16 and stores them in shared memory (rows skewed by 8
+// elements against bank conflicts),
 // then the warps multiply the tile out of shared memory with wmma. Loads are double-buffered
 // through registers: the next tile's weights and activations are fetched before the current
 // tile is multiplied. Rows, tokens and columns past the matrix read as zeros; results go
@@ -71,15 +72,19 @@ __device__ __forceinline__ void mma_tile(const u8* __restrict__ w, long long row
         x_ptr[i] = j < nt ? x + (size_t)tokens.x_row(t0 + j) * ldx + x_col : nullptr;
     }
 
-    float wv[32];
+    // The weight chunk as the format's codes (`codes` in dequant.cuh): 8 words of int8
+    // codes and an affine map per half.
+    int wc[8];
+    float wa[2], wb[2];
     float4 xv[4];
     auto fetch = [&](int k0) {
         const int chunk = (k0 >> 5) + w_half;
         if (w_ptr && chunk < chunks) {
-            F::deq32(w_ptr, chunk, wv);
+            F::codes(w_ptr, chunk, wc, wa, wb);
         } else {
 #pragma unroll
-            for (int i = 0; i < 32; i++) wv[i] = 0.0f;
+            for (int i = 0; i < 8; i++) wc[i] = 0;
+            wa[0] = wa[1] = wb[0] = wb[1] = 0.0f;
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -90,13 +95,19 @@ __device__ __forceinline__ void mma_tile(const u8* __restrict__ w, long long row
             }
         }
     };
+    // Weight j of the chunk, a[j / 16] * c[j] + b[j / 16] rounded once: deq32's value.
+    auto weight = [&](int j) {
+        const int code = (int)(i8)(u8)((u32)wc[j >> 2] >> (8 * (j & 3)));
+        return fmaf(wa[j >> 4], (float)code, wb[j >> 4]);
+    };
     auto put = [&]() {
         uint4* wd = (uint4*)(w_tile + w_row * MMA_LD + 32 * w_half);
 #pragma unroll
         for (int q = 0; q < 4; q++) {
-            const float* v = wv + 8 * q;
-            wd[q] = uint4{pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]),
-                          pack_bf16(v[6], v[7])};
+            const int j = 8 * q;
+            wd[q] = uint4{pack_bf16(weight(j), weight(j + 1)), pack_bf16(weight(j + 2), weight(j + 3)),
+                          pack_bf16(weight(j + 4), weight(j + 5)),
+                          pack_bf16(weight(j + 6), weight(j + 7))};
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) {

@@ -52,6 +52,17 @@ pub const WMMA: &str = include_str!("wmma.cuh");
 /// Prefill matmul of the quantized formats on tensor cores (bf16 tiles, f32 accumulators).
 pub const MMA: &str = include_str!("mma.cu");
 
+/// The NVRTC options of every compile but the target architecture. `--fmad=false` keeps
+/// each multiply and add rounded as written (explicit `fmaf` calls stay fused): the host
+/// emulation, which the kernels' exactness checks run under, contracts nothing, so the GPU then
+/// computes the same bits, and kernels written alike (a decode row alone and in a batch, a
+/// cached prefix and a cold one) agree bit for bit whatever the compiler would have fused.
+pub const NVRTC_OPTIONS: [&str; 3] = [
+    "--std=c++17",
+    "--device-as-default-execution-space",
+    "--fmad=false",
+];
+
 /// The kernel files, in the order they follow the headers.
 const KERNEL_FILES: [&str; 9] = [
     MATMUL,
@@ -202,9 +213,10 @@ impl GpuType {
         Self::Q8_1.contains(&self)
     }
 
-    /// The byte alignment the q8_1 matvec needs of a matrix's address (its 128-bit loads of
-    /// Q4_K and Q5_K blocks; 16-bit loads elsewhere).
-    pub fn q8_1_alignment(self) -> u64 {
+    /// The byte alignment the format's code reader (`codes` in `dequant.cuh`, used by the
+    /// q8_1 matvec and the tensor-core matmul) needs of a matrix's address: its 128-bit
+    /// loads of Q4_K and Q5_K blocks, 16-bit loads elsewhere.
+    pub fn codes_alignment(self) -> u64 {
         match self.0 {
             GgmlType::Q4K | GgmlType::Q5K => 16,
             _ => 2,

@@ -37,9 +37,10 @@ fn masking_args(params: &AttentionParams) -> [Arg; 3] {
     ]
 }
 
-/// Whether `n` tokens' products with a matrix of type `ty` run on tensor cores.
-fn on_tensor_cores(ty: GpuType, n: usize) -> bool {
-    n >= launch::MMA_MIN_TOKENS && ty.has_mma()
+/// Whether `n` tokens' products with a matrix of type `ty` at `ptr` run on tensor cores
+/// (whose weight reads need the format's code alignment).
+fn on_tensor_cores(ty: GpuType, ptr: u64, n: usize) -> bool {
+    n >= launch::MMA_MIN_TOKENS && ty.has_mma() && ptr.is_multiple_of(ty.codes_alignment())
 }
 
 /// Builds the launches of forward steps for one model.
@@ -232,7 +233,7 @@ impl Sequence<'_, '_> {
         let per_launch = launch::MMVQ_TOKENS as usize;
         let integer = (n <= per_launch || self.rows_alike)
             && w.ty.has_q8_1_matvec()
-            && w.ptr.is_multiple_of(w.ty.q8_1_alignment());
+            && w.ptr.is_multiple_of(w.ty.codes_alignment());
         if integer {
             for t0 in (0..n).step_by(per_launch) {
                 let rows = per_launch.min(n - t0);
@@ -243,7 +244,7 @@ impl Sequence<'_, '_> {
         }
         let (kernel, shape) = if n == 1 {
             (KernelRef::Matvec(w.ty), launch::matmul(w.rows, n))
-        } else if !self.rows_alike && on_tensor_cores(w.ty, n) {
+        } else if !self.rows_alike && on_tensor_cores(w.ty, w.ptr, n) {
             (KernelRef::Mma(w.ty), launch::mma(w.rows, n))
         } else {
             (KernelRef::Matmul(w.ty), launch::matmul(w.rows, n))
@@ -604,7 +605,7 @@ impl Sequence<'_, '_> {
         let work = *self.b.work;
         let n = self.n;
         if n > 1 {
-            let (kernel, groups, shape) = if !self.rows_alike && on_tensor_cores(w.ty, n) {
+            let (kernel, groups, shape) = if !self.rows_alike && on_tensor_cores(w.ty, w.ptr, n) {
                 let groups = n.div_ceil(launch::MMA_TOKENS as usize);
                 let shape = launch::mma_grouped_by_id(w.rows, router.experts, groups);
                 (KernelRef::MmaById(w.ty), groups, shape)

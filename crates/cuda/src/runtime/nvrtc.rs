@@ -144,14 +144,10 @@ impl Nvrtc {
         };
         let source = CString::new(source)
             .map_err(|_| fail("the kernel source contains a NUL byte".into()))?;
-        let options: Vec<CString> = [
-            format!("--gpu-architecture={arch_name}"),
-            "--std=c++17".to_string(),
-            "--device-as-default-execution-space".to_string(),
-        ]
-        .into_iter()
-        .map(|o| CString::new(o).expect("options have no NUL byte"))
-        .collect();
+        let options: Vec<CString> = std::iter::once(format!("--gpu-architecture={arch_name}"))
+            .chain(crate::kernels::NVRTC_OPTIONS.map(String::from))
+            .map(|o| CString::new(o).expect("options have no NUL byte"))
+            .collect();
         let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
         let f = &self.functions;
         let mut program: Program = std::ptr::null_mut();

@@ -17,6 +17,9 @@ static inline float __int_as_float(int i) {
     std::memcpy(&f, &i, 4);
     return f;
 }
+struct int4 {
+    int x, y, z, w;
+};
 static inline unsigned int __float_as_uint(float f) {
     unsigned int u;
     std::memcpy(&u, &f, 4);
