@@ -149,7 +149,7 @@ struct fmt_q4_0 : blocks32<18> {
         deq_nibbles(b + 2, v, [d](int q) { return (float)(q - 8) * d; });
     }
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q4_0::block(row, chunk);
+        const u8* blk = block(row, chunk);
         const float d = half_to_float(load_u16(blk));
         nibble_codes(blk + 2, c);
         one_scale_offset(d, -8.0f * d, a, b);
@@ -165,7 +165,7 @@ struct fmt_q4_1 : blocks32<20> {
         deq_nibbles(b + 4, v, [d, m](int q) { return (float)q * d + m; });
     }
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q4_1::block(row, chunk);
+        const u8* blk = block(row, chunk);
         nibble_codes(blk + 4, c);
         one_scale_offset(half_to_float(load_u16(blk)), half_to_float(load_u16(blk + 2)), a, b);
     }
@@ -179,7 +179,7 @@ struct fmt_q5_0 : blocks32<22> {
         deq_five_bits(b + 6, load_u32(b + 2), v, [d](int q) { return (float)(q - 16) * d; });
     }
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q5_0::block(row, chunk);
+        const u8* blk = block(row, chunk);
         const float d = half_to_float(load_u16(blk));
         five_bit_codes(blk + 6, (u32)load_int_b2(blk + 2), c);
         one_scale_offset(d, -16.0f * d, a, b);
@@ -195,7 +195,7 @@ struct fmt_q5_1 : blocks32<24> {
         deq_five_bits(b + 8, load_u32(b + 4), v, [d, m](int q) { return (float)q * d + m; });
     }
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q5_1::block(row, chunk);
+        const u8* blk = block(row, chunk);
         five_bit_codes(blk + 8, (u32)load_int_b2(blk + 4), c);
         one_scale_offset(half_to_float(load_u16(blk)), half_to_float(load_u16(blk + 2)), a, b);
     }
@@ -209,7 +209,7 @@ struct fmt_q8_0 : blocks32<34> {
         for (int j = 0; j < 32; j++) v[j] = (float)(i8)b[2 + j] * d;
     }
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q8_0::block(row, chunk);
+        const u8* blk = block(row, chunk);
         for (int i = 0; i < 8; i++) c[i] = load_int_b2(blk + 2 + 4 * i);
         one_scale(half_to_float(load_u16(blk)), a, b);
     }
@@ -226,7 +226,7 @@ struct fmt_mxfp4 : blocks32<17> {
     }
     // MXFP4: codes are the doubled E2M1 values (-12..12), w = 2^(e - 128) * c.
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_mxfp4::block(row, chunk);
+        const u8* blk = block(row, chunk);
         for (int i = 0; i < 4; i++) {
             u32 low = 0, high = 0;
             for (int k = 0; k < 4; k++) {
@@ -268,7 +268,7 @@ struct fmt_q2_k : super_blocks<84> {
     }
     // Q2_K: codes 0..3, per 16 elements w = d * (sc & 15) * c - dmin * (sc >> 4).
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q2_k::block(row, chunk);
+        const u8* blk = block(row, chunk);
         const int sub = chunk & 7, half = sub >> 2, j = sub & 3;
         const float d = half_to_float(load_u16(blk + 80));
         const float dmin = half_to_float(load_u16(blk + 82));
@@ -313,7 +313,7 @@ struct fmt_q3_k : super_blocks<110> {
     // Q3_K: codes 0..7 (the 2 low bits, plus 4 where the high bit is set), per 16 elements
     // w = d * scale * (c - 4).
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q3_k::block(row, chunk);
+        const u8* blk = block(row, chunk);
         const int sub = chunk & 7, half = sub >> 2, j = sub & 3;
         const float d = half_to_float(load_u16(blk + 108));
         const u8* q = blk + 32 + 32 * half;
@@ -324,20 +324,22 @@ struct fmt_q3_k : super_blocks<110> {
             c[i] = low | (high << 2);
         }
         for (int part = 0; part < 2; part++) {
-            a[part] = d * (float)fmt_q3_k::scale(blk + 96, 8 * half + 2 * j + part);
+            a[part] = d * (float)scale(blk + 96, 8 * half + 2 * j + part);
             b[part] = -4.0f * a[part];
         }
     }
 };
 
-// The 6-bit scale and min of sub-block j of a Q4_K/Q5_K super-block.
-__device__ __forceinline__ void scale_min_k4(int j, const u8* q, int* sc, int* m) {
+// The 6-bit scale and min of sub-block j of a Q4_K/Q5_K super-block, byte(k) its k-th scale
+// byte.
+template <typename Byte>
+__device__ __forceinline__ void scale_min_k4(int j, Byte byte, int* sc, int* m) {
     if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
+        *sc = byte(j) & 63;
+        *m = byte(j + 4) & 63;
     } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        *sc = (byte(j + 4) & 0x0f) | ((byte(j - 4) >> 6) << 4);
+        *m = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
     }
 }
 
@@ -347,7 +349,8 @@ __device__ __forceinline__ void sub_block_scale_min_k4(const u8* b, int sub, flo
     const float d = half_to_float(load_u16(b));
     const float dmin = half_to_float(load_u16(b + 2));
     int sc, m;
-    scale_min_k4(sub, b + 4, &sc, &m);
+    const u8* q = b + 4;
+    scale_min_k4(sub, [q](int k) { return (int)q[k]; }, &sc, &m);
     *scale = d * (float)sc;
     *min_value = dmin * (float)m;
 }
@@ -380,20 +383,12 @@ __device__ __forceinline__ void nibble_codes_k4(const u8* blk, const u8* qs, int
     // The super-block's first 16 bytes in one load: f16 d and dmin, then the 12 scale bytes.
     int head[4];
     load_int4(blk, head);
-    const u32 scales[3] = {(u32)head[1], (u32)head[2], (u32)head[3]};
     const auto byte = [&](int k) {
-        const u32 word = k < 4 ? scales[0] : k < 8 ? scales[1] : scales[2];
+        const u32 word = (u32)(k < 4 ? head[1] : k < 8 ? head[2] : head[3]);
         return (int)((word >> (8 * (k & 3))) & 0xff);
     };
-    // scale_min_k4 over the bytes in registers.
     int sc, m;
-    if (sub < 4) {
-        sc = byte(sub) & 63;
-        m = byte(sub + 4) & 63;
-    } else {
-        sc = (byte(sub + 4) & 0x0f) | ((byte(sub - 4) >> 6) << 4);
-        m = (byte(sub + 4) >> 4) | ((byte(sub) >> 6) << 4);
-    }
+    scale_min_k4(sub, byte, &sc, &m);
     const float d = half_to_float((u16)((u32)head[0] & 0xffff));
     const float dmin = half_to_float((u16)((u32)head[0] >> 16));
     one_scale_offset(d * (float)sc, -(dmin * (float)m), a, b);
@@ -406,7 +401,7 @@ struct fmt_q4_k : super_blocks<144> {
         deq_k4(b, chunk & 7, b + 16, v, [](int) { return 0; });
     }
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q4_k::block(row, chunk);
+        const u8* blk = block(row, chunk);
         nibble_codes_k4(blk, blk + 16, chunk & 7, c, a, b);
     }
 };
@@ -422,7 +417,7 @@ struct fmt_q5_k : super_blocks<176> {
     }
     // Q5_K: Q4_K's nibbles plus a fifth bit (bit `sub` of each high-bit byte).
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q5_k::block(row, chunk);
+        const u8* blk = block(row, chunk);
         const int sub = chunk & 7;
         nibble_codes_k4(blk, blk + 48, sub, c, a, b);
         int high[8];
@@ -452,7 +447,7 @@ struct fmt_q6_k : super_blocks<210> {
     // Q6_K: codes 0..63 (a nibble of ql and two bits of qh), per 16 elements
     // w = d * sc * (c - 32).
     __device__ static void codes(const u8* row, int chunk, int* c, float* a, float* b) {
-        const u8* blk = fmt_q6_k::block(row, chunk);
+        const u8* blk = block(row, chunk);
         const int sub = chunk & 7, half = sub >> 2, group = sub & 3;
         const float d = half_to_float(load_u16(blk + 208));
         const u8* ql = blk + 64 * half + 32 * (group & 1);
