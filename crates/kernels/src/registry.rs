@@ -333,11 +333,14 @@ macro_rules! common_simd {
     };
 }
 
-/// The SIMD dot products of a float type: the AVX2 and NEON kernels named `$dot` in the `x86`
-/// and `aarch64` modules of [`float`].
+/// The SIMD dot products of a float type: the AVX2 kernel `$dot` and its tile twin `$tile` of
+/// [`float`]'s `x86` module, and the NEON kernel `$dot` of its `aarch64` module.
 macro_rules! float_simd {
-    ($dot:ident) => {
-        [avx2!(float::x86::$dot), arm!(Neon, float::aarch64::$dot)]
+    ($dot:ident, $tile:ident) => {
+        [
+            avx2!(float::x86::$dot, tile: float::x86::$tile),
+            arm!(Neon, float::aarch64::$dot),
+        ]
     };
 }
 
@@ -357,9 +360,9 @@ macro_rules! avx512_packed {
 
 /// Every type this crate implements, by GGUF id.
 static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
-    TypeTraits::quantized_weight::<f32>().simds(float_simd!(vec_dot_f32)),
-    TypeTraits::quantized_weight::<f16>().simds(float_simd!(vec_dot_f16)),
-    TypeTraits::quantized_weight::<bf16>().simds(float_simd!(vec_dot_bf16)),
+    TypeTraits::quantized_weight::<f32>().simds(float_simd!(vec_dot_f32, vec_dot_tile_f32)),
+    TypeTraits::quantized_weight::<f16>().simds(float_simd!(vec_dot_f16, vec_dot_tile_f16)),
+    TypeTraits::quantized_weight::<bf16>().simds(float_simd!(vec_dot_bf16, vec_dot_tile_bf16)),
     TypeTraits::quantized_weight::<q4_0::BlockQ4_0>()
         .simds(common_simd!(q4_0))
         .simd(i8mm!(q4_0))

@@ -45,6 +45,36 @@ proptest! {
         }
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_tiles_are_bit_identical_to_their_dots(
+        (w, a) in (0usize..200, 1usize..=8)
+            .prop_flat_map(|(n, rows)| (activations(n), activations(n * rows)))
+    ) {
+        if has_avx2() {
+            let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+            let wb: Vec<bf16> = w.iter().map(|&v| f32_to_bf16(v)).collect();
+            let rows = if w.is_empty() { 1 } else { a.len() / w.len() };
+            let (mut t32, mut t16, mut tb16) = (vec![0.0; rows], vec![0.0; rows], vec![0.0; rows]);
+            // SAFETY: AVX2, FMA and F16C were detected just above.
+            unsafe {
+                x86::vec_dot_tile_f32(&w, &a, &mut t32);
+                x86::vec_dot_tile_f16(&wh, &a, &mut t16);
+                x86::vec_dot_tile_bf16(&wb, &a, &mut tb16);
+            }
+            for r in 0..rows {
+                let ar = &a[r * w.len()..(r + 1) * w.len()];
+                // SAFETY: as above.
+                let dots = unsafe {
+                    (x86::vec_dot_f32(&w, ar), x86::vec_dot_f16(&wh, ar), x86::vec_dot_bf16(&wb, ar))
+                };
+                assert_eq!(t32[r].to_bits(), dots.0.to_bits(), "f32 row {r}");
+                assert_eq!(t16[r].to_bits(), dots.1.to_bits(), "f16 row {r}");
+                assert_eq!(tb16[r].to_bits(), dots.2.to_bits(), "bf16 row {r}");
+            }
+        }
+    }
+
     #[cfg(target_arch = "aarch64")]
     #[test]
     fn neon_dots_match_reference((w, a) in row()) {
