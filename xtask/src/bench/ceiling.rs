@@ -15,9 +15,10 @@ const BUFFER_BYTES: usize = 1 << 30;
 /// Measurements of the bandwidth; the median is kept.
 const ROUNDS: usize = 7;
 
-/// Bytes of weights one decoded token reads: every tensor but the token embeddings, of which
-/// it reads one row — unless the model has no `output.weight` and multiplies by the
-/// embeddings instead (tied embeddings, as Gemma's), which then it reads whole. A mixture of
+/// Bytes of weights one decoded token reads: every tensor whole but the embedding tables, of
+/// which it reads its token's row — the token embeddings, unless the model has no
+/// `output.weight` and multiplies by them instead (tied embeddings, as Gemma's), when it reads
+/// them whole, and Gemma 4's per-layer input table (`per_layer_token_embd`). A mixture of
 /// experts reads `expert_used_count` of its `expert_count` experts in each layer, so its expert
 /// tensors count by that share.
 pub fn bytes_per_token(model: &Path) -> Result<u64> {
@@ -31,10 +32,15 @@ pub fn bytes_per_token(model: &Path) -> Result<u64> {
     });
     Ok(file
         .tensors()
-        .filter(|t| tied || t.name() != "token_embd.weight")
         .map(|t| {
             let bytes = t.data.len() as u64;
+            let looked_up = match t.name() {
+                "token_embd.weight" => !tied,
+                "per_layer_token_embd.weight" => true,
+                _ => false,
+            };
             match experts {
+                _ if looked_up => bytes / t.dims().get(1).copied().unwrap_or(1).max(1),
                 Some((used, count)) if is_expert_tensor(t.name()) => bytes * used / count,
                 _ => bytes,
             }
@@ -158,10 +164,14 @@ mod tests {
             .join(name)
     }
 
-    fn tensor_bytes(model: &Path, skip: &str) -> u64 {
+    /// Every tensor's bytes, but one row of those named in `rows`.
+    fn tensor_bytes(model: &Path, rows: &[&str]) -> u64 {
         let file = GgufFile::open(model).unwrap();
-        let tensors = file.tensors().filter(|t| t.name() != skip);
-        tensors.map(|t| t.data.len() as u64).sum()
+        let bytes = |t: &rinfer_formats::gguf::TensorView<'_>| match rows.contains(&t.name()) {
+            true => t.data.len() as u64 / t.dims()[1],
+            false => t.data.len() as u64,
+        };
+        file.tensors().map(|t| bytes(&t)).sum()
     }
 
     #[test]
@@ -174,7 +184,7 @@ mod tests {
                 .tensor("output.weight")
                 .is_none()
         );
-        assert_eq!(bytes_per_token(&gemma).unwrap(), tensor_bytes(&gemma, ""));
+        assert_eq!(bytes_per_token(&gemma).unwrap(), tensor_bytes(&gemma, &[]));
         let llama = fixture("llama-tiny-q8_0.gguf");
         assert!(
             GgufFile::open(&llama)
@@ -184,7 +194,22 @@ mod tests {
         );
         assert_eq!(
             bytes_per_token(&llama).unwrap(),
-            tensor_bytes(&llama, "token_embd.weight")
+            tensor_bytes(&llama, &["token_embd.weight"])
+        );
+    }
+
+    #[test]
+    fn decode_reads_one_row_of_gemma4s_per_layer_input_table() {
+        let gemma4 = fixture("gemma4-tiny-q8_0.gguf");
+        let file = GgufFile::open(&gemma4).unwrap();
+        assert!(file.tensor("per_layer_token_embd.weight").is_some());
+        let rows: &[&str] = match file.tensor("output.weight") {
+            Some(_) => &["token_embd.weight", "per_layer_token_embd.weight"],
+            None => &["per_layer_token_embd.weight"],
+        };
+        assert_eq!(
+            bytes_per_token(&gemma4).unwrap(),
+            tensor_bytes(&gemma4, rows)
         );
     }
 
@@ -201,9 +226,8 @@ mod tests {
             let (mut dense, mut experts) = (0, 0);
             for t in file.tensors() {
                 if !tied && t.name() == "token_embd.weight" {
-                    continue;
-                }
-                if t.name().contains("_exps.") {
+                    dense += t.data.len() as u64 / t.dims()[1];
+                } else if t.name().contains("_exps.") {
                     experts += t.data.len() as u64;
                 } else {
                     dense += t.data.len() as u64;
