@@ -77,7 +77,8 @@ impl Loader<'_> {
         Ok(())
     }
 
-    /// The matrix `t`, packed for this CPU unless it is an embedding table (read by rows).
+    /// The matrix `t`, packed for this CPU unless it is a table read by rows (a tied output
+    /// head is packed after loading).
     fn load_matrix(&mut self, t: &Tensor) -> Result<Matrix, ModelError> {
         let tensor = self.require(&t.name.to_string())?;
         let (rows, cols) = match t.shape {
@@ -98,7 +99,7 @@ impl Loader<'_> {
             });
         }
         let mut matrix = Matrix::new(tensor.ty, rows, cols, tensor.source, tensor.range);
-        if !matches!(t.name.role, Role::TokenEmbd | Role::PositionEmbd) {
+        if !t.name.role.looked_up() {
             matrix.pack()?;
         }
         Ok(matrix)

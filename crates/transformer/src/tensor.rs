@@ -318,6 +318,15 @@ impl Role {
         )
     }
 
+    /// Whether the tensor is a table a token (or position, or segment) looks up one row of,
+    /// rather than a matrix every token multiplies: such a table stays as the file stores it.
+    pub fn looked_up(self) -> bool {
+        matches!(
+            self,
+            Role::TokenEmbd | Role::PositionEmbd | Role::PerLayerTokenEmbd | Role::TokenTypes
+        )
+    }
+
     /// Whether the tensor's weight is named without the `.weight` suffix (`blk.N.ssm_a`,
     /// `blk.N.ffn_gate_inp.scale`).
     pub fn bare(self) -> bool {
