@@ -13,7 +13,7 @@ use super::nibbles_avx512::codes;
 use super::q4_kx16_avx512::sub_block_dot;
 use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::prefetch_ahead;
+use crate::quant::x86::prefetch_part_ahead;
 
 /// The largest of IQ4_NL's byte codes (its values plus 128).
 const MAX_CODE: u8 = max_code(&BlockIq4Nlx16::CODES);
@@ -35,9 +35,9 @@ fn dot_tokens<D: ByteDot, const N: usize>(
     let nb = w.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
         let mut sumi = [_mm512_setzero_si512(); N];
         for j in 0..8 {
+            prefetch_part_ahead(x, j, 8);
             let codes = codes(&x.qs[j], &BlockIq4Nlx16::CODES);
             // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
             let sc = _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });

@@ -10,7 +10,7 @@ use super::q2_kx16::BlockQ2Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, scaled_group_dot};
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::prefetch_ahead;
+use crate::quant::x86::prefetch_part_ahead;
 
 super_block_dot_group!(BlockQ2Kx16, |d, w, a, _s, out| {
     for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
@@ -30,9 +30,9 @@ fn dot_tokens<D: ByteDot, const N: usize>(
     let low_half = _mm512_set1_epi32(0xFFFF);
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
         let (mut sumi, mut summ) = ([_mm512_setzero_si512(); N], [_mm512_setzero_si512(); N]);
         for p in 0..GROUPS / 2 {
+            prefetch_part_ahead(x, p, GROUPS / 2);
             // Row `i`'s bytes of groups `2p` and `2p + 1` as the two 16-bit halves of lane `i`.
             // SAFETY: reads exactly the 32 scale bytes of the pair; unaligned is allowed.
             let pair =

@@ -10,7 +10,7 @@ use super::q3_kx16::BlockQ3Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, scaled_group_dot};
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::prefetch_ahead;
+use crate::quant::x86::prefetch_part_ahead;
 
 super_block_dot_group!(BlockQ3Kx16, |d, w, a, _s, out| {
     for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
@@ -60,9 +60,9 @@ fn dot_tokens<D: ByteDot, const N: usize>(
     let nb = w.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
         let mut sumi = [_mm512_setzero_si512(); N];
         for p in 0..GROUPS / 2 {
+            prefetch_part_ahead(x, p, GROUPS / 2);
             let codes = [codes(x, 2 * p), codes(x, 2 * p + 1)];
             let sc = [0, 1].map(|e| {
                 // SAFETY: reads exactly the 16 scale bytes of group `2p + e`; unaligned is

@@ -7,7 +7,7 @@ use super::ROWS;
 use super::byte_dot::ByteDot;
 use super::q4_kx16::BlockQ4Kx16;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::prefetch_ahead;
+use crate::quant::x86::prefetch_part_ahead;
 
 super_block_dot_group!(BlockQ4Kx16, |d, w, a, _s, out| {
     let codes = |x: &BlockQ4Kx16, j| sub_block_codes(x, j);
@@ -87,10 +87,10 @@ pub(super) fn dot_tokens<P, D: ByteDot, const N: usize>(
     let nb = w.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, p) in w.iter().enumerate() {
-        prefetch_ahead(p);
         let x = base(p);
         let mut sumi = [_mm512_setzero_si512(); N];
         for j in 0..8 {
+            prefetch_part_ahead(p, j, 8);
             let codes = codes(p, j);
             // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
             let sc = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });

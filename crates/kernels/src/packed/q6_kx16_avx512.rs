@@ -7,7 +7,7 @@ use super::ROWS;
 use super::byte_dot::{ByteDot, negated_scale_pairs, word_pair};
 use super::q6_kx16::BlockQ6Kx16;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::x86::prefetch_ahead;
+use crate::quant::x86::prefetch_part_ahead;
 
 super_block_dot_group!(BlockQ6Kx16, |d, w, a, _s, out| {
     for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
@@ -86,9 +86,9 @@ fn dot_tokens<D: ByteDot, const N: usize>(
     let nb = w.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
         let mut sumi = [_mm512_setzero_si512(); N];
         for j in 0..8 {
+            prefetch_part_ahead(x, j, 8);
             let codes = sub_block_codes(x, j);
             // SAFETY: each load reads exactly the 16 scale bytes of one group; unaligned is
             // allowed.

@@ -31,6 +31,20 @@ pub(crate) fn prefetch_ahead<T>(block: &T) {
     }
 }
 
+/// [`prefetch_ahead`] of part `part` of `parts` equal parts of `block`, so that a large block's
+/// prefetches spread over its loop instead of coming all at once.
+#[inline(always)]
+pub(crate) fn prefetch_part_ahead<T>(block: &T, part: usize, parts: usize) {
+    let p = (block as *const T)
+        .cast::<i8>()
+        .wrapping_add(PREFETCH_BYTES);
+    let lines = size_of::<T>().div_ceil(64);
+    for line in lines * part / parts..lines * (part + 1) / parts {
+        // SAFETY: as in `prefetch_ahead`: a hint, never a fault.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(64 * line)) };
+    }
+}
+
 /// Converts two f16 values to f32, in lanes 0 and 1, with F16C.
 ///
 /// Both are moved in from one general register. (`half`'s conversion checks the CPU on every
