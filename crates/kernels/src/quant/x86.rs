@@ -21,14 +21,7 @@ pub(crate) const PREFETCH_BYTES: usize = 2048;
 /// (into L2 rather than L1: L2 can track more misses in flight, and measured faster).
 #[inline(always)]
 pub(crate) fn prefetch_ahead<T>(block: &T) {
-    let p = (block as *const T)
-        .cast::<i8>()
-        .wrapping_add(PREFETCH_BYTES);
-    for offset in (0..size_of::<T>()).step_by(64) {
-        // SAFETY: a prefetch is a hint: it never faults and reads nothing the program observes,
-        // so any address, even past the end of the weights, is allowed.
-        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(offset)) };
-    }
+    prefetch_part_ahead(block, 0, 1);
 }
 
 /// [`prefetch_ahead`] of part `part` of `parts` equal parts of `block`, so that a large block's
@@ -40,7 +33,8 @@ pub(crate) fn prefetch_part_ahead<T>(block: &T, part: usize, parts: usize) {
         .wrapping_add(PREFETCH_BYTES);
     let lines = size_of::<T>().div_ceil(64);
     for line in lines * part / parts..lines * (part + 1) / parts {
-        // SAFETY: as in `prefetch_ahead`: a hint, never a fault.
+        // SAFETY: a prefetch is a hint: it never faults and reads nothing the program observes,
+        // so any address, even past the end of the weights, is allowed.
         unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(64 * line)) };
     }
 }
