@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use rinfer_formats::gguf::GgufFile;
+use rinfer_transformer::{Role, TensorName};
 
 /// Bytes summed per measurement.
 const BUFFER_BYTES: usize = 1 << 30;
@@ -15,12 +16,12 @@ const BUFFER_BYTES: usize = 1 << 30;
 /// Measurements of the bandwidth; the median is kept.
 const ROUNDS: usize = 7;
 
-/// Bytes of weights one decoded token reads: every tensor whole but the embedding tables, of
-/// which it reads its token's row — the token embeddings, unless the model has no
-/// `output.weight` and multiplies by them instead (tied embeddings, as Gemma's), when it reads
-/// them whole, and Gemma 4's per-layer input table (`per_layer_token_embd`). A mixture of
-/// experts reads `expert_used_count` of its `expert_count` experts in each layer, so its expert
-/// tensors count by that share.
+/// Bytes of weights one decoded token reads: every tensor whole but the tables it looks up
+/// ([`Role::looked_up`]: the token embeddings, Gemma 4's per-layer input table, …), of which
+/// it reads its token's row — unless the model has no `output.weight` and multiplies by the
+/// token embeddings instead (tied embeddings, as Gemma's), which then it reads whole. A mixture
+/// of experts reads `expert_used_count` of its `expert_count` experts in each layer, so its
+/// expert tensors count by that share.
 pub fn bytes_per_token(model: &Path) -> Result<u64> {
     let file = GgufFile::open(model).with_context(|| format!("reading {}", model.display()))?;
     let tied = file.tensor("output.weight").is_none();
@@ -34,13 +35,13 @@ pub fn bytes_per_token(model: &Path) -> Result<u64> {
         .tensors()
         .map(|t| {
             let bytes = t.data.len() as u64;
-            let looked_up = match t.name() {
-                "token_embd.weight" => !tied,
-                "per_layer_token_embd.weight" => true,
-                _ => false,
-            };
+            let looked_up = TensorName::parse(t.name()).is_some_and(|name| {
+                name.role.looked_up() && !(tied && name.role == Role::TokenEmbd)
+            });
+            if looked_up {
+                return bytes / t.dims().get(1).copied().unwrap_or(1).max(1);
+            }
             match experts {
-                _ if looked_up => bytes / t.dims().get(1).copied().unwrap_or(1).max(1),
                 Some((used, count)) if is_expert_tensor(t.name()) => bytes * used / count,
                 _ => bytes,
             }
