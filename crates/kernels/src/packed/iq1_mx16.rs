@@ -30,8 +30,6 @@ pub(crate) struct BlockIq1Mx16 {
     pub(crate) scales: [[u16; ROWS]; 4],
 }
 
-const _: () = assert!(size_of::<BlockIq1Mx16>() == ROWS * size_of::<BlockIq1M>());
-
 impl PackedFormat for BlockIq1Mx16 {
     type Source = BlockIq1M;
     type Act = BlockQ8K;

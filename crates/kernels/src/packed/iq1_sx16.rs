@@ -27,8 +27,6 @@ pub(crate) struct BlockIq1Sx16 {
     pub(crate) grid: GridIndices,
 }
 
-const _: () = assert!(size_of::<BlockIq1Sx16>() == ROWS * size_of::<BlockIq1S>());
-
 impl PackedFormat for BlockIq1Sx16 {
     type Source = BlockIq1S;
     type Act = BlockQ8K;

@@ -32,8 +32,6 @@ pub(crate) struct BlockIq2Sx16 {
     pub(crate) groups: GridGroups,
 }
 
-const _: () = assert!(size_of::<BlockIq2Sx16>() == ROWS * size_of::<BlockIq2S>());
-
 impl PackedFormat for BlockIq2Sx16 {
     type Source = BlockIq2S;
     type Act = BlockQ8K;

@@ -32,11 +32,10 @@ pub(crate) struct BlockIq2Xsx16 {
     pub(crate) groups: GridGroups,
 }
 
-const _: () = assert!(size_of::<BlockIq2Xsx16>() == ROWS * (size_of::<BlockIq2Xs>() + 4));
-
 impl PackedFormat for BlockIq2Xsx16 {
     type Source = BlockIq2Xs;
     type Act = BlockQ8K;
+    const EXTRA_ROW_BYTES: usize = 4;
     fn pack_row(&mut self, i: usize, block: &BlockIq2Xs) {
         self.d[i] = block.d.to_bits();
         for (g, &q) in block.qs.iter().enumerate() {

@@ -26,11 +26,10 @@ pub(crate) struct BlockIq2Xxsx16 {
     pub(crate) groups: GridGroups,
 }
 
-const _: () = assert!(size_of::<BlockIq2Xxsx16>() == ROWS * (size_of::<BlockIq2Xxs>() + 4));
-
 impl PackedFormat for BlockIq2Xxsx16 {
     type Source = BlockIq2Xxs;
     type Act = BlockQ8K;
+    const EXTRA_ROW_BYTES: usize = 4;
     fn pack_row(&mut self, i: usize, block: &BlockIq2Xxs) {
         self.d[i] = block.d.to_bits();
         for r in 0..RUNS {

@@ -5,8 +5,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::PackedFormat;
 use super::grid_quads::{self, GROUPS, GridQuadRows, GridQuads};
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq_grids::IQ3S_GRID;
@@ -23,8 +23,6 @@ pub(crate) struct BlockIq3Sx16 {
     /// Bit `i` of `high[q]`: the ninth bit of row `i`'s grid index of group `q`.
     pub(crate) high: [u16; GROUPS],
 }
-
-const _: () = assert!(size_of::<BlockIq3Sx16>() == ROWS * size_of::<BlockIq3S>());
 
 impl PackedFormat for BlockIq3Sx16 {
     type Source = BlockIq3S;
@@ -60,7 +58,7 @@ pub(crate) fn dot_group(
     w: &[BlockIq3Sx16],
     a: &[BlockQ8K],
     s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
+    out: &mut [[f32; super::ROWS]],
 ) {
     grid_quads::dot_group(w, a, s, out);
 }

@@ -4,8 +4,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::PackedFormat;
 use super::grid_quads::{self, GridQuadRows, GridQuads};
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq_grids::{IQ3XXS_GRID, KSIGNS};
@@ -22,11 +22,11 @@ pub(crate) struct BlockIq3Xxsx16 {
 }
 
 // The sign bits stored whole: four bytes per row over the source's 98.
-const _: () = assert!(size_of::<BlockIq3Xxsx16>() == ROWS * (size_of::<BlockIq3Xxs>() + 4));
 
 impl PackedFormat for BlockIq3Xxsx16 {
     type Source = BlockIq3Xxs;
     type Act = BlockQ8K;
+    const EXTRA_ROW_BYTES: usize = 4;
     fn pack_row(&mut self, i: usize, block: &BlockIq3Xxs) {
         // Sign byte `n` covers values `8n..8n + 8`: seven bits of sub-block `n / 4`'s word.
         let sign_byte =
@@ -60,7 +60,7 @@ pub(crate) fn dot_group(
     w: &[BlockIq3Xxsx16],
     a: &[BlockQ8K],
     s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
+    out: &mut [[f32; super::ROWS]],
 ) {
     grid_quads::dot_group(w, a, s, out);
 }

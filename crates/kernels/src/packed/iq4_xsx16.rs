@@ -31,6 +31,7 @@ pub(crate) struct BlockIq4Xsx16 {
 impl PackedFormat for BlockIq4Xsx16 {
     type Source = BlockIq4Xs;
     type Act = BlockQ8K;
+    const EXTRA_ROW_BYTES: usize = 2;
     fn pack_row(&mut self, i: usize, block: &BlockIq4Xs) {
         self.d[i] = block.d.to_bits();
         for (j, qs) in self.qs.iter_mut().enumerate() {

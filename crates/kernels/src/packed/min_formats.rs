@@ -31,8 +31,6 @@ pub(crate) struct BlockQ4_1x16 {
     pub(crate) m: [u16; ROWS],
 }
 
-const _: () = assert!(size_of::<BlockQ4_1x16>() == ROWS * size_of::<BlockQ4_1>());
-
 impl PackedFormat for BlockQ4_1x16 {
     type Source = BlockQ4_1;
     type Act = BlockQ8_0;
@@ -55,8 +53,6 @@ pub(crate) struct BlockQ5_1x16 {
     /// Each row's f16 min (bits).
     pub(crate) m: [u16; ROWS],
 }
-
-const _: () = assert!(size_of::<BlockQ5_1x16>() == ROWS * size_of::<BlockQ5_1>());
 
 impl PackedFormat for BlockQ5_1x16 {
     type Source = BlockQ5_1;

@@ -264,12 +264,22 @@ pub(crate) trait PackedFormat: Pod + Send + Sync {
     type Source: BlockFormat;
     /// The activation block format.
     type Act: Summarized;
+    /// Bytes a packed row takes beyond its source block: 0 where it keeps the source's size;
+    /// more where the layout completes seven-bit sign bytes, widens packed scales or mins, or
+    /// keeps a scale as f32.
+    const EXTRA_ROW_BYTES: usize = 0;
     /// Packs `block` as row `i` (`0..16`) of `self`, which was zeroed before its first row.
     fn pack_row(&mut self, i: usize, block: &Self::Source);
 
     /// Packs one block of each of up to sixteen rows into `self` (zeroed): missing rows stay
     /// zero.
     fn pack_into(&mut self, rows: &[&Self::Source]) {
+        const {
+            assert!(
+                size_of::<Self>() == ROWS * (size_of::<Self::Source>() + Self::EXTRA_ROW_BYTES),
+                "a packed block is sixteen source blocks and the declared extra bytes"
+            )
+        };
         for (i, block) in rows.iter().enumerate().take(ROWS) {
             self.pack_row(i, block);
         }

@@ -32,6 +32,7 @@ pub(crate) struct BlockMxfp4x16 {
 impl PackedFormat for BlockMxfp4x16 {
     type Source = BlockMxfp4;
     type Act = BlockQ8_0;
+    const EXTRA_ROW_BYTES: usize = 3;
     /// Missing rows stay zero: code 0 is the value 0.
     fn pack_row(&mut self, i: usize, block: &BlockMxfp4) {
         self.d[i] = e8m0_to_f32_half(block.e);

@@ -30,7 +30,6 @@ macro_rules! nibble_format {
             pub(crate) qs: [[u8; 64]; 4],
         }
 
-        const _: () = assert!(size_of::<$packed>() == ROWS * size_of::<$source>());
 
         impl PackedFormat for $packed {
             type Source = $source;

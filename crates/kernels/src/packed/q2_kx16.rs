@@ -31,8 +31,6 @@ pub(crate) struct BlockQ2Kx16 {
     pub(crate) qs: GroupCodes,
 }
 
-const _: () = assert!(size_of::<BlockQ2Kx16>() == ROWS * size_of::<BlockQ2K>());
-
 impl PackedFormat for BlockQ2Kx16 {
     type Source = BlockQ2K;
     type Act = BlockQ8K;

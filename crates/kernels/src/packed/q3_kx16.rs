@@ -35,6 +35,7 @@ pub(crate) struct BlockQ3Kx16 {
 impl PackedFormat for BlockQ3Kx16 {
     type Source = BlockQ3K;
     type Act = BlockQ8K;
+    const EXTRA_ROW_BYTES: usize = 4;
     fn pack_row(&mut self, i: usize, block: &BlockQ3K) {
         self.d[i] = block.d.to_bits();
         for (g, &sc) in block.group_scales().iter().enumerate() {

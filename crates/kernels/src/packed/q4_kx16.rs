@@ -39,6 +39,7 @@ pub(crate) struct BlockQ4Kx16 {
 impl PackedFormat for BlockQ4Kx16 {
     type Source = BlockQ4K;
     type Act = BlockQ8K;
+    const EXTRA_ROW_BYTES: usize = 12;
     fn pack_row(&mut self, i: usize, block: &BlockQ4K) {
         self.pack_row_parts(i, block.d, block.dmin, &block.scales, &block.qs);
     }

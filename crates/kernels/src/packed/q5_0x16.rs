@@ -31,8 +31,6 @@ pub(crate) struct BlockQ5_0x16 {
     pub(crate) qh: [u8; 64],
 }
 
-const _: () = assert!(size_of::<BlockQ5_0x16>() == ROWS * size_of::<BlockQ5_0>());
-
 impl PackedFormat for BlockQ5_0x16 {
     type Source = BlockQ5_0;
     type Act = BlockQ8_0;

@@ -28,6 +28,7 @@ pub(crate) struct BlockQ5Kx16 {
 impl PackedFormat for BlockQ5Kx16 {
     type Source = BlockQ5K;
     type Act = BlockQ8K;
+    const EXTRA_ROW_BYTES: usize = 12;
     fn pack_row(&mut self, i: usize, block: &BlockQ5K) {
         self.low
             .pack_row_parts(i, block.d, block.dmin, &block.scales, &block.qs);

@@ -33,8 +33,6 @@ pub(crate) struct BlockQ6Kx16 {
     pub(crate) qh: [[u8; 64]; 16],
 }
 
-const _: () = assert!(size_of::<BlockQ6Kx16>() == ROWS * size_of::<BlockQ6K>());
-
 impl PackedFormat for BlockQ6Kx16 {
     type Source = BlockQ6K;
     type Act = BlockQ8K;

@@ -25,8 +25,6 @@ pub(crate) struct BlockQ8_0x16 {
     pub(crate) qs: [[u8; 64]; 8],
 }
 
-const _: () = assert!(size_of::<BlockQ8_0x16>() == ROWS * size_of::<BlockQ8_0>());
-
 impl PackedFormat for BlockQ8_0x16 {
     type Source = BlockQ8_0;
     type Act = BlockQ8_0;

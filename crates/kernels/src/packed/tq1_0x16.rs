@@ -54,8 +54,6 @@ pub(crate) struct BlockTq1_0x16 {
     pub(crate) qs: [[u8; 4 * ROWS]; CHUNKS],
 }
 
-const _: () = assert!(size_of::<BlockTq1_0x16>() == ROWS * size_of::<BlockTq1_0>());
-
 impl PackedFormat for BlockTq1_0x16 {
     type Source = BlockTq1_0;
     type Act = BlockQ8K;

@@ -27,8 +27,6 @@ pub(crate) struct BlockTq2_0x16 {
     pub(crate) qs: GroupCodes,
 }
 
-const _: () = assert!(size_of::<BlockTq2_0x16>() == ROWS * size_of::<BlockTq2_0>());
-
 impl PackedFormat for BlockTq2_0x16 {
     type Source = BlockTq2_0;
     type Act = BlockQ8K;
