@@ -11,6 +11,7 @@ use super::ROWS;
 use super::amx::{MAX_TOKENS, TileConfig, Tiles};
 use super::byte_codes_avx512::{self, ByteCodes};
 use super::byte_dot::Vnni;
+use super::fold_avx512;
 use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 
@@ -95,8 +96,5 @@ unsafe fn dot_tile<B: ByteCodes>(
         }
     }
     drop(tiles);
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
-    }
+    fold_avx512::store(out, acc);
 }

@@ -8,6 +8,7 @@ use std::arch::x86_64::*;
 
 use super::ROWS;
 use super::byte_dot::ByteDot;
+use super::fold_avx512::{self, fold_blocks, store};
 use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::x86::prefetch_ahead;
@@ -54,8 +55,7 @@ pub(super) const fn max_code(codes: &[u8]) -> u8 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn scale_vector(scales: RowScales<'_>) -> __m512 {
     match scales {
-        // SAFETY: reads exactly the 32 bytes of the scales; unaligned is allowed.
-        RowScales::F16(d) => _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(d.as_ptr().cast()) }),
+        RowScales::F16(d) => fold_avx512::row_scales(d),
         // SAFETY: reads exactly the 64 bytes of the scales; unaligned is allowed.
         RowScales::F32(d) => unsafe { _mm512_loadu_ps(d.as_ptr()) },
     }
@@ -102,15 +102,13 @@ fn dot_tokens<B: ByteCodes, D: ByteDot, const N: usize>(
     out: &mut [[f32; ROWS]],
     codes: impl Fn(&B) -> [__m512i; 8],
 ) {
-    let nb = w.len();
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
+    let acc = fold_blocks(w, a, s, |x, tokens, acc: &mut [__m512; N]| {
         prefetch_ahead(x);
         let q = codes(x);
         let dw = scale_vector(x.scales());
         let mins = x.mins().map(|m| scale_vector(m));
         for (t, acc) in acc.iter_mut().enumerate() {
-            let (y, sm) = (&a[t * nb + b], s[t * nb + b]);
+            let (y, sm) = (tokens.block(t), tokens.summary(t, 0));
             let quads = std::array::from_fn(|g| broadcast_quad(y, g));
             let dot = match B::MAX_CODE < 128 {
                 true => d.dot_7bit(B::MAX_CODE, q, quads),
@@ -124,11 +122,8 @@ fn dot_tokens<B: ByteCodes, D: ByteDot, const N: usize>(
                 *acc = add_mins(mins, sm, *acc);
             }
         }
-    }
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
-    }
+    });
+    store(out, acc);
 }
 
 /// `acc + (m · d_a) · Σa` for sixteen rows' mins `m` (one fused multiply-add).

@@ -14,8 +14,8 @@ use std::arch::x86_64::*;
 
 use super::ROWS;
 use super::byte_dot::ByteDot;
+use super::fold_avx512::{Tokens, row_scales};
 use super::grid_quads::{GridQuadRows, SUB_BLOCKS};
-use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
@@ -70,51 +70,38 @@ fn multipliers(levels: &[[u8; ROWS]; SUB_BLOCKS / 2], j: usize) -> __m512i {
     _mm512_add_epi32(_mm512_add_epi32(level, level), _mm512_set1_epi32(1))
 }
 
-/// The layout's `dot_group` for exactly `N` tokens.
+/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn dot_tokens<B: GridQuadRows, D: ByteDot, const N: usize>(
+pub(super) fn add_block<B: GridQuadRows, D: ByteDot, const N: usize>(
     d: D,
-    w: &[B],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
+    x: &B,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
 ) {
-    let nb = w.len();
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
-        let ys: [&BlockQ8K; N] = std::array::from_fn(|t| &a[t * nb + b]);
-        let sums: [&[BlockSummary]; N] =
-            std::array::from_fn(|t| &s[8 * (t * nb + b)..8 * (t * nb + b) + SUB_BLOCKS]);
-        let mut sum = [_mm512_setzero_si512(); N];
-        for j in 0..SUB_BLOCKS {
-            // Two chains of multiply-adds per token, so that neither waits on the other.
-            let mut dots = [[_mm512_setzero_si512(); 2]; N];
-            for k in 0..GROUPS_PER_SUB_BLOCK {
-                let q = GROUPS_PER_SUB_BLOCK * j + k;
-                let codes = group_codes(x, q);
-                for (dots, y) in dots.iter_mut().zip(&ys) {
-                    dots[k % 2] = d.dpbusd_7bit(dots[k % 2], codes, quad(&y.qs, q));
-                }
-            }
-            let m = multipliers(&x.quads().levels, j);
-            for ((sum, [even, odd]), sums) in sum.iter_mut().zip(dots).zip(&sums) {
-                let offset = _mm512_set1_epi32(OFFSET * sums[j].sum);
-                let dot = _mm512_sub_epi32(_mm512_add_epi32(even, odd), offset);
-                *sum = _mm512_add_epi32(*sum, _mm512_mullo_epi32(dot, m));
+    prefetch_ahead(x);
+    let ys: [&BlockQ8K; N] = std::array::from_fn(|t| tokens.block(t));
+    let mut sum = [_mm512_setzero_si512(); N];
+    for j in 0..SUB_BLOCKS {
+        // Two chains of multiply-adds per token, so that neither waits on the other.
+        let mut dots = [[_mm512_setzero_si512(); 2]; N];
+        for k in 0..GROUPS_PER_SUB_BLOCK {
+            let q = GROUPS_PER_SUB_BLOCK * j + k;
+            let codes = group_codes(x, q);
+            for (dots, y) in dots.iter_mut().zip(&ys) {
+                dots[k % 2] = d.dpbusd_7bit(dots[k % 2], codes, quad(&y.qs, q));
             }
         }
-        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
-        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.quads().d.as_ptr().cast()) });
-        for ((acc, sum), y) in acc.iter_mut().zip(sum).zip(&ys) {
-            let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
-            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
+        let m = multipliers(&x.quads().levels, j);
+        for (t, (sum, [even, odd])) in sum.iter_mut().zip(dots).enumerate() {
+            let offset = _mm512_set1_epi32(OFFSET * tokens.summary(t, j).sum);
+            let dot = _mm512_sub_epi32(_mm512_add_epi32(even, odd), offset);
+            *sum = _mm512_add_epi32(*sum, _mm512_mullo_epi32(dot, m));
         }
     }
-    let factor = _mm512_set1_ps(B::DOT_FACTOR);
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(factor, acc)) };
+    let dw = row_scales(&x.quads().d);
+    for ((acc, sum), y) in acc.iter_mut().zip(sum).zip(&ys) {
+        let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
+        *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
     }
 }

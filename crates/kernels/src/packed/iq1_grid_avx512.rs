@@ -21,6 +21,7 @@ use std::arch::x86_64::*;
 use super::PackedFormat;
 use super::ROWS;
 use super::byte_dot::ByteDot;
+use super::fold_avx512::Tokens;
 use super::iq1_grid::{GROUPS, GridIndices, IQ1S_CODES};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -96,62 +97,52 @@ fn octet(q: &[i8; 256], g: usize) -> __m512i {
     _mm512_set1_epi64(i64::from_le_bytes(q.map(|v| v as u8)))
 }
 
-/// The shared kernel for exactly `N` tokens: the sixteen rows of `w` against `a` (`N` tokens of
-/// `w.len()` blocks each), into `out`.
+/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn dot_tokens<P: Iq1Layout, D: ByteDot, const N: usize>(
+pub(super) fn add_block<P: Iq1Layout, D: ByteDot, const N: usize>(
     d: D,
-    w: &[P],
-    a: &[BlockQ8K],
-    out: &mut [[f32; ROWS]],
+    x: &P,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
 ) {
-    let nb = w.len();
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
-        let grid = x.grid();
-        // Σ sc·w·a per token, rows 0..8 and 8..16, each row in two 32-bit lanes.
-        let mut sums = [[_mm512_setzero_si512(); 2]; N];
-        // Per sub-block, each row's scales of its two halves as a pair of 16-bit lanes.
-        let mut pairs = [_mm512_setzero_si512(); GROUPS / 4];
-        for (j, pair) in pairs.iter_mut().enumerate() {
-            // SAFETY: reads exactly the 32 bytes of the sub-block's words; unaligned is allowed.
-            let words =
-                _mm512_cvtepu16_epi32(unsafe { _mm256_loadu_si256(grid.qh[j].as_ptr().cast()) });
-            // SAFETY: this function runs with every feature `sub_block` needs.
-            let sb = unsafe { x.sub_block(j, words) };
-            *pair = _mm512_or_si512(sb.scales[0], _mm512_slli_epi32::<16>(sb.scales[1]));
-            let scale_words = sb.scales.map(|s| [row_words(s, 0), row_words(s, 1)]);
-            for l in 0..4 {
-                let g = 4 * j + l;
-                let idx = indices(&grid.qs[g], words, l);
-                let halves = [
-                    _mm512_castsi512_si256(idx),
-                    _mm512_extracti64x4_epi64::<1>(idx),
-                ];
-                for (half, &idx) in halves.iter().enumerate() {
-                    let codes = gather(idx);
-                    let positive = (sb.positive[l] >> (8 * half)) as __mmask8;
-                    let codes = _mm512_mask_or_epi64(codes, positive, codes, _mm512_set1_epi8(1));
-                    let codes = _mm512_mullo_epi16(codes, scale_words[l / 2][half]);
-                    for (t, sums) in sums.iter_mut().enumerate() {
-                        let q = octet(&a[t * nb + b].qs, g);
-                        sums[half] = d.dpbusd(sums[half], codes, q);
-                    }
+    prefetch_ahead(x);
+    let grid = x.grid();
+    // Σ sc·w·a per token, rows 0..8 and 8..16, each row in two 32-bit lanes.
+    let mut sums = [[_mm512_setzero_si512(); 2]; N];
+    // Per sub-block, each row's scales of its two halves as a pair of 16-bit lanes.
+    let mut pairs = [_mm512_setzero_si512(); GROUPS / 4];
+    for (j, pair) in pairs.iter_mut().enumerate() {
+        // SAFETY: reads exactly the 32 bytes of the sub-block's words; unaligned is allowed.
+        let words =
+            _mm512_cvtepu16_epi32(unsafe { _mm256_loadu_si256(grid.qh[j].as_ptr().cast()) });
+        // SAFETY: this function runs with every feature `sub_block` needs.
+        let sb = unsafe { x.sub_block(j, words) };
+        *pair = _mm512_or_si512(sb.scales[0], _mm512_slli_epi32::<16>(sb.scales[1]));
+        let scale_words = sb.scales.map(|s| [row_words(s, 0), row_words(s, 1)]);
+        for l in 0..4 {
+            let g = 4 * j + l;
+            let idx = indices(&grid.qs[g], words, l);
+            let halves = [
+                _mm512_castsi512_si256(idx),
+                _mm512_extracti64x4_epi64::<1>(idx),
+            ];
+            for (half, &idx) in halves.iter().enumerate() {
+                let codes = gather(idx);
+                let positive = (sb.positive[l] >> (8 * half)) as __mmask8;
+                let codes = _mm512_mask_or_epi64(codes, positive, codes, _mm512_set1_epi8(1));
+                let codes = _mm512_mullo_epi16(codes, scale_words[l / 2][half]);
+                for (t, sums) in sums.iter_mut().enumerate() {
+                    let q = octet(&tokens.block(t).qs, g);
+                    sums[half] = d.dpbusd(sums[half], codes, q);
                 }
             }
         }
-        // SAFETY: this function runs with every feature `scales` needs.
-        let dw = unsafe { x.scales() };
-        for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
-            let y = &a[t * nb + b];
-            add_super_block(d, acc, sums, &pairs, dw, y);
-        }
     }
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
+    // SAFETY: this function runs with every feature `scales` needs.
+    let dw = unsafe { x.scales() };
+    for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
+        add_super_block(d, acc, sums, &pairs, dw, tokens.block(t));
     }
 }
 

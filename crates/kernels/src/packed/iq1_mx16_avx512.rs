@@ -5,12 +5,10 @@
 use std::arch::x86_64::*;
 
 use super::iq1_grid::GridIndices;
-use super::iq1_grid_avx512::{Iq1Layout, SubBlock, dot_tokens};
+use super::iq1_grid_avx512::{Iq1Layout, SubBlock, add_block};
 use super::iq1_mx16::BlockIq1Mx16;
 
-super_block_dot_group!(BlockIq1Mx16, |d, w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[BlockIq1Mx16, _](d, w, a, out))
-});
+super_block_dot_group!(BlockIq1Mx16, add_block);
 
 impl BlockIq1Mx16 {
     /// Scale word `k` of the sixteen rows, one 32-bit lane per row.

@@ -4,12 +4,10 @@
 use std::arch::x86_64::*;
 
 use super::iq1_grid::GridIndices;
-use super::iq1_grid_avx512::{Iq1Layout, SubBlock, dot_tokens};
+use super::iq1_grid_avx512::{Iq1Layout, SubBlock, add_block};
 use super::iq1_sx16::BlockIq1Sx16;
 
-super_block_dot_group!(BlockIq1Sx16, |d, w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[BlockIq1Sx16, _](d, w, a, out))
-});
+super_block_dot_group!(BlockIq1Sx16, add_block);
 
 impl Iq1Layout for BlockIq1Sx16 {
     fn grid(&self) -> &GridIndices {
@@ -19,8 +17,7 @@ impl Iq1Layout for BlockIq1Sx16 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     unsafe fn scales(&self) -> __m512 {
-        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
-        _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(self.d.as_ptr().cast()) })
+        super::fold_avx512::row_scales(&self.d)
     }
 
     #[inline]

@@ -19,6 +19,7 @@ use std::arch::x86_64::*;
 
 use super::ROWS;
 use super::byte_dot::ByteDot;
+use super::fold_avx512::{Tokens, row_scales};
 use super::iq2_grid::{GROUPS, GridRows};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -30,57 +31,47 @@ const OFFSET: i8 = 64;
 /// Runs of sixteen activations in a super-block (the Q8_K sums).
 const HALF_RUNS: usize = 16;
 
-/// The `N` tokens' products with the sixteen rows of `w`, into `out`.
+/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn dot_tokens<P: GridRows, D: ByteDot, const N: usize>(
+pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
     d: D,
-    w: &[P],
-    a: &[BlockQ8K],
-    out: &mut [[f32; ROWS]],
+    x: &P,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
 ) {
-    let nb = w.len();
     let spread = [spread_pattern(0), spread_pattern(1)];
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
-        let m = multipliers::<P>(x.levels());
-        let mut sums = [[_mm512_setzero_si512(); 2]; N];
-        let groups_per_run = GROUPS / P::RUNS;
-        for (r, m) in m.iter().take(P::RUNS).enumerate() {
-            // SAFETY: reads exactly the sixteen bytes of `m`; unaligned is allowed.
-            let m = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(m.as_ptr().cast()) });
-            let m = spread.map(|p| _mm512_shuffle_epi8(m, p));
-            for g in groups_per_run * r..groups_per_run * (r + 1) {
-                let act: [__m512i; N] = std::array::from_fn(|t| {
-                    let q: [i8; 8] = a[t * nb + b].qs[8 * g..8 * g + 8]
-                        .try_into()
-                        .expect("eight activations");
-                    _mm512_set1_epi64(i64::from_le_bytes(bytemuck::cast(q)))
-                });
-                for (v, m) in m.iter().enumerate() {
-                    let weights = weights(x, g, v);
-                    for (sums, act) in sums.iter_mut().zip(&act) {
-                        let pairs = _mm512_maddubs_epi16(weights, *act);
-                        sums[v] = d.dpwssd(sums[v], pairs, *m);
-                    }
+    prefetch_ahead(x);
+    let m = multipliers::<P>(x.levels());
+    let mut sums = [[_mm512_setzero_si512(); 2]; N];
+    let groups_per_run = GROUPS / P::RUNS;
+    for (r, m) in m.iter().take(P::RUNS).enumerate() {
+        // SAFETY: reads exactly the sixteen bytes of `m`; unaligned is allowed.
+        let m = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(m.as_ptr().cast()) });
+        let m = spread.map(|p| _mm512_shuffle_epi8(m, p));
+        for g in groups_per_run * r..groups_per_run * (r + 1) {
+            let act: [__m512i; N] = std::array::from_fn(|t| {
+                let q: [i8; 8] = tokens.block(t).qs[8 * g..8 * g + 8]
+                    .try_into()
+                    .expect("eight activations");
+                _mm512_set1_epi64(i64::from_le_bytes(bytemuck::cast(q)))
+            });
+            for (v, m) in m.iter().enumerate() {
+                let weights = weights(x, g, v);
+                for (sums, act) in sums.iter_mut().zip(&act) {
+                    let pairs = _mm512_maddubs_epi16(weights, *act);
+                    sums[v] = d.dpwssd(sums[v], pairs, *m);
                 }
             }
         }
-        let pairs = multiplier_pairs::<P>(&m);
-        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
-        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d().as_ptr().cast()) });
-        for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
-            let y = &a[t * nb + b];
-            let sum = _mm512_sub_epi32(row_sums(sums), offset_sums(d, &pairs, y));
-            let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
-            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
-        }
     }
-    let factor = _mm512_set1_ps(P::DOT_FACTOR);
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(acc, factor)) };
+    let pairs = multiplier_pairs::<P>(&m);
+    let dw = row_scales(x.d());
+    for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
+        let y = tokens.block(t);
+        let sum = _mm512_sub_epi32(row_sums(sums), offset_sums(d, &pairs, y));
+        let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
+        *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
     }
 }
 

@@ -4,62 +4,44 @@
 
 use std::arch::x86_64::*;
 
-use super::ROWS;
 use super::byte_codes_avx512::max_code;
 use super::byte_dot::ByteDot;
+use super::fold_avx512::{Tokens, add_scaled};
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::nibbles::BlockIq4Nlx16;
 use super::nibbles_avx512::codes;
 use super::q4_kx16_avx512::sub_block_dot;
-use crate::operands::BlockSummary;
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
 /// The largest of IQ4_NL's byte codes (its values plus 128).
 const MAX_CODE: u8 = max_code(&BlockIq4Nlx16::CODES);
 
-super_block_dot_group!(BlockIq4Xsx16, |d, w, a, s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, s, out))
-});
+super_block_dot_group!(BlockIq4Xsx16, add_block);
 
-/// [`dot_group`] for exactly `N` tokens.
+/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn dot_tokens<D: ByteDot, const N: usize>(
+fn add_block<D: ByteDot, const N: usize>(
     d: D,
-    w: &[BlockIq4Xsx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
+    x: &BlockIq4Xsx16,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
 ) {
-    let nb = w.len();
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        let mut sumi = [_mm512_setzero_si512(); N];
-        for j in 0..8 {
-            prefetch_part_ahead(x, j, 8);
-            let codes = codes(&x.qs[j], &BlockIq4Nlx16::CODES);
-            // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
-            let sc = _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
-            for (t, sumi) in sumi.iter_mut().enumerate() {
-                let q = &a[t * nb + b].qs[32 * j..32 * j + 32];
-                let offset = BlockIq4Xsx16::OFFSET * s[8 * (t * nb + b) + j].sum;
-                let isum = _mm512_sub_epi32(
-                    sub_block_dot(d, MAX_CODE, &codes, q),
-                    _mm512_set1_epi32(offset),
-                );
-                *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
-            }
-        }
-        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
-        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
-        for (t, acc) in acc.iter_mut().enumerate() {
-            let da = _mm512_set1_ps(a[t * nb + b].d);
-            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
+    let mut sumi = [_mm512_setzero_si512(); N];
+    for j in 0..8 {
+        prefetch_part_ahead(x, j, 8);
+        let codes = codes(&x.qs[j], &BlockIq4Nlx16::CODES);
+        // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
+        let sc = _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
+        for (t, sumi) in sumi.iter_mut().enumerate() {
+            let q = &tokens.block(t).qs[32 * j..32 * j + 32];
+            let offset = BlockIq4Xsx16::OFFSET * tokens.summary(t, j).sum;
+            let isum = _mm512_sub_epi32(
+                sub_block_dot(d, MAX_CODE, &codes, q),
+                _mm512_set1_epi32(offset),
+            );
+            *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
         }
     }
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
-    }
+    add_scaled(acc, &x.d, &sumi, tokens);
 }

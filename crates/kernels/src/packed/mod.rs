@@ -134,23 +134,48 @@ macro_rules! byte_code_kernels {
 }
 
 /// Makes the AVX-512 kernels of a packed super-block format against Q8_K activations the
-/// layout's [`Avx512Kernels`] (see [`avx512_entries!`]): `$run` (a kernel for a fixed number of
-/// tokens, through [`for_tokens!`]) over the call's tokens four at a time, each time with the
-/// dot products `$d`, the activation blocks and the summaries (eight per block) from the first
-/// of them on and the outputs of those tokens.
+/// layout's [`Avx512Kernels`] (see [`avx512_entries!`]): the call's tokens four at a time, each
+/// time the loop of `fold_avx512` over the row group's blocks, in which `$add(d, x, tokens,
+/// acc)` (generic over the dot products `D` and the number of tokens `N`) adds block `x`'s
+/// products with the tokens' activations to their accumulators; with `times $factor`, the
+/// sums are multiplied by it at the end.
 #[cfg(target_arch = "x86_64")]
 macro_rules! super_block_dot_group {
-    ($packed:ty, |$d:ident, $w:ident, $a:ident, $s:ident, $out:ident| $run:expr) => {
+    ($packed:ty, $add:expr $(, times $factor:expr)?) => {
         impl $crate::packed::Avx512Kernels for $packed {
             avx512_entries!($packed, $crate::quant::q8_k::BlockQ8K, |d, w, a, s, out| {
+                use ::std::arch::x86_64::*;
+                use $crate::operands::BlockSummary;
+                use $crate::packed::byte_dot::ByteDot;
+                use $crate::packed::fold_avx512::{fold_blocks, store};
+                use $crate::quant::q8_k::BlockQ8K;
+
+                /// The products for exactly `N` tokens.
+                #[inline]
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+                fn dot_tokens<D: ByteDot, const N: usize>(
+                    d: D,
+                    w: &[$packed],
+                    a: &[BlockQ8K],
+                    s: &[BlockSummary],
+                    out: &mut [[f32; $crate::packed::ROWS]],
+                ) {
+                    let acc = fold_blocks(w, a, s, |x, tokens, acc: &mut [__m512; N]| {
+                        ($add)(d, x, tokens, acc)
+                    });
+                    $(let factor = _mm512_set1_ps($factor);
+                    let acc = acc.map(|acc| _mm512_mul_ps(acc, factor));)?
+                    store(out, acc);
+                }
+
                 /// Tokens one pass over the weights takes (their accumulators stay in
                 /// registers).
                 const TOKENS: usize = 4;
                 let nb = w.len();
-                for (c, $out) in out.chunks_mut(TOKENS).enumerate() {
+                for (c, out) in out.chunks_mut(TOKENS).enumerate() {
                     let first = c * TOKENS * nb;
-                    let ($d, $w, $a, $s) = (d, w, &a[first..], &s[8 * first..]);
-                    $run;
+                    let (a, s) = (&a[first..], &s[8 * first..]);
+                    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, s, out));
                 }
             });
         }
@@ -169,6 +194,8 @@ mod byte_codes_avx512;
 mod byte_codes_reference;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod byte_dot;
+#[cfg(target_arch = "x86_64")]
+mod fold_avx512;
 mod grid_quads;
 #[cfg(target_arch = "x86_64")]
 mod grid_quads_avx512;

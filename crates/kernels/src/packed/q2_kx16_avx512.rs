@@ -4,73 +4,51 @@
 
 use std::arch::x86_64::*;
 
-use super::ROWS;
 use super::byte_dot::{ByteDot, word_pair};
+use super::fold_avx512::{Tokens, add_scaled, sub_scaled};
 use super::q2_kx16::BlockQ2Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, scaled_group_dot};
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
-super_block_dot_group!(BlockQ2Kx16, |d, w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
-});
+super_block_dot_group!(BlockQ2Kx16, add_block);
 
-/// [`dot_group`] for exactly `N` tokens.
+/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn dot_tokens<D: ByteDot, const N: usize>(
+fn add_block<D: ByteDot, const N: usize>(
     d: D,
-    w: &[BlockQ2Kx16],
-    a: &[BlockQ8K],
-    out: &mut [[f32; ROWS]],
+    x: &BlockQ2Kx16,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
 ) {
-    let nb = w.len();
     let nibble = _mm512_set1_epi16(0xF);
     let low_half = _mm512_set1_epi32(0xFFFF);
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        let (mut sumi, mut summ) = ([_mm512_setzero_si512(); N], [_mm512_setzero_si512(); N]);
-        for p in 0..GROUPS / 2 {
-            prefetch_part_ahead(x, p, GROUPS / 2);
-            // Row `i`'s bytes of groups `2p` and `2p + 1` as the two 16-bit halves of lane `i`.
-            // SAFETY: reads exactly the 32 scale bytes of the pair; unaligned is allowed.
-            let pair =
-                _mm512_cvtepu8_epi16(unsafe { _mm256_loadu_si256(x.scales[p].as_ptr().cast()) });
-            let scales = _mm512_and_si512(pair, nibble);
-            let mins = _mm512_srli_epi16::<4>(pair);
-            let sc = [
-                d.lane_scales(_mm512_and_si512(scales, low_half)),
-                d.lane_scales(_mm512_srli_epi32::<16>(scales)),
-            ];
-            let codes = [group_codes(&x.qs[2 * p]), group_codes(&x.qs[2 * p + 1])];
-            for t in 0..N {
-                let y = &a[t * nb + b];
-                for e in 0..2 {
-                    let g = 2 * p + e;
-                    let q = &y.qs[16 * g..16 * g + 16];
-                    let dot = scaled_group_dot(d, 3, &codes[e], q, sc[e]);
-                    sumi[t] = _mm512_add_epi32(sumi[t], dot);
-                }
-                let sums = word_pair(y.bsums[2 * p], y.bsums[2 * p + 1]);
-                summ[t] = d.dpwssd(summ[t], mins, sums);
+    let (mut sumi, mut summ) = ([_mm512_setzero_si512(); N], [_mm512_setzero_si512(); N]);
+    for p in 0..GROUPS / 2 {
+        prefetch_part_ahead(x, p, GROUPS / 2);
+        // Row `i`'s bytes of groups `2p` and `2p + 1` as the two 16-bit halves of lane `i`.
+        // SAFETY: reads exactly the 32 scale bytes of the pair; unaligned is allowed.
+        let pair = _mm512_cvtepu8_epi16(unsafe { _mm256_loadu_si256(x.scales[p].as_ptr().cast()) });
+        let scales = _mm512_and_si512(pair, nibble);
+        let mins = _mm512_srli_epi16::<4>(pair);
+        let sc = [
+            d.lane_scales(_mm512_and_si512(scales, low_half)),
+            d.lane_scales(_mm512_srli_epi32::<16>(scales)),
+        ];
+        let codes = [group_codes(&x.qs[2 * p]), group_codes(&x.qs[2 * p + 1])];
+        for t in 0..N {
+            let y = tokens.block(t);
+            for e in 0..2 {
+                let g = 2 * p + e;
+                let q = &y.qs[16 * g..16 * g + 16];
+                let dot = scaled_group_dot(d, 3, &codes[e], q, sc[e]);
+                sumi[t] = _mm512_add_epi32(sumi[t], dot);
             }
-        }
-        // SAFETY: each load reads exactly the 32 bytes of one f16 array; unaligned is allowed.
-        let (dw, dmin) = unsafe {
-            (
-                _mm512_cvtph_ps(_mm256_loadu_si256(x.d.as_ptr().cast())),
-                _mm512_cvtph_ps(_mm256_loadu_si256(x.dmin.as_ptr().cast())),
-            )
-        };
-        for (t, acc) in acc.iter_mut().enumerate() {
-            let da = _mm512_set1_ps(a[t * nb + b].d);
-            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
-            *acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(summ[t]), *acc);
+            let sums = word_pair(y.bsums[2 * p], y.bsums[2 * p + 1]);
+            summ[t] = d.dpwssd(summ[t], mins, sums);
         }
     }
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
-    }
+    add_scaled(acc, &x.d, &sumi, tokens);
+    sub_scaled(acc, &x.dmin, &summ, tokens);
 }

@@ -4,17 +4,14 @@
 
 use std::arch::x86_64::*;
 
-use super::ROWS;
 use super::byte_dot::{ByteDot, negated_scale_pairs, word_pair};
+use super::fold_avx512::{Tokens, add_scaled};
 use super::q3_kx16::BlockQ3Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, scaled_group_dot};
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
-super_block_dot_group!(BlockQ3Kx16, |d, w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
-});
+super_block_dot_group!(BlockQ3Kx16, add_block);
 
 /// The four code vectors (`0..8`) of group `g`.
 #[inline]
@@ -48,50 +45,37 @@ fn codes(x: &BlockQ3Kx16, g: usize) -> [__m512i; 4] {
     codes
 }
 
-/// [`dot_group`] for exactly `N` tokens.
+/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn dot_tokens<D: ByteDot, const N: usize>(
+fn add_block<D: ByteDot, const N: usize>(
     d: D,
-    w: &[BlockQ3Kx16],
-    a: &[BlockQ8K],
-    out: &mut [[f32; ROWS]],
+    x: &BlockQ3Kx16,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
 ) {
-    let nb = w.len();
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        let mut sumi = [_mm512_setzero_si512(); N];
-        for p in 0..GROUPS / 2 {
-            prefetch_part_ahead(x, p, GROUPS / 2);
-            let codes = [codes(x, 2 * p), codes(x, 2 * p + 1)];
-            let sc = [0, 1].map(|e| {
-                // SAFETY: reads exactly the 16 scale bytes of group `2p + e`; unaligned is
-                // allowed.
-                let bytes = unsafe { _mm_loadu_si128(x.sc[2 * p + e].as_ptr().cast()) };
-                _mm512_cvtepi8_epi32(bytes)
-            });
-            let offsets = negated_scale_pairs(sc[0], sc[1], BlockQ3Kx16::OFFSET);
-            let sc = sc.map(|sc| d.lane_scales(sc));
-            for (t, sumi) in sumi.iter_mut().enumerate() {
-                let y = &a[t * nb + b];
-                for e in 0..2 {
-                    let g = 2 * p + e;
-                    let q = &y.qs[16 * g..16 * g + 16];
-                    *sumi = _mm512_add_epi32(*sumi, scaled_group_dot(d, 7, &codes[e], q, sc[e]));
-                }
-                let sums = word_pair(y.bsums[2 * p], y.bsums[2 * p + 1]);
-                *sumi = d.dpwssd(*sumi, offsets, sums);
+    let mut sumi = [_mm512_setzero_si512(); N];
+    for p in 0..GROUPS / 2 {
+        prefetch_part_ahead(x, p, GROUPS / 2);
+        let codes = [codes(x, 2 * p), codes(x, 2 * p + 1)];
+        let sc = [0, 1].map(|e| {
+            // SAFETY: reads exactly the 16 scale bytes of group `2p + e`; unaligned is
+            // allowed.
+            let bytes = unsafe { _mm_loadu_si128(x.sc[2 * p + e].as_ptr().cast()) };
+            _mm512_cvtepi8_epi32(bytes)
+        });
+        let offsets = negated_scale_pairs(sc[0], sc[1], BlockQ3Kx16::OFFSET);
+        let sc = sc.map(|sc| d.lane_scales(sc));
+        for (t, sumi) in sumi.iter_mut().enumerate() {
+            let y = tokens.block(t);
+            for e in 0..2 {
+                let g = 2 * p + e;
+                let q = &y.qs[16 * g..16 * g + 16];
+                *sumi = _mm512_add_epi32(*sumi, scaled_group_dot(d, 7, &codes[e], q, sc[e]));
             }
-        }
-        // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
-        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
-        for (t, acc) in acc.iter_mut().enumerate() {
-            let da = _mm512_set1_ps(a[t * nb + b].d);
-            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
+            let sums = word_pair(y.bsums[2 * p], y.bsums[2 * p + 1]);
+            *sumi = d.dpwssd(*sumi, offsets, sums);
         }
     }
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
-    }
+    add_scaled(acc, &x.d, &sumi, tokens);
 }

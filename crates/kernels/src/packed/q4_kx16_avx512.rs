@@ -3,16 +3,14 @@
 
 use std::arch::x86_64::*;
 
-use super::ROWS;
 use super::byte_dot::ByteDot;
+use super::fold_avx512::{Tokens, add_scaled, sub_scaled};
 use super::q4_kx16::BlockQ4Kx16;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
-super_block_dot_group!(BlockQ4Kx16, |d, w, a, _s, out| {
-    let codes = |x: &BlockQ4Kx16, j| sub_block_codes(x, j);
-    let n = out.len();
-    for_tokens!(n, 4, dot_tokens[BlockQ4Kx16, _](d, w, a, out, 15, |x| x, codes))
+super_block_dot_group!(BlockQ4Kx16, |d, x: &BlockQ4Kx16, tokens, acc| {
+    add_k_block(d, x, tokens, acc, 15, |x| x, |x, j| sub_block_codes(x, j))
 });
 
 /// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
@@ -70,59 +68,46 @@ fn sub_block_sum_pairs(a: &BlockQ8K) -> [__m512i; 4] {
     [0, 1, 2, 3].map(|k| _mm512_permutexvar_epi32(_mm512_set1_epi32(k), pairs))
 }
 
-/// The kernel of the Q4_K-shaped formats for exactly `N` tokens: `base` gives a packed block's
-/// scales and mins, `codes(x, j)` the eight code vectors (each code at most `max_code`) of its
-/// sub-block `j` (see [`sub_block_codes`]; `max_code` below 128).
+/// Adds super-block `p`'s products with the tokens' activations to their accumulators, for
+/// the Q4_K-shaped formats: `base` gives a packed block's scales and mins, `codes(p, j)` the
+/// eight code vectors (each code at most `max_code`) of its sub-block `j` (see
+/// [`sub_block_codes`]; `max_code` below 128).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn dot_tokens<P, D: ByteDot, const N: usize>(
+pub(super) fn add_k_block<P, D: ByteDot, const N: usize>(
     d: D,
-    w: &[P],
-    a: &[BlockQ8K],
-    out: &mut [[f32; ROWS]],
+    p: &P,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
     max_code: u8,
     base: impl Fn(&P) -> &BlockQ4Kx16,
     codes: impl Fn(&P, usize) -> [__m512i; 8],
 ) {
-    let nb = w.len();
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, p) in w.iter().enumerate() {
-        let x = base(p);
-        let mut sumi = [_mm512_setzero_si512(); N];
-        for j in 0..8 {
-            prefetch_part_ahead(p, j, 8);
-            let codes = codes(p, j);
-            // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
-            let sc = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
-            let sc = d.lane_scales(sc);
-            for (t, sumi) in sumi.iter_mut().enumerate() {
-                let q = &a[t * nb + b].qs[32 * j..32 * j + 32];
-                let quads = std::array::from_fn(|g| broadcast_quad(q, g));
-                *sumi = _mm512_add_epi32(*sumi, d.scaled_dot_7bit(max_code, codes, quads, sc));
-            }
-        }
-        // SAFETY: each load reads exactly the 32 bytes of one f16 array or the 64 bytes of one
-        // min-pair vector; unaligned is allowed.
-        let (dw, dmin, m) = unsafe {
-            (
-                _mm512_cvtph_ps(_mm256_loadu_si256(x.d.as_ptr().cast())),
-                _mm512_cvtph_ps(_mm256_loadu_si256(x.dmin.as_ptr().cast())),
-                x.m.map(|m| _mm512_loadu_si512(m.as_ptr().cast())),
-            )
-        };
-        for (t, acc) in acc.iter_mut().enumerate() {
-            let pairs = sub_block_sum_pairs(&a[t * nb + b]);
-            let mut summ = _mm512_setzero_si512();
-            for (m, pair) in m.iter().zip(pairs) {
-                summ = d.dpwssd(summ, *m, pair);
-            }
-            let da = _mm512_set1_ps(a[t * nb + b].d);
-            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
-            *acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(summ), *acc);
+    let x = base(p);
+    let mut sumi = [_mm512_setzero_si512(); N];
+    for j in 0..8 {
+        prefetch_part_ahead(p, j, 8);
+        let codes = codes(p, j);
+        // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
+        let sc = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
+        let sc = d.lane_scales(sc);
+        for (t, sumi) in sumi.iter_mut().enumerate() {
+            let q = &tokens.block(t).qs[32 * j..32 * j + 32];
+            let quads = std::array::from_fn(|g| broadcast_quad(q, g));
+            *sumi = _mm512_add_epi32(*sumi, d.scaled_dot_7bit(max_code, codes, quads, sc));
         }
     }
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
-    }
+    // SAFETY: each load reads exactly the 64 bytes of one min-pair vector; unaligned is
+    // allowed.
+    let m = unsafe { x.m.map(|m| _mm512_loadu_si512(m.as_ptr().cast())) };
+    let summ: [__m512i; N] = std::array::from_fn(|t| {
+        let pairs = sub_block_sum_pairs(tokens.block(t));
+        let mut summ = _mm512_setzero_si512();
+        for (m, pair) in m.iter().zip(pairs) {
+            summ = d.dpwssd(summ, *m, pair);
+        }
+        summ
+    });
+    add_scaled(acc, &x.d, &sumi, tokens);
+    sub_scaled(acc, &x.dmin, &summ, tokens);
 }

@@ -3,13 +3,11 @@
 
 use std::arch::x86_64::*;
 
-use super::q4_kx16_avx512::{dot_tokens, sub_block_codes};
+use super::q4_kx16_avx512::{add_k_block, sub_block_codes};
 use super::q5_kx16::BlockQ5Kx16;
 
-super_block_dot_group!(BlockQ5Kx16, |d, w, a, _s, out| {
-    let codes = |x: &BlockQ5Kx16, j| codes(x, j);
-    let n = out.len();
-    for_tokens!(n, 4, dot_tokens[BlockQ5Kx16, _](d, w, a, out, 31, |x| &x.low, codes))
+super_block_dot_group!(BlockQ5Kx16, |d, x: &BlockQ5Kx16, tokens, acc| {
+    add_k_block(d, x, tokens, acc, 31, |x| &x.low, |x, j| codes(x, j))
 });
 
 /// The eight code vectors (`0..32`) of sub-block `j`: vector `g` gives each row its codes

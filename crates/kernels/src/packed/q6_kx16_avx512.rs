@@ -3,15 +3,12 @@
 
 use std::arch::x86_64::*;
 
-use super::ROWS;
 use super::byte_dot::{ByteDot, negated_scale_pairs, word_pair};
+use super::fold_avx512::{Tokens, add_scaled};
 use super::q6_kx16::BlockQ6Kx16;
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
-super_block_dot_group!(BlockQ6Kx16, |d, w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
-});
+super_block_dot_group!(BlockQ6Kx16, add_block);
 
 /// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
 #[inline]
@@ -74,51 +71,38 @@ fn group_dot(d: impl ByteDot, codes: &[__m512i], q: &[i8], sc: __m512i) -> __m51
     d.scaled_dot_7bit(63, codes, quads, sc)
 }
 
-/// [`dot_group`] for exactly `N` tokens.
+/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn dot_tokens<D: ByteDot, const N: usize>(
+fn add_block<D: ByteDot, const N: usize>(
     d: D,
-    w: &[BlockQ6Kx16],
-    a: &[BlockQ8K],
-    out: &mut [[f32; ROWS]],
+    x: &BlockQ6Kx16,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
 ) {
-    let nb = w.len();
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        let mut sumi = [_mm512_setzero_si512(); N];
-        for j in 0..8 {
-            prefetch_part_ahead(x, j, 8);
-            let codes = sub_block_codes(x, j);
-            // SAFETY: each load reads exactly the 16 scale bytes of one group; unaligned is
-            // allowed.
-            let (sc0, sc1) = unsafe {
-                (
-                    _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j].as_ptr().cast())),
-                    _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j + 1].as_ptr().cast())),
-                )
-            };
-            let offsets = negated_scale_pairs(sc0, sc1, 32);
-            let (sc0, sc1) = (d.lane_scales(sc0), d.lane_scales(sc1));
-            for (t, sumi) in sumi.iter_mut().enumerate() {
-                let y = &a[t * nb + b];
-                let q = &y.qs[32 * j..32 * j + 32];
-                let first = group_dot(d, &codes[..4], &q[..16], sc0);
-                let second = group_dot(d, &codes[4..], &q[16..], sc1);
-                *sumi = _mm512_add_epi32(*sumi, _mm512_add_epi32(first, second));
-                let sums = word_pair(y.bsums[2 * j], y.bsums[2 * j + 1]);
-                *sumi = d.dpwssd(*sumi, offsets, sums);
-            }
-        }
-        // SAFETY: reads exactly the 32 bytes of `x.d`; unaligned is allowed.
-        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(x.d.as_ptr().cast()) });
-        for (t, acc) in acc.iter_mut().enumerate() {
-            let da = _mm512_set1_ps(a[t * nb + b].d);
-            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), *acc);
+    let mut sumi = [_mm512_setzero_si512(); N];
+    for j in 0..8 {
+        prefetch_part_ahead(x, j, 8);
+        let codes = sub_block_codes(x, j);
+        // SAFETY: each load reads exactly the 16 scale bytes of one group; unaligned is
+        // allowed.
+        let (sc0, sc1) = unsafe {
+            (
+                _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j].as_ptr().cast())),
+                _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j + 1].as_ptr().cast())),
+            )
+        };
+        let offsets = negated_scale_pairs(sc0, sc1, 32);
+        let (sc0, sc1) = (d.lane_scales(sc0), d.lane_scales(sc1));
+        for (t, sumi) in sumi.iter_mut().enumerate() {
+            let y = tokens.block(t);
+            let q = &y.qs[32 * j..32 * j + 32];
+            let first = group_dot(d, &codes[..4], &q[..16], sc0);
+            let second = group_dot(d, &codes[4..], &q[16..], sc1);
+            *sumi = _mm512_add_epi32(*sumi, _mm512_add_epi32(first, second));
+            let sums = word_pair(y.bsums[2 * j], y.bsums[2 * j + 1]);
+            *sumi = d.dpwssd(*sumi, offsets, sums);
         }
     }
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
-    }
+    add_scaled(acc, &x.d, &sumi, tokens);
 }

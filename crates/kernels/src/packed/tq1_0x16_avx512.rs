@@ -7,16 +7,13 @@
 
 use std::arch::x86_64::*;
 
-use super::ROWS;
 use super::byte_dot::ByteDot;
+use super::fold_avx512::Tokens;
 use super::tq1_0x16::{BlockTq1_0x16, CHUNKS, first_value, trits_in};
 use super::tq2_0x16_avx512::add_super_block;
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-super_block_dot_group!(BlockTq1_0x16, |d, w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
-});
+super_block_dot_group!(BlockTq1_0x16, add_block);
 
 /// The four activations `q[v..v + 4]` in every 32-bit lane.
 #[inline]
@@ -26,46 +23,38 @@ fn quad(q: &[i8; 256], v: usize) -> __m512i {
     _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
 }
 
-/// [`dot_group`] for exactly `N` tokens.
+/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn dot_tokens<D: ByteDot, const N: usize>(
+fn add_block<D: ByteDot, const N: usize>(
     d: D,
-    w: &[BlockTq1_0x16],
-    a: &[BlockQ8K],
-    out: &mut [[f32; ROWS]],
+    x: &BlockTq1_0x16,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
 ) {
-    let nb = w.len();
     let (one, third, two_thirds) = (
         _mm512_set1_epi8(1),
         _mm512_set1_epi8(86u8 as i8),
         _mm512_set1_epi8(171u8 as i8),
     );
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
-        let mut sumi = [[_mm512_setzero_si512(); 4]; N];
-        for c in 0..CHUNKS {
-            // SAFETY: reads exactly the 64 bytes of chunk `c`; unaligned is allowed.
-            let mut r = unsafe { _mm512_loadu_si512(x.qs[c].as_ptr().cast()) };
-            for n in 0..trits_in(c) {
-                if n > 0 {
-                    r = _mm512_add_epi8(r, _mm512_add_epi8(r, r));
-                }
-                let trits = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(r, third), one);
-                let high = _mm512_cmpge_epu8_mask(r, two_thirds);
-                let trits = _mm512_mask_add_epi8(trits, high, trits, one);
-                let v = first_value(c, n);
-                for (t, sumi) in sumi.iter_mut().enumerate() {
-                    let q = quad(&a[t * nb + b].qs, v);
-                    sumi[n % 4] = d.dpbusd_7bit(sumi[n % 4], trits, q);
-                }
+    prefetch_ahead(x);
+    let mut sumi = [[_mm512_setzero_si512(); 4]; N];
+    for c in 0..CHUNKS {
+        // SAFETY: reads exactly the 64 bytes of chunk `c`; unaligned is allowed.
+        let mut r = unsafe { _mm512_loadu_si512(x.qs[c].as_ptr().cast()) };
+        for n in 0..trits_in(c) {
+            if n > 0 {
+                r = _mm512_add_epi8(r, _mm512_add_epi8(r, r));
+            }
+            let trits = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(r, third), one);
+            let high = _mm512_cmpge_epu8_mask(r, two_thirds);
+            let trits = _mm512_mask_add_epi8(trits, high, trits, one);
+            let v = first_value(c, n);
+            for (t, sumi) in sumi.iter_mut().enumerate() {
+                let q = quad(&tokens.block(t).qs, v);
+                sumi[n % 4] = d.dpbusd_7bit(sumi[n % 4], trits, q);
             }
         }
-        add_super_block(&mut acc, &sumi, &x.d, |t| &a[t * nb + b]);
     }
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
-    }
+    add_super_block(acc, &sumi, &x.d, tokens);
 }

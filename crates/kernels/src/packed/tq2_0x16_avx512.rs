@@ -7,15 +7,13 @@ use std::arch::x86_64::*;
 
 use super::ROWS;
 use super::byte_dot::ByteDot;
+use super::fold_avx512::{Tokens, row_scales};
 use super::tq2_0x16::BlockTq2_0x16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::group_codes;
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
-super_block_dot_group!(BlockTq2_0x16, |d, w, a, _s, out| {
-    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, out))
-});
+super_block_dot_group!(BlockTq2_0x16, add_block);
 
 /// The four activations `q[4k..4k + 4]` in every 32-bit lane.
 #[inline]
@@ -25,53 +23,44 @@ fn quad(q: &[i8], k: usize) -> __m512i {
     _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
 }
 
-/// [`dot_group`] for exactly `N` tokens.
+/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn dot_tokens<D: ByteDot, const N: usize>(
+fn add_block<D: ByteDot, const N: usize>(
     d: D,
-    w: &[BlockTq2_0x16],
-    a: &[BlockQ8K],
-    out: &mut [[f32; ROWS]],
+    x: &BlockTq2_0x16,
+    tokens: Tokens<'_>,
+    acc: &mut [__m512; N],
 ) {
-    let nb = w.len();
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (b, x) in w.iter().enumerate() {
-        prefetch_ahead(x);
-        let mut sumi = [[_mm512_setzero_si512(); 4]; N];
-        for g in 0..GROUPS {
-            let codes = group_codes(&x.qs[g]);
-            for (t, sumi) in sumi.iter_mut().enumerate() {
-                let q = &a[t * nb + b].qs[16 * g..16 * g + 16];
-                for (k, sumi) in sumi.iter_mut().enumerate() {
-                    *sumi = d.dpbusd_7bit(*sumi, codes[k], quad(q, k));
-                }
+    prefetch_ahead(x);
+    let mut sumi = [[_mm512_setzero_si512(); 4]; N];
+    for g in 0..GROUPS {
+        let codes = group_codes(&x.qs[g]);
+        for (t, sumi) in sumi.iter_mut().enumerate() {
+            let q = &tokens.block(t).qs[16 * g..16 * g + 16];
+            for (k, sumi) in sumi.iter_mut().enumerate() {
+                *sumi = d.dpbusd_7bit(*sumi, codes[k], quad(q, k));
             }
         }
-        add_super_block(&mut acc, &sumi, &x.d, |t| &a[t * nb + b]);
     }
-    for (o, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: writes exactly the 16 floats of `o`; unaligned is allowed.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc) };
-    }
+    add_super_block(acc, &sumi, &x.d, tokens);
 }
 
 /// Adds one super-block of sixteen rows to each token's accumulators: `(Σ code·a − Σa)·d_w·d_a`
 /// (a ternary code is its value plus one), from the four partial sums of each token and the
-/// rows' f16 scales `d`; `act(t)` is token `t`'s activation block. The float steps are the
-/// reference's: a product, then a sum, no fused multiply-add.
+/// rows' f16 scales `d`. The float steps are the reference's: a product, then a sum, no fused
+/// multiply-add.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn add_super_block<'a, const N: usize>(
+pub(super) fn add_super_block<const N: usize>(
     acc: &mut [__m512; N],
     sumi: &[[__m512i; 4]; N],
     d: &[u16; ROWS],
-    act: impl Fn(usize) -> &'a BlockQ8K,
+    tokens: Tokens<'_>,
 ) {
-    // SAFETY: reads exactly the 32 bytes of the f16 scales; unaligned is allowed.
-    let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(d.as_ptr().cast()) });
+    let dw = row_scales(d);
     for (t, (acc, &[s0, s1, s2, s3])) in acc.iter_mut().zip(sumi).enumerate() {
-        let y = act(t);
+        let y = tokens.block(t);
         let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
         let dot = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
         let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, _mm512_set1_epi32(a_sum)));
