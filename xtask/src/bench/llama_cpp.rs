@@ -30,8 +30,9 @@ const CMAKE_OPTIONS: &[&str] = &[
 
 /// On x86-64, AMX is left out: ggml's AMX matmul dies with SIGSEGV on `ldtilecfg` on virtual
 /// machines that list AMX in cpuid without enabling it (as on the machine in
-/// docs/BENCHMARKS.md), and rinfer has no AMX path either, so both engines run AVX-512/AVX2
-/// code. (`-mno-amx-*` wins over `-march=native` whatever their order.)
+/// docs/BENCHMARKS.md). rinfer uses its AMX kernels only where Linux grants the process the
+/// tile state, which such machines do not, so there both engines run AVX-512/AVX2 code.
+/// (`-mno-amx-*` wins over `-march=native` whatever their order.)
 const X86_64_OPTIONS: &[&str] = &[
     "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
     "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
