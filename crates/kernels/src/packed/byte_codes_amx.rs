@@ -32,10 +32,7 @@ pub(super) unsafe fn dot_group<B: ByteCodes>(
     out: &mut [[f32; ROWS]],
     codes: impl Fn(&B) -> [__m512i; 8] + Copy,
 ) {
-    let nb = w.len();
-    for (c, out) in out.chunks_mut(MAX_TOKENS).enumerate() {
-        let first = c * MAX_TOKENS * nb;
-        let (a, s) = (&a[first..], &s[first..]);
+    for (out, a, s) in fold_avx512::token_chunks(out, a, s, w.len(), MAX_TOKENS) {
         if out.len() < MIN_TOKENS {
             // SAFETY: AMX comes with AVX-512 VNNI, which this function's target features
             // include.

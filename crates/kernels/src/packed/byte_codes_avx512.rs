@@ -73,10 +73,7 @@ pub(super) fn dot_group<B: ByteCodes>(
     out: &mut [[f32; ROWS]],
     codes: impl Fn(&B) -> [__m512i; 8] + Copy,
 ) {
-    let nb = w.len();
-    for (c, out) in out.chunks_mut(TOKENS).enumerate() {
-        let first = c * TOKENS * nb;
-        let (a, s) = (&a[first..], &s[first..]);
+    for (out, a, s) in fold_avx512::token_chunks(out, a, s, w.len(), TOKENS) {
         for_tokens!(out.len(), 8, dot_tokens[B, _](d, w, a, s, out, codes));
     }
 }

@@ -97,6 +97,14 @@ pub(super) fn word_pair(low: i16, high: i16) -> __m512i {
     _mm512_set1_epi32((low as u16 as u32 | (high as u16 as u32) << 16) as i32)
 }
 
+/// The four activations `q[4k..4k + 4]` in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn broadcast_quad(q: &[i8], k: usize) -> __m512i {
+    let q: [i8; 4] = q[4 * k..4 * k + 4].try_into().expect("four activations");
+    _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
+}
+
 /// Proof that the CPU has AVX-512 F, BW, VL and VNNI: the dot products are VNNI's.
 #[derive(Clone, Copy)]
 pub(crate) struct Vnni(());

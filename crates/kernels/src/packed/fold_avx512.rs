@@ -41,6 +41,21 @@ impl<'a, A: BlockFormat> BlockTokens<'a, A> {
     }
 }
 
+/// The call's tokens `size` at a time: each chunk's outputs, with the activation blocks and
+/// group summaries from its first token on (`blocks` activation blocks per token).
+pub(super) fn token_chunks<'a, A: BlockFormat>(
+    out: &'a mut [[f32; ROWS]],
+    a: &'a [A],
+    s: &'a [BlockSummary],
+    blocks: usize,
+    size: usize,
+) -> impl Iterator<Item = (&'a mut [[f32; ROWS]], &'a [A], &'a [BlockSummary])> {
+    out.chunks_mut(size).enumerate().map(move |(c, out)| {
+        let first = c * size * blocks;
+        (out, &a[first..], &s[first * (A::ELEMS / 32)..])
+    })
+}
+
 /// The products of the weight blocks `w` (one row group, in order) with `N` tokens, whose
 /// activation blocks `a` (and group summaries `s`) follow one another token by token:
 /// `add(x, tokens, acc)` adds block `x`'s products to the tokens' accumulators. Returns the

@@ -13,7 +13,7 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::byte_dot::ByteDot;
+use super::byte_dot::{ByteDot, broadcast_quad};
 use super::fold_avx512::{Tokens, row_scales};
 use super::grid_quads::{GridQuadRows, SUB_BLOCKS};
 use crate::quant::q8_k::BlockQ8K;
@@ -45,14 +45,6 @@ fn group_codes<B: GridQuadRows>(x: &B, q: usize) -> __m512i {
     let offset = _mm512_set1_epi8(OFFSET as i8);
     let positive = _mm512_or_si512(magnitudes, offset);
     _mm512_mask_sub_epi8(positive, quads.signs[q], offset, magnitudes)
-}
-
-/// The four activations `q[4k..4k + 4]` in every 32-bit lane.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn quad(q: &[i8; 256], k: usize) -> __m512i {
-    let q: [i8; 4] = q[4 * k..4 * k + 4].try_into().expect("four activations");
-    _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
 }
 
 /// The sixteen rows' multipliers `2l + 1` of sub-block `j`.
@@ -89,7 +81,7 @@ pub(super) fn add_block<B: GridQuadRows, D: ByteDot, const N: usize>(
             let q = GROUPS_PER_SUB_BLOCK * j + k;
             let codes = group_codes(x, q);
             for (dots, y) in dots.iter_mut().zip(&ys) {
-                dots[k % 2] = d.dpbusd_7bit(dots[k % 2], codes, quad(&y.qs, q));
+                dots[k % 2] = d.dpbusd_7bit(dots[k % 2], codes, broadcast_quad(&y.qs, q));
             }
         }
         let m = multipliers(&x.quads().levels, j);

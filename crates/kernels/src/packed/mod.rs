@@ -171,10 +171,8 @@ macro_rules! super_block_dot_group {
                 /// Tokens one pass over the weights takes (their accumulators stay in
                 /// registers).
                 const TOKENS: usize = 4;
-                let nb = w.len();
-                for (c, out) in out.chunks_mut(TOKENS).enumerate() {
-                    let first = c * TOKENS * nb;
-                    let (a, s) = (&a[first..], &s[8 * first..]);
+                let chunks = $crate::packed::fold_avx512::token_chunks(out, a, s, w.len(), TOKENS);
+                for (out, a, s) in chunks {
                     for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, s, out));
                 }
             });

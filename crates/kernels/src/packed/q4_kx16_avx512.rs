@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::ByteDot;
+use super::byte_dot::{ByteDot, broadcast_quad};
 use super::fold_avx512::{Tokens, add_scaled, sub_scaled};
 use super::q4_kx16::BlockQ4Kx16;
 use crate::quant::q8_k::BlockQ8K;
@@ -12,16 +12,6 @@ use crate::quant::x86::prefetch_part_ahead;
 super_block_dot_group!(BlockQ4Kx16, |d, x: &BlockQ4Kx16, tokens, acc| {
     add_k_block(d, x, tokens, acc, 15, |x| x, |x, j| sub_block_codes(x, j))
 });
-
-/// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
-    let q = &q[4 * g..4 * g + 4];
-    _mm512_set1_epi32(i32::from_le_bytes([
-        q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8,
-    ]))
-}
 
 /// `Σ q·a` of one sub-block for sixteen rows: `codes` from [`sub_block_codes`] (or any byte
 /// codes, each at most `max_code`), `q` the sub-block's 32 activation codes.

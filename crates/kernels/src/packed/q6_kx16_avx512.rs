@@ -3,22 +3,12 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::{ByteDot, negated_scale_pairs, word_pair};
+use super::byte_dot::{ByteDot, broadcast_quad, negated_scale_pairs, word_pair};
 use super::fold_avx512::{Tokens, add_scaled};
 use super::q6_kx16::BlockQ6Kx16;
 use crate::quant::x86::prefetch_part_ahead;
 
 super_block_dot_group!(BlockQ6Kx16, add_block);
-
-/// Activation bytes `4g..4g + 4` of `q` in every 32-bit lane.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn broadcast_quad(q: &[i8], g: usize) -> __m512i {
-    let q = &q[4 * g..4 * g + 4];
-    _mm512_set1_epi32(i32::from_le_bytes([
-        q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8,
-    ]))
-}
 
 /// `low | (high & 0x30)`, bytewise.
 #[inline]

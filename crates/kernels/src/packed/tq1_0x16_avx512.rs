@@ -7,21 +7,13 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::ByteDot;
+use super::byte_dot::{ByteDot, broadcast_quad};
 use super::fold_avx512::Tokens;
 use super::tq1_0x16::{BlockTq1_0x16, CHUNKS, first_value, trits_in};
 use super::tq2_0x16_avx512::add_super_block;
 use crate::quant::x86::prefetch_ahead;
 
 super_block_dot_group!(BlockTq1_0x16, add_block);
-
-/// The four activations `q[v..v + 4]` in every 32-bit lane.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn quad(q: &[i8; 256], v: usize) -> __m512i {
-    let q: [i8; 4] = q[v..v + 4].try_into().expect("four activations");
-    _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
-}
 
 /// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
@@ -51,7 +43,7 @@ fn add_block<D: ByteDot, const N: usize>(
             let trits = _mm512_mask_add_epi8(trits, high, trits, one);
             let v = first_value(c, n);
             for (t, sumi) in sumi.iter_mut().enumerate() {
-                let q = quad(&tokens.block(t).qs, v);
+                let q = broadcast_quad(&tokens.block(t).qs, v / 4);
                 sumi[n % 4] = d.dpbusd_7bit(sumi[n % 4], trits, q);
             }
         }

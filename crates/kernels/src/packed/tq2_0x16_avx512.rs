@@ -6,7 +6,7 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::byte_dot::ByteDot;
+use super::byte_dot::{ByteDot, broadcast_quad};
 use super::fold_avx512::{Tokens, row_scales};
 use super::tq2_0x16::BlockTq2_0x16;
 use super::two_bits::GROUPS;
@@ -14,14 +14,6 @@ use super::two_bits_avx512::group_codes;
 use crate::quant::x86::prefetch_ahead;
 
 super_block_dot_group!(BlockTq2_0x16, add_block);
-
-/// The four activations `q[4k..4k + 4]` in every 32-bit lane.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn quad(q: &[i8], k: usize) -> __m512i {
-    let q: [i8; 4] = q[4 * k..4 * k + 4].try_into().expect("four activations");
-    _mm512_set1_epi32(i32::from_le_bytes(q.map(|v| v as u8)))
-}
 
 /// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
@@ -39,7 +31,7 @@ fn add_block<D: ByteDot, const N: usize>(
         for (t, sumi) in sumi.iter_mut().enumerate() {
             let q = &tokens.block(t).qs[16 * g..16 * g + 16];
             for (k, sumi) in sumi.iter_mut().enumerate() {
-                *sumi = d.dpbusd_7bit(*sumi, codes[k], quad(q, k));
+                *sumi = d.dpbusd_7bit(*sumi, codes[k], broadcast_quad(q, k));
             }
         }
     }
