@@ -5,7 +5,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::{dot_codes, split_nibbles};
+use super::util::split_nibbles;
 use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -46,11 +46,10 @@ impl VecDot for BlockIq4Nl {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(
+            y.scaled_dot(
+                x.d.to_f32(),
                 split_nibbles(&x.qs).map(|q| KVALUES[q as usize] as i32),
-                &y.qs,
-            );
-            (x.d.to_f32() * y.d.to_f32()) * sumi as f32
+            )
         })
     }
 }

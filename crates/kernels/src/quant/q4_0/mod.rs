@@ -4,7 +4,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::{dot_codes, max_by_magnitude, pack_split_nibbles, split_nibbles};
+use super::util::{max_by_magnitude, pack_split_nibbles, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -57,8 +57,7 @@ impl VecDot for BlockQ4_0 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(split_nibbles(&x.qs).map(|q| q as i32 - 8), &y.qs);
-            sumi as f32 * (x.d.to_f32() * y.d.to_f32())
+            y.scaled_dot(x.d.to_f32(), split_nibbles(&x.qs).map(|q| q as i32 - 8))
         })
     }
 }

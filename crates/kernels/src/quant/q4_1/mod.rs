@@ -6,7 +6,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_1::BlockQ8_1;
-use super::util::{dot_codes, pack_split_nibbles, split_nibbles};
+use super::util::{pack_split_nibbles, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -66,8 +66,8 @@ impl VecDot for BlockQ4_1 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(split_nibbles(&x.qs).map(i32::from), &y.qs);
-            (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
+            let codes = split_nibbles(&x.qs).map(i32::from);
+            y.affine_dot(x.d.to_f32(), x.m.to_f32(), codes)
         })
     }
 }

@@ -7,7 +7,6 @@ use rinfer_formats::GgmlType;
 
 use super::q5_0::{five_bit_codes, pack_five_bits};
 use super::q8_1::BlockQ8_1;
-use super::util::dot_codes;
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -69,8 +68,8 @@ impl VecDot for BlockQ5_1 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(five_bit_codes(&x.qs, x.qh), &y.qs);
-            (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
+            let codes = five_bit_codes(&x.qs, x.qh);
+            y.affine_dot(x.d.to_f32(), x.m.to_f32(), codes)
         })
     }
 }

@@ -37,6 +37,15 @@ impl BlockFormat for BlockQ8_0 {
     }
 }
 
+impl BlockQ8_0 {
+    /// The dot product of a weight block, its 32 integer values `codes` at scale `d`, with
+    /// this block: the exact integer sum times `d · d_a` (ggml's per-block step).
+    #[inline]
+    pub(crate) fn scaled_dot(&self, d: f32, codes: [i32; 32]) -> f32 {
+        dot_codes(codes, &self.qs) as f32 * (d * self.d.to_f32())
+    }
+}
+
 /// `x = d * q` for the 32 codes `qs` of a Q8_0 or Q8_1 block.
 pub(crate) fn dequantize_codes(d: f16, qs: &[i8; 32], out: &mut [f32]) {
     let d = d.to_f32();
@@ -75,9 +84,6 @@ impl VecDot for BlockQ8_0 {
     type Activation = BlockQ8_0;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(x.qs.map(i32::from), &y.qs);
-            sumi as f32 * (x.d.to_f32() * y.d.to_f32())
-        })
+        sum_blocks(w, a, |x, y| y.scaled_dot(x.d.to_f32(), x.qs.map(i32::from)))
     }
 }
