@@ -4,7 +4,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::{max_by_magnitude, pack_split_nibbles, split_nibbles};
+use super::util::{centred_code, pack_split_nibbles, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -39,10 +39,8 @@ impl BlockFormat for BlockQ4_0 {
 
 impl Quantize for BlockQ4_0 {
     fn quantize(x: &[f32]) -> Self {
-        let max = max_by_magnitude(x);
-        let d = max / -8.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let l: [u8; 32] = std::array::from_fn(|j| ((x[j] * id + 8.5) as i32).min(15) as u8);
+        let (d, code) = centred_code(x, 8);
+        let l: [u8; 32] = std::array::from_fn(|j| code(x[j]) as u8);
         let mut qs = [0u8; 16];
         pack_split_nibbles(&l, &mut qs);
         BlockQ4_0 {

@@ -5,7 +5,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::max_by_magnitude;
+use super::util::centred_code;
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -77,11 +77,8 @@ impl BlockFormat for BlockQ5_0 {
 
 impl Quantize for BlockQ5_0 {
     fn quantize(x: &[f32]) -> Self {
-        let max = max_by_magnitude(x);
-        let d = max / -16.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let code = |v: f32| ((v * id + 16.5) as i32).min(31) as u32;
-        let (qs, qh) = pack_five_bits(x, code);
+        let (d, code) = centred_code(x, 16);
+        let (qs, qh) = pack_five_bits(x, |v| code(v) as u32);
         BlockQ5_0 {
             d: f16::from_f32(d),
             qh,

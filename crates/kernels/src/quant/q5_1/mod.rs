@@ -7,6 +7,7 @@ use rinfer_formats::GgmlType;
 
 use super::q5_0::{five_bit_codes, pack_five_bits};
 use super::q8_1::BlockQ8_1;
+use super::util::{affine_code, min_max};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -45,15 +46,10 @@ impl BlockFormat for BlockQ5_1 {
 
 impl Quantize for BlockQ5_1 {
     fn quantize(x: &[f32]) -> Self {
-        let (mut min, mut max) = (x[0], x[0]);
-        for &v in &x[1..] {
-            min = if v < min { v } else { min };
-            max = if v > max { v } else { max };
-        }
-        let d = (max - min) / 31.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let code = |v: f32| (((v - min) * id + 0.5) as i32).min(31) as u32;
-        let (qs, qh) = pack_five_bits(x, code);
+        // ggml starts Q5_1's bounds at the first value (Q4_1's at ±f32::MAX).
+        let (min, max) = min_max(&x[1..], (x[0], x[0]));
+        let (d, code) = affine_code(min, max, 31);
+        let (qs, qh) = pack_five_bits(x, |v| code(v) as u32);
         BlockQ5_1 {
             d: f16::from_f32(d),
             m: f16::from_f32(min),
