@@ -109,6 +109,15 @@ pub(crate) fn dot_codes(codes: [i32; 32], q8: &[i8; 32]) -> i32 {
     codes.iter().zip(q8).map(|(&c, &q)| c * q as i32).sum()
 }
 
+/// `code · d` for each of the 32 integer values `codes` of a block at scale `d`: the
+/// dequantizer of the 32-value formats without a min.
+#[inline]
+pub(crate) fn scale_codes(d: f32, codes: [i32; 32], out: &mut [f32]) {
+    for (o, &c) in out.iter_mut().zip(&codes) {
+        *o = c as f32 * d;
+    }
+}
+
 /// The 4-bit field `i` of `bytes`, two to a byte, low nibble first.
 #[inline]
 pub(crate) fn nibble(bytes: &[u8], i: usize) -> u8 {

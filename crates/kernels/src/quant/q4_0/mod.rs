@@ -4,7 +4,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::{centred_code, pack_split_nibbles, split_nibbles};
+use super::util::{centred_code, pack_split_nibbles, scale_codes, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -30,10 +30,8 @@ impl BlockFormat for BlockQ4_0 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
-            *o = (q as i32 - 8) as f32 * d;
-        }
+        let codes = split_nibbles(&self.qs).map(|q| q as i32 - 8);
+        scale_codes(self.d.to_f32(), codes, out);
     }
 }
 

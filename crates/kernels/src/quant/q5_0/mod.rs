@@ -5,7 +5,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::centred_code;
+use super::util::{centred_code, scale_codes};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -68,10 +68,7 @@ impl BlockFormat for BlockQ5_0 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, q) in out.iter_mut().zip(self.codes()) {
-            *o = (q - 16) as f32 * d;
-        }
+        scale_codes(self.d.to_f32(), self.codes().map(|q| q - 16), out);
     }
 }
 

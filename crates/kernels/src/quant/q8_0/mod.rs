@@ -5,7 +5,7 @@
 use half::f16;
 use rinfer_formats::GgmlType;
 
-use super::util::{dot_codes, round_away};
+use super::util::{dot_codes, round_away, scale_codes};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -33,7 +33,7 @@ impl BlockFormat for BlockQ8_0 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        dequantize_codes(self.d, &self.qs, out);
+        scale_codes(self.d.to_f32(), self.qs.map(i32::from), out);
     }
 }
 
@@ -43,14 +43,6 @@ impl BlockQ8_0 {
     #[inline]
     pub(crate) fn scaled_dot(&self, d: f32, codes: [i32; 32]) -> f32 {
         dot_codes(codes, &self.qs) as f32 * (d * self.d.to_f32())
-    }
-}
-
-/// `x = d * q` for the 32 codes `qs` of a Q8_0 or Q8_1 block.
-pub(crate) fn dequantize_codes(d: f16, qs: &[i8; 32], out: &mut [f32]) {
-    let d = d.to_f32();
-    for (o, &q) in out.iter_mut().zip(qs) {
-        *o = q as f32 * d;
     }
 }
 

@@ -4,8 +4,8 @@
 use half::f16;
 use rinfer_formats::GgmlType;
 
-use super::q8_0::{dequantize_codes, quantize_codes};
-use super::util::dot_codes;
+use super::q8_0::quantize_codes;
+use super::util::{dot_codes, scale_codes};
 use super::{BlockFormat, Quantize};
 
 #[cfg(test)]
@@ -38,7 +38,7 @@ impl BlockFormat for BlockQ8_1 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        dequantize_codes(self.d, &self.qs, out);
+        scale_codes(self.d.to_f32(), self.qs.map(i32::from), out);
     }
 }
 
