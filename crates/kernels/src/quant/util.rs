@@ -118,6 +118,15 @@ pub(crate) fn scale_codes(d: f32, codes: [i32; 32], out: &mut [f32]) {
     }
 }
 
+/// `code · d + m` for each of the 32 codes `codes` of a block at scale `d` with the min `m`:
+/// the dequantizer of the 32-value formats with a min.
+#[inline]
+pub(crate) fn scale_codes_min(d: f32, m: f32, codes: [i32; 32], out: &mut [f32]) {
+    for (o, &c) in out.iter_mut().zip(&codes) {
+        *o = c as f32 * d + m;
+    }
+}
+
 /// The 4-bit field `i` of `bytes`, two to a byte, low nibble first.
 #[inline]
 pub(crate) fn nibble(bytes: &[u8], i: usize) -> u8 {

@@ -6,7 +6,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_1::BlockQ8_1;
-use super::util::{affine_code, min_max, pack_split_nibbles, split_nibbles};
+use super::util::{affine_code, min_max, pack_split_nibbles, scale_codes_min, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -34,10 +34,8 @@ impl BlockFormat for BlockQ4_1 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let (d, m) = (self.d.to_f32(), self.m.to_f32());
-        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
-            *o = q as f32 * d + m;
-        }
+        let codes = split_nibbles(&self.qs).map(i32::from);
+        scale_codes_min(self.d.to_f32(), self.m.to_f32(), codes, out);
     }
 }
 

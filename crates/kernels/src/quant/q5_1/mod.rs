@@ -7,7 +7,7 @@ use rinfer_formats::GgmlType;
 
 use super::q5_0::{five_bit_codes, pack_five_bits};
 use super::q8_1::BlockQ8_1;
-use super::util::{affine_code, min_max};
+use super::util::{affine_code, min_max, scale_codes_min};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -37,10 +37,8 @@ impl BlockFormat for BlockQ5_1 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let (d, m) = (self.d.to_f32(), self.m.to_f32());
-        for (o, q) in out.iter_mut().zip(five_bit_codes(&self.qs, self.qh)) {
-            *o = q as f32 * d + m;
-        }
+        let codes = five_bit_codes(&self.qs, self.qh);
+        scale_codes_min(self.d.to_f32(), self.m.to_f32(), codes, out);
     }
 }
 
