@@ -25,63 +25,15 @@ pub const KEY_BLOCK: usize = 32;
 
 pub use rinfer_transformer::AttentionParams;
 
-/// The scores of a block of keys, as the model forms them.
-trait Scoring {
-    fn scores(
-        &self,
-        vector: &VectorKernels,
-        query: &[f32],
-        keys: &[f32],
-        scores: &mut [f32],
-    ) -> f32;
-    fn scores_pair(
-        &self,
-        vector: &VectorKernels,
-        queries: [&[f32]; 2],
-        keys: &[f32],
-        scores: [&mut [f32]; 2],
-    ) -> [f32; 2];
-    fn capped(&self, scores: &mut [f32], max: f32) -> f32;
-}
-
-impl Scoring for AttentionParams {
-    /// The scores of `query` against the key rows `keys` into `scores`, returning the largest.
-    #[inline]
-    fn scores(
-        &self,
-        vector: &VectorKernels,
-        query: &[f32],
-        keys: &[f32],
-        scores: &mut [f32],
-    ) -> f32 {
-        let max = vector.scaled_dots(query, keys, self.scale, scores);
-        self.capped(scores, max)
-    }
-
-    /// [`Self::scores`] of two queries against the same keys.
-    #[inline]
-    fn scores_pair(
-        &self,
-        vector: &VectorKernels,
-        queries: [&[f32]; 2],
-        keys: &[f32],
-        scores: [&mut [f32]; 2],
-    ) -> [f32; 2] {
-        let [s0, s1] = scores;
-        let [m0, m1] = vector.scaled_dots_pair(queries, keys, self.scale, [&mut *s0, &mut *s1]);
-        [self.capped(s0, m0), self.capped(s1, m1)]
-    }
-
-    /// Scaled dot products with their largest `max` as scores, softcapped where the model caps
-    /// them, and the largest score.
-    #[inline]
-    fn capped(&self, scores: &mut [f32], max: f32) -> f32 {
-        let Some(cap) = self.softcap else {
-            return max;
-        };
-        scores.iter_mut().for_each(|s| *s = cap * (*s / cap).tanh());
-        scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s))
-    }
+/// Scaled dot products with their largest `max` as scores, softcapped where the model caps
+/// them, and the largest score.
+#[inline]
+fn capped(params: &AttentionParams, scores: &mut [f32], max: f32) -> f32 {
+    let Some(cap) = params.softcap else {
+        return max;
+    };
+    scores.iter_mut().for_each(|s| *s = cap * (*s / cap).tanh());
+    scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s))
 }
 
 /// Head counts and width: query head `h` reads kv head `h / (heads / kv_heads)`.
@@ -486,7 +438,8 @@ impl Running {
     ) {
         let mut scores = [0.0f32; KEY_BLOCK];
         let scores = &mut scores[..keys.len() / query.len().max(1)];
-        let block_max = params.scores(vector, query, keys, scores);
+        let max = vector.scaled_dots(query, keys, params.scale, scores);
+        let block_max = capped(params, scores, max);
         self.add_block(vector, scores, block_max, values, out);
     }
 
@@ -505,7 +458,8 @@ impl Running {
         let n = keys.len() / queries[0].len().max(1);
         let (mut s0, mut s1) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
         let (s0, s1) = (&mut s0[..n], &mut s1[..n]);
-        let [m0, m1] = params.scores_pair(vector, queries, keys, [&mut *s0, &mut *s1]);
+        let [m0, m1] = vector.scaled_dots_pair(queries, keys, params.scale, [&mut *s0, &mut *s1]);
+        let [m0, m1] = [capped(params, s0, m0), capped(params, s1, m1)];
         let [state0, state1] = states;
         state0.weigh_block(vector, s0, m0, outs.0);
         state1.weigh_block(vector, s1, m1, outs.1);
@@ -537,7 +491,7 @@ impl Running {
             let mut pair = [(); 2].map(|_| {
                 let ((state, scores), max) = heads.next().expect("four heads");
                 let out = outs.next().expect("four outputs");
-                let max = params.capped(scores, max);
+                let max = capped(params, scores, max);
                 state.weigh_block(vector, scores, max, out);
                 (scores, out)
             });

@@ -214,17 +214,17 @@ impl VectorKernels {
         scale: f32,
         out: [&mut [f32]; 2],
     ) -> [f32; 2] {
-        let [out0, out1] = out;
-        assert_eq!(q[0].len(), q[1].len());
-        assert_eq!(out0.len(), out1.len());
-        assert_eq!(keys.len(), out0.len() * q[0].len());
+        assert_heads(&q, keys, &out);
         match self.scaled_dots_pair {
             // SAFETY: the table was built for this CPU's detected instruction set.
-            Some(pair) => unsafe { pair(q, keys, scale, [out0, out1]) },
-            None => [
-                self.scaled_dots(q[0], keys, scale, out0),
-                self.scaled_dots(q[1], keys, scale, out1),
-            ],
+            Some(pair) => unsafe { pair(q, keys, scale, out) },
+            None => {
+                let [out0, out1] = out;
+                [
+                    self.scaled_dots(q[0], keys, scale, out0),
+                    self.scaled_dots(q[1], keys, scale, out1),
+                ]
+            }
         }
     }
 
@@ -240,14 +240,12 @@ impl VectorKernels {
         scale: f32,
         out: [&mut [f32]; 4],
     ) -> [f32; 4] {
-        let [o0, o1, o2, o3] = out;
-        assert!(q.iter().all(|each| each.len() == q[0].len()));
-        assert!([&o1, &o2, &o3].iter().all(|o| o.len() == o0.len()));
-        assert_eq!(keys.len(), o0.len() * q[0].len());
+        assert_heads(&q, keys, &out);
         match self.scaled_dots_quad {
             // SAFETY: the table was built for this CPU's detected instruction set.
-            Some(quad) => unsafe { quad(q, keys, scale, [o0, o1, o2, o3]) },
+            Some(quad) => unsafe { quad(q, keys, scale, out) },
             None => {
+                let [o0, o1, o2, o3] = out;
                 let [m0, m1] = self.scaled_dots_pair([q[0], q[1]], keys, scale, [o0, o1]);
                 let [m2, m3] = self.scaled_dots_pair([q[2], q[3]], keys, scale, [o2, o3]);
                 [m0, m1, m2, m3]
@@ -314,6 +312,18 @@ impl VectorKernels {
         // SAFETY: the table was built for this CPU's detected instruction set.
         unsafe { (self.delta_rule)(state, run, out) }
     }
+}
+
+/// The shape [`VectorKernels::scaled_dots_pair`] and [`VectorKernels::scaled_dots_quad`] ask:
+/// `H` queries of one length, `H` outputs of one length, and `keys` as many rows of the
+/// queries' length as an output has scores.
+///
+/// # Panics
+/// When the shape is off (a caller bug).
+fn assert_heads<const H: usize>(q: &[&[f32]; H], keys: &[f32], out: &[&mut [f32]; H]) {
+    assert!(q.iter().all(|each| each.len() == q[0].len()));
+    assert!(out.iter().all(|o| o.len() == out[0].len()));
+    assert_eq!(keys.len(), out[0].len() * q[0].len());
 }
 
 /// Scalar reference of the gated SiLU.

@@ -79,3 +79,26 @@ pub(crate) fn sub_block_scale(x: &[f32], weight: &[f32], l: &mut [u8]) -> f32 {
     }
     d
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::iq4_nl::BlockIq4Nl;
+    use super::super::iq4_xs::BlockIq4Xs;
+    use crate::quant::testing::check_quantize_round_trip;
+
+    proptest::proptest! {
+        #[test]
+        fn quantize_round_trips_within_the_table_spacing(
+            x in proptest::collection::vec(-4.0f32..4.0, 2 * rinfer_formats::QK_K)
+        ) {
+            check_quantize_round_trip::<BlockIq4Nl>(&x, 0.2);
+            check_quantize_round_trip::<BlockIq4Xs>(&x, 0.2);
+        }
+    }
+
+    #[test]
+    fn quantize_of_zeros_decodes_to_zeros() {
+        check_quantize_round_trip::<BlockIq4Nl>(&[0.0; 512], 0.0);
+        check_quantize_round_trip::<BlockIq4Xs>(&[0.0; 512], 0.0);
+    }
+}

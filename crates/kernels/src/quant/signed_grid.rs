@@ -18,8 +18,9 @@ pub(crate) trait SignedGrid {
     const GROUPS_PER_SCALE: usize;
     /// The factor of the values' scale `d · (0.5 + l) · VALUE_FACTOR` of a run at level `l`.
     const VALUE_FACTOR: f32;
-    /// The factor the dot product's sum is multiplied by at the end.
-    const DOT_FACTOR: f32;
+    /// The factor the dot product's sum is multiplied by at the end: half the value factor,
+    /// as the dot's integer multiplier `2l + 1` is twice the values' `0.5 + l`.
+    const DOT_FACTOR: f32 = Self::VALUE_FACTOR / 2.0;
 
     /// Super-block scale.
     fn d(&self) -> f16;

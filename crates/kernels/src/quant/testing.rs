@@ -296,23 +296,21 @@ pub(crate) fn check_avx2_dot<W: VecDot>(
     assert_dot_close(simd, W::vec_dot(w, &a), magnitude);
 }
 
-/// Where `detected()` (the instruction set the x86 kernel `kernel` needs: [`has_avx2`] or
-/// [`has_avx512`]) holds, checks that `kernel` gives the reference dot product of `w` and `x`
-/// (quantized to `W::Activation`) bit for bit: for kernels whose integer sums are exact and
+/// Where AVX2 runs, checks that the kernel `avx2` gives the reference dot product of `w` and
+/// `x` (quantized to `W::Activation`) bit for bit: for kernels whose integer sums are exact and
 /// whose float steps are the reference's.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn check_x86_dot_exact<W: VecDot>(
+pub(crate) fn check_avx2_dot_exact<W: VecDot>(
     w: &[W],
     x: &[f32],
-    detected: fn() -> bool,
-    kernel: unsafe fn(&[W], &[W::Activation]) -> f32,
+    avx2: unsafe fn(&[W], &[W::Activation]) -> f32,
 ) {
-    if !detected() {
+    if !has_avx2() {
         return;
     }
     let a = quantize::<W::Activation>(x);
-    // SAFETY: what the kernel needs was detected just above.
-    let simd = unsafe { kernel(w, &a) };
+    // SAFETY: AVX2, FMA and F16C were detected just above, all an AVX2 dot kernel needs.
+    let simd = unsafe { avx2(w, &a) };
     assert_same_dot(simd, W::vec_dot(w, &a), "simd");
 }
 
@@ -573,14 +571,13 @@ pub(crate) use dot_tests;
 /// rows from [`dot_case`] (random, all-zero and all-ones code bits; `$patch` sets the block
 /// `$b`'s scale from the drawn f16 `$d`), the reference dot product matches the dequantized dot
 /// ([`check_reference_dot`]), the AVX2 kernel `$avx2` gives the reference's bits
-/// ([`check_x86_dot_exact`]) and, with `avx512: kernel`, so does that AVX-512 kernel, and with
-/// `neon: module` the module's NEON kernels ([`check_neon_dots_exact`]).
+/// ([`check_avx2_dot_exact`]) and, with `neon: module`, so do the module's NEON kernels
+/// ([`check_neon_dots_exact`]).
 macro_rules! exact_dot_tests {
     (
         $block:ty,
         scale: |$b:ident, $d:ident| $patch:expr,
         avx2: $avx2:expr
-        $(, avx512: $avx512:expr)?
         $(, neon: $neon:ident)? $(,)?
     ) => {
         fn dot_operands() -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
@@ -600,26 +597,8 @@ macro_rules! exact_dot_tests {
             #[cfg(target_arch = "x86_64")]
             #[test]
             fn avx2_dot_matches_reference_bit_exact((w, x) in dot_operands()) {
-                $crate::quant::testing::check_x86_dot_exact(
-                    &w,
-                    &x,
-                    $crate::quant::testing::has_avx2,
-                    $avx2,
-                );
+                $crate::quant::testing::check_avx2_dot_exact(&w, &x, $avx2);
             }
-
-            $(
-                #[cfg(target_arch = "x86_64")]
-                #[test]
-                fn avx512_dot_matches_reference_bit_exact((w, x) in dot_operands()) {
-                    $crate::quant::testing::check_x86_dot_exact(
-                        &w,
-                        &x,
-                        $crate::quant::testing::has_avx512,
-                        $avx512,
-                    );
-                }
-            )?
 
             $(
                 #[cfg(target_arch = "aarch64")]

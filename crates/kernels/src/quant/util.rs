@@ -36,6 +36,40 @@ pub(crate) fn max_by_magnitude(x: &[f32]) -> f32 {
     max
 }
 
+/// ggml's symmetric coding of the values `x` to codes `0..2·half` centred on `half`: the scale
+/// `d = max / −half` of the value `max` of largest magnitude and the code of `v`,
+/// `v / d + half + 0.5` truncated, at most `2·half − 1`.
+#[inline]
+pub(crate) fn centred_code(x: &[f32], half: i32) -> (f32, impl Fn(f32) -> i32) {
+    let d = max_by_magnitude(x) / -(half as f32);
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let offset = half as f32 + 0.5;
+    (d, move |v: f32| {
+        ((v * id + offset) as i32).min(2 * half - 1)
+    })
+}
+
+/// The smallest and largest of `x`, starting from `(min, max)` as ggml's affine quantizers
+/// compare (a NaN never replaces a bound).
+#[inline]
+pub(crate) fn min_max(x: &[f32], (mut min, mut max): (f32, f32)) -> (f32, f32) {
+    for &v in x {
+        min = if v < min { v } else { min };
+        max = if v > max { v } else { max };
+    }
+    (min, max)
+}
+
+/// ggml's affine coding of values in `min..=max` to codes `0..=top`: the scale
+/// `d = (max − min) / top` and the code of `v`, `(v − min) / d + 0.5` truncated, at most `top`
+/// (0 when all the values are equal).
+#[inline]
+pub(crate) fn affine_code(min: f32, max: f32, top: i32) -> (f32, impl Fn(f32) -> i32) {
+    let d = (max - min) / top as f32;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    (d, move |v: f32| (((v - min) * id + 0.5) as i32).min(top))
+}
+
 /// Values below this magnitude count as an all-zero group (ggml's `GROUP_MAX_EPS`).
 pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
 
@@ -73,6 +107,24 @@ pub(crate) fn pack_split_nibbles(l: &[u8], qs: &mut [u8]) {
 #[inline]
 pub(crate) fn dot_codes(codes: [i32; 32], q8: &[i8; 32]) -> i32 {
     codes.iter().zip(q8).map(|(&c, &q)| c * q as i32).sum()
+}
+
+/// `code · d` for each of the 32 integer values `codes` of a block at scale `d`: the
+/// dequantizer of the 32-value formats without a min.
+#[inline]
+pub(crate) fn scale_codes(d: f32, codes: [i32; 32], out: &mut [f32]) {
+    for (o, &c) in out.iter_mut().zip(&codes) {
+        *o = c as f32 * d;
+    }
+}
+
+/// `code · d + m` for each of the 32 codes `codes` of a block at scale `d` with the min `m`:
+/// the dequantizer of the 32-value formats with a min.
+#[inline]
+pub(crate) fn scale_codes_min(d: f32, m: f32, codes: [i32; 32], out: &mut [f32]) {
+    for (o, &c) in out.iter_mut().zip(&codes) {
+        *o = c as f32 * d + m;
+    }
 }
 
 /// The 4-bit field `i` of `bytes`, two to a byte, low nibble first.

@@ -2,6 +2,7 @@ use super::*;
 use crate::ops::{KvRowMut, KvType};
 
 /// Keys and values of one sequence, `[positions, kv_heads * head_dim]` each.
+#[derive(Clone, Copy)]
 struct Rows<'a> {
     keys: &'a [f32],
     values: &'a [f32],
@@ -97,14 +98,7 @@ fn check_against_reference(params: AttentionParams) {
     let q_dim = shape.heads * shape.head_dim;
     let queries = values(positions * q_dim, 3);
     let mut out = vec![0.0f32; queries.len()];
-    let row = |i: usize| {
-        let rows = Rows {
-            keys: &keys,
-            values: &vals,
-            width,
-        };
-        (i, rows)
-    };
+    let row = |i: usize| (i, rows);
     // Sink logits around the scores' scale, one of them above every score.
     let sink_values = [0.5, -1.0, 40.0, 2.0];
     let sinks = params.sinks.then_some(&sink_values[..]);
@@ -202,14 +196,12 @@ fn a_head_does_not_depend_on_the_rows_beside_it() {
     let mut queries = values(3 * hd, 7);
     queries[2 * hd..].copy_from_slice(&query);
     let mut out = vec![0.0; 3 * hd];
-    let row = |i: usize| {
-        let rows = Rows {
-            keys: &keys,
-            values: &vals,
-            width: hd,
-        };
-        (47 + i, rows)
+    let rows = Rows {
+        keys: &keys,
+        values: &vals,
+        width: hd,
     };
+    let row = |i: usize| (47 + i, rows);
     attention(&shape, &params, None, &queries, row, &mut out);
     assert_eq!(&out[2 * hd..], &alone[..]);
 }
@@ -254,6 +246,7 @@ impl Encoded {
 }
 
 /// The encoded keys and values of one sequence.
+#[derive(Clone, Copy)]
 struct EncodedRows<'a> {
     keys: &'a Encoded,
     values: &'a Encoded,
@@ -305,24 +298,18 @@ fn check_encoded_rows(shape: AttentionShape) {
         let (k_rows, k_plain) = Encoded::new(kv_type, &keys, width);
         let (v_rows, v_plain) = Encoded::new(kv_type, &vals, width);
         let mut got = vec![0.0f32; queries.len()];
-        let encoded = |i: usize| {
-            let rows = EncodedRows {
-                keys: &k_rows,
-                values: &v_rows,
-            };
-            (i, rows)
+        let encoded = EncodedRows {
+            keys: &k_rows,
+            values: &v_rows,
         };
-        attention(&shape, &params, None, &queries, encoded, &mut got);
+        attention(&shape, &params, None, &queries, |i| (i, encoded), &mut got);
         let mut want = vec![0.0f32; queries.len()];
-        let plain = |i: usize| {
-            let rows = Rows {
-                keys: &k_plain,
-                values: &v_plain,
-                width,
-            };
-            (i, rows)
+        let plain = Rows {
+            keys: &k_plain,
+            values: &v_plain,
+            width,
         };
-        attention(&shape, &params, None, &queries, plain, &mut want);
+        attention(&shape, &params, None, &queries, |i| (i, plain), &mut want);
         assert_eq!(got, want, "{kv_type}");
     }
 }
@@ -453,12 +440,12 @@ fn a_sliding_window_tile_reads_only_the_keys_of_its_windows() {
     let (keys, vals) = (values(400 * 8, 16), values(400 * 8, 17));
     let queries = values(rows * 16, 18);
     let mut out = vec![0.0f32; queries.len()];
+    let rows = Rows {
+        keys: &keys,
+        values: &vals,
+        width: 8,
+    };
     let row = |i: usize| {
-        let rows = Rows {
-            keys: &keys,
-            values: &vals,
-            width: 8,
-        };
         // Each tile's rows may read exactly the union of their windows.
         let tile_start = first_pos + i / QUERY_TILE * QUERY_TILE;
         let allowed = tile_start + 1 - window..tile_start + QUERY_TILE;

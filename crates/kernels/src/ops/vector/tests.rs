@@ -18,16 +18,12 @@ fn case() -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
 }
 
 /// SIMD against reference: within a few ulp of the result, plus the reference's own rounding
-/// in `1 + tanh(u)` (a few 1e-8 of `|gate · up|`, which leaves it 0 where the sigmoid form still
-/// has a tiny value), or both negligible (the clamped SIMD exponential gives some 1e-36 where
-/// the reference underflows to 0).
-fn check_gated(k: &VectorKernels, act: Activation, gate: &[f32], up: &[f32]) {
-    let mut want = gate.to_vec();
-    super::super::activation::gated_inplace(act, &mut want, up);
-    let mut got = gate.to_vec();
-    k.gated_inplace(act, &mut got, up);
-    for (i, (s, r)) in got.iter().zip(&want).enumerate() {
-        let tol = 4e-6 * r.abs().max(s.abs()) + 2e-7 * (gate[i] * up[i]).abs() + 1e-30;
+/// in `1 + tanh(u)` (a few 1e-8 of `|gate · up|`, or of `|x|` without a gate, which leaves it 0
+/// where the sigmoid form still has a tiny value), or both negligible (the clamped SIMD
+/// exponential gives some 1e-36 where the reference underflows to 0).
+fn assert_close(act: Activation, got: &[f32], want: &[f32], input: impl Fn(usize) -> f32) {
+    for (i, (s, r)) in got.iter().zip(want).enumerate() {
+        let tol = 4e-6 * r.abs().max(s.abs()) + 2e-7 * input(i).abs() + 1e-30;
         assert!(
             (s - r).abs() <= tol,
             "{act:?}[{i}]: simd {s} vs reference {r}"
@@ -35,19 +31,22 @@ fn check_gated(k: &VectorKernels, act: Activation, gate: &[f32], up: &[f32]) {
     }
 }
 
-/// [`check_gated`]'s bound for an activation without a gate.
+/// [`assert_close`] for the gated activation `act` of `gate` and `up`.
+fn check_gated(k: &VectorKernels, act: Activation, gate: &[f32], up: &[f32]) {
+    let mut want = gate.to_vec();
+    super::super::activation::gated_inplace(act, &mut want, up);
+    let mut got = gate.to_vec();
+    k.gated_inplace(act, &mut got, up);
+    assert_close(act, &got, &want, |i| gate[i] * up[i]);
+}
+
+/// [`assert_close`] for the activation `act` of `x`, without a gate.
 fn check_activated(k: &VectorKernels, act: Activation, x: &[f32]) {
     let mut want = x.to_vec();
     super::super::activation::apply(act, &mut want);
     let mut got = x.to_vec();
     k.activate_inplace(act, &mut got);
-    for (i, (s, r)) in got.iter().zip(&want).enumerate() {
-        let tol = 4e-6 * r.abs().max(s.abs()) + 2e-7 * x[i].abs() + 1e-30;
-        assert!(
-            (s - r).abs() <= tol,
-            "{act:?}[{i}]: simd {s} vs reference {r}"
-        );
-    }
+    assert_close(act, &got, &want, |i| x[i]);
 }
 
 proptest! {
@@ -85,6 +84,33 @@ fn simd_tables() -> Vec<VectorKernels> {
         .filter(|&isa| isa <= crate::cpu::detected())
         .map(VectorKernels::for_isa)
         .collect()
+}
+
+/// Checks that `dots` (a table's kernel for `H` queries against the same keys) gives each
+/// query, on every table and the scalar one, the scores and maximum bits
+/// [`scaled_dots_reference`] gives it alone.
+fn check_heads<const H: usize>(
+    queries: [&[f32]; H],
+    keys: &[f32],
+    scale: f32,
+    dots: impl Fn(&VectorKernels, [&[f32]; H], &[f32], f32, [&mut [f32]; H]) -> [f32; H],
+) -> Result<(), TestCaseError> {
+    let n = keys.len().checked_div(queries[0].len()).unwrap_or(0);
+    let mut want = [(); H].map(|_| vec![0.0; n]);
+    let mut want_max = [0.0; H];
+    for ((q, want), max) in queries.iter().zip(&mut want).zip(&mut want_max) {
+        *max = scaled_dots_reference(q, keys, scale, want);
+    }
+    let scalar = VectorKernels::for_isa(Isa::Scalar);
+    for k in simd_tables().iter().chain([&scalar]) {
+        let mut got = [(); H].map(|_| vec![f32::NAN; n]);
+        let got_max = dots(k, queries, keys, scale, got.each_mut().map(|g| &mut g[..]));
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!(same_bits(g, w));
+        }
+        prop_assert!(same_bits(&got_max, &want_max));
+    }
+    Ok(())
 }
 
 /// A query and up to 40 key rows as long as it (a vector width, a tail, or both).
@@ -128,21 +154,8 @@ proptest! {
         (q, keys) in rows_case(),
         scale in 0.01f32..2.0,
     ) {
-        let n = if q.is_empty() { 0 } else { keys.len() / q.len() };
         let other: Vec<f32> = q.iter().rev().map(|v| v * 0.5 - 1.0).collect();
-        let mut want = [vec![0.0; n], vec![0.0; n]];
-        let want_max = [
-            scaled_dots_reference(&q, &keys, scale, &mut want[0]),
-            scaled_dots_reference(&other, &keys, scale, &mut want[1]),
-        ];
-        let scalar = VectorKernels::for_isa(Isa::Scalar);
-        for k in simd_tables().iter().chain([&scalar]) {
-            let mut got = [vec![f32::NAN; n], vec![f32::NAN; n]];
-            let [g0, g1] = &mut got;
-            let got_max = k.scaled_dots_pair([&q, &other], &keys, scale, [g0, g1]);
-            prop_assert!(same_bits(&got[0], &want[0]) && same_bits(&got[1], &want[1]));
-            prop_assert!(same_bits(&got_max, &want_max));
-        }
+        check_heads([&q, &other], &keys, scale, VectorKernels::scaled_dots_pair)?;
     }
 
     #[test]
@@ -150,26 +163,9 @@ proptest! {
         (q, keys) in rows_case(),
         scale in 0.01f32..2.0,
     ) {
-        let n = if q.is_empty() { 0 } else { keys.len() / q.len() };
-        let queries: Vec<Vec<f32>> = (0..4)
-            .map(|i| q.iter().map(|v| v * (i as f32 - 1.5)).collect())
-            .collect();
-        let mut want = [vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]];
-        let mut want_max = [0.0; 4];
-        for ((q, want), max) in queries.iter().zip(&mut want).zip(&mut want_max) {
-            *max = scaled_dots_reference(q, &keys, scale, want);
-        }
-        let scalar = VectorKernels::for_isa(Isa::Scalar);
-        for k in simd_tables().iter().chain([&scalar]) {
-            let mut got = [vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n]];
-            let [g0, g1, g2, g3] = &mut got;
-            let qs = [&queries[0][..], &queries[1], &queries[2], &queries[3]];
-            let got_max = k.scaled_dots_quad(qs, &keys, scale, [g0, g1, g2, g3]);
-            for (g, w) in got.iter().zip(&want) {
-                prop_assert!(same_bits(g, w));
-            }
-            prop_assert!(same_bits(&got_max, &want_max));
-        }
+        let queries: [Vec<f32>; 4] =
+            std::array::from_fn(|i| q.iter().map(|v| v * (i as f32 - 1.5)).collect());
+        check_heads(queries.each_ref().map(|q| &q[..]), &keys, scale, VectorKernels::scaled_dots_quad)?;
     }
 
     #[test]

@@ -55,7 +55,6 @@ impl BlockIq2S {
 impl SignedGrid for BlockIq2S {
     const GROUPS_PER_SCALE: usize = 2;
     const VALUE_FACTOR: f32 = 0.25;
-    const DOT_FACTOR: f32 = 0.125;
 
     fn d(&self) -> f16 {
         self.d

@@ -39,7 +39,6 @@ block_struct! {
 impl SignedGrid for BlockIq2Xs {
     const GROUPS_PER_SCALE: usize = 2;
     const VALUE_FACTOR: f32 = 0.25;
-    const DOT_FACTOR: f32 = 0.125;
 
     fn d(&self) -> f16 {
         self.d

@@ -46,7 +46,6 @@ impl BlockIq2Xxs {
 impl SignedGrid for BlockIq2Xxs {
     const GROUPS_PER_SCALE: usize = 4;
     const VALUE_FACTOR: f32 = 0.25;
-    const DOT_FACTOR: f32 = 0.125;
 
     fn d(&self) -> f16 {
         self.d

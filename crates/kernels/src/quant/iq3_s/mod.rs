@@ -51,7 +51,6 @@ impl BlockIq3S {
 impl SignedGrid for BlockIq3S {
     const GROUPS_PER_SCALE: usize = 4;
     const VALUE_FACTOR: f32 = 2.0;
-    const DOT_FACTOR: f32 = 1.0;
 
     fn d(&self) -> f16 {
         self.d

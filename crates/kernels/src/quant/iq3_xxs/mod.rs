@@ -50,7 +50,6 @@ impl BlockIq3Xxs {
 impl SignedGrid for BlockIq3Xxs {
     const GROUPS_PER_SCALE: usize = 4;
     const VALUE_FACTOR: f32 = 0.5;
-    const DOT_FACTOR: f32 = 0.25;
 
     fn d(&self) -> f16 {
         self.d

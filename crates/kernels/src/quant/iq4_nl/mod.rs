@@ -5,7 +5,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::{dot_codes, split_nibbles};
+use super::util::{scale_codes, split_nibbles};
 use super::{BlockFormat, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -34,10 +34,8 @@ impl BlockFormat for BlockIq4Nl {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
-            *o = d * KVALUES[q as usize] as f32;
-        }
+        let codes = split_nibbles(&self.qs).map(|q| KVALUES[q as usize] as i32);
+        scale_codes(self.d.to_f32(), codes, out);
     }
 }
 
@@ -46,11 +44,10 @@ impl VecDot for BlockIq4Nl {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(
+            y.scaled_dot(
+                x.d.to_f32(),
                 split_nibbles(&x.qs).map(|q| KVALUES[q as usize] as i32),
-                &y.qs,
-            );
-            (x.d.to_f32() * y.d.to_f32()) * sumi as f32
+            )
         })
     }
 }

@@ -4,7 +4,7 @@
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::{dot_codes, pack_split_nibbles, split_nibbles};
+use super::util::{pack_split_nibbles, scale_codes, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -46,10 +46,8 @@ impl BlockFormat for BlockMxfp4 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let d = e8m0_to_f32_half(self.e);
-        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
-            *o = KVALUES[q as usize] as f32 * d;
-        }
+        let codes = split_nibbles(&self.qs).map(|q| KVALUES[q as usize] as i32);
+        scale_codes(e8m0_to_f32_half(self.e), codes, out);
     }
 }
 
@@ -83,12 +81,10 @@ impl VecDot for BlockMxfp4 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let d = y.d.to_f32() * e8m0_to_f32_half(x.e);
-            let sumi = dot_codes(
+            y.scaled_dot(
+                e8m0_to_f32_half(x.e),
                 split_nibbles(&x.qs).map(|q| KVALUES[q as usize] as i32),
-                &y.qs,
-            );
-            d * sumi as f32
+            )
         })
     }
 }

@@ -4,7 +4,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::{dot_codes, max_by_magnitude, pack_split_nibbles, split_nibbles};
+use super::util::{centred_code, pack_split_nibbles, scale_codes, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -30,19 +30,15 @@ impl BlockFormat for BlockQ4_0 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
-            *o = (q as i32 - 8) as f32 * d;
-        }
+        let codes = split_nibbles(&self.qs).map(|q| q as i32 - 8);
+        scale_codes(self.d.to_f32(), codes, out);
     }
 }
 
 impl Quantize for BlockQ4_0 {
     fn quantize(x: &[f32]) -> Self {
-        let max = max_by_magnitude(x);
-        let d = max / -8.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let l: [u8; 32] = std::array::from_fn(|j| ((x[j] * id + 8.5) as i32).min(15) as u8);
+        let (d, code) = centred_code(x, 8);
+        let l: [u8; 32] = std::array::from_fn(|j| code(x[j]) as u8);
         let mut qs = [0u8; 16];
         pack_split_nibbles(&l, &mut qs);
         BlockQ4_0 {
@@ -57,8 +53,7 @@ impl VecDot for BlockQ4_0 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(split_nibbles(&x.qs).map(|q| q as i32 - 8), &y.qs);
-            sumi as f32 * (x.d.to_f32() * y.d.to_f32())
+            y.scaled_dot(x.d.to_f32(), split_nibbles(&x.qs).map(|q| q as i32 - 8))
         })
     }
 }

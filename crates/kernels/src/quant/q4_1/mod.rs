@@ -6,7 +6,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_1::BlockQ8_1;
-use super::util::{dot_codes, pack_split_nibbles, split_nibbles};
+use super::util::{affine_code, min_max, pack_split_nibbles, scale_codes_min, split_nibbles};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -34,23 +34,16 @@ impl BlockFormat for BlockQ4_1 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let (d, m) = (self.d.to_f32(), self.m.to_f32());
-        for (o, q) in out.iter_mut().zip(split_nibbles(&self.qs)) {
-            *o = q as f32 * d + m;
-        }
+        let codes = split_nibbles(&self.qs).map(i32::from);
+        scale_codes_min(self.d.to_f32(), self.m.to_f32(), codes, out);
     }
 }
 
 impl Quantize for BlockQ4_1 {
     fn quantize(x: &[f32]) -> Self {
-        let (mut min, mut max) = (f32::MAX, -f32::MAX);
-        for &v in x {
-            min = if v < min { v } else { min };
-            max = if v > max { v } else { max };
-        }
-        let d = (max - min) / 15.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let l: [u8; 32] = std::array::from_fn(|j| (((x[j] - min) * id + 0.5) as i32).min(15) as u8);
+        let (min, max) = min_max(x, (f32::MAX, -f32::MAX));
+        let (d, code) = affine_code(min, max, 15);
+        let l: [u8; 32] = std::array::from_fn(|j| code(x[j]) as u8);
         let mut qs = [0u8; 16];
         pack_split_nibbles(&l, &mut qs);
         BlockQ4_1 {
@@ -66,8 +59,8 @@ impl VecDot for BlockQ4_1 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(split_nibbles(&x.qs).map(i32::from), &y.qs);
-            (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
+            let codes = split_nibbles(&x.qs).map(i32::from);
+            y.affine_dot(x.d.to_f32(), x.m.to_f32(), codes)
         })
     }
 }

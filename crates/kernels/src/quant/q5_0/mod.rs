@@ -5,7 +5,7 @@ use half::f16;
 use rinfer_formats::GgmlType;
 
 use super::q8_0::BlockQ8_0;
-use super::util::{dot_codes, max_by_magnitude};
+use super::util::{centred_code, scale_codes};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -68,20 +68,14 @@ impl BlockFormat for BlockQ5_0 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, q) in out.iter_mut().zip(self.codes()) {
-            *o = (q - 16) as f32 * d;
-        }
+        scale_codes(self.d.to_f32(), self.codes().map(|q| q - 16), out);
     }
 }
 
 impl Quantize for BlockQ5_0 {
     fn quantize(x: &[f32]) -> Self {
-        let max = max_by_magnitude(x);
-        let d = max / -16.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let code = |v: f32| ((v * id + 16.5) as i32).min(31) as u32;
-        let (qs, qh) = pack_five_bits(x, code);
+        let (d, code) = centred_code(x, 16);
+        let (qs, qh) = pack_five_bits(x, |v| code(v) as u32);
         BlockQ5_0 {
             d: f16::from_f32(d),
             qh,
@@ -95,8 +89,7 @@ impl VecDot for BlockQ5_0 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(x.codes().map(|q| q - 16), &y.qs);
-            sumi as f32 * (x.d.to_f32() * y.d.to_f32())
+            y.scaled_dot(x.d.to_f32(), x.codes().map(|q| q - 16))
         })
     }
 }

@@ -7,7 +7,7 @@ use rinfer_formats::GgmlType;
 
 use super::q5_0::{five_bit_codes, pack_five_bits};
 use super::q8_1::BlockQ8_1;
-use super::util::dot_codes;
+use super::util::{affine_code, min_max, scale_codes_min};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -37,24 +37,17 @@ impl BlockFormat for BlockQ5_1 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        let (d, m) = (self.d.to_f32(), self.m.to_f32());
-        for (o, q) in out.iter_mut().zip(five_bit_codes(&self.qs, self.qh)) {
-            *o = q as f32 * d + m;
-        }
+        let codes = five_bit_codes(&self.qs, self.qh);
+        scale_codes_min(self.d.to_f32(), self.m.to_f32(), codes, out);
     }
 }
 
 impl Quantize for BlockQ5_1 {
     fn quantize(x: &[f32]) -> Self {
-        let (mut min, mut max) = (x[0], x[0]);
-        for &v in &x[1..] {
-            min = if v < min { v } else { min };
-            max = if v > max { v } else { max };
-        }
-        let d = (max - min) / 31.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let code = |v: f32| (((v - min) * id + 0.5) as i32).min(31) as u32;
-        let (qs, qh) = pack_five_bits(x, code);
+        // ggml starts Q5_1's bounds at the first value (Q4_1's at ±f32::MAX).
+        let (min, max) = min_max(&x[1..], (x[0], x[0]));
+        let (d, code) = affine_code(min, max, 31);
+        let (qs, qh) = pack_five_bits(x, |v| code(v) as u32);
         BlockQ5_1 {
             d: f16::from_f32(d),
             m: f16::from_f32(min),
@@ -69,8 +62,8 @@ impl VecDot for BlockQ5_1 {
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
         sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(five_bit_codes(&x.qs, x.qh), &y.qs);
-            (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
+            let codes = five_bit_codes(&x.qs, x.qh);
+            y.affine_dot(x.d.to_f32(), x.m.to_f32(), codes)
         })
     }
 }

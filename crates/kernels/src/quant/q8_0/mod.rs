@@ -5,7 +5,7 @@
 use half::f16;
 use rinfer_formats::GgmlType;
 
-use super::util::{dot_codes, round_away};
+use super::util::{dot_codes, round_away, scale_codes};
 use super::{BlockFormat, Quantize, VecDot, sum_blocks};
 
 #[cfg(target_arch = "aarch64")]
@@ -33,15 +33,16 @@ impl BlockFormat for BlockQ8_0 {
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        dequantize_codes(self.d, &self.qs, out);
+        scale_codes(self.d.to_f32(), self.qs.map(i32::from), out);
     }
 }
 
-/// `x = d * q` for the 32 codes `qs` of a Q8_0 or Q8_1 block.
-pub(crate) fn dequantize_codes(d: f16, qs: &[i8; 32], out: &mut [f32]) {
-    let d = d.to_f32();
-    for (o, &q) in out.iter_mut().zip(qs) {
-        *o = q as f32 * d;
+impl BlockQ8_0 {
+    /// The dot product of a weight block, its 32 integer values `codes` at scale `d`, with
+    /// this block: the exact integer sum times `d · d_a` (ggml's per-block step).
+    #[inline]
+    pub(crate) fn scaled_dot(&self, d: f32, codes: [i32; 32]) -> f32 {
+        dot_codes(codes, &self.qs) as f32 * (d * self.d.to_f32())
     }
 }
 
@@ -75,9 +76,6 @@ impl VecDot for BlockQ8_0 {
     type Activation = BlockQ8_0;
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        sum_blocks(w, a, |x, y| {
-            let sumi = dot_codes(x.qs.map(i32::from), &y.qs);
-            sumi as f32 * (x.d.to_f32() * y.d.to_f32())
-        })
+        sum_blocks(w, a, |x, y| y.scaled_dot(x.d.to_f32(), x.qs.map(i32::from)))
     }
 }

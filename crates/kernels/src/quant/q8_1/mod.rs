@@ -4,7 +4,8 @@
 use half::f16;
 use rinfer_formats::GgmlType;
 
-use super::q8_0::{dequantize_codes, quantize_codes};
+use super::q8_0::quantize_codes;
+use super::util::{dot_codes, scale_codes};
 use super::{BlockFormat, Quantize};
 
 #[cfg(test)]
@@ -22,12 +23,22 @@ block_struct! {
     }
 }
 
+impl BlockQ8_1 {
+    /// The dot product of an affine weight block, its 32 codes `codes` at scale `d` with the
+    /// min `m` added, with this block: `(d · d_a) · Σ q·a + m · s_a`, as ggml.
+    #[inline]
+    pub(crate) fn affine_dot(&self, d: f32, m: f32, codes: [i32; 32]) -> f32 {
+        let sumi = dot_codes(codes, &self.qs);
+        (d * self.d.to_f32()) * sumi as f32 + m * self.s.to_f32()
+    }
+}
+
 impl BlockFormat for BlockQ8_1 {
     const TYPE: GgmlType = GgmlType::Q8_1;
     const ELEMS: usize = 32;
 
     fn dequantize(&self, out: &mut [f32]) {
-        dequantize_codes(self.d, &self.qs, out);
+        scale_codes(self.d.to_f32(), self.qs.map(i32::from), out);
     }
 }
 
