@@ -10,7 +10,7 @@ use rinfer_transformer::{Ffn, FfnUp, Heads, Qkv, Stage};
 use crate::compute::{self, linear, linear_shared};
 use crate::error::ModelError;
 use crate::forward::{Model, SeqBatch};
-use crate::mixer::{self, DeltaNetWeights};
+use crate::mixer;
 use crate::moe;
 use crate::rows;
 use crate::scratch::RowSource;
@@ -85,30 +85,8 @@ impl Model {
                     seqs,
                     s,
                 )?,
-                Stage::DeltaNet {
-                    net,
-                    qkv,
-                    gate,
-                    kernel,
-                    dt_bias,
-                    a,
-                    beta,
-                    alpha,
-                    norm,
-                    output,
-                } => {
-                    let weights = DeltaNetWeights {
-                        qkv,
-                        gate,
-                        kernel,
-                        dt_bias,
-                        a,
-                        beta,
-                        alpha,
-                        norm,
-                        output,
-                    };
-                    mixer::delta_net(layer, net, &weights, n, seqs, s)?;
+                Stage::DeltaNet { net, weights } => {
+                    mixer::delta_net(layer, net, weights, n, seqs, s)?;
                 }
                 Stage::AttentionOutput(output) => {
                     linear(output, &s.attn, n, &mut s.out, &mut s.products)?;

@@ -7,8 +7,8 @@
 use rinfer_kernels::ops;
 use rinfer_transformer::Role;
 use rinfer_transformer::{
-    AttentionParams, Block, Classifier, Experts, FfnUp, LatentQ, Linear, Norm, NormWeights,
-    PerLayerInputs, Presence, Qkv, RopeParams, Router, Stage, Transformer,
+    AttentionParams, Block, Classifier, DeltaNetWeights, Experts, FfnUp, LatentQ, Linear, Norm,
+    NormWeights, PerLayerInputs, Presence, Qkv, RopeParams, Router, Stage, Transformer,
 };
 
 mod experts_beside_dense;
@@ -505,15 +505,17 @@ impl ModelConfig {
             },
             Recurrence::DeltaNet(net) => Stage::DeltaNet {
                 net,
-                qkv: required(),
-                gate: required(),
-                kernel: Presence::Required,
-                dt_bias: Presence::Required,
-                a: Presence::Required,
-                beta: required(),
-                alpha: required(),
-                norm: Presence::Required,
-                output: required(),
+                weights: DeltaNetWeights {
+                    qkv: required(),
+                    gate: required(),
+                    kernel: Presence::Required,
+                    dt_bias: Presence::Required,
+                    a: Presence::Required,
+                    beta: required(),
+                    alpha: required(),
+                    norm: Presence::Required,
+                    output: required(),
+                },
             },
         }
     }

@@ -103,6 +103,29 @@ pub enum LatentQ<H: Handles> {
     },
 }
 
+/// The weights of a [`Stage::DeltaNet`].
+#[derive(Clone, Debug)]
+pub struct DeltaNetWeights<H: Handles> {
+    /// `[conv_dim, hidden]`: `q | k | v`.
+    pub qkv: Linear<H>,
+    /// `[v_dim, hidden]`: the output gate `z`.
+    pub gate: Linear<H>,
+    /// The convolution kernel, `[conv_dim, taps]`.
+    pub kernel: H::Vector,
+    /// `[v_heads]`, added to the decay projection.
+    pub dt_bias: H::Vector,
+    /// `[v_heads]`, the (negative) decay rates.
+    pub a: H::Vector,
+    /// `[v_heads, hidden]`.
+    pub beta: Linear<H>,
+    /// `[v_heads, hidden]`.
+    pub alpha: Linear<H>,
+    /// `[state]`, the output norm of every value head.
+    pub norm: H::Vector,
+    /// `[hidden, v_dim]`.
+    pub output: Linear<H>,
+}
+
 /// One step of a decoder block, on the `n` rows of a batch, with the weights it reads.
 #[derive(Clone, Debug)]
 pub enum Stage<H: Handles> {
@@ -194,24 +217,8 @@ pub enum Stage<H: Handles> {
     DeltaNet {
         /// Heads, state size, taps.
         net: DeltaNet,
-        /// `[conv_dim, hidden]`: `q | k | v`.
-        qkv: Linear<H>,
-        /// `[v_dim, hidden]`: the output gate `z`.
-        gate: Linear<H>,
-        /// The convolution kernel, `[conv_dim, taps]`.
-        kernel: H::Vector,
-        /// `[v_heads]`, added to the decay projection.
-        dt_bias: H::Vector,
-        /// `[v_heads]`, the (negative) decay rates.
-        a: H::Vector,
-        /// `[v_heads, hidden]`.
-        beta: Linear<H>,
-        /// `[v_heads, hidden]`.
-        alpha: Linear<H>,
-        /// `[state]`, the output norm of every value head.
-        norm: H::Vector,
-        /// `[hidden, v_dim]`.
-        output: Linear<H>,
+        /// Its projections, convolution kernel, decay and norm.
+        weights: DeltaNetWeights<H>,
     },
     /// `out = attn_output(attn)`, `[hidden, q_dim]` (`[hidden, heads · v_head]` after latent
     /// attention).
@@ -356,35 +363,24 @@ impl<H: Handles> Stage<H> {
                 kernel: at.filter(Role::ShortConvConv, (conv.channels, conv.taps), kernel, m)?,
                 out_proj: at.linear(Role::ShortConvOutProj, (hidden, hidden), out_proj, m)?,
             },
-            Stage::DeltaNet {
-                net,
-                qkv,
-                gate,
-                kernel,
-                dt_bias,
-                a,
-                beta,
-                alpha,
-                norm,
-                output,
-            } => {
+            Stage::DeltaNet { net, weights: w } => {
                 let (conv_dim, v_dim, heads) = (net.conv_dim(), net.v_dim(), net.v_heads);
                 let dt = Tensor {
                     name: at.name(Role::SsmDt).bias(),
                     shape: Shape::Vector(heads),
                 };
-                Stage::DeltaNet {
-                    net: *net,
-                    qkv: at.linear(Role::AttnQkv, (conv_dim, hidden), qkv, m)?,
-                    gate: at.linear(Role::AttnGate, (v_dim, hidden), gate, m)?,
-                    kernel: at.filter(Role::SsmConv1d, (conv_dim, net.taps), kernel, m)?,
-                    dt_bias: m.vector(&dt, dt_bias)?,
-                    a: at.vector(Role::SsmA, heads, a, m)?,
-                    beta: at.linear(Role::SsmBeta, (heads, hidden), beta, m)?,
-                    alpha: at.linear(Role::SsmAlpha, (heads, hidden), alpha, m)?,
-                    norm: at.vector(Role::SsmNorm, net.state, norm, m)?,
-                    output: at.linear(Role::SsmOut, (hidden, v_dim), output, m)?,
-                }
+                let weights = DeltaNetWeights {
+                    qkv: at.linear(Role::AttnQkv, (conv_dim, hidden), &w.qkv, m)?,
+                    gate: at.linear(Role::AttnGate, (v_dim, hidden), &w.gate, m)?,
+                    kernel: at.filter(Role::SsmConv1d, (conv_dim, net.taps), &w.kernel, m)?,
+                    dt_bias: m.vector(&dt, &w.dt_bias)?,
+                    a: at.vector(Role::SsmA, heads, &w.a, m)?,
+                    beta: at.linear(Role::SsmBeta, (heads, hidden), &w.beta, m)?,
+                    alpha: at.linear(Role::SsmAlpha, (heads, hidden), &w.alpha, m)?,
+                    norm: at.vector(Role::SsmNorm, net.state, &w.norm, m)?,
+                    output: at.linear(Role::SsmOut, (hidden, v_dim), &w.output, m)?,
+                };
+                Stage::DeltaNet { net: *net, weights }
             }
             Stage::QkNorm { eps, q, k } => {
                 let t = Tensor {
