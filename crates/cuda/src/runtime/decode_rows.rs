@@ -43,16 +43,11 @@ impl GpuModel {
             self.rows.graphs.invalidate(n as u64);
             return Err(error);
         }
-        let len = n * self.config().vocab_size;
-        let logits = self.work.logits.slice.slice(..len);
-        self.stream
-            .memcpy_dtoh(&logits, &mut self.host_logits[..len])
-            .map_err(driver("logits copy"))?;
-        self.stream.synchronize().map_err(driver("forward"))?;
+        let logits = self.logits_to_host(n)?;
         for (tokens, cache) in seqs.iter_mut() {
             cache.len += tokens.len();
         }
-        Ok(&self.host_logits[..len])
+        Ok(logits)
     }
 
     /// Why the batched decode runs without CUDA graphs, if it does.

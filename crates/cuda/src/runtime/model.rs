@@ -127,6 +127,12 @@ impl GpuModel {
         wanted: Logits,
     ) -> Result<&[f32], CudaError> {
         let rows = self.run(tokens, cache, wanted)?;
+        self.logits_to_host(rows)
+    }
+
+    /// Copies the first `rows` rows of the step's logits to the host, once the stream has
+    /// finished, and returns them.
+    pub(crate) fn logits_to_host(&mut self, rows: usize) -> Result<&[f32], CudaError> {
         let len = rows * self.config().vocab_size;
         let logits = self.work.logits.slice.slice(..len);
         self.stream
