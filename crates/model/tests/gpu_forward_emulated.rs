@@ -282,6 +282,16 @@ fn check_fixture(
     });
 }
 
+/// The dense fixture architectures the GPU runs.
+const DENSE: [&str; 6] = [
+    "llama-tiny-q8_0",
+    "qwen2-tiny-q4_k_m",
+    "qwen3-tiny-q5_k_m",
+    "gemma3-tiny-q4_k_m",
+    "phi2-tiny-q3_k_m",
+    "gpt2-tiny-q2_k",
+];
+
 /// Runs `check` on each named fixture in turn, under one emulator.
 fn on_fixtures(names: &[&str], check: impl Fn(&EmulateLaunch, &str)) {
     with_emulator(|emulate| names.iter().for_each(|name| check(emulate, name)));
@@ -289,27 +299,19 @@ fn on_fixtures(names: &[&str], check: impl Fn(&EmulateLaunch, &str)) {
 
 #[test]
 fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
-    on_fixtures(
-        &[
-            "llama-tiny-q8_0",
-            "qwen2-tiny-q4_k_m",
-            "qwen3-tiny-q5_k_m",
-            "gemma3-tiny-q4_k_m",
-            "phi2-tiny-q3_k_m",
-            "gpt2-tiny-q2_k",
-            "qwen3moe-tiny-f32",
-            "qwen3moe-tiny-q4_k_m",
-            "mixtral-tiny-f32",
-            "mixtral-tiny-q8_0",
-            "gpt-oss-tiny-f32",
-            "gpt-oss-tiny-mxfp4",
-        ],
-        |emulate, name| {
-            // The kernels' f32 arithmetic, tightly, then the default f16 cache.
-            check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F32);
-            check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F16);
-        },
-    );
+    let experts = [
+        "qwen3moe-tiny-f32",
+        "qwen3moe-tiny-q4_k_m",
+        "mixtral-tiny-f32",
+        "mixtral-tiny-q8_0",
+        "gpt-oss-tiny-f32",
+        "gpt-oss-tiny-mxfp4",
+    ];
+    on_fixtures(&[&DENSE[..], &experts].concat(), |emulate, name| {
+        // The kernels' f32 arithmetic, tightly, then the default f16 cache.
+        check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F32);
+        check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F16);
+    });
 }
 
 /// A prompt long enough for the tensor-core matmuls (`launch::MMA_MIN_TOKENS` and more, not a
@@ -319,14 +321,6 @@ fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
 fn a_long_prefill_on_tensor_cores_matches_the_cpu_forward() {
     let prompt_len = 40;
     assert!(prompt_len as usize >= rinfer_cuda::launch::MMA_MIN_TOKENS);
-    let dense = [
-        "llama-tiny-q8_0",
-        "qwen2-tiny-q4_k_m",
-        "qwen3-tiny-q5_k_m",
-        "gemma3-tiny-q4_k_m",
-        "phi2-tiny-q3_k_m",
-        "gpt2-tiny-q2_k",
-    ];
     let experts = [
         "qwen3moe-tiny-q4_k_m",
         "mixtral-tiny-q8_0",
@@ -334,7 +328,7 @@ fn a_long_prefill_on_tensor_cores_matches_the_cpu_forward() {
     ];
     let f32_experts = ["qwen3moe-tiny-f32", "gpt-oss-tiny-f32"];
     let runs = [
-        (&dense[..], TENSOR_CORES, true),
+        (&DENSE[..], TENSOR_CORES, true),
         (&experts[..], MOE_TENSOR_CORES, true),
         (&f32_experts[..], F32_KERNELS, false),
     ];
