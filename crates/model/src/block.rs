@@ -114,20 +114,13 @@ impl Model {
                 Stage::AddStash => ops::add_inplace(&mut s.h[..len], &s.moe.shared[..len]),
                 Stage::SharedExperts {
                     experts,
-                    gate,
-                    up,
-                    down,
+                    weights,
                     gate_inp,
-                } => moe::shared(experts, [gate, up, down], gate_inp.as_deref(), n, s)?,
-                Stage::Experts {
-                    experts,
-                    gate,
-                    up,
-                    down,
-                } => {
+                } => moe::shared(experts, weights.each(), gate_inp.as_deref(), n, s)?,
+                Stage::Experts { experts, weights } => {
                     // The declaration puts a router before every experts stage.
                     let used = block.router().map_or(0, |r| r.used);
-                    let weights = [gate.as_slice(), up.as_slice(), down.as_slice()];
+                    let weights = weights.each().map(Vec::as_slice);
                     moe::run(experts, weights, hidden, used, n, s)?;
                     if block.shared_experts().is_some() {
                         ops::add_inplace(&mut s.h[..len], &s.moe.shared[..len]);

@@ -130,8 +130,8 @@ fn experts_stored_apart_are_copied_into_one_stacked_tensor() {
     // Each expert's own buffer, as a file with one tensor per expert gives.
     for block in &mut weights.transformer.blocks {
         for stage in &mut block.stages {
-            if let Stage::Experts { gate, up, down, .. } = stage {
-                for l in gate.iter_mut().chain(up).chain(down) {
+            if let Stage::Experts { weights, .. } = stage {
+                for l in weights.each_mut().into_iter().flatten() {
                     let m = &l.weight;
                     l.weight = Matrix::from_owned(m.ty, m.rows, m.cols, m.data().to_vec());
                 }
@@ -143,7 +143,7 @@ fn experts_stored_apart_are_copied_into_one_stacked_tensor() {
     for (b, c) in borrowed.blocks.iter().zip(&copied.blocks) {
         fn experts<'b>(block: &'b Block<HostView<'_>>) -> Option<[&'b HostStacked<'b>; 3]> {
             block.stages.iter().find_map(|s| match s {
-                Stage::Experts { gate, up, down, .. } => Some([gate, up, down]),
+                Stage::Experts { weights, .. } => Some(weights.each()),
                 _ => None,
             })
         }

@@ -126,6 +126,29 @@ pub struct DeltaNetWeights<H: Handles> {
     pub output: Linear<H>,
 }
 
+/// The three projections of a gated FFN of experts.
+#[derive(Clone, Debug)]
+pub struct GateUpDown<T> {
+    /// The gate, `[ffn, hidden]`.
+    pub gate: T,
+    /// The up projection, `[ffn, hidden]`.
+    pub up: T,
+    /// The down projection, `[hidden, ffn]`.
+    pub down: T,
+}
+
+impl<T> GateUpDown<T> {
+    /// `[gate, up, down]`.
+    pub fn each(&self) -> [&T; 3] {
+        [&self.gate, &self.up, &self.down]
+    }
+
+    /// `[gate, up, down]`, to change.
+    pub fn each_mut(&mut self) -> [&mut T; 3] {
+        [&mut self.gate, &mut self.up, &mut self.down]
+    }
+}
+
 /// One step of a decoder block, on the `n` rows of a batch, with the weights it reads.
 #[derive(Clone, Debug)]
 pub enum Stage<H: Handles> {
@@ -267,12 +290,8 @@ pub enum Stage<H: Handles> {
     SharedExperts {
         /// The shape of the shared experts together (their widths summed).
         experts: Experts,
-        /// `[ffn_dim, hidden]`.
-        gate: Linear<H>,
-        /// `[ffn_dim, hidden]`.
-        up: Linear<H>,
-        /// `[hidden, ffn_dim]`.
-        down: Linear<H>,
+        /// `[ffn_dim, hidden]`, `[ffn_dim, hidden]`, `[hidden, ffn_dim]`.
+        weights: GateUpDown<Linear<H>>,
         /// `[hidden]`: the per-row gate's weights (Qwen3.5-MoE).
         gate_inp: Option<H::Vector>,
     },
@@ -281,12 +300,9 @@ pub enum Stage<H: Handles> {
     Experts {
         /// Each expert's shape.
         experts: Experts,
-        /// Every expert's gate, `[expert_ffn, hidden]` each.
-        gate: H::Experts,
-        /// Every expert's up, `[expert_ffn, hidden]` each.
-        up: H::Experts,
-        /// Every expert's down, `[hidden, expert_ffn]` each.
-        down: H::Experts,
+        /// Every expert's gate and up, `[expert_ffn, hidden]` each, and down,
+        /// `[hidden, expert_ffn]` each.
+        weights: GateUpDown<H::Experts>,
     },
     /// `h = norm(h)` with the layer's post-FFN norm.
     PostFfnNorm(NormWeights<H>),
@@ -506,17 +522,17 @@ impl<H: Handles> Stage<H> {
             Stage::AddStash => Stage::AddStash,
             Stage::SharedExperts {
                 experts,
-                gate,
-                up,
-                down,
+                weights: w,
                 gate_inp,
             } => {
                 let f = experts.ffn_dim;
                 Stage::SharedExperts {
                     experts: *experts,
-                    gate: at.linear(Role::FfnGateShexp, (f, hidden), gate, m)?,
-                    up: at.linear(Role::FfnUpShexp, (f, hidden), up, m)?,
-                    down: at.linear(Role::FfnDownShexp, (hidden, f), down, m)?,
+                    weights: GateUpDown {
+                        gate: at.linear(Role::FfnGateShexp, (f, hidden), &w.gate, m)?,
+                        up: at.linear(Role::FfnUpShexp, (f, hidden), &w.up, m)?,
+                        down: at.linear(Role::FfnDownShexp, (hidden, f), &w.down, m)?,
+                    },
                     gate_inp: match gate_inp {
                         Some(g) => Some(at.vector(Role::FfnGateInpShexp, hidden, g, m)?),
                         None => None,
@@ -525,17 +541,17 @@ impl<H: Handles> Stage<H> {
             }
             Stage::Experts {
                 experts,
-                gate,
-                up,
-                down,
+                weights: w,
             } => {
                 let count = at.experts;
                 let f = experts.ffn_dim;
                 Stage::Experts {
                     experts: *experts,
-                    gate: at.experts(Role::FfnGateExps, (count, f, hidden), gate, m)?,
-                    up: at.experts(Role::FfnUpExps, (count, f, hidden), up, m)?,
-                    down: at.experts(Role::FfnDownExps, (count, hidden, f), down, m)?,
+                    weights: GateUpDown {
+                        gate: at.experts(Role::FfnGateExps, (count, f, hidden), &w.gate, m)?,
+                        up: at.experts(Role::FfnUpExps, (count, f, hidden), &w.up, m)?,
+                        down: at.experts(Role::FfnDownExps, (count, hidden, f), &w.down, m)?,
+                    },
                 }
             }
             Stage::PostFfnNorm(n) => Stage::PostFfnNorm(at.norm(n, hidden, m)?),
