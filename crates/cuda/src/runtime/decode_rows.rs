@@ -62,19 +62,8 @@ impl GpuModel {
         if n > max {
             return Err(CudaError::TooManyRows { requested: n, max });
         }
-        let vocab = self.config().vocab_size;
         for (i, (tokens, cache)) in seqs.iter().enumerate() {
-            if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
-                return Err(CudaError::TokenOutOfRange { id, vocab });
-            }
-            self.check_cache(cache)?;
-            if cache.len + tokens.len() > cache.context {
-                return Err(CudaError::ContextOverflow {
-                    cached: cache.len,
-                    requested: tokens.len(),
-                    context: cache.context,
-                });
-            }
+            self.check_feed(tokens, cache)?;
             if seqs[..i].iter().any(|(_, other)| other.id == cache.id) {
                 return Err(CudaError::CacheTwice);
             }
