@@ -478,9 +478,7 @@ fn batched_decode_gives_each_sequence_its_own_logits() {
             "qwen3moe-tiny-q4_k_m",
             "gpt-oss-tiny-mxfp4",
         ],
-        |emulate, name| {
-            check_batched_decode(emulate, name);
-        },
+        check_batched_decode,
     );
 }
 
@@ -566,9 +564,7 @@ fn a_sequences_rows_in_a_decode_pass_get_the_logits_of_decoding_alone() {
             "gemma3-tiny-q4_k_m",
             "qwen3moe-tiny-q4_k_m",
         ],
-        |emulate, name| {
-            check_rows_of_one_sequence(emulate, name);
-        },
+        check_rows_of_one_sequence,
     );
 }
 
@@ -620,8 +616,6 @@ fn sequences_sharing_a_prefix_get_the_logits_of_their_cold_runs() {
     // Full-attention layers only (llama), and sliding-window rings copied on fork (gemma3).
     on_fixtures(
         &["llama-tiny-q8_0", "gemma3-tiny-q4_k_m"],
-        |emulate, name| {
-            check_shared_prefix(emulate, name);
-        },
+        check_shared_prefix,
     );
 }
