@@ -6,7 +6,7 @@ mod serve_support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use cli_support::{failure, fixture, fixtures, rinfer, succeeded};
+use cli_support::{failure, fixture, fixtures, rinfer, spawn_rinfer, succeeded};
 use serde_json::Value;
 
 fn json_of(out: &Output) -> Value {
@@ -146,13 +146,7 @@ fn a_file_without_weights_is_a_clear_error() {
 /// Runs `rinfer ARGS`, failing the test if it has not exited after `seconds` (a hang).
 fn rinfer_within(seconds: u64, args: &[&str]) -> Output {
     use std::time::{Duration, Instant};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the rinfer binary runs");
+    let mut child = spawn_rinfer(args, Stdio::null());
     let deadline = Instant::now() + Duration::from_secs(seconds);
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {

@@ -10,7 +10,7 @@ use rinfer_transformer::{Ffn, FfnUp, Heads, Qkv, Stage};
 use crate::compute::{self, linear, linear_shared};
 use crate::error::ModelError;
 use crate::forward::{Model, SeqBatch};
-use crate::mixer::{self, DeltaNetWeights};
+use crate::mixer;
 use crate::moe;
 use crate::rows;
 use crate::scratch::RowSource;
@@ -85,30 +85,8 @@ impl Model {
                     seqs,
                     s,
                 )?,
-                Stage::DeltaNet {
-                    net,
-                    qkv,
-                    gate,
-                    kernel,
-                    dt_bias,
-                    a,
-                    beta,
-                    alpha,
-                    norm,
-                    output,
-                } => {
-                    let weights = DeltaNetWeights {
-                        qkv,
-                        gate,
-                        kernel,
-                        dt_bias,
-                        a,
-                        beta,
-                        alpha,
-                        norm,
-                        output,
-                    };
-                    mixer::delta_net(layer, net, &weights, n, seqs, s)?;
+                Stage::DeltaNet { net, weights } => {
+                    mixer::delta_net(layer, net, weights, n, seqs, s)?;
                 }
                 Stage::AttentionOutput(output) => {
                     linear(output, &s.attn, n, &mut s.out, &mut s.products)?;
@@ -136,20 +114,13 @@ impl Model {
                 Stage::AddStash => ops::add_inplace(&mut s.h[..len], &s.moe.shared[..len]),
                 Stage::SharedExperts {
                     experts,
-                    gate,
-                    up,
-                    down,
+                    weights,
                     gate_inp,
-                } => moe::shared(experts, [gate, up, down], gate_inp.as_deref(), n, s)?,
-                Stage::Experts {
-                    experts,
-                    gate,
-                    up,
-                    down,
-                } => {
+                } => moe::shared(experts, weights.each(), gate_inp.as_deref(), n, s)?,
+                Stage::Experts { experts, weights } => {
                     // The declaration puts a router before every experts stage.
                     let used = block.router().map_or(0, |r| r.used);
-                    let weights = [gate.as_slice(), up.as_slice(), down.as_slice()];
+                    let weights = weights.each().map(Vec::as_slice);
                     moe::run(experts, weights, hidden, used, n, s)?;
                     if block.shared_experts().is_some() {
                         ops::add_inplace(&mut s.h[..len], &s.moe.shared[..len]);

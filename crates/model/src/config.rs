@@ -7,8 +7,9 @@
 use rinfer_kernels::ops;
 use rinfer_transformer::Role;
 use rinfer_transformer::{
-    AttentionParams, Block, Classifier, Experts, FfnUp, LatentQ, Linear, Norm, NormWeights,
-    PerLayerInputs, Presence, Qkv, RopeParams, Router, Stage, Transformer,
+    AttentionParams, Block, Classifier, DeltaNetWeights, Experts, FfnUp, GateUpDown, LatentQ,
+    Linear, Norm, NormWeights, PerLayerInputs, Presence, Qkv, RopeParams, Router, Stage,
+    Transformer,
 };
 
 mod experts_beside_dense;
@@ -505,15 +506,17 @@ impl ModelConfig {
             },
             Recurrence::DeltaNet(net) => Stage::DeltaNet {
                 net,
-                qkv: required(),
-                gate: required(),
-                kernel: Presence::Required,
-                dt_bias: Presence::Required,
-                a: Presence::Required,
-                beta: required(),
-                alpha: required(),
-                norm: Presence::Required,
-                output: required(),
+                weights: DeltaNetWeights {
+                    qkv: required(),
+                    gate: required(),
+                    kernel: Presence::Required,
+                    dt_bias: Presence::Required,
+                    a: Presence::Required,
+                    beta: required(),
+                    alpha: required(),
+                    norm: Presence::Required,
+                    output: required(),
+                },
             },
         }
     }
@@ -686,9 +689,11 @@ impl ModelConfig {
                             ffn: moe.ffn,
                             ffn_dim: shared.ffn_dim,
                         },
-                        gate: self.linear(),
-                        up: self.linear(),
-                        down: self.linear(),
+                        weights: GateUpDown {
+                            gate: self.linear(),
+                            up: self.linear(),
+                            down: self.linear(),
+                        },
                         gate_inp: shared.gated.then_some(Presence::Required),
                     });
                 }
@@ -722,9 +727,11 @@ impl ModelConfig {
                 ffn: moe.ffn,
                 ffn_dim: moe.ffn_dim,
             },
-            gate: Some(self.layout.biases),
-            up: Some(self.layout.biases),
-            down: Some(self.layout.biases),
+            weights: GateUpDown {
+                gate: Some(self.layout.biases),
+                up: Some(self.layout.biases),
+                down: Some(self.layout.biases),
+            },
         }
     }
 

@@ -70,39 +70,39 @@ pub(crate) fn metadata_from_hf(hf: &HfConfig) -> Result<Metadata, ModelError> {
     };
     let key = |suffix: &str| format!("{arch}.{suffix}");
     put("general.architecture", MetadataValue::String(arch.into()))?;
-    put(
-        &key("embedding_length"),
-        u32_of(hf.hidden_size, "hidden_size")?,
-    )?;
-    put(
-        &key("block_count"),
-        u32_of(hf.num_hidden_layers, "num_hidden_layers")?,
-    )?;
-    put(
-        &key("feed_forward_length"),
-        u32_of(hf.intermediate_size, "intermediate_size")?,
-    )?;
-    put(
-        &key("attention.head_count"),
-        u32_of(hf.num_attention_heads, "num_attention_heads")?,
-    )?;
-    put(
-        &key("attention.head_count_kv"),
-        u32_of(
+    // Each size: its key, its value, and the config.json field it comes from.
+    let sizes = [
+        ("embedding_length", hf.hidden_size, "hidden_size"),
+        ("block_count", hf.num_hidden_layers, "num_hidden_layers"),
+        (
+            "feed_forward_length",
+            hf.intermediate_size,
+            "intermediate_size",
+        ),
+        (
+            "attention.head_count",
+            hf.num_attention_heads,
+            "num_attention_heads",
+        ),
+        (
+            "attention.head_count_kv",
             hf.num_key_value_heads.or(hf.num_attention_heads),
             "num_key_value_heads",
-        )?,
-    )?;
-    if hf.head_dim.is_some() {
-        put(
-            &key("attention.key_length"),
-            u32_of(hf.head_dim, "head_dim")?,
-        )?;
+        ),
+    ];
+    // The head size only where config.json gives one.
+    let head_dim =
+        hf.head_dim
+            .is_some()
+            .then_some(("attention.key_length", hf.head_dim, "head_dim"));
+    let context = (
+        "context_length",
+        hf.max_position_embeddings,
+        "max_position_embeddings",
+    );
+    for (suffix, value, field) in sizes.into_iter().chain(head_dim).chain([context]) {
+        put(&key(suffix), u32_of(value, field)?)?;
     }
-    put(
-        &key("context_length"),
-        u32_of(hf.max_position_embeddings, "max_position_embeddings")?,
-    )?;
     let eps = hf.rms_norm_eps.ok_or_else(|| missing("rms_norm_eps"))?;
     put(
         &key("attention.layer_norm_rms_epsilon"),

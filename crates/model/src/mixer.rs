@@ -13,27 +13,14 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use rinfer_kernels::ops::{self, Activation};
-use rinfer_transformer::{DeltaNet, ShortConv};
+use rinfer_transformer::{DeltaNet, DeltaNetWeights, ShortConv};
 
 use crate::compute::{linear, linear_shared};
 use crate::error::ModelError;
 use crate::forward::SeqBatch;
 use crate::kv_cache::RecurrentState;
 use crate::scratch::{RowSource, Scratch};
-use crate::weights::Linear;
-
-/// The weights of a delta-net stage, borrowed from the tree.
-pub(crate) struct DeltaNetWeights<'w> {
-    pub(crate) qkv: &'w Linear,
-    pub(crate) gate: &'w Linear,
-    pub(crate) kernel: &'w [f32],
-    pub(crate) dt_bias: &'w [f32],
-    pub(crate) a: &'w [f32],
-    pub(crate) beta: &'w Linear,
-    pub(crate) alpha: &'w Linear,
-    pub(crate) norm: &'w [f32],
-    pub(crate) output: &'w Linear,
-}
+use crate::weights::{Cpu, Linear};
 
 /// The runs of consecutive rows of one sequence: `(sequence, rows)`.
 fn runs(sources: &[RowSource]) -> impl Iterator<Item = (usize, Range<usize>)> + '_ {
@@ -100,7 +87,7 @@ pub(crate) fn short_conv(
 pub(crate) fn delta_net(
     layer: usize,
     net: &DeltaNet,
-    w: &DeltaNetWeights<'_>,
+    w: &DeltaNetWeights<Cpu>,
     n: usize,
     seqs: &mut [SeqBatch<'_>],
     s: &mut Scratch,
@@ -115,7 +102,7 @@ pub(crate) fn delta_net(
         &mut m.decay[..],
     ];
     linear_shared(
-        [w.qkv, w.gate, w.beta, w.alpha],
+        [&w.qkv, &w.gate, &w.beta, &w.alpha],
         &s.h,
         n,
         outs,
@@ -125,7 +112,7 @@ pub(crate) fn delta_net(
         let window = &mut state(seqs, seq, layer).window;
         let span = rows.start * conv_dim..rows.end * conv_dim;
         let (x, y) = (&m.proj[span.clone()], &mut m.conv[span]);
-        ops::causal_conv(w.kernel, net.taps, conv_dim, window, x, y);
+        ops::causal_conv(&w.kernel, net.taps, conv_dim, window, x, y);
     }
     let scale = 1.0 / (d as f32).sqrt();
     let vector = rinfer_kernels::Kernels::detected().vector();
@@ -146,7 +133,7 @@ pub(crate) fn delta_net(
     {
         for (b, (g, (&dt, &a))) in beta
             .iter_mut()
-            .zip(decay.iter_mut().zip(w.dt_bias.iter().zip(w.a)))
+            .zip(decay.iter_mut().zip(w.dt_bias.iter().zip(&w.a)))
         {
             *b = ops::sigmoid(*b);
             *g = (ops::softplus(*g + dt) * a).exp();
@@ -187,10 +174,10 @@ pub(crate) fn delta_net(
             .enumerate()
         {
             head.copy_from_slice(&m.heads[(j * n + t) * d..(j * n + t + 1) * d]);
-            ops::rms_norm_inplace(head, w.norm, net.eps);
+            ops::rms_norm_inplace(head, &w.norm, net.eps);
             vector.gated_inplace(Activation::Silu, z, head);
             head.copy_from_slice(z);
         }
     }
-    linear(w.output, &m.output, n, &mut s.out, &mut s.products)
+    linear(&w.output, &m.output, n, &mut s.out, &mut s.products)
 }

@@ -282,27 +282,35 @@ fn check_fixture(
     });
 }
 
+/// The dense fixture architectures the GPU runs.
+const DENSE: [&str; 6] = [
+    "llama-tiny-q8_0",
+    "qwen2-tiny-q4_k_m",
+    "qwen3-tiny-q5_k_m",
+    "gemma3-tiny-q4_k_m",
+    "phi2-tiny-q3_k_m",
+    "gpt2-tiny-q2_k",
+];
+
+/// Runs `check` on each named fixture in turn, under one emulator.
+fn on_fixtures(names: &[&str], check: impl Fn(&EmulateLaunch, &str)) {
+    with_emulator(|emulate| names.iter().for_each(|name| check(emulate, name)));
+}
+
 #[test]
 fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
-    with_emulator(|emulate| {
-        for name in [
-            "llama-tiny-q8_0",
-            "qwen2-tiny-q4_k_m",
-            "qwen3-tiny-q5_k_m",
-            "gemma3-tiny-q4_k_m",
-            "phi2-tiny-q3_k_m",
-            "gpt2-tiny-q2_k",
-            "qwen3moe-tiny-f32",
-            "qwen3moe-tiny-q4_k_m",
-            "mixtral-tiny-f32",
-            "mixtral-tiny-q8_0",
-            "gpt-oss-tiny-f32",
-            "gpt-oss-tiny-mxfp4",
-        ] {
-            // The kernels' f32 arithmetic, tightly, then the default f16 cache.
-            check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F32);
-            check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F16);
-        }
+    let experts = [
+        "qwen3moe-tiny-f32",
+        "qwen3moe-tiny-q4_k_m",
+        "mixtral-tiny-f32",
+        "mixtral-tiny-q8_0",
+        "gpt-oss-tiny-f32",
+        "gpt-oss-tiny-mxfp4",
+    ];
+    on_fixtures(&[&DENSE[..], &experts].concat(), |emulate, name| {
+        // The kernels' f32 arithmetic, tightly, then the default f16 cache.
+        check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F32);
+        check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F16);
     });
 }
 
@@ -313,49 +321,22 @@ fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
 fn a_long_prefill_on_tensor_cores_matches_the_cpu_forward() {
     let prompt_len = 40;
     assert!(prompt_len as usize >= rinfer_cuda::launch::MMA_MIN_TOKENS);
-    with_emulator(|emulate| {
-        for name in [
-            "llama-tiny-q8_0",
-            "qwen2-tiny-q4_k_m",
-            "qwen3-tiny-q5_k_m",
-            "gemma3-tiny-q4_k_m",
-            "phi2-tiny-q3_k_m",
-            "gpt2-tiny-q2_k",
-        ] {
-            check_fixture(
-                emulate,
-                name,
-                prompt_len,
-                TENSOR_CORES,
-                true,
-                KvElement::F16,
-            );
-        }
-        for name in [
-            "qwen3moe-tiny-q4_k_m",
-            "mixtral-tiny-q8_0",
-            "gpt-oss-tiny-mxfp4",
-        ] {
-            check_fixture(
-                emulate,
-                name,
-                prompt_len,
-                MOE_TENSOR_CORES,
-                true,
-                KvElement::F16,
-            );
-        }
-        for name in ["qwen3moe-tiny-f32", "gpt-oss-tiny-f32"] {
-            check_fixture(
-                emulate,
-                name,
-                prompt_len,
-                F32_KERNELS,
-                false,
-                KvElement::F16,
-            );
-        }
-    });
+    let experts = [
+        "qwen3moe-tiny-q4_k_m",
+        "mixtral-tiny-q8_0",
+        "gpt-oss-tiny-mxfp4",
+    ];
+    let f32_experts = ["qwen3moe-tiny-f32", "gpt-oss-tiny-f32"];
+    let runs = [
+        (&DENSE[..], TENSOR_CORES, true),
+        (&experts[..], MOE_TENSOR_CORES, true),
+        (&f32_experts[..], F32_KERNELS, false),
+    ];
+    for (names, tolerance, mma) in runs {
+        on_fixtures(names, |emulate, name| {
+            check_fixture(emulate, name, prompt_len, tolerance, mma, KvElement::F16);
+        });
+    }
 }
 
 /// llama.cpp's files of the i-quants and the ternary types (quantized with an importance
@@ -364,17 +345,18 @@ fn a_long_prefill_on_tensor_cores_matches_the_cpu_forward() {
 /// kernels as for the other quantized fixtures.
 #[test]
 fn iq_and_ternary_models_match_the_cpu_forward() {
-    with_emulator(|emulate| {
-        for name in [
+    on_fixtures(
+        &[
             "iq/llama-tiny-iq1_s",
             "iq/llama-tiny-iq2_xxs",
             "iq/llama-tiny-iq3_s",
             "iq/llama-tiny-tq2_0",
-        ] {
+        ],
+        |emulate, name| {
             check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F32);
             check_fixture(emulate, name, 40, TENSOR_CORES, true, KvElement::F16);
-        }
-    });
+        },
+    );
 }
 
 /// Three sequences with prompts of different lengths decode together, each row over its own
@@ -487,18 +469,17 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
 
 #[test]
 fn batched_decode_gives_each_sequence_its_own_logits() {
-    with_emulator(|emulate| {
-        // Plain GQA, sliding-window layers (gemma3), experts (qwen3moe), and gpt-oss's sinks and
-        // experts with biases.
-        for name in [
+    // Plain GQA, sliding-window layers (gemma3), experts (qwen3moe), and gpt-oss's sinks and
+    // experts with biases.
+    on_fixtures(
+        &[
             "llama-tiny-q8_0",
             "gemma3-tiny-q4_k_m",
             "qwen3moe-tiny-q4_k_m",
             "gpt-oss-tiny-mxfp4",
-        ] {
-            check_batched_decode(emulate, name);
-        }
-    });
+        ],
+        check_batched_decode,
+    );
 }
 
 /// Four sequences feed several tokens each in one decode pass, as a sequence verifying its
@@ -575,17 +556,16 @@ fn check_rows_of_one_sequence(emulate: &EmulateLaunch, name: &str) {
 
 #[test]
 fn a_sequences_rows_in_a_decode_pass_get_the_logits_of_decoding_alone() {
-    with_emulator(|emulate| {
-        // Q8_0 and Q4_K products (q8_1 matvecs), sliding-window rings (gemma3), experts
-        // (qwen3moe).
-        for name in [
+    // Q8_0 and Q4_K products (q8_1 matvecs), sliding-window rings (gemma3), experts
+    // (qwen3moe).
+    on_fixtures(
+        &[
             "llama-tiny-q8_0",
             "gemma3-tiny-q4_k_m",
             "qwen3moe-tiny-q4_k_m",
-        ] {
-            check_rows_of_one_sequence(emulate, name);
-        }
-    });
+        ],
+        check_rows_of_one_sequence,
+    );
 }
 
 /// Two sequences share the blocks of a 20-token prompt (the first block full, the second
@@ -633,10 +613,9 @@ fn check_shared_prefix(emulate: &EmulateLaunch, name: &str) {
 
 #[test]
 fn sequences_sharing_a_prefix_get_the_logits_of_their_cold_runs() {
-    with_emulator(|emulate| {
-        // Full-attention layers only (llama), and sliding-window rings copied on fork (gemma3).
-        for name in ["llama-tiny-q8_0", "gemma3-tiny-q4_k_m"] {
-            check_shared_prefix(emulate, name);
-        }
-    });
+    // Full-attention layers only (llama), and sliding-window rings copied on fork (gemma3).
+    on_fixtures(
+        &["llama-tiny-q8_0", "gemma3-tiny-q4_k_m"],
+        check_shared_prefix,
+    );
 }

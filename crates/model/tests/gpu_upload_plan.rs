@@ -6,9 +6,12 @@
 //! with an error that names the reason and `--device cpu`, which makes the device `auto` run
 //! them on the CPU. Without a GPU, loading ends in an error that says why.
 
+mod common;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use common::load_options;
 use rinfer_cuda::{CudaError, GpuModel, HostStacked, HostView, LoadOptions, UploadPlan};
 use rinfer_formats::gguf::GgufFile;
 use rinfer_model::Model;
@@ -32,7 +35,7 @@ fn cpu_only(path: &std::path::Path) -> bool {
 }
 
 fn fixture_models() -> Vec<std::path::PathBuf> {
-    let dir = format!("{}/../../tests/fixtures/models", env!("CARGO_MANIFEST_DIR"));
+    let dir = common::fixtures().join("models");
     let mut models: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -127,8 +130,8 @@ fn experts_stored_apart_are_copied_into_one_stacked_tensor() {
     // Each expert's own buffer, as a file with one tensor per expert gives.
     for block in &mut weights.transformer.blocks {
         for stage in &mut block.stages {
-            if let Stage::Experts { gate, up, down, .. } = stage {
-                for l in gate.iter_mut().chain(up).chain(down) {
+            if let Stage::Experts { weights, .. } = stage {
+                for l in weights.each_mut().into_iter().flatten() {
                     let m = &l.weight;
                     l.weight = Matrix::from_owned(m.ty, m.rows, m.cols, m.data().to_vec());
                 }
@@ -140,7 +143,7 @@ fn experts_stored_apart_are_copied_into_one_stacked_tensor() {
     for (b, c) in borrowed.blocks.iter().zip(&copied.blocks) {
         fn experts<'b>(block: &'b Block<HostView<'_>>) -> Option<[&'b HostStacked<'b>; 3]> {
             block.stages.iter().find_map(|s| match s {
-                Stage::Experts { gate, up, down, .. } => Some([gate, up, down]),
+                Stage::Experts { weights, .. } => Some(weights.each()),
                 _ => None,
             })
         }
@@ -174,16 +177,10 @@ fn loading_a_fixture_without_a_gpu_says_why() {
     }
 }
 
+/// One sequence's options, every row's logits kept.
 fn options(context: usize, max_batch: usize) -> LoadOptions {
     LoadOptions {
-        ordinal: 0,
-        context,
-        max_batch,
         all_logits: true,
-        sequences: 1,
-        nvrtc: Default::default(),
-        kv: Default::default(),
-        guesses: 0,
-        cached_blocks: 0,
+        ..load_options(context, max_batch, 1)
     }
 }

@@ -105,8 +105,8 @@ fn a_decode_step_reads_only_the_experts_its_router_picks() {
         for e in 0..count {
             let mut weights = model.weights.clone();
             for stage in &mut weights.transformer.blocks[0].stages {
-                if let Stage::Experts { gate, up, down, .. } = stage {
-                    for projection in [gate, up, down] {
+                if let Stage::Experts { weights, .. } = stage {
+                    for projection in weights.each_mut() {
                         let l: &mut Linear = &mut projection[e];
                         l.weight = poisoned(&l.weight);
                     }

@@ -6,19 +6,7 @@
 
 mod common;
 
-use common::reference::{Q8_0_NEW_ARCHS, Tolerance, check_model};
-
-/// F32 weights: the architecture itself, exactly (README §3.4).
-const F32_MOE: Tolerance = Tolerance {
-    per_position: 1e-3,
-    share: 1.0,
-    max_abs: 1e-3,
-    max_abs_share: 1.0,
-    mean_abs: 1e-4,
-    argmax_share: 1.0,
-    greedy_margin: 0.0,
-    min_cosine: Some(0.99999),
-};
+use common::reference::{F32_NEW_ARCHS, Q8_0_NEW_ARCHS, Tolerance, check_model};
 
 /// Quantized weights, activations quantized as ggml does (README §3.4), with the 1.5 bound
 /// held at 99 % of a case's positions as the README's newer quantized classes hold it: the
@@ -40,7 +28,7 @@ const QUANTIZED_MOE: Tolerance = Tolerance {
 /// below the tolerance (README §3.4).
 const F32_NEW_MOE: Tolerance = Tolerance {
     greedy_margin: 1e-3,
-    ..F32_MOE
+    ..F32_NEW_ARCHS
 };
 
 /// Q8_0 weights of the 2026 families, activations quantized as ggml does (README §3.4); no
@@ -52,7 +40,7 @@ const QUANTIZED_NEW: Tolerance = Tolerance {
 
 #[test]
 fn qwen3moe_f32_matches_llama_cpp() {
-    check_model("qwen3moe-tiny-f32", &F32_MOE);
+    check_model("qwen3moe-tiny-f32", &F32_NEW_ARCHS);
 }
 
 #[test]
@@ -62,7 +50,7 @@ fn qwen3moe_q4_k_m_matches_llama_cpp() {
 
 #[test]
 fn mixtral_f32_matches_llama_cpp() {
-    check_model("mixtral-tiny-f32", &F32_MOE);
+    check_model("mixtral-tiny-f32", &F32_NEW_ARCHS);
 }
 
 #[test]
@@ -72,7 +60,7 @@ fn mixtral_q8_0_matches_llama_cpp() {
 
 #[test]
 fn gpt_oss_f32_matches_llama_cpp() {
-    check_model("gpt-oss-tiny-f32", &F32_MOE);
+    check_model("gpt-oss-tiny-f32", &F32_NEW_ARCHS);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use futures_util::Stream;
 use rinfer_model::FinishReason;
 
 use crate::error::ApiError;
-use crate::scheduler::job::{Event, EventReceiver};
+use crate::scheduler::job::{Event, EventReceiver, TokenCounts};
 
 /// What a failure says when the engine dropped a generation before its end.
 pub(crate) const STOPPED_EARLY: &str = "the engine stopped before the generation ended";
@@ -22,12 +22,8 @@ pub(crate) struct Whole {
     pub text: String,
     /// Why the generation ended.
     pub finish: FinishReason,
-    /// Prompt tokens.
-    pub prompt_tokens: usize,
-    /// Of those, tokens the prefix cache reused.
-    pub cached_tokens: usize,
-    /// Generated tokens.
-    pub completion_tokens: usize,
+    /// Its prompt and generated tokens.
+    pub counts: TokenCounts,
 }
 
 /// Reads a one-choice generation to its end.
@@ -36,19 +32,11 @@ pub(crate) async fn whole(receiver: &mut EventReceiver) -> Result<Whole, ApiErro
     while let Some(event) = receiver.recv().await {
         match event {
             Event::Delta { text: piece, .. } => text.push_str(&piece),
-            Event::Done {
-                finish,
-                prompt_tokens,
-                cached_tokens,
-                completion_tokens,
-                ..
-            } => {
+            Event::Done { finish, counts, .. } => {
                 return Ok(Whole {
                     text,
                     finish,
-                    prompt_tokens,
-                    cached_tokens,
-                    completion_tokens,
+                    counts,
                 });
             }
             Event::Failed(message) => return Err(ApiError::internal(message)),

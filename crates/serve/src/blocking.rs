@@ -142,6 +142,15 @@ mod tests {
         }
     }
 
+    /// Runs `job` on `jobs` from a task of its own.
+    fn spawn_job(
+        jobs: &Arc<BlockingJobs>,
+        job: impl FnOnce(&CancelFlag) -> Result<(), ApiError> + Send + 'static,
+    ) -> tokio::task::JoinHandle<Result<(), ApiError>> {
+        let jobs = Arc::clone(jobs);
+        tokio::spawn(async move { jobs.run(job).await })
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dropping_the_request_cancels_its_blocking_work() {
         let jobs = BlockingJobs::new(1);
@@ -171,16 +180,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn jobs_past_the_bound_wait_and_a_dropped_waiter_never_runs() {
-        let jobs = BlockingJobs::new(1);
+        let jobs = Arc::new(BlockingJobs::new(1));
         let stopped = Arc::new(AtomicBool::new(false));
-        let first = tokio::spawn({
-            let jobs_slots = Arc::clone(&jobs.slots);
-            let stopped = Arc::clone(&stopped);
-            async move {
-                let jobs = BlockingJobs { slots: jobs_slots };
-                jobs.run(spinning(stopped)).await
-            }
-        });
+        let first = spawn_job(&jobs, spinning(Arc::clone(&stopped)));
         tokio::time::sleep(Duration::from_millis(20)).await;
         let ran = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&ran);
@@ -207,16 +209,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_job_that_gives_its_slot_back_lets_the_next_job_run_while_it_waits() {
         let jobs = Arc::new(BlockingJobs::new(1));
-        let waiting = tokio::spawn({
-            let jobs = Arc::clone(&jobs);
-            async move {
-                jobs.run(|flag| {
-                    flag.release_slot();
-                    std::thread::sleep(Duration::from_millis(500));
-                    Ok(())
-                })
-                .await
-            }
+        let waiting = spawn_job(&jobs, |flag| {
+            flag.release_slot();
+            std::thread::sleep(Duration::from_millis(500));
+            Ok(())
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         let next = tokio::time::timeout(Duration::from_millis(300), jobs.run(|_| Ok(())));
@@ -226,17 +222,11 @@ mod tests {
         );
         waiting.await.unwrap().unwrap();
         // A job that takes its slot again holds it: the next one waits.
-        let again = tokio::spawn({
-            let jobs = Arc::clone(&jobs);
-            async move {
-                jobs.run(|flag| {
-                    flag.release_slot();
-                    flag.reacquire_slot();
-                    std::thread::sleep(Duration::from_millis(500));
-                    Ok(())
-                })
-                .await
-            }
+        let again = spawn_job(&jobs, |flag| {
+            flag.release_slot();
+            flag.reacquire_slot();
+            std::thread::sleep(Duration::from_millis(500));
+            Ok(())
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let next = tokio::time::timeout(Duration::from_millis(200), jobs.run(|_| Ok(())));

@@ -314,10 +314,8 @@ pub(crate) async fn pool_all(
     while done < n {
         match receiver.recv().await {
             Some(Event::Embedding { index, embedding }) => vectors[index] = Some(embedding),
-            Some(Event::Done {
-                prompt_tokens: p, ..
-            }) => {
-                prompt_tokens += p;
+            Some(Event::Done { counts, .. }) => {
+                prompt_tokens += counts.prompt;
                 done += 1;
                 submit_next(&mut events)?;
             }

@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::request::Endpoint;
-use crate::scheduler::job::TokenLogprob;
+use crate::scheduler::job::{TokenCounts, TokenLogprob};
 
 /// What every response and chunk of one request repeats.
 pub struct ResponseMeta {
@@ -76,12 +76,12 @@ pub struct Usage {
 impl Usage {
     /// Counts one finished choice: the prompt and its cached tokens as the first choice saw
     /// them (the prompt is sent once), the generated tokens of every choice.
-    pub fn add_choice(&mut self, index: usize, prompt: usize, cached: usize, completion: usize) {
-        self.prompt = prompt;
+    pub fn add_choice(&mut self, index: usize, counts: TokenCounts) {
+        self.prompt = counts.prompt;
         if index == 0 {
-            self.cached = cached;
+            self.cached = counts.cached;
         }
-        self.completion += completion;
+        self.completion += counts.completion;
     }
 
     fn json(self) -> Value {

@@ -288,12 +288,10 @@ async fn collect_response(
             Event::Done {
                 index,
                 finish,
-                prompt_tokens,
-                cached_tokens,
-                completion_tokens,
+                counts,
             } => {
                 finishes[index] = Some(finish);
-                usage.add_choice(index, prompt_tokens, cached_tokens, completion_tokens);
+                usage.add_choice(index, counts);
                 if finishes.iter().all(Option::is_some) {
                     let choices: Vec<Choice<'_>> = texts
                         .iter()
@@ -453,9 +451,7 @@ fn stream_response(
             Some(Event::Done {
                 index,
                 finish,
-                prompt_tokens,
-                cached_tokens,
-                completion_tokens,
+                counts,
             }) => {
                 s.open(index, &mut out);
                 let mut called = false;
@@ -470,8 +466,7 @@ fn stream_response(
                     last["choices"][0]["finish_reason"] = json!(TOOL_CALLS_FINISH);
                 }
                 out.push_str(&sse(&last));
-                s.usage
-                    .add_choice(index, prompt_tokens, cached_tokens, completion_tokens);
+                s.usage.add_choice(index, counts);
                 s.left -= 1;
                 if s.left == 0 {
                     if s.include_usage {

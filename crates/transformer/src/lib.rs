@@ -20,6 +20,6 @@ pub use params::{
     AttentionParams, DeltaNet, Experts, Ffn, Gating, Heads, Mla, Norm, NormKind, Recurrence,
     RopeParams, RopeStyle, Router, ShortConv, Yarn,
 };
-pub use stage::{FfnUp, LatentQ, Qkv, Stage};
+pub use stage::{DeltaNetWeights, FfnUp, GateUpDown, LatentQ, Qkv, Stage};
 pub use tensor::{Part, Role, TensorName};
 pub use tree::{Classifier, PerLayerInputs, Transformer};

@@ -103,6 +103,52 @@ pub enum LatentQ<H: Handles> {
     },
 }
 
+/// The weights of a [`Stage::DeltaNet`].
+#[derive(Clone, Debug)]
+pub struct DeltaNetWeights<H: Handles> {
+    /// `[conv_dim, hidden]`: `q | k | v`.
+    pub qkv: Linear<H>,
+    /// `[v_dim, hidden]`: the output gate `z`.
+    pub gate: Linear<H>,
+    /// The convolution kernel, `[conv_dim, taps]`.
+    pub kernel: H::Vector,
+    /// `[v_heads]`, added to the decay projection.
+    pub dt_bias: H::Vector,
+    /// `[v_heads]`, the (negative) decay rates.
+    pub a: H::Vector,
+    /// `[v_heads, hidden]`.
+    pub beta: Linear<H>,
+    /// `[v_heads, hidden]`.
+    pub alpha: Linear<H>,
+    /// `[state]`, the output norm of every value head.
+    pub norm: H::Vector,
+    /// `[hidden, v_dim]`.
+    pub output: Linear<H>,
+}
+
+/// The three projections of a gated FFN of experts.
+#[derive(Clone, Debug)]
+pub struct GateUpDown<T> {
+    /// The gate, `[ffn, hidden]`.
+    pub gate: T,
+    /// The up projection, `[ffn, hidden]`.
+    pub up: T,
+    /// The down projection, `[hidden, ffn]`.
+    pub down: T,
+}
+
+impl<T> GateUpDown<T> {
+    /// `[gate, up, down]`.
+    pub fn each(&self) -> [&T; 3] {
+        [&self.gate, &self.up, &self.down]
+    }
+
+    /// `[gate, up, down]`, to change.
+    pub fn each_mut(&mut self) -> [&mut T; 3] {
+        [&mut self.gate, &mut self.up, &mut self.down]
+    }
+}
+
 /// One step of a decoder block, on the `n` rows of a batch, with the weights it reads.
 #[derive(Clone, Debug)]
 pub enum Stage<H: Handles> {
@@ -194,24 +240,8 @@ pub enum Stage<H: Handles> {
     DeltaNet {
         /// Heads, state size, taps.
         net: DeltaNet,
-        /// `[conv_dim, hidden]`: `q | k | v`.
-        qkv: Linear<H>,
-        /// `[v_dim, hidden]`: the output gate `z`.
-        gate: Linear<H>,
-        /// The convolution kernel, `[conv_dim, taps]`.
-        kernel: H::Vector,
-        /// `[v_heads]`, added to the decay projection.
-        dt_bias: H::Vector,
-        /// `[v_heads]`, the (negative) decay rates.
-        a: H::Vector,
-        /// `[v_heads, hidden]`.
-        beta: Linear<H>,
-        /// `[v_heads, hidden]`.
-        alpha: Linear<H>,
-        /// `[state]`, the output norm of every value head.
-        norm: H::Vector,
-        /// `[hidden, v_dim]`.
-        output: Linear<H>,
+        /// Its projections, convolution kernel, decay and norm.
+        weights: DeltaNetWeights<H>,
     },
     /// `out = attn_output(attn)`, `[hidden, q_dim]` (`[hidden, heads · v_head]` after latent
     /// attention).
@@ -260,12 +290,8 @@ pub enum Stage<H: Handles> {
     SharedExperts {
         /// The shape of the shared experts together (their widths summed).
         experts: Experts,
-        /// `[ffn_dim, hidden]`.
-        gate: Linear<H>,
-        /// `[ffn_dim, hidden]`.
-        up: Linear<H>,
-        /// `[hidden, ffn_dim]`.
-        down: Linear<H>,
+        /// `[ffn_dim, hidden]`, `[ffn_dim, hidden]`, `[hidden, ffn_dim]`.
+        weights: GateUpDown<Linear<H>>,
         /// `[hidden]`: the per-row gate's weights (Qwen3.5-MoE).
         gate_inp: Option<H::Vector>,
     },
@@ -274,12 +300,9 @@ pub enum Stage<H: Handles> {
     Experts {
         /// Each expert's shape.
         experts: Experts,
-        /// Every expert's gate, `[expert_ffn, hidden]` each.
-        gate: H::Experts,
-        /// Every expert's up, `[expert_ffn, hidden]` each.
-        up: H::Experts,
-        /// Every expert's down, `[hidden, expert_ffn]` each.
-        down: H::Experts,
+        /// Every expert's gate and up, `[expert_ffn, hidden]` each, and down,
+        /// `[hidden, expert_ffn]` each.
+        weights: GateUpDown<H::Experts>,
     },
     /// `h = norm(h)` with the layer's post-FFN norm.
     PostFfnNorm(NormWeights<H>),
@@ -356,35 +379,24 @@ impl<H: Handles> Stage<H> {
                 kernel: at.filter(Role::ShortConvConv, (conv.channels, conv.taps), kernel, m)?,
                 out_proj: at.linear(Role::ShortConvOutProj, (hidden, hidden), out_proj, m)?,
             },
-            Stage::DeltaNet {
-                net,
-                qkv,
-                gate,
-                kernel,
-                dt_bias,
-                a,
-                beta,
-                alpha,
-                norm,
-                output,
-            } => {
+            Stage::DeltaNet { net, weights: w } => {
                 let (conv_dim, v_dim, heads) = (net.conv_dim(), net.v_dim(), net.v_heads);
                 let dt = Tensor {
                     name: at.name(Role::SsmDt).bias(),
                     shape: Shape::Vector(heads),
                 };
-                Stage::DeltaNet {
-                    net: *net,
-                    qkv: at.linear(Role::AttnQkv, (conv_dim, hidden), qkv, m)?,
-                    gate: at.linear(Role::AttnGate, (v_dim, hidden), gate, m)?,
-                    kernel: at.filter(Role::SsmConv1d, (conv_dim, net.taps), kernel, m)?,
-                    dt_bias: m.vector(&dt, dt_bias)?,
-                    a: at.vector(Role::SsmA, heads, a, m)?,
-                    beta: at.linear(Role::SsmBeta, (heads, hidden), beta, m)?,
-                    alpha: at.linear(Role::SsmAlpha, (heads, hidden), alpha, m)?,
-                    norm: at.vector(Role::SsmNorm, net.state, norm, m)?,
-                    output: at.linear(Role::SsmOut, (hidden, v_dim), output, m)?,
-                }
+                let weights = DeltaNetWeights {
+                    qkv: at.linear(Role::AttnQkv, (conv_dim, hidden), &w.qkv, m)?,
+                    gate: at.linear(Role::AttnGate, (v_dim, hidden), &w.gate, m)?,
+                    kernel: at.filter(Role::SsmConv1d, (conv_dim, net.taps), &w.kernel, m)?,
+                    dt_bias: m.vector(&dt, &w.dt_bias)?,
+                    a: at.vector(Role::SsmA, heads, &w.a, m)?,
+                    beta: at.linear(Role::SsmBeta, (heads, hidden), &w.beta, m)?,
+                    alpha: at.linear(Role::SsmAlpha, (heads, hidden), &w.alpha, m)?,
+                    norm: at.vector(Role::SsmNorm, net.state, &w.norm, m)?,
+                    output: at.linear(Role::SsmOut, (hidden, v_dim), &w.output, m)?,
+                };
+                Stage::DeltaNet { net: *net, weights }
             }
             Stage::QkNorm { eps, q, k } => {
                 let t = Tensor {
@@ -510,17 +522,17 @@ impl<H: Handles> Stage<H> {
             Stage::AddStash => Stage::AddStash,
             Stage::SharedExperts {
                 experts,
-                gate,
-                up,
-                down,
+                weights: w,
                 gate_inp,
             } => {
                 let f = experts.ffn_dim;
                 Stage::SharedExperts {
                     experts: *experts,
-                    gate: at.linear(Role::FfnGateShexp, (f, hidden), gate, m)?,
-                    up: at.linear(Role::FfnUpShexp, (f, hidden), up, m)?,
-                    down: at.linear(Role::FfnDownShexp, (hidden, f), down, m)?,
+                    weights: GateUpDown {
+                        gate: at.linear(Role::FfnGateShexp, (f, hidden), &w.gate, m)?,
+                        up: at.linear(Role::FfnUpShexp, (f, hidden), &w.up, m)?,
+                        down: at.linear(Role::FfnDownShexp, (hidden, f), &w.down, m)?,
+                    },
                     gate_inp: match gate_inp {
                         Some(g) => Some(at.vector(Role::FfnGateInpShexp, hidden, g, m)?),
                         None => None,
@@ -529,17 +541,17 @@ impl<H: Handles> Stage<H> {
             }
             Stage::Experts {
                 experts,
-                gate,
-                up,
-                down,
+                weights: w,
             } => {
                 let count = at.experts;
                 let f = experts.ffn_dim;
                 Stage::Experts {
                     experts: *experts,
-                    gate: at.experts(Role::FfnGateExps, (count, f, hidden), gate, m)?,
-                    up: at.experts(Role::FfnUpExps, (count, f, hidden), up, m)?,
-                    down: at.experts(Role::FfnDownExps, (count, hidden, f), down, m)?,
+                    weights: GateUpDown {
+                        gate: at.experts(Role::FfnGateExps, (count, f, hidden), &w.gate, m)?,
+                        up: at.experts(Role::FfnUpExps, (count, f, hidden), &w.up, m)?,
+                        down: at.experts(Role::FfnDownExps, (count, hidden, f), &w.down, m)?,
+                    },
                 }
             }
             Stage::PostFfnNorm(n) => Stage::PostFfnNorm(at.norm(n, hidden, m)?),

@@ -2,8 +2,8 @@
 //! shape the dimensions imply: what the loader checks tensors against and the GPU names them by.
 
 use rinfer_transformer::{
-    Block, Experts, Ffn, Gating, Heads, Linear, Mapper, Norm, NormKind, NormWeights, Qkv, Role,
-    RopeParams, RopeStyle, Router, Shape, Stage, Tensor, Transformer,
+    Block, Experts, Ffn, GateUpDown, Gating, Heads, Linear, Mapper, Norm, NormKind, NormWeights,
+    Qkv, Role, RopeParams, RopeStyle, Router, Shape, Stage, Tensor, Transformer,
 };
 
 /// Records every weight `map` visits.
@@ -81,9 +81,11 @@ fn map_names_every_weight_with_the_shape_the_dimensions_imply() {
                 ffn: Ffn::SiluGated,
                 ffn_dim: 6,
             },
-            gate: (),
-            up: (),
-            down: (),
+            weights: GateUpDown {
+                gate: (),
+                up: (),
+                down: (),
+            },
         },
         Stage::FfnResidual,
     ];

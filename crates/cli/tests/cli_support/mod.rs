@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 /// The repository's `tests/fixtures` folder.
 pub fn fixtures() -> PathBuf {
@@ -25,15 +25,20 @@ pub fn rinfer(args: &[&str]) -> Output {
         .expect("the rinfer binary runs")
 }
 
-/// `rinfer ARGS` with `stdin` written to its standard input, run to its end.
-pub fn rinfer_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rinfer"))
+/// `rinfer ARGS` started with `stdin` as its standard input, its output and errors piped.
+pub fn spawn_rinfer(args: &[&str], stdin: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_rinfer"))
         .args(args)
-        .stdin(Stdio::piped())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("the rinfer binary runs");
+        .expect("the rinfer binary runs")
+}
+
+/// `rinfer ARGS` with `stdin` written to its standard input, run to its end.
+pub fn rinfer_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = spawn_rinfer(args, Stdio::piped());
     child
         .stdin
         .take()

@@ -353,15 +353,10 @@ impl Sequence<'_, '_> {
                 Stage::LatentQkv { .. }
                 | Stage::LatentOutput { .. }
                 | Stage::SharedExperts { .. } => {}
-                Stage::Experts {
-                    experts,
-                    gate,
-                    up,
-                    down,
-                } => {
+                Stage::Experts { experts, weights } => {
                     // The declaration puts a router before every experts stage.
                     if let Some(router) = block.router() {
-                        self.experts(experts, router, [gate, up, down]);
+                        self.experts(experts, router, weights.each());
                     }
                 }
                 Stage::PostFfnNorm(norm) => self.norm(norm, work.h, work.h, n),

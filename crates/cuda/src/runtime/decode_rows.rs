@@ -43,16 +43,11 @@ impl GpuModel {
             self.rows.graphs.invalidate(n as u64);
             return Err(error);
         }
-        let len = n * self.config().vocab_size;
-        let logits = self.work.logits.slice.slice(..len);
-        self.stream
-            .memcpy_dtoh(&logits, &mut self.host_logits[..len])
-            .map_err(driver("logits copy"))?;
-        self.stream.synchronize().map_err(driver("forward"))?;
+        let logits = self.logits_to_host(n)?;
         for (tokens, cache) in seqs.iter_mut() {
             cache.len += tokens.len();
         }
-        Ok(&self.host_logits[..len])
+        Ok(logits)
     }
 
     /// Why the batched decode runs without CUDA graphs, if it does.
@@ -67,19 +62,8 @@ impl GpuModel {
         if n > max {
             return Err(CudaError::TooManyRows { requested: n, max });
         }
-        let vocab = self.config().vocab_size;
         for (i, (tokens, cache)) in seqs.iter().enumerate() {
-            if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
-                return Err(CudaError::TokenOutOfRange { id, vocab });
-            }
-            self.check_cache(cache)?;
-            if cache.len + tokens.len() > cache.context {
-                return Err(CudaError::ContextOverflow {
-                    cached: cache.len,
-                    requested: tokens.len(),
-                    context: cache.context,
-                });
-            }
+            self.check_feed(tokens, cache)?;
             if seqs[..i].iter().any(|(_, other)| other.id == cache.id) {
                 return Err(CudaError::CacheTwice);
             }

@@ -127,6 +127,12 @@ impl GpuModel {
         wanted: Logits,
     ) -> Result<&[f32], CudaError> {
         let rows = self.run(tokens, cache, wanted)?;
+        self.logits_to_host(rows)
+    }
+
+    /// Copies the first `rows` rows of the step's logits to the host, once the stream has
+    /// finished, and returns them.
+    pub(crate) fn logits_to_host(&mut self, rows: usize) -> Result<&[f32], CudaError> {
         let len = rows * self.config().vocab_size;
         let logits = self.work.logits.slice.slice(..len);
         self.stream
@@ -165,21 +171,8 @@ impl GpuModel {
         cache: &mut GpuKvCache,
         wanted: Logits,
     ) -> Result<usize, CudaError> {
+        self.check_feed(tokens, cache)?;
         let vocab_size = self.config().vocab_size;
-        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab_size) {
-            return Err(CudaError::TokenOutOfRange {
-                id,
-                vocab: vocab_size,
-            });
-        }
-        self.check_cache(cache)?;
-        if cache.len + tokens.len() > cache.context {
-            return Err(CudaError::ContextOverflow {
-                cached: cache.len,
-                requested: tokens.len(),
-                context: cache.context,
-            });
-        }
         let max_batch = self.plan.options.max_batch;
         let logit_rows = self.plan.buffers.logits / vocab_size;
         if wanted == Logits::All && tokens.len() > logit_rows {
@@ -218,6 +211,24 @@ impl GpuModel {
     pub(crate) fn check_cache(&self, cache: &GpuKvCache) -> Result<(), CudaError> {
         if !Arc::ptr_eq(&cache.pool, &self.kv_pool.blocks) {
             return Err(CudaError::ForeignCache);
+        }
+        Ok(())
+    }
+
+    /// An error if a token of `tokens` is not in the vocabulary, if `cache` was not made for
+    /// this model, or if `tokens` run past its context.
+    pub(crate) fn check_feed(&self, tokens: &[u32], cache: &GpuKvCache) -> Result<(), CudaError> {
+        let vocab = self.config().vocab_size;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(CudaError::TokenOutOfRange { id, vocab });
+        }
+        self.check_cache(cache)?;
+        if cache.len + tokens.len() > cache.context {
+            return Err(CudaError::ContextOverflow {
+                cached: cache.len,
+                requested: tokens.len(),
+                context: cache.context,
+            });
         }
         Ok(())
     }

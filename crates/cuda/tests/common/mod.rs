@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use rinfer_cuda::{HostMatrix, HostModel, HostStacked, HostView, Transformer};
 use rinfer_formats::GgmlType;
 use rinfer_transformer::{
-    AttentionParams, Block, Experts, Ffn, FfnUp, Gating, Heads, Linear, Norm, NormKind,
+    AttentionParams, Block, Experts, Ffn, FfnUp, GateUpDown, Gating, Heads, Linear, Norm, NormKind,
     NormWeights, Qkv, Role, RopeParams, RopeStyle, Router, Stage,
 };
 
@@ -180,9 +180,11 @@ pub fn moe_model(s: &Storage) -> HostModel<'_> {
                 ffn: Ffn::SiluGated,
                 ffn_dim: EXPERT_FFN,
             },
-            gate: stacked(s, EXPERT_FFN, HIDDEN),
-            up: stacked(s, EXPERT_FFN, HIDDEN),
-            down: stacked(s, HIDDEN, EXPERT_FFN),
+            weights: GateUpDown {
+                gate: stacked(s, EXPERT_FFN, HIDDEN),
+                up: stacked(s, EXPERT_FFN, HIDDEN),
+                down: stacked(s, HIDDEN, EXPERT_FFN),
+            },
         },
     );
     model

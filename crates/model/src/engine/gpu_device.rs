@@ -110,6 +110,19 @@ impl GpuCache for GpuKvCache {
 }
 
 /// `cache` as the CUDA runtime's own cache type; another device's cache is an error.
+/// The rows of a [`GpuDevice::forward_rows`] call with each cache taken back as the device's
+/// own type by `own` (which refuses a cache of another device).
+pub fn own_rows<'s, 't, C: ?Sized>(
+    seqs: &'s mut [(&'t [u32], &mut dyn GpuCache)],
+    own: fn(&mut dyn GpuCache) -> Result<&mut C, CudaError>,
+) -> Result<Vec<(&'t [u32], &'s mut C)>, CudaError> {
+    let mut rows = Vec::with_capacity(seqs.len());
+    for (tokens, cache) in seqs.iter_mut() {
+        rows.push((*tokens, own(&mut **cache)?));
+    }
+    Ok(rows)
+}
+
 fn cuda_cache(cache: &mut dyn GpuCache) -> Result<&mut GpuKvCache, CudaError> {
     cache
         .as_any_mut()
@@ -147,10 +160,6 @@ impl GpuDevice for GpuModel {
         &mut self,
         seqs: &mut [(&[u32], &mut dyn GpuCache)],
     ) -> Result<&[f32], CudaError> {
-        let mut own = Vec::with_capacity(seqs.len());
-        for (tokens, cache) in seqs.iter_mut() {
-            own.push((*tokens, cuda_cache(&mut **cache)?));
-        }
-        GpuModel::forward_rows(self, &mut own)
+        GpuModel::forward_rows(self, &mut own_rows(seqs, cuda_cache)?)
     }
 }

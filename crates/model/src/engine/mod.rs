@@ -59,7 +59,7 @@ pub use device::{Device, DeviceReport, DeviceRequest, GpuInfo, NvrtcSearch, Reso
 use draft_model::{DraftModel, Want};
 pub use embed::normalize;
 use executor::{Executor, SeqCache, Sizes};
-pub use gpu_device::{GpuCache, GpuDevice};
+pub use gpu_device::{GpuCache, GpuDevice, own_rows};
 pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
 use prefix_cache::{BlockStore, StorePool};
 pub use request::{Event, FinishReason, Generation, Request, SeqId, Timings, TokenLogprob};

@@ -249,6 +249,19 @@ impl<'t> Sequence<'t> {
         self.prompt_left() == 0
     }
 
+    /// Finishes the sequence for `reason` once the text the decoder holds back is out, unless
+    /// that text completes a stop string (then it finishes for the stop string).
+    fn end(&mut self, reason: FinishReason, emit: &mut impl FnMut(&str)) {
+        if let Some(rest) = self.stream.take().and_then(StreamDecoder::finish)
+            && self.stops.push(&rest, emit)
+        {
+            self.finish = Some(FinishReason::StopString);
+        } else {
+            self.stops.flush(emit);
+            self.finish = Some(reason);
+        }
+    }
+
     /// Samples the next token from this sequence's logits `row` (which sampling may modify),
     /// decides whether the sequence is finished, and returns what to report.
     fn sample(&mut self, row: &mut [f32]) -> Sampled {
@@ -287,23 +300,9 @@ impl<'t> Sequence<'t> {
         {
             self.finish = Some(FinishReason::StopString);
         } else if complete {
-            if let Some(rest) = self.stream.take().and_then(StreamDecoder::finish)
-                && self.stops.push(&rest, &mut emit)
-            {
-                self.finish = Some(FinishReason::StopString);
-            } else {
-                self.stops.flush(&mut emit);
-                self.finish = Some(FinishReason::EndOfGeneration);
-            }
+            self.end(FinishReason::EndOfGeneration, &mut emit);
         } else if self.generated.len() >= self.max_tokens {
-            if let Some(rest) = self.stream.take().and_then(StreamDecoder::finish)
-                && self.stops.push(&rest, &mut emit)
-            {
-                self.finish = Some(FinishReason::StopString);
-            } else {
-                self.stops.flush(&mut emit);
-                self.finish = Some(FinishReason::Length);
-            }
+            self.end(FinishReason::Length, &mut emit);
         }
         Sampled {
             token,

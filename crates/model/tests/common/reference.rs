@@ -28,6 +28,19 @@ pub struct Tolerance {
     pub min_cosine: Option<f64>,
 }
 
+/// The fixtures README's class for F32 weights of the new dense, hybrid and MoE architectures
+/// (§3.4): the architecture itself, exactly, its greedy ids matched to the end.
+pub const F32_NEW_ARCHS: Tolerance = Tolerance {
+    per_position: 1e-3,
+    share: 1.0,
+    max_abs: 1e-3,
+    max_abs_share: 1.0,
+    mean_abs: 1e-4,
+    argmax_share: 1.0,
+    greedy_margin: 0.0,
+    min_cosine: Some(0.99999),
+};
+
 /// The fixtures README's class for Q8_0 weights of the new dense, hybrid and MoE
 /// architectures, activations quantized as ggml does (§3.4).
 pub const Q8_0_NEW_ARCHS: Tolerance = Tolerance {

@@ -7,7 +7,7 @@ use std::any::Any;
 use rinfer_cuda::kernels::KvElement;
 use rinfer_cuda::kv_pool::{SharedBlocks, lock};
 use rinfer_cuda::{CudaError, GpuInfo, Logits};
-use rinfer_model::engine::{GpuCache, GpuDevice};
+use rinfer_model::engine::{GpuCache, GpuDevice, own_rows};
 
 use super::{Emulated, HostCache};
 
@@ -139,11 +139,8 @@ impl GpuDevice for EmulatedGpu<'_, '_> {
         &mut self,
         seqs: &mut [(&[u32], &mut dyn GpuCache)],
     ) -> Result<&[f32], CudaError> {
-        let mut own_rows = Vec::with_capacity(seqs.len());
-        for (tokens, cache) in seqs.iter_mut() {
-            own_rows.push((*tokens, own(&mut **cache)?));
-        }
+        let mut rows = own_rows(seqs, own)?;
         let plan = self.gpu.pool.plan.clone();
-        Ok(self.gpu.decode_rows(&mut own_rows, &plan))
+        Ok(self.gpu.decode_rows(&mut rows, &plan))
     }
 }

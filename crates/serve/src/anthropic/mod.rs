@@ -98,11 +98,7 @@ async fn whole(
     output: ChatOutput,
 ) -> Result<Response, ApiError> {
     let answer = answer::whole(&mut receiver).await?;
-    let usage = MessageUsage::new(
-        answer.prompt_tokens,
-        answer.cached_tokens,
-        answer.completion_tokens,
-    );
+    let usage = MessageUsage::new(answer.counts);
     let body = response::message(&meta, &output, &answer.text, answer.finish, usage);
     Ok(axum::Json(body).into_response())
 }
@@ -138,16 +134,9 @@ fn stream(
         let out = match s.receiver.recv().await {
             Some(Event::Delta { text, .. }) => s.events.push(&text),
             Some(Event::Embedding { .. }) => String::new(),
-            Some(Event::Done {
-                finish,
-                prompt_tokens,
-                cached_tokens,
-                completion_tokens,
-                ..
-            }) => {
+            Some(Event::Done { finish, counts, .. }) => {
                 s.done = true;
-                let usage = MessageUsage::new(prompt_tokens, cached_tokens, completion_tokens);
-                s.events.finish(&s.meta, finish, usage)
+                s.events.finish(&s.meta, finish, MessageUsage::new(counts))
             }
             Some(Event::Failed(message)) => {
                 s.done = true;

@@ -9,6 +9,7 @@
 use rinfer_model::FinishReason;
 use serde_json::{Value, json};
 
+use crate::scheduler::job::TokenCounts;
 use crate::tools::{ChatOutput, Delta, StreamShaper, ToolCall};
 
 /// What every event of one answer repeats.
@@ -68,11 +69,11 @@ pub struct MessageUsage {
 
 impl MessageUsage {
     /// From the engine's counts.
-    pub fn new(prompt: usize, cached: usize, output: usize) -> Self {
+    pub fn new(counts: TokenCounts) -> Self {
         Self {
-            input: prompt.saturating_sub(cached),
-            cached,
-            output,
+            input: counts.prompt.saturating_sub(counts.cached),
+            cached: counts.cached,
+            output: counts.completion,
         }
     }
 
@@ -176,7 +177,11 @@ impl MessageStream {
             "content": [],
             "stop_reason": null,
             "stop_sequence": null,
-            "usage": MessageUsage::new(prompt_tokens, 0, 0).json(),
+            "usage": MessageUsage::new(TokenCounts {
+                prompt: prompt_tokens,
+                ..TokenCounts::default()
+            })
+            .json(),
         });
         let mut out = event(
             "message_start",
@@ -317,7 +322,11 @@ mod tests {
     fn streamed_blocks_follow_the_event_sequence_and_match_the_whole_message() {
         let text = "<think>Need weather.</think>Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
         let meta = MessageMeta::new("m", Vec::new());
-        let usage = MessageUsage::new(10, 4, 20);
+        let usage = MessageUsage::new(TokenCounts {
+            prompt: 10,
+            cached: 4,
+            completion: 20,
+        });
         let whole = message(&meta, &output(), text, FinishReason::EndOfGeneration, usage);
         assert_eq!(whole["stop_reason"], "tool_use");
         assert_eq!(whole["usage"]["input_tokens"], 6);

@@ -29,11 +29,11 @@ use crate::error::ApiError;
 use crate::request::Endpoint;
 use crate::response_store::{Stored, random_id};
 use crate::routes::{receive, submit_request};
-use crate::scheduler::job::Event;
+use crate::scheduler::job::{Event, TokenCounts};
 use crate::state::AppState;
 use crate::tools::{ChatOutput, Delta, StreamShaper};
 use crate::validate::{self, Validated};
-use output::{Counts, OutputBuilder, ResponseHead, status};
+use output::{OutputBuilder, ResponseHead, status};
 use request::ResponsesRequest;
 
 /// This API's routes.
@@ -155,7 +155,7 @@ struct Answer {
 
 impl Answer {
     /// The final response object of `outputs`, kept when asked.
-    fn complete(&self, outputs: Vec<Value>, finish: FinishReason, counts: Counts) -> Value {
+    fn complete(&self, outputs: Vec<Value>, finish: FinishReason, counts: TokenCounts) -> Value {
         let object = self
             .head
             .object(status(finish), outputs.clone(), counts, Some(finish));
@@ -174,14 +174,6 @@ impl Answer {
     }
 }
 
-fn counts(prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize) -> Counts {
-    Counts {
-        prompt: prompt_tokens,
-        cached: cached_tokens,
-        output: completion_tokens,
-    }
-}
-
 async fn whole(
     answer: Answer,
     mut receiver: EventReceiver,
@@ -196,12 +188,7 @@ async fn whole(
     let mut builder = OutputBuilder::default();
     let mut events = builder.push(deltas);
     let outputs = builder.finish(&mut events);
-    let counts = counts(
-        whole.prompt_tokens,
-        whole.cached_tokens,
-        whole.completion_tokens,
-    );
-    let object = answer.complete(outputs, whole.finish, counts);
+    let object = answer.complete(outputs, whole.finish, whole.counts);
     Ok(axum::Json(object).into_response())
 }
 
@@ -227,10 +214,10 @@ fn stream(answer: Answer, receiver: EventReceiver, shaper: StreamShaper) -> Resp
             return None;
         }
         if !std::mem::replace(&mut s.started, true) {
-            let object = s
-                .answer
-                .head
-                .object("in_progress", Vec::new(), Counts::default(), None);
+            let object =
+                s.answer
+                    .head
+                    .object("in_progress", Vec::new(), TokenCounts::default(), None);
             let mut out = s
                 .builder
                 .event("response.created", json!({"response": object.clone()}));
@@ -245,18 +232,11 @@ fn stream(answer: Answer, receiver: EventReceiver, shaper: StreamShaper) -> Resp
                 s.builder.push(deltas)
             }
             Some(Event::Embedding { .. }) => String::new(),
-            Some(Event::Done {
-                finish,
-                prompt_tokens,
-                cached_tokens,
-                completion_tokens,
-                ..
-            }) => {
+            Some(Event::Done { finish, counts, .. }) => {
                 s.done = true;
                 let (deltas, _) = s.shaper.finish();
                 let mut out = s.builder.push(deltas);
                 let outputs = s.builder.finish(&mut out);
-                let counts = counts(prompt_tokens, cached_tokens, completion_tokens);
                 let object = s.answer.complete(outputs, finish, counts);
                 let kind = match finish {
                     FinishReason::Length => "response.incomplete",
@@ -280,7 +260,7 @@ fn stream(answer: Answer, receiver: EventReceiver, shaper: StreamShaper) -> Resp
 }
 
 fn failed(builder: &mut OutputBuilder, head: &ResponseHead, message: &str) -> String {
-    let mut object = head.object("failed", Vec::new(), Counts::default(), None);
+    let mut object = head.object("failed", Vec::new(), TokenCounts::default(), None);
     object["error"] = json!({"code": "server_error", "message": message});
     builder.event("response.failed", json!({"response": object}))
 }

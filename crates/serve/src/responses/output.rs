@@ -10,15 +10,8 @@ use rinfer_model::FinishReason;
 use serde_json::{Map, Value, json};
 
 use crate::response_store::random_id;
+use crate::scheduler::job::TokenCounts;
 use crate::tools::{Delta, ToolCall};
-
-/// Token counts.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Counts {
-    pub prompt: usize,
-    pub cached: usize,
-    pub output: usize,
-}
 
 /// What a response object repeats besides its output: its id, creation time, model and the
 /// request's settings echoed back.
@@ -37,7 +30,7 @@ impl ResponseHead {
         &self,
         status: &str,
         output: Vec<Value>,
-        counts: Counts,
+        counts: TokenCounts,
         finish: Option<FinishReason>,
     ) -> Value {
         let mut object = json!({
@@ -54,9 +47,9 @@ impl ResponseHead {
             "usage": {
                 "input_tokens": counts.prompt,
                 "input_tokens_details": {"cached_tokens": counts.cached},
-                "output_tokens": counts.output,
+                "output_tokens": counts.completion,
                 "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": counts.prompt + counts.output,
+                "total_tokens": counts.prompt + counts.completion,
             },
         });
         if let Some(map) = object.as_object_mut() {

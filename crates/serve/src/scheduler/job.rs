@@ -79,6 +79,17 @@ pub struct Job {
     pub index: usize,
 }
 
+/// The tokens of one finished choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TokenCounts {
+    /// Prompt tokens.
+    pub prompt: usize,
+    /// Of those, tokens the prefix cache reused instead of computing them.
+    pub cached: usize,
+    /// Generated tokens.
+    pub completion: usize,
+}
+
 /// What the engine reports about one request.
 #[derive(Debug)]
 pub enum Event {
@@ -104,12 +115,8 @@ pub enum Event {
         index: usize,
         /// Why.
         finish: FinishReason,
-        /// Prompt tokens.
-        prompt_tokens: usize,
-        /// Of those, tokens the prefix cache reused instead of computing them.
-        cached_tokens: usize,
-        /// Generated tokens.
-        completion_tokens: usize,
+        /// Its prompt and generated tokens.
+        counts: TokenCounts,
     },
     /// The engine failed on this request (never the request's fault: that is refused earlier).
     Failed(String),

@@ -22,7 +22,7 @@ use rinfer_model::{DeviceReport, Engine, EngineSetup, Event as EngineEvent, Requ
 use tokio::sync::mpsc::error::TrySendError;
 
 use crate::metrics::Metrics;
-use job::{Event, EventSender, Job};
+use job::{Event, EventSender, Job, TokenCounts};
 
 /// How long an idle engine waits for a request before it looks at the stop flag again.
 const IDLE_POLL: Duration = Duration::from_millis(50);
@@ -327,9 +327,11 @@ fn relay(event: EngineEvent, flight: &mut InFlight, metrics: &Metrics) {
                 let _ = r.events.try_send(Event::Done {
                     index: r.index,
                     finish: reason,
-                    prompt_tokens: timings.prompt_tokens,
-                    cached_tokens: timings.cached_tokens,
-                    completion_tokens: tokens.len(),
+                    counts: TokenCounts {
+                        prompt: timings.prompt_tokens,
+                        cached: timings.cached_tokens,
+                        completion: tokens.len(),
+                    },
                 });
             }
         }
