@@ -105,7 +105,7 @@ fn dot_tokens<B: ByteCodes, D: ByteDot, const N: usize>(
         let dw = scale_vector(x.scales());
         let mins = x.mins().map(|m| scale_vector(m));
         for (t, acc) in acc.iter_mut().enumerate() {
-            let (y, sm) = (tokens.block(t), tokens.summary(t, 0));
+            let (y, sm) = (tokens.block(t), tokens.summaries(t)[0]);
             let quads = std::array::from_fn(|g| broadcast_quad(y, g));
             let dot = match B::MAX_CODE < 128 {
                 true => d.dot_7bit(B::MAX_CODE, q, quads),

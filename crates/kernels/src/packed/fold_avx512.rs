@@ -34,10 +34,11 @@ impl<'a, A: BlockFormat> BlockTokens<'a, A> {
         &self.a[t * self.blocks + self.at]
     }
 
-    /// The summary of token `t`'s 32-value group `j` of the block.
+    /// The summaries of token `t`'s 32-value groups of the block.
     #[inline(always)]
-    pub(super) fn summary(&self, t: usize, j: usize) -> BlockSummary {
-        self.s[(t * self.blocks + self.at) * (A::ELEMS / 32) + j]
+    pub(super) fn summaries(&self, t: usize) -> &'a [BlockSummary] {
+        let at = (t * self.blocks + self.at) * (A::ELEMS / 32);
+        &self.s[at..at + A::ELEMS / 32]
     }
 }
 

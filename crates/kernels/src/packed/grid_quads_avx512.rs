@@ -16,6 +16,7 @@ use super::ROWS;
 use super::byte_dot::{ByteDot, broadcast_quad};
 use super::fold_avx512::{Tokens, row_scales};
 use super::grid_quads::{GridQuadRows, SUB_BLOCKS};
+use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
@@ -73,6 +74,7 @@ pub(super) fn add_block<B: GridQuadRows, D: ByteDot, const N: usize>(
 ) {
     prefetch_ahead(x);
     let ys: [&BlockQ8K; N] = std::array::from_fn(|t| tokens.block(t));
+    let sums: [&[BlockSummary]; N] = std::array::from_fn(|t| tokens.summaries(t));
     let mut sum = [_mm512_setzero_si512(); N];
     for j in 0..SUB_BLOCKS {
         // Two chains of multiply-adds per token, so that neither waits on the other.
@@ -85,8 +87,8 @@ pub(super) fn add_block<B: GridQuadRows, D: ByteDot, const N: usize>(
             }
         }
         let m = multipliers(&x.quads().levels, j);
-        for (t, (sum, [even, odd])) in sum.iter_mut().zip(dots).enumerate() {
-            let offset = _mm512_set1_epi32(OFFSET * tokens.summary(t, j).sum);
+        for ((sum, [even, odd]), sums) in sum.iter_mut().zip(dots).zip(&sums) {
+            let offset = _mm512_set1_epi32(OFFSET * sums[j].sum);
             let dot = _mm512_sub_epi32(_mm512_add_epi32(even, odd), offset);
             *sum = _mm512_add_epi32(*sum, _mm512_mullo_epi32(dot, m));
         }

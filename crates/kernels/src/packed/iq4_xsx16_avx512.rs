@@ -11,6 +11,7 @@ use super::iq4_xsx16::BlockIq4Xsx16;
 use super::nibbles::BlockIq4Nlx16;
 use super::nibbles_avx512::codes;
 use super::q4_kx16_avx512::sub_block_dot;
+use crate::operands::BlockSummary;
 use crate::quant::x86::prefetch_part_ahead;
 
 /// The largest of IQ4_NL's byte codes (its values plus 128).
@@ -27,15 +28,16 @@ fn add_block<D: ByteDot, const N: usize>(
     tokens: Tokens<'_>,
     acc: &mut [__m512; N],
 ) {
+    let sums: [&[BlockSummary]; N] = std::array::from_fn(|t| tokens.summaries(t));
     let mut sumi = [_mm512_setzero_si512(); N];
     for j in 0..8 {
         prefetch_part_ahead(x, j, 8);
         let codes = codes(&x.qs[j], &BlockIq4Nlx16::CODES);
         // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
         let sc = _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
-        for (t, sumi) in sumi.iter_mut().enumerate() {
+        for (t, (sumi, sums)) in sumi.iter_mut().zip(&sums).enumerate() {
             let q = &tokens.block(t).qs[32 * j..32 * j + 32];
-            let offset = BlockIq4Xsx16::OFFSET * tokens.summary(t, j).sum;
+            let offset = BlockIq4Xsx16::OFFSET * sums[j].sum;
             let isum = _mm512_sub_epi32(
                 sub_block_dot(d, MAX_CODE, &codes, q),
                 _mm512_set1_epi32(offset),

@@ -48,5 +48,5 @@ fn add_block<D: ByteDot, const N: usize>(
             }
         }
     }
-    add_super_block(acc, &sumi, &x.d, tokens);
+    add_super_block(acc, &sumi, &x.d, |t| tokens.block(t));
 }

@@ -11,6 +11,7 @@ use super::fold_avx512::{Tokens, row_scales};
 use super::tq2_0x16::BlockTq2_0x16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::group_codes;
+use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
 super_block_dot_group!(BlockTq2_0x16, add_block);
@@ -35,24 +36,25 @@ fn add_block<D: ByteDot, const N: usize>(
             }
         }
     }
-    add_super_block(acc, &sumi, &x.d, tokens);
+    add_super_block(acc, &sumi, &x.d, |t| tokens.block(t));
 }
 
 /// Adds one super-block of sixteen rows to each token's accumulators: `(Σ code·a − Σa)·d_w·d_a`
 /// (a ternary code is its value plus one), from the four partial sums of each token and the
-/// rows' f16 scales `d`. The float steps are the reference's: a product, then a sum, no fused
-/// multiply-add.
+/// rows' f16 scales `d`; `act(t)` is token `t`'s activation block (a closure, so that each
+/// kernel has its own copy, which the compiler inlines). The float steps are the reference's:
+/// a product, then a sum, no fused multiply-add.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn add_super_block<const N: usize>(
+pub(super) fn add_super_block<'a, const N: usize>(
     acc: &mut [__m512; N],
     sumi: &[[__m512i; 4]; N],
     d: &[u16; ROWS],
-    tokens: Tokens<'_>,
+    act: impl Fn(usize) -> &'a BlockQ8K,
 ) {
     let dw = row_scales(d);
     for (t, (acc, &[s0, s1, s2, s3])) in acc.iter_mut().zip(sumi).enumerate() {
-        let y = tokens.block(t);
+        let y = act(t);
         let a_sum: i32 = y.bsums.iter().map(|&s| s as i32).sum();
         let dot = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
         let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, _mm512_set1_epi32(a_sum)));
