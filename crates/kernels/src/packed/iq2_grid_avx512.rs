@@ -2,7 +2,10 @@
 //!
 //! Per group of eight values and eight rows: the rows' grid indices widened to 32 bits (the
 //! high bits merged in by one bitwise select), one lookup of their eight grid words (one
-//! 64-bit lane per row, `table_lookup_avx512`), and the signs applied to the weights as bytes
+//! 64-bit lane per row, `table_lookup_avx512`); or, where the grid has 256 entries (IQ2_XXS),
+//! the grid held in registers two bits a coordinate (`RegisterGrid`: word permutes look up
+//! sixteen rows' entries, then a shift, a mask and a byte shuffle make their values, no load
+//! from memory), and the signs applied to the weights as bytes
 //! `64 ± g` (one add and one masked subtract under the group's 64-bit sign mask): every weight
 //! byte is positive, so `vpmaddubsw` multiplies it with the broadcast activations without
 //! saturating (`2 · 107 · 128 < 2^15`), and `vpdpwssd` adds the pairs times the run's
@@ -41,6 +44,7 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
     acc: &mut [__m512; N],
 ) {
     let spread = [spread_pattern(0), spread_pattern(1)];
+    let grid = P::PACKED_GRID.map(|_| RegisterGrid::new::<P>());
     prefetch_ahead(x);
     let m = multipliers::<P>(x.levels());
     let mut sums = [[_mm512_setzero_si512(); 2]; N];
@@ -56,8 +60,11 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
                     .expect("eight activations");
                 _mm512_set1_epi64(i64::from_le_bytes(bytemuck::cast(q)))
             });
-            for (v, m) in m.iter().enumerate() {
-                let weights = weights(x, g, v);
+            let weights = match &grid {
+                Some(grid) => grid.weights(x, g),
+                None => [0, 1].map(|v| weights(x, g, v)),
+            };
+            for (v, (m, weights)) in m.iter().zip(weights).enumerate() {
                 for (sums, act) in sums.iter_mut().zip(&act) {
                     let pairs = _mm512_maddubs_epi16(weights, *act);
                     sums[v] = d.dpwssd(sums[v], pairs, *m);
@@ -96,6 +103,100 @@ fn weights<P: GridRows>(x: &P, g: usize, v: usize) -> __m512i {
     let signs = u64::from_le_bytes(eight(&groups.signs[g]));
     let offset = _mm512_set1_epi8(OFFSET);
     _mm512_mask_sub_epi8(_mm512_add_epi8(grid, offset), signs, offset, grid)
+}
+
+/// A grid of 256 entries in eight registers, two bits a coordinate, for word permutes in place
+/// of the loads of [`weights`]: the entries rearranged so that in each 64-bit lane, word `k`
+/// shifted right by `2k` holds coordinate `2k` in its low byte's two low bits and coordinate
+/// `2k + 1` in its high byte's.
+struct RegisterGrid {
+    table: [__m512i; 8],
+}
+
+/// `packed` (coordinate `j` at bits `2j`) rearranged for [`RegisterGrid`]: coordinate `2k` at
+/// bits `2k`, `2k + 1` at bits `2k + 8`.
+const fn word_shift_codes(packed: &[u16; 256]) -> [u16; 256] {
+    let mut out = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut k = 0;
+        while k < 4 {
+            let even = (packed[i] >> (4 * k)) & 3;
+            let odd = (packed[i] >> (4 * k + 2)) & 3;
+            out[i] |= even << (2 * k) | odd << (2 * k + 8);
+            k += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+impl RegisterGrid {
+    /// The grid of `P`, which must have a [`GridRows::PACKED_GRID`].
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    fn new<P: GridRows>() -> Self {
+        let codes: &[u16; 256] = const {
+            match P::PACKED_GRID {
+                Some(packed) => &word_shift_codes(packed),
+                None => &[0; 256],
+            }
+        };
+        // SAFETY: each load reads 64 of the table's 512 bytes; unaligned is allowed.
+        let table = std::array::from_fn(|k| unsafe {
+            _mm512_loadu_si512(codes[32 * k..32 * k + 32].as_ptr().cast())
+        });
+        Self { table }
+    }
+
+    /// The weight bytes of group `g`, rows `8v..8v + 8` in vector `v`, as [`weights`] gives them.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    fn weights<P: GridRows>(&self, x: &P, g: usize) -> [__m512i; 2] {
+        let groups = x.groups();
+        // SAFETY: reads exactly the sixteen index bytes of the group; unaligned is allowed.
+        let index = unsafe { _mm_loadu_si128(groups.low[g].as_ptr().cast()) };
+        let codes = self.lookup(_mm512_cvtepu8_epi16(_mm256_zextsi128_si256(index)));
+        let shifts = _mm512_set1_epi64(0x0006_0004_0002_0000);
+        let pair_mask = _mm512_set1_epi16(0x0303);
+        let values = _mm512_broadcast_i32x4(_mm_setr_epi8(
+            8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ));
+        let offset = _mm512_set1_epi8(OFFSET);
+        [0, 1].map(|v| {
+            // Word `k` of 64-bit lane `r`: row `8v + r`'s code.
+            let rows = _mm512_set_epi64(
+                0x0007_0007_0007_0007 + 0x0008_0008_0008_0008 * v as i64,
+                0x0006_0006_0006_0006 + 0x0008_0008_0008_0008 * v as i64,
+                0x0005_0005_0005_0005 + 0x0008_0008_0008_0008 * v as i64,
+                0x0004_0004_0004_0004 + 0x0008_0008_0008_0008 * v as i64,
+                0x0003_0003_0003_0003 + 0x0008_0008_0008_0008 * v as i64,
+                0x0002_0002_0002_0002 + 0x0008_0008_0008_0008 * v as i64,
+                0x0001_0001_0001_0001 + 0x0008_0008_0008_0008 * v as i64,
+                0x0008_0008_0008_0008 * v as i64,
+            );
+            let spread = _mm512_permutexvar_epi16(rows, codes);
+            let coordinates = _mm512_and_si512(_mm512_srlv_epi16(spread, shifts), pair_mask);
+            let grid = _mm512_shuffle_epi8(values, coordinates);
+            let signs =
+                u64::from_le_bytes(groups.signs[g][8 * v..8 * v + 8].try_into().expect("8"));
+            _mm512_mask_sub_epi8(_mm512_add_epi8(grid, offset), signs, offset, grid)
+        })
+    }
+
+    /// The codes of the 32 entries `index` (16-bit lanes, each below 256).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    fn lookup(&self, index: __m512i) -> __m512i {
+        let t = &self.table;
+        let quarters =
+            [0, 1, 2, 3].map(|q| _mm512_permutex2var_epi16(t[2 * q], index, t[2 * q + 1]));
+        let bit6 = _mm512_test_epi16_mask(index, _mm512_set1_epi16(64));
+        let bit7 = _mm512_test_epi16_mask(index, _mm512_set1_epi16(128));
+        let low = _mm512_mask_blend_epi16(bit6, quarters[0], quarters[1]);
+        let high = _mm512_mask_blend_epi16(bit6, quarters[2], quarters[3]);
+        _mm512_mask_blend_epi16(bit7, low, high)
+    }
 }
 
 /// The vector that `vpshufb` spreads a run's sixteen multiplier bytes with for rows

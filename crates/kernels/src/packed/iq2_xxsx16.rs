@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::iq2_grid::{GridGroups, GridRows, set_level};
 use super::{PackedFormat, ROWS};
-use crate::quant::iq_grids::{IQ2XXS_GRID, KSIGNS};
+use crate::quant::iq_grids::{IQ2XXS_GRID, IQ2XXS_PACKED, KSIGNS};
 use crate::quant::iq2_xxs::BlockIq2Xxs;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::signed_grid::SignedGrid;
@@ -49,6 +49,7 @@ impl GridRows for BlockIq2Xxsx16 {
     const RUNS: usize = RUNS;
     const HIGH_BITS: usize = 0;
     const DOT_FACTOR: f32 = BlockIq2Xxs::DOT_FACTOR;
+    const PACKED_GRID: Option<&'static [u16; 256]> = Some(&IQ2XXS_PACKED);
 
     fn d(&self) -> &[u16; ROWS] {
         &self.d
