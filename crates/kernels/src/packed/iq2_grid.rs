@@ -58,8 +58,9 @@ pub(crate) trait GridRows: PackedFormat<Act = BlockQ8K> {
     /// The factor the dot product's sum is multiplied by at the end.
     const DOT_FACTOR: f32;
     /// The grid two bits a coordinate (coordinate `j` at bits `2j`, indexing 8, 25, 43), where
-    /// it has 256 entries, few enough for the kernel to hold in registers (IQ2_XXS).
-    const PACKED_GRID: Option<&'static [u16; 256]> = None;
+    /// it has few enough entries for the kernel to hold in registers (IQ2_XXS: 256, IQ2_XS:
+    /// 512); empty otherwise.
+    const PACKED_GRID: &'static [u16] = &[];
 
     /// Each row's f16 super-block scale (bits).
     fn d(&self) -> &[u16; ROWS];

@@ -49,7 +49,7 @@ impl GridRows for BlockIq2Xxsx16 {
     const RUNS: usize = RUNS;
     const HIGH_BITS: usize = 0;
     const DOT_FACTOR: f32 = BlockIq2Xxs::DOT_FACTOR;
-    const PACKED_GRID: Option<&'static [u16; 256]> = Some(&IQ2XXS_PACKED);
+    const PACKED_GRID: &'static [u16] = &IQ2XXS_PACKED;
 
     fn d(&self) -> &[u16; ROWS] {
         &self.d
