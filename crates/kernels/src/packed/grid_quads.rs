@@ -3,9 +3,9 @@
 //! into a grid of `u32` words (byte `c` is coordinate `c`, a magnitude below 64), each value
 //! with a sign bit, and each 32-value sub-block a 4-bit level `l` (multiplier `2l + 1`).
 //!
-//! Per group `q` the sixteen rows' indices lie side by side (one gather reads the grid words of
-//! all sixteen, row `i` in 32-bit lane `i`) and their 64 sign bits make one `u64` (bit `4i + c`
-//! for coordinate `c` of row `i`: one `__mmask64` for the gathered vector). The sign bits are
+//! Per group `q` the sixteen rows' indices lie side by side (one lookup finds the grid entries
+//! of all sixteen, row `i` in 32-bit lane `i`) and their 64 sign bits make one `u64` (bit `4i + c`
+//! for coordinate `c` of row `i`: one `__mmask64` for the looked-up vector). The sign bits are
 //! stored whole (IQ3_XXS keeps seven of eight and rebuilds the eighth from parity), so IQ3_XXS
 //! packs 4 % over its source size; IQ3_S packs in its source's 110 bytes per row.
 //!
@@ -48,7 +48,13 @@ pub(crate) trait GridQuadRows: PackedFormat<Act = BlockQ8K> {
     /// The factor the dot product's sum is multiplied by at the end (the source format's
     /// `DOT_FACTOR`).
     const DOT_FACTOR: f32;
-    /// The grid the indices select from.
+    /// The values a grid coordinate indexes (three bits).
+    const VALUES: [u8; 8];
+    /// The grid three bits a coordinate (coordinate `c` at bits `3c`, indexing
+    /// [`GridQuadRows::VALUES`]).
+    const PACKED_GRID: &'static [u16];
+    /// The grid the indices select from, whole words (the reference reads it).
+    #[cfg(test)]
     fn grid() -> &'static [u32];
     /// The indices, signs and levels.
     fn quads(&self) -> &GridQuads;

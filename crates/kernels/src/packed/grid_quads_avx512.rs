@@ -1,14 +1,15 @@
-//! AVX-512 kernel of the `grid_quads` layout (IQ3_XXS, IQ3_S): per group of four values one
-//! gather fetches the grid words of all sixteen rows (row `i` in 32-bit lane `i`); the group's
-//! sign mask turns each magnitude `g` into the byte code `64 + g` or `64 − g` (magnitudes are
-//! below 64), and one `vpdpbusd` per token dots those codes with the token's four activations
-//! broadcast from memory. Per sub-block `64·Σa` (from the summaries) is subtracted, which leaves
-//! the exact `Σ ±g·a`, and the rows' multipliers `2l + 1` scale it; the float steps are the
-//! reference's (`grid_quads`).
+//! AVX-512 kernel of the `grid_quads` layout (IQ3_XXS, IQ3_S): the grid (256 or 512 entries)
+//! is held in registers three bits a coordinate (`register_grid_avx512`); per group of four
+//! values one lookup finds the entries of all sixteen rows, and a shift, a mask and a byte
+//! shuffle make their magnitudes (row `i` in 32-bit lane `i`). The group's sign mask turns each
+//! magnitude `g` into the byte code `64 + g` or `64 − g` (magnitudes are below 64), and one
+//! `vpdpbusd` per token dots those codes with the token's four activations broadcast from
+//! memory. Per sub-block `64·Σa` (from the summaries) is subtracted, which leaves the exact
+//! `Σ ±g·a`, and the rows' multipliers `2l + 1` scale it; the float steps are the reference's
+//! (`grid_quads`).
 //!
-//! Per group and sixteen rows: the index load, the gather, the sign mask load and two byte
-//! operations, then one multiply-add per token (IQ3_S adds a mask load and an `or` for the
-//! ninth index bit).
+//! The lookup replaced a `vpgatherdd` of the sixteen grid words: on the AMD kind the product
+//! of a matrix with one token went 2.3× (IQ3_XXS) and 1.6× (IQ3_S) faster.
 
 use std::arch::x86_64::*;
 
@@ -16,6 +17,7 @@ use super::ROWS;
 use super::byte_dot::{ByteDot, broadcast_quad};
 use super::fold_avx512::{Tokens, row_scales};
 use super::grid_quads::{GridQuadRows, SUB_BLOCKS};
+use super::register_grid_avx512::{MAX_ENTRIES, RegisterGrid};
 use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -26,23 +28,39 @@ const OFFSET: i32 = 64;
 /// Groups of a sub-block.
 const GROUPS_PER_SUB_BLOCK: usize = 8;
 
+/// `packed` (coordinate `c` at bits `3c`) rearranged for [`group_codes`]: coordinates 0 and
+/// 2 at bits 0 and 3, 1 and 3 at bits 8 and 11, so that in each 32-bit lane holding the entry
+/// in both words, word `w` shifted right by `3w` holds coordinates `2w` and `2w + 1` in its
+/// bytes' three low bits; zero past its entries.
+const fn quad_shift_codes(packed: &[u16]) -> [u16; MAX_ENTRIES] {
+    let mut out = [0u16; MAX_ENTRIES];
+    let mut i = 0;
+    while i < packed.len() {
+        let e = packed[i];
+        out[i] = (e & 7) | (e >> 6 & 7) << 3 | (e >> 3 & 7) << 8 | (e >> 9 & 7) << 11;
+        i += 1;
+    }
+    out
+}
+
 /// The byte codes `64 ± g` of group `q` of sixteen rows: row `i`'s four in 32-bit lane `i`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn group_codes<B: GridQuadRows>(x: &B, q: usize) -> __m512i {
+fn group_codes<B: GridQuadRows>(grid: &RegisterGrid, x: &B, q: usize) -> __m512i {
     let quads = x.quads();
     // SAFETY: reads exactly the 16 index bytes of group `q`; unaligned is allowed.
     let low = unsafe { _mm_loadu_si128(quads.qs[q].as_ptr().cast()) };
-    let mut index = _mm512_cvtepu8_epi32(low);
-    let grid = B::grid();
-    assert!(grid.len() >= 256);
+    let mut index = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(low));
     if let Some(high) = x.high() {
-        assert!(grid.len() >= 512);
-        index = _mm512_mask_or_epi32(index, high[q], index, _mm512_set1_epi32(256));
+        let ninth = _mm512_maskz_mov_epi16(high[q] as __mmask32, _mm512_set1_epi16(256));
+        index = _mm512_or_si512(index, ninth);
     }
-    // SAFETY: every index is below the grid's length (asserted above): eight bits, plus a
-    // ninth (256) only where the grid has 512 words.
-    let magnitudes = unsafe { _mm512_i32gather_epi32::<4>(index, grid.as_ptr().cast()) };
+    let entries = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(grid.lookup(index)));
+    let both = _mm512_or_si512(entries, _mm512_slli_epi32::<16>(entries));
+    let shifted = _mm512_srlv_epi16(both, _mm512_set1_epi32(0x0003_0000));
+    let coordinates = _mm512_and_si512(shifted, _mm512_set1_epi16(0x0707));
+    let values = _mm512_set1_epi64(i64::from_le_bytes(B::VALUES));
+    let magnitudes = _mm512_shuffle_epi8(values, coordinates);
     let offset = _mm512_set1_epi8(OFFSET as i8);
     let positive = _mm512_or_si512(magnitudes, offset);
     _mm512_mask_sub_epi8(positive, quads.signs[q], offset, magnitudes)
@@ -72,6 +90,8 @@ pub(super) fn add_block<B: GridQuadRows, D: ByteDot, const N: usize>(
     tokens: Tokens<'_>,
     acc: &mut [__m512; N],
 ) {
+    let codes: &[u16; MAX_ENTRIES] = const { &quad_shift_codes(B::PACKED_GRID) };
+    let grid = RegisterGrid::new(codes, B::PACKED_GRID.len());
     prefetch_ahead(x);
     let ys: [&BlockQ8K; N] = std::array::from_fn(|t| tokens.block(t));
     let sums: [&[BlockSummary]; N] = std::array::from_fn(|t| tokens.summaries(t));
@@ -81,7 +101,7 @@ pub(super) fn add_block<B: GridQuadRows, D: ByteDot, const N: usize>(
         let mut dots = [[_mm512_setzero_si512(); 2]; N];
         for k in 0..GROUPS_PER_SUB_BLOCK {
             let q = GROUPS_PER_SUB_BLOCK * j + k;
-            let codes = group_codes(x, q);
+            let codes = group_codes(&grid, x, q);
             for (dots, y) in dots.iter_mut().zip(&ys) {
                 dots[k % 2] = d.dpbusd_7bit(dots[k % 2], codes, broadcast_quad(&y.qs, q));
             }

@@ -3,7 +3,7 @@
 //! Per group of eight values and eight rows: the rows' grid indices widened to 32 bits (the
 //! high bits merged in by one bitwise select), one lookup of their eight grid words (one
 //! 64-bit lane per row, `table_lookup_avx512`); or, where the grid has at most 512 entries
-//! (IQ2_XXS, IQ2_XS), the grid held in registers two bits a coordinate (`RegisterGrid`: word
+//! (IQ2_XXS, IQ2_XS), the grid held in registers two bits a coordinate (`register_grid_avx512`: word
 //! permutes look up sixteen rows' entries, then a shift, a mask and a byte shuffle make their
 //! values, no load from memory), and the signs applied to the weights as bytes
 //! `64 ± g` (one add and one masked subtract under the group's 64-bit sign mask): every weight
@@ -24,6 +24,7 @@ use super::ROWS;
 use super::byte_dot::ByteDot;
 use super::fold_avx512::{Tokens, row_scales};
 use super::iq2_grid::{GROUPS, GridRows};
+use super::register_grid_avx512::{MAX_ENTRIES, RegisterGrid};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
@@ -44,7 +45,7 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
     acc: &mut [__m512; N],
 ) {
     let spread = [spread_pattern(0), spread_pattern(1)];
-    let grid = (!P::PACKED_GRID.is_empty()).then(|| RegisterGrid::new::<P>());
+    let grid = register_grid::<P>();
     prefetch_ahead(x);
     let m = multipliers::<P>(x.levels());
     let mut sums = [[_mm512_setzero_si512(); 2]; N];
@@ -61,7 +62,7 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
                 _mm512_set1_epi64(i64::from_le_bytes(bytemuck::cast(q)))
             });
             let weights = match &grid {
-                Some(grid) => grid.weights(x, g),
+                Some(grid) => register_weights(grid, x, g),
                 None => [0, 1].map(|v| weights(x, g, v)),
             };
             for (v, (m, weights)) in m.iter().zip(weights).enumerate() {
@@ -105,21 +106,10 @@ fn weights<P: GridRows>(x: &P, g: usize, v: usize) -> __m512i {
     _mm512_mask_sub_epi8(_mm512_add_epi8(grid, offset), signs, offset, grid)
 }
 
-/// Most entries a [`RegisterGrid`] holds: 512, in sixteen registers.
-const MAX_ENTRIES: usize = 512;
-
-/// A grid of at most [`MAX_ENTRIES`] entries in registers, two bits a coordinate, for word
-/// permutes in place of the loads of [`weights`]: the entries rearranged so that in each
-/// 64-bit lane, word `k` shifted right by `2k` holds coordinate `2k` in its low byte's two low
-/// bits and coordinate `2k + 1` in its high byte's.
-struct RegisterGrid {
-    table: [__m512i; MAX_ENTRIES / 32],
-    /// Pairs of registers in use, each 64 entries.
-    pairs: usize,
-}
-
-/// `packed` (coordinate `j` at bits `2j`) rearranged for [`RegisterGrid`]: coordinate `2k` at
-/// bits `2k`, `2k + 1` at bits `2k + 8`; zero past its entries.
+/// `packed` (coordinate `j` at bits `2j`) rearranged for [`register_weights`]: coordinate `2k`
+/// at bits `2k`, `2k + 1` at bits `2k + 8`, so that in each 64-bit lane word `k` shifted right
+/// by `2k` holds coordinate `2k` in its low byte's two low bits and `2k + 1` in its high
+/// byte's; zero past its entries.
 const fn word_shift_codes(packed: &[u16]) -> [u16; MAX_ENTRIES] {
     let mut out = [0u16; MAX_ENTRIES];
     let mut i = 0;
@@ -136,92 +126,63 @@ const fn word_shift_codes(packed: &[u16]) -> [u16; MAX_ENTRIES] {
     out
 }
 
-impl RegisterGrid {
-    /// The grid of `P`, whose [`GridRows::PACKED_GRID`] must have 64, 128, 256 or 512 entries.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-    fn new<P: GridRows>() -> Self {
-        let codes: &[u16; MAX_ENTRIES] = const { &word_shift_codes(P::PACKED_GRID) };
-        // SAFETY: each load reads 64 of the table's bytes; unaligned is allowed.
-        let table = std::array::from_fn(|k| unsafe {
-            _mm512_loadu_si512(codes[32 * k..32 * k + 32].as_ptr().cast())
-        });
-        Self {
-            table,
-            pairs: P::PACKED_GRID.len() / 64,
-        }
-    }
+/// The grid of `P` in registers, where it has one ([`GridRows::PACKED_GRID`]).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn register_grid<P: GridRows>() -> Option<RegisterGrid> {
+    let codes: &[u16; MAX_ENTRIES] = const { &word_shift_codes(P::PACKED_GRID) };
+    (!P::PACKED_GRID.is_empty()).then(|| RegisterGrid::new(codes, P::PACKED_GRID.len()))
+}
 
-    /// The weight bytes of group `g`, rows `8v..8v + 8` in vector `v`, as [`weights`] gives them.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-    fn weights<P: GridRows>(&self, x: &P, g: usize) -> [__m512i; 2] {
-        let groups = x.groups();
-        // SAFETY: reads exactly the sixteen index bytes of the group; unaligned is allowed.
-        let low = unsafe { _mm_loadu_si128(groups.low[g].as_ptr().cast()) };
-        let mut index = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(low));
-        if let Some(per_byte) = 8usize.checked_div(P::HIGH_BITS) {
-            // SAFETY: reads exactly the sixteen high-bit bytes of the group's run.
-            let high = unsafe { _mm_loadu_si128(x.high()[g / per_byte].as_ptr().cast()) };
-            let high = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(high));
-            let shift = _mm_cvtsi32_si128((P::HIGH_BITS * (g % per_byte)) as i32);
-            let high = _mm512_and_si512(
-                _mm512_srl_epi16(high, shift),
-                _mm512_set1_epi16((1 << P::HIGH_BITS) - 1),
-            );
-            index = _mm512_or_si512(index, _mm512_slli_epi16::<8>(high));
-        }
-        let codes = self.lookup(index);
-        let shifts = _mm512_set1_epi64(0x0006_0004_0002_0000);
-        let pair_mask = _mm512_set1_epi16(0x0303);
-        let values = _mm512_broadcast_i32x4(_mm_setr_epi8(
-            8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-        ));
-        let offset = _mm512_set1_epi8(OFFSET);
-        [0, 1].map(|v| {
-            // Word `k` of 64-bit lane `r`: row `8v + r`'s code.
-            let rows = _mm512_add_epi16(
-                _mm512_set_epi64(
-                    0x0007_0007_0007_0007,
-                    0x0006_0006_0006_0006,
-                    0x0005_0005_0005_0005,
-                    0x0004_0004_0004_0004,
-                    0x0003_0003_0003_0003,
-                    0x0002_0002_0002_0002,
-                    0x0001_0001_0001_0001,
-                    0,
-                ),
-                _mm512_set1_epi16(8 * v as i16),
-            );
-            let spread = _mm512_permutexvar_epi16(rows, codes);
-            let coordinates = _mm512_and_si512(_mm512_srlv_epi16(spread, shifts), pair_mask);
-            let grid = _mm512_shuffle_epi8(values, coordinates);
-            let signs = groups.signs[g][8 * v..8 * v + 8].try_into().expect("8");
-            let signs = u64::from_le_bytes(signs);
-            _mm512_mask_sub_epi8(_mm512_add_epi8(grid, offset), signs, offset, grid)
-        })
+/// The weight bytes of group `g`, rows `8v..8v + 8` in vector `v`, as [`weights`] gives them,
+/// from the grid in registers.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn register_weights<P: GridRows>(grid: &RegisterGrid, x: &P, g: usize) -> [__m512i; 2] {
+    let groups = x.groups();
+    // SAFETY: reads exactly the sixteen index bytes of the group; unaligned is allowed.
+    let low = unsafe { _mm_loadu_si128(groups.low[g].as_ptr().cast()) };
+    let mut index = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(low));
+    if let Some(per_byte) = 8usize.checked_div(P::HIGH_BITS) {
+        // SAFETY: reads exactly the sixteen high-bit bytes of the group's run.
+        let high = unsafe { _mm_loadu_si128(x.high()[g / per_byte].as_ptr().cast()) };
+        let high = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(high));
+        let shift = _mm_cvtsi32_si128((P::HIGH_BITS * (g % per_byte)) as i32);
+        let high = _mm512_and_si512(
+            _mm512_srl_epi16(high, shift),
+            _mm512_set1_epi16((1 << P::HIGH_BITS) - 1),
+        );
+        index = _mm512_or_si512(index, _mm512_slli_epi16::<8>(high));
     }
-
-    /// The codes of the 32 entries `index` (16-bit lanes, each below the grid's length): one
-    /// permute per pair of registers, then selects by the index bits above the sixth.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-    fn lookup(&self, index: __m512i) -> __m512i {
-        let t = &self.table;
-        let mut found = [_mm512_setzero_si512(); MAX_ENTRIES / 64];
-        for (q, found) in found.iter_mut().enumerate().take(self.pairs) {
-            *found = _mm512_permutex2var_epi16(t[2 * q], index, t[2 * q + 1]);
-        }
-        let (mut n, mut bit) = (self.pairs, 64);
-        while n > 1 {
-            let upper = _mm512_test_epi16_mask(index, _mm512_set1_epi16(bit));
-            for q in 0..n / 2 {
-                found[q] = _mm512_mask_blend_epi16(upper, found[2 * q], found[2 * q + 1]);
-            }
-            (n, bit) = (n / 2, bit * 2);
-        }
-        found[0]
-    }
+    let codes = grid.lookup(index);
+    let shifts = _mm512_set1_epi64(0x0006_0004_0002_0000);
+    let pair_mask = _mm512_set1_epi16(0x0303);
+    let values = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ));
+    let offset = _mm512_set1_epi8(OFFSET);
+    [0, 1].map(|v| {
+        // Word `k` of 64-bit lane `r`: row `8v + r`'s code.
+        let rows = _mm512_add_epi16(
+            _mm512_set_epi64(
+                0x0007_0007_0007_0007,
+                0x0006_0006_0006_0006,
+                0x0005_0005_0005_0005,
+                0x0004_0004_0004_0004,
+                0x0003_0003_0003_0003,
+                0x0002_0002_0002_0002,
+                0x0001_0001_0001_0001,
+                0,
+            ),
+            _mm512_set1_epi16(8 * v as i16),
+        );
+        let spread = _mm512_permutexvar_epi16(rows, codes);
+        let coordinates = _mm512_and_si512(_mm512_srlv_epi16(spread, shifts), pair_mask);
+        let grid = _mm512_shuffle_epi8(values, coordinates);
+        let signs = groups.signs[g][8 * v..8 * v + 8].try_into().expect("8");
+        let signs = u64::from_le_bytes(signs);
+        _mm512_mask_sub_epi8(_mm512_add_epi8(grid, offset), signs, offset, grid)
+    })
 }
 
 /// The vector that `vpshufb` spreads a run's sixteen multiplier bytes with for rows

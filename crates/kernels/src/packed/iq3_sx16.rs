@@ -9,7 +9,7 @@ use super::PackedFormat;
 use super::grid_quads::{self, GROUPS, GridQuadRows, GridQuads};
 #[cfg(test)]
 use crate::operands::BlockSummary;
-use crate::quant::iq_grids::IQ3S_GRID;
+use crate::quant::iq_grids::{IQ3S_PACKED, IQ3S_VALUES};
 use crate::quant::iq3_s::BlockIq3S;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::signed_grid::SignedGrid;
@@ -40,8 +40,11 @@ impl PackedFormat for BlockIq3Sx16 {
 
 impl GridQuadRows for BlockIq3Sx16 {
     const DOT_FACTOR: f32 = BlockIq3S::DOT_FACTOR;
+    const VALUES: [u8; 8] = IQ3S_VALUES;
+    const PACKED_GRID: &'static [u16] = &IQ3S_PACKED;
+    #[cfg(test)]
     fn grid() -> &'static [u32] {
-        &IQ3S_GRID
+        &crate::quant::iq_grids::IQ3S_GRID
     }
     fn quads(&self) -> &GridQuads {
         &self.quads

@@ -8,7 +8,7 @@ use super::PackedFormat;
 use super::grid_quads::{self, GridQuadRows, GridQuads};
 #[cfg(test)]
 use crate::operands::BlockSummary;
-use crate::quant::iq_grids::{IQ3XXS_GRID, KSIGNS};
+use crate::quant::iq_grids::{IQ3XXS_PACKED, IQ3XXS_VALUES, KSIGNS};
 use crate::quant::iq3_xxs::BlockIq3Xxs;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::signed_grid::SignedGrid;
@@ -45,8 +45,11 @@ impl PackedFormat for BlockIq3Xxsx16 {
 
 impl GridQuadRows for BlockIq3Xxsx16 {
     const DOT_FACTOR: f32 = BlockIq3Xxs::DOT_FACTOR;
+    const VALUES: [u8; 8] = IQ3XXS_VALUES;
+    const PACKED_GRID: &'static [u16] = &IQ3XXS_PACKED;
+    #[cfg(test)]
     fn grid() -> &'static [u32] {
-        &IQ3XXS_GRID
+        &crate::quant::iq_grids::IQ3XXS_GRID
     }
     fn quads(&self) -> &GridQuads {
         &self.quads

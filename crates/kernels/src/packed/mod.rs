@@ -259,6 +259,8 @@ pub(crate) mod q8_0x16;
 pub(crate) mod q8_0x16_avx512;
 #[cfg(test)]
 mod reference;
+#[cfg(target_arch = "x86_64")]
+mod register_grid_avx512;
 mod rows;
 mod shared;
 mod summary;

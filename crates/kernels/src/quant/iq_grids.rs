@@ -266,8 +266,9 @@ pub(crate) const IQ2S_PACKED: [u16; 1024] = [
 ];
 
 /// ggml's `iq3xxs_grid`: 256 groups of four magnitudes from {4, 12, …, 52, 62}.
-pub static IQ3XXS_GRID: [u32; 256] =
-    expand_u32(&IQ3XXS_PACKED, &[4, 12, 20, 28, 36, 44, 52, 62], 3);
+pub static IQ3XXS_GRID: [u32; 256] = expand_u32(&IQ3XXS_PACKED, &IQ3XXS_VALUES, 3);
+/// The magnitudes [`IQ3XXS_PACKED`]'s coordinates index.
+pub(crate) const IQ3XXS_VALUES: [u8; 8] = [4, 12, 20, 28, 36, 44, 52, 62];
 /// [`IQ3XXS_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `3·j`.
 #[rustfmt::skip]
@@ -297,7 +298,9 @@ pub(crate) const IQ3XXS_PACKED: [u16; 256] = [
 ];
 
 /// ggml's `iq3s_grid`: 512 groups of four odd magnitudes 1..=15.
-pub static IQ3S_GRID: [u32; 512] = expand_u32(&IQ3S_PACKED, &[1, 3, 5, 7, 9, 11, 13, 15], 3);
+pub static IQ3S_GRID: [u32; 512] = expand_u32(&IQ3S_PACKED, &IQ3S_VALUES, 3);
+/// The magnitudes [`IQ3S_PACKED`]'s coordinates index.
+pub(crate) const IQ3S_VALUES: [u8; 8] = [1, 3, 5, 7, 9, 11, 13, 15];
 /// [`IQ3S_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `3·j`.
 #[rustfmt::skip]
