@@ -5,7 +5,7 @@
 //! A kernel supplies only what one block adds ([`fold_blocks`]' closure), seeing the tokens'
 //! activation blocks and summaries for that block through [`BlockTokens`]. The float steps
 //! most super-block kernels end a block with, `acc + (d_w·d_a)·S` and `acc − (dmin_w·d_a)·M`
-//! as fused multiply-adds, are [`add_scaled`] and [`sub_scaled`].
+//! as fused multiply-adds, are [`add_scaled`].
 
 use std::arch::x86_64::*;
 
@@ -95,8 +95,17 @@ pub(super) fn row_scales(d: &[u16; ROWS]) -> __m512 {
     _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(d.as_ptr().cast()) })
 }
 
-/// `acc_t + (d_w·d_a)·S_t` for each token `t` (one fused multiply-add), from the rows' f16
-/// scales `d` and the tokens' exact integer sums `sums`.
+/// Which way [`add_scaled`] takes its products: a scale's are added, a min's subtracted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sign {
+    /// `acc + product`.
+    Plus,
+    /// `acc − product`.
+    Minus,
+}
+
+/// `acc_t ± (d_w·d_a)·S_t` for each token `t` (one fused multiply-add), from the rows' f16
+/// scales (or mins) `d` and the tokens' exact integer sums `sums`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn add_scaled<const N: usize>(
@@ -104,27 +113,15 @@ pub(super) fn add_scaled<const N: usize>(
     d: &[u16; ROWS],
     sums: &[__m512i; N],
     tokens: Tokens<'_>,
+    sign: Sign,
 ) {
     let dw = row_scales(d);
     for (t, (acc, sum)) in acc.iter_mut().zip(sums).enumerate() {
-        let da = _mm512_set1_ps(tokens.block(t).d);
-        *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(*sum), *acc);
-    }
-}
-
-/// `acc_t − (dmin_w·d_a)·M_t` for each token `t` (one fused multiply-add), from the rows' f16
-/// min scales `dmin` and the tokens' exact integer min sums `mins`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn sub_scaled<const N: usize>(
-    acc: &mut [__m512; N],
-    dmin: &[u16; ROWS],
-    mins: &[__m512i; N],
-    tokens: Tokens<'_>,
-) {
-    let dmin = row_scales(dmin);
-    for (t, (acc, min)) in acc.iter_mut().zip(mins).enumerate() {
-        let da = _mm512_set1_ps(tokens.block(t).d);
-        *acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(*min), *acc);
+        let scale = _mm512_mul_ps(dw, _mm512_set1_ps(tokens.block(t).d));
+        let sum = _mm512_cvtepi32_ps(*sum);
+        *acc = match sign {
+            Sign::Plus => _mm512_fmadd_ps(scale, sum, *acc),
+            Sign::Minus => _mm512_fnmadd_ps(scale, sum, *acc),
+        };
     }
 }

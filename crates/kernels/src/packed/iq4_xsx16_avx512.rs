@@ -6,7 +6,7 @@ use std::arch::x86_64::*;
 
 use super::byte_codes_avx512::max_code;
 use super::byte_dot::ByteDot;
-use super::fold_avx512::{Tokens, add_scaled};
+use super::fold_avx512::{Sign, Tokens, add_scaled};
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::nibbles::BlockIq4Nlx16;
 use super::nibbles_avx512::codes;
@@ -45,5 +45,5 @@ fn add_block<D: ByteDot, const N: usize>(
             *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
         }
     }
-    add_scaled(acc, &x.d, &sumi, tokens);
+    add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
 }

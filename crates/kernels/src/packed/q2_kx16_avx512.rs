@@ -5,7 +5,7 @@
 use std::arch::x86_64::*;
 
 use super::byte_dot::{ByteDot, word_pair};
-use super::fold_avx512::{Tokens, add_scaled, sub_scaled};
+use super::fold_avx512::{Sign, Tokens, add_scaled};
 use super::q2_kx16::BlockQ2Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, scaled_group_dot};
@@ -49,6 +49,6 @@ fn add_block<D: ByteDot, const N: usize>(
             summ[t] = d.dpwssd(summ[t], mins, sums);
         }
     }
-    add_scaled(acc, &x.d, &sumi, tokens);
-    sub_scaled(acc, &x.dmin, &summ, tokens);
+    add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
+    add_scaled(acc, &x.dmin, &summ, tokens, Sign::Minus);
 }

@@ -5,7 +5,7 @@
 use std::arch::x86_64::*;
 
 use super::byte_dot::{ByteDot, negated_scale_pairs, word_pair};
-use super::fold_avx512::{Tokens, add_scaled};
+use super::fold_avx512::{Sign, Tokens, add_scaled};
 use super::q3_kx16::BlockQ3Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, scaled_group_dot};
@@ -77,5 +77,5 @@ fn add_block<D: ByteDot, const N: usize>(
             *sumi = d.dpwssd(*sumi, offsets, sums);
         }
     }
-    add_scaled(acc, &x.d, &sumi, tokens);
+    add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
 }

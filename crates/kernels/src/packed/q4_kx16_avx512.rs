@@ -4,7 +4,7 @@
 use std::arch::x86_64::*;
 
 use super::byte_dot::{ByteDot, broadcast_quad};
-use super::fold_avx512::{Tokens, add_scaled, sub_scaled};
+use super::fold_avx512::{Sign, Tokens, add_scaled};
 use super::q4_kx16::BlockQ4Kx16;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
@@ -98,6 +98,6 @@ pub(super) fn add_k_block<P, D: ByteDot, const N: usize>(
         }
         summ
     });
-    add_scaled(acc, &x.d, &sumi, tokens);
-    sub_scaled(acc, &x.dmin, &summ, tokens);
+    add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
+    add_scaled(acc, &x.dmin, &summ, tokens, Sign::Minus);
 }

@@ -4,7 +4,7 @@
 use std::arch::x86_64::*;
 
 use super::byte_dot::{ByteDot, broadcast_quad, negated_scale_pairs, word_pair};
-use super::fold_avx512::{Tokens, add_scaled};
+use super::fold_avx512::{Sign, Tokens, add_scaled};
 use super::q6_kx16::BlockQ6Kx16;
 use crate::quant::x86::prefetch_part_ahead;
 
@@ -94,5 +94,5 @@ fn add_block<D: ByteDot, const N: usize>(
             *sumi = d.dpwssd(*sumi, offsets, sums);
         }
     }
-    add_scaled(acc, &x.d, &sumi, tokens);
+    add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
 }
