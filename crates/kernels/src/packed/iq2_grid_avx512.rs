@@ -25,6 +25,7 @@ use super::byte_dot::ByteDot;
 use super::fold_avx512::{Tokens, row_scales};
 use super::iq2_grid::{GROUPS, GridRows};
 use super::register_grid_avx512::{MAX_ENTRIES, RegisterGrid};
+use crate::quant::iq_grids::IQ2_VALUES;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
 
@@ -157,9 +158,8 @@ fn register_weights<P: GridRows>(grid: &RegisterGrid, x: &P, g: usize) -> [__m51
     let codes = grid.lookup(index);
     let shifts = _mm512_set1_epi64(0x0006_0004_0002_0000);
     let pair_mask = _mm512_set1_epi16(0x0303);
-    let values = _mm512_broadcast_i32x4(_mm_setr_epi8(
-        8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    ));
+    let [v0, v1, v2] = IQ2_VALUES;
+    let values = _mm512_set1_epi32(i32::from_le_bytes([v0, v1, v2, 0]));
     let offset = _mm512_set1_epi8(OFFSET);
     [0, 1].map(|v| {
         // Word `k` of 64-bit lane `r`: row `8v + r`'s code.

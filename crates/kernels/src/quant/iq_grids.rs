@@ -91,7 +91,9 @@ const fn expand_u32<const N: usize>(packed: &[u16; N], map: &[u8], bits: u32) ->
 }
 
 /// ggml's `iq2xxs_grid`: 256 groups of eight magnitudes from {8, 25, 43}.
-pub static IQ2XXS_GRID: [u64; 256] = expand_u64(&IQ2XXS_PACKED, &[8, 25, 43], 2);
+pub static IQ2XXS_GRID: [u64; 256] = expand_u64(&IQ2XXS_PACKED, &IQ2_VALUES, 2);
+/// The magnitudes the IQ2 grids' coordinates index.
+pub(crate) const IQ2_VALUES: [u8; 3] = [8, 25, 43];
 /// [`IQ2XXS_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `2·j`.
 #[rustfmt::skip]
@@ -121,7 +123,7 @@ pub(crate) const IQ2XXS_PACKED: [u16; 256] = [
 ];
 
 /// ggml's `iq2xs_grid`: 512 groups of eight magnitudes from {8, 25, 43}.
-pub static IQ2XS_GRID: [u64; 512] = expand_u64(&IQ2XS_PACKED, &[8, 25, 43], 2);
+pub static IQ2XS_GRID: [u64; 512] = expand_u64(&IQ2XS_PACKED, &IQ2_VALUES, 2);
 /// [`IQ2XS_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `2·j`.
 #[rustfmt::skip]
@@ -172,7 +174,7 @@ pub(crate) const IQ2XS_PACKED: [u16; 512] = [
 ];
 
 /// ggml's `iq2s_grid`: 1024 groups of eight magnitudes from {8, 25, 43}.
-pub static IQ2S_GRID: [u64; 1024] = expand_u64(&IQ2S_PACKED, &[8, 25, 43], 2);
+pub static IQ2S_GRID: [u64; 1024] = expand_u64(&IQ2S_PACKED, &IQ2_VALUES, 2);
 /// [`IQ2S_GRID`] packed: entry `i` holds the index of coordinate `j` into the value map at bits
 /// `2·j`.
 #[rustfmt::skip]
