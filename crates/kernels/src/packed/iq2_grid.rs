@@ -2,8 +2,9 @@
 //! time for AVX-512, with its scalar reference.
 //!
 //! Per group of eight values (32 per super-block), each row's grid index and sign byte, the
-//! bytes of the sixteen rows side by side: eight rows' bytes are one gather's indices (widened
-//! to 32 bits) and one 64-bit sign mask (bit `8r + j` negates value `j` of row `r`). The sign
+//! bytes of the sixteen rows side by side: two groups' index bytes are one lookup's 32
+//! indices, and eight rows' sign bytes one 64-bit sign mask (bit `8r + j` negates value `j` of
+//! row `r`). The sign
 //! bytes are complete (IQ2_XXS and IQ2_XS store seven bits and an even parity; the packer
 //! writes the eighth). The grid index keeps its low eight bits in that byte; IQ2_XS (nine bits)
 //! and IQ2_S (ten) keep the rest in a byte per row and run of groups (`HIGH_BITS` bits per
@@ -49,7 +50,9 @@ impl GridGroups {
 
 /// A packed IQ2 layout: what the shared kernel and reference read of it.
 pub(crate) trait GridRows: PackedFormat<Act = BlockQ8K> {
-    /// The grid the indices select from (ggml's words, byte `j` is coordinate `j`).
+    /// The grid the indices select from (ggml's words, byte `j` is coordinate `j`; the
+    /// reference reads it).
+    #[cfg(test)]
     const GRID: &'static [u64];
     /// Scale runs per super-block: 8 (32 values each) or 16 (16 values each).
     const RUNS: usize;
@@ -57,10 +60,9 @@ pub(crate) trait GridRows: PackedFormat<Act = BlockQ8K> {
     const HIGH_BITS: usize;
     /// The factor the dot product's sum is multiplied by at the end.
     const DOT_FACTOR: f32;
-    /// The grid two bits a coordinate (coordinate `j` at bits `2j`, indexing 8, 25, 43), where
-    /// it has few enough entries for the kernel to hold in registers (IQ2_XXS: 256, IQ2_XS:
-    /// 512); empty otherwise.
-    const PACKED_GRID: &'static [u16] = &[];
+    /// The grid two bits a coordinate (coordinate `j` at bits `2j`, indexing 8, 25, 43): 256,
+    /// 512 or 1024 entries, which the kernel holds in registers.
+    const PACKED_GRID: &'static [u16];
 
     /// Each row's f16 super-block scale (bits).
     fn d(&self) -> &[u16; ROWS];

@@ -7,7 +7,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::iq2_grid::{GROUPS, GridGroups, GridRows, set_high, set_level};
 use super::{PackedFormat, ROWS};
-use crate::quant::iq_grids::IQ2S_GRID;
+use crate::quant::iq_grids::IQ2S_PACKED;
 use crate::quant::iq2_s::BlockIq2S;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::signed_grid::SignedGrid;
@@ -49,10 +49,12 @@ impl PackedFormat for BlockIq2Sx16 {
 }
 
 impl GridRows for BlockIq2Sx16 {
-    const GRID: &'static [u64] = &IQ2S_GRID;
+    #[cfg(test)]
+    const GRID: &'static [u64] = &crate::quant::iq_grids::IQ2S_GRID;
     const RUNS: usize = RUNS;
     const HIGH_BITS: usize = HIGH_BITS;
     const DOT_FACTOR: f32 = BlockIq2S::DOT_FACTOR;
+    const PACKED_GRID: &'static [u16] = &IQ2S_PACKED;
 
     fn d(&self) -> &[u16; ROWS] {
         &self.d

@@ -7,7 +7,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::iq2_grid::{GROUPS, GridGroups, GridRows, set_high, set_level};
 use super::{PackedFormat, ROWS};
-use crate::quant::iq_grids::{IQ2XS_GRID, IQ2XS_PACKED, KSIGNS};
+use crate::quant::iq_grids::{IQ2XS_PACKED, KSIGNS};
 use crate::quant::iq2_xs::BlockIq2Xs;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::signed_grid::SignedGrid;
@@ -50,7 +50,8 @@ impl PackedFormat for BlockIq2Xsx16 {
 }
 
 impl GridRows for BlockIq2Xsx16 {
-    const GRID: &'static [u64] = &IQ2XS_GRID;
+    #[cfg(test)]
+    const GRID: &'static [u64] = &crate::quant::iq_grids::IQ2XS_GRID;
     const RUNS: usize = RUNS;
     const HIGH_BITS: usize = HIGH_BITS;
     const DOT_FACTOR: f32 = BlockIq2Xs::DOT_FACTOR;

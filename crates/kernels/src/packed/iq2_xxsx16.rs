@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::iq2_grid::{GridGroups, GridRows, set_level};
 use super::{PackedFormat, ROWS};
-use crate::quant::iq_grids::{IQ2XXS_GRID, IQ2XXS_PACKED, KSIGNS};
+use crate::quant::iq_grids::{IQ2XXS_PACKED, KSIGNS};
 use crate::quant::iq2_xxs::BlockIq2Xxs;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::signed_grid::SignedGrid;
@@ -45,7 +45,8 @@ impl PackedFormat for BlockIq2Xxsx16 {
 }
 
 impl GridRows for BlockIq2Xxsx16 {
-    const GRID: &'static [u64] = &IQ2XXS_GRID;
+    #[cfg(test)]
+    const GRID: &'static [u64] = &crate::quant::iq_grids::IQ2XXS_GRID;
     const RUNS: usize = RUNS;
     const HIGH_BITS: usize = 0;
     const DOT_FACTOR: f32 = BlockIq2Xxs::DOT_FACTOR;

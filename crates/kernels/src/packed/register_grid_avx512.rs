@@ -1,13 +1,14 @@
-//! A grid of up to 512 entries of sixteen bits held in registers, looked up 32 entries at a
+//! A grid of up to 1024 entries of sixteen bits held in registers, looked up 32 entries at a
 //! time by word permutes: the IQ2 and IQ3 kernels keep their grids here, packed a few bits a
 //! coordinate, where the scalar loads or gathers of whole grid words would cost more.
 
 use std::arch::x86_64::*;
 
-/// Most entries a [`RegisterGrid`] holds: 512, in sixteen registers.
-pub(super) const MAX_ENTRIES: usize = 512;
+/// Most entries a [`RegisterGrid`] holds: 1024, in 32 registers (the compiler keeps what does
+/// not fit beside the kernel's own in the L1 cache, read by the permutes' memory operand).
+pub(super) const MAX_ENTRIES: usize = 1024;
 
-/// A table of 64, 128, 256 or 512 sixteen-bit entries in registers.
+/// A table of 64, 128, 256, 512 or 1024 sixteen-bit entries in registers.
 pub(super) struct RegisterGrid {
     table: [__m512i; MAX_ENTRIES / 32],
     /// Pairs of registers in use, each 64 entries.
@@ -15,7 +16,7 @@ pub(super) struct RegisterGrid {
 }
 
 impl RegisterGrid {
-    /// The first `entries` (64, 128, 256 or 512) of `codes`.
+    /// The first `entries` (64, 128, 256, 512 or 1024) of `codes`.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     pub(super) fn new(codes: &[u16; MAX_ENTRIES], entries: usize) -> Self {

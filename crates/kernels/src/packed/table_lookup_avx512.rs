@@ -1,8 +1,7 @@
-//! Grid lookups of the IQ1 and IQ2 kernels, eight rows at a time: one scalar load per row,
-//! the 64-bit words then assembled in a vector. On the Intel kind (Xeon, Cascade Lake class)
-//! this beat `vpgatherdq`: `cargo xtask bench kernels IQ2_XXS` streamed 2.3 GB/s on one thread
-//! against 0.9 with the gather. (IQ3's sixteen 32-bit words stay with `vpgatherdd`, which
-//! beat sixteen loads.)
+//! Grid lookups of the IQ1 kernels, whose grids (2048 entries) are too large for registers:
+//! eight rows at a time, one scalar load per row, the 64-bit words then assembled in a vector.
+//! On the Intel kind (Xeon, Cascade Lake class) this beat `vpgatherdq`: 2.3 GB/s on one thread
+//! against 0.9 (`cargo xtask bench kernels IQ2_XXS`, when IQ2 still looked up this way).
 
 use std::arch::x86_64::*;
 
