@@ -336,8 +336,9 @@ fn tiled_attention_equals_one_query_attend_bit_for_bit() {
     for kv_type in KvType::ALL {
         // Heads of a few vector widths and a tail for f32 and f16; whole blocks otherwise.
         let head_dim = if kv_type.block_values() > 1 { 64 } else { 36 };
+        // Seven query heads a kv head: four scored together, two, and one.
         let shape = AttentionShape {
-            heads: 6,
+            heads: 14,
             kv_heads: 2,
             head_dim,
         };
@@ -350,7 +351,7 @@ fn tiled_attention_equals_one_query_attend_bit_for_bit() {
         };
         let q_dim = shape.heads * head_dim;
         let queries = values(rows * q_dim, 15);
-        let sink_values = [0.5, -1.0, 40.0, 2.0, 0.0, -3.0];
+        let sink_values = [0.5, -1.0, 40.0, 2.0, 0.0, -3.0, 1.0].repeat(2);
         for (window, softcap, sinks) in windows
             .into_iter()
             .flat_map(|w| [(w, None, false), (w, Some(3.0), true)])
