@@ -1,12 +1,12 @@
 //! AVX-512 kernel of the `grid_quads` layout (IQ3_XXS, IQ3_S): the grid (256 or 512 entries)
 //! is held in registers three bits a coordinate (`register_grid_avx512`); per two groups of
-//! four values one lookup finds the entries of all sixteen rows, and a shift, a mask and a byte
-//! shuffle make their magnitudes (row `i` in 32-bit lane `i`). The group's sign mask turns each
-//! magnitude `g` into the byte code `64 + g` or `64 − g` (magnitudes are below 64), and one
-//! `vpdpbusd` per token dots those codes with the token's four activations broadcast from
-//! memory. Per sub-block `64·Σa` (from the summaries) is subtracted, which leaves the exact
-//! `Σ ±g·a`, and the rows' multipliers `2l + 1` scale it; the float steps are the reference's
-//! (`grid_quads`).
+//! four values one lookup finds the entries of all sixteen rows, and a shift and a mask make
+//! their coordinates (row `i` in 32-bit lane `i`). The group's sign mask sets bit 3 of the
+//! negative ones, and one byte shuffle makes the byte codes `64 + g` or `64 − g` (magnitudes
+//! `g` are below 64). One `vpdpbusd` per token dots those codes with the token's four
+//! activations broadcast from memory. Per sub-block `64·Σa` (from the summaries) is
+//! subtracted, which leaves the exact `Σ ±g·a`, and the rows' multipliers `2l + 1` scale it;
+//! the float steps are the reference's (`grid_quads`).
 //!
 //! The lookup replaced a `vpgatherdd` of the sixteen grid words: on the AMD kind the product
 //! of a matrix with one token went 2.3× (IQ3_XXS) and 1.6× (IQ3_S) faster, and looking up two
@@ -67,17 +67,33 @@ fn group_codes<B: GridQuadRows>(grid: &RegisterGrid, x: &B, q: usize) -> [__m512
         _mm512_castsi512_si256(found),
         _mm512_extracti64x4_epi64::<1>(found),
     ];
-    let values = _mm512_set1_epi64(i64::from_le_bytes(B::VALUES));
-    let offset = _mm512_set1_epi8(OFFSET as i8);
+    let weight_bytes = signed_weight_bytes(B::VALUES);
+    // SAFETY: reads exactly the sixteen bytes of `weight_bytes`; unaligned is allowed.
+    let weight_bytes =
+        _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(weight_bytes.as_ptr().cast()) });
+    let negative = _mm512_set1_epi8(8);
     [0, 1].map(|h| {
         let entries = _mm512_cvtepu16_epi32(halves[h]);
         let both = _mm512_or_si512(entries, _mm512_slli_epi32::<16>(entries));
         let shifted = _mm512_srlv_epi16(both, _mm512_set1_epi32(0x0003_0000));
         let coordinates = _mm512_and_si512(shifted, _mm512_set1_epi16(0x0707));
-        let magnitudes = _mm512_shuffle_epi8(values, coordinates);
-        let positive = _mm512_or_si512(magnitudes, offset);
-        _mm512_mask_sub_epi8(positive, quads.signs[q + h], offset, magnitudes)
+        let signs = quads.signs[q + h];
+        let codes = _mm512_mask_add_epi8(coordinates, signs, coordinates, negative);
+        _mm512_shuffle_epi8(weight_bytes, codes)
     })
+}
+
+/// The byte codes a coordinate `c` (bits 0–2) with its sign (bit 3) selects: `64 + v_c`, then
+/// `64 − v_c` (magnitudes are below 64).
+const fn signed_weight_bytes(values: [u8; 8]) -> [u8; 16] {
+    let mut bytes = [OFFSET as u8; 16];
+    let mut c = 0;
+    while c < values.len() {
+        bytes[c] += values[c];
+        bytes[8 + c] -= values[c];
+        c += 1;
+    }
+    bytes
 }
 
 /// The sixteen rows' multipliers `2l + 1` of sub-block `j`.

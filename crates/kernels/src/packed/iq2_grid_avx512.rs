@@ -3,9 +3,9 @@
 //! The grid (256, 512 or 1024 entries) is held in registers two bits a coordinate
 //! (`register_grid_avx512`). Per two groups of eight values the sixteen rows' indices (the
 //! high bits merged in) are one lookup's 32; a word permute spreads each row's entry over its
-//! 64-bit lane, and a shift, a mask and a byte shuffle make its eight values. The signs are
-//! applied to the weights as bytes `64 ± g` (one add and one masked subtract under the
-//! group's 64-bit sign mask): every weight byte is positive, so `vpmaddubsw` multiplies it
+//! 64-bit lane, and a shift and a mask make its eight coordinates. The group's 64-bit sign
+//! mask sets bit 2 of the negative ones, and one byte shuffle makes the weights as bytes
+//! `64 ± g`: every weight byte is positive, so `vpmaddubsw` multiplies it
 //! with the broadcast activations without saturating (`2 · 107 · 128 < 2^15`), and `vpdpwssd`
 //! adds the pairs times the run's multiplier `2l + 1` (spread over the row's four 16-bit
 //! lanes) into 32-bit sums per row and half group.
@@ -146,9 +146,8 @@ fn register_weights<P: GridRows>(grid: &RegisterGrid, x: &P, g: usize) -> [[__m5
     let codes = grid.lookup(index);
     let shifts = _mm512_set1_epi64(0x0006_0004_0002_0000);
     let pair_mask = _mm512_set1_epi16(0x0303);
-    let [v0, v1, v2] = IQ2_VALUES;
-    let values = _mm512_set1_epi32(i32::from_le_bytes([v0, v1, v2, 0]));
-    let offset = _mm512_set1_epi8(OFFSET);
+    let weight_bytes = _mm512_set1_epi64(i64::from_le_bytes(signed_weight_bytes()));
+    let negative = _mm512_set1_epi8(4);
     // Word `k` of 64-bit lane `r`: index `r` (row `r` of the first group's first eight).
     let lanes = _mm512_set_epi64(
         0x0007_0007_0007_0007,
@@ -166,12 +165,25 @@ fn register_weights<P: GridRows>(grid: &RegisterGrid, x: &P, g: usize) -> [[__m5
             let rows = _mm512_add_epi16(lanes, _mm512_set1_epi16((16 * h + 8 * v) as i16));
             let spread = _mm512_permutexvar_epi16(rows, codes);
             let coordinates = _mm512_and_si512(_mm512_srlv_epi16(spread, shifts), pair_mask);
-            let grid = _mm512_shuffle_epi8(values, coordinates);
             let signs = groups.signs[g + h][8 * v..8 * v + 8].try_into().expect("8");
             let signs = u64::from_le_bytes(signs);
-            _mm512_mask_sub_epi8(_mm512_add_epi8(grid, offset), signs, offset, grid)
+            let codes = _mm512_mask_add_epi8(coordinates, signs, coordinates, negative);
+            _mm512_shuffle_epi8(weight_bytes, codes)
         })
     })
+}
+
+/// The weight bytes a coordinate `c` (bits 0–1) with its sign (bit 2) selects: `64 + v_c`,
+/// then `64 − v_c`.
+const fn signed_weight_bytes() -> [u8; 8] {
+    let mut bytes = [OFFSET as u8; 8];
+    let mut c = 0;
+    while c < IQ2_VALUES.len() {
+        bytes[c] += IQ2_VALUES[c];
+        bytes[4 + c] -= IQ2_VALUES[c];
+        c += 1;
+    }
+    bytes
 }
 
 /// The vector that `vpshufb` spreads a run's sixteen multiplier bytes with for rows
