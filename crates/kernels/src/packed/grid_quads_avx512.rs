@@ -1,12 +1,12 @@
 //! AVX-512 kernel of the `grid_quads` layout (IQ3_XXS, IQ3_S): the grid (256 or 512 entries)
 //! is held in registers three bits a coordinate (`register_grid_avx512`); per two groups of
-//! four values one lookup finds the entries of all sixteen rows, and a shift and a mask make
-//! their coordinates (row `i` in 32-bit lane `i`). The group's sign mask sets bit 3 of the
-//! negative ones, and one byte shuffle makes the byte codes `64 + g` or `64 − g` (magnitudes
-//! `g` are below 64). One `vpdpbusd` per token dots those codes with the token's four
-//! activations broadcast from memory. Per sub-block `64·Σa` (from the summaries) is
-//! subtracted, which leaves the exact `Σ ±g·a`, and the rows' multipliers `2l + 1` scale it;
-//! the float steps are the reference's (`grid_quads`).
+//! four values one lookup finds the entries of all sixteen rows; a word permute puts each
+//! row's entry in both words of its 32-bit lane `i`, and a shift and a mask make its four
+//! coordinates. The group's sign mask sets bit 3 of the negative ones, and one byte shuffle
+//! makes the byte codes `64 + g` or `64 − g` (magnitudes `g` are below 64). One `vpdpbusd`
+//! per token dots those codes with the token's four activations broadcast from memory. Per
+//! sub-block `64·Σa` (from the summaries) is subtracted, which leaves the exact `Σ ±g·a`, and
+//! the rows' multipliers `2l + 1` scale it; the float steps are the reference's (`grid_quads`).
 //!
 //! The lookup replaced a `vpgatherdd` of the sixteen grid words: on the AMD kind the product
 //! of a matrix with one token went 2.3× (IQ3_XXS) and 1.6× (IQ3_S) faster, and looking up two
@@ -63,18 +63,17 @@ fn group_codes<B: GridQuadRows>(grid: &RegisterGrid, x: &B, q: usize) -> [__m512
         index = _mm512_or_si512(index, ninth);
     }
     let found = grid.lookup(index);
-    let halves = [
-        _mm512_castsi512_si256(found),
-        _mm512_extracti64x4_epi64::<1>(found),
-    ];
     let weight_bytes = signed_weight_bytes(B::VALUES);
     // SAFETY: reads exactly the sixteen bytes of `weight_bytes`; unaligned is allowed.
     let weight_bytes =
         _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(weight_bytes.as_ptr().cast()) });
     let negative = _mm512_set1_epi8(8);
     [0, 1].map(|h| {
-        let entries = _mm512_cvtepu16_epi32(halves[h]);
-        let both = _mm512_or_si512(entries, _mm512_slli_epi32::<16>(entries));
+        // Group `q + h`'s entry of row `i` in both words of 32-bit lane `i`.
+        let words: [i16; 32] = std::array::from_fn(|k| (16 * h + k / 2) as i16);
+        // SAFETY: reads exactly the 64 bytes of `words`; unaligned is allowed.
+        let words = unsafe { _mm512_loadu_si512(words.as_ptr().cast()) };
+        let both = _mm512_permutexvar_epi16(words, found);
         let shifted = _mm512_srlv_epi16(both, _mm512_set1_epi32(0x0003_0000));
         let coordinates = _mm512_and_si512(shifted, _mm512_set1_epi16(0x0707));
         let signs = quads.signs[q + h];
