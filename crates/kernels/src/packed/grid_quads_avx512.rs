@@ -19,7 +19,9 @@ use super::ROWS;
 use super::byte_dot::{ByteDot, broadcast_quad};
 use super::fold_avx512::{Tokens, row_scales};
 use super::grid_quads::{GridQuadRows, SUB_BLOCKS};
-use super::register_grid_avx512::{MAX_ENTRIES, RegisterGrid};
+use super::register_grid_avx512::{
+    MAX_ENTRIES, RegisterGrid, signed_weight_bytes, weight_byte_table,
+};
 use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -63,10 +65,9 @@ fn group_codes<B: GridQuadRows>(grid: &RegisterGrid, x: &B, q: usize) -> [__m512
         index = _mm512_or_si512(index, ninth);
     }
     let found = grid.lookup(index);
-    let weight_bytes = signed_weight_bytes(B::VALUES);
-    // SAFETY: reads exactly the sixteen bytes of `weight_bytes`; unaligned is allowed.
+    // Coordinates have three bits; the sign is bit 3.
     let weight_bytes =
-        _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(weight_bytes.as_ptr().cast()) });
+        weight_byte_table(&const { signed_weight_bytes(&B::VALUES, OFFSET as u8, 8) });
     let negative = _mm512_set1_epi8(8);
     [0, 1].map(|h| {
         // Group `q + h`'s entry of row `i` in both words of 32-bit lane `i`.
@@ -80,19 +81,6 @@ fn group_codes<B: GridQuadRows>(grid: &RegisterGrid, x: &B, q: usize) -> [__m512
         let codes = _mm512_mask_add_epi8(coordinates, signs, coordinates, negative);
         _mm512_shuffle_epi8(weight_bytes, codes)
     })
-}
-
-/// The byte codes a coordinate `c` (bits 0–2) with its sign (bit 3) selects: `64 + v_c`, then
-/// `64 − v_c` (magnitudes are below 64).
-const fn signed_weight_bytes(values: [u8; 8]) -> [u8; 16] {
-    let mut bytes = [OFFSET as u8; 16];
-    let mut c = 0;
-    while c < values.len() {
-        bytes[c] += values[c];
-        bytes[8 + c] -= values[c];
-        c += 1;
-    }
-    bytes
 }
 
 /// The sixteen rows' multipliers `2l + 1` of sub-block `j`.

@@ -27,7 +27,9 @@ use super::ROWS;
 use super::byte_dot::ByteDot;
 use super::fold_avx512::{Tokens, row_scales};
 use super::iq2_grid::{GROUPS, GridRows};
-use super::register_grid_avx512::{MAX_ENTRIES, RegisterGrid};
+use super::register_grid_avx512::{
+    MAX_ENTRIES, RegisterGrid, signed_weight_bytes, weight_byte_table,
+};
 use crate::quant::iq_grids::IQ2_VALUES;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -146,7 +148,9 @@ fn register_weights<P: GridRows>(grid: &RegisterGrid, x: &P, g: usize) -> [[__m5
     let codes = grid.lookup(index);
     let shifts = _mm512_set1_epi64(0x0006_0004_0002_0000);
     let pair_mask = _mm512_set1_epi16(0x0303);
-    let weight_bytes = _mm512_set1_epi64(i64::from_le_bytes(signed_weight_bytes()));
+    // Coordinates have two bits; the sign is bit 2.
+    let weight_bytes =
+        weight_byte_table(&const { signed_weight_bytes(&IQ2_VALUES, OFFSET as u8, 4) });
     let negative = _mm512_set1_epi8(4);
     // Word `k` of 64-bit lane `r`: index `r` (row `r` of the first group's first eight).
     let lanes = _mm512_set_epi64(
@@ -171,19 +175,6 @@ fn register_weights<P: GridRows>(grid: &RegisterGrid, x: &P, g: usize) -> [[__m5
             _mm512_shuffle_epi8(weight_bytes, codes)
         })
     })
-}
-
-/// The weight bytes a coordinate `c` (bits 0–1) with its sign (bit 2) selects: `64 + v_c`,
-/// then `64 − v_c`.
-const fn signed_weight_bytes() -> [u8; 8] {
-    let mut bytes = [OFFSET as u8; 8];
-    let mut c = 0;
-    while c < IQ2_VALUES.len() {
-        bytes[c] += IQ2_VALUES[c];
-        bytes[4 + c] -= IQ2_VALUES[c];
-        c += 1;
-    }
-    bytes
 }
 
 /// The vector that `vpshufb` spreads a run's sixteen multiplier bytes with for rows
