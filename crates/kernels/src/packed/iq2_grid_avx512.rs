@@ -54,14 +54,18 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
     let grid = register_grid::<P>();
     prefetch_ahead(x);
     let m = multipliers::<P>(x.levels());
-    let mut sums = [[_mm512_setzero_si512(); 2]; N];
+    // Per token and vector of rows, the sums of even and odd groups apart where there are
+    // few tokens, so that more multiply-add chains run at once.
+    let chains = if N <= 2 { 2 } else { 1 };
+    let mut sums = [[[_mm512_setzero_si512(); 2]; 2]; N];
     let groups_per_run = GROUPS / P::RUNS;
     for (r, m) in m.iter().take(P::RUNS).enumerate() {
         // SAFETY: reads exactly the sixteen bytes of `m`; unaligned is allowed.
         let m = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(m.as_ptr().cast()) });
         let m = spread.map(|p| _mm512_shuffle_epi8(m, p));
         for g in (groups_per_run * r..groups_per_run * (r + 1)).step_by(2) {
-            for (g, weights) in (g..g + 2).zip(register_weights(&grid, x, g)) {
+            for (h, weights) in register_weights(&grid, x, g).into_iter().enumerate() {
+                let (g, chain) = (g + h, h % chains);
                 let act: [__m512i; N] = std::array::from_fn(|t| {
                     let q: [i8; 8] = tokens.block(t).qs[8 * g..8 * g + 8]
                         .try_into()
@@ -71,7 +75,7 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
                 for (v, (m, weights)) in m.iter().zip(weights).enumerate() {
                     for (sums, act) in sums.iter_mut().zip(&act) {
                         let pairs = _mm512_maddubs_epi16(weights, *act);
-                        sums[v] = d.dpwssd(sums[v], pairs, *m);
+                        sums[v][chain] = d.dpwssd(sums[v][chain], pairs, *m);
                     }
                 }
             }
@@ -81,7 +85,8 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
     let dw = row_scales(x.d());
     for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
         let y = tokens.block(t);
-        let sum = _mm512_sub_epi32(row_sums(sums), offset_sums(d, &pairs, y));
+        let sums = sums.map(|[even, odd]| _mm512_add_epi32(even, odd));
+        let sum = _mm512_sub_epi32(row_sums(&sums), offset_sums(d, &pairs, y));
         let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
         *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
     }
