@@ -8,7 +8,7 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::amx::{MAX_TOKENS, TileConfig, Tiles};
+use super::amx::{MAX_TOKENS, TileUnit};
 use super::byte_codes_avx512::{self, ByteCodes};
 use super::byte_dot::Vnni;
 use super::fold_avx512;
@@ -19,13 +19,13 @@ use crate::quant::q8_0::BlockQ8_0;
 /// few of its rows are used.
 const MIN_TOKENS: usize = 4;
 
-/// [`byte_codes_avx512::dot_group`] on the tile unit.
+/// [`byte_codes_avx512::dot_group`] on the tile unit `T` (or its model).
 ///
 /// # Safety
-/// The CPU must support [`crate::Isa::Amx`].
+/// The CPU must support AVX-512 VNNI, and what [`TileUnit::configure`] asks of `T`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn dot_group<B: ByteCodes>(
+pub(super) unsafe fn dot_group<B: ByteCodes, T: TileUnit>(
     w: &[B],
     a: &[BlockQ8_0],
     s: &[BlockSummary],
@@ -34,13 +34,12 @@ pub(super) unsafe fn dot_group<B: ByteCodes>(
 ) {
     for (out, a, s) in fold_avx512::token_chunks(out, a, s, w.len(), MAX_TOKENS) {
         if out.len() < MIN_TOKENS {
-            // SAFETY: AMX comes with AVX-512 VNNI, which this function's target features
-            // include.
+            // SAFETY: this function's target features include AVX-512 VNNI.
             let d = unsafe { Vnni::new() };
             byte_codes_avx512::dot_group(d, w, a, s, out, codes);
         } else {
-            // SAFETY: the caller checked AMX.
-            unsafe { dot_tile(w, a, s, out, codes) };
+            // SAFETY: the caller checked what `T` needs.
+            unsafe { dot_tile::<B, T>(w, a, s, out, codes) };
         }
     }
 }
@@ -48,10 +47,10 @@ pub(super) unsafe fn dot_group<B: ByteCodes>(
 /// The rows of `w` against each of the `out.len()` (at most [`MAX_TOKENS`]) tokens of `a`.
 ///
 /// # Safety
-/// The CPU must support [`crate::Isa::Amx`].
+/// As [`dot_group`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn dot_tile<B: ByteCodes>(
+unsafe fn dot_tile<B: ByteCodes, T: TileUnit>(
     w: &[B],
     a: &[BlockQ8_0],
     s: &[BlockSummary],
@@ -60,8 +59,8 @@ unsafe fn dot_tile<B: ByteCodes>(
 ) {
     let (nb, tokens) = (w.len(), out.len());
     assert!(tokens <= MAX_TOKENS && a.len() >= tokens * nb && s.len() >= tokens * nb);
-    // SAFETY: the caller checked AMX.
-    let mut tiles = unsafe { Tiles::configure(&TileConfig::byte_codes(tokens)) };
+    // SAFETY: the caller checked what `T` needs.
+    let mut tiles = unsafe { T::configure(tokens) };
     let mut acc = [_mm512_setzero_ps(); MAX_TOKENS];
     let mut code_bytes = [0u8; 512];
     let mut sums = [[0i32; 16]; MAX_TOKENS];

@@ -111,25 +111,63 @@ macro_rules! byte_code_kernels {
                 }
             );
 
-            const DOT_AMX: Option<$crate::packed::GroupDotFn<Self>> = {
-                /// The VNNI kernel on the AMX tile unit where a call has tokens enough;
-                /// bit-identical to it.
-                ///
-                /// # Safety
-                /// The CPU must support [`crate::Isa::Amx`].
-                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-                unsafe fn dot_amx(
-                    w: &[$packed],
-                    a: &[$crate::quant::q8_0::BlockQ8_0],
-                    s: &[$crate::operands::BlockSummary],
-                    out: &mut [[f32; $crate::packed::ROWS]],
-                ) {
-                    // SAFETY: the caller checked AMX.
-                    unsafe { $crate::packed::byte_codes_amx::dot_group(w, a, s, out, $codes) };
+            amx_entries!(
+                $packed,
+                $crate::quant::q8_0::BlockQ8_0,
+                |w, a, s, out, T| {
+                    $crate::packed::byte_codes_amx::dot_group::<_, T>(w, a, s, out, $codes)
                 }
-                Some(dot_amx)
-            };
+            );
         }
+    };
+}
+
+/// The AMX kernel of a packed layout, [`Avx512Kernels::DOT_AMX`], and for tests the same
+/// kernel on the tile unit's software model, [`Avx512Kernels::DOT_AMX_MODEL`]: `$run` is the
+/// kernel's body over the tile unit type `$tiles`, which it may call `unsafe` functions with
+/// (the entry's caller checked what the unit needs).
+#[cfg(target_arch = "x86_64")]
+macro_rules! amx_entries {
+    ($packed:ty, $act:ty, |$w:ident, $a:ident, $s:ident, $out:ident, $tiles:ident| $run:expr) => {
+        const DOT_AMX: Option<$crate::packed::GroupDotFn<Self>> = {
+            /// The VNNI kernel on the AMX tile unit where a call has tokens enough;
+            /// bit-identical to it.
+            ///
+            /// # Safety
+            /// The CPU must support [`crate::Isa::Amx`].
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+            unsafe fn dot_amx(
+                $w: &[$packed],
+                $a: &[$act],
+                $s: &[$crate::operands::BlockSummary],
+                $out: &mut [[f32; $crate::packed::ROWS]],
+            ) {
+                type $tiles = $crate::packed::amx::Tiles;
+                // SAFETY: the caller checked AMX.
+                unsafe { $run }
+            }
+            Some(dot_amx)
+        };
+
+        #[cfg(test)]
+        const DOT_AMX_MODEL: Option<$crate::packed::GroupDotFn<Self>> = {
+            /// [`Self::DOT_AMX`] on the software model of the tile unit.
+            ///
+            /// # Safety
+            /// The CPU must support AVX-512 VNNI.
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+            unsafe fn dot_amx_model(
+                $w: &[$packed],
+                $a: &[$act],
+                $s: &[$crate::operands::BlockSummary],
+                $out: &mut [[f32; $crate::packed::ROWS]],
+            ) {
+                type $tiles = $crate::packed::amx::ModelTiles;
+                // SAFETY: the model needs nothing beyond the caller's AVX-512 VNNI.
+                unsafe { $run }
+            }
+            Some(dot_amx_model)
+        };
     };
 }
 
@@ -341,6 +379,10 @@ pub(crate) trait Avx512Kernels: PackedFormat {
     /// The same products on the AMX tile unit (bit-identical to [`Self::DOT`]; it needs
     /// [`crate::Isa::Amx`]), where the layout has them.
     const DOT_AMX: Option<GroupDotFn<Self>> = None;
+    /// [`Self::DOT_AMX`] on the software model of the tile unit, so that tests check the AMX
+    /// kernels on any CPU with AVX-512 VNNI.
+    #[cfg(test)]
+    const DOT_AMX_MODEL: Option<GroupDotFn<Self>> = None;
 }
 
 /// Packs `w` into layout `P` for the best of its kernels that `isa` runs: the AMX one where

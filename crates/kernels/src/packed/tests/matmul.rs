@@ -485,15 +485,21 @@ fn misaligned_rows_pack_the_same() {
     assert!(a.blocks == b.blocks);
 }
 
-/// Where AMX runs, the AMX byte-code kernels match the reference bit for bit, for token counts
-/// that fill tiles partly and wholly (and below the tile threshold, where they use VNNI).
+/// The AMX kernels match the reference bit for bit, for token counts that fill tiles partly
+/// and wholly (and below the tile threshold, where they use VNNI): on the tile unit where AMX
+/// runs, and on its software model (`amx::ModelTiles`) wherever AVX-512 VNNI does.
 #[cfg(target_arch = "x86_64")]
 mod amx_kernels {
     use super::*;
     use crate::packed::{Avx512Kernels, amx};
 
-    /// The AMX kernel of `P` against its scalar reference `reference`, where AMX runs.
+    /// The AMX kernel of `P` against its scalar reference `reference`: on the model where the
+    /// CPU has AVX-512 VNNI, on the tile unit where AMX runs.
     fn check_amx<P: Avx512Kernels>(case: &CaseOf<P>, reference: ReferenceFn<P>) {
+        if crate::cpu::detected() >= crate::Isa::Avx512Vnni {
+            let model = P::DOT_AMX_MODEL.expect("the layout has an AMX kernel");
+            check_kernel::<P>(case, P::pack, reference, model, "AMX model");
+        }
         if amx::available() {
             let kernel = P::DOT_AMX.expect("the layout has an AMX kernel");
             check_kernel::<P>(case, P::pack, reference, kernel, "AMX");
@@ -503,7 +509,9 @@ mod amx_kernels {
     #[test]
     fn amx_availability_is_reported() {
         if !amx::available() {
-            eprintln!("AMX-INT8 is not usable here: the AMX kernels are not exercised");
+            eprintln!(
+                "AMX-INT8 is not usable here: the AMX kernels run only on the tile unit's model"
+            );
         }
     }
 
