@@ -117,11 +117,19 @@ pub(super) fn add_scaled<const N: usize>(
 ) {
     let dw = row_scales(d);
     for (t, (acc, sum)) in acc.iter_mut().zip(sums).enumerate() {
-        let scale = _mm512_mul_ps(dw, _mm512_set1_ps(tokens.block(t).d));
-        let sum = _mm512_cvtepi32_ps(*sum);
-        *acc = match sign {
-            Sign::Plus => _mm512_fmadd_ps(scale, sum, *acc),
-            Sign::Minus => _mm512_fnmadd_ps(scale, sum, *acc),
-        };
+        *acc = scaled(*acc, dw, tokens.block(t).d, *sum, sign);
+    }
+}
+
+/// [`add_scaled`] for one token: `acc ± (d_w·d_a)·S`, with the rows' scales `dw` as floats
+/// ([`row_scales`]) and the token's `d_a`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn scaled(acc: __m512, dw: __m512, d_a: f32, sum: __m512i, sign: Sign) -> __m512 {
+    let scale = _mm512_mul_ps(dw, _mm512_set1_ps(d_a));
+    let sum = _mm512_cvtepi32_ps(sum);
+    match sign {
+        Sign::Plus => _mm512_fmadd_ps(scale, sum, acc),
+        Sign::Minus => _mm512_fnmadd_ps(scale, sum, acc),
     }
 }

@@ -1,23 +1,69 @@
 //! AVX-512 kernel of [`BlockIq4Xsx16`]: each sub-block's indices are looked up as byte
 //! codes (`vpshufb`, as for IQ4_NL), dotted with every token of the call sixteen rows per
-//! instruction, corrected by the activation sums and scaled in integers.
+//! instruction, corrected by the activation sums and scaled in integers; and its AMX kernel
+//! (`super_blocks_amx`).
 
 use std::arch::x86_64::*;
 
 use super::byte_codes_avx512::max_code;
 use super::byte_dot::ByteDot;
-use super::fold_avx512::{Sign, Tokens, add_scaled};
+use super::fold_avx512::{Sign, Tokens, add_scaled, row_scales, scaled};
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::nibbles::BlockIq4Nlx16;
 use super::nibbles_avx512::codes;
 use super::q4_kx16_avx512::sub_block_dot;
+use super::super_blocks_amx::TileSubBlocks;
 use crate::operands::BlockSummary;
+use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
 /// The largest of IQ4_NL's byte codes (its values plus 128).
 const MAX_CODE: u8 = max_code(&BlockIq4Nlx16::CODES);
 
-super_block_dot_group!(BlockIq4Xsx16, add_block);
+super_block_dot_group!(BlockIq4Xsx16, add_block, amx);
+
+impl TileSubBlocks for BlockIq4Xsx16 {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn codes(&self, j: usize) -> [__m512i; 8] {
+        codes(&self.qs[j], &BlockIq4Nlx16::CODES)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn add_sub_block(
+        &self,
+        j: usize,
+        dot: __m512i,
+        summaries: &[BlockSummary],
+        sumi: __m512i,
+    ) -> __m512i {
+        add_sub_block_dot(sumi, dot, summaries[j].sum, sub_block_scales(self, j))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn finish(&self, sumi: __m512i, y: &BlockQ8K, acc: __m512) -> __m512 {
+        scaled(acc, row_scales(&self.d), y.d, sumi, Sign::Plus)
+    }
+}
+
+/// The rows' signed scales of sub-block `j`, one 32-bit lane each.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn sub_block_scales(x: &BlockIq4Xsx16, j: usize) -> __m512i {
+    // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
+    _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) })
+}
+
+/// `sumi + sc · (dot − OFFSET · Σa)`: a sub-block's exact dots of the byte codes with a
+/// token's activations (sum `Σa`) taken back to the signed values and scaled.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn add_sub_block_dot(sumi: __m512i, dot: __m512i, activation_sum: i32, sc: __m512i) -> __m512i {
+    let offset = _mm512_set1_epi32(BlockIq4Xsx16::OFFSET * activation_sum);
+    _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_sub_epi32(dot, offset), sc))
+}
 
 /// Adds super-block `x`'s products with the tokens' activations to their accumulators.
 #[inline]
@@ -33,16 +79,11 @@ fn add_block<D: ByteDot, const N: usize>(
     for j in 0..8 {
         prefetch_part_ahead(x, j, 8);
         let codes = codes(&x.qs[j], &BlockIq4Nlx16::CODES);
-        // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
-        let sc = _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
+        let sc = sub_block_scales(x, j);
         for (t, (sumi, sums)) in sumi.iter_mut().zip(&sums).enumerate() {
             let q = &tokens.block(t).qs[32 * j..32 * j + 32];
-            let offset = BlockIq4Xsx16::OFFSET * sums[j].sum;
-            let isum = _mm512_sub_epi32(
-                sub_block_dot(d, MAX_CODE, &codes, q),
-                _mm512_set1_epi32(offset),
-            );
-            *sumi = _mm512_add_epi32(*sumi, _mm512_mullo_epi32(isum, sc));
+            let dot = sub_block_dot(d, MAX_CODE, &codes, q);
+            *sumi = add_sub_block_dot(*sumi, dot, sums[j].sum, sc);
         }
     }
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);

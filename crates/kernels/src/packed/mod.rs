@@ -11,8 +11,10 @@
 //! whether it is multiplied alone or in a batch, and on any number of threads.
 //!
 //! Where the CPU has AMX (and Linux lets the process use it), Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1,
-//! Q8_0 and MXFP4 products of four or more tokens run on the tile unit (`byte_codes_amx`), with the same
-//! integer sums and the same float steps, so the results do not change.
+//! Q8_0 and MXFP4 (`byte_codes_amx`), and Q4_K, Q5_K and IQ4_XS (`super_blocks_amx`), products
+//! of four or more tokens run on the tile unit, with the same integer sums and the same float
+//! steps, so the results do not change. The AMX kernels are written over `amx::TileUnit`,
+//! which tests also run on a software model of the unit where the CPU has no AMX.
 //!
 //! Which type packs into which layout, and for which instruction set, is written once in
 //! [`crate::registry`]; this module knows the layouts and their kernels, not the CPU.
@@ -176,44 +178,56 @@ macro_rules! amx_entries {
 /// time the loop of `fold_avx512` over the row group's blocks, in which `$add(d, x, tokens,
 /// acc)` (generic over the dot products `D` and the number of tokens `N`) adds block `x`'s
 /// products with the tokens' activations to their accumulators; with `times $factor`, the
-/// sums are multiplied by it at the end.
+/// sums are multiplied by it at the end; with `amx`, the layout also has the AMX kernel of
+/// `super_blocks_amx` (it implements `TileSubBlocks`).
 #[cfg(target_arch = "x86_64")]
 macro_rules! super_block_dot_group {
+    (@entries $packed:ty, $add:expr $(, times $factor:expr)?) => {
+        avx512_entries!($packed, $crate::quant::q8_k::BlockQ8K, |d, w, a, s, out| {
+            use ::std::arch::x86_64::*;
+            use $crate::operands::BlockSummary;
+            use $crate::packed::byte_dot::ByteDot;
+            use $crate::packed::fold_avx512::{fold_blocks, store};
+            use $crate::quant::q8_k::BlockQ8K;
+
+            /// The products for exactly `N` tokens.
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+            fn dot_tokens<D: ByteDot, const N: usize>(
+                d: D,
+                w: &[$packed],
+                a: &[BlockQ8K],
+                s: &[BlockSummary],
+                out: &mut [[f32; $crate::packed::ROWS]],
+            ) {
+                let acc = fold_blocks(w, a, s, |x, tokens, acc: &mut [__m512; N]| {
+                    ($add)(d, x, tokens, acc)
+                });
+                $(let factor = _mm512_set1_ps($factor);
+                let acc = acc.map(|acc| _mm512_mul_ps(acc, factor));)?
+                store(out, acc);
+            }
+
+            /// Tokens one pass over the weights takes (their accumulators stay in
+            /// registers).
+            const TOKENS: usize = 4;
+            let chunks = $crate::packed::fold_avx512::token_chunks(out, a, s, w.len(), TOKENS);
+            for (out, a, s) in chunks {
+                for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, s, out));
+            }
+        });
+    };
+    ($packed:ty, $add:expr, amx) => {
+        impl $crate::packed::Avx512Kernels for $packed {
+            super_block_dot_group!(@entries $packed, $add);
+            amx_entries!($packed, $crate::quant::q8_k::BlockQ8K, |w, a, s, out, T| {
+                $crate::packed::super_blocks_amx::dot_group::<$packed, T>(w, a, s, out)
+            });
+        }
+    };
     ($packed:ty, $add:expr $(, times $factor:expr)?) => {
         impl $crate::packed::Avx512Kernels for $packed {
-            avx512_entries!($packed, $crate::quant::q8_k::BlockQ8K, |d, w, a, s, out| {
-                use ::std::arch::x86_64::*;
-                use $crate::operands::BlockSummary;
-                use $crate::packed::byte_dot::ByteDot;
-                use $crate::packed::fold_avx512::{fold_blocks, store};
-                use $crate::quant::q8_k::BlockQ8K;
-
-                /// The products for exactly `N` tokens.
-                #[inline]
-                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-                fn dot_tokens<D: ByteDot, const N: usize>(
-                    d: D,
-                    w: &[$packed],
-                    a: &[BlockQ8K],
-                    s: &[BlockSummary],
-                    out: &mut [[f32; $crate::packed::ROWS]],
-                ) {
-                    let acc = fold_blocks(w, a, s, |x, tokens, acc: &mut [__m512; N]| {
-                        ($add)(d, x, tokens, acc)
-                    });
-                    $(let factor = _mm512_set1_ps($factor);
-                    let acc = acc.map(|acc| _mm512_mul_ps(acc, factor));)?
-                    store(out, acc);
-                }
-
-                /// Tokens one pass over the weights takes (their accumulators stay in
-                /// registers).
-                const TOKENS: usize = 4;
-                let chunks = $crate::packed::fold_avx512::token_chunks(out, a, s, w.len(), TOKENS);
-                for (out, a, s) in chunks {
-                    for_tokens!(out.len(), 4, dot_tokens[_](d, w, a, s, out));
-                }
-            });
+            super_block_dot_group!(@entries $packed, $add $(, times $factor)?);
         }
     };
 }
@@ -302,6 +316,8 @@ mod register_grid_avx512;
 mod rows;
 mod shared;
 mod summary;
+#[cfg(target_arch = "x86_64")]
+mod super_blocks_amx;
 #[cfg(target_arch = "x86_64")]
 mod table_lookup_avx512;
 #[cfg(test)]

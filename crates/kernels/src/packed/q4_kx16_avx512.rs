@@ -1,17 +1,102 @@
 //! AVX-512 kernel of [`BlockQ4Kx16`]: each sub-block's codes are decoded once and dotted
-//! with every token of the call, sixteen rows per instruction.
+//! with every token of the call, sixteen rows per instruction; and its AMX kernel
+//! (`super_blocks_amx`), which Q5_K shares.
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::{ByteDot, broadcast_quad};
-use super::fold_avx512::{Sign, Tokens, add_scaled};
+use super::byte_dot::{ByteDot, Vnni, broadcast_quad};
+use super::fold_avx512::{Sign, Tokens, add_scaled, row_scales, scaled};
 use super::q4_kx16::BlockQ4Kx16;
+use super::super_blocks_amx::TileSubBlocks;
+use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
-super_block_dot_group!(BlockQ4Kx16, |d, x: &BlockQ4Kx16, tokens, acc| {
-    add_k_block(d, x, tokens, acc, 15, |x| x, |x, j| sub_block_codes(x, j))
-});
+super_block_dot_group!(
+    BlockQ4Kx16,
+    |d, x: &BlockQ4Kx16, tokens, acc| {
+        add_k_block(d, x, tokens, acc, 15, |x| x, |x, j| sub_block_codes(x, j))
+    },
+    amx
+);
+
+impl TileSubBlocks for BlockQ4Kx16 {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn codes(&self, j: usize) -> [__m512i; 8] {
+        sub_block_codes(self, j)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn add_sub_block(
+        &self,
+        j: usize,
+        dot: __m512i,
+        _: &[BlockSummary],
+        sumi: __m512i,
+    ) -> __m512i {
+        add_scaled_sub_block(self, j, dot, sumi)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn finish(&self, sumi: __m512i, y: &BlockQ8K, acc: __m512) -> __m512 {
+        // SAFETY: this function's target features include AVX-512 VNNI.
+        finish_k_block(unsafe { Vnni::new() }, self, sumi, y, acc)
+    }
+}
+
+/// `sumi + sc_j · dot`: sub-block `j`'s exact dots `dot` scaled by the rows' 6-bit scales, as
+/// [`add_k_block`] adds them (the tile unit's share of a Q4_K-shaped super-block).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn add_scaled_sub_block(
+    x: &BlockQ4Kx16,
+    j: usize,
+    dot: __m512i,
+    sumi: __m512i,
+) -> __m512i {
+    // SAFETY: reads exactly the 16 scale bytes of sub-block `j`; unaligned is allowed.
+    let sc = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(x.sc[j].as_ptr().cast()) });
+    _mm512_add_epi32(sumi, _mm512_mullo_epi32(dot, sc))
+}
+
+/// One token's float steps at the end of a Q4_K-shaped super-block, as [`add_k_block`] takes
+/// them: `acc + (d_w·d_a)·S`, then `− (dmin_w·d_a)·M` with `M` the min sums.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn finish_k_block(
+    d: impl ByteDot,
+    x: &BlockQ4Kx16,
+    sumi: __m512i,
+    y: &BlockQ8K,
+    acc: __m512,
+) -> __m512 {
+    let acc = scaled(acc, row_scales(&x.d), y.d, sumi, Sign::Plus);
+    scaled(
+        acc,
+        row_scales(&x.dmin),
+        y.d,
+        min_sums(d, x, y),
+        Sign::Minus,
+    )
+}
+
+/// `Σ_j m_j · Σ a_j` of one token for the sixteen rows: the rows' 6-bit mins against the
+/// activation block's sub-block sums.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn min_sums(d: impl ByteDot, x: &BlockQ4Kx16, y: &BlockQ8K) -> __m512i {
+    // SAFETY: each load reads exactly the 64 bytes of one min-pair vector; unaligned is
+    // allowed.
+    let m = unsafe { x.m.map(|m| _mm512_loadu_si512(m.as_ptr().cast())) };
+    let mut summ = _mm512_setzero_si512();
+    for (m, pair) in m.iter().zip(sub_block_sum_pairs(y)) {
+        summ = d.dpwssd(summ, *m, pair);
+    }
+    summ
+}
 
 /// `Σ q·a` of one sub-block for sixteen rows: `codes` from [`sub_block_codes`] (or any byte
 /// codes, each at most `max_code`), `q` the sub-block's 32 activation codes.
@@ -87,17 +172,7 @@ pub(super) fn add_k_block<P, D: ByteDot, const N: usize>(
             *sumi = _mm512_add_epi32(*sumi, d.scaled_dot_7bit(max_code, codes, quads, sc));
         }
     }
-    // SAFETY: each load reads exactly the 64 bytes of one min-pair vector; unaligned is
-    // allowed.
-    let m = unsafe { x.m.map(|m| _mm512_loadu_si512(m.as_ptr().cast())) };
-    let summ: [__m512i; N] = std::array::from_fn(|t| {
-        let pairs = sub_block_sum_pairs(tokens.block(t));
-        let mut summ = _mm512_setzero_si512();
-        for (m, pair) in m.iter().zip(pairs) {
-            summ = d.dpwssd(summ, *m, pair);
-        }
-        summ
-    });
+    let summ: [__m512i; N] = std::array::from_fn(|t| min_sums(d, x, tokens.block(t)));
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
     add_scaled(acc, &x.dmin, &summ, tokens, Sign::Minus);
 }

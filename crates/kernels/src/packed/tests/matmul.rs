@@ -515,15 +515,18 @@ mod amx_kernels {
         }
     }
 
-    /// One bit-exactness property per AMX layout: its blocks get scales from `$scales`, its
-    /// outputs are held to `$reference`.
+    /// One bit-exactness property per AMX layout: `$blocks` blocks a row, which get scales
+    /// from `$scales`; its outputs are held to `$reference`.
     macro_rules! amx_tests {
-        ($($name:ident: $packed:ty, scales $scales:expr, reference $reference:expr;)*) => {
+        ($(
+            $name:ident: $packed:ty, blocks $blocks:expr, scales $scales:expr,
+            reference $reference:expr;
+        )*) => {
             proptest! {
                 #![proptest_config(ProptestConfig::with_cases(64))]
                 $(
                     #[test]
-                    fn $name(case in group_case::<$packed>(1..6, 1..40, $scales)) {
+                    fn $name(case in group_case::<$packed>($blocks, 1..40, $scales)) {
                         check_amx::<$packed>(&case, $reference);
                     }
                 )*
@@ -532,19 +535,25 @@ mod amx_kernels {
     }
 
     amx_tests! {
-        q5_0_amx_matches_reference_bit_exact: BlockQ5_0x16,
+        q4_k_amx_matches_reference_bit_exact: BlockQ4Kx16, blocks 1..3,
+            scales |b, d, m| (b.d, b.dmin) = (d, m), reference dot_rows::<BlockQ4Kx16>;
+        q5_k_amx_matches_reference_bit_exact: BlockQ5Kx16, blocks 1..3,
+            scales |b, d, m| (b.d, b.dmin) = (d, m), reference dot_rows::<BlockQ5Kx16>;
+        iq4_xs_amx_matches_reference_bit_exact: BlockIq4Xsx16, blocks 1..3,
+            scales |b, d, _| b.d = d, reference dot_rows::<BlockIq4Xsx16>;
+        q5_0_amx_matches_reference_bit_exact: BlockQ5_0x16, blocks 1..6,
             scales |b, d, _| b.d = d, reference q5_0x16::dot_group;
-        q4_0_amx_matches_reference_bit_exact: BlockQ4_0x16,
+        q4_0_amx_matches_reference_bit_exact: BlockQ4_0x16, blocks 1..6,
             scales |b, d, _| b.d = d, reference BlockQ4_0x16::dot_group;
-        iq4_nl_amx_matches_reference_bit_exact: BlockIq4Nlx16,
+        iq4_nl_amx_matches_reference_bit_exact: BlockIq4Nlx16, blocks 1..6,
             scales |b, d, _| b.d = d, reference BlockIq4Nlx16::dot_group;
-        mxfp4_amx_matches_reference_bit_exact: BlockMxfp4x16,
+        mxfp4_amx_matches_reference_bit_exact: BlockMxfp4x16, blocks 1..6,
             scales mxfp4_exponent, reference mxfp4x16::dot_group;
-        q4_1_amx_matches_reference_bit_exact: BlockQ4_1x16,
+        q4_1_amx_matches_reference_bit_exact: BlockQ4_1x16, blocks 1..6,
             scales |b, d, m| (b.d, b.m) = (d, m), reference BlockQ4_1x16::dot_group;
-        q5_1_amx_matches_reference_bit_exact: BlockQ5_1x16,
+        q5_1_amx_matches_reference_bit_exact: BlockQ5_1x16, blocks 1..6,
             scales |b, d, m| (b.d, b.m) = (d, m), reference BlockQ5_1x16::dot_group;
-        q8_0_amx_matches_reference_bit_exact: BlockQ8_0x16,
+        q8_0_amx_matches_reference_bit_exact: BlockQ8_0x16, blocks 1..6,
             scales |b, d, _| b.d = d, reference q8_0x16::dot_group;
     }
 }
