@@ -34,11 +34,12 @@ impl TileSubBlocks for BlockIq4Xsx16 {
     unsafe fn add_sub_block(
         &self,
         j: usize,
-        dot: __m512i,
+        dots: &[__m512i],
+        _: &BlockQ8K,
         summaries: &[BlockSummary],
         sumi: __m512i,
     ) -> __m512i {
-        add_sub_block_dot(sumi, dot, summaries[j].sum, sub_block_scales(self, j))
+        add_sub_block_dot(sumi, dots[0], summaries[j].sum, sub_block_scales(self, j))
     }
 
     #[inline]

@@ -30,11 +30,12 @@ impl TileSubBlocks for BlockQ5Kx16 {
     unsafe fn add_sub_block(
         &self,
         j: usize,
-        dot: __m512i,
+        dots: &[__m512i],
+        _: &BlockQ8K,
         _: &[BlockSummary],
         sumi: __m512i,
     ) -> __m512i {
-        add_scaled_sub_block(&self.low, j, dot, sumi)
+        add_scaled_sub_block(&self.low, j, dots[0], sumi)
     }
 
     #[inline]

@@ -1,14 +1,76 @@
 //! AVX-512 kernel of [`BlockQ6Kx16`]: each sub-block's codes are decoded once and dotted
-//! with every token of the call, sixteen rows per instruction.
+//! with every token of the call, sixteen rows per instruction; and its AMX kernel
+//! (`super_blocks_amx`).
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::{ByteDot, broadcast_quad, negated_scale_pairs, word_pair};
-use super::fold_avx512::{Sign, Tokens, add_scaled};
+use super::byte_dot::{ByteDot, Vnni, broadcast_quad, negated_scale_pairs, word_pair};
+use super::fold_avx512::{Sign, Tokens, add_scaled, row_scales, scaled};
 use super::q6_kx16::BlockQ6Kx16;
+use super::super_blocks_amx::TileSubBlocks;
+use crate::operands::BlockSummary;
+use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
-super_block_dot_group!(BlockQ6Kx16, add_block);
+super_block_dot_group!(BlockQ6Kx16, add_block, amx);
+
+impl TileSubBlocks for BlockQ6Kx16 {
+    const PARTS: usize = 2;
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn codes(&self, j: usize) -> [__m512i; 8] {
+        sub_block_codes(self, j)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn add_sub_block(
+        &self,
+        j: usize,
+        dots: &[__m512i],
+        y: &BlockQ8K,
+        _: &[BlockSummary],
+        sumi: __m512i,
+    ) -> __m512i {
+        let [sc0, sc1] = group_scales(self, j);
+        let first = _mm512_mullo_epi32(dots[0], sc0);
+        let second = _mm512_mullo_epi32(dots[1], sc1);
+        let sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(first, second));
+        // SAFETY: this function's target features include AVX-512 VNNI.
+        subtract_offsets(unsafe { Vnni::new() }, sumi, [sc0, sc1], y, j)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn finish(&self, sumi: __m512i, y: &BlockQ8K, acc: __m512) -> __m512 {
+        scaled(acc, row_scales(&self.d), y.d, sumi, Sign::Plus)
+    }
+}
+
+/// The rows' scales of the two 16-value groups of sub-block `j`, one 32-bit lane each.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn group_scales(x: &BlockQ6Kx16, j: usize) -> [__m512i; 2] {
+    // SAFETY: each load reads exactly the 16 scale bytes of one group; unaligned is allowed.
+    [2 * j, 2 * j + 1]
+        .map(|g| unsafe { _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[g].as_ptr().cast())) })
+}
+
+/// `sumi − 32·(sc₀·Σa₀ + sc₁·Σa₁)`: the codes' offset taken out of sub-block `j`'s scaled dots
+/// with token `y`, from its sums of sixteen activations.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn subtract_offsets(
+    d: impl ByteDot,
+    sumi: __m512i,
+    [sc0, sc1]: [__m512i; 2],
+    y: &BlockQ8K,
+    j: usize,
+) -> __m512i {
+    let offsets = negated_scale_pairs(sc0, sc1, 32);
+    d.dpwssd(sumi, offsets, word_pair(y.bsums[2 * j], y.bsums[2 * j + 1]))
+}
 
 /// `low | (high & 0x30)`, bytewise.
 #[inline]
@@ -74,24 +136,15 @@ fn add_block<D: ByteDot, const N: usize>(
     for j in 0..8 {
         prefetch_part_ahead(x, j, 8);
         let codes = sub_block_codes(x, j);
-        // SAFETY: each load reads exactly the 16 scale bytes of one group; unaligned is
-        // allowed.
-        let (sc0, sc1) = unsafe {
-            (
-                _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j].as_ptr().cast())),
-                _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j + 1].as_ptr().cast())),
-            )
-        };
-        let offsets = negated_scale_pairs(sc0, sc1, 32);
-        let (sc0, sc1) = (d.lane_scales(sc0), d.lane_scales(sc1));
+        let scales = group_scales(x, j);
+        let (sc0, sc1) = (d.lane_scales(scales[0]), d.lane_scales(scales[1]));
         for (t, sumi) in sumi.iter_mut().enumerate() {
             let y = tokens.block(t);
             let q = &y.qs[32 * j..32 * j + 32];
             let first = group_dot(d, &codes[..4], &q[..16], sc0);
             let second = group_dot(d, &codes[4..], &q[16..], sc1);
             *sumi = _mm512_add_epi32(*sumi, _mm512_add_epi32(first, second));
-            let sums = word_pair(y.bsums[2 * j], y.bsums[2 * j + 1]);
-            *sumi = d.dpwssd(*sumi, offsets, sums);
+            *sumi = subtract_offsets(d, *sumi, scales, y, j);
         }
     }
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);

@@ -1,6 +1,7 @@
-//! The AMX kernel of the packed super-block formats whose 32-value sub-blocks have one scale
-//! per row (Q4_K, Q5_K, IQ4_XS), bit-identical to their AVX-512 VNNI kernels: per sub-block
-//! one `tdpbsud` gives the exact integer dots of up to sixteen tokens with sixteen rows; the
+//! The AMX kernel of the packed K-quant formats (Q4_K, Q5_K, Q6_K, IQ4_XS), bit-identical to
+//! their AVX-512 VNNI kernels: per 32-value sub-block one `tdpbsud` (two for Q6_K, whose
+//! 16-value halves have a scale each) gives the exact integer dots of up to sixteen tokens
+//! with sixteen rows; the
 //! layout adds them into each token's integer super-block sums as its VNNI kernel does
 //! ([`TileSubBlocks`]) and ends the super-block with the same float steps. A call with fewer
 //! tokens than fill a tile usefully goes to the VNNI kernel.
@@ -30,16 +31,21 @@ pub(super) trait TileSubBlocks: Avx512Kernels<Act = BlockQ8K> {
     /// The CPU must support AVX-512 F, BW, VL and VNNI.
     unsafe fn codes(&self, j: usize) -> [__m512i; 8];
 
+    /// The parts of a sub-block with a scale each: 1, or 2 (its 16-value halves, codes
+    /// vectors 0–3 and 4–7).
+    const PARTS: usize = 1;
+
     /// A token's integer super-block sums `sumi` with sub-block `j` added, from the exact dots
-    /// `dot` of its codes with the token's activations (row `i` in lane `i`) and the token's
-    /// group summaries of the super-block.
+    /// `dots` of its parts' codes with the token's activations (row `i` in lane `i`), the
+    /// token's activation block `y` and its group summaries of the super-block.
     ///
     /// # Safety
     /// As [`Self::codes`].
     unsafe fn add_sub_block(
         &self,
         j: usize,
-        dot: __m512i,
+        dots: &[__m512i],
+        y: &BlockQ8K,
         summaries: &[BlockSummary],
         sumi: __m512i,
     ) -> __m512i;
@@ -101,24 +107,34 @@ unsafe fn dot_tile<P: TileSubBlocks, T: TileUnit>(
         let mut sumi = [_mm512_setzero_si512(); MAX_TOKENS];
         for j in 0..SUB_BLOCKS {
             // SAFETY: this function's target features are what `codes` needs.
-            for (g, q) in unsafe { x.codes(j) }.into_iter().enumerate() {
-                // SAFETY: writes exactly the 64 bytes `64g..64g + 64` of `code_bytes`.
-                unsafe { _mm512_storeu_si512(code_bytes[64 * g..].as_mut_ptr().cast(), q) };
+            let codes = unsafe { x.codes(j) };
+            let mut dots = [[_mm512_setzero_si512(); 2]; MAX_TOKENS];
+            for part in 0..P::PARTS {
+                // The part's code vectors; the other part's are zero.
+                for (g, q) in codes.iter().enumerate() {
+                    let mine = g * P::PARTS / codes.len() == part;
+                    let q = if mine { *q } else { _mm512_setzero_si512() };
+                    // SAFETY: writes exactly the 64 bytes `64g..64g + 64` of `code_bytes`.
+                    unsafe { _mm512_storeu_si512(code_bytes[64 * g..].as_mut_ptr().cast(), q) };
+                }
+                tiles.zero_sums();
+                // SAFETY: row `t` is the 32 codes of sub-block `j` of token `t`'s block `b`,
+                // `a[t * nb + b]`, `t * stride` bytes after token 0's; it exists for every
+                // `t < tokens` (checked above).
+                unsafe { tiles.load_activations(a[b].qs[32 * j..].as_ptr(), stride) };
+                tiles.load_codes(&code_bytes);
+                tiles.dot();
+                tiles.store_sums(&mut sums);
+                for (dots, sums) in dots.iter_mut().zip(&sums).take(tokens) {
+                    // SAFETY: reads exactly the sixteen sums of one token.
+                    dots[part] = unsafe { _mm512_loadu_si512(sums.as_ptr().cast()) };
+                }
             }
-            tiles.zero_sums();
-            // SAFETY: row `t` is the 32 codes of sub-block `j` of token `t`'s block `b`,
-            // `a[t * nb + b]`, `t * stride` bytes after token 0's; it exists for every
-            // `t < tokens` (checked above).
-            unsafe { tiles.load_activations(a[b].qs[32 * j..].as_ptr(), stride) };
-            tiles.load_codes(&code_bytes);
-            tiles.dot();
-            tiles.store_sums(&mut sums);
-            for (t, sumi) in sumi.iter_mut().enumerate().take(tokens) {
-                // SAFETY: reads exactly the sixteen sums of token `t`.
-                let dot = unsafe { _mm512_loadu_si512(sums[t].as_ptr().cast()) };
-                let at = (t * nb + b) * SUB_BLOCKS;
+            for (t, (sumi, dots)) in sumi.iter_mut().zip(&dots).enumerate().take(tokens) {
+                let (y, at) = (&a[t * nb + b], (t * nb + b) * SUB_BLOCKS);
+                let summaries = &s[at..at + SUB_BLOCKS];
                 // SAFETY: as for `codes`.
-                *sumi = unsafe { x.add_sub_block(j, dot, &s[at..at + SUB_BLOCKS], *sumi) };
+                *sumi = unsafe { x.add_sub_block(j, &dots[..P::PARTS], y, summaries, *sumi) };
             }
         }
         for (t, (acc, sumi)) in acc.iter_mut().zip(sumi).enumerate().take(tokens) {

@@ -539,6 +539,8 @@ mod amx_kernels {
             scales |b, d, m| (b.d, b.dmin) = (d, m), reference dot_rows::<BlockQ4Kx16>;
         q5_k_amx_matches_reference_bit_exact: BlockQ5Kx16, blocks 1..3,
             scales |b, d, m| (b.d, b.dmin) = (d, m), reference dot_rows::<BlockQ5Kx16>;
+        q6_k_amx_matches_reference_bit_exact: BlockQ6Kx16, blocks 1..3,
+            scales |b, d, _| b.d = d, reference dot_rows::<BlockQ6Kx16>;
         iq4_xs_amx_matches_reference_bit_exact: BlockIq4Xsx16, blocks 1..3,
             scales |b, d, _| b.d = d, reference dot_rows::<BlockIq4Xsx16>;
         q5_0_amx_matches_reference_bit_exact: BlockQ5_0x16, blocks 1..6,
