@@ -10,11 +10,12 @@
 //! needed. Decode and prefill both use the packed kernel, so a token's outputs are the same
 //! whether it is multiplied alone or in a batch, and on any number of threads.
 //!
-//! Where the CPU has AMX (and Linux lets the process use it), Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1,
-//! Q8_0 and MXFP4 (`byte_codes_amx`), and Q4_K, Q5_K, Q6_K and IQ4_XS (`super_blocks_amx`), products
-//! of four or more tokens run on the tile unit, with the same integer sums and the same float
-//! steps, so the results do not change. The AMX kernels are written over `amx::TileUnit`,
-//! which tests also run on a software model of the unit where the CPU has no AMX.
+//! Where the CPU has AMX (and Linux lets the process use it), products of four or more tokens
+//! run on the tile unit: Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_0 and MXFP4 (`byte_codes_amx`), and
+//! Q4_K, Q5_K, Q6_K and IQ4_XS (`super_blocks_amx`), with the same integer sums and the same
+//! float steps, so the results do not change. The AMX kernels are written over
+//! `amx::TileUnit`, which tests also run on a software model of the unit where the CPU has no
+//! AMX.
 //!
 //! Which type packs into which layout, and for which instruction set, is written once in
 //! [`crate::registry`]; this module knows the layouts and their kernels, not the CPU.
