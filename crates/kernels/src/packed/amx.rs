@@ -9,9 +9,39 @@
 //! was granted.
 
 use std::arch::asm;
+use std::arch::x86_64::*;
+
+use super::ROWS;
+use super::fold_avx512::token_chunks;
+use crate::operands::BlockSummary;
+use crate::quant::BlockFormat;
 
 /// Tile rows a kernel fills at most: one per token.
 pub(super) const MAX_TOKENS: usize = 16;
+
+/// Fewer tokens than this run on the VNNI kernel: a tile product costs about as much however
+/// few of its rows are used.
+const MIN_TOKENS: usize = 4;
+
+/// An AMX kernel's calls: the tokens of `out` (with their activation blocks `a` and summaries
+/// `s`, `blocks` blocks a token) [`MAX_TOKENS`] at a time, each chunk to `tiles`, or to `vnni`
+/// where it has fewer than fill a tile usefully.
+#[inline(always)]
+pub(super) fn by_tile_chunks<A: BlockFormat>(
+    out: &mut [[f32; ROWS]],
+    a: &[A],
+    s: &[BlockSummary],
+    blocks: usize,
+    mut vnni: impl FnMut(&mut [[f32; ROWS]], &[A], &[BlockSummary]),
+    mut tiles: impl FnMut(&mut [[f32; ROWS]], &[A], &[BlockSummary]),
+) {
+    for (out, a, s) in token_chunks(out, a, s, blocks, MAX_TOKENS) {
+        match out.len() < MIN_TOKENS {
+            true => vnni(out, a, s),
+            false => tiles(out, a, s),
+        }
+    }
+}
 
 /// Whether the AMX kernels may run in this process: the detected level includes AMX.
 #[cfg(test)]
@@ -81,6 +111,33 @@ pub(super) trait TileUnit: Sized {
 
     /// Writes tile 0's rows to `sums` (one row of sixteen i32 per token).
     fn store_sums(&mut self, sums: &mut [[i32; 16]; MAX_TOKENS]);
+}
+
+/// The exact dots of the configured tokens' 32 activation bytes (token `t`'s at
+/// `first + t * stride`) with sixteen rows' code vectors `codes` (vector `g`: each row's codes
+/// `4g..4g + 4`), token `t`'s sixteen in `sums[t]`.
+///
+/// # Safety
+/// As [`TileUnit::load_activations`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) unsafe fn dot_codes<T: TileUnit>(
+    tiles: &mut T,
+    codes: [__m512i; 8],
+    (first, stride): (*const i8, usize),
+    sums: &mut [[i32; 16]; MAX_TOKENS],
+) {
+    let mut code_bytes = [0u8; 512];
+    for (g, q) in codes.into_iter().enumerate() {
+        // SAFETY: writes exactly the 64 bytes `64g..64g + 64` of `code_bytes`.
+        unsafe { _mm512_storeu_si512(code_bytes[64 * g..].as_mut_ptr().cast(), q) };
+    }
+    tiles.zero_sums();
+    // SAFETY: the caller vouches for the rows.
+    unsafe { tiles.load_activations(first, stride) };
+    tiles.load_codes(&code_bytes);
+    tiles.dot();
+    tiles.store_sums(sums);
 }
 
 /// The tile unit, configured for one kernel call and released when dropped.

@@ -8,16 +8,12 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::amx::{MAX_TOKENS, TileUnit};
+use super::amx::{MAX_TOKENS, TileUnit, by_tile_chunks, dot_codes};
 use super::byte_codes_avx512::{self, ByteCodes};
 use super::byte_dot::Vnni;
 use super::fold_avx512;
 use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
-
-/// Fewer tokens than this run on the VNNI kernel: a tile product costs about as much however
-/// few of its rows are used.
-const MIN_TOKENS: usize = 4;
 
 /// [`byte_codes_avx512::dot_group`] on the tile unit `T` (or its model).
 ///
@@ -32,16 +28,19 @@ pub(super) unsafe fn dot_group<B: ByteCodes, T: TileUnit>(
     out: &mut [[f32; ROWS]],
     codes: impl Fn(&B) -> [__m512i; 8] + Copy,
 ) {
-    for (out, a, s) in fold_avx512::token_chunks(out, a, s, w.len(), MAX_TOKENS) {
-        if out.len() < MIN_TOKENS {
+    by_tile_chunks(
+        out,
+        a,
+        s,
+        w.len(),
+        |out, a, s| {
             // SAFETY: this function's target features include AVX-512 VNNI.
             let d = unsafe { Vnni::new() };
-            byte_codes_avx512::dot_group(d, w, a, s, out, codes);
-        } else {
-            // SAFETY: the caller checked what `T` needs.
-            unsafe { dot_tile::<B, T>(w, a, s, out, codes) };
-        }
-    }
+            byte_codes_avx512::dot_group(d, w, a, s, out, codes)
+        },
+        // SAFETY: the caller checked what `T` needs.
+        |out, a, s| unsafe { dot_tile::<B, T>(w, a, s, out, codes) },
+    );
 }
 
 /// The rows of `w` against each of the `out.len()` (at most [`MAX_TOKENS`]) tokens of `a`.
@@ -62,21 +61,12 @@ unsafe fn dot_tile<B: ByteCodes, T: TileUnit>(
     // SAFETY: the caller checked what `T` needs.
     let mut tiles = unsafe { T::configure(tokens) };
     let mut acc = [_mm512_setzero_ps(); MAX_TOKENS];
-    let mut code_bytes = [0u8; 512];
     let mut sums = [[0i32; 16]; MAX_TOKENS];
     let stride = nb * size_of::<BlockQ8_0>();
     for (b, x) in w.iter().enumerate() {
-        for (g, q) in codes(x).into_iter().enumerate() {
-            // SAFETY: writes exactly the 64 bytes `64g..64g + 64` of `code_bytes`.
-            unsafe { _mm512_storeu_si512(code_bytes[64 * g..].as_mut_ptr().cast(), q) };
-        }
-        tiles.zero_sums();
         // SAFETY: row `t` is the 32 codes of token `t`'s block `b`, `a[t * nb + b]`, which
         // exists for every `t < tokens` (checked above).
-        unsafe { tiles.load_activations(a[b].qs.as_ptr(), stride) };
-        tiles.load_codes(&code_bytes);
-        tiles.dot();
-        tiles.store_sums(&mut sums);
+        unsafe { dot_codes(&mut tiles, codes(x), (a[b].qs.as_ptr(), stride), &mut sums) };
         let dw = byte_codes_avx512::scale_vector(x.scales());
         let mins = x.mins().map(|m| byte_codes_avx512::scale_vector(m));
         for (t, acc) in acc.iter_mut().enumerate().take(tokens) {

@@ -12,42 +12,23 @@ use super::iq4_xsx16::BlockIq4Xsx16;
 use super::nibbles::BlockIq4Nlx16;
 use super::nibbles_avx512::codes;
 use super::q4_kx16_avx512::sub_block_dot;
-use super::super_blocks_amx::TileSubBlocks;
 use crate::operands::BlockSummary;
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
 /// The largest of IQ4_NL's byte codes (its values plus 128).
 const MAX_CODE: u8 = max_code(&BlockIq4Nlx16::CODES);
 
-super_block_dot_group!(BlockIq4Xsx16, add_block, amx);
-
-impl TileSubBlocks for BlockIq4Xsx16 {
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn codes(&self, j: usize) -> [__m512i; 8] {
-        codes(&self.qs[j], &BlockIq4Nlx16::CODES)
+super_block_dot_group!(
+    BlockIq4Xsx16,
+    add_block,
+    amx {
+        codes: |x, j| codes(&x.qs[j], &BlockIq4Nlx16::CODES),
+        add_sub_block: |_d, x, j, dots, _y, summaries, sumi| {
+            add_sub_block_dot(sumi, dots[0], summaries[j].sum, sub_block_scales(x, j))
+        },
+        finish: |_d, x, sumi, y, acc| scaled(acc, row_scales(&x.d), y.d, sumi, Sign::Plus),
     }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn add_sub_block(
-        &self,
-        j: usize,
-        dots: &[__m512i],
-        _: &BlockQ8K,
-        summaries: &[BlockSummary],
-        sumi: __m512i,
-    ) -> __m512i {
-        add_sub_block_dot(sumi, dots[0], summaries[j].sum, sub_block_scales(self, j))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn finish(&self, sumi: __m512i, y: &BlockQ8K, acc: __m512) -> __m512 {
-        scaled(acc, row_scales(&self.d), y.d, sumi, Sign::Plus)
-    }
-}
+);
 
 /// The rows' signed scales of sub-block `j`, one 32-bit lane each.
 #[inline]

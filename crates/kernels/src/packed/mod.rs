@@ -132,46 +132,38 @@ macro_rules! byte_code_kernels {
 #[cfg(target_arch = "x86_64")]
 macro_rules! amx_entries {
     ($packed:ty, $act:ty, |$w:ident, $a:ident, $s:ident, $out:ident, $tiles:ident| $run:expr) => {
-        const DOT_AMX: Option<$crate::packed::GroupDotFn<Self>> = {
-            /// The VNNI kernel on the AMX tile unit where a call has tokens enough;
-            /// bit-identical to it.
-            ///
-            /// # Safety
-            /// The CPU must support [`crate::Isa::Amx`].
-            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-            unsafe fn dot_amx(
-                $w: &[$packed],
-                $a: &[$act],
-                $s: &[$crate::operands::BlockSummary],
-                $out: &mut [[f32; $crate::packed::ROWS]],
-            ) {
-                type $tiles = $crate::packed::amx::Tiles;
-                // SAFETY: the caller checked AMX.
-                unsafe { $run }
-            }
-            Some(dot_amx)
-        };
+        /// The VNNI kernel on the AMX tile unit where a call has tokens enough; bit-identical
+        /// to it. It needs [`crate::Isa::Amx`].
+        const DOT_AMX: Option<$crate::packed::GroupDotFn<Self>> = amx_entries!(
+            @kernel $crate::packed::amx::Tiles, $packed, $act, |$w, $a, $s, $out, $tiles| $run
+        );
 
+        /// [`Self::DOT_AMX`] on the software model of the tile unit. It needs AVX-512 VNNI.
         #[cfg(test)]
-        const DOT_AMX_MODEL: Option<$crate::packed::GroupDotFn<Self>> = {
-            /// [`Self::DOT_AMX`] on the software model of the tile unit.
-            ///
-            /// # Safety
-            /// The CPU must support AVX-512 VNNI.
-            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-            unsafe fn dot_amx_model(
-                $w: &[$packed],
-                $a: &[$act],
-                $s: &[$crate::operands::BlockSummary],
-                $out: &mut [[f32; $crate::packed::ROWS]],
-            ) {
-                type $tiles = $crate::packed::amx::ModelTiles;
-                // SAFETY: the model needs nothing beyond the caller's AVX-512 VNNI.
-                unsafe { $run }
-            }
-            Some(dot_amx_model)
-        };
+        const DOT_AMX_MODEL: Option<$crate::packed::GroupDotFn<Self>> = amx_entries!(
+            @kernel $crate::packed::amx::ModelTiles, $packed, $act,
+            |$w, $a, $s, $out, $tiles| $run
+        );
     };
+    (
+        @kernel $unit:ty, $packed:ty, $act:ty,
+        |$w:ident, $a:ident, $s:ident, $out:ident, $tiles:ident| $run:expr
+    ) => {{
+        /// # Safety
+        /// The CPU must support AVX-512 VNNI and what `TileUnit::configure` asks of the unit.
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        unsafe fn dot(
+            $w: &[$packed],
+            $a: &[$act],
+            $s: &[$crate::operands::BlockSummary],
+            $out: &mut [[f32; $crate::packed::ROWS]],
+        ) {
+            type $tiles = $unit;
+            // SAFETY: the entry's caller checked what the unit needs.
+            unsafe { $run }
+        }
+        Some(dot)
+    }};
 }
 
 /// Makes the AVX-512 kernels of a packed super-block format against Q8_K activations the
@@ -179,8 +171,9 @@ macro_rules! amx_entries {
 /// time the loop of `fold_avx512` over the row group's blocks, in which `$add(d, x, tokens,
 /// acc)` (generic over the dot products `D` and the number of tokens `N`) adds block `x`'s
 /// products with the tokens' activations to their accumulators; with `times $factor`, the
-/// sums are multiplied by it at the end; with `amx`, the layout also has the AMX kernel of
-/// `super_blocks_amx` (it implements `TileSubBlocks`).
+/// sums are multiplied by it at the end; with `amx { … }`, the layout also has the AMX kernel
+/// of `super_blocks_amx`, and the three bodies given (each with its parameters named, the
+/// first a `Vnni` where it has one) implement its `TileSubBlocks`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! super_block_dot_group {
     (@entries $packed:ty, $add:expr $(, times $factor:expr)?) => {
@@ -218,12 +211,60 @@ macro_rules! super_block_dot_group {
             }
         });
     };
-    ($packed:ty, $add:expr, amx) => {
+    (
+        $packed:ty, $add:expr, amx $(parts $parts:literal)? {
+            codes: |$cx:ident, $cj:ident| $codes:expr,
+            add_sub_block: |$ad:ident, $ax:ident, $aj:ident, $dots:ident, $y:ident,
+                $summaries:ident, $sumi:ident| $add_sub_block:expr,
+            finish: |$fd:ident, $fx:ident, $fsumi:ident, $fy:ident, $acc:ident| $finish:expr $(,)?
+        }
+    ) => {
         impl $crate::packed::Avx512Kernels for $packed {
             super_block_dot_group!(@entries $packed, $add);
             amx_entries!($packed, $crate::quant::q8_k::BlockQ8K, |w, a, s, out, T| {
                 $crate::packed::super_blocks_amx::dot_group::<$packed, T>(w, a, s, out)
             });
+        }
+
+        impl $crate::packed::super_blocks_amx::TileSubBlocks for $packed {
+            $(const PARTS: usize = $parts;)?
+
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+            unsafe fn codes(&self, $cj: usize) -> [::std::arch::x86_64::__m512i; 8] {
+                let $cx = self;
+                $codes
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+            unsafe fn add_sub_block(
+                &self,
+                $aj: usize,
+                $dots: &[::std::arch::x86_64::__m512i],
+                $y: &$crate::quant::q8_k::BlockQ8K,
+                $summaries: &[$crate::operands::BlockSummary],
+                $sumi: ::std::arch::x86_64::__m512i,
+            ) -> ::std::arch::x86_64::__m512i {
+                // SAFETY: this function's target features include AVX-512 VNNI.
+                let $ad = unsafe { $crate::packed::byte_dot::Vnni::new() };
+                let $ax = self;
+                $add_sub_block
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+            unsafe fn finish(
+                &self,
+                $fsumi: ::std::arch::x86_64::__m512i,
+                $fy: &$crate::quant::q8_k::BlockQ8K,
+                $acc: ::std::arch::x86_64::__m512,
+            ) -> ::std::arch::x86_64::__m512 {
+                // SAFETY: this function's target features include AVX-512 VNNI.
+                let $fd = unsafe { $crate::packed::byte_dot::Vnni::new() };
+                let $fx = self;
+                $finish
+            }
         }
     };
     ($packed:ty, $add:expr $(, times $factor:expr)?) => {

@@ -4,11 +4,9 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::{ByteDot, Vnni, broadcast_quad};
+use super::byte_dot::{ByteDot, broadcast_quad};
 use super::fold_avx512::{Sign, Tokens, add_scaled, row_scales, scaled};
 use super::q4_kx16::BlockQ4Kx16;
-use super::super_blocks_amx::TileSubBlocks;
-use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
@@ -17,36 +15,14 @@ super_block_dot_group!(
     |d, x: &BlockQ4Kx16, tokens, acc| {
         add_k_block(d, x, tokens, acc, 15, |x| x, |x, j| sub_block_codes(x, j))
     },
-    amx
+    amx {
+        codes: |x, j| sub_block_codes(x, j),
+        add_sub_block: |_d, x, j, dots, _y, _summaries, sumi| {
+            add_scaled_sub_block(x, j, dots[0], sumi)
+        },
+        finish: |d, x, sumi, y, acc| finish_k_block(d, x, sumi, y, acc),
+    }
 );
-
-impl TileSubBlocks for BlockQ4Kx16 {
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn codes(&self, j: usize) -> [__m512i; 8] {
-        sub_block_codes(self, j)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn add_sub_block(
-        &self,
-        j: usize,
-        dots: &[__m512i],
-        _: &BlockQ8K,
-        _: &[BlockSummary],
-        sumi: __m512i,
-    ) -> __m512i {
-        add_scaled_sub_block(self, j, dots[0], sumi)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn finish(&self, sumi: __m512i, y: &BlockQ8K, acc: __m512) -> __m512 {
-        // SAFETY: this function's target features include AVX-512 VNNI.
-        finish_k_block(unsafe { Vnni::new() }, self, sumi, y, acc)
-    }
-}
 
 /// `sumi + sc_j · dot`: sub-block `j`'s exact dots `dot` scaled by the rows' 6-bit scales, as
 /// [`add_k_block`] adds them (the tile unit's share of a Q4_K-shaped super-block).

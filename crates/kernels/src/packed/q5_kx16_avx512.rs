@@ -3,48 +3,22 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::Vnni;
 use super::q4_kx16_avx512::{add_k_block, add_scaled_sub_block, finish_k_block, sub_block_codes};
 use super::q5_kx16::BlockQ5Kx16;
-use super::super_blocks_amx::TileSubBlocks;
-use crate::operands::BlockSummary;
-use crate::quant::q8_k::BlockQ8K;
 
 super_block_dot_group!(
     BlockQ5Kx16,
     |d, x: &BlockQ5Kx16, tokens, acc| {
         add_k_block(d, x, tokens, acc, 31, |x| &x.low, |x, j| codes(x, j))
     },
-    amx
+    amx {
+        codes: |x, j| codes(x, j),
+        add_sub_block: |_d, x, j, dots, _y, _summaries, sumi| {
+            add_scaled_sub_block(&x.low, j, dots[0], sumi)
+        },
+        finish: |d, x, sumi, y, acc| finish_k_block(d, &x.low, sumi, y, acc),
+    }
 );
-
-impl TileSubBlocks for BlockQ5Kx16 {
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn codes(&self, j: usize) -> [__m512i; 8] {
-        codes(self, j)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn add_sub_block(
-        &self,
-        j: usize,
-        dots: &[__m512i],
-        _: &BlockQ8K,
-        _: &[BlockSummary],
-        sumi: __m512i,
-    ) -> __m512i {
-        add_scaled_sub_block(&self.low, j, dots[0], sumi)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn finish(&self, sumi: __m512i, y: &BlockQ8K, acc: __m512) -> __m512 {
-        // SAFETY: this function's target features include AVX-512 VNNI.
-        finish_k_block(unsafe { Vnni::new() }, &self.low, sumi, y, acc)
-    }
-}
 
 /// The eight code vectors (`0..32`) of sub-block `j`: vector `g` gives each row its codes
 /// `4g..4g + 4`.

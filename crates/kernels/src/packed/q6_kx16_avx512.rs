@@ -4,49 +4,27 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::{ByteDot, Vnni, broadcast_quad, negated_scale_pairs, word_pair};
+use super::byte_dot::{ByteDot, broadcast_quad, negated_scale_pairs, word_pair};
 use super::fold_avx512::{Sign, Tokens, add_scaled, row_scales, scaled};
 use super::q6_kx16::BlockQ6Kx16;
-use super::super_blocks_amx::TileSubBlocks;
-use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
 
-super_block_dot_group!(BlockQ6Kx16, add_block, amx);
-
-impl TileSubBlocks for BlockQ6Kx16 {
-    const PARTS: usize = 2;
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn codes(&self, j: usize) -> [__m512i; 8] {
-        sub_block_codes(self, j)
+super_block_dot_group!(
+    BlockQ6Kx16,
+    add_block,
+    amx parts 2 {
+        codes: |x, j| sub_block_codes(x, j),
+        add_sub_block: |d, x, j, dots, y, _summaries, sumi| {
+            let [sc0, sc1] = group_scales(x, j);
+            let first = _mm512_mullo_epi32(dots[0], sc0);
+            let second = _mm512_mullo_epi32(dots[1], sc1);
+            let sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(first, second));
+            subtract_offsets(d, sumi, [sc0, sc1], y, j)
+        },
+        finish: |_d, x, sumi, y, acc| scaled(acc, row_scales(&x.d), y.d, sumi, Sign::Plus),
     }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn add_sub_block(
-        &self,
-        j: usize,
-        dots: &[__m512i],
-        y: &BlockQ8K,
-        _: &[BlockSummary],
-        sumi: __m512i,
-    ) -> __m512i {
-        let [sc0, sc1] = group_scales(self, j);
-        let first = _mm512_mullo_epi32(dots[0], sc0);
-        let second = _mm512_mullo_epi32(dots[1], sc1);
-        let sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(first, second));
-        // SAFETY: this function's target features include AVX-512 VNNI.
-        subtract_offsets(unsafe { Vnni::new() }, sumi, [sc0, sc1], y, j)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn finish(&self, sumi: __m512i, y: &BlockQ8K, acc: __m512) -> __m512 {
-        scaled(acc, row_scales(&self.d), y.d, sumi, Sign::Plus)
-    }
-}
+);
 
 /// The rows' scales of the two 16-value groups of sub-block `j`, one 32-bit lane each.
 #[inline]

@@ -8,15 +8,11 @@
 
 use std::arch::x86_64::*;
 
-use super::amx::{MAX_TOKENS, TileUnit};
-use super::fold_avx512::{store, token_chunks};
+use super::amx::{MAX_TOKENS, TileUnit, by_tile_chunks, dot_codes};
+use super::fold_avx512::store;
 use super::{Avx512Kernels, ROWS};
 use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
-
-/// Fewer tokens than this run on the VNNI kernel: a tile product costs about as much however
-/// few of its rows are used.
-const MIN_TOKENS: usize = 4;
 
 /// Sub-blocks of 32 values in a super-block.
 const SUB_BLOCKS: usize = 8;
@@ -71,15 +67,16 @@ pub(super) unsafe fn dot_group<P: TileSubBlocks, T: TileUnit>(
     s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
 ) {
-    for (out, a, s) in token_chunks(out, a, s, w.len(), MAX_TOKENS) {
-        if out.len() < MIN_TOKENS {
-            // SAFETY: this function's target features include AVX-512 VNNI.
-            unsafe { (P::DOT)(w, a, s, out) };
-        } else {
-            // SAFETY: the caller checked what `T` needs.
-            unsafe { dot_tile::<P, T>(w, a, s, out) };
-        }
-    }
+    by_tile_chunks(
+        out,
+        a,
+        s,
+        w.len(),
+        // SAFETY: this function's target features include AVX-512 VNNI.
+        |out, a, s| unsafe { (P::DOT)(w, a, s, out) },
+        // SAFETY: the caller checked what `T` needs.
+        |out, a, s| unsafe { dot_tile::<P, T>(w, a, s, out) },
+    );
 }
 
 /// The rows of `w` against each of the `out.len()` (at most [`MAX_TOKENS`]) tokens of `a`.
@@ -100,7 +97,6 @@ unsafe fn dot_tile<P: TileSubBlocks, T: TileUnit>(
     // SAFETY: the caller checked what `T` needs.
     let mut tiles = unsafe { T::configure(tokens) };
     let mut acc = [_mm512_setzero_ps(); MAX_TOKENS];
-    let mut code_bytes = [0u8; 512];
     let mut sums = [[0i32; 16]; MAX_TOKENS];
     let stride = nb * size_of::<BlockQ8K>();
     for (b, x) in w.iter().enumerate() {
@@ -111,20 +107,17 @@ unsafe fn dot_tile<P: TileSubBlocks, T: TileUnit>(
             let mut dots = [[_mm512_setzero_si512(); 2]; MAX_TOKENS];
             for part in 0..P::PARTS {
                 // The part's code vectors; the other part's are zero.
-                for (g, q) in codes.iter().enumerate() {
-                    let mine = g * P::PARTS / codes.len() == part;
-                    let q = if mine { *q } else { _mm512_setzero_si512() };
-                    // SAFETY: writes exactly the 64 bytes `64g..64g + 64` of `code_bytes`.
-                    unsafe { _mm512_storeu_si512(code_bytes[64 * g..].as_mut_ptr().cast(), q) };
+                let mut mine = codes;
+                for (g, q) in mine.iter_mut().enumerate() {
+                    if g * P::PARTS / codes.len() != part {
+                        *q = _mm512_setzero_si512();
+                    }
                 }
-                tiles.zero_sums();
+                let first = a[b].qs[32 * j..].as_ptr();
                 // SAFETY: row `t` is the 32 codes of sub-block `j` of token `t`'s block `b`,
                 // `a[t * nb + b]`, `t * stride` bytes after token 0's; it exists for every
                 // `t < tokens` (checked above).
-                unsafe { tiles.load_activations(a[b].qs[32 * j..].as_ptr(), stride) };
-                tiles.load_codes(&code_bytes);
-                tiles.dot();
-                tiles.store_sums(&mut sums);
+                unsafe { dot_codes(&mut tiles, mine, (first, stride), &mut sums) };
                 for (dots, sums) in dots.iter_mut().zip(&sums).take(tokens) {
                     // SAFETY: reads exactly the sixteen sums of one token.
                     dots[part] = unsafe { _mm512_loadu_si512(sums.as_ptr().cast()) };
