@@ -20,7 +20,7 @@ super_block_dot_group!(
             let first = _mm512_mullo_epi32(dots[0], sc0);
             let second = _mm512_mullo_epi32(dots[1], sc1);
             let sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(first, second));
-            subtract_offsets(d, sumi, [sc0, sc1], y, j)
+            subtract_offsets(d, sumi, negated_scale_pairs(sc0, sc1, 32), y, j)
         },
         finish: |_d, x, sumi, y, acc| scaled(acc, row_scales(&x.d), y.d, sumi, Sign::Plus),
     }
@@ -36,17 +36,17 @@ fn group_scales(x: &BlockQ6Kx16, j: usize) -> [__m512i; 2] {
 }
 
 /// `sumi − 32·(sc₀·Σa₀ + sc₁·Σa₁)`: the codes' offset taken out of sub-block `j`'s scaled dots
-/// with token `y`, from its sums of sixteen activations.
+/// with token `y`, from its sums of sixteen activations and the rows' `offsets`
+/// ([`negated_scale_pairs`] of the group scales and 32).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn subtract_offsets(
     d: impl ByteDot,
     sumi: __m512i,
-    [sc0, sc1]: [__m512i; 2],
+    offsets: __m512i,
     y: &BlockQ8K,
     j: usize,
 ) -> __m512i {
-    let offsets = negated_scale_pairs(sc0, sc1, 32);
     d.dpwssd(sumi, offsets, word_pair(y.bsums[2 * j], y.bsums[2 * j + 1]))
 }
 
@@ -114,15 +114,16 @@ fn add_block<D: ByteDot, const N: usize>(
     for j in 0..8 {
         prefetch_part_ahead(x, j, 8);
         let codes = sub_block_codes(x, j);
-        let scales = group_scales(x, j);
-        let (sc0, sc1) = (d.lane_scales(scales[0]), d.lane_scales(scales[1]));
+        let [sc0, sc1] = group_scales(x, j);
+        let offsets = negated_scale_pairs(sc0, sc1, 32);
+        let (sc0, sc1) = (d.lane_scales(sc0), d.lane_scales(sc1));
         for (t, sumi) in sumi.iter_mut().enumerate() {
             let y = tokens.block(t);
             let q = &y.qs[32 * j..32 * j + 32];
             let first = group_dot(d, &codes[..4], &q[..16], sc0);
             let second = group_dot(d, &codes[4..], &q[16..], sc1);
             *sumi = _mm512_add_epi32(*sumi, _mm512_add_epi32(first, second));
-            *sumi = subtract_offsets(d, *sumi, scales, y, j);
+            *sumi = subtract_offsets(d, *sumi, offsets, y, j);
         }
     }
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
