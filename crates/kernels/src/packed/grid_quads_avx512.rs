@@ -1,17 +1,18 @@
 //! AVX-512 kernel of the `grid_quads` layout (IQ3_XXS, IQ3_S): the grid (256 or 512 entries)
 //! is held in registers three bits a coordinate (`register_grid_avx512`); per two groups of
-//! four values one lookup finds the entries of all sixteen rows; a word permute puts each
-//! row's entry in both words of its 32-bit lane `i`, and a shift and a mask make its four
-//! coordinates. The group's sign mask sets bit 3 of the negative ones, and one byte shuffle
-//! makes the byte codes `64 + g` or `64 − g` (magnitudes `g` are below 64). One `vpdpbusd`
-//! per token dots those codes with the token's four activations broadcast from memory. Per
-//! sub-block `64·Σa` (from the summaries) is subtracted, which leaves the exact `Σ ±g·a`, and
-//! the rows' multipliers `2l + 1` scale it; the float steps are the reference's (`grid_quads`).
+//! four values one lookup finds the entries of all sixteen rows, and a shift, a mask and a byte
+//! shuffle make their magnitudes (row `i` in 32-bit lane `i`). The group's sign mask turns each
+//! magnitude `g` into the byte code `64 + g` or `64 − g` (magnitudes are below 64), and one
+//! `vpdpbusd` per token dots those codes with the token's four activations broadcast from
+//! memory. Per sub-block `64·Σa` (from the summaries) is subtracted, which leaves the exact
+//! `Σ ±g·a`, and the rows' multipliers `2l + 1` scale it; the float steps are the reference's
+//! (`grid_quads`).
 //!
 //! The lookup replaced a `vpgatherdd` of the sixteen grid words: on the AMD kind the product
 //! of a matrix with one token went 2.3× (IQ3_XXS) and 1.6× (IQ3_S) faster, and looking up two
-//! groups at once instead of one then 1.2× and 1.57× (matrix products of 16–512 tokens 1.35×
-//! and 1.4×).
+//! groups at once instead of one then 1.20× and 1.58× (matrix products of 16–512 tokens
+//! 1.44× and 1.41×). Tried and not kept: one word permute putting each entry in both words
+//! of its lane, with the sign chosen inside the byte shuffle (IQ3_XXS 1.03×, IQ3_S 0.94×).
 
 use std::arch::x86_64::*;
 
@@ -19,9 +20,7 @@ use super::ROWS;
 use super::byte_dot::{ByteDot, broadcast_quad};
 use super::fold_avx512::{Tokens, row_scales};
 use super::grid_quads::{GridQuadRows, SUB_BLOCKS};
-use super::register_grid_avx512::{
-    MAX_ENTRIES, RegisterGrid, signed_weight_bytes, weight_byte_table,
-};
+use super::register_grid_avx512::{MAX_ENTRIES, RegisterGrid};
 use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -65,21 +64,20 @@ fn group_codes<B: GridQuadRows>(grid: &RegisterGrid, x: &B, q: usize) -> [__m512
         index = _mm512_or_si512(index, ninth);
     }
     let found = grid.lookup(index);
-    // Coordinates have three bits; the sign is bit 3.
-    let weight_bytes =
-        weight_byte_table(&const { signed_weight_bytes(&B::VALUES, OFFSET as u8, 8) });
-    let negative = _mm512_set1_epi8(8);
+    let halves = [
+        _mm512_castsi512_si256(found),
+        _mm512_extracti64x4_epi64::<1>(found),
+    ];
+    let values = _mm512_set1_epi64(i64::from_le_bytes(B::VALUES));
+    let offset = _mm512_set1_epi8(OFFSET as i8);
     [0, 1].map(|h| {
-        // Group `q + h`'s entry of row `i` in both words of 32-bit lane `i`.
-        let words: [i16; 32] = std::array::from_fn(|k| (16 * h + k / 2) as i16);
-        // SAFETY: reads exactly the 64 bytes of `words`; unaligned is allowed.
-        let words = unsafe { _mm512_loadu_si512(words.as_ptr().cast()) };
-        let both = _mm512_permutexvar_epi16(words, found);
+        let entries = _mm512_cvtepu16_epi32(halves[h]);
+        let both = _mm512_or_si512(entries, _mm512_slli_epi32::<16>(entries));
         let shifted = _mm512_srlv_epi16(both, _mm512_set1_epi32(0x0003_0000));
         let coordinates = _mm512_and_si512(shifted, _mm512_set1_epi16(0x0707));
-        let signs = quads.signs[q + h];
-        let codes = _mm512_mask_add_epi8(coordinates, signs, coordinates, negative);
-        _mm512_shuffle_epi8(weight_bytes, codes)
+        let magnitudes = _mm512_shuffle_epi8(values, coordinates);
+        let positive = _mm512_or_si512(magnitudes, offset);
+        _mm512_mask_sub_epi8(positive, quads.signs[q + h], offset, magnitudes)
     })
 }
 

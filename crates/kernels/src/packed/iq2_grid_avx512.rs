@@ -3,9 +3,9 @@
 //! The grid (256, 512 or 1024 entries) is held in registers two bits a coordinate
 //! (`register_grid_avx512`). Per two groups of eight values the sixteen rows' indices (the
 //! high bits merged in) are one lookup's 32; a word permute spreads each row's entry over its
-//! 64-bit lane, and a shift and a mask make its eight coordinates. The group's 64-bit sign
-//! mask sets bit 2 of the negative ones, and one byte shuffle makes the weights as bytes
-//! `64 ± g`: every weight byte is positive, so `vpmaddubsw` multiplies it
+//! 64-bit lane, and a shift, a mask and a byte shuffle make its eight values. The signs are
+//! applied to the weights as bytes `64 ± g` (one add and one masked subtract under the
+//! group's 64-bit sign mask): every weight byte is positive, so `vpmaddubsw` multiplies it
 //! with the broadcast activations without saturating (`2 · 107 · 128 < 2^15`), and `vpdpwssd`
 //! adds the pairs times the run's multiplier `2l + 1` (spread over the row's four 16-bit
 //! lanes) into 32-bit sums per row and half group.
@@ -18,8 +18,11 @@
 //!
 //! On the AMD kind, against eight scalar loads of grid words per eight rows, the lookup from
 //! registers made the product of a matrix with one token 1.5× (IQ2_XXS) and 1.3× (IQ2_XS)
-//! faster; looking up two groups at once instead of one then 1.14× and 1.13×. IQ2_S's
-//! 1024-entry grid, looked up two groups at once, gave 1.29× over the loads.
+//! faster; looking up two groups at once instead of one then 1.15× and 1.14×. IQ2_S's
+//! 1024-entry grid, looked up two groups at once, gave 1.30× over the loads. Tried and not
+//! kept: the sign chosen inside the byte shuffle (one masked add instead of an add and a
+//! masked subtract), and even and odd groups summed apart for one or two tokens: neither
+//! beat the noise on all three types.
 
 use std::arch::x86_64::*;
 
@@ -27,9 +30,7 @@ use super::ROWS;
 use super::byte_dot::ByteDot;
 use super::fold_avx512::{Tokens, row_scales};
 use super::iq2_grid::{GROUPS, GridRows};
-use super::register_grid_avx512::{
-    MAX_ENTRIES, RegisterGrid, signed_weight_bytes, weight_byte_table,
-};
+use super::register_grid_avx512::{MAX_ENTRIES, RegisterGrid};
 use crate::quant::iq_grids::IQ2_VALUES;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -54,18 +55,14 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
     let grid = register_grid::<P>();
     prefetch_ahead(x);
     let m = multipliers::<P>(x.levels());
-    // Per token and vector of rows, the sums of even and odd groups apart where there are
-    // few tokens, so that more multiply-add chains run at once.
-    let chains = if N <= 2 { 2 } else { 1 };
-    let mut sums = [[[_mm512_setzero_si512(); 2]; 2]; N];
+    let mut sums = [[_mm512_setzero_si512(); 2]; N];
     let groups_per_run = GROUPS / P::RUNS;
     for (r, m) in m.iter().take(P::RUNS).enumerate() {
         // SAFETY: reads exactly the sixteen bytes of `m`; unaligned is allowed.
         let m = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(m.as_ptr().cast()) });
         let m = spread.map(|p| _mm512_shuffle_epi8(m, p));
         for g in (groups_per_run * r..groups_per_run * (r + 1)).step_by(2) {
-            for (h, weights) in register_weights(&grid, x, g).into_iter().enumerate() {
-                let (g, chain) = (g + h, h % chains);
+            for (g, weights) in (g..g + 2).zip(register_weights(&grid, x, g)) {
                 let act: [__m512i; N] = std::array::from_fn(|t| {
                     let q: [i8; 8] = tokens.block(t).qs[8 * g..8 * g + 8]
                         .try_into()
@@ -75,7 +72,7 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
                 for (v, (m, weights)) in m.iter().zip(weights).enumerate() {
                     for (sums, act) in sums.iter_mut().zip(&act) {
                         let pairs = _mm512_maddubs_epi16(weights, *act);
-                        sums[v][chain] = d.dpwssd(sums[v][chain], pairs, *m);
+                        sums[v] = d.dpwssd(sums[v], pairs, *m);
                     }
                 }
             }
@@ -85,8 +82,7 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
     let dw = row_scales(x.d());
     for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
         let y = tokens.block(t);
-        let sums = sums.map(|[even, odd]| _mm512_add_epi32(even, odd));
-        let sum = _mm512_sub_epi32(row_sums(&sums), offset_sums(d, &pairs, y));
+        let sum = _mm512_sub_epi32(row_sums(sums), offset_sums(d, &pairs, y));
         let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
         *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
     }
@@ -153,10 +149,9 @@ fn register_weights<P: GridRows>(grid: &RegisterGrid, x: &P, g: usize) -> [[__m5
     let codes = grid.lookup(index);
     let shifts = _mm512_set1_epi64(0x0006_0004_0002_0000);
     let pair_mask = _mm512_set1_epi16(0x0303);
-    // Coordinates have two bits; the sign is bit 2.
-    let weight_bytes =
-        weight_byte_table(&const { signed_weight_bytes(&IQ2_VALUES, OFFSET as u8, 4) });
-    let negative = _mm512_set1_epi8(4);
+    let [v0, v1, v2] = IQ2_VALUES;
+    let values = _mm512_set1_epi32(i32::from_le_bytes([v0, v1, v2, 0]));
+    let offset = _mm512_set1_epi8(OFFSET);
     // Word `k` of 64-bit lane `r`: index `r` (row `r` of the first group's first eight).
     let lanes = _mm512_set_epi64(
         0x0007_0007_0007_0007,
@@ -174,10 +169,10 @@ fn register_weights<P: GridRows>(grid: &RegisterGrid, x: &P, g: usize) -> [[__m5
             let rows = _mm512_add_epi16(lanes, _mm512_set1_epi16((16 * h + 8 * v) as i16));
             let spread = _mm512_permutexvar_epi16(rows, codes);
             let coordinates = _mm512_and_si512(_mm512_srlv_epi16(spread, shifts), pair_mask);
+            let grid = _mm512_shuffle_epi8(values, coordinates);
             let signs = groups.signs[g + h][8 * v..8 * v + 8].try_into().expect("8");
             let signs = u64::from_le_bytes(signs);
-            let codes = _mm512_mask_add_epi8(coordinates, signs, coordinates, negative);
-            _mm512_shuffle_epi8(weight_bytes, codes)
+            _mm512_mask_sub_epi8(_mm512_add_epi8(grid, offset), signs, offset, grid)
         })
     })
 }

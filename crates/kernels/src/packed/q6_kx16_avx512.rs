@@ -31,8 +31,12 @@ super_block_dot_group!(
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn group_scales(x: &BlockQ6Kx16, j: usize) -> [__m512i; 2] {
     // SAFETY: each load reads exactly the 16 scale bytes of one group; unaligned is allowed.
-    [2 * j, 2 * j + 1]
-        .map(|g| unsafe { _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[g].as_ptr().cast())) })
+    unsafe {
+        [
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j].as_ptr().cast())),
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(x.sc[2 * j + 1].as_ptr().cast())),
+        ]
+    }
 }
 
 /// `sumi − 32·(sc₀·Σa₀ + sc₁·Σa₁)`: the codes' offset taken out of sub-block `j`'s scaled dots

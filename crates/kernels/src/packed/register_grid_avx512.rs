@@ -51,25 +51,3 @@ impl RegisterGrid {
         found[0]
     }
 }
-
-/// The byte-shuffle table that turns a grid coordinate `c` into its weight byte
-/// `offset + values[c]`, and with the sign bit `sign_bit` (a power of two above every
-/// coordinate) set into `offset − values[c]`.
-pub(super) const fn signed_weight_bytes(values: &[u8], offset: u8, sign_bit: usize) -> [u8; 16] {
-    let mut bytes = [offset; 16];
-    let mut c = 0;
-    while c < values.len() {
-        bytes[c] += values[c];
-        bytes[sign_bit + c] -= values[c];
-        c += 1;
-    }
-    bytes
-}
-
-/// [`signed_weight_bytes`] in every 128-bit lane, for `vpshufb`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn weight_byte_table(bytes: &[u8; 16]) -> __m512i {
-    // SAFETY: reads exactly the sixteen bytes of `bytes`; unaligned is allowed.
-    _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) })
-}
