@@ -1,10 +1,9 @@
 //! The AMX kernel of the packed K-quant formats (Q4_K, Q5_K, Q6_K, IQ4_XS), bit-identical to
 //! their AVX-512 VNNI kernels: per 32-value sub-block one `tdpbsud` (two for Q6_K, whose
 //! 16-value halves have a scale each) gives the exact integer dots of up to sixteen tokens
-//! with sixteen rows; the
-//! layout adds them into each token's integer super-block sums as its VNNI kernel does
-//! ([`TileSubBlocks`]) and ends the super-block with the same float steps. A call with fewer
-//! tokens than fill a tile usefully goes to the VNNI kernel.
+//! with sixteen rows; the layout adds them into each token's integer super-block sums as its
+//! VNNI kernel does ([`TileSubBlocks`]) and ends the super-block with the same float steps. A
+//! call with fewer tokens than fill a tile usefully goes to the VNNI kernel.
 
 use std::arch::x86_64::*;
 
