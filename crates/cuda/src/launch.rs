@@ -1,6 +1,8 @@
 //! Grid and block shapes of every kernel, computed on the host. The constants mirror the
 //! `#define`s of the CUDA sources (a test checks that they agree).
 
+use crate::kernels::KvElement;
+
 /// Warps (rows) per block of the matvec/matmul kernels (`MATMUL_WARPS`).
 pub const MATMUL_WARPS: u32 = 4;
 /// Tokens per warp of the batched matmul kernel (`MATMUL_TOKENS`).
@@ -31,6 +33,10 @@ pub const ATTN_WARPS: u32 = 4;
 pub const PREFILL_WARPS: u32 = 8;
 /// Keys per shared-memory tile of prefill attention (`PREFILL_TILE`).
 pub const PREFILL_TILE: u32 = 16;
+/// Warps per block of the tensor-core prefill attention (`FLASH_WARPS`), 16 queries each.
+pub const FLASH_WARPS: u32 = 2;
+/// Queries per block of the tensor-core prefill attention (`FLASH_QUERIES`).
+pub const FLASH_QUERIES: usize = 16 * FLASH_WARPS as usize;
 /// The widest head the attention kernels hold in registers (`MAX_HEAD_DIM`).
 pub const MAX_HEAD_DIM: usize = 256;
 /// Threads per block of the elementwise kernels.
@@ -217,12 +223,14 @@ pub fn attention_combine_rows(heads: usize, head_dim: usize, rows: usize) -> Lau
     shape
 }
 
-/// Prefill attention: grid (query groups, heads).
-pub fn attention_prefill(n: usize, heads: usize) -> LaunchShape {
-    LaunchShape::new(
-        (n.div_ceil(PREFILL_WARPS as usize), heads),
-        PREFILL_WARPS * 32,
-    )
+/// Prefill attention over a cache of `element`s ([`KvElement::prefill_kernel`]): grid (query
+/// groups, heads), a warp per query over f32, a warp per 16 queries over f16.
+pub fn attention_prefill(element: KvElement, n: usize, heads: usize) -> LaunchShape {
+    let (queries, warps) = match element {
+        KvElement::F32 => (PREFILL_WARPS as usize, PREFILL_WARPS),
+        KvElement::F16 => (FLASH_QUERIES, FLASH_WARPS),
+    };
+    LaunchShape::new((n.div_ceil(queries), heads), warps * 32)
 }
 
 /// Argmax over the vocabulary: one block.

@@ -1,10 +1,11 @@
 //! The host and the CUDA sources agree: every kernel the runtime loads is defined, and the
 //! launch constants equal the sources' `#define`s.
 
+use rinfer_cuda::kernels::KvElement::{F16, F32};
 use rinfer_cuda::kernels::{self, GpuType, program_source};
 use rinfer_cuda::launch::{
-    self, ATTN_WARPS, KV_BLOCK, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, MMA_ROWS, MMA_TOKENS,
-    MMA_WARPS, MMVQ_ROWS, MMVQ_TOKENS, MMVQ_WARPS, PREFILL_TILE, PREFILL_WARPS,
+    self, ATTN_WARPS, FLASH_WARPS, KV_BLOCK, MATMUL_TOKENS, MATMUL_WARPS, MAX_HEAD_DIM, MMA_ROWS,
+    MMA_TOKENS, MMA_WARPS, MMVQ_ROWS, MMVQ_TOKENS, MMVQ_WARPS, PREFILL_TILE, PREFILL_WARPS,
     Q8_1_BLOCKS_PER_CTA,
 };
 
@@ -24,9 +25,16 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
         let define = format!("DEFINE_KV_KERNELS({}, ", element.name());
         assert!(source.contains(&define), "no KV kernels for {element:?}");
     }
+    // Written out, or instantiated by a macro over the element type or the head width.
     for name in kernels::kv_kernel_names() {
         let base = name.rsplit_once('_').map_or(name, |(base, _)| base);
-        let found = source.contains(&format!(" {base}_##suffix("));
+        let found = [
+            format!(" {name}("),
+            format!(" {base}_##suffix("),
+            format!(" {base}_##width("),
+        ]
+        .iter()
+        .any(|pattern| source.contains(pattern));
         assert!(found, "kernel {name} is not defined");
     }
     for name in kernels::FIXED_KERNELS {
@@ -64,6 +72,8 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
         kernels::all_kernel_names().len(),
         kernels::FIXED_KERNELS.len()
             + kernels::KvKernel::ALL.len() * kernels::KvElement::ALL.len()
+            + 1
+            + kernels::FLASH_HEAD_WIDTHS.len()
             + 5 * GpuType::ALL.len()
             + 2 * GpuType::Q8_1.len()
             + 2 * with_mma
@@ -83,6 +93,7 @@ fn launch_constants_match_the_sources() {
     assert_eq!(define("KV_BLOCK"), KV_BLOCK as u64);
     assert_eq!(define("PREFILL_WARPS"), u64::from(PREFILL_WARPS));
     assert_eq!(define("PREFILL_TILE"), u64::from(PREFILL_TILE));
+    assert_eq!(define("FLASH_WARPS"), u64::from(FLASH_WARPS));
     assert_eq!(define("MMVQ_WARPS"), u64::from(MMVQ_WARPS));
     assert_eq!(define("MMVQ_ROWS"), u64::from(MMVQ_ROWS));
     assert_eq!(define("MMVQ_TOKENS"), u64::from(MMVQ_TOKENS));
@@ -109,7 +120,10 @@ fn launch_shapes_cover_their_work() {
     // Two rows per warp, four warps per block; a warp per q8_1 block of 32 activations.
     assert_eq!(launch::matvec_q8_1(1001).grid, (126, 1, 1));
     assert_eq!(launch::quantize_q8_1(3, 2048).grid, (16, 3, 1));
-    assert_eq!(launch::attention_prefill(17, 4).grid, (3, 4, 1));
+    assert_eq!(launch::attention_prefill(F32, 17, 4).grid, (3, 4, 1));
+    // Sixteen queries a warp over an f16 cache.
+    assert_eq!(launch::attention_prefill(F16, 33, 4).grid, (2, 4, 1));
+    assert_eq!(launch::attention_prefill(F16, 33, 4).block, (64, 1, 1));
     // Every routed (token, expert) slot a grid.y of its own, each row of the expert a warp.
     assert_eq!(launch::matmul_by_id(1001, 9 * 8).grid, (251, 72, 1));
     assert_eq!(launch::matmul_by_id(1001, 9 * 8).block, (128, 1, 1));

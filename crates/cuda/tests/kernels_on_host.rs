@@ -6,9 +6,10 @@
 //! formats' tensor-core matmul and its by-expert-id variant (against a reference rounding
 //! weights and activations to bf16 as they do; partial row, token and column tiles), RMSNorm,
 //! LayerNorm, per-head norm, both RoPE layouts with partial rotation and frequency factors,
-//! KV-cache writes, split-K decode attention and tiled prefill attention over f32 and f16
-//! caches (GQA, MQA, sliding windows over ring slots, soft-capping, head sizes 64 to 256 and
-//! 80; `attention_checks.cpp`), gated activations,
+//! KV-cache writes, split-K decode attention over f32 and f16 caches, prefill attention in f32
+//! tiles over an f32 cache and on f16 tensor cores over an f16 one (GQA, MQA, sliding windows
+//! over ring slots, soft-capping, sinks, head sizes 36, 64, 80, 128 and 256;
+//! `attention_checks.cpp`), gated activations,
 //! residual adds, soft-capping, argmax with ties, expert routing (both gatings, ties to the
 //! lower id) and the weighted sum of the routed experts. It executes the very sources NVRTC
 //! compiles; what it cannot show is GPU-specific behaviour (memory model, timing, real warps).

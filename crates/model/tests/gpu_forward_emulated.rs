@@ -5,9 +5,9 @@
 //! attention, device argmax) must give the CPU forward pass's logits on every fixture
 //! architecture, within the fixtures' tolerances: the CPU reference runs on dequantized weights
 //! in f32, as the GPU's f32 kernels do (1e-4 with f32 KV caches on both sides; with the default
-//! f16 caches, keys and values rounded to nearest even on both sides, 1e-2: see `F16_KV`); a
-//! decode step of quantized weights runs the
-//! integer matvecs over q8_1 activations, which add quantization noise (the fixtures'
+//! f16 caches, keys and values rounded to nearest even on both sides and the GPU's prefill
+//! attention on f16 tensor cores, 0.05: see `F16_KV`); a decode step of quantized weights runs
+//! the integer matvecs over q8_1 activations, which add quantization noise (the fixtures'
 //! tolerance for an engine that quantizes activations). Mixture-of-experts fixtures run the router, the routing
 //! kernel and the by-expert-id products, so their logits also show the GPU routes each row to
 //! the CPU's experts with the CPU's weights; gpt-oss adds attention sinks, YaRN RoPE, the
@@ -107,11 +107,13 @@ const MOE_TENSOR_CORES: Tolerance = Tolerance {
     mean: 0.25,
 };
 
-/// The f32 kernels with an f16 KV cache on both sides: a key or value that the CPU and the GPU
-/// compute a few f32 ulps apart can round to neighbouring halves (2^-11 apart, relative), which
-/// the f32 kernels' tolerance cannot absorb. Measured on the 9-token fixtures: max 1.3e-3,
-/// mean 1.3e-4.
-const F16_KV: Tolerance = Tolerance::everywhere(1e-2, 1e-3);
+/// An f16 KV cache on both sides: a key or value that the CPU and the GPU compute a few f32
+/// ulps apart can round to neighbouring halves (2^-11 apart, relative), and the GPU's prefill
+/// attention over an f16 cache runs on tensor cores with the scaled queries and the softmax
+/// weights rounded to f16 (as llama.cpp's CUDA flash attention rounds them), where the CPU
+/// attends in f32; the decode steps read the keys that prefill computed. Measured on the f32
+/// fixtures: max 0.019, mean 1.8e-3 (gpt-oss-tiny-f32, 40 positions).
+const F16_KV: Tolerance = Tolerance::everywhere(0.05, 5e-3);
 
 /// A step whose integer matvecs quantize the activations to q8_1 (as llama.cpp does), against
 /// the f32 reference: the reference fixtures' suggested tolerance for an engine that quantizes

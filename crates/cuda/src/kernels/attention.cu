@@ -12,8 +12,9 @@
 //
 // The cache holds its elements as f32 (`float`) or as f16 bits (`u16`, rounded to nearest even
 // when stored, as the CPU's f16 cache): every kernel that touches the cache is a template over
-// that element type, instantiated by DEFINE_KV_KERNELS for both (`kv_store_f16`, ...). All
-// arithmetic is f32; an f16 element is widened exactly when read.
+// that element type, instantiated by DEFINE_KV_KERNELS for both (`kv_store_f16`, ...), but
+// prefill attention, here over an f32 cache only (an f16 cache's is attention_mma.cu's, on
+// tensor cores). All arithmetic is f32; an f16 element is widened exactly when read.
 
 #define KV_BLOCK 16
 #define ATTN_WARPS 4
@@ -337,8 +338,6 @@ __device__ __forceinline__ void attention_prefill_tiles(
 // (keys[i], values[i], tables[i], as kv_store_rows'), into part [rows, heads, splits,
 // head_dim + 2]. Each row computes exactly what attention_decode computes for it alone, so a
 // row's output does not depend on the other rows of the batch.
-//
-// attention_prefill: causal attention of n tokens, tiled (attention_prefill_tiles).
 
 #define DEFINE_KV_KERNELS(suffix, T)                                                             \
     extern "C" __global__ void kv_store_##suffix(                                                \
@@ -374,19 +373,20 @@ __device__ __forceinline__ void attention_prefill_tiles(
                                tables[row], block_stride, slots, kv_dim, head_dim, group,        \
                                positions[row], window, scale, softcap, split_len, splits,        \
                                part + (size_t)row * gridDim.x * splits * (head_dim + 2));        \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefill_##suffix( \
-        const float* qkv, int ld, int q_off, const T* keys, const T* values, const int* table,   \
-        long long block_stride, int slots, int kv_dim, int head_dim, int group,                  \
-        const int* positions, int n, int window, float scale, float softcap, const float* sinks, \
-        float* out, int heads) {                                                                 \
-        attention_prefill_tiles(qkv, ld, q_off, keys, values, table, block_stride, slots,        \
-                                kv_dim, head_dim, group, positions, n, window, scale, softcap,   \
-                                sinks, out, heads);                                              \
     }
 
 DEFINE_KV_KERNELS(f32, float)
 DEFINE_KV_KERNELS(f16, u16)
+
+// Prefill over an f32 cache (an f16 cache's runs on tensor cores: attention_mma.cu).
+extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefill_f32(
+    const float* qkv, int ld, int q_off, const float* keys, const float* values, const int* table,
+    long long block_stride, int slots, int kv_dim, int head_dim, int group, const int* positions,
+    int n, int window, float scale, float softcap, const float* sinks, float* out, int heads) {
+    attention_prefill_tiles(qkv, ld, q_off, keys, values, table, block_stride, slots, kv_dim,
+                            head_dim, group, positions, n, window, scale, softcap, sinks, out,
+                            heads);
+}
 
 // Copy on write of a shared block: `words` 4-byte words of keys and of values from word
 // offset `from` to word offset `to` (a pool's whole block, every layer; blocks are whole words

@@ -42,6 +42,8 @@ pub const ROPE: &str = include_str!("rope.cu");
 /// its own cache) and causal prefill attention, all through block tables (paged caches), and
 /// the copy of a shared block.
 pub const ATTENTION: &str = include_str!("attention.cu");
+/// Prefill attention over an f16 cache on tensor cores (flash attention, f16 tiles).
+pub const ATTENTION_MMA: &str = include_str!("attention_mma.cu");
 /// Gated activations, residual adds, soft-capping, argmax.
 pub const ELEMENTWISE: &str = include_str!("elementwise.cu");
 /// Mixture-of-experts routing and the weighted sum of the experts' outputs.
@@ -64,7 +66,7 @@ pub const NVRTC_OPTIONS: [&str; 3] = [
 ];
 
 /// The kernel files, in the order they follow the headers.
-const KERNEL_FILES: [&str; 9] = [
+const KERNEL_FILES: [&str; 10] = [
     MATMUL,
     MATVEC_Q8_1,
     NORM,
@@ -74,6 +76,7 @@ const KERNEL_FILES: [&str; 9] = [
     MOE,
     WMMA,
     MMA,
+    ATTENTION_MMA,
 ];
 
 /// The headers every program and module starts with, the generated code tables among them.
@@ -255,7 +258,8 @@ impl GpuType {
 
 /// The element type of a KV cache on the GPU: f32, or f16 rounded to nearest even when stored
 /// (the CPU's default and llama.cpp's). The kernels that write or read the cache exist for
-/// each (`DEFINE_KV_KERNELS` in `attention.cu`); attention computes in f32 either way.
+/// each (`DEFINE_KV_KERNELS` in `attention.cu`) and compute in f32, but for prefill attention
+/// over an f16 cache, which multiplies f16 tiles on tensor cores (`attention_mma.cu`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum KvElement {
     /// 4 bytes a value.
@@ -276,20 +280,22 @@ pub enum KvKernel {
     Decode,
     /// Split-K decode attention of a batch of rows, each over its own cache.
     DecodeRows,
-    /// Tiled causal attention of a prefill chunk.
-    Prefill,
 }
 
 impl KvKernel {
-    /// Every kernel over the cache.
-    pub const ALL: [KvKernel; 5] = [
+    /// Every kernel over the cache but prefill attention ([`KvElement::prefill_kernel`]).
+    pub const ALL: [KvKernel; 4] = [
         KvKernel::Store,
         KvKernel::StoreRows,
         KvKernel::Decode,
         KvKernel::DecodeRows,
-        KvKernel::Prefill,
     ];
 }
+
+/// The head widths the tensor-core prefill over an f16 cache is instantiated for
+/// (`attention_prefill_mma_f16_<width>` in `attention_mma.cu`); a head takes the narrowest
+/// that holds it.
+pub const FLASH_HEAD_WIDTHS: [usize; 3] = [64, 128, 256];
 
 impl KvElement {
     /// Both element types.
@@ -323,17 +329,34 @@ impl KvElement {
             (KvKernel::Decode, F16) => "attention_decode_f16",
             (KvKernel::DecodeRows, F32) => "attention_decode_rows_f32",
             (KvKernel::DecodeRows, F16) => "attention_decode_rows_f16",
-            (KvKernel::Prefill, F32) => "attention_prefill_f32",
-            (KvKernel::Prefill, F16) => "attention_prefill_f16",
+        }
+    }
+
+    /// The causal attention of a prefill chunk over a cache of this element type with heads
+    /// `head_dim` wide (at most `MAX_HEAD_DIM`): f32 tiles for an f32 cache, the tensor-core
+    /// flash attention for an f16 one ([`crate::launch::attention_prefill`] gives each its
+    /// launch shape).
+    pub fn prefill_kernel(self, head_dim: usize) -> &'static str {
+        match self {
+            KvElement::F32 => "attention_prefill_f32",
+            KvElement::F16 if head_dim <= FLASH_HEAD_WIDTHS[0] => "attention_prefill_mma_f16_64",
+            KvElement::F16 if head_dim <= FLASH_HEAD_WIDTHS[1] => "attention_prefill_mma_f16_128",
+            KvElement::F16 => "attention_prefill_mma_f16_256",
         }
     }
 }
 
-/// The names of every kernel over the KV cache, for every element type.
+/// The names of every kernel over the KV cache, for every element type and head width.
 pub fn kv_kernel_names() -> impl Iterator<Item = &'static str> {
+    let prefill = std::iter::once(KvElement::F32.prefill_kernel(0)).chain(
+        FLASH_HEAD_WIDTHS
+            .into_iter()
+            .map(|w| KvElement::F16.prefill_kernel(w)),
+    );
     KvElement::ALL
         .into_iter()
         .flat_map(|e| KvKernel::ALL.into_iter().map(move |k| e.kernel(k)))
+        .chain(prefill)
 }
 
 /// The kernels that do not depend on a weight format nor on the KV cache's element type.

@@ -649,8 +649,8 @@ impl Sequence<'_, '_> {
         ]
         .concat();
         self.fixed(
-            self.b.kv.kernel(KvKernel::Prefill),
-            launch::attention_prefill(n, c.heads),
+            self.b.kv.prefill_kernel(c.head_dim),
+            launch::attention_prefill(self.b.kv, n, c.heads),
             &args,
         );
     }

@@ -9,12 +9,14 @@
 #include "cuda_emulation.h"
 
 #include <cstdint>
+#include <type_traits>
 
 #include "checks.h"
 
 #include "../../src/kernels/common.cuh"
 #include "../../src/kernels/reduce.cuh"
 #include "../../src/kernels/attention.cu"
+#include "../../src/kernels/attention_mma.cu"
 
 // ---- f16 rounding -----------------------------------------------------------------------------
 
@@ -66,7 +68,6 @@ struct Element<float> {
     static constexpr auto store_rows = kv_store_rows_f32;
     static constexpr auto decode = attention_decode_f32;
     static constexpr auto decode_rows = attention_decode_rows_f32;
-    static constexpr auto prefill = attention_prefill_f32;
     static float from_float(float f) { return f; }
     static float rounded(float f) { return f; }
 };
@@ -78,7 +79,6 @@ struct Element<u16> {
     static constexpr auto store_rows = kv_store_rows_f16;
     static constexpr auto decode = attention_decode_f16;
     static constexpr auto decode_rows = attention_decode_rows_f16;
-    static constexpr auto prefill = attention_prefill_f16;
     static u16 from_float(float f) { return reference_half(f); }
     static float rounded(float f) { return (float)(_Float16)f; }
 };
@@ -189,6 +189,53 @@ static std::vector<double> reference_attention(const AttentionCase& a, const flo
     return out;
 }
 
+// Prefill attention's error against the naive reference: the f32 tiles over an f32 cache; the
+// tensor-core flash attention over an f16 one (attention_mma.cu) rounds the scaled queries and
+// the softmax weights to f16.
+template <typename T>
+constexpr double PREFILL_TOLERANCE = std::is_same_v<T, float> ? 1e-5 : 1e-3;
+
+// Prefill attention of the n queries of `batch` (q | k | v rows `width` wide) at `positions`
+// over a cache (its keys, values, block table and stride), with the kernel and launch shape
+// the runtime takes for the element type and head width.
+template <typename T>
+static std::vector<float> run_prefill(const AttentionCase& a, const T* keys, const T* values, const int* table,
+                                      long long stride, const float* batch, int width, const int* positions, int n,
+                                      float scale, const float* sinks) {
+    const int kv_dim = a.kv_heads * a.head_dim, group = a.heads / a.kv_heads;
+    std::vector<float> out((size_t)n * a.heads * a.head_dim, 0.0f);
+    auto run = [&](auto kernel, unsigned queries, unsigned warps) {
+        launch(kernel, dim3{(n + queries - 1) / queries, (unsigned)a.heads}, dim3{32 * warps}, batch, width, 0, keys,
+               values, table, stride, a.slots, kv_dim, a.head_dim, group, positions, n, a.window, scale, a.softcap,
+               sinks, out.data(), a.heads);
+    };
+    if constexpr (std::is_same_v<T, float>) {
+        run(attention_prefill_f32, PREFILL_WARPS, PREFILL_WARPS);
+    } else {
+        run(a.head_dim <= 64    ? attention_prefill_mma_f16_64
+            : a.head_dim <= 128 ? attention_prefill_mma_f16_128
+                                : attention_prefill_mma_f16_256,
+            FLASH_QUERIES, FLASH_WARPS);
+    }
+    return out;
+}
+
+// run_prefill over both caches: bit-identical, and within PREFILL_TOLERANCE of `want`.
+template <typename T>
+static void check_prefill(const std::string& label, const AttentionCase& a, Cache<T> (&caches)[2],
+                          const float* batch, int width, const int* positions, int n, float scale,
+                          const float* sinks, const std::vector<double>& want) {
+    std::vector<float> outs[2];
+    for (int which = 0; which < 2; which++) {
+        Cache<T>& c = caches[which];
+        outs[which] = run_prefill<T>(a, c.k(), c.v(), c.table.data(), c.stride, batch, width, positions, n, scale,
+                                     sinks);
+    }
+    check("attention_prefill " + label + " paged equals contiguous",
+          {same_bits(outs[0], outs[1]) ? 1.0f : 0.0f}, {1.0}, 0);
+    check("attention_prefill " + label, outs[0], want, PREFILL_TOLERANCE<T>);
+}
+
 template <typename T>
 static void check_attention(const AttentionCase& a) {
     const std::string label = "heads=" + std::to_string(a.heads) + "/" + std::to_string(a.kv_heads) +
@@ -227,28 +274,17 @@ static void check_attention(const AttentionCase& a) {
             }
             continue;
         }
-        std::vector<float> outs[2];
-        for (int which = 0; which < 2; which++) {
-            Cache<T>& c = caches[which];
+        for (Cache<T>& c : caches)
             launch(Element<T>::store, dim3{(unsigned)prefill}, dim3{threads_for(kv_dim)}, batch, width, q_dim,
                    q_dim + kv_dim, c.k(), c.v(), (const int*)c.table.data(), c.stride, kv_dim, positions.data(),
                    a.slots);
-            outs[which].assign((size_t)prefill * q_dim, 0.0f);
-            launch(Element<T>::prefill,
-                   dim3{(unsigned)((prefill + PREFILL_WARPS - 1) / PREFILL_WARPS), (unsigned)a.heads},
-                   dim3{PREFILL_WARPS * 32}, batch, width, 0, (const T*)c.k(), (const T*)c.v(),
-                   (const int*)c.table.data(), c.stride, a.slots, kv_dim, a.head_dim, group, positions.data(),
-                   prefill, a.window, scale, a.softcap, sinks, outs[which].data(), a.heads);
-        }
-        const std::vector<float>& out = outs[0];
-        check("attention_prefill " + label + " paged equals contiguous at " + std::to_string(pos0),
-              {same_bits(outs[0], outs[1]) ? 1.0f : 0.0f}, {1.0}, 0);
         std::vector<double> want;
         for (int i = 0; i < prefill; i++) {
             auto one = reference_attention(a, batch + (size_t)i * width, pos0 + i, keys_by_pos, values_by_pos, scale);
             want.insert(want.end(), one.begin(), one.end());
         }
-        check("attention_prefill " + label + " at " + std::to_string(pos0), out, want, 1e-5);
+        check_prefill(label + " at " + std::to_string(pos0), a, caches, batch, width, positions.data(), prefill,
+                      scale, sinks, want);
     }
     const int longest = a.window > 0 ? std::min(a.window, context) : context;
     const int split_len = 64, splits = (longest + split_len - 1) / split_len;
@@ -278,6 +314,18 @@ static void check_attention(const AttentionCase& a) {
         check("attention_decode " + label + " at " + std::to_string(pos), out,
               reference_attention(a, row, pos, keys_by_pos, values_by_pos, scale), 1e-5);
     }
+    // The whole context as one prompt (where the cache holds it all): several blocks of
+    // queries, every warp of a block, and blocks whose last warps have no rows.
+    if (a.slots < context) return;
+    std::vector<int> positions(context);
+    std::vector<double> want;
+    for (int p = 0; p < context; p++) {
+        positions[p] = p;
+        auto one = reference_attention(a, rows.data() + (size_t)p * width, p, keys_by_pos, values_by_pos, scale);
+        want.insert(want.end(), one.begin(), one.end());
+    }
+    check_prefill(label + " whole context", a, caches, rows.data(), width, positions.data(), context, scale, sinks,
+                  want);
 }
 
 // A batch of sequences decoded together, each over its own cache (its keys and values found
@@ -428,18 +476,15 @@ static void check_shared_prefix() {
     for (int s = 0; s < 2; s++) {
         const std::vector<float>& h = *histories[s];
         const float* batch = &h[(size_t)prefix * width];
-        std::vector<float> out((size_t)own * q_dim);
-        launch(Element<T>::prefill, dim3{(unsigned)((own + PREFILL_WARPS - 1) / PREFILL_WARPS), (unsigned)a.heads},
-               dim3{PREFILL_WARPS * 32}, batch, width, 0, (const T*)A.k(), (const T*)A.v(), tables[s], A.stride,
-               a.slots, kv_dim, a.head_dim, group, (const int*)positions.data(), own, 0, scale, 0.0f,
-               (const float*)nullptr, out.data(), a.heads);
+        const std::vector<float> out = run_prefill<T>(a, A.k(), A.v(), tables[s], A.stride, batch, width,
+                                                      positions.data(), own, scale, nullptr);
         const auto keys = by_pos(h, prefix + own - 1, q_dim), values = by_pos(h, prefix + own - 1, q_dim + kv_dim);
         std::vector<double> want;
         for (int i = 0; i < own; i++) {
             auto one = reference_attention(a, batch + (size_t)i * width, prefix + i, keys, values, scale);
             want.insert(want.end(), one.begin(), one.end());
         }
-        check("attention_prefill " + label + " sequence " + "AB"[s], out, want, 1e-5);
+        check("attention_prefill " + label + " sequence " + "AB"[s], out, want, PREFILL_TOLERANCE<T>);
     }
     // One more position each, decoded together as two rows.
     const int last = prefix + own;
@@ -477,11 +522,12 @@ int main() {
     check_half_rounding();
     for (auto run : {check_attention<float>, check_attention<u16>}) {
         // GQA, a sliding window over a ring of window + batch slots, soft-capping, MQA with
-        // wide heads, and a head size that is not a multiple of 32.
+        // wide heads, and head sizes that are not a multiple of 32, nor of 8.
         run({4, 2, 64, 0, 100, 0.0f});
         run({4, 1, 128, 40, 40 + 11, 50.0f});
         run({2, 2, 256, 0, 100, 0.0f});
         run({3, 1, 80, 20, 20 + 11, 0.0f});
+        run({2, 1, 36, 0, 100, 0.0f});
         run({4, 2, 64, 0, 100, 0.0f, true});
         run({4, 4, 64, 20, 20 + 11, 0.0f, true});
     }

@@ -195,7 +195,7 @@ inline void __syncwarp(unsigned = 0xffffffffu) {
 }
 
 // The warp matrix API (nvcuda::wmma of <mma.h>, which the device code gets from
-// src/kernels/wmma.cuh under the same names): bf16 16x16x16 tiles, f32 accumulators. Each
+// src/kernels/wmma.cuh under the same names): bf16 and f16 16x16x16 tiles, f32 accumulators. Each
 // lane holds the whole tile, and every call begins with a warp barrier, so a call that not all
 // lanes of the warp reach deadlocks as it would on a GPU. store_matrix_sync writes only the
 // lane's share of the tile (elements lane, lane + 32, ...), so reading what other lanes stored
@@ -241,8 +241,9 @@ inline void load_matrix_sync(bf16_b_col& f, const bf16* p, unsigned ldm) {
         for (int n = 0; n < 16; n++) f.x[16 * k + n] = from_bf16(p[n * ldm + k]);
 }
 
-// d = a b + c, each product exact in f32 (bf16 × bf16) and summed in k order.
-inline void mma_sync(f32_acc& d, const bf16_a_row& a, const bf16_b_col& b, const f32_acc& c) {
+// d = a b + c, each product exact in f32 (bf16 × bf16 or f16 × f16) and summed in k order.
+template <typename A, typename B>
+inline void mma_sync(f32_acc& d, const A& a, const B& b, const f32_acc& c) {
     warp_barrier();
     float out[256];
     for (int m = 0; m < 16; m++)
@@ -252,6 +253,46 @@ inline void mma_sync(f32_acc& d, const bf16_a_row& a, const bf16_b_col& b, const
             out[16 * m + n] = s;
         }
     std::memcpy(d.x, out, sizeof out);
+}
+
+// IEEE half tiles, their values as 16 bits.
+struct f16 {};
+
+typedef fragment<matrix_a, 16, 16, 16, f16, row_major> f16_a_row;
+typedef fragment<matrix_b, 16, 16, 16, f16, col_major> f16_b_col;
+typedef fragment<matrix_b, 16, 16, 16, f16, row_major> f16_b_row;
+
+inline float from_f16(unsigned short h) {
+    _Float16 v;
+    std::memcpy(&v, &h, 2);
+    return (float)v;
+}
+
+inline void load_matrix_sync(f16_a_row& f, const unsigned short* p, unsigned ldm) {
+    warp_barrier();
+    for (int m = 0; m < 16; m++)
+        for (int k = 0; k < 16; k++) f.x[16 * m + k] = from_f16(p[m * ldm + k]);
+}
+
+inline void load_matrix_sync(f16_b_col& f, const unsigned short* p, unsigned ldm) {
+    warp_barrier();
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 16; n++) f.x[16 * k + n] = from_f16(p[n * ldm + k]);
+}
+
+inline void load_matrix_sync(f16_b_row& f, const unsigned short* p, unsigned ldm) {
+    warp_barrier();
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 16; n++) f.x[16 * k + n] = from_f16(p[k * ldm + n]);
+}
+
+// The whole accumulator tile from p (every lane reads all of it).
+inline void load_matrix_sync(f32_acc& f, const float* p, unsigned ldm, layout_t layout) {
+    warp_barrier();
+    for (unsigned e = 0; e < 256; e++) {
+        const unsigned m = e / 16, n = e % 16;
+        f.x[e] = p[layout == mem_row_major ? m * ldm + n : n * ldm + m];
+    }
 }
 
 inline void store_matrix_sync(float* p, const f32_acc& f, unsigned ldm, layout_t layout) {

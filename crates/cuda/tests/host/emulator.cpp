@@ -23,6 +23,7 @@
 #include "../../src/kernels/elementwise.cu"
 #include "../../src/kernels/moe.cu"
 #include "../../src/kernels/mma.cu"
+#include "../../src/kernels/attention_mma.cu"
 
 template <typename T>
 static T unpack(unsigned long long slot) {
@@ -69,9 +70,13 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
     KERNEL(rope)
     KERNEL(attention_decode_combine)
     KERNEL(kv_copy_block)
-#define KV_KERNELS(suffix) KERNEL(kv_store_##suffix) KERNEL(kv_store_rows_##suffix) KERNEL(attention_decode_##suffix) KERNEL(attention_decode_rows_##suffix) KERNEL(attention_prefill_##suffix)
+#define KV_KERNELS(suffix) KERNEL(kv_store_##suffix) KERNEL(kv_store_rows_##suffix) KERNEL(attention_decode_##suffix) KERNEL(attention_decode_rows_##suffix)
     KV_KERNELS(f32)
     KV_KERNELS(f16)
+    KERNEL(attention_prefill_f32)
+    KERNEL(attention_prefill_mma_f16_64)
+    KERNEL(attention_prefill_mma_f16_128)
+    KERNEL(attention_prefill_mma_f16_256)
     KERNEL(gated_activation)
     KERNEL(add_inplace)
     KERNEL(add2_inplace)
