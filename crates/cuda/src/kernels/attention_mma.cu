@@ -4,9 +4,9 @@
 //
 // A block takes FLASH_WARPS * 16 consecutive queries of one head: grid (⌈n / FLASH_QUERIES⌉,
 // heads), FLASH_WARPS warps, each owning 16 query rows. The block walks the union of its
-// queries' key ranges in tiles of FLASH_KEYS keys (read from the paged cache as attention.cu
-// describes, 16 bytes a load where the rows allow; keys past the range read as zeros); per
-// tile each warp whose rows see any of its keys
+// queries' key ranges in tiles of FLASH_KEYS keys at multiples of FLASH_KEYS (read from the
+// paged cache as attention.cu describes, 16 bytes a load where the rows allow; keys past the
+// range read as zeros); per tile each warp whose rows see any of its keys
 //   1. multiplies its queries by the tile's keys (S = Q Kᵀ, 16 × FLASH_KEYS) and stages S in
 //      shared memory;
 //   2. per row (two lanes a row), masks the keys the query does not see (causal, window),
@@ -15,6 +15,8 @@
 //   3. rescales its output accumulators where a row's max rose (through shared memory, since
 //      a wmma accumulator's layout is opaque) and adds P V.
 // Last the rows' outputs are divided by l (plus exp(sink − m) where the head has a sink).
+// Every step is per row, so a query's output does not depend on the other queries of the
+// launch: a prompt gives the same bits in one chunk or several.
 //
 // Queries are scaled by `scale` before they are rounded to f16; keys and values are the
 // cache's f16 bits, exact. The result differs from attention in f32 (attention.cu) by those
@@ -57,7 +59,11 @@ __device__ __forceinline__ void attention_prefill_flash(
     const int h = blockIdx.y, kv = (h / group) * head_dim;
     const int first_query = blockIdx.x * FLASH_QUERIES;
     const int last_query = min(n - 1, first_query + FLASH_QUERIES - 1);
-    const int begin = window > 0 ? max(0, positions[first_query] + 1 - window) : 0;
+    // Tiles start at multiples of FLASH_KEYS, whatever the block's first query: a query's
+    // tiles, and so its output, do not depend on how the prompt was chunked. (The keys below
+    // the lowest window, which a ring may have replaced by newer ones, are masked for all.)
+    const int lowest = window > 0 ? max(0, positions[first_query] + 1 - window) : 0;
+    const int begin = lowest - lowest % FLASH_KEYS;
     const int end = positions[last_query] + 1;
 
     // This warp's rows, and the keys any of them sees.
