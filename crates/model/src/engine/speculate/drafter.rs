@@ -13,6 +13,11 @@
 //!   two) competes with the place near the divergence, which wins unless the other repeats
 //!   clearly more (the inserted text may itself be copied, say from an instruction).
 //!
+//! When the text confirms where the source continues after a divergence, the drafter learns
+//! the edit (`edits`): from then on, where the source has the tokens the text replaced, it
+//! guesses the text's replacement, so that a rename or a replaced word costs a rejected guess
+//! once, not at every occurrence.
+//!
 //! Without a divergence to go back to, the drafter takes the longest match of the whole
 //! history. The number of tokens guessed follows the acceptance: more after a fully accepted
 //! guess, `accepted + 1` after a partial one, half after a rejected one; a searched guess is at
@@ -21,6 +26,7 @@
 //! 1, 3, 7 … steps before guessing again, so that free text, where such matches rarely hold,
 //! runs as plain decoding; guesses that follow a source or its divergence never wait.
 
+use super::edits::{Cursor, Edits};
 use super::lookup::{self, Match};
 
 /// How far after a divergence (in positions of the history) the continuation is looked for.
@@ -35,10 +41,10 @@ const REANCHORED_MAX: usize = 4;
 /// The longest wait, in steps, after guesses that were all rejected.
 const MAX_WAIT: u32 = 31;
 
-/// The position whose token the next token is guessed to be, in the text being followed.
+/// Where in the text being followed the next token is guessed from.
 #[derive(Clone, Copy, Debug)]
 struct Source {
-    next: usize,
+    cursor: Cursor,
     /// Tokens that came as it predicted since it was chosen.
     held: usize,
     /// How it was found.
@@ -52,6 +58,8 @@ struct Divergence {
     at: usize,
     /// Tokens produced since, the one that differed first.
     since: usize,
+    /// The history position of the token that differed.
+    out_at: usize,
 }
 
 /// Where the current guess came from.
@@ -79,6 +87,11 @@ pub(in crate::engine) struct Drafter {
     divergence: Option<Divergence>,
     /// Where the last guess came from.
     origin: Origin,
+    /// The edits the text has made to its sources.
+    edits: Edits,
+    /// The edit (old and new tokens) that a source found after a divergence implies, learned
+    /// when the text confirms the source.
+    implied: Option<(Vec<u32>, Vec<u32>)>,
 }
 
 impl Drafter {
@@ -93,15 +106,28 @@ impl Drafter {
             source: None,
             divergence: None,
             origin: Origin::Search,
+            edits: Edits::default(),
+            implied: None,
         }
     }
 
     /// Records a token the sequence produced, advancing the source when it predicted it.
     pub(in crate::engine) fn push(&mut self, token: u32) {
+        let implied = self.implied.take();
         if let Some(source) = self.source.take() {
-            if self.history[source.next] == token {
+            let cursor = source.cursor;
+            let followed = if self.edits.expected(&self.history, cursor) == Some(token) {
+                let next = self.edits.advance(&self.history, cursor);
+                if let (0, Some((old, new))) = (source.held, implied) {
+                    self.edits.learn(&old, &new);
+                }
+                Some(next)
+            } else {
+                self.edits.kept(&self.history, cursor, token)
+            };
+            if let Some(cursor) = followed {
                 self.source = Some(Source {
-                    next: source.next + 1,
+                    cursor,
                     held: source.held + 1,
                     ..source
                 });
@@ -112,8 +138,9 @@ impl Drafter {
                 // found elsewhere while the text it left was still near was a detour through
                 // copied text, after which that text goes on.
                 self.divergence = Some(Divergence {
-                    at: source.next,
+                    at: cursor.next,
                     since: 0,
+                    out_at: self.history.len(),
                 });
             }
         }
@@ -141,8 +168,8 @@ impl Drafter {
         limit.min(self.length)
     }
 
-    /// Up to `limit` guessed tokens to follow the history by prompt lookup (none while waiting
-    /// or when nothing matches).
+    /// Appends to `out` up to `limit` guessed tokens to follow the history by prompt lookup
+    /// (none while waiting or when nothing matches).
     pub(in crate::engine) fn draft(&mut self, limit: usize, out: &mut Vec<u32>) {
         if limit == 0 {
             // Still a step: it counts towards the wait.
@@ -167,12 +194,43 @@ impl Drafter {
             Origin::Search => limit.min(n.max(evidence)),
         };
         self.origin = origin;
-        self.source.get_or_insert(Source {
-            next: from,
-            held: 0,
-            origin,
-        });
-        out.extend_from_slice(&self.history[from..(from + n).min(self.history.len())]);
+        if self.source.is_none() {
+            self.implied = match origin {
+                Origin::Source => self.edit_to(from, evidence),
+                Origin::Search => None,
+            };
+        }
+        let mut cursor = self
+            .source
+            .get_or_insert(Source {
+                cursor: Cursor::at(from),
+                held: 0,
+                origin,
+            })
+            .cursor;
+        for _ in 0..n {
+            let Some(token) = self.edits.expected(&self.history, cursor) else {
+                break;
+            };
+            out.push(token);
+            cursor = self.edits.advance(&self.history, cursor);
+        }
+    }
+
+    /// The edit that following the source from `from`, where it repeats the history's last
+    /// `matched` tokens, implies: the source's tokens from the divergence to that match, and
+    /// the history's from the token that differed to those last ones (`None` where the match
+    /// reaches back over either).
+    fn edit_to(&self, from: usize, matched: usize) -> Option<(Vec<u32>, Vec<u32>)> {
+        let d = self.divergence?;
+        let old_end = from.checked_sub(matched)?;
+        let new_end = self.history.len().checked_sub(matched)?;
+        (old_end > d.at && new_end > d.out_at).then(|| {
+            (
+                self.history[d.at..old_end].to_vec(),
+                self.history[d.out_at..new_end].to_vec(),
+            )
+        })
     }
 
     /// Where the next guess starts, where it came from and how many tokens it has repeated (the
@@ -180,7 +238,7 @@ impl Drafter {
     /// near its divergence and a search of the whole history.
     fn locate(&self) -> Option<(usize, Origin, usize)> {
         if let Some(source) = self.source {
-            return Some((source.next, Origin::Source, source.held));
+            return Some((source.cursor.next, Origin::Source, source.held));
         }
         let near = self.divergence.and_then(|d| {
             let found = lookup::match_near(&self.history, d.at, WINDOW);
@@ -248,8 +306,10 @@ mod tests {
         let mut done = 1;
         drafter.push(output[0]);
         while done < output.len() {
-            let mut guess = Vec::new();
-            drafter.draft(draft_max.min(output.len() - done - 1), &mut guess);
+            // The step's feed begins with the last token, as the engine's does.
+            let mut feed = vec![output[done - 1]];
+            drafter.draft(draft_max.min(output.len() - done - 1), &mut feed);
+            let guess = feed.split_off(1);
             let accepted = guess
                 .iter()
                 .zip(&output[done..])
@@ -342,6 +402,73 @@ mod tests {
             guess_after(&steps, 17).starts_with(&text[13..16]),
             "back to the source: {steps:?}"
         );
+    }
+
+    /// How many of the steps' guesses were not all accepted.
+    fn rejected_guesses(steps: &[Step]) -> usize {
+        steps.iter().filter(|s| s.accepted < s.guess.len()).count()
+    }
+
+    /// A text of distinct tokens in which `old` follows the `at[k]`-th of them, and the
+    /// same text with the first `renamed` of those occurrences replaced by `new`.
+    fn renamed(at: &[usize], old: &[u32], new: &[u32], renamed: usize) -> (Vec<u32>, Vec<u32>) {
+        let (mut text, mut edited) = (Vec::new(), Vec::new());
+        let mut filler = 100..;
+        let mut start = 0;
+        for (k, &a) in at.iter().enumerate() {
+            let run: Vec<u32> = filler.by_ref().take(a - start).collect();
+            text.extend_from_slice(&run);
+            edited.extend_from_slice(&run);
+            text.extend_from_slice(old);
+            edited.extend_from_slice(if k < renamed { new } else { old });
+            start = a;
+        }
+        let tail: Vec<u32> = filler.take(12).collect();
+        text.extend_from_slice(&tail);
+        edited.extend_from_slice(&tail);
+        (text, edited)
+    }
+
+    #[test]
+    fn a_repeated_rename_is_guessed_from_its_second_occurrence_on() {
+        let at = [10, 22, 35, 47, 60];
+        let (text, edited) = renamed(&at, &[7, 8], &[20, 21, 22], at.len());
+        let prompt = [&[1, 2][..], &text, &[3]].concat();
+        let steps = simulate(&prompt, &edited, 8);
+        // Every rejection comes before the second occurrence (at `at[1]` plus the first's
+        // three tokens).
+        let mut done = 1;
+        for step in &steps {
+            if step.accepted < step.guess.len() {
+                assert!(done + step.accepted < at[1] + 3, "{steps:?}");
+            }
+            done += step.accepted + 1;
+        }
+        // The later occurrences come inside guesses.
+        let guessed = steps
+            .iter()
+            .filter(|s| {
+                s.accepted == s.guess.len() && s.guess.windows(3).any(|w| w == [20, 21, 22])
+            })
+            .count();
+        assert!(guessed >= 3, "{steps:?}");
+    }
+
+    #[test]
+    fn a_replaced_token_is_guessed_again_where_the_source_has_it() {
+        let (text, edited) = renamed(&[10, 20, 30, 40], &[7], &[9], 4);
+        let prompt = [&[1, 2][..], &text, &[3]].concat();
+        let steps = simulate(&prompt, &edited, 8);
+        assert_eq!(rejected_guesses(&steps), 1, "{steps:?}");
+    }
+
+    #[test]
+    fn an_edit_the_text_stops_making_costs_one_more_guess() {
+        let (text, edited) = renamed(&[10, 20, 30, 40], &[7], &[9], 2);
+        let prompt = [&[1, 2][..], &text, &[3]].concat();
+        let steps = simulate(&prompt, &edited, 8);
+        // The first occurrence, and the first that the text leaves as it was.
+        assert_eq!(rejected_guesses(&steps), 2, "{steps:?}");
     }
 
     #[test]

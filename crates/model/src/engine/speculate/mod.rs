@@ -14,7 +14,8 @@
 //! without the guess, the normalized `max(0, p - q)`.
 //!
 //! Prompt lookup follows the text a sequence is repeating and finds where it continues after an
-//! edit ([`drafter`]); the searches it uses are in [`lookup`]. How many tokens to guess follows
+//! edit ([`drafter`]), guessing an edit the text has made once wherever the text it follows
+//! repeats the edited tokens ([`edits`]); the searches it uses are in [`lookup`]. How many tokens to guess follows
 //! the recent acceptance, and guesses that keep failing make a sequence wait before guessing
 //! again, so free text, where guesses rarely hold, runs as plain decoding almost always.
 //!
@@ -32,6 +33,7 @@
 //! sequence's block table, their blocks given back to the pool.
 
 mod drafter;
+mod edits;
 mod lookup;
 
 pub(super) use drafter::Drafter;
