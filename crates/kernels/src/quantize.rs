@@ -175,14 +175,8 @@ pub fn quantize_rows_weighted(
         }
     }
     let row_bytes = check_rows(ty, x, row_len, out)?;
-    if let Some(w) = weights
-        && w.len() != row_len
-    {
-        return Err(KernelError::LengthMismatch {
-            what: "importance weights",
-            expected: row_len,
-            actual: w.len(),
-        });
+    if let Some(w) = weights {
+        KernelError::check_len("importance weights", row_len, w.len())?;
     }
     out.par_chunks_mut(row_bytes)
         .zip(x.par_chunks(row_len))
@@ -205,14 +199,7 @@ fn check_rows(ty: GgmlType, x: &[f32], row_len: usize, out: &[u8]) -> Result<usi
         return Err(partial(x.len()));
     }
     let row_bytes = row_len / ty.block_size() * ty.type_size();
-    let expected = x.len() / row_len * row_bytes;
-    if out.len() != expected {
-        return Err(KernelError::LengthMismatch {
-            what: "quantized rows",
-            expected,
-            actual: out.len(),
-        });
-    }
+    KernelError::check_len("quantized rows", x.len() / row_len * row_bytes, out.len())?;
     Ok(row_bytes)
 }
 
