@@ -8,6 +8,7 @@ use proptest::prelude::*;
 
 use super::q8_1::BlockQ8_1;
 use super::q8_k::BlockQ8K;
+use super::scale_min_k::ScaleMinK;
 use super::{BlockFormat, Quantize, VecDot};
 
 /// Reads a file of `tests/fixtures/quant/` (copied from the shared llama.cpp fixtures).
@@ -249,19 +250,15 @@ pub(crate) fn no_min_terms<W: VecDot>(_: &[W], _: &[W::Activation]) -> f32 {
     0.0
 }
 
-/// `sum |dmin * m_j| * |a_i|` over the 6-bit sub-block mins `m_j` packed in `scales` (Q4_K,
-/// Q5_K); `dmin_scales` reads a block's `(dmin, scales)`.
-pub(crate) fn packed_mins_magnitude<W>(
-    w: &[W],
-    a: &[BlockQ8K],
-    dmin_scales: fn(&W) -> (f16, [u8; 12]),
-) -> f32 {
+/// The [`MinTerms`] of a [`ScaleMinK`] format (Q4_K, Q5_K): `sum |dmin * m_j| * |a_i|` over
+/// the 6-bit sub-block mins `m_j` packed in its scales.
+pub(crate) fn packed_mins_magnitude<W: ScaleMinK>(w: &[W], a: &[BlockQ8K]) -> f32 {
     let a = dequantize(a);
     let mut sum = 0.0f64;
     for (b, a) in w.iter().zip(a.chunks_exact(256)) {
-        let (dmin, scales) = dmin_scales(b);
+        let (_, dmin, scales) = b.header();
         for (j, a) in a.chunks_exact(32).enumerate() {
-            let (_, m) = super::util::scale_min_k4(j, &scales);
+            let (_, m) = super::util::scale_min_k4(j, scales);
             let mins = (dmin.to_f32() * m as f32).abs() as f64;
             sum += mins * a.iter().map(|v| v.abs() as f64).sum::<f64>();
         }
