@@ -10,6 +10,85 @@ use super::activation::{Activation, gelu_tanh, silu};
 use super::delta_rule::{self, DeltaRun};
 use crate::cpu::{self, Isa};
 
+/// Writes an instruction set's SIMD activation kernels (`gated_silu`, `gated_gelu_tanh`,
+/// `gelu_tanh` and `silu`, each compiled for `$features`) from its f32 register `$reg` of `$n`
+/// lanes, the register's unaligned `load` and `store` and lane-wise `mul`, and the module's
+/// `times_sigmoid(x, z)` (`x / (1 + e^-z)`) and `$gelu` (the tanh GELU) of one register.
+/// Whole registers go through those, the `len % $n` last values through the scalar
+/// references.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+macro_rules! activation_kernels {
+    (
+        $features:literal, $reg:ty, $n:literal lanes,
+        load: $load:ident, store: $store:ident, mul: $mul:ident, gelu: $gelu:ident $(,)?
+    ) => {
+        /// Applies `f` to the gate's whole registers, times `up`'s, and `tail` to the rest.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn gated_with(
+            gate: &mut [f32],
+            up: &[f32],
+            f: impl Fn($reg) -> $reg,
+            tail: fn(&mut [f32], &[f32]),
+        ) {
+            let (gate_chunks, gate_tail) = gate.as_chunks_mut::<$n>();
+            let (up_chunks, up_tail) = up.as_chunks::<$n>();
+            for (g, u) in gate_chunks.iter_mut().zip(up_chunks) {
+                // SAFETY: each load and store touches exactly the floats of one chunk.
+                unsafe {
+                    let y = $mul(f($load(g.as_ptr())), $load(u.as_ptr()));
+                    $store(g.as_mut_ptr(), y);
+                }
+            }
+            tail(gate_tail, up_tail);
+        }
+
+        /// Gated SiLU: `gate = gate / (1 + e^-gate) * up`.
+        #[target_feature(enable = $features)]
+        pub(super) fn gated_silu(gate: &mut [f32], up: &[f32]) {
+            gated_with(
+                gate,
+                up,
+                |x| times_sigmoid(x, x),
+                super::gated_silu_reference,
+            );
+        }
+
+        /// Gated tanh GELU.
+        #[target_feature(enable = $features)]
+        pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
+            gated_with(gate, up, |x| $gelu(x), super::gated_gelu_tanh_reference);
+        }
+
+        /// Applies `f` in place to whole registers and `tail` to the rest.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn activate_with(x: &mut [f32], f: impl Fn($reg) -> $reg, tail: fn(&mut [f32])) {
+            let (chunks, rest) = x.as_chunks_mut::<$n>();
+            for chunk in chunks {
+                // SAFETY: the load and the store touch exactly the floats of one chunk.
+                unsafe {
+                    let v = f($load(chunk.as_ptr()));
+                    $store(chunk.as_mut_ptr(), v);
+                }
+            }
+            tail(rest);
+        }
+
+        /// Tanh GELU in place.
+        #[target_feature(enable = $features)]
+        pub(super) fn gelu_tanh(x: &mut [f32]) {
+            activate_with(x, |v| $gelu(v), super::gelu_tanh_reference);
+        }
+
+        /// SiLU in place: `x / (1 + e^-x)`.
+        #[target_feature(enable = $features)]
+        pub(super) fn silu(x: &mut [f32]) {
+            activate_with(x, |v| times_sigmoid(v, v), super::silu_reference);
+        }
+    };
+}
+
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 #[cfg(target_arch = "x86_64")]

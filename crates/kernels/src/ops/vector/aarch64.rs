@@ -125,38 +125,6 @@ fn times_sigmoid(x: float32x4_t, z: float32x4_t) -> float32x4_t {
     vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0), exp4(vnegq_f32(z))))
 }
 
-/// Applies `f` to full lanes of four and `tail` to the rest.
-#[inline]
-#[target_feature(enable = "neon")]
-fn gated_with(
-    gate: &mut [f32],
-    up: &[f32],
-    f: impl Fn(float32x4_t) -> float32x4_t,
-    tail: fn(&mut [f32], &[f32]),
-) {
-    let (g4, gt) = gate.as_chunks_mut::<4>();
-    let (u4, ut) = up.as_chunks::<4>();
-    for (g, u) in g4.iter_mut().zip(u4) {
-        // SAFETY: each load and store touches exactly the four floats of one chunk.
-        unsafe {
-            let y = vmulq_f32(f(vld1q_f32(g.as_ptr())), vld1q_f32(u.as_ptr()));
-            vst1q_f32(g.as_mut_ptr(), y);
-        }
-    }
-    tail(gt, ut);
-}
-
-/// NEON gated SiLU: `gate = gate / (1 + e^-gate) * up`.
-#[target_feature(enable = "neon")]
-pub(super) fn gated_silu(gate: &mut [f32], up: &[f32]) {
-    gated_with(
-        gate,
-        up,
-        |x| times_sigmoid(x, x),
-        super::gated_silu_reference,
-    );
-}
-
 /// The tanh GELU of four lanes, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)`
 /// (equal to `0.5·x·(1 + tanh u)`).
 #[inline]
@@ -167,43 +135,10 @@ fn gelu_tanh4(x: float32x4_t) -> float32x4_t {
     times_sigmoid(x, two_u)
 }
 
-/// NEON gated tanh GELU through [`gelu_tanh4`].
-#[target_feature(enable = "neon")]
-pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
-    gated_with(
-        gate,
-        up,
-        |x| gelu_tanh4(x),
-        super::gated_gelu_tanh_reference,
-    );
-}
-
-/// Applies `f` in place to full lanes of four and `tail` to the `len % 4` last values.
-#[inline]
-#[target_feature(enable = "neon")]
-fn activate_with(x: &mut [f32], f: impl Fn(float32x4_t) -> float32x4_t, tail: fn(&mut [f32])) {
-    let (chunks, rest) = x.as_chunks_mut::<4>();
-    for chunk in chunks {
-        // SAFETY: the load and the store touch exactly the four floats of one chunk.
-        unsafe {
-            let v = f(vld1q_f32(chunk.as_ptr()));
-            vst1q_f32(chunk.as_mut_ptr(), v);
-        }
-    }
-    tail(rest);
-}
-
-/// NEON tanh GELU in place through [`gelu_tanh4`].
-#[target_feature(enable = "neon")]
-pub(super) fn gelu_tanh(x: &mut [f32]) {
-    activate_with(x, |v| gelu_tanh4(v), super::gelu_tanh_reference);
-}
-
-/// NEON SiLU in place: `x / (1 + e^-x)`.
-#[target_feature(enable = "neon")]
-pub(super) fn silu(x: &mut [f32]) {
-    activate_with(x, |v| times_sigmoid(v, v), super::silu_reference);
-}
+activation_kernels!(
+    "neon", float32x4_t, 4 lanes,
+    load: vld1q_f32, store: vst1q_f32, mul: vmulq_f32, gelu: gelu_tanh4,
+);
 
 /// NEON [`super::VectorKernels::exp_shifted`] through [`exp4`]; a short last chunk is padded,
 /// so every value goes through the same instructions.

@@ -48,39 +48,6 @@ fn times_sigmoid(x: __m256, z: __m256) -> __m256 {
     )
 }
 
-/// Applies `f` to full lanes of eight and `tail` to the rest.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn gated_with(
-    gate: &mut [f32],
-    up: &[f32],
-    f: impl Fn(__m256) -> __m256,
-    tail: fn(&mut [f32], &[f32]),
-) {
-    let (g8, gt) = gate.as_chunks_mut::<8>();
-    let (u8, ut) = up.as_chunks::<8>();
-    for (g, u) in g8.iter_mut().zip(u8) {
-        // SAFETY: each load and store touches exactly the eight floats of one chunk.
-        unsafe {
-            let x = _mm256_loadu_ps(g.as_ptr());
-            let y = _mm256_mul_ps(f(x), _mm256_loadu_ps(u.as_ptr()));
-            _mm256_storeu_ps(g.as_mut_ptr(), y);
-        }
-    }
-    tail(gt, ut);
-}
-
-/// AVX2 gated SiLU: `gate = gate / (1 + e^-gate) * up`.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn gated_silu(gate: &mut [f32], up: &[f32]) {
-    gated_with(
-        gate,
-        up,
-        |x| times_sigmoid(x, x),
-        super::gated_silu_reference,
-    );
-}
-
 /// The tanh GELU of eight lanes, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)`
 /// (equal to `0.5·x·(1 + tanh u)`).
 #[inline]
@@ -92,43 +59,10 @@ fn gelu_tanh8(x: __m256) -> __m256 {
     times_sigmoid(x, two_u)
 }
 
-/// AVX2 gated tanh GELU through [`gelu_tanh8`].
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
-    gated_with(
-        gate,
-        up,
-        |x| gelu_tanh8(x),
-        super::gated_gelu_tanh_reference,
-    );
-}
-
-/// Applies `f` in place to full lanes of eight and `tail` to the `len % 8` last values.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn activate_with(x: &mut [f32], f: impl Fn(__m256) -> __m256, tail: fn(&mut [f32])) {
-    let (chunks, rest) = x.as_chunks_mut::<8>();
-    for chunk in chunks {
-        // SAFETY: the load and the store touch exactly the eight floats of one chunk.
-        unsafe {
-            let v = f(_mm256_loadu_ps(chunk.as_ptr()));
-            _mm256_storeu_ps(chunk.as_mut_ptr(), v);
-        }
-    }
-    tail(rest);
-}
-
-/// AVX2 tanh GELU in place through [`gelu_tanh8`].
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn gelu_tanh(x: &mut [f32]) {
-    activate_with(x, |v| gelu_tanh8(v), super::gelu_tanh_reference);
-}
-
-/// AVX2 SiLU in place: `x / (1 + e^-x)`.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn silu(x: &mut [f32]) {
-    activate_with(x, |v| times_sigmoid(v, v), super::silu_reference);
-}
+activation_kernels!(
+    "avx2,fma", __m256, 8 lanes,
+    load: _mm256_loadu_ps, store: _mm256_storeu_ps, mul: _mm256_mul_ps, gelu: gelu_tanh8,
+);
 
 /// Keys one pass of [`scaled_dots`] scores (the query is loaded once for them).
 const KEYS: usize = 8;
@@ -395,52 +329,47 @@ trait Lanes: Copy {
     unsafe fn fma(self, a: f32, x: Self) -> Self;
 }
 
-impl Lanes for __m256 {
-    const WIDTH: usize = 8;
+/// Implements [`Lanes`] for the register `$reg` of `$width` lanes on the instruction set
+/// `$features`, through its unaligned load and store, its broadcast and its fused
+/// multiply-add (in that order).
+macro_rules! lanes {
+    (
+        $reg:ty, $width:literal lanes with $features:literal:
+        $load:ident, $store:ident, $set1:ident, $fmadd:ident
+    ) => {
+        impl Lanes for $reg {
+            const WIDTH: usize = $width;
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn load(p: *const f32) -> Self {
-        // SAFETY: the caller keeps the eight values readable.
-        unsafe { _mm256_loadu_ps(p) }
-    }
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn load(p: *const f32) -> Self {
+                // SAFETY: the caller keeps the `WIDTH` values readable.
+                unsafe { $load(p) }
+            }
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn store(self, p: *mut f32) {
-        // SAFETY: the caller keeps the eight values writable.
-        unsafe { _mm256_storeu_ps(p, self) }
-    }
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn store(self, p: *mut f32) {
+                // SAFETY: the caller keeps the `WIDTH` values writable.
+                unsafe { $store(p, self) }
+            }
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn fma(self, a: f32, x: Self) -> Self {
-        _mm256_fmadd_ps(_mm256_set1_ps(a), x, self)
-    }
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn fma(self, a: f32, x: Self) -> Self {
+                $fmadd($set1(a), x, self)
+            }
+        }
+    };
 }
 
-impl Lanes for __m512 {
-    const WIDTH: usize = 16;
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn load(p: *const f32) -> Self {
-        // SAFETY: the caller keeps the sixteen values readable.
-        unsafe { _mm512_loadu_ps(p) }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn store(self, p: *mut f32) {
-        // SAFETY: the caller keeps the sixteen values writable.
-        unsafe { _mm512_storeu_ps(p, self) }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn fma(self, a: f32, x: Self) -> Self {
-        _mm512_fmadd_ps(_mm512_set1_ps(a), x, self)
-    }
+lanes! {
+    __m256, 8 lanes with "avx2,fma":
+    _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps
+}
+lanes! {
+    __m512, 16 lanes with "avx512f,avx2,fma":
+    _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps
 }
 
 /// [`super::VectorKernels::axpy_rows`] in registers `V` for `M` weight vectors over the same
