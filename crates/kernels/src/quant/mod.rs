@@ -54,6 +54,55 @@ macro_rules! family_reference {
     };
 }
 
+/// Implements [`BlockFormat`] and [`VecDot`] for a format of 32-value blocks whose values are
+/// its integer codes `|$b| $codes` (an `[i32; 32]` of block `$b`) at the f16 scale field `d`:
+/// `x = d · code`, dotted against Q8_0 activations ([`q8_0::BlockQ8_0::scaled_dot`]); with
+/// `affine`, plus the f16 min field `m`: `x = d · code + m`, dotted against Q8_1 activations
+/// ([`q8_1::BlockQ8_1::affine_dot`]).
+macro_rules! codes32_format {
+    ($block:ident: $ty:ident, |$b:ident| $codes:expr) => {
+        impl $crate::quant::BlockFormat for $block {
+            const TYPE: rinfer_formats::GgmlType = rinfer_formats::GgmlType::$ty;
+            const ELEMS: usize = 32;
+
+            fn dequantize(&self, out: &mut [f32]) {
+                let $b = self;
+                $crate::quant::util::scale_codes(self.d.to_f32(), $codes, out);
+            }
+        }
+
+        impl $crate::quant::VecDot for $block {
+            type Activation = $crate::quant::q8_0::BlockQ8_0;
+
+            fn vec_dot(w: &[Self], a: &[Self::Activation]) -> f32 {
+                $crate::quant::sum_blocks(w, a, |$b, y| y.scaled_dot($b.d.to_f32(), $codes))
+            }
+        }
+    };
+    ($block:ident: $ty:ident, affine, |$b:ident| $codes:expr) => {
+        impl $crate::quant::BlockFormat for $block {
+            const TYPE: rinfer_formats::GgmlType = rinfer_formats::GgmlType::$ty;
+            const ELEMS: usize = 32;
+
+            fn dequantize(&self, out: &mut [f32]) {
+                let $b = self;
+                let (d, m) = (self.d.to_f32(), self.m.to_f32());
+                $crate::quant::util::scale_codes_min(d, m, $codes, out);
+            }
+        }
+
+        impl $crate::quant::VecDot for $block {
+            type Activation = $crate::quant::q8_1::BlockQ8_1;
+
+            fn vec_dot(w: &[Self], a: &[Self::Activation]) -> f32 {
+                $crate::quant::sum_blocks(w, a, |$b, y| {
+                    y.affine_dot($b.d.to_f32(), $b.m.to_f32(), $codes)
+                })
+            }
+        }
+    };
+}
+
 /// Implements [`Quantize`] and [`QuantizeWeighted`] for a block type of a family of formats
 /// whose quantizers are written once, in module `$family` (its `quantize` and
 /// `quantize_weighted`).
