@@ -103,6 +103,40 @@ macro_rules! codes32_format {
     };
 }
 
+/// Implements [`signed_grid::SignedGrid`] for a grid format's block `$block` (GGUF type `$ty`,
+/// its super-block scale in field `d`) with `$groups` groups per scale and the value factor
+/// `$factor`, reading a group and a scale level as `group` and `level` say; and, through
+/// [`family_reference!`], the family's reference dequantizer and dot product against Q8_K.
+macro_rules! signed_grid_format {
+    (
+        $block:ident: $ty:ident, $groups:literal groups per scale, value factor $factor:literal;
+
+        fn group(&$group_self:ident, $g:ident: usize) -> [i8; 8] $group:block
+        fn level(&$level_self:ident, $s:ident: usize) -> u8 $level:block
+    ) => {
+        impl $crate::quant::signed_grid::SignedGrid for $block {
+            const GROUPS_PER_SCALE: usize = $groups;
+            const VALUE_FACTOR: f32 = $factor;
+
+            #[inline]
+            fn d(&self) -> half::f16 {
+                self.d
+            }
+            #[inline]
+            fn group(&$group_self, $g: usize) -> [i8; 8] $group
+            #[inline]
+            fn level(&$level_self, $s: usize) -> u8 $level
+        }
+
+        family_reference!(
+            $block: $ty,
+            rinfer_formats::QK_K,
+            signed_grid,
+            $crate::quant::q8_k::BlockQ8K
+        );
+    };
+}
+
 /// Implements [`Quantize`] and [`QuantizeWeighted`] for a block type of a family of formats
 /// whose quantizers are written once, in module `$family` (its `quantize` and
 /// `quantize_weighted`).
