@@ -273,15 +273,35 @@ pub(crate) fn check_reference_dot<W: VecDot>(w: &[W], x: &[f32], min_terms: MinT
     assert_reference_dot(w, &a, min_terms(w, &a));
 }
 
+/// How a SIMD dot kernel must agree with the reference dot product.
+#[derive(Clone, Copy)]
+pub(crate) enum DotMatch<W: VecDot> {
+    /// Within [`DOT_RTOL`] of the dot magnitude plus twice these min terms (and, on AArch64,
+    /// the dot-product-extension kernel gives the NEON kernel's bits).
+    Close(MinTerms<W>),
+    /// Bit for bit: for kernels whose integer sums are exact and whose float steps are the
+    /// reference's (the format has no min terms).
+    Exact,
+}
+
+impl<W: VecDot> DotMatch<W> {
+    /// The min terms the reference dot product is checked with.
+    pub(crate) fn min_terms(self) -> MinTerms<W> {
+        match self {
+            DotMatch::Close(min_terms) => min_terms,
+            DotMatch::Exact => no_min_terms,
+        }
+    }
+}
+
 /// Where AVX2 runs, checks the kernel `avx2` against the reference dot product of `w` and `x`
-/// (quantized to `W::Activation`) within [`DOT_RTOL`] of the dot magnitude plus twice the min
-/// terms.
+/// (quantized to `W::Activation`) as `want` says.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn check_avx2_dot<W: VecDot>(
     w: &[W],
     x: &[f32],
     avx2: unsafe fn(&[W], &[W::Activation]) -> f32,
-    min_terms: MinTerms<W>,
+    want: DotMatch<W>,
 ) {
     if !has_avx2() {
         return;
@@ -289,26 +309,13 @@ pub(crate) fn check_avx2_dot<W: VecDot>(
     let a = quantize::<W::Activation>(x);
     // SAFETY: AVX2, FMA and F16C were detected just above, all an AVX2 dot kernel needs.
     let simd = unsafe { avx2(w, &a) };
-    let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
-    assert_dot_close(simd, W::vec_dot(w, &a), magnitude);
-}
-
-/// Where AVX2 runs, checks that the kernel `avx2` gives the reference dot product of `w` and
-/// `x` (quantized to `W::Activation`) bit for bit: for kernels whose integer sums are exact and
-/// whose float steps are the reference's.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn check_avx2_dot_exact<W: VecDot>(
-    w: &[W],
-    x: &[f32],
-    avx2: unsafe fn(&[W], &[W::Activation]) -> f32,
-) {
-    if !has_avx2() {
-        return;
+    match want {
+        DotMatch::Close(min_terms) => {
+            let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
+            assert_dot_close(simd, W::vec_dot(w, &a), magnitude);
+        }
+        DotMatch::Exact => assert_same_dot(simd, W::vec_dot(w, &a), "simd"),
     }
-    let a = quantize::<W::Activation>(x);
-    // SAFETY: AVX2, FMA and F16C were detected just above, all an AVX2 dot kernel needs.
-    let simd = unsafe { avx2(w, &a) };
-    assert_same_dot(simd, W::vec_dot(w, &a), "simd");
 }
 
 /// Checks that the dot product `got` is `reference` bit for bit (any NaN matching any NaN).
@@ -324,49 +331,38 @@ fn assert_same_dot(got: f32, reference: f32, what: &str) {
 pub(crate) type NeonDot<W> = unsafe fn(&[W], &[<W as VecDot>::Activation]) -> f32;
 
 /// Checks the NEON kernel `neon` against the reference dot product of `w` and `x` (quantized
-/// to `W::Activation`) within [`DOT_RTOL`] of the dot magnitude plus twice the min terms, and,
-/// where the CPU has the dot-product extension, that `dotprod` gives `neon`'s bits.
+/// to `W::Activation`) as `want` says, and, where the CPU has the dot-product extension,
+/// `dotprod` too: against the reference bit for bit when `want` is [`DotMatch::Exact`], else
+/// against `neon`'s bits.
 #[cfg(target_arch = "aarch64")]
 pub(crate) fn check_neon_dots<W: VecDot>(
     w: &[W],
     x: &[f32],
     neon: NeonDot<W>,
     dotprod: NeonDot<W>,
-    min_terms: MinTerms<W>,
-) {
-    use crate::cpu::{Isa, detected};
-    let a = quantize::<W::Activation>(x);
-    // SAFETY: every AArch64 CPU has NEON, all the plain NEON kernels need.
-    let got = unsafe { neon(w, &a) };
-    let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
-    assert_dot_close(got, W::vec_dot(w, &a), magnitude);
-    if detected() >= Isa::Dotprod {
-        // SAFETY: the dot-product extension was detected just above.
-        let with_sdot = unsafe { dotprod(w, &a) };
-        assert_bits_eq(&[with_sdot], &[got], "dotprod kernel against the NEON one");
-    }
-}
-
-/// Checks that the NEON kernel `neon` gives the reference dot product of `w` and `x`
-/// (quantized to `W::Activation`) bit for bit, and, where the CPU has the dot-product
-/// extension, that `dotprod` does too: for kernels whose integer sums are exact and whose float
-/// steps are the reference's.
-#[cfg(target_arch = "aarch64")]
-pub(crate) fn check_neon_dots_exact<W: VecDot>(
-    w: &[W],
-    x: &[f32],
-    neon: NeonDot<W>,
-    dotprod: NeonDot<W>,
+    want: DotMatch<W>,
 ) {
     use crate::cpu::{Isa, detected};
     let a = quantize::<W::Activation>(x);
     let reference = W::vec_dot(w, &a);
-    let check = |got: f32, what: &str| assert_same_dot(got, reference, what);
     // SAFETY: every AArch64 CPU has NEON, all the plain NEON kernels need.
-    check(unsafe { neon(w, &a) }, "NEON kernel");
+    let got = unsafe { neon(w, &a) };
+    match want {
+        DotMatch::Close(min_terms) => {
+            let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
+            assert_dot_close(got, reference, magnitude);
+        }
+        DotMatch::Exact => assert_same_dot(got, reference, "NEON kernel"),
+    }
     if detected() >= Isa::Dotprod {
         // SAFETY: the dot-product extension was detected just above.
-        check(unsafe { dotprod(w, &a) }, "dotprod kernel");
+        let with_sdot = unsafe { dotprod(w, &a) };
+        match want {
+            DotMatch::Close(_) => {
+                assert_bits_eq(&[with_sdot], &[got], "dotprod kernel against the NEON one");
+            }
+            DotMatch::Exact => assert_same_dot(with_sdot, reference, "dotprod kernel"),
+        }
     }
 }
 
@@ -526,24 +522,38 @@ macro_rules! dot_tests {
         min_terms: $min_terms:expr
         $(, neon: $neon:ident)? $(,)?
     ) => {
-        fn dot_operands()
-        -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
-            $crate::quant::testing::dot_case::<$block>(|b, d, _m| {
+        $crate::quant::testing::dot_tests!(
+            @cases $block,
+            |b, d, _m| {
                 b.$d = d;
                 $(b.$m = _m;)?
-            })
+            },
+            $avx2,
+            $crate::quant::testing::DotMatch::Close($min_terms)
+            $(, $neon)?
+        );
+    };
+    (@cases $block:ty, $patch:expr, $avx2:expr, $want:expr $(, $neon:ident)?) => {
+        fn dot_operands()
+        -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
+            $crate::quant::testing::dot_case::<$block>($patch)
+        }
+
+        /// How the SIMD kernels must agree with the reference.
+        fn want() -> $crate::quant::testing::DotMatch<$block> {
+            $want
         }
 
         ::proptest::proptest! {
             #[test]
             fn reference_dot_matches_dequantized_dot((w, x) in dot_operands()) {
-                $crate::quant::testing::check_reference_dot(&w, &x, $min_terms);
+                $crate::quant::testing::check_reference_dot(&w, &x, want().min_terms());
             }
 
             #[cfg(target_arch = "x86_64")]
             #[test]
             fn avx2_dot_matches_reference((w, x) in dot_operands()) {
-                $crate::quant::testing::check_avx2_dot(&w, &x, $avx2, $min_terms);
+                $crate::quant::testing::check_avx2_dot(&w, &x, $avx2, want());
             }
 
             $(
@@ -555,7 +565,7 @@ macro_rules! dot_tests {
                         &x,
                         $neon::vec_dot_neon,
                         $neon::vec_dot_dotprod,
-                        $min_terms,
+                        want(),
                     );
                 }
             )?
@@ -567,9 +577,8 @@ pub(crate) use dot_tests;
 /// The dot-product properties of weight format `$block` whose SIMD kernels are bit-exact: on
 /// rows from [`dot_case`] (random, all-zero and all-ones code bits; `$patch` sets the block
 /// `$b`'s scale from the drawn f16 `$d`), the reference dot product matches the dequantized dot
-/// ([`check_reference_dot`]), the AVX2 kernel `$avx2` gives the reference's bits
-/// ([`check_avx2_dot_exact`]) and, with `neon: module`, so do the module's NEON kernels
-/// ([`check_neon_dots_exact`]).
+/// ([`check_reference_dot`]), and the AVX2 kernel `$avx2` and, with `neon: module`, the
+/// module's NEON kernels give the reference's bits ([`DotMatch::Exact`]).
 macro_rules! exact_dot_tests {
     (
         $block:ty,
@@ -577,39 +586,13 @@ macro_rules! exact_dot_tests {
         avx2: $avx2:expr
         $(, neon: $neon:ident)? $(,)?
     ) => {
-        fn dot_operands() -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
-            $crate::quant::testing::dot_case::<$block>(|$b, $d, _| $patch)
-        }
-
-        ::proptest::proptest! {
-            #[test]
-            fn reference_dot_matches_dequantized_dot((w, x) in dot_operands()) {
-                $crate::quant::testing::check_reference_dot(
-                    &w,
-                    &x,
-                    $crate::quant::testing::no_min_terms,
-                );
-            }
-
-            #[cfg(target_arch = "x86_64")]
-            #[test]
-            fn avx2_dot_matches_reference_bit_exact((w, x) in dot_operands()) {
-                $crate::quant::testing::check_avx2_dot_exact(&w, &x, $avx2);
-            }
-
-            $(
-                #[cfg(target_arch = "aarch64")]
-                #[test]
-                fn neon_dots_match_reference_bit_exact((w, x) in dot_operands()) {
-                    $crate::quant::testing::check_neon_dots_exact(
-                        &w,
-                        &x,
-                        $neon::vec_dot_neon,
-                        $neon::vec_dot_dotprod,
-                    );
-                }
-            )?
-        }
+        $crate::quant::testing::dot_tests!(
+            @cases $block,
+            |$b, $d, _| $patch,
+            $avx2,
+            $crate::quant::testing::DotMatch::Exact
+            $(, $neon)?
+        );
     };
 }
 pub(crate) use exact_dot_tests;
