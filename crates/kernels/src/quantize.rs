@@ -206,12 +206,11 @@ fn check_rows(ty: GgmlType, x: &[f32], row_len: usize, out: &[u8]) -> Result<usi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::testing::spread_values;
 
     #[test]
     fn rows_quantize_as_each_row_alone() {
-        let x: Vec<f32> = (0..4 * 256)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
-            .collect();
+        let x = spread_values(4 * 256, 37, 101, 50.0, 7.0);
         for ty in [
             GgmlType::Q4_0,
             GgmlType::Q2K,

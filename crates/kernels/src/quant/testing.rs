@@ -273,6 +273,20 @@ pub(crate) fn check_reference_dot<W: VecDot>(w: &[W], x: &[f32], min_terms: MinT
     assert_reference_dot(w, &a, min_terms(w, &a));
 }
 
+/// `n` test values spread deterministically over a range: `((i · step) mod modulus − centre) /
+/// scale` for `i` in `0..n`.
+pub(crate) fn spread_values(
+    n: usize,
+    step: usize,
+    modulus: usize,
+    centre: f32,
+    scale: f32,
+) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * step % modulus) as f32 - centre) / scale)
+        .collect()
+}
+
 /// How a SIMD dot kernel must agree with the reference dot product.
 #[derive(Clone, Copy)]
 pub(crate) enum DotMatch<W: VecDot> {
