@@ -10,17 +10,40 @@ use super::activation::{Activation, gelu_tanh, silu};
 use super::delta_rule::{self, DeltaRun};
 use crate::cpu::{self, Isa};
 
-/// Writes an instruction set's SIMD activation kernels (`gated_silu`, `gated_gelu_tanh`,
-/// `gelu_tanh` and `silu`, each compiled for `$features`) from its f32 register `$reg` of `$n`
-/// lanes, the register's unaligned `load` and `store` and lane-wise `mul`, and the module's
-/// `times_sigmoid(x, z)` (`x / (1 + e^-z)`) and `$gelu` (the tanh GELU) of one register.
-/// Whole registers go through those, the `len % $n` last values through the scalar
-/// references.
+/// The largest magnitude the SIMD kernels' polynomial exponential takes (Cephes' `expf`, the
+/// same steps on every instruction set); inputs are clamped to `±EXP_INPUT_MAX`.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-macro_rules! activation_kernels {
+const EXP_INPUT_MAX: f32 = 88.376_26;
+
+/// `ln 2` in two parts, high then low: the exponential's argument is reduced to
+/// `r = x − n·ln 2` for `n = round(x·log₂ e)` with one fused step each.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const EXP_LN2: [f32; 2] = [0.693_359_4, -2.121_944_4e-4];
+
+/// The coefficients of the exponential's polynomial in `r`, highest degree first (Horner's
+/// scheme with fused multiply-adds, then `1 + r + r²·p`).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const EXP_POLY: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_2e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    0.166_666_65,
+    0.5,
+];
+
+/// Writes an instruction set's SIMD elementwise kernels (`gated_silu`, `gated_gelu_tanh`,
+/// `gelu_tanh`, `silu` and `exp_shifted`, each compiled for `$features`) from its f32 register
+/// `$reg` of `$n` lanes, the register's unaligned `load` and `store`, `splat` and lane-wise
+/// `sub` and `mul`, and the module's `$exp` (the polynomial exponential), `times_sigmoid(x, z)`
+/// (`x / (1 + e^-z)`) and `$gelu` (the tanh GELU) of one register. The activations take whole
+/// registers through those and the `len % $n` last values through the scalar references.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+macro_rules! elementwise_kernels {
     (
         $features:literal, $reg:ty, $n:literal lanes,
-        load: $load:ident, store: $store:ident, mul: $mul:ident, gelu: $gelu:ident $(,)?
+        load: $load:ident, store: $store:ident, splat: $splat:ident, sub: $sub:ident,
+        mul: $mul:ident, exp: $exp:ident, gelu: $gelu:ident $(,)?
     ) => {
         /// Applies `f` to the gate's whole registers, times `up`'s, and `tail` to the rest.
         #[inline]
@@ -85,6 +108,20 @@ macro_rules! activation_kernels {
         #[target_feature(enable = $features)]
         pub(super) fn silu(x: &mut [f32]) {
             activate_with(x, |v| times_sigmoid(v, v), super::silu_reference);
+        }
+
+        /// [`super::VectorKernels::exp_shifted`] through `$exp`; a short last chunk is padded,
+        /// so every value goes through the same instructions.
+        #[target_feature(enable = $features)]
+        pub(super) fn exp_shifted(x: &mut [f32], max: f32) {
+            let max = $splat(max);
+            super::each_padded_chunk::<$n>(x, |chunk| {
+                // SAFETY: the load and the store touch exactly the floats of the chunk.
+                unsafe {
+                    let v = $exp($sub($load(chunk.as_ptr()), max));
+                    $store(chunk.as_mut_ptr(), v);
+                }
+            });
         }
     };
 }
@@ -176,11 +213,11 @@ impl VectorKernels {
                 silu: x86::silu,
                 scaled_dots: x86::scaled_dots,
                 scaled_dots_pair: match avx512 {
-                    true => Some(x86::scaled_dots_pair_avx512),
+                    true => Some(x86::scaled_dots_heads_avx512::<2>),
                     false => None,
                 },
                 scaled_dots_quad: match avx512 {
-                    true => Some(x86::scaled_dots_quad_avx512),
+                    true => Some(x86::scaled_dots_heads_avx512::<4>),
                     false => None,
                 },
                 axpy_rows: match avx512 {

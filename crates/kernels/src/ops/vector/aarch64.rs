@@ -100,15 +100,15 @@ pub(super) fn f16_to_f32(src: &[f16], out: &mut [f32]) {
 #[inline]
 #[target_feature(enable = "neon")]
 fn exp4(x: float32x4_t) -> float32x4_t {
-    let x = vminq_f32(
-        vmaxq_f32(x, vdupq_n_f32(-88.376_26)),
-        vdupq_n_f32(88.376_26),
-    );
+    let max = super::EXP_INPUT_MAX;
+    let x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-max)), vdupq_n_f32(max));
     let n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(std::f32::consts::LOG2_E)));
-    let r = vfmsq_f32(x, n, vdupq_n_f32(0.693_359_4));
-    let r = vfmsq_f32(r, n, vdupq_n_f32(-2.121_944_4e-4));
-    let mut p = vdupq_n_f32(1.987_569_1e-4);
-    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+    let [ln2_hi, ln2_lo] = super::EXP_LN2;
+    let r = vfmsq_f32(x, n, vdupq_n_f32(ln2_hi));
+    let r = vfmsq_f32(r, n, vdupq_n_f32(ln2_lo));
+    let [first, rest @ ..] = super::EXP_POLY;
+    let mut p = vdupq_n_f32(first);
+    for c in rest {
         p = vfmaq_f32(vdupq_n_f32(c), p, r);
     }
     let p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0)), p, vmulq_f32(r, r));
@@ -135,21 +135,8 @@ fn gelu_tanh4(x: float32x4_t) -> float32x4_t {
     times_sigmoid(x, two_u)
 }
 
-activation_kernels!(
+elementwise_kernels!(
     "neon", float32x4_t, 4 lanes,
-    load: vld1q_f32, store: vst1q_f32, mul: vmulq_f32, gelu: gelu_tanh4,
+    load: vld1q_f32, store: vst1q_f32, splat: vdupq_n_f32, sub: vsubq_f32,
+    mul: vmulq_f32, exp: exp4, gelu: gelu_tanh4,
 );
-
-/// NEON [`super::VectorKernels::exp_shifted`] through [`exp4`]; a short last chunk is padded,
-/// so every value goes through the same instructions.
-#[target_feature(enable = "neon")]
-pub(super) fn exp_shifted(x: &mut [f32], max: f32) {
-    let max = vdupq_n_f32(max);
-    super::each_padded_chunk::<4>(x, |chunk| {
-        // SAFETY: the load and the store touch exactly the four floats of the chunk.
-        unsafe {
-            let v = exp4(vsubq_f32(vld1q_f32(chunk.as_ptr()), max));
-            vst1q_f32(chunk.as_mut_ptr(), v);
-        }
-    });
-}
