@@ -34,17 +34,37 @@ const EXP_POLY: [f32; 6] = [
 
 /// Writes an instruction set's SIMD elementwise kernels (`gated_silu`, `gated_gelu_tanh`,
 /// `gelu_tanh`, `silu` and `exp_shifted`, each compiled for `$features`) from its f32 register
-/// `$reg` of `$n` lanes, the register's unaligned `load` and `store`, `splat` and lane-wise
-/// `sub` and `mul`, and the module's `$exp` (the polynomial exponential), `times_sigmoid(x, z)`
-/// (`x / (1 + e^-z)`) and `$gelu` (the tanh GELU) of one register. The activations take whole
-/// registers through those and the `len % $n` last values through the scalar references.
+/// `$reg` of `$n` lanes: the register's unaligned `load` and `store`, `splat`, lane-wise `add`,
+/// `sub`, `mul` and `div`, `neg` (`−z`) and fused `mul_add` (`a · b + c`), and the module's
+/// `$exp` (the polynomial exponential) of one register. The activations take whole registers
+/// through those and the `len % $n` last values through the scalar references.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! elementwise_kernels {
     (
         $features:literal, $reg:ty, $n:literal lanes,
-        load: $load:ident, store: $store:ident, splat: $splat:ident, sub: $sub:ident,
-        mul: $mul:ident, exp: $exp:ident, gelu: $gelu:ident $(,)?
+        load: $load:ident, store: $store:ident, splat: $splat:ident,
+        add: $add:ident, sub: $sub:ident, mul: $mul:ident, div: $div:ident, exp: $exp:ident,
+        neg: $neg:expr, mul_add: $mul_add:expr $(,)?
     ) => {
+        /// `x / (1 + e^(-z))`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn times_sigmoid(x: $reg, z: $reg) -> $reg {
+            let neg = $neg;
+            $div(x, $add($splat(1.0), $exp(neg(z))))
+        }
+
+        /// The tanh GELU of one register, as `x · sigmoid(2u)` with
+        /// `u = √(2/π)·x·(1 + 0.044715·x²)` (equal to `0.5·x·(1 + tanh u)`).
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn gelu_tanh_lanes(x: $reg) -> $reg {
+            let mul_add = $mul_add;
+            let inner = mul_add($splat(0.044715), $mul(x, x), $splat(1.0));
+            let two_u = $mul($mul($splat(2.0 * 0.797_884_6), x), inner);
+            times_sigmoid(x, two_u)
+        }
+
         /// Applies `f` to the gate's whole registers, times `up`'s, and `tail` to the rest.
         #[inline]
         #[target_feature(enable = $features)]
@@ -80,7 +100,12 @@ macro_rules! elementwise_kernels {
         /// Gated tanh GELU.
         #[target_feature(enable = $features)]
         pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
-            gated_with(gate, up, |x| $gelu(x), super::gated_gelu_tanh_reference);
+            gated_with(
+                gate,
+                up,
+                |x| gelu_tanh_lanes(x),
+                super::gated_gelu_tanh_reference,
+            );
         }
 
         /// Applies `f` in place to whole registers and `tail` to the rest.
@@ -101,7 +126,7 @@ macro_rules! elementwise_kernels {
         /// Tanh GELU in place.
         #[target_feature(enable = $features)]
         pub(super) fn gelu_tanh(x: &mut [f32]) {
-            activate_with(x, |v| $gelu(v), super::gelu_tanh_reference);
+            activate_with(x, |v| gelu_tanh_lanes(v), super::gelu_tanh_reference);
         }
 
         /// SiLU in place: `x / (1 + e^-x)`.

@@ -118,25 +118,9 @@ fn exp4(x: float32x4_t) -> float32x4_t {
     vmulq_f32(p, vreinterpretq_f32_s32(bits))
 }
 
-/// `x / (1 + e^(-z))`.
-#[inline]
-#[target_feature(enable = "neon")]
-fn times_sigmoid(x: float32x4_t, z: float32x4_t) -> float32x4_t {
-    vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0), exp4(vnegq_f32(z))))
-}
-
-/// The tanh GELU of four lanes, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)`
-/// (equal to `0.5·x·(1 + tanh u)`).
-#[inline]
-#[target_feature(enable = "neon")]
-fn gelu_tanh4(x: float32x4_t) -> float32x4_t {
-    let inner = vfmaq_f32(vdupq_n_f32(1.0), vdupq_n_f32(0.044715), vmulq_f32(x, x));
-    let two_u = vmulq_f32(vmulq_f32(vdupq_n_f32(2.0 * 0.797_884_6), x), inner);
-    times_sigmoid(x, two_u)
-}
-
 elementwise_kernels!(
     "neon", float32x4_t, 4 lanes,
-    load: vld1q_f32, store: vst1q_f32, splat: vdupq_n_f32, sub: vsubq_f32,
-    mul: vmulq_f32, exp: exp4, gelu: gelu_tanh4,
+    load: vld1q_f32, store: vst1q_f32, splat: vdupq_n_f32,
+    add: vaddq_f32, sub: vsubq_f32, mul: vmulq_f32, div: vdivq_f32, exp: exp4,
+    neg: |z| vnegq_f32(z), mul_add: |a, b, c| vfmaq_f32(c, a, b),
 );

@@ -37,32 +37,11 @@ fn exp8(x: __m256) -> __m256 {
     _mm256_mul_ps(p, _mm256_castsi256_ps(bits))
 }
 
-/// `x / (1 + e^(-z))`.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn times_sigmoid(x: __m256, z: __m256) -> __m256 {
-    let one = _mm256_set1_ps(1.0);
-    _mm256_div_ps(
-        x,
-        _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), z))),
-    )
-}
-
-/// The tanh GELU of eight lanes, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)`
-/// (equal to `0.5·x·(1 + tanh u)`).
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn gelu_tanh8(x: __m256) -> __m256 {
-    let x2 = _mm256_mul_ps(x, x);
-    let inner = _mm256_fmadd_ps(_mm256_set1_ps(0.044715), x2, _mm256_set1_ps(1.0));
-    let two_u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0 * 0.797_884_6), x), inner);
-    times_sigmoid(x, two_u)
-}
-
 elementwise_kernels!(
     "avx2,fma", __m256, 8 lanes,
-    load: _mm256_loadu_ps, store: _mm256_storeu_ps, splat: _mm256_set1_ps, sub: _mm256_sub_ps,
-    mul: _mm256_mul_ps, exp: exp8, gelu: gelu_tanh8,
+    load: _mm256_loadu_ps, store: _mm256_storeu_ps, splat: _mm256_set1_ps,
+    add: _mm256_add_ps, sub: _mm256_sub_ps, mul: _mm256_mul_ps, div: _mm256_div_ps, exp: exp8,
+    neg: |z| _mm256_sub_ps(_mm256_setzero_ps(), z), mul_add: |a, b, c| _mm256_fmadd_ps(a, b, c),
 );
 
 /// Keys one pass of [`scaled_dots`] scores (the query is loaded once for them).
