@@ -56,22 +56,8 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), Kerne
 }
 
 fn check_row(ty: GgmlType, bytes: usize, elems: usize) -> Result<(), KernelError> {
-    if !bytes.is_multiple_of(ty.type_size()) {
-        return Err(KernelError::PartialBlock {
-            ty,
-            len: bytes,
-            unit: "bytes",
-        });
-    }
-    let expected = bytes / ty.type_size() * ty.block_size();
-    if elems != expected {
-        return Err(KernelError::LengthMismatch {
-            what: "f32 row",
-            expected,
-            actual: elems,
-        });
-    }
-    Ok(())
+    KernelError::check_whole_blocks(ty, bytes, ty.type_size(), "bytes")?;
+    KernelError::check_len("f32 row", bytes / ty.type_size() * ty.block_size(), elems)
 }
 
 #[cfg(test)]

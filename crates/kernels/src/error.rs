@@ -67,3 +67,35 @@ pub enum KernelError {
         rows: usize,
     },
 }
+
+impl KernelError {
+    /// `Ok` when the buffer `what` is `expected` long, else [`KernelError::LengthMismatch`].
+    pub(crate) fn check_len(
+        what: &'static str,
+        expected: usize,
+        actual: usize,
+    ) -> Result<(), Self> {
+        if actual == expected {
+            return Ok(());
+        }
+        Err(KernelError::LengthMismatch {
+            what,
+            expected,
+            actual,
+        })
+    }
+
+    /// `Ok` when `len` (counted in `unit`s, of which a block of `ty` holds `per_block`) is a
+    /// whole number of blocks, else [`KernelError::PartialBlock`].
+    pub(crate) fn check_whole_blocks(
+        ty: GgmlType,
+        len: usize,
+        per_block: usize,
+        unit: &'static str,
+    ) -> Result<(), Self> {
+        if len.is_multiple_of(per_block) {
+            return Ok(());
+        }
+        Err(KernelError::PartialBlock { ty, len, unit })
+    }
+}

@@ -34,14 +34,7 @@ pub fn matmul(
     let k = kernels.get(w.ty())?;
     w.check_align(k.align())?;
     let rows = w.rows();
-    let expected = n_tokens * rows;
-    if y.len() != expected {
-        return Err(KernelError::LengthMismatch {
-            what: "output",
-            expected,
-            actual: y.len(),
-        });
-    }
+    KernelError::check_len("output", n_tokens * rows, y.len())?;
     // The tile holds at least one token tile for every row; groups of as many tokens as fit
     // each run as one parallel region (the whole batch, except for very tall matrices).
     let tile_needed = rows * TOKEN_TILE.min(n_tokens);

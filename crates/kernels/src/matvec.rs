@@ -20,21 +20,8 @@ pub(crate) fn quantize_activations<'b>(
 ) -> Result<&'b [u8], KernelError> {
     let act_ty = k.activation_type();
     let cols = w.cols();
-    if !cols.is_multiple_of(act_ty.block_size()) {
-        return Err(KernelError::PartialBlock {
-            ty: act_ty,
-            len: cols,
-            unit: "elements",
-        });
-    }
-    let expected = n_tokens * cols;
-    if x.len() != expected {
-        return Err(KernelError::LengthMismatch {
-            what: "activations",
-            expected,
-            actual: x.len(),
-        });
-    }
+    KernelError::check_whole_blocks(act_ty, cols, act_ty.block_size(), "elements")?;
+    KernelError::check_len("activations", n_tokens * cols, x.len())?;
     let row_bytes = k.activation_row_bytes(cols);
     let bytes = act.bytes_mut(n_tokens * row_bytes)?;
     if n_tokens > 0 && row_bytes > 0 {
@@ -81,13 +68,7 @@ pub fn matvec(
 ) -> Result<(), KernelError> {
     let k = kernels.get(w.ty())?;
     w.check_align(k.align())?;
-    if y.len() != w.rows() {
-        return Err(KernelError::LengthMismatch {
-            what: "output",
-            expected: w.rows(),
-            actual: y.len(),
-        });
-    }
+    KernelError::check_len("output", w.rows(), y.len())?;
     let a = quantize_activations(k, w, x, 1, act)?;
     let dot_rows = |first: usize, ys: &mut [f32]| {
         for (r, y) in (first..).zip(ys) {

@@ -44,22 +44,9 @@ impl<'a> WeightMatrix<'a> {
         cols: usize,
         data: &'a [u8],
     ) -> Result<Self, KernelError> {
-        if !cols.is_multiple_of(ty.block_size()) {
-            return Err(KernelError::PartialBlock {
-                ty,
-                len: cols,
-                unit: "elements",
-            });
-        }
+        KernelError::check_whole_blocks(ty, cols, ty.block_size(), "elements")?;
         let row_bytes = cols / ty.block_size() * ty.type_size();
-        let expected = rows * row_bytes;
-        if data.len() != expected {
-            return Err(KernelError::LengthMismatch {
-                what: "weight data",
-                expected,
-                actual: data.len(),
-            });
-        }
+        KernelError::check_len("weight data", rows * row_bytes, data.len())?;
         Ok(WeightMatrix {
             ty,
             rows,

@@ -175,14 +175,8 @@ pub fn quantize_rows_weighted(
         }
     }
     let row_bytes = check_rows(ty, x, row_len, out)?;
-    if let Some(w) = weights
-        && w.len() != row_len
-    {
-        return Err(KernelError::LengthMismatch {
-            what: "importance weights",
-            expected: row_len,
-            actual: w.len(),
-        });
+    if let Some(w) = weights {
+        KernelError::check_len("importance weights", row_len, w.len())?;
     }
     out.par_chunks_mut(row_bytes)
         .zip(x.par_chunks(row_len))
@@ -205,26 +199,18 @@ fn check_rows(ty: GgmlType, x: &[f32], row_len: usize, out: &[u8]) -> Result<usi
         return Err(partial(x.len()));
     }
     let row_bytes = row_len / ty.block_size() * ty.type_size();
-    let expected = x.len() / row_len * row_bytes;
-    if out.len() != expected {
-        return Err(KernelError::LengthMismatch {
-            what: "quantized rows",
-            expected,
-            actual: out.len(),
-        });
-    }
+    KernelError::check_len("quantized rows", x.len() / row_len * row_bytes, out.len())?;
     Ok(row_bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::testing::spread_values;
 
     #[test]
     fn rows_quantize_as_each_row_alone() {
-        let x: Vec<f32> = (0..4 * 256)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
-            .collect();
+        let x = spread_values(4 * 256, 37, 101, 50.0, 7.0);
         for ty in [
             GgmlType::Q4_0,
             GgmlType::Q2K,

@@ -269,7 +269,7 @@ macro_rules! avx2 {
                     /// The CPU must support AVX2, FMA and F16C.
                     unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
                         // SAFETY: the caller guarantees the features the kernel is compiled for.
-                        unsafe { tile_with($tile, w, a, out) }
+                        unsafe { rows_with::<_, _, 1>($tile, w, a, out) }
                     }
                     entry
                 }),
@@ -316,7 +316,7 @@ macro_rules! i8mm {
                 /// The CPU must support the int8 matrix-multiply extension.
                 unsafe fn entry(w: &[u8], a: &[u8], out: &mut [f32]) {
                     // SAFETY: the caller guarantees the features the kernel is compiled for.
-                    unsafe { pairs_with($ty::aarch64::vec_dot_pairs_i8mm, w, a, out) }
+                    unsafe { rows_with::<_, _, 2>($ty::aarch64::vec_dot_pairs_i8mm, w, a, out) }
                 }
                 entry
             })
@@ -358,86 +358,55 @@ macro_rules! avx512_packed {
     };
 }
 
+/// A weight type with the [`common_simd!`] kernels of its module (and, `with i8mm`, the
+/// [`i8mm!`] one) and the AVX-512 packed layout `packed` ([`avx512_packed!`]), built by the
+/// [`TypeTraits`] constructor `$kind` (`quantized_weight` where the type has a reference
+/// quantizer, `weight` where it has not).
+macro_rules! common_weight {
+    ($kind:ident $ty:ident :: $block:ident, packed $module:ident :: $layout:ident) => {
+        TypeTraits::$kind::<$ty::$block>()
+            .simds(common_simd!($ty))
+            .packed(avx512_packed!($module::$layout))
+    };
+    ($kind:ident $ty:ident :: $block:ident, packed $module:ident :: $layout:ident, with i8mm) => {
+        common_weight!($kind $ty::$block, packed $module::$layout).simd(i8mm!($ty))
+    };
+}
+
 /// Every type this crate implements, by GGUF id.
 static REGISTRY: [Option<TypeTraits>; TABLE_LEN] = by_id([
     TypeTraits::quantized_weight::<f32>().simds(float_simd!(vec_dot_f32, vec_dot_tile_f32)),
     TypeTraits::quantized_weight::<f16>().simds(float_simd!(vec_dot_f16, vec_dot_tile_f16)),
     TypeTraits::quantized_weight::<bf16>().simds(float_simd!(vec_dot_bf16, vec_dot_tile_bf16)),
-    TypeTraits::quantized_weight::<q4_0::BlockQ4_0>()
-        .simds(common_simd!(q4_0))
-        .simd(i8mm!(q4_0))
-        .packed(avx512_packed!(nibbles::BlockQ4_0x16)),
-    TypeTraits::quantized_weight::<q4_1::BlockQ4_1>()
-        .simds(common_simd!(q4_1))
-        .packed(avx512_packed!(min_formats::BlockQ4_1x16)),
+    common_weight!(quantized_weight q4_0::BlockQ4_0, packed nibbles::BlockQ4_0x16, with i8mm),
+    common_weight!(quantized_weight q4_1::BlockQ4_1, packed min_formats::BlockQ4_1x16),
     TypeTraits::quantized_weight::<q5_0::BlockQ5_0>()
         .simd(avx2!(q5_0::x86::vec_dot, tile: q5_0::x86::vec_dot_tile))
         .simd(neon!(q5_0))
         .simd(dotprod!(q5_0))
         .simd(i8mm!(q5_0))
         .packed(avx512_packed!(q5_0x16::BlockQ5_0x16)),
-    TypeTraits::quantized_weight::<q5_1::BlockQ5_1>()
-        .simds(common_simd!(q5_1))
-        .packed(avx512_packed!(min_formats::BlockQ5_1x16)),
-    TypeTraits::quantized_weight::<q8_0::BlockQ8_0>()
-        .simds(common_simd!(q8_0))
-        .simd(i8mm!(q8_0))
-        .packed(avx512_packed!(q8_0x16::BlockQ8_0x16)),
+    common_weight!(quantized_weight q5_1::BlockQ5_1, packed min_formats::BlockQ5_1x16),
+    common_weight!(quantized_weight q8_0::BlockQ8_0, packed q8_0x16::BlockQ8_0x16, with i8mm),
     TypeTraits::activation::<q8_1::BlockQ8_1>(),
-    TypeTraits::quantized_weight::<q2_k::BlockQ2K>()
-        .simds(common_simd!(q2_k))
-        .packed(avx512_packed!(q2_kx16::BlockQ2Kx16)),
-    TypeTraits::quantized_weight::<q3_k::BlockQ3K>()
-        .simds(common_simd!(q3_k))
-        .packed(avx512_packed!(q3_kx16::BlockQ3Kx16)),
-    TypeTraits::quantized_weight::<q4_k::BlockQ4K>()
-        .simds(common_simd!(q4_k))
-        .packed(avx512_packed!(q4_kx16::BlockQ4Kx16)),
-    TypeTraits::quantized_weight::<q5_k::BlockQ5K>()
-        .simds(common_simd!(q5_k))
-        .packed(avx512_packed!(q5_kx16::BlockQ5Kx16)),
-    TypeTraits::quantized_weight::<q6_k::BlockQ6K>()
-        .simds(common_simd!(q6_k))
-        .packed(avx512_packed!(q6_kx16::BlockQ6Kx16)),
+    common_weight!(quantized_weight q2_k::BlockQ2K, packed q2_kx16::BlockQ2Kx16),
+    common_weight!(quantized_weight q3_k::BlockQ3K, packed q3_kx16::BlockQ3Kx16),
+    common_weight!(quantized_weight q4_k::BlockQ4K, packed q4_kx16::BlockQ4Kx16),
+    common_weight!(quantized_weight q5_k::BlockQ5K, packed q5_kx16::BlockQ5Kx16),
+    common_weight!(quantized_weight q6_k::BlockQ6K, packed q6_kx16::BlockQ6Kx16),
     TypeTraits::activation::<q8_k::BlockQ8K>(),
-    TypeTraits::weight::<iq2_xxs::BlockIq2Xxs>()
-        .simds(common_simd!(iq2_xxs))
-        .packed(avx512_packed!(iq2_xxsx16::BlockIq2Xxsx16)),
-    TypeTraits::weight::<iq2_xs::BlockIq2Xs>()
-        .simds(common_simd!(iq2_xs))
-        .packed(avx512_packed!(iq2_xsx16::BlockIq2Xsx16)),
-    TypeTraits::weight::<iq3_xxs::BlockIq3Xxs>()
-        .simds(common_simd!(iq3_xxs))
-        .packed(avx512_packed!(iq3_xxsx16::BlockIq3Xxsx16)),
-    TypeTraits::weight::<iq1_s::BlockIq1S>()
-        .simds(common_simd!(iq1_s))
-        .packed(avx512_packed!(iq1_sx16::BlockIq1Sx16)),
-    TypeTraits::quantized_weight::<iq4_nl::BlockIq4Nl>()
-        .simds(common_simd!(iq4_nl))
-        .simd(i8mm!(iq4_nl))
-        .packed(avx512_packed!(nibbles::BlockIq4Nlx16)),
-    TypeTraits::weight::<iq3_s::BlockIq3S>()
-        .simds(common_simd!(iq3_s))
-        .packed(avx512_packed!(iq3_sx16::BlockIq3Sx16)),
-    TypeTraits::weight::<iq2_s::BlockIq2S>()
-        .simds(common_simd!(iq2_s))
-        .packed(avx512_packed!(iq2_sx16::BlockIq2Sx16)),
-    TypeTraits::quantized_weight::<iq4_xs::BlockIq4Xs>()
-        .simds(common_simd!(iq4_xs))
-        .packed(avx512_packed!(iq4_xsx16::BlockIq4Xsx16)),
-    TypeTraits::weight::<iq1_m::BlockIq1M>()
-        .simds(common_simd!(iq1_m))
-        .packed(avx512_packed!(iq1_mx16::BlockIq1Mx16)),
-    TypeTraits::weight::<tq1_0::BlockTq1_0>()
-        .simds(common_simd!(tq1_0))
-        .packed(avx512_packed!(tq1_0x16::BlockTq1_0x16)),
-    TypeTraits::weight::<tq2_0::BlockTq2_0>()
-        .simds(common_simd!(tq2_0))
-        .packed(avx512_packed!(tq2_0x16::BlockTq2_0x16)),
-    TypeTraits::quantized_weight::<mxfp4::BlockMxfp4>()
-        .simds(common_simd!(mxfp4))
-        .simd(i8mm!(mxfp4))
-        .packed(avx512_packed!(mxfp4x16::BlockMxfp4x16)),
+    common_weight!(weight iq2_xxs::BlockIq2Xxs, packed iq2_xxsx16::BlockIq2Xxsx16),
+    common_weight!(weight iq2_xs::BlockIq2Xs, packed iq2_xsx16::BlockIq2Xsx16),
+    common_weight!(weight iq3_xxs::BlockIq3Xxs, packed iq3_xxsx16::BlockIq3Xxsx16),
+    common_weight!(weight iq1_s::BlockIq1S, packed iq1_sx16::BlockIq1Sx16),
+    common_weight!(quantized_weight iq4_nl::BlockIq4Nl, packed nibbles::BlockIq4Nlx16, with i8mm),
+    common_weight!(weight iq3_s::BlockIq3S, packed iq3_sx16::BlockIq3Sx16),
+    common_weight!(weight iq2_s::BlockIq2S, packed iq2_sx16::BlockIq2Sx16),
+    common_weight!(quantized_weight iq4_xs::BlockIq4Xs, packed iq4_xsx16::BlockIq4Xsx16),
+    common_weight!(weight iq1_m::BlockIq1M, packed iq1_mx16::BlockIq1Mx16),
+    common_weight!(weight tq1_0::BlockTq1_0, packed tq1_0x16::BlockTq1_0x16),
+    common_weight!(weight tq2_0::BlockTq2_0, packed tq2_0x16::BlockTq2_0x16),
+    common_weight!(quantized_weight mxfp4::BlockMxfp4, packed mxfp4x16::BlockMxfp4x16, with i8mm),
 ]);
 
 /// Slots of a table indexed by type id: one past the largest id.
@@ -513,38 +482,22 @@ unsafe fn dot_with<W: BlockFormat, A: BlockFormat>(
     unsafe { kernel(w, a) }
 }
 
-/// As [`dot_with`] for a tile kernel: `a` holds `out.len()` rows of `w`'s length.
+/// As [`dot_with`] for a kernel of `W_ROWS` weight rows against several activation rows, one
+/// output per pair of them: `w` holds the `W_ROWS` rows (1 for a tile kernel, 2 for a two-row
+/// one), `a` holds `out.len() / W_ROWS` rows as long as one of them.
 ///
 /// # Safety
 /// The CPU must support the features `kernel` is compiled for.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-unsafe fn tile_with<W: BlockFormat, A: BlockFormat>(
+unsafe fn rows_with<W: BlockFormat, A: BlockFormat, const W_ROWS: usize>(
     kernel: unsafe fn(&[W], &[A], &mut [f32]),
     w: &[u8],
     a: &[u8],
     out: &mut [f32],
 ) {
-    let (w, a) = kernel_blocks(w, a, 1, out.len());
-    // SAFETY: the caller guarantees the CPU features.
-    unsafe { kernel(w, a, out) }
-}
-
-/// As [`tile_with`] for a two-row kernel: `w` holds two rows, `a` holds `out.len() / 2` rows
-/// as long as one of them.
-///
-/// # Safety
-/// The CPU must support the features `kernel` is compiled for.
-#[cfg(target_arch = "aarch64")]
-#[inline(always)]
-unsafe fn pairs_with<W: BlockFormat, A: BlockFormat>(
-    kernel: unsafe fn(&[W], &[A], &mut [f32]),
-    w: &[u8],
-    a: &[u8],
-    out: &mut [f32],
-) {
-    assert!(out.len().is_multiple_of(2));
-    let (w, a) = kernel_blocks(w, a, 2, out.len() / 2);
+    assert!(out.len().is_multiple_of(W_ROWS));
+    let (w, a) = kernel_blocks(w, a, W_ROWS, out.len() / W_ROWS);
     // SAFETY: the caller guarantees the CPU features.
     unsafe { kernel(w, a, out) }
 }

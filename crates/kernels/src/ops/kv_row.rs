@@ -410,6 +410,7 @@ impl KvRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::testing::spread_values;
 
     #[test]
     fn kv_type_names_parse_and_unknown_ones_are_refused() {
@@ -456,9 +457,7 @@ mod tests {
 
     #[test]
     fn q8_0_rows_match_the_reference_quantizer_block_by_block() {
-        let values: Vec<f32> = (0..64)
-            .map(|i| ((i * 37 % 29) as f32 - 14.0) / 3.0)
-            .collect();
+        let values = spread_values(64, 37, 29, 14.0, 3.0);
         let mut row = [BlockQ8_0 {
             d: f16::ZERO,
             qs: [0; 32],
@@ -492,9 +491,7 @@ mod tests {
 
     #[test]
     fn four_and_five_bit_rows_hold_the_reference_quantizers_blocks() {
-        let values: Vec<f32> = (0..64)
-            .map(|i| ((i * 37 % 29) as f32 - 14.0) / 3.0)
-            .collect();
+        let values = spread_values(64, 37, 29, 14.0, 3.0);
         for kv_type in KvType::ALL.into_iter().filter(|t| t.codec().is_some()) {
             let codec = codec(kv_type);
             let mut rows = KvRows::new(kv_type, 2, 64).unwrap();

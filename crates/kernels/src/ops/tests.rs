@@ -9,9 +9,7 @@ fn close(got: f32, want: f64, rtol: f64, what: &str) {
 }
 
 fn row(n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
-        .collect()
+    crate::quant::testing::spread_values(n, 37, 101, 50.0, 17.0)
 }
 
 #[test]

@@ -10,6 +10,147 @@ use super::activation::{Activation, gelu_tanh, silu};
 use super::delta_rule::{self, DeltaRun};
 use crate::cpu::{self, Isa};
 
+/// The largest magnitude the SIMD kernels' polynomial exponential takes (Cephes' `expf`, the
+/// same steps on every instruction set); inputs are clamped to `±EXP_INPUT_MAX`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const EXP_INPUT_MAX: f32 = 88.376_26;
+
+/// `ln 2` in two parts, high then low: the exponential's argument is reduced to
+/// `r = x − n·ln 2` for `n = round(x·log₂ e)` with one fused step each.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const EXP_LN2: [f32; 2] = [0.693_359_4, -2.121_944_4e-4];
+
+/// The coefficients of the exponential's polynomial in `r`, highest degree first (Horner's
+/// scheme with fused multiply-adds, then `1 + r + r²·p`).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const EXP_POLY: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_2e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    0.166_666_65,
+    0.5,
+];
+
+/// Writes an instruction set's SIMD elementwise kernels (`gated_silu`, `gated_gelu_tanh`,
+/// `gelu_tanh`, `silu` and `exp_shifted`, each compiled for `$features`) from its f32 register
+/// `$reg` of `$n` lanes: the register's unaligned `load` and `store`, `splat`, lane-wise `add`,
+/// `sub`, `mul` and `div`, `neg` (`−z`) and fused `mul_add` (`a · b + c`), and the module's
+/// `$exp` (the polynomial exponential) of one register. The activations take whole registers
+/// through those and the `len % $n` last values through the scalar references.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+macro_rules! elementwise_kernels {
+    (
+        $features:literal, $reg:ty, $n:literal lanes,
+        load: $load:ident, store: $store:ident, splat: $splat:ident,
+        add: $add:ident, sub: $sub:ident, mul: $mul:ident, div: $div:ident, exp: $exp:ident,
+        neg: $neg:expr, mul_add: $mul_add:expr $(,)?
+    ) => {
+        /// `x / (1 + e^(-z))`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn times_sigmoid(x: $reg, z: $reg) -> $reg {
+            let neg = $neg;
+            $div(x, $add($splat(1.0), $exp(neg(z))))
+        }
+
+        /// The tanh GELU of one register, as `x · sigmoid(2u)` with
+        /// `u = √(2/π)·x·(1 + 0.044715·x²)` (equal to `0.5·x·(1 + tanh u)`).
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn gelu_tanh_lanes(x: $reg) -> $reg {
+            let mul_add = $mul_add;
+            let inner = mul_add($splat(0.044715), $mul(x, x), $splat(1.0));
+            let two_u = $mul($mul($splat(2.0 * 0.797_884_6), x), inner);
+            times_sigmoid(x, two_u)
+        }
+
+        /// Applies `f` to the gate's whole registers, times `up`'s, and `tail` to the rest.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn gated_with(
+            gate: &mut [f32],
+            up: &[f32],
+            f: impl Fn($reg) -> $reg,
+            tail: fn(&mut [f32], &[f32]),
+        ) {
+            let (gate_chunks, gate_tail) = gate.as_chunks_mut::<$n>();
+            let (up_chunks, up_tail) = up.as_chunks::<$n>();
+            for (g, u) in gate_chunks.iter_mut().zip(up_chunks) {
+                // SAFETY: each load and store touches exactly the floats of one chunk.
+                unsafe {
+                    let y = $mul(f($load(g.as_ptr())), $load(u.as_ptr()));
+                    $store(g.as_mut_ptr(), y);
+                }
+            }
+            tail(gate_tail, up_tail);
+        }
+
+        /// Gated SiLU: `gate = gate / (1 + e^-gate) * up`.
+        #[target_feature(enable = $features)]
+        pub(super) fn gated_silu(gate: &mut [f32], up: &[f32]) {
+            gated_with(
+                gate,
+                up,
+                |x| times_sigmoid(x, x),
+                super::gated_silu_reference,
+            );
+        }
+
+        /// Gated tanh GELU.
+        #[target_feature(enable = $features)]
+        pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
+            gated_with(
+                gate,
+                up,
+                |x| gelu_tanh_lanes(x),
+                super::gated_gelu_tanh_reference,
+            );
+        }
+
+        /// Applies `f` in place to whole registers and `tail` to the rest.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn activate_with(x: &mut [f32], f: impl Fn($reg) -> $reg, tail: fn(&mut [f32])) {
+            let (chunks, rest) = x.as_chunks_mut::<$n>();
+            for chunk in chunks {
+                // SAFETY: the load and the store touch exactly the floats of one chunk.
+                unsafe {
+                    let v = f($load(chunk.as_ptr()));
+                    $store(chunk.as_mut_ptr(), v);
+                }
+            }
+            tail(rest);
+        }
+
+        /// Tanh GELU in place.
+        #[target_feature(enable = $features)]
+        pub(super) fn gelu_tanh(x: &mut [f32]) {
+            activate_with(x, |v| gelu_tanh_lanes(v), super::gelu_tanh_reference);
+        }
+
+        /// SiLU in place: `x / (1 + e^-x)`.
+        #[target_feature(enable = $features)]
+        pub(super) fn silu(x: &mut [f32]) {
+            activate_with(x, |v| times_sigmoid(v, v), super::silu_reference);
+        }
+
+        /// [`super::VectorKernels::exp_shifted`] through `$exp`; a short last chunk is padded,
+        /// so every value goes through the same instructions.
+        #[target_feature(enable = $features)]
+        pub(super) fn exp_shifted(x: &mut [f32], max: f32) {
+            let max = $splat(max);
+            super::each_padded_chunk::<$n>(x, |chunk| {
+                // SAFETY: the load and the store touch exactly the floats of the chunk.
+                unsafe {
+                    let v = $exp($sub($load(chunk.as_ptr()), max));
+                    $store(chunk.as_mut_ptr(), v);
+                }
+            });
+        }
+    };
+}
+
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 #[cfg(target_arch = "x86_64")]
@@ -97,11 +238,11 @@ impl VectorKernels {
                 silu: x86::silu,
                 scaled_dots: x86::scaled_dots,
                 scaled_dots_pair: match avx512 {
-                    true => Some(x86::scaled_dots_pair_avx512),
+                    true => Some(x86::scaled_dots_heads_avx512::<2>),
                     false => None,
                 },
                 scaled_dots_quad: match avx512 {
-                    true => Some(x86::scaled_dots_quad_avx512),
+                    true => Some(x86::scaled_dots_heads_avx512::<4>),
                     false => None,
                 },
                 axpy_rows: match avx512 {

@@ -20,6 +20,7 @@ use std::arch::aarch64::*;
 use std::arch::asm;
 
 use super::q8_k::BlockQ8K;
+use super::signed_grid::SignedGrid;
 
 /// Dot products of groups of four signed bytes: lane `j` of the result is `acc[j]` plus
 /// `Σ a[4j + k] · b[4j + k]` over `k < 4`, exact for all inputs.
@@ -283,4 +284,37 @@ pub(crate) fn grid_dot<W>(
         sumf += super_block(x, y, hsum_i32(acc));
     }
     sumf
+}
+/// The dot product of [`SignedGrid`] blocks (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) with
+/// Q8_K activations through [`grid_dot`]: per sub-block `ib`, the grid words and sign bytes of
+/// its four groups from `groups(x, ib)` go through [`signed_grid_halves`], each scale run's
+/// lanes (the sub-block's, or each half's) times the run's multiplier; the super-block's sum
+/// times `d · d_a`, and the total times the format's [`SignedGrid::DOT_FACTOR`]: the
+/// reference's exact integer sums and float steps.
+///
+/// # Safety
+/// The CPU must support what `D` needs.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn signed_grid_dot<D: Dot4, B: SignedGrid>(
+    w: &[B],
+    a: &[BlockQ8K],
+    groups: impl Fn(&B, usize) -> ([u64; 4], [u64; 4]),
+) -> f32 {
+    let sub_block = |x: &B, ib: usize, q8: &[i8; 32]| {
+        let (g, s) = groups(x, ib);
+        // SAFETY: the caller guarantees what `D` needs.
+        let [p0, p1] = unsafe { signed_grid_halves::<D>(g, s, q8) };
+        match B::GROUPS_PER_SCALE {
+            2 => {
+                let ls = |h: usize| x.multiplier(h);
+                vmlaq_n_s32(vmulq_n_s32(p0, ls(2 * ib)), p1, ls(2 * ib + 1))
+            }
+            _ => vmulq_n_s32(vaddq_s32(p0, p1), x.multiplier(ib)),
+        }
+    };
+    B::DOT_FACTOR
+        * grid_dot(w, a, sub_block, |x, y, sumi| {
+            x.d().to_f32() * y.d * sumi as f32
+        })
 }

@@ -54,6 +54,89 @@ macro_rules! family_reference {
     };
 }
 
+/// Implements [`BlockFormat`] and [`VecDot`] for a format of 32-value blocks whose values are
+/// its integer codes `|$b| $codes` (an `[i32; 32]` of block `$b`) at the f16 scale field `d`:
+/// `x = d · code`, dotted against Q8_0 activations ([`q8_0::BlockQ8_0::scaled_dot`]); with
+/// `affine`, plus the f16 min field `m`: `x = d · code + m`, dotted against Q8_1 activations
+/// ([`q8_1::BlockQ8_1::affine_dot`]).
+macro_rules! codes32_format {
+    ($block:ident: $ty:ident, |$b:ident| $codes:expr) => {
+        impl $crate::quant::BlockFormat for $block {
+            const TYPE: rinfer_formats::GgmlType = rinfer_formats::GgmlType::$ty;
+            const ELEMS: usize = 32;
+
+            fn dequantize(&self, out: &mut [f32]) {
+                let $b = self;
+                $crate::quant::util::scale_codes(self.d.to_f32(), $codes, out);
+            }
+        }
+
+        impl $crate::quant::VecDot for $block {
+            type Activation = $crate::quant::q8_0::BlockQ8_0;
+
+            fn vec_dot(w: &[Self], a: &[Self::Activation]) -> f32 {
+                $crate::quant::sum_blocks(w, a, |$b, y| y.scaled_dot($b.d.to_f32(), $codes))
+            }
+        }
+    };
+    ($block:ident: $ty:ident, affine, |$b:ident| $codes:expr) => {
+        impl $crate::quant::BlockFormat for $block {
+            const TYPE: rinfer_formats::GgmlType = rinfer_formats::GgmlType::$ty;
+            const ELEMS: usize = 32;
+
+            fn dequantize(&self, out: &mut [f32]) {
+                let $b = self;
+                let (d, m) = (self.d.to_f32(), self.m.to_f32());
+                $crate::quant::util::scale_codes_min(d, m, $codes, out);
+            }
+        }
+
+        impl $crate::quant::VecDot for $block {
+            type Activation = $crate::quant::q8_1::BlockQ8_1;
+
+            fn vec_dot(w: &[Self], a: &[Self::Activation]) -> f32 {
+                $crate::quant::sum_blocks(w, a, |$b, y| {
+                    y.affine_dot($b.d.to_f32(), $b.m.to_f32(), $codes)
+                })
+            }
+        }
+    };
+}
+
+/// Implements [`signed_grid::SignedGrid`] for a grid format's block `$block` (GGUF type `$ty`,
+/// its super-block scale in field `d`) with `$groups` groups per scale and the value factor
+/// `$factor`, reading a group and a scale level as `group` and `level` say; and, through
+/// [`family_reference!`], the family's reference dequantizer and dot product against Q8_K.
+macro_rules! signed_grid_format {
+    (
+        $block:ident: $ty:ident, $groups:literal groups per scale, value factor $factor:literal;
+
+        fn group(&$group_self:ident, $g:ident: usize) -> [i8; 8] $group:block
+        fn level(&$level_self:ident, $s:ident: usize) -> u8 $level:block
+    ) => {
+        impl $crate::quant::signed_grid::SignedGrid for $block {
+            const GROUPS_PER_SCALE: usize = $groups;
+            const VALUE_FACTOR: f32 = $factor;
+
+            #[inline]
+            fn d(&self) -> half::f16 {
+                self.d
+            }
+            #[inline]
+            fn group(&$group_self, $g: usize) -> [i8; 8] $group
+            #[inline]
+            fn level(&$level_self, $s: usize) -> u8 $level
+        }
+
+        family_reference!(
+            $block: $ty,
+            rinfer_formats::QK_K,
+            signed_grid,
+            $crate::quant::q8_k::BlockQ8K
+        );
+    };
+}
+
 /// Implements [`Quantize`] and [`QuantizeWeighted`] for a block type of a family of formats
 /// whose quantizers are written once, in module `$family` (its `quantize` and
 /// `quantize_weighted`).

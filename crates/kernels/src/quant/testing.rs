@@ -8,6 +8,7 @@ use proptest::prelude::*;
 
 use super::q8_1::BlockQ8_1;
 use super::q8_k::BlockQ8K;
+use super::scale_min_k::ScaleMinK;
 use super::{BlockFormat, Quantize, VecDot};
 
 /// Reads a file of `tests/fixtures/quant/` (copied from the shared llama.cpp fixtures).
@@ -249,19 +250,15 @@ pub(crate) fn no_min_terms<W: VecDot>(_: &[W], _: &[W::Activation]) -> f32 {
     0.0
 }
 
-/// `sum |dmin * m_j| * |a_i|` over the 6-bit sub-block mins `m_j` packed in `scales` (Q4_K,
-/// Q5_K); `dmin_scales` reads a block's `(dmin, scales)`.
-pub(crate) fn packed_mins_magnitude<W>(
-    w: &[W],
-    a: &[BlockQ8K],
-    dmin_scales: fn(&W) -> (f16, [u8; 12]),
-) -> f32 {
+/// The [`MinTerms`] of a [`ScaleMinK`] format (Q4_K, Q5_K): `sum |dmin * m_j| * |a_i|` over
+/// the 6-bit sub-block mins `m_j` packed in its scales.
+pub(crate) fn packed_mins_magnitude<W: ScaleMinK>(w: &[W], a: &[BlockQ8K]) -> f32 {
     let a = dequantize(a);
     let mut sum = 0.0f64;
     for (b, a) in w.iter().zip(a.chunks_exact(256)) {
-        let (dmin, scales) = dmin_scales(b);
+        let (_, dmin, scales) = b.header();
         for (j, a) in a.chunks_exact(32).enumerate() {
-            let (_, m) = super::util::scale_min_k4(j, &scales);
+            let (_, m) = super::util::scale_min_k4(j, scales);
             let mins = (dmin.to_f32() * m as f32).abs() as f64;
             sum += mins * a.iter().map(|v| v.abs() as f64).sum::<f64>();
         }
@@ -276,15 +273,49 @@ pub(crate) fn check_reference_dot<W: VecDot>(w: &[W], x: &[f32], min_terms: MinT
     assert_reference_dot(w, &a, min_terms(w, &a));
 }
 
+/// `n` test values spread deterministically over a range: `((i · step) mod modulus − centre) /
+/// scale` for `i` in `0..n`.
+pub(crate) fn spread_values(
+    n: usize,
+    step: usize,
+    modulus: usize,
+    centre: f32,
+    scale: f32,
+) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * step % modulus) as f32 - centre) / scale)
+        .collect()
+}
+
+/// How a SIMD dot kernel must agree with the reference dot product.
+#[derive(Clone, Copy)]
+pub(crate) enum DotMatch<W: VecDot> {
+    /// Within [`DOT_RTOL`] of the dot magnitude plus twice these min terms (and, on AArch64,
+    /// the dot-product-extension kernel gives the NEON kernel's bits).
+    Close(MinTerms<W>),
+    /// Bit for bit: for kernels whose integer sums are exact and whose float steps are the
+    /// reference's (the format has no min terms).
+    Exact,
+}
+
+impl<W: VecDot> DotMatch<W> {
+    /// The min terms the reference dot product is checked with.
+    pub(crate) fn min_terms(self) -> MinTerms<W> {
+        match self {
+            DotMatch::Close(min_terms) => min_terms,
+            DotMatch::Exact => no_min_terms,
+        }
+    }
+}
+
 /// Where AVX2 runs, checks the kernel `avx2` against the reference dot product of `w` and `x`
-/// (quantized to `W::Activation`) within [`DOT_RTOL`] of the dot magnitude plus twice the min
-/// terms.
+/// (quantized to `W::Activation`) as `want` says.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn check_avx2_dot<W: VecDot>(
     w: &[W],
     x: &[f32],
     avx2: unsafe fn(&[W], &[W::Activation]) -> f32,
-    min_terms: MinTerms<W>,
+    want: DotMatch<W>,
 ) {
     if !has_avx2() {
         return;
@@ -292,26 +323,13 @@ pub(crate) fn check_avx2_dot<W: VecDot>(
     let a = quantize::<W::Activation>(x);
     // SAFETY: AVX2, FMA and F16C were detected just above, all an AVX2 dot kernel needs.
     let simd = unsafe { avx2(w, &a) };
-    let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
-    assert_dot_close(simd, W::vec_dot(w, &a), magnitude);
-}
-
-/// Where AVX2 runs, checks that the kernel `avx2` gives the reference dot product of `w` and
-/// `x` (quantized to `W::Activation`) bit for bit: for kernels whose integer sums are exact and
-/// whose float steps are the reference's.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn check_avx2_dot_exact<W: VecDot>(
-    w: &[W],
-    x: &[f32],
-    avx2: unsafe fn(&[W], &[W::Activation]) -> f32,
-) {
-    if !has_avx2() {
-        return;
+    match want {
+        DotMatch::Close(min_terms) => {
+            let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
+            assert_dot_close(simd, W::vec_dot(w, &a), magnitude);
+        }
+        DotMatch::Exact => assert_same_dot(simd, W::vec_dot(w, &a), "simd"),
     }
-    let a = quantize::<W::Activation>(x);
-    // SAFETY: AVX2, FMA and F16C were detected just above, all an AVX2 dot kernel needs.
-    let simd = unsafe { avx2(w, &a) };
-    assert_same_dot(simd, W::vec_dot(w, &a), "simd");
 }
 
 /// Checks that the dot product `got` is `reference` bit for bit (any NaN matching any NaN).
@@ -327,49 +345,38 @@ fn assert_same_dot(got: f32, reference: f32, what: &str) {
 pub(crate) type NeonDot<W> = unsafe fn(&[W], &[<W as VecDot>::Activation]) -> f32;
 
 /// Checks the NEON kernel `neon` against the reference dot product of `w` and `x` (quantized
-/// to `W::Activation`) within [`DOT_RTOL`] of the dot magnitude plus twice the min terms, and,
-/// where the CPU has the dot-product extension, that `dotprod` gives `neon`'s bits.
+/// to `W::Activation`) as `want` says, and, where the CPU has the dot-product extension,
+/// `dotprod` too: against the reference bit for bit when `want` is [`DotMatch::Exact`], else
+/// against `neon`'s bits.
 #[cfg(target_arch = "aarch64")]
 pub(crate) fn check_neon_dots<W: VecDot>(
     w: &[W],
     x: &[f32],
     neon: NeonDot<W>,
     dotprod: NeonDot<W>,
-    min_terms: MinTerms<W>,
-) {
-    use crate::cpu::{Isa, detected};
-    let a = quantize::<W::Activation>(x);
-    // SAFETY: every AArch64 CPU has NEON, all the plain NEON kernels need.
-    let got = unsafe { neon(w, &a) };
-    let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
-    assert_dot_close(got, W::vec_dot(w, &a), magnitude);
-    if detected() >= Isa::Dotprod {
-        // SAFETY: the dot-product extension was detected just above.
-        let with_sdot = unsafe { dotprod(w, &a) };
-        assert_bits_eq(&[with_sdot], &[got], "dotprod kernel against the NEON one");
-    }
-}
-
-/// Checks that the NEON kernel `neon` gives the reference dot product of `w` and `x`
-/// (quantized to `W::Activation`) bit for bit, and, where the CPU has the dot-product
-/// extension, that `dotprod` does too: for kernels whose integer sums are exact and whose float
-/// steps are the reference's.
-#[cfg(target_arch = "aarch64")]
-pub(crate) fn check_neon_dots_exact<W: VecDot>(
-    w: &[W],
-    x: &[f32],
-    neon: NeonDot<W>,
-    dotprod: NeonDot<W>,
+    want: DotMatch<W>,
 ) {
     use crate::cpu::{Isa, detected};
     let a = quantize::<W::Activation>(x);
     let reference = W::vec_dot(w, &a);
-    let check = |got: f32, what: &str| assert_same_dot(got, reference, what);
     // SAFETY: every AArch64 CPU has NEON, all the plain NEON kernels need.
-    check(unsafe { neon(w, &a) }, "NEON kernel");
+    let got = unsafe { neon(w, &a) };
+    match want {
+        DotMatch::Close(min_terms) => {
+            let magnitude = dot_magnitude(w, &a) + 2.0 * min_terms(w, &a);
+            assert_dot_close(got, reference, magnitude);
+        }
+        DotMatch::Exact => assert_same_dot(got, reference, "NEON kernel"),
+    }
     if detected() >= Isa::Dotprod {
         // SAFETY: the dot-product extension was detected just above.
-        check(unsafe { dotprod(w, &a) }, "dotprod kernel");
+        let with_sdot = unsafe { dotprod(w, &a) };
+        match want {
+            DotMatch::Close(_) => {
+                assert_bits_eq(&[with_sdot], &[got], "dotprod kernel against the NEON one");
+            }
+            DotMatch::Exact => assert_same_dot(with_sdot, reference, "dotprod kernel"),
+        }
     }
 }
 
@@ -529,24 +536,38 @@ macro_rules! dot_tests {
         min_terms: $min_terms:expr
         $(, neon: $neon:ident)? $(,)?
     ) => {
-        fn dot_operands()
-        -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
-            $crate::quant::testing::dot_case::<$block>(|b, d, _m| {
+        $crate::quant::testing::dot_tests!(
+            @cases $block,
+            |b, d, _m| {
                 b.$d = d;
                 $(b.$m = _m;)?
-            })
+            },
+            $avx2,
+            $crate::quant::testing::DotMatch::Close($min_terms)
+            $(, $neon)?
+        );
+    };
+    (@cases $block:ty, $patch:expr, $avx2:expr, $want:expr $(, $neon:ident)?) => {
+        fn dot_operands()
+        -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
+            $crate::quant::testing::dot_case::<$block>($patch)
+        }
+
+        /// How the SIMD kernels must agree with the reference.
+        fn want() -> $crate::quant::testing::DotMatch<$block> {
+            $want
         }
 
         ::proptest::proptest! {
             #[test]
             fn reference_dot_matches_dequantized_dot((w, x) in dot_operands()) {
-                $crate::quant::testing::check_reference_dot(&w, &x, $min_terms);
+                $crate::quant::testing::check_reference_dot(&w, &x, want().min_terms());
             }
 
             #[cfg(target_arch = "x86_64")]
             #[test]
             fn avx2_dot_matches_reference((w, x) in dot_operands()) {
-                $crate::quant::testing::check_avx2_dot(&w, &x, $avx2, $min_terms);
+                $crate::quant::testing::check_avx2_dot(&w, &x, $avx2, want());
             }
 
             $(
@@ -558,7 +579,7 @@ macro_rules! dot_tests {
                         &x,
                         $neon::vec_dot_neon,
                         $neon::vec_dot_dotprod,
-                        $min_terms,
+                        want(),
                     );
                 }
             )?
@@ -570,9 +591,8 @@ pub(crate) use dot_tests;
 /// The dot-product properties of weight format `$block` whose SIMD kernels are bit-exact: on
 /// rows from [`dot_case`] (random, all-zero and all-ones code bits; `$patch` sets the block
 /// `$b`'s scale from the drawn f16 `$d`), the reference dot product matches the dequantized dot
-/// ([`check_reference_dot`]), the AVX2 kernel `$avx2` gives the reference's bits
-/// ([`check_avx2_dot_exact`]) and, with `neon: module`, so do the module's NEON kernels
-/// ([`check_neon_dots_exact`]).
+/// ([`check_reference_dot`]), and the AVX2 kernel `$avx2` and, with `neon: module`, the
+/// module's NEON kernels give the reference's bits ([`DotMatch::Exact`]).
 macro_rules! exact_dot_tests {
     (
         $block:ty,
@@ -580,39 +600,13 @@ macro_rules! exact_dot_tests {
         avx2: $avx2:expr
         $(, neon: $neon:ident)? $(,)?
     ) => {
-        fn dot_operands() -> impl ::proptest::strategy::Strategy<Value = (Vec<$block>, Vec<f32>)> {
-            $crate::quant::testing::dot_case::<$block>(|$b, $d, _| $patch)
-        }
-
-        ::proptest::proptest! {
-            #[test]
-            fn reference_dot_matches_dequantized_dot((w, x) in dot_operands()) {
-                $crate::quant::testing::check_reference_dot(
-                    &w,
-                    &x,
-                    $crate::quant::testing::no_min_terms,
-                );
-            }
-
-            #[cfg(target_arch = "x86_64")]
-            #[test]
-            fn avx2_dot_matches_reference_bit_exact((w, x) in dot_operands()) {
-                $crate::quant::testing::check_avx2_dot_exact(&w, &x, $avx2);
-            }
-
-            $(
-                #[cfg(target_arch = "aarch64")]
-                #[test]
-                fn neon_dots_match_reference_bit_exact((w, x) in dot_operands()) {
-                    $crate::quant::testing::check_neon_dots_exact(
-                        &w,
-                        &x,
-                        $neon::vec_dot_neon,
-                        $neon::vec_dot_dotprod,
-                    );
-                }
-            )?
-        }
+        $crate::quant::testing::dot_tests!(
+            @cases $block,
+            |$b, $d, _| $patch,
+            $avx2,
+            $crate::quant::testing::DotMatch::Exact
+            $(, $neon)?
+        );
     };
 }
 pub(crate) use exact_dot_tests;

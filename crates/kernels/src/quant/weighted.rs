@@ -186,6 +186,7 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8], qw: Option<&[f3
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::testing::spread_values;
 
     #[test]
     fn qp_quants_of_exact_multiples_give_back_the_multiples() {
@@ -205,9 +206,7 @@ mod tests {
 
     #[test]
     fn qkx3_quants_keep_codes_in_range_and_reconstruct_closely() {
-        let x: Vec<f32> = (0..32)
-            .map(|i| ((i * 13 % 29) as f32 - 9.0) / 5.0)
-            .collect();
+        let x = spread_values(32, 13, 29, 9.0, 5.0);
         let w = vec![1.0f32; 32];
         let mut l = [0u8; 32];
         let (scale, neg_min) = make_qkx3_quants(15, &x, Some(&w), &mut l, -0.9, 0.05, 36, false);

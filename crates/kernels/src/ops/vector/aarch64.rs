@@ -100,15 +100,15 @@ pub(super) fn f16_to_f32(src: &[f16], out: &mut [f32]) {
 #[inline]
 #[target_feature(enable = "neon")]
 fn exp4(x: float32x4_t) -> float32x4_t {
-    let x = vminq_f32(
-        vmaxq_f32(x, vdupq_n_f32(-88.376_26)),
-        vdupq_n_f32(88.376_26),
-    );
+    let max = super::EXP_INPUT_MAX;
+    let x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-max)), vdupq_n_f32(max));
     let n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(std::f32::consts::LOG2_E)));
-    let r = vfmsq_f32(x, n, vdupq_n_f32(0.693_359_4));
-    let r = vfmsq_f32(r, n, vdupq_n_f32(-2.121_944_4e-4));
-    let mut p = vdupq_n_f32(1.987_569_1e-4);
-    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+    let [ln2_hi, ln2_lo] = super::EXP_LN2;
+    let r = vfmsq_f32(x, n, vdupq_n_f32(ln2_hi));
+    let r = vfmsq_f32(r, n, vdupq_n_f32(ln2_lo));
+    let [first, rest @ ..] = super::EXP_POLY;
+    let mut p = vdupq_n_f32(first);
+    for c in rest {
         p = vfmaq_f32(vdupq_n_f32(c), p, r);
     }
     let p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0)), p, vmulq_f32(r, r));
@@ -118,103 +118,9 @@ fn exp4(x: float32x4_t) -> float32x4_t {
     vmulq_f32(p, vreinterpretq_f32_s32(bits))
 }
 
-/// `x / (1 + e^(-z))`.
-#[inline]
-#[target_feature(enable = "neon")]
-fn times_sigmoid(x: float32x4_t, z: float32x4_t) -> float32x4_t {
-    vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0), exp4(vnegq_f32(z))))
-}
-
-/// Applies `f` to full lanes of four and `tail` to the rest.
-#[inline]
-#[target_feature(enable = "neon")]
-fn gated_with(
-    gate: &mut [f32],
-    up: &[f32],
-    f: impl Fn(float32x4_t) -> float32x4_t,
-    tail: fn(&mut [f32], &[f32]),
-) {
-    let (g4, gt) = gate.as_chunks_mut::<4>();
-    let (u4, ut) = up.as_chunks::<4>();
-    for (g, u) in g4.iter_mut().zip(u4) {
-        // SAFETY: each load and store touches exactly the four floats of one chunk.
-        unsafe {
-            let y = vmulq_f32(f(vld1q_f32(g.as_ptr())), vld1q_f32(u.as_ptr()));
-            vst1q_f32(g.as_mut_ptr(), y);
-        }
-    }
-    tail(gt, ut);
-}
-
-/// NEON gated SiLU: `gate = gate / (1 + e^-gate) * up`.
-#[target_feature(enable = "neon")]
-pub(super) fn gated_silu(gate: &mut [f32], up: &[f32]) {
-    gated_with(
-        gate,
-        up,
-        |x| times_sigmoid(x, x),
-        super::gated_silu_reference,
-    );
-}
-
-/// The tanh GELU of four lanes, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)`
-/// (equal to `0.5·x·(1 + tanh u)`).
-#[inline]
-#[target_feature(enable = "neon")]
-fn gelu_tanh4(x: float32x4_t) -> float32x4_t {
-    let inner = vfmaq_f32(vdupq_n_f32(1.0), vdupq_n_f32(0.044715), vmulq_f32(x, x));
-    let two_u = vmulq_f32(vmulq_f32(vdupq_n_f32(2.0 * 0.797_884_6), x), inner);
-    times_sigmoid(x, two_u)
-}
-
-/// NEON gated tanh GELU through [`gelu_tanh4`].
-#[target_feature(enable = "neon")]
-pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
-    gated_with(
-        gate,
-        up,
-        |x| gelu_tanh4(x),
-        super::gated_gelu_tanh_reference,
-    );
-}
-
-/// Applies `f` in place to full lanes of four and `tail` to the `len % 4` last values.
-#[inline]
-#[target_feature(enable = "neon")]
-fn activate_with(x: &mut [f32], f: impl Fn(float32x4_t) -> float32x4_t, tail: fn(&mut [f32])) {
-    let (chunks, rest) = x.as_chunks_mut::<4>();
-    for chunk in chunks {
-        // SAFETY: the load and the store touch exactly the four floats of one chunk.
-        unsafe {
-            let v = f(vld1q_f32(chunk.as_ptr()));
-            vst1q_f32(chunk.as_mut_ptr(), v);
-        }
-    }
-    tail(rest);
-}
-
-/// NEON tanh GELU in place through [`gelu_tanh4`].
-#[target_feature(enable = "neon")]
-pub(super) fn gelu_tanh(x: &mut [f32]) {
-    activate_with(x, |v| gelu_tanh4(v), super::gelu_tanh_reference);
-}
-
-/// NEON SiLU in place: `x / (1 + e^-x)`.
-#[target_feature(enable = "neon")]
-pub(super) fn silu(x: &mut [f32]) {
-    activate_with(x, |v| times_sigmoid(v, v), super::silu_reference);
-}
-
-/// NEON [`super::VectorKernels::exp_shifted`] through [`exp4`]; a short last chunk is padded,
-/// so every value goes through the same instructions.
-#[target_feature(enable = "neon")]
-pub(super) fn exp_shifted(x: &mut [f32], max: f32) {
-    let max = vdupq_n_f32(max);
-    super::each_padded_chunk::<4>(x, |chunk| {
-        // SAFETY: the load and the store touch exactly the four floats of the chunk.
-        unsafe {
-            let v = exp4(vsubq_f32(vld1q_f32(chunk.as_ptr()), max));
-            vst1q_f32(chunk.as_mut_ptr(), v);
-        }
-    });
-}
+elementwise_kernels!(
+    "neon", float32x4_t, 4 lanes,
+    load: vld1q_f32, store: vst1q_f32, splat: vdupq_n_f32,
+    add: vaddq_f32, sub: vsubq_f32, mul: vmulq_f32, div: vdivq_f32, exp: exp4,
+    neg: |z| vnegq_f32(z), mul_add: |a, b, c| vfmaq_f32(c, a, b),
+);

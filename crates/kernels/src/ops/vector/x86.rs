@@ -10,18 +10,18 @@ use half::f16;
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn exp8(x: __m256) -> __m256 {
-    let x = _mm256_min_ps(
-        _mm256_max_ps(x, _mm256_set1_ps(-88.376_26)),
-        _mm256_set1_ps(88.376_26),
-    );
+    let max = super::EXP_INPUT_MAX;
+    let x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-max)), _mm256_set1_ps(max));
     let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
         x,
         _mm256_set1_ps(std::f32::consts::LOG2_E),
     ));
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
-    let mut p = _mm256_set1_ps(1.987_569_1e-4);
-    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+    let [ln2_hi, ln2_lo] = super::EXP_LN2;
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ln2_hi), x);
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ln2_lo), r);
+    let [first, rest @ ..] = super::EXP_POLY;
+    let mut p = _mm256_set1_ps(first);
+    for c in rest {
         p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
     }
     let p = _mm256_fmadd_ps(
@@ -37,98 +37,12 @@ fn exp8(x: __m256) -> __m256 {
     _mm256_mul_ps(p, _mm256_castsi256_ps(bits))
 }
 
-/// `x / (1 + e^(-z))`.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn times_sigmoid(x: __m256, z: __m256) -> __m256 {
-    let one = _mm256_set1_ps(1.0);
-    _mm256_div_ps(
-        x,
-        _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), z))),
-    )
-}
-
-/// Applies `f` to full lanes of eight and `tail` to the rest.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn gated_with(
-    gate: &mut [f32],
-    up: &[f32],
-    f: impl Fn(__m256) -> __m256,
-    tail: fn(&mut [f32], &[f32]),
-) {
-    let (g8, gt) = gate.as_chunks_mut::<8>();
-    let (u8, ut) = up.as_chunks::<8>();
-    for (g, u) in g8.iter_mut().zip(u8) {
-        // SAFETY: each load and store touches exactly the eight floats of one chunk.
-        unsafe {
-            let x = _mm256_loadu_ps(g.as_ptr());
-            let y = _mm256_mul_ps(f(x), _mm256_loadu_ps(u.as_ptr()));
-            _mm256_storeu_ps(g.as_mut_ptr(), y);
-        }
-    }
-    tail(gt, ut);
-}
-
-/// AVX2 gated SiLU: `gate = gate / (1 + e^-gate) * up`.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn gated_silu(gate: &mut [f32], up: &[f32]) {
-    gated_with(
-        gate,
-        up,
-        |x| times_sigmoid(x, x),
-        super::gated_silu_reference,
-    );
-}
-
-/// The tanh GELU of eight lanes, as `x · sigmoid(2u)` with `u = √(2/π)·x·(1 + 0.044715·x²)`
-/// (equal to `0.5·x·(1 + tanh u)`).
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn gelu_tanh8(x: __m256) -> __m256 {
-    let x2 = _mm256_mul_ps(x, x);
-    let inner = _mm256_fmadd_ps(_mm256_set1_ps(0.044715), x2, _mm256_set1_ps(1.0));
-    let two_u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0 * 0.797_884_6), x), inner);
-    times_sigmoid(x, two_u)
-}
-
-/// AVX2 gated tanh GELU through [`gelu_tanh8`].
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn gated_gelu_tanh(gate: &mut [f32], up: &[f32]) {
-    gated_with(
-        gate,
-        up,
-        |x| gelu_tanh8(x),
-        super::gated_gelu_tanh_reference,
-    );
-}
-
-/// Applies `f` in place to full lanes of eight and `tail` to the `len % 8` last values.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn activate_with(x: &mut [f32], f: impl Fn(__m256) -> __m256, tail: fn(&mut [f32])) {
-    let (chunks, rest) = x.as_chunks_mut::<8>();
-    for chunk in chunks {
-        // SAFETY: the load and the store touch exactly the eight floats of one chunk.
-        unsafe {
-            let v = f(_mm256_loadu_ps(chunk.as_ptr()));
-            _mm256_storeu_ps(chunk.as_mut_ptr(), v);
-        }
-    }
-    tail(rest);
-}
-
-/// AVX2 tanh GELU in place through [`gelu_tanh8`].
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn gelu_tanh(x: &mut [f32]) {
-    activate_with(x, |v| gelu_tanh8(v), super::gelu_tanh_reference);
-}
-
-/// AVX2 SiLU in place: `x / (1 + e^-x)`.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn silu(x: &mut [f32]) {
-    activate_with(x, |v| times_sigmoid(v, v), super::silu_reference);
-}
+elementwise_kernels!(
+    "avx2,fma", __m256, 8 lanes,
+    load: _mm256_loadu_ps, store: _mm256_storeu_ps, splat: _mm256_set1_ps,
+    add: _mm256_add_ps, sub: _mm256_sub_ps, mul: _mm256_mul_ps, div: _mm256_div_ps, exp: exp8,
+    neg: |z| _mm256_sub_ps(_mm256_setzero_ps(), z), mul_add: |a, b, c| _mm256_fmadd_ps(a, b, c),
+);
 
 /// Keys one pass of [`scaled_dots`] scores (the query is loaded once for them).
 const KEYS: usize = 8;
@@ -157,34 +71,13 @@ pub(super) fn scaled_dots(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) 
     max_lane(max)
 }
 
-/// AVX-512 [`super::VectorKernels::scaled_dots_pair`]: [`scaled_dots`] for two queries at once,
-/// lanes 0-7 of a register the first query's, 8-15 the second's, against a key's eight values
-/// in both halves, so each lane does the fused multiply-adds it does there.
+/// AVX-512 [`super::VectorKernels::scaled_dots_pair`] (`H = 2`) and
+/// [`super::VectorKernels::scaled_dots_quad`] (`H = 4`): [`scaled_dots`] for `H` queries at
+/// once, two per register, lanes 0-7 of a register the first query's, 8-15 the second's,
+/// against a key's eight values in both halves (loaded once for all the registers), so each
+/// lane does the fused multiply-adds it does there.
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(super) fn scaled_dots_pair_avx512(
-    q: [&[f32]; 2],
-    keys: &[f32],
-    scale: f32,
-    out: [&mut [f32]; 2],
-) -> [f32; 2] {
-    scaled_dots_heads(q, keys, scale, out)
-}
-
-/// AVX-512 [`super::VectorKernels::scaled_dots_quad`]: [`scaled_dots_pair_avx512`] for two
-/// pairs of queries, each key's values loaded once for both registers.
-#[target_feature(enable = "avx512f,avx2,fma")]
-pub(super) fn scaled_dots_quad_avx512(
-    q: [&[f32]; 4],
-    keys: &[f32],
-    scale: f32,
-    out: [&mut [f32]; 4],
-) -> [f32; 4] {
-    scaled_dots_heads(q, keys, scale, out)
-}
-
-/// [`scaled_dots`] for `H` queries (2 or 4), two per AVX-512 register.
-#[inline(always)]
-fn scaled_dots_heads<const H: usize>(
+pub(super) fn scaled_dots_heads_avx512<const H: usize>(
     q: [&[f32]; H],
     keys: &[f32],
     scale: f32,
@@ -194,19 +87,15 @@ fn scaled_dots_heads<const H: usize>(
     let hd = q[0].len();
     assert!(H.is_multiple_of(2) && H <= 4 && q.iter().all(|q| q.len() == hd));
     let full = hd / 8 * 8;
-    // SAFETY: the callers run only where the CPU has AVX-512 F, AVX2 and FMA.
-    let (scale, mut max) = unsafe {
-        (
-            _mm256_set1_ps(scale),
-            [_mm256_set1_ps(f32::NEG_INFINITY); H],
-        )
-    };
+    let (scale, mut max) = (
+        _mm256_set1_ps(scale),
+        [_mm256_set1_ps(f32::NEG_INFINITY); H],
+    );
     let n = out[0].len();
     for pass in 0..n.div_ceil(KEYS) {
         let keys_here = KEYS.min(n - pass * KEYS);
         let k = pass_keys(keys, hd, pass, keys_here);
-        // SAFETY: as above; every load reads the eight values at `c` of rows `hd` long, with
-        // `c + 8 <= hd`.
+        // SAFETY: every load reads the eight values at `c` of rows `hd` long, with `c + 8 <= hd`.
         let acc = unsafe {
             let mut acc = [[_mm512_setzero_ps(); 2]; KEYS];
             for c in (0..full).step_by(8) {
@@ -231,22 +120,17 @@ fn scaled_dots_heads<const H: usize>(
         for h in 0..H {
             // Query `h`'s half of each key's register.
             let half: [__m256; KEYS] = std::array::from_fn(|d| {
-                // SAFETY: as above.
-                unsafe {
-                    let acc = _mm512_castps_pd(acc[d][h / 2]);
-                    match h % 2 {
-                        0 => _mm256_castpd_ps(_mm512_castpd512_pd256(acc)),
-                        _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(acc)),
-                    }
+                let acc = _mm512_castps_pd(acc[d][h / 2]);
+                match h % 2 {
+                    0 => _mm256_castpd_ps(_mm512_castpd512_pd256(acc)),
+                    _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(acc)),
                 }
             });
             let out = &mut out[h][pass * KEYS..pass * KEYS + keys_here];
-            // SAFETY: as above.
-            max[h] = unsafe { finish_pass(&half, q[h], &k, scale, max[h], out) };
+            max[h] = finish_pass(&half, q[h], &k, scale, max[h], out);
         }
     }
-    // SAFETY: as above.
-    max.map(|m| unsafe { max_lane(m) })
+    max.map(|m| max_lane(m))
 }
 
 /// The rows of pass `pass` of a `scaled_dots` call, with `n` rows in the pass: `KEYS` of them,
@@ -342,38 +226,38 @@ pub(super) fn axpy_rows_pair_avx512(w: [&[f32]; 2], rows: &[f32], y: [&mut [f32]
     axpy_rows_in::<__m512, 2>(w, rows, y);
 }
 
-/// AVX2 (F16C) [`super::VectorKernels::f16_to_f32`], eight values per instruction.
+/// AVX2 (F16C) [`super::VectorKernels::f16_to_f32`]: [`f16_to_f32_in`] eight values per
+/// instruction.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn f16_to_f32(src: &[f16], out: &mut [f32]) {
-    let (chunks, tail) = src.as_chunks::<8>();
-    let (outs, out_tail) = out.as_chunks_mut::<8>();
-    for (c, o) in chunks.iter().zip(outs) {
-        // SAFETY: the load reads the eight f16 of `c`, the store writes the eight f32 of `o`.
-        unsafe {
-            let h = _mm_loadu_si128(c.as_ptr().cast());
-            _mm256_storeu_ps(o.as_mut_ptr(), _mm256_cvtph_ps(h));
-        }
-    }
-    super::f16_to_f32_reference(tail, out_tail);
+    f16_to_f32_in::<__m256>(src, out, super::f16_to_f32_reference);
 }
 
-/// AVX-512 [`super::VectorKernels::f16_to_f32`], sixteen values per instruction.
+/// AVX-512 [`super::VectorKernels::f16_to_f32`]: [`f16_to_f32_in`] sixteen values per
+/// instruction, the rest through [`f16_to_f32`].
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 pub(super) fn f16_to_f32_avx512(src: &[f16], out: &mut [f32]) {
-    let (chunks, tail) = src.as_chunks::<16>();
-    let (outs, out_tail) = out.as_chunks_mut::<16>();
-    for (c, o) in chunks.iter().zip(outs) {
-        // SAFETY: the load reads the sixteen f16 of `c`, the store writes the sixteen f32 of
-        // `o`.
-        unsafe {
-            let h = _mm256_loadu_si256(c.as_ptr().cast());
-            _mm512_storeu_ps(o.as_mut_ptr(), _mm512_cvtph_ps(h));
-        }
-    }
-    f16_to_f32(tail, out_tail);
+    f16_to_f32_in::<__m512>(src, out, |src, out| f16_to_f32(src, out));
 }
 
-/// A register of f32 lanes, so that [`axpy_rows_in`] is written once for both widths.
+/// [`super::VectorKernels::f16_to_f32`] in registers `V`, converting whole registers of values
+/// and handing the last `len % V::WIDTH` to `tail`.
+///
+/// Inlined into callers that have `V`'s instruction set and F16C.
+#[inline(always)]
+fn f16_to_f32_in<V: Lanes>(src: &[f16], out: &mut [f32], tail: impl FnOnce(&[f16], &mut [f32])) {
+    let mut chunks = src.chunks_exact(V::WIDTH);
+    let mut outs = out.chunks_exact_mut(V::WIDTH);
+    for (c, o) in (&mut chunks).zip(&mut outs) {
+        // SAFETY: the load reads the `WIDTH` f16 of `c`, the store writes the `WIDTH` f32 of `o`;
+        // the callers run only where the CPU has `V`'s instruction set and F16C.
+        unsafe { V::load_f16(c.as_ptr()).store(o.as_mut_ptr()) }
+    }
+    tail(chunks.remainder(), outs.into_remainder());
+}
+
+/// A register of f32 lanes, so that [`axpy_rows_in`] and [`f16_to_f32_in`] are written once
+/// for both widths.
 trait Lanes: Copy {
     /// Lanes per register.
     const WIDTH: usize;
@@ -393,54 +277,67 @@ trait Lanes: Copy {
     /// # Safety
     /// The CPU must have the register's instruction set.
     unsafe fn fma(self, a: f32, x: Self) -> Self;
+
+    /// The `WIDTH` f16 values from `p`, converted (exactly).
+    ///
+    /// # Safety
+    /// The CPU must have the register's instruction set and F16C, and `WIDTH` values from `p`
+    /// must be readable.
+    unsafe fn load_f16(p: *const f16) -> Self;
 }
 
-impl Lanes for __m256 {
-    const WIDTH: usize = 8;
+/// Implements [`Lanes`] for the register `$reg` of `$width` lanes on the instruction set
+/// `$features` (`$f16_features` with F16C), through its unaligned load and store, its broadcast
+/// and its fused multiply-add, and for f16 values the unaligned integer load of their bits and
+/// the conversion (in that order).
+macro_rules! lanes {
+    (
+        $reg:ty, $width:literal lanes with $features:literal ($f16_features:literal with F16C):
+        $load:ident, $store:ident, $set1:ident, $fmadd:ident;
+        f16: $load_bits:ident, $convert:ident
+    ) => {
+        impl Lanes for $reg {
+            const WIDTH: usize = $width;
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn load(p: *const f32) -> Self {
-        // SAFETY: the caller keeps the eight values readable.
-        unsafe { _mm256_loadu_ps(p) }
-    }
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn load(p: *const f32) -> Self {
+                // SAFETY: the caller keeps the `WIDTH` values readable.
+                unsafe { $load(p) }
+            }
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn store(self, p: *mut f32) {
-        // SAFETY: the caller keeps the eight values writable.
-        unsafe { _mm256_storeu_ps(p, self) }
-    }
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn store(self, p: *mut f32) {
+                // SAFETY: the caller keeps the `WIDTH` values writable.
+                unsafe { $store(p, self) }
+            }
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn fma(self, a: f32, x: Self) -> Self {
-        _mm256_fmadd_ps(_mm256_set1_ps(a), x, self)
-    }
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn fma(self, a: f32, x: Self) -> Self {
+                $fmadd($set1(a), x, self)
+            }
+
+            #[inline]
+            #[target_feature(enable = $f16_features)]
+            unsafe fn load_f16(p: *const f16) -> Self {
+                // SAFETY: the caller keeps the `WIDTH` values readable.
+                unsafe { $convert($load_bits(p.cast())) }
+            }
+        }
+    };
 }
 
-impl Lanes for __m512 {
-    const WIDTH: usize = 16;
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn load(p: *const f32) -> Self {
-        // SAFETY: the caller keeps the sixteen values readable.
-        unsafe { _mm512_loadu_ps(p) }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn store(self, p: *mut f32) {
-        // SAFETY: the caller keeps the sixteen values writable.
-        unsafe { _mm512_storeu_ps(p, self) }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn fma(self, a: f32, x: Self) -> Self {
-        _mm512_fmadd_ps(_mm512_set1_ps(a), x, self)
-    }
+lanes! {
+    __m256, 8 lanes with "avx2,fma" ("avx2,fma,f16c" with F16C):
+    _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps;
+    f16: _mm_loadu_si128, _mm256_cvtph_ps
+}
+lanes! {
+    __m512, 16 lanes with "avx512f,avx2,fma" ("avx512f,avx2,fma,f16c" with F16C):
+    _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps;
+    f16: _mm256_loadu_si256, _mm512_cvtph_ps
 }
 
 /// [`super::VectorKernels::axpy_rows`] in registers `V` for `M` weight vectors over the same
@@ -512,18 +409,4 @@ fn axpy_span<V: Lanes, const N: usize, const M: usize>(
             }
         }
     }
-}
-
-/// AVX2 [`super::VectorKernels::exp_shifted`] through [`exp8`]; a short last chunk is padded,
-/// so every value goes through the same instructions.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn exp_shifted(x: &mut [f32], max: f32) {
-    let max = _mm256_set1_ps(max);
-    super::each_padded_chunk::<8>(x, |chunk| {
-        // SAFETY: the load and the store touch exactly the eight floats of the chunk.
-        unsafe {
-            let v = exp8(_mm256_sub_ps(_mm256_loadu_ps(chunk.as_ptr()), max));
-            _mm256_storeu_ps(chunk.as_mut_ptr(), v);
-        }
-    });
 }

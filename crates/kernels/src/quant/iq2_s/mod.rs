@@ -10,8 +10,6 @@ use half::f16;
 use rinfer_formats::QK_K;
 
 use super::iq_grids::{IQ2S_GRID, signed8};
-use super::q8_k::BlockQ8K;
-use super::signed_grid::SignedGrid;
 use super::util::nibble;
 
 #[cfg(target_arch = "aarch64")]
@@ -52,21 +50,14 @@ impl BlockIq2S {
     }
 }
 
-impl SignedGrid for BlockIq2S {
-    const GROUPS_PER_SCALE: usize = 2;
-    const VALUE_FACTOR: f32 = 0.25;
+signed_grid_format! {
+    BlockIq2S: Iq2S, 2 groups per scale, value factor 0.25;
 
-    fn d(&self) -> f16 {
-        self.d
-    }
-    #[inline]
     fn group(&self, g: usize) -> [i8; 8] {
         signed8(IQ2S_GRID[self.index(g)], self.signs(g))
     }
-    #[inline]
+
     fn level(&self, h: usize) -> u8 {
         nibble(&self.scales, h)
     }
 }
-
-family_reference!(BlockIq2S: Iq2S, QK_K, signed_grid, BlockQ8K);

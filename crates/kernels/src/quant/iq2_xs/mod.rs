@@ -10,8 +10,6 @@ use half::f16;
 use rinfer_formats::QK_K;
 
 use super::iq_grids::{IQ2XS_GRID, KSIGNS, signed8};
-use super::q8_k::BlockQ8K;
-use super::signed_grid::SignedGrid;
 use super::util::nibble;
 
 #[cfg(target_arch = "aarch64")]
@@ -36,22 +34,15 @@ block_struct! {
     }
 }
 
-impl SignedGrid for BlockIq2Xs {
-    const GROUPS_PER_SCALE: usize = 2;
-    const VALUE_FACTOR: f32 = 0.25;
+signed_grid_format! {
+    BlockIq2Xs: Iq2Xs, 2 groups per scale, value factor 0.25;
 
-    fn d(&self) -> f16 {
-        self.d
-    }
-    #[inline]
     fn group(&self, g: usize) -> [i8; 8] {
         let q = self.qs[g];
         signed8(IQ2XS_GRID[(q & 511) as usize], KSIGNS[(q >> 9) as usize])
     }
-    #[inline]
+
     fn level(&self, h: usize) -> u8 {
         nibble(&self.scales, h)
     }
 }
-
-family_reference!(BlockIq2Xs: Iq2Xs, QK_K, signed_grid, BlockQ8K);

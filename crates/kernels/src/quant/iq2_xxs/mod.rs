@@ -9,8 +9,6 @@ use half::f16;
 use rinfer_formats::QK_K;
 
 use super::iq_grids::{IQ2XXS_GRID, KSIGNS, signed8};
-use super::q8_k::BlockQ8K;
-use super::signed_grid::SignedGrid;
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -43,14 +41,9 @@ impl BlockIq2Xxs {
     }
 }
 
-impl SignedGrid for BlockIq2Xxs {
-    const GROUPS_PER_SCALE: usize = 4;
-    const VALUE_FACTOR: f32 = 0.25;
+signed_grid_format! {
+    BlockIq2Xxs: Iq2Xxs, 4 groups per scale, value factor 0.25;
 
-    fn d(&self) -> f16 {
-        self.d
-    }
-    #[inline]
     fn group(&self, g: usize) -> [i8; 8] {
         let (ib, l) = (g / 4, g % 4);
         let (grid, signs) = self.sub_block(ib);
@@ -60,10 +53,8 @@ impl SignedGrid for BlockIq2Xxs {
             KSIGNS[(signs >> (7 * l)) as usize & 127],
         )
     }
-    #[inline]
+
     fn level(&self, s: usize) -> u8 {
         (self.sub_block(s).1 >> 28) as u8
     }
 }
-
-family_reference!(BlockIq2Xxs: Iq2Xxs, QK_K, signed_grid, BlockQ8K);

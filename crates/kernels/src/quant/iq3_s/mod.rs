@@ -10,8 +10,6 @@ use half::f16;
 use rinfer_formats::QK_K;
 
 use super::iq_grids::{IQ3S_GRID, signed8};
-use super::q8_k::BlockQ8K;
-use super::signed_grid::SignedGrid;
 use super::util::nibble;
 
 #[cfg(target_arch = "aarch64")]
@@ -48,23 +46,16 @@ impl BlockIq3S {
     }
 }
 
-impl SignedGrid for BlockIq3S {
-    const GROUPS_PER_SCALE: usize = 4;
-    const VALUE_FACTOR: f32 = 2.0;
+signed_grid_format! {
+    BlockIq3S: Iq3S, 4 groups per scale, value factor 2.0;
 
-    fn d(&self) -> f16 {
-        self.d
-    }
-    #[inline]
     fn group(&self, g: usize) -> [i8; 8] {
         let (ib, l) = (g / 4, g % 4);
         let entry = |k: usize| IQ3S_GRID[self.index(ib, 2 * l + k)] as u64;
         signed8(entry(0) | entry(1) << 32, self.signs[4 * ib + l])
     }
-    #[inline]
+
     fn level(&self, ib: usize) -> u8 {
         nibble(&self.scales, ib)
     }
 }
-
-family_reference!(BlockIq3S: Iq3S, QK_K, signed_grid, BlockQ8K);

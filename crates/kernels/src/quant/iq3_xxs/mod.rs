@@ -10,8 +10,6 @@ use half::f16;
 use rinfer_formats::QK_K;
 
 use super::iq_grids::{IQ3XXS_GRID, KSIGNS, signed8};
-use super::q8_k::BlockQ8K;
-use super::signed_grid::SignedGrid;
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -47,24 +45,17 @@ impl BlockIq3Xxs {
     }
 }
 
-impl SignedGrid for BlockIq3Xxs {
-    const GROUPS_PER_SCALE: usize = 4;
-    const VALUE_FACTOR: f32 = 0.5;
+signed_grid_format! {
+    BlockIq3Xxs: Iq3Xxs, 4 groups per scale, value factor 0.5;
 
-    fn d(&self) -> f16 {
-        self.d
-    }
-    #[inline]
     fn group(&self, g: usize) -> [i8; 8] {
         let (ib, l) = (g / 4, g % 4);
         let entry = |k: usize| IQ3XXS_GRID[self.qs[8 * ib + 2 * l + k] as usize] as u64;
         let signs = KSIGNS[(self.signs_and_scale(ib) >> (7 * l)) as usize & 127];
         signed8(entry(0) | entry(1) << 32, signs)
     }
-    #[inline]
+
     fn level(&self, s: usize) -> u8 {
         (self.signs_and_scale(s) >> 28) as u8
     }
 }
-
-family_reference!(BlockIq3Xxs: Iq3Xxs, QK_K, signed_grid, BlockQ8K);

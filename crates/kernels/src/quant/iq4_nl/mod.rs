@@ -2,11 +2,8 @@
 //! `x = d * KVALUES[q]`. Codes are packed as in Q4_0.
 
 use half::f16;
-use rinfer_formats::GgmlType;
 
-use super::q8_0::BlockQ8_0;
-use super::util::{scale_codes, split_nibbles};
-use super::{BlockFormat, VecDot, sum_blocks};
+use super::util::split_nibbles;
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -29,25 +26,4 @@ block_struct! {
     }
 }
 
-impl BlockFormat for BlockIq4Nl {
-    const TYPE: GgmlType = GgmlType::Iq4Nl;
-    const ELEMS: usize = 32;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        let codes = split_nibbles(&self.qs).map(|q| KVALUES[q as usize] as i32);
-        scale_codes(self.d.to_f32(), codes, out);
-    }
-}
-
-impl VecDot for BlockIq4Nl {
-    type Activation = BlockQ8_0;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        sum_blocks(w, a, |x, y| {
-            y.scaled_dot(
-                x.d.to_f32(),
-                split_nibbles(&x.qs).map(|q| KVALUES[q as usize] as i32),
-            )
-        })
-    }
-}
+codes32_format!(BlockIq4Nl: Iq4Nl, |b| split_nibbles(&b.qs).map(|q| KVALUES[q as usize] as i32));

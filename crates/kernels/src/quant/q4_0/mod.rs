@@ -1,11 +1,9 @@
 //! Q4_0: 32 values per block, 4-bit codes and one f16 scale: `x = d * (q - 8)`.
 
 use half::f16;
-use rinfer_formats::GgmlType;
 
-use super::q8_0::BlockQ8_0;
-use super::util::{centred_code, pack_split_nibbles, scale_codes, split_nibbles};
-use super::{BlockFormat, Quantize, VecDot, sum_blocks};
+use super::Quantize;
+use super::util::{centred_code, pack_split_nibbles, split_nibbles};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -25,15 +23,7 @@ block_struct! {
     }
 }
 
-impl BlockFormat for BlockQ4_0 {
-    const TYPE: GgmlType = GgmlType::Q4_0;
-    const ELEMS: usize = 32;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        let codes = split_nibbles(&self.qs).map(|q| q as i32 - 8);
-        scale_codes(self.d.to_f32(), codes, out);
-    }
-}
+codes32_format!(BlockQ4_0: Q4_0, |b| split_nibbles(&b.qs).map(|q| q as i32 - 8));
 
 impl Quantize for BlockQ4_0 {
     fn quantize(x: &[f32]) -> Self {
@@ -45,15 +35,5 @@ impl Quantize for BlockQ4_0 {
             d: f16::from_f32(d),
             qs,
         }
-    }
-}
-
-impl VecDot for BlockQ4_0 {
-    type Activation = BlockQ8_0;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        sum_blocks(w, a, |x, y| {
-            y.scaled_dot(x.d.to_f32(), split_nibbles(&x.qs).map(|q| q as i32 - 8))
-        })
     }
 }

@@ -3,11 +3,9 @@
 //! Dots run against Q8_1 activations, whose stored sum `s` carries the min term, as in ggml.
 
 use half::f16;
-use rinfer_formats::GgmlType;
 
-use super::q8_1::BlockQ8_1;
-use super::util::{affine_code, min_max, pack_split_nibbles, scale_codes_min, split_nibbles};
-use super::{BlockFormat, Quantize, VecDot, sum_blocks};
+use super::Quantize;
+use super::util::{affine_code, min_max, pack_split_nibbles, split_nibbles};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -29,15 +27,7 @@ block_struct! {
     }
 }
 
-impl BlockFormat for BlockQ4_1 {
-    const TYPE: GgmlType = GgmlType::Q4_1;
-    const ELEMS: usize = 32;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        let codes = split_nibbles(&self.qs).map(i32::from);
-        scale_codes_min(self.d.to_f32(), self.m.to_f32(), codes, out);
-    }
-}
+codes32_format!(BlockQ4_1: Q4_1, affine, |b| split_nibbles(&b.qs).map(i32::from));
 
 impl Quantize for BlockQ4_1 {
     fn quantize(x: &[f32]) -> Self {
@@ -51,16 +41,5 @@ impl Quantize for BlockQ4_1 {
             m: f16::from_f32(min),
             qs,
         }
-    }
-}
-
-impl VecDot for BlockQ4_1 {
-    type Activation = BlockQ8_1;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
-        sum_blocks(w, a, |x, y| {
-            let codes = split_nibbles(&x.qs).map(i32::from);
-            y.affine_dot(x.d.to_f32(), x.m.to_f32(), codes)
-        })
     }
 }

@@ -1,16 +1,11 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::testing::*;
-
-fn min_terms_bound(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
-    packed_mins_magnitude(w, a, |b| (b.dmin, b.scales))
-}
 
 fixture_tests!(BlockQ4K, "Q4_K", dequantize, quantize);
 dot_tests!(BlockQ4K, scales: [d, dmin], avx2: x86::vec_dot,
-    min_terms: min_terms_bound,
+    min_terms: packed_mins_magnitude,
     neon: aarch64,
 );
 

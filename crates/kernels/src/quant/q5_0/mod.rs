@@ -2,11 +2,9 @@
 //! and one f16 scale: `x = d * (q - 16)`.
 
 use half::f16;
-use rinfer_formats::GgmlType;
 
-use super::q8_0::BlockQ8_0;
-use super::util::{centred_code, scale_codes};
-use super::{BlockFormat, Quantize, VecDot, sum_blocks};
+use super::Quantize;
+use super::util::centred_code;
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -63,14 +61,7 @@ pub(crate) fn pack_five_bits(x: &[f32], code: impl Fn(f32) -> u32) -> ([u8; 16],
     (qs, qh.to_le_bytes())
 }
 
-impl BlockFormat for BlockQ5_0 {
-    const TYPE: GgmlType = GgmlType::Q5_0;
-    const ELEMS: usize = 32;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        scale_codes(self.d.to_f32(), self.codes().map(|q| q - 16), out);
-    }
-}
+codes32_format!(BlockQ5_0: Q5_0, |b| b.codes().map(|q| q - 16));
 
 impl Quantize for BlockQ5_0 {
     fn quantize(x: &[f32]) -> Self {
@@ -81,15 +72,5 @@ impl Quantize for BlockQ5_0 {
             qh,
             qs,
         }
-    }
-}
-
-impl VecDot for BlockQ5_0 {
-    type Activation = BlockQ8_0;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        sum_blocks(w, a, |x, y| {
-            y.scaled_dot(x.d.to_f32(), x.codes().map(|q| q - 16))
-        })
     }
 }

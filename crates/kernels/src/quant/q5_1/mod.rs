@@ -3,12 +3,10 @@
 //! Dots run against Q8_1 activations, as in ggml.
 
 use half::f16;
-use rinfer_formats::GgmlType;
 
+use super::Quantize;
 use super::q5_0::{five_bit_codes, pack_five_bits};
-use super::q8_1::BlockQ8_1;
-use super::util::{affine_code, min_max, scale_codes_min};
-use super::{BlockFormat, Quantize, VecDot, sum_blocks};
+use super::util::{affine_code, min_max};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -32,15 +30,7 @@ block_struct! {
     }
 }
 
-impl BlockFormat for BlockQ5_1 {
-    const TYPE: GgmlType = GgmlType::Q5_1;
-    const ELEMS: usize = 32;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        let codes = five_bit_codes(&self.qs, self.qh);
-        scale_codes_min(self.d.to_f32(), self.m.to_f32(), codes, out);
-    }
-}
+codes32_format!(BlockQ5_1: Q5_1, affine, |b| five_bit_codes(&b.qs, b.qh));
 
 impl Quantize for BlockQ5_1 {
     fn quantize(x: &[f32]) -> Self {
@@ -54,16 +44,5 @@ impl Quantize for BlockQ5_1 {
             qh,
             qs,
         }
-    }
-}
-
-impl VecDot for BlockQ5_1 {
-    type Activation = BlockQ8_1;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
-        sum_blocks(w, a, |x, y| {
-            let codes = five_bit_codes(&x.qs, x.qh);
-            y.affine_dot(x.d.to_f32(), x.m.to_f32(), codes)
-        })
     }
 }

@@ -91,8 +91,27 @@ pub(crate) unsafe fn vec_dot_q8_0<D: Dot4, W: ScaledCodes32>(w: &[W], a: &[Block
 
 /// Stamps out the kernels of a [`ScaledCodes32`] block type `$w` against Q8_0:
 /// `vec_dot_neon`, `vec_dot_dotprod` ([`vec_dot_q8_0`]) and `vec_dot_pairs_i8mm`
-/// ([`pair_tile_q8_0`]).
+/// ([`pair_tile_q8_0`]). With `table` and `scale`, for a format whose 32 nibbles (field `qs`)
+/// index the 16-entry table `$table` (IQ4_NL, MXFP4), it implements [`ScaledCodes32`] too,
+/// the block `$b`'s scale being `$scale`.
 macro_rules! q8_0_kernels {
+    ($w:ty, table: $table:path, scale: |$b:ident| $scale:expr) => {
+        impl $crate::quant::q8_0::aarch64::ScaledCodes32 for $w {
+            /// The table values the nibbles index.
+            #[inline(always)]
+            fn codes(&self) -> [::std::arch::aarch64::int8x16_t; 2] {
+                $crate::quant::aarch64::table_nibbles_32(&$table, &self.qs)
+            }
+
+            #[inline(always)]
+            fn scale(&self) -> f32 {
+                let $b = self;
+                $scale
+            }
+        }
+
+        $crate::quant::q8_0::aarch64::q8_0_kernels!($w);
+    };
     ($w:ty) => {
         /// The dot product ([`vec_dot_q8_0`](crate::quant::q8_0::aarch64::vec_dot_q8_0)).
         ///

@@ -3,10 +3,9 @@
 //! Also the activation format of Q4_0, Q5_0, Q8_0 and IQ4_NL weights.
 
 use half::f16;
-use rinfer_formats::GgmlType;
 
-use super::util::{dot_codes, round_away, scale_codes};
-use super::{BlockFormat, Quantize, VecDot, sum_blocks};
+use super::Quantize;
+use super::util::{dot_codes, round_away};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -28,14 +27,7 @@ block_struct! {
     }
 }
 
-impl BlockFormat for BlockQ8_0 {
-    const TYPE: GgmlType = GgmlType::Q8_0;
-    const ELEMS: usize = 32;
-
-    fn dequantize(&self, out: &mut [f32]) {
-        scale_codes(self.d.to_f32(), self.qs.map(i32::from), out);
-    }
-}
+codes32_format!(BlockQ8_0: Q8_0, |b| b.qs.map(i32::from));
 
 impl BlockQ8_0 {
     /// The dot product of a weight block, its 32 integer values `codes` at scale `d`, with
@@ -69,13 +61,5 @@ impl Quantize for BlockQ8_0 {
             d: f16::from_f32(d),
             qs,
         }
-    }
-}
-
-impl VecDot for BlockQ8_0 {
-    type Activation = BlockQ8_0;
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
-        sum_blocks(w, a, |x, y| y.scaled_dot(x.d.to_f32(), x.qs.map(i32::from)))
     }
 }
