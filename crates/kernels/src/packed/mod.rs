@@ -169,11 +169,12 @@ macro_rules! amx_entries {
 /// Makes the AVX-512 kernels of a packed super-block format against Q8_K activations the
 /// layout's [`Avx512Kernels`] (see [`avx512_entries!`]): the call's tokens four at a time, each
 /// time the loop of `fold_avx512` over the row group's blocks, in which `$add(d, x, tokens,
-/// acc)` (generic over the dot products `D` and the number of tokens `N`) adds block `x`'s
-/// products with the tokens' activations to their accumulators; with `times $factor`, the
-/// sums are multiplied by it at the end; with `amx { … }`, the layout also has the AMX kernel
-/// of `super_blocks_amx`, and the three bodies given (each with its parameters named, the
-/// first a `Vnni` where it has one) implement its `TileSubBlocks`.
+/// acc)` (generic over the dot products `D` and the number of tokens `N`, as
+/// [`super_block_adder!`] writes it) adds block `x`'s products with the tokens' activations to
+/// their accumulators; with `times $factor`, the sums are multiplied by it at the end; with
+/// `amx { … }`, the layout also has the AMX kernel of `super_blocks_amx`, and the three bodies
+/// given (each with its parameters named, the first a `Vnni` where it has one) implement its
+/// `TileSubBlocks`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! super_block_dot_group {
     (@entries $packed:ty, $add:expr $(, times $factor:expr)?) => {
@@ -271,6 +272,30 @@ macro_rules! super_block_dot_group {
         impl $crate::packed::Avx512Kernels for $packed {
             super_block_dot_group!(@entries $packed, $add $(, times $factor)?);
         }
+    };
+}
+
+/// Writes the function that adds one super-block's products to the accumulators of `N` tokens,
+/// the `$add` of [`super_block_dot_group!`] (or the shared one a family of layouts passes it):
+/// `fn add_block(d, x: &Packed, tokens, acc) { … }`, with any type parameters before those in
+/// angle brackets, becomes an inlined AVX-512 function generic over the dot products `d: D`
+/// (`D: ByteDot`) and the number of tokens `N`, taking the super-block `x`, the tokens'
+/// activations there (`fold_avx512::Tokens`) and their accumulators `acc: &mut [__m512; N]`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! super_block_adder {
+    (
+        $vis:vis fn $name:ident $(<$($g:ident: $bound:path),+>)?
+            ($d:ident, $x:ident: &$packed:ty, $tokens:ident, $acc:ident) $body:block
+    ) => {
+        /// Adds super-block `x`'s products with the tokens' activations to their accumulators.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+        $vis fn $name<$($($g: $bound,)+)? D: $crate::packed::byte_dot::ByteDot, const N: usize>(
+            $d: D,
+            $x: &$packed,
+            $tokens: $crate::packed::fold_avx512::Tokens<'_>,
+            $acc: &mut [::std::arch::x86_64::__m512; N],
+        ) $body
     };
 }
 

@@ -4,8 +4,8 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::{ByteDot, negated_scale_pairs, word_pair};
-use super::fold_avx512::{Sign, Tokens, add_scaled};
+use super::byte_dot::{negated_scale_pairs, word_pair};
+use super::fold_avx512::{Sign, add_scaled};
 use super::q3_kx16::BlockQ3Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, scaled_group_dot};
@@ -45,15 +45,7 @@ fn codes(x: &BlockQ3Kx16, g: usize) -> [__m512i; 4] {
     codes
 }
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn add_block<D: ByteDot, const N: usize>(
-    d: D,
-    x: &BlockQ3Kx16,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(fn add_block(d, x: &BlockQ3Kx16, tokens, acc) {
     let mut sumi = [_mm512_setzero_si512(); N];
     for p in 0..GROUPS / 2 {
         prefetch_part_ahead(x, p, GROUPS / 2);
@@ -78,4 +70,4 @@ fn add_block<D: ByteDot, const N: usize>(
         }
     }
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
-}
+});

@@ -5,7 +5,7 @@
 use std::arch::x86_64::*;
 
 use super::byte_dot::{ByteDot, broadcast_quad, negated_scale_pairs, word_pair};
-use super::fold_avx512::{Sign, Tokens, add_scaled, row_scales, scaled};
+use super::fold_avx512::{Sign, add_scaled, row_scales, scaled};
 use super::q6_kx16::BlockQ6Kx16;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
@@ -105,15 +105,7 @@ fn group_dot(d: impl ByteDot, codes: &[__m512i], q: &[i8], sc: __m512i) -> __m51
     d.scaled_dot_7bit(63, codes, quads, sc)
 }
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn add_block<D: ByteDot, const N: usize>(
-    d: D,
-    x: &BlockQ6Kx16,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(fn add_block(d, x: &BlockQ6Kx16, tokens, acc) {
     let mut sumi = [_mm512_setzero_si512(); N];
     for j in 0..8 {
         prefetch_part_ahead(x, j, 8);
@@ -131,4 +123,4 @@ fn add_block<D: ByteDot, const N: usize>(
         }
     }
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
-}
+});
