@@ -3,9 +3,6 @@
 //! group one `u16` holding the sixteen rows' bits, the mask that adds 256 to their indices. The
 //! same 110 bytes per row as the source.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::PackedFormat;
 use super::grid_quads::{self, GROUPS, GridQuadRows, GridQuads};
 #[cfg(test)]
 use crate::operands::BlockSummary;
@@ -14,20 +11,15 @@ use crate::quant::iq3_s::BlockIq3S;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::signed_grid::SignedGrid;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockIq3Sx16 {
-    /// The low eight bits of the indices, the signs and the levels.
-    pub(crate) quads: GridQuads,
-    /// Bit `i` of `high[q]`: the ninth bit of row `i`'s grid index of group `q`.
-    pub(crate) high: [u16; GROUPS],
-}
-
-impl PackedFormat for BlockIq3Sx16 {
-    type Source = BlockIq3S;
-    type Act = BlockQ8K;
-    fn pack_row(&mut self, i: usize, block: &BlockIq3S) {
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockIq3Sx16: BlockIq3S => BlockQ8K {
+        /// The low eight bits of the indices, the signs and the levels.
+        quads: GridQuads,
+        /// Bit `i` of `high[q]`: the ninth bit of row `i`'s grid index of group `q`.
+        high: [u16; GROUPS],
+    }
+    fn pack_row(&mut self, i, block) {
         let index = |q: usize| block.index(q / 8, q % 8);
         for (q, high) in self.high.iter_mut().enumerate() {
             *high |= ((index(q) >> 8) as u16) << i;

@@ -2,9 +2,6 @@
 //! (`grid_quads`, whose doc has the arithmetic): the grid indices as stored, the seven stored
 //! sign bits of each eight values completed to eight (`KSIGNS`), the 4-bit levels as stored.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::PackedFormat;
 use super::grid_quads::{self, GridQuadRows, GridQuads};
 #[cfg(test)]
 use crate::operands::BlockSummary;
@@ -13,21 +10,14 @@ use crate::quant::iq3_xxs::BlockIq3Xxs;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::signed_grid::SignedGrid;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockIq3Xxsx16 {
-    /// The indices, signs and levels.
-    pub(crate) quads: GridQuads,
-}
-
-// The sign bits stored whole: four bytes per row over the source's 98.
-
-impl PackedFormat for BlockIq3Xxsx16 {
-    type Source = BlockIq3Xxs;
-    type Act = BlockQ8K;
-    const EXTRA_ROW_BYTES: usize = 4;
-    fn pack_row(&mut self, i: usize, block: &BlockIq3Xxs) {
+packed_format! {
+    /// One super-block of sixteen rows.
+    // The sign bits stored whole: four bytes per row over the source's 98.
+    BlockIq3Xxsx16: BlockIq3Xxs => BlockQ8K, extra row bytes 4 {
+        /// The indices, signs and levels.
+        quads: GridQuads,
+    }
+    fn pack_row(&mut self, i, block) {
         // Sign byte `n` covers values `8n..8n + 8`: seven bits of sub-block `n / 4`'s word.
         let sign_byte =
             |n: usize| KSIGNS[(block.signs_and_scale(n / 4) >> (7 * (n % 4))) as usize & 127];

@@ -33,6 +33,46 @@ use crate::operands::{ActivationBuffer, BlockSummary, ScratchParts, TOKEN_TILE, 
 use crate::quant::BlockFormat;
 use summary::Summarized;
 
+/// Declares a packed block format: the `repr(C)` plain-data struct `$packed` with the fields
+/// given (all `pub(crate)`), and its [`PackedFormat`] implementation for sixteen rows of
+/// `$source` blocks against `$act` activations, whose `pack_row` is the one given. With
+/// `scale d`, the struct starts with the field `d`, each row's f16 scale (bits), which
+/// `pack_row` fills from the source block's `d` before its own steps; with `extra row bytes`,
+/// the format's [`PackedFormat::EXTRA_ROW_BYTES`].
+macro_rules! packed_format {
+    (
+        $(#[$meta:meta])*
+        $packed:ident: $source:ty => $act:ty
+            $(, scale $d:ident)? $(, extra row bytes $extra:literal)? {
+            $($(#[$field_meta:meta])* $field:ident: $field_ty:ty,)*
+        }
+        $(#[$pack_meta:meta])*
+        fn pack_row(&mut $self:ident, $i:ident, $block:ident) { $($pack_row:tt)* }
+    ) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+        pub(crate) struct $packed {
+            $(
+                /// Each row's f16 scale (bits), the source block's.
+                pub(crate) $d: [u16; $crate::packed::ROWS],
+            )?
+            $($(#[$field_meta])* pub(crate) $field: $field_ty,)*
+        }
+
+        impl $crate::packed::PackedFormat for $packed {
+            type Source = $source;
+            type Act = $act;
+            $(const EXTRA_ROW_BYTES: usize = $extra;)?
+            $(#[$pack_meta])*
+            fn pack_row(&mut $self, $i: usize, $block: &$source) {
+                $($self.$d[$i] = $block.$d.to_bits();)?
+                $($pack_row)*
+            }
+        }
+    };
+}
+
 /// Calls `$kernel::<N>` (after the type arguments in brackets, if any) with `N` the number of
 /// tokens `$n`, from 1 to the most given (4 or 8; more tokens take the most). The kernels are
 /// written for a fixed number of tokens, so that their accumulators stay in registers.

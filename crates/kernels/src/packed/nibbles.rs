@@ -6,9 +6,8 @@
 //! value plus 128); per row and block the exact integer `Σ c·a − offset·Σa`, converted to f32,
 //! times `d_w · d_a`, added to the running sum with one fused multiply-add, blocks in order.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::{PackedFormat, ROWS};
+#[cfg(test)]
+use super::ROWS;
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
@@ -19,23 +18,14 @@ use crate::quant::q8_0::BlockQ8_0;
 /// has the byte code `$code(n)` (at most 255) standing for `$code(n) − $offset`.
 macro_rules! nibble_format {
     ($(#[$doc:meta])* $packed:ident, $source:ty, offset $offset:expr, code $code:expr) => {
-        $(#[$doc])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-        pub(crate) struct $packed {
-            /// Each row's f16 scale (bits).
-            pub(crate) d: [u16; ROWS],
-            /// In vector `k`, byte `4i + j` holds row `i`'s index `8k + j` in its low nibble
-            /// and index `8k + 4 + j` in its high nibble.
-            pub(crate) qs: [[u8; 64]; 4],
-        }
-
-
-        impl PackedFormat for $packed {
-            type Source = $source;
-            type Act = BlockQ8_0;
-            fn pack_row(&mut self, i: usize, block: &$source) {
-                self.d[i] = block.d.to_bits();
+        packed_format! {
+            $(#[$doc])*
+            $packed: $source => BlockQ8_0, scale d {
+                /// In vector `k`, byte `4i + j` holds row `i`'s index `8k + j` in its low
+                /// nibble and index `8k + 4 + j` in its high nibble.
+                qs: [[u8; 64]; 4],
+            }
+            fn pack_row(&mut self, i, block) {
                 pack_indices(&block.qs, i, &mut self.qs);
             }
         }

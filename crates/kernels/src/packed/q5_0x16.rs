@@ -10,34 +10,25 @@
 //! operand), converted to f32, times `d_w · d_a`, added to the running sum with one fused
 //! multiply-add, blocks in order. It never depends on how many tokens or rows a call takes.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::{PackedFormat, ROWS};
+#[cfg(test)]
+use super::ROWS;
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
 
-/// One 32-value block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ5_0x16 {
-    /// Each row's f16 scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// Low four bits: in vector `k`, byte `4i + j` holds row `i`'s code `8k + j` in its low
-    /// nibble and code `8k + 4 + j` in its high nibble.
-    pub(crate) qs: [[u8; 64]; 4],
-    /// Fifth bits: byte `4i + j`, bit `g` is the fifth bit of row `i`'s code `4g + j`.
-    pub(crate) qh: [u8; 64],
-}
-
-impl PackedFormat for BlockQ5_0x16 {
-    type Source = BlockQ5_0;
-    type Act = BlockQ8_0;
+packed_format! {
+    /// One 32-value block of sixteen rows.
+    BlockQ5_0x16: BlockQ5_0 => BlockQ8_0, scale d {
+        /// Low four bits: in vector `k`, byte `4i + j` holds row `i`'s code `8k + j` in its low
+        /// nibble and code `8k + 4 + j` in its high nibble.
+        qs: [[u8; 64]; 4],
+        /// Fifth bits: byte `4i + j`, bit `g` is the fifth bit of row `i`'s code `4g + j`.
+        qh: [u8; 64],
+    }
     /// The low four bits are laid out as Q4_0's (`nibbles`); each fifth-bit byte is gathered
     /// from its source bits in one go (this runs over every weight at load).
-    fn pack_row(&mut self, i: usize, block: &BlockQ5_0) {
-        self.d[i] = block.d.to_bits();
+    fn pack_row(&mut self, i, block) {
         super::nibbles::pack_indices(&block.qs, i, &mut self.qs);
         let high = u32::from_le_bytes(block.qh);
         for jj in 0..4 {
