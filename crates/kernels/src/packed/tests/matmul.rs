@@ -86,70 +86,7 @@ fn ternary_rows<B: crate::quant::QuantizeWeighted + Pod>(x: &[f32]) -> Vec<u8> {
 
 /// `w` packed with the scalar reference kernel, and with this CPU's kernel where it has one.
 fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
-    let reference = match w.ty() {
-        GgmlType::Q4_0 => {
-            PackedMatrix::pack_with::<BlockQ4_0x16>(w, BlockQ4_0x16::dot_group, &|_| {})
-        }
-        GgmlType::Iq4Nl => {
-            PackedMatrix::pack_with::<BlockIq4Nlx16>(w, BlockIq4Nlx16::dot_group, &|_| {})
-        }
-        GgmlType::Q5_0 => PackedMatrix::pack_with::<BlockQ5_0x16>(w, q5_0x16::dot_group, &|_| {}),
-        GgmlType::Q8_0 => PackedMatrix::pack_with::<BlockQ8_0x16>(w, q8_0x16::dot_group, &|_| {}),
-        GgmlType::Q4K => {
-            PackedMatrix::pack_with::<BlockQ4Kx16>(w, dot_rows::<BlockQ4Kx16>, &|_| {})
-        }
-        GgmlType::Q5K => {
-            PackedMatrix::pack_with::<BlockQ5Kx16>(w, dot_rows::<BlockQ5Kx16>, &|_| {})
-        }
-        GgmlType::Iq4Xs => {
-            PackedMatrix::pack_with::<BlockIq4Xsx16>(w, dot_rows::<BlockIq4Xsx16>, &|_| {})
-        }
-        GgmlType::Q2K => {
-            PackedMatrix::pack_with::<BlockQ2Kx16>(w, dot_rows::<BlockQ2Kx16>, &|_| {})
-        }
-        GgmlType::Q4_1 => {
-            PackedMatrix::pack_with::<BlockQ4_1x16>(w, BlockQ4_1x16::dot_group, &|_| {})
-        }
-        GgmlType::Q5_1 => {
-            PackedMatrix::pack_with::<BlockQ5_1x16>(w, BlockQ5_1x16::dot_group, &|_| {})
-        }
-        GgmlType::Q3K => {
-            PackedMatrix::pack_with::<BlockQ3Kx16>(w, dot_rows::<BlockQ3Kx16>, &|_| {})
-        }
-        GgmlType::TQ2_0 => {
-            PackedMatrix::pack_with::<BlockTq2_0x16>(w, dot_rows::<BlockTq2_0x16>, &|_| {})
-        }
-        GgmlType::TQ1_0 => {
-            PackedMatrix::pack_with::<BlockTq1_0x16>(w, dot_rows::<BlockTq1_0x16>, &|_| {})
-        }
-        GgmlType::MXFP4 => {
-            PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
-        }
-        GgmlType::Iq1S => {
-            PackedMatrix::pack_with::<BlockIq1Sx16>(w, dot_rows::<BlockIq1Sx16>, &|_| {})
-        }
-        GgmlType::Iq1M => {
-            PackedMatrix::pack_with::<BlockIq1Mx16>(w, dot_rows::<BlockIq1Mx16>, &|_| {})
-        }
-        GgmlType::Iq3Xxs => {
-            PackedMatrix::pack_with::<BlockIq3Xxsx16>(w, iq3_xxsx16::dot_group, &|_| {})
-        }
-        GgmlType::Iq3S => PackedMatrix::pack_with::<BlockIq3Sx16>(w, iq3_sx16::dot_group, &|_| {}),
-        GgmlType::Iq2Xxs => PackedMatrix::pack_with::<BlockIq2Xxsx16>(
-            w,
-            iq2_grid::dot_group::<BlockIq2Xxsx16>,
-            &|_| {},
-        ),
-        GgmlType::Iq2Xs => PackedMatrix::pack_with::<BlockIq2Xsx16>(
-            w,
-            iq2_grid::dot_group::<BlockIq2Xsx16>,
-            &|_| {},
-        ),
-        GgmlType::Iq2S => {
-            PackedMatrix::pack_with::<BlockIq2Sx16>(w, iq2_grid::dot_group::<BlockIq2Sx16>, &|_| {})
-        }
-        _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, dot_rows::<BlockQ6Kx16>, &|_| {}),
-    };
+    let reference = reference_packing(w);
     let mut packings = vec![("reference", reference)];
     if let Some(simd) = Kernels::detected().pack(w) {
         packings.push(("simd", simd));

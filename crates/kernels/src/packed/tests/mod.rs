@@ -255,49 +255,62 @@ fn dequantized_magnitude<W: VecDot>(row: &[W], at: &[W::Activation]) -> f64 {
 /// ([`check_packing`] with `$row_kept`), the reference kernel `$reference` matches the
 /// dequantized dot within `1e-4` of `$magnitude` ([`check_reference_kernel`]), and the AVX-512
 /// kernels (on AArch64, the source type's NEON kernels: [`check_neon_kernels`]) match the
-/// reference bit for bit ([`check_avx512_kernels`]).
+/// reference bit for bit ([`check_avx512_kernels`]). It also writes [`reference_packing`].
 macro_rules! packed_format_tests {
     ($(
         $format:ident: $packed:ty, $config:expr, blocks $blocks_per_row:expr, tokens $tokens:expr,
         scales $scales:expr, kept $row_kept:expr, magnitude $magnitude:expr,
         reference $reference:path;
-    )*) => {$(
-        mod $format {
-            use super::*;
+    )*) => {
+        $(
+            mod $format {
+                use super::*;
 
-            fn cases() -> impl Strategy<Value = CaseOf<$packed>> {
-                group_case::<$packed>($blocks_per_row, $tokens, $scales)
+                fn cases() -> impl Strategy<Value = CaseOf<$packed>> {
+                    group_case::<$packed>($blocks_per_row, $tokens, $scales)
+                }
+
+                proptest! {
+                    #![proptest_config($config)]
+
+                    #[test]
+                    fn packing_keeps_every_row(case in cases()) {
+                        check_packing::<$packed>(&case, <$packed>::pack, $row_kept)?;
+                    }
+
+                    #[test]
+                    fn reference_matches_dequantized_dot(case in cases()) {
+                        check_reference_kernel::<$packed>(
+                            &case, <$packed>::pack, $reference, $magnitude,
+                        )?;
+                    }
+
+                    #[cfg(target_arch = "x86_64")]
+                    #[test]
+                    fn avx512_matches_reference_bit_exact(case in cases()) {
+                        check_avx512_kernels::<$packed>(&case, <$packed>::pack, $reference);
+                    }
+
+                    #[cfg(target_arch = "aarch64")]
+                    #[test]
+                    fn neon_matches_reference_bit_exact(case in cases()) {
+                        check_neon_kernels::<$packed>(&case, <$packed>::pack, $reference);
+                    }
+                }
             }
+        )*
 
-            proptest! {
-                #![proptest_config($config)]
-
-                #[test]
-                fn packing_keeps_every_row(case in cases()) {
-                    check_packing::<$packed>(&case, <$packed>::pack, $row_kept)?;
+        /// `w` packed with the reference kernel of its type's packed format, one of those the
+        /// table lists.
+        fn reference_packing(w: &WeightMatrix<'_>) -> PackedMatrix {
+            $(
+                if w.ty() == <<$packed as PackedFormat>::Source as BlockFormat>::TYPE {
+                    return PackedMatrix::pack_with::<$packed>(w, $reference, &|_| {});
                 }
-
-                #[test]
-                fn reference_matches_dequantized_dot(case in cases()) {
-                    check_reference_kernel::<$packed>(
-                        &case, <$packed>::pack, $reference, $magnitude,
-                    )?;
-                }
-
-                #[cfg(target_arch = "x86_64")]
-                #[test]
-                fn avx512_matches_reference_bit_exact(case in cases()) {
-                    check_avx512_kernels::<$packed>(&case, <$packed>::pack, $reference);
-                }
-
-                #[cfg(target_arch = "aarch64")]
-                #[test]
-                fn neon_matches_reference_bit_exact(case in cases()) {
-                    check_neon_kernels::<$packed>(&case, <$packed>::pack, $reference);
-                }
-            }
+            )*
+            panic!("no packed format of {:?}", w.ty())
         }
-    )*};
+    };
 }
 
 /// Super-blocks are eight times the size of 32-value blocks: fewer cases of fewer blocks.
