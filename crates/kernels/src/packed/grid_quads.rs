@@ -43,6 +43,54 @@ pub(crate) struct GridQuads {
     pub(crate) qs: [[u8; ROWS]; GROUPS],
 }
 
+/// Declares a packed format in the [`GridQuads`] layout ([`packed_format!`] against Q8_K
+/// activations, its first field the `quads`, then the fields given) and its [`GridQuadRows`]:
+/// the grid `$grid` (words; the reference reads it) and `$packed_grid` (three bits a
+/// coordinate, indexing `$values`), the source format's factor, and the `pack_row` given; with
+/// `ninth bits $high`, the field `$high` holds the grid indices' ninth bits.
+macro_rules! grid_quad_rows {
+    (
+        $(#[$meta:meta])*
+        $packed:ident: $source:ty $(, extra row bytes $extra:literal)?,
+            values $values:path, grid $grid:path, packed grid $packed_grid:path
+            $(, ninth bits $high:ident)? {
+            $($(#[$field_meta:meta])* $field:ident: $field_ty:ty,)*
+        }
+        fn pack_row(&mut $self:ident, $i:ident, $block:ident) { $($pack_row:tt)* }
+    ) => {
+        packed_format! {
+            $(#[$meta])*
+            $packed: $source => $crate::quant::q8_k::BlockQ8K $(, extra row bytes $extra)? {
+                /// The grid indices (their low eight bits), the signs and the levels.
+                quads: $crate::packed::grid_quads::GridQuads,
+                $($(#[$field_meta])* $field: $field_ty,)*
+            }
+            fn pack_row(&mut $self, $i, $block) { $($pack_row)* }
+        }
+
+        impl $crate::packed::grid_quads::GridQuadRows for $packed {
+            const DOT_FACTOR: f32 =
+                <$source as $crate::quant::signed_grid::SignedGrid>::DOT_FACTOR;
+            const VALUES: [u8; 8] = $values;
+            const PACKED_GRID: &'static [u16] = &$packed_grid;
+            #[cfg(test)]
+            fn grid() -> &'static [u32] {
+                &$grid
+            }
+            fn quads(&self) -> &$crate::packed::grid_quads::GridQuads {
+                &self.quads
+            }
+            $(
+                fn high(&self) -> Option<&[u16; $crate::packed::grid_quads::GROUPS]> {
+                    Some(&self.$high)
+                }
+            )?
+        }
+    };
+}
+
+pub(super) use grid_quad_rows;
+
 /// A packed format in the [`GridQuads`] layout.
 pub(crate) trait GridQuadRows: PackedFormat<Act = BlockQ8K> {
     /// The factor the dot product's sum is multiplied by at the end (the source format's

@@ -4,14 +4,15 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
+use super::grid_quads;
 use super::iq1_mx16::BlockIq1Mx16;
 use super::iq1_sx16::BlockIq1Sx16;
 use super::iq2_grid::{self, GridRows};
 use super::iq2_sx16::BlockIq2Sx16;
 use super::iq2_xsx16::BlockIq2Xsx16;
 use super::iq2_xxsx16::BlockIq2Xxsx16;
-use super::iq3_sx16::{self, BlockIq3Sx16};
-use super::iq3_xxsx16::{self, BlockIq3Xxsx16};
+use super::iq3_sx16::BlockIq3Sx16;
+use super::iq3_xxsx16::BlockIq3Xxsx16;
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
 use super::mxfp4x16::{self, BlockMxfp4x16};
@@ -372,10 +373,10 @@ packed_format_tests! {
         reference dot_rows::<BlockIq1Mx16>;
     iq3_xxs: BlockIq3Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
-        reference iq3_xxsx16::dot_group;
+        reference grid_quads::dot_group::<BlockIq3Xxsx16>;
     iq3_s: BlockIq3Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
-        reference iq3_sx16::dot_group;
+        reference grid_quads::dot_group::<BlockIq3Sx16>;
     iq2_xxs: BlockIq2Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Xxsx16>, magnitude dequantized_magnitude,
         reference iq2_grid::dot_group::<BlockIq2Xxsx16>;
