@@ -21,6 +21,7 @@ use std::arch::x86_64::*;
 use super::PackedFormat;
 use super::ROWS;
 use super::byte_dot::ByteDot;
+use super::code_bits_avx512::or_masked;
 use super::iq1_grid::{GROUPS, GridIndices, IQ1S_CODES};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -77,8 +78,7 @@ fn indices(qs: &[u8; ROWS], words: __m512i, l: usize) -> __m512i {
     };
     // SAFETY: reads exactly the sixteen bytes of `qs`; unaligned is allowed.
     let low = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(qs.as_ptr().cast()) });
-    // low | (high & 0x700)
-    _mm512_ternarylogic_epi32::<0xF8>(low, high, _mm512_set1_epi32(0x700))
+    or_masked(low, high, _mm512_set1_epi32(0x700))
 }
 
 /// The codes `4(g + 1)` of eight rows' groups at `indices`, one 64-bit lane per row.

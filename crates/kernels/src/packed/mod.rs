@@ -352,6 +352,8 @@ mod byte_codes_reference;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod byte_dot;
 #[cfg(target_arch = "x86_64")]
+mod code_bits_avx512;
+#[cfg(target_arch = "x86_64")]
 mod fold_avx512;
 mod grid_quads;
 #[cfg(target_arch = "x86_64")]

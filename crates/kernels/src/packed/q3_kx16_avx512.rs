@@ -5,6 +5,7 @@
 use std::arch::x86_64::*;
 
 use super::byte_dot::{negated_scale_pairs, word_pair};
+use super::code_bits_avx512::or_masked_each;
 use super::fold_avx512::{Sign, add_scaled};
 use super::q3_kx16::BlockQ3Kx16;
 use super::two_bits::GROUPS;
@@ -17,13 +18,10 @@ super_block_dot_group!(BlockQ3Kx16, add_block);
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn codes(x: &BlockQ3Kx16, g: usize) -> [__m512i; 4] {
-    let mut codes = group_codes(&x.low[g]);
     // SAFETY: reads exactly the 64 high-bit bytes of group pair `g / 2`; unaligned is allowed.
     let h = unsafe { _mm512_loadu_si512(x.high[g / 2].as_ptr().cast()) };
-    let bit = _mm512_set1_epi8(4);
     // Bit `4e + k` of each byte moved to bit 2 (16-bit shifts of at most 5: the neighbouring
-    // byte's bits land outside bit 2), then `code | (h & 4)`: truth table of A | (B & C),
-    // A = 0xF0, B = 0xCC, C = 0xAA.
+    // byte's bits land outside bit 2), then `code | (h & 4)`.
     let high = if g.is_multiple_of(2) {
         [
             _mm512_slli_epi16::<2>(h),
@@ -39,10 +37,7 @@ fn codes(x: &BlockQ3Kx16, g: usize) -> [__m512i; 4] {
             _mm512_srli_epi16::<5>(h),
         ]
     };
-    for (c, h) in codes.iter_mut().zip(high) {
-        *c = _mm512_ternarylogic_epi32::<0xF8>(*c, h, bit);
-    }
-    codes
+    or_masked_each(group_codes(&x.low[g]), high, _mm512_set1_epi8(4))
 }
 
 super_block_adder!(fn add_block(d, x: &BlockQ3Kx16, tokens, acc) {
