@@ -11,8 +11,6 @@
 use super::ROWS;
 use super::nibbles::BlockQ4_0x16;
 use super::q5_0x16::BlockQ5_0x16;
-#[cfg(test)]
-use crate::operands::BlockSummary;
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_1::BlockQ4_1;
 use crate::quant::q5_0::BlockQ5_0;
@@ -21,8 +19,8 @@ use crate::quant::q8_0::BlockQ8_0;
 
 /// Stamps out the packed block `$packed` of the format with mins `$source`: its scales and
 /// codes packed as `$codes_packed` packs those of `$codes` (the block of `$source`'s scale and
-/// the fields given, code `n` here standing for `n`), plus each row's f16 min; and its
-/// test-only scalar reference, see `byte_codes_reference`.
+/// the fields given, code `n` here standing for `n`), plus each row's f16 min; and what the
+/// scalar reference reads of it (`byte_codes_reference`, tests only).
 macro_rules! min_format {
     (
         $(#[$doc:meta])*
@@ -47,25 +45,19 @@ macro_rules! min_format {
         }
 
         #[cfg(test)]
-        impl $packed {
-            /// Scalar reference, see `byte_codes_reference`.
-            pub(crate) fn dot_group(
-                w: &[Self],
-                a: &[BlockQ8_0],
-                s: &[BlockSummary],
-                out: &mut [[f32; ROWS]],
-            ) {
-                let f16 = |bits: u16| half::f16::from_bits(bits).to_f32();
-                super::byte_codes_reference::dot_group_with_mins(
-                    w,
-                    a,
-                    s,
-                    out,
-                    0,
-                    |x: &Self, i, j| x.q.code(i, j),
-                    |x: &Self, i| f16(x.q.d[i]),
-                    Some(|x: &Self, i: usize| f16(x.m[i])),
-                );
+        impl super::byte_codes_reference::ByteCodeRows for $packed {
+            const CODE_OFFSET: i32 = 0;
+
+            fn code(&self, i: usize, j: usize) -> i32 {
+                self.q.code(i, j)
+            }
+
+            fn scale(&self, i: usize) -> f32 {
+                half::f16::from_bits(self.q.d[i]).to_f32()
+            }
+
+            fn min(&self, i: usize) -> Option<f32> {
+                Some(half::f16::from_bits(self.m[i]).to_f32())
             }
         }
     };

@@ -11,8 +11,6 @@
 //! running sum with one fused multiply-add, blocks in order.
 
 use super::ROWS;
-#[cfg(test)]
-use crate::operands::BlockSummary;
 use crate::quant::mxfp4::{BlockMxfp4, e8m0_to_f32_half};
 use crate::quant::q8_0::BlockQ8_0;
 
@@ -35,22 +33,22 @@ packed_format! {
 impl BlockMxfp4x16 {
     /// Row `i`'s code `j` as its table index.
     #[cfg(test)]
-    pub(crate) fn code(&self, i: usize, j: usize) -> u8 {
+    pub(crate) fn index(&self, i: usize, j: usize) -> u8 {
         let byte = self.qs[j / 8][4 * i + j % 4];
         if j % 8 < 4 { byte & 0xF } else { byte >> 4 }
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` blocks) against
-/// each of the `out.len()` tokens of `a` (`nb` blocks each, summaries in `s`).
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockMxfp4x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    use crate::quant::mxfp4::KVALUES;
-    let code = |x: &BlockMxfp4x16, i, j| KVALUES[x.code(i, j) as usize] as i32;
-    super::byte_codes_reference::dot_group(w, a, s, out, 0, code, |x, i| x.d[i]);
+impl super::byte_codes_reference::ByteCodeRows for BlockMxfp4x16 {
+    const CODE_OFFSET: i32 = 0;
+
+    /// Row `i`'s code `j` as its value.
+    fn code(&self, i: usize, j: usize) -> i32 {
+        crate::quant::mxfp4::KVALUES[self.index(i, j) as usize] as i32
+    }
+
+    fn scale(&self, i: usize) -> f32 {
+        self.d[i]
+    }
 }

@@ -6,16 +6,13 @@
 //! value plus 128); per row and block the exact integer `Σ c·a − offset·Σa`, converted to f32,
 //! times `d_w · d_a`, added to the running sum with one fused multiply-add, blocks in order.
 
-#[cfg(test)]
-use super::ROWS;
-#[cfg(test)]
-use crate::operands::BlockSummary;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q8_0::BlockQ8_0;
 
 /// Stamps out the packed block `$packed` of the four-bit format `$source`, whose index `n`
-/// has the byte code `$code(n)` (at most 255) standing for `$code(n) − $offset`.
+/// has the byte code `$code(n)` (at most 255) standing for `$code(n) − $offset`, and what the
+/// scalar reference reads of it (`byte_codes_reference`, tests only).
 macro_rules! nibble_format {
     ($(#[$doc:meta])* $packed:ident, $source:ty, offset $offset:expr, code $code:expr) => {
         packed_format! {
@@ -44,25 +41,20 @@ macro_rules! nibble_format {
                 }
                 codes
             };
+        }
 
-            /// Row `i`'s byte code `j`.
-            #[cfg(test)]
-            pub(crate) fn code(&self, i: usize, j: usize) -> i32 {
+        #[cfg(test)]
+        impl super::byte_codes_reference::ByteCodeRows for $packed {
+            const CODE_OFFSET: i32 = $offset;
+
+            fn code(&self, i: usize, j: usize) -> i32 {
                 let (g, jj) = (j / 4, j % 4);
                 let index = (self.qs[g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF;
                 Self::CODES[index as usize] as i32
             }
 
-            /// Scalar reference (tests only), see `byte_codes_reference`.
-            #[cfg(test)]
-            pub(crate) fn dot_group(
-                w: &[Self],
-                a: &[BlockQ8_0],
-                s: &[BlockSummary],
-                out: &mut [[f32; ROWS]],
-            ) {
-                let scale = |x: &Self, i| half::f16::from_bits(x.d[i]).to_f32();
-                super::byte_codes_reference::dot_group(w, a, s, out, Self::OFFSET, Self::code, scale);
+            fn scale(&self, i: usize) -> f32 {
+                half::f16::from_bits(self.d[i]).to_f32()
             }
         }
     };

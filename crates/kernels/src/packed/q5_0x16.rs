@@ -10,10 +10,6 @@
 //! operand), converted to f32, times `d_w · d_a`, added to the running sum with one fused
 //! multiply-add, blocks in order. It never depends on how many tokens or rows a call takes.
 
-#[cfg(test)]
-use super::ROWS;
-#[cfg(test)]
-use crate::operands::BlockSummary;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
 
@@ -39,27 +35,19 @@ packed_format! {
     }
 }
 
-impl BlockQ5_0x16 {
+#[cfg(test)]
+impl super::byte_codes_reference::ByteCodeRows for BlockQ5_0x16 {
+    const CODE_OFFSET: i32 = 16;
+
     /// Row `i`'s code `j` (`0..32`).
-    #[cfg(test)]
-    pub(crate) fn code(&self, i: usize, j: usize) -> i32 {
+    fn code(&self, i: usize, j: usize) -> i32 {
         let (g, jj) = (j / 4, j % 4);
         let low = (self.qs[g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF;
         let high = (self.qh[4 * i + jj] >> g) & 1;
         (low | high << 4) as i32
     }
-}
 
-/// Scalar reference (tests only: where no packed SIMD kernel exists, weights stay row-major):
-/// the sixteen rows of `w` (one row group, `nb` blocks) against each of the
-/// `out.len()` tokens of `a` (`nb` blocks each, summaries in `s`).
-#[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ5_0x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    let scale = |x: &BlockQ5_0x16, i| half::f16::from_bits(x.d[i]).to_f32();
-    super::byte_codes_reference::dot_group(w, a, s, out, 16, BlockQ5_0x16::code, scale);
+    fn scale(&self, i: usize) -> f32 {
+        half::f16::from_bits(self.d[i]).to_f32()
+    }
 }

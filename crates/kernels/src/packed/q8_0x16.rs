@@ -8,10 +8,6 @@
 //! integer `Σ (q + 128)·a − 128·Σa`, converted to f32, times `d_w · d_a`, added to the running
 //! sum with one fused multiply-add, blocks in order.
 
-#[cfg(test)]
-use super::ROWS;
-#[cfg(test)]
-use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 
 packed_format! {
@@ -29,23 +25,16 @@ packed_format! {
     }
 }
 
-impl BlockQ8_0x16 {
+#[cfg(test)]
+impl super::byte_codes_reference::ByteCodeRows for BlockQ8_0x16 {
+    const CODE_OFFSET: i32 = 128;
+
     /// Row `i`'s code `j`, plus 128.
-    #[cfg(test)]
-    pub(crate) fn code(&self, i: usize, j: usize) -> i32 {
+    fn code(&self, i: usize, j: usize) -> i32 {
         self.qs[j / 4][4 * i + j % 4] as i32
     }
-}
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` blocks) against
-/// each of the `out.len()` tokens of `a` (`nb` blocks each, summaries in `s`).
-#[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ8_0x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    let scale = |x: &BlockQ8_0x16, i| half::f16::from_bits(x.d[i]).to_f32();
-    super::byte_codes_reference::dot_group(w, a, s, out, 128, BlockQ8_0x16::code, scale);
+    fn scale(&self, i: usize) -> f32 {
+        half::f16::from_bits(self.d[i]).to_f32()
+    }
 }

@@ -212,7 +212,7 @@ fn exact_product(w: &WeightMatrix<'_>, x: &[f32]) -> Vec<f32> {
 fn matmul_packed_checks_lengths_and_scratch() {
     let (data, x) = matrix_case(GgmlType::Q5_0, 32, 64, 2);
     let w = WeightMatrix::new(GgmlType::Q5_0, 32, 64, &data).unwrap();
-    let packed = PackedMatrix::pack_with::<BlockQ5_0x16>(&w, q5_0x16::dot_group, &|_| {});
+    let packed = reference_packing(&w);
     let mut y = vec![0.0; 64];
     let mut small = ActivationBuffer::for_matvec(64);
     assert!(matches!(
@@ -376,7 +376,7 @@ fn shared_input_products_need_one_width_and_activation_format() {
 fn packed_row_ranges_must_fall_on_row_groups() {
     let (data, x) = matrix_case(GgmlType::Q8_0, 40, 64, 1);
     let w = WeightMatrix::new(GgmlType::Q8_0, 40, 64, &data).unwrap();
-    let packed = PackedMatrix::pack_with::<BlockQ8_0x16>(&w, q8_0x16::dot_group, &|_| {});
+    let packed = reference_packing(&w);
     let mut act = ActivationBuffer::for_matvec(64);
     for bad in [8..40, 16..24, 32..48] {
         let mut y = vec![0.0; bad.len()];
@@ -397,9 +397,11 @@ fn packing_releases_every_source_byte_once() {
     let (data, _) = matrix_case(GgmlType::Q8_0, rows, cols, 0);
     let w = WeightMatrix::new(GgmlType::Q8_0, rows, cols, &data).unwrap();
     let released = std::sync::Mutex::new(Vec::new());
-    let _ = pack_rows::<BlockQ8_0x16>(&w, q8_0x16::dot_group, &|r: Range<usize>| {
-        released.lock().unwrap().push(r)
-    });
+    let _ = pack_rows::<BlockQ8_0x16>(
+        &w,
+        byte_codes_reference::dot_group::<BlockQ8_0x16>,
+        &|r: Range<usize>| released.lock().unwrap().push(r),
+    );
     let released = released.into_inner().unwrap();
     assert!(released.len() > 1, "one release per slab: {released:?}");
     for pair in released.windows(2) {
@@ -481,18 +483,20 @@ mod amx_kernels {
         iq4_xs_amx_matches_reference_bit_exact: BlockIq4Xsx16, blocks 1..3,
             scales |b, d, _| b.d = d, reference dot_rows::<BlockIq4Xsx16>;
         q5_0_amx_matches_reference_bit_exact: BlockQ5_0x16, blocks 1..6,
-            scales |b, d, _| b.d = d, reference q5_0x16::dot_group;
+            scales |b, d, _| b.d = d, reference byte_codes_reference::dot_group::<BlockQ5_0x16>;
         q4_0_amx_matches_reference_bit_exact: BlockQ4_0x16, blocks 1..6,
-            scales |b, d, _| b.d = d, reference BlockQ4_0x16::dot_group;
+            scales |b, d, _| b.d = d, reference byte_codes_reference::dot_group::<BlockQ4_0x16>;
         iq4_nl_amx_matches_reference_bit_exact: BlockIq4Nlx16, blocks 1..6,
-            scales |b, d, _| b.d = d, reference BlockIq4Nlx16::dot_group;
+            scales |b, d, _| b.d = d, reference byte_codes_reference::dot_group::<BlockIq4Nlx16>;
         mxfp4_amx_matches_reference_bit_exact: BlockMxfp4x16, blocks 1..6,
-            scales mxfp4_exponent, reference mxfp4x16::dot_group;
+            scales mxfp4_exponent, reference byte_codes_reference::dot_group::<BlockMxfp4x16>;
         q4_1_amx_matches_reference_bit_exact: BlockQ4_1x16, blocks 1..6,
-            scales |b, d, m| (b.d, b.m) = (d, m), reference BlockQ4_1x16::dot_group;
+            scales |b, d, m| (b.d, b.m) = (d, m),
+            reference byte_codes_reference::dot_group::<BlockQ4_1x16>;
         q5_1_amx_matches_reference_bit_exact: BlockQ5_1x16, blocks 1..6,
-            scales |b, d, m| (b.d, b.m) = (d, m), reference BlockQ5_1x16::dot_group;
+            scales |b, d, m| (b.d, b.m) = (d, m),
+            reference byte_codes_reference::dot_group::<BlockQ5_1x16>;
         q8_0_amx_matches_reference_bit_exact: BlockQ8_0x16, blocks 1..6,
-            scales |b, d, _| b.d = d, reference q8_0x16::dot_group;
+            scales |b, d, _| b.d = d, reference byte_codes_reference::dot_group::<BlockQ8_0x16>;
     }
 }

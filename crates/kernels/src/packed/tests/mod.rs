@@ -4,6 +4,7 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
+use super::byte_codes_reference::{self, ByteCodeRows};
 use super::grid_quads;
 use super::iq1_mx16::BlockIq1Mx16;
 use super::iq1_sx16::BlockIq1Sx16;
@@ -15,15 +16,15 @@ use super::iq3_sx16::BlockIq3Sx16;
 use super::iq3_xxsx16::BlockIq3Xxsx16;
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
-use super::mxfp4x16::{self, BlockMxfp4x16};
+use super::mxfp4x16::BlockMxfp4x16;
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 use super::q2_kx16::BlockQ2Kx16;
 use super::q3_kx16::BlockQ3Kx16;
 use super::q4_kx16::BlockQ4Kx16;
-use super::q5_0x16::{self, BlockQ5_0x16};
+use super::q5_0x16::BlockQ5_0x16;
 use super::q5_kx16::BlockQ5Kx16;
 use super::q6_kx16::BlockQ6Kx16;
-use super::q8_0x16::{self, BlockQ8_0x16};
+use super::q8_0x16::BlockQ8_0x16;
 use super::reference::dot_rows;
 use super::rows::pack_rows;
 use super::tq1_0x16::BlockTq1_0x16;
@@ -322,19 +323,19 @@ fn super_block_config() -> ProptestConfig {
 packed_format_tests! {
     q4_0: BlockQ4_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q4_0_row_kept, magnitude dequantized_magnitude,
-        reference BlockQ4_0x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ4_0x16>;
     iq4_nl: BlockIq4Nlx16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept iq4_nl_row_kept, magnitude dequantized_magnitude,
-        reference BlockIq4Nlx16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockIq4Nlx16>;
     q5_0: BlockQ5_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q5_0_row_kept, magnitude dequantized_magnitude,
-        reference q5_0x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ5_0x16>;
     q8_0: BlockQ8_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q8_0_row_kept, magnitude dequantized_magnitude,
-        reference q8_0x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ8_0x16>;
     mxfp4: BlockMxfp4x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales mxfp4_exponent, kept mxfp4_row_kept, magnitude dequantized_magnitude,
-        reference mxfp4x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockMxfp4x16>;
     q4_k: BlockQ4Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude |r, a| k_magnitude(r, a, |b| b.dmin),
         reference dot_rows::<BlockQ4Kx16>;
@@ -361,10 +362,10 @@ packed_format_tests! {
         reference dot_rows::<BlockTq1_0x16>;
     q4_1: BlockQ4_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
-        reference BlockQ4_1x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ4_1x16>;
     q5_1: BlockQ5_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
-        reference BlockQ5_1x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ5_1x16>;
     iq1_s: BlockIq1Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept iq1_s_row_kept, magnitude dequantized_magnitude,
         reference dot_rows::<BlockIq1Sx16>;
