@@ -15,8 +15,6 @@
 //! the multiply and the add rounded apart, super-blocks in order, and at the end the format's
 //! factor times `acc`. So a packed product gives each row the bits the reference dot gives it.
 
-use bytemuck::{Pod, Zeroable};
-
 use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
@@ -28,19 +26,19 @@ pub(super) const GROUPS: usize = 64;
 /// Sub-blocks (runs of eight groups sharing one level) of a super-block.
 pub(super) const SUB_BLOCKS: usize = 8;
 
-/// The grid indices, signs and levels of one super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct GridQuads {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// `levels[p][i]`: row `i`'s levels of sub-blocks `2p` (low nibble) and `2p + 1` (high).
-    pub(crate) levels: [[u8; ROWS]; SUB_BLOCKS / 2],
-    /// `signs[q]`, bit `4i + c`: coordinate `c` of row `i`'s group `q` is negative.
-    pub(crate) signs: [u64; GROUPS],
-    /// `qs[q][i]`: row `i`'s grid index of group `q` (its low eight bits where the grid is
-    /// larger).
-    pub(crate) qs: [[u8; ROWS]; GROUPS],
+packed_struct! {
+    /// The grid indices, signs and levels of one super-block of sixteen rows.
+    GridQuads {
+        /// Each row's f16 super-block scale (bits).
+        d: [u16; ROWS],
+        /// `levels[p][i]`: row `i`'s levels of sub-blocks `2p` (low nibble) and `2p + 1` (high).
+        levels: [[u8; ROWS]; SUB_BLOCKS / 2],
+        /// `signs[q]`, bit `4i + c`: coordinate `c` of row `i`'s group `q` is negative.
+        signs: [u64; GROUPS],
+        /// `qs[q][i]`: row `i`'s grid index of group `q` (its low eight bits where the grid is
+        /// larger).
+        qs: [[u8; ROWS]; GROUPS],
+    }
 }
 
 /// Declares a packed format in the [`GridQuads`] layout ([`packed_format!`] against Q8_K

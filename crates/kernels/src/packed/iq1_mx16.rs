@@ -52,11 +52,7 @@ impl BlockIq1Mx16 {
 
     /// The sign of row `i`'s shift in group `g`.
     pub(crate) fn delta_sign(&self, i: usize, g: usize) -> i32 {
-        if (self.grid.own_bits(i, g / 4) >> (g % 4)) & 1 != 0 {
-            -1
-        } else {
-            1
-        }
+        self.grid.shift_sign(i, g / 4, g % 4)
     }
 }
 

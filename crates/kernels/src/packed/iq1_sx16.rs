@@ -39,11 +39,7 @@ impl BlockIq1Sx16 {
 
     /// The sign of row `i`'s shift in sub-block `j`.
     pub(crate) fn delta_sign(&self, i: usize, j: usize) -> i32 {
-        if self.grid.own_bits(i, j) & 8 != 0 {
-            -1
-        } else {
-            1
-        }
+        self.grid.shift_sign(i, j, 3)
     }
 }
 

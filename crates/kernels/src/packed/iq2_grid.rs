@@ -20,8 +20,6 @@
 //! super-blocks in order, and at the end `acc · 1/8`. So a packed product gives each row the
 //! bits the reference dot product gives it.
 
-use bytemuck::{Pod, Zeroable};
-
 use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
@@ -30,14 +28,14 @@ use crate::quant::q8_k::BlockQ8K;
 /// Eight-value groups of a 256-value super-block.
 pub(crate) const GROUPS: usize = 32;
 
-/// The grid indices' low bytes and the sign bytes of one super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct GridGroups {
-    /// `low[g][i]`: the low eight bits of row `i`'s grid index of group `g`.
-    pub(crate) low: [[u8; ROWS]; GROUPS],
-    /// `signs[g][i]`: row `i`'s signs of group `g` (bit `j` set: value `j` negated).
-    pub(crate) signs: [[u8; ROWS]; GROUPS],
+packed_struct! {
+    /// The grid indices' low bytes and the sign bytes of one super-block of sixteen rows.
+    GridGroups {
+        /// `low[g][i]`: the low eight bits of row `i`'s grid index of group `g`.
+        low: [[u8; ROWS]; GROUPS],
+        /// `signs[g][i]`: row `i`'s signs of group `g` (bit `j` set: value `j` negated).
+        signs: [[u8; ROWS]; GROUPS],
+    }
 }
 
 impl GridGroups {

@@ -33,8 +33,26 @@ use crate::operands::{ActivationBuffer, BlockSummary, ScratchParts, TOKEN_TILE, 
 use crate::quant::BlockFormat;
 use summary::Summarized;
 
-/// Declares a packed block format: the `repr(C)` plain-data struct `$packed` with the fields
-/// given (all `pub(crate)`), and its [`PackedFormat`] implementation for sixteen rows of
+/// Declares the `repr(C)` plain-data struct `$name` with the fields given (all `pub(crate)`):
+/// a packed block, or a part several packed layouts share.
+macro_rules! packed_struct {
+    (
+        $(#[$meta:meta])*
+        $name:ident {
+            $($(#[$field_meta:meta])* $field:ident: $field_ty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+        pub(crate) struct $name {
+            $($(#[$field_meta])* pub(crate) $field: $field_ty,)*
+        }
+    };
+}
+
+/// Declares a packed block format: the [`packed_struct!`] `$packed` with the fields given, and
+/// its [`PackedFormat`] implementation for sixteen rows of
 /// `$source` blocks against `$act` activations, whose `pack_row` is the one given. With
 /// `scale d`, the struct starts with the field `d`, each row's f16 scale (bits), which
 /// `pack_row` fills from the source block's `d` before its own steps; with `extra row bytes`,
@@ -49,15 +67,15 @@ macro_rules! packed_format {
         $(#[$pack_meta:meta])*
         fn pack_row(&mut $self:ident, $i:ident, $block:ident) { $($pack_row:tt)* }
     ) => {
-        $(#[$meta])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-        pub(crate) struct $packed {
-            $(
-                /// Each row's f16 scale (bits), the source block's.
-                pub(crate) $d: [u16; $crate::packed::ROWS],
-            )?
-            $($(#[$field_meta])* pub(crate) $field: $field_ty,)*
+        packed_struct! {
+            $(#[$meta])*
+            $packed {
+                $(
+                    /// Each row's f16 scale (bits), the source block's.
+                    $d: [u16; $crate::packed::ROWS],
+                )?
+                $($(#[$field_meta])* $field: $field_ty,)*
+            }
         }
 
         impl $crate::packed::PackedFormat for $packed {
