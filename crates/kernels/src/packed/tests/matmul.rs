@@ -6,13 +6,7 @@ use super::*;
 
 /// A deterministic `rows × cols` matrix of `ty` and `tokens` activation rows.
 fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8>, Vec<f32>) {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let x: Vec<f32> = (0..rows * cols)
         .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
         .collect();

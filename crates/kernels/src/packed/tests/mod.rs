@@ -246,6 +246,17 @@ fn check_neon_kernels<P: PackedFormat>(
     }
 }
 
+/// A deterministic xorshift sequence of `u64`s from `seed` (not zero).
+pub(super) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// `sum |w_i| * |a_i|` over one row and token, the rounding scale of formats without mins.
 fn dequantized_magnitude<W: VecDot>(row: &[W], at: &[W::Activation]) -> f64 {
     dot_magnitude(row, at) as f64
