@@ -8,49 +8,35 @@ use super::{PackedFormat, ROWS};
 use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 
-/// The sixteen rows of `w` (one row group, `nb` blocks) against each of the `out.len()` tokens
-/// of `a` (`nb` blocks each, summaries in `s`); `code(x, i, j)` is row `i`'s byte code `j` of
-/// block `x`, standing for `code − offset`, and `scale(x, i)` its scale.
-pub(super) fn dot_group<P: PackedFormat<Act = BlockQ8_0>>(
-    w: &[P],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-    offset: i32,
-    code: impl Fn(&P, usize, usize) -> i32,
-    scale: impl Fn(&P, usize) -> f32,
-) {
-    dot_group_with_mins(
-        w,
-        a,
-        s,
-        out,
-        offset,
-        code,
-        scale,
-        None::<fn(&P, usize) -> f32>,
-    );
+/// What the reference reads of a packed block of one of these formats.
+pub(super) trait ByteCodeRows: PackedFormat<Act = BlockQ8_0> {
+    /// How far the byte codes lie above the values they stand for.
+    const CODE_OFFSET: i32;
+    /// Row `i`'s byte code `j`, standing for `code − CODE_OFFSET`.
+    fn code(&self, i: usize, j: usize) -> i32;
+    /// Row `i`'s scale.
+    fn scale(&self, i: usize) -> f32;
+    /// Row `i`'s min, for formats whose values are `d·q + m`.
+    fn min(&self, _i: usize) -> Option<f32> {
+        None
+    }
 }
 
-/// [`dot_group`] for formats with a min per row: `min(x, i)` is row `i`'s min of block `x`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn dot_group_with_mins<P: PackedFormat<Act = BlockQ8_0>>(
+/// The sixteen rows of `w` (one row group, `nb` blocks) against each of the `out.len()` tokens
+/// of `a` (`nb` blocks each, summaries in `s`).
+pub(super) fn dot_group<P: ByteCodeRows>(
     w: &[P],
     a: &[BlockQ8_0],
     s: &[BlockSummary],
     out: &mut [[f32; ROWS]],
-    offset: i32,
-    code: impl Fn(&P, usize, usize) -> i32,
-    scale: impl Fn(&P, usize) -> f32,
-    min: Option<impl Fn(&P, usize) -> f32>,
 ) {
     super::reference::dot_group(w, a, s, out, |acc, i, x, y, s| {
         let s = &s[0];
-        let dot: i32 = (0..32).map(|j| code(x, i, j) * y.qs[j] as i32).sum();
-        let isum = dot - offset * s.sum;
-        let acc = (scale(x, i) * s.d).mul_add(isum as f32, acc);
-        match &min {
-            Some(min) => (min(x, i) * s.d).mul_add(s.sum as f32, acc),
+        let dot: i32 = (0..32).map(|j| x.code(i, j) * y.qs[j] as i32).sum();
+        let isum = dot - P::CODE_OFFSET * s.sum;
+        let acc = (x.scale(i) * s.d).mul_add(isum as f32, acc);
+        match x.min(i) {
+            Some(min) => (min * s.d).mul_add(s.sum as f32, acc),
             None => acc,
         }
     });

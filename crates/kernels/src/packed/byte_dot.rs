@@ -313,13 +313,7 @@ mod tests {
     /// Random lanes and the extremes: every byte 255 or 127 against -128 and 127, words at
     /// ±32768, accumulators near the wrap.
     fn cases() -> Vec<([i32; 16], [u8; 64], [i8; 64])> {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::packed::tests::xorshift(0x9E37_79B9_7F4A_7C15);
         let mut cases = vec![];
         for u in [0u8, 127, 128, 255] {
             for s in [-128i8, -1, 0, 127] {

@@ -15,8 +15,6 @@
 //! the multiply and the add rounded apart, super-blocks in order, and at the end the format's
 //! factor times `acc`. So a packed product gives each row the bits the reference dot gives it.
 
-use bytemuck::{Pod, Zeroable};
-
 use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
@@ -28,20 +26,68 @@ pub(super) const GROUPS: usize = 64;
 /// Sub-blocks (runs of eight groups sharing one level) of a super-block.
 pub(super) const SUB_BLOCKS: usize = 8;
 
-/// The grid indices, signs and levels of one super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct GridQuads {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// `levels[p][i]`: row `i`'s levels of sub-blocks `2p` (low nibble) and `2p + 1` (high).
-    pub(crate) levels: [[u8; ROWS]; SUB_BLOCKS / 2],
-    /// `signs[q]`, bit `4i + c`: coordinate `c` of row `i`'s group `q` is negative.
-    pub(crate) signs: [u64; GROUPS],
-    /// `qs[q][i]`: row `i`'s grid index of group `q` (its low eight bits where the grid is
-    /// larger).
-    pub(crate) qs: [[u8; ROWS]; GROUPS],
+packed_struct! {
+    /// The grid indices, signs and levels of one super-block of sixteen rows.
+    GridQuads {
+        /// Each row's f16 super-block scale (bits).
+        d: [u16; ROWS],
+        /// `levels[p][i]`: row `i`'s levels of sub-blocks `2p` (low nibble) and `2p + 1` (high).
+        levels: [[u8; ROWS]; SUB_BLOCKS / 2],
+        /// `signs[q]`, bit `4i + c`: coordinate `c` of row `i`'s group `q` is negative.
+        signs: [u64; GROUPS],
+        /// `qs[q][i]`: row `i`'s grid index of group `q` (its low eight bits where the grid is
+        /// larger).
+        qs: [[u8; ROWS]; GROUPS],
+    }
 }
+
+/// Declares a packed format in the [`GridQuads`] layout ([`packed_format!`] against Q8_K
+/// activations, its first field the `quads`, then the fields given) and its [`GridQuadRows`]:
+/// the grid `$grid` (words; the reference reads it) and `$packed_grid` (three bits a
+/// coordinate, indexing `$values`), the source format's factor, and the `pack_row` given; with
+/// `ninth bits $high`, the field `$high` holds the grid indices' ninth bits.
+macro_rules! grid_quad_rows {
+    (
+        $(#[$meta:meta])*
+        $packed:ident: $source:ty $(, extra row bytes $extra:literal)?,
+            values $values:path, grid $grid:path, packed grid $packed_grid:path
+            $(, ninth bits $high:ident)? {
+            $($(#[$field_meta:meta])* $field:ident: $field_ty:ty,)*
+        }
+        fn pack_row(&mut $self:ident, $i:ident, $block:ident) { $($pack_row:tt)* }
+    ) => {
+        packed_format! {
+            $(#[$meta])*
+            $packed: $source => $crate::quant::q8_k::BlockQ8K $(, extra row bytes $extra)? {
+                /// The grid indices (their low eight bits), the signs and the levels.
+                quads: $crate::packed::grid_quads::GridQuads,
+                $($(#[$field_meta])* $field: $field_ty,)*
+            }
+            fn pack_row(&mut $self, $i, $block) { $($pack_row)* }
+        }
+
+        impl $crate::packed::grid_quads::GridQuadRows for $packed {
+            const DOT_FACTOR: f32 =
+                <$source as $crate::quant::signed_grid::SignedGrid>::DOT_FACTOR;
+            const VALUES: [u8; 8] = $values;
+            const PACKED_GRID: &'static [u16] = &$packed_grid;
+            #[cfg(test)]
+            fn grid() -> &'static [u32] {
+                &$grid
+            }
+            fn quads(&self) -> &$crate::packed::grid_quads::GridQuads {
+                &self.quads
+            }
+            $(
+                fn high(&self) -> Option<&[u16; $crate::packed::grid_quads::GROUPS]> {
+                    Some(&self.$high)
+                }
+            )?
+        }
+    };
+}
+
+pub(super) use grid_quad_rows;
 
 /// A packed format in the [`GridQuads`] layout.
 pub(crate) trait GridQuadRows: PackedFormat<Act = BlockQ8K> {

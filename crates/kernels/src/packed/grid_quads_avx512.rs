@@ -17,8 +17,8 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::byte_dot::{ByteDot, broadcast_quad};
-use super::fold_avx512::{Tokens, row_scales};
+use super::byte_dot::broadcast_quad;
+use super::fold_avx512::row_scales;
 use super::grid_quads::{GridQuadRows, SUB_BLOCKS};
 use super::register_grid_avx512::{MAX_ENTRIES, RegisterGrid};
 use crate::operands::BlockSummary;
@@ -96,15 +96,7 @@ fn multipliers(levels: &[[u8; ROWS]; SUB_BLOCKS / 2], j: usize) -> __m512i {
     _mm512_add_epi32(_mm512_add_epi32(level, level), _mm512_set1_epi32(1))
 }
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn add_block<B: GridQuadRows, D: ByteDot, const N: usize>(
-    d: D,
-    x: &B,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(pub(super) fn add_block<B: GridQuadRows>(d, x: &B, tokens, acc) {
     let codes: &[u16; MAX_ENTRIES] = const { &quad_shift_codes(B::PACKED_GRID) };
     let grid = RegisterGrid::new(codes, B::PACKED_GRID.len());
     prefetch_ahead(x);
@@ -134,4 +126,4 @@ pub(super) fn add_block<B: GridQuadRows, D: ByteDot, const N: usize>(
         let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
         *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
     }
-}
+});

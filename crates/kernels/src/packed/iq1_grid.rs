@@ -7,8 +7,6 @@
 //! fills with its own per-sub-block bits. One load of a group's bytes and of its sub-block's
 //! words gives the indices of sixteen rows.
 
-use bytemuck::{Pod, Zeroable};
-
 use super::ROWS;
 #[cfg(test)]
 use crate::quant::iq_grids::IQ1S_GRID;
@@ -17,15 +15,15 @@ use crate::quant::iq_grids::IQ1S_PACKED;
 /// Groups of eight weights per super-block.
 pub(crate) const GROUPS: usize = 32;
 
-/// The grid indices of one super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct GridIndices {
-    /// `qs[g][i]`: the low eight index bits of row `i`'s group `g`.
-    pub(crate) qs: [[u8; ROWS]; GROUPS],
-    /// `qh[j][i]`: row `i`'s word of sub-block `j`: the high three index bits of its group
-    /// `4j + l` at bits `3l`, and four bits of the format's own at bits 12–15.
-    pub(crate) qh: [[u16; ROWS]; GROUPS / 4],
+packed_struct! {
+    /// The grid indices of one super-block of sixteen rows.
+    GridIndices {
+        /// `qs[g][i]`: the low eight index bits of row `i`'s group `g`.
+        qs: [[u8; ROWS]; GROUPS],
+        /// `qh[j][i]`: row `i`'s word of sub-block `j`: the high three index bits of its group
+        /// `4j + l` at bits `3l`, and four bits of the format's own at bits 12–15.
+        qh: [[u16; ROWS]; GROUPS / 4],
+    }
 }
 
 impl GridIndices {
@@ -53,6 +51,17 @@ impl GridIndices {
     pub(crate) fn own_bits(&self, i: usize, j: usize) -> u16 {
         self.qh[j][i] >> 12
     }
+
+    /// The shift sign that bit `bit` of row `i`'s own bits of sub-block `j` holds: −1 where
+    /// it is set, 1 where not.
+    #[cfg(test)]
+    pub(crate) fn shift_sign(&self, i: usize, j: usize, bit: usize) -> i32 {
+        if (self.own_bits(i, j) >> bit) & 1 != 0 {
+            -1
+        } else {
+            1
+        }
+    }
 }
 
 /// `IQ1S_GRID` as unsigned codes: byte `j` of entry `i` is `4·(v + 1)` for the grid value
@@ -74,6 +83,8 @@ pub(crate) static IQ1S_CODES: [u64; 2048] = {
 
 #[cfg(test)]
 mod tests {
+    use bytemuck::Zeroable;
+
     use super::*;
 
     #[test]

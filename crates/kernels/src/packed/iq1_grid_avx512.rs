@@ -21,7 +21,7 @@ use std::arch::x86_64::*;
 use super::PackedFormat;
 use super::ROWS;
 use super::byte_dot::ByteDot;
-use super::fold_avx512::Tokens;
+use super::code_bits_avx512::or_masked;
 use super::iq1_grid::{GROUPS, GridIndices, IQ1S_CODES};
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_ahead;
@@ -78,8 +78,7 @@ fn indices(qs: &[u8; ROWS], words: __m512i, l: usize) -> __m512i {
     };
     // SAFETY: reads exactly the sixteen bytes of `qs`; unaligned is allowed.
     let low = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(qs.as_ptr().cast()) });
-    // low | (high & 0x700)
-    _mm512_ternarylogic_epi32::<0xF8>(low, high, _mm512_set1_epi32(0x700))
+    or_masked(low, high, _mm512_set1_epi32(0x700))
 }
 
 /// The codes `4(g + 1)` of eight rows' groups at `indices`, one 64-bit lane per row.
@@ -97,15 +96,7 @@ fn octet(q: &[i8; 256], g: usize) -> __m512i {
     _mm512_set1_epi64(i64::from_le_bytes(q.map(|v| v as u8)))
 }
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn add_block<P: Iq1Layout, D: ByteDot, const N: usize>(
-    d: D,
-    x: &P,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(pub(super) fn add_block<P: Iq1Layout>(d, x: &P, tokens, acc) {
     prefetch_ahead(x);
     let grid = x.grid();
     // Σ sc·w·a per token, rows 0..8 and 8..16, each row in two 32-bit lanes.
@@ -144,7 +135,7 @@ pub(super) fn add_block<P: Iq1Layout, D: ByteDot, const N: usize>(
     for (t, (acc, sums)) in acc.iter_mut().zip(&sums).enumerate() {
         add_super_block(d, acc, sums, &pairs, dw, tokens.block(t));
     }
-}
+});
 
 /// Adds one super-block of sixteen rows to a token's accumulator: `X = 2·Σ sc·w·a − 9·Σ sc·Σa`
 /// from the code sums `sums` (each row in two 32-bit lanes) and the scale pairs `pairs`, then

@@ -9,31 +9,24 @@
 //! `g` (grid values `g`, `h` the group's half) and `shift = Σ_g (2s_h + 1)·σ_g·Σ_g a` (shift
 //! signs `σ_g`), then `acc = acc + (d_w·d_a)·(grid + δ·shift)` in f32, super-blocks in order.
 
-use bytemuck::{Pod, Zeroable};
-
+use super::ROWS;
 use super::iq1_grid::GridIndices;
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq1_m::BlockIq1M;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::util::nibble;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockIq1Mx16 {
-    /// The grid indices; each word's top bits are the signs of its groups' shifts.
-    pub(crate) grid: GridIndices,
-    /// `scales[k][i]`: row `i`'s scale word `k`: the scales of halves `4k..4k + 4` at bits
-    /// `3·(h − 4k)`, bits `4k..4k + 4` of the f16 scale at bits 12–15.
-    pub(crate) scales: [[u16; ROWS]; 4],
-}
-
-impl PackedFormat for BlockIq1Mx16 {
-    type Source = BlockIq1M;
-    type Act = BlockQ8K;
-    fn pack_row(&mut self, i: usize, block: &BlockIq1M) {
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockIq1Mx16: BlockIq1M => BlockQ8K {
+        /// The grid indices; each word's top bits are the signs of its groups' shifts.
+        grid: GridIndices,
+        /// `scales[k][i]`: row `i`'s scale word `k`: the scales of halves `4k..4k + 4` at bits
+        /// `3·(h − 4k)`, bits `4k..4k + 4` of the f16 scale at bits 12–15.
+        scales: [[u16; ROWS]; 4],
+    }
+    fn pack_row(&mut self, i, block) {
         for (g, &q) in block.qs.iter().enumerate() {
             let high = nibble(&block.qh, g) as usize;
             self.grid.set(i, g, q as usize | (high & 7) << 8);
@@ -59,11 +52,7 @@ impl BlockIq1Mx16 {
 
     /// The sign of row `i`'s shift in group `g`.
     pub(crate) fn delta_sign(&self, i: usize, g: usize) -> i32 {
-        if (self.grid.own_bits(i, g / 4) >> (g % 4)) & 1 != 0 {
-            -1
-        } else {
-            1
-        }
+        self.grid.shift_sign(i, g / 4, g % 4)
     }
 }
 

@@ -8,30 +8,19 @@
 //! and `shift = Σ_j (2s_j + 1)·σ_j·Σ_j a` (shift signs `σ_j`, activation sums from Q8_K's
 //! `bsums`), then `acc = acc + (d_w·d_a)·(sumi + δ·shift)` in f32, super-blocks in order.
 
-use bytemuck::{Pod, Zeroable};
-
 use super::iq1_grid::GridIndices;
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq1_s::BlockIq1S;
 use crate::quant::q8_k::BlockQ8K;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockIq1Sx16 {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// The grid indices; each word's top bits are the sub-block's scale and shift sign.
-    pub(crate) grid: GridIndices,
-}
-
-impl PackedFormat for BlockIq1Sx16 {
-    type Source = BlockIq1S;
-    type Act = BlockQ8K;
-    fn pack_row(&mut self, i: usize, block: &BlockIq1S) {
-        self.d[i] = block.d.to_bits();
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockIq1Sx16: BlockIq1S => BlockQ8K, scale d {
+        /// The grid indices; each word's top bits are the sub-block's scale and shift sign.
+        grid: GridIndices,
+    }
+    fn pack_row(&mut self, i, block) {
         for (g, &q) in block.qs.iter().enumerate() {
             self.grid.qs[g][i] = q;
         }
@@ -50,11 +39,7 @@ impl BlockIq1Sx16 {
 
     /// The sign of row `i`'s shift in sub-block `j`.
     pub(crate) fn delta_sign(&self, i: usize, j: usize) -> i32 {
-        if self.grid.own_bits(i, j) & 8 != 0 {
-            -1
-        } else {
-            1
-        }
+        self.grid.shift_sign(i, j, 3)
     }
 }
 

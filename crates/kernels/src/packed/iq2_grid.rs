@@ -20,8 +20,6 @@
 //! super-blocks in order, and at the end `acc · 1/8`. So a packed product gives each row the
 //! bits the reference dot product gives it.
 
-use bytemuck::{Pod, Zeroable};
-
 use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
@@ -30,14 +28,14 @@ use crate::quant::q8_k::BlockQ8K;
 /// Eight-value groups of a 256-value super-block.
 pub(crate) const GROUPS: usize = 32;
 
-/// The grid indices' low bytes and the sign bytes of one super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct GridGroups {
-    /// `low[g][i]`: the low eight bits of row `i`'s grid index of group `g`.
-    pub(crate) low: [[u8; ROWS]; GROUPS],
-    /// `signs[g][i]`: row `i`'s signs of group `g` (bit `j` set: value `j` negated).
-    pub(crate) signs: [[u8; ROWS]; GROUPS],
+packed_struct! {
+    /// The grid indices' low bytes and the sign bytes of one super-block of sixteen rows.
+    GridGroups {
+        /// `low[g][i]`: the low eight bits of row `i`'s grid index of group `g`.
+        low: [[u8; ROWS]; GROUPS],
+        /// `signs[g][i]`: row `i`'s signs of group `g` (bit `j` set: value `j` negated).
+        signs: [[u8; ROWS]; GROUPS],
+    }
 }
 
 impl GridGroups {
@@ -100,6 +98,64 @@ pub(crate) trait GridRows: PackedFormat<Act = BlockQ8K> {
         self.levels()[r % half][i] >> (4 * (r / half)) & 0xF
     }
 }
+
+/// Declares a packed IQ2 format in this layout ([`packed_format!`] against Q8_K activations,
+/// with the f16 scales `d`) and its [`GridRows`]: the struct's levels, high index bits and
+/// groups for `$runs` scale runs and `$high_bits` bits of each grid index above its low byte,
+/// the grid `$grid` (words; the reference reads it) and `$packed_grid` (two bits a
+/// coordinate), and the `pack_row` given, which fills all but the scales.
+macro_rules! grid_rows {
+    (
+        $(#[$meta:meta])*
+        $packed:ident: $source:ty $(, extra row bytes $extra:literal)?,
+            runs $runs:expr, high bits $high_bits:expr,
+            grid $grid:path, packed grid $packed_grid:path;
+        fn pack_row(&mut $self:ident, $i:ident, $block:ident) { $($pack_row:tt)* }
+    ) => {
+        packed_format! {
+            $(#[$meta])*
+            $packed: $source => $crate::quant::q8_k::BlockQ8K, scale d
+                $(, extra row bytes $extra)? {
+                /// `levels[j][i]`: row `i`'s levels of runs `j` (low nibble) and `j + RUNS/2`
+                /// (high).
+                levels: [[u8; $crate::packed::ROWS]; $runs / 2],
+                /// `high[n][i]`: row `i`'s high index bits of the groups of run `n` of groups
+                /// (see `iq2_grid`); empty where indices are bytes.
+                high: [
+                    [u8; $crate::packed::ROWS];
+                    $crate::packed::iq2_grid::GROUPS * $high_bits / 8
+                ],
+                /// The grid indices' low bytes and the sign bytes.
+                groups: $crate::packed::iq2_grid::GridGroups,
+            }
+            fn pack_row(&mut $self, $i, $block) { $($pack_row)* }
+        }
+
+        impl $crate::packed::iq2_grid::GridRows for $packed {
+            #[cfg(test)]
+            const GRID: &'static [u64] = &$grid;
+            const RUNS: usize = $runs;
+            const HIGH_BITS: usize = $high_bits;
+            const DOT_FACTOR: f32 = <$source as $crate::quant::signed_grid::SignedGrid>::DOT_FACTOR;
+            const PACKED_GRID: &'static [u16] = &$packed_grid;
+
+            fn d(&self) -> &[u16; $crate::packed::ROWS] {
+                &self.d
+            }
+            fn levels(&self) -> &[[u8; $crate::packed::ROWS]] {
+                &self.levels
+            }
+            fn high(&self) -> &[[u8; $crate::packed::ROWS]] {
+                &self.high
+            }
+            fn groups(&self) -> &$crate::packed::iq2_grid::GridGroups {
+                &self.groups
+            }
+        }
+    };
+}
+
+pub(super) use grid_rows;
 
 /// Stores row `i`'s level `level` of run `r` of a layout with `runs` scale runs.
 pub(crate) fn set_level(levels: &mut [[u8; ROWS]], runs: usize, i: usize, r: usize, level: u8) {

@@ -28,7 +28,7 @@ use std::arch::x86_64::*;
 
 use super::ROWS;
 use super::byte_dot::ByteDot;
-use super::fold_avx512::{Tokens, row_scales};
+use super::fold_avx512::row_scales;
 use super::iq2_grid::{GROUPS, GridRows};
 use super::register_grid_avx512::{MAX_ENTRIES, RegisterGrid};
 use crate::quant::iq_grids::IQ2_VALUES;
@@ -42,15 +42,7 @@ const OFFSET: i8 = 64;
 /// Runs of sixteen activations in a super-block (the Q8_K sums).
 const HALF_RUNS: usize = 16;
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
-    d: D,
-    x: &P,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(pub(super) fn add_block<P: GridRows>(d, x: &P, tokens, acc) {
     let spread = [spread_pattern(0), spread_pattern(1)];
     let grid = register_grid::<P>();
     prefetch_ahead(x);
@@ -86,7 +78,7 @@ pub(super) fn add_block<P: GridRows, D: ByteDot, const N: usize>(
         let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
         *acc = _mm512_add_ps(*acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
     }
-}
+});
 
 /// `packed` (coordinate `j` at bits `2j`) rearranged for [`register_weights`]: coordinate `2k`
 /// at bits `2k`, `2k + 1` at bits `2k + 8`, so that in each 64-bit lane word `k` shifted right

@@ -2,32 +2,17 @@
 //! (`grid_quads`, whose doc has the arithmetic): the grid indices as stored, the seven stored
 //! sign bits of each eight values completed to eight (`KSIGNS`), the 4-bit levels as stored.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::PackedFormat;
-use super::grid_quads::{self, GridQuadRows, GridQuads};
-#[cfg(test)]
-use crate::operands::BlockSummary;
-use crate::quant::iq_grids::{IQ3XXS_PACKED, IQ3XXS_VALUES, KSIGNS};
+use super::grid_quads::{self, grid_quad_rows};
+use crate::quant::iq_grids::{self, KSIGNS};
 use crate::quant::iq3_xxs::BlockIq3Xxs;
-use crate::quant::q8_k::BlockQ8K;
 use crate::quant::signed_grid::SignedGrid;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockIq3Xxsx16 {
-    /// The indices, signs and levels.
-    pub(crate) quads: GridQuads,
-}
-
-// The sign bits stored whole: four bytes per row over the source's 98.
-
-impl PackedFormat for BlockIq3Xxsx16 {
-    type Source = BlockIq3Xxs;
-    type Act = BlockQ8K;
-    const EXTRA_ROW_BYTES: usize = 4;
-    fn pack_row(&mut self, i: usize, block: &BlockIq3Xxs) {
+grid_quad_rows! {
+    /// One super-block of sixteen rows.
+    // The sign bits stored whole: four bytes per row over the source's 98.
+    BlockIq3Xxsx16: BlockIq3Xxs, extra row bytes 4, values iq_grids::IQ3XXS_VALUES,
+        grid iq_grids::IQ3XXS_GRID, packed grid iq_grids::IQ3XXS_PACKED {}
+    fn pack_row(&mut self, i, block) {
         // Sign byte `n` covers values `8n..8n + 8`: seven bits of sub-block `n / 4`'s word.
         let sign_byte =
             |n: usize| KSIGNS[(block.signs_and_scale(n / 4) >> (7 * (n % 4))) as usize & 127];
@@ -41,29 +26,4 @@ impl PackedFormat for BlockIq3Xxsx16 {
             level,
         );
     }
-}
-
-impl GridQuadRows for BlockIq3Xxsx16 {
-    const DOT_FACTOR: f32 = BlockIq3Xxs::DOT_FACTOR;
-    const VALUES: [u8; 8] = IQ3XXS_VALUES;
-    const PACKED_GRID: &'static [u16] = &IQ3XXS_PACKED;
-    #[cfg(test)]
-    fn grid() -> &'static [u32] {
-        &crate::quant::iq_grids::IQ3XXS_GRID
-    }
-    fn quads(&self) -> &GridQuads {
-        &self.quads
-    }
-}
-
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` super-blocks)
-/// against each of the `out.len()` tokens of `a` (`nb` Q8_K blocks each).
-#[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockIq3Xxsx16],
-    a: &[BlockQ8K],
-    s: &[BlockSummary],
-    out: &mut [[f32; super::ROWS]],
-) {
-    grid_quads::dot_group(w, a, s, out);
 }

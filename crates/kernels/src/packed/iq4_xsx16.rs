@@ -7,33 +7,22 @@
 //! scales `sc_j = ls_j − 32`), then `acc = fma(d_w·d_a, S, acc)`, super-blocks in order. That
 //! is IQ4_XS's own integer sum; only the order of the float steps is the packed kernels'.
 
-use bytemuck::{Pod, Zeroable};
-
+use super::ROWS;
 use super::nibbles::pack_indices;
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::iq4_xs::BlockIq4Xs;
 use crate::quant::q8_k::BlockQ8K;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockIq4Xsx16 {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// `sc[j][i]`: row `i`'s scale of sub-block `j`, minus 32 (`-32..32`).
-    pub(crate) sc: [[i8; ROWS]; 8],
-    /// Sub-block `j`'s indices, laid out as IQ4_NL's packed indices (`nibbles`).
-    pub(crate) qs: [[[u8; 64]; 4]; 8],
-}
-
-impl PackedFormat for BlockIq4Xsx16 {
-    type Source = BlockIq4Xs;
-    type Act = BlockQ8K;
-    const EXTRA_ROW_BYTES: usize = 2;
-    fn pack_row(&mut self, i: usize, block: &BlockIq4Xs) {
-        self.d[i] = block.d.to_bits();
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockIq4Xsx16: BlockIq4Xs => BlockQ8K, scale d, extra row bytes 2 {
+        /// `sc[j][i]`: row `i`'s scale of sub-block `j`, minus 32 (`-32..32`).
+        sc: [[i8; ROWS]; 8],
+        /// Sub-block `j`'s indices, laid out as IQ4_NL's packed indices (`nibbles`).
+        qs: [[[u8; 64]; 4]; 8],
+    }
+    fn pack_row(&mut self, i, block) {
         for (j, qs) in self.qs.iter_mut().enumerate() {
             self.sc[j][i] = block.scale(j) as i8;
             let src: &[u8; 16] = block.qs[16 * j..16 * j + 16]

@@ -6,8 +6,7 @@
 use std::arch::x86_64::*;
 
 use super::byte_codes_avx512::max_code;
-use super::byte_dot::ByteDot;
-use super::fold_avx512::{Sign, Tokens, add_scaled, row_scales, scaled};
+use super::fold_avx512::{Sign, add_scaled, row_scales, scaled};
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::nibbles::BlockIq4Nlx16;
 use super::nibbles_avx512::codes;
@@ -47,15 +46,7 @@ fn add_sub_block_dot(sumi: __m512i, dot: __m512i, activation_sum: i32, sc: __m51
     _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_sub_epi32(dot, offset), sc))
 }
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn add_block<D: ByteDot, const N: usize>(
-    d: D,
-    x: &BlockIq4Xsx16,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(fn add_block(d, x: &BlockIq4Xsx16, tokens, acc) {
     let sums: [&[BlockSummary]; N] = std::array::from_fn(|t| tokens.summaries(t));
     let mut sumi = [_mm512_setzero_si512(); N];
     for j in 0..8 {
@@ -69,4 +60,4 @@ fn add_block<D: ByteDot, const N: usize>(
         }
     }
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
-}
+});

@@ -8,95 +8,67 @@
 //! order. The activations are quantized as Q8_0 (the codes and scale Q8_1 would have; its sum is
 //! taken exactly as an integer instead of Q8_1's f16 `d·Σa`).
 
-use bytemuck::{Pod, Zeroable};
-
+use super::ROWS;
 use super::nibbles::BlockQ4_0x16;
 use super::q5_0x16::BlockQ5_0x16;
-use super::{PackedFormat, ROWS};
-#[cfg(test)]
-use crate::operands::BlockSummary;
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_1::BlockQ4_1;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q5_1::BlockQ5_1;
 use crate::quant::q8_0::BlockQ8_0;
 
-/// One Q4_1 block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ4_1x16 {
-    /// Scales and codes, as Q4_0 packs them (code `n` here stands for `n`).
-    pub(crate) q: BlockQ4_0x16,
-    /// Each row's f16 min (bits).
-    pub(crate) m: [u16; ROWS],
-}
+/// Stamps out the packed block `$packed` of the format with mins `$source`: its scales and
+/// codes packed as `$codes_packed` packs those of `$codes` (the block of `$source`'s scale and
+/// the fields given, code `n` here standing for `n`), plus each row's f16 min; and what the
+/// scalar reference reads of it (`byte_codes_reference`, tests only).
+macro_rules! min_format {
+    (
+        $(#[$doc:meta])*
+        $packed:ident: $source:ty, codes $codes_packed:ty, $codes:ident { $($field:ident),* }
+    ) => {
+        packed_format! {
+            $(#[$doc])*
+            $packed: $source => BlockQ8_0 {
+                /// Scales and codes, as the format without mins packs them.
+                q: $codes_packed,
+                /// Each row's f16 min (bits).
+                m: [u16; ROWS],
+            }
+            fn pack_row(&mut self, i, block) {
+                let codes = $codes {
+                    d: block.d,
+                    $($field: block.$field,)*
+                };
+                self.q.pack_row(i, &codes);
+                self.m[i] = block.m.to_bits();
+            }
+        }
 
-impl PackedFormat for BlockQ4_1x16 {
-    type Source = BlockQ4_1;
-    type Act = BlockQ8_0;
-    fn pack_row(&mut self, i: usize, block: &BlockQ4_1) {
-        let codes = BlockQ4_0 {
-            d: block.d,
-            qs: block.qs,
-        };
-        self.q.pack_row(i, &codes);
-        self.m[i] = block.m.to_bits();
-    }
-}
+        #[cfg(test)]
+        impl super::byte_codes_reference::ByteCodeRows for $packed {
+            const CODE_OFFSET: i32 = 0;
 
-/// One Q5_1 block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ5_1x16 {
-    /// Scales and codes, as Q5_0 packs them (code `n` here stands for `n`).
-    pub(crate) q: BlockQ5_0x16,
-    /// Each row's f16 min (bits).
-    pub(crate) m: [u16; ROWS],
-}
+            fn code(&self, i: usize, j: usize) -> i32 {
+                self.q.code(i, j)
+            }
 
-impl PackedFormat for BlockQ5_1x16 {
-    type Source = BlockQ5_1;
-    type Act = BlockQ8_0;
-    fn pack_row(&mut self, i: usize, block: &BlockQ5_1) {
-        let codes = BlockQ5_0 {
-            d: block.d,
-            qh: block.qh,
-            qs: block.qs,
-        };
-        self.q.pack_row(i, &codes);
-        self.m[i] = block.m.to_bits();
-    }
-}
+            fn scale(&self, i: usize) -> f32 {
+                half::f16::from_bits(self.q.d[i]).to_f32()
+            }
 
-/// Stamps out the test-only packer and scalar reference of a format above.
-#[cfg(test)]
-macro_rules! min_format_reference {
-    ($packed:ty, $source:ty) => {
-        impl $packed {
-            /// Scalar reference, see `byte_codes_reference`.
-            pub(crate) fn dot_group(
-                w: &[Self],
-                a: &[BlockQ8_0],
-                s: &[BlockSummary],
-                out: &mut [[f32; ROWS]],
-            ) {
-                let f16 = |bits: u16| half::f16::from_bits(bits).to_f32();
-                super::byte_codes_reference::dot_group_with_mins(
-                    w,
-                    a,
-                    s,
-                    out,
-                    0,
-                    |x: &Self, i, j| x.q.code(i, j),
-                    |x: &Self, i| f16(x.q.d[i]),
-                    Some(|x: &Self, i: usize| f16(x.m[i])),
-                );
+            fn min(&self, i: usize) -> Option<f32> {
+                Some(half::f16::from_bits(self.m[i]).to_f32())
             }
         }
     };
 }
 
-#[cfg(test)]
-min_format_reference!(BlockQ4_1x16, BlockQ4_1);
-#[cfg(test)]
-min_format_reference!(BlockQ5_1x16, BlockQ5_1);
+min_format!(
+    /// One Q4_1 block of sixteen rows.
+    BlockQ4_1x16: BlockQ4_1, codes BlockQ4_0x16, BlockQ4_0 { qs }
+);
+
+min_format!(
+    /// One Q5_1 block of sixteen rows.
+    BlockQ5_1x16: BlockQ5_1, codes BlockQ5_0x16, BlockQ5_0 { qh, qs }
+);

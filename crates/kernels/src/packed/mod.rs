@@ -33,6 +33,64 @@ use crate::operands::{ActivationBuffer, BlockSummary, ScratchParts, TOKEN_TILE, 
 use crate::quant::BlockFormat;
 use summary::Summarized;
 
+/// Declares the `repr(C)` plain-data struct `$name` with the fields given (all `pub(crate)`):
+/// a packed block, or a part several packed layouts share.
+macro_rules! packed_struct {
+    (
+        $(#[$meta:meta])*
+        $name:ident {
+            $($(#[$field_meta:meta])* $field:ident: $field_ty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+        pub(crate) struct $name {
+            $($(#[$field_meta])* pub(crate) $field: $field_ty,)*
+        }
+    };
+}
+
+/// Declares a packed block format: the [`packed_struct!`] `$packed` with the fields given, and
+/// its [`PackedFormat`] implementation for sixteen rows of
+/// `$source` blocks against `$act` activations, whose `pack_row` is the one given. With
+/// `scale d`, the struct starts with the field `d`, each row's f16 scale (bits), which
+/// `pack_row` fills from the source block's `d` before its own steps; with `extra row bytes`,
+/// the format's [`PackedFormat::EXTRA_ROW_BYTES`].
+macro_rules! packed_format {
+    (
+        $(#[$meta:meta])*
+        $packed:ident: $source:ty => $act:ty
+            $(, scale $d:ident)? $(, extra row bytes $extra:literal)? {
+            $($(#[$field_meta:meta])* $field:ident: $field_ty:ty,)*
+        }
+        $(#[$pack_meta:meta])*
+        fn pack_row(&mut $self:ident, $i:ident, $block:ident) { $($pack_row:tt)* }
+    ) => {
+        packed_struct! {
+            $(#[$meta])*
+            $packed {
+                $(
+                    /// Each row's f16 scale (bits), the source block's.
+                    $d: [u16; $crate::packed::ROWS],
+                )?
+                $($(#[$field_meta])* $field: $field_ty,)*
+            }
+        }
+
+        impl $crate::packed::PackedFormat for $packed {
+            type Source = $source;
+            type Act = $act;
+            $(const EXTRA_ROW_BYTES: usize = $extra;)?
+            $(#[$pack_meta])*
+            fn pack_row(&mut $self, $i: usize, $block: &$source) {
+                $($self.$d[$i] = $block.$d.to_bits();)?
+                $($pack_row)*
+            }
+        }
+    };
+}
+
 /// Calls `$kernel::<N>` (after the type arguments in brackets, if any) with `N` the number of
 /// tokens `$n`, from 1 to the most given (4 or 8; more tokens take the most). The kernels are
 /// written for a fixed number of tokens, so that their accumulators stay in registers.
@@ -169,11 +227,12 @@ macro_rules! amx_entries {
 /// Makes the AVX-512 kernels of a packed super-block format against Q8_K activations the
 /// layout's [`Avx512Kernels`] (see [`avx512_entries!`]): the call's tokens four at a time, each
 /// time the loop of `fold_avx512` over the row group's blocks, in which `$add(d, x, tokens,
-/// acc)` (generic over the dot products `D` and the number of tokens `N`) adds block `x`'s
-/// products with the tokens' activations to their accumulators; with `times $factor`, the
-/// sums are multiplied by it at the end; with `amx { … }`, the layout also has the AMX kernel
-/// of `super_blocks_amx`, and the three bodies given (each with its parameters named, the
-/// first a `Vnni` where it has one) implement its `TileSubBlocks`.
+/// acc)` (generic over the dot products `D` and the number of tokens `N`, as
+/// [`super_block_adder!`] writes it) adds block `x`'s products with the tokens' activations to
+/// their accumulators; with `times $factor`, the sums are multiplied by it at the end; with
+/// `amx { … }`, the layout also has the AMX kernel of `super_blocks_amx`, and the three bodies
+/// given (each with its parameters named, the first a `Vnni` where it has one) implement its
+/// `TileSubBlocks`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! super_block_dot_group {
     (@entries $packed:ty, $add:expr $(, times $factor:expr)?) => {
@@ -274,6 +333,30 @@ macro_rules! super_block_dot_group {
     };
 }
 
+/// Writes the function that adds one super-block's products to the accumulators of `N` tokens,
+/// the `$add` of [`super_block_dot_group!`] (or the shared one a family of layouts passes it):
+/// `fn add_block(d, x: &Packed, tokens, acc) { … }`, with any type parameters before those in
+/// angle brackets, becomes an inlined AVX-512 function generic over the dot products `d: D`
+/// (`D: ByteDot`) and the number of tokens `N`, taking the super-block `x`, the tokens'
+/// activations there (`fold_avx512::Tokens`) and their accumulators `acc: &mut [__m512; N]`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! super_block_adder {
+    (
+        $vis:vis fn $name:ident $(<$($g:ident: $bound:path),+>)?
+            ($d:ident, $x:ident: &$packed:ty, $tokens:ident, $acc:ident) $body:block
+    ) => {
+        /// Adds super-block `x`'s products with the tokens' activations to their accumulators.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+        $vis fn $name<$($($g: $bound,)+)? D: $crate::packed::byte_dot::ByteDot, const N: usize>(
+            $d: D,
+            $x: &$packed,
+            $tokens: $crate::packed::fold_avx512::Tokens<'_>,
+            $acc: &mut [::std::arch::x86_64::__m512; N],
+        ) $body
+    };
+}
+
 mod allocation;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx;
@@ -286,6 +369,8 @@ mod byte_codes_avx512;
 mod byte_codes_reference;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod byte_dot;
+#[cfg(target_arch = "x86_64")]
+mod code_bits_avx512;
 #[cfg(target_arch = "x86_64")]
 mod fold_avx512;
 mod grid_quads;

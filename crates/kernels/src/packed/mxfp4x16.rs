@@ -10,31 +10,21 @@
 //! integer `Σ k·a` (`k` the code's value), converted to f32, times `d_w · d_a`, added to the
 //! running sum with one fused multiply-add, blocks in order.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::{PackedFormat, ROWS};
-#[cfg(test)]
-use crate::operands::BlockSummary;
+use super::ROWS;
 use crate::quant::mxfp4::{BlockMxfp4, e8m0_to_f32_half};
 use crate::quant::q8_0::BlockQ8_0;
 
-/// One 32-value block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockMxfp4x16 {
-    /// Each row's scale, `2^(e - 128)`.
-    pub(crate) d: [f32; ROWS],
-    /// Vector `h`, byte `4i + jj`: row `i`'s code `8h + jj` (low nibble) and `8h + 4 + jj`
-    /// (high nibble).
-    pub(crate) qs: [[u8; 64]; 4],
-}
-
-impl PackedFormat for BlockMxfp4x16 {
-    type Source = BlockMxfp4;
-    type Act = BlockQ8_0;
-    const EXTRA_ROW_BYTES: usize = 3;
+packed_format! {
+    /// One 32-value block of sixteen rows.
+    BlockMxfp4x16: BlockMxfp4 => BlockQ8_0, extra row bytes 3 {
+        /// Each row's scale, `2^(e - 128)`.
+        d: [f32; ROWS],
+        /// Vector `h`, byte `4i + jj`: row `i`'s code `8h + jj` (low nibble) and `8h + 4 + jj`
+        /// (high nibble).
+        qs: [[u8; 64]; 4],
+    }
     /// Missing rows stay zero: code 0 is the value 0.
-    fn pack_row(&mut self, i: usize, block: &BlockMxfp4) {
+    fn pack_row(&mut self, i, block) {
         self.d[i] = e8m0_to_f32_half(block.e);
         super::nibbles::pack_indices(&block.qs, i, &mut self.qs);
     }
@@ -43,22 +33,22 @@ impl PackedFormat for BlockMxfp4x16 {
 impl BlockMxfp4x16 {
     /// Row `i`'s code `j` as its table index.
     #[cfg(test)]
-    pub(crate) fn code(&self, i: usize, j: usize) -> u8 {
+    pub(crate) fn index(&self, i: usize, j: usize) -> u8 {
         let byte = self.qs[j / 8][4 * i + j % 4];
         if j % 8 < 4 { byte & 0xF } else { byte >> 4 }
     }
 }
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` blocks) against
-/// each of the `out.len()` tokens of `a` (`nb` blocks each, summaries in `s`).
 #[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockMxfp4x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    use crate::quant::mxfp4::KVALUES;
-    let code = |x: &BlockMxfp4x16, i, j| KVALUES[x.code(i, j) as usize] as i32;
-    super::byte_codes_reference::dot_group(w, a, s, out, 0, code, |x, i| x.d[i]);
+impl super::byte_codes_reference::ByteCodeRows for BlockMxfp4x16 {
+    const CODE_OFFSET: i32 = 0;
+
+    /// Row `i`'s code `j` as its value.
+    fn code(&self, i: usize, j: usize) -> i32 {
+        crate::quant::mxfp4::KVALUES[self.index(i, j) as usize] as i32
+    }
+
+    fn scale(&self, i: usize) -> f32 {
+        self.d[i]
+    }
 }

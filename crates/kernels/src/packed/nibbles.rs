@@ -6,36 +6,23 @@
 //! value plus 128); per row and block the exact integer `Σ c·a − offset·Σa`, converted to f32,
 //! times `d_w · d_a`, added to the running sum with one fused multiply-add, blocks in order.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::{PackedFormat, ROWS};
-#[cfg(test)]
-use crate::operands::BlockSummary;
 use crate::quant::iq4_nl::{BlockIq4Nl, KVALUES};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q8_0::BlockQ8_0;
 
 /// Stamps out the packed block `$packed` of the four-bit format `$source`, whose index `n`
-/// has the byte code `$code(n)` (at most 255) standing for `$code(n) − $offset`.
+/// has the byte code `$code(n)` (at most 255) standing for `$code(n) − $offset`, and what the
+/// scalar reference reads of it (`byte_codes_reference`, tests only).
 macro_rules! nibble_format {
     ($(#[$doc:meta])* $packed:ident, $source:ty, offset $offset:expr, code $code:expr) => {
-        $(#[$doc])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-        pub(crate) struct $packed {
-            /// Each row's f16 scale (bits).
-            pub(crate) d: [u16; ROWS],
-            /// In vector `k`, byte `4i + j` holds row `i`'s index `8k + j` in its low nibble
-            /// and index `8k + 4 + j` in its high nibble.
-            pub(crate) qs: [[u8; 64]; 4],
-        }
-
-
-        impl PackedFormat for $packed {
-            type Source = $source;
-            type Act = BlockQ8_0;
-            fn pack_row(&mut self, i: usize, block: &$source) {
-                self.d[i] = block.d.to_bits();
+        packed_format! {
+            $(#[$doc])*
+            $packed: $source => BlockQ8_0, scale d {
+                /// In vector `k`, byte `4i + j` holds row `i`'s index `8k + j` in its low
+                /// nibble and index `8k + 4 + j` in its high nibble.
+                qs: [[u8; 64]; 4],
+            }
+            fn pack_row(&mut self, i, block) {
                 pack_indices(&block.qs, i, &mut self.qs);
             }
         }
@@ -54,25 +41,20 @@ macro_rules! nibble_format {
                 }
                 codes
             };
+        }
 
-            /// Row `i`'s byte code `j`.
-            #[cfg(test)]
-            pub(crate) fn code(&self, i: usize, j: usize) -> i32 {
+        #[cfg(test)]
+        impl super::byte_codes_reference::ByteCodeRows for $packed {
+            const CODE_OFFSET: i32 = $offset;
+
+            fn code(&self, i: usize, j: usize) -> i32 {
                 let (g, jj) = (j / 4, j % 4);
                 let index = (self.qs[g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF;
                 Self::CODES[index as usize] as i32
             }
 
-            /// Scalar reference (tests only), see `byte_codes_reference`.
-            #[cfg(test)]
-            pub(crate) fn dot_group(
-                w: &[Self],
-                a: &[BlockQ8_0],
-                s: &[BlockSummary],
-                out: &mut [[f32; ROWS]],
-            ) {
-                let scale = |x: &Self, i| half::f16::from_bits(x.d[i]).to_f32();
-                super::byte_codes_reference::dot_group(w, a, s, out, Self::OFFSET, Self::code, scale);
+            fn scale(&self, i: usize) -> f32 {
+                half::f16::from_bits(self.d[i]).to_f32()
             }
         }
     };

@@ -7,35 +7,25 @@
 //! activation sums of 16 are Q8_K's `bsums`), then `acc = fma(d_w·d_a, S, acc)` and
 //! `acc = fma(−(dmin_w·d_a), M, acc)`, super-blocks in order.
 
-use bytemuck::{Pod, Zeroable};
-
+use super::ROWS;
 use super::two_bits::{self, GROUPS, GroupCodes};
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q2_k::BlockQ2K;
 use crate::quant::q8_k::BlockQ8K;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ2Kx16 {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// Each row's f16 super-block min scale (bits).
-    pub(crate) dmin: [u16; ROWS],
-    /// `scales[p][2i + e]`: row `i`'s byte of group `2p + e`, its scale in the low nibble and
-    /// its min in the high one (as Q2_K stores them).
-    pub(crate) scales: [[u8; 2 * ROWS]; GROUPS / 2],
-    /// The codes.
-    pub(crate) qs: GroupCodes,
-}
-
-impl PackedFormat for BlockQ2Kx16 {
-    type Source = BlockQ2K;
-    type Act = BlockQ8K;
-    fn pack_row(&mut self, i: usize, block: &BlockQ2K) {
-        self.d[i] = block.d.to_bits();
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockQ2Kx16: BlockQ2K => BlockQ8K, scale d {
+        /// Each row's f16 super-block min scale (bits).
+        dmin: [u16; ROWS],
+        /// `scales[p][2i + e]`: row `i`'s byte of group `2p + e`, its scale in the low nibble and
+        /// its min in the high one (as Q2_K stores them).
+        scales: [[u8; 2 * ROWS]; GROUPS / 2],
+        /// The codes.
+        qs: GroupCodes,
+    }
+    fn pack_row(&mut self, i, block) {
         self.dmin[i] = block.dmin.to_bits();
         for (g, &byte) in block.scales.iter().enumerate() {
             self.scales[g / 2][2 * i + g % 2] = byte;

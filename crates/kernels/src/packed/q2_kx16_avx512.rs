@@ -4,8 +4,8 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::{ByteDot, word_pair};
-use super::fold_avx512::{Sign, Tokens, add_scaled};
+use super::byte_dot::word_pair;
+use super::fold_avx512::{Sign, add_scaled};
 use super::q2_kx16::BlockQ2Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, scaled_group_dot};
@@ -13,15 +13,7 @@ use crate::quant::x86::prefetch_part_ahead;
 
 super_block_dot_group!(BlockQ2Kx16, add_block);
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn add_block<D: ByteDot, const N: usize>(
-    d: D,
-    x: &BlockQ2Kx16,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(fn add_block(d, x: &BlockQ2Kx16, tokens, acc) {
     let nibble = _mm512_set1_epi16(0xF);
     let low_half = _mm512_set1_epi32(0xFFFF);
     let (mut sumi, mut summ) = ([_mm512_setzero_si512(); N], [_mm512_setzero_si512(); N]);
@@ -51,4 +43,4 @@ fn add_block<D: ByteDot, const N: usize>(
     }
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
     add_scaled(acc, &x.dmin, &summ, tokens, Sign::Minus);
-}
+});

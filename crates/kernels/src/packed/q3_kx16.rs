@@ -8,36 +8,25 @@
 //! Q8_K's `bsums`), then `acc = fma(d_w·d_a, S, acc)`, super-blocks in order. That is Q3_K's own
 //! integer sum.
 
-use bytemuck::{Pod, Zeroable};
-
+use super::ROWS;
 use super::two_bits::{self, GROUPS, GroupCodes};
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q3_k::BlockQ3K;
 use crate::quant::q8_k::BlockQ8K;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ3Kx16 {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// `sc[g][i]`: row `i`'s scale of group `g`, minus 32 (`-32..32`).
-    pub(crate) sc: [[i8; ROWS]; GROUPS],
-    /// The low two bits of every code.
-    pub(crate) low: GroupCodes,
-    /// High bits: `high[p]`, byte `4i + jj`, bit `4e + k` is the high bit of row `i`'s code
-    /// `4k + jj` of group `2p + e`.
-    pub(crate) high: [[u8; 64]; GROUPS / 2],
-}
-
-impl PackedFormat for BlockQ3Kx16 {
-    type Source = BlockQ3K;
-    type Act = BlockQ8K;
-    const EXTRA_ROW_BYTES: usize = 4;
-    fn pack_row(&mut self, i: usize, block: &BlockQ3K) {
-        self.d[i] = block.d.to_bits();
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockQ3Kx16: BlockQ3K => BlockQ8K, scale d, extra row bytes 4 {
+        /// `sc[g][i]`: row `i`'s scale of group `g`, minus 32 (`-32..32`).
+        sc: [[i8; ROWS]; GROUPS],
+        /// The low two bits of every code.
+        low: GroupCodes,
+        /// High bits: `high[p]`, byte `4i + jj`, bit `4e + k` is the high bit of row `i`'s code
+        /// `4k + jj` of group `2p + e`.
+        high: [[u8; 64]; GROUPS / 2],
+    }
+    fn pack_row(&mut self, i, block) {
         for (g, &sc) in block.group_scales().iter().enumerate() {
             self.sc[g][i] = sc;
         }

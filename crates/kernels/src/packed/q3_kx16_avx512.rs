@@ -4,8 +4,9 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::{ByteDot, negated_scale_pairs, word_pair};
-use super::fold_avx512::{Sign, Tokens, add_scaled};
+use super::byte_dot::{negated_scale_pairs, word_pair};
+use super::code_bits_avx512::or_masked_each;
+use super::fold_avx512::{Sign, add_scaled};
 use super::q3_kx16::BlockQ3Kx16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::{group_codes, scaled_group_dot};
@@ -17,13 +18,10 @@ super_block_dot_group!(BlockQ3Kx16, add_block);
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn codes(x: &BlockQ3Kx16, g: usize) -> [__m512i; 4] {
-    let mut codes = group_codes(&x.low[g]);
     // SAFETY: reads exactly the 64 high-bit bytes of group pair `g / 2`; unaligned is allowed.
     let h = unsafe { _mm512_loadu_si512(x.high[g / 2].as_ptr().cast()) };
-    let bit = _mm512_set1_epi8(4);
     // Bit `4e + k` of each byte moved to bit 2 (16-bit shifts of at most 5: the neighbouring
-    // byte's bits land outside bit 2), then `code | (h & 4)`: truth table of A | (B & C),
-    // A = 0xF0, B = 0xCC, C = 0xAA.
+    // byte's bits land outside bit 2), then `code | (h & 4)`.
     let high = if g.is_multiple_of(2) {
         [
             _mm512_slli_epi16::<2>(h),
@@ -39,21 +37,10 @@ fn codes(x: &BlockQ3Kx16, g: usize) -> [__m512i; 4] {
             _mm512_srli_epi16::<5>(h),
         ]
     };
-    for (c, h) in codes.iter_mut().zip(high) {
-        *c = _mm512_ternarylogic_epi32::<0xF8>(*c, h, bit);
-    }
-    codes
+    or_masked_each(group_codes(&x.low[g]), high, _mm512_set1_epi8(4))
 }
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn add_block<D: ByteDot, const N: usize>(
-    d: D,
-    x: &BlockQ3Kx16,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(fn add_block(d, x: &BlockQ3Kx16, tokens, acc) {
     let mut sumi = [_mm512_setzero_si512(); N];
     for p in 0..GROUPS / 2 {
         prefetch_part_ahead(x, p, GROUPS / 2);
@@ -78,4 +65,4 @@ fn add_block<D: ByteDot, const N: usize>(
         }
     }
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
-}
+});

@@ -9,38 +9,31 @@
 //! exact integers `S = Σ_j sc_j · Σ q·a` and `M = Σ_j m_j · Σ a` over the sub-blocks `j`, then
 //! `acc = fma(d_w·d_a, S, acc)` and `acc = fma(−(dmin_w·d_a), M, acc)`, super-blocks in order.
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::{PackedFormat, ROWS};
+use super::ROWS;
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::util::scales_mins_k4;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ4Kx16 {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// Each row's f16 super-block min scale (bits).
-    pub(crate) dmin: [u16; ROWS],
-    /// `sc[j][i]`: row `i`'s 6-bit scale of sub-block `j`.
-    pub(crate) sc: [[u8; ROWS]; 8],
-    /// `m[k][2i + h]`: row `i`'s 6-bit min of sub-block `2k + h`.
-    pub(crate) m: [[i16; 2 * ROWS]; 4],
-    /// Codes: vector `4j + v`, byte `4i + jj` holds row `i`'s code `32j + 8v + jj` in its low
-    /// nibble and code `32j + 8v + 4 + jj` in its high nibble.
-    pub(crate) qs: [[u8; 64]; 32],
-}
-
-impl PackedFormat for BlockQ4Kx16 {
-    type Source = BlockQ4K;
-    type Act = BlockQ8K;
-    const EXTRA_ROW_BYTES: usize = 12;
-    fn pack_row(&mut self, i: usize, block: &BlockQ4K) {
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockQ4Kx16: BlockQ4K => BlockQ8K, extra row bytes 12 {
+        /// Each row's f16 super-block scale (bits).
+        d: [u16; ROWS],
+        /// Each row's f16 super-block min scale (bits).
+        dmin: [u16; ROWS],
+        /// `sc[j][i]`: row `i`'s 6-bit scale of sub-block `j`.
+        sc: [[u8; ROWS]; 8],
+        /// `m[k][2i + h]`: row `i`'s 6-bit min of sub-block `2k + h`.
+        m: [[i16; 2 * ROWS]; 4],
+        /// Codes: vector `4j + v`, byte `4i + jj` holds row `i`'s code `32j + 8v + jj` in its low
+        /// nibble and code `32j + 8v + 4 + jj` in its high nibble.
+        qs: [[u8; 64]; 32],
+    }
+    fn pack_row(&mut self, i, block) {
         self.pack_row_parts(i, block.d, block.dmin, &block.scales, &block.qs);
     }
 }

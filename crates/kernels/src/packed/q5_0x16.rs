@@ -10,34 +10,21 @@
 //! operand), converted to f32, times `d_w · d_a`, added to the running sum with one fused
 //! multiply-add, blocks in order. It never depends on how many tokens or rows a call takes.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::{PackedFormat, ROWS};
-#[cfg(test)]
-use crate::operands::BlockSummary;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q8_0::BlockQ8_0;
 
-/// One 32-value block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ5_0x16 {
-    /// Each row's f16 scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// Low four bits: in vector `k`, byte `4i + j` holds row `i`'s code `8k + j` in its low
-    /// nibble and code `8k + 4 + j` in its high nibble.
-    pub(crate) qs: [[u8; 64]; 4],
-    /// Fifth bits: byte `4i + j`, bit `g` is the fifth bit of row `i`'s code `4g + j`.
-    pub(crate) qh: [u8; 64],
-}
-
-impl PackedFormat for BlockQ5_0x16 {
-    type Source = BlockQ5_0;
-    type Act = BlockQ8_0;
+packed_format! {
+    /// One 32-value block of sixteen rows.
+    BlockQ5_0x16: BlockQ5_0 => BlockQ8_0, scale d {
+        /// Low four bits: in vector `k`, byte `4i + j` holds row `i`'s code `8k + j` in its low
+        /// nibble and code `8k + 4 + j` in its high nibble.
+        qs: [[u8; 64]; 4],
+        /// Fifth bits: byte `4i + j`, bit `g` is the fifth bit of row `i`'s code `4g + j`.
+        qh: [u8; 64],
+    }
     /// The low four bits are laid out as Q4_0's (`nibbles`); each fifth-bit byte is gathered
     /// from its source bits in one go (this runs over every weight at load).
-    fn pack_row(&mut self, i: usize, block: &BlockQ5_0) {
-        self.d[i] = block.d.to_bits();
+    fn pack_row(&mut self, i, block) {
         super::nibbles::pack_indices(&block.qs, i, &mut self.qs);
         let high = u32::from_le_bytes(block.qh);
         for jj in 0..4 {
@@ -48,27 +35,19 @@ impl PackedFormat for BlockQ5_0x16 {
     }
 }
 
-impl BlockQ5_0x16 {
+#[cfg(test)]
+impl super::byte_codes_reference::ByteCodeRows for BlockQ5_0x16 {
+    const CODE_OFFSET: i32 = 16;
+
     /// Row `i`'s code `j` (`0..32`).
-    #[cfg(test)]
-    pub(crate) fn code(&self, i: usize, j: usize) -> i32 {
+    fn code(&self, i: usize, j: usize) -> i32 {
         let (g, jj) = (j / 4, j % 4);
         let low = (self.qs[g / 2][4 * i + jj] >> (4 * (g % 2))) & 0xF;
         let high = (self.qh[4 * i + jj] >> g) & 1;
         (low | high << 4) as i32
     }
-}
 
-/// Scalar reference (tests only: where no packed SIMD kernel exists, weights stay row-major):
-/// the sixteen rows of `w` (one row group, `nb` blocks) against each of the
-/// `out.len()` tokens of `a` (`nb` blocks each, summaries in `s`).
-#[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ5_0x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    let scale = |x: &BlockQ5_0x16, i| half::f16::from_bits(x.d[i]).to_f32();
-    super::byte_codes_reference::dot_group(w, a, s, out, 16, BlockQ5_0x16::code, scale);
+    fn scale(&self, i: usize) -> f32 {
+        half::f16::from_bits(self.d[i]).to_f32()
+    }
 }

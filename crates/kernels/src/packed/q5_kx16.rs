@@ -5,31 +5,22 @@
 //! `S = Σ_j sc_j · Σ q·a` and `M = Σ_j m_j · Σ a`, then `acc = fma(d_w·d_a, S, acc)` and
 //! `acc = fma(−(dmin_w·d_a), M, acc)`, super-blocks in order.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::PackedFormat;
 use super::q4_kx16::BlockQ4Kx16;
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q8_k::BlockQ8K;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ5Kx16 {
-    /// Scales, mins and the low four bits of every code, as Q4_K packs them.
-    pub(crate) low: BlockQ4Kx16,
-    /// Fifth bits: `qh[j]`, byte `4i + jj`, bit `g` is the fifth bit of row `i`'s code
-    /// `4g + jj` of sub-block `j`.
-    pub(crate) qh: [[u8; 64]; 8],
-}
-
-impl PackedFormat for BlockQ5Kx16 {
-    type Source = BlockQ5K;
-    type Act = BlockQ8K;
-    const EXTRA_ROW_BYTES: usize = 12;
-    fn pack_row(&mut self, i: usize, block: &BlockQ5K) {
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockQ5Kx16: BlockQ5K => BlockQ8K, extra row bytes 12 {
+        /// Scales, mins and the low four bits of every code, as Q4_K packs them.
+        low: BlockQ4Kx16,
+        /// Fifth bits: `qh[j]`, byte `4i + jj`, bit `g` is the fifth bit of row `i`'s code
+        /// `4g + jj` of sub-block `j`.
+        qh: [[u8; 64]; 8],
+    }
+    fn pack_row(&mut self, i, block) {
         self.low
             .pack_row_parts(i, block.d, block.dmin, &block.scales, &block.qs);
         for (j, qh) in self.qh.iter_mut().enumerate() {

@@ -3,6 +3,7 @@
 
 use std::arch::x86_64::*;
 
+use super::code_bits_avx512::with_fifth_bits;
 use super::q4_kx16_avx512::{add_k_block, add_scaled_sub_block, finish_k_block, sub_block_codes};
 use super::q5_kx16::BlockQ5Kx16;
 
@@ -25,25 +26,7 @@ super_block_dot_group!(
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn codes(x: &BlockQ5Kx16, j: usize) -> [__m512i; 8] {
-    let mut codes = sub_block_codes(&x.low, j);
     // SAFETY: reads exactly the 64 fifth-bit bytes of sub-block `j`; unaligned is allowed.
     let h = unsafe { _mm512_loadu_si512(x.qh[j].as_ptr().cast()) };
-    let bit = _mm512_set1_epi8(0x10);
-    // Bit g of each byte moved to bit 4 (16-bit shifts: the neighbouring byte's bits only land
-    // outside bit 4), then `code | (h & 0x10)`: truth table of A | (B & C), A = 0xF0, B = 0xCC,
-    // C = 0xAA.
-    let fifth = [
-        _mm512_slli_epi16::<4>(h),
-        _mm512_slli_epi16::<3>(h),
-        _mm512_slli_epi16::<2>(h),
-        _mm512_slli_epi16::<1>(h),
-        h,
-        _mm512_srli_epi16::<1>(h),
-        _mm512_srli_epi16::<2>(h),
-        _mm512_srli_epi16::<3>(h),
-    ];
-    for (c, f) in codes.iter_mut().zip(fifth) {
-        *c = _mm512_ternarylogic_epi32::<0xF8>(*c, f, bit);
-    }
-    codes
+    with_fifth_bits(sub_block_codes(&x.low, j), h)
 }

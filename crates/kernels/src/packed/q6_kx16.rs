@@ -9,37 +9,27 @@
 //! exact integer `S = Σ_g sc_g · (Σ q·a − 32·Σ a)` over the sixteen 16-value groups `g`, then
 //! `acc = fma(d_w·d_a, S, acc)`, super-blocks in order.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::{PackedFormat, ROWS};
+use super::ROWS;
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ6Kx16 {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// `sc[g][i]`: row `i`'s scale of 16-value group `g`.
-    pub(crate) sc: [[i8; ROWS]; 16],
-    /// Low four bits: vector `4j + v`, byte `4i + jj` holds those of row `i`'s code
-    /// `32j + 8v + jj` in its low nibble and of code `32j + 8v + 4 + jj` in its high nibble.
-    pub(crate) ql: [[u8; 64]; 32],
-    /// High two bits: vector `2j + h`, byte `4i + jj`, bits `2k..2k + 2` hold those of row `i`'s
-    /// code `32j + 4(4h + k) + jj`.
-    pub(crate) qh: [[u8; 64]; 16],
-}
-
-impl PackedFormat for BlockQ6Kx16 {
-    type Source = BlockQ6K;
-    type Act = BlockQ8K;
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockQ6Kx16: BlockQ6K => BlockQ8K, scale d {
+        /// `sc[g][i]`: row `i`'s scale of 16-value group `g`.
+        sc: [[i8; ROWS]; 16],
+        /// Low four bits: vector `4j + v`, byte `4i + jj` holds those of row `i`'s code
+        /// `32j + 8v + jj` in its low nibble and of code `32j + 8v + 4 + jj` in its high nibble.
+        ql: [[u8; 64]; 32],
+        /// High two bits: vector `2j + h`, byte `4i + jj`, bits `2k..2k + 2` hold those of row
+        /// `i`'s code `32j + 4(4h + k) + jj`.
+        qh: [[u8; 64]; 16],
+    }
     /// Each packed byte is gathered from the codes in one go (this runs over every weight at
     /// load).
-    fn pack_row(&mut self, i: usize, block: &BlockQ6K) {
-        self.d[i] = block.d.to_bits();
+    fn pack_row(&mut self, i, block) {
         for (g, &sc) in block.scales.iter().enumerate() {
             self.sc[g][i] = sc;
         }

@@ -5,7 +5,8 @@
 use std::arch::x86_64::*;
 
 use super::byte_dot::{ByteDot, broadcast_quad, negated_scale_pairs, word_pair};
-use super::fold_avx512::{Sign, Tokens, add_scaled, row_scales, scaled};
+use super::code_bits_avx512::or_masked;
+use super::fold_avx512::{Sign, add_scaled, row_scales, scaled};
 use super::q6_kx16::BlockQ6Kx16;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::x86::prefetch_part_ahead;
@@ -54,20 +55,12 @@ fn subtract_offsets(
     d.dpwssd(sumi, offsets, word_pair(y.bsums[2 * j], y.bsums[2 * j + 1]))
 }
 
-/// `low | (high & 0x30)`, bytewise.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn with_high_bits(low: __m512i, high: __m512i) -> __m512i {
-    // Truth table of A | (B & C) with A = 0xF0, B = 0xCC, C = 0xAA.
-    _mm512_ternarylogic_epi32::<0xF8>(low, high, _mm512_set1_epi8(0x30))
-}
-
 /// The eight code vectors (`0..64`) of 32-value sub-block `j`: vector `g` gives each row its
 /// codes `32j + 4g..32j + 4g + 4`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn sub_block_codes(x: &BlockQ6Kx16, j: usize) -> [__m512i; 8] {
-    let m4 = _mm512_set1_epi8(0xF);
+    let (m4, high_bits) = (_mm512_set1_epi8(0xF), _mm512_set1_epi8(0x30));
     let mut codes = [_mm512_setzero_si512(); 8];
     for h in 0..2 {
         // SAFETY: each load reads exactly the 64 bytes of one code vector; unaligned is allowed.
@@ -81,15 +74,21 @@ fn sub_block_codes(x: &BlockQ6Kx16, j: usize) -> [__m512i; 8] {
         // Bit pair k of each high-bit byte is moved to bits 4..6 (16-bit shifts: the
         // neighbouring byte's bits only land outside them).
         let g = 4 * h;
-        codes[g] = with_high_bits(_mm512_and_si512(lo, m4), _mm512_slli_epi16::<4>(bits));
-        codes[g + 1] = with_high_bits(
+        codes[g] = or_masked(
+            _mm512_and_si512(lo, m4),
+            _mm512_slli_epi16::<4>(bits),
+            high_bits,
+        );
+        codes[g + 1] = or_masked(
             _mm512_and_si512(_mm512_srli_epi16::<4>(lo), m4),
             _mm512_slli_epi16::<2>(bits),
+            high_bits,
         );
-        codes[g + 2] = with_high_bits(_mm512_and_si512(hi, m4), bits);
-        codes[g + 3] = with_high_bits(
+        codes[g + 2] = or_masked(_mm512_and_si512(hi, m4), bits, high_bits);
+        codes[g + 3] = or_masked(
             _mm512_and_si512(_mm512_srli_epi16::<4>(hi), m4),
             _mm512_srli_epi16::<2>(bits),
+            high_bits,
         );
     }
     codes
@@ -105,15 +104,7 @@ fn group_dot(d: impl ByteDot, codes: &[__m512i], q: &[i8], sc: __m512i) -> __m51
     d.scaled_dot_7bit(63, codes, quads, sc)
 }
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn add_block<D: ByteDot, const N: usize>(
-    d: D,
-    x: &BlockQ6Kx16,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(fn add_block(d, x: &BlockQ6Kx16, tokens, acc) {
     let mut sumi = [_mm512_setzero_si512(); N];
     for j in 0..8 {
         prefetch_part_ahead(x, j, 8);
@@ -131,4 +122,4 @@ fn add_block<D: ByteDot, const N: usize>(
         }
     }
     add_scaled(acc, &x.d, &sumi, tokens, Sign::Plus);
-}
+});

@@ -8,28 +8,15 @@
 //! integer `Σ (q + 128)·a − 128·Σa`, converted to f32, times `d_w · d_a`, added to the running
 //! sum with one fused multiply-add, blocks in order.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::{PackedFormat, ROWS};
-#[cfg(test)]
-use crate::operands::BlockSummary;
 use crate::quant::q8_0::BlockQ8_0;
 
-/// One 32-value block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockQ8_0x16 {
-    /// Each row's f16 scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// Vector `g`, byte `4i + jj`: row `i`'s code `4g + jj`, plus 128.
-    pub(crate) qs: [[u8; 64]; 8],
-}
-
-impl PackedFormat for BlockQ8_0x16 {
-    type Source = BlockQ8_0;
-    type Act = BlockQ8_0;
-    fn pack_row(&mut self, i: usize, block: &BlockQ8_0) {
-        self.d[i] = block.d.to_bits();
+packed_format! {
+    /// One 32-value block of sixteen rows.
+    BlockQ8_0x16: BlockQ8_0 => BlockQ8_0, scale d {
+        /// Vector `g`, byte `4i + jj`: row `i`'s code `4g + jj`, plus 128.
+        qs: [[u8; 64]; 8],
+    }
+    fn pack_row(&mut self, i, block) {
         for (g, qs) in self.qs.iter_mut().enumerate() {
             for jj in 0..4 {
                 qs[4 * i + jj] = (block.qs[4 * g + jj] as u8) ^ 0x80;
@@ -38,23 +25,16 @@ impl PackedFormat for BlockQ8_0x16 {
     }
 }
 
-impl BlockQ8_0x16 {
+#[cfg(test)]
+impl super::byte_codes_reference::ByteCodeRows for BlockQ8_0x16 {
+    const CODE_OFFSET: i32 = 128;
+
     /// Row `i`'s code `j`, plus 128.
-    #[cfg(test)]
-    pub(crate) fn code(&self, i: usize, j: usize) -> i32 {
+    fn code(&self, i: usize, j: usize) -> i32 {
         self.qs[j / 4][4 * i + j % 4] as i32
     }
-}
 
-/// Scalar reference (tests only): the sixteen rows of `w` (one row group, `nb` blocks) against
-/// each of the `out.len()` tokens of `a` (`nb` blocks each, summaries in `s`).
-#[cfg(test)]
-pub(crate) fn dot_group(
-    w: &[BlockQ8_0x16],
-    a: &[BlockQ8_0],
-    s: &[BlockSummary],
-    out: &mut [[f32; ROWS]],
-) {
-    let scale = |x: &BlockQ8_0x16, i| half::f16::from_bits(x.d[i]).to_f32();
-    super::byte_codes_reference::dot_group(w, a, s, out, 128, BlockQ8_0x16::code, scale);
+    fn scale(&self, i: usize) -> f32 {
+        half::f16::from_bits(self.d[i]).to_f32()
+    }
 }

@@ -14,9 +14,7 @@
 //! super-blocks in order. That is the row-major reference's arithmetic, so a packed product
 //! gives each row the bits the reference dot product gives it.
 
-use bytemuck::{Pod, Zeroable};
-
-use super::{PackedFormat, ROWS};
+use super::ROWS;
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
@@ -44,21 +42,13 @@ pub(super) const fn first_value(c: usize, n: usize) -> usize {
     }
 }
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockTq1_0x16 {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// `qs[c][4i + jj]`: row `i`'s trit byte `4c + jj` (of its `qs`, then its `qh`).
-    pub(crate) qs: [[u8; 4 * ROWS]; CHUNKS],
-}
-
-impl PackedFormat for BlockTq1_0x16 {
-    type Source = BlockTq1_0;
-    type Act = BlockQ8K;
-    fn pack_row(&mut self, i: usize, block: &BlockTq1_0) {
-        self.d[i] = block.d.to_bits();
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockTq1_0x16: BlockTq1_0 => BlockQ8K, scale d {
+        /// `qs[c][4i + jj]`: row `i`'s trit byte `4c + jj` (of its `qs`, then its `qh`).
+        qs: [[u8; 4 * ROWS]; CHUNKS],
+    }
+    fn pack_row(&mut self, i, block) {
         let bytes = block.qs.iter().chain(&block.qh);
         for (k, &byte) in bytes.enumerate() {
             self.qs[k / 4][4 * i + k % 4] = byte;

@@ -7,23 +7,14 @@
 
 use std::arch::x86_64::*;
 
-use super::byte_dot::{ByteDot, broadcast_quad};
-use super::fold_avx512::Tokens;
+use super::byte_dot::broadcast_quad;
 use super::tq1_0x16::{BlockTq1_0x16, CHUNKS, first_value, trits_in};
 use super::tq2_0x16_avx512::add_super_block;
 use crate::quant::x86::prefetch_ahead;
 
 super_block_dot_group!(BlockTq1_0x16, add_block);
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn add_block<D: ByteDot, const N: usize>(
-    d: D,
-    x: &BlockTq1_0x16,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(fn add_block(d, x: &BlockTq1_0x16, tokens, acc) {
     let (one, third, two_thirds) = (
         _mm512_set1_epi8(1),
         _mm512_set1_epi8(86u8 as i8),
@@ -49,4 +40,4 @@ fn add_block<D: ByteDot, const N: usize>(
         }
     }
     add_super_block(acc, &sumi, &x.d, |t| tokens.block(t));
-}
+});

@@ -8,30 +8,19 @@
 //! super-blocks in order. That is the row-major reference's arithmetic, so a packed product
 //! gives each row the bits the reference dot product gives it.
 
-use bytemuck::{Pod, Zeroable};
-
 use super::two_bits::{self, GroupCodes};
-use super::{PackedFormat, ROWS};
 #[cfg(test)]
 use crate::operands::BlockSummary;
 use crate::quant::q8_k::BlockQ8K;
 use crate::quant::tq2_0::BlockTq2_0;
 
-/// One super-block of sixteen rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct BlockTq2_0x16 {
-    /// Each row's f16 super-block scale (bits).
-    pub(crate) d: [u16; ROWS],
-    /// The codes.
-    pub(crate) qs: GroupCodes,
-}
-
-impl PackedFormat for BlockTq2_0x16 {
-    type Source = BlockTq2_0;
-    type Act = BlockQ8K;
-    fn pack_row(&mut self, i: usize, block: &BlockTq2_0) {
-        self.d[i] = block.d.to_bits();
+packed_format! {
+    /// One super-block of sixteen rows.
+    BlockTq2_0x16: BlockTq2_0 => BlockQ8K, scale d {
+        /// The codes.
+        qs: GroupCodes,
+    }
+    fn pack_row(&mut self, i, block) {
         two_bits::pack_codes(|v| two_bits::source_bits(&block.qs, v), i, &mut self.qs);
     }
 }

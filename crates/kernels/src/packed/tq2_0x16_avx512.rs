@@ -6,8 +6,8 @@
 use std::arch::x86_64::*;
 
 use super::ROWS;
-use super::byte_dot::{ByteDot, broadcast_quad};
-use super::fold_avx512::{Tokens, row_scales};
+use super::byte_dot::broadcast_quad;
+use super::fold_avx512::row_scales;
 use super::tq2_0x16::BlockTq2_0x16;
 use super::two_bits::GROUPS;
 use super::two_bits_avx512::group_codes;
@@ -16,15 +16,7 @@ use crate::quant::x86::prefetch_ahead;
 
 super_block_dot_group!(BlockTq2_0x16, add_block);
 
-/// Adds super-block `x`'s products with the tokens' activations to their accumulators.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn add_block<D: ByteDot, const N: usize>(
-    d: D,
-    x: &BlockTq2_0x16,
-    tokens: Tokens<'_>,
-    acc: &mut [__m512; N],
-) {
+super_block_adder!(fn add_block(d, x: &BlockTq2_0x16, tokens, acc) {
     prefetch_ahead(x);
     let mut sumi = [[_mm512_setzero_si512(); 4]; N];
     for g in 0..GROUPS {
@@ -37,7 +29,7 @@ fn add_block<D: ByteDot, const N: usize>(
         }
     }
     add_super_block(acc, &sumi, &x.d, |t| tokens.block(t));
-}
+});
 
 /// Adds one super-block of sixteen rows to each token's accumulators: `(Σ code·a − Σa)·d_w·d_a`
 /// (a ternary code is its value plus one), from the four partial sums of each token and the

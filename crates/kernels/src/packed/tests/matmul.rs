@@ -6,13 +6,7 @@ use super::*;
 
 /// A deterministic `rows × cols` matrix of `ty` and `tokens` activation rows.
 fn matrix_case(ty: GgmlType, rows: usize, cols: usize, tokens: usize) -> (Vec<u8>, Vec<f32>) {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let x: Vec<f32> = (0..rows * cols)
         .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
         .collect();
@@ -86,70 +80,7 @@ fn ternary_rows<B: crate::quant::QuantizeWeighted + Pod>(x: &[f32]) -> Vec<u8> {
 
 /// `w` packed with the scalar reference kernel, and with this CPU's kernel where it has one.
 fn packings_here(w: &WeightMatrix<'_>) -> Vec<(&'static str, PackedMatrix)> {
-    let reference = match w.ty() {
-        GgmlType::Q4_0 => {
-            PackedMatrix::pack_with::<BlockQ4_0x16>(w, BlockQ4_0x16::dot_group, &|_| {})
-        }
-        GgmlType::Iq4Nl => {
-            PackedMatrix::pack_with::<BlockIq4Nlx16>(w, BlockIq4Nlx16::dot_group, &|_| {})
-        }
-        GgmlType::Q5_0 => PackedMatrix::pack_with::<BlockQ5_0x16>(w, q5_0x16::dot_group, &|_| {}),
-        GgmlType::Q8_0 => PackedMatrix::pack_with::<BlockQ8_0x16>(w, q8_0x16::dot_group, &|_| {}),
-        GgmlType::Q4K => {
-            PackedMatrix::pack_with::<BlockQ4Kx16>(w, dot_rows::<BlockQ4Kx16>, &|_| {})
-        }
-        GgmlType::Q5K => {
-            PackedMatrix::pack_with::<BlockQ5Kx16>(w, dot_rows::<BlockQ5Kx16>, &|_| {})
-        }
-        GgmlType::Iq4Xs => {
-            PackedMatrix::pack_with::<BlockIq4Xsx16>(w, dot_rows::<BlockIq4Xsx16>, &|_| {})
-        }
-        GgmlType::Q2K => {
-            PackedMatrix::pack_with::<BlockQ2Kx16>(w, dot_rows::<BlockQ2Kx16>, &|_| {})
-        }
-        GgmlType::Q4_1 => {
-            PackedMatrix::pack_with::<BlockQ4_1x16>(w, BlockQ4_1x16::dot_group, &|_| {})
-        }
-        GgmlType::Q5_1 => {
-            PackedMatrix::pack_with::<BlockQ5_1x16>(w, BlockQ5_1x16::dot_group, &|_| {})
-        }
-        GgmlType::Q3K => {
-            PackedMatrix::pack_with::<BlockQ3Kx16>(w, dot_rows::<BlockQ3Kx16>, &|_| {})
-        }
-        GgmlType::TQ2_0 => {
-            PackedMatrix::pack_with::<BlockTq2_0x16>(w, dot_rows::<BlockTq2_0x16>, &|_| {})
-        }
-        GgmlType::TQ1_0 => {
-            PackedMatrix::pack_with::<BlockTq1_0x16>(w, dot_rows::<BlockTq1_0x16>, &|_| {})
-        }
-        GgmlType::MXFP4 => {
-            PackedMatrix::pack_with::<BlockMxfp4x16>(w, mxfp4x16::dot_group, &|_| {})
-        }
-        GgmlType::Iq1S => {
-            PackedMatrix::pack_with::<BlockIq1Sx16>(w, dot_rows::<BlockIq1Sx16>, &|_| {})
-        }
-        GgmlType::Iq1M => {
-            PackedMatrix::pack_with::<BlockIq1Mx16>(w, dot_rows::<BlockIq1Mx16>, &|_| {})
-        }
-        GgmlType::Iq3Xxs => {
-            PackedMatrix::pack_with::<BlockIq3Xxsx16>(w, iq3_xxsx16::dot_group, &|_| {})
-        }
-        GgmlType::Iq3S => PackedMatrix::pack_with::<BlockIq3Sx16>(w, iq3_sx16::dot_group, &|_| {}),
-        GgmlType::Iq2Xxs => PackedMatrix::pack_with::<BlockIq2Xxsx16>(
-            w,
-            iq2_grid::dot_group::<BlockIq2Xxsx16>,
-            &|_| {},
-        ),
-        GgmlType::Iq2Xs => PackedMatrix::pack_with::<BlockIq2Xsx16>(
-            w,
-            iq2_grid::dot_group::<BlockIq2Xsx16>,
-            &|_| {},
-        ),
-        GgmlType::Iq2S => {
-            PackedMatrix::pack_with::<BlockIq2Sx16>(w, iq2_grid::dot_group::<BlockIq2Sx16>, &|_| {})
-        }
-        _ => PackedMatrix::pack_with::<BlockQ6Kx16>(w, dot_rows::<BlockQ6Kx16>, &|_| {}),
-    };
+    let reference = reference_packing(w);
     let mut packings = vec![("reference", reference)];
     if let Some(simd) = Kernels::detected().pack(w) {
         packings.push(("simd", simd));
@@ -275,7 +206,7 @@ fn exact_product(w: &WeightMatrix<'_>, x: &[f32]) -> Vec<f32> {
 fn matmul_packed_checks_lengths_and_scratch() {
     let (data, x) = matrix_case(GgmlType::Q5_0, 32, 64, 2);
     let w = WeightMatrix::new(GgmlType::Q5_0, 32, 64, &data).unwrap();
-    let packed = PackedMatrix::pack_with::<BlockQ5_0x16>(&w, q5_0x16::dot_group, &|_| {});
+    let packed = reference_packing(&w);
     let mut y = vec![0.0; 64];
     let mut small = ActivationBuffer::for_matvec(64);
     assert!(matches!(
@@ -439,7 +370,7 @@ fn shared_input_products_need_one_width_and_activation_format() {
 fn packed_row_ranges_must_fall_on_row_groups() {
     let (data, x) = matrix_case(GgmlType::Q8_0, 40, 64, 1);
     let w = WeightMatrix::new(GgmlType::Q8_0, 40, 64, &data).unwrap();
-    let packed = PackedMatrix::pack_with::<BlockQ8_0x16>(&w, q8_0x16::dot_group, &|_| {});
+    let packed = reference_packing(&w);
     let mut act = ActivationBuffer::for_matvec(64);
     for bad in [8..40, 16..24, 32..48] {
         let mut y = vec![0.0; bad.len()];
@@ -460,9 +391,11 @@ fn packing_releases_every_source_byte_once() {
     let (data, _) = matrix_case(GgmlType::Q8_0, rows, cols, 0);
     let w = WeightMatrix::new(GgmlType::Q8_0, rows, cols, &data).unwrap();
     let released = std::sync::Mutex::new(Vec::new());
-    let _ = pack_rows::<BlockQ8_0x16>(&w, q8_0x16::dot_group, &|r: Range<usize>| {
-        released.lock().unwrap().push(r)
-    });
+    let _ = pack_rows::<BlockQ8_0x16>(
+        &w,
+        byte_codes_reference::dot_group::<BlockQ8_0x16>,
+        &|r: Range<usize>| released.lock().unwrap().push(r),
+    );
     let released = released.into_inner().unwrap();
     assert!(released.len() > 1, "one release per slab: {released:?}");
     for pair in released.windows(2) {
@@ -544,18 +477,20 @@ mod amx_kernels {
         iq4_xs_amx_matches_reference_bit_exact: BlockIq4Xsx16, blocks 1..3,
             scales |b, d, _| b.d = d, reference dot_rows::<BlockIq4Xsx16>;
         q5_0_amx_matches_reference_bit_exact: BlockQ5_0x16, blocks 1..6,
-            scales |b, d, _| b.d = d, reference q5_0x16::dot_group;
+            scales |b, d, _| b.d = d, reference byte_codes_reference::dot_group::<BlockQ5_0x16>;
         q4_0_amx_matches_reference_bit_exact: BlockQ4_0x16, blocks 1..6,
-            scales |b, d, _| b.d = d, reference BlockQ4_0x16::dot_group;
+            scales |b, d, _| b.d = d, reference byte_codes_reference::dot_group::<BlockQ4_0x16>;
         iq4_nl_amx_matches_reference_bit_exact: BlockIq4Nlx16, blocks 1..6,
-            scales |b, d, _| b.d = d, reference BlockIq4Nlx16::dot_group;
+            scales |b, d, _| b.d = d, reference byte_codes_reference::dot_group::<BlockIq4Nlx16>;
         mxfp4_amx_matches_reference_bit_exact: BlockMxfp4x16, blocks 1..6,
-            scales mxfp4_exponent, reference mxfp4x16::dot_group;
+            scales mxfp4_exponent, reference byte_codes_reference::dot_group::<BlockMxfp4x16>;
         q4_1_amx_matches_reference_bit_exact: BlockQ4_1x16, blocks 1..6,
-            scales |b, d, m| (b.d, b.m) = (d, m), reference BlockQ4_1x16::dot_group;
+            scales |b, d, m| (b.d, b.m) = (d, m),
+            reference byte_codes_reference::dot_group::<BlockQ4_1x16>;
         q5_1_amx_matches_reference_bit_exact: BlockQ5_1x16, blocks 1..6,
-            scales |b, d, m| (b.d, b.m) = (d, m), reference BlockQ5_1x16::dot_group;
+            scales |b, d, m| (b.d, b.m) = (d, m),
+            reference byte_codes_reference::dot_group::<BlockQ5_1x16>;
         q8_0_amx_matches_reference_bit_exact: BlockQ8_0x16, blocks 1..6,
-            scales |b, d, _| b.d = d, reference q8_0x16::dot_group;
+            scales |b, d, _| b.d = d, reference byte_codes_reference::dot_group::<BlockQ8_0x16>;
     }
 }

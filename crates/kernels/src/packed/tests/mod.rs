@@ -4,25 +4,27 @@ use half::f16;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
+use super::byte_codes_reference::{self, ByteCodeRows};
+use super::grid_quads;
 use super::iq1_mx16::BlockIq1Mx16;
 use super::iq1_sx16::BlockIq1Sx16;
 use super::iq2_grid::{self, GridRows};
 use super::iq2_sx16::BlockIq2Sx16;
 use super::iq2_xsx16::BlockIq2Xsx16;
 use super::iq2_xxsx16::BlockIq2Xxsx16;
-use super::iq3_sx16::{self, BlockIq3Sx16};
-use super::iq3_xxsx16::{self, BlockIq3Xxsx16};
+use super::iq3_sx16::BlockIq3Sx16;
+use super::iq3_xxsx16::BlockIq3Xxsx16;
 use super::iq4_xsx16::BlockIq4Xsx16;
 use super::min_formats::{BlockQ4_1x16, BlockQ5_1x16};
-use super::mxfp4x16::{self, BlockMxfp4x16};
+use super::mxfp4x16::BlockMxfp4x16;
 use super::nibbles::{BlockIq4Nlx16, BlockQ4_0x16};
 use super::q2_kx16::BlockQ2Kx16;
 use super::q3_kx16::BlockQ3Kx16;
 use super::q4_kx16::BlockQ4Kx16;
-use super::q5_0x16::{self, BlockQ5_0x16};
+use super::q5_0x16::BlockQ5_0x16;
 use super::q5_kx16::BlockQ5Kx16;
 use super::q6_kx16::BlockQ6Kx16;
-use super::q8_0x16::{self, BlockQ8_0x16};
+use super::q8_0x16::BlockQ8_0x16;
 use super::reference::dot_rows;
 use super::rows::pack_rows;
 use super::tq1_0x16::BlockTq1_0x16;
@@ -244,6 +246,17 @@ fn check_neon_kernels<P: PackedFormat>(
     }
 }
 
+/// A deterministic xorshift sequence of `u64`s from `seed` (not zero).
+pub(super) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// `sum |w_i| * |a_i|` over one row and token, the rounding scale of formats without mins.
 fn dequantized_magnitude<W: VecDot>(row: &[W], at: &[W::Activation]) -> f64 {
     dot_magnitude(row, at) as f64
@@ -255,49 +268,62 @@ fn dequantized_magnitude<W: VecDot>(row: &[W], at: &[W::Activation]) -> f64 {
 /// ([`check_packing`] with `$row_kept`), the reference kernel `$reference` matches the
 /// dequantized dot within `1e-4` of `$magnitude` ([`check_reference_kernel`]), and the AVX-512
 /// kernels (on AArch64, the source type's NEON kernels: [`check_neon_kernels`]) match the
-/// reference bit for bit ([`check_avx512_kernels`]).
+/// reference bit for bit ([`check_avx512_kernels`]). It also writes [`reference_packing`].
 macro_rules! packed_format_tests {
     ($(
         $format:ident: $packed:ty, $config:expr, blocks $blocks_per_row:expr, tokens $tokens:expr,
         scales $scales:expr, kept $row_kept:expr, magnitude $magnitude:expr,
         reference $reference:path;
-    )*) => {$(
-        mod $format {
-            use super::*;
+    )*) => {
+        $(
+            mod $format {
+                use super::*;
 
-            fn cases() -> impl Strategy<Value = CaseOf<$packed>> {
-                group_case::<$packed>($blocks_per_row, $tokens, $scales)
+                fn cases() -> impl Strategy<Value = CaseOf<$packed>> {
+                    group_case::<$packed>($blocks_per_row, $tokens, $scales)
+                }
+
+                proptest! {
+                    #![proptest_config($config)]
+
+                    #[test]
+                    fn packing_keeps_every_row(case in cases()) {
+                        check_packing::<$packed>(&case, <$packed>::pack, $row_kept)?;
+                    }
+
+                    #[test]
+                    fn reference_matches_dequantized_dot(case in cases()) {
+                        check_reference_kernel::<$packed>(
+                            &case, <$packed>::pack, $reference, $magnitude,
+                        )?;
+                    }
+
+                    #[cfg(target_arch = "x86_64")]
+                    #[test]
+                    fn avx512_matches_reference_bit_exact(case in cases()) {
+                        check_avx512_kernels::<$packed>(&case, <$packed>::pack, $reference);
+                    }
+
+                    #[cfg(target_arch = "aarch64")]
+                    #[test]
+                    fn neon_matches_reference_bit_exact(case in cases()) {
+                        check_neon_kernels::<$packed>(&case, <$packed>::pack, $reference);
+                    }
+                }
             }
+        )*
 
-            proptest! {
-                #![proptest_config($config)]
-
-                #[test]
-                fn packing_keeps_every_row(case in cases()) {
-                    check_packing::<$packed>(&case, <$packed>::pack, $row_kept)?;
+        /// `w` packed with the reference kernel of its type's packed format, one of those the
+        /// table lists.
+        fn reference_packing(w: &WeightMatrix<'_>) -> PackedMatrix {
+            $(
+                if w.ty() == <<$packed as PackedFormat>::Source as BlockFormat>::TYPE {
+                    return PackedMatrix::pack_with::<$packed>(w, $reference, &|_| {});
                 }
-
-                #[test]
-                fn reference_matches_dequantized_dot(case in cases()) {
-                    check_reference_kernel::<$packed>(
-                        &case, <$packed>::pack, $reference, $magnitude,
-                    )?;
-                }
-
-                #[cfg(target_arch = "x86_64")]
-                #[test]
-                fn avx512_matches_reference_bit_exact(case in cases()) {
-                    check_avx512_kernels::<$packed>(&case, <$packed>::pack, $reference);
-                }
-
-                #[cfg(target_arch = "aarch64")]
-                #[test]
-                fn neon_matches_reference_bit_exact(case in cases()) {
-                    check_neon_kernels::<$packed>(&case, <$packed>::pack, $reference);
-                }
-            }
+            )*
+            panic!("no packed format of {:?}", w.ty())
         }
-    )*};
+    };
 }
 
 /// Super-blocks are eight times the size of 32-value blocks: fewer cases of fewer blocks.
@@ -308,19 +334,19 @@ fn super_block_config() -> ProptestConfig {
 packed_format_tests! {
     q4_0: BlockQ4_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q4_0_row_kept, magnitude dequantized_magnitude,
-        reference BlockQ4_0x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ4_0x16>;
     iq4_nl: BlockIq4Nlx16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept iq4_nl_row_kept, magnitude dequantized_magnitude,
-        reference BlockIq4Nlx16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockIq4Nlx16>;
     q5_0: BlockQ5_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q5_0_row_kept, magnitude dequantized_magnitude,
-        reference q5_0x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ5_0x16>;
     q8_0: BlockQ8_0x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, _| b.d = d, kept q8_0_row_kept, magnitude dequantized_magnitude,
-        reference q8_0x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ8_0x16>;
     mxfp4: BlockMxfp4x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales mxfp4_exponent, kept mxfp4_row_kept, magnitude dequantized_magnitude,
-        reference mxfp4x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockMxfp4x16>;
     q4_k: BlockQ4Kx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, m| (b.d, b.dmin) = (d, m), kept q4_k_row_kept, magnitude |r, a| k_magnitude(r, a, |b| b.dmin),
         reference dot_rows::<BlockQ4Kx16>;
@@ -347,10 +373,10 @@ packed_format_tests! {
         reference dot_rows::<BlockTq1_0x16>;
     q4_1: BlockQ4_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, m| (b.d, b.m) = (d, m), kept q4_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
-        reference BlockQ4_1x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ4_1x16>;
     q5_1: BlockQ5_1x16, ProptestConfig::default(), blocks 1..6, tokens 1..12,
         scales |b, d, m| (b.d, b.m) = (d, m), kept q5_1_row_kept, magnitude |r, a| min_magnitude(r, a, |b| b.m),
-        reference BlockQ5_1x16::dot_group;
+        reference byte_codes_reference::dot_group::<BlockQ5_1x16>;
     iq1_s: BlockIq1Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept iq1_s_row_kept, magnitude dequantized_magnitude,
         reference dot_rows::<BlockIq1Sx16>;
@@ -359,10 +385,10 @@ packed_format_tests! {
         reference dot_rows::<BlockIq1Mx16>;
     iq3_xxs: BlockIq3Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
-        reference iq3_xxsx16::dot_group;
+        reference grid_quads::dot_group::<BlockIq3Xxsx16>;
     iq3_s: BlockIq3Sx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_quads_row_kept, magnitude dequantized_magnitude,
-        reference iq3_sx16::dot_group;
+        reference grid_quads::dot_group::<BlockIq3Sx16>;
     iq2_xxs: BlockIq2Xxsx16, super_block_config(), blocks 1..3, tokens 1..7,
         scales |b, d, _| b.d = d, kept grid_row_kept::<BlockIq2Xxsx16>, magnitude dequantized_magnitude,
         reference iq2_grid::dot_group::<BlockIq2Xxsx16>;

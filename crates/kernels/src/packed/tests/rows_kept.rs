@@ -279,7 +279,7 @@ pub(super) fn mxfp4_row_kept(
     i: usize,
     block: Option<&BlockMxfp4>,
 ) -> TestCaseResult {
-    let codes: Vec<u8> = (0..32).map(|j| p.code(i, j)).collect();
+    let codes: Vec<u8> = (0..32).map(|j| p.index(i, j)).collect();
     match block {
         Some(block) => {
             prop_assert_eq!(p.d[i], crate::quant::mxfp4::e8m0_to_f32_half(block.e));
