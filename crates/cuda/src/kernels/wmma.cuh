@@ -100,27 +100,16 @@ WMMA_LOAD_F16(f16_a_row, "wmma.load.a.sync.aligned.row.m16n16k16.f16")
 WMMA_LOAD_F16(f16_b_col, "wmma.load.b.sync.aligned.col.m16n16k16.f16")
 WMMA_LOAD_F16(f16_b_row, "wmma.load.b.sync.aligned.row.m16n16k16.f16")
 
-// An accumulator, element (m, n) from p[m * ldm + n] (mem_row_major); p 32-byte aligned, ldm
-// a multiple of 4.
+// An accumulator, element (m, n) from p[m * ldm + n]: mem_row_major only (the kernels store
+// and reload their accumulators row-major); p 32-byte aligned, ldm a multiple of 4.
 __device__ __forceinline__ void load_matrix_sync(f32_acc& f, const float* p, unsigned ldm,
-                                                 layout_t layout) {
-    if (layout == mem_row_major) {
-        asm volatile(
-            "wmma.load.c.sync.aligned.row.m16n16k16.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], "
-            "%9;"
-            : "=f"(f.x[0]), "=f"(f.x[1]), "=f"(f.x[2]), "=f"(f.x[3]), "=f"(f.x[4]), "=f"(f.x[5]),
-              "=f"(f.x[6]), "=f"(f.x[7])
-            : "l"(p), "r"(ldm)
-            : "memory");
-    } else {
-        asm volatile(
-            "wmma.load.c.sync.aligned.col.m16n16k16.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], "
-            "%9;"
-            : "=f"(f.x[0]), "=f"(f.x[1]), "=f"(f.x[2]), "=f"(f.x[3]), "=f"(f.x[4]), "=f"(f.x[5]),
-              "=f"(f.x[6]), "=f"(f.x[7])
-            : "l"(p), "r"(ldm)
-            : "memory");
-    }
+                                                 layout_t) {
+    asm volatile(
+        "wmma.load.c.sync.aligned.row.m16n16k16.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
+        : "=f"(f.x[0]), "=f"(f.x[1]), "=f"(f.x[2]), "=f"(f.x[3]), "=f"(f.x[4]), "=f"(f.x[5]),
+          "=f"(f.x[6]), "=f"(f.x[7])
+        : "l"(p), "r"(ldm)
+        : "memory");
 }
 
 #define WMMA_MMA_F16(B, op)                                                                       \

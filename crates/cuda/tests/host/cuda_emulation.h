@@ -286,13 +286,10 @@ inline void load_matrix_sync(f16_b_row& f, const unsigned short* p, unsigned ldm
         for (int n = 0; n < 16; n++) f.x[16 * k + n] = from_f16(p[k * ldm + n]);
 }
 
-// The whole accumulator tile from p (every lane reads all of it).
-inline void load_matrix_sync(f32_acc& f, const float* p, unsigned ldm, layout_t layout) {
+// The whole accumulator tile from p, row-major as on the device (every lane reads all of it).
+inline void load_matrix_sync(f32_acc& f, const float* p, unsigned ldm, layout_t) {
     warp_barrier();
-    for (unsigned e = 0; e < 256; e++) {
-        const unsigned m = e / 16, n = e % 16;
-        f.x[e] = p[layout == mem_row_major ? m * ldm + n : n * ldm + m];
-    }
+    for (unsigned e = 0; e < 256; e++) f.x[e] = p[e / 16 * ldm + e % 16];
 }
 
 inline void store_matrix_sync(float* p, const f32_acc& f, unsigned ldm, layout_t layout) {
