@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use rinfer_cuda::LoadOptions;
 use rinfer_cuda::kernels::KvElement;
+use rinfer_formats::gguf::GgufFile;
 use rinfer_model::{
     DeviceRequest, Engine, EngineSettings, Event, KvCache, KvType, LoadedModel, Logits, Model,
     ModelConfig, Request, SamplingParams, Scratch, SeqId, TokenLogprob,
@@ -133,6 +134,11 @@ pub fn load_options(context: usize, max_batch: usize, sequences: usize) -> LoadO
         guesses: 0,
         cached_blocks: 0,
     }
+}
+
+/// The file of a fixture model.
+pub fn fixture_file(name: &str) -> GgufFile {
+    GgufFile::open(fixtures().join(format!("models/{name}.gguf"))).unwrap()
 }
 
 /// A fixture model.
