@@ -125,6 +125,26 @@ pub fn assert_outputs_of_plain_decoding(
     }
 }
 
+/// Asserts that prompt lookup gives plain decoding's output on each fixture of `models` for the
+/// first `prompts` repetitive prompts, `max_tokens` each (see
+/// [`assert_outputs_of_plain_decoding`]), that plain decoding guesses nothing, and that of all
+/// the guesses some were confirmed and some rejected.
+pub fn assert_lookup_gives_plain_outputs(models: &[&str], prompts: u32, max_tokens: usize) {
+    let mut guesses = Guesses::default();
+    let prompts: Vec<_> = (0..prompts).map(repetitive_prompt).collect();
+    for &name in models {
+        let loaded = loaded(name);
+        let mut plain = engine(&loaded, settings(1, Speculation::Off));
+        let mut fast = engine(&loaded, settings(1, LOOKUP));
+        let engines = (&mut plain, &mut fast);
+        assert_outputs_of_plain_decoding(name, &loaded, engines, &prompts, max_tokens);
+        let plain_guesses = plain.speculation_stats();
+        assert_eq!(plain_guesses, SpeculationStats::default(), "{name}");
+        guesses.add(&fast);
+    }
+    guesses.assert_some_confirmed_and_some_rejected();
+}
+
 /// The guesses of several speculating engines, added up.
 #[derive(Debug, Default)]
 pub struct Guesses(SpeculationStats);
