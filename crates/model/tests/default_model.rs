@@ -7,8 +7,8 @@ mod common;
 
 use common::reference::{GreedyDecoding, check_greedy, cosine, ids, last_logits, log_sum_exp};
 use common::{batched_logits, default_model};
-use rinfer_model::sampling::argmax;
 use rinfer_model::Model;
+use rinfer_model::sampling::argmax;
 use serde_json::Value;
 
 /// Tolerances of the fixtures README §3.4 for gemma3-270m.

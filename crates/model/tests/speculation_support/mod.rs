@@ -8,7 +8,7 @@ use rinfer_model::{
     Speculation, SpeculationStats,
 };
 
-use crate::common::{fixtures, without_end_of_generation};
+use crate::common::{fixtures, unending_request};
 
 /// Prompt lookup with up to 6 guesses a step.
 pub const LOOKUP: Speculation = Speculation::PromptLookup { draft_max: 6 };
@@ -50,10 +50,7 @@ pub fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>, n: usi
             ..SamplingParams::default()
         },
     };
-    let sampling = without_end_of_generation(loaded, sampling);
-    let mut request = Request::new(prompt, n).with_sampling(sampling);
-    request.logprobs = Some(2);
-    request
+    unending_request(loaded, prompt, sampling, n, 2)
 }
 
 /// Three requests to run side by side: greedy on `prompt(1)`, seeded on `prompt(2)`, and seeded
