@@ -377,12 +377,11 @@ fn write_split_fixture(dir: &Path) -> Vec<PathBuf> {
     let prefix = dir.join("tiny").display().to_string();
     (0..3)
         .map(|i| {
-            let mut w = GgufWriter::new();
-            if i == 0 {
-                for (key, value) in file.metadata().iter() {
-                    w.add_metadata(key, value.clone()).unwrap();
-                }
-            }
+            let mut w = if i == 0 {
+                GgufWriter::with_metadata_of(&file).unwrap()
+            } else {
+                GgufWriter::new()
+            };
             let split = [
                 ("split.no", MetadataValue::U16(i as u16)),
                 ("split.count", MetadataValue::U16(3)),

@@ -23,6 +23,18 @@ fn rinfer(home: &Path, endpoint: &str, args: &[&str]) -> Output {
         .expect("the rinfer binary runs")
 }
 
+/// A hub whose `org/model` holds `data` as its `model-Q4_K_M.gguf`, and `data`.
+fn hub_with_model(data: Vec<u8>) -> (MockHub, Vec<u8>) {
+    let hub = MockHub::start();
+    hub.add("org/model", "model-Q4_K_M.gguf", data.clone());
+    (hub, data)
+}
+
+/// `rinfer pull MODEL` against `hub`.
+fn pull(home: &Path, hub: &MockHub, model: &str) -> Output {
+    rinfer(home, &hub.endpoint(), &["pull", model])
+}
+
 fn command(home: &Path, endpoint: &str, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_rinfer"));
     command
@@ -86,7 +98,7 @@ fn pull_picks_q4_k_m_by_default_and_caches_it_in_the_hub_layout() {
     hub.add("org/model", "model-IQ4_XS.gguf", contents(4, 100));
     let home = tempfile::tempdir().unwrap();
 
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
+    let out = pull(home.path(), &hub, "org/model");
     let path = PathBuf::from(stdout(&out).trim());
     let repo = repo_dir(home.path(), "org/model");
     assert_eq!(
@@ -117,7 +129,7 @@ fn pull_picks_q4_k_m_by_default_and_caches_it_in_the_hub_layout() {
     );
 
     // An explicit tag picks its file, case-insensitively; the first stays.
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model:q8_0"]);
+    let out = pull(home.path(), &hub, "org/model:q8_0");
     assert_eq!(fs::read(stdout(&out).trim()).unwrap(), q8);
     assert_eq!(fs::read(&path).unwrap(), q4);
     assert!(
@@ -129,13 +141,11 @@ fn pull_picks_q4_k_m_by_default_and_caches_it_in_the_hub_layout() {
 
 #[test]
 fn a_cut_connection_is_resumed_with_a_range_request() {
-    let hub = MockHub::start();
-    let data = contents(5, 20_000);
-    hub.add("org/model", "model-Q4_K_M.gguf", data.clone());
+    let (hub, data) = hub_with_model(contents(5, 20_000));
     hub.cut_downloads(6000, 1);
     let home = tempfile::tempdir().unwrap();
 
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
+    let out = pull(home.path(), &hub, "org/model");
     assert_eq!(fs::read(stdout(&out).trim()).unwrap(), data);
     let ranges: Vec<_> = hub
         .take_seen()
@@ -153,14 +163,12 @@ fn a_cut_connection_is_resumed_with_a_range_request() {
 
 #[test]
 fn a_server_that_ignores_the_range_restarts_the_file_from_its_first_byte() {
-    let hub = MockHub::start();
-    let data = contents(8, 20_000);
-    hub.add("org/model", "model-Q4_K_M.gguf", data.clone());
+    let (hub, data) = hub_with_model(contents(8, 20_000));
     hub.cut_downloads(7000, 1);
     hub.ignore_ranges();
     let home = tempfile::tempdir().unwrap();
 
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
+    let out = pull(home.path(), &hub, "org/model");
     assert_eq!(fs::read(stdout(&out).trim()).unwrap(), data);
     let ranges: Vec<_> = hub.take_downloads().into_iter().map(|s| s.range).collect();
     assert_eq!(ranges, [None, Some("bytes=7000-".to_owned())]);
@@ -168,14 +176,11 @@ fn a_server_that_ignores_the_range_restarts_the_file_from_its_first_byte() {
 
 #[test]
 fn a_pull_that_keeps_breaking_keeps_its_bytes_and_the_next_pull_resumes_them() {
-    let hub = MockHub::start();
-    let data = contents(6, 30_000);
-    hub.add("org/model", "model-Q4_K_M.gguf", data.clone());
+    let (hub, data) = hub_with_model(contents(6, 30_000));
     hub.cut_downloads(12_000, usize::MAX);
     let home = tempfile::tempdir().unwrap();
 
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
-    let error = failure(&out);
+    let error = failure(&pull(home.path(), &hub, "org/model"));
     assert!(
         error.contains("run `rinfer pull` again to resume"),
         "{error}"
@@ -193,7 +198,7 @@ fn a_pull_that_keeps_breaking_keeps_its_bytes_and_the_next_pull_resumes_them() {
 
     hub.cut_downloads(0, 0);
     hub.take_seen();
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
+    let out = pull(home.path(), &hub, "org/model");
     assert_eq!(fs::read(stdout(&out).trim()).unwrap(), data);
     let downloads = hub.take_downloads();
     assert_eq!(downloads.len(), 1, "{downloads:?}");
@@ -209,8 +214,7 @@ fn a_wrong_checksum_is_refused_and_nothing_of_the_file_is_cached() {
     hub.add_publishing("org/model", "model-Q4_K_M.gguf", data, wrong.clone());
     let home = tempfile::tempdir().unwrap();
 
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model"]);
-    let error = failure(&out);
+    let error = failure(&pull(home.path(), &hub, "org/model"));
     assert!(
         error.contains("model-Q4_K_M.gguf failed its checksum"),
         "{error}"
@@ -248,7 +252,7 @@ fn every_shard_of_a_split_model_is_pulled_and_the_first_is_the_model() {
     hub.add("org/big", "model-Q4_K_M.gguf", contents(20, 100));
     let home = tempfile::tempdir().unwrap();
 
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/big:F16"]);
+    let out = pull(home.path(), &hub, "org/big:F16");
     let first = PathBuf::from(stdout(&out).trim());
     assert!(
         first.ends_with("F16/model-F16-00001-of-00003.gguf"),
@@ -310,7 +314,7 @@ fn a_missing_quantisation_or_repository_is_a_clear_error() {
     hub.add("org/model", "model-Q8_0.gguf", contents(31, 100));
     let home = tempfile::tempdir().unwrap();
 
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/model:Q5_K_M"]);
+    let out = pull(home.path(), &hub, "org/model:Q5_K_M");
     let error = failure(&out);
     assert!(
         error.contains("no GGUF file of quantisation Q5_K_M"),
@@ -318,20 +322,18 @@ fn a_missing_quantisation_or_repository_is_a_clear_error() {
     );
     assert!(error.contains("model-Q8_0.gguf"), "{error}");
 
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "org/nothing"]);
+    let out = pull(home.path(), &hub, "org/nothing");
     let error = failure(&out);
     assert!(error.contains("404: Repository not found"), "{error}");
     assert!(error.contains("HF_TOKEN"), "{error}");
 
-    let out = rinfer(home.path(), &hub.endpoint(), &["pull", "not a repo"]);
+    let out = pull(home.path(), &hub, "not a repo");
     assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
 fn a_second_process_pulling_the_same_file_waits_for_the_first() {
-    let hub = MockHub::start();
-    let data = contents(40, 10_000);
-    hub.add("org/model", "model-Q4_K_M.gguf", data.clone());
+    let (hub, data) = hub_with_model(contents(40, 10_000));
     let home = tempfile::tempdir().unwrap();
     let sha = hex(&Sha256::digest(&data));
     let lock_path = home

@@ -18,66 +18,66 @@ fn quantize(input: &Path, out: &Path, ty: &str) -> Output {
     rinfer(&["quantize", &arg(input), &arg(out), ty])
 }
 
-#[test]
-fn quantize_writes_the_file_llama_quantize_writes() {
+/// The error output of quantizing the fixture `models/{model}.gguf` as `ty`, which must fail
+/// and write no file.
+fn refused(model: &str, ty: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("q4_k_m.gguf");
-    let input = fixtures().join("models/gemma3-tiny-f32.gguf");
-    succeeded(&rinfer(&["quantize", &arg(&input), &arg(&out), "q4_k_m"]));
-    let expected = std::fs::read(fixtures().join("models/gemma3-tiny-q4_k_m.gguf")).unwrap();
+    let input = fixtures().join(format!("models/{model}.gguf"));
+    let out = quantize(&input, &dir.path().join("x.gguf"), ty);
+    assert!(!out.status.success());
+    assert!(!dir.path().join("x.gguf").exists());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts that `rinfer quantize [OPTIONS] INPUT OUT TYPE` writes the file llama.cpp wrote,
+/// `expected`, byte for byte; `input` and `expected` are fixture models. It runs in the
+/// fixtures' `models/iq`, where the importance matrix is: llama-quantize recorded the matrix's
+/// file name as given, relative to its directory.
+fn assert_quantizes_to(options: &[&str], (input, ty): (&str, &str), expected: &str) {
+    let models = fixtures().join("models");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(format!("{}.gguf", ty.to_lowercase()));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rinfer"))
+        .current_dir(models.join("iq"))
+        .arg("quantize")
+        .args(options)
+        .args([&arg(&models.join(input)), &arg(&out), ty])
+        .output()
+        .unwrap();
+    succeeded(&output);
+    let expected = std::fs::read(models.join(expected)).unwrap();
     assert!(
         std::fs::read(&out).unwrap() == expected,
         "differs from llama.cpp's file"
     );
+}
+
+#[test]
+fn quantize_writes_the_file_llama_quantize_writes() {
+    let q4_k_m = ("gemma3-tiny-f32.gguf", "q4_k_m");
+    assert_quantizes_to(&[], q4_k_m, "gemma3-tiny-q4_k_m.gguf");
 }
 
 #[test]
 fn a_type_rinfer_cannot_write_is_refused_naming_those_it_can() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = fixtures().join("models/gemma3-tiny-f32.gguf");
-    let out = quantize(&input, &dir.path().join("x.gguf"), "Q2_K_S");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = refused("gemma3-tiny-f32", "Q2_K_S");
     assert!(
         stderr.contains("Q2_K_S") && stderr.contains("Q4_K_M"),
         "{stderr}"
     );
-    assert!(!dir.path().join("x.gguf").exists());
 }
 
 #[test]
 fn quantize_with_an_imatrix_writes_the_file_llama_quantize_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("iq2_xxs.gguf");
-    let models = fixtures().join("models");
-    // llama-quantize recorded the matrix's file name as given, relative to its directory.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rinfer"))
-        .current_dir(models.join("iq"))
-        .args(["quantize", "--imatrix", "llama-tiny.imatrix.gguf"])
-        .args([
-            &arg(&models.join("llama-tiny-f32.gguf")),
-            &arg(&out),
-            "IQ2_XXS",
-        ])
-        .output()
-        .unwrap();
-    succeeded(&output);
-    let expected = std::fs::read(models.join("iq/llama-tiny-iq2_xxs.gguf")).unwrap();
-    assert!(
-        std::fs::read(&out).unwrap() == expected,
-        "differs from llama.cpp's file"
-    );
+    let imatrix = ["--imatrix", "llama-tiny.imatrix.gguf"];
+    let iq2_xxs = ("llama-tiny-f32.gguf", "IQ2_XXS");
+    assert_quantizes_to(&imatrix, iq2_xxs, "iq/llama-tiny-iq2_xxs.gguf");
 }
 
 #[test]
 fn iq2_xxs_without_an_imatrix_is_refused_pointing_to_the_option() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = fixtures().join("models/llama-tiny-f32.gguf");
-    let out = quantize(&input, &dir.path().join("x.gguf"), "IQ2_XXS");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = refused("llama-tiny-f32", "IQ2_XXS");
     assert!(stderr.contains("--imatrix"), "{stderr}");
-    assert!(!dir.path().join("x.gguf").exists());
 }
 
 #[test]

@@ -150,14 +150,20 @@ impl BlockAllocator {
 mod tests {
     use super::*;
 
+    /// A pool of `blocks` blocks, a table holding its first `len` positions, and the copies
+    /// list (empty).
+    fn pool_holding(blocks: usize, len: usize) -> (BlockAllocator, Vec<u32>, Vec<BlockCopy>) {
+        let mut pool = BlockAllocator::new(blocks);
+        let (mut table, mut copies) = (Vec::new(), Vec::new());
+        pool.prepare(&mut table, 0, len, &mut copies).unwrap();
+        assert!(copies.is_empty());
+        (pool, table, copies)
+    }
+
     #[test]
     fn a_table_takes_a_block_per_sixteen_positions_and_gives_them_back() {
-        let mut pool = BlockAllocator::new(4);
-        let mut table = Vec::new();
-        let mut copies = Vec::new();
-        pool.prepare(&mut table, 0, 17, &mut copies).unwrap();
+        let (mut pool, mut table, mut copies) = pool_holding(4, 17);
         assert_eq!(table.len(), 2);
-        assert!(copies.is_empty());
         pool.prepare(&mut table, 17, 32, &mut copies).unwrap();
         assert_eq!(
             (table.len(), pool.free()),
@@ -172,9 +178,7 @@ mod tests {
 
     #[test]
     fn a_shared_prefix_is_listed_by_reference_and_copied_only_where_written() {
-        let mut pool = BlockAllocator::new(8);
-        let (mut a, mut copies) = (Vec::new(), Vec::new());
-        pool.prepare(&mut a, 0, 20, &mut copies).unwrap();
+        let (mut pool, mut a, mut copies) = pool_holding(8, 20);
         let mut b = pool.fork(&a, 20);
         assert_eq!(b, a, "both blocks of 20 positions are shared");
         assert_eq!((pool.refs(a[0]), pool.refs(a[1])), (2, 2));
@@ -206,9 +210,7 @@ mod tests {
 
     #[test]
     fn an_exhausted_pool_is_an_error_and_the_table_stays_usable() {
-        let mut pool = BlockAllocator::new(2);
-        let (mut a, mut copies) = (Vec::new(), Vec::new());
-        pool.prepare(&mut a, 0, 32, &mut copies).unwrap();
+        let (mut pool, mut a, mut copies) = pool_holding(2, 32);
         let error = pool.prepare(&mut a, 32, 33, &mut copies).unwrap_err();
         assert!(matches!(
             error,

@@ -247,15 +247,18 @@ fn missing_shard_names_the_file_and_the_index() {
     }
 }
 
+/// The sharded twin opened with an index that also places `tensor` in `shard`.
+fn open_with_index_entry(tensor: &str, shard: &str) -> Result<SafetensorsModel, SafetensorsError> {
+    let (dir, mut weight_map) = sharded_twin();
+    weight_map.insert(tensor.into(), shard.into());
+    write_index(dir.path(), &weight_map);
+    SafetensorsModel::open(dir.path())
+}
+
 #[test]
 fn tensor_in_the_index_but_not_in_its_shard_is_an_error() {
-    let (dir, mut weight_map) = sharded_twin();
-    weight_map.insert(
-        "lm_head.weight".into(),
-        "model-00001-of-00002.safetensors".into(),
-    );
-    write_index(dir.path(), &weight_map);
-    match SafetensorsModel::open(dir.path()) {
+    let shard = "model-00001-of-00002.safetensors";
+    match open_with_index_entry("lm_head.weight", shard) {
         Err(SafetensorsError::TensorNotInShard { tensor, shard, .. }) => {
             assert_eq!(tensor, "lm_head.weight");
             assert!(shard.ends_with("model-00001-of-00002.safetensors"));
@@ -264,14 +267,8 @@ fn tensor_in_the_index_but_not_in_its_shard_is_an_error() {
     }
 
     // The index placing a tensor in the wrong shard is the same error.
-    let (dir, mut weight_map) = sharded_twin();
-    weight_map.insert(
-        "model.norm.weight".into(),
-        "model-00001-of-00002.safetensors".into(),
-    );
-    write_index(dir.path(), &weight_map);
     assert!(matches!(
-        SafetensorsModel::open(dir.path()),
+        open_with_index_entry("model.norm.weight", shard),
         Err(SafetensorsError::TensorNotInShard { tensor, .. }) if tensor == "model.norm.weight"
     ));
 }
@@ -305,11 +302,8 @@ fn tensor_stored_in_two_shards_is_an_error() {
 
 #[test]
 fn shard_names_that_leave_the_directory_are_refused() {
-    let (dir, mut weight_map) = sharded_twin();
-    weight_map.insert("x".into(), "../model.safetensors".into());
-    write_index(dir.path(), &weight_map);
     assert!(matches!(
-        SafetensorsModel::open(dir.path()),
+        open_with_index_entry("x", "../model.safetensors"),
         Err(SafetensorsError::InvalidShardName { shard, .. }) if shard == "../model.safetensors"
     ));
 }

@@ -258,24 +258,12 @@ impl Model {
         // Every cache keeps a layer the same way: a ring on sliding-window layers, blocks on
         // the others; attention runs over the one kind the layer has.
         if self.config.window_of(layer).is_some() {
-            let row = |i: usize| {
-                let RowSource { seq, pos } = sources[i];
-                let rows = seqs[seq].cache.ring_rows(cache);
-                (
-                    last(seq, pos),
-                    rows.expect("a sliding-window layer keeps a ring"),
-                )
-            };
+            let ring = |seq: usize| seqs[seq].cache.ring_rows(cache);
+            let row = attention_row(sources, last, ring, "a sliding-window layer keeps a ring");
             ops::attention(&shape, params, sinks, queries, row, out);
         } else {
-            let row = |i: usize| {
-                let RowSource { seq, pos } = sources[i];
-                let rows = seqs[seq].cache.paged_rows(cache);
-                (
-                    last(seq, pos),
-                    rows.expect("a full-attention layer keeps blocks"),
-                )
-            };
+            let blocks = |seq: usize| seqs[seq].cache.paged_rows(cache);
+            let row = attention_row(sources, last, blocks, "a full-attention layer keeps blocks");
             ops::attention(&shape, params, sinks, queries, row, out);
         }
     }
@@ -351,5 +339,20 @@ impl Model {
             Ffn::ClampedSwiGlu => ops::swiglu_clamped_inplace(gate, &s.up[..n * f]),
         }
         linear(down, &s.gate, n, &mut s.h, &mut s.products)
+    }
+}
+
+/// The row source attention reads: for the batch row `i`, the last position it attends to
+/// (`last(seq, pos)` of its sequence and position) and its sequence's cache rows of the layer
+/// (`rows(seq)`, which the layer's kind of cache must give: `missing` says why otherwise).
+fn attention_row<R>(
+    sources: &[RowSource],
+    last: impl Fn(usize, usize) -> usize + Sync,
+    rows: impl Fn(usize) -> Option<R> + Sync,
+    missing: &'static str,
+) -> impl Fn(usize) -> (usize, R) + Sync {
+    move |i| {
+        let RowSource { seq, pos } = sources[i];
+        (last(seq, pos), rows(seq).expect(missing))
     }
 }

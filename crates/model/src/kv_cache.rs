@@ -41,20 +41,57 @@ use crate::kv_blocks::{BLOCK_TOKENS, BlockPool, KvBlock};
 
 /// Where one layer keeps its keys and values.
 enum LayerStore {
-    /// A sliding-window layer: a ring of `slots` rows (`window + max_batch`, at most the
-    /// context), position `pos` in slot `pos % slots`.
-    Ring {
-        keys: KvRows,
-        /// `None` where the values are the keys.
-        values: Option<KvRows>,
-        slots: usize,
-    },
+    /// A sliding-window layer.
+    Ring(Ring),
     /// A full-attention layer: the `index`-th layer of every block of the table.
     Paged { index: usize },
     /// A recurrent layer: its state after the last position.
     Recurrent(RecurrentState),
     /// A layer that reads the cache of an earlier one (Gemma 4's KV sharing): it keeps nothing.
     Shared,
+}
+
+/// A sliding-window layer's ring of `slots` rows (`window + max_batch`, at most the context),
+/// position `pos` in slot `pos % slots`.
+struct Ring {
+    keys: KvRows,
+    /// `None` where the values are the keys.
+    values: Option<KvRows>,
+    slots: usize,
+}
+
+impl Ring {
+    /// Bytes of its rows.
+    fn bytes(&self) -> usize {
+        self.keys.bytes() + self.values.as_ref().map_or(0, KvRows::bytes)
+    }
+
+    /// Stores the key and value rows of position `pos`, converted to the ring's type.
+    fn store(&mut self, pos: usize, key: &[f32], value: &[f32]) {
+        let slot = pos % self.slots;
+        self.keys.store(slot, key);
+        if let Some(values) = &mut self.values {
+            values.store(slot, value);
+        }
+    }
+
+    /// The stored bytes of the key and value rows of position `pos` (no value bytes where the
+    /// values are the keys).
+    fn row_bytes(&self, pos: usize) -> (&[u8], &[u8]) {
+        let slot = pos % self.slots;
+        let value = self.values.as_ref().map_or(&[][..], |v| v.row_bytes(slot));
+        (self.keys.row_bytes(slot), value)
+    }
+
+    /// Sets the bytes of the key and value rows of position `pos`, as [`Self::row_bytes`]
+    /// gives them.
+    fn set_row_bytes(&mut self, pos: usize, key: &[u8], value: &[u8]) {
+        let slot = pos % self.slots;
+        self.keys.set_row_bytes(slot, key);
+        if let Some(values) = &mut self.values {
+            values.set_row_bytes(slot, value);
+        }
+    }
 }
 
 /// A recurrent layer's state after the last position of its sequence.
@@ -214,14 +251,14 @@ impl KvCache {
                 let slots = Self::slots(config, layer, context, max_batch);
                 let kv_dim = config.heads_of(layer).kv_dim();
                 let rows = || KvRows::new(pool.kv_type(), slots, kv_dim).ok_or_else(overflow);
-                Ok(LayerStore::Ring {
+                Ok(LayerStore::Ring(Ring {
                     keys: rows()?,
                     values: match config.values_in_keys() {
                         true => None,
                         false => Some(rows()?),
                     },
                     slots,
-                })
+                }))
             })
             .collect::<Result<_, ModelError>>()?;
         let checkpoint = StateSnapshot {
@@ -352,9 +389,7 @@ impl KvCache {
             .layers
             .iter()
             .map(|l| match l {
-                LayerStore::Ring { keys, values, .. } => {
-                    keys.bytes() + values.as_ref().map_or(0, KvRows::bytes)
-                }
+                LayerStore::Ring(ring) => ring.bytes(),
                 LayerStore::Paged { .. } | LayerStore::Shared => 0,
                 LayerStore::Recurrent(state) => (state.window.len() + state.matrices.len()) * 4,
             })
@@ -497,14 +532,14 @@ impl KvCache {
     /// Whether `layer` keeps its rows in a ring of its own (a sliding-window layer) rather
     /// than in blocks.
     pub(crate) fn is_ring(&self, layer: usize) -> bool {
-        matches!(self.layers[layer], LayerStore::Ring { .. })
+        matches!(self.layers[layer], LayerStore::Ring(_))
     }
 
     /// Positions `layer` keeps: the ring's size on a sliding-window layer, the context on the
     /// others.
     pub(crate) fn ring_slots(&self, layer: usize) -> usize {
-        match self.layers[layer] {
-            LayerStore::Ring { slots, .. } => slots,
+        match &self.layers[layer] {
+            LayerStore::Ring(ring) => ring.slots,
             LayerStore::Paged { .. } | LayerStore::Recurrent(_) | LayerStore::Shared => {
                 self.context
             }
@@ -514,7 +549,7 @@ impl KvCache {
     /// Bytes of one key (or value) row of `layer`.
     pub(crate) fn row_len(&self, layer: usize) -> usize {
         match &self.layers[layer] {
-            LayerStore::Ring { keys, .. } => keys.row_bytes(0).len(),
+            LayerStore::Ring(ring) => ring.keys.row_bytes(0).len(),
             LayerStore::Paged { .. } => self.pool.row_bytes(),
             LayerStore::Recurrent(_) | LayerStore::Shared => 0,
         }
@@ -573,17 +608,7 @@ impl KvCache {
     /// own by [`Self::prepare`].
     pub(crate) fn store(&mut self, layer: usize, pos: usize, key: &[f32], value: &[f32]) {
         match &mut self.layers[layer] {
-            LayerStore::Ring {
-                keys,
-                values,
-                slots,
-            } => {
-                let slot = pos % *slots;
-                keys.store(slot, key);
-                if let Some(values) = values {
-                    values.store(slot, value);
-                }
-            }
+            LayerStore::Ring(ring) => ring.store(pos, key, value),
             LayerStore::Paged { index } => {
                 let block = Arc::get_mut(&mut self.table[pos / BLOCK_TOKENS])
                     .expect("`prepare` made the block of every position written this cache's own");
@@ -600,11 +625,11 @@ impl KvCache {
     #[inline]
     pub(crate) fn ring_rows(&self, layer: usize) -> Option<RingRows<'_>> {
         match &self.layers[layer] {
-            LayerStore::Ring {
+            LayerStore::Ring(Ring {
                 keys,
                 values,
                 slots,
-            } => Some(RingRows {
+            }) => Some(RingRows {
                 keys,
                 values: values.as_ref().unwrap_or(keys),
                 slots: *slots,
@@ -622,22 +647,14 @@ impl KvCache {
                 table: &self.table,
                 index,
             }),
-            LayerStore::Ring { .. } | LayerStore::Recurrent(_) | LayerStore::Shared => None,
+            LayerStore::Ring(_) | LayerStore::Recurrent(_) | LayerStore::Shared => None,
         }
     }
 
     /// The stored bytes of the key and value rows of position `pos` in `layer`.
     pub(crate) fn row_bytes(&self, layer: usize, pos: usize) -> (&[u8], &[u8]) {
         match &self.layers[layer] {
-            LayerStore::Ring {
-                keys,
-                values,
-                slots,
-            } => {
-                let slot = pos % *slots;
-                let value = values.as_ref().map_or(&[][..], |v| v.row_bytes(slot));
-                (keys.row_bytes(slot), value)
-            }
+            LayerStore::Ring(ring) => ring.row_bytes(pos),
             LayerStore::Paged { index } => {
                 self.table[pos / BLOCK_TOKENS].row_bytes(*index, pos % BLOCK_TOKENS)
             }
@@ -648,17 +665,8 @@ impl KvCache {
     /// Stores, in the ring of sliding-window layer `layer`, key and value rows taken by
     /// [`Self::row_bytes`] from a cache of the same type.
     pub(crate) fn store_ring_bytes(&mut self, layer: usize, pos: usize, key: &[u8], value: &[u8]) {
-        if let LayerStore::Ring {
-            keys,
-            values,
-            slots,
-        } = &mut self.layers[layer]
-        {
-            let slot = pos % *slots;
-            keys.set_row_bytes(slot, key);
-            if let Some(values) = values {
-                values.set_row_bytes(slot, value);
-            }
+        if let LayerStore::Ring(ring) = &mut self.layers[layer] {
+            ring.set_row_bytes(pos, key, value);
         }
     }
 }

@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::reference::{check_greedy, cosine, ids, last_logits, log_sum_exp};
+use common::reference::{GreedyDecoding, check_greedy, cosine, ids, last_logits, log_sum_exp};
 use common::{batched_logits, default_model};
+use rinfer_model::Model;
 use rinfer_model::sampling::argmax;
-use rinfer_model::{KvCache, Logits, Model, Scratch};
 use serde_json::Value;
 
 /// Tolerances of the fixtures README §3.4 for gemma3-270m.
@@ -97,16 +97,10 @@ fn teacher_forced_steps_agree_where_the_reference_is_decisive() {
     let model = open();
     for case in refs()["cases"].as_array().unwrap() {
         let name = &case["case"];
-        let prompt = ids(&case["tokens"]);
+        let (mut decoding, mut logits) = GreedyDecoding::prompt(&model, case);
         let greedy = &case["greedy"];
         let expected = ids(&greedy["ids"]);
         let margins = floats(&greedy["top2_margin"]);
-        let mut cache = KvCache::new(&model.config, prompt.len() + expected.len(), prompt.len());
-        let mut scratch = Scratch::new(&model.config, prompt.len());
-        let mut logits = model
-            .forward(&prompt, &mut cache, &mut scratch, Logits::Last)
-            .unwrap()
-            .to_vec();
         for (step, &want) in expected.iter().enumerate() {
             let top5 = ids(&greedy["top5_ids"][step]);
             let got = argmax(&logits);
@@ -119,10 +113,7 @@ fn teacher_forced_steps_agree_where_the_reference_is_decisive() {
             }
             let lse = greedy["logsumexp"][step].as_f64().unwrap();
             assert!((log_sum_exp(&logits) - lse).abs() <= MAX_ABS);
-            logits = model
-                .forward(&[want], &mut cache, &mut scratch, Logits::Last)
-                .unwrap()
-                .to_vec();
+            logits = decoding.step(want);
         }
     }
 }

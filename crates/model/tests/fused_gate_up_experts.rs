@@ -13,12 +13,8 @@ use rinfer_model::{KvCache, Logits, Model, ModelError, Scratch};
 /// `name`'s file with each layer's `ffn_gate_exps` and `ffn_up_exps` fused into one
 /// `ffn_gate_up_exps`: per expert, its gate rows, then its up rows.
 fn fused_file(name: &str) -> GgufFile {
-    let path = common::fixtures().join(format!("models/{name}.gguf"));
-    let file = GgufFile::open(path).unwrap();
-    let mut writer = GgufWriter::new();
-    for (key, value) in file.metadata().iter() {
-        writer.add_metadata(key, value.clone()).unwrap();
-    }
+    let file = common::fixture_file(name);
+    let mut writer = GgufWriter::with_metadata_of(&file).unwrap();
     let tensors: Vec<_> = file.tensors().collect();
     for t in &tensors {
         if t.name().ends_with("ffn_up_exps.weight") {

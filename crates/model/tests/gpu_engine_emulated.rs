@@ -17,11 +17,12 @@ mod common;
 #[allow(dead_code)]
 mod gpu_emulation;
 
+use common::{SeqEvent, seq_event};
 use gpu_emulation::device::EmulatedGpu;
 use gpu_emulation::{load_options, with_emulator, with_host_gpu};
 use rinfer_cuda::kv_pool::{SharedBlocks, lock};
 use rinfer_model::{
-    BLOCK_TOKENS, Engine, EngineSettings, Event, LoadedModel, Request, SeqId, TokenLogprob,
+    BLOCK_TOKENS, Engine, EngineSettings, LoadedModel, Request, SeqId, TokenLogprob,
 };
 
 /// Full attention only, f32 weights: every prefill chunk runs the f32 kernels, whatever its
@@ -92,28 +93,18 @@ fn finish_all(
     let mut steps = Vec::new();
     while engine.is_busy() {
         let mut first_tokens = Vec::new();
-        let rows = engine.step(|event| match event {
-            Event::Token { id, logprob, .. } => {
-                if let Some(at) = ids.iter().position(|&i| i == id) {
-                    if outcomes[at].logprobs.is_empty() {
-                        first_tokens.push(id);
-                    }
-                    outcomes[at].logprobs.push(logprob);
+        let rows = engine.step(|event| match seq_event(ids, event) {
+            Some(SeqEvent::Token { at, logprob }) => {
+                if outcomes[at].logprobs.is_empty() {
+                    first_tokens.push(ids[at]);
                 }
+                outcomes[at].logprobs.push(logprob);
             }
-            Event::Finished {
-                id,
-                tokens,
-                timings,
-                ..
-            } => {
-                if let Some(at) = ids.iter().position(|&i| i == id) {
-                    outcomes[at].tokens = tokens;
-                    outcomes[at].cached = timings.cached_tokens;
-                }
+            Some(SeqEvent::Finished { at, tokens, cached }) => {
+                outcomes[at].tokens = tokens;
+                outcomes[at].cached = cached;
             }
-            Event::Failed { error, .. } => panic!("{error}"),
-            Event::Embedding { .. } => {}
+            None => {}
         });
         steps.push(rows);
         for id in first_tokens {

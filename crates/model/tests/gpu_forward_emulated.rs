@@ -294,6 +294,14 @@ const DENSE: [&str; 6] = [
     "gpt2-tiny-q2_k",
 ];
 
+/// The fixtures of the batched decode's checks: plain GQA with Q8_0 and Q4_K products (q8_1
+/// matvecs), sliding-window rings (gemma3), experts (qwen3moe).
+const ROWS_OF_DECODE: [&str; 3] = [
+    "llama-tiny-q8_0",
+    "gemma3-tiny-q4_k_m",
+    "qwen3moe-tiny-q4_k_m",
+];
+
 /// Runs `check` on each named fixture in turn, under one emulator.
 fn on_fixtures(names: &[&str], check: impl Fn(&EmulateLaunch, &str)) {
     with_emulator(|emulate| names.iter().for_each(|name| check(emulate, name)));
@@ -408,14 +416,7 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
     with_host_gpu(emulate, &model, &options, |mut gpu| {
         let plan = gpu.pool.plan.clone();
         assert_eq!(plan.decode_rows, lengths.len());
-        let mut caches: Vec<HostCache> = prompts
-            .iter()
-            .map(|prompt| {
-                let mut cache = gpu.pool.new_cache();
-                gpu.step(prompt, &mut cache);
-                cache
-            })
-            .collect();
+        let mut caches = gpu.prefilled(&prompts);
 
         // Step 1: each sequence alone (on a fork of its cache, which copies the block it writes
         // into), then all three together in two orders.
@@ -471,17 +472,9 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
 
 #[test]
 fn batched_decode_gives_each_sequence_its_own_logits() {
-    // Plain GQA, sliding-window layers (gemma3), experts (qwen3moe), and gpt-oss's sinks and
-    // experts with biases.
-    on_fixtures(
-        &[
-            "llama-tiny-q8_0",
-            "gemma3-tiny-q4_k_m",
-            "qwen3moe-tiny-q4_k_m",
-            "gpt-oss-tiny-mxfp4",
-        ],
-        check_batched_decode,
-    );
+    // And gpt-oss's sinks and experts with biases.
+    let names = [&ROWS_OF_DECODE[..], &["gpt-oss-tiny-mxfp4"]].concat();
+    on_fixtures(&names, check_batched_decode);
 }
 
 /// Four sequences feed several tokens each in one decode pass, as a sequence verifying its
@@ -513,14 +506,7 @@ fn check_rows_of_one_sequence(emulate: &EmulateLaunch, name: &str) {
     with_host_gpu(emulate, &model, &options, |mut gpu| {
         let plan = gpu.pool.plan.clone();
         assert_eq!(plan.decode_rows, rows);
-        let mut caches: Vec<HostCache> = prompts
-            .iter()
-            .map(|prompt| {
-                let mut cache = gpu.pool.new_cache();
-                gpu.step(prompt, &mut cache);
-                cache
-            })
-            .collect();
+        let mut caches = gpu.prefilled(&prompts);
         let alone: Vec<Vec<f32>> = (0..caches.len())
             .flat_map(|s| {
                 let mut fork = gpu.pool.fork(&caches[s]);
@@ -558,16 +544,7 @@ fn check_rows_of_one_sequence(emulate: &EmulateLaunch, name: &str) {
 
 #[test]
 fn a_sequences_rows_in_a_decode_pass_get_the_logits_of_decoding_alone() {
-    // Q8_0 and Q4_K products (q8_1 matvecs), sliding-window rings (gemma3), experts
-    // (qwen3moe).
-    on_fixtures(
-        &[
-            "llama-tiny-q8_0",
-            "gemma3-tiny-q4_k_m",
-            "qwen3moe-tiny-q4_k_m",
-        ],
-        check_rows_of_one_sequence,
-    );
+    on_fixtures(&ROWS_OF_DECODE, check_rows_of_one_sequence);
 }
 
 /// Two sequences share the blocks of a 20-token prompt (the first block full, the second

@@ -26,10 +26,7 @@ fn fixtures() -> String {
 
 /// `file` with every tensor decoded to F32 (the same metadata).
 fn decoded_twin(file: &GgufFile) -> GgufFile {
-    let mut w = GgufWriter::new();
-    for (key, value) in file.metadata().iter() {
-        w.add_metadata(key, value.clone()).unwrap();
-    }
+    let mut w = GgufWriter::with_metadata_of(file).unwrap();
     for t in file.tensors() {
         let n = t.dims().iter().product::<u64>() as usize;
         let mut values = vec![0f32; n];
@@ -107,21 +104,13 @@ fn check(name: &str, ty: GgmlType) {
 }
 
 #[test]
-fn iq1_s_model_matches_its_decoded_weights() {
-    check("iq1_s", GgmlType::Iq1S);
-}
-
-#[test]
-fn iq2_xxs_model_matches_its_decoded_weights() {
-    check("iq2_xxs", GgmlType::Iq2Xxs);
-}
-
-#[test]
-fn iq3_s_model_matches_its_decoded_weights() {
-    check("iq3_s", GgmlType::Iq3S);
-}
-
-#[test]
-fn tq2_0_model_matches_its_decoded_weights() {
-    check("tq2_0", GgmlType::TQ2_0);
+fn each_model_matches_its_decoded_weights() {
+    for (name, ty) in [
+        ("iq1_s", GgmlType::Iq1S),
+        ("iq2_xxs", GgmlType::Iq2Xxs),
+        ("iq3_s", GgmlType::Iq3S),
+        ("tq2_0", GgmlType::TQ2_0),
+    ] {
+        check(name, ty);
+    }
 }

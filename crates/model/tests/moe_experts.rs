@@ -136,12 +136,8 @@ fn the_cuda_backend_plans_merged_and_per_expert_tensors_alike() {
 /// `name`'s file with every 3-D expert tensor split into one 2-D tensor per expert, named as
 /// older Mixtral files name them (`blk.N.ffn_gate.E.weight`).
 fn with_per_expert_tensors(name: &str) -> Model {
-    let path = common::fixtures().join(format!("models/{name}.gguf"));
-    let file = GgufFile::open(path).unwrap();
-    let mut writer = GgufWriter::new();
-    for (key, value) in file.metadata().iter() {
-        writer.add_metadata(key, value.clone()).unwrap();
-    }
+    let file = common::fixture_file(name);
+    let mut writer = GgufWriter::with_metadata_of(&file).unwrap();
     for t in file.tensors() {
         let Some(role) = t.name().strip_suffix("_exps.weight") else {
             writer

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{default_model, fixtures};
+use common::{SeqEvent, default_model, fixtures, seq_event};
 use rinfer_model::{
     BLOCK_TOKENS, DeviceRequest, Engine, EngineSettings, Event, Generation, LoadedModel, Request,
     SamplingParams, SeqId, TokenLogprob,
@@ -82,24 +82,12 @@ fn finish_all(engine: &mut Engine<'_>, ids: &[SeqId]) -> (Vec<(Outcome, usize)>,
     let mut outcomes: Vec<_> = ids.iter().map(|_| (Vec::new(), None)).collect();
     let mut most_blocks = 0;
     while engine.is_busy() {
-        engine.step(|event| match event {
-            Event::Token { id, logprob, .. } => {
-                if let Some(at) = ids.iter().position(|&i| i == id) {
-                    outcomes[at].0.push(logprob);
-                }
+        engine.step(|event| match seq_event(ids, event) {
+            Some(SeqEvent::Token { at, logprob }) => outcomes[at].0.push(logprob),
+            Some(SeqEvent::Finished { at, tokens, cached }) => {
+                outcomes[at].1 = Some((tokens, cached));
             }
-            Event::Finished {
-                id,
-                tokens,
-                timings,
-                ..
-            } => {
-                if let Some(at) = ids.iter().position(|&i| i == id) {
-                    outcomes[at].1 = Some((tokens, timings.cached_tokens));
-                }
-            }
-            Event::Failed { error, .. } => panic!("{error}"),
-            Event::Embedding { .. } => {}
+            None => {}
         });
         most_blocks = most_blocks.max(engine.kv_pool_stats().blocks_in_use);
     }

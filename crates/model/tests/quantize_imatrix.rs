@@ -89,24 +89,17 @@ fn assert_same_file(file_type: FileType, got: Vec<u8>, expected_path: PathBuf) {
     panic!("{file_type}: the files differ outside the tensors (metadata values?)");
 }
 
+/// The file types whose llama.cpp files are kept whole.
 #[test]
-fn iq1_s_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces(FileType::Iq1S, "llama-tiny-iq1_s.gguf");
-}
-
-#[test]
-fn iq2_xxs_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces(FileType::Iq2Xxs, "llama-tiny-iq2_xxs.gguf");
-}
-
-#[test]
-fn iq3_s_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces(FileType::Iq3S, "llama-tiny-iq3_s.gguf");
-}
-
-#[test]
-fn tq2_0_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces(FileType::Tq2_0, "llama-tiny-tq2_0.gguf");
+fn the_kept_file_types_with_an_imatrix_are_llama_cpp_files_byte_for_byte() {
+    for (file_type, file) in [
+        (FileType::Iq1S, "llama-tiny-iq1_s.gguf"),
+        (FileType::Iq2Xxs, "llama-tiny-iq2_xxs.gguf"),
+        (FileType::Iq3S, "llama-tiny-iq3_s.gguf"),
+        (FileType::Tq2_0, "llama-tiny-tq2_0.gguf"),
+    ] {
+        assert_reproduces(file_type, file);
+    }
 }
 
 /// The hex SHA-256 of `bytes`.
@@ -162,49 +155,22 @@ fn assert_reproduces_hashed(file_type: FileType) {
     );
 }
 
+/// The file types of which only the hashes of llama.cpp's files are kept.
 #[test]
-fn iq1_m_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces_hashed(FileType::Iq1M);
-}
-
-#[test]
-fn iq2_xs_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces_hashed(FileType::Iq2Xs);
-}
-
-#[test]
-fn iq2_s_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces_hashed(FileType::Iq2S);
-}
-
-#[test]
-fn iq2_m_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces_hashed(FileType::Iq2M);
-}
-
-#[test]
-fn iq3_xxs_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces_hashed(FileType::Iq3Xxs);
-}
-
-#[test]
-fn iq3_xs_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces_hashed(FileType::Iq3Xs);
-}
-
-#[test]
-fn iq3_m_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces_hashed(FileType::Iq3M);
-}
-
-#[test]
-fn iq4_nl_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces_hashed(FileType::Iq4Nl);
-}
-
-#[test]
-fn iq4_xs_with_an_imatrix_is_llama_cpp_file_byte_for_byte() {
-    assert_reproduces_hashed(FileType::Iq4Xs);
+fn the_hashed_file_types_with_an_imatrix_are_llama_cpp_files_byte_for_byte() {
+    for file_type in [
+        FileType::Iq1M,
+        FileType::Iq2Xs,
+        FileType::Iq2S,
+        FileType::Iq2M,
+        FileType::Iq3Xxs,
+        FileType::Iq3Xs,
+        FileType::Iq3M,
+        FileType::Iq4Nl,
+        FileType::Iq4Xs,
+    ] {
+        assert_reproduces_hashed(file_type);
+    }
 }
 
 /// The small byte references: llama.cpp's files cut to the first two rows of every matrix by

@@ -6,7 +6,7 @@
 mod common;
 mod speculation_support;
 
-use rinfer_model::{EngineSettings, Generation, Speculation, SpeculationStats};
+use rinfer_model::{EngineSettings, Generation, Speculation};
 use speculation_support::*;
 
 /// Gemma 3 (sliding window of 16 on two of its three layers), Llama and Qwen 3 (full
@@ -20,18 +20,7 @@ const MODELS: [&str; 4] = [
 
 #[test]
 fn greedy_and_seeded_speculation_give_the_output_of_plain_decoding() {
-    let mut guesses = Guesses::default();
-    let prompts: Vec<_> = (0..4).map(repetitive_prompt).collect();
-    for name in MODELS {
-        let loaded = loaded(name);
-        let mut plain = engine(&loaded, settings(1, Speculation::Off));
-        let mut fast = engine(&loaded, settings(1, LOOKUP));
-        let engines = (&mut plain, &mut fast);
-        assert_outputs_of_plain_decoding(name, &loaded, engines, &prompts, 60);
-        assert_eq!(plain.speculation_stats(), SpeculationStats::default());
-        guesses.add(&fast);
-    }
-    guesses.assert_some_confirmed_and_some_rejected();
+    assert_lookup_gives_plain_outputs(&MODELS, 4, 60);
 }
 
 #[test]

@@ -37,12 +37,11 @@ fn write_split(
         .iter()
         .enumerate()
         .map(|(i, group)| {
-            let mut w = GgufWriter::new();
-            if i == 0 {
-                for (key, value) in file.metadata().iter() {
-                    w.add_metadata(key, value.clone()).unwrap();
-                }
-            }
+            let mut w = if i == 0 {
+                GgufWriter::with_metadata_of(&file).unwrap()
+            } else {
+                GgufWriter::new()
+            };
             let (no, n, total) = keys(i);
             w.add_metadata(SPLIT_NO_KEY, MetadataValue::U16(no))
                 .unwrap();

@@ -440,8 +440,7 @@ fn dense_then_moe(attention: &[&'static str]) -> [Vec<&'static str>; 3] {
 
 /// A fixture rewritten without the metadata key `skip`.
 fn without_key(name: &str, skip: &str) -> std::sync::Arc<GgufFile> {
-    let path = common::fixtures().join(format!("models/{name}.gguf"));
-    let file = GgufFile::open(path).unwrap();
+    let file = common::fixture_file(name);
     let mut writer = GgufWriter::new();
     for (key, value) in file.metadata().iter().filter(|(key, _)| *key != skip) {
         writer.add_metadata(key, value.clone()).unwrap();

@@ -209,31 +209,38 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_job_that_gives_its_slot_back_lets_the_next_job_run_while_it_waits() {
         let jobs = Arc::new(BlockingJobs::new(1));
-        let waiting = spawn_job(&jobs, |flag| {
-            flag.release_slot();
-            std::thread::sleep(Duration::from_millis(500));
-            Ok(())
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let next = tokio::time::timeout(Duration::from_millis(300), jobs.run(|_| Ok(())));
+        let gives_back = |flag: &CancelFlag| flag.release_slot();
         assert!(
-            next.await.is_ok(),
+            next_runs_beside(&jobs, gives_back, [50, 300]).await,
             "the next job waited for one that gave its slot back"
         );
-        waiting.await.unwrap().unwrap();
         // A job that takes its slot again holds it: the next one waits.
-        let again = spawn_job(&jobs, |flag| {
+        let takes_again = |flag: &CancelFlag| {
             flag.release_slot();
             flag.reacquire_slot();
+        };
+        assert!(
+            !next_runs_beside(&jobs, takes_again, [100, 200]).await,
+            "a second job ran beside a computing one"
+        );
+    }
+
+    /// Whether a job started `start_ms` after one that runs `first` then computes for half a
+    /// second gets to run within `wait_ms`; returns once both have ended.
+    async fn next_runs_beside(
+        jobs: &Arc<BlockingJobs>,
+        first: impl FnOnce(&CancelFlag) + Send + 'static,
+        [start_ms, wait_ms]: [u64; 2],
+    ) -> bool {
+        let running = spawn_job(jobs, |flag| {
+            first(flag);
             std::thread::sleep(Duration::from_millis(500));
             Ok(())
         });
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let next = tokio::time::timeout(Duration::from_millis(200), jobs.run(|_| Ok(())));
-        assert!(
-            next.await.is_err(),
-            "a second job ran beside a computing one"
-        );
-        again.await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(start_ms)).await;
+        let next = tokio::time::timeout(Duration::from_millis(wait_ms), jobs.run(|_| Ok(())));
+        let ran = next.await.is_ok();
+        running.await.unwrap().unwrap();
+        ran
     }
 }

@@ -32,7 +32,7 @@ use crate::routes::{receive, submit};
 use crate::scheduler::job::{Event, EventSender, Job, event_channel};
 use crate::served::Served;
 use crate::state::AppState;
-use crate::validate::{check_model, encode};
+use crate::validate::{check_model, encode, token_ids};
 
 /// The most inputs one request may hold (OpenAI's limit).
 pub const MAX_INPUTS: usize = 2048;
@@ -190,20 +190,7 @@ fn inputs(input: Option<&Value>, vocab: usize) -> Result<Vec<Input<'_>>, ApiErro
         if items.is_empty() {
             return Err(ApiError::invalid("input", "an input has no token ids"));
         }
-        items
-            .iter()
-            .map(|v| {
-                let id = v.as_u64().ok_or_else(shape_error)?;
-                if id >= vocab as u64 {
-                    return Err(ApiError::invalid(
-                        "input",
-                        format!("token id {id} is outside the vocabulary of {vocab} tokens"),
-                    ));
-                }
-                Ok(id as u32)
-            })
-            .collect::<Result<_, _>>()
-            .map(Input::Ids)
+        token_ids("input", items, vocab, shape_error).map(Input::Ids)
     };
     match input {
         None | Some(Value::Null) => Err(ApiError::invalid("input", "`input` is required")),

@@ -104,22 +104,15 @@ fn keyword(key: &str, value: &Value, totals: &mut Totals) -> Result<(), String> 
         Value::Array(a) => a.len(),
         _ => 0,
     };
-    let over = |what: &str, cap: usize| Err(format!("{what} (at most {cap})"));
     match key {
         "properties" => {
-            totals.properties += len;
-            if len > MAX_OBJECT_PROPERTIES {
-                return over(
-                    &format!("an object of the schema has {len} properties"),
-                    MAX_OBJECT_PROPERTIES,
-                );
-            }
-            if totals.properties > MAX_TOTAL_PROPERTIES {
-                return over(
-                    "the schema has too many properties in all",
-                    MAX_TOTAL_PROPERTIES,
-                );
-            }
+            let caps = [MAX_OBJECT_PROPERTIES, MAX_TOTAL_PROPERTIES];
+            return add_counted(
+                &mut totals.properties,
+                len,
+                ("an object", "properties"),
+                caps,
+            );
         }
         "required" if len > MAX_OBJECT_PROPERTIES => {
             return over(
@@ -149,19 +142,14 @@ fn keyword(key: &str, value: &Value, totals: &mut Totals) -> Result<(), String> 
             }
         }
         "anyOf" | "oneOf" | "allOf" => {
-            totals.alternatives += len;
-            if len > MAX_ALTERNATIVES {
-                return over(
-                    &format!("a `{key}` of the schema has {len} alternatives"),
-                    MAX_ALTERNATIVES,
-                );
-            }
-            if totals.alternatives > MAX_TOTAL_ALTERNATIVES {
-                return over(
-                    "the schema has too many alternatives in all",
-                    MAX_TOTAL_ALTERNATIVES,
-                );
-            }
+            let caps = [MAX_ALTERNATIVES, MAX_TOTAL_ALTERNATIVES];
+            let subject = format!("a `{key}`");
+            return add_counted(
+                &mut totals.alternatives,
+                len,
+                (&subject, "alternatives"),
+                caps,
+            );
         }
         "enum" if len > MAX_ENUM_VALUES => {
             return over(
@@ -170,6 +158,32 @@ fn keyword(key: &str, value: &Value, totals: &mut Totals) -> Result<(), String> 
             );
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// The error of a schema past a cap: `what` says what is over `cap`.
+fn over(what: &str, cap: usize) -> Result<(), String> {
+    Err(format!("{what} (at most {cap})"))
+}
+
+/// Adds the `len` `things` of one keyword (`subject`) to their running `total`: an error when
+/// `len` is over the first cap, or the total then passes the second.
+fn add_counted(
+    total: &mut usize,
+    len: usize,
+    (subject, things): (&str, &str),
+    [cap, total_cap]: [usize; 2],
+) -> Result<(), String> {
+    *total += len;
+    if len > cap {
+        return over(&format!("{subject} of the schema has {len} {things}"), cap);
+    }
+    if *total > total_cap {
+        return over(
+            &format!("the schema has too many {things} in all"),
+            total_cap,
+        );
     }
     Ok(())
 }

@@ -12,17 +12,17 @@ mod support;
 
 use python_support::{python_with, run_script};
 use rinfer_serve::ApiKeys;
-use support::{Server, config, fixture};
+use support::{Server, templated_config};
 
 #[test]
 fn the_anthropic_python_client_works_against_the_messages_api() {
     let python = python_with(&["anthropic", "jsonschema"], &["anthropic", "jsonschema"]);
-    let model = fixture("models/qwen2-tiny-q4_k_m.gguf");
-    let template = fixture("chat_templates/qwen2_5_tools.jinja");
     let key = "sk-anthropic-test";
-    let mut config = config(&model, 1024);
-    config.chat_template = Some(template);
-    config.engine.threads = Some(2);
+    let mut config = templated_config(
+        "models/qwen2-tiny-q4_k_m.gguf",
+        "chat_templates/qwen2_5_tools.jinja",
+        1024,
+    );
     config.api_keys = ApiKeys::new([key]).unwrap();
     let s = Server::start(config);
     let args = [

@@ -6,11 +6,23 @@
 mod support;
 
 use std::io::{BufReader, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::{assert_healthy_on, kept_alive, read_one_response, refused_answer, tiny_server};
+
+/// The start of a request with a JSON body of 100 bytes: its headers and the body's first bytes.
+const BODY_START: &[u8] =
+    b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+      Content-Length: 100\r\n\r\n{\"prompt\":";
+
+/// A connection to `addr` that has sent `part` of a request.
+fn sent_part(addr: SocketAddr, part: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(part).unwrap();
+    stream
+}
 
 /// Whether the server has closed `stream` (EOF or reset); drops any data it sent.
 fn is_closed(stream: &mut TcpStream) -> bool {
@@ -31,11 +43,9 @@ fn is_closed(stream: &mut TcpStream) -> bool {
 #[test]
 fn a_client_that_dribbles_its_headers_is_cut_after_the_header_timeout() {
     let s = tiny_server(|c| c.header_timeout = Duration::from_secs(1));
-    let mut stream = TcpStream::connect(s.addr).unwrap();
     let start = Instant::now();
-    stream
-        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n")
-        .unwrap();
+    let head = b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n";
+    let mut stream = sent_part(s.addr, head);
     // One byte of a header every 100 ms, for up to 10 s: the server must close before.
     let header = b"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     let mut cut = false;
@@ -59,14 +69,8 @@ fn a_client_that_dribbles_its_headers_is_cut_after_the_header_timeout() {
 #[test]
 fn a_client_that_dribbles_its_body_gets_408_after_the_body_timeout() {
     let s = tiny_server(|c| c.body_timeout = Duration::from_secs(1));
-    let mut stream = TcpStream::connect(s.addr).unwrap();
     let start = Instant::now();
-    stream
-        .write_all(
-            b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-              Content-Length: 100\r\n\r\n{\"prompt\":",
-        )
-        .unwrap();
+    let stream = sent_part(s.addr, BODY_START);
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -119,16 +123,8 @@ fn shutdown_during_half_sent_requests_completes_promptly() {
     let mut s = tiny_server(|_| {});
     // Headers cut in the middle, and a body cut in the middle (the default timeouts, 10 s and
     // 30 s, must not hold the drain).
-    let mut headers = TcpStream::connect(s.addr).unwrap();
-    headers
-        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: loc")
-        .unwrap();
-    let mut body = TcpStream::connect(s.addr).unwrap();
-    body.write_all(
-        b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-          Content-Length: 100\r\n\r\n{\"prompt\":",
-    )
-    .unwrap();
+    let _headers = sent_part(s.addr, b"POST /v1/completions HTTP/1.1\r\nHost: loc");
+    let mut body = sent_part(s.addr, BODY_START);
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
     s.stop().expect("the server stops cleanly");

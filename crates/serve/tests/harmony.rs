@@ -141,9 +141,20 @@ fn assert_weather_call(name: &str, arguments: &Value) {
     json_schema_check::check(arguments, &weather_schema()).unwrap();
 }
 
-fn events(r: &Response) -> Vec<Value> {
+/// Asserts that `r` is a 200 whose body holds no harmony markup.
+fn assert_ok_without_markup(r: &Response) {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_no_markup(&r.text());
+}
+
+/// The JSON answer of `r`, a 200 without markup.
+fn answer_of(r: &Response) -> Value {
+    assert_ok_without_markup(r);
+    r.json()
+}
+
+fn events(r: &Response) -> Vec<Value> {
+    assert_ok_without_markup(r);
     // Each event's `data:` line (Messages and Responses name their events first).
     r.text()
         .split("\n\n")
@@ -172,10 +183,7 @@ fn chat_completions_give_harmony_reasoning_and_calls() {
             "stream": stream,
         })
     };
-    let r = s.post("/v1/chat/completions", &body(false));
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_no_markup(&r.text());
-    let answer = r.json();
+    let answer = answer_of(&s.post("/v1/chat/completions", &body(false)));
     let message = &answer["choices"][0]["message"];
     assert_eq!(
         answer["choices"][0]["finish_reason"], "tool_calls",
@@ -212,9 +220,7 @@ fn chat_completions_give_harmony_reasoning_and_calls() {
             "seed": SEED,
         }),
     );
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_no_markup(&r.text());
-    let message = &r.json()["choices"][0]["message"];
+    let message = &answer_of(&r)["choices"][0]["message"];
     assert!(
         !message["reasoning_content"].as_str().unwrap().is_empty(),
         "{message}"
@@ -241,10 +247,7 @@ fn anthropic_messages_give_thinking_and_tool_use_blocks() {
         })
     };
     // Thinking disabled: the call comes at once.
-    let r = s.post("/v1/messages", &body("disabled", false));
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_no_markup(&r.text());
-    let answer = r.json();
+    let answer = answer_of(&s.post("/v1/messages", &body("disabled", false)));
     assert_eq!(answer["stop_reason"], "tool_use", "{answer}");
     let blocks = answer["content"].as_array().unwrap();
     let tool_use = blocks.iter().find(|b| b["type"] == "tool_use").unwrap();
@@ -257,10 +260,7 @@ fn anthropic_messages_give_thinking_and_tool_use_blocks() {
     assert_eq!(input, tool_use["input"]);
 
     // Thinking enabled: the random weights reason (until the limit), as a thinking block.
-    let r = s.post("/v1/messages", &body("enabled", false));
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_no_markup(&r.text());
-    let answer = r.json();
+    let answer = answer_of(&s.post("/v1/messages", &body("enabled", false)));
     let thinking = answer["content"][0]["thinking"]
         .as_str()
         .unwrap()
@@ -289,10 +289,7 @@ fn responses_give_reasoning_and_function_call_items() {
         })
     };
     // No reasoning: the call comes at once.
-    let r = s.post("/v1/responses", &body("none", false));
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_no_markup(&r.text());
-    let answer = r.json();
+    let answer = answer_of(&s.post("/v1/responses", &body("none", false)));
     let items = answer["output"].as_array().unwrap();
     let call = items
         .iter()
@@ -309,10 +306,7 @@ fn responses_give_reasoning_and_function_call_items() {
     assert_eq!(streamed_arguments, call["arguments"].as_str().unwrap());
 
     // Reasoning allowed: the random weights reason (until the limit), as a reasoning item.
-    let r = s.post("/v1/responses", &body("high", false));
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_no_markup(&r.text());
-    let answer = r.json();
+    let answer = answer_of(&s.post("/v1/responses", &body("high", false)));
     let reasoning = answer["output"]
         .as_array()
         .unwrap()

@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Server, config, fixture};
+use support::{Server, templated_config};
 
 fn prompt_tokens(s: &Server, extra: Value) -> u64 {
     let mut body = json!({
@@ -23,11 +23,11 @@ fn prompt_tokens(s: &Server, extra: Value) -> u64 {
 
 #[test]
 fn template_variables_reach_the_template_under_every_api() {
-    let model = fixture("models/qwen3-tiny-q5_k_m.gguf");
-    let template = fixture("chat_templates/qwen3_thinking.jinja");
-    let mut config = config(&model, 512);
-    config.chat_template = Some(template);
-    config.engine.threads = Some(2);
+    let config = templated_config(
+        "models/qwen3-tiny-q5_k_m.gguf",
+        "chat_templates/qwen3_thinking.jinja",
+        512,
+    );
     let s = Server::start(config);
     let plain = prompt_tokens(&s, json!({}));
     let off = prompt_tokens(

@@ -8,16 +8,16 @@ mod python_support;
 mod support;
 
 use python_support::{python_with, run_script};
-use support::{Server, config, fixture};
+use support::{Server, templated_config};
 
 #[test]
 fn the_openai_python_client_works_against_the_responses_api() {
     let python = python_with(&["openai", "jsonschema"], &["openai", "jsonschema"]);
-    let model = fixture("models/qwen2-tiny-q4_k_m.gguf");
-    let template = fixture("chat_templates/qwen2_5_tools.jinja");
-    let mut config = config(&model, 1024);
-    config.chat_template = Some(template);
-    config.engine.threads = Some(2);
+    let config = templated_config(
+        "models/qwen2-tiny-q4_k_m.gguf",
+        "chat_templates/qwen2_5_tools.jinja",
+        1024,
+    );
     let s = Server::start(config);
     let args = [
         format!("http://{}/v1", s.addr),

@@ -47,70 +47,57 @@ pub struct Block<H: Handles> {
     pub stages: Vec<Stage<H>>,
 }
 
+/// Declares accessors of a block's stage parameters: each gives what its arms take from the
+/// first stage they match, `None` when no stage does.
+macro_rules! stage_parameters {
+    ($($(#[$doc:meta])* $name:ident -> $ty:ty { $($stage:pat => $value:expr),+ $(,)? })*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self) -> Option<$ty> {
+                self.stages.iter().find_map(|s| match s {
+                    $($stage => Some($value),)+
+                    _ => None,
+                })
+            }
+        )*
+    };
+}
+
 impl<H: Handles> Block<H> {
-    /// The parameters of the block's attention, if it has one.
-    pub fn attention(&self) -> Option<&AttentionParams> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::Attention { params, .. } | Stage::SharedAttention { params, .. } => Some(params),
-            _ => None,
-        })
-    }
-
-    /// The earlier layer whose KV cache the block reads, if it keeps none of its own.
-    pub fn kv_source(&self) -> Option<usize> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::SharedAttention { source, .. } => Some(*source),
-            _ => None,
-        })
-    }
-
-    /// The block's router, if it is a mixture-of-experts layer.
-    pub fn router(&self) -> Option<&Router> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::Router { router, .. } => Some(router),
-            _ => None,
-        })
-    }
-
-    /// The block's experts, if it is a mixture-of-experts layer.
-    pub fn experts(&self) -> Option<&Experts> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::Experts { experts, .. } => Some(experts),
-            _ => None,
-        })
-    }
-
-    /// The block's shared experts, if it has them.
-    pub fn shared_experts(&self) -> Option<&Experts> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::SharedExperts { experts, .. } => Some(experts),
-            _ => None,
-        })
-    }
-
-    /// The block's latent attention, if it has one.
-    pub fn mla(&self) -> Option<&Mla> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::LatentQkv { mla, .. } => Some(mla),
-            _ => None,
-        })
-    }
-
-    /// The block's rotary embedding, if it has one.
-    pub fn rope(&self) -> Option<&RopeParams> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::Rope(params) => Some(params),
-            _ => None,
-        })
-    }
-
-    /// What mixes positions in the block in place of attention, if it is a recurrent layer.
-    pub fn recurrence(&self) -> Option<Recurrence> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::ShortConv { conv, .. } => Some(Recurrence::ShortConv(*conv)),
-            Stage::DeltaNet { net, .. } => Some(Recurrence::DeltaNet(*net)),
-            _ => None,
-        })
+    stage_parameters! {
+        /// The parameters of the block's attention, if it has one.
+        attention -> &AttentionParams {
+            Stage::Attention { params, .. } | Stage::SharedAttention { params, .. } => params,
+        }
+        /// The earlier layer whose KV cache the block reads, if it keeps none of its own.
+        kv_source -> usize {
+            Stage::SharedAttention { source, .. } => *source,
+        }
+        /// The block's router, if it is a mixture-of-experts layer.
+        router -> &Router {
+            Stage::Router { router, .. } => router,
+        }
+        /// The block's experts, if it is a mixture-of-experts layer.
+        experts -> &Experts {
+            Stage::Experts { experts, .. } => experts,
+        }
+        /// The block's shared experts, if it has them.
+        shared_experts -> &Experts {
+            Stage::SharedExperts { experts, .. } => experts,
+        }
+        /// The block's latent attention, if it has one.
+        mla -> &Mla {
+            Stage::LatentQkv { mla, .. } => mla,
+        }
+        /// The block's rotary embedding, if it has one.
+        rope -> &RopeParams {
+            Stage::Rope(params) => params,
+        }
+        /// What mixes positions in the block in place of attention, if it is a recurrent layer.
+        recurrence -> Recurrence {
+            Stage::ShortConv { conv, .. } => Recurrence::ShortConv(*conv),
+            Stage::DeltaNet { net, .. } => Recurrence::DeltaNet(*net),
+        }
     }
 
     /// Whether the block runs a dense FFN.

@@ -34,12 +34,18 @@ impl GgufWriter {
 
     /// A writer holding everything in `file`: writing it reproduces the file's layout.
     pub fn from_file(file: &GgufFile) -> Result<Self> {
+        let mut writer = Self::with_metadata_of(file)?;
+        for t in file.tensors() {
+            writer.add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())?;
+        }
+        Ok(writer)
+    }
+
+    /// A writer holding the metadata of `file`, in its order, and none of its tensors.
+    pub fn with_metadata_of(file: &GgufFile) -> Result<Self> {
         let mut writer = Self::new();
         for (key, value) in file.metadata().iter() {
             writer.add_metadata(key, value.clone())?;
-        }
-        for t in file.tensors() {
-            writer.add_tensor(t.name(), t.ty(), t.dims(), t.data.to_vec())?;
         }
         Ok(writer)
     }

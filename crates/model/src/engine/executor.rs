@@ -239,24 +239,24 @@ impl<'d> Executor<'d> {
         Ok((Self::Cuda { gpu, logits }, caches, report))
     }
 
-    /// The most rows one batched decode pass of the GPU runs (`None` on the CPU).
-    pub(super) fn gpu_decode_rows(&self) -> Option<usize> {
+    /// The GPU this executor runs on (`None` on the CPU).
+    fn gpu(&self) -> Option<&(dyn GpuDevice + 'd)> {
         match self {
-            Self::Cuda { gpu, .. } => Some(gpu.decode_rows()),
+            Self::Cuda { gpu, .. } => Some(gpu.as_ref()),
             Self::Cpu { .. } => None,
             #[cfg(test)]
-            Self::Faulty { inner, .. } => inner.gpu_decode_rows(),
+            Self::Faulty { inner, .. } => inner.gpu(),
         }
+    }
+
+    /// The most rows one batched decode pass of the GPU runs (`None` on the CPU).
+    pub(super) fn gpu_decode_rows(&self) -> Option<usize> {
+        self.gpu().map(|gpu| gpu.decode_rows())
     }
 
     /// The shared reference counts of the GPU's pool of KV blocks (`None` on the CPU).
     pub(super) fn gpu_blocks(&self) -> Option<SharedBlocks> {
-        match self {
-            Self::Cuda { gpu, .. } => Some(gpu.kv_blocks()),
-            Self::Cpu { .. } => None,
-            #[cfg(test)]
-            Self::Faulty { inner, .. } => inner.gpu_blocks(),
-        }
+        self.gpu().map(|gpu| gpu.kv_blocks())
     }
 
     /// Runs each `(tokens, wanted, cache)` at the positions following its cache and returns

@@ -772,5 +772,14 @@ fn guess_with(draft: &mut DraftModel<'_>, running: &mut [Sequence<'_>], rows: &m
     }
 }
 
+/// `part` as a share of `whole`, 0 when `whole` is 0 (the engine's statistics' rates).
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -66,11 +66,7 @@ pub struct PrefixCacheStats {
 impl PrefixCacheStats {
     /// The share of prompt tokens that were reused, 0 when no prompt ran.
     pub fn hit_rate(&self) -> f64 {
-        if self.prompt_tokens == 0 {
-            0.0
-        } else {
-            self.cached_tokens as f64 / self.prompt_tokens as f64
-        }
+        super::share(self.cached_tokens, self.prompt_tokens)
     }
 }
 

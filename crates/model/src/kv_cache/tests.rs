@@ -1,12 +1,17 @@
 use super::*;
 use crate::loaded::LoadedModel;
 
-fn config() -> ModelConfig {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/models/llama-tiny-q4_k.gguf"
+/// The configuration of the fixture model `name`.
+fn config_of(name: &str) -> ModelConfig {
+    let path = format!(
+        "{}/../../tests/fixtures/models/{name}.gguf",
+        env!("CARGO_MANIFEST_DIR")
     );
     LoadedModel::open(path).unwrap().model.config
+}
+
+fn config() -> ModelConfig {
+    config_of("llama-tiny-q4_k")
 }
 
 /// Writes rows made of `seed`, the position and the layer at `n` more positions of `cache`.
@@ -106,11 +111,7 @@ fn truncating_and_dropping_give_blocks_back_to_the_pool() {
 
 #[test]
 fn a_latent_attention_cache_keeps_one_row_per_position_whose_values_are_its_keys() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/models/deepseek2-tiny-f32.gguf"
-    );
-    let config = LoadedModel::open(path).unwrap().model.config;
+    let config = config_of("deepseek2-tiny-f32");
     let mla = config.mla.unwrap();
     assert_eq!((config.kv_heads, config.kv_dim()), (1, mla.latent()));
     // `rope + kv_lora` f32 values per position and layer, no value rows.
@@ -130,11 +131,7 @@ fn a_latent_attention_cache_keeps_one_row_per_position_whose_values_are_its_keys
 
 #[test]
 fn a_recurrent_cache_cut_back_to_its_checkpoint_gets_the_state_kept_there() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/models/qwen35-tiny-f32.gguf"
-    );
-    let config = LoadedModel::open(path).unwrap().model.config;
+    let config = config_of("qwen35-tiny-f32");
     let recurrent = (0..config.layers)
         .find(|&layer| config.recurrence_of(layer).is_some())
         .unwrap();

@@ -35,28 +35,30 @@ enum Category {
     Other,
 }
 
+/// The name fragments of the layers' categories, in the order llama.cpp tests them: a name
+/// gets the category of the first fragment it contains.
+const FRAGMENTS: [(&str, Category); 9] = [
+    ("attn_qkv.weight", Category::AttnV),
+    ("attn_kv_b.weight", Category::AttnV),
+    ("attn_v.weight", Category::AttnV),
+    ("attn_k.weight", Category::AttnK),
+    ("attn_q.weight", Category::AttnQ),
+    ("attn_output.weight", Category::AttnOutput),
+    ("ffn_up", Category::FfnUp),
+    ("ffn_gate", Category::FfnGate),
+    ("ffn_down", Category::FfnDown),
+];
+
 fn category(name: &str) -> Category {
-    let has = |s: &str| name.contains(s);
     if name == "output.weight" {
         Category::Output
     } else if name == "token_embd.weight" || name == "per_layer_token_embd.weight" {
         Category::TokenEmbd
-    } else if has("attn_qkv.weight") || has("attn_kv_b.weight") || has("attn_v.weight") {
-        Category::AttnV
-    } else if has("attn_k.weight") {
-        Category::AttnK
-    } else if has("attn_q.weight") {
-        Category::AttnQ
-    } else if has("attn_output.weight") {
-        Category::AttnOutput
-    } else if has("ffn_up") {
-        Category::FfnUp
-    } else if has("ffn_gate") {
-        Category::FfnGate
-    } else if has("ffn_down") {
-        Category::FfnDown
     } else {
-        Category::Other
+        FRAGMENTS
+            .iter()
+            .find(|(fragment, _)| name.contains(fragment))
+            .map_or(Category::Other, |&(_, category)| category)
     }
 }
 

@@ -178,23 +178,21 @@ mod tests {
 
     #[test]
     fn hugging_face_names_map_to_gguf_names() {
-        assert_eq!(
-            gguf_name("model.layers.3.self_attn.k_proj.weight").as_deref(),
-            Some("blk.3.attn_k.weight")
-        );
-        assert_eq!(
-            gguf_name("model.layers.0.self_attn.q_proj.bias").as_deref(),
-            Some("blk.0.attn_q.bias")
-        );
-        assert_eq!(
-            gguf_name("model.embed_tokens.weight").as_deref(),
-            Some("token_embd.weight")
-        );
-        assert_eq!(
-            gguf_name("lm_head.weight").as_deref(),
-            Some("output.weight")
-        );
-        assert_eq!(gguf_name("model.layers.x.mlp.up_proj.weight"), None);
-        assert_eq!(gguf_name("vision_tower.patch.weight"), None);
+        for (hugging_face, gguf) in [
+            (
+                "model.layers.3.self_attn.k_proj.weight",
+                Some("blk.3.attn_k.weight"),
+            ),
+            (
+                "model.layers.0.self_attn.q_proj.bias",
+                Some("blk.0.attn_q.bias"),
+            ),
+            ("model.embed_tokens.weight", Some("token_embd.weight")),
+            ("lm_head.weight", Some("output.weight")),
+            ("model.layers.x.mlp.up_proj.weight", None),
+            ("vision_tower.patch.weight", None),
+        ] {
+            assert_eq!(gguf_name(hugging_face).as_deref(), gguf, "{hugging_face}");
+        }
     }
 }

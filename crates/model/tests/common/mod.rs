@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use rinfer_cuda::LoadOptions;
 use rinfer_cuda::kernels::KvElement;
+use rinfer_formats::gguf::GgufFile;
 use rinfer_model::{
     DeviceRequest, Engine, EngineSettings, Event, KvCache, KvType, LoadedModel, Logits, Model,
     ModelConfig, Request, SamplingParams, Scratch, SeqId, TokenLogprob,
@@ -99,9 +100,22 @@ pub fn logprob_request(
             ..SamplingParams::default()
         },
     };
+    unending_request(loaded, prompt, sampling, max_tokens, 3)
+}
+
+/// A request for `max_tokens` tokens of `prompt` sampled by `sampling` that never ends early
+/// (every end-of-generation token of `loaded` masked) and reports `logprobs` log-probabilities
+/// a token.
+pub fn unending_request(
+    loaded: &LoadedModel,
+    prompt: Vec<u32>,
+    sampling: SamplingParams,
+    max_tokens: usize,
+    logprobs: usize,
+) -> Request {
     let sampling = without_end_of_generation(loaded, sampling);
     let mut request = Request::new(prompt, max_tokens).with_sampling(sampling);
-    request.logprobs = Some(3);
+    request.logprobs = Some(logprobs);
     request
 }
 
@@ -133,6 +147,11 @@ pub fn load_options(context: usize, max_batch: usize, sequences: usize) -> LoadO
         guesses: 0,
         cached_blocks: 0,
     }
+}
+
+/// The file of a fixture model.
+pub fn fixture_file(name: &str) -> GgufFile {
+    GgufFile::open(fixtures().join(format!("models/{name}.gguf"))).unwrap()
 }
 
 /// A fixture model.
@@ -192,18 +211,51 @@ pub fn finish(engine: &mut Engine<'_>, id: SeqId) -> (Vec<u32>, Vec<Option<Token
     let mut done = None;
     while done.is_none() {
         assert!(engine.is_busy(), "{id:?} never finished");
-        engine.step(|event| match event {
-            Event::Token { id: e, logprob, .. } if e == id => logprobs.push(logprob),
-            Event::Finished {
-                id: e,
-                tokens,
-                timings,
-                ..
-            } if e == id => done = Some((tokens, timings.cached_tokens)),
-            Event::Failed { error, .. } => panic!("{error}"),
-            _ => {}
+        engine.step(|event| match seq_event(&[id], event) {
+            Some(SeqEvent::Token { logprob, .. }) => logprobs.push(logprob),
+            Some(SeqEvent::Finished { tokens, cached, .. }) => done = Some((tokens, cached)),
+            None => {}
         });
     }
     let (tokens, cached) = done.unwrap();
     (tokens, logprobs, cached)
+}
+
+/// What an engine event tells of one of some sequences, `at` its index among them.
+pub enum SeqEvent {
+    /// A token, with its log-probability when the request asked for them.
+    Token {
+        at: usize,
+        logprob: Option<TokenLogprob>,
+    },
+    /// The end: every generated token, and the prompt tokens reused.
+    Finished {
+        at: usize,
+        tokens: Vec<u32>,
+        cached: usize,
+    },
+}
+
+/// What `event` tells of the sequences `ids` (`None`: it is of another sequence, or an
+/// embedding); a failed sequence panics.
+pub fn seq_event(ids: &[SeqId], event: Event) -> Option<SeqEvent> {
+    let at = |id: SeqId| ids.iter().position(|&i| i == id);
+    match event {
+        Event::Token { id, logprob, .. } => Some(SeqEvent::Token {
+            at: at(id)?,
+            logprob,
+        }),
+        Event::Finished {
+            id,
+            tokens,
+            timings,
+            ..
+        } => Some(SeqEvent::Finished {
+            at: at(id)?,
+            tokens,
+            cached: timings.cached_tokens,
+        }),
+        Event::Failed { error, .. } => panic!("{error}"),
+        Event::Embedding { .. } => None,
+    }
 }

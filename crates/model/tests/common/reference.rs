@@ -176,16 +176,10 @@ pub fn check_logits(model: &Model, name: &str, case: &Value, tol: &Tolerance) ->
 /// up to its first step with a reference margin below `greedy_margin`; returns the steps
 /// compared.
 pub fn check_greedy(model: &Model, name: &str, case: &Value, greedy_margin: f64) -> usize {
-    let tokens = ids(&case["tokens"]);
+    let (mut decoding, mut logits) = GreedyDecoding::prompt(model, case);
     let greedy = &case["greedy"];
     let want = ids(&greedy["ids"]);
     let margins = greedy["top2_margin"].as_array().unwrap();
-    let mut cache = KvCache::new(&model.config, tokens.len() + want.len(), tokens.len());
-    let mut scratch = Scratch::new(&model.config, tokens.len());
-    let mut logits = model
-        .forward(&tokens, &mut cache, &mut scratch, Logits::Last)
-        .unwrap()
-        .to_vec();
     let mut compared = 0;
     for (step, (&want, margin)) in want.iter().zip(margins).enumerate() {
         if margin.as_f64().unwrap() < greedy_margin {
@@ -194,10 +188,44 @@ pub fn check_greedy(model: &Model, name: &str, case: &Value, greedy_margin: f64)
         let got = argmax(&logits) as u32;
         assert_eq!(got, want, "{name} {} greedy step {step}", case["case"]);
         compared += 1;
-        logits = model
-            .forward(&[got], &mut cache, &mut scratch, Logits::Last)
-            .unwrap()
-            .to_vec();
+        logits = decoding.step(got);
     }
     compared
+}
+
+/// A model decoding a case of a reference file token by token, with room for the case's
+/// prompt and greedy steps.
+pub struct GreedyDecoding<'m> {
+    model: &'m Model,
+    cache: KvCache,
+    scratch: Scratch,
+}
+
+impl<'m> GreedyDecoding<'m> {
+    /// `model` fed the prompt of `case`, and the logits of its last token.
+    pub fn prompt(model: &'m Model, case: &Value) -> (Self, Vec<f32>) {
+        let tokens = ids(&case["tokens"]);
+        let steps = case["greedy"]["ids"].as_array().unwrap().len();
+        let cache = KvCache::new(&model.config, tokens.len() + steps, tokens.len());
+        let scratch = Scratch::new(&model.config, tokens.len());
+        let mut decoding = Self {
+            model,
+            cache,
+            scratch,
+        };
+        let logits = decoding.feed(&tokens);
+        (decoding, logits)
+    }
+
+    /// The logits after `token`, fed next.
+    pub fn step(&mut self, token: u32) -> Vec<f32> {
+        self.feed(&[token])
+    }
+
+    fn feed(&mut self, tokens: &[u32]) -> Vec<f32> {
+        let logits = self
+            .model
+            .forward(tokens, &mut self.cache, &mut self.scratch, Logits::Last);
+        logits.unwrap().to_vec()
+    }
 }

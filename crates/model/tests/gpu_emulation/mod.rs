@@ -349,6 +349,18 @@ impl Emulated<'_, '_> {
         self.step_rows(tokens, cache, 1).to_vec()
     }
 
+    /// A new cache for each of `prompts`, each prompt run through its own as one step.
+    pub fn prefilled(&mut self, prompts: &[Vec<u32>]) -> Vec<HostCache> {
+        prompts
+            .iter()
+            .map(|prompt| {
+                let mut cache = self.pool.new_cache();
+                self.step(prompt, &mut cache);
+                cache
+            })
+            .collect()
+    }
+
     /// Runs `tokens` like [`Self::step`] and returns the logits of its last `rows` tokens,
     /// `[rows, vocab]`.
     pub fn step_rows(&mut self, tokens: &[u32], cache: &mut HostCache, rows: usize) -> &[f32] {

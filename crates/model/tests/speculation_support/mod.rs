@@ -8,7 +8,7 @@ use rinfer_model::{
     Speculation, SpeculationStats,
 };
 
-use crate::common::{fixtures, without_end_of_generation};
+use crate::common::{fixtures, unending_request};
 
 /// Prompt lookup with up to 6 guesses a step.
 pub const LOOKUP: Speculation = Speculation::PromptLookup { draft_max: 6 };
@@ -50,10 +50,7 @@ pub fn request(loaded: &LoadedModel, prompt: Vec<u32>, seed: Option<u64>, n: usi
             ..SamplingParams::default()
         },
     };
-    let sampling = without_end_of_generation(loaded, sampling);
-    let mut request = Request::new(prompt, n).with_sampling(sampling);
-    request.logprobs = Some(2);
-    request
+    unending_request(loaded, prompt, sampling, n, 2)
 }
 
 /// Three requests to run side by side: greedy on `prompt(1)`, seeded on `prompt(2)`, and seeded
@@ -123,6 +120,26 @@ pub fn assert_outputs_of_plain_decoding(
             assert_eq!(got, expected, "{label}, case {case}, seed {seed:?}");
         }
     }
+}
+
+/// Asserts that prompt lookup gives plain decoding's output on each fixture of `models` for the
+/// first `prompts` repetitive prompts, `max_tokens` each (see
+/// [`assert_outputs_of_plain_decoding`]), that plain decoding guesses nothing, and that of all
+/// the guesses some were confirmed and some rejected.
+pub fn assert_lookup_gives_plain_outputs(models: &[&str], prompts: u32, max_tokens: usize) {
+    let mut guesses = Guesses::default();
+    let prompts: Vec<_> = (0..prompts).map(repetitive_prompt).collect();
+    for &name in models {
+        let loaded = loaded(name);
+        let mut plain = engine(&loaded, settings(1, Speculation::Off));
+        let mut fast = engine(&loaded, settings(1, LOOKUP));
+        let engines = (&mut plain, &mut fast);
+        assert_outputs_of_plain_decoding(name, &loaded, engines, &prompts, max_tokens);
+        let plain_guesses = plain.speculation_stats();
+        assert_eq!(plain_guesses, SpeculationStats::default(), "{name}");
+        guesses.add(&fast);
+    }
+    guesses.assert_some_confirmed_and_some_rejected();
 }
 
 /// The guesses of several speculating engines, added up.

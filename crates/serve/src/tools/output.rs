@@ -173,15 +173,7 @@ impl ChatOutput {
         let mut shaper = self.stream();
         let mut deltas = shaper.push(text);
         deltas.extend(shaper.finish().0);
-        let (mut reasoning, mut content, mut calls) = (None::<String>, String::new(), Vec::new());
-        for delta in deltas {
-            match delta {
-                Delta::Reasoning(text) => reasoning.get_or_insert_default().push_str(&text),
-                Delta::Content(text) => content.push_str(&text),
-                Delta::ToolCalls(more) => calls.extend(more),
-            }
-        }
-        (reasoning, content, calls)
+        joined(deltas)
     }
 }
 
@@ -270,6 +262,19 @@ pub struct StreamShaper {
 }
 
 /// Whether `s` may still become a text starting with `marker`.
+/// The reasoning (`None` when there is none), content and calls of a stream's `deltas`, joined.
+pub(super) fn joined(deltas: Vec<Delta>) -> (Option<String>, String, Vec<ToolCall>) {
+    let (mut reasoning, mut content, mut calls) = (None::<String>, String::new(), Vec::new());
+    for delta in deltas {
+        match delta {
+            Delta::Reasoning(text) => reasoning.get_or_insert_default().push_str(&text),
+            Delta::Content(text) => content.push_str(&text),
+            Delta::ToolCalls(more) => calls.extend(more),
+        }
+    }
+    (reasoning, content, calls)
+}
+
 fn may_start(s: &str, marker: &str) -> bool {
     marker.starts_with(s) || s.starts_with(marker)
 }

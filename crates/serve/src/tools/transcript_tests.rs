@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::output::{ChatOutput, Delta, Markup};
+use super::output::{ChatOutput, Markup, joined};
 use super::{ToolCall, ToolFormat};
 
 const GPT_OSS_FINAL: &str =
@@ -47,14 +47,7 @@ fn streamed(output: &ChatOutput, text: &str, n: usize) -> (Option<String>, Strin
     }
     let (rest, called) = shaper.finish();
     deltas.extend(rest);
-    let (mut reasoning, mut content, mut calls) = (None::<String>, String::new(), Vec::new());
-    for delta in deltas {
-        match delta {
-            Delta::Reasoning(s) => reasoning.get_or_insert_default().push_str(&s),
-            Delta::Content(s) => content.push_str(&s),
-            Delta::ToolCalls(c) => calls.extend(c),
-        }
-    }
+    let (reasoning, content, calls) = joined(deltas);
     assert_eq!(called, !calls.is_empty());
     (reasoning, content, calls)
 }

@@ -564,6 +564,29 @@ pub fn encode(
     Ok(tokens)
 }
 
+/// The token ids `items` of the request field `param`, each a whole number below `vocab`;
+/// `shape_error` is the error of an item that is not a whole number.
+pub(crate) fn token_ids(
+    param: &str,
+    items: &[Value],
+    vocab: usize,
+    shape_error: impl Fn() -> ApiError,
+) -> Result<Vec<u32>, ApiError> {
+    items
+        .iter()
+        .map(|v| {
+            let id = v.as_u64().ok_or_else(&shape_error)?;
+            if id as usize >= vocab || id > u64::from(u32::MAX) {
+                return Err(ApiError::invalid(
+                    param,
+                    format!("token id {id} is outside the vocabulary of {vocab} tokens"),
+                ));
+            }
+            Ok(id as u32)
+        })
+        .collect()
+}
+
 fn completion_input(prompt: Option<&Value>, vocab: usize) -> Result<PromptInput<'_>, ApiError> {
     let shape_error = || {
         ApiError::invalid(
@@ -571,22 +594,8 @@ fn completion_input(prompt: Option<&Value>, vocab: usize) -> Result<PromptInput<
             "`prompt` must be a string, an array of one string, or an array of token ids",
         )
     };
-    let ids = |items: &[Value]| -> Result<PromptInput<'_>, ApiError> {
-        items
-            .iter()
-            .map(|v| {
-                let id = v.as_u64().ok_or_else(shape_error)?;
-                if id as usize >= vocab || id > u64::from(u32::MAX) {
-                    return Err(ApiError::invalid(
-                        "prompt",
-                        format!("token id {id} is outside the vocabulary of {vocab} tokens"),
-                    ));
-                }
-                Ok(id as u32)
-            })
-            .collect::<Result<_, _>>()
-            .map(PromptInput::Ids)
-    };
+    let ids =
+        |items: &[Value]| token_ids("prompt", items, vocab, shape_error).map(PromptInput::Ids);
     match prompt {
         None | Some(Value::Null) => Err(ApiError::invalid("prompt", "`prompt` is required")),
         Some(Value::String(text)) => Ok(PromptInput::Text(text)),

@@ -71,43 +71,21 @@ fn check_at(value: &Value, schema: &Value, root: &Value, path: &str) -> Result<(
                 }
             }
             "minItems" | "maxItems" => {
-                if let Some(items) = value.as_array() {
-                    let bound = rule.as_u64().unwrap_or_default() as usize;
-                    let ok = if keyword == "minItems" {
-                        items.len() >= bound
-                    } else {
-                        items.len() <= bound
-                    };
-                    if !ok {
-                        return fail(format!("{keyword} {bound}"));
-                    }
+                let bound = rule.as_u64().unwrap_or_default() as usize;
+                if !within(keyword, value.as_array().map(Vec::len), bound) {
+                    return fail(format!("{keyword} {bound}"));
                 }
             }
             "minLength" | "maxLength" => {
-                if let Some(s) = value.as_str() {
-                    let bound = rule.as_u64().unwrap_or_default() as usize;
-                    let n = s.chars().count();
-                    let ok = if keyword == "minLength" {
-                        n >= bound
-                    } else {
-                        n <= bound
-                    };
-                    if !ok {
-                        return fail(format!("{keyword} {bound}"));
-                    }
+                let bound = rule.as_u64().unwrap_or_default() as usize;
+                if !within(keyword, value.as_str().map(|s| s.chars().count()), bound) {
+                    return fail(format!("{keyword} {bound}"));
                 }
             }
             "minimum" | "maximum" => {
-                if let Some(n) = value.as_f64() {
-                    let bound = rule.as_f64().unwrap_or_default();
-                    let ok = if keyword == "minimum" {
-                        n >= bound
-                    } else {
-                        n <= bound
-                    };
-                    if !ok {
-                        return fail(format!("{keyword} {bound}"));
-                    }
+                let bound = rule.as_f64().unwrap_or_default();
+                if !within(keyword, value.as_f64(), bound) {
+                    return fail(format!("{keyword} {bound}"));
                 }
             }
             "enum" => {
@@ -132,4 +110,16 @@ fn check_at(value: &Value, schema: &Value, root: &Value, path: &str) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Whether `measure` (absent: the keyword does not apply to the value) keeps `bound`, a lower
+/// bound for the keywords `min*`, an upper one for `max*`.
+fn within<T: PartialOrd>(keyword: &str, measure: Option<T>, bound: T) -> bool {
+    measure.is_none_or(|n| {
+        if keyword.starts_with("min") {
+            n >= bound
+        } else {
+            n <= bound
+        }
+    })
 }

@@ -82,6 +82,14 @@ impl Response {
         assert!(error["type"].is_string(), "no error type: {body}");
         error["param"].as_str().map(str::to_string)
     }
+
+    /// Asserts that this is an OpenAI error of `status` naming the request field `param`, whose
+    /// text says `says`.
+    pub fn assert_error(&self, status: u16, param: &str, says: &str) {
+        assert_eq!(self.status, status, "{}", self.text());
+        assert_eq!(self.error_param().as_deref(), Some(param));
+        assert!(self.text().contains(says), "{}", self.text());
+    }
 }
 
 /// One request on a fresh connection (`Connection: close`).

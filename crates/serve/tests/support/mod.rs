@@ -35,6 +35,15 @@ pub fn config(model: &str, ctx: usize) -> ServeConfig {
     config
 }
 
+/// The configuration of a server of the fixture `model` with the chat template `template` (paths
+/// in the fixtures), a context of `ctx`, on 2 threads.
+pub fn templated_config(model: &str, template: &str, ctx: usize) -> ServeConfig {
+    let mut config = config(&fixture(model), ctx);
+    config.chat_template = Some(fixture(template));
+    config.engine.threads = Some(2);
+    config
+}
+
 /// A server of the tiny model on 2 threads with a context of 512, configured further by
 /// `configure`.
 pub fn tiny_server(configure: impl FnOnce(&mut ServeConfig)) -> Server {

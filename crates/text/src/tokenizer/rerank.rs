@@ -20,7 +20,7 @@ use std::sync::atomic::AtomicBool;
 use rinfer_formats::gguf::Metadata;
 
 use super::special::ControlTokens;
-use super::vocab::{Vocab, VocabKind, flag, int};
+use super::vocab::{Vocab, VocabKind, flag, int, string};
 use super::{Tokenizer, TokenizerError};
 
 /// The metadata key of the rerank prompt.
@@ -62,17 +62,7 @@ impl RerankFormat {
         };
         let sep = id("tokenizer.ggml.seperator_token_id")?.or(default_id(102));
         let add_sep = flag(meta, "tokenizer.ggml.add_sep_token")?.unwrap_or(wpm);
-        let template = match meta.get(TEMPLATE_KEY) {
-            None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .ok_or_else(|| TokenizerError::WrongType {
-                        key: TEMPLATE_KEY.into(),
-                        expected: "a string",
-                    })?
-                    .to_owned(),
-            ),
-        };
+        let template = string(meta, TEMPLATE_KEY)?.map(str::to_owned);
         Ok(Self::joined(
             (bos, eos.or(sep), sep),
             (add_bos, add_eos, add_sep),

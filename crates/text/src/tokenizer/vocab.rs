@@ -116,41 +116,41 @@ pub(crate) fn media_markers(tokens: &[TokenData]) -> Vec<u32> {
         .collect()
 }
 
-pub(super) fn int(meta: &Metadata, key: &str) -> Result<Option<i128>, TokenizerError> {
-    match meta.get(key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_i128()
-            .map(Some)
-            .ok_or_else(|| TokenizerError::WrongType {
+/// The value of `key` as `read` takes it, `None` when the key is absent; a value `read` does
+/// not take is an error saying the key holds something other than `expected`.
+fn typed<'a, T>(
+    meta: &'a Metadata,
+    key: &str,
+    expected: &'static str,
+    read: impl FnOnce(&'a MetadataValue) -> Option<T>,
+) -> Result<Option<T>, TokenizerError> {
+    meta.get(key)
+        .map(|v| {
+            read(v).ok_or_else(|| TokenizerError::WrongType {
                 key: key.into(),
-                expected: "an integer",
-            }),
-    }
+                expected,
+            })
+        })
+        .transpose()
+}
+
+pub(super) fn int(meta: &Metadata, key: &str) -> Result<Option<i128>, TokenizerError> {
+    typed(meta, key, "an integer", MetadataValue::as_i128)
 }
 
 pub(super) fn flag(meta: &Metadata, key: &str) -> Result<Option<bool>, TokenizerError> {
-    match meta.get(key) {
-        None => Ok(None),
-        Some(MetadataValue::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(TokenizerError::WrongType {
-            key: key.into(),
-            expected: "a bool",
-        }),
-    }
+    typed(meta, key, "a bool", |v| match v {
+        MetadataValue::Bool(b) => Some(*b),
+        _ => None,
+    })
+}
+
+pub(super) fn string<'a>(meta: &'a Metadata, key: &str) -> Result<Option<&'a str>, TokenizerError> {
+    typed(meta, key, "a string", MetadataValue::as_str)
 }
 
 fn array<'a>(meta: &'a Metadata, key: &str) -> Result<Option<&'a [MetadataValue]>, TokenizerError> {
-    match meta.get(key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_array()
-            .map(Some)
-            .ok_or_else(|| TokenizerError::WrongType {
-                key: key.into(),
-                expected: "an array",
-            }),
-    }
+    typed(meta, key, "an array", MetadataValue::as_array)
 }
 
 /// Finds end-of-turn and end-of-generation tokens by their text and makes them control tokens,
@@ -221,13 +221,8 @@ impl Vocab {
     /// Loads the vocabulary the way `llama_vocab::impl::load` does.
     pub fn from_gguf(meta: &Metadata) -> Result<Self, TokenizerError> {
         const MODEL: &str = "tokenizer.ggml.model";
-        let model = match meta.get(MODEL) {
-            None => return Err(TokenizerError::MissingKey { key: MODEL.into() }),
-            Some(v) => v.as_str().ok_or_else(|| TokenizerError::WrongType {
-                key: MODEL.into(),
-                expected: "a string",
-            })?,
-        };
+        let model =
+            string(meta, MODEL)?.ok_or_else(|| TokenizerError::MissingKey { key: MODEL.into() })?;
         let kind = match model {
             "llama" => VocabKind::Spm,
             "gpt2" => VocabKind::Bpe,
@@ -236,16 +231,9 @@ impl Vocab {
             "bert" => VocabKind::Wpm,
             other => return Err(TokenizerError::UnsupportedModel(other.into())),
         };
-        let pre = match meta.get("tokenizer.ggml.pre") {
-            Some(v) => v
-                .as_str()
-                .ok_or_else(|| TokenizerError::WrongType {
-                    key: "tokenizer.ggml.pre".into(),
-                    expected: "a string",
-                })?
-                .to_owned(),
-            None => "default".to_owned(),
-        };
+        let pre = string(meta, "tokenizer.ggml.pre")?
+            .unwrap_or("default")
+            .to_owned();
 
         const TOKENS: &str = "tokenizer.ggml.tokens";
         let texts = array(meta, TOKENS)?

@@ -82,11 +82,7 @@ pub struct SpeculationStats {
 impl SpeculationStats {
     /// Confirmed guesses over all guesses (0 when none was made).
     pub fn acceptance_rate(&self) -> f64 {
-        if self.drafted_tokens == 0 {
-            0.0
-        } else {
-            self.accepted_tokens as f64 / self.drafted_tokens as f64
-        }
+        crate::engine::share(self.accepted_tokens, self.drafted_tokens)
     }
 
     /// Adds one verification of `drafted` guesses of which `accepted` held.
