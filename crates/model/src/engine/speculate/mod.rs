@@ -15,9 +15,10 @@
 //!
 //! Prompt lookup follows the text a sequence is repeating and finds where it continues after an
 //! edit ([`drafter`]), guessing an edit the text has made once wherever the text it follows
-//! repeats the edited tokens ([`edits`]); the searches it uses are in [`lookup`]. How many tokens to guess follows
-//! the recent acceptance, and guesses that keep failing make a sequence wait before guessing
-//! again, so free text, where guesses rarely hold, runs as plain decoding almost always.
+//! repeats the edited tokens ([`edits`]); the searches it uses are in [`lookup`]. How many
+//! tokens to guess follows the recent acceptance, and guesses that keep failing make a
+//! sequence wait before guessing again, so free text, where guesses rarely hold, runs as plain
+//! decoding almost always.
 //!
 //! A rejected guess is cut back from the KV cache (to `Sequence::kv_len`) before the step's
 //! blocks go to the prefix cache, so rejected positions never reach it. A sliding-window ring
