@@ -21,10 +21,6 @@ pub const MMA_ROWS: u32 = 128;
 pub const MMA_TOKENS: u32 = 64;
 /// Warps per block of the tensor-core matmul (`MMA_WARPS`).
 pub const MMA_WARPS: u32 = 8;
-/// The smallest batch whose quantized matmuls run on tensor cores. Below it the f32 kernels
-/// read each weight row once per [`MATMUL_TOKENS`] tokens, few enough passes; from two such
-/// passes on, one tensor-core pass over the weights per [`MMA_TOKENS`] tokens does less work.
-pub const MMA_MIN_TOKENS: usize = 2 * MATMUL_TOKENS as usize;
 /// Positions per block of a paged KV cache (`KV_BLOCK`; the CPU cache's `BLOCK_TOKENS`).
 pub const KV_BLOCK: usize = 16;
 /// Warps per block of the attention kernels (`ATTN_WARPS`).

@@ -5,7 +5,8 @@
 //! [`cubin_cache`]), and the
 //! decode step replayed as a CUDA graph; a batched decode runs the last token (and any
 //! guesses) of each of many sequences in one pass, each row over its own sequence's KV cache
-//! and computed as that token decoded alone ([`GpuModel::forward_rows`]).
+//! and computed as that token decoded alone ([`GpuModel::forward_rows`]); prompt tokens are
+//! computed the same in a chunk of any length ([`GpuModel::prefill`]).
 //!
 //! The GPU runtime is behind the `cuda` cargo feature. Without it this crate still provides
 //! the model view the backend takes ([`HostModel`]), the upload
@@ -21,10 +22,10 @@
 //! once to device addresses ([`program::place_weights`]), and the step builder
 //! ([`program::StepBuilder`]) walks its stages to emit its launches.
 //!
-//! Not yet run on a GPU. The step's launch list ([`program`]) is executed on the host under a
-//! CUDA emulation in the tests and matches the CPU forward pass, and the kernels compile with
-//! NVRTC, but the cudarc runtime, graph replay and speed have not been exercised on hardware.
-//! `crates/cuda/README.md` lists exactly what is unverified.
+//! In the tests the step's launch list ([`program`]) is executed on the host under a CUDA
+//! emulation and matches the CPU forward pass, and the kernels compile with NVRTC; the runtime
+//! has run on an H200 (`docs/BENCHMARKS.md`). `crates/cuda/README.md` lists what has not run
+//! on hardware yet.
 //!
 //! ```
 //! use rinfer_cuda::{GpuModel, LoadOptions};

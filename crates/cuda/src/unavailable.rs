@@ -79,6 +79,16 @@ impl GpuModel {
         match self.never {}
     }
 
+    /// Prompt tokens, any number of them.
+    pub fn prefill(
+        &mut self,
+        _tokens: &[u32],
+        _cache: &mut GpuKvCache,
+        _wanted: Logits,
+    ) -> Result<&[f32], CudaError> {
+        match self.never {}
+    }
+
     /// The batched decode: the last token (and any guesses) of each of several sequences.
     pub fn forward_rows(
         &mut self,

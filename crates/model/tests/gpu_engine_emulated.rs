@@ -9,8 +9,14 @@
 //! - the second of `n` = 2 choices (started as the server starts it: once the first's prompt
 //!   is cached, seed + 1) takes the first's blocks instead of computing its prompt again, and
 //!   each choice equals its own request run alone;
+//! - a request whose whole prompt is cached (its last token alone computed again) gives, bit
+//!   for bit, what it gave cold, beside another request too;
 //! - when every sequence has ended and the cached prefixes are forgotten (or the engine is
 //!   dropped), every block of the pool is free again.
+//!
+//! The model's matrices are quantized, so prompt chunks run on tensor cores and decoding on
+//! the q8_1 matvecs: warm equals cold because a prompt token is computed the same in a chunk of
+//! any length, the one-token chunk of a cache hit included.
 
 mod common;
 // Shared with `gpu_forward_emulated`, which uses the helpers this test does not.
@@ -25,9 +31,8 @@ use rinfer_model::{
     BLOCK_TOKENS, Engine, EngineSettings, LoadedModel, Request, SeqId, TokenLogprob,
 };
 
-/// Full attention only, f32 weights: every prefill chunk runs the f32 kernels, whatever its
-/// length.
-const MODEL: &str = "llama-tiny-f32";
+/// Full attention only, Q8_0 matrices.
+const MODEL: &str = "llama-tiny-q8_0";
 const SEQUENCES: usize = 2;
 const CONTEXT: usize = 96;
 const MAX_BATCH: usize = 32;
@@ -229,5 +234,39 @@ fn two_choices_share_the_prompt_and_each_equals_its_own_run() {
             free,
             "the dropped engine gave every block back"
         );
+    }
+}
+
+#[test]
+fn a_prompt_found_whole_in_the_prefix_cache_equals_its_cold_run() {
+    let loaded = loaded();
+    for seed in [None, Some(5)] {
+        // Three whole blocks, all cached after the first run: the repeat computes its last
+        // token again as a prompt of one token, beside the first chunk of another request.
+        let prompt = tokens(5, 3 * BLOCK_TOKENS);
+        let other = tokens(6, 21);
+        let expected = cold(&loaded, request(&loaded, prompt.clone(), seed));
+        with_engine(&loaded, 1 << 20, |engine, _| {
+            let mut ids = vec![engine.add(request(&loaded, prompt.clone(), seed)).unwrap()];
+            let mut outcomes = finish_all(engine, &mut ids, |_, _, _| None).0;
+            let mut ids = vec![
+                engine.add(request(&loaded, prompt.clone(), seed)).unwrap(),
+                engine.add(request(&loaded, other.clone(), seed)).unwrap(),
+            ];
+            let (again, _) = finish_all(engine, &mut ids, |_, _, _| None);
+            assert_eq!(
+                again[0].cached,
+                prompt.len() - 1,
+                "{seed:?}: prompt tokens reused"
+            );
+            outcomes.push(again[0].clone());
+            for (run, outcome) in outcomes.into_iter().enumerate() {
+                let outcome = Outcome {
+                    cached: 0,
+                    ..outcome
+                };
+                assert_eq!(outcome, expected, "{seed:?}: run {run} differs from cold");
+            }
+        });
     }
 }

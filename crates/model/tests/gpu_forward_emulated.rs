@@ -155,16 +155,26 @@ fn compare_positions(
     );
 }
 
-/// Prefills `prompt_len` tokens of fixture `name` and decodes two more, on the GPU program and
-/// on the CPU, both with KV caches of `kv`, and compares every position's logits.
-/// `tensor_cores`: whether the prefill's matmuls run on tensor cores (all of the model's
-/// projections, its experts' too).
+/// The weights the GPU program runs on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GpuWeights {
+    /// The fixture's: its quantized matrices (the experts' too) on tensor cores in prefill,
+    /// on the q8_1 matvecs in decode.
+    Stored,
+    /// Dequantized to F32, as the CPU reference's: the f32 kernels throughout, which agree
+    /// with the CPU tightly.
+    Dequantized,
+}
+
+/// Prefills `prompt_len` tokens of fixture `name` and decodes two more, on the GPU program
+/// (with `weights`) and on the CPU (the weights dequantized to F32), both with KV caches of
+/// `kv`, and compares every position's logits.
 fn check_fixture(
     emulate: &EmulateLaunch,
     name: &str,
     prompt_len: u32,
     tolerance: Tolerance,
-    tensor_cores: bool,
+    weights: GpuWeights,
     kv: KvElement,
 ) {
     let (kv_type, tolerance) = match kv {
@@ -174,6 +184,7 @@ fn check_fixture(
     };
     let model = fixture_model(name);
     let reference = dequantized(&model);
+    let tensor_cores = weights == GpuWeights::Stored && !name.ends_with("-f32");
     let vocab = model.config.vocab_size;
     let prompt: Vec<u32> = (0..prompt_len)
         .map(|i| (i * 37 + 5) % vocab as u32)
@@ -204,7 +215,11 @@ fn check_fixture(
         kv,
         ..load_options(context, prompt.len(), 1)
     };
-    with_host_gpu(emulate, &model, &options, |gpu| {
+    let on_gpu = match weights {
+        GpuWeights::Stored => &model,
+        GpuWeights::Dequantized => &reference,
+    };
+    with_host_gpu(emulate, on_gpu, &options, |gpu| {
         let Emulated {
             builder,
             buffers,
@@ -220,7 +235,7 @@ fn check_fixture(
         }
         pool.reserve(emulate, &mut cache, prompt.len());
         let addresses = pool.addresses(&mut cache);
-        builder.step(prompt.len(), &addresses, 0, prompt.len(), &mut launches);
+        builder.prefill(prompt.len(), &addresses, 0, prompt.len(), &mut launches);
         cache.len = prompt.len();
         let kernels = |f: fn(&KernelRef) -> bool| launches.iter().filter(|l| f(&l.kernel)).count();
         let mma = kernels(|k| matches!(k, KernelRef::Mma(_) | KernelRef::MmaById(_)));
@@ -246,7 +261,7 @@ fn check_fixture(
             buffers.positions[0] = (prompt.len() + step) as i32;
             launches.clear();
             pool.reserve(emulate, &mut cache, 1);
-            builder.step(1, &addresses, 0, 1, &mut launches);
+            builder.decode_token(&addresses, &mut launches);
             run(emulate, &launches);
             cache.len += 1;
             let integer = launches.iter().any(|l| {
@@ -318,19 +333,19 @@ fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
         "gpt-oss-tiny-mxfp4",
     ];
     on_fixtures(&[&DENSE[..], &experts].concat(), |emulate, name| {
-        // The kernels' f32 arithmetic, tightly, then the default f16 cache.
-        check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F32);
-        check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F16);
+        // Every stage through the f32 kernels, tightly (the weights dequantized on both
+        // sides), with an f32 then the default f16 cache.
+        for kv in [KvElement::F32, KvElement::F16] {
+            check_fixture(emulate, name, 9, F32_KERNELS, GpuWeights::Dequantized, kv);
+        }
     });
 }
 
-/// A prompt long enough for the tensor-core matmuls (`launch::MMA_MIN_TOKENS` and more, not a
-/// whole tile): quantized matrices run on them, within the fixtures' tolerance for rounded
+/// The fixtures' own weights, on prompts shorter and longer than a tensor-core tile: quantized
+/// matrices run on tensor cores in prefill, within the fixtures' tolerance for rounded
 /// activations; F32 matrices keep the f32 kernels and their tight agreement.
 #[test]
-fn a_long_prefill_on_tensor_cores_matches_the_cpu_forward() {
-    let prompt_len = 40;
-    assert!(prompt_len as usize >= rinfer_cuda::launch::MMA_MIN_TOKENS);
+fn prefill_on_tensor_cores_matches_the_cpu_forward() {
     let experts = [
         "qwen3moe-tiny-q4_k_m",
         "mixtral-tiny-q8_0",
@@ -338,21 +353,31 @@ fn a_long_prefill_on_tensor_cores_matches_the_cpu_forward() {
     ];
     let f32_experts = ["qwen3moe-tiny-f32", "gpt-oss-tiny-f32"];
     let runs = [
-        (&DENSE[..], TENSOR_CORES, true),
-        (&experts[..], MOE_TENSOR_CORES, true),
-        (&f32_experts[..], F32_KERNELS, false),
+        (&DENSE[..], TENSOR_CORES),
+        (&experts[..], MOE_TENSOR_CORES),
+        (&f32_experts[..], F32_KERNELS),
     ];
-    for (names, tolerance, mma) in runs {
+    for (names, tolerance) in runs {
         on_fixtures(names, |emulate, name| {
-            check_fixture(emulate, name, prompt_len, tolerance, mma, KvElement::F16);
+            for prompt_len in [5, 40] {
+                let weights = GpuWeights::Stored;
+                check_fixture(
+                    emulate,
+                    name,
+                    prompt_len,
+                    tolerance,
+                    weights,
+                    KvElement::F16,
+                );
+            }
         });
     }
 }
 
 /// llama.cpp's files of the i-quants and the ternary types (quantized with an importance
-/// matrix; their other matrices Q2_K–Q5_K): a short prompt on the f32 kernels, then decode on
-/// the integer matvecs, and a long prompt on tensor cores, each within the tolerance of its
-/// kernels as for the other quantized fixtures.
+/// matrix; their other matrices Q2_K–Q5_K): a short and a long prompt on tensor cores, then
+/// decode on the integer matvecs, within the tolerance of those kernels as for the other
+/// quantized fixtures.
 #[test]
 fn iq_and_ternary_models_match_the_cpu_forward() {
     on_fixtures(
@@ -363,8 +388,9 @@ fn iq_and_ternary_models_match_the_cpu_forward() {
             "iq/llama-tiny-tq2_0",
         ],
         |emulate, name| {
-            check_fixture(emulate, name, 9, F32_KERNELS, false, KvElement::F32);
-            check_fixture(emulate, name, 40, TENSOR_CORES, true, KvElement::F16);
+            let weights = GpuWeights::Stored;
+            check_fixture(emulate, name, 9, TENSOR_CORES, weights, KvElement::F32);
+            check_fixture(emulate, name, 40, TENSOR_CORES, weights, KvElement::F16);
         },
     );
 }
@@ -423,7 +449,7 @@ fn check_batched_decode(emulate: &EmulateLaunch, name: &str) {
         let alone: Vec<Vec<f32>> = (0..caches.len())
             .map(|s| {
                 let mut fork = gpu.pool.fork(&caches[s]);
-                gpu.step(&[tokens(s, 0)], &mut fork)
+                gpu.decode_token(tokens(s, 0), &mut fork)
             })
             .collect();
         let mut forks: Vec<HostCache> = caches.iter().map(|c| gpu.pool.fork(c)).collect();
@@ -597,4 +623,45 @@ fn sequences_sharing_a_prefix_get_the_logits_of_their_cold_runs() {
         &["llama-tiny-q8_0", "gemma3-tiny-q4_k_m"],
         check_shared_prefix,
     );
+}
+
+/// A prompt run in steps cut anywhere, down to one token, gives the bits of the whole prompt
+/// in one step: its last token's logits, and the keys and values that the next decoded token
+/// attends to (its logits are compared). So a prompt whose last token alone is computed again
+/// over its cached rest, as the engine does when the prefix cache holds the whole prompt,
+/// equals its cold run.
+fn check_prefill_cuts(emulate: &EmulateLaunch, name: &str) {
+    let model = fixture_model(name);
+    let vocab = model.config.vocab_size as u32;
+    let prompt: Vec<u32> = (0..23).map(|i| (i * 37 + 5) % vocab).collect();
+    let next = 11 % vocab;
+    with_host_gpu(emulate, &model, &load_options(32, 23, 2), |mut gpu| {
+        let mut whole = gpu.pool.new_cache();
+        let cold = gpu.step(&prompt, &mut whole);
+        let cold_next = gpu.decode_token(next, &mut whole);
+        for cuts in [&[22, 1][..], &[1, 5, 13, 4], &[16, 7]] {
+            let mut cache = gpu.pool.new_cache();
+            let mut last = Vec::new();
+            let mut at = 0;
+            for &n in cuts {
+                last = gpu.step(&prompt[at..at + n], &mut cache);
+                at += n;
+            }
+            assert!(
+                last == cold,
+                "{name}: the prompt cut {cuts:?} differs from it whole"
+            );
+            assert!(
+                gpu.decode_token(next, &mut cache) == cold_next,
+                "{name}: decoding after the prompt cut {cuts:?} differs"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_prompt_cut_into_steps_anywhere_gives_the_bits_of_the_whole_prompt() {
+    // Q8_0 and Q4_K products on tensor cores, sliding-window rings (gemma3), experts grouped
+    // by expert (qwen3moe).
+    on_fixtures(&ROWS_OF_DECODE, check_prefill_cuts);
 }

@@ -2,8 +2,18 @@
 //! transformer (the tree the CPU forward pass walks too, here with device addresses) and emits
 //! their launches.
 //!
-//! A decode step ([`StepBuilder::decode`]) computes each row as a step of that row alone
-//! would, bit for bit, whatever the number of rows (how: the `rows` module).
+//! Each step follows one of two recipes, chosen by what its tokens are, never by how many there
+//! are ([`Recipe`]), so that a token's logits and keys do not depend on the company it is
+//! computed in:
+//!
+//! - a prefill step ([`StepBuilder::prefill`]) computes prompt tokens of one sequence: every
+//!   quantized matrix on tensor cores, the experts grouped by expert, attention by the prefill
+//!   kernels, whose key tiles sit at absolute positions. A prompt token therefore gets the same
+//!   bits whether the prompt runs in one step or in chunks of any size, down to one token: a
+//!   prompt found in the prefix cache (whose last token is computed again) equals a cold run;
+//! - a decode step ([`StepBuilder::decode`], [`StepBuilder::decode_token`]) computes each row
+//!   as a step of that row alone would, bit for bit, whatever the number of rows (how: the
+//!   `rows` module).
 
 use rinfer_transformer::{
     AttentionParams, Experts, Ffn, FfnUp, Gating, Linear, NormKind, NormWeights, Qkv, RopeParams,
@@ -37,10 +47,16 @@ fn masking_args(params: &AttentionParams) -> [Arg; 3] {
     ]
 }
 
-/// Whether `n` tokens' products with a matrix of type `ty` at `ptr` run on tensor cores
-/// (whose weight reads need the format's code alignment).
-fn on_tensor_cores(ty: GpuType, ptr: u64, n: usize) -> bool {
-    n >= launch::MMA_MIN_TOKENS && ty.has_mma() && ptr.is_multiple_of(ty.codes_alignment())
+/// How a step computes its tokens: chosen by what they are, the same for any number of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recipe {
+    /// Prompt tokens of one sequence: quantized matrices on tensor cores (bf16 operands, f32
+    /// sums), the others by the f32 kernels; experts grouped by expert; prefill attention.
+    Prefill,
+    /// Decoded tokens, each as decoding it alone: q8_1 matvecs in launches of at most
+    /// `MMVQ_TOKENS` rows, the f32 kernels for other matrices and for experts (per routed
+    /// slot); split-K decode attention.
+    Decode,
 }
 
 /// Builds the launches of forward steps for one model.
@@ -56,11 +72,11 @@ pub struct StepBuilder<'a> {
 }
 
 impl StepBuilder<'_> {
-    /// Appends to `out` the launches that embed `n` tokens (ids and positions already in their
-    /// buffers), run every layer over `cache`, and compute the logits of rows
-    /// `first..first + rows` of the batch into the logits buffer. One token (`n == 1`) uses
-    /// the decode kernels and ends with the argmax of its logits.
-    pub fn step(
+    /// Appends to `out` the launches that embed `n` ≥ 1 prompt tokens (ids and positions
+    /// already in their buffers), run every layer over `cache`, and compute the logits of rows
+    /// `first..first + rows` of the batch into the logits buffer, by the prefill recipe: each
+    /// token's results are the same whatever `n` and wherever the prompt was cut into steps.
+    pub fn prefill(
         &self,
         n: usize,
         cache: &CacheAddresses,
@@ -68,10 +84,15 @@ impl StepBuilder<'_> {
         rows: usize,
         out: &mut Vec<Launch>,
     ) {
-        self.append(n, Caches::One(cache), first, rows, out);
-        if n == 1 {
-            out.push(self.argmax());
-        }
+        self.append(n, Caches::One(cache), Recipe::Prefill, (first, rows), out);
+    }
+
+    /// Appends to `out` the launches that decode one token (id and position already in their
+    /// buffers) over `cache`, ending with the argmax of its logits: the same logits as the
+    /// token's row in a [`decode`](Self::decode) step.
+    pub fn decode_token(&self, cache: &CacheAddresses, out: &mut Vec<Launch>) {
+        self.append(1, Caches::One(cache), Recipe::Decode, (0, 1), out);
+        out.push(self.argmax());
     }
 
     /// Appends to `out` the launches of one decode step of `n` rows (ids and positions
@@ -83,19 +104,25 @@ impl StepBuilder<'_> {
     /// docs), so a row's logits do not depend on how many rows share the step, which they are,
     /// nor their order.
     pub fn decode(&self, n: usize, tables: &CacheTables, out: &mut Vec<Launch>) {
-        self.append(n, Caches::Rows(tables), 0, n, out);
+        self.append(n, Caches::Rows(tables), Recipe::Decode, (0, n), out);
     }
 
-    /// Appends to `out` the launches of a step of `n` rows over `caches`, with the head for
-    /// rows `first..first + rows`. Rows over caches of their own (a decode step) are each
-    /// computed as in a step of that row alone.
-    fn append(&self, n: usize, caches: Caches, first: usize, rows: usize, out: &mut Vec<Launch>) {
+    /// Appends to `out` the launches of a step of `n` rows over `caches` by `recipe`, with the
+    /// head for rows `first..first + rows`.
+    fn append(
+        &self,
+        n: usize,
+        caches: Caches,
+        recipe: Recipe,
+        (first, rows): (usize, usize),
+        out: &mut Vec<Launch>,
+    ) {
         let mut s = Sequence {
             b: self,
             out,
             n,
             quantized: None,
-            rows_alike: matches!(caches, Caches::Rows(_)),
+            recipe,
         };
         s.embed();
         for layer in 0..self.model.layers() {
@@ -135,9 +162,8 @@ struct Sequence<'b, 'a> {
     /// The activations `(x, ldx, cols)` whose q8_1 codes the q8_1 buffers hold: set by a
     /// quantization, kept while only q8_1 matvecs (which do not write their input) follow.
     quantized: Option<(u64, usize, usize)>,
-    /// Whether every row must be computed as in a step of that row alone (a decode step): no
-    /// kernel chosen by the number of rows.
-    rows_alike: bool,
+    /// How its tokens are computed.
+    recipe: Recipe,
 }
 
 impl Sequence<'_, '_> {
@@ -213,12 +239,11 @@ impl Sequence<'_, '_> {
         self.matmul(&l.weight, l.bias, x, ldx, y, ldy, n);
     }
 
-    /// `y[t, r] = W[r] · x[t] + b[r]`: for up to `MMVQ_TOKENS` tokens (any number in a decode
-    /// step, in launches of up to `MMVQ_TOKENS`) and a block-quantized format, the integer
-    /// matvec over the q8_1 codes of `x` (quantized once for every matrix that reads it);
-    /// otherwise the f32 decode kernel for one token, the tensor-core one for a quantized
-    /// matrix and at least [`launch::MMA_MIN_TOKENS`] tokens (not in a decode step), the
-    /// batched f32 one otherwise.
+    /// `y[t, r] = W[r] · x[t] + b[r]` for `n` tokens, by the step's recipe: in a prefill step
+    /// the tensor-core kernel for a quantized matrix; in a decode step the integer matvec over
+    /// the q8_1 codes of `x` (quantized once for every matrix that reads it), in launches of up
+    /// to `MMVQ_TOKENS` rows; otherwise the f32 kernels (the one-token and the batched one
+    /// share each row's sums).
     #[allow(clippy::too_many_arguments)]
     fn matmul(
         &mut self,
@@ -230,11 +255,9 @@ impl Sequence<'_, '_> {
         ldy: usize,
         n: usize,
     ) {
-        let per_launch = launch::MMVQ_TOKENS as usize;
-        let integer = (n <= per_launch || self.rows_alike)
-            && w.ty.has_q8_1_matvec()
-            && w.ptr.is_multiple_of(w.ty.codes_alignment());
-        if integer {
+        let aligned = w.ptr.is_multiple_of(w.ty.codes_alignment());
+        if self.recipe == Recipe::Decode && w.ty.has_q8_1_matvec() && aligned {
+            let per_launch = launch::MMVQ_TOKENS as usize;
             for t0 in (0..n).step_by(per_launch) {
                 let rows = per_launch.min(n - t0);
                 let (x, y) = (at(x, t0 * ldx), at(y, t0 * ldy));
@@ -242,10 +265,10 @@ impl Sequence<'_, '_> {
             }
             return;
         }
-        let (kernel, shape) = if n == 1 {
-            (KernelRef::Matvec(w.ty), launch::matmul(w.rows, n))
-        } else if !self.rows_alike && on_tensor_cores(w.ty, w.ptr, n) {
+        let (kernel, shape) = if self.on_tensor_cores(w.ty, w.ptr) {
             (KernelRef::Mma(w.ty), launch::mma(w.rows, n))
+        } else if n == 1 {
+            (KernelRef::Matvec(w.ty), launch::matmul(w.rows, n))
         } else {
             (KernelRef::Matmul(w.ty), launch::matmul(w.rows, n))
         };
@@ -540,7 +563,7 @@ impl Sequence<'_, '_> {
                 Arg::Ptr(work.expert_weights),
             ],
         );
-        if self.n > 1 {
+        if self.grouped_experts() {
             self.fixed(
                 "moe_group",
                 launch::route(router.experts),
@@ -586,10 +609,23 @@ impl Sequence<'_, '_> {
         );
     }
 
+    /// Whether the step's products with a matrix of type `ty` at `ptr` run on tensor cores: in
+    /// a prefill step, for a format that has them and whose codes are aligned for their reads.
+    fn on_tensor_cores(&self, ty: GpuType, ptr: u64) -> bool {
+        self.recipe == Recipe::Prefill && ty.has_mma() && ptr.is_multiple_of(ty.codes_alignment())
+    }
+
+    /// Whether the experts run grouped by expert (`moe_group`'s lists): always in a prefill
+    /// step, for more than one row in a decode step.
+    fn grouped_experts(&self) -> bool {
+        self.recipe == Recipe::Prefill || self.n > 1
+    }
+
     /// `y[s] = W_e · x[s / x_div] + b_e` for every slot `s`, `e` the slot's routed expert:
-    /// `x` is `(buffer, row width, x_div)`, `y` is `(buffer, row width)`. One token runs its
-    /// slots one by one; a batch runs each expert once over the slots it received (grouped by
-    /// `moe_group`, `x_div` slots per token).
+    /// `x` is `(buffer, row width, x_div)`, `y` is `(buffer, row width)`. Grouped, each expert
+    /// runs once over the slots it received (`x_div` slots per token), on tensor cores in a
+    /// prefill step; otherwise one token's slots run one by one. The f32 kernels of both
+    /// share each slot's sums.
     fn by_id(
         &mut self,
         w: &StackedAddress,
@@ -599,8 +635,8 @@ impl Sequence<'_, '_> {
     ) {
         let work = *self.b.work;
         let n = self.n;
-        if n > 1 {
-            let (kernel, groups, shape) = if !self.rows_alike && on_tensor_cores(w.ty, w.ptr, n) {
+        if self.grouped_experts() {
+            let (kernel, groups, shape) = if self.on_tensor_cores(w.ty, w.ptr) {
                 let groups = n.div_ceil(launch::MMA_TOKENS as usize);
                 let shape = launch::mma_grouped_by_id(w.rows, router.experts, groups);
                 (KernelRef::MmaById(w.ty), groups, shape)
@@ -625,12 +661,13 @@ impl Sequence<'_, '_> {
         );
     }
 
-    /// Attention of the `n` new queries over the cache into `attn` `[n, q_dim]`.
+    /// Attention of the `n` new queries over the cache into `attn` `[n, q_dim]`: the prefill
+    /// kernel in a prefill step, split-K decode attention for a decoded token.
     fn attention(&mut self, params: &AttentionParams, sinks: Option<u64>, kv: LayerKv) {
         let c = self.b.model;
         let work = *self.b.work;
         let n = self.n;
-        if n == 1 {
+        if self.recipe == Recipe::Decode {
             let splits = self.b.splits;
             let shapes = [
                 launch::attention_decode(c.heads, &splits),

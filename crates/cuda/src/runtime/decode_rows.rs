@@ -123,12 +123,7 @@ impl GpuModel {
 
     /// Builds and launches the step of `n` rows.
     fn launch_rows(&mut self, n: usize) -> Result<(), CudaError> {
-        let mut launches = std::mem::take(&mut self.launches);
-        launches.clear();
-        self.builder().decode(n, &self.rows.tables, &mut launches);
-        let result = self.execute(&launches);
-        self.launches = launches;
-        result
+        self.launch_built(|model, launches| model.builder().decode(n, &model.rows.tables, launches))
     }
 
     fn replay_rows(&mut self, key: u64) -> Result<(), CudaError> {

@@ -119,14 +119,31 @@ impl GpuModel {
 
     /// Runs `tokens` at the positions following those in `cache`, appends their keys and
     /// values, and returns the logits asked for (`[vocab]` or `[n, vocab]`), as the CPU
-    /// `Model::forward` does.
+    /// `Model::forward` does. One token is decoded (the decode step, as in
+    /// [`forward_rows`](Self::forward_rows)); several are prompt tokens
+    /// ([`prefill`](Self::prefill)).
     pub fn forward(
         &mut self,
         tokens: &[u32],
         cache: &mut GpuKvCache,
         wanted: Logits,
     ) -> Result<&[f32], CudaError> {
-        let rows = self.run(tokens, cache, wanted)?;
+        let rows = self.run(tokens, cache, wanted, tokens.len() > 1)?;
+        self.logits_to_host(rows)
+    }
+
+    /// Runs `tokens`, any number of them, as prompt tokens at the positions following those in
+    /// `cache`, appends their keys and values, and returns the logits asked for (`[vocab]` or
+    /// `[n, vocab]`). A token's keys, values and logits are, bit for bit, the same however a
+    /// prompt is divided between calls and between the plan's chunks, so a prompt that
+    /// continues a cached prefix gives what the whole prompt gives cold.
+    pub fn prefill(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut GpuKvCache,
+        wanted: Logits,
+    ) -> Result<&[f32], CudaError> {
+        let rows = self.run(tokens, cache, wanted, true)?;
         self.logits_to_host(rows)
     }
 
@@ -149,7 +166,7 @@ impl GpuModel {
         tokens: &[u32],
         cache: &mut GpuKvCache,
     ) -> Result<u32, CudaError> {
-        self.run(tokens, cache, Logits::Last)?;
+        self.run(tokens, cache, Logits::Last, tokens.len() > 1)?;
         if tokens.len() > 1 {
             // A single-token step (graph or not) ends with the argmax; a batch does not.
             let argmax = self.builder().argmax();
@@ -163,13 +180,14 @@ impl GpuModel {
         Ok(out[0].max(0) as u32)
     }
 
-    /// Validates, then runs every chunk of `tokens`; returns the logit rows left in the
-    /// logits buffer.
+    /// Validates, then runs every chunk of `tokens` (prompt tokens by the prefill recipe, or
+    /// one decoded token); returns the logit rows left in the logits buffer.
     fn run(
         &mut self,
         tokens: &[u32],
         cache: &mut GpuKvCache,
         wanted: Logits,
+        prompt: bool,
     ) -> Result<usize, CudaError> {
         self.check_feed(tokens, cache)?;
         let vocab_size = self.config().vocab_size;
@@ -192,11 +210,11 @@ impl GpuModel {
                 Logits::All => n,
                 Logits::Last => 1,
             };
-            let result = if n == 1 {
-                self.decode_step(chunk[0], cache)
-            } else {
+            let result = if prompt {
                 self.upload_ids(chunk, cache.len)
-                    .and_then(|()| self.launch_step(n, cache, n - rows, rows))
+                    .and_then(|()| self.launch_prefill(n, cache, n - rows, rows))
+            } else {
+                self.decode_step(chunk[0], cache)
             };
             if let Err(error) = result {
                 self.graph.invalidate(cache.id);
@@ -286,14 +304,14 @@ impl GpuModel {
     fn decode_step(&mut self, token: u32, cache: &GpuKvCache) -> Result<(), CudaError> {
         self.write_ids(&[token as i32], &[cache.len as i32])?;
         match self.graph.plan(cache.id) {
-            StepPlan::Launch => self.launch_step(1, cache, 0, 1),
+            StepPlan::Launch => self.launch_decode(cache),
             StepPlan::Replay => self.replay(cache.id),
             StepPlan::Capture => {
                 match self.capture(cache) {
                     Ok(graph) => self.graph.captured(graph, cache.id),
                     Err(error) => {
                         self.graph.capture_failed(cache.id, error.to_string());
-                        return self.launch_step(1, cache, 0, 1);
+                        return self.launch_decode(cache);
                     }
                 }
                 self.replay(cache.id)
@@ -310,18 +328,36 @@ impl GpuModel {
         }
     }
 
-    /// Builds and launches one step (see [`StepBuilder::step`]).
-    fn launch_step(
+    /// Builds and launches one prefill step (see [`StepBuilder::prefill`]).
+    fn launch_prefill(
         &mut self,
         n: usize,
         cache: &GpuKvCache,
         first: usize,
         rows: usize,
     ) -> Result<(), CudaError> {
+        let addresses = cache.addresses();
+        self.launch_built(|model, launches| {
+            model
+                .builder()
+                .prefill(n, &addresses, first, rows, launches)
+        })
+    }
+
+    /// Builds and launches the decode step of one token (see [`StepBuilder::decode_token`]).
+    fn launch_decode(&mut self, cache: &GpuKvCache) -> Result<(), CudaError> {
+        let addresses = cache.addresses();
+        self.launch_built(|model, launches| model.builder().decode_token(&addresses, launches))
+    }
+
+    /// Launches what `build` appends, in a buffer kept between steps.
+    pub(crate) fn launch_built(
+        &mut self,
+        build: impl FnOnce(&Self, &mut Vec<Launch>),
+    ) -> Result<(), CudaError> {
         let mut launches = std::mem::take(&mut self.launches);
         launches.clear();
-        self.builder()
-            .step(n, &cache.addresses(), first, rows, &mut launches);
+        build(self, &mut launches);
         let result = self.execute(&launches);
         self.launches = launches;
         result
@@ -350,7 +386,7 @@ impl GpuModel {
     /// Records the decode step (kernels only: the token and position are read from device
     /// buffers written before each replay) into a graph.
     fn capture(&mut self, cache: &GpuKvCache) -> Result<CudaGraph, CudaError> {
-        self.record_graph(|model| model.launch_step(1, cache, 0, 1))
+        self.record_graph(|model| model.launch_decode(cache))
     }
 
     /// Records the launches `record` makes on the stream into a graph.

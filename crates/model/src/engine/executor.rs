@@ -321,7 +321,7 @@ impl<'d> Executor<'d> {
                 model.forward(tokens, cache, scratch, Logits::All)?.to_vec()
             }
             (Self::Cuda { gpu, .. }, SeqCache::Cuda(cache)) => gpu
-                .forward(tokens, &mut **cache, rinfer_cuda::Logits::All)?
+                .prefill(tokens, &mut **cache, rinfer_cuda::Logits::All)?
                 .to_vec(),
             #[cfg(test)]
             (Self::Faulty { inner, .. }, cache) => inner.score(model, tokens, cache)?,
@@ -399,23 +399,24 @@ fn forward_on_gpu(
     Ok(rows)
 }
 
-/// The prefill chunks of `seqs` one by one, then the decoding sequences in batched passes of
+/// The prompt chunks of `seqs` one by one, then the decoding sequences in batched passes of
 /// up to the device's decode rows, each sequence whole in one pass. A decoding sequence feeds
 /// one token, or its last token and the guesses it verifies, whose logits are all wanted (the
 /// engine wants every row's logits of no other sequence): the decode rows give each of them
-/// the logits of that token decoded alone.
+/// the logits of that token decoded alone. A prompt chunk, even of one token (the last of a
+/// prompt found in the prefix cache), runs as prompt tokens, so it equals the cold prompt.
 fn run_on_gpu(
     gpu: &mut dyn GpuDevice,
     logits: &mut [f32],
     vocab: usize,
     seqs: &mut [GpuSeq<'_>],
 ) -> Result<(), CudaError> {
-    let decodes = |s: &GpuSeq<'_>| s.tokens.len() == 1 || s.wanted == rinfer_cuda::Logits::All;
+    let decodes = |s: &GpuSeq<'_>| s.wanted == rinfer_cuda::Logits::All;
     for s in seqs
         .iter_mut()
         .filter(|s| !s.tokens.is_empty() && !decodes(s))
     {
-        let out = gpu.forward(s.tokens, &mut *s.cache, s.wanted)?;
+        let out = gpu.prefill(s.tokens, &mut *s.cache, s.wanted)?;
         logits[s.row * vocab..][..out.len()].copy_from_slice(out);
     }
     let per_pass = gpu.decode_rows();

@@ -29,9 +29,11 @@ pub trait GpuDevice {
     /// An empty KV cache for one sequence.
     fn new_cache(&self) -> Result<Box<dyn GpuCache>, CudaError>;
 
-    /// Runs `tokens` at the positions following those in `cache`, appends their keys and
-    /// values, and returns the logits `wanted` (`[vocab]` or `[tokens, vocab]`).
-    fn forward(
+    /// Runs `tokens` (any number) as prompt tokens at the positions following those in
+    /// `cache`, appends their keys and values, and returns the logits `wanted` (`[vocab]` or
+    /// `[tokens, vocab]`). Each token's results are, bit for bit, the same however the prompt
+    /// is divided between calls, so a prompt continuing a cached prefix equals its cold run.
+    fn prefill(
         &mut self,
         tokens: &[u32],
         cache: &mut dyn GpuCache,
@@ -147,13 +149,13 @@ impl GpuDevice for GpuModel {
         Ok(Box::new(GpuModel::new_cache(self)?))
     }
 
-    fn forward(
+    fn prefill(
         &mut self,
         tokens: &[u32],
         cache: &mut dyn GpuCache,
         wanted: Logits,
     ) -> Result<&[f32], CudaError> {
-        GpuModel::forward(self, tokens, cuda_cache(cache)?, wanted)
+        GpuModel::prefill(self, tokens, cuda_cache(cache)?, wanted)
     }
 
     fn forward_rows(

@@ -653,7 +653,9 @@ impl<'m> Engine<'m> {
                     .expect("each running sequence holds its own slot");
                 let wanted = match seq.pooling {
                     Some(pooling) => Logits::Pooled(pooling),
-                    None if seq.prompt_left() == 0 && n > 1 => Logits::All,
+                    // A decoding sequence's every token (its last, then any guesses); the
+                    // executor tells decoding from a prompt's last token by it.
+                    None if seq.prompt_left() == 0 => Logits::All,
                     None => Logits::Last,
                 };
                 (seq.next_tokens(n), wanted, cache)

@@ -106,7 +106,7 @@ impl GpuDevice for EmulatedGpu<'_, '_> {
         }))
     }
 
-    fn forward(
+    fn prefill(
         &mut self,
         tokens: &[u32],
         cache: &mut dyn GpuCache,

@@ -343,8 +343,8 @@ impl Emulated<'_, '_> {
         self.builder.model.vocab_size
     }
 
-    /// Runs `tokens` through `cache` as one sequence's step (a prefill chunk, or one decode
-    /// token) and returns the last row's logits.
+    /// Runs `tokens` through `cache` as one sequence's prefill step (prompt tokens, any
+    /// number) and returns the last row's logits.
     pub fn step(&mut self, tokens: &[u32], cache: &mut HostCache) -> Vec<f32> {
         self.step_rows(tokens, cache, 1).to_vec()
     }
@@ -373,10 +373,24 @@ impl Emulated<'_, '_> {
         let mut launches = Vec::new();
         let addresses = self.pool.addresses(cache);
         self.builder
-            .step(n, &addresses, n - rows, rows, &mut launches);
+            .prefill(n, &addresses, n - rows, rows, &mut launches);
         run(self.emulate, &launches);
         cache.len += n;
         &self.buffers.logits()[..rows * self.vocab()]
+    }
+
+    /// Decodes `token` alone over `cache` (the runtime's single-sequence decode step) and
+    /// returns its logits.
+    pub fn decode_token(&mut self, token: u32, cache: &mut HostCache) -> Vec<f32> {
+        self.buffers.tokens[0] = token as i32;
+        self.buffers.positions[0] = cache.len as i32;
+        self.pool.reserve(self.emulate, cache, 1);
+        let mut launches = Vec::new();
+        let addresses = self.pool.addresses(cache);
+        self.builder.decode_token(&addresses, &mut launches);
+        run(self.emulate, &launches);
+        cache.len += 1;
+        self.buffers.logits()[..self.vocab()].to_vec()
     }
 
     /// Runs one batched decode step, row `i` the token `rows[i].1` of the sequence whose cache

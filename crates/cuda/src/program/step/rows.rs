@@ -1,15 +1,14 @@
-//! The batched decode step, where it differs from one sequence's step: each row attends over
-//! its own KV cache, found through the step's cache tables, and each row is computed as a step
-//! of that row alone would compute it, bit for bit, whatever the number of rows. Its rows are
+//! The batched decode step, where it differs from a prefill step: each row attends over its
+//! own KV cache, found through the step's cache tables, and each row is computed as a step of
+//! that row alone would compute it, bit for bit, whatever the number of rows. Its rows are
 //! sequences' last tokens and the guesses a speculating sequence verifies, whose logits must be
-//! those of single-token decoding. Where a one-sequence step picks its kernels by the number of
-//! tokens, the decode step keeps to kernels whose per-row arithmetic does not depend on it:
+//! those of single-token decoding. The decode recipe keeps to kernels whose per-row arithmetic
+//! does not depend on the number of rows:
 //!
 //! - a product with a q8_1-capable matrix runs the q8_1 matvec in launches of at most
 //!   `MMVQ_TOKENS` rows (the one-row and the batched instantiation share the per-row sums:
 //!   each row's accumulator takes the same chunks in the same order, then the same warp sum);
-//!   never the tensor-core matmul (bf16 operands) nor the f32 batched one (unquantized
-//!   activations), which a batch of more than `MMVQ_TOKENS` rows would pick;
+//!   never the tensor-core matmul of prefill (bf16 operands);
 //! - any other matrix runs the f32 matvec (one row) or batched matmul, which likewise share
 //!   each row's sums; experts run per routed slot in the f32 kernels, never on tensor cores;
 //! - attention is split-K decode attention per row over the keys up to its own position,
