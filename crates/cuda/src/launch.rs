@@ -220,10 +220,10 @@ pub fn attention_combine_rows(heads: usize, head_dim: usize, rows: usize) -> Lau
 }
 
 /// Prefill attention over a cache of `element`s ([`KvElement::prefill_kernel`]): grid (query
-/// groups, heads), a warp per query over f32, a warp per 16 queries over f16.
+/// groups, heads), a warp per query over f32 and q8_0, a warp per 16 queries over f16.
 pub fn attention_prefill(element: KvElement, n: usize, heads: usize) -> LaunchShape {
     let (queries, warps) = match element {
-        KvElement::F32 => (PREFILL_WARPS as usize, PREFILL_WARPS),
+        KvElement::F32 | KvElement::Q8_0 => (PREFILL_WARPS as usize, PREFILL_WARPS),
         KvElement::F16 => (FLASH_QUERIES, FLASH_WARPS),
     };
     LaunchShape::new((n.div_ceil(queries), heads), warps * 32)

@@ -235,6 +235,15 @@ impl UploadPlan {
             )));
         }
 
+        let block = options.kv.block_values();
+        if !c.kv_dim().is_multiple_of(block) {
+            return Err(CudaError::Unsupported(format!(
+                "a {} KV cache needs rows of a multiple of {block} values, and this model's have \
+                 {}: choose --kv-type f16 or f32",
+                options.kv.name(),
+                c.kv_dim()
+            )));
+        }
         let kv_slots: Vec<usize> = (0..c.layers())
             .map(|layer| layer_slots(c, layer, context, max_batch))
             .collect();
@@ -250,7 +259,7 @@ impl UploadPlan {
         let sequences = options.sequences.max(1);
         let kv_pool_blocks =
             (sequences * context.div_ceil(KV_BLOCK)).saturating_add(options.cached_blocks);
-        let row = 2 * options.kv.bytes() * c.kv_dim();
+        let row = 2 * options.kv.row_bytes(c.kv_dim());
         let rings: usize = (kv_slots.iter().zip(&kv_pool_index))
             .filter(|(_, pooled)| pooled.is_none())
             .map(|(slots, _)| slots * row)

@@ -27,7 +27,10 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
     }
     // Written out, or instantiated by a macro over the element type or the head width.
     for name in kernels::kv_kernel_names() {
-        let base = name.rsplit_once('_').map_or(name, |(base, _)| base);
+        let element = kernels::KvElement::ALL
+            .iter()
+            .find_map(|e| name.strip_suffix(&format!("_{}", e.name())));
+        let base = element.unwrap_or_else(|| name.rsplit_once('_').map_or(name, |(base, _)| base));
         let found = [
             format!(" {name}("),
             format!(" {base}_##suffix("),
@@ -72,7 +75,7 @@ fn every_loaded_kernel_is_defined_in_the_sources() {
         kernels::all_kernel_names().len(),
         kernels::FIXED_KERNELS.len()
             + kernels::KvKernel::ALL.len() * kernels::KvElement::ALL.len()
-            + 1
+            + 2
             + kernels::FLASH_HEAD_WIDTHS.len()
             + 5 * GpuType::ALL.len()
             + 2 * GpuType::Q8_1.len()

@@ -45,9 +45,10 @@ fn cuda_kernels_match_naive_references_under_host_emulation() {
     run_host_checks("kernel_checks");
 }
 
-/// The KV-cache writes and the attention kernels over f32 and f16 caches (`attention_checks.
-/// cpp`): f16 stores round to nearest even exactly as `_Float16` does, and attention over an
-/// f16 cache matches the naive reference over the same f16-rounded keys and values.
+/// The KV-cache writes and the attention kernels over f32, f16 and q8_0 caches (`attention_checks.
+/// cpp`): every store writes the reference's bytes (f16 rounded to nearest even as `_Float16`
+/// does, q8_0 blocks quantized by ggml's rule), and attention matches the naive reference over
+/// the same rounded keys and values.
 #[test]
 fn attention_kernels_match_naive_references_for_every_cache_type() {
     run_host_checks("attention_checks");

@@ -115,6 +115,12 @@ const MOE_TENSOR_CORES: Tolerance = Tolerance {
 /// fixtures: max 0.019, mean 1.8e-3 (gpt-oss-tiny-f32, 40 positions).
 const F16_KV: Tolerance = Tolerance::everywhere(0.05, 5e-3);
 
+/// A q8_0 KV cache on both sides, quantized by the same rule: a key or value that the CPU and
+/// the GPU compute a few f32 ulps apart can round to neighbouring codes, a step of 1/127 of
+/// its block's largest magnitude. Measured: max 4.3e-6 on the three fixtures of
+/// `a_q8_0_cache_matches_the_cpus` (no code rounded apart), within `F32_KERNELS`.
+const Q8_0_KV: Tolerance = Tolerance::everywhere(0.05, 5e-3);
+
 /// A step whose integer matvecs quantize the activations to q8_1 (as llama.cpp does), against
 /// the f32 reference: the reference fixtures' suggested tolerance for an engine that quantizes
 /// activations like ggml (max 0.5, mean 0.06).
@@ -181,6 +187,8 @@ fn check_fixture(
         KvElement::F32 => (KvType::F32, tolerance),
         KvElement::F16 if tolerance.max < F16_KV.max => (KvType::F16, F16_KV),
         KvElement::F16 => (KvType::F16, tolerance),
+        KvElement::Q8_0 if tolerance.max < Q8_0_KV.max => (KvType::Q8_0, Q8_0_KV),
+        KvElement::Q8_0 => (KvType::Q8_0, tolerance),
     };
     let model = fixture_model(name);
     let reference = dequantized(&model);
@@ -339,6 +347,26 @@ fn gpu_program_matches_the_cpu_forward_on_every_fixture_architecture() {
             check_fixture(emulate, name, 9, F32_KERNELS, GpuWeights::Dequantized, kv);
         }
     });
+}
+
+/// A q8_0 KV cache: stored a block of 32 values per warp, read by the f32 kernels of decode
+/// and prefill attention, against the CPU's q8_0 cache (every stage through the f32 kernels,
+/// the weights dequantized on both sides). The fixtures whose heads are a multiple of 32 wide.
+#[test]
+fn a_q8_0_cache_matches_the_cpus() {
+    on_fixtures(
+        &["llama-tiny-q8_0", "gemma3-tiny-q4_k_m", "qwen3moe-tiny-f32"],
+        |emulate, name| {
+            check_fixture(
+                emulate,
+                name,
+                9,
+                F32_KERNELS,
+                GpuWeights::Dequantized,
+                KvElement::Q8_0,
+            );
+        },
+    );
 }
 
 /// The fixtures' own weights, on prompts shorter and longer than a tensor-core tile: quantized
@@ -630,12 +658,16 @@ fn sequences_sharing_a_prefix_get_the_logits_of_their_cold_runs() {
 /// attends to (its logits are compared). So a prompt whose last token alone is computed again
 /// over its cached rest, as the engine does when the prefix cache holds the whole prompt,
 /// equals its cold run.
-fn check_prefill_cuts(emulate: &EmulateLaunch, name: &str) {
+fn check_prefill_cuts(emulate: &EmulateLaunch, name: &str, kv: KvElement) {
     let model = fixture_model(name);
     let vocab = model.config.vocab_size as u32;
     let prompt: Vec<u32> = (0..23).map(|i| (i * 37 + 5) % vocab).collect();
     let next = 11 % vocab;
-    with_host_gpu(emulate, &model, &load_options(32, 23, 2), |mut gpu| {
+    let options = LoadOptions {
+        kv,
+        ..load_options(32, 23, 2)
+    };
+    with_host_gpu(emulate, &model, &options, |mut gpu| {
         let mut whole = gpu.pool.new_cache();
         let cold = gpu.step(&prompt, &mut whole);
         let cold_next = gpu.decode_token(next, &mut whole);
@@ -649,11 +681,11 @@ fn check_prefill_cuts(emulate: &EmulateLaunch, name: &str) {
             }
             assert!(
                 last == cold,
-                "{name}: the prompt cut {cuts:?} differs from it whole"
+                "{name}, {kv:?} cache: the prompt cut {cuts:?} differs from it whole"
             );
             assert!(
                 gpu.decode_token(next, &mut cache) == cold_next,
-                "{name}: decoding after the prompt cut {cuts:?} differs"
+                "{name}, {kv:?} cache: decoding after the prompt cut {cuts:?} differs"
             );
         }
     });
@@ -662,6 +694,11 @@ fn check_prefill_cuts(emulate: &EmulateLaunch, name: &str) {
 #[test]
 fn a_prompt_cut_into_steps_anywhere_gives_the_bits_of_the_whole_prompt() {
     // Q8_0 and Q4_K products on tensor cores, sliding-window rings (gemma3), experts grouped
-    // by expert (qwen3moe).
-    on_fixtures(&ROWS_OF_DECODE, check_prefill_cuts);
+    // by expert (qwen3moe); over the f16 cache (flash attention on tensor cores) and a q8_0
+    // one (the f32 tiles).
+    on_fixtures(&ROWS_OF_DECODE, |emulate, name| {
+        for kv in [KvElement::F16, KvElement::Q8_0] {
+            check_prefill_cuts(emulate, name, kv);
+        }
+    });
 }

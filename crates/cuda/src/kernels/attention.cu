@@ -10,11 +10,12 @@
 // q·k * scale, optionally soft-capped, with an online softmax in position order per warp. A
 // head's sink logit (gpt-oss; sinks null otherwise) joins the softmax's denominator only.
 //
-// The cache holds its elements as f32 (`float`) or as f16 bits (`u16`, rounded to nearest even
-// when stored, as the CPU's f16 cache): every kernel that touches the cache is a template over
-// that element type, instantiated by DEFINE_KV_KERNELS for both (`kv_store_f16`, ...), but
-// prefill attention, here over an f32 cache only (an f16 cache's is attention_mma.cu's, on
-// tensor cores). All arithmetic is f32; an f16 element is widened exactly when read.
+// The cache holds its elements as f32 (`float`), as f16 bits (`u16`, rounded to nearest even
+// when stored, as the CPU's f16 cache) or as q8_0 blocks (`q8_0_kv`, below): every kernel that
+// touches the cache is a template over that element type, instantiated by DEFINE_KV_KERNELS for
+// each (`kv_store_f16`, ...), but prefill attention, here over the f32 and q8_0 caches (an f16
+// cache's is attention_mma.cu's, on tensor cores). All arithmetic is f32; an element is
+// widened when read (an f16 one exactly, a q8_0 one as its code times its block's scale).
 
 #define KV_BLOCK 16
 #define ATTN_WARPS 4
@@ -27,6 +28,40 @@ __device__ __forceinline__ float kv_load(const float* p, size_t i) { return p[i]
 __device__ __forceinline__ float kv_load(const u16* p, size_t i) { return half_to_float(p[i]); }
 __device__ __forceinline__ void kv_put(float* p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void kv_put(u16* p, size_t i, float v) { p[i] = float_to_half(v); }
+
+// A q8_0 cache, as the CPU's: each row of kv_dim values (a multiple of 32) is kv_dim / 32
+// blocks of an f16 scale d and 32 int8 codes (34 bytes), value = code * d. Element offsets
+// count values, as for the other types, so value i of a layer's rows is code i % 32 of block
+// i / 32 (every row, and so every block, starts at a multiple of 32 values).
+#define Q8_0_BLOCK_BYTES 34
+struct q8_0_kv {
+    u8 byte;
+};
+
+__device__ __forceinline__ float kv_load(const q8_0_kv* p, size_t i) {
+    const u8* block = (const u8*)p + (i >> 5) * Q8_0_BLOCK_BYTES;
+    const u16 d = (u16)(block[0] | (block[1] << 8));
+    return (float)(i8)block[2 + (i & 31)] * half_to_float(d);
+}
+
+// Value `lane` of the 32-value block at element offset i0 (a multiple of 32), one warp per
+// block: d = max|x| / 127, each code x / d rounded half away from zero (as x times 1 / d),
+// ggml's q8_0 and the CPU cache's; d stored as f16.
+__device__ __forceinline__ void kv_put_block(q8_0_kv* p, size_t i0, float x, int lane) {
+    float amax = fabsf(x);
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    u8* block = (u8*)p + (i0 >> 5) * Q8_0_BLOCK_BYTES;
+    block[2 + lane] = (u8)(i8)roundf(x * id);
+    if (lane == 0) {
+        const u16 h = float_to_half(d);
+        block[0] = (u8)(h & 0xff);
+        block[1] = (u8)(h >> 8);
+    }
+}
 
 // Element offset of slot `slot`'s row in a layer's paged keys or values.
 __device__ __forceinline__ size_t kv_row(const int* table, long long block_stride, int slot,
@@ -46,6 +81,22 @@ __device__ __forceinline__ void kv_store_row(const float* qkv, int ld, int k_off
     for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
         kv_put(keys, slot + i, row[k_off + i]);
         kv_put(values, slot + i, row[v_off + i]);
+    }
+}
+
+// The same into a q8_0 cache: a warp per 32-value block, the keys' blocks then the values'.
+__device__ __forceinline__ void kv_store_row(const float* qkv, int ld, int k_off, int v_off,
+                                             q8_0_kv* keys, q8_0_kv* values, const int* table,
+                                             long long block_stride, int kv_dim,
+                                             const int* positions, int slots, int t) {
+    const float* row = qkv + (size_t)t * ld;
+    const size_t slot = kv_row(table, block_stride, positions[t] % slots, kv_dim);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, blocks = kv_dim >> 5;
+    for (int b = warp; b < 2 * blocks; b += blockDim.x >> 5) {
+        const bool value = b >= blocks;
+        const int i0 = 32 * (value ? b - blocks : b);
+        kv_put_block(value ? values : keys, slot + i0, row[(value ? v_off : k_off) + i0 + lane],
+                     lane);
     }
 }
 
@@ -377,20 +428,26 @@ __device__ __forceinline__ void attention_prefill_tiles(
 
 DEFINE_KV_KERNELS(f32, float)
 DEFINE_KV_KERNELS(f16, u16)
+DEFINE_KV_KERNELS(q8_0, q8_0_kv)
 
-// Prefill over an f32 cache (an f16 cache's runs on tensor cores: attention_mma.cu).
-extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefill_f32(
-    const float* qkv, int ld, int q_off, const float* keys, const float* values, const int* table,
-    long long block_stride, int slots, int kv_dim, int head_dim, int group, const int* positions,
-    int n, int window, float scale, float softcap, const float* sinks, float* out, int heads) {
-    attention_prefill_tiles(qkv, ld, q_off, keys, values, table, block_stride, slots, kv_dim,
-                            head_dim, group, positions, n, window, scale, softcap, sinks, out,
-                            heads);
-}
+// Prefill over an f32 or a q8_0 cache (an f16 cache's runs on tensor cores: attention_mma.cu).
+#define DEFINE_PREFILL_TILES(suffix, T)                                                           \
+    extern "C" __global__ void __launch_bounds__(PREFILL_WARPS * 32) attention_prefill_##suffix(  \
+        const float* qkv, int ld, int q_off, const T* keys, const T* values, const int* table,   \
+        long long block_stride, int slots, int kv_dim, int head_dim, int group,                  \
+        const int* positions, int n, int window, float scale, float softcap, const float* sinks, \
+        float* out, int heads) {                                                                 \
+        attention_prefill_tiles(qkv, ld, q_off, keys, values, table, block_stride, slots,        \
+                                kv_dim, head_dim, group, positions, n, window, scale, softcap,   \
+                                sinks, out, heads);                                              \
+    }
+
+DEFINE_PREFILL_TILES(f32, float)
+DEFINE_PREFILL_TILES(q8_0, q8_0_kv)
 
 // Copy on write of a shared block: `words` 4-byte words of keys and of values from word
 // offset `from` to word offset `to` (a pool's whole block, every layer; blocks are whole words
-// for both element types). grid-stride over the words.
+// for every element type). grid-stride over the words.
 extern "C" __global__ void kv_copy_block(u32* keys, u32* values, long long from, long long to,
                                          long long words) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < words;

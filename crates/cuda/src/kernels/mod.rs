@@ -256,10 +256,11 @@ impl GpuType {
     }
 }
 
-/// The element type of a KV cache on the GPU: f32, or f16 rounded to nearest even when stored
-/// (the CPU's default and llama.cpp's). The kernels that write or read the cache exist for
-/// each (`DEFINE_KV_KERNELS` in `attention.cu`) and compute in f32, but for prefill attention
-/// over an f16 cache, which multiplies f16 tiles on tensor cores (`attention_mma.cu`).
+/// The element type of a KV cache on the GPU: f32, f16 rounded to nearest even when stored
+/// (the CPU's default and llama.cpp's), or q8_0 blocks (as the CPU's and llama.cpp's
+/// `--cache-type-k q8_0`). The kernels that write or read the cache exist for each
+/// (`DEFINE_KV_KERNELS` in `attention.cu`) and compute in f32, but for prefill attention over
+/// an f16 cache, which multiplies f16 tiles on tensor cores (`attention_mma.cu`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum KvElement {
     /// 4 bytes a value.
@@ -267,6 +268,9 @@ pub enum KvElement {
     /// 2 bytes a value.
     #[default]
     F16,
+    /// Blocks of 32 values, an f16 scale and 32 int8 codes: 34 bytes. Rows of a multiple of
+    /// 32 values only.
+    Q8_0,
 }
 
 /// A kernel over the KV cache, instantiated per [`KvElement`].
@@ -298,47 +302,66 @@ impl KvKernel {
 pub const FLASH_HEAD_WIDTHS: [usize; 3] = [64, 128, 256];
 
 impl KvElement {
-    /// Both element types.
-    pub const ALL: [KvElement; 2] = [KvElement::F32, KvElement::F16];
+    /// Every element type.
+    pub const ALL: [KvElement; 3] = [KvElement::F32, KvElement::F16, KvElement::Q8_0];
 
-    /// Bytes of one value.
-    pub fn bytes(self) -> usize {
+    /// Values of one q8_0 block.
+    pub const Q8_0_BLOCK_VALUES: usize = 32;
+
+    /// Bytes of a row of `values` values (for q8_0, a multiple of
+    /// [`Q8_0_BLOCK_VALUES`](Self::Q8_0_BLOCK_VALUES)).
+    pub fn row_bytes(self, values: usize) -> usize {
         match self {
-            KvElement::F32 => 4,
-            KvElement::F16 => 2,
+            KvElement::F32 => 4 * values,
+            KvElement::F16 => 2 * values,
+            KvElement::Q8_0 => values / Self::Q8_0_BLOCK_VALUES * 34,
         }
     }
 
-    /// Its name (`f32`, `f16`), the suffix of its kernels.
+    /// The number of values each row's length must be a multiple of.
+    pub fn block_values(self) -> usize {
+        match self {
+            KvElement::F32 | KvElement::F16 => 1,
+            KvElement::Q8_0 => Self::Q8_0_BLOCK_VALUES,
+        }
+    }
+
+    /// Its name (`f32`, `f16`, `q8_0`), the suffix of its kernels.
     pub fn name(self) -> &'static str {
         match self {
             KvElement::F32 => "f32",
             KvElement::F16 => "f16",
+            KvElement::Q8_0 => "q8_0",
         }
     }
 
     /// The name of `kernel` over a cache of this element type.
     pub fn kernel(self, kernel: KvKernel) -> &'static str {
-        use KvElement::{F16, F32};
+        use KvElement::{F16, F32, Q8_0};
         match (kernel, self) {
             (KvKernel::Store, F32) => "kv_store_f32",
             (KvKernel::Store, F16) => "kv_store_f16",
+            (KvKernel::Store, Q8_0) => "kv_store_q8_0",
             (KvKernel::StoreRows, F32) => "kv_store_rows_f32",
             (KvKernel::StoreRows, F16) => "kv_store_rows_f16",
+            (KvKernel::StoreRows, Q8_0) => "kv_store_rows_q8_0",
             (KvKernel::Decode, F32) => "attention_decode_f32",
             (KvKernel::Decode, F16) => "attention_decode_f16",
+            (KvKernel::Decode, Q8_0) => "attention_decode_q8_0",
             (KvKernel::DecodeRows, F32) => "attention_decode_rows_f32",
             (KvKernel::DecodeRows, F16) => "attention_decode_rows_f16",
+            (KvKernel::DecodeRows, Q8_0) => "attention_decode_rows_q8_0",
         }
     }
 
     /// The causal attention of a prefill chunk over a cache of this element type with heads
-    /// `head_dim` wide (at most `MAX_HEAD_DIM`): f32 tiles for an f32 cache, the tensor-core
-    /// flash attention for an f16 one ([`crate::launch::attention_prefill`] gives each its
-    /// launch shape).
+    /// `head_dim` wide (at most `MAX_HEAD_DIM`): f32 tiles for an f32 or a q8_0 cache, the
+    /// tensor-core flash attention for an f16 one ([`crate::launch::attention_prefill`] gives
+    /// each its launch shape).
     pub fn prefill_kernel(self, head_dim: usize) -> &'static str {
         match self {
             KvElement::F32 => "attention_prefill_f32",
+            KvElement::Q8_0 => "attention_prefill_q8_0",
             KvElement::F16 if head_dim <= FLASH_HEAD_WIDTHS[0] => "attention_prefill_mma_f16_64",
             KvElement::F16 if head_dim <= FLASH_HEAD_WIDTHS[1] => "attention_prefill_mma_f16_128",
             KvElement::F16 => "attention_prefill_mma_f16_256",
@@ -348,7 +371,8 @@ impl KvElement {
 
 /// The names of every kernel over the KV cache, for every element type and head width.
 pub fn kv_kernel_names() -> impl Iterator<Item = &'static str> {
-    let prefill = std::iter::once(KvElement::F32.prefill_kernel(0)).chain(
+    let tiles = [KvElement::F32, KvElement::Q8_0].map(|e| e.prefill_kernel(0));
+    let prefill = tiles.into_iter().chain(
         FLASH_HEAD_WIDTHS
             .into_iter()
             .map(|w| KvElement::F16.prefill_kernel(w)),

@@ -123,7 +123,7 @@ pub(crate) struct KvPool {
 
 impl KvPool {
     pub fn new(stream: &Arc<CudaStream>, plan: &UploadPlan) -> Result<Self, CudaError> {
-        let block_bytes = plan.kv_pool_layers() * KV_BLOCK * plan.kv_dim * plan.options.kv.bytes();
+        let block_bytes = plan.kv_pool_layers() * KV_BLOCK * plan.options.kv.row_bytes(plan.kv_dim);
         let bytes = plan.kv_pool_blocks * block_bytes;
         Ok(Self {
             keys: Buffer::new(stream, bytes)?,
@@ -181,7 +181,7 @@ impl GpuKvCache {
             .memcpy_htod(&identity, &mut ring_table.slice)
             .map_err(driver("cache allocation"))?;
         let strides = plan.kv_block_strides();
-        let row_bytes = plan.kv_dim * element.bytes();
+        let row_bytes = element.row_bytes(plan.kv_dim);
         let mut rings = Vec::new();
         let mut layers = Vec::with_capacity(plan.kv_slots.len());
         for (layer, (&slots, pooled)) in plan.kv_slots.iter().zip(&plan.kv_pool_index).enumerate() {
@@ -252,7 +252,7 @@ impl GpuKvCache {
             .map(|(k, v)| k.slice.len() + v.slice.len())
             .sum();
         let pooled = self.layers.iter().find(|l| l.table == self.table.ptr);
-        let block = pooled.map_or(0, |l| 2 * l.block_stride as usize * self.element.bytes());
+        let block = pooled.map_or(0, |l| 2 * self.element.row_bytes(l.block_stride as usize));
         rings + self.blocks.len() * block
     }
 

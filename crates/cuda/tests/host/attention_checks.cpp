@@ -1,13 +1,16 @@
 // Runs the KV-cache and attention kernels under the host emulation (cuda_emulation.h) against a
-// naive double-precision reference, for both cache element types: f32, and f16 whose reference
+// naive double-precision reference, for every cache element type: f32; f16, whose reference
 // keys and values are rounded by the host compiler's own `_Float16` conversion (round to
-// nearest even), independent of the kernels' `float_to_half`. Every cache is read through a
+// nearest even), independent of the kernels' `float_to_half`; and q8_0, whose reference blocks
+// are quantized here by ggml's rule (and compared byte for byte with what kv_store writes). Every cache is read through a
 // block table: a contiguous one (the table 0, 1, 2, ...) and a paged one (its blocks scattered
 // in a pool of several layers) must give bit-identical outputs, and two sequences sharing a
 // prefix's blocks, one copying a shared block before writing into it, each see only their own
 // keys. Prints "N passed, M failed" and exits non-zero on any failure.
 #include "cuda_emulation.h"
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -57,12 +60,27 @@ static void check_half_rounding() {
 
 // ---- the cache's element types ------------------------------------------------------------------
 
-// The kernels and host conversions of one element type.
+// The kernels and host conversions of one element type: `storage(n)` units of T hold n values
+// (a row's length a multiple of `block` values); put_row writes n values at element offset
+// `at` as the cache stores them, round_row gives the values a read returns.
 template <typename T>
 struct Element;
 
+// The types that convert value by value.
+template <typename T, typename Self>
+struct ValueElement {
+    static constexpr int block = 1;
+    static size_t storage(size_t values) { return values; }
+    static void put_row(T* base, size_t at, const float* x, int n) {
+        for (int i = 0; i < n; i++) base[at + i] = Self::from_float(x[i]);
+    }
+    static void round_row(const float* x, float* out, int n) {
+        for (int i = 0; i < n; i++) out[i] = Self::rounded(x[i]);
+    }
+};
+
 template <>
-struct Element<float> {
+struct Element<float> : ValueElement<float, Element<float>> {
     static constexpr const char* name = "f32";
     static constexpr auto store = kv_store_f32;
     static constexpr auto store_rows = kv_store_rows_f32;
@@ -73,7 +91,7 @@ struct Element<float> {
 };
 
 template <>
-struct Element<u16> {
+struct Element<u16> : ValueElement<u16, Element<u16>> {
     static constexpr const char* name = "f16";
     static constexpr auto store = kv_store_f16;
     static constexpr auto store_rows = kv_store_rows_f16;
@@ -82,6 +100,49 @@ struct Element<u16> {
     static u16 from_float(float f) { return reference_half(f); }
     static float rounded(float f) { return (float)(_Float16)f; }
 };
+
+template <>
+struct Element<q8_0_kv> {
+    static constexpr const char* name = "q8_0";
+    static constexpr auto store = kv_store_q8_0;
+    static constexpr auto store_rows = kv_store_rows_q8_0;
+    static constexpr auto decode = attention_decode_q8_0;
+    static constexpr auto decode_rows = attention_decode_rows_q8_0;
+    static constexpr int block = 32;
+    static size_t storage(size_t values) { return values / 32 * Q8_0_BLOCK_BYTES; }
+    // ggml's q8_0: d = max|x| / 127, codes x * (1 / d) rounded half away from zero, d as f16.
+    static u16 quantize(const float* x, i8* codes) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < 32; j++) codes[j] = (i8)std::round(x[j] * id);
+        return reference_half(d);
+    }
+    static void put_row(q8_0_kv* base, size_t at, const float* x, int n) {
+        for (int b = 0; b < n / 32; b++) {
+            u8* block = (u8*)base + (at / 32 + b) * Q8_0_BLOCK_BYTES;
+            const u16 d = quantize(x + 32 * b, (i8*)block + 2);
+            block[0] = (u8)(d & 0xff);
+            block[1] = (u8)(d >> 8);
+        }
+    }
+    static void round_row(const float* x, float* out, int n) {
+        for (int b = 0; b < n / 32; b++) {
+            i8 codes[32];
+            const float d = (float)std::bit_cast<_Float16>(quantize(x + 32 * b, codes));
+            for (int j = 0; j < 32; j++) out[32 * b + j] = (float)codes[j] * d;
+        }
+    }
+};
+
+// `values` values of `x` as the cache stores them.
+template <typename T>
+static std::vector<T> filled(size_t values, float x) {
+    std::vector<T> out(Element<T>::storage(values));
+    const std::vector<float> xs(values, x);
+    Element<T>::put_row(out.data(), 0, xs.data(), (int)values);
+    return out;
+}
 
 // ---- caches -----------------------------------------------------------------------------------
 
@@ -95,17 +156,15 @@ struct Cache {
     long long stride = 0;
     int kv_dim = 0;
 
-    T* k() { return keys.data() + base; }
-    T* v() { return values.data() + base; }
+    T* k() { return keys.data() + Element<T>::storage(base); }
+    T* v() { return values.data() + Element<T>::storage(base); }
     // Element offset of slot `slot`'s row from k() and v().
     size_t row(int slot) const {
         return (size_t)table[slot / KV_BLOCK] * (size_t)stride + (size_t)(slot % KV_BLOCK) * kv_dim;
     }
     void put(int slot, const float* k_row, const float* v_row) {
-        for (int d = 0; d < kv_dim; d++) {
-            k()[row(slot) + d] = Element<T>::from_float(k_row[d]);
-            v()[row(slot) + d] = Element<T>::from_float(v_row[d]);
-        }
+        Element<T>::put_row(k(), row(slot), k_row, kv_dim);
+        Element<T>::put_row(v(), row(slot), v_row, kv_dim);
     }
 };
 
@@ -116,8 +175,8 @@ template <typename T>
 static Cache<T> contiguous_cache(int slots, int kv_dim) {
     Cache<T> c;
     const size_t len = (size_t)blocks_for(slots) * KV_BLOCK * kv_dim;
-    c.keys.assign(len, T{});
-    c.values.assign(len, T{});
+    c.keys.assign(Element<T>::storage(len), T{});
+    c.values.assign(Element<T>::storage(len), T{});
     for (int b = 0; b < blocks_for(slots); b++) c.table.push_back(b);
     c.stride = (long long)KV_BLOCK * kv_dim;
     c.kv_dim = kv_dim;
@@ -131,8 +190,8 @@ static Cache<T> paged_cache(int slots, int kv_dim) {
     const int layers = 3, layer = 1, pool = 2 * blocks_for(slots) + 1;
     Cache<T> c;
     const size_t len = (size_t)pool * layers * KV_BLOCK * kv_dim;
-    c.keys.assign(len, Element<T>::from_float(100.0f));
-    c.values.assign(len, Element<T>::from_float(100.0f));
+    c.keys = filled<T>(len, 100.0f);
+    c.values = c.keys;
     std::vector<int> ids(pool);
     for (int b = 0; b < pool; b++) ids[b] = b;
     std::shuffle(ids.begin(), ids.end(), rng);
@@ -189,11 +248,11 @@ static std::vector<double> reference_attention(const AttentionCase& a, const flo
     return out;
 }
 
-// Prefill attention's error against the naive reference: the f32 tiles over an f32 cache; the
-// tensor-core flash attention over an f16 one (attention_mma.cu) rounds the scaled queries and
-// the softmax weights to f16.
+// Prefill attention's error against the naive reference: the f32 tiles over an f32 or a q8_0
+// cache; the tensor-core flash attention over an f16 one (attention_mma.cu) rounds the scaled
+// queries and the softmax weights to f16.
 template <typename T>
-constexpr double PREFILL_TOLERANCE = std::is_same_v<T, float> ? 1e-5 : 1e-3;
+constexpr double PREFILL_TOLERANCE = std::is_same_v<T, u16> ? 1e-3 : 1e-5;
 
 // Prefill attention of the n queries of `batch` (q | k | v rows `width` wide) at `positions`
 // over a cache (its keys, values, block table and stride), with the kernel and launch shape
@@ -211,6 +270,8 @@ static std::vector<float> run_prefill(const AttentionCase& a, const T* keys, con
     };
     if constexpr (std::is_same_v<T, float>) {
         run(attention_prefill_f32, PREFILL_WARPS, PREFILL_WARPS);
+    } else if constexpr (std::is_same_v<T, q8_0_kv>) {
+        run(attention_prefill_q8_0, PREFILL_WARPS, PREFILL_WARPS);
     } else {
         run(a.head_dim <= 64    ? attention_prefill_mma_f16_64
             : a.head_dim <= 128 ? attention_prefill_mma_f16_128
@@ -249,11 +310,11 @@ static void check_attention(const AttentionCase& a) {
     // Every position's q | k | v row, stored through kv_store as the forward pass does.
     const auto rows = random_vector((size_t)context * width);
     std::vector<float> keys_by_pos((size_t)context * kv_dim), values_by_pos((size_t)context * kv_dim);
-    for (int p = 0; p < context; p++)
-        for (int i = 0; i < kv_dim; i++) {
-            keys_by_pos[(size_t)p * kv_dim + i] = Element<T>::rounded(rows[(size_t)p * width + q_dim + i]);
-            values_by_pos[(size_t)p * kv_dim + i] = Element<T>::rounded(rows[(size_t)p * width + q_dim + kv_dim + i]);
-        }
+    for (int p = 0; p < context; p++) {
+        const float* row = &rows[(size_t)p * width + q_dim];
+        Element<T>::round_row(row, &keys_by_pos[(size_t)p * kv_dim], kv_dim);
+        Element<T>::round_row(row + kv_dim, &values_by_pos[(size_t)p * kv_dim], kv_dim);
+    }
     // The same keys in a contiguous cache and in a paged one: every output bit-identical.
     Cache<T> caches[2] = {contiguous_cache<T>(a.slots, kv_dim), paged_cache<T>(a.slots, kv_dim)};
     // Prefill in batches of `prefill` as the forward pass does (keys stored, then attention),
@@ -278,6 +339,18 @@ static void check_attention(const AttentionCase& a) {
             launch(Element<T>::store, dim3{(unsigned)prefill}, dim3{threads_for(kv_dim)}, batch, width, q_dim,
                    q_dim + kv_dim, c.k(), c.v(), (const int*)c.table.data(), c.stride, kv_dim, positions.data(),
                    a.slots);
+        if (batch_index == 0) {
+            // What kv_store wrote, byte for byte what the reference stores.
+            Cache<T> want = contiguous_cache<T>(a.slots, kv_dim);
+            for (int i = 0; i < prefill; i++) {
+                const float* row = batch + (size_t)i * width;
+                want.put(positions[i] % a.slots, row + q_dim, row + q_dim + kv_dim);
+            }
+            const size_t bytes = want.keys.size() * sizeof(T);
+            const bool same = std::memcmp(want.keys.data(), caches[0].keys.data(), bytes) == 0 &&
+                              std::memcmp(want.values.data(), caches[0].values.data(), bytes) == 0;
+            check("kv_store " + label + " writes the reference's bytes", {same ? 1.0f : 0.0f}, {1.0}, 0);
+        }
         std::vector<double> want;
         for (int i = 0; i < prefill; i++) {
             auto one = reference_attention(a, batch + (size_t)i * width, pos0 + i, keys_by_pos, values_by_pos, scale);
@@ -420,11 +493,9 @@ static void check_attention_rows(const AttentionCase& a) {
         const float* q = &batch[(size_t)r * width];
         std::vector<float> keys_by_pos((size_t)(pos + 1) * kv_dim), values_by_pos((size_t)(pos + 1) * kv_dim);
         for (int p = 0; p <= pos; p++) {
-            for (int d = 0; d < kv_dim; d++) {
-                keys_by_pos[(size_t)p * kv_dim + d] = Element<T>::rounded(history[r][(size_t)p * width + q_dim + d]);
-                values_by_pos[(size_t)p * kv_dim + d] =
-                    Element<T>::rounded(history[r][(size_t)p * width + q_dim + kv_dim + d]);
-            }
+            const float* row = &history[r][(size_t)p * width + q_dim];
+            Element<T>::round_row(row, &keys_by_pos[(size_t)p * kv_dim], kv_dim);
+            Element<T>::round_row(row + kv_dim, &values_by_pos[(size_t)p * kv_dim], kv_dim);
         }
         const std::string at = label + " row " + std::to_string(r) + " at " + std::to_string(pos);
         const std::vector<float> row_out(out.begin() + (size_t)r * q_dim, out.begin() + (size_t)(r + 1) * q_dim);
@@ -467,7 +538,7 @@ static void check_shared_prefix() {
     const int prefix = 20, own = 6, layers = 2, layer = 1, pool = 10;
     // The pool and the two sequences' views of it (their tables differ).
     Cache<T> A;
-    A.keys.assign((size_t)pool * layers * KV_BLOCK * kv_dim, Element<T>::from_float(100.0f));
+    A.keys = filled<T>((size_t)pool * layers * KV_BLOCK * kv_dim, 100.0f);
     A.values = A.keys;
     A.base = (size_t)layer * KV_BLOCK * kv_dim;
     A.stride = (long long)layers * KV_BLOCK * kv_dim;
@@ -485,7 +556,7 @@ static void check_shared_prefix() {
     }
     // B shares blocks 3 and 7, copies block 7 to block 5 before writing into it.
     std::vector<int> table_b = {3, 7, 8, 9};
-    const size_t block = (size_t)layers * KV_BLOCK * kv_dim;
+    const size_t block = Element<T>::storage((size_t)layers * KV_BLOCK * kv_dim);
     const std::vector<T> shared_block(A.keys.begin() + 3 * block, A.keys.begin() + 4 * block);
     const long long words = (long long)(block * sizeof(T) / 4);
     launch(kv_copy_block, dim3{2}, dim3{128}, (u32*)A.keys.data(), (u32*)A.values.data(), 7 * words, 5 * words,
@@ -502,7 +573,7 @@ static void check_shared_prefix() {
     auto by_pos = [&](const std::vector<float>& h, int upto, int off) {
         std::vector<float> out((size_t)(upto + 1) * kv_dim);
         for (int p = 0; p <= upto; p++)
-            for (int d = 0; d < kv_dim; d++) out[(size_t)p * kv_dim + d] = Element<T>::rounded(h[(size_t)p * width + off + d]);
+            Element<T>::round_row(&h[(size_t)p * width + off], &out[(size_t)p * kv_dim], kv_dim);
         return out;
     };
     for (int s = 0; s < 2; s++) {
@@ -546,7 +617,8 @@ static void check_shared_prefix() {
         check("attention_decode_rows " + label + " sequence " + "AB"[s], row,
               reference_attention(a, &batch[(size_t)s * width], last, keys, values, scale), 1e-5);
     }
-    const bool untouched = std::equal(shared_block.begin(), shared_block.end(), A.keys.begin() + 3 * block);
+    const bool untouched =
+        std::memcmp(shared_block.data(), A.keys.data() + 3 * block, shared_block.size() * sizeof(T)) == 0;
     check("the shared block is never written (" + label + ")", {untouched ? 1.0f : 0.0f}, {1.0}, 0);
 }
 
@@ -574,8 +646,19 @@ int main() {
         run({4, 2, 64, 0, 0, 0.0f});
         run({3, 1, 80, 21, 0, 0.0f, true});
     }
+    // A q8_0 cache, its rows a multiple of 32 values: GQA, a window over a ring with
+    // soft-capping, wide heads, sinks.
+    for (auto c : std::initializer_list<AttentionCase>{{4, 2, 64, 0, 100, 0.0f},
+                                                       {4, 1, 128, 40, 40 + 11, 50.0f},
+                                                       {2, 2, 256, 0, 100, 0.0f},
+                                                       {4, 4, 64, 20, 20 + 11, 0.0f, true}}) {
+        check_attention<q8_0_kv>(c);
+        check_attention_rows<q8_0_kv>(c);
+    }
+    check_prefill_chunking<q8_0_kv>({4, 2, 64, 0, 0, 0.0f});
     check_shared_prefix<float>();
     check_shared_prefix<u16>();
+    check_shared_prefix<q8_0_kv>();
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

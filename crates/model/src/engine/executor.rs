@@ -86,6 +86,7 @@ impl SeqCache {
             Self::Cuda(c) => match c.element() {
                 KvElement::F32 => KvType::F32,
                 KvElement::F16 => KvType::F16,
+                KvElement::Q8_0 => KvType::Q8_0,
             },
         }
     }
@@ -469,7 +470,7 @@ pub(super) fn gpu_cached_blocks(config: &ModelConfig, sizes: Sizes, budget: usiz
     let Ok(element) = gpu_kv_element(sizes.kv_type) else {
         return 0;
     };
-    let block_bytes = config.layers * 2 * BLOCK_TOKENS * config.kv_dim() * element.bytes();
+    let block_bytes = config.layers * 2 * BLOCK_TOKENS * element.row_bytes(config.kv_dim());
     if !gpu_prefix_cache_runs(config) || block_bytes == 0 {
         return 0;
     }
@@ -507,14 +508,15 @@ fn check_gpu_runs(config: &ModelConfig) -> Result<(), CudaError> {
 }
 
 /// The GPU cache's element type for the KV type asked for (f16 when none was): the GPU keeps
-/// f32 and f16; another type is refused.
+/// f32, f16 and q8_0; another type is refused.
 fn gpu_kv_element(kv_type: Option<KvType>) -> Result<KvElement, CudaError> {
     match kv_type.unwrap_or_default() {
         KvType::F32 => Ok(KvElement::F32),
         KvType::F16 => Ok(KvElement::F16),
+        KvType::Q8_0 => Ok(KvElement::Q8_0),
         other => Err(CudaError::Unsupported(format!(
-            "it keeps its KV cache in f16 or f32, not {other}: pass --kv-type f16 (the default) \
-             or f32 on the GPU, or run on the CPU with --device cpu"
+            "it keeps its KV cache in f16, f32 or q8_0, not {other}: pass --kv-type f16 (the \
+             default), f32 or q8_0 on the GPU, or run on the CPU with --device cpu"
         ))),
     }
 }
@@ -524,13 +526,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_gpu_keeps_f16_by_default_or_f32_and_says_how_to_get_another() {
+    fn the_gpu_keeps_f16_by_default_or_f32_or_q8_0_and_says_how_to_get_another() {
         assert_eq!(gpu_kv_element(None).unwrap(), KvElement::F16);
         assert_eq!(gpu_kv_element(Some(KvType::F16)).unwrap(), KvElement::F16);
         assert_eq!(gpu_kv_element(Some(KvType::F32)).unwrap(), KvElement::F32);
-        for kv_type in [KvType::Q8_0, KvType::Q4_0] {
+        assert_eq!(gpu_kv_element(Some(KvType::Q8_0)).unwrap(), KvElement::Q8_0);
+        for kv_type in [KvType::Q4_0, KvType::Q5_1] {
             let err = gpu_kv_element(Some(kv_type)).unwrap_err().to_string();
-            assert!(err.contains("f16 or f32"), "{err}");
+            assert!(err.contains("f16, f32 or q8_0"), "{err}");
             assert!(err.contains(kv_type.name()), "{err}");
             assert!(err.contains("--device cpu"), "{err}");
         }

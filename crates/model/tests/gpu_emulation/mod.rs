@@ -252,7 +252,7 @@ impl HostPool {
     }
 
     pub fn row_bytes(plan: &UploadPlan) -> usize {
-        plan.kv_dim * plan.options.kv.bytes()
+        plan.options.kv.row_bytes(plan.kv_dim)
     }
 
     pub fn new_cache(&self) -> HostCache {
