@@ -10,11 +10,8 @@
 //!   other sequences, with guesses confirmed; after every step the pool holds exactly the
 //!   blocks of the positions each sequence keeps (a rejected guess's block given back), as
 //!   plain decoding does;
-//! - a draft model (on the CPU) guessing for the GPU model likewise changes nothing.
-//!
-//! Prompts are prefilled in the same chunks in the runs compared: the prefill step's kernels
-//! depend on the chunk's length (tensor cores from 16 tokens), so a prompt chunked otherwise
-//! (beside other prompts, or beside guesses that take rows of the step) may give other bits.
+//! - a draft model, on the GPU too (its own emulated device), guessing for the GPU model
+//!   likewise changes nothing.
 
 mod common;
 // Shared with the other emulated tests, which use the helpers this test does not.
@@ -26,6 +23,7 @@ use gpu_emulation::device::EmulatedGpu;
 use gpu_emulation::{load_options, with_emulator, with_host_gpu};
 use rinfer_cuda::LoadOptions;
 use rinfer_cuda::kv_pool::{SharedBlocks, lock};
+use rinfer_model::engine::GpuDevice;
 use rinfer_model::{
     BLOCK_TOKENS, Engine, EngineSettings, Event, LoadedModel, Request, SeqId, Speculation,
     SpeculationStats, TokenLogprob,
@@ -51,8 +49,9 @@ fn settings(sequences: usize, speculation: Speculation) -> EngineSettings {
     }
 }
 
-/// Runs `test` with an engine of `loaded` (and `draft`) over the emulated GPU, loaded as the
-/// engine loads the CUDA runtime for `settings`, and the pool's allocator.
+/// Runs `test` with an engine of `loaded` (and `draft`, on an emulated GPU of its own) over
+/// the emulated GPU, each loaded as the engine loads the CUDA runtime for `settings`, and the
+/// pool's allocator.
 fn with_engine(
     loaded: &LoadedModel,
     draft: Option<&LoadedModel>,
@@ -60,17 +59,29 @@ fn with_engine(
     test: impl FnOnce(&mut Engine<'_>, &SharedBlocks),
 ) {
     with_emulator(|emulate| {
-        let options = LoadOptions {
+        let options = load_options(CONTEXT, settings.max_batch, settings.max_sequences);
+        let target = LoadOptions {
             guesses: settings.speculation.draft_max(),
-            ..load_options(CONTEXT, settings.max_batch, settings.max_sequences)
+            ..options.clone()
         };
-        with_host_gpu(emulate, &loaded.model, &options, |gpu| {
+        with_host_gpu(emulate, &loaded.model, &target, |gpu| {
             let blocks = gpu.pool.blocks.clone();
             let device = Box::new(EmulatedGpu::new(gpu));
-            let mut engine = Engine::with_gpu(loaded, draft, settings, device).unwrap();
-            assert_eq!(engine.device().kind(), "cuda");
-            assert_eq!(engine.settings().speculation, settings.speculation);
-            test(&mut engine, &blocks);
+            let run = |draft: Option<(&LoadedModel, Box<dyn GpuDevice + '_>)>| {
+                let drafting = draft.is_some();
+                let mut engine = Engine::with_gpu(loaded, draft, settings, device).unwrap();
+                assert_eq!(engine.device().kind(), "cuda");
+                assert_eq!(engine.settings().speculation, settings.speculation);
+                let draft_device = engine.draft_device().map(|device| device.kind());
+                assert_eq!(draft_device, drafting.then_some("cuda"));
+                test(&mut engine, &blocks);
+            };
+            match draft {
+                None => run(None),
+                Some(draft) => with_host_gpu(emulate, &draft.model, &options, |draft_gpu| {
+                    run(Some((draft, Box::new(EmulatedGpu::new(draft_gpu)))))
+                }),
+            }
         });
     });
 }

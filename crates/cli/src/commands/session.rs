@@ -100,6 +100,9 @@ impl Session {
         let on_gpu = engine.device().kind() == "cuda";
         if self.verbose || self.device_named || on_gpu {
             report!("device: {}", engine.device());
+            if let Some(draft) = engine.draft_device() {
+                report!("draft model's device: {draft}");
+            }
         }
         if self.verbose {
             let isa = rinfer_kernels::Kernels::detected().isa();
@@ -130,7 +133,7 @@ impl Session {
         report!("  scratch buffers: {:.1} MiB", mib(engine.scratch_bytes()));
         if engine.draft_bytes() > 0 {
             report!(
-                "  draft model's KV cache and buffers: {:.1} MiB",
+                "  draft model's KV cache (on its device) and buffers: {:.1} MiB",
                 mib(engine.draft_bytes())
             );
         }

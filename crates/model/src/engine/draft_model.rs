@@ -2,31 +2,35 @@
 //! guesses each sequence's next tokens, greedily. Its argmax is a deterministic guess, so the
 //! acceptance rule of `speculate` applies unchanged and the output never changes.
 //!
-//! The draft model keeps a KV cache per slot and remembers the tokens it holds. Before
-//! guessing, a cache is cut back to the longest prefix it shares with its sequence (so the
-//! guesses the target rejected go, and a slot's next sequence keeps what it shares with the
-//! last one) and fed what it lacks: the prompt at first, then the tokens confirmed since.
-//! Every sequence's tokens run in one batched pass per guessed position.
+//! The draft model runs on the target's device, through an executor of its own (on a GPU, its
+//! weights and KV pool there too; where the GPU cannot run it, on the CPU, saying why). It
+//! keeps a KV cache per slot and remembers the tokens it holds. Before guessing, a cache is
+//! cut back to the longest prefix it shares with its sequence (so the guesses the target
+//! rejected go, and a slot's next sequence keeps what it shares with the last one) and fed
+//! what it lacks: the prompt at first, then the tokens confirmed since. Every sequence's tokens
+//! run in one batched pass per guessed position: a sequence feeding one token as a decode row
+//! (on a GPU, the batched decode pass), several as a prompt chunk.
 
 use std::panic::AssertUnwindSafe;
 
-use super::executor::Sizes;
+use super::device::DeviceReport;
+use super::executor::{Executor, SeqCache, Sizes, cache_bytes};
 use super::reuse::Rings;
 use crate::error::ModelError;
-use crate::forward::{Logits, Model, SeqBatch};
-use crate::kv_cache::KvCache;
+use crate::forward::{Logits, Model};
 use crate::loaded::LoadedModel;
 use crate::sampling::argmax;
-use crate::scratch::Scratch;
 
-/// The draft model and its per-slot KV caches (on the CPU).
+/// The draft model, its executor and its per-slot KV caches.
 pub(super) struct DraftModel<'m> {
     model: &'m Model,
-    scratch: Box<Scratch>,
-    caches: Vec<KvCache>,
+    executor: Executor<'m>,
+    caches: Vec<SeqCache>,
+    device: DeviceReport,
     /// The tokens each slot's cache holds.
     held: Vec<Vec<u32>>,
     rings: Rings,
+    max_batch: usize,
 }
 
 /// One sequence's request for guesses: its slot, its tokens so far (the prompt and the
@@ -47,32 +51,35 @@ struct Job {
 }
 
 impl<'m> DraftModel<'m> {
-    /// The draft model `draft` with a KV cache per sequence of `sizes` (check its vocabulary
-    /// first: [`check_vocabulary`]); refuses buffers that do not fit the memory available.
-    pub(super) fn start(draft: &'m LoadedModel, sizes: Sizes) -> Result<Self, ModelError> {
+    /// The draft model `draft` over `started`, its executor with a KV cache per sequence,
+    /// started for [`Sizes::for_draft`] of the target's sizes `sizes` (check its vocabulary
+    /// first: [`check_vocabulary`]).
+    pub(super) fn start(
+        draft: &'m LoadedModel,
+        sizes: Sizes,
+        (executor, caches, device): (Executor<'m>, Vec<SeqCache>, DeviceReport),
+    ) -> Result<Self, ModelError> {
         let config = &draft.model.config;
         draft.model.check_context(sizes.context)?;
-        sizes.check_memory(config, sizes.sequences)?;
-        let kv_type = sizes.kv_type.unwrap_or_default();
-        let caches = (0..sizes.sequences)
-            .map(|_| KvCache::try_with_type(config, kv_type, sizes.context, sizes.max_batch))
-            .collect::<Result<_, _>>()?;
         Ok(Self {
             model: &draft.model,
-            scratch: Box::new(Scratch::with_logit_rows(
-                config,
-                sizes.max_batch,
-                sizes.sequences,
-            )),
+            executor,
+            held: vec![Vec::new(); caches.len()],
             caches,
-            held: vec![Vec::new(); sizes.sequences],
+            device,
             rings: Rings::new(config, sizes.context, sizes.max_batch),
+            max_batch: sizes.max_batch,
         })
     }
 
-    /// Host bytes of the KV caches and the scratch buffers.
+    /// Where it runs.
+    pub(super) fn device(&self) -> &DeviceReport {
+        &self.device
+    }
+
+    /// Memory of its KV caches (on its device) and its host buffers, in bytes.
     pub(super) fn bytes(&self) -> usize {
-        self.caches.iter().map(KvCache::bytes).sum::<usize>() + self.scratch.bytes()
+        cache_bytes(&self.caches) + self.executor.scratch_bytes()
     }
 
     /// The guesses for each of `wants`, in order: `n` tokens each, or fewer when a pass fails
@@ -85,7 +92,7 @@ impl<'m> DraftModel<'m> {
             Ok(Err(error)) => tracing::warn!(%error, "the draft model's pass failed"),
             Err(_) => {
                 tracing::warn!("the draft model's pass panicked; its caches start over");
-                self.caches.iter_mut().for_each(KvCache::clear);
+                self.caches.iter_mut().for_each(SeqCache::clear);
                 self.held.iter_mut().for_each(Vec::clear);
             }
         }
@@ -121,8 +128,8 @@ impl<'m> DraftModel<'m> {
     /// pending tokens that fit, so a long catch-up runs over several passes.
     fn run(&mut self, jobs: &mut [Job]) -> Result<(), ModelError> {
         let vocab = self.model.config.vocab_size;
-        let max_batch = self.scratch.max_batch;
         loop {
+            let max_batch = self.max_batch;
             let mut room = max_batch;
             let mut parts = Vec::with_capacity(jobs.len());
             for (j, job) in jobs.iter().enumerate() {
@@ -135,19 +142,21 @@ impl<'m> DraftModel<'m> {
             if parts.is_empty() {
                 return Ok(());
             }
-            let mut by_slot: Vec<Option<&mut KvCache>> = self.caches.iter_mut().map(Some).collect();
-            let mut seqs: Vec<SeqBatch<'_>> = parts
+            let mut by_slot: Vec<Option<&mut SeqCache>> =
+                self.caches.iter_mut().map(Some).collect();
+            let batch = parts
                 .iter()
-                .map(|&(j, take)| SeqBatch {
-                    tokens: &jobs[j].pending[..take],
-                    cache: by_slot[jobs[j].slot]
+                .map(|&(j, take)| {
+                    let cache = by_slot[jobs[j].slot]
                         .take()
-                        .expect("each sequence guesses in its own slot"),
-                    logits: Logits::Last,
+                        .expect("each sequence guesses in its own slot");
+                    // One token is decoded (every logits row of it wanted); several are a
+                    // prompt chunk, whose last row is wanted.
+                    let logits = if take == 1 { Logits::All } else { Logits::Last };
+                    (&jobs[j].pending[..take], logits, cache)
                 })
                 .collect();
-            let rows = self.model.forward_batch(&mut seqs, &mut self.scratch)?;
-            drop(seqs);
+            let rows = self.executor.forward(self.model, batch)?.logits;
             for (&(j, take), row) in parts.iter().zip(rows.chunks_exact(vocab)) {
                 let job = &mut jobs[j];
                 self.held[job.slot].extend(job.pending.drain(..take));

@@ -19,6 +19,9 @@ use crate::kv_cache::KvCache;
 use crate::limits::MemoryPlan;
 use crate::scratch::Scratch;
 
+/// A started executor, a KV cache for each sequence, and the device it runs on.
+pub(super) type Started<'d> = (Executor<'d>, Vec<SeqCache>, DeviceReport);
+
 /// One sequence's keys and values, on the device that computes.
 pub(super) enum SeqCache {
     Cpu(KvCache),
@@ -135,6 +138,17 @@ pub(super) struct Sizes {
 }
 
 impl Sizes {
+    /// The sizes of a draft model's executor beside a model of these: as many sequences, as
+    /// long a context and as large a batch, one logits row per sequence (it guesses one token
+    /// a pass, and scores nothing).
+    pub(super) fn for_draft(self) -> Self {
+        Self {
+            all_logits: false,
+            draft_max: 0,
+            ..self
+        }
+    }
+
     /// Checks that the KV caches and scratch buffers of a CPU model of `config` at these sizes,
     /// with `logit_rows` rows of logits, fit the memory available.
     pub(super) fn check_memory(
@@ -485,7 +499,7 @@ pub(super) fn gpu_prefix_cache_runs(config: &ModelConfig) -> bool {
         .all(|layer| config.window_of(layer).is_none() && config.recurrence_of(layer).is_none())
 }
 
-/// Host memory of the KV caches.
+/// Memory of the KV caches: host memory on the CPU, device memory on a GPU.
 pub(super) fn cache_bytes(caches: &[SeqCache]) -> usize {
     caches.iter().map(SeqCache::bytes).sum()
 }

@@ -58,7 +58,7 @@ pub use constraint::{ConstraintMatcher, TokenConstraint};
 pub use device::{Device, DeviceReport, DeviceRequest, GpuInfo, NvrtcSearch, Resolved, resolve};
 use draft_model::{DraftModel, Want};
 pub use embed::normalize;
-use executor::{Executor, SeqCache, Sizes};
+use executor::{Executor, SeqCache, Sizes, Started};
 pub use gpu_device::{GpuCache, GpuDevice, own_rows};
 pub use prefix_cache::{BLOCK_TOKENS, PrefixCacheStats};
 use prefix_cache::{BlockStore, StorePool};
@@ -185,7 +185,20 @@ impl<'m> Engine<'m> {
         let sizes = Self::check(loaded, draft, settings)?;
         let config = &loaded.model.config;
         let cached_blocks = executor::gpu_cached_blocks(config, sizes, settings.prefix_cache_bytes);
-        let started = Executor::start(&loaded.model, device.into(), sizes, cached_blocks)?;
+        let device = device.into();
+        let started = Executor::start(&loaded.model, device.clone(), sizes, cached_blocks)?;
+        // The draft model runs where the model runs: on its GPU where that takes it.
+        let request = match started.2 {
+            DeviceReport::Cuda(_) => DeviceRequest::Auto,
+            DeviceReport::Cpu { .. } => DeviceRequest::Cpu,
+        };
+        let draft = draft
+            .map(|draft| {
+                let device = Device { request, ..device };
+                let started = Executor::start(&draft.model, device, sizes.for_draft(), 0)?;
+                Ok::<_, ModelError>((draft, started))
+            })
+            .transpose()?;
         Self::assemble(loaded, draft, settings, sizes, started)
     }
 
@@ -193,15 +206,21 @@ impl<'m> Engine<'m> {
     /// `GpuModel`, or another implementation of the device seam, such as the host emulation
     /// of the CUDA kernels). Blocks of its KV pool beyond a whole context per sequence are the
     /// prefix cache's room (see [`GpuDevice::kv_blocks`]). `draft` is the draft model of
-    /// [`Engine::with_draft`] (it runs on the CPU).
+    /// [`Engine::with_draft`] with the device that runs it.
     pub fn with_gpu(
         loaded: &'m LoadedModel,
-        draft: Option<&'m LoadedModel>,
+        draft: Option<(&'m LoadedModel, Box<dyn GpuDevice + 'm>)>,
         settings: EngineSettings,
         gpu: Box<dyn GpuDevice + 'm>,
     ) -> Result<Self, ModelError> {
-        let sizes = Self::check(loaded, draft, settings)?;
+        let sizes = Self::check(loaded, draft.as_ref().map(|(draft, _)| *draft), settings)?;
         let started = Executor::on_gpu(gpu, &loaded.model.config, sizes)?;
+        let draft = draft
+            .map(|(draft, gpu)| {
+                let started = Executor::on_gpu(gpu, &draft.model.config, sizes.for_draft())?;
+                Ok::<_, ModelError>((draft, started))
+            })
+            .transpose()?;
         Self::assemble(loaded, draft, settings, sizes, started)
     }
 
@@ -242,13 +261,13 @@ impl<'m> Engine<'m> {
         })
     }
 
-    /// The engine around a started executor and its caches.
+    /// The engine around a started executor and its caches (and the draft model's).
     fn assemble(
         loaded: &'m LoadedModel,
-        draft: Option<&'m LoadedModel>,
+        draft: Option<(&'m LoadedModel, Started<'m>)>,
         settings: EngineSettings,
         sizes: Sizes,
-        (executor, caches, device): (Executor<'m>, Vec<SeqCache>, DeviceReport),
+        (executor, caches, device): Started<'m>,
     ) -> Result<Self, ModelError> {
         let mut settings = settings;
         let draft_max = settings.speculation.draft_max();
@@ -267,7 +286,7 @@ impl<'m> Engine<'m> {
         }
         let draft = draft
             .filter(|_| settings.speculation != Speculation::Off)
-            .map(|draft| DraftModel::start(draft, sizes))
+            .map(|(draft, started)| DraftModel::start(draft, sizes, started))
             .transpose()?;
         let config = &loaded.model.config;
         let kv_type = caches.first().map_or(KvType::F32, SeqCache::kv_type);
@@ -342,9 +361,15 @@ impl<'m> Engine<'m> {
         self.executor.scratch_bytes()
     }
 
-    /// Host memory of the draft model's KV caches and buffers, in bytes (0 without one).
+    /// Memory of the draft model's KV caches (on its device) and host buffers, in bytes (0
+    /// without one).
     pub fn draft_bytes(&self) -> usize {
         self.draft.as_ref().map_or(0, DraftModel::bytes)
+    }
+
+    /// The device the draft model runs on, when there is one.
+    pub fn draft_device(&self) -> Option<&DeviceReport> {
+        self.draft.as_ref().map(DraftModel::device)
     }
 
     /// What the prefix cache holds and has done.
