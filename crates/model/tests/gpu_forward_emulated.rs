@@ -702,3 +702,27 @@ fn a_prompt_cut_into_steps_anywhere_gives_the_bits_of_the_whole_prompt() {
         }
     });
 }
+
+/// A decode step's products of one q8_1 type and width share launches: q, k and v, then gate
+/// and up (every matrix of llama-tiny-q8_0 is Q8_0), so a layer runs four product launches,
+/// and q and k rotate in one. Each row's bits are those of separate launches (the kernel
+/// checks), and the step's logits the CPU's (`check_fixture`).
+#[test]
+fn a_decode_steps_products_of_one_type_share_launches() {
+    with_emulator(|emulate| {
+        let model = fixture_model("llama-tiny-q8_0");
+        with_host_gpu(emulate, &model, &load_options(16, 8, 1), |mut gpu| {
+            let mut cache = gpu.pool.new_cache();
+            gpu.step(&[1, 2, 3], &mut cache);
+            let addresses = gpu.pool.addresses(&mut cache);
+            let mut launches = Vec::new();
+            gpu.builder.decode_token(&addresses, &mut launches);
+            let count =
+                |f: fn(&KernelRef) -> bool| launches.iter().filter(|l| f(&l.kernel)).count();
+            let layers = model.config.layers;
+            let products = count(|k| matches!(k, KernelRef::MatvecQ8_1(_)));
+            assert_eq!(products, 4 * layers + 1, "four a layer, and the head");
+            assert_eq!(count(|k| matches!(k, KernelRef::Fixed("rope"))), layers);
+        });
+    });
+}

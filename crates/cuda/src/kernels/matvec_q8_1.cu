@@ -15,7 +15,9 @@
 // matvec_q8_1_<fmt>: MMVQ_ROWS rows per warp, MMVQ_WARPS warps per block, lanes striding over
 // the chunks, up to MMVQ_TOKENS activation rows per launch (each weight chunk is read once
 // for all of them); matvec_q8_1_<fmt> is the one-token instantiation, matvec_batch_q8_1_<fmt>
-// the one for 2 to MMVQ_TOKENS. Weights are read with the widest loads their alignment allows:
+// the one for 2 to MMVQ_TOKENS. A launch multiplies up to three matrices of the format and of
+// one width whose outputs are adjacent columns of y (q, k and v; gate and up), as one matrix
+// of their rows stacked (Q8_1Matrices), so that their products take one launch. Weights are read with the widest loads their alignment allows:
 // 128-bit for Q4_K and Q5_K (16-byte aligned blocks), 32-bit words for the 4-byte-aligned
 // activation codes, 16-bit pairs for the 2-byte-aligned formats.
 
@@ -52,15 +54,43 @@ extern "C" __global__ void __launch_bounds__(Q8_1_BLOCKS_PER_CTA * 32) quantize_
     }
 }
 
-// y[t, r] = W[r] · dequant(xq[t]) + b[r] for the NT (≤ n) activation rows t.
+// The rows of a launch: rows [0, split1) are w0's, [split1, split2) w1's, the rest w2's, each
+// matrix row_bytes a row, with its bias (or none).
+struct Q8_1Matrices {
+    const u8* w0;
+    const u8* w1;
+    const u8* w2;
+    long long row_bytes;
+    int split1, split2;
+    const float* b0;
+    const float* b1;
+    const float* b2;
+
+    // Row r's weights, and its bias (0 without one).
+    __device__ __forceinline__ const u8* row(int r) const {
+        const u8* w = r < split1 ? w0 : r < split2 ? w1 : w2;
+        const int first = r < split1 ? 0 : r < split2 ? split1 : split2;
+        return w + (size_t)(r - first) * (size_t)row_bytes;
+    }
+    __device__ __forceinline__ float bias(int r) const {
+        const float* b = r < split1 ? b0 : r < split2 ? b1 : b2;
+        const int first = r < split1 ? 0 : r < split2 ? split1 : split2;
+        return b ? b[r - first] : 0.0f;
+    }
+};
+
+// y[t, r] = W[r] · dequant(xq[t]) + b[r] for the NT (≤ n) activation rows t, W the launch's
+// matrices.
 template <typename F, int NT>
 __device__ __forceinline__ void matvec_q8_1_rows(
-    const u8* __restrict__ w, long long row_bytes, const i8* __restrict__ xq,
-    const float* __restrict__ meta, float* __restrict__ y, int ldy,
-    const float* __restrict__ bias, int rows, int cols, int n) {
+    const Q8_1Matrices& m, const i8* __restrict__ xq, const float* __restrict__ meta,
+    float* __restrict__ y, int ldy, int rows, int cols, int n) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r0 = (blockIdx.x * MMVQ_WARPS + warp) * MMVQ_ROWS;
     if (r0 >= rows) return;
+    const u8* w[MMVQ_ROWS];
+#pragma unroll
+    for (int i = 0; i < MMVQ_ROWS; i++) w[i] = r0 + i < rows ? m.row(r0 + i) : nullptr;
     const int nt = min(NT, n);
     const int chunks = cols >> 5;
     float acc[MMVQ_ROWS][NT];
@@ -74,7 +104,7 @@ __device__ __forceinline__ void matvec_q8_1_rows(
             if (r0 + i >= rows) break;
             int c[8];
             float a[2], b[2];
-            F::codes(w + (size_t)(r0 + i) * (size_t)row_bytes, chunk, c, a, b);
+            F::codes(w[i], chunk, c, a, b);
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 if (t < nt) {
@@ -101,22 +131,28 @@ __device__ __forceinline__ void matvec_q8_1_rows(
         for (int t = 0; t < NT; t++) acc[i][t] = warp_sum(acc[i][t]);
     if (lane == 0) {
         for (int i = 0; i < MMVQ_ROWS && r0 + i < rows; i++) {
-            const float bi = bias ? bias[r0 + i] : 0.0f;
+            const float bi = m.bias(r0 + i);
             for (int t = 0; t < nt; t++) y[(size_t)t * ldy + r0 + i] = acc[i][t] + bi;
         }
     }
 }
 
-#define DEFINE_Q8_1_KERNELS(name, F)                                                           \
-    extern "C" __global__ void __launch_bounds__(MMVQ_WARPS * 32) matvec_q8_1_##name(          \
-        const u8* w, long long row_bytes, const i8* xq, const float* meta, float* y, int ldy,  \
-        const float* bias, int rows, int cols, int n) {                                        \
-        matvec_q8_1_rows<F, 1>(w, row_bytes, xq, meta, y, ldy, bias, rows, cols, n);           \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(MMVQ_WARPS * 32) matvec_batch_q8_1_##name(    \
-        const u8* w, long long row_bytes, const i8* xq, const float* meta, float* y, int ldy,  \
-        const float* bias, int rows, int cols, int n) {                                        \
-        matvec_q8_1_rows<F, MMVQ_TOKENS>(w, row_bytes, xq, meta, y, ldy, bias, rows, cols, n); \
+// Both take the launch's matrices (Q8_1Matrices' fields in order), the q8_1 rows, then the
+// outputs and the sizes: `rows` in all, `cols` wide, `n` activation rows.
+#define DEFINE_Q8_1_KERNELS(name, F)                                                             \
+    extern "C" __global__ void __launch_bounds__(MMVQ_WARPS * 32) matvec_q8_1_##name(            \
+        const u8* w0, const u8* w1, const u8* w2, long long row_bytes, int split1, int split2,   \
+        const float* b0, const float* b1, const float* b2, const i8* xq, const float* meta,      \
+        float* y, int ldy, int rows, int cols, int n) {                                          \
+        const Q8_1Matrices m{w0, w1, w2, row_bytes, split1, split2, b0, b1, b2};                 \
+        matvec_q8_1_rows<F, 1>(m, xq, meta, y, ldy, rows, cols, n);                              \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(MMVQ_WARPS * 32) matvec_batch_q8_1_##name(      \
+        const u8* w0, const u8* w1, const u8* w2, long long row_bytes, int split1, int split2,   \
+        const float* b0, const float* b1, const float* b2, const i8* xq, const float* meta,      \
+        float* y, int ldy, int rows, int cols, int n) {                                          \
+        const Q8_1Matrices m{w0, w1, w2, row_bytes, split1, split2, b0, b1, b2};                 \
+        matvec_q8_1_rows<F, MMVQ_TOKENS>(m, xq, meta, y, ldy, rows, cols, n);                    \
     }
 
 DEFINE_Q8_1_KERNELS(q4_0, fmt_q4_0)

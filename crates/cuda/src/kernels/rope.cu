@@ -1,5 +1,6 @@
-// Rotary embedding in place on the q (or k) section of a fused qkv buffer.
-// grid (tokens, heads), one thread per rotated pair. theta follows the CPU reference exactly:
+// Rotary embedding in place on the heads of a fused qkv buffer from `offset` (the step rotates
+// q's heads and k's, which follow them, in one launch). grid (tokens, heads), one thread per
+// rotated pair. theta follows the CPU reference exactly:
 // pos multiplied by theta_scale once per pair index, then freq_scale / freq_factors[i]. With
 // yarn_mscale > 0 the angle is YaRN's blend (rinfer_kernels::ops::Yarn): the extrapolated
 // angle below pair yarn_low, the interpolated one above yarn_high, a linear ramp between, and

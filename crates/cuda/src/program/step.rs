@@ -27,6 +27,7 @@ use crate::program::{
     StackedAddress, WeightAddresses, WorkAddresses,
 };
 
+mod q8_1;
 mod rows;
 
 /// The address of element `offset` of an f32 buffer at `base`.
@@ -255,14 +256,8 @@ impl Sequence<'_, '_> {
         ldy: usize,
         n: usize,
     ) {
-        let aligned = w.ptr.is_multiple_of(w.ty.codes_alignment());
-        if self.recipe == Recipe::Decode && w.ty.has_q8_1_matvec() && aligned {
-            let per_launch = launch::MMVQ_TOKENS as usize;
-            for t0 in (0..n).step_by(per_launch) {
-                let rows = per_launch.min(n - t0);
-                let (x, y) = (at(x, t0 * ldx), at(y, t0 * ldy));
-                self.matvec_q8_1(w, bias, (x, ldx), (y, ldy), rows);
-            }
+        if self.on_q8_1(w) {
+            self.q8_1_products(&[(w, bias)], (x, ldx), (y, ldy), n);
             return;
         }
         let (kernel, shape) = if self.on_tensor_cores(w.ty, w.ptr) {
@@ -274,47 +269,6 @@ impl Sequence<'_, '_> {
         };
         let input = [Arg::Ptr(x), Arg::I32(ldx as i32)];
         self.push(kernel, shape, &w.product_args(&input, (y, ldy), bias, n));
-    }
-
-    /// `y[t, r] = W[r] · q8_1(x[t]) + b[r]` for `n` ≤ `MMVQ_TOKENS` tokens, `x` quantized
-    /// first unless the q8_1 buffers already hold it.
-    fn matvec_q8_1(
-        &mut self,
-        w: &MatrixAddress,
-        bias: Option<u64>,
-        (x, ldx): (u64, usize),
-        (y, ldy): (u64, usize),
-        n: usize,
-    ) {
-        let work = *self.b.work;
-        if self.quantized != Some((x, ldx, w.cols)) {
-            self.fixed(
-                "quantize_q8_1",
-                launch::quantize_q8_1(n, w.cols),
-                &[
-                    Arg::Ptr(x),
-                    Arg::I32(ldx as i32),
-                    Arg::I32(w.cols as i32),
-                    Arg::Ptr(work.xq),
-                    Arg::Ptr(work.xq_meta),
-                ],
-            );
-            self.quantized = Some((x, ldx, w.cols));
-        }
-        let kernel = if n == 1 {
-            KernelRef::MatvecQ8_1(w.ty)
-        } else {
-            KernelRef::MatvecBatchQ8_1(w.ty)
-        };
-        let input = [Arg::Ptr(work.xq), Arg::Ptr(work.xq_meta)];
-        self.push(
-            kernel,
-            launch::matvec_q8_1(w.rows),
-            &w.product_args(&input, (y, ldy), bias, n),
-        );
-        if y == x {
-            self.quantized = None;
-        }
     }
 
     fn elementwise(&mut self, name: &'static str, args: &[Arg], len: usize) {
@@ -335,11 +289,7 @@ impl Sequence<'_, '_> {
                     let (h, width) = (c.hidden, self.qkv_width());
                     match qkv {
                         Qkv::Separate { q, k, v } => {
-                            let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
-                            let columns = [(q, 0), (k, q_dim), (v, q_dim + kv_dim)];
-                            for (l, column) in columns {
-                                self.linear(l, work.h, h, at(work.qkv, column), width);
-                            }
+                            self.adjacent_linears(&[q, k, v], (work.h, h), (work.qkv, width));
                         }
                         Qkv::Fused(qkv) => self.linear(qkv, work.h, h, work.qkv, width),
                         // Refused by `UploadPlan::new` (`check_stages`).
@@ -444,7 +394,8 @@ impl Sequence<'_, '_> {
         }
     }
 
-    /// q and k rotated at their positions.
+    /// q and k rotated at their positions, in one launch: the k heads follow the q heads in a
+    /// row of the `qkv` buffer, so they are its heads `heads..heads + kv_heads`.
     fn rope(&mut self, rope: &RopeParams) {
         let c = self.b.model;
         let width = self.qkv_width();
@@ -454,27 +405,25 @@ impl Sequence<'_, '_> {
             corr_dims: [0.0, 0.0],
             mscale: 0.0,
         });
-        for (offset, heads) in [(0, c.heads), (c.q_dim(), c.kv_heads)] {
-            self.fixed(
-                "rope",
-                launch::rope(self.n, heads, rope.n_rot),
-                &[
-                    Arg::Ptr(self.b.work.qkv),
-                    Arg::I32(width as i32),
-                    Arg::I32(offset as i32),
-                    Arg::I32(c.head_dim as i32),
-                    Arg::I32(rope.n_rot as i32),
-                    Arg::Ptr(self.b.work.positions),
-                    Arg::F32(theta_scale),
-                    Arg::F32(rope.freq_scale),
-                    opt(self.b.model.rope_freqs.filter(|_| rope.factors)),
-                    Arg::I32(i32::from(rope.style == RopeStyle::Neox)),
-                    Arg::F32(yarn.corr_dims[0]),
-                    Arg::F32(yarn.corr_dims[1]),
-                    Arg::F32(yarn.mscale),
-                ],
-            );
-        }
+        self.fixed(
+            "rope",
+            launch::rope(self.n, c.heads + c.kv_heads, rope.n_rot),
+            &[
+                Arg::Ptr(self.b.work.qkv),
+                Arg::I32(width as i32),
+                Arg::I32(0),
+                Arg::I32(c.head_dim as i32),
+                Arg::I32(rope.n_rot as i32),
+                Arg::Ptr(self.b.work.positions),
+                Arg::F32(theta_scale),
+                Arg::F32(rope.freq_scale),
+                opt(self.b.model.rope_freqs.filter(|_| rope.factors)),
+                Arg::I32(i32::from(rope.style == RopeStyle::Neox)),
+                Arg::F32(yarn.corr_dims[0]),
+                Arg::F32(yarn.corr_dims[1]),
+                Arg::F32(yarn.mscale),
+            ],
+        );
     }
 
     /// The rows' keys and values into the layer's cache at their positions: `kv_store` into one
@@ -509,8 +458,7 @@ impl Sequence<'_, '_> {
         let (f, hidden, n) = (c.ffn_dim, c.hidden, self.n);
         match up {
             FfnUp::Gated { gate, up } => {
-                self.linear(gate, work.h, hidden, work.gate_up, 2 * f);
-                self.linear(up, work.h, hidden, at(work.gate_up, f), 2 * f);
+                self.adjacent_linears(&[gate, up], (work.h, hidden), (work.gate_up, 2 * f));
             }
             FfnUp::FusedGated(l) | FfnUp::Plain(l) => {
                 self.linear(l, work.h, hidden, work.gate_up, 2 * f);

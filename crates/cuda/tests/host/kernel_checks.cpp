@@ -206,7 +206,8 @@ static void quantize_reference(const std::vector<float>& x, int ldx, int cols, i
         }
 }
 
-typedef void (*Q8_1Matvec)(const u8*, long long, const i8*, const float*, float*, int, const float*, int, int, int);
+typedef void (*Q8_1Matvec)(const u8*, const u8*, const u8*, long long, int, int, const float*, const float*,
+                           const float*, const i8*, const float*, float*, int, int, int, int);
 
 // The activation quantizer matches its reference exactly (codes and metas, an all-zero block
 // and outliers included), and each format's integer matvec, for 1, 5 and 8 token rows, matches
@@ -257,10 +258,30 @@ static void check_q8_1_kernels(const Format& f, Q8_1Matvec matvec, Q8_1Matvec ba
                 want[(size_t)t * ldy + out_offset + r] = s;
             }
         const unsigned per_block = MMVQ_WARPS * MMVQ_ROWS;
-        launch(tokens == 1 ? matvec : batch, dim3{(rows + per_block - 1) / per_block}, dim3{MMVQ_WARPS * 32}, w,
-               row_bytes, xq, meta, y.data() + out_offset, ldy, bias.data(), rows, cols, tokens);
-        check(std::string(tokens == 1 ? "matvec_q8_1_" : "matvec_batch_q8_1_") + f.name + " x" + std::to_string(tokens), y,
-              want, 1e-4);
+        const Q8_1Matvec kernel = tokens == 1 ? matvec : batch;
+        const std::string name =
+            std::string(tokens == 1 ? "matvec_q8_1_" : "matvec_batch_q8_1_") + f.name + " x" + std::to_string(tokens);
+        launch(kernel, dim3{(rows + per_block - 1) / per_block}, dim3{MMVQ_WARPS * 32}, w, w, w, row_bytes, rows,
+               rows, bias.data(), (const float*)nullptr, (const float*)nullptr, xq, meta, y.data() + out_offset, ldy,
+               rows, cols, tokens);
+        check(name, y, want, 1e-4);
+        // The matrix as three launched together (rows 0-4, 5-8 and 9-12, each with its share
+        // of the bias): the same bits.
+        const int split1 = 5, split2 = 9;
+        std::vector<float> parts(y.size(), 0.0f);
+        launch(kernel, dim3{(rows + per_block - 1) / per_block}, dim3{MMVQ_WARPS * 32}, w,
+               w + split1 * row_bytes, w + split2 * row_bytes, row_bytes, split1, split2, bias.data(),
+               bias.data() + split1, bias.data() + split2, xq, meta, parts.data() + out_offset, ldy, rows, cols,
+               tokens);
+        const bool same_rows = std::memcmp(parts.data(), y.data(), 4 * y.size()) == 0;
+        check(name + " in three matrices, the same bits", {same_rows ? 1.0f : 0.0f}, {1.0}, 0);
+        // Without a bias.
+        launch(kernel, dim3{(rows + per_block - 1) / per_block}, dim3{MMVQ_WARPS * 32}, w, w, w, row_bytes, rows,
+               rows, (const float*)nullptr, (const float*)nullptr, (const float*)nullptr, xq, meta,
+               parts.data() + out_offset, ldy, rows, cols, tokens);
+        for (int t = 0; t < tokens; t++)
+            for (int r = 0; r < rows; r++) want[(size_t)t * ldy + out_offset + r] -= bias[r];
+        check(name + " without a bias", parts, want, 1e-4);
     }
 }
 
