@@ -704,9 +704,10 @@ fn a_prompt_cut_into_steps_anywhere_gives_the_bits_of_the_whole_prompt() {
 }
 
 /// A decode step's products of one q8_1 type and width share launches: q, k and v, then gate
-/// and up (every matrix of llama-tiny-q8_0 is Q8_0), so a layer runs four product launches,
-/// and q and k rotate in one. Each row's bits are those of separate launches (the kernel
-/// checks), and the step's logits the CPU's (`check_fixture`).
+/// and up (every matrix of llama-tiny-q8_0 is Q8_0), so a layer runs four product launches;
+/// q and k rotate in one, and each residual add runs in the launch of the norm after it (the
+/// last one in the output norm's). Each launch's bits are those of the launches it replaces
+/// (the kernel checks), and the step's logits the CPU's (`check_fixture`).
 #[test]
 fn a_decode_steps_products_of_one_type_share_launches() {
     with_emulator(|emulate| {
@@ -723,6 +724,9 @@ fn a_decode_steps_products_of_one_type_share_launches() {
             let products = count(|k| matches!(k, KernelRef::MatvecQ8_1(_)));
             assert_eq!(products, 4 * layers + 1, "four a layer, and the head");
             assert_eq!(count(|k| matches!(k, KernelRef::Fixed("rope"))), layers);
+            let fused = count(|k| matches!(k, KernelRef::Fixed("add_rms_norm")));
+            assert_eq!(fused, 2 * layers, "every residual add beside a norm");
+            assert_eq!(count(|k| matches!(k, KernelRef::Fixed("add_inplace"))), 0);
         });
     });
 }

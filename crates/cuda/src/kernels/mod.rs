@@ -386,6 +386,7 @@ pub fn kv_kernel_names() -> impl Iterator<Item = &'static str> {
 /// The kernels that do not depend on a weight format nor on the KV cache's element type.
 pub const FIXED_KERNELS: &[&str] = &[
     "rms_norm",
+    "add_rms_norm",
     "layer_norm",
     "head_rms_norm",
     "rope",

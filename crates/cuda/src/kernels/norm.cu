@@ -1,13 +1,34 @@
 // Row norms, one block per row. x and y may alias (in-place norms).
 
-extern "C" __global__ void rms_norm(const float* x, float* y, const float* w, int d, float eps) {
-    const float* xr = x + (size_t)blockIdx.x * d;
-    float* yr = y + (size_t)blockIdx.x * d;
+// y = rms_norm(x) of row `row`, with x += r first where r is given (the residual add before the
+// norm, in the same launch): the sums run in one order either way.
+__device__ __forceinline__ void rms_norm_row(float* x, const float* r, float* y, const float* w,
+                                             int d, float eps, int row) {
+    float* xr = x + (size_t)row * d;
+    float* yr = y + (size_t)row * d;
     float sum = 0.0f;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) sum += xr[i] * xr[i];
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        float v = xr[i];
+        if (r) {
+            v += r[(size_t)row * d + i];
+            xr[i] = v;
+        }
+        sum += v * v;
+    }
     sum = block_sum(sum);
     const float scale = 1.0f / sqrtf(sum / (float)d + eps);
     for (int i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
+}
+
+extern "C" __global__ void rms_norm(const float* x, float* y, const float* w, int d, float eps) {
+    // x is only read: no residual.
+    rms_norm_row((float*)x, nullptr, y, w, d, eps, blockIdx.x);
+}
+
+// x += r (a residual add, as add_inplace), then y = rms_norm(x), as rms_norm.
+extern "C" __global__ void add_rms_norm(float* x, const float* r, float* y, const float* w, int d,
+                                        float eps) {
+    rms_norm_row(x, r, y, w, d, eps, blockIdx.x);
 }
 
 // (x - mean) / sqrt(var + eps) * w + b; b may be null.

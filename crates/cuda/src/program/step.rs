@@ -14,6 +14,10 @@
 //! - a decode step ([`StepBuilder::decode`], [`StepBuilder::decode_token`]) computes each row
 //!   as a step of that row alone would, bit for bit, whatever the number of rows (how: the
 //!   `rows` module).
+//!
+//! Either takes few launches: a residual add runs in the launch of the RMSNorm that follows
+//! it, q and k rotate in one launch, and a decode step's products of one type share launches
+//! (the `q8_1` module), each with the arithmetic of the launches it replaces.
 
 use rinfer_transformer::{
     AttentionParams, Experts, Ffn, FfnUp, Gating, Linear, NormKind, NormWeights, Qkv, RopeParams,
@@ -124,6 +128,7 @@ impl StepBuilder<'_> {
             n,
             quantized: None,
             recipe,
+            residual: None,
         };
         s.embed();
         for layer in 0..self.model.layers() {
@@ -165,6 +170,9 @@ struct Sequence<'b, 'a> {
     quantized: Option<(u64, usize, usize)>,
     /// How its tokens are computed.
     recipe: Recipe,
+    /// A residual `x += r` not yet launched: the buffer `r`, added by the next norm of `x`
+    /// in its launch (`add_rms_norm`), or on its own before any other stage.
+    residual: Option<u64>,
 }
 
 impl Sequence<'_, '_> {
@@ -213,6 +221,39 @@ impl Sequence<'_, '_> {
         if let Some(norm) = &c.embedding_norm {
             self.norm(norm, work.x, work.h, self.n);
             self.norm(norm, work.x, work.x, self.n);
+        }
+    }
+
+    /// `h = norm(x)` for the step's rows, the residual waiting to be added to `x` added first,
+    /// in the same launch for an RMSNorm.
+    fn norm_x(&mut self, weights: &NormWeights<OnDevice>) {
+        let (work, d, n) = (*self.b.work, self.b.model.hidden, self.n);
+        match self.residual.take() {
+            Some(r) if weights.params.kind == NormKind::Rms => self.fixed(
+                "add_rms_norm",
+                launch::per_row(n, d),
+                &[
+                    Arg::Ptr(work.x),
+                    Arg::Ptr(r),
+                    Arg::Ptr(work.h),
+                    Arg::Ptr(weights.weight),
+                    Arg::I32(d as i32),
+                    Arg::F32(weights.params.eps),
+                ],
+            ),
+            residual => {
+                self.residual = residual;
+                self.add_residual();
+                self.norm(weights, work.x, work.h, n);
+            }
+        }
+    }
+
+    /// Launches the residual add waiting, if any.
+    fn add_residual(&mut self) {
+        if let Some(r) = self.residual.take() {
+            let x = self.b.work.x;
+            self.add(&[x, r], self.n * self.b.model.hidden);
         }
     }
 
@@ -283,8 +324,11 @@ impl Sequence<'_, '_> {
         let n = self.n;
         let len = n * c.hidden;
         for stage in &block.stages {
+            if !matches!(stage, Stage::AttentionNorm(_) | Stage::FfnNorm(_)) {
+                self.add_residual();
+            }
             match stage {
-                Stage::AttentionNorm(norm) => self.norm(norm, work.x, work.h, n),
+                Stage::AttentionNorm(norm) | Stage::FfnNorm(norm) => self.norm_x(norm),
                 Stage::Qkv(qkv) => {
                     let (h, width) = (c.hidden, self.qkv_width());
                     match qkv {
@@ -317,8 +361,7 @@ impl Sequence<'_, '_> {
                     self.linear(output, work.attn, c.q_dim(), work.out, c.hidden);
                 }
                 Stage::PostAttentionNorm(norm) => self.norm(norm, work.out, work.out, n),
-                Stage::AttentionResidual => self.add(&[work.x, work.out], len),
-                Stage::FfnNorm(norm) => self.norm(norm, work.x, work.h, n),
+                Stage::AttentionResidual => self.residual = Some(work.out),
                 Stage::Ffn { ffn, up, down } => self.ffn(*ffn, up, down),
                 Stage::Router { router, scores, .. } => self.route(router, scores),
                 // `UploadPlan::new` refuses the stages the GPU does not run yet (see
@@ -333,7 +376,7 @@ impl Sequence<'_, '_> {
                     }
                 }
                 Stage::PostFfnNorm(norm) => self.norm(norm, work.h, work.h, n),
-                Stage::FfnResidual => self.add(&[work.x, work.h], len),
+                Stage::FfnResidual => self.residual = Some(work.h),
                 Stage::ParallelResidual => self.add(&[work.x, work.out, work.h], len),
                 // Refused by `UploadPlan::new` (`check_stages`): no launch runs them yet.
                 Stage::ValueNorm { .. }
@@ -709,8 +752,14 @@ impl Sequence<'_, '_> {
         let work = *self.b.work;
         let x = at(work.x, first * c.hidden);
         // The upload plan refuses a model without an output norm.
-        if let Some(norm) = &c.output_norm {
-            self.norm(norm, x, work.h, rows);
+        match &c.output_norm {
+            // Every row's logits: the last residual added in the norm's launch.
+            Some(norm) if (first, rows) == (0, self.n) => self.norm_x(norm),
+            Some(norm) => {
+                self.add_residual();
+                self.norm(norm, x, work.h, rows);
+            }
+            None => self.add_residual(),
         }
         self.matmul(
             c.lm_head(),

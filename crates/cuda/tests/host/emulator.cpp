@@ -65,6 +65,7 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
 #define KERNEL(f) \
     if (k == #f) return run(f, g, b, args, nargs);
     KERNEL(rms_norm)
+    KERNEL(add_rms_norm)
     KERNEL(layer_norm)
     KERNEL(head_rms_norm)
     KERNEL(rope)

@@ -431,6 +431,16 @@ static void check_norms() {
     launch(rms_norm, dim3{n}, dim3{threads_for(d)}, x.data(), y.data(), w.data(), d, 1e-6f);
     check("rms_norm", y, want, 1e-5);
 
+    // A residual add fused with the norm: the bits of add_inplace, then rms_norm.
+    const auto r = random_vector(n * d, 3.0f);
+    std::vector<float> x_apart = x, y_apart(n * d), x_fused = x, y_fused(n * d);
+    launch(add_inplace, dim3{(n * d + 255) / 256}, dim3{256}, x_apart.data(), r.data(), (long long)(n * d));
+    launch(rms_norm, dim3{n}, dim3{threads_for(d)}, x_apart.data(), y_apart.data(), w.data(), d, 1e-6f);
+    launch(add_rms_norm, dim3{n}, dim3{threads_for(d)}, x_fused.data(), r.data(), y_fused.data(), w.data(), d,
+           1e-6f);
+    const bool same = x_apart == x_fused && std::memcmp(y_apart.data(), y_fused.data(), 4 * y_fused.size()) == 0;
+    check("add_rms_norm equals add_inplace then rms_norm", {same ? 1.0f : 0.0f}, {1.0}, 0);
+
     for (int i = 0; i < n; i++) {
         double mean = 0, var = 0;
         for (int j = 0; j < d; j++) mean += x[i * d + j];
