@@ -26,6 +26,29 @@
 #define MMVQ_TOKENS 8
 #define Q8_1_BLOCKS_PER_CTA 4
 
+// One q8_1 block quantized by a warp, lane j holding its value j: the codes to xq[0..32], the
+// meta to m[0..4]. Also the norm's (`add_rms_norm`), which quantizes its output so.
+__device__ __forceinline__ void quantize_q8_1_block(float v, int lane, i8* __restrict__ xq,
+                                                    float* __restrict__ m) {
+    float amax = fabsf(v);
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    }
+    const float d = amax / 127.0f;
+    const int q = amax == 0.0f ? 0 : (int)roundf(v / d);
+    xq[lane] = (i8)q;
+    // Sums of the codes of each half-warp (exact in f32).
+    float sum = (float)q;
+    for (int offset = 8; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    const float other = __shfl_xor_sync(0xffffffffu, sum, 16);
+    if (lane == 0) {
+        m[0] = d;
+        m[1] = d * sum;
+        m[2] = d * other;
+        m[3] = 0.0f;
+    }
+}
+
 // One q8_1 block per warp, lane j its element j; grid (ceil(cols / 32 / 4), n).
 extern "C" __global__ void __launch_bounds__(Q8_1_BLOCKS_PER_CTA * 32) quantize_q8_1(
     const float* __restrict__ x, int ldx, int cols, i8* __restrict__ xq,
@@ -33,25 +56,9 @@ extern "C" __global__ void __launch_bounds__(Q8_1_BLOCKS_PER_CTA * 32) quantize_
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int block = blockIdx.x * Q8_1_BLOCKS_PER_CTA + warp, t = blockIdx.y;
     if (block >= (cols >> 5)) return;
-    const float v = x[(size_t)t * ldx + block * 32 + lane];
-    float amax = fabsf(v);
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    }
-    const float d = amax / 127.0f;
-    const int q = amax == 0.0f ? 0 : (int)roundf(v / d);
-    xq[(size_t)t * cols + block * 32 + lane] = (i8)q;
-    // Sums of the codes of each half-warp (exact in f32).
-    float sum = (float)q;
-    for (int offset = 8; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    const float other = __shfl_xor_sync(0xffffffffu, sum, 16);
-    if (lane == 0) {
-        float* m = meta + 4 * ((size_t)t * (cols >> 5) + block);
-        m[0] = d;
-        m[1] = d * sum;
-        m[2] = d * other;
-        m[3] = 0.0f;
-    }
+    quantize_q8_1_block(x[(size_t)t * ldx + block * 32 + lane], lane,
+                        xq + (size_t)t * cols + block * 32,
+                        meta + 4 * ((size_t)t * (cols >> 5) + block));
 }
 
 // The rows of a launch: rows [0, split1) are w0's, [split1, split2) w1's, the rest w2's, each

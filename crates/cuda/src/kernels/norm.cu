@@ -25,10 +25,21 @@ extern "C" __global__ void rms_norm(const float* x, float* y, const float* w, in
     rms_norm_row((float*)x, nullptr, y, w, d, eps, blockIdx.x);
 }
 
-// x += r (a residual add, as add_inplace), then y = rms_norm(x), as rms_norm.
+// x += r where r is given (a residual add, as add_inplace), then y = rms_norm(x), as rms_norm,
+// then y's rows quantized to q8_1 where xq is given (as quantize_q8_1 quantizes them, for the
+// products that read y next): one launch for what took up to three.
 extern "C" __global__ void add_rms_norm(float* x, const float* r, float* y, const float* w, int d,
-                                        float eps) {
+                                        float eps, i8* xq, float* meta) {
     rms_norm_row(x, r, y, w, d, eps, blockIdx.x);
+    if (!xq) return;
+    // Every value of the row written before any warp quantizes a block of them.
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, blocks = d >> 5;
+    const size_t row = blockIdx.x;
+    for (int b = warp; b < blocks; b += blockDim.x >> 5) {
+        quantize_q8_1_block(y[row * d + 32 * b + lane], lane, xq + row * d + 32 * b,
+                            meta + 4 * (row * blocks + b));
+    }
 }
 
 // (x - mean) / sqrt(var + eps) * w + b; b may be null.

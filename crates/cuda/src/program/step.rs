@@ -16,8 +16,9 @@
 //!   `rows` module).
 //!
 //! Either takes few launches: a residual add runs in the launch of the RMSNorm that follows
-//! it, q and k rotate in one launch, and a decode step's products of one type share launches
-//! (the `q8_1` module), each with the arithmetic of the launches it replaces.
+//! it, which in a decode step also quantizes its output for the q8_1 products after it; q and
+//! k rotate in one launch; and a decode step's products of one type share launches (the
+//! `q8_1` module). Each fused launch computes the bits of the launches it replaces.
 
 use rinfer_transformer::{
     AttentionParams, Experts, Ffn, FfnUp, Gating, Linear, NormKind, NormWeights, Qkv, RopeParams,
@@ -224,29 +225,60 @@ impl Sequence<'_, '_> {
         }
     }
 
-    /// `h = norm(x)` for the step's rows, the residual waiting to be added to `x` added first,
-    /// in the same launch for an RMSNorm.
-    fn norm_x(&mut self, weights: &NormWeights<OnDevice>) {
+    /// `h = norm(x)` for the step's rows, the residual waiting to be added to `x` added first;
+    /// `h` then quantized to q8_1 where `quantize` says the products after it read it so. An
+    /// RMSNorm does all three in one launch.
+    fn norm_x(&mut self, weights: &NormWeights<OnDevice>, quantize: bool) {
         let (work, d, n) = (*self.b.work, self.b.model.hidden, self.n);
-        match self.residual.take() {
-            Some(r) if weights.params.kind == NormKind::Rms => self.fixed(
-                "add_rms_norm",
-                launch::per_row(n, d),
-                &[
-                    Arg::Ptr(work.x),
-                    Arg::Ptr(r),
-                    Arg::Ptr(work.h),
-                    Arg::Ptr(weights.weight),
-                    Arg::I32(d as i32),
-                    Arg::F32(weights.params.eps),
-                ],
-            ),
-            residual => {
-                self.residual = residual;
-                self.add_residual();
-                self.norm(weights, work.x, work.h, n);
-            }
+        let rms = weights.params.kind == NormKind::Rms;
+        if !rms || (self.residual.is_none() && !quantize) {
+            self.add_residual();
+            self.norm(weights, work.x, work.h, n);
+            return;
         }
+        let (xq, meta) = if quantize {
+            (work.xq, work.xq_meta)
+        } else {
+            (0, 0)
+        };
+        let residual = self.residual.take().unwrap_or(0);
+        self.fixed(
+            "add_rms_norm",
+            launch::per_row(n, d),
+            &[
+                Arg::Ptr(work.x),
+                Arg::Ptr(residual),
+                Arg::Ptr(work.h),
+                Arg::Ptr(weights.weight),
+                Arg::I32(d as i32),
+                Arg::F32(weights.params.eps),
+                Arg::Ptr(xq),
+                Arg::Ptr(meta),
+            ],
+        );
+        if quantize {
+            self.quantized = Some((work.h, d, d));
+        }
+    }
+
+    /// Whether the products of `stage` (the one after a norm of `x`) read `h` as q8_1 rows in
+    /// one launch: their first matrix's does, in a decode step of at most `MMVQ_TOKENS` rows
+    /// (the q8_1 buffers hold that many).
+    fn reads_q8_1(&self, stage: Option<&Stage<OnDevice>>) -> bool {
+        if self.n > launch::MMVQ_TOKENS as usize {
+            return false;
+        }
+        let first = match stage {
+            Some(Stage::Qkv(Qkv::Separate { q, .. })) => q,
+            Some(Stage::Qkv(Qkv::Fused(l))) => l,
+            Some(Stage::Ffn { up, .. }) => match up {
+                FfnUp::Gated { gate, .. } => gate,
+                FfnUp::FusedGated(l) | FfnUp::Plain(l) => l,
+            },
+            Some(Stage::Router { scores, .. }) => scores,
+            _ => return false,
+        };
+        self.on_q8_1(&first.weight)
     }
 
     /// Launches the residual add waiting, if any.
@@ -323,12 +355,14 @@ impl Sequence<'_, '_> {
         let work = *self.b.work;
         let n = self.n;
         let len = n * c.hidden;
-        for stage in &block.stages {
+        for (i, stage) in block.stages.iter().enumerate() {
             if !matches!(stage, Stage::AttentionNorm(_) | Stage::FfnNorm(_)) {
                 self.add_residual();
             }
             match stage {
-                Stage::AttentionNorm(norm) | Stage::FfnNorm(norm) => self.norm_x(norm),
+                Stage::AttentionNorm(norm) | Stage::FfnNorm(norm) => {
+                    self.norm_x(norm, self.reads_q8_1(block.stages.get(i + 1)));
+                }
                 Stage::Qkv(qkv) => {
                     let (h, width) = (c.hidden, self.qkv_width());
                     match qkv {
@@ -754,7 +788,10 @@ impl Sequence<'_, '_> {
         // The upload plan refuses a model without an output norm.
         match &c.output_norm {
             // Every row's logits: the last residual added in the norm's launch.
-            Some(norm) if (first, rows) == (0, self.n) => self.norm_x(norm),
+            Some(norm) if (first, rows) == (0, self.n) => {
+                let quantize = self.n <= launch::MMVQ_TOKENS as usize && self.on_q8_1(c.lm_head());
+                self.norm_x(norm, quantize);
+            }
             Some(norm) => {
                 self.add_residual();
                 self.norm(norm, x, work.h, rows);

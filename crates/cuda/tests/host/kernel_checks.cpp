@@ -436,10 +436,22 @@ static void check_norms() {
     std::vector<float> x_apart = x, y_apart(n * d), x_fused = x, y_fused(n * d);
     launch(add_inplace, dim3{(n * d + 255) / 256}, dim3{256}, x_apart.data(), r.data(), (long long)(n * d));
     launch(rms_norm, dim3{n}, dim3{threads_for(d)}, x_apart.data(), y_apart.data(), w.data(), d, 1e-6f);
+    std::vector<i8> q_apart(n * d), q_fused(n * d);
+    std::vector<float> m_apart(n * d / 8), m_fused(n * d / 8);
+    launch(quantize_q8_1, dim3{(unsigned)((d / 32 + Q8_1_BLOCKS_PER_CTA - 1) / Q8_1_BLOCKS_PER_CTA), (unsigned)n},
+           dim3{Q8_1_BLOCKS_PER_CTA * 32}, (const float*)y_apart.data(), d, d, q_apart.data(), m_apart.data());
     launch(add_rms_norm, dim3{n}, dim3{threads_for(d)}, x_fused.data(), r.data(), y_fused.data(), w.data(), d,
-           1e-6f);
+           1e-6f, q_fused.data(), m_fused.data());
     const bool same = x_apart == x_fused && std::memcmp(y_apart.data(), y_fused.data(), 4 * y_fused.size()) == 0;
     check("add_rms_norm equals add_inplace then rms_norm", {same ? 1.0f : 0.0f}, {1.0}, 0);
+    const bool same_q = q_apart == q_fused && std::memcmp(m_apart.data(), m_fused.data(), 4 * m_fused.size()) == 0;
+    check("add_rms_norm's q8_1 rows equal quantize_q8_1's", {same_q ? 1.0f : 0.0f}, {1.0}, 0);
+    // Without the residual, nor the quantization: rms_norm's bits.
+    std::vector<float> y_plain(n * d), x_plain = x;
+    launch(add_rms_norm, dim3{n}, dim3{threads_for(d)}, x_plain.data(), (const float*)nullptr, y_plain.data(),
+           w.data(), d, 1e-6f, (i8*)nullptr, (float*)nullptr);
+    const bool plain = x_plain == x && std::memcmp(y_plain.data(), y.data(), 4 * y.size()) == 0;
+    check("add_rms_norm without a residual equals rms_norm", {plain ? 1.0f : 0.0f}, {1.0}, 0);
 
     for (int i = 0; i < n; i++) {
         double mean = 0, var = 0;
