@@ -69,16 +69,6 @@ impl GpuModel {
         match self.never {}
     }
 
-    /// The forward pass.
-    pub fn forward(
-        &mut self,
-        _tokens: &[u32],
-        _cache: &mut GpuKvCache,
-        _wanted: Logits,
-    ) -> Result<&[f32], CudaError> {
-        match self.never {}
-    }
-
     /// Prompt tokens, any number of them.
     pub fn prefill(
         &mut self,

@@ -38,6 +38,15 @@ struct q8_0_kv {
     u8 byte;
 };
 
+template <typename T>
+struct is_q8_0_kv {
+    static constexpr bool value = false;
+};
+template <>
+struct is_q8_0_kv<q8_0_kv> {
+    static constexpr bool value = true;
+};
+
 __device__ __forceinline__ float kv_load(const q8_0_kv* p, size_t i) {
     const u8* block = (const u8*)p + (i >> 5) * Q8_0_BLOCK_BYTES;
     const u16 d = (u16)(block[0] | (block[1] << 8));
@@ -70,7 +79,8 @@ __device__ __forceinline__ size_t kv_row(const int* table, long long block_strid
            (size_t)(slot % KV_BLOCK) * kv_dim;
 }
 
-// Copies the k and v sections of token t's qkv row into its cache slot (keys, values).
+// Copies the k and v sections of token t's qkv row into its cache slot (keys, values): value
+// by value, or into a q8_0 cache a warp per 32-value block, the keys' blocks then the values'.
 template <typename T>
 __device__ __forceinline__ void kv_store_row(const float* qkv, int ld, int k_off, int v_off,
                                              T* keys, T* values, const int* table,
@@ -78,25 +88,19 @@ __device__ __forceinline__ void kv_store_row(const float* qkv, int ld, int k_off
                                              const int* positions, int slots, int t) {
     const float* row = qkv + (size_t)t * ld;
     const size_t slot = kv_row(table, block_stride, positions[t] % slots, kv_dim);
-    for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-        kv_put(keys, slot + i, row[k_off + i]);
-        kv_put(values, slot + i, row[v_off + i]);
-    }
-}
-
-// The same into a q8_0 cache: a warp per 32-value block, the keys' blocks then the values'.
-__device__ __forceinline__ void kv_store_row(const float* qkv, int ld, int k_off, int v_off,
-                                             q8_0_kv* keys, q8_0_kv* values, const int* table,
-                                             long long block_stride, int kv_dim,
-                                             const int* positions, int slots, int t) {
-    const float* row = qkv + (size_t)t * ld;
-    const size_t slot = kv_row(table, block_stride, positions[t] % slots, kv_dim);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, blocks = kv_dim >> 5;
-    for (int b = warp; b < 2 * blocks; b += blockDim.x >> 5) {
-        const bool value = b >= blocks;
-        const int i0 = 32 * (value ? b - blocks : b);
-        kv_put_block(value ? values : keys, slot + i0, row[(value ? v_off : k_off) + i0 + lane],
-                     lane);
+    if constexpr (is_q8_0_kv<T>::value) {
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, blocks = kv_dim >> 5;
+        for (int b = warp; b < 2 * blocks; b += blockDim.x >> 5) {
+            const bool value = b >= blocks;
+            const int i0 = 32 * (value ? b - blocks : b);
+            kv_put_block(value ? values : keys, slot + i0,
+                         row[(value ? v_off : k_off) + i0 + lane], lane);
+        }
+    } else {
+        for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+            kv_put(keys, slot + i, row[k_off + i]);
+            kv_put(values, slot + i, row[v_off + i]);
+        }
     }
 }
 

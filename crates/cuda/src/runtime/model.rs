@@ -117,21 +117,6 @@ impl GpuModel {
         Ok(cache)
     }
 
-    /// Runs `tokens` at the positions following those in `cache`, appends their keys and
-    /// values, and returns the logits asked for (`[vocab]` or `[n, vocab]`), as the CPU
-    /// `Model::forward` does. One token is decoded (the decode step, as in
-    /// [`forward_rows`](Self::forward_rows)); several are prompt tokens
-    /// ([`prefill`](Self::prefill)).
-    pub fn forward(
-        &mut self,
-        tokens: &[u32],
-        cache: &mut GpuKvCache,
-        wanted: Logits,
-    ) -> Result<&[f32], CudaError> {
-        let rows = self.run(tokens, cache, wanted, tokens.len() > 1)?;
-        self.logits_to_host(rows)
-    }
-
     /// Runs `tokens`, any number of them, as prompt tokens at the positions following those in
     /// `cache`, appends their keys and values, and returns the logits asked for (`[vocab]` or
     /// `[n, vocab]`). A token's keys, values and logits are, bit for bit, the same however a
@@ -159,8 +144,9 @@ impl GpuModel {
         Ok(&self.host_logits[..len])
     }
 
-    /// Runs `tokens` like [`forward`](Self::forward) and returns only the argmax of the last
-    /// position's logits, computed on the device (greedy decoding without copying logits).
+    /// Runs `tokens` (one token: the decode step, replayed as a CUDA graph; several: as
+    /// [`prefill`](Self::prefill) does) and returns only the argmax of the last position's
+    /// logits, computed on the device (greedy decoding without copying logits).
     pub fn forward_argmax(
         &mut self,
         tokens: &[u32],
