@@ -16,22 +16,40 @@ __device__ __forceinline__ float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x)));
 }
 
+// The activation of the gate value at g, its up value at g[f].
+__device__ __forceinline__ float gated_value(const float* g, int f, int kind) {
+    if (kind == ACT_GELU) return gelu_tanh(*g);
+    if (kind == ACT_SWIGLU_CLAMPED) {
+        const float x = fminf(*g, SWIGLU_LIMIT);
+        const float y = fminf(fmaxf(g[f], -SWIGLU_LIMIT), SWIGLU_LIMIT);
+        return x / (1.0f + expf(SWIGLU_ALPHA * -x)) * (y + 1.0f);
+    }
+    const float a = kind == ACT_SILU_GATED ? silu(*g) : gelu_tanh(*g);
+    return a * g[f];
+}
+
 // gu is [n, ld] with the gate in columns [0, f) and up in [f, 2f); the result replaces the gate.
 extern "C" __global__ void gated_activation(float* gu, int f, int ld, int n, int kind) {
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)n * f) return;
     const size_t i = idx / f, j = idx % f;
     float* g = gu + i * ld + j;
-    if (kind == ACT_GELU) {
-        *g = gelu_tanh(*g);
-    } else if (kind == ACT_SWIGLU_CLAMPED) {
-        const float x = fminf(*g, SWIGLU_LIMIT);
-        const float y = fminf(fmaxf(g[f], -SWIGLU_LIMIT), SWIGLU_LIMIT);
-        *g = x / (1.0f + expf(SWIGLU_ALPHA * -x)) * (y + 1.0f);
-    } else {
-        const float a = kind == ACT_SILU_GATED ? silu(*g) : gelu_tanh(*g);
-        *g = a * g[f];
-    }
+    *g = gated_value(g, f, kind);
+}
+
+// gated_activation, each row's result then quantized to q8_1 as quantize_q8_1 quantizes it
+// (for the down projection's q8_1 product): a warp per 32-value block, grid as quantize_q8_1's
+// (ceil(f / 32 / Q8_1_BLOCKS_PER_CTA), n).
+extern "C" __global__ void __launch_bounds__(Q8_1_BLOCKS_PER_CTA * 32) gated_activation_q8_1(
+    float* gu, int f, int ld, int n, int kind, i8* xq, float* meta) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int block = blockIdx.x * Q8_1_BLOCKS_PER_CTA + warp, t = blockIdx.y;
+    if (block >= (f >> 5) || t >= n) return;
+    float* g = gu + (size_t)t * ld + block * 32 + lane;
+    const float v = gated_value(g, f, kind);
+    *g = v;
+    quantize_q8_1_block(v, lane, xq + (size_t)t * f + block * 32,
+                        meta + 4 * ((size_t)t * (f >> 5) + block));
 }
 
 extern "C" __global__ void add_inplace(float* x, const float* a, long long len) {

@@ -393,6 +393,7 @@ pub const FIXED_KERNELS: &[&str] = &[
     "attention_decode_combine",
     "kv_copy_block",
     "gated_activation",
+    "gated_activation_q8_1",
     "add_inplace",
     "add2_inplace",
     "softcap",

@@ -54,6 +54,16 @@ fn masking_args(params: &AttentionParams) -> [Arg; 3] {
     ]
 }
 
+/// The activation kernels' code for `ffn` (`ACT_*` in `elementwise.cu`).
+fn activation_kind(ffn: Ffn) -> i32 {
+    match ffn {
+        Ffn::SiluGated => 0,
+        Ffn::GeluGated => 1,
+        Ffn::Gelu => 2,
+        Ffn::ClampedSwiGlu => 3,
+    }
+}
+
 /// How a step computes its tokens: chosen by what they are, the same for any number of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Recipe {
@@ -542,18 +552,31 @@ impl Sequence<'_, '_> {
                 self.linear(l, work.h, hidden, work.gate_up, 2 * f);
             }
         }
-        self.gated_activation(ffn, work.gate_up, f, n);
+        if n <= launch::MMVQ_TOKENS as usize && self.on_q8_1(&down.weight) {
+            // The activation quantized for the down projection in the same launch.
+            self.fixed(
+                "gated_activation_q8_1",
+                launch::quantize_q8_1(n, f),
+                &[
+                    Arg::Ptr(work.gate_up),
+                    Arg::I32(f as i32),
+                    Arg::I32((2 * f) as i32),
+                    Arg::I32(n as i32),
+                    Arg::I32(activation_kind(ffn)),
+                    Arg::Ptr(work.xq),
+                    Arg::Ptr(work.xq_meta),
+                ],
+            );
+            self.quantized = Some((work.gate_up, 2 * f, f));
+        } else {
+            self.gated_activation(ffn, work.gate_up, f, n);
+        }
         self.linear(down, work.gate_up, 2 * f, work.h, hidden);
     }
 
     /// `gu[rows, 2f]`: the gate columns replaced by the activation of gate and up.
     fn gated_activation(&mut self, ffn: Ffn, gu: u64, f: usize, rows: usize) {
-        let kind = match ffn {
-            Ffn::SiluGated => 0,
-            Ffn::GeluGated => 1,
-            Ffn::Gelu => 2,
-            Ffn::ClampedSwiGlu => 3,
-        };
+        let kind = activation_kind(ffn);
         self.elementwise(
             "gated_activation",
             &[

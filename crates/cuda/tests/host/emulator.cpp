@@ -81,6 +81,7 @@ extern "C" int rinfer_emulate_launch(const char* name, const unsigned* grid, con
     KERNEL(attention_prefill_mma_f16_128)
     KERNEL(attention_prefill_mma_f16_256)
     KERNEL(gated_activation)
+    KERNEL(gated_activation_q8_1)
     KERNEL(add_inplace)
     KERNEL(add2_inplace)
     KERNEL(softcap)

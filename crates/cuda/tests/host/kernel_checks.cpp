@@ -538,8 +538,29 @@ static void check_elementwise() {
                 const double swiglu = x / (1 + std::exp(-1.702 * x)) * (y + 1);
                 want[i * ld + j] = kind == 0 ? silu * u : kind == 1 ? gelu * u : kind == 2 ? gelu : swiglu;
             }
+        const auto input = gu;
         launch(gated_activation, dim3{(unsigned)((n * f + 255) / 256)}, dim3{256}, gu.data(), f, ld, n, kind);
         check("gated_activation kind " + std::to_string(kind), gu, want, 1e-5);
+
+        // With the q8_1 quantization of its rows (a width of whole blocks): the bits of
+        // gated_activation, then quantize_q8_1.
+        const int q = 64, qld = 2 * q;
+        std::vector<float> apart(n * qld), fused;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < qld; j++) apart[i * qld + j] = input[i * ld + j % ld];
+        fused = apart;
+        std::vector<i8> q_apart(n * q), q_fused(n * q);
+        std::vector<float> m_apart(n * q / 8), m_fused(n * q / 8);
+        const dim3 grid{(unsigned)((q / 32 + Q8_1_BLOCKS_PER_CTA - 1) / Q8_1_BLOCKS_PER_CTA), (unsigned)n};
+        launch(gated_activation, dim3{(unsigned)((n * q + 255) / 256)}, dim3{256}, apart.data(), q, qld, n, kind);
+        launch(quantize_q8_1, grid, dim3{Q8_1_BLOCKS_PER_CTA * 32}, (const float*)apart.data(), qld, q,
+               q_apart.data(), m_apart.data());
+        launch(gated_activation_q8_1, grid, dim3{Q8_1_BLOCKS_PER_CTA * 32}, fused.data(), q, qld, n, kind,
+               q_fused.data(), m_fused.data());
+        const bool same = apart == fused && q_apart == q_fused &&
+                          std::memcmp(m_apart.data(), m_fused.data(), 4 * m_fused.size()) == 0;
+        check("gated_activation_q8_1 kind " + std::to_string(kind) + " equals gated_activation then quantize_q8_1",
+              {same ? 1.0f : 0.0f}, {1.0}, 0);
     }
     const long long len = 1000;
     auto x = random_vector(len), a = random_vector(len), b = random_vector(len);
