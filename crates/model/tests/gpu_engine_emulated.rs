@@ -11,6 +11,9 @@
 //!   each choice equals its own request run alone;
 //! - a request whose whole prompt is cached (its last token alone computed again) gives, bit
 //!   for bit, what it gave cold, beside another request too;
+//! - a chat's next turn, whose prompt repeats the last prompt and its reply, reuses the last
+//!   prompt and computes the reply again (its rows came from the decode kernels), and gives
+//!   what it gives cold;
 //! - when every sequence has ended and the cached prefixes are forgotten (or the engine is
 //!   dropped), every block of the pool is free again.
 //!
@@ -267,6 +270,33 @@ fn a_prompt_found_whole_in_the_prefix_cache_equals_its_cold_run() {
                 };
                 assert_eq!(outcome, expected, "{seed:?}: run {run} differs from cold");
             }
+        });
+    }
+}
+
+#[test]
+fn a_chats_next_turn_computes_the_reply_again_and_equals_its_cold_run() {
+    let loaded = loaded();
+    for seed in [None, Some(9)] {
+        // The reply fills the first block's end and the whole second block.
+        let first = tokens(8, 20);
+        let turn = || common::logprob_request(&loaded, first.clone(), seed, 24);
+        let reply = cold(&loaded, turn()).tokens;
+        assert_eq!(reply.len(), 24);
+        let next: Vec<u32> = [first.clone(), reply, tokens(9, 10)].concat();
+        let expected = cold(&loaded, request(&loaded, next.clone(), seed));
+        with_engine(&loaded, 1 << 20, |engine, _| {
+            let mut ids = vec![engine.add(turn()).unwrap()];
+            finish_all(engine, &mut ids, |_, _, _| None);
+            let mut ids = vec![engine.add(request(&loaded, next, seed)).unwrap()];
+            let warm = finish_all(engine, &mut ids, |_, _, _| None).0.remove(0);
+            assert_eq!(
+                warm.cached,
+                first.len(),
+                "{seed:?}: the last prompt is reused"
+            );
+            let warm = Outcome { cached: 0, ..warm };
+            assert_eq!(warm, expected, "{seed:?}: the next turn differs from cold");
         });
     }
 }

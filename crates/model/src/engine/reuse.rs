@@ -6,6 +6,8 @@
 //! (for models whose layers are all full attention: it keeps no rings nor states there), and a
 //! sequence that takes them lists them in its block table; the device copies a shared block
 //! before writing into it, so the first block where the new prompt diverges is copied on write.
+//! Only a GPU sequence's prompt positions are reused, never its generated tokens' (their rows
+//! come from other kernels than a prompt's: [`reusable`]).
 //!
 //! A slot's cache keeps what its last sequence left (its tokens are remembered), so a chat that
 //! resends its history continues in place. Both sources are reused only by sequences of the
@@ -161,7 +163,7 @@ impl Engine<'_> {
         *history = if seq.failed || seq.pooling.is_some() {
             Vec::new()
         } else {
-            seq.fed(0..self.caches[seq.slot].len())
+            seq.fed(0..reusable(seq, &self.caches[seq.slot]))
         };
         self.owners[seq.slot] = seq.tenant;
         self.store.hold(&seq.chain, -1);
@@ -172,7 +174,8 @@ impl Engine<'_> {
 /// Offers the blocks of `seq` that `cache` now completes to the prefix cache (a sequence
 /// stops offering blocks once one cannot be stored); the sequence holds those it stored.
 pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &SeqCache) {
-    while seq.capturing && (seq.chain.len() + 1) * BLOCK_TOKENS <= cache.len() {
+    let reusable = reusable(seq, cache);
+    while seq.capturing && (seq.chain.len() + 1) * BLOCK_TOKENS <= reusable {
         let start = seq.chain.len() * BLOCK_TOKENS;
         let tokens = seq.fed(start..start + BLOCK_TOKENS);
         let parent = seq.chain.last().copied();
@@ -187,6 +190,20 @@ pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &Se
             }
             None => seq.capturing = false,
         }
+    }
+}
+
+/// How many of the positions `cache` holds for `seq` a later prompt may take: all of them on
+/// the CPU, whose kernels give a row the same bits whether its token was in a prompt or
+/// decoded; on a GPU only the prompt's. There a decoded token's row comes from the decode
+/// kernels (one row each, q8_1 matrix-vector products, split-K attention) and the same token
+/// in a prompt from the prefill kernels (tensor cores), whose bits differ, so a chat's earlier
+/// reply is computed again as part of the next prompt, and that prompt gives what it gives
+/// cold.
+fn reusable(seq: &Sequence<'_>, cache: &SeqCache) -> usize {
+    match cache {
+        SeqCache::Cpu(cache) => cache.len(),
+        SeqCache::Cuda(cache) => cache.len().min(seq.prompt_len()),
     }
 }
 

@@ -153,6 +153,11 @@ impl<'t> Sequence<'t> {
             .collect()
     }
 
+    /// The prompt's length in tokens.
+    pub(super) fn prompt_len(&self) -> usize {
+        self.prompt.len()
+    }
+
     /// Prompt tokens not yet in the cache.
     pub(super) fn prompt_left(&self) -> usize {
         self.prompt.len() - self.prefilled
