@@ -175,8 +175,7 @@ pub fn elementwise(len: usize) -> LaunchShape {
 pub struct DecodeSplits {
     /// Keys per split.
     pub split_len: usize,
-    /// Splits per head (grid.y), fixed for the longest window so one graph serves every
-    /// position.
+    /// Splits per head, fixed for the longest window so one graph serves every position.
     pub splits: usize,
 }
 
@@ -205,11 +204,16 @@ pub fn attention_combine(heads: usize, head_dim: usize) -> LaunchShape {
     LaunchShape::new((heads, 1), (head_dim.div_ceil(32).clamp(1, 8) as u32) * 32)
 }
 
-/// Decode attention of a batch of sequences, one query row each: grid (heads, splits, rows).
+/// Decode attention of a batch of sequences, one query row each: grid (heads, blocks, rows),
+/// each of a row's blocks computing every `blocks`-th of its splits. `rows` rows launch about
+/// as many blocks as one row does: at short positions most splits are empty, and a block
+/// passes over an empty one at the cost of two stores.
 pub fn attention_decode_rows(heads: usize, splits: &DecodeSplits, rows: usize) -> LaunchShape {
-    let mut shape = attention_decode(heads, splits);
-    shape.grid.2 = to_u32(rows);
-    shape
+    let blocks = splits.splits.div_ceil(rows.max(1));
+    LaunchShape {
+        grid: (to_u32(heads), to_u32(blocks), to_u32(rows)),
+        block: (ATTN_WARPS * 32, 1, 1),
+    }
 }
 
 /// The merge of the decode splits of `rows` query rows: one block per (head, row).

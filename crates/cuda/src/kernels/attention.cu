@@ -196,10 +196,13 @@ __device__ __forceinline__ void attend(const float* q, const T* keys, const T* v
     }
 }
 
-// One split of one head of a decode query at position pos, split-K: block (head, split) of
-// ATTN_WARPS warps. Split s covers keys [first + s * split_len, ...) of the query's window; its
-// warps interleave over those keys and merge in shared memory. Writes part[head, split] =
-// (max, sum, acc[head_dim]) with `splits` splits per head; an empty split writes sum 0.
+// The splits of one head of a decode query at position pos, split-K: block (head, b) of
+// ATTN_WARPS warps computes splits b, b + gridDim.y, ... of the `splits` splits. Split s covers
+// keys [first + s * split_len, ...) of the query's window; its warps interleave over those keys
+// and merge in shared memory. Writes part[head, s] = (max, sum, acc[head_dim]); an empty split
+// writes (-inf, 0) only. A split's values do not depend on which block computes it, so a batch
+// launches fewer blocks a row (most splits are empty at short positions) and a row still gets
+// the bits it gets alone.
 template <typename T>
 __device__ __forceinline__ void attention_decode_split(
     const float* q, const T* keys, const T* values, const int* table, long long block_stride,
@@ -208,44 +211,55 @@ __device__ __forceinline__ void attention_decode_split(
     float* part) {
     __shared__ float sm_max[ATTN_WARPS], sm_sum[ATTN_WARPS];
     __shared__ float sm_acc[ATTN_WARPS][MAX_HEAD_DIM];
-    const int h = blockIdx.x, split = blockIdx.y;
+    const int h = blockIdx.x;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int first = window > 0 ? max(0, pos + 1 - window) : 0;
-    const int begin = first + split * split_len;
-    const int end = min(begin + split_len, pos + 1);
-    online_softmax softmax;
-    attend(q + h * head_dim, keys, values, table, block_stride, slots, kv_dim,
-           (h / group) * head_dim, head_dim,
-           begin + warp, end, ATTN_WARPS, scale, softcap, &softmax);
-    if (lane == 0) {
-        sm_max[warp] = softmax.m;
-        sm_sum[warp] = softmax.s;
-    }
+    for (int split = blockIdx.y; split < splits; split += gridDim.y) {
+        const int begin = first + split * split_len;
+        const int end = min(begin + split_len, pos + 1);
+        float* out = part + ((size_t)h * splits + split) * (head_dim + 2);
+        if (begin >= end) {
+            if (threadIdx.x == 0) {
+                out[0] = -INFINITY;
+                out[1] = 0.0f;
+            }
+            continue;
+        }
+        online_softmax softmax;
+        attend(q + h * head_dim, keys, values, table, block_stride, slots, kv_dim,
+               (h / group) * head_dim, head_dim,
+               begin + warp, end, ATTN_WARPS, scale, softcap, &softmax);
+        if (lane == 0) {
+            sm_max[warp] = softmax.m;
+            sm_sum[warp] = softmax.s;
+        }
 #pragma unroll
-    for (int k = 0; k < DIMS_PER_LANE; k++) {
-        const int d = lane + 32 * k;
-        if (d < head_dim) sm_acc[warp][d] = softmax.acc[k];
-    }
-    __syncthreads();
-    float total_max = -INFINITY;
-    for (int w = 0; w < ATTN_WARPS; w++) {
-        if (sm_sum[w] > 0.0f) total_max = fmaxf(total_max, sm_max[w]);
-    }
-    float* out = part + ((size_t)h * splits + split) * (head_dim + 2);
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float a = 0.0f;
-        for (int w = 0; w < ATTN_WARPS; w++) {
-            if (sm_sum[w] > 0.0f) a += expf(sm_max[w] - total_max) * sm_acc[w][d];
+        for (int k = 0; k < DIMS_PER_LANE; k++) {
+            const int d = lane + 32 * k;
+            if (d < head_dim) sm_acc[warp][d] = softmax.acc[k];
         }
-        out[2 + d] = a;
-    }
-    if (threadIdx.x == 0) {
-        float total = 0.0f;
+        __syncthreads();
+        float total_max = -INFINITY;
         for (int w = 0; w < ATTN_WARPS; w++) {
-            if (sm_sum[w] > 0.0f) total += expf(sm_max[w] - total_max) * sm_sum[w];
+            if (sm_sum[w] > 0.0f) total_max = fmaxf(total_max, sm_max[w]);
         }
-        out[0] = total_max;
-        out[1] = total;
+        for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+            float a = 0.0f;
+            for (int w = 0; w < ATTN_WARPS; w++) {
+                if (sm_sum[w] > 0.0f) a += expf(sm_max[w] - total_max) * sm_acc[w][d];
+            }
+            out[2 + d] = a;
+        }
+        if (threadIdx.x == 0) {
+            float total = 0.0f;
+            for (int w = 0; w < ATTN_WARPS; w++) {
+                if (sm_sum[w] > 0.0f) total += expf(sm_max[w] - total_max) * sm_sum[w];
+            }
+            out[0] = total_max;
+            out[1] = total;
+        }
+        // The next split writes the shared arrays again.
+        __syncthreads();
     }
 }
 
@@ -385,11 +399,11 @@ __device__ __forceinline__ void attention_prefill_tiles(
 // addresses for this layer), slot positions[i] % slots. grid (rows).
 //
 // attention_decode: one token at position positions[0], split-K: grid (heads, splits),
-// ATTN_WARPS warps, part [heads, splits, head_dim + 2]. The grid is sized for the longest
+// ATTN_WARPS warps, part [heads, splits, head_dim + 2]. The splits are sized for the longest
 // window so that one CUDA graph serves every position.
 //
-// attention_decode_rows: a batch of sequences, one query row each: grid (heads, splits, rows).
-// Row i (its q at qkv + i * ld + q_off) attends at position positions[i] over its own cache
+// attention_decode_rows: a batch of sequences, one query row each: grid (heads, blocks, rows),
+// a row's blocks sharing its splits (attention_decode_split). Row i (its q at qkv + i * ld + q_off) attends at position positions[i] over its own cache
 // (keys[i], values[i], tables[i], as kv_store_rows'), into part [rows, heads, splits,
 // head_dim + 2]. Each row computes exactly what attention_decode computes for it alone, so a
 // row's output does not depend on the other rows of the batch.
@@ -412,18 +426,18 @@ __device__ __forceinline__ void attention_prefill_tiles(
     extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode_##suffix(     \
         const float* qkv, int q_off, const T* keys, const T* values, const int* table,           \
         long long block_stride, int slots, int kv_dim, int head_dim, int group,                  \
-        const int* positions, int window, float scale, float softcap, int split_len,             \
+        const int* positions, int window, float scale, float softcap, int split_len, int splits, \
         float* part) {                                                                           \
         attention_decode_split(qkv + q_off, keys, values, table, block_stride, slots, kv_dim,    \
                                head_dim, group, positions[0], window, scale, softcap, split_len, \
-                               gridDim.y, part);                                                 \
+                               splits, part);                                                    \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_decode_rows_##suffix( \
         const float* qkv, int ld, int q_off, const T* const* keys, const T* const* values,       \
         const int* const* tables, long long block_stride, int slots, int kv_dim, int head_dim,   \
         int group, const int* positions, int window, float scale, float softcap, int split_len,  \
-        float* part) {                                                                           \
-        const int row = blockIdx.z, splits = gridDim.y;                                          \
+        int splits, float* part) {                                                               \
+        const int row = blockIdx.z;                                                              \
         attention_decode_split(qkv + (size_t)row * ld + q_off, keys[row], values[row],           \
                                tables[row], block_stride, slots, kv_dim, head_dim, group,        \
                                positions[row], window, scale, softcap, split_len, splits,        \

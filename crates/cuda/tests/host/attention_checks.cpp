@@ -374,7 +374,7 @@ static void check_attention(const AttentionCase& a) {
             Cache<T>& c = caches[which];
             launch(Element<T>::decode, dim3{(unsigned)a.heads, (unsigned)splits}, dim3{ATTN_WARPS * 32}, row, 0,
                    (const T*)c.k(), (const T*)c.v(), (const int*)c.table.data(), c.stride, a.slots, kv_dim,
-                   a.head_dim, group, (const int*)positions, a.window, scale, a.softcap, split_len,
+                   a.head_dim, group, (const int*)positions, a.window, scale, a.softcap, split_len, splits,
                    partials.data());
             outs[which].assign(q_dim, 0.0f);
             launch(attention_decode_combine, dim3{(unsigned)a.heads},
@@ -480,11 +480,14 @@ static void check_attention_rows(const AttentionCase& a) {
            (const int* const*)block_tables.data(), paged[0].stride, kv_dim, positions.data(), a.slots);
     std::vector<const T*> const_keys(key_table.begin(), key_table.end());
     std::vector<const T*> const_values(value_table.begin(), value_table.end());
-    std::vector<float> partials((size_t)rows * a.heads * splits * (a.head_dim + 2));
-    launch(Element<T>::decode_rows, dim3{(unsigned)a.heads, (unsigned)splits, (unsigned)rows},
+    // Ones, not zeros: an empty split that a block leaves unwritten would count.
+    std::vector<float> partials((size_t)rows * a.heads * splits * (a.head_dim + 2), 1.0f);
+    // Fewer blocks than splits a row, each computing several splits, as a batch launches them.
+    const unsigned blocks = (unsigned)std::max(1, splits / 3);
+    launch(Element<T>::decode_rows, dim3{(unsigned)a.heads, blocks, (unsigned)rows},
            dim3{ATTN_WARPS * 32}, (const float*)batch.data(), width, 0, const_keys.data(),
            const_values.data(), (const int* const*)block_tables.data(), paged[0].stride, a.slots, kv_dim, a.head_dim, group, positions.data(), a.window, scale,
-           a.softcap, split_len, partials.data());
+           a.softcap, split_len, splits, partials.data());
     std::vector<float> out((size_t)rows * q_dim);
     launch(attention_decode_combine, dim3{(unsigned)a.heads, (unsigned)rows}, dim3{combine_threads},
            (const float*)partials.data(), splits, a.head_dim, sinks, out.data());
@@ -511,7 +514,7 @@ static void check_attention_rows(const AttentionCase& a) {
         launch(Element<T>::decode, dim3{(unsigned)a.heads, (unsigned)splits}, dim3{ATTN_WARPS * 32}, q, 0,
                (const T*)c.k(), (const T*)c.v(), (const int*)c.table.data(), c.stride, a.slots, kv_dim,
                a.head_dim, group,
-               position, a.window, scale, a.softcap, split_len, alone_partials.data());
+               position, a.window, scale, a.softcap, split_len, splits, alone_partials.data());
         launch(attention_decode_combine, dim3{(unsigned)a.heads}, dim3{combine_threads},
                (const float*)alone_partials.data(), splits, a.head_dim, sinks, alone.data());
         const bool same = std::memcmp(alone.data(), row_out.data(), 4 * (size_t)q_dim) == 0;
@@ -607,7 +610,7 @@ static void check_shared_prefix() {
     launch(Element<T>::decode_rows, dim3{(unsigned)a.heads, (unsigned)splits, 2}, dim3{ATTN_WARPS * 32},
            (const float*)batch.data(), width, 0, (const T* const*)const_keys, (const T* const*)const_values,
            (const int* const*)tables, A.stride, a.slots, kv_dim, a.head_dim, group, (const int*)row_positions, 0,
-           scale, 0.0f, split_len, partials.data());
+           scale, 0.0f, split_len, splits, partials.data());
     launch(attention_decode_combine, dim3{(unsigned)a.heads, 2}, dim3{64}, (const float*)partials.data(), splits,
            a.head_dim, (const float*)nullptr, out.data());
     for (int s = 0; s < 2; s++) {

@@ -86,7 +86,11 @@ impl Sequence<'_, '_> {
             query,
             &self.cache_args(kv),
             &masking_args(params),
-            &[Arg::I32(splits.split_len as i32), Arg::Ptr(work.partials)],
+            &[
+                Arg::I32(splits.split_len as i32),
+                Arg::I32(splits.splits as i32),
+                Arg::Ptr(work.partials),
+            ],
         ]
         .concat();
         self.fixed(self.b.kv.kernel(kernel), split_shape, &args);
