@@ -133,6 +133,33 @@ impl GpuKvCache {
         match self.never {}
     }
 
+    /// The slots of each sliding-window layer's ring, in layer order.
+    pub fn ring_slots(&self) -> Vec<usize> {
+        match self.never {}
+    }
+
+    /// Copies bytes of ring `ring`'s keys and values from byte `offset` on.
+    pub fn read_ring(
+        &self,
+        _ring: usize,
+        _offset: usize,
+        _keys: &mut [u8],
+        _values: &mut [u8],
+    ) -> Result<(), CudaError> {
+        match self.never {}
+    }
+
+    /// Writes bytes of ring `ring`'s keys and values from byte `offset` on.
+    pub fn write_ring(
+        &mut self,
+        _ring: usize,
+        _offset: usize,
+        _keys: &[u8],
+        _values: &[u8],
+    ) -> Result<(), CudaError> {
+        match self.never {}
+    }
+
     /// Makes the cache hold positions `0..len` of `blocks`, listed by reference.
     pub fn attach(&mut self, _blocks: &[u32], _len: usize) {
         match self.never {}

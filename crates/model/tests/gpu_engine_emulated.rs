@@ -14,6 +14,9 @@
 //! - a chat's next turn, whose prompt repeats the last prompt and its reply, reuses the last
 //!   prompt and computes the reply again (its rows came from the decode kernels), and gives
 //!   what it gives cold;
+//! - on a model with sliding-window layers (Gemma 3's, rings of 16 + 24 slots), a prompt that
+//!   continues a running one's takes its blocks and gets the rows its rings keep written back,
+//!   and equals its cold run;
 //! - when every sequence has ended and the cached prefixes are forgotten (or the engine is
 //!   dropped), every block of the pool is free again.
 //!
@@ -46,13 +49,23 @@ fn with_engine(
     prefix_cache_bytes: usize,
     test: impl FnOnce(&mut Engine<'_>, &SharedBlocks),
 ) {
+    with_engine_feeding(loaded, MAX_BATCH, prefix_cache_bytes, test);
+}
+
+/// [`with_engine`] feeding at most `max_batch` tokens a step.
+fn with_engine_feeding(
+    loaded: &LoadedModel,
+    max_batch: usize,
+    prefix_cache_bytes: usize,
+    test: impl FnOnce(&mut Engine<'_>, &SharedBlocks),
+) {
     with_emulator(|emulate| {
-        let options = load_options(CONTEXT, MAX_BATCH, SEQUENCES);
+        let options = load_options(CONTEXT, max_batch, SEQUENCES);
         with_host_gpu(emulate, &loaded.model, &options, |gpu| {
             let blocks = gpu.pool.blocks.clone();
             let device = EmulatedGpu::new(gpu);
             let settings = EngineSettings {
-                max_batch: MAX_BATCH,
+                max_batch,
                 prefix_cache_bytes,
                 ..EngineSettings::parallel(SEQUENCES, CONTEXT)
             };
@@ -64,7 +77,11 @@ fn with_engine(
 }
 
 fn loaded() -> LoadedModel {
-    LoadedModel::open(common::fixtures().join(format!("models/{MODEL}.gguf"))).unwrap()
+    open(MODEL)
+}
+
+fn open(model: &str) -> LoadedModel {
+    LoadedModel::open(common::fixtures().join(format!("models/{model}.gguf"))).unwrap()
 }
 
 /// `n` tokens that no call with another `seed` starts with.
@@ -127,8 +144,13 @@ fn finish_all(
 
 /// `request` alone on a fresh engine that caches nothing.
 fn cold(loaded: &LoadedModel, request: Request) -> Outcome {
+    cold_feeding(loaded, MAX_BATCH, request)
+}
+
+/// [`cold`] feeding at most `max_batch` tokens a step.
+fn cold_feeding(loaded: &LoadedModel, max_batch: usize, request: Request) -> Outcome {
     let mut outcome = None;
-    with_engine(loaded, 0, |engine, _| {
+    with_engine_feeding(loaded, max_batch, 0, |engine, _| {
         let mut ids = vec![engine.add(request).unwrap()];
         outcome = finish_all(engine, &mut ids, |_, _, _| None).0.pop();
     });
@@ -297,6 +319,42 @@ fn a_chats_next_turn_computes_the_reply_again_and_equals_its_cold_run() {
             );
             let warm = Outcome { cached: 0, ..warm };
             assert_eq!(warm, expected, "{seed:?}: the next turn differs from cold");
+        });
+    }
+}
+
+#[test]
+fn a_sliding_window_models_cached_prefix_brings_its_ring_rows_back() {
+    let loaded = open("gemma3-tiny-q4_k_m");
+    // Window 16: rings of 16 + 24 slots keep the last 40 of the 48 positions reused (from
+    // slot 8 on, wrapping), and the first prompt's second step of 24 tokens completes its
+    // second and third blocks, whose rows are read in one go (wrapping too).
+    let max_batch = 24;
+    for seed in [None, Some(3)] {
+        // The second prompt continues the first's three whole blocks and starts while the
+        // first decodes, in the other slot: its prefix comes from the prefix cache.
+        let first = tokens(4, 70);
+        let second = [&first[..48], &tokens(5, 11)].concat();
+        let expected: Vec<Outcome> = [&first, &second]
+            .iter()
+            .map(|prompt| cold_feeding(&loaded, max_batch, request(&loaded, prompt.to_vec(), seed)))
+            .collect();
+        with_engine_feeding(&loaded, max_batch, 1 << 20, |engine, _| {
+            let mut ids = vec![engine.add(request(&loaded, first.clone(), seed)).unwrap()];
+            let leader = ids[0];
+            let (outcomes, _) = finish_all(engine, &mut ids, |engine, id, _| {
+                (id == leader).then(|| engine.add(request(&loaded, second.clone(), seed)).unwrap())
+            });
+            let cached: Vec<usize> = outcomes.iter().map(|o| o.cached).collect();
+            assert_eq!(
+                cached,
+                [0, 3 * BLOCK_TOKENS],
+                "{seed:?}: prompt tokens reused"
+            );
+            for (i, (warm, cold)) in outcomes.into_iter().zip(&expected).enumerate() {
+                let warm = Outcome { cached: 0, ..warm };
+                assert_eq!(&warm, cold, "{seed:?}: request {i} warm differs from cold");
+            }
         });
     }
 }

@@ -136,6 +136,9 @@ impl KvPool {
 
 static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A sliding-window layer's ring: its keys and its values.
+type RingBuffers = (Buffer<u8>, Buffer<u8>);
+
 /// The device-resident KV cache of one sequence; make one with
 /// [`GpuModel::new_cache`](crate::GpuModel::new_cache). Its full-attention layers' rows are
 /// blocks of the model's pool, listed in its block table; its sliding-window layers keep rings
@@ -148,9 +151,9 @@ pub struct GpuKvCache {
     /// How many entries of `table` are current (`blocks` is rewritten there when it changes).
     pub(crate) uploaded: usize,
     /// Keys and values of each sliding-window layer's ring.
-    rings: Vec<(Buffer<u8>, Buffer<u8>)>,
+    rings: Vec<RingBuffers>,
     /// The table 0, 1, 2, ... the rings are read through.
-    _ring_table: Buffer<u32>,
+    ring_table: Buffer<u32>,
     /// Where each layer's keys, values and table are (fixed for the cache's life, so that a
     /// captured graph stays valid).
     pub(crate) layers: Vec<LayerKv>,
@@ -211,7 +214,7 @@ impl GpuKvCache {
             table,
             uploaded: 0,
             rings,
-            _ring_table: ring_table,
+            ring_table,
             layers,
             pool: Arc::clone(&pool.blocks),
             element,
@@ -275,6 +278,70 @@ impl GpuKvCache {
         self.blocks = pool.fork(blocks, len);
         self.len = len.min(self.blocks.len() * KV_BLOCK);
         self.uploaded = 0;
+    }
+
+    /// The slots of each sliding-window layer's ring, in layer order: position `p` lies in
+    /// slot `p % slots`.
+    pub fn ring_slots(&self) -> Vec<usize> {
+        let rings = self
+            .layers
+            .iter()
+            .filter(|l| l.table == self.ring_table.ptr);
+        rings.map(|l| l.slots).collect()
+    }
+
+    /// Copies `keys.len()` bytes of ring `ring`'s keys from byte `offset` on into `keys`, and
+    /// as many of its values into `values`.
+    pub fn read_ring(
+        &self,
+        ring: usize,
+        offset: usize,
+        keys: &mut [u8],
+        values: &mut [u8],
+    ) -> Result<(), CudaError> {
+        let (k, v) = self.ring(ring, offset, keys.len().max(values.len()))?;
+        let stream = k.slice.stream();
+        let span = offset..offset + keys.len();
+        stream
+            .memcpy_dtoh(&k.slice.slice(span.clone()), keys)
+            .and_then(|()| stream.memcpy_dtoh(&v.slice.slice(span), values))
+            .and_then(|()| stream.synchronize())
+            .map_err(driver("ring read"))
+    }
+
+    /// Writes `keys` into ring `ring`'s keys from byte `offset` on, and `values` into its
+    /// values.
+    pub fn write_ring(
+        &mut self,
+        ring: usize,
+        offset: usize,
+        keys: &[u8],
+        values: &[u8],
+    ) -> Result<(), CudaError> {
+        self.ring(ring, offset, keys.len().max(values.len()))?;
+        let (k, v) = &mut self.rings[ring];
+        let stream = Arc::clone(k.slice.stream());
+        let span = offset..offset + keys.len();
+        stream
+            .memcpy_htod(keys, &mut k.slice.slice_mut(span.clone()))
+            .and_then(|()| stream.memcpy_htod(values, &mut v.slice.slice_mut(span)))
+            .and_then(|()| stream.synchronize())
+            .map_err(driver("ring write"))
+    }
+
+    /// Ring `ring`, checked to hold `len` bytes from `offset` on.
+    fn ring(&self, ring: usize, offset: usize, len: usize) -> Result<&RingBuffers, CudaError> {
+        let found = self.rings.get(ring);
+        found
+            .filter(|(k, _)| {
+                offset
+                    .checked_add(len)
+                    .is_some_and(|end| end <= k.slice.len())
+            })
+            .ok_or_else(|| CudaError::Driver {
+                op: "ring access",
+                message: format!("{len} bytes at {offset} lie outside ring {ring}"),
+            })
     }
 
     /// Forgets everything, giving its blocks back to the pool (the rings are kept).

@@ -477,9 +477,10 @@ fn decode_pass(
     Ok(())
 }
 
-/// Blocks of the GPU's KV pool to set aside for a prefix cache of `budget` bytes: none for a
-/// model with sliding-window or recurrent layers (whose rings and states the GPU prefix cache
-/// does not keep), at most as many as the sequences' own caches take.
+/// Blocks of the GPU's KV pool to set aside for a prefix cache of `budget` bytes (a block
+/// counting every layer's rows, its rings' copies too): none for a model with recurrent layers
+/// (whose states the GPU prefix cache does not keep), at most as many as the sequences' own
+/// caches take.
 pub(super) fn gpu_cached_blocks(config: &ModelConfig, sizes: Sizes, budget: usize) -> usize {
     let Ok(element) = gpu_kv_element(sizes.kv_type) else {
         return 0;
@@ -492,11 +493,10 @@ pub(super) fn gpu_cached_blocks(config: &ModelConfig, sizes: Sizes, budget: usiz
     (budget / block_bytes).min(own)
 }
 
-/// Whether the GPU's prefix cache keeps `config`'s blocks: every layer is full attention
-/// (the rows of sliding-window rings and recurrent states are not kept on the GPU).
+/// Whether the GPU's prefix cache keeps `config`'s blocks: no layer is recurrent (a recurrent
+/// state is not kept on the GPU; sliding-window rings are, as copies of their rows).
 pub(super) fn gpu_prefix_cache_runs(config: &ModelConfig) -> bool {
-    (0..config.layers)
-        .all(|layer| config.window_of(layer).is_none() && config.recurrence_of(layer).is_none())
+    (0..config.layers).all(|layer| config.recurrence_of(layer).is_none())
 }
 
 /// Memory of the KV caches: host memory on the CPU, device memory on a GPU.

@@ -77,6 +77,30 @@ pub trait GpuCache: Any {
     /// reference; what it held before is given back.
     fn attach(&mut self, blocks: &[u32], len: usize);
 
+    /// The slots of each sliding-window layer's ring, in layer order: position `p` lies in
+    /// slot `p % slots`, a row of the element type's bytes (see [`Self::element`]).
+    fn ring_slots(&self) -> Vec<usize>;
+
+    /// Copies `keys.len()` bytes of ring `ring`'s keys from byte `offset` on into `keys`, and
+    /// as many of its values into `values`.
+    fn read_ring(
+        &self,
+        ring: usize,
+        offset: usize,
+        keys: &mut [u8],
+        values: &mut [u8],
+    ) -> Result<(), CudaError>;
+
+    /// Writes `keys` into ring `ring`'s keys from byte `offset` on, and `values` into its
+    /// values.
+    fn write_ring(
+        &mut self,
+        ring: usize,
+        offset: usize,
+        keys: &[u8],
+        values: &[u8],
+    ) -> Result<(), CudaError>;
+
     /// Itself, for the device that made it to take its own type back.
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
@@ -104,6 +128,30 @@ impl GpuCache for GpuKvCache {
 
     fn attach(&mut self, blocks: &[u32], len: usize) {
         GpuKvCache::attach(self, blocks, len);
+    }
+
+    fn ring_slots(&self) -> Vec<usize> {
+        GpuKvCache::ring_slots(self)
+    }
+
+    fn read_ring(
+        &self,
+        ring: usize,
+        offset: usize,
+        keys: &mut [u8],
+        values: &mut [u8],
+    ) -> Result<(), CudaError> {
+        GpuKvCache::read_ring(self, ring, offset, keys, values)
+    }
+
+    fn write_ring(
+        &mut self,
+        ring: usize,
+        offset: usize,
+        keys: &[u8],
+        values: &[u8],
+    ) -> Result<(), CudaError> {
+        GpuKvCache::write_ring(self, ring, offset, keys, values)
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {

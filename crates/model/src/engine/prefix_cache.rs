@@ -27,8 +27,10 @@
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::ops::Range;
 use std::sync::Arc;
 
+use rinfer_cuda::CudaError;
 use rinfer_cuda::kv_pool::{KV_BLOCK, SharedBlocks, lock};
 
 use super::gpu_device::GpuCache;
@@ -130,6 +132,8 @@ pub(super) struct BlockStore {
     /// Bytes a block counts against the budget: every layer's key and value rows of its
     /// positions.
     block_bytes: usize,
+    /// Bytes of one key or value row.
+    row_bytes: usize,
     /// Bytes a block's recurrent state may add (0 without recurrent layers).
     state_bytes: usize,
     /// The pool of the KV caches' blocks, which the store's blocks go back to.
@@ -159,6 +163,7 @@ impl BlockStore {
             blocks: HashMap::new(),
             budget,
             block_bytes,
+            row_bytes,
             state_bytes: 0,
             pool,
             clock: 0,
@@ -319,8 +324,9 @@ impl BlockStore {
     }
 
     /// Caches the block of `tokens` at positions `start..start + BLOCK_TOKENS` of the GPU
-    /// cache `cache` (its full-attention layers only: the store keeps GPU blocks only for
-    /// models without rings or recurrent states), like [`Self::insert`].
+    /// cache `cache` as [`Self::insert`] does: its full-attention layers' pool block by
+    /// reference, and `ring_rows`, its rings' rows (from [`Self::gpu_ring_rows`]; `None` when
+    /// they could not be read: then it is only looked up).
     pub(super) fn insert_gpu(
         &mut self,
         tenant: u64,
@@ -328,11 +334,14 @@ impl BlockStore {
         tokens: &[u32],
         cache: &dyn GpuCache,
         start: usize,
+        ring_rows: Option<Vec<u8>>,
     ) -> Option<BlockKey> {
         debug_assert_eq!(start % BLOCK_TOKENS, 0);
         let key = Self::key(tenant, parent, tokens);
         let block = cache.blocks().get(start / BLOCK_TOKENS).copied();
-        let (StorePool::Gpu { blocks, .. }, Some(block)) = (&self.pool, block) else {
+        let (StorePool::Gpu { blocks, .. }, Some(block), Some(ring_rows)) =
+            (&self.pool, block, ring_rows)
+        else {
             return self.found(key, tenant, parent, tokens);
         };
         let blocks = Arc::clone(blocks);
@@ -340,13 +349,53 @@ impl BlockStore {
             return found;
         }
         lock(&blocks).retain(block);
-        self.add(key, Block::new(tenant, parent, tokens, Shared::Gpu(block)));
+        let block = Block {
+            ring_rows,
+            ..Block::new(tenant, parent, tokens, Shared::Gpu(block))
+        };
+        self.add(key, block);
         Some(key)
     }
 
+    /// The rows of the `blocks` blocks from position `start` on in every ring of `cache`, read
+    /// at once, laid out for each block as [`Block::ring_rows`]; `None` when a ring no longer
+    /// keeps them, or the device could not read them.
+    pub(super) fn gpu_ring_rows(
+        &self,
+        cache: &dyn GpuCache,
+        start: usize,
+        blocks: usize,
+    ) -> Option<Vec<Vec<u8>>> {
+        let (row, span) = (self.row_bytes, BLOCK_TOKENS * self.row_bytes);
+        let positions = start..start + blocks * BLOCK_TOKENS;
+        let mut out = vec![Vec::new(); blocks];
+        for (ring, slots) in cache.ring_slots().into_iter().enumerate() {
+            if positions.end > cache.len() || cache.len() - positions.start > slots {
+                return None;
+            }
+            let (mut keys, mut values) = (vec![0; blocks * span], vec![0; blocks * span]);
+            for (slot, rows) in ring_runs(positions.clone(), slots) {
+                let bytes = rows.start * row..rows.end * row;
+                let (k, v) = (&mut keys[bytes.clone()], &mut values[bytes]);
+                cache.read_ring(ring, slot * row, k, v).ok()?;
+            }
+            for (b, block) in out.iter_mut().enumerate() {
+                block.extend_from_slice(&keys[b * span..(b + 1) * span]);
+                block.extend_from_slice(&values[b * span..(b + 1) * span]);
+            }
+        }
+        Some(out)
+    }
+
     /// Makes the empty GPU cache `cache` hold the first `len` positions of the blocks `chain`
-    /// (from [`Self::longest_prefix`]), listed by reference.
-    pub(super) fn restore_gpu(&self, chain: &[BlockKey], len: usize, cache: &mut dyn GpuCache) {
+    /// (from [`Self::longest_prefix`]) as [`Self::restore`] does: their pool blocks listed by
+    /// reference, the rows its rings keep written there.
+    pub(super) fn restore_gpu(
+        &self,
+        chain: &[BlockKey],
+        len: usize,
+        cache: &mut dyn GpuCache,
+    ) -> Result<(), CudaError> {
         let blocks: Vec<u32> = chain
             .iter()
             .filter_map(|key| match self.blocks[key].shared {
@@ -355,6 +404,24 @@ impl BlockStore {
             })
             .collect();
         cache.attach(&blocks, len);
+        let (row, span) = (self.row_bytes, BLOCK_TOKENS * self.row_bytes);
+        for (ring, slots) in cache.ring_slots().into_iter().enumerate() {
+            let kept = len.saturating_sub(slots)..len;
+            let (mut keys, mut values) = (Vec::new(), Vec::new());
+            for pos in kept.clone() {
+                let block = &self.blocks[&chain[pos / BLOCK_TOKENS]];
+                let rows = &block.ring_rows[2 * ring * span..2 * (ring + 1) * span];
+                let at = (pos % BLOCK_TOKENS) * row;
+                keys.extend_from_slice(&rows[at..at + row]);
+                values.extend_from_slice(&rows[span + at..span + at + row]);
+            }
+            for (slot, rows) in ring_runs(kept, slots) {
+                let bytes = rows.start * row..rows.end * row;
+                let (k, v) = (&keys[bytes.clone()], &values[bytes]);
+                cache.write_ring(ring, slot * row, k, v)?;
+            }
+        }
+        Ok(())
     }
 
     /// `Some(key)` if `tenant` cached `tokens` after `parent` (marked as just used).
@@ -488,6 +555,17 @@ impl Drop for BlockStore {
     fn drop(&mut self) {
         self.clear();
     }
+}
+
+/// The runs of consecutive slots that `positions` take in a ring of `slots` (at most
+/// `slots` positions): each run's first slot and its positions' indices within `positions`.
+fn ring_runs(positions: Range<usize>, slots: usize) -> impl Iterator<Item = (usize, Range<usize>)> {
+    let count = positions.len();
+    let first = positions.start % slots.max(1);
+    let head = count.min(slots - first);
+    [(first, 0..head), (0, head..count)]
+        .into_iter()
+        .filter(|(_, rows)| !rows.is_empty())
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! still holds the longest exact prefix of its prompt, or the prefix cache's blocks taken into
 //! a slot when they cover more; and how the blocks of running sequences reach the prefix cache.
 //!
-//! On a GPU the prefix cache keeps blocks of the device's pool by reference in the same way
-//! (for models whose layers are all full attention: it keeps no rings nor states there), and a
-//! sequence that takes them lists them in its block table; the device copies a shared block
-//! before writing into it, so the first block where the new prompt diverges is copied on write.
+//! On a GPU the prefix cache keeps blocks of the device's pool by reference in the same way,
+//! and copies of its rings' rows (for models without recurrent layers: it keeps no states
+//! there); a sequence that takes them lists the blocks in its block table and gets the rows its
+//! rings keep written back. The device copies a shared block before writing into it, so the
+//! first block where the new prompt diverges is copied on write.
 //! Only a GPU sequence's prompt positions are reused, never its generated tokens' (their rows
 //! come from other kernels than a prompt's: [`reusable`]).
 //!
@@ -91,7 +92,7 @@ impl Engine<'_> {
             .map(|(at, &slot)| (at, self.in_place(slot, prompt, limit, tenant)))
             .max_by_key(|&(at, n)| (n, at))?;
         let slot = self.free.remove(at);
-        let chain = match self.caches[slot] {
+        let mut chain = match self.caches[slot] {
             SeqCache::Cpu(_) if self.rings.recurrent => {
                 // Whole blocks only, ending where a state was kept.
                 let mut chain = self
@@ -117,8 +118,15 @@ impl Engine<'_> {
                 from_store
             }
             SeqCache::Cuda(cache) if from_store > in_place => {
-                self.store.restore_gpu(&chain, from_store, &mut **cache);
-                from_store
+                match self.store.restore_gpu(&chain, from_store, &mut **cache) {
+                    Ok(()) => from_store,
+                    // The device could not write the rings: the prompt is computed instead.
+                    Err(_) => {
+                        cache.truncate(0);
+                        chain.clear();
+                        0
+                    }
+                }
             }
             _ => {
                 cache.truncate(in_place);
@@ -174,14 +182,32 @@ impl Engine<'_> {
 /// Offers the blocks of `seq` that `cache` now completes to the prefix cache (a sequence
 /// stops offering blocks once one cannot be stored); the sequence holds those it stored.
 pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &SeqCache) {
-    let reusable = reusable(seq, cache);
-    while seq.capturing && (seq.chain.len() + 1) * BLOCK_TOKENS <= reusable {
+    let ready = (reusable(seq, cache) / BLOCK_TOKENS).saturating_sub(seq.chain.len());
+    if !seq.capturing || ready == 0 {
+        return;
+    }
+    // A GPU's ring rows of every new block, read in one go.
+    let mut ring_rows = match cache {
+        SeqCache::Cuda(cache) => {
+            let start = seq.chain.len() * BLOCK_TOKENS;
+            store.gpu_ring_rows(&**cache, start, ready)
+        }
+        SeqCache::Cpu(_) => None,
+    }
+    .map(Vec::into_iter);
+    for _ in 0..ready {
+        if !seq.capturing {
+            break;
+        }
         let start = seq.chain.len() * BLOCK_TOKENS;
         let tokens = seq.fed(start..start + BLOCK_TOKENS);
         let parent = seq.chain.last().copied();
         let stored = match cache {
             SeqCache::Cpu(cache) => store.insert(seq.tenant, parent, &tokens, cache, start),
-            SeqCache::Cuda(cache) => store.insert_gpu(seq.tenant, parent, &tokens, &**cache, start),
+            SeqCache::Cuda(cache) => {
+                let rows = ring_rows.as_mut().and_then(Iterator::next);
+                store.insert_gpu(seq.tenant, parent, &tokens, &**cache, start, rows)
+            }
         };
         match stored {
             Some(key) => {

@@ -9,7 +9,7 @@ use rinfer_cuda::kv_pool::{SharedBlocks, lock};
 use rinfer_cuda::{CudaError, GpuInfo, Logits};
 use rinfer_model::engine::{GpuCache, GpuDevice, own_rows};
 
-use super::{Emulated, HostCache};
+use super::{Emulated, HostCache, HostPool};
 
 /// A sequence's cache on the emulated device: its block table into the pool (given back when
 /// it is dropped).
@@ -17,6 +17,8 @@ struct EmulatedCache {
     cache: HostCache,
     blocks: SharedBlocks,
     element: KvElement,
+    /// Bytes of one key or value row.
+    row_bytes: usize,
 }
 
 impl Drop for EmulatedCache {
@@ -52,6 +54,37 @@ impl GpuCache for EmulatedCache {
         pool.truncate(&mut self.cache.blocks, 0);
         self.cache.blocks = pool.fork(blocks, len);
         self.cache.len = len;
+    }
+
+    fn ring_slots(&self) -> Vec<usize> {
+        let rings = self.cache.rings.iter();
+        rings.map(|(k, _)| k.len() / self.row_bytes).collect()
+    }
+
+    fn read_ring(
+        &self,
+        ring: usize,
+        offset: usize,
+        keys: &mut [u8],
+        values: &mut [u8],
+    ) -> Result<(), CudaError> {
+        let (k, v) = &self.cache.rings[ring];
+        keys.copy_from_slice(&k[offset..offset + keys.len()]);
+        values.copy_from_slice(&v[offset..offset + values.len()]);
+        Ok(())
+    }
+
+    fn write_ring(
+        &mut self,
+        ring: usize,
+        offset: usize,
+        keys: &[u8],
+        values: &[u8],
+    ) -> Result<(), CudaError> {
+        let (k, v) = &mut self.cache.rings[ring];
+        k[offset..offset + keys.len()].copy_from_slice(keys);
+        v[offset..offset + values.len()].copy_from_slice(values);
+        Ok(())
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {
@@ -103,6 +136,7 @@ impl GpuDevice for EmulatedGpu<'_, '_> {
             cache: self.gpu.pool.new_cache(),
             blocks: self.kv_blocks(),
             element: self.gpu.pool.plan.options.kv,
+            row_bytes: HostPool::row_bytes(&self.gpu.pool.plan),
         }))
     }
 
