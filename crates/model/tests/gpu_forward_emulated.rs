@@ -22,7 +22,7 @@ use gpu_emulation::{
 };
 use rinfer_cuda::LoadOptions;
 use rinfer_cuda::kernels::KvElement;
-use rinfer_cuda::program::KernelRef;
+use rinfer_cuda::program::{Arg, KernelRef};
 use rinfer_formats::GgmlType;
 use rinfer_model::weights::{Cpu, Linear, Matrix, Weights};
 use rinfer_model::{KvCache, KvType, Logits, Model, Scratch};
@@ -706,10 +706,10 @@ fn a_prompt_cut_into_steps_anywhere_gives_the_bits_of_the_whole_prompt() {
 /// A decode step's products of one q8_1 type and width share launches: q, k and v, then gate
 /// and up (every matrix of llama-tiny-q8_0 is Q8_0), so a layer runs four product launches;
 /// q and k rotate in one; each norm adds the residual before it and quantizes its output for
-/// the products after it in its own launch (the output norm too), and the activation
-/// quantizes its own, leaving one q8_1 quantization a layer (the attention's output). Each
-/// launch's bits are those of the launches it replaces (the kernel checks), and the step's
-/// logits the CPU's (`check_fixture`).
+/// the products after it in its own launch (the output norm too), and the activation and
+/// decode attention's merge quantize theirs, leaving no launch of its own for a q8_1
+/// quantization. Each launch's bits are those of the launches it replaces (the kernel checks),
+/// and the step's logits the CPU's (`check_fixture`).
 #[test]
 fn a_decode_steps_products_of_one_type_share_launches() {
     with_emulator(|emulate| {
@@ -731,7 +731,12 @@ fn a_decode_steps_products_of_one_type_share_launches() {
             assert_eq!(count(|k| matches!(k, KernelRef::Fixed("rms_norm"))), 0);
             assert_eq!(count(|k| matches!(k, KernelRef::Fixed("add_inplace"))), 0);
             let quantizations = count(|k| matches!(k, KernelRef::Fixed("quantize_q8_1")));
-            assert_eq!(quantizations, layers);
+            assert_eq!(quantizations, 0);
+            let merges = launches.iter().filter(|l| {
+                matches!(l.kernel, KernelRef::Fixed("attention_decode_combine"))
+                    && l.args().iter().rev().take(2).all(|a| *a != Arg::Ptr(0))
+            });
+            assert_eq!(merges.count(), layers, "each merge quantizes its output");
             let activations = count(|k| matches!(k, KernelRef::Fixed("gated_activation_q8_1")));
             assert_eq!(activations, layers);
         });

@@ -268,10 +268,13 @@ __device__ __forceinline__ void attention_decode_split(
 // The splits' (max, sum) pairs are read in parallel; one thread then lists the non-empty
 // splits in order with their weights exp(max - total max) (a graph sized for the longest
 // context leaves most of them empty at short positions), and each output dimension sums over
-// that list only, in split order as before.
+// that list only, in split order as before. With xq (head_dim a multiple of 32), each warp
+// also quantizes its 32 outputs to q8_1 for the output projection, row r's into xq[r, q_dim]
+// and meta[r, q_dim / 32, 4] as quantize_q8_1 would.
 #define MAX_DECODE_SPLITS 64
 extern "C" __global__ void attention_decode_combine(const float* part, int splits, int head_dim,
-                                                    const float* sinks, float* out) {
+                                                    const float* sinks, float* out, i8* xq,
+                                                    float* meta) {
     __shared__ float split_max[MAX_DECODE_SPLITS], split_sum[MAX_DECODE_SPLITS];
     __shared__ float weight[MAX_DECODE_SPLITS];
     __shared__ int used[MAX_DECODE_SPLITS];
@@ -306,10 +309,17 @@ extern "C" __global__ void attention_decode_combine(const float* part, int split
         inv = 1.0f / total;
     }
     __syncthreads();
+    const size_t q_dim = (size_t)heads * head_dim;
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
         float a = 0.0f;
         for (int i = 0; i < n_used; i++) a += weight[i] * p[(size_t)used[i] * (head_dim + 2) + 2 + d];
-        out[(size_t)h * head_dim + d] = a * inv;
+        const float v = a * inv;
+        out[(size_t)h * head_dim + d] = v;
+        if (xq) {
+            const size_t block = ((size_t)h * head_dim + d) >> 5;
+            quantize_q8_1_block(v, (int)(threadIdx.x & 31), xq + blockIdx.y * q_dim + 32 * block,
+                                meta + 4 * (blockIdx.y * (q_dim >> 5) + block));
+        }
     }
 }
 

@@ -24,3 +24,27 @@ __device__ __forceinline__ float block_sum(float v) {
     v = lane < warps ? partial[lane] : 0.0f;
     return warp_sum(v);
 }
+
+// One q8_1 block quantized by a warp, lane j holding its value j: the codes to xq[0..32], the
+// meta to m[0..4]: quantize_q8_1's, and the norm's (`add_rms_norm`), the gated activation's and
+// the decode attention merge's, which quantize their outputs so.
+__device__ __forceinline__ void quantize_q8_1_block(float v, int lane, i8* __restrict__ xq,
+                                                    float* __restrict__ m) {
+    float amax = fabsf(v);
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    }
+    const float d = amax / 127.0f;
+    const int q = amax == 0.0f ? 0 : (int)roundf(v / d);
+    xq[lane] = (i8)q;
+    // Sums of the codes of each half-warp (exact in f32).
+    float sum = (float)q;
+    for (int offset = 8; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    const float other = __shfl_xor_sync(0xffffffffu, sum, 16);
+    if (lane == 0) {
+        m[0] = d;
+        m[1] = d * sum;
+        m[2] = d * other;
+        m[3] = 0.0f;
+    }
+}

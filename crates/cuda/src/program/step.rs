@@ -272,9 +272,9 @@ impl Sequence<'_, '_> {
         }
     }
 
-    /// Whether the products of `stage` (the one after a norm of `x`) read `h` as q8_1 rows in
-    /// one launch: their first matrix's does, in a decode step of at most `MMVQ_TOKENS` rows
-    /// (the q8_1 buffers hold that many).
+    /// Whether the products of `stage` (the one after a norm of `x`, or after attention) read
+    /// their input as q8_1 rows in one launch: their first matrix's does, in a decode step of
+    /// at most `MMVQ_TOKENS` rows (the q8_1 buffers hold that many).
     fn reads_q8_1(&self, stage: Option<&Stage<OnDevice>>) -> bool {
         if self.n > launch::MMVQ_TOKENS as usize {
             return false;
@@ -287,6 +287,7 @@ impl Sequence<'_, '_> {
                 FfnUp::FusedGated(l) | FfnUp::Plain(l) => l,
             },
             Some(Stage::Router { scores, .. }) => scores,
+            Some(Stage::AttentionOutput(output)) => output,
             _ => return false,
         };
         self.on_q8_1(&first.weight)
@@ -392,16 +393,21 @@ impl Sequence<'_, '_> {
                 Stage::AttentionGate | Stage::ShortConv { .. } | Stage::DeltaNet { .. } => {}
                 Stage::QkNorm { eps, q, k } => self.qk_norm((*q, *k), *eps),
                 Stage::Rope(rope) => self.rope(rope),
-                Stage::Attention { params, sinks } => match caches {
-                    Caches::One(cache) => {
-                        self.kv_store(KvKernel::Store, cache.layers[layer]);
-                        self.attention(params, *sinks, cache.layers[layer]);
+                Stage::Attention { params, sinks } => {
+                    // Decode attention's merge quantizes its output for the output projection.
+                    let quantize =
+                        c.head_dim.is_multiple_of(32) && self.reads_q8_1(block.stages.get(i + 1));
+                    match caches {
+                        Caches::One(cache) => {
+                            self.kv_store(KvKernel::Store, cache.layers[layer]);
+                            self.attention(params, *sinks, cache.layers[layer], quantize);
+                        }
+                        Caches::Rows(tables) => {
+                            self.kv_store(KvKernel::StoreRows, tables.layer(layer));
+                            self.attention_rows(params, *sinks, tables.layer(layer), quantize);
+                        }
                     }
-                    Caches::Rows(tables) => {
-                        self.kv_store(KvKernel::StoreRows, tables.layer(layer));
-                        self.attention_rows(params, *sinks, tables.layer(layer));
-                    }
-                },
+                }
                 Stage::AttentionOutput(output) => {
                     self.linear(output, work.attn, c.q_dim(), work.out, c.hidden);
                 }

@@ -379,7 +379,7 @@ static void check_attention(const AttentionCase& a) {
             outs[which].assign(q_dim, 0.0f);
             launch(attention_decode_combine, dim3{(unsigned)a.heads},
                    dim3{(unsigned)std::clamp((a.head_dim + 31) / 32, 1, 8) * 32}, (const float*)partials.data(),
-                   splits, a.head_dim, sinks, outs[which].data());
+                   splits, a.head_dim, sinks, outs[which].data(), (i8*)nullptr, (float*)nullptr);
         }
         const std::vector<float>& out = outs[0];
         check("attention_decode " + label + " paged equals contiguous at " + std::to_string(pos),
@@ -437,6 +437,14 @@ static void check_prefill_chunking(AttentionCase a) {
 // through the tables kv_store_rows and attention_decode_rows read) and at its own position:
 // every row matches the naive reference over its own keys, and equals bit for bit the
 // single-sequence kernels run on that row alone over a contiguous copy of its paged cache.
+// Rows of `cols` values to q8_1 blocks, a warp per block: grid (cols / 32, rows).
+__global__ void quantize_rows(const float* x, int cols, i8* xq, float* meta) {
+    const size_t row = blockIdx.y, block = blockIdx.x;
+    const int lane = (int)(threadIdx.x & 31);
+    quantize_q8_1_block(x[row * cols + 32 * block + lane], lane, xq + row * cols + 32 * block,
+                        meta + 4 * (row * (cols / 32) + block));
+}
+
 template <typename T>
 static void check_attention_rows(const AttentionCase& a) {
     const std::string label = "heads=" + std::to_string(a.heads) + "/" + std::to_string(a.kv_heads) +
@@ -489,8 +497,22 @@ static void check_attention_rows(const AttentionCase& a) {
            const_values.data(), (const int* const*)block_tables.data(), paged[0].stride, a.slots, kv_dim, a.head_dim, group, positions.data(), a.window, scale,
            a.softcap, split_len, splits, partials.data());
     std::vector<float> out((size_t)rows * q_dim);
+    // Merged with the q8_1 quantization for the output projection where whole blocks allow.
+    const bool quantize = a.head_dim % 32 == 0;
+    std::vector<i8> xq(quantize ? (size_t)rows * q_dim : 0);
+    std::vector<float> meta(quantize ? (size_t)rows * q_dim / 8 : 0);
     launch(attention_decode_combine, dim3{(unsigned)a.heads, (unsigned)rows}, dim3{combine_threads},
-           (const float*)partials.data(), splits, a.head_dim, sinks, out.data());
+           (const float*)partials.data(), splits, a.head_dim, sinks, out.data(), quantize ? xq.data() : nullptr,
+           quantize ? meta.data() : nullptr);
+    if (quantize) {
+        std::vector<i8> want_xq(xq.size());
+        std::vector<float> want_meta(meta.size());
+        launch(quantize_rows, dim3{(unsigned)(q_dim / 32), (unsigned)rows}, dim3{32}, (const float*)out.data(), q_dim,
+               want_xq.data(), want_meta.data());
+        const bool same = want_xq == xq && std::memcmp(want_meta.data(), meta.data(), 4 * meta.size()) == 0;
+        check("attention_decode_combine " + label + " quantizes its output as quantize_q8_1 does",
+              {same ? 1.0f : 0.0f}, {1.0}, 0);
+    }
     for (int r = 0; r < rows; r++) {
         const int pos = positions[r];
         const float* q = &batch[(size_t)r * width];
@@ -516,7 +538,8 @@ static void check_attention_rows(const AttentionCase& a) {
                a.head_dim, group,
                position, a.window, scale, a.softcap, split_len, splits, alone_partials.data());
         launch(attention_decode_combine, dim3{(unsigned)a.heads}, dim3{combine_threads},
-               (const float*)alone_partials.data(), splits, a.head_dim, sinks, alone.data());
+               (const float*)alone_partials.data(), splits, a.head_dim, sinks, alone.data(), (i8*)nullptr,
+               (float*)nullptr);
         const bool same = std::memcmp(alone.data(), row_out.data(), 4 * (size_t)q_dim) == 0;
         check("attention_decode_rows " + at + " equals the row alone over a contiguous cache", {same ? 1.0f : 0.0f},
               {1.0}, 0);
@@ -612,7 +635,7 @@ static void check_shared_prefix() {
            (const int* const*)tables, A.stride, a.slots, kv_dim, a.head_dim, group, (const int*)row_positions, 0,
            scale, 0.0f, split_len, splits, partials.data());
     launch(attention_decode_combine, dim3{(unsigned)a.heads, 2}, dim3{64}, (const float*)partials.data(), splits,
-           a.head_dim, (const float*)nullptr, out.data());
+           a.head_dim, (const float*)nullptr, out.data(), (i8*)nullptr, (float*)nullptr);
     for (int s = 0; s < 2; s++) {
         const std::vector<float>& h = *histories[s];
         const auto keys = by_pos(h, last, q_dim), values = by_pos(h, last, q_dim + kv_dim);

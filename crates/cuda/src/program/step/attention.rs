@@ -10,8 +10,15 @@ use crate::program::{Arg, LayerKv};
 
 impl Sequence<'_, '_> {
     /// Attention of the `n` new queries over the cache into `attn` `[n, q_dim]`: the prefill
-    /// kernel in a prefill step, split-K decode attention for a decoded token.
-    pub(super) fn attention(&mut self, params: &AttentionParams, sinks: Option<u64>, kv: LayerKv) {
+    /// kernel in a prefill step, split-K decode attention for a decoded token (its output also
+    /// quantized to q8_1 when `quantize` says so).
+    pub(super) fn attention(
+        &mut self,
+        params: &AttentionParams,
+        sinks: Option<u64>,
+        kv: LayerKv,
+        quantize: bool,
+    ) {
         let c = self.b.model;
         let work = *self.b.work;
         let n = self.n;
@@ -22,7 +29,8 @@ impl Sequence<'_, '_> {
                 launch::attention_combine(c.heads, c.head_dim),
             ];
             let query = [Arg::Ptr(work.qkv), Arg::I32(0)];
-            self.attention_splits(KvKernel::Decode, &query, shapes, params, sinks, kv);
+            let kernel = (KvKernel::Decode, quantize);
+            self.attention_splits(kernel, &query, shapes, params, sinks, kv);
             return;
         }
         let args = [
@@ -69,10 +77,10 @@ impl Sequence<'_, '_> {
 
     /// Split-K decode attention with `kernel` of the queries `query` (the kernel's query
     /// arguments) over the cache `kv`, then the merge of its splits into `attn` (`shapes`: the
-    /// two launches').
+    /// two launches'), which also quantizes `attn` to the q8_1 buffers when `quantize` says so.
     pub(super) fn attention_splits(
         &mut self,
-        kernel: KvKernel,
+        (kernel, quantize): (KvKernel, bool),
         query: &[Arg],
         [split_shape, combine_shape]: [launch::LaunchShape; 2],
         params: &AttentionParams,
@@ -103,7 +111,13 @@ impl Sequence<'_, '_> {
                 Arg::I32(c.head_dim as i32),
                 opt(sinks),
                 Arg::Ptr(work.attn),
+                Arg::Ptr(if quantize { work.xq } else { 0 }),
+                Arg::Ptr(if quantize { work.xq_meta } else { 0 }),
             ],
         );
+        if quantize {
+            let q_dim = c.q_dim();
+            self.quantized = Some((work.attn, q_dim, q_dim));
+        }
     }
 }

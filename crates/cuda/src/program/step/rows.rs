@@ -25,12 +25,14 @@ use crate::program::LayerKv;
 
 impl Sequence<'_, '_> {
     /// Split-K decode attention of each row's query over its own cache into `attn`
-    /// `[n, q_dim]` (`kv`: the layer's tables of the rows' addresses).
+    /// `[n, q_dim]` (`kv`: the layer's tables of the rows' addresses), also quantized to q8_1
+    /// when `quantize` says so.
     pub(super) fn attention_rows(
         &mut self,
         params: &AttentionParams,
         sinks: Option<u64>,
         kv: LayerKv,
+        quantize: bool,
     ) {
         let c = self.b.model;
         let (n, splits) = (self.n, self.b.splits);
@@ -39,6 +41,7 @@ impl Sequence<'_, '_> {
             launch::attention_combine_rows(c.heads, c.head_dim, n),
         ];
         let query = self.query_rows_args();
-        self.attention_splits(KvKernel::DecodeRows, &query, shapes, params, sinks, kv);
+        let kernel = (KvKernel::DecodeRows, quantize);
+        self.attention_splits(kernel, &query, shapes, params, sinks, kv);
     }
 }
