@@ -177,6 +177,11 @@ impl BlockStore {
         self
     }
 
+    /// Whether it may hold GPU blocks: a GPU pool and room for one block in its budget.
+    pub(super) fn holds_gpu_blocks(&self) -> bool {
+        matches!(self.pool, StorePool::Gpu { .. }) && self.bytes_per_block() <= self.budget
+    }
+
     /// Bytes one block counts against the budget.
     fn bytes_per_block(&self) -> usize {
         self.block_bytes.saturating_add(self.state_bytes)

@@ -186,13 +186,14 @@ pub(super) fn capture(store: &mut BlockStore, seq: &mut Sequence<'_>, cache: &Se
     if !seq.capturing || ready == 0 {
         return;
     }
-    // A GPU's ring rows of every new block, read in one go.
+    // A GPU's ring rows of every new block, read in one go (not read when the store could
+    // not keep a block: the blocks are then only looked up).
     let mut ring_rows = match cache {
-        SeqCache::Cuda(cache) => {
+        SeqCache::Cuda(cache) if store.holds_gpu_blocks() => {
             let start = seq.chain.len() * BLOCK_TOKENS;
             store.gpu_ring_rows(&**cache, start, ready)
         }
-        SeqCache::Cpu(_) => None,
+        _ => None,
     }
     .map(Vec::into_iter);
     for _ in 0..ready {
