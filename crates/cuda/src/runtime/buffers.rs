@@ -299,7 +299,7 @@ impl GpuKvCache {
         keys: &mut [u8],
         values: &mut [u8],
     ) -> Result<(), CudaError> {
-        let (k, v) = self.ring(ring, offset, keys.len().max(values.len()))?;
+        let (k, v) = self.ring(ring, offset, keys.len(), values.len())?;
         let stream = k.slice.stream();
         let span = offset..offset + keys.len();
         stream
@@ -318,7 +318,7 @@ impl GpuKvCache {
         keys: &[u8],
         values: &[u8],
     ) -> Result<(), CudaError> {
-        self.ring(ring, offset, keys.len().max(values.len()))?;
+        self.ring(ring, offset, keys.len(), values.len())?;
         let (k, v) = &mut self.rings[ring];
         let stream = Arc::clone(k.slice.stream());
         let span = offset..offset + keys.len();
@@ -329,18 +329,27 @@ impl GpuKvCache {
             .map_err(driver("ring write"))
     }
 
-    /// Ring `ring`, checked to hold `len` bytes from `offset` on.
-    fn ring(&self, ring: usize, offset: usize, len: usize) -> Result<&RingBuffers, CudaError> {
-        let found = self.rings.get(ring);
-        found
-            .filter(|(k, _)| {
-                offset
-                    .checked_add(len)
-                    .is_some_and(|end| end <= k.slice.len())
-            })
+    /// Ring `ring`, checked to hold `len` bytes from `offset` on, as many of keys as of values
+    /// (`values_len`).
+    fn ring(
+        &self,
+        ring: usize,
+        offset: usize,
+        len: usize,
+        values_len: usize,
+    ) -> Result<&RingBuffers, CudaError> {
+        let fits = |(k, _): &&RingBuffers| {
+            let end = offset.checked_add(len);
+            len == values_len && end.is_some_and(|end| end <= k.slice.len())
+        };
+        self.rings
+            .get(ring)
+            .filter(fits)
             .ok_or_else(|| CudaError::Driver {
                 op: "ring access",
-                message: format!("{len} bytes at {offset} lie outside ring {ring}"),
+                message: format!(
+                    "{len} key and {values_len} value bytes at {offset} do not fit ring {ring}"
+                ),
             })
     }
 

@@ -274,12 +274,8 @@ impl BlockStore {
             let row_bytes = cache.row_len(layer);
             let span = BLOCK_TOKENS * row_bytes;
             for pos in len.saturating_sub(cache.ring_slots(layer))..len {
-                let block = &self.blocks[&chain[pos / BLOCK_TOKENS]];
-                let rows = &block.ring_rows[first..first + 2 * span];
-                let (keys, values) = rows.split_at(span);
-                let i = pos % BLOCK_TOKENS;
-                let row = i * row_bytes..(i + 1) * row_bytes;
-                cache.store_ring_bytes(layer, pos, &keys[row.clone()], &values[row]);
+                let (key, value) = self.ring_row(chain, first, row_bytes, pos);
+                cache.store_ring_bytes(layer, pos, key, value);
             }
             first += 2 * span;
         }
@@ -409,16 +405,15 @@ impl BlockStore {
             })
             .collect();
         cache.attach(&blocks, len);
-        let (row, span) = (self.row_bytes, BLOCK_TOKENS * self.row_bytes);
+        let row = self.row_bytes;
         for (ring, slots) in cache.ring_slots().into_iter().enumerate() {
             let kept = len.saturating_sub(slots)..len;
             let (mut keys, mut values) = (Vec::new(), Vec::new());
             for pos in kept.clone() {
-                let block = &self.blocks[&chain[pos / BLOCK_TOKENS]];
-                let rows = &block.ring_rows[2 * ring * span..2 * (ring + 1) * span];
-                let at = (pos % BLOCK_TOKENS) * row;
-                keys.extend_from_slice(&rows[at..at + row]);
-                values.extend_from_slice(&rows[span + at..span + at + row]);
+                let first = 2 * ring * BLOCK_TOKENS * row;
+                let (key, value) = self.ring_row(chain, first, row, pos);
+                keys.extend_from_slice(key);
+                values.extend_from_slice(value);
             }
             for (slot, rows) in ring_runs(kept, slots) {
                 let bytes = rows.start * row..rows.end * row;
@@ -427,6 +422,22 @@ impl BlockStore {
             }
         }
         Ok(())
+    }
+
+    /// The key and value rows of position `pos` in the blocks `chain`, of the ring whose rows
+    /// start at byte `first` of a block's `ring_rows` and are `row_bytes` wide.
+    fn ring_row(
+        &self,
+        chain: &[BlockKey],
+        first: usize,
+        row_bytes: usize,
+        pos: usize,
+    ) -> (&[u8], &[u8]) {
+        let span = BLOCK_TOKENS * row_bytes;
+        let block = &self.blocks[&chain[pos / BLOCK_TOKENS]];
+        let (keys, values) = block.ring_rows[first..first + 2 * span].split_at(span);
+        let row = (pos % BLOCK_TOKENS) * row_bytes..(pos % BLOCK_TOKENS + 1) * row_bytes;
+        (&keys[row.clone()], &values[row])
     }
 
     /// `Some(key)` if `tenant` cached `tokens` after `parent` (marked as just used).
